@@ -1,0 +1,3 @@
+from colbench.cli import main
+
+main()

@@ -1,0 +1,297 @@
+"""The per-rank loop: layout -> fill -> warm up -> time -> combine -> verify -> rows.
+
+Runs identically in every rank. It treats every collective alike through the op
+contract (:mod:`colbench.ops.base`); only rank 0 receives a sink for the rows.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+
+from colbench.config import SweepConfig, placements_for
+from colbench.dtypes import DTYPES, NO_REDOP, redop_supported
+from colbench.ops.base import Buffers, Collective, Context, Layout
+from colbench.results import SCHEMA_VERSION
+from colbench.timing import Timer
+
+
+class RowSink(Protocol):
+    """Where rank 0 sends rows; the CSV writer, the table and the progress bar hang off it."""
+
+    def rows(self, coll: Collective, rows: Sequence[dict[str, Any]]) -> None:
+        """All placements of one (op, dtype, redop, size), as soon as they are measured."""
+
+    def note(self, message: str) -> None:
+        """A one-line remark (skipped sizes and the like)."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Facts about the run that every row repeats."""
+
+    run_id: str
+    backend: str
+    device_name: str
+    world_size: int
+    nnodes: int
+    variant: str = ""
+
+
+@dataclass
+class InFlight:
+    """What this rank is doing now, so a failure can name it."""
+
+    op: str = ""
+    dtype: str = ""
+    size_bytes: int | None = None
+    phase: str = "setup"
+
+    def describe(self) -> str:
+        if not self.op:
+            return self.phase
+        size = "" if self.size_bytes is None else f" size {self.size_bytes} B"
+        return f"{self.phase} of {self.op} {self.dtype}{size}".strip()
+
+
+@dataclass(frozen=True)
+class Work:
+    """One (op, dtype, redop) combination and the sizes it runs."""
+
+    coll: Collective
+    dtype: str
+    redop: str
+    requested: tuple[int, ...]
+    layouts: tuple[Layout, ...]
+    placements: tuple[str, ...]
+    skipped_sizes: tuple[int, ...] = field(default=())
+
+
+def plan(cfg: SweepConfig, world_size: int, backend: str) -> list[Work]:
+    """Expand the config into the work this world runs, in table order."""
+    out: list[Work] = []
+    for coll in cfg.collectives():
+        placements = placements_for(coll, cfg)
+        if coll.unsupported(world_size, backend) or not placements:
+            continue
+        if not coll.sized:
+            layout = coll.layout(0, 1, world_size)
+            out.append(Work(coll, cfg.dtypes[0], NO_REDOP, (0,), (layout,), placements))
+            continue
+        redops = cfg.redops if coll.uses_redop else (NO_REDOP,)
+        for dtype_name in cfg.dtypes:
+            dtype = DTYPES[dtype_name]
+            for redop in redops:
+                if redop != NO_REDOP and redop_supported(redop, dtype):
+                    continue
+                pairs = [(s, coll.layout(s, dtype.elem_bytes, world_size)) for s in cfg.sizes_bytes]
+                kept = [(s, lay) for s, lay in pairs if lay.count > 0]
+                skipped = tuple(s for s, lay in pairs if lay.count == 0)
+                if kept:
+                    out.append(
+                        Work(
+                            coll,
+                            dtype_name,
+                            redop,
+                            tuple(s for s, _ in kept),
+                            tuple(lay for _, lay in kept),
+                            placements,
+                            skipped,
+                        )
+                    )
+    return out
+
+
+def count_units(work: Sequence[Work]) -> int:
+    """Measured rows the plan will produce (for the progress bar)."""
+    return sum(len(w.layouts) * len(w.placements) for w in work)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default) of an ascending sequence."""
+    if not sorted_values:
+        raise ValueError("percentile of nothing")
+    pos = (len(sorted_values) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) -> dict[str, float]:
+    """Combine every rank's per-iteration times into one row's time columns.
+
+    ``time_us`` is nccl-tests' number: each rank's batch mean, combined across ranks by
+    ``average`` (avg, min, max or rank0). The per-iteration statistics use, for each
+    iteration, the slowest rank's time, since a collective is done only when all are.
+    """
+    batch_means = [sum(times) / len(times) for times in per_rank_iters_us]
+    if average == "avg":
+        time_us = sum(batch_means) / len(batch_means)
+    elif average == "min":
+        time_us = min(batch_means)
+    elif average == "max":
+        time_us = max(batch_means)
+    elif average == "rank0":
+        time_us = batch_means[0]
+    else:
+        raise ValueError(f"unknown average {average!r}")
+    slowest = sorted(max(column) for column in zip(*per_rank_iters_us, strict=True))
+    return {
+        "time_us": time_us,
+        "time_min_us": slowest[0],
+        "time_p50_us": percentile(slowest, 50),
+        "time_p99_us": percentile(slowest, 99),
+        "time_max_us": slowest[-1],
+    }
+
+
+def make_row(
+    info: RunInfo,
+    cfg: SweepConfig,
+    work: Work,
+    requested_bytes: int,
+    layout: Layout,
+    in_place: bool,
+    times: dict[str, float],
+    wrong: int | None,
+) -> dict[str, Any]:
+    """One CSV row; bandwidth is computed only here, from the combined time."""
+    coll = work.coll
+    algbw = coll.algbw_gbps(layout.size_bytes, times["time_us"])
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": info.run_id,
+        "variant": info.variant,
+        "backend": info.backend,
+        "device": info.device_name,
+        "world_size": info.world_size,
+        "nnodes": info.nnodes,
+        "op": coll.name,
+        "dtype": work.dtype if coll.sized else "none",
+        "redop": work.redop,
+        "root": cfg.root if coll.rooted else -1,
+        "in_place": int(in_place),
+        "requested_bytes": requested_bytes,
+        "size_bytes": layout.size_bytes,
+        "count": layout.count,
+        "warmup": cfg.warmup,
+        "iters": cfg.iters,
+        "average": cfg.average,
+        **times,
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * coll.busbw_factor(info.world_size),
+        "wrong": wrong,
+    }
+
+
+class RankBench:
+    """The loop of one rank over the whole plan."""
+
+    def __init__(
+        self,
+        cfg: SweepConfig,
+        info: RunInfo,
+        rank: int,
+        device: torch.device,
+        timer: Timer,
+        sink: RowSink | None,
+        in_flight: InFlight | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.info = info
+        self.rank = rank
+        self.device = device
+        self.timer = timer
+        self.sink = sink
+        self.in_flight = in_flight or InFlight()
+
+    def run(self, work: Sequence[Work]) -> None:
+        for item in work:
+            if self.sink is not None and item.skipped_sizes:
+                self.sink.note(
+                    f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up to "
+                    f"{max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; skipped"
+                )
+            for rows in self._measure_work(item):
+                if self.sink is not None:
+                    self.sink.rows(item.coll, rows)
+
+    def _context(self, item: Work) -> Context:
+        return Context(
+            rank=self.rank,
+            world_size=self.info.world_size,
+            root=self.cfg.root,
+            dtype=DTYPES[item.dtype],
+            redop=item.redop,
+            seed=self.cfg.seed,
+            device=self.device,
+        )
+
+    def _measure_work(self, item: Work) -> Iterator[list[dict[str, Any]]]:
+        coll = item.coll
+        ctx = self._context(item)
+        flight = self.in_flight
+        flight.op, flight.dtype, flight.size_bytes, flight.phase = (
+            coll.name,
+            item.dtype,
+            None,
+            "allocation",
+        )
+        # One allocation per placement for the largest size; every size is a view of it.
+        largest = item.layouts[-1]
+        storages = {p: coll.allocate(largest, ctx, p == "in") for p in item.placements}
+        for requested, layout in zip(item.requested, item.layouts, strict=True):
+            flight.size_bytes = layout.size_bytes
+            rows = []
+            for placement in item.placements:
+                in_place = placement == "in"
+                bufs = coll.views(storages[placement], layout, ctx, in_place)
+                times = self._time(coll, bufs, ctx)
+                wrong = self._verify(coll, bufs, ctx) if self.cfg.check and coll.sized else None
+                rows.append(
+                    make_row(self.info, self.cfg, item, requested, layout, in_place, times, wrong)
+                )
+            yield rows
+        flight.phase = "between ops"
+        del storages
+
+    def _time(self, coll: Collective, bufs: Buffers, ctx: Context) -> dict[str, float]:
+        flight = self.in_flight
+        flight.phase = "fill"
+        coll.fill(bufs, ctx)
+        call = functools.partial(coll.run, bufs, ctx)
+        flight.phase = "warm-up"
+        for _ in range(self.cfg.warmup):
+            call()
+        self.timer.synchronize()
+        flight.phase = "barrier"
+        dist.barrier()
+        flight.phase = "timed batch"
+        iter_us = self.timer.time_batch(call, self.cfg.iters)
+        flight.phase = "combining times"
+        return combine_times(self._gather_times(iter_us), self.cfg.average)
+
+    def _gather_times(self, iter_us: list[float]) -> list[list[float]]:
+        n = self.info.world_size
+        mine = torch.tensor(iter_us, dtype=torch.float64, device=self.device)
+        every = torch.empty(n * len(iter_us), dtype=torch.float64, device=self.device)
+        _all_gather(every, mine)
+        return every.view(n, len(iter_us)).tolist()
+
+    def _verify(self, coll: Collective, bufs: Buffers, ctx: Context) -> int:
+        flight = self.in_flight
+        flight.phase = "verification"
+        coll.fill(bufs, ctx)
+        coll.run(bufs, ctx)
+        self.timer.synchronize()
+        wrong = torch.tensor([coll.count_wrong(bufs, ctx)], dtype=torch.int64, device=self.device)
+        dist.all_reduce(wrong)
+        return int(wrong.item())
+
+
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor

@@ -1,0 +1,261 @@
+"""The command line: parses, converts, prints and sets exit codes. No measuring here."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from colbench import __version__, config, ops
+from colbench.errors import ExitCode, RankFailure, UsageError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Collective-communication benchmarks on torch.distributed with nccl-tests semantics.\n\n"
+    "Sizes use binary units (1K = 1024 bytes); bandwidth is GB/s (1 GB/s = 1e9 bytes/s).\n\n"
+    "Exit codes: 0 ok, 1 wrong results, 2 usage error, 3 rank failure, 130 interrupted.",
+)
+
+SWEEP_HELP = """Measure collectives over a range of message sizes.
+
+Sizes: --sizes 1K-1G (doubling; --factor/--step change that) or --sizes 1K,4K,1M;
+nccl-tests' -b/-e/-f/-i work too. Units are binary (1K = 1024 bytes); bandwidth is
+reported in GB/s (1 GB/s = 1e9 bytes/s).
+
+\b
+Examples:
+  colbench sweep --op all_reduce --sizes 1K-1G
+  colbench sweep --op all --sizes 1K-16M --backend gloo --nprocs 4 --dtype float32,bfloat16
+  colbench sweep --op all_gather -b 8 -e 128M -f 2 -n 20 -w 5 -c 1
+
+Exit codes: 0 ok, 1 wrong results, 2 usage error, 3 rank failure, 130 interrupted.
+"""
+
+
+@app.command(help=SWEEP_HELP)
+def sweep(
+    op: Annotated[
+        str,
+        typer.Option("--op", help="Collectives, comma list or 'all': " + ", ".join(ops.BY_NAME)),
+    ] = "all_reduce",
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            "--sizes", "-s", help="Range 1K-1G or list 1K,4K,1M (binary units). Default 1K-16M."
+        ),
+    ] = None,
+    minbytes: Annotated[
+        str | None,
+        typer.Option("--minbytes", "-b", help="nccl-tests: smallest size (binary units)."),
+    ] = None,
+    maxbytes: Annotated[
+        str | None,
+        typer.Option("--maxbytes", "-e", help="nccl-tests: largest size (binary units)."),
+    ] = None,
+    factor: Annotated[
+        float | None,
+        typer.Option(
+            "--factor", "--stepfactor", "-f", help="Multiply size by this per step (default 2)."
+        ),
+    ] = None,
+    step: Annotated[
+        str | None,
+        typer.Option("--step", "--stepbytes", "-i", help="Add this many bytes per step instead."),
+    ] = None,
+    dtype: Annotated[
+        str,
+        typer.Option(
+            "--dtype",
+            "-d",
+            help="Element types, comma list or 'all': float32, float16, bfloat16, float64, "
+            "int8, uint8, int32, int64.",
+        ),
+    ] = "float32",
+    redop: Annotated[
+        str,
+        typer.Option(
+            "--redop",
+            "-o",
+            help="Reduction ops, comma list or 'all': sum, prod, min, max, avg (float only).",
+        ),
+    ] = "sum",
+    root: Annotated[
+        int, typer.Option("--root", "-r", help="Root rank of broadcast, reduce, gather, scatter.")
+    ] = 0,
+    placement: Annotated[
+        str,
+        typer.Option("--placement", help="out (separate buffers), in (in-place form) or out,in."),
+    ] = "out,in",
+    iters: Annotated[int, typer.Option("--iters", "-n", help="Timed calls per size.")] = 20,
+    warmup: Annotated[
+        int, typer.Option("--warmup", "-w", help="Untimed calls per size before timing.")
+    ] = 5,
+    check: Annotated[
+        int, typer.Option("--check", "-c", help="1: verify every result (default); 0: skip.")
+    ] = 1,
+    average: Annotated[
+        str,
+        typer.Option(
+            "--average",
+            "-a",
+            help="Combine ranks' times: avg, min, max, rank0 (or nccl-tests 1, 2, 3, 0).",
+        ),
+    ] = "avg",
+    backend: Annotated[
+        str, typer.Option("--backend", help="auto (NCCL if GPUs, else gloo), nccl or gloo.")
+    ] = "auto",
+    nprocs: Annotated[
+        int | None,
+        typer.Option(
+            "--nprocs",
+            "-p",
+            help="Ranks to spawn without a launcher (default: GPUs for NCCL, 2 for gloo).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Process-group timeout in seconds.")
+    ] = 300.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the deterministic input data.")] = 0,
+    out: Annotated[
+        str | None, typer.Option("--out", help="Run directory (must be new or empty).")
+    ] = None,
+    results_dir: Annotated[
+        str, typer.Option("--results-dir", help="Parent of default run directories.")
+    ] = "results",
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress", help="Progress bar on stderr (default: when a terminal)."
+        ),
+    ] = None,
+    table: Annotated[
+        bool, typer.Option("--table/--no-table", help="Print the nccl-tests style table.")
+    ] = True,
+) -> None:
+    from colbench.runner import run_sweep
+
+    if check not in (0, 1):
+        raise UsageError(f"--check takes 0 or 1, got {check}")
+    if backend not in ("auto", "gloo", "nccl"):
+        raise UsageError(f"bad --backend {backend!r}: use auto, nccl or gloo")
+    cfg = config.build(
+        op=op,
+        sizes=config.resolve_sizes(sizes, minbytes, maxbytes, factor, step),
+        dtype=dtype,
+        redop=redop,
+        root=root,
+        placements=config.parse_placements(placement),
+        iters=iters,
+        warmup=warmup,
+        check=bool(check),
+        average=config.parse_average(average),
+        backend=backend,
+        nprocs=nprocs,
+        timeout_s=timeout,
+        seed=seed,
+        out_dir=out,
+        results_root=results_dir,
+        progress=progress,
+        table=table,
+        command_line=tuple(sys.argv),
+    )
+    raise typer.Exit(run_sweep(cfg))
+
+
+@app.command()
+def explain(op: Annotated[str, typer.Argument(help="A collective, e.g. all_gather.")]) -> None:
+    """Print how size, count, algbw and busbw are defined for OP.
+
+    Example: colbench explain all_gather
+    """
+    typer.echo(explain_text(ops.get(op)))
+
+
+FORMS = {"out": "out-of-place", "in": "in-place"}
+
+
+def explain_text(coll: ops.Collective) -> str:
+    factor_doc = " ".join((coll.busbw_factor.__doc__ or "").split())
+    lines = [
+        f"{coll.name}: {coll.summary}",
+        f"  timed call : {coll.torch_call}",
+        f"  size       : {coll.size_rule}",
+        f"  count      : {coll.count_rule}",
+        "  algbw      : size_bytes / time, in GB/s (1 GB/s = 1e9 bytes/s)",
+        f"  busbw      : {coll.busbw_rule}",
+        f"  why        : {factor_doc}",
+        f"  placements : {', '.join(FORMS[p] for p in coll.placements)}",
+    ]
+    if coll.sized:
+        lines.append("  example    : a requested 1K of float32:")
+        for n in (1, 2, 3, 8):
+            lay = coll.layout(1024, 4, n)
+            lines.append(
+                f"               n={n}: count {lay.count}, size_bytes {lay.size_bytes}, "
+                f"busbw factor {coll.busbw_factor(n):.4g}"
+            )
+    if coll.uses_redop:
+        lines.append("  redop      : sum, prod, min, max, avg (avg on floating types only)")
+    if coll.rooted:
+        lines.append("  root       : --root (default 0)")
+    if coll.notes:
+        lines.append(f"  note       : {coll.notes}")
+    return "\n".join(lines)
+
+
+@app.command()
+def env() -> None:
+    """Show backends, GPUs, versions and the launcher colbench would join.
+
+    Example: colbench env
+    """
+    from colbench.envinfo import describe
+
+    typer.echo(describe())
+
+
+@app.command()
+def version() -> None:
+    """Print the colbench version."""
+    typer.echo(__version__)
+
+
+def _error(message: str) -> None:
+    print(f"colbench: error: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every failure becomes one line on stderr and a documented exit code."""
+    try:
+        code = app(args=argv, prog_name="colbench", standalone_mode=False)
+    except UsageError as exc:
+        _error(str(exc))
+        sys.exit(int(ExitCode.USAGE))
+    except RankFailure as exc:
+        _error(str(exc))
+        sys.exit(int(ExitCode.RANK_FAILURE))
+    except KeyboardInterrupt:
+        _error("interrupted")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except Exception as exc:
+        # Typer's parser errors (click's UsageError, vendored in newer typer) carry
+        # their own exit code and message: keep the code, print the message on one line.
+        exit_code = getattr(exc, "exit_code", None)
+        format_message = getattr(exc, "format_message", None)
+        if type(exc).__name__ == "Abort":
+            _error("interrupted")
+            sys.exit(int(ExitCode.INTERRUPTED))
+        if not isinstance(exit_code, int) or not callable(format_message):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            print(ctx.get_help(), file=sys.stderr)
+        else:
+            _error(" ".join(str(format_message()).split()))
+        sys.exit(exit_code)
+    sys.exit(int(code or 0))

@@ -1,0 +1,204 @@
+"""The one typed description of a sweep, and its validation.
+
+The CLI (and later YAML suites) only build a :class:`SweepConfig`; everything
+downstream reads it. Validation that needs no process group happens here, so bad
+input fails before any rank starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from colbench import ops as ops_registry
+from colbench.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
+from colbench.errors import UsageError
+from colbench.ops.base import Collective
+from colbench.sizes import parse_size, parse_sizes, size_range
+
+Average = Literal["avg", "min", "max", "rank0"]
+Backend = Literal["auto", "gloo", "nccl"]
+AVERAGES: tuple[Average, ...] = ("avg", "min", "max", "rank0")
+# nccl-tests' -a takes 0..3.
+_AVERAGE_DIGITS: dict[str, Average] = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
+PLACEMENTS = ("out", "in")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A complete, validated sweep request."""
+
+    ops: tuple[str, ...] = ("all_reduce",)
+    """Collectives to run, in order."""
+    sizes_bytes: tuple[int, ...] = ()
+    """Requested message sizes in bytes (binary units), ascending."""
+    dtypes: tuple[str, ...] = ("float32",)
+    """Element types (torch names)."""
+    redops: tuple[str, ...] = ("sum",)
+    """Reduction operators for ops that reduce."""
+    root: int = 0
+    """Root rank of broadcast, reduce, gather and scatter."""
+    placements: tuple[str, ...] = PLACEMENTS
+    """``out`` (separate buffers) and/or ``in`` (in-place form), as nccl-tests reports both."""
+    iters: int = 20
+    """Timed calls per size."""
+    warmup: int = 5
+    """Untimed calls per size before timing (connection set-up, caches)."""
+    check: bool = True
+    """Verify every result bitwise after timing."""
+    average: Average = "avg"
+    """How each rank's batch time is combined before bandwidth is computed."""
+    backend: Backend = "auto"
+    """``auto`` picks NCCL when GPUs are there, else gloo."""
+    nprocs: int | None = None
+    """Ranks to spawn when no launcher started us (default: GPUs for NCCL, 2 for gloo)."""
+    timeout_s: float = 300.0
+    """Process-group timeout: a collective that takes longer fails the run."""
+    seed: int = 0
+    """Seed of the deterministic input data."""
+    out_dir: str | None = None
+    """Run directory; default ``<results_root>/<timestamp>-<ops>-<backend>``."""
+    results_root: str = "results"
+    """Parent of default run directories."""
+    progress: bool | None = None
+    """Progress bar on stderr; None = only when stderr is a terminal."""
+    table: bool = True
+    """Print the nccl-tests style table on stdout."""
+    command_line: tuple[str, ...] = field(default_factory=tuple)
+    """argv of the invocation, recorded in meta.json."""
+
+    def collectives(self) -> tuple[Collective, ...]:
+        return tuple(ops_registry.get(name) for name in self.ops)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve_sizes(
+    sizes: str | None,
+    minbytes: str | None,
+    maxbytes: str | None,
+    factor: float | None,
+    step: str | None,
+) -> tuple[int, ...]:
+    """Merge ``--sizes`` with the nccl-tests flags -b/-e/-f/-i into one size list."""
+    step_bytes = parse_size(step) if step is not None else None
+    if sizes is not None:
+        if minbytes is not None or maxbytes is not None:
+            raise UsageError("give either --sizes or -b/--minbytes and -e/--maxbytes, not both")
+        return tuple(parse_sizes(sizes, factor, step_bytes))
+    low = parse_size(minbytes) if minbytes is not None else None
+    high = parse_size(maxbytes) if maxbytes is not None else None
+    if low is None and high is None:
+        return tuple(parse_sizes("1K-16M", factor, step_bytes))
+    # nccl-tests defaults both ends to 32M; one given end alone means a single size.
+    low = high if low is None else low
+    high = low if high is None else high
+    assert low is not None and high is not None
+    return tuple(size_range(low, high, factor, step_bytes))
+
+
+def parse_average(text: str) -> Average:
+    key = text.strip().lower()
+    key = _AVERAGE_DIGITS.get(key, key)
+    for name in AVERAGES:
+        if key == name:
+            return name
+    raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
+
+
+def parse_placements(text: str) -> tuple[str, ...]:
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    aliases = {"out-of-place": "out", "in-place": "in", "oop": "out", "ip": "in", "both": "out,in"}
+    expanded: list[str] = []
+    for name in names:
+        expanded.extend(aliases.get(name, name).split(","))
+    if not expanded or any(p not in PLACEMENTS for p in expanded):
+        raise UsageError(f"bad --placement {text!r}: use out, in or out,in")
+    return tuple(p for p in PLACEMENTS if p in expanded)
+
+
+def build(
+    *,
+    op: str,
+    sizes: tuple[int, ...],
+    dtype: str,
+    redop: str,
+    **kwargs: Any,
+) -> SweepConfig:
+    """Validate user choices into a SweepConfig (raises UsageError)."""
+    collectives = ops_registry.parse_ops(op)
+    dtypes = parse_dtypes(dtype)
+    redops = parse_redops(redop)
+    cfg = SweepConfig(
+        ops=tuple(c.name for c in collectives),
+        sizes_bytes=tuple(sizes),
+        dtypes=tuple(d.name for d in dtypes),
+        redops=redops,
+        **kwargs,
+    )
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: SweepConfig) -> None:
+    """Checks that need no process group."""
+    if not cfg.sizes_bytes:
+        raise UsageError("no sizes to run")
+    if cfg.iters < 1:
+        raise UsageError(f"--iters must be at least 1, got {cfg.iters}")
+    if cfg.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {cfg.warmup}")
+    if cfg.nprocs is not None and cfg.nprocs < 1:
+        raise UsageError(f"--nprocs must be at least 1, got {cfg.nprocs}")
+    if cfg.root < 0:
+        raise UsageError(f"--root must be a rank (0 or more), got {cfg.root}")
+    if cfg.timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive, got {cfg.timeout_s:g}")
+    if any(c.uses_redop for c in cfg.collectives()):
+        reasons = [
+            why for d in cfg.dtypes for r in cfg.redops if (why := redop_supported(r, DTYPES[d]))
+        ]
+        if len(reasons) == len(cfg.dtypes) * len(cfg.redops):
+            raise UsageError(f"nothing to run: {reasons[0]}")
+    if not any(placements_for(c, cfg) for c in cfg.collectives()):
+        raise UsageError(
+            f"none of the chosen ops has a {'/'.join(cfg.placements)} form; see colbench explain"
+        )
+
+
+def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
+    """Checks that need the world size; returns warnings for combinations that will be skipped."""
+    if cfg.root >= world_size and any(c.rooted for c in cfg.collectives()):
+        raise UsageError(f"--root {cfg.root} is not a rank of a world of {world_size}")
+    notes: list[str] = []
+    for coll in cfg.collectives():
+        reason = coll.unsupported(world_size, backend)
+        if reason:
+            notes.append(f"skipping {coll.name}: {reason}")
+            continue
+        forms = {"out": "out-of-place", "in": "in-place"}
+        missing = [forms[p] for p in cfg.placements if p not in coll.placements]
+        if coll.sized and missing:
+            if not placements_for(coll, cfg):
+                notes.append(f"skipping {coll.name}: torch has no {missing[0]} form of it")
+            else:
+                notes.append(f"{coll.name}: torch has no {', '.join(missing)} form; shown as n/a")
+        if coll.uses_redop:
+            for d in cfg.dtypes:
+                for r in cfg.redops:
+                    why = redop_supported(r, DTYPES[d])
+                    if why:
+                        notes.append(f"skipping {coll.name} {d} {r}: {why}")
+    if all(
+        c.unsupported(world_size, backend) or not placements_for(c, cfg) for c in cfg.collectives()
+    ):
+        raise UsageError(f"nothing to run at world size {world_size}: " + "; ".join(notes))
+    return notes
+
+
+def placements_for(coll: Collective, cfg: SweepConfig) -> tuple[str, ...]:
+    """The requested placements this op has; size-less ops (barrier) run once regardless."""
+    if not coll.sized:
+        return coll.placements
+    return tuple(p for p in cfg.placements if p in coll.placements)

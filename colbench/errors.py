@@ -1,0 +1,29 @@
+"""Error types and the exit codes the CLI maps them to (documented in the README)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit status of every colbench command."""
+
+    OK = 0
+    #: The run completed but some result had wrong elements (or a gate failed).
+    DATA_ERROR = 1
+    #: Bad command line, config or input file: nothing was measured.
+    USAGE = 2
+    #: A rank failed (exception, signal) mid-run; rows measured before are kept.
+    RANK_FAILURE = 3
+    #: The process group timed out; rows measured before are kept.
+    TIMEOUT = 4
+    #: SIGINT / SIGTERM: 128 + signal number, like a shell.
+    INTERRUPTED = 130
+
+
+class UsageError(ValueError):
+    """Bad user input. The CLI prints the message on one line and exits with 2."""
+
+
+class RankFailure(RuntimeError):
+    """A rank died or raised; the message names the rank and what it was doing."""

@@ -1,0 +1,118 @@
+"""What a run records about itself in ``meta.json``: versions, hardware, launcher, env.
+
+Only allow-listed environment variables are recorded: the ones that change what
+collectives do (NCCL_*, TORCH_*, CUDA_*, GLOO_*, OMP_*), never the whole
+environment, which may hold secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from colbench import __version__
+from colbench.results import SCHEMA_VERSION
+
+ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "GLOO_", "OMP_")
+#: Exceptions inside allowed prefixes: these can carry credentials or tokens.
+_ENV_DENY_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY")
+
+
+def allowed_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    return {
+        k: v
+        for k, v in sorted(env.items())
+        if k.startswith(ENV_PREFIXES) and not any(word in k for word in _ENV_DENY_WORDS)
+    }
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def versions() -> dict[str, str | None]:
+    import torch
+
+    nccl: str | None = None
+    if torch.cuda.is_available():
+        try:
+            raw = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, raw)) if isinstance(raw, tuple) else str(raw)
+        except (RuntimeError, AttributeError):
+            nccl = None
+    return {
+        "colbench": __version__,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "nccl": nccl,
+        "python": platform.python_version(),
+    }
+
+
+def gpus() -> list[str]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+def collect(
+    *,
+    run_id: str,
+    config: dict[str, Any],
+    launcher: str,
+    backend: str,
+    world_size: int,
+    hosts: list[str],
+    devices: list[str],
+) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "status": "running",
+        "command_line": list(config.get("command_line") or sys.argv),
+        "versions": versions(),
+        "backend": backend,
+        "launcher": launcher,
+        "world_size": world_size,
+        "hosts": sorted(set(hosts)),
+        "rank_hosts": hosts,
+        "nnodes": len(set(hosts)),
+        "devices": devices,
+        "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
+        "platform": platform.platform(),
+        "coordinator_host": socket.gethostname(),
+        "env": allowed_env(),
+        "config": config,
+    }
+
+
+def write(run_dir: Path, meta: Mapping[str, Any]) -> None:
+    """Atomically replace meta.json, so a reader never sees half a file."""
+    tmp = run_dir / ".meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, run_dir / "meta.json")
+
+
+def read(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "meta.json").read_text())
+
+
+def update(run_dir: Path, **fields: Any) -> None:
+    meta = read(run_dir)
+    meta.update(fields)
+    write(run_dir, meta)

@@ -1,0 +1,41 @@
+"""all_reduce: every rank ends with the reduction of all ranks' buffers."""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+
+from colbench.ops import data
+from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+
+
+class AllReduce(Collective):
+    name = "all_reduce"
+    summary = "every rank ends with the element-wise reduction of all ranks' buffers"
+    size_rule = "size_bytes = the whole buffer (count * element size)"
+    count_rule = "count = elements in the buffer"
+    busbw_rule = "busbw = algbw * 2(n-1)/n"
+    torch_call = "dist.all_reduce(tensor, op)"
+    uses_redop = True
+    # torch.distributed.all_reduce only exists in place; there is no separate output buffer.
+    placements = ("in",)
+    notes = "torch has no out-of-place all_reduce, so only in-place rows are produced."
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        return whole_buffer(requested_bytes, elem_bytes)
+
+    def busbw_factor(self, world_size: int) -> float:
+        """A ring all_reduce is a reduce_scatter then an all_gather: each rank sends and
+        receives 2(n-1)/n of the buffer, so busbw = algbw * 2(n-1)/n."""
+        return 2 * (world_size - 1) / world_size
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        data.fill(bufs.recv, lambda lo, hi: data.values(ctx.redop, ctx.rank, lo, hi, ctx))
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        dist.all_reduce(bufs.recv, op=ctx.reduce_op, group=ctx.group)
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        return data.count_wrong(bufs.recv, lambda lo, hi: data.reduced_values(lo, hi, ctx), ctx)
+
+
+OP = AllReduce()

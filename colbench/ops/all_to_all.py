@@ -1,0 +1,44 @@
+"""all_to_all: rank r sends its j-th chunk to rank j and receives rank j's r-th chunk."""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+
+from colbench.ops import data
+from colbench.ops.base import Buffers, Collective, Context, Layout, per_rank_chunk
+
+
+class AllToAll(Collective):
+    name = "all_to_all"
+    summary = "rank r sends chunk j of its n*b elements to rank j and receives chunk r from each"
+    size_rule = "size_bytes = n * b * element size (one rank's whole send buffer)"
+    count_rule = "count = b, the elements exchanged with each peer"
+    busbw_rule = "busbw = algbw * (n-1)/n"
+    torch_call = "dist.all_to_all_single(output, input)"
+    # all_to_all_single with input == output is not a supported in-place form (gloo
+    # returns the input unchanged), so only out-of-place is offered.
+    placements = ("out",)
+    notes = "in-place all_to_all is not a torch API, so only out-of-place rows are produced."
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        b = per_rank_chunk(requested_bytes, elem_bytes, world_size)
+        return Layout(b, b * world_size * elem_bytes, b * world_size, b * world_size)
+
+    def busbw_factor(self, world_size: int) -> float:
+        """Of its n chunks each rank keeps one and exchanges n-1 over the network."""
+        return (world_size - 1) / world_size
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        data.poison(bufs.recv)
+        data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        dist.all_to_all_single(bufs.recv, bufs.send, group=ctx.group)
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        # Block `src` of my output is block `me` of rank src's input.
+        b = bufs.layout.count
+        return data.count_wrong_blocks(bufs.recv, b, ctx, offset=ctx.rank * b)
+
+
+OP = AllToAll()

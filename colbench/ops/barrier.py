@@ -1,0 +1,42 @@
+"""barrier: no data; measures the latency of synchronising all ranks."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
+
+
+class Barrier(Collective):
+    name = "barrier"
+    summary = "no data moves; every rank waits until all have arrived (latency only)"
+    size_rule = "size_bytes = 0 (one row per sweep, outside the size loop)"
+    count_rule = "count = 0"
+    busbw_rule = "busbw = 0 (no bytes move; only time_us is meaningful)"
+    torch_call = "dist.barrier()"
+    sized = False
+    placements = ("out",)
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        return Layout(0, 0, 0, 0)
+
+    def busbw_factor(self, world_size: int) -> float:
+        """No payload, so no bandwidth."""
+        return 0.0
+
+    def allocate(self, layout: Layout, ctx: Context, in_place: bool) -> Storage:
+        empty = torch.empty(0, device=ctx.device)
+        return Storage(empty, empty)
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        pass
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        dist.barrier(group=ctx.group)
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        return 0
+
+
+OP = Barrier()

@@ -1,0 +1,153 @@
+"""The contract every collective fulfils (learned from nccl-tests' ``struct testColl``).
+
+The driver (:mod:`colbench.bench`) never branches on a collective's name: it asks the
+op for its layout, bus-bandwidth factor, buffers, data, one call, and a wrong-element
+count. Each ``colbench/ops/<name>.py`` subclasses :class:`Collective` once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from colbench.dtypes import DType, torch_redop
+
+if TYPE_CHECKING:
+    import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a requested message size maps onto buffers, in nccl-tests' terms."""
+
+    #: Elements nccl-tests reports in its ``count`` column.
+    count: int
+    #: Bytes nccl-tests reports in its ``size`` column; the numerator of algbw.
+    size_bytes: int
+    #: Elements in one rank's input and output buffer (largest over ranks).
+    send_numel: int
+    recv_numel: int
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything one rank needs to run and verify one (op, dtype, redop) combination."""
+
+    rank: int
+    """This process's rank within the group the collective runs on."""
+    world_size: int
+    """Ranks in that group: the ``n`` of the bandwidth formulas."""
+    root: int
+    """Root as a rank within the group (rooted ops only)."""
+    dtype: DType
+    redop: str
+    """Reduction name (``sum``...) or ``none`` for ops that do not reduce."""
+    seed: int
+    device: torch.device
+    group: Any = None
+    """torch ProcessGroup, or None for the default (world) group."""
+    global_ranks: tuple[int, ...] = ()
+    """Global rank of each group rank; torch's point-to-point and root arguments are global."""
+
+    def global_rank(self, group_rank: int) -> int:
+        return self.global_ranks[group_rank] if self.global_ranks else group_rank
+
+    @property
+    def reduce_op(self) -> dist.ReduceOp:
+        return torch_redop(self.redop)
+
+
+@dataclass
+class Buffers:
+    """Views for one size. ``send`` and ``recv`` may alias (in-place)."""
+
+    send: torch.Tensor
+    recv: torch.Tensor
+    in_place: bool
+    layout: Layout
+    #: Per-rank chunk views for list-based APIs (gather, scatter).
+    chunks: list[torch.Tensor] = field(default_factory=list)
+
+
+@dataclass
+class Storage:
+    """Flat tensors allocated once for the largest size; smaller sizes use views."""
+
+    send: torch.Tensor
+    recv: torch.Tensor
+
+
+def whole_buffer(requested_bytes: int, elem_bytes: int) -> Layout:
+    """Ops whose reported size is the whole buffer (all_reduce, broadcast, reduce, sendrecv)."""
+    count = requested_bytes // elem_bytes
+    return Layout(count, count * elem_bytes, count, count)
+
+
+def per_rank_chunk(requested_bytes: int, elem_bytes: int, world_size: int) -> int:
+    """Elements each rank contributes, nccl-tests style: split by rank, 16-byte aligned."""
+    chunk_bytes = (requested_bytes // elem_bytes // world_size) * elem_bytes
+    return (chunk_bytes - chunk_bytes % 16) // elem_bytes
+
+
+class Collective:
+    """One collective. Subclasses set the class attributes and implement the methods."""
+
+    name: ClassVar[str]
+    #: One line for ``colbench explain``.
+    summary: ClassVar[str]
+    #: How size, count and algbw are defined, for ``colbench explain``.
+    size_rule: ClassVar[str]
+    count_rule: ClassVar[str]
+    busbw_rule: ClassVar[str]
+    #: The torch.distributed call that is timed.
+    torch_call: ClassVar[str]
+    uses_redop: ClassVar[bool] = False
+    rooted: ClassVar[bool] = False
+    #: Size-less ops (barrier) run once per sweep with size 0.
+    sized: ClassVar[bool] = True
+    #: Placements torch offers for this op: "out" (separate buffers) and/or "in".
+    placements: ClassVar[tuple[str, ...]] = ("out", "in")
+    notes: ClassVar[str] = ""
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        raise NotImplementedError
+
+    def busbw_factor(self, world_size: int) -> float:
+        raise NotImplementedError
+
+    def unsupported(self, world_size: int, backend: str) -> str | None:
+        """Why this op cannot run at this world size on this backend, or None."""
+        return None
+
+    def allocate(self, layout: Layout, ctx: Context, in_place: bool) -> Storage:
+        kwargs: dict[str, Any] = {"dtype": ctx.dtype.torch, "device": ctx.device}
+        if in_place:
+            flat = torch.empty(max(layout.send_numel, layout.recv_numel), **kwargs)
+            return Storage(flat, flat)
+        return Storage(
+            torch.empty(layout.send_numel, **kwargs), torch.empty(layout.recv_numel, **kwargs)
+        )
+
+    def views(self, storage: Storage, layout: Layout, ctx: Context, in_place: bool) -> Buffers:
+        """Buffers for ``layout`` carved out of storage sized for a larger layout."""
+        return Buffers(
+            storage.send[: layout.send_numel], storage.recv[: layout.recv_numel], in_place, layout
+        )
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        """Deterministic inputs for this rank; outputs poisoned so missed writes show."""
+        raise NotImplementedError
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        """Exactly one blocking call of the collective: the only thing inside a timed region."""
+        raise NotImplementedError
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        """Wrong elements in this rank's output after one :meth:`run` on fresh :meth:`fill`."""
+        raise NotImplementedError
+
+    def algbw_gbps(self, size_bytes: int, time_us: float) -> float:
+        """nccl-tests' algorithm bandwidth: size / time, in GB/s (1e9 bytes/s)."""
+        return size_bytes / time_us / 1e3 if time_us > 0 else 0.0

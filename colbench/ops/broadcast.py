@@ -1,0 +1,46 @@
+"""broadcast: every rank ends with the root's buffer."""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+
+from colbench.ops import data
+from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+
+
+class Broadcast(Collective):
+    name = "broadcast"
+    summary = "every rank ends with a copy of the root's buffer"
+    size_rule = "size_bytes = the whole buffer (count * element size)"
+    count_rule = "count = elements in the buffer"
+    busbw_rule = "busbw = algbw * 1"
+    torch_call = "dist.broadcast(tensor, src=root)"
+    rooted = True
+    # torch's broadcast has one tensor: the root's input is every rank's output.
+    placements = ("in",)
+    notes = "torch has no out-of-place broadcast, so only in-place rows are produced."
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        return whole_buffer(requested_bytes, elem_bytes)
+
+    def busbw_factor(self, world_size: int) -> float:
+        """A pipelined broadcast moves the whole buffer over every link once, so the bus
+        bandwidth equals the algorithm bandwidth whatever n is."""
+        return 1.0
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        if ctx.rank == ctx.root:
+            data.fill(bufs.recv, lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx))
+        else:
+            data.poison(bufs.recv)
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        dist.broadcast(bufs.recv, src=ctx.global_rank(ctx.root), group=ctx.group)
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        return data.count_wrong(
+            bufs.recv, lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx), ctx
+        )
+
+
+OP = Broadcast()

@@ -1,0 +1,130 @@
+"""Deterministic test data and exact verification, shared by every collective.
+
+Every rank can compute every other rank's input from (rank, element index, seed), so
+the expected output of any collective is known without communication. Values are
+small non-negative integers, chosen per reduction so that the exact result is
+representable in every supported dtype at any world size: then a bitwise comparison
+is a fair test (nccl-tests does the same with its own generators). Only ``avg`` on
+floats, where the backend's rounding of the division may differ, uses a tolerance.
+
+Work is done in chunks so that verifying a 1 GiB buffer needs a bounded extra amount
+of memory.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from colbench.ops.base import Context
+
+#: Elements per chunk when generating or comparing (32 MiB of int64 indices).
+CHUNK_ELEMS = 1 << 22
+
+_INT_VIEW = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def raw_values(kind: str, src_rank: int, start: int, stop: int, ctx: Context) -> torch.Tensor:
+    """int64 values that rank ``src_rank`` contributes at element indices [start, stop).
+
+    ``kind`` is ``copy`` for data-movement collectives, else the reduction name.
+    """
+    n = ctx.world_size
+    idx = torch.arange(start, stop, dtype=torch.int64, device=ctx.device)
+    mixed = idx * 7 + (src_rank * 13 + ctx.seed * 17)
+    limit = ctx.dtype.exact_limit
+    if kind in ("sum", "avg"):
+        # Largest per-rank value whose n-fold sum stays exact in this dtype.
+        top = min(7, limit // n)
+        if top >= 1:
+            return mixed % (top + 1)
+        # More ranks than exact integers: exactly one rank contributes a 1.
+        return ((idx + ctx.seed) % n == src_rank).to(torch.int64)
+    if kind == "prod":
+        # At most one rank holds a 2 per element, so the product is 1 or 2 in any dtype.
+        return 1 + ((idx + ctx.seed) % (n + 1) == src_rank).to(torch.int64)
+    # copy, min, max: any exact value works; 101 is prime so ranks < 101 differ everywhere.
+    return mixed % (min(limit, 100) + 1)
+
+
+def values(kind: str, src_rank: int, start: int, stop: int, ctx: Context) -> torch.Tensor:
+    """:func:`raw_values` cast to the run's dtype."""
+    return raw_values(kind, src_rank, start, stop, ctx).to(ctx.dtype.torch)
+
+
+def reduced_values(start: int, stop: int, ctx: Context) -> torch.Tensor:
+    """The exact reduction over all ranks of their ``ctx.redop`` inputs at [start, stop)."""
+    kind = ctx.redop
+    acc = raw_values(kind, 0, start, stop, ctx)
+    for rank in range(1, ctx.world_size):
+        nxt = raw_values(kind, rank, start, stop, ctx)
+        if kind in ("sum", "avg"):
+            acc += nxt
+        elif kind == "prod":
+            acc *= nxt
+        elif kind == "min":
+            acc = torch.minimum(acc, nxt)
+        else:
+            acc = torch.maximum(acc, nxt)
+    if kind == "avg":
+        return (acc.to(torch.float64) / ctx.world_size).to(ctx.dtype.torch)
+    return acc.to(ctx.dtype.torch)
+
+
+def fill(tensor: torch.Tensor, make: Callable[[int, int], torch.Tensor], offset: int = 0) -> None:
+    """Write ``make(offset + i, offset + j)`` into ``tensor[i:j]``, chunk by chunk."""
+    numel = tensor.numel()
+    for lo in range(0, numel, CHUNK_ELEMS):
+        hi = min(lo + CHUNK_ELEMS, numel)
+        tensor[lo:hi].copy_(make(offset + lo, offset + hi))
+
+
+def poison(tensor: torch.Tensor) -> None:
+    """Fill an output with a value no generator produces, so an unwritten element is caught."""
+    tensor.fill_(255 if tensor.dtype == torch.uint8 else -1)
+
+
+def count_wrong(
+    actual: torch.Tensor,
+    expect: Callable[[int, int], torch.Tensor],
+    ctx: Context,
+    offset: int = 0,
+) -> int:
+    """Elements of ``actual`` that differ from ``expect(offset + i, offset + j)``.
+
+    Bitwise, except float ``avg`` which allows a couple of ulps of rounding.
+    """
+    approx = ctx.redop == "avg" and ctx.dtype.is_float
+    numel = actual.numel()
+    wrong = 0
+    for lo in range(0, numel, CHUNK_ELEMS):
+        hi = min(lo + CHUNK_ELEMS, numel)
+        got = actual[lo:hi]
+        want = expect(offset + lo, offset + hi)
+        if approx:
+            eps = torch.finfo(got.dtype).eps
+            want64 = want.to(torch.float64)
+            bad = (got.to(torch.float64) - want64).abs() > 2 * eps * want64.abs().clamp(min=1.0)
+        else:
+            view = _INT_VIEW[got.element_size()]
+            bad = got.view(view) != want.view(view)
+        wrong += int(bad.sum().item())
+    return wrong
+
+
+def _copy_values(src_rank: int, ctx: Context, start: int, stop: int) -> torch.Tensor:
+    return values("copy", src_rank, start, stop, ctx)
+
+
+def count_wrong_blocks(actual: torch.Tensor, block: int, ctx: Context, offset: int = 0) -> int:
+    """Wrong elements of an output made of one ``block`` per rank, in rank order, where
+    block j must equal rank j's ``copy`` data from element ``offset`` on."""
+    wrong = 0
+    for src in range(ctx.world_size):
+        expect = functools.partial(_copy_values, src, ctx)
+        wrong += count_wrong(actual[src * block : (src + 1) * block], expect, ctx, offset)
+    return wrong

@@ -1,0 +1,45 @@
+"""reduce: the root ends with the reduction of all ranks' buffers."""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+
+from colbench.ops import data
+from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+
+
+class Reduce(Collective):
+    name = "reduce"
+    summary = "the root ends with the element-wise reduction of all ranks' buffers"
+    size_rule = "size_bytes = the whole buffer (count * element size)"
+    count_rule = "count = elements in the buffer"
+    busbw_rule = "busbw = algbw * 1"
+    torch_call = "dist.reduce(tensor, dst=root, op)"
+    uses_redop = True
+    rooted = True
+    # torch's reduce has one tensor, reduced in place on the root.
+    placements = ("in",)
+    notes = "torch has no out-of-place reduce, so only in-place rows are produced."
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        return whole_buffer(requested_bytes, elem_bytes)
+
+    def busbw_factor(self, world_size: int) -> float:
+        """A pipelined reduce moves the whole buffer over every link once (the mirror of
+        broadcast), so busbw = algbw."""
+        return 1.0
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        data.fill(bufs.recv, lambda lo, hi: data.values(ctx.redop, ctx.rank, lo, hi, ctx))
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        dist.reduce(bufs.recv, dst=ctx.global_rank(ctx.root), op=ctx.reduce_op, group=ctx.group)
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        # Only the root's result is defined; other ranks' buffers are scratch.
+        if ctx.rank != ctx.root:
+            return 0
+        return data.count_wrong(bufs.recv, lambda lo, hi: data.reduced_values(lo, hi, ctx), ctx)
+
+
+OP = Reduce()

@@ -1,0 +1,53 @@
+"""reduce_scatter: rank r ends with chunk r of the reduction of all ranks' buffers."""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+
+from colbench.ops import data
+from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
+
+# torch >= 2.12 renamed reduce_scatter_tensor; keep working on older releases.
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+class ReduceScatter(Collective):
+    name = "reduce_scatter"
+    summary = "rank r ends with chunk r (b elements) of the reduction of all ranks' n*b inputs"
+    size_rule = "size_bytes = total bytes each rank sends = b * n * element size"
+    count_rule = "count = b, the elements each rank receives (16-byte aligned share)"
+    busbw_rule = "busbw = algbw * (n-1)/n"
+    torch_call = "dist.reduce_scatter_single(output, input, op)"
+    uses_redop = True
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        b = per_rank_chunk(requested_bytes, elem_bytes, world_size)
+        return Layout(b, b * world_size * elem_bytes, b * world_size, b)
+
+    def busbw_factor(self, world_size: int) -> float:
+        """Each rank must send n-1 of its n chunks away, (n-1)/n of the input."""
+        return (world_size - 1) / world_size
+
+    def views(self, storage: Storage, layout: Layout, ctx: Context, in_place: bool) -> Buffers:
+        send = storage.send[: layout.send_numel]
+        b = layout.count
+        # In place, as in nccl-tests, the output is this rank's slot of the input.
+        recv = send[ctx.rank * b : (ctx.rank + 1) * b] if in_place else storage.recv[:b]
+        return Buffers(send, recv, in_place, layout)
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        if not bufs.in_place:
+            data.poison(bufs.recv)
+        data.fill(bufs.send, lambda lo, hi: data.values(ctx.redop, ctx.rank, lo, hi, ctx))
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        _reduce_scatter(bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group)
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        b = bufs.layout.count
+        return data.count_wrong(
+            bufs.recv, lambda lo, hi: data.reduced_values(lo, hi, ctx), ctx, offset=ctx.rank * b
+        )
+
+
+OP = ReduceScatter()

@@ -1,0 +1,57 @@
+"""scatter: rank r ends with chunk r of the root's buffer."""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+
+from colbench.ops import data
+from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
+
+
+class Scatter(Collective):
+    name = "scatter"
+    summary = "rank r ends with chunk r (b elements) of the root's n*b elements"
+    size_rule = "size_bytes = n * b * element size (the root's send buffer)"
+    count_rule = "count = b, the elements each rank receives"
+    busbw_rule = "busbw = algbw * (n-1)/n"
+    torch_call = "dist.scatter(output, scatter_list on root, src=root)"
+    rooted = True
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        b = per_rank_chunk(requested_bytes, elem_bytes, world_size)
+        return Layout(b, b * world_size * elem_bytes, b * world_size, b)
+
+    def busbw_factor(self, world_size: int) -> float:
+        """The root must send away the n-1 chunks that are not its own."""
+        return (world_size - 1) / world_size
+
+    def views(self, storage: Storage, layout: Layout, ctx: Context, in_place: bool) -> Buffers:
+        b = layout.count
+        send = storage.send[: layout.send_numel]
+        chunks = list(send.split(b)) if b else []
+        # In place, the root's output is its own slot of the input, as in nccl-tests.
+        on_root_in_place = in_place and ctx.rank == ctx.root
+        recv = send[ctx.rank * b : (ctx.rank + 1) * b] if on_root_in_place else storage.recv[:b]
+        return Buffers(send, recv, in_place, layout, chunks)
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        if not (bufs.in_place and ctx.rank == ctx.root):
+            data.poison(bufs.recv)
+        if ctx.rank == ctx.root:
+            data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx))
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        scatter_list = bufs.chunks if ctx.rank == ctx.root else None
+        dist.scatter(bufs.recv, scatter_list, src=ctx.global_rank(ctx.root), group=ctx.group)
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        b = bufs.layout.count
+        return data.count_wrong(
+            bufs.recv,
+            lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx),
+            ctx,
+            offset=ctx.rank * b,
+        )
+
+
+OP = Scatter()

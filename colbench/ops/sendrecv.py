@@ -1,0 +1,59 @@
+"""sendrecv: each rank sends its buffer to rank+1 and receives rank-1's, all at once."""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+
+from colbench.ops import data
+from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+
+
+class SendRecv(Collective):
+    name = "sendrecv"
+    summary = "each rank sends its buffer to rank+1 and receives from rank-1 (a ring shift)"
+    size_rule = "size_bytes = the whole buffer (count * element size)"
+    count_rule = "count = elements in the buffer"
+    busbw_rule = "busbw = algbw * 1"
+    torch_call = "dist.batch_isend_irecv([isend to rank+1, irecv from rank-1]) then wait"
+    # Sending from and receiving into one buffer at once races, so no in-place form.
+    placements = ("out",)
+    notes = (
+        "sending and receiving one buffer at once races, so only out-of-place rows are produced."
+    )
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        return whole_buffer(requested_bytes, elem_bytes)
+
+    def busbw_factor(self, world_size: int) -> float:
+        """Every rank sends and receives the whole buffer once over its own link."""
+        return 1.0
+
+    def unsupported(self, world_size: int, backend: str) -> str | None:
+        # gloo cannot open a pair to its own rank; NCCL handles self-sends.
+        if world_size < 2 and backend == "gloo":
+            return "sendrecv needs at least 2 ranks on gloo (a rank cannot send to itself)"
+        return None
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        data.poison(bufs.recv)
+        data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        n = ctx.world_size
+        to_peer = ctx.global_rank((ctx.rank + 1) % n)
+        from_peer = ctx.global_rank((ctx.rank - 1) % n)
+        ops = [
+            dist.P2POp(dist.isend, bufs.send, to_peer, ctx.group),
+            dist.P2POp(dist.irecv, bufs.recv, from_peer, ctx.group),
+        ]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        src = (ctx.rank - 1) % ctx.world_size
+        return data.count_wrong(
+            bufs.recv, lambda lo, hi: data.values("copy", src, lo, hi, ctx), ctx
+        )
+
+
+OP = SendRecv()

@@ -1,0 +1,1 @@
+"""Readers of the row stream: the console table (and, later, plots)."""

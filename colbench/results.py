@@ -1,0 +1,120 @@
+"""The result schema: fixed CSV columns, a schema version, and the reader.
+
+History of SCHEMA_VERSION (bump on any change of columns or their meaning):
+  1 - first release.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from colbench.errors import UsageError
+
+SCHEMA_VERSION = 1
+
+#: Column name -> meaning. The CSV always has exactly these columns, in this order.
+COLUMNS: dict[str, str] = {
+    "schema_version": "version of this column list (see colbench.results)",
+    "run_id": "identifier of the run (the run directory's name)",
+    "variant": "environment variant of the run, e.g. NCCL_ALGO=Tree (empty: none)",
+    "backend": "torch.distributed backend: gloo or nccl",
+    "device": "cpu, or the GPU model",
+    "world_size": "ranks taking part: the n of the bandwidth formulas",
+    "nnodes": "distinct hosts the ranks ran on",
+    "op": "collective (see `colbench explain OP`)",
+    "dtype": "element type (torch name)",
+    "redop": "reduction operator, or none for ops that do not reduce",
+    "root": "root rank of rooted ops, -1 otherwise",
+    "in_place": "1 if output and input share a buffer (the in-place form), else 0",
+    "requested_bytes": "size asked for on the command line, in bytes (1K = 1024)",
+    "size_bytes": "bytes as nccl-tests reports them for this op (see explain)",
+    "count": "elements as nccl-tests reports them for this op",
+    "warmup": "untimed calls before the timed batch",
+    "iters": "timed calls in the batch",
+    "average": "how per-rank batch times were combined: avg, min, max or rank0",
+    "time_us": "batch mean time per call, combined across ranks, in microseconds",
+    "time_min_us": "fastest iteration (each iteration's time is its slowest rank's)",
+    "time_p50_us": "median iteration",
+    "time_p99_us": "99th-percentile iteration",
+    "time_max_us": "slowest iteration",
+    "algbw_gbps": "algorithm bandwidth: size_bytes / time_us, in GB/s (1e9 bytes/s)",
+    "busbw_gbps": "bus bandwidth: algbw * the op's factor (see explain), in GB/s",
+    "wrong": "wrong elements summed over ranks; empty when not checked",
+}
+
+
+def _format(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:.6g}" if abs(value) < 1e15 else repr(value)
+    return str(value)
+
+
+class RowWriter:
+    """Appends rows to ``results.csv``; each row is flushed at once so a crash keeps it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        new = not path.exists() or path.stat().st_size == 0
+        self._file: IO[str] = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        self._writer = csv.writer(self._file)
+        if new:
+            self._writer.writerow(COLUMNS)
+            self._flush()
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        unknown = set(row) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"row has columns outside the schema: {sorted(unknown)}")
+        self._writer.writerow([_format(row.get(col)) for col in COLUMNS])
+        self._flush()
+
+    def _flush(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def csv_path(path: str | os.PathLike[str]) -> Path:
+    """A run directory or a CSV file -> the CSV file."""
+    p = Path(path)
+    return p / "results.csv" if p.is_dir() else p
+
+
+def load(path: str | os.PathLike[str]) -> Any:
+    """Read a run's rows as a pandas DataFrame, refusing files of another schema."""
+    import pandas as pd
+
+    file = csv_path(path)
+    if not file.is_file():
+        raise UsageError(f"no results file at {file}")
+    try:
+        frame = pd.read_csv(
+            file,
+            dtype={"variant": "string", "wrong": "Int64"},
+            keep_default_na=False,
+            na_values={"wrong": [""]},
+        )
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{file} is not a colbench results CSV: {exc}") from None
+    if "schema_version" not in frame.columns:
+        raise UsageError(f"{file} has no schema_version column: not a colbench results CSV")
+    versions = set(frame["schema_version"].unique().tolist())
+    if versions - {SCHEMA_VERSION}:
+        raise UsageError(
+            f"{file} has schema version {sorted(versions)}; this colbench reads version "
+            f"{SCHEMA_VERSION} only"
+        )
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise UsageError(f"{file} lacks columns {missing}: truncated or edited by hand?")
+    return frame
