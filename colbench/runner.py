@@ -128,9 +128,10 @@ def run_sweep(cfg: SweepConfig) -> int:
         raise UsageError(
             f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per rank"
         )
-    for note in validate_for_world(cfg, world_size, backend):
-        print(f"colbench: note: {note}", file=sys.stderr)
+    notes = validate_for_world(cfg, world_size, backend)
     run_dir = make_run_dir(cfg, backend)
+    for note in notes:
+        print(f"colbench: note: {note}", file=sys.stderr)
     return _spawn_and_wait(cfg, backend, world_size, run_dir)
 
 
@@ -376,9 +377,9 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
     notes = validate_for_world(cfg, env.world_size, backend)
     run_dir: Path | None = None
     if env.rank == 0:
+        run_dir = make_run_dir(cfg, backend)
         for note in notes:
             print(f"colbench: note: {note}", file=sys.stderr)
-        run_dir = make_run_dir(cfg, backend)
     job = RankJob(
         cfg=cfg,
         backend=backend,

@@ -1,0 +1,119 @@
+"""Real sweeps: spawned gloo ranks, real files, through the CLI a user runs."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from colbench import ops
+from colbench.results import COLUMNS, load
+from tests.conftest import run_colbench
+
+ALL_SIZED = [op for op in ops.REGISTRY if op.sized]
+
+
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_every_op_every_placement_is_correct(tmp_path: Path, nprocs: int) -> None:
+    out = tmp_path / "run"
+    proc = run_colbench(
+        "sweep", "--op", "all", "--sizes", "1K,64K", "--dtype", "float32,bfloat16",
+        "--nprocs", str(nprocs), "-n", "3", "-w", "1", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    frame = load(out)
+    assert list(frame.columns) == list(COLUMNS)
+    assert (frame["wrong"] == 0).all()
+    assert set(frame["world_size"]) == {nprocs}
+    # Every sized op ran both dtypes at both sizes in every placement torch offers it.
+    for op in ALL_SIZED:
+        rows = frame[frame["op"] == op.name]
+        assert set(rows["dtype"]) == {"float32", "bfloat16"}, op.name
+        assert set(rows["requested_bytes"]) == {1024, 65536}, op.name
+        assert set(rows["in_place"]) == {int(p == "in") for p in op.placements}, op.name
+        expected = {op.layout(1024, 4, nprocs).size_bytes, op.layout(65536, 4, nprocs).size_bytes}
+        assert set(rows[rows["dtype"] == "float32"]["size_bytes"]) == expected
+        assert (rows["time_us"] > 0).all()
+        factor = op.busbw_factor(nprocs)
+        assert (rows["busbw_gbps"] - rows["algbw_gbps"] * factor).abs().max() < 1e-6
+    barrier = frame[frame["op"] == "barrier"]
+    assert len(barrier) == 1 and int(barrier["size_bytes"].iloc[0]) == 0
+    assert barrier["wrong"].isna().all()
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["status"] == "complete"
+    assert meta["world_size"] == nprocs and meta["rows"] == len(frame)
+    # The console shows the nccl-tests table, units row included.
+    assert "#wrong" in proc.stdout and "(GB/s)" in proc.stdout
+    assert "Avg bus bandwidth" in proc.stdout
+
+
+def test_every_dtype_and_redop_is_exact_at_three_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce,reduce_scatter,reduce", "--sizes", "4K",
+        "--dtype", "all", "--redop", "all", "--nprocs", "3", "-n", "2", "-w", "1",
+        "--root", "2", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    frame = load(out)
+    assert (frame["wrong"] == 0).all()
+    combos = set(zip(frame["dtype"], frame["redop"], strict=True))
+    assert ("int8", "prod") in combos and ("bfloat16", "avg") in combos
+    assert ("int32", "avg") not in combos  # avg needs floats: skipped with a note
+    assert "avg needs a floating-point dtype" in proc.stderr
+    assert set(frame[frame["op"] == "reduce"]["root"]) == {2}
+
+
+def test_nccl_tests_flags_and_unaligned_sizes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = run_colbench(
+        "sweep", "--op", "all_gather", "-b", "8", "-e", "4K", "-f", "4", "-n", "2", "-w", "1",
+        "-c", "1", "--nprocs", "3", "-a", "max", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    frame = load(out)
+    # 8 B and 32 B leave no 16-byte chunk per rank at n=3: skipped with a note.
+    assert sorted(set(frame["requested_bytes"])) == [128, 512, 2048]
+    assert "skipped" in proc.stderr
+    assert set(frame["average"]) == {"max"}
+    assert (frame["size_bytes"] % 48 == 0).all()
+
+
+def test_no_check_leaves_wrong_empty(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = run_colbench(
+        "sweep", "--op", "broadcast", "--sizes", "1K", "-c", "0", "-n", "2", "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    frame = load(out)
+    assert frame["wrong"].isna().all()
+    assert "N/A" in proc.stdout
+
+
+def test_two_runs_at_once_both_work(tmp_path: Path) -> None:
+    def one(i: int):
+        return run_colbench(
+            "sweep", "--op", "all_reduce", "--sizes", "1K-8K", "-n", "2", "-w", "1",
+            "--results-dir", str(tmp_path),
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(2) as pool:
+        procs = list(pool.map(one, range(2)))
+    assert [p.returncode for p in procs] == [0, 0], [p.stderr for p in procs]
+    runs = sorted(tmp_path.iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        assert len(load(run)) == 4
+
+
+def test_existing_run_directory_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.csv").write_text("precious\n")
+    proc = run_colbench("sweep", "--sizes", "1K", "--out", str(out))
+    assert proc.returncode == 2
+    assert (out / "results.csv").read_text() == "precious\n"
+    assert proc.stderr.strip().count("\n") == 0 and "already exists" in proc.stderr

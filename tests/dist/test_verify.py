@@ -1,0 +1,97 @@
+"""Verification catches a corrupted result: real ranks, a real collective, one bad element."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from colbench.bench import RankBench, RunInfo, plan
+from colbench.config import SweepConfig
+from colbench.launch import free_port
+from colbench.ops import BY_NAME
+from colbench.ops.base import Buffers, Collective, Context
+from colbench.results import RowWriter, load
+from colbench.timing import HostTimer
+
+CORRUPT_RANK = 1
+
+
+class Corrupting(Collective):
+    """Runs the real collective, then damages one output element on one rank."""
+
+    def __init__(self, inner: Collective) -> None:
+        self.inner = inner
+        self.name = inner.name  # type: ignore[misc]
+        self.uses_redop = inner.uses_redop  # type: ignore[misc]
+        self.rooted = inner.rooted  # type: ignore[misc]
+        self.placements = inner.placements  # type: ignore[misc]
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int):
+        return self.inner.layout(requested_bytes, elem_bytes, world_size)
+
+    def busbw_factor(self, world_size: int) -> float:
+        return self.inner.busbw_factor(world_size)
+
+    def views(self, storage, layout, ctx, in_place):
+        return self.inner.views(storage, layout, ctx, in_place)
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        self.inner.fill(bufs, ctx)
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        self.inner.run(bufs, ctx)
+        # The element a rank checks: its own output (root's for rooted ops).
+        target = ctx.root if self.rooted else CORRUPT_RANK
+        if ctx.rank == target:
+            bufs.recv.view(-1)[bufs.recv.numel() // 2] += 1
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        return self.inner.count_wrong(bufs, ctx)
+
+
+def _rank(rank: int, op_name: str, port: int, csv_path: str) -> None:
+    store = dist.TCPStore(
+        "127.0.0.1", port, 2, is_master=rank == 0, timeout=datetime.timedelta(seconds=60)
+    )
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+    try:
+        cfg = SweepConfig(ops=(op_name,), sizes_bytes=(4096,), iters=2, warmup=1)
+        work = [dataclasses.replace(w, coll=Corrupting(w.coll)) for w in plan(cfg, 2, "gloo")]
+        info = RunInfo("inject", "gloo", "cpu", 2, 1)
+        sink = None
+        writer = RowWriter(Path(csv_path)) if rank == 0 else None
+        if writer is not None:
+
+            class Sink:
+                def rows(self, coll, rows):
+                    for row in rows:
+                        writer.write(row)
+
+                def note(self, message):
+                    pass
+
+            sink = Sink()
+        RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink).run(work)
+        if writer is not None:
+            writer.close()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize(
+    "op_name", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "gather", "sendrecv"]
+)
+def test_one_corrupted_element_is_counted(tmp_path: Path, op_name: str) -> None:
+    csv_path = tmp_path / "results.csv"
+    mp.start_processes(
+        _rank, args=(op_name, free_port(), str(csv_path)), nprocs=2, start_method="spawn"
+    )
+    frame = load(csv_path)
+    assert len(frame) == len(BY_NAME[op_name].placements)
+    assert (frame["wrong"] == 1).all(), frame[["op", "in_place", "wrong"]]
