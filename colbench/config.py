@@ -66,6 +66,10 @@ class SweepConfig:
     """Print the nccl-tests style table on stdout."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
+    env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``--env KEY=V1,V2`` axes; their cartesian product runs the sweep once per variant."""
+    plot: bool = False
+    """Write busbw.png and time.png into the run directory when the sweep is done."""
 
     def collectives(self) -> tuple[Collective, ...]:
         return tuple(ops_registry.get(name) for name in self.ops)

@@ -28,6 +28,7 @@ from colbench.ops import REGISTRY
 from colbench.report.console import TableSink, run_header
 from colbench.report.progress import progress_bar
 from colbench.results import RowWriter
+from colbench.variants import Variant, environment, expand, ignored_by_backend
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 LOCAL_HOST = "127.0.0.1"
@@ -46,6 +47,10 @@ class RankJob:
     #: The parent's TCPStore; None means env:// (an external launcher's rendezvous).
     store_host: str | None = None
     store_port: int | None = None
+    #: The environment variant these ranks were started with ("" when none).
+    variant: str = ""
+    #: Variables of the variant; every rank reports the values it sees into meta.json.
+    variant_keys: tuple[str, ...] = ()
 
 
 def _gpu_count() -> int:
@@ -121,6 +126,11 @@ def run_sweep(cfg: SweepConfig) -> int:
     spawning = launch_env is None
     backend = resolve_backend(cfg.backend, spawning, _gpu_count(), dist.is_nccl_available())
     if launch_env is not None:
+        if cfg.env_axes:
+            raise UsageError(
+                f"--env variants need fresh ranks per variant, which colbench can start only "
+                f"itself; under {launch_env.launcher} export the variable before launching instead"
+            )
         return _run_launched(cfg, launch_env, backend)
 
     world_size = cfg.nprocs or default_nprocs(backend, _gpu_count())
@@ -132,10 +142,12 @@ def run_sweep(cfg: SweepConfig) -> int:
     run_dir = make_run_dir(cfg, backend)
     for note in notes:
         print(f"colbench: note: {note}", file=sys.stderr)
-    return _spawn_and_wait(cfg, backend, world_size, run_dir)
+    return _run_variants(cfg, backend, world_size, run_dir)
 
 
-def _spawn_and_wait(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
+def _spawn_and_wait(
+    cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variant: Variant | None = None
+) -> int:
     import torch.distributed as dist
     import torch.multiprocessing as mp
 
@@ -156,6 +168,8 @@ def _spawn_and_wait(cfg: SweepConfig, backend: str, world_size: int, run_dir: Pa
         run_id=run_dir.name,
         store_host=LOCAL_HOST,
         store_port=store.port,
+        variant=variant.name if variant else "",
+        variant_keys=variant.keys if variant else (),
     )
     context = mp.start_processes(
         _spawned_rank, args=(job,), nprocs=world_size, join=False, start_method="spawn"
@@ -313,12 +327,17 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
         idents: list[Any] = [None] * job.world_size
         dist.all_gather_object(idents, ident)
         hosts = [str(i[1]) for i in idents]
+        env_seen: list[Any] = [None] * job.world_size
+        if job.variant_keys:
+            # Proof, kept in meta.json, that every rank started with its variant's values.
+            dist.all_gather_object(env_seen, {k: os.environ.get(k) for k in job.variant_keys})
         info = RunInfo(
             run_id=job.run_id,
             backend=job.backend,
             device_name=_device_name(device),
             world_size=job.world_size,
             nnodes=len(set(hosts)),
+            variant=job.variant,
         )
         timer = CudaEventTimer() if device.type == "cuda" else HostTimer()
         work = plan(cfg, job.world_size, job.backend)
@@ -335,13 +354,16 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
             hosts=hosts,
             devices=[str(i[3]) for i in idents],
         )
+        if job.variant_keys:
+            meta.update(variant=job.variant, env_seen_by_rank=env_seen)
         metadata.write(run_dir, meta)
         writer = RowWriter(run_dir / "results.csv")
         try:
             with progress_bar(count_units(work), cfg.progress) as hooks:
                 sink = TableSink(writer.write, cfg.table, warn=hooks.warn, advance=hooks.advance)
                 sink.header(
-                    run_header(
+                    ([f"# variant {job.variant}"] if job.variant else [])
+                    + run_header(
                         ops=cfg.ops,
                         backend=job.backend,
                         world_size=job.world_size,
@@ -406,3 +428,75 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
             _finish_meta(run_dir, "failed", message)
         raise RankFailure(message) from None
     return _report_done(run_dir) if run_dir is not None else int(ExitCode.OK)
+
+
+def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
+    """Run every variant in freshly spawned ranks; all rows go to one results.csv."""
+    variants = expand(cfg.env_axes)
+    if len(variants) == 1 and not variants[0].env:
+        code = _spawn_and_wait(cfg, backend, world_size, run_dir)
+    else:
+        for key in ignored_by_backend(cfg.env_axes, backend):
+            print(
+                f"colbench: warning: {key} has no effect on {backend}; its variants run anyway "
+                "and should measure the same",
+                file=sys.stderr,
+            )
+        code = _sweep_variants(cfg, backend, world_size, run_dir, variants)
+    if cfg.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
+        _write_plots(run_dir)
+    return code
+
+
+def _sweep_variants(
+    cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variants: tuple[Variant, ...]
+) -> int:
+    records: list[dict[str, Any]] = []
+    worst = ExitCode.OK
+    for index, variant in enumerate(variants, 1):
+        print(f"colbench: variant {index}/{len(variants)}: {variant.name}", file=sys.stderr)
+        # Spawned ranks inherit the parent's environment at start, before any process group.
+        with environment(dict(variant.env)):
+            code = _spawn_and_wait(cfg, backend, world_size, run_dir, variant)
+        try:
+            meta = metadata.read(run_dir)
+        except (OSError, json.JSONDecodeError):
+            meta = {"run_id": run_dir.name}
+        meta.pop("variant", None)
+        records.append(
+            {
+                "variant": variant.name,
+                "env": dict(variant.env),
+                "env_seen_by_rank": meta.pop("env_seen_by_rank", None),
+                "status": meta.get("status"),
+                "rows": meta.get("rows", 0),
+                "wrong_total": meta.get("wrong_total", 0),
+                "duration_s": meta.get("duration_s"),
+            }
+        )
+        meta.update(
+            variants=records,
+            rows=sum(int(r["rows"] or 0) for r in records),
+            wrong_total=sum(int(r["wrong_total"] or 0) for r in records),
+        )
+        metadata.write(run_dir, meta)
+        if code not in (ExitCode.OK, ExitCode.DATA_ERROR):
+            return code
+        worst = max(worst, ExitCode(code))
+    total = sum(int(r["rows"] or 0) for r in records)
+    print(
+        f"colbench: {total} rows of {len(variants)} variants in {run_dir}/results.csv",
+        file=sys.stderr,
+    )
+    return int(worst)
+
+
+def _write_plots(run_dir: Path) -> None:
+    from colbench.report import plots
+
+    try:
+        paths = plots.write_run_plots(run_dir)
+    except UsageError as exc:
+        print(f"colbench: note: no plots: {exc}", file=sys.stderr)
+        return
+    print(f"colbench: plots: {', '.join(str(p) for p in paths)}", file=sys.stderr)

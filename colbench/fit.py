@@ -1,0 +1,208 @@
+"""Latency-bandwidth (alpha-beta) model per measured line: time = alpha + size / beta.
+
+alpha is the per-call latency in microseconds, beta the asymptotic algorithm bandwidth
+in GB/s (1e9 bytes/s), so ``time_us = alpha_us + size_bytes / (beta_gbps * 1e3)``.
+
+The fit minimises *relative* residuals, because message sizes span six or more orders
+of magnitude and an absolute least-squares fit would let the largest size decide
+everything, leaving alpha as noise. Small sizes on a shared machine are noisy (gloo
+calls wander between 0.3 and 3 ms here), so residuals are reweighted iteratively:
+Huber weights first for a stable start, then Tukey's bisquare, which gives gross
+outliers zero weight.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from colbench import ops
+from colbench.series import Line, labels
+
+_HUBER_K = 1.345
+_BISQUARE_K = 4.685
+_ITERATIONS = 30
+
+
+@dataclass(frozen=True)
+class Model:
+    alpha_us: float
+    """Latency: the time of a call that moves no data, in microseconds."""
+    beta_gbps: float
+    """Asymptotic algorithm bandwidth in GB/s; ``inf`` when time does not grow with size."""
+
+    def time_us(self, size_bytes: np.ndarray | float) -> np.ndarray:
+        slope = 0.0 if math.isinf(self.beta_gbps) else 1.0 / (self.beta_gbps * 1e3)
+        return np.asarray(self.alpha_us + slope * np.asarray(size_bytes, dtype=float))
+
+    def algbw_gbps(self, size_bytes: np.ndarray | float) -> np.ndarray:
+        size = np.asarray(size_bytes, dtype=float)
+        return size / self.time_us(size) / 1e3
+
+
+def _solve(size: np.ndarray, time: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
+    """Weighted least squares of relative residuals; returns (alpha_us, us per byte) >= 0."""
+    root_w = np.sqrt(weights)
+    design = np.column_stack([1.0 / time, size / time]) * root_w[:, None]
+    (alpha, slope), *_ = np.linalg.lstsq(design, root_w, rcond=None)
+    if alpha < 0:  # latency cannot be negative: refit the slope alone through the origin
+        x = size / time
+        alpha, slope = 0.0, float(np.sum(weights * x) / np.sum(weights * x * x))
+    if slope < 0:  # time does not grow with size here: a pure latency model
+        slope = 0.0
+        alpha = float(np.sum(weights / time) / np.sum(weights / time**2))
+    return float(alpha), float(slope)
+
+
+def _robust_weights(residuals: np.ndarray, k: float, bisquare: bool) -> np.ndarray:
+    spread = np.median(np.abs(residuals - np.median(residuals))) * 1.4826
+    scale = max(float(spread), 1e-9)
+    u = np.abs(residuals) / (k * scale)
+    if bisquare:
+        return np.where(u < 1, (1 - u**2) ** 2, 0.0)
+    return np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
+
+
+def fit_time(
+    size_bytes: Sequence[float] | np.ndarray, time_us: Sequence[float] | np.ndarray
+) -> Model:
+    """Fit time = alpha + size / beta to (size, time) points; needs two distinct sizes."""
+    size = np.asarray(size_bytes, dtype=float)
+    time = np.asarray(time_us, dtype=float)
+    keep = np.isfinite(size) & np.isfinite(time) & (time > 0) & (size >= 0)
+    size, time = size[keep], time[keep]
+    if len(np.unique(size)) < 2:
+        raise ValueError("a latency-bandwidth fit needs at least two distinct sizes")
+    weights = np.ones_like(size)
+    alpha, slope = _solve(size, time, weights)
+    for iteration in range(_ITERATIONS):
+        residuals = (time - alpha - slope * size) / time
+        bisquare = iteration >= _ITERATIONS // 3
+        weights = _robust_weights(residuals, _BISQUARE_K if bisquare else _HUBER_K, bisquare)
+        if np.count_nonzero(weights) < 2:
+            break
+        new_alpha, new_slope = _solve(size, time, weights)
+        done = math.isclose(new_alpha, alpha, rel_tol=1e-10, abs_tol=1e-12) and math.isclose(
+            new_slope, slope, rel_tol=1e-10, abs_tol=1e-18
+        )
+        alpha, slope = new_alpha, new_slope
+        if done and bisquare:
+            break
+    beta = math.inf if slope == 0 else 1.0 / slope / 1e3
+    return Model(alpha_us=alpha, beta_gbps=beta)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    line: Line
+    label: str
+    model: Model | None
+    """None when the line has fewer than two sizes."""
+    rel_rms: float | None
+    """Root-mean-square relative error of the model over the line's points."""
+
+    @property
+    def bus_beta_gbps(self) -> float | None:
+        if self.model is None:
+            return None
+        return self.model.beta_gbps * ops.get(self.line.op).busbw_factor(self.line.world_size)
+
+
+def fit_lines(curves: Sequence[Line]) -> list[FitResult]:
+    results = []
+    for curve, label in zip(curves, labels(curves), strict=True):
+        try:
+            model = fit_time(curve.size_bytes, curve.time_us)
+        except ValueError:
+            results.append(FitResult(curve, label, None, None))
+            continue
+        predicted = model.time_us(curve.size_bytes)
+        rel_rms = float(np.sqrt(np.mean(((curve.time_us - predicted) / curve.time_us) ** 2)))
+        results.append(FitResult(curve, label, model, rel_rms))
+    return results
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Two curves of one collective whose models are equally fast at ``size_bytes``."""
+
+    first: FitResult
+    second: FitResult
+    size_bytes: float
+    faster_below: FitResult
+    in_range: bool
+
+
+def crossovers(results: Sequence[FitResult]) -> list[Crossover]:
+    """Sizes where two curves of the same (op, dtype, redop, world) swap places."""
+    found: list[Crossover] = []
+    fitted = [r for r in results if r.model is not None]
+    for a, b in itertools.combinations(fitted, 2):
+        la, lb = a.line, b.line
+        if (la.op, la.dtype, la.redop, la.world_size) != (lb.op, lb.dtype, lb.redop, lb.world_size):
+            continue
+        assert a.model is not None and b.model is not None
+        slope_a = float(a.model.time_us(1.0) - a.model.alpha_us)
+        slope_b = float(b.model.time_us(1.0) - b.model.alpha_us)
+        if slope_a == slope_b:
+            continue
+        size = (b.model.alpha_us - a.model.alpha_us) / (slope_a - slope_b)
+        if size <= 0:
+            continue
+        low = max(la.size_bytes.min(), lb.size_bytes.min())
+        high = min(la.size_bytes.max(), lb.size_bytes.max())
+        faster_below = a if a.model.alpha_us < b.model.alpha_us else b
+        found.append(Crossover(a, b, float(size), faster_below, bool(low <= size <= high)))
+    return found
+
+
+def approx_size(size_bytes: float) -> str:
+    """A size in binary units with three significant digits: 1.46M, 640K, 12."""
+    for suffix, unit in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if size_bytes >= unit:
+            return f"{size_bytes / unit:.3g}{suffix}"
+    return f"{size_bytes:.3g}"
+
+
+def _number(value: float | None, spec: str) -> str:
+    if value is None:
+        return "n/a"
+    if math.isinf(value):
+        return "inf"
+    return format(value, spec)
+
+
+def report(results: Sequence[FitResult], found: Sequence[Crossover]) -> str:
+    """The fit as text: one line per curve, then the crossovers."""
+    width = max([len(r.label) for r in results] + [5])
+    lines = [
+        "# time = alpha + size / beta, fitted per line on relative error, outliers down-weighted",
+        "# alpha: latency (us); beta: algorithm bandwidth (GB/s, 1e9 B/s); "
+        "bus beta = beta * the op's busbw factor",
+        f"# {'line':<{width}} {'alpha(us)':>10} {'beta(GB/s)':>11} {'bus beta':>9} "
+        f"{'rms err':>8} {'sizes':>6}",
+    ]
+    for r in results:
+        sizes = len(r.line.size_bytes)
+        if r.model is None:
+            lines.append(f"  {r.label:<{width}} {'not enough sizes to fit':>40} {sizes:>6}")
+            continue
+        lines.append(
+            f"  {r.label:<{width}} {_number(r.model.alpha_us, '10.2f')} "
+            f"{_number(r.model.beta_gbps, '11.4g')} {_number(r.bus_beta_gbps, '9.4g')} "
+            f"{_number(None if r.rel_rms is None else 100 * r.rel_rms, '7.1f')}% {sizes:>6}"
+        )
+    for c in found:
+        other = c.second if c.faster_below is c.first else c.first
+        where = "" if c.in_range else " (outside the measured sizes: extrapolated)"
+        lines.append(
+            f"# crossover at {approx_size(c.size_bytes)} ({c.size_bytes:.0f} B){where}: "
+            f"{c.faster_below.label} is faster below, {other.label} above"
+        )
+    if len(results) > 1 and not found:
+        lines.append("# no crossover: no two curves of one collective swap places at any size")
+    return "\n".join(lines)

@@ -1,0 +1,174 @@
+"""Rows -> lines: the measured curves that plots, fits and comparisons are drawn from.
+
+A line is one (run, op, variant, dtype, redop, placement) over message size. Only
+one placement per (op, variant, dtype, redop) becomes a line: out-of-place where the
+run has it, else in-place (torch's all_reduce has only the in-place form), so a plot
+holds one curve per collective rather than two nearly identical ones.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from colbench.errors import UsageError
+from colbench.results import load
+
+PLACEMENT_NAMES = {0: "out-of-place", 1: "in-place"}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's rows and the label it goes by in legends and tables."""
+
+    label: str
+    path: Path
+    frame: Any  # pandas DataFrame with colbench.results.COLUMNS
+
+
+@dataclass(frozen=True)
+class Line:
+    """One measured curve; arrays are sorted by size, one point per size (median of repeats)."""
+
+    run: str
+    op: str
+    variant: str
+    dtype: str
+    redop: str
+    in_place: int
+    backend: str
+    world_size: int
+    nnodes: int | None
+    size_bytes: np.ndarray
+    time_us: np.ndarray
+    algbw_gbps: np.ndarray
+    busbw_gbps: np.ndarray
+
+    def values(self, column: str) -> np.ndarray:
+        return {
+            "time_us": self.time_us,
+            "algbw_gbps": self.algbw_gbps,
+            "busbw_gbps": self.busbw_gbps,
+        }[column]
+
+
+def load_runs(paths: Sequence[str | os.PathLike[str]]) -> list[Run]:
+    """Load run directories (or CSV files); labels are directory names, made unique."""
+    if not paths:
+        raise UsageError("give at least one run directory")
+    runs: list[Run] = []
+    seen: dict[str, int] = {}
+    for raw in paths:
+        path = Path(raw)
+        frame = load(path)
+        name = (path if path.is_dir() else path.parent).resolve().name or str(path)
+        seen[name] = seen.get(name, 0) + 1
+        label = name if seen[name] == 1 else f"{name} ({seen[name]})"
+        runs.append(Run(label, path, frame))
+    return runs
+
+
+def select_variant(run: Run, variant: str | None) -> Run:
+    """Keep only one variant's rows (``""`` selects rows without a variant)."""
+    if variant is None:
+        return run
+    frame = run.frame
+    kept = frame[frame["variant"] == variant]
+    if kept.empty:
+        have = sorted(set(frame["variant"].tolist()))
+        raise UsageError(
+            f"run {run.label} has no variant {variant!r}; it has "
+            + ", ".join(repr(v) for v in have)
+        )
+    return Run(f"{run.label} [{variant}]" if variant else run.label, run.path, kept)
+
+
+def _optional_int(value: Any) -> int | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if np.isnan(number) else int(number)
+
+
+def lines(run: Run) -> list[Line]:
+    """The run's curves over size; size-0 rows (barrier, empty imports) cannot be on a log axis."""
+    frame = run.frame[run.frame["size_bytes"] > 0]
+    out: list[Line] = []
+    keys = ["op", "variant", "dtype", "redop", "world_size"]
+    for key, group in frame.groupby(keys, sort=False, dropna=False):
+        op, variant, dtype, redop, world_size = key
+        in_place = 0 if (group["in_place"] == 0).any() else 1
+        chosen = group[group["in_place"] == in_place]
+        per_size = (
+            chosen.groupby("size_bytes")[["time_us", "algbw_gbps", "busbw_gbps"]]
+            .median()
+            .sort_index()
+        )
+        first = chosen.iloc[0]
+        out.append(
+            Line(
+                run=run.label,
+                op=str(op),
+                variant=str(variant),
+                dtype=str(dtype),
+                redop=str(redop),
+                in_place=in_place,
+                backend=str(first["backend"]),
+                world_size=int(world_size),
+                nnodes=_optional_int(first["nnodes"]),
+                size_bytes=per_size.index.to_numpy(dtype=float),
+                time_us=per_size["time_us"].to_numpy(dtype=float),
+                algbw_gbps=per_size["algbw_gbps"].to_numpy(dtype=float),
+                busbw_gbps=per_size["busbw_gbps"].to_numpy(dtype=float),
+            )
+        )
+    return out
+
+
+def short_variants(curves: Sequence[Line]) -> dict[str, str]:
+    """Variant names without the KEY=VALUE pairs that every curve shares."""
+    pairs = {c.variant: [p for p in c.variant.split(",") if p] for c in curves}
+    common = set.intersection(*(set(p) for p in pairs.values())) if pairs else set()
+    return {
+        name: ",".join(p for p in parts if p not in common) or (name or "no variant")
+        for name, parts in pairs.items()
+    }
+
+
+def labels(curves: Sequence[Line]) -> list[str]:
+    """Legend text naming only what tells the curves apart (op, variant, run...).
+
+    dtype, redop and placement are shown only when one op has several of them: that
+    all_gather's redop is ``none`` and all_reduce's is ``sum`` tells nobody anything.
+    """
+    variants = short_variants(curves)
+    fields: list[tuple[bool, Any]] = [
+        (False, lambda c: c.op),
+        (False, lambda c: variants[c.variant]),
+        (False, lambda c: c.run),
+        (True, lambda c: c.dtype),
+        (True, lambda c: c.redop),
+        (False, lambda c: f"n={c.world_size}"),
+        (True, lambda c: PLACEMENT_NAMES[c.in_place]),
+    ]
+    varying = []
+    for per_op, get in fields:
+        if per_op:
+            shown = any(len({get(c) for c in curves if c.op == op}) > 1 for op in _ops(curves))
+        else:
+            shown = len({get(c) for c in curves}) > 1
+        if shown:
+            varying.append(get)
+    if not varying:
+        return [c.op for c in curves]
+    return [" · ".join(get(c) for get in varying) for c in curves]
+
+
+def _ops(curves: Sequence[Line]) -> list[str]:
+    return list(dict.fromkeys(c.op for c in curves))

@@ -1,0 +1,109 @@
+"""Environment variants: ``--env KEY=V1,V2`` axes whose cartesian product multiplies a sweep.
+
+A variant is a set of environment variables that must be in place before a rank's
+process group exists (NCCL reads NCCL_ALGO, NCCL_PROTO... when it creates the
+communicator), so every variant runs in freshly started ranks. Its name, e.g.
+``NCCL_ALGO=Tree,NCCL_PROTO=LL``, is what the ``variant`` column of every row carries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from colbench.errors import UsageError
+
+#: POSIX-portable environment variable names.
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: One axis: a variable and the values it takes, in the order given.
+Axis = tuple[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One point of the product: the variables to set and the name rows carry."""
+
+    env: tuple[tuple[str, str], ...]
+
+    @property
+    def name(self) -> str:
+        return ",".join(f"{key}={value}" for key, value in self.env)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(key for key, _ in self.env)
+
+
+def parse_axis(spec: str) -> Axis:
+    """``"NCCL_ALGO=Ring,Tree"`` -> ``("NCCL_ALGO", ("Ring", "Tree"))``."""
+    key, sep, values_text = spec.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise UsageError(
+            f"bad --env {spec!r}: use KEY=VALUE or KEY=V1,V2 (e.g. NCCL_ALGO=Ring,Tree)"
+        )
+    if not _NAME_RE.match(key):
+        raise UsageError(f"bad --env {spec!r}: {key!r} is not an environment variable name")
+    values = tuple(v.strip() for v in values_text.split(","))
+    if any(not v for v in values):
+        raise UsageError(f"bad --env {spec!r}: empty value (values are separated by commas)")
+    if len(set(values)) != len(values):
+        raise UsageError(f"bad --env {spec!r}: a value is listed twice")
+    return key, values
+
+
+def parse_axes(specs: Sequence[str]) -> tuple[Axis, ...]:
+    """Several ``--env`` options; one variable may be given only once."""
+    axes: list[Axis] = []
+    for spec in specs:
+        axis = parse_axis(spec)
+        if any(axis[0] == key for key, _ in axes):
+            raise UsageError(f"--env {axis[0]} is given twice; list its values once: KEY=V1,V2")
+        axes.append(axis)
+    return tuple(axes)
+
+
+def merge_axes(base: Sequence[Axis], override: Sequence[Axis]) -> tuple[Axis, ...]:
+    """``override``'s axes replace ``base``'s axes of the same variable; others are kept."""
+    replaced = dict(override)
+    merged = [(key, replaced.pop(key, values)) for key, values in base]
+    merged += [(key, values) for key, values in override if key in replaced]
+    return tuple(merged)
+
+
+def expand(axes: Sequence[Axis]) -> tuple[Variant, ...]:
+    """Cartesian product of the axes, first axis slowest; no axes -> one empty variant."""
+    if not axes:
+        return (Variant(()),)
+    keys = [key for key, _ in axes]
+    return tuple(
+        Variant(tuple(zip(keys, combo, strict=True)))
+        for combo in itertools.product(*(values for _, values in axes))
+    )
+
+
+def ignored_by_backend(axes: Sequence[Axis], backend: str) -> list[str]:
+    """Variables of the axes that the backend never reads (NCCL_* on gloo)."""
+    if backend == "nccl":
+        return []
+    return [key for key, _ in axes if key.startswith("NCCL_")]
+
+
+@contextmanager
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """Set variables for processes started inside the block, then restore the old values."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
