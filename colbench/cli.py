@@ -32,6 +32,7 @@ Examples:
   colbench sweep --op all_reduce --sizes 1K-1G
   colbench sweep --op all --sizes 1K-16M --backend gloo --nprocs 4 --dtype float32,bfloat16
   colbench sweep --op all_gather -b 8 -e 128M -f 2 -n 20 -w 5 -c 1
+  colbench sweep --op all_reduce --env NCCL_ALGO=Ring,Tree --env NCCL_PROTO=LL,Simple --plot
 
 Exit codes: 0 ok, 1 wrong results, 2 usage error, 3 rank failure, 130 interrupted.
 """
@@ -136,8 +137,21 @@ def sweep(
     table: Annotated[
         bool, typer.Option("--table/--no-table", help="Print the nccl-tests style table.")
     ] = True,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            help="Variant axis KEY=V1,V2 (repeatable): the sweep runs once per combination, "
+            "each in fresh ranks started with those variables, e.g. --env NCCL_ALGO=Ring,Tree.",
+        ),
+    ] = None,
+    plot: Annotated[
+        bool,
+        typer.Option("--plot/--no-plot", help="Write busbw.png and time.png into the run dir."),
+    ] = False,
 ) -> None:
     from colbench.runner import run_sweep
+    from colbench.variants import parse_axes
 
     if check not in (0, 1):
         raise UsageError(f"--check takes 0 or 1, got {check}")
@@ -163,6 +177,8 @@ def sweep(
         progress=progress,
         table=table,
         command_line=tuple(sys.argv),
+        env_axes=parse_axes(env or []),
+        plot=plot,
     )
     raise typer.Exit(run_sweep(cfg))
 
@@ -223,6 +239,195 @@ def env() -> None:
 def version() -> None:
     """Print the colbench version."""
     typer.echo(__version__)
+
+
+RUN_HELP = """Run a YAML suite: the same options as sweep, from a file; flags given here win.
+
+Keys are sweep's long option names (op, sizes, dtype, iters, backend, ...) plus
+`variants`, a mapping of environment variable to values (like --env). An --env flag
+replaces the file's values for that variable only.
+
+\b
+Examples:
+  colbench run configs/smoke-cpu.yaml
+  colbench run configs/ring-vs-tree.yaml --sizes 1K-64M --env NCCL_PROTO=Simple
+"""
+
+
+@app.command(
+    help=RUN_HELP,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def run(
+    ctx: typer.Context,
+    suite_file: Annotated[str, typer.Argument(help="A suite file, e.g. configs/smoke-cpu.yaml.")],
+) -> None:
+    from colbench import suite
+    from colbench.variants import merge_axes, parse_axes
+
+    options = suite.load(suite_file)
+    # Parse the remaining arguments exactly as sweep would, to learn which were given.
+    sweep_command = getattr(typer.main.get_command(app), "commands", {})["sweep"]
+    flags = sweep_command.make_context("colbench run", list(ctx.args), parent=ctx)
+    kwargs = {**flags.params, **options}
+    given = {
+        name: value
+        for name, value in flags.params.items()
+        if getattr(flags.get_parameter_source(name), "name", "") == "COMMANDLINE"
+    }
+    if "env" in given:
+        merged = merge_axes(parse_axes(options.get("env") or []), parse_axes(given["env"]))
+        given["env"] = [f"{key}={','.join(values)}" for key, values in merged]
+    kwargs.update(given)
+    sweep(**kwargs)
+
+
+@app.command()
+def plot(
+    runs: Annotated[list[str], typer.Argument(help="Run directories (or results.csv files).")],
+    metric: Annotated[str, typer.Option("--metric", help="busbw, algbw or time.")] = "busbw",
+    out: Annotated[
+        str | None,
+        typer.Option("--out", help="Figure file (.png/.svg/.pdf). Default: <run>/<metric>.png."),
+    ] = None,
+    peak: Annotated[
+        float | None,
+        typer.Option("--peak", help="Rated link bandwidth in GB/s, drawn as a horizontal line."),
+    ] = None,
+    fit: Annotated[
+        bool, typer.Option("--fit/--no-fit", help="Overlay the latency-bandwidth model.")
+    ] = False,
+) -> None:
+    """Plot busbw, algbw or time against message size, one line per (op, variant, run).
+
+    \b
+    Examples:
+      colbench plot results/20261122-022623-all-gloo/
+      colbench plot results/a/ results/b/ --metric time --out a-vs-b.png
+      colbench plot results/imported-ar/ --peak 400 --fit
+    """
+    from colbench.report.plots import plot_runs
+
+    path = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit)
+    typer.echo(f"colbench: wrote {path}", err=True)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(help="Run A, the reference.")],
+    run_b: Annotated[str, typer.Argument(help="Run B, compared with A (ratio = B / A).")],
+    metric: Annotated[str, typer.Option("--metric", help="busbw, algbw or time.")] = "busbw",
+    out: Annotated[
+        str, typer.Option("--out", help="Figure file: both runs above, B / A below.")
+    ] = "compare.png",
+    variant_a: Annotated[
+        str | None, typer.Option("--variant-a", help="Use only this variant of run A.")
+    ] = None,
+    variant_b: Annotated[
+        str | None, typer.Option("--variant-b", help="Use only this variant of run B.")
+    ] = None,
+) -> None:
+    """Compare two runs size by size: both values, the ratio B / A, and one figure.
+
+    Rows are joined on op, dtype, redop, placement, size and world size; rows that
+    cannot be judged (one run only, other backend, wrong results) are marked x.
+
+    \b
+    Examples:
+      colbench compare results/a/ results/b/
+      colbench compare results/imported-ar/ results/today/ --metric time --out t.png
+      colbench compare results/x/ results/x/ --variant-a NCCL_ALGO=Ring --variant-b NCCL_ALGO=Tree
+    """
+    from colbench import compare as compare_module
+
+    comparison, path = compare_module.compare(
+        run_a, run_b, metric, out=out, variant_a=variant_a, variant_b=variant_b
+    )
+    typer.echo(compare_module.format_table(comparison))
+    if path is not None:
+        typer.echo(f"colbench: wrote {path}", err=True)
+
+
+@app.command("import")
+def import_(
+    kind: Annotated[str, typer.Argument(help="Format of the log: nccl-tests.")],
+    log: Annotated[str, typer.Argument(help="The tool's stdout, saved to a file.")],
+    out: Annotated[
+        str | None,
+        typer.Option("--out", help="Run directory to create (default results/imported-<log>)."),
+    ] = None,
+    world_size: Annotated[
+        int | None,
+        typer.Option("--world-size", help="Ranks, for logs without '# Using devices' lines."),
+    ] = None,
+    op: Annotated[
+        str | None, typer.Option("--op", help="Collective, when the log does not name it.")
+    ] = None,
+    variant: Annotated[
+        str, typer.Option("--variant", help="Variant the rows carry, e.g. NCCL_ALGO=Tree.")
+    ] = "",
+    results_dir: Annotated[
+        str, typer.Option("--results-dir", help="Parent of the default run directory.")
+    ] = "results",
+) -> None:
+    """Import another tool's results as a colbench run (results.csv + meta.json).
+
+    nccl-tests and rccl-tests stdout in the old (error) and new (#wrong) layouts, with
+    NCCL INFO lines, mpirun --tag-output or srun --label prefixes. algbw and busbw are
+    recomputed with colbench's formulas; rows where the log disagrees are warned about.
+
+    \b
+    Examples:
+      colbench import nccl-tests all_reduce_perf.log
+      colbench import nccl-tests ar.log --out results/imported-ar/ --variant NCCL_ALGO=Tree
+      colbench import nccl-tests trimmed.log --world-size 16
+    """
+    from colbench.importers import nccl_tests
+
+    if kind.strip().lower() not in ("nccl-tests", "rccl-tests", "nccl_tests"):
+        raise UsageError(f"unknown import format {kind!r}: colbench imports nccl-tests")
+    run_dir, imported = nccl_tests.import_log(
+        log,
+        out_dir=out,
+        results_root=results_dir,
+        world_size=world_size,
+        op=op,
+        variant=variant,
+    )
+    for note in imported.notes:
+        typer.echo(f"colbench: note: {note}", err=True)
+    for warning in imported.warnings:
+        typer.echo(f"colbench: warning: {warning}", err=True)
+    tables = ", ".join(f"{t['op']} at {t['world_size']} ranks" for t in imported.facts["tables"])
+    typer.echo(
+        f"colbench: imported {len(imported.rows)} rows ({tables}) into {run_dir}/results.csv",
+        err=True,
+    )
+
+
+@app.command()
+def fit(
+    runs: Annotated[list[str], typer.Argument(help="Run directories (or results.csv files).")],
+) -> None:
+    """Fit time = alpha + size / beta per (op, variant): latency, bandwidth, crossovers.
+
+    alpha is the latency in microseconds, beta the algorithm bandwidth in GB/s. The fit
+    weighs relative error and down-weights outliers, so noisy small sizes do not
+    decide it. Where two variants' models cross, the crossover size is printed.
+
+    \b
+    Examples:
+      colbench fit results/20261122-022623-all_reduce-nccl/
+      colbench fit results/ring/ results/tree/
+    """
+    from colbench import fit as fit_module
+    from colbench.series import lines, load_runs
+
+    curves = [c for run in load_runs(runs) for c in lines(run)]
+    if not curves:
+        raise UsageError("nothing to fit: no rows with a size above 0 bytes")
+    results = fit_module.fit_lines(curves)
+    typer.echo(fit_module.report(results, fit_module.crossovers(results)))
 
 
 def _error(message: str) -> None:

@@ -1,0 +1,280 @@
+"""Two runs side by side: both values and their ratio per size, and one figure.
+
+Rows are joined on (op, dtype, redop, in_place, size_bytes, world_size), the things
+that make two numbers measure the same work. Rows that cannot be judged are kept and
+marked ``x`` with the reason (the way asv marks "not comparable"): present in one run
+only, measured on different backends, or failing verification. Repeats of one key in a
+run (several imported 0-byte rows, say) are combined by their median.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from colbench.errors import UsageError
+from colbench.report.plots import METRICS, metric, size_axis
+from colbench.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
+from colbench.sizes import format_size
+
+KEY = ["op", "dtype", "redop", "in_place", "size_bytes", "world_size"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: Run
+    b: Run
+    metric_name: str
+    #: KEY + variant + value_a, value_b, ratio, comparable, reason; one row per key.
+    table: Any
+    #: Lines about how the runs differ in what was recorded (versions, devices...).
+    context: list[str]
+    join_on_variant: bool
+
+
+def _aggregate(frame: Any, column: str, keys: list[str]) -> Any:
+    wrong = frame["wrong"].fillna(0).astype("int64")
+    grouped = frame.assign(_wrong=wrong).groupby(keys, dropna=False, sort=False)
+    columns: dict[str, tuple[str, str]] = {
+        "value": (column, "median"),
+        "wrong": ("_wrong", "sum"),
+        "backend": ("backend", "first"),
+    }
+    if "variant" not in keys:
+        columns["variant"] = ("variant", "first")
+    return grouped.agg(**columns).reset_index()
+
+
+def _describe(run: Run) -> str:
+    frame = run.frame
+    backend = "/".join(sorted(set(frame["backend"].astype(str))))
+    worlds = "/".join(str(w) for w in sorted(set(frame["world_size"].astype(int))))
+    text = f"{run.label}: {backend}, {worlds} ranks"
+    meta = _meta(run)
+    versions = meta.get("versions") or {}
+    shown = [f"{k} {v}" for k, v in versions.items() if v and k in ("torch", "nccl", "nccl-tests")]
+    if meta.get("status") == "imported":
+        shown.insert(0, "imported from nccl-tests")
+    devices = sorted(set(frame["device"].astype(str)))
+    if devices and devices != [""]:
+        shown.append("/".join(devices))
+    return text + (f" ({', '.join(shown)})" if shown else "")
+
+
+def _meta(run: Run) -> dict[str, Any]:
+    directory = run.path if run.path.is_dir() else run.path.parent
+    try:
+        meta = json.loads((directory / "meta.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def compare_runs(
+    path_a: str | os.PathLike[str],
+    path_b: str | os.PathLike[str],
+    metric_name: str = "busbw",
+    *,
+    variant_a: str | None = None,
+    variant_b: str | None = None,
+) -> Comparison:
+    """Join two runs and judge each pair of rows; ratio is B / A."""
+    chosen = metric(metric_name)
+    run_a, run_b = load_runs([path_a, path_b])
+    run_a, run_b = select_variant(run_a, variant_a), select_variant(run_b, variant_b)
+    variants_a = set(run_a.frame["variant"].astype(str))
+    variants_b = set(run_b.frame["variant"].astype(str))
+    # One variant each: compare them with each other (ring run vs tree run); several:
+    # pair variant with variant, since mixing Ring rows with Tree rows means nothing.
+    join_on_variant = not (len(variants_a) == 1 and len(variants_b) == 1)
+    keys = KEY + (["variant"] if join_on_variant else [])
+    agg_a = _aggregate(run_a.frame, chosen.column, keys)
+    agg_b = _aggregate(run_b.frame, chosen.column, keys)
+    merged = agg_a.merge(agg_b, on=keys, how="outer", suffixes=("_a", "_b"), indicator="present")
+    reasons = []
+    ratios = []
+    for row in merged.itertuples(index=False):
+        reason = _judge(row, chosen.column)
+        reasons.append(reason)
+        ratio = math.nan if reason else float(row.value_b) / float(row.value_a)
+        ratios.append(ratio)
+    merged["ratio"] = ratios
+    merged["reason"] = reasons
+    merged["comparable"] = [not r for r in reasons]
+    if not join_on_variant:
+        # One variant per run, named in the context lines; per row it would mislead.
+        merged["variant"] = ""
+    merged = merged.sort_values(
+        ["op", "variant", "dtype", "redop", "in_place", "size_bytes"], kind="stable"
+    ).reset_index(drop=True)
+    context = [f"A = {_describe(run_a)}", f"B = {_describe(run_b)}"]
+    if not join_on_variant and variants_a != variants_b:
+        va, vb = next(iter(variants_a)), next(iter(variants_b))
+        context.append(f"variant: A {va or '(none)'!r} vs B {vb or '(none)'!r}")
+    return Comparison(run_a, run_b, metric_name, merged, context, join_on_variant)
+
+
+def _judge(row: Any, column: str) -> str:
+    """Why this pair cannot be compared, or '' when it can."""
+    if row.present == "left_only":
+        return "only in A"
+    if row.present == "right_only":
+        return "only in B"
+    if row.backend_a != row.backend_b:
+        return f"backend {row.backend_a} vs {row.backend_b}"
+    if row.wrong_a or row.wrong_b:
+        return "wrong results in " + (
+            "A and B" if row.wrong_a and row.wrong_b else "A" if row.wrong_a else "B"
+        )
+    if not (row.value_a > 0 and row.value_b > 0):
+        return (
+            "zero bandwidth (no bytes): compare --metric time"
+            if column != "time_us"
+            else "zero time"
+        )
+    return ""
+
+
+def _value(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{float(value):.4g}"
+
+
+def format_table(comparison: Comparison) -> str:
+    """The comparison as text for the terminal: both values, ratio, and a summary per line."""
+    chosen = METRICS[comparison.metric_name]
+    table = comparison.table
+    unit = "us" if chosen.column == "time_us" else "GB/s"
+    better = "B is slower" if chosen.column == "time_us" else "B moves more data per second"
+    name = comparison.metric_name
+    lines_out = [f"# {line}" for line in comparison.context]
+    lines_out.append(f"# {name} in {unit}; ratio = B / A (above 1: {better}); x = not comparable")
+    shown = comparison.join_on_variant
+    width = max([len(str(v)) for v in table["variant"]] + [7]) + 2 if shown else 0
+    variant_head = f"{'variant':<{width}}" if shown else ""
+    lines_out.append(
+        f"# {'op':<15}{variant_head}{'dtype':<10}{'redop':<6}{'placement':<14}{'size':>8}"
+        f"{'A ' + name:>12}{'B ' + name:>12}{'B/A':>8}  note"
+    )
+    for row in table.itertuples(index=False):
+        ratio = "x" if not row.comparable else f"{row.ratio:.3f}"
+        variant = f"{str(row.variant) or '-':<{width}}" if shown else ""
+        lines_out.append(
+            f"  {row.op:<15}{variant}{row.dtype:<10}"
+            f"{row.redop:<6}{PLACEMENT_NAMES[int(row.in_place)]:<14}"
+            f"{format_size(int(row.size_bytes)):>8}{_value(row.value_a):>12}"
+            f"{_value(row.value_b):>12}{ratio:>8}  {row.reason}".rstrip()
+        )
+    lines_out += [f"# {line}" for line in summary(comparison)]
+    return "\n".join(lines_out)
+
+
+def summary(comparison: Comparison) -> list[str]:
+    """Geometric-mean ratio per (op, variant, dtype, redop, placement) over comparable sizes."""
+    table = comparison.table
+    usable = table[table["comparable"]]
+    out = []
+    groups = ["op", "variant", "dtype", "redop", "in_place"]
+    for key, group in usable.groupby(groups, sort=False):
+        op, variant, dtype, redop, in_place = key
+        gmean = float(np.exp(np.mean(np.log(group["ratio"].to_numpy(dtype=float)))))
+        label = " ".join(str(p) for p in (op, variant, dtype, redop) if str(p))
+        out.append(
+            f"{label} {PLACEMENT_NAMES[int(in_place)]}: geometric mean B/A {gmean:.3f} over "
+            f"{len(group)} size(s), from {group['ratio'].min():.3f} to {group['ratio'].max():.3f}"
+        )
+    skipped = int((~table["comparable"]).sum())
+    if skipped:
+        out.append(f"{skipped} row(s) not comparable (marked x)")
+    if usable.empty:
+        out.append("nothing comparable: the runs share no (op, dtype, redop, placement, size)")
+    return out
+
+
+def figure(comparison: Comparison) -> Any:
+    """Top: both runs' curves; bottom: B/A per size for the comparable rows."""
+    from colbench.report.plots import context, draw_lines, pyplot
+
+    chosen = METRICS[comparison.metric_name]
+    curves = lines(comparison.a) + lines(comparison.b)
+    if not curves:
+        raise UsageError("nothing to plot: no rows with a size above 0 bytes")
+    fig, (top, bottom) = pyplot().subplots(
+        2,
+        1,
+        sharex=True,
+        figsize=(9, 7.5),
+        height_ratios=(3, 1.4),
+        layout="constrained",
+    )
+    draw_lines(top, curves, comparison.metric_name)
+    top.set_xlabel("")
+    top.set_title(
+        f"{chosen.title}: B = {comparison.b.label} vs A = {comparison.a.label}\n{context(curves)}"
+    )
+    _ratio_panel(bottom, comparison)
+    low = min(float(c.size_bytes.min()) for c in curves)
+    high = max(float(c.size_bytes.max()) for c in curves)
+    size_axis(bottom, low, high)
+    return fig
+
+
+def _ratio_panel(ax: Any, comparison: Comparison) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    table = comparison.table
+    usable = table[table["comparable"] & (table["size_bytes"] > 0)]
+    colors = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"]
+    drawn = 0
+    for index, (key, group) in enumerate(usable.groupby(["op", "variant", "dtype", "redop"])):
+        # Same placement choice as the curves above: out-of-place where there is one.
+        placement = 0 if (group["in_place"] == 0).any() else 1
+        chosen = group[group["in_place"] == placement].sort_values("size_bytes")
+        label = " · ".join(str(k) for k in key[:2] if str(k))
+        ax.plot(
+            chosen["size_bytes"],
+            chosen["ratio"],
+            marker="o",
+            markersize=3.5,
+            color=colors[index % len(colors)],
+            label=label,
+        )
+        drawn += 1
+    ax.axhline(1.0, color="black", linewidth=1, alpha=0.6)
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.set_ylabel("B / A")
+    ax.grid(True, which="major", alpha=0.3)
+    if drawn:
+        values = usable["ratio"].to_numpy(dtype=float)
+        spread = max(2.0, float(np.nanmax(np.abs(np.log2(values)))) * 1.15)
+        ax.set_ylim(2**-spread, 2**spread)
+        if drawn > 1:
+            ax.legend(fontsize="x-small", loc="best")
+    else:
+        ax.text(0.5, 0.5, "no comparable rows", transform=ax.transAxes, ha="center")
+
+
+def compare(
+    path_a: str | os.PathLike[str],
+    path_b: str | os.PathLike[str],
+    metric_name: str = "busbw",
+    *,
+    out: str | os.PathLike[str] | None = "compare.png",
+    variant_a: str | None = None,
+    variant_b: str | None = None,
+) -> tuple[Comparison, Path | None]:
+    """``colbench compare``: the comparison and the figure file written (if any)."""
+    from colbench.report.plots import save
+
+    comparison = compare_runs(path_a, path_b, metric_name, variant_a=variant_a, variant_b=variant_b)
+    if out is None:
+        return comparison, None
+    return comparison, save(figure(comparison), out)

@@ -1,0 +1,205 @@
+"""YAML suites: a sweep's options in a file (``colbench run configs/x.yaml``).
+
+Keys are ``colbench sweep``'s long option names, values are what the flag takes (lists
+may replace comma-separated strings), and ``variants`` maps environment variables to
+their values like ``--env``. :func:`load` returns the keyword arguments ``sweep`` takes,
+so a suite means exactly what the same flags mean. Every error names the file, the
+line and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from colbench import config, ops, variants
+from colbench.dtypes import parse_dtypes, parse_redops
+from colbench.errors import UsageError
+from colbench.sizes import parse_size, parse_sizes
+
+
+class _KeyError(Exception):
+    """A bad value of one key: the message without file and line, which the caller adds."""
+
+
+def _text_list(value: Any, key: str) -> str:
+    """A string, a number or a list of them -> the comma list the flag takes."""
+    items = value if isinstance(value, list) else [value]
+    if not items or any(isinstance(i, bool) or not isinstance(i, str | int) for i in items):
+        raise _KeyError(f"{key} must be a string or a list of strings, got {value!r}")
+    return ",".join(str(i) for i in items)
+
+
+def _integer(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _KeyError(f"{key} must be an integer, got {value!r}")
+    return value
+
+
+def _number(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _KeyError(f"{key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _boolean(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise _KeyError(f"{key} must be true or false, got {value!r}")
+    return value
+
+
+def _string(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _KeyError(f"{key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _size(value: Any, key: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise _KeyError(f"{key} must be a size such as 64M or 1024, got {value!r}")
+    parse_size(str(value))
+    return str(value)
+
+
+def _check(value: Any, key: str) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if value in (0, 1):
+        return int(value)
+    raise _KeyError(f"{key} must be true/false (or 1/0), got {value!r}")
+
+
+def _choice(*allowed: str) -> Callable[[Any, str], str]:
+    def convert(value: Any, key: str) -> str:
+        if value not in allowed:
+            raise _KeyError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+        return str(value)
+
+    return convert
+
+
+def _validated(convert: Callable[[Any, str], str], check: Callable[[str], Any]) -> Any:
+    """A text converter followed by the CLI's own parser, so both agree on what is valid."""
+
+    def run(value: Any, key: str) -> str:
+        text = convert(value, key)
+        check(text)
+        return text
+
+    return run
+
+
+def _variants(value: Any, key: str) -> list[str]:
+    """``{NCCL_ALGO: [Ring, Tree]}`` or ``["NCCL_ALGO=Ring,Tree"]`` -> --env strings."""
+    if isinstance(value, dict):
+        specs = []
+        for name, values in value.items():
+            items = values if isinstance(values, list) else [values]
+            if not items or any(isinstance(i, bool | dict | list) or i is None for i in items):
+                raise _KeyError(
+                    f"{key}: {name} must map to a value or a list of values, got {values!r}"
+                )
+            specs.append(f"{name}={','.join(str(i) for i in items)}")
+    elif isinstance(value, list) and all(isinstance(i, str) for i in value):
+        specs = list(value)
+    else:
+        raise _KeyError(
+            f"{key} must map variables to values, e.g. {{NCCL_ALGO: [Ring, Tree]}}, got {value!r}"
+        )
+    variants.parse_axes(specs)
+    return specs
+
+
+#: YAML key -> (sweep keyword, converter). Keys are sweep's long option names.
+SCHEMA: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "op": ("op", _validated(_text_list, ops.parse_ops)),
+    "sizes": ("sizes", _validated(_text_list, parse_sizes)),
+    "minbytes": ("minbytes", _size),
+    "maxbytes": ("maxbytes", _size),
+    "factor": ("factor", _number),
+    "step": ("step", _size),
+    "dtype": ("dtype", _validated(_text_list, parse_dtypes)),
+    "redop": ("redop", _validated(_text_list, parse_redops)),
+    "root": ("root", _integer),
+    "placement": ("placement", _validated(_text_list, config.parse_placements)),
+    "iters": ("iters", _integer),
+    "warmup": ("warmup", _integer),
+    "check": ("check", _check),
+    "average": ("average", _validated(_text_list, config.parse_average)),
+    "backend": ("backend", _choice("auto", "gloo", "nccl")),
+    "nprocs": ("nprocs", _integer),
+    "timeout": ("timeout", _number),
+    "seed": ("seed", _integer),
+    "out": ("out", _string),
+    "results_dir": ("results_dir", _string),
+    "progress": ("progress", _boolean),
+    "table": ("table", _boolean),
+    "plot": ("plot", _boolean),
+    "variants": ("env", _variants),
+    "env": ("env", _variants),
+}
+#: Keys that document the suite and change nothing.
+DOC_KEYS = ("description", "name")
+
+
+def _unknown(key: str) -> str:
+    known = sorted(set(SCHEMA) | set(DOC_KEYS))
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown key {key!r}{hint}; known keys: {', '.join(known)}"
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a suite file into ``sweep`` keyword arguments (raises UsageError)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read suite {file}: {exc.strerror}") from None
+    return parse(text, str(file))
+
+
+def parse(text: str, source: str = "suite") -> dict[str, Any]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UsageError(f"{source}{where}: not valid YAML: {problem}") from None
+    if root is None:
+        raise UsageError(f"{source}: the suite is empty; give at least op and sizes")
+    if not isinstance(root, yaml.MappingNode):
+        raise UsageError(
+            f"{source} line {root.start_mark.line + 1}: a suite is a mapping of option: value"
+        )
+    options: dict[str, Any] = {}
+    seen: dict[str, int] = {}
+    constructor = yaml.SafeLoader("")
+    for key_node, value_node in root.value:
+        line = key_node.start_mark.line + 1
+        key = str(key_node.value).replace("-", "_")
+        if key in seen:
+            raise UsageError(f"{source} line {line}: {key} is already set on line {seen[key]}")
+        seen[key] = line
+        if key in DOC_KEYS:
+            continue
+        if key not in SCHEMA:
+            raise UsageError(f"{source} line {line}: {_unknown(key)}")
+        target, convert = SCHEMA[key]
+        if target in options:
+            raise UsageError(f"{source} line {line}: give variants or env, not both")
+        value = constructor.construct_object(value_node, deep=True)
+        value_line = value_node.start_mark.line + 1
+        try:
+            options[target] = convert(value, key)
+        except _KeyError as exc:
+            raise UsageError(f"{source} line {value_line}: {exc}") from None
+        except UsageError as exc:
+            raise UsageError(f"{source} line {value_line}: {key}: {exc}") from None
+    return options
