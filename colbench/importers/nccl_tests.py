@@ -37,9 +37,9 @@ from colbench.ops.base import Collective
 from colbench.results import SCHEMA_VERSION, RowWriter
 
 #: ``mpirun --tag-output`` puts ``[jobid,rank]<stdout>:`` before every line.
-_TAG_OUTPUT = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")
-#: ``srun --label`` puts the task number and a colon before every line.
-_SRUN_LABEL = re.compile(r"^\s*\d+:\s?")
+_TAG_OUTPUT = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+#: ``srun --label`` puts the task number, a colon and a space before every line.
+_SRUN_LABEL = re.compile(r"^\s*\d+: ?")
 _RANK = re.compile(
     r"^Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$"
 )
@@ -243,9 +243,9 @@ def _bandwidth_agrees(size: int, time_text: str, printed: str, factor: float) ->
 
 def _resolve_op(
     table: _Table, op: str | None, source: str, world_size: int | None
-) -> tuple[Collective, str]:
+) -> tuple[Collective, str] | None:
     """The collective of a table: --op, else the log's *_perf name, else its numbers, else
-    the file name. Returns it and how it was found."""
+    the file name; with how it was found. None when nothing tells."""
     if op is not None:
         return ops.get(op), "--op"
     if table.op_hint is not None:
@@ -267,7 +267,11 @@ def _resolve_op(
     ]
     if matches:
         return max(matches, key=lambda c: len(c.name)), "the file name"
-    raise UsageError(
+    return None
+
+
+def _no_op(table: _Table, source: str) -> UsageError:
+    return UsageError(
         f"{source}: cannot tell which collective the table at line {table.header_line} "
         "measured (no *_perf name in the log); give --op, e.g. --op all_reduce"
     )
@@ -280,7 +284,7 @@ def _size_ratio(coll: Collective, world_size: int) -> int:
 
 
 def _infer_op(table: _Table, world_size: int | None) -> Collective | None:
-    """The one collective whose size/count rule, root use and busbw factor fit every row."""
+    """The one collective whose size/count rule, root use and busbw factor fit the rows."""
     if world_size is None or not table.lines:
         return None
     cols = _columns(table, "")
@@ -292,46 +296,38 @@ def _infer_op(table: _Table, world_size: int | None) -> Collective | None:
             rooted_rows = any(tokens[cols.root] != "-1" for _, tokens in table.lines)
             if rooted_rows != coll.rooted:
                 continue
-        ratio = _size_ratio(coll, world_size)
-        factor = coll.busbw_factor(world_size)
-        fits, tested = True, 0
-        for line_no, tokens in table.lines:
-            _, elem = _dtype(tokens[cols.type], "", line_no)
-            size, count = int(tokens[cols.size]), int(tokens[cols.count])
-            if count and size != count * elem * ratio:
-                fits = False
-                break
-            for t, alg, bus, _, _ in cols.blocks:
-                if tokens[t] == "N/A" or float(tokens[alg]) < 1.0:
-                    continue
-                tested += 1
-                if not _bandwidth_agrees(size, tokens[t], tokens[bus], factor):
-                    fits = False
-        if fits and tested:
+        if _fits(table, cols, coll, world_size):
             candidates.append(coll)
     return candidates[0] if len(candidates) == 1 else None
 
 
-def _world_size_hint(table: _Table, coll: Collective) -> str:
-    """Which world sizes the log's busbw/algbw ratio allows, to help the user answer."""
+def _fits(table: _Table, cols: _Columns, coll: Collective, world_size: int) -> bool:
+    """Sizes and counts follow the op's rule in every row, and the printed busbw/algbw
+    ratio is its factor at this world size in most rows (a stray edited row may not)."""
+    ratio = _size_ratio(coll, world_size)
+    factor = coll.busbw_factor(world_size)
+    tested = agreeing = 0
+    for line_no, tokens in table.lines:
+        _, elem = _dtype(tokens[cols.type], "", line_no)
+        size, count = int(tokens[cols.size]), int(tokens[cols.count])
+        if count and size != count * elem * ratio:
+            return False
+        for t, alg, bus, _, _ in cols.blocks:
+            if tokens[t] == "N/A" or float(tokens[alg]) < 1.0:
+                continue
+            tested += 1
+            agreeing += _bandwidth_agrees(size, tokens[t], tokens[bus], factor)
+    return tested > 0 and agreeing * 2 > tested
+
+
+def _world_size_hint(table: _Table, coll: Collective | None) -> str:
+    """Which (op, world size) the log's sizes and busbw/algbw ratio allow, to help answer."""
     cols = _columns(table, "")
-    fitting = []
-    for n in range(2, 4097):
-        factor = coll.busbw_factor(n)
-        tested = 0
-        ok = True
-        for _, tokens in table.lines:
-            for t, alg, bus, _, _ in cols.blocks:
-                if tokens[t] == "N/A" or float(tokens[alg]) < 1.0:
-                    continue
-                tested += 1
-                ok = ok and _bandwidth_agrees(
-                    int(tokens[cols.size]), tokens[t], tokens[bus], factor
-                )
-        if tested and ok:
-            fitting.append(n)
+    candidates = [coll] if coll is not None else [c for c in ops.REGISTRY if c.sized]
+    fitting = [(c, n) for c in candidates for n in range(2, 1025) if _fits(table, cols, c, n)]
     if len(fitting) == 1:
-        return f" (its busbw/algbw ratio fits {coll.name} at {fitting[0]} ranks only)"
+        fit_op, n = fitting[0]
+        return f" (its sizes and busbw/algbw ratio fit {fit_op.name} at {n} ranks only)"
     return ""
 
 
@@ -400,7 +396,7 @@ def _table_world_size(
         return listed
     if given is not None:
         return given
-    hint = _world_size_hint(table, coll_for_hint) if coll_for_hint is not None else ""
+    hint = _world_size_hint(table, coll_for_hint)
     raise UsageError(
         f"{source}: the log has no '# Using devices' rank lines, so its world size is "
         f"unknown; give --world-size N{hint}"
@@ -419,9 +415,11 @@ def _table_rows(
     table_facts: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     cols = _columns(table, source)
-    world_guess = len(table.ranks) or given_world
-    coll, found_by = _resolve_op(table, op, source, world_guess)
-    n = _table_world_size(table, given_world, source, coll)
+    resolved = _resolve_op(table, op, source, len(table.ranks) or given_world)
+    n = _table_world_size(table, given_world, source, resolved[0] if resolved else None)
+    if resolved is None:
+        raise _no_op(table, source)
+    coll, found_by = resolved
     factor = coll.busbw_factor(n)
     hosts = [host for host, _ in (table.ranks[r] for r in sorted(table.ranks))]
     devices = [dev for _, dev in (table.ranks[r] for r in sorted(table.ranks))]

@@ -34,7 +34,7 @@ METRICS: dict[str, Metric] = {
     "algbw": Metric("algbw_gbps", "algorithm bandwidth (GB/s)", "Algorithm bandwidth", False),
     "time": Metric("time_us", "time per call (µs)", "Time per call", True),
 }
-#: Most labelled ticks on the size axis before they are thinned to every 2nd, 4th... power.
+#: Most labelled ticks on the size axis before they are thinned to every 2nd, 5th... power.
 _MAX_SIZE_TICKS = 11
 
 
@@ -54,13 +54,14 @@ def pyplot() -> Any:
 
 
 def size_ticks(low_bytes: float, high_bytes: float) -> list[float]:
-    """Powers of two spanning [low, high], thinned so that at most ~11 carry labels."""
+    """Powers of two spanning [low, high], at most ~11 of them.
+
+    When they must be thinned, every 2nd, 5th or 10th power is kept: those steps divide
+    10, so the labels still land on 1K, 1M and 1G.
+    """
     first = math.floor(math.log2(max(low_bytes, 1)))
     last = math.ceil(math.log2(max(high_bytes, 1)))
-    step = 1
-    while (last - first) // step + 1 > _MAX_SIZE_TICKS:
-        step *= 2
-    # Start on a multiple of the step so labels land on 1K, 1M, 1G when they can.
+    step = next((s for s in (1, 2, 5, 10) if (last - first) // s + 1 <= _MAX_SIZE_TICKS), 20)
     start = first - first % step
     return [2.0**e for e in range(start, last + 1, step)]
 

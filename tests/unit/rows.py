@@ -1,0 +1,73 @@
+"""Synthetic result rows with the exact colbench schema, for plot/compare/fit tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from colbench import ops
+from colbench.results import SCHEMA_VERSION, RowWriter
+
+
+def row(
+    op: str,
+    size_bytes: int,
+    time_us: float,
+    *,
+    world_size: int = 4,
+    variant: str = "",
+    dtype: str = "float32",
+    in_place: int = 0,
+    backend: str = "nccl",
+    wrong: int | None = 0,
+    run_id: str = "synthetic",
+) -> dict[str, Any]:
+    coll = ops.get(op)
+    algbw = size_bytes / time_us / 1e3
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "variant": variant,
+        "backend": backend,
+        "device": "test-device",
+        "world_size": world_size,
+        "nnodes": 1,
+        "op": coll.name,
+        "dtype": dtype,
+        "redop": "sum" if coll.uses_redop else "none",
+        "root": 0 if coll.rooted else -1,
+        "in_place": in_place,
+        "requested_bytes": size_bytes,
+        "size_bytes": size_bytes,
+        "count": size_bytes // 4,
+        "warmup": 1,
+        "iters": 5,
+        "average": "avg",
+        "time_us": time_us,
+        "time_min_us": time_us,
+        "time_p50_us": time_us,
+        "time_p99_us": time_us,
+        "time_max_us": time_us,
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * coll.busbw_factor(world_size),
+        "wrong": wrong,
+    }
+
+
+def alpha_beta(alpha_us: float, beta_gbps: float) -> Callable[[int], float]:
+    return lambda size: alpha_us + size / (beta_gbps * 1e3)
+
+
+SIZES = [1 << e for e in range(10, 27, 2)]  # 1K .. 64M
+
+
+def write_run(directory: Path, rows: Iterable[dict[str, Any]]) -> Path:
+    directory.mkdir(parents=True)
+    writer = RowWriter(directory / "results.csv")
+    try:
+        for r in rows:
+            writer.write({**r, "run_id": directory.name})
+    finally:
+        writer.close()
+    return directory

@@ -1,0 +1,100 @@
+"""compare: ratios per size, not-comparable marks, and the overlay + ratio figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from colbench.cli import main
+from colbench.compare import compare_runs, figure, format_table
+from tests.unit.rows import SIZES, alpha_beta, row, write_run
+
+
+def _pair(tmp_path: Path) -> tuple[Path, Path]:
+    slow, fast = alpha_beta(20.0, 10.0), alpha_beta(20.0, 20.0)
+    a = [row("all_reduce", s, slow(s)) for s in SIZES]
+    b = [row("all_reduce", s, fast(s)) for s in SIZES]
+    # Only in A: a size B lacks. Wrong results in B at one size. Another backend for
+    # all_gather. Three repeats of one key in B: the median is used.
+    a.append(row("all_reduce", 1 << 28, slow(1 << 28)))
+    b[1]["wrong"] = 3
+    a.append(row("all_gather", 4096, 50.0))
+    b.append(row("all_gather", 4096, 40.0, backend="gloo"))
+    a.append(row("broadcast", 8192, 100.0))
+    b += [row("broadcast", 8192, t) for t in (40.0, 50.0, 400.0)]
+    return write_run(tmp_path / "a", a), write_run(tmp_path / "b", b)
+
+
+def test_ratios_and_reasons(tmp_path: Path) -> None:
+    a, b = _pair(tmp_path)
+    comparison = compare_runs(a, b, "busbw")
+    table = comparison.table
+    ar = table[table["op"] == "all_reduce"].set_index("size_bytes")
+    for size in SIZES[2:]:
+        expected = alpha_beta(20.0, 10.0)(size) / alpha_beta(20.0, 20.0)(size)
+        assert ar.loc[size, "ratio"] == pytest.approx(expected, rel=1e-5)
+        assert ar.loc[size, "comparable"]
+    assert ar.loc[SIZES[1], "reason"] == "wrong results in B"
+    assert ar.loc[1 << 28, "reason"] == "only in A"
+    assert table[table["op"] == "all_gather"]["reason"].tolist() == ["backend nccl vs gloo"]
+    broadcast = table[table["op"] == "broadcast"].iloc[0]
+    assert broadcast["ratio"] == pytest.approx(100.0 / 50.0, rel=1e-5)  # median of B's three
+
+    text = format_table(comparison)
+    assert "ratio = B / A" in text
+    line = next(x for x in text.splitlines() if x.split()[:1] == ["all_reduce"] and " 64M " in x)
+    assert line.split()[-1] == f"{ar.loc[64 << 20, 'ratio']:.3f}"
+    assert "only in A" in text and "x  wrong results in B" in text
+    assert "3 row(s) not comparable" in text
+
+
+def test_time_ratio_and_variant_pairing(tmp_path: Path) -> None:
+    model = alpha_beta(10.0, 10.0)
+    rows = [
+        row("all_reduce", s, model(s), variant=v) for v in ("ALGO=Ring", "ALGO=Tree") for s in SIZES
+    ]
+    both = write_run(tmp_path / "both", rows)
+    ring_only = write_run(
+        tmp_path / "ring", [row("all_reduce", s, 2 * model(s), variant="ALGO=Ring") for s in SIZES]
+    )
+    # Several variants on one side: rows pair up by variant; Tree has no partner.
+    comparison = compare_runs(both, ring_only, "time")
+    table = comparison.table
+    assert comparison.join_on_variant
+    ring = table[table["variant"] == "ALGO=Ring"]
+    assert ring["comparable"].all() and np.allclose(ring["ratio"], 2.0, rtol=1e-5)
+    assert set(table[table["variant"] == "ALGO=Tree"]["reason"]) == {"only in A"}
+    # Picking one variant per side compares them with each other.
+    picked = compare_runs(both, both, "time", variant_a="ALGO=Ring", variant_b="ALGO=Tree")
+    assert not picked.join_on_variant and picked.table["comparable"].all()
+    assert any("variant: A 'ALGO=Ring' vs B 'ALGO=Tree'" in line for line in picked.context)
+
+
+def test_figure_has_overlay_and_ratio_panel(tmp_path: Path) -> None:
+    a, b = _pair(tmp_path)
+    fig = figure(compare_runs(a, b, "busbw"))
+    top, bottom = fig.axes[:2]
+    labels = [line.get_label() for line in top.get_lines()]
+    assert "all_reduce · a" in labels and "all_reduce · b" in labels
+    ratio_lines = [line for line in bottom.get_lines() if len(line.get_xdata()) > 2]
+    assert len(ratio_lines) == 1
+    xs, ys = ratio_lines[0].get_xdata(), ratio_lines[0].get_ydata()
+    assert list(xs) == SIZES[:1] + SIZES[2:]  # SIZES[1]: wrong results in B
+    assert np.all(np.asarray(ys) >= 1.0)
+    assert bottom.get_ylabel() == "B / A"
+
+
+def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = _pair(tmp_path)
+    out = tmp_path / "cmp.png"
+    with pytest.raises(SystemExit) as info:
+        main(["compare", str(a), str(b), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert info.value.code == 0, captured.err
+    assert "geometric mean B/A" in captured.out and out.stat().st_size > 10_000
+    with pytest.raises(SystemExit) as info:
+        main(["compare", str(a), str(b), "--variant-a", "NCCL_ALGO=Tree"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "has no variant 'NCCL_ALGO=Tree'" in err

@@ -1,0 +1,103 @@
+"""The alpha-beta fit recovers known models, shrugs off noisy small sizes, finds crossovers."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from colbench.cli import main
+from colbench.fit import approx_size, crossovers, fit_lines, fit_time, report
+from colbench.series import lines, load_runs
+from tests.unit.rows import SIZES, alpha_beta, row, write_run
+
+SIZES_WIDE = 2.0 ** np.arange(3, 31)  # 8 B .. 1 G
+
+
+def test_exact_model_is_recovered() -> None:
+    model = fit_time(SIZES_WIDE, 25.0 + SIZES_WIDE / 12.5e3)
+    assert model.alpha_us == pytest.approx(25.0, rel=1e-9)
+    assert model.beta_gbps == pytest.approx(12.5, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_noisy_rows_with_outliers_at_small_sizes_within_five_percent(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    truth = 25.0 + SIZES_WIDE / 12.5e3
+    noisy = truth * np.exp(rng.normal(0, 0.03, len(truth)))
+    # A shared machine: three of the eight smallest sizes are hit 2-20x.
+    hit = rng.choice(8, 3, replace=False)
+    noisy[hit] *= rng.uniform(2, 20, 3)
+    model = fit_time(SIZES_WIDE, noisy)
+    assert model.alpha_us == pytest.approx(25.0, rel=0.05)
+    assert model.beta_gbps == pytest.approx(12.5, rel=0.05)
+
+
+def test_outliers_get_no_weight_where_plain_least_squares_is_pulled_off() -> None:
+    # Guards the test above: an absolute least-squares fit of the same kind of data
+    # misses alpha by far more than 5%; the reweighted fit ignores the outliers.
+    truth = 25.0 + SIZES_WIDE / 12.5e3
+    noisy = truth.copy()
+    noisy[[0, 2, 5]] *= 15
+    design = np.column_stack([np.ones_like(SIZES_WIDE), SIZES_WIDE])
+    (alpha, _), *_ = np.linalg.lstsq(design, noisy, rcond=None)
+    assert abs(alpha / 25 - 1) > 0.5
+    model = fit_time(SIZES_WIDE, noisy)
+    assert model.alpha_us == pytest.approx(25.0, rel=1e-6)
+    assert model.beta_gbps == pytest.approx(12.5, rel=1e-6)
+
+
+def test_time_flat_in_size_is_a_pure_latency_model() -> None:
+    model = fit_time([1024, 2048, 4096], [50.0, 50.0, 50.0])
+    assert model.alpha_us == pytest.approx(50.0) and math.isinf(model.beta_gbps)
+
+
+def test_one_size_cannot_be_fitted() -> None:
+    with pytest.raises(ValueError, match="two distinct sizes"):
+        fit_time([1024, 1024], [5.0, 6.0])
+
+
+def _two_variant_run(tmp_path: Path) -> Path:
+    ring, tree = alpha_beta(40.0, 20.0), alpha_beta(10.0, 10.0)
+    rows = [row("all_reduce", s, ring(s), variant="NCCL_ALGO=Ring") for s in SIZES]
+    rows += [row("all_reduce", s, tree(s), variant="NCCL_ALGO=Tree") for s in SIZES]
+    return write_run(tmp_path / "run", rows)
+
+
+def test_crossover_between_two_variants(tmp_path: Path) -> None:
+    results = fit_lines(lines(load_runs([_two_variant_run(tmp_path)])[0]))
+    assert [r.label for r in results] == ["NCCL_ALGO=Ring", "NCCL_ALGO=Tree"]
+    found = crossovers(results)
+    assert len(found) == 1
+    # 40 + s/20e3 = 10 + s/10e3  ->  s = 30 * 20e3 = 600000 bytes.
+    assert found[0].size_bytes == pytest.approx(600000, rel=1e-6)
+    assert found[0].faster_below.label == "NCCL_ALGO=Tree" and found[0].in_range
+    bus = results[0].bus_beta_gbps
+    assert bus == pytest.approx(20.0 * 1.5, rel=1e-6)  # all_reduce at 4 ranks
+    text = report(results, found)
+    # The CSV keeps six significant digits, so the size is 600000 give or take a byte.
+    assert re.search(
+        r"crossover at 586K \((?:600000|599999) B\): NCCL_ALGO=Tree is faster below", text
+    )
+
+
+def test_cli_fit_prints_alpha_beta_and_crossover(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _two_variant_run(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(["fit", str(run)])
+    out = capsys.readouterr().out
+    assert info.value.code == 0
+    ring_line = next(line for line in out.splitlines() if line.strip().startswith("NCCL_ALGO=Ring"))
+    assert ring_line.split()[1:3] == ["40.00", "20"]
+    assert "crossover at 586K" in out
+
+
+def test_approx_size() -> None:
+    assert approx_size(600000) == "586K"
+    assert approx_size(1.5 * 1024**3) == "1.5G"
+    assert approx_size(12) == "12"

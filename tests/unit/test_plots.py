@@ -1,0 +1,111 @@
+"""Figures carry the right lines: read back the artists, not the pixels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from colbench.cli import main
+from colbench.report.plots import format_size_tick, plot_lines, size_ticks, write_run_plots
+from colbench.series import lines, load_runs
+from tests.unit.rows import SIZES, alpha_beta, row, write_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(tmp_path: Path, name: str = "run", variants: tuple[str, ...] = ("",)) -> Path:
+    rows = []
+    for index, variant in enumerate(variants):
+        model = alpha_beta(20.0 + 10 * index, 10.0 + 5 * index)
+        for op in ("all_reduce", "all_gather"):
+            rows += [row(op, s, model(s), variant=variant) for s in SIZES]
+    rows.append(row("barrier", 0, 30.0) | {"dtype": "none", "redop": "none"})
+    return write_run(tmp_path / name, rows)
+
+
+def _data_lines(ax) -> list:
+    return [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+
+
+def test_one_line_per_op_and_variant_with_the_row_values(tmp_path: Path) -> None:
+    run = _run(tmp_path, variants=("NCCL_ALGO=Ring", "NCCL_ALGO=Tree"))
+    curves = lines(load_runs([run])[0])
+    fig = plot_lines(curves, "busbw")
+    ax = fig.axes[0]
+    drawn = _data_lines(ax)
+    assert [line.get_label() for line in drawn] == [
+        "all_reduce · NCCL_ALGO=Ring",
+        "all_gather · NCCL_ALGO=Ring",
+        "all_reduce · NCCL_ALGO=Tree",
+        "all_gather · NCCL_ALGO=Tree",
+    ]
+    tree_ar = drawn[2]
+    assert list(tree_ar.get_xdata()) == SIZES
+    model = alpha_beta(30.0, 15.0)
+    expected = [s / model(s) / 1e3 * 1.5 for s in SIZES]  # all_reduce busbw at 4 ranks
+    assert np.allclose(tree_ar.get_ydata(), expected, rtol=1e-5)
+    # Same op, same color; variants told apart by line style.
+    assert drawn[0].get_color() == drawn[2].get_color() != drawn[1].get_color()
+    assert drawn[0].get_linestyle() != drawn[2].get_linestyle()
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "linear"
+    assert "nccl, 4 ranks on 1 host" in ax.get_title()
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:1] == [drawn[0].get_label()]
+
+
+def test_size_axis_labels_are_binary() -> None:
+    ticks = size_ticks(1024, 64 * 1024**2)
+    assert ticks[0] == 1024 and ticks[-1] == 64 * 1024**2
+    assert [format_size_tick(t) for t in ticks[:3]] == ["1K", "4K", "16K"]
+    many = size_ticks(8, 8 * 1024**3)
+    assert len(many) <= 11
+    assert {"1K", "1M", "1G"} <= {format_size_tick(t) for t in many}
+
+
+def test_time_is_log_scaled_and_peak_and_fit_are_drawn(tmp_path: Path) -> None:
+    curves = lines(load_runs([_run(tmp_path)])[0])
+    time_fig = plot_lines(curves, "time")
+    assert time_fig.axes[0].get_yscale() == "log"
+    fig = plot_lines(curves, "busbw", peak_gbps=25.0, fit=True)
+    ax = fig.axes[0]
+    peak = [line for line in ax.get_lines() if line.get_label() == "rated peak 25 GB/s"]
+    assert len(peak) == 1 and list(peak[0].get_ydata()) == [25.0, 25.0]
+    models = [line for line in ax.get_lines() if line.get_label() == "_model"]
+    assert len(models) == 2 and all(m.get_linestyle() == ":" for m in models)
+    # The model of an exact alpha-beta run lies on the measured points.
+    measured = _data_lines(ax)[0]
+    model_y = np.interp(measured.get_xdata(), models[0].get_xdata(), models[0].get_ydata())
+    assert np.allclose(model_y[-3:], measured.get_ydata()[-3:], rtol=0.02)
+
+
+def test_sweep_plots_are_written_into_the_run_directory(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    written = write_run_plots(run)
+    assert [p.name for p in written] == ["busbw.png", "time.png"]
+    for path in written:
+        assert path.read_bytes()[:8] == PNG_MAGIC and path.stat().st_size > 10_000
+
+
+def test_cli_plot_several_runs_and_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
+    out = tmp_path / "fig" / "ab.png"
+    with pytest.raises(SystemExit) as info:
+        main(["plot", str(a), str(b), "--metric", "algbw", "--out", str(out), "--fit"])
+    err = capsys.readouterr().err
+    assert info.value.code == 0, err
+    assert err == f"colbench: wrote {out}\n"
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    for args, message in (
+        (["plot", str(a), "--metric", "speed"], "bad --metric 'speed'"),
+        (["plot", str(a), "--metric", "time", "--peak", "10"], "--peak is a bandwidth"),
+        (["plot", str(tmp_path / "missing")], "no results file"),
+        (["plot", str(a), "--out", str(tmp_path / "x.txt")], "use a .png, .svg or .pdf"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and err.startswith("colbench: error: ") and message in err
+        assert err.count("\n") == 1

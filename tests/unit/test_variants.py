@@ -1,0 +1,74 @@
+"""--env axes: parsing, the cartesian product, merging, and the environment they set."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from colbench.errors import UsageError
+from colbench.variants import (
+    environment,
+    expand,
+    ignored_by_backend,
+    merge_axes,
+    parse_axes,
+    parse_axis,
+)
+
+
+def test_axis_parses_values_in_order() -> None:
+    assert parse_axis("NCCL_ALGO=Ring,Tree") == ("NCCL_ALGO", ("Ring", "Tree"))
+    assert parse_axis(" X = 1 ") == ("X", ("1",))
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("NCCL_ALGO", "use KEY=VALUE"),
+        ("=Ring", "use KEY=VALUE"),
+        ("1BAD=x", "not an environment variable name"),
+        ("A=x,,y", "empty value"),
+        ("A=x,x", "listed twice"),
+    ],
+)
+def test_bad_axes_name_the_problem(spec: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_axis(spec)
+
+
+def test_a_variable_may_be_given_once() -> None:
+    with pytest.raises(UsageError, match="given twice"):
+        parse_axes(["A=1", "A=2"])
+
+
+def test_product_is_cartesian_first_axis_slowest() -> None:
+    variants = expand(parse_axes(["NCCL_ALGO=Ring,Tree", "NCCL_PROTO=LL,Simple"]))
+    assert [v.name for v in variants] == [
+        "NCCL_ALGO=Ring,NCCL_PROTO=LL",
+        "NCCL_ALGO=Ring,NCCL_PROTO=Simple",
+        "NCCL_ALGO=Tree,NCCL_PROTO=LL",
+        "NCCL_ALGO=Tree,NCCL_PROTO=Simple",
+    ]
+    assert variants[3].env == (("NCCL_ALGO", "Tree"), ("NCCL_PROTO", "Simple"))
+    assert [v.name for v in expand(())] == [""]
+
+
+def test_merge_replaces_only_the_overridden_variable() -> None:
+    base = parse_axes(["NCCL_ALGO=Ring,Tree", "NCCL_PROTO=LL,Simple"])
+    merged = merge_axes(base, parse_axes(["NCCL_PROTO=Simple", "X=1"]))
+    assert merged == (("NCCL_ALGO", ("Ring", "Tree")), ("NCCL_PROTO", ("Simple",)), ("X", ("1",)))
+
+
+def test_nccl_variables_are_ignored_by_gloo_only() -> None:
+    axes = parse_axes(["NCCL_ALGO=Ring", "COLBENCH_PROBE=a"])
+    assert ignored_by_backend(axes, "gloo") == ["NCCL_ALGO"]
+    assert ignored_by_backend(axes, "nccl") == []
+
+
+def test_environment_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLBENCH_KEEP", "old")
+    monkeypatch.delenv("COLBENCH_NEW", raising=False)
+    with environment({"COLBENCH_KEEP": "new", "COLBENCH_NEW": "x"}):
+        assert os.environ["COLBENCH_KEEP"] == "new" and os.environ["COLBENCH_NEW"] == "x"
+    assert os.environ["COLBENCH_KEEP"] == "old" and "COLBENCH_NEW" not in os.environ
