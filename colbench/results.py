@@ -2,6 +2,7 @@
 
 History of SCHEMA_VERSION (bump on any change of columns or their meaning):
   1 - first release.
+  2 - `status` column: ok, or why a row has no measurement (oom).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import IO, Any
 
 from colbench.errors import UsageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = {
@@ -44,7 +45,12 @@ COLUMNS: dict[str, str] = {
     "algbw_gbps": "algorithm bandwidth: size_bytes / time_us, in GB/s (1e9 bytes/s)",
     "busbw_gbps": "bus bandwidth: algbw * the op's factor (see explain), in GB/s",
     "wrong": "wrong elements summed over ranks; empty when not checked",
+    "status": "ok, or oom when the buffers could not be allocated (no measurement)",
 }
+
+#: Values of the ``status`` column.
+STATUS_OK = "ok"
+STATUS_OOM = "oom"
 
 
 def _format(value: Any) -> str:

@@ -22,8 +22,9 @@ import torch
 if TYPE_CHECKING:
     from colbench.ops.base import Context
 
-#: Elements per chunk when generating or comparing (32 MiB of int64 indices).
-CHUNK_ELEMS = 1 << 22
+#: Elements per chunk when generating or comparing: bounds verification scratch memory
+#: (a few int64 temporaries of this length, about 40 MiB in all; see colbench.memory).
+CHUNK_ELEMS = 1 << 20
 
 _INT_VIEW = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
