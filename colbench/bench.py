@@ -129,7 +129,8 @@ def plan(cfg: SweepConfig, world_size: int, backend: str) -> list[Work]:
                 pairs = [(s, coll.layout(s, dtype.elem_bytes, world_size)) for s in cfg.sizes_bytes]
                 kept = [(s, lay) for s, lay in pairs if lay.count > 0]
                 skipped = tuple(s for s, lay in pairs if lay.count == 0)
-                if kept:
+                # Kept even with no size left, so the skipped sizes are still reported.
+                if kept or skipped:
                     out.append(
                         Work(
                             coll,
@@ -253,6 +254,9 @@ def fit_to_memory(work: Sequence[Work], budget_bytes: int) -> tuple[list[Work], 
     kept: list[Work] = []
     notes: list[str] = []
     for item in work:
+        if not item.layouts:
+            kept.append(item)
+            continue
         elem = DTYPES[item.dtype].elem_bytes
         fits = [
             buffer_bytes(item.coll, lay, elem, item.placements) <= budget_bytes
@@ -417,19 +421,19 @@ class RankBench:
 
     def _time(self, coll: Collective, bufs: Buffers, ctx: Context) -> dict[str, float]:
         flight = self.in_flight
-        flight.phase = "fill"
+        flight.step("fill")
         coll.fill(bufs, ctx)
         call = functools.partial(coll.run, bufs, ctx)
         flight.step("warm-up")
         for _ in range(self.cfg.warmup):
             call()
         self.timer.synchronize()
-        flight.phase = "barrier"
+        flight.step("barrier")
         dist.barrier()
         flight.step("timed batch")
         self._fault.tick()
         iter_us = self.timer.time_batch(call, self.cfg.iters)
-        flight.phase = "combining times"
+        flight.step("combining times")
         return combine_times(self._gather_times(iter_us), self.cfg.average)
 
     def _gather_times(self, iter_us: list[float]) -> list[list[float]]:

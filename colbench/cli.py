@@ -244,7 +244,10 @@ def env() -> None:
 
 @app.command()
 def version() -> None:
-    """Print the colbench version."""
+    """Print the colbench version.
+
+    Example: colbench version
+    """
     typer.echo(__version__)
 
 

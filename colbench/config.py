@@ -162,7 +162,7 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError(f"--root must be a rank (0 or more), got {cfg.root}")
     if cfg.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {cfg.timeout_s:g}")
-    if any(c.uses_redop for c in cfg.collectives()):
+    if all(c.uses_redop for c in cfg.collectives()):
         reasons = [
             why for d in cfg.dtypes for r in cfg.redops if (why := redop_supported(r, DTYPES[d]))
         ]

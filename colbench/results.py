@@ -48,6 +48,23 @@ COLUMNS: dict[str, str] = {
     "status": "ok, or oom when the buffers could not be allocated (no measurement)",
 }
 
+#: Columns read back as text and as floating point; the rest are integers.
+TEXT_COLUMNS = (
+    "run_id",
+    "variant",
+    "backend",
+    "device",
+    "op",
+    "dtype",
+    "redop",
+    "average",
+    "status",
+)
+FLOAT_COLUMNS = (
+    "time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us",
+    "algbw_gbps", "busbw_gbps",
+)  # fmt: skip
+
 #: Values of the ``status`` column.
 STATUS_OK = "ok"
 STATUS_OOM = "oom"
@@ -104,14 +121,22 @@ def load(path: str | os.PathLike[str]) -> Any:
     if not file.is_file():
         raise UsageError(f"no results file at {file}")
     try:
+        # Text columns keep empty strings (an empty variant means "no variant"); in every
+        # other column an empty cell is a missing number.
         frame = pd.read_csv(
             file,
-            dtype={"variant": "string", "wrong": "Int64"},
+            dtype={
+                **dict.fromkeys(TEXT_COLUMNS, "string"),
+                **dict.fromkeys(FLOAT_COLUMNS, "float64"),
+                "wrong": "Int64",
+            },
             keep_default_na=False,
-            na_values={"wrong": [""]},
+            na_values={c: [""] for c in COLUMNS if c not in TEXT_COLUMNS},
         )
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{file} is not a colbench results CSV: {exc}") from None
+    except (ValueError, TypeError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"{file} is not a colbench results CSV: {str(exc).splitlines()[0]}"
+        ) from None
     if "schema_version" not in frame.columns:
         raise UsageError(f"{file} has no schema_version column: not a colbench results CSV")
     versions = set(frame["schema_version"].unique().tolist())

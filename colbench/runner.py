@@ -139,11 +139,22 @@ def run_sweep(cfg: SweepConfig) -> int:
         raise UsageError(
             f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per rank"
         )
-    notes = validate_for_world(cfg, world_size, backend)
+    notes = _checked_notes(cfg, world_size, backend)
     run_dir = make_run_dir(cfg, backend)
     for note in notes:
         print(f"colbench: note: {note}", file=sys.stderr)
     return _spawn_and_wait(cfg, backend, world_size, run_dir)
+
+
+def _checked_notes(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
+    """Validation that needs the world size; refuses a sweep that would measure nothing."""
+    notes = validate_for_world(cfg, world_size, backend)
+    if count_units(plan(cfg, world_size, backend)) == 0:
+        raise UsageError(
+            f"nothing to run: at {world_size} ranks every size leaves less than one 16-byte "
+            "chunk per rank; use larger sizes"
+        )
+    return notes
 
 
 def loopback_interface() -> str:
@@ -530,7 +541,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
 
 def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
     """Join a job an external launcher started: this process is one rank."""
-    notes = validate_for_world(cfg, env.world_size, backend)
+    notes = _checked_notes(cfg, env.world_size, backend)
     run_dir: Path | None = None
     if env.rank == 0:
         run_dir = make_run_dir(cfg, backend)
