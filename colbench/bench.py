@@ -6,7 +6,11 @@ contract (:mod:`colbench.ops.base`); only rank 0 receives a sink for the rows.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -16,8 +20,9 @@ import torch.distributed as dist
 
 from colbench.config import SweepConfig, placements_for
 from colbench.dtypes import DTYPES, NO_REDOP, redop_supported
-from colbench.ops.base import Buffers, Collective, Context, Layout
-from colbench.results import SCHEMA_VERSION
+from colbench.memory import buffer_bytes, is_out_of_memory
+from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
+from colbench.results import SCHEMA_VERSION, STATUS_OK, STATUS_OOM
 from colbench.timing import Timer
 
 
@@ -45,12 +50,44 @@ class RunInfo:
 
 @dataclass
 class InFlight:
-    """What this rank is doing now, so a failure can name it."""
+    """What this rank is doing now, so a failure can name it.
+
+    With a store (the parent's TCPStore), every step is published under
+    ``progress/<rank>`` so the parent can name the op and size a rank died in, and tell
+    which ranks never reached a collective the others are stuck in.
+    """
 
     op: str = ""
     dtype: str = ""
     size_bytes: int | None = None
     phase: str = "setup"
+    #: Collective steps begun so far; ranks that agree on the plan agree on this count.
+    seq: int = 0
+    store: Any = None
+    rank: int = 0
+    #: When and where the first exception hit this rank (wall clock, for ordering ranks).
+    failed_at: float | None = None
+    failed_during: str | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        if self.failed_at is None:
+            self.failed_at = time.time()
+            self.failed_during = self.describe()
+
+    def step(self, phase: str) -> None:
+        self.phase = phase
+        self.seq += 1
+        if self.store is not None:
+            self.store.set(f"progress/{self.rank}", self.encode())
+
+    def encode(self) -> str:
+        size = "" if self.size_bytes is None else str(self.size_bytes)
+        return "|".join((str(self.seq), self.op, self.dtype, size, self.phase))
+
+    @classmethod
+    def decode(cls, text: str) -> InFlight:
+        seq, op, dtype, size, phase = text.split("|", 4)
+        return cls(op, dtype, int(size) if size else None, phase, int(seq))
 
     def describe(self) -> str:
         if not self.op:
@@ -92,7 +129,8 @@ def plan(cfg: SweepConfig, world_size: int, backend: str) -> list[Work]:
                 pairs = [(s, coll.layout(s, dtype.elem_bytes, world_size)) for s in cfg.sizes_bytes]
                 kept = [(s, lay) for s, lay in pairs if lay.count > 0]
                 skipped = tuple(s for s, lay in pairs if lay.count == 0)
-                if kept:
+                # Kept even with no size left, so the skipped sizes are still reported.
+                if kept or skipped:
                     out.append(
                         Work(
                             coll,
@@ -186,7 +224,99 @@ def make_row(
         "algbw_gbps": algbw,
         "busbw_gbps": algbw * coll.busbw_factor(info.world_size),
         "wrong": wrong,
+        "status": STATUS_OK,
     }
+
+
+def oom_row(
+    info: RunInfo,
+    cfg: SweepConfig,
+    work: Work,
+    requested_bytes: int,
+    layout: Layout,
+    in_place: bool,
+) -> dict[str, Any]:
+    """A row for a size whose buffers could not be allocated on some rank: no numbers."""
+    columns = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
+    row = make_row(
+        info, cfg, work, requested_bytes, layout, in_place, dict.fromkeys(columns, 0.0), None
+    )
+    row.update(dict.fromkeys((*columns, "algbw_gbps", "busbw_gbps")), status=STATUS_OOM)
+    return row
+
+
+def fit_to_memory(work: Sequence[Work], budget_bytes: int) -> tuple[list[Work], list[str]]:
+    """Drop the sizes whose buffers would not fit in ``budget_bytes`` per rank.
+
+    Every rank must call this with the same budget (the minimum over ranks) so that
+    the plans stay identical.
+    """
+    kept: list[Work] = []
+    notes: list[str] = []
+    for item in work:
+        if not item.layouts:
+            kept.append(item)
+            continue
+        elem = DTYPES[item.dtype].elem_bytes
+        fits = [
+            buffer_bytes(item.coll, lay, elem, item.placements) <= budget_bytes
+            for lay in item.layouts
+        ]
+        n_fit = sum(fits)
+        if n_fit < len(fits):
+            first_bad = item.layouts[n_fit]
+            need = buffer_bytes(item.coll, first_bad, elem, item.placements)
+            notes.append(
+                f"{item.coll.name} {item.dtype}: sizes from {item.requested[n_fit]} B need "
+                f"{need / 2**20:.0f} MiB per rank, more than the {budget_bytes / 2**20:.0f} MiB "
+                "available"
+            )
+        if n_fit:
+            kept.append(
+                dataclasses.replace(
+                    item, requested=item.requested[:n_fit], layouts=item.layouts[:n_fit]
+                )
+            )
+    return kept, notes
+
+
+def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
+    """A hash of everything that decides which collectives a rank will call, in order.
+
+    Ranks that disagree would call different collectives and hang or abort in the
+    transport; comparing this first turns that into one clear message.
+    """
+    items = [(w.coll.name, w.dtype, w.redop, w.requested, w.placements) for w in work]
+    fields = (cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.seed, cfg.average)
+    return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
+
+
+class _Fault:
+    """``COLBENCH_FAULT=RANK:STEP[:raise|exit]``: make RANK fail at its STEP-th timed batch.
+
+    A testing aid for the failure-handling tests (like torch's own debug variables);
+    unset in normal use.
+    """
+
+    def __init__(self, rank: int, spec: str | None) -> None:
+        self.at_step: int | None = None
+        self.action = "raise"
+        if not spec:
+            return
+        parts = spec.split(":")
+        if int(parts[0]) == rank:
+            self.at_step = int(parts[1])
+            self.action = parts[2] if len(parts) > 2 else "raise"
+        self.count = 0
+
+    def tick(self) -> None:
+        if self.at_step is None:
+            return
+        self.count += 1
+        if self.count == self.at_step:
+            if self.action == "exit":
+                os._exit(7)
+            raise RuntimeError(f"fault injected by COLBENCH_FAULT at timed batch {self.count}")
 
 
 class RankBench:
@@ -209,6 +339,7 @@ class RankBench:
         self.timer = timer
         self.sink = sink
         self.in_flight = in_flight or InFlight()
+        self._fault = _Fault(rank, os.environ.get("COLBENCH_FAULT"))
 
     def run(self, work: Sequence[Work]) -> None:
         for item in work:
@@ -232,24 +363,52 @@ class RankBench:
             device=self.device,
         )
 
+    def _allocate(self, item: Work, ctx: Context) -> tuple[int, dict[str, Storage]]:
+        """Storage for the largest size every rank could allocate: (sizes usable, storages).
+
+        All ranks agree on the outcome (a failed allocation on one rank must not send
+        the others into a collective alone), so a size that fails anywhere fails
+        everywhere, and smaller sizes are tried next.
+        """
+        flight = self.in_flight
+        for usable in range(len(item.layouts), 0, -1):
+            layout = item.layouts[usable - 1]
+            flight.size_bytes = layout.size_bytes
+            flight.step("allocation")
+            storages: dict[str, Storage] = {}
+            try:
+                for placement in item.placements:
+                    storages[placement] = item.coll.allocate(layout, ctx, placement == "in")
+                ok = 1
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                storages.clear()
+                ok = 0
+            agreed = torch.tensor([ok], dtype=torch.int64, device=self.device)
+            dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
+            if int(agreed.item()) == 1:
+                return usable, storages
+            storages.clear()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+        return 0, {}
+
     def _measure_work(self, item: Work) -> Iterator[list[dict[str, Any]]]:
         coll = item.coll
         ctx = self._context(item)
         flight = self.in_flight
-        flight.op, flight.dtype, flight.size_bytes, flight.phase = (
-            coll.name,
-            item.dtype,
-            None,
-            "allocation",
-        )
+        flight.op, flight.dtype, flight.size_bytes = coll.name, item.dtype, None
         # One allocation per placement for the largest size; every size is a view of it.
-        largest = item.layouts[-1]
-        storages = {p: coll.allocate(largest, ctx, p == "in") for p in item.placements}
-        for requested, layout in zip(item.requested, item.layouts, strict=True):
+        usable, storages = self._allocate(item, ctx)
+        for index, (requested, layout) in enumerate(zip(item.requested, item.layouts, strict=True)):
             flight.size_bytes = layout.size_bytes
             rows = []
             for placement in item.placements:
                 in_place = placement == "in"
+                if index >= usable:
+                    rows.append(oom_row(self.info, self.cfg, item, requested, layout, in_place))
+                    continue
                 bufs = coll.views(storages[placement], layout, ctx, in_place)
                 times = self._time(coll, bufs, ctx)
                 wrong = self._verify(coll, bufs, ctx) if self.cfg.check and coll.sized else None
@@ -257,23 +416,24 @@ class RankBench:
                     make_row(self.info, self.cfg, item, requested, layout, in_place, times, wrong)
                 )
             yield rows
-        flight.phase = "between ops"
+        flight.op, flight.dtype, flight.size_bytes, flight.phase = "", "", None, "between ops"
         del storages
 
     def _time(self, coll: Collective, bufs: Buffers, ctx: Context) -> dict[str, float]:
         flight = self.in_flight
-        flight.phase = "fill"
+        flight.step("fill")
         coll.fill(bufs, ctx)
         call = functools.partial(coll.run, bufs, ctx)
-        flight.phase = "warm-up"
+        flight.step("warm-up")
         for _ in range(self.cfg.warmup):
             call()
         self.timer.synchronize()
-        flight.phase = "barrier"
+        flight.step("barrier")
         dist.barrier()
-        flight.phase = "timed batch"
+        flight.step("timed batch")
+        self._fault.tick()
         iter_us = self.timer.time_batch(call, self.cfg.iters)
-        flight.phase = "combining times"
+        flight.step("combining times")
         return combine_times(self._gather_times(iter_us), self.cfg.average)
 
     def _gather_times(self, iter_us: list[float]) -> list[list[float]]:
@@ -284,8 +444,7 @@ class RankBench:
         return every.view(n, len(iter_us)).tolist()
 
     def _verify(self, coll: Collective, bufs: Buffers, ctx: Context) -> int:
-        flight = self.in_flight
-        flight.phase = "verification"
+        self.in_flight.step("verification")
         coll.fill(bufs, ctx)
         coll.run(bufs, ctx)
         self.timer.synchronize()

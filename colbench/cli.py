@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from colbench import __version__, config, ops
 from colbench.errors import ExitCode, RankFailure, UsageError
+from colbench.sizes import parse_size
 
 app = typer.Typer(
     add_completion=False,
@@ -18,7 +19,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Collective-communication benchmarks on torch.distributed with nccl-tests semantics.\n\n"
     "Sizes use binary units (1K = 1024 bytes); bandwidth is GB/s (1 GB/s = 1e9 bytes/s).\n\n"
-    "Exit codes: 0 ok, 1 wrong results, 2 usage error, 3 rank failure, 130 interrupted.",
+    "Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, "
+    "3 rank failure, 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).",
 )
 
 SWEEP_HELP = """Measure collectives over a range of message sizes.
@@ -34,7 +36,8 @@ Examples:
   colbench sweep --op all_gather -b 8 -e 128M -f 2 -n 20 -w 5 -c 1
   colbench sweep --op all_reduce --env NCCL_ALGO=Ring,Tree --env NCCL_PROTO=LL,Simple --plot
 
-Exit codes: 0 ok, 1 wrong results, 2 usage error, 3 rank failure, 130 interrupted.
+Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 rank failure,
+4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
 """
 
 
@@ -134,6 +137,24 @@ def sweep(
             "--progress/--no-progress", help="Progress bar on stderr (default: when a terminal)."
         ),
     ] = None,
+    memory_check: Annotated[
+        str,
+        typer.Option(
+            "--memory-check",
+            help="Before allocating: skip sizes that do not fit in memory, refuse the sweep, "
+            "or off.",
+        ),
+    ] = "skip",
+    memory_limit: Annotated[
+        str | None,
+        typer.Option("--memory-limit", help="Cap on buffer memory per rank, e.g. 512M (binary)."),
+    ] = None,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help="NCCL: dump torch's flight recorder into the run dir on timeout."
+        ),
+    ] = False,
     table: Annotated[
         bool, typer.Option("--table/--no-table", help="Print the nccl-tests style table.")
     ] = True,
@@ -155,8 +176,7 @@ def sweep(
 
     if check not in (0, 1):
         raise UsageError(f"--check takes 0 or 1, got {check}")
-    if backend not in ("auto", "gloo", "nccl"):
-        raise UsageError(f"bad --backend {backend!r}: use auto, nccl or gloo")
+    _choice("--backend", backend, ("auto", "gloo", "nccl"))
     cfg = config.build(
         op=op,
         sizes=config.resolve_sizes(sizes, minbytes, maxbytes, factor, step),
@@ -168,7 +188,7 @@ def sweep(
         warmup=warmup,
         check=bool(check),
         average=config.parse_average(average),
-        backend=backend,
+        backend=_choice("--backend", backend, ("auto", "gloo", "nccl")),
         nprocs=nprocs,
         timeout_s=timeout,
         seed=seed,
@@ -176,6 +196,9 @@ def sweep(
         results_root=results_dir,
         progress=progress,
         table=table,
+        memory_check=_choice("--memory-check", memory_check, ("skip", "refuse", "off")),
+        memory_limit_bytes=parse_size(memory_limit) if memory_limit is not None else None,
+        debug=debug,
         command_line=tuple(sys.argv),
         env_axes=parse_axes(env or []),
         plot=plot,
@@ -237,7 +260,10 @@ def env() -> None:
 
 @app.command()
 def version() -> None:
-    """Print the colbench version."""
+    """Print the colbench version.
+
+    Example: colbench version
+    """
     typer.echo(__version__)
 
 
@@ -428,6 +454,12 @@ def fit(
         raise UsageError("nothing to fit: no rows with a size above 0 bytes")
     results = fit_module.fit_lines(curves)
     typer.echo(fit_module.report(results, fit_module.crossovers(results)))
+
+
+def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> Any:
+    if value not in allowed:
+        raise UsageError(f"bad {flag} {value!r}: use {', '.join(allowed)}")
+    return value
 
 
 def _error(message: str) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from colbench.errors import UsageError
 from colbench.report.plots import METRICS, metric, size_axis
-from colbench.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
+from colbench.series import PLACEMENT_NAMES, Run, lines, load_runs, measured, select_variant
 from colbench.sizes import format_size
 
 KEY = ["op", "dtype", "redop", "in_place", "size_bytes", "world_size"]
@@ -94,8 +94,9 @@ def compare_runs(
     # pair variant with variant, since mixing Ring rows with Tree rows means nothing.
     join_on_variant = not (len(variants_a) == 1 and len(variants_b) == 1)
     keys = KEY + (["variant"] if join_on_variant else [])
-    agg_a = _aggregate(run_a.frame, chosen.column, keys)
-    agg_b = _aggregate(run_b.frame, chosen.column, keys)
+    # Rows without a measurement (status oom) have nothing to compare.
+    agg_a = _aggregate(run_a.frame[measured(run_a.frame)], chosen.column, keys)
+    agg_b = _aggregate(run_b.frame[measured(run_b.frame)], chosen.column, keys)
     merged = agg_a.merge(agg_b, on=keys, how="outer", suffixes=("_a", "_b"), indicator="present")
     reasons = []
     ratios = []

@@ -18,6 +18,7 @@ from colbench.sizes import parse_size, parse_sizes, size_range
 
 Average = Literal["avg", "min", "max", "rank0"]
 Backend = Literal["auto", "gloo", "nccl"]
+MemoryCheck = Literal["skip", "refuse", "off"]
 AVERAGES: tuple[Average, ...] = ("avg", "min", "max", "rank0")
 # nccl-tests' -a takes 0..3.
 _AVERAGE_DIGITS: dict[str, Average] = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
@@ -64,6 +65,12 @@ class SweepConfig:
     """Progress bar on stderr; None = only when stderr is a terminal."""
     table: bool = True
     """Print the nccl-tests style table on stdout."""
+    memory_check: MemoryCheck = "skip"
+    """Before allocating: ``skip`` sizes that do not fit, ``refuse`` the sweep, or ``off``."""
+    memory_limit_bytes: int | None = None
+    """Cap on the buffer memory one rank may use (on top of what the machine has)."""
+    debug: bool = False
+    """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
     env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -159,7 +166,7 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError(f"--root must be a rank (0 or more), got {cfg.root}")
     if cfg.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {cfg.timeout_s:g}")
-    if any(c.uses_redop for c in cfg.collectives()):
+    if all(c.uses_redop for c in cfg.collectives()):
         reasons = [
             why for d in cfg.dtypes for r in cfg.redops if (why := redop_supported(r, DTYPES[d]))
         ]

@@ -79,6 +79,7 @@ def collect(
     world_size: int,
     hosts: list[str],
     devices: list[str],
+    pids: list[int] | None = None,
 ) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
@@ -91,6 +92,7 @@ def collect(
         "world_size": world_size,
         "hosts": sorted(set(hosts)),
         "rank_hosts": hosts,
+        "rank_pids": pids or [],
         "nnodes": len(set(hosts)),
         "devices": devices,
         "cpu": {"model": cpu_model(), "cores": os.cpu_count()},

@@ -2,6 +2,7 @@
 
 History of SCHEMA_VERSION (bump on any change of columns or their meaning):
   1 - first release.
+  2 - `status` column: ok, or why a row has no measurement (oom).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import IO, Any
 
 from colbench.errors import UsageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = {
@@ -44,7 +45,29 @@ COLUMNS: dict[str, str] = {
     "algbw_gbps": "algorithm bandwidth: size_bytes / time_us, in GB/s (1e9 bytes/s)",
     "busbw_gbps": "bus bandwidth: algbw * the op's factor (see explain), in GB/s",
     "wrong": "wrong elements summed over ranks; empty when not checked",
+    "status": "ok, or oom when the buffers could not be allocated (no measurement)",
 }
+
+#: Columns read back as text and as floating point; the rest are integers.
+TEXT_COLUMNS = (
+    "run_id",
+    "variant",
+    "backend",
+    "device",
+    "op",
+    "dtype",
+    "redop",
+    "average",
+    "status",
+)
+FLOAT_COLUMNS = (
+    "time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us",
+    "algbw_gbps", "busbw_gbps",
+)  # fmt: skip
+
+#: Values of the ``status`` column.
+STATUS_OK = "ok"
+STATUS_OOM = "oom"
 
 
 def _format(value: Any) -> str:
@@ -98,14 +121,22 @@ def load(path: str | os.PathLike[str]) -> Any:
     if not file.is_file():
         raise UsageError(f"no results file at {file}")
     try:
+        # Text columns keep empty strings (an empty variant means "no variant"); in every
+        # other column an empty cell is a missing number.
         frame = pd.read_csv(
             file,
-            dtype={"variant": "string", "wrong": "Int64"},
+            dtype={
+                **dict.fromkeys(TEXT_COLUMNS, "string"),
+                **dict.fromkeys(FLOAT_COLUMNS, "float64"),
+                "wrong": "Int64",
+            },
             keep_default_na=False,
-            na_values={"wrong": [""]},
+            na_values={c: [""] for c in COLUMNS if c not in TEXT_COLUMNS},
         )
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{file} is not a colbench results CSV: {exc}") from None
+    except (ValueError, TypeError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"{file} is not a colbench results CSV: {str(exc).splitlines()[0]}"
+        ) from None
     if "schema_version" not in frame.columns:
         raise UsageError(f"{file} has no schema_version column: not a colbench results CSV")
     versions = set(frame["schema_version"].unique().tolist())

@@ -15,19 +15,28 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colbench import metadata
-from colbench.bench import InFlight, RankBench, RunInfo, count_units, plan
+from colbench import __version__, memory, metadata, supervise
+from colbench.bench import (
+    InFlight,
+    RankBench,
+    RunInfo,
+    Work,
+    count_units,
+    fit_to_memory,
+    plan,
+    plan_digest,
+)
 from colbench.config import SweepConfig, validate_for_world
 from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.launch import LaunchEnv, detect
 from colbench.ops import REGISTRY
 from colbench.report.console import TableSink, run_header
 from colbench.report.progress import progress_bar
-from colbench.results import RowWriter
+from colbench.results import SCHEMA_VERSION, STATUS_OOM, RowWriter
 from colbench.variants import Variant, environment, expand, ignored_by_backend
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
@@ -47,6 +56,8 @@ class RankJob:
     #: The parent's TCPStore; None means env:// (an external launcher's rendezvous).
     store_host: str | None = None
     store_port: int | None = None
+    #: Environment variables each rank sets before creating its process group.
+    env: dict[str, str] = field(default_factory=dict)
     #: The environment variant these ranks were started with ("" when none).
     variant: str = ""
     #: Variables of the variant; every rank reports the values it sees into meta.json.
@@ -138,11 +149,56 @@ def run_sweep(cfg: SweepConfig) -> int:
         raise UsageError(
             f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per rank"
         )
-    notes = validate_for_world(cfg, world_size, backend)
+    notes = _checked_notes(cfg, world_size, backend)
     run_dir = make_run_dir(cfg, backend)
     for note in notes:
         print(f"colbench: note: {note}", file=sys.stderr)
     return _run_variants(cfg, backend, world_size, run_dir)
+
+
+def _checked_notes(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
+    """Validation that needs the world size; refuses a sweep that would measure nothing."""
+    notes = validate_for_world(cfg, world_size, backend)
+    if count_units(plan(cfg, world_size, backend)) == 0:
+        raise UsageError(
+            f"nothing to run: at {world_size} ranks every size leaves less than one 16-byte "
+            "chunk per rank; use larger sizes"
+        )
+    return notes
+
+
+def loopback_interface() -> str:
+    """Name of the loopback interface (lo on Linux, lo0 on macOS)."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        names = []
+    return next((n for n in names if n.startswith("lo")), "lo")
+
+
+def rank_environment(
+    cfg: SweepConfig, backend: str, run_dir: Path, spawning: bool
+) -> dict[str, str]:
+    """Variables every rank sets before its process group exists."""
+    env: dict[str, str] = {}
+    if spawning and "GLOO_SOCKET_IFNAME" not in os.environ:
+        # A single-node run must not listen on the machine's public interfaces.
+        env["GLOO_SOCKET_IFNAME"] = loopback_interface()
+    if cfg.debug and backend == "nccl":
+        # torch's NCCL flight recorder: keep the last collectives and dump them when a
+        # collective times out, one file per rank in the run directory.
+        env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
+        env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+        env.setdefault("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", str(run_dir / "nccl_trace_rank_"))
+    return env
+
+
+def _listen_loopback() -> socket.socket:
+    """A listening socket on 127.0.0.1 for the store: TCPStore alone binds every interface."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((LOCAL_HOST, 0))
+    sock.listen(1024)
+    return sock
 
 
 def _spawn_and_wait(
@@ -151,13 +207,16 @@ def _spawn_and_wait(
     import torch.distributed as dist
     import torch.multiprocessing as mp
 
+    listener = _listen_loopback()
+    port = int(listener.getsockname()[1])
     store = dist.TCPStore(
         LOCAL_HOST,
-        0,
+        port,
         world_size,
         is_master=True,
         timeout=_dt.timedelta(seconds=cfg.timeout_s),
         wait_for_workers=False,
+        master_listen_fd=listener.fileno(),
     )
     job = RankJob(
         cfg=cfg,
@@ -167,45 +226,68 @@ def _spawn_and_wait(
         run_dir=str(run_dir.resolve()),
         run_id=run_dir.name,
         store_host=LOCAL_HOST,
-        store_port=store.port,
+        store_port=port,
+        env=rank_environment(cfg, backend, run_dir, spawning=True),
         variant=variant.name if variant else "",
         variant_keys=variant.keys if variant else (),
     )
-    context = mp.start_processes(
-        _spawned_rank, args=(job,), nprocs=world_size, join=False, start_method="spawn"
+    with supervise.StopSignals() as stop:
+        context = mp.start_processes(
+            _spawned_rank, args=(job,), nprocs=world_size, join=False, start_method="spawn"
+        )
+        processes = context.processes
+        exit_codes = supervise.wait_for_ranks(processes, stop)
+        if stop.received is not None:
+            supervise.stop_processes(processes)
+            name = supervise.signal_name(stop.received)
+            _finish_meta(
+                run_dir,
+                "interrupted",
+                {"error": f"interrupted by {name}", "exit_code": stop.exit_code},
+            )
+            print(
+                f"colbench: interrupted by {name}; {_rows_kept(run_dir)} rows kept in {run_dir}",
+                file=sys.stderr,
+            )
+            return stop.exit_code
+    if exit_codes is None:
+        _tidy_logs(run_dir)
+        return _report_done(run_dir)
+    failure = supervise.diagnose(
+        exit_codes,
+        supervise.read_reports(run_dir),
+        supervise.read_progress(store, world_size),
+        supervise.hostname(),
+        dict(enumerate(context.pids())),
+        cfg.timeout_s,
     )
-    failure: str | None = None
-    code = ExitCode.OK
+    listener.close()
+    if failure.exit_code == ExitCode.USAGE:
+        _finish_meta(run_dir, "refused", failure.meta())
+        raise UsageError(failure.message)
+    _finish_meta(run_dir, "failed", failure.meta())
+    print(f"colbench: {failure.message}", file=sys.stderr)
+    print(
+        f"colbench: {_rows_kept(run_dir)} rows measured before the failure are in {run_dir}; "
+        "rank logs: rank*.log there",
+        file=sys.stderr,
+    )
+    return failure.exit_code
+
+
+def _rows_kept(run_dir: Path) -> int:
     try:
-        while not context.join(timeout=0.5):
-            pass
-    except KeyboardInterrupt:
-        _terminate(context.processes)
-        _finish_meta(run_dir, "interrupted", "interrupted by the user")
-        print(f"colbench: interrupted; rows measured so far are in {run_dir}", file=sys.stderr)
-        return int(ExitCode.INTERRUPTED)
-    except Exception as exc:  # torch raises ProcessExitedException / ProcessRaisedException
-        failure = _first_failure(run_dir) or f"a rank failed: {exc}"
-        code = ExitCode.RANK_FAILURE
-    finally:
-        del store
-    if failure is not None:
-        _finish_meta(run_dir, "failed", failure)
-        print(f"colbench: {failure}", file=sys.stderr)
-        print(f"colbench: rows measured before the failure are in {run_dir}", file=sys.stderr)
-        return int(code)
-    return _report_done(run_dir)
+        with open(run_dir / "results.csv", encoding="utf-8") as f:
+            return max(0, sum(1 for _ in f) - 1)
+    except OSError:
+        return 0
 
 
-def _terminate(processes: list[Any]) -> None:
-    for proc in processes:
-        if proc.is_alive():
-            proc.terminate()
-    deadline = time.monotonic() + 5
-    for proc in processes:
-        proc.join(max(0.0, deadline - time.monotonic()))
-        if proc.is_alive():
-            proc.kill()
+def _tidy_logs(run_dir: Path) -> None:
+    """Empty rank logs of a clean run say nothing: remove them."""
+    for log in run_dir.glob("rank*.log"):
+        if log.stat().st_size == 0:
+            log.unlink()
 
 
 def _report_done(run_dir: Path) -> int:
@@ -216,37 +298,32 @@ def _report_done(run_dir: Path) -> int:
     if wrong:
         print(f"colbench: {wrong} wrong element(s): results are not trustworthy", file=sys.stderr)
         return int(ExitCode.DATA_ERROR)
+    if meta.get("rows_oom"):
+        print(
+            f"colbench: {meta['rows_oom']} row(s) could not allocate their buffers (status oom)",
+            file=sys.stderr,
+        )
+        return int(ExitCode.DATA_ERROR)
     return int(ExitCode.OK)
 
 
-def _finish_meta(run_dir: Path, status: str, error: str) -> None:
+def _finish_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
     try:
         meta = metadata.read(run_dir)
     except (OSError, json.JSONDecodeError):
-        meta = {"run_id": run_dir.name}
-    meta.update(status=status, error=error)
+        meta = {"run_id": run_dir.name, "schema_version": SCHEMA_VERSION}
+    meta.update(status=status, **fields)
     metadata.write(run_dir, meta)
 
 
-def _first_failure(run_dir: Path) -> str | None:
-    """The earliest rank error recorded in the run directory, as one line."""
-    reports = []
-    for path in run_dir.glob("rank*.error.json"):
-        try:
-            reports.append(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError):
-            continue
-    if not reports:
-        return None
-    first = min(reports, key=lambda r: r["time"])
-    return (
-        f"rank {first['rank']} on {first['host']} (pid {first['pid']}) failed during "
-        f"{first['doing']}: {first['error']}"
-    )
-
-
 def _spawned_rank(local_rank: int, job: RankJob) -> None:
-    in_flight = InFlight()
+    supervise.die_with_parent()
+    # The parent decides what an interrupt means; ranks just get terminated.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.update(job.env)
+    if job.run_dir is not None:
+        _divert_stderr(Path(job.run_dir) / f"rank{local_rank}.log", keep_python=local_rank == 0)
+    in_flight = InFlight(rank=local_rank)
     try:
         rank_main(job, local_rank, local_rank, in_flight)
     except BaseException as exc:
@@ -255,15 +332,37 @@ def _spawned_rank(local_rank: int, job: RankJob) -> None:
         os._exit(int(ExitCode.RANK_FAILURE))
 
 
+def _divert_stderr(log_path: Path, keep_python: bool) -> None:
+    """Send the C++ layers' stderr (gloo and NCCL warnings) to the rank's log file.
+
+    Rank 0 keeps Python's own stderr on the terminal for notes and the progress bar;
+    the other ranks print nothing but through the parent.
+    """
+    terminal = os.dup(2)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    if keep_python:
+        sys.stderr = os.fdopen(terminal, "w", buffering=1)
+    else:
+        os.close(terminal)
+        sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+
+
 def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseException) -> None:
-    error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    text = str(exc).strip()
+    error = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+    kind = supervise.classify(exc)
+    if kind == supervise.KIND_USAGE:
+        error = text
     report = {
         "rank": rank,
         "host": socket.gethostname(),
         "pid": os.getpid(),
-        "doing": in_flight.describe(),
+        "doing": in_flight.failed_during or in_flight.describe(),
+        "kind": kind,
         "error": error[:500],
-        "time": time.time(),
+        "time": in_flight.failed_at or time.time(),
     }
     if job.run_dir is None:
         print(
@@ -273,7 +372,8 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
         )
         return
     run_dir = Path(job.run_dir)
-    (run_dir / f"rank{rank}.log").write_text(traceback.format_exc())
+    with open(run_dir / f"rank{rank}.log", "a", encoding="utf-8") as log:
+        log.write(traceback.format_exc())
     (run_dir / f"rank{rank}.error.json").write_text(json.dumps(report))
 
 
@@ -287,13 +387,15 @@ def _device_for(backend: str, local_rank: int) -> Any:
     return torch.device("cpu")
 
 
-def _init_process_group(job: RankJob, rank: int, device: Any) -> None:
+def _init_process_group(job: RankJob, rank: int, device: Any) -> Any:
+    """Join the process group; returns the parent's store (for progress) when spawned."""
     import torch.distributed as dist
 
     timeout = _dt.timedelta(seconds=job.cfg.timeout_s)
     kwargs: dict[str, Any] = {"rank": rank, "world_size": job.world_size, "timeout": timeout}
     if job.backend == "nccl":
-        # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
+        # Eager NCCL init: the communicator exists (and fails) here, not on the first call,
+        # and the process-group timeout covers it.
         kwargs["device_id"] = device
     if job.store_port is not None:
         assert job.store_host is not None
@@ -301,14 +403,64 @@ def _init_process_group(job: RankJob, rank: int, device: Any) -> None:
             job.store_host, job.store_port, job.world_size, is_master=False, timeout=timeout
         )
         dist.init_process_group(job.backend, store=store, **kwargs)
-    else:
-        dist.init_process_group(job.backend, init_method="env://", **kwargs)
+        return store
+    dist.init_process_group(job.backend, init_method="env://", **kwargs)
+    return None
 
 
 def _device_name(device: Any) -> str:
     import torch
 
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def _agreed_budget(cfg: SweepConfig, device: Any, world_size: int) -> int:
+    """Per-rank buffer budget, the minimum over all ranks so every plan is the same."""
+    import torch
+    import torch.distributed as dist
+
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    local = memory.rank_budget_bytes(
+        memory.local_world_size_from_env(world_size), cfg.memory_limit_bytes, free
+    )
+    budget = torch.tensor([local], dtype=torch.int64, device=device)
+    dist.all_reduce(budget, op=dist.ReduceOp.MIN)
+    return int(budget.item())
+
+
+def _check_same_plan(cfg: SweepConfig, work: list[Work], world_size: int) -> None:
+    """Stop with one message when ranks were started with different sweeps."""
+    import torch.distributed as dist
+
+    digests: list[Any] = [None] * world_size
+    dist.all_gather_object(digests, (plan_digest(cfg, work), __version__))
+    if len(set(digests)) > 1:
+        differing = [r for r, d in enumerate(digests) if d != digests[0]]
+        raise UsageError(
+            f"ranks disagree on the sweep: rank(s) {', '.join(map(str, differing))} planned "
+            "different collectives than rank 0 (different arguments or colbench versions?)"
+        )
+
+
+def _measurement_warnings() -> list[str]:
+    warnings = []
+    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        warnings.append(
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
+            "several-fold; unset it for real measurements"
+        )
+    return warnings
+
+
+def _plan_for_rank(cfg: SweepConfig, job: RankJob, device: Any) -> tuple[list[Work], list[str]]:
+    work = plan(cfg, job.world_size, job.backend)
+    if cfg.memory_check == "off":
+        return work, []
+    budget = _agreed_budget(cfg, device, job.world_size)
+    fitted, notes = fit_to_memory(work, budget)
+    if notes and cfg.memory_check == "refuse":
+        raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
+    return fitted, [f"{note}; skipped" for note in notes]
 
 
 def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> None:
@@ -320,9 +472,9 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     cfg = job.cfg
     device = _device_for(job.backend, local_rank)
     in_flight.phase = "rendezvous"
-    _init_process_group(job, rank, device)
+    in_flight.store = _init_process_group(job, rank, device)
     try:
-        in_flight.phase = "setup"
+        in_flight.step("setup")
         ident = (rank, socket.gethostname(), os.getpid(), _device_name(device))
         idents: list[Any] = [None] * job.world_size
         dist.all_gather_object(idents, ident)
@@ -340,7 +492,8 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
             variant=job.variant,
         )
         timer = CudaEventTimer() if device.type == "cuda" else HostTimer()
-        work = plan(cfg, job.world_size, job.backend)
+        work, memory_notes = _plan_for_rank(cfg, job, device)
+        _check_same_plan(cfg, work, job.world_size)
         if rank != 0 or job.run_dir is None:
             RankBench(cfg, info, rank, device, timer, None, in_flight).run(work)
             return
@@ -353,13 +506,20 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
             world_size=job.world_size,
             hosts=hosts,
             devices=[str(i[3]) for i in idents],
+            pids=[int(i[2]) for i in idents],
         )
+        warnings = _measurement_warnings()
+        meta.update(warnings=warnings + memory_notes, plan_digest=plan_digest(cfg, work))
         if job.variant_keys:
             meta.update(variant=job.variant, env_seen_by_rank=env_seen)
         metadata.write(run_dir, meta)
         writer = RowWriter(run_dir / "results.csv")
         try:
             with progress_bar(count_units(work), cfg.progress) as hooks:
+                for line in warnings:
+                    hooks.warn(f"colbench: warning: {line}")
+                for line in memory_notes:
+                    hooks.warn(f"colbench: note: {line}")
                 sink = TableSink(writer.write, cfg.table, warn=hooks.warn, advance=hooks.advance)
                 sink.header(
                     ([f"# variant {job.variant}"] if job.variant else [])
@@ -385,18 +545,25 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
         meta.update(
             status="complete",
             rows=sink.rows_written,
+            rows_oom=sink.status_counts.get(STATUS_OOM, 0),
             wrong_total=sink.wrong_total,
             duration_s=round(time.time() - started, 3),
         )
         metadata.write(run_dir, meta)
-    finally:
-        in_flight.phase = "shutdown"
-        dist.destroy_process_group()
+    except BaseException as exc:
+        # Stamp the failure now: tearing down would close connections and make the
+        # peers fail too, and the first failure must stay recognisable as the first.
+        in_flight.failed(exc)
+        raise
+    # Only a clean run tears down: after a failure the process exits at once, and a
+    # teardown could block on peers that are gone.
+    in_flight.phase = "shutdown"
+    dist.destroy_process_group()
 
 
 def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
     """Join a job an external launcher started: this process is one rank."""
-    notes = validate_for_world(cfg, env.world_size, backend)
+    notes = _checked_notes(cfg, env.world_size, backend)
     run_dir: Path | None = None
     if env.rank == 0:
         run_dir = make_run_dir(cfg, backend)
@@ -415,9 +582,11 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         rank_main(job, env.rank, env.local_rank, in_flight)
+    except UsageError:
+        raise
     except KeyboardInterrupt:
         if run_dir is not None:
-            _finish_meta(run_dir, "interrupted", "interrupted by the user")
+            _finish_meta(run_dir, "interrupted", {"error": "interrupted by the user"})
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:
         message = (
@@ -425,7 +594,7 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
             f"{in_flight.describe()}: {type(exc).__name__}: {exc}"
         )
         if run_dir is not None:
-            _finish_meta(run_dir, "failed", message)
+            _finish_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
         raise RankFailure(message) from None
     return _report_done(run_dir) if run_dir is not None else int(ExitCode.OK)
 
@@ -471,13 +640,16 @@ def _sweep_variants(
                 "status": meta.get("status"),
                 "rows": meta.get("rows", 0),
                 "wrong_total": meta.get("wrong_total", 0),
+                "rows_oom": meta.get("rows_oom", 0),
                 "duration_s": meta.get("duration_s"),
             }
         )
         meta.update(
             variants=records,
-            rows=sum(int(r["rows"] or 0) for r in records),
-            wrong_total=sum(int(r["wrong_total"] or 0) for r in records),
+            **{
+                key: sum(int(r[key] or 0) for r in records)
+                for key in ("rows", "wrong_total", "rows_oom")
+            },
         )
         metadata.write(run_dir, meta)
         if code not in (ExitCode.OK, ExitCode.DATA_ERROR):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from colbench.errors import UsageError
-from colbench.results import load
+from colbench.results import STATUS_OK, load
 
 PLACEMENT_NAMES = {0: "out-of-place", 1: "in-place"}
 
@@ -88,6 +88,11 @@ def select_variant(run: Run, variant: str | None) -> Run:
     return Run(f"{run.label} [{variant}]" if variant else run.label, run.path, kept)
 
 
+def measured(frame: Any) -> Any:
+    """Rows that hold a measurement (status ``ok``), as a boolean mask."""
+    return (frame["status"] == STATUS_OK) & frame["time_us"].notna()
+
+
 def _optional_int(value: Any) -> int | None:
     try:
         number = float(value)
@@ -97,8 +102,9 @@ def _optional_int(value: Any) -> int | None:
 
 
 def lines(run: Run) -> list[Line]:
-    """The run's curves over size; size-0 rows (barrier, empty imports) cannot be on a log axis."""
-    frame = run.frame[run.frame["size_bytes"] > 0]
+    """The run's curves over size; size-0 rows (barrier, empty imports) cannot be on a log axis,
+    and rows without a measurement (status oom) have nothing to draw."""
+    frame = run.frame[(run.frame["size_bytes"] > 0) & measured(run.frame)]
     out: list[Line] = []
     keys = ["op", "variant", "dtype", "redop", "world_size"]
     for key, group in frame.groupby(keys, sort=False, dropna=False):

@@ -140,6 +140,9 @@ SCHEMA: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "progress": ("progress", _boolean),
     "table": ("table", _boolean),
     "plot": ("plot", _boolean),
+    "memory_check": ("memory_check", _choice("skip", "refuse", "off")),
+    "memory_limit": ("memory_limit", _size),
+    "debug": ("debug", _boolean),
     "variants": ("env", _variants),
     "env": ("env", _variants),
 }

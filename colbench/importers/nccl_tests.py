@@ -34,7 +34,7 @@ from colbench import ops
 from colbench.dtypes import DTYPES, NO_REDOP, REDOPS
 from colbench.errors import UsageError
 from colbench.ops.base import Collective
-from colbench.results import SCHEMA_VERSION, RowWriter
+from colbench.results import SCHEMA_VERSION, STATUS_OK, RowWriter
 
 #: ``mpirun --tag-output`` puts ``[jobid,rank]<stdout>:`` before every line.
 _TAG_OUTPUT = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
@@ -490,6 +490,7 @@ def _table_rows(
                     "algbw_gbps": algbw,
                     "busbw_gbps": algbw * factor,
                     "wrong": wrong,
+                    "status": STATUS_OK,
                 }
             )
     where = f"{source} table at line {table.header_line}"

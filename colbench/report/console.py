@@ -76,6 +76,9 @@ def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
         if row is None:
             blocks.append(_cells(["n/a"] * 4, _PER_PLACEMENT))
             continue
+        if row.get("status", "ok") != "ok":
+            blocks.append(_cells([str(row["status"])] * 3 + ["N/A"], _PER_PLACEMENT))
+            continue
         wrong = row.get("wrong")
         blocks.append(
             _cells(
@@ -139,6 +142,7 @@ class TableSink:
         self._busbw: list[float] = []
         self.rows_written = 0
         self.wrong_total = 0
+        self.status_counts: dict[str, int] = {}
 
     def note(self, message: str) -> None:
         self._warn(f"colbench: note: {message}")
@@ -153,6 +157,8 @@ class TableSink:
             self._write_row(row)
             self.rows_written += 1
             self.wrong_total += int(row.get("wrong") or 0)
+            status = str(row.get("status", "ok"))
+            self.status_counts[status] = self.status_counts.get(status, 0) + 1
         self._advance(len(rows))
         if not self._show:
             return
@@ -162,7 +168,7 @@ class TableSink:
             self._echo(f"# {coll.name}")
             for line in column_header():
                 self._echo(line)
-        self._busbw.extend(float(r["busbw_gbps"]) for r in rows)
+        self._busbw.extend(float(r["busbw_gbps"]) for r in rows if r.get("busbw_gbps") is not None)
         self._echo(format_line(rows))
 
     def _footer(self) -> None:

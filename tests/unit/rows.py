@@ -52,6 +52,7 @@ def row(
         "algbw_gbps": algbw,
         "busbw_gbps": algbw * coll.busbw_factor(world_size),
         "wrong": wrong,
+        "status": "ok",
     }
 
 

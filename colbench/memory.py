@@ -1,0 +1,148 @@
+"""Will the buffers fit? Memory needs per rank, and what the host or GPU can give.
+
+A sweep that asks for more than the machine has must skip sizes (or stop, if asked)
+before allocating: on CPU an oversized allocation ends in the kernel's OOM killer,
+which takes the whole job with it and leaves only a SIGKILL to explain it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from colbench.ops.base import Collective, Layout
+
+#: Scratch the verification uses beyond the buffers (chunked temporaries, see ops.data).
+VERIFY_SCRATCH_BYTES = 64 * 1024**2
+#: Share of the available memory a sweep may plan to use; the rest is headroom for
+#: torch, the transport's own buffers and everything else on the machine.
+USABLE_FRACTION = 0.8
+
+_UNLIMITED = 1 << 60
+
+
+def buffer_bytes(
+    coll: Collective, layout: Layout, elem_bytes: int, placements: tuple[str, ...]
+) -> int:
+    """Bytes one rank allocates for ``layout`` in every placement at once (bench keeps
+    one storage per placement alive), plus verification scratch."""
+    total = 0
+    for placement in placements:
+        if placement == "in":
+            total += max(layout.send_numel, layout.recv_numel) * elem_bytes
+        else:
+            total += (layout.send_numel + layout.recv_numel) * elem_bytes
+    return total + VERIFY_SCRATCH_BYTES
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    if text == "max":
+        return _UNLIMITED
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def meminfo_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def cgroup_available_bytes(
+    proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")
+) -> int | None:
+    """Room left under this process's cgroup memory limit (v2 or v1), or None if unlimited.
+
+    Walks up the hierarchy, because a parent cgroup's limit binds the children too.
+    """
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    best: int | None = None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
+        if controllers == "":
+            base, limit_name, usage_name = root, "memory.max", "memory.current"
+            if not (root / "cgroup.controllers").exists():
+                base = root / "unified"
+        elif "memory" in controllers.split(","):
+            base, limit_name, usage_name = (
+                root / "memory",
+                "memory.limit_in_bytes",
+                "memory.usage_in_bytes",
+            )
+        else:
+            continue
+        node = base / rel.lstrip("/")
+        while True:
+            limit = _read_int(node / limit_name)
+            usage = _read_int(node / usage_name)
+            if limit is not None and usage is not None and limit < _UNLIMITED // 2:
+                room = max(0, limit - usage)
+                best = room if best is None else min(best, room)
+            if node == base or base not in node.parents:
+                break
+            node = node.parent
+    return best
+
+
+def host_available_bytes() -> int:
+    """What this host can still give: MemAvailable, capped by the cgroup limit."""
+    candidates = [v for v in (meminfo_available_bytes(), cgroup_available_bytes()) if v is not None]
+    return min(candidates) if candidates else _UNLIMITED
+
+
+def rank_budget_bytes(
+    local_world_size: int, limit_bytes: int | None, device_free_bytes: int | None
+) -> int:
+    """Bytes one rank may plan to allocate.
+
+    On GPU each rank has its own device; on CPU the ranks of a host share its memory.
+    ``limit_bytes`` (``--memory-limit``) caps it further.
+    """
+    if device_free_bytes is not None:
+        budget = int(device_free_bytes * USABLE_FRACTION)
+    else:
+        budget = int(host_available_bytes() * USABLE_FRACTION) // max(1, local_world_size)
+    if limit_bytes is not None:
+        budget = min(budget, limit_bytes)
+    return budget
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Allocator failures from torch on CPU and GPU."""
+    import torch
+
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and (
+        "can't allocate memory" in text or "out of memory" in text
+    )
+
+
+def local_world_size_from_env(world_size: int) -> int:
+    for var in (
+        "LOCAL_WORLD_SIZE",
+        "SLURM_NTASKS_PER_NODE",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "MPI_LOCALNRANKS",
+    ):
+        value = os.environ.get(var, "").split("(")[0]
+        if value.isdigit():
+            return int(value)
+    return world_size

@@ -1,0 +1,268 @@
+"""Watching spawned ranks: fail fast, name the culprit, stop cleanly on signals.
+
+The parent owns the rendezvous store; every rank publishes its step there
+(``progress/<rank>``, see :class:`colbench.bench.InFlight`), so when a rank dies
+without a word (SIGKILL, the OOM killer) or hangs, the parent still knows what it was
+doing. Ranks write ``rankN.error.json`` when they fail with an exception; the parent
+turns all of it into one line and an exit code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from colbench.bench import InFlight
+from colbench.errors import ExitCode
+
+#: After the first rank fails, how long the others get to fail on their own (they see a
+#: closed connection and write their reports) before they are killed.
+GRACE_S = 2.0
+POLL_S = 0.1
+
+#: Error kinds a rank reports (``kind`` in rankN.error.json).
+KIND_USAGE = "usage"
+KIND_TIMEOUT = "timeout"
+KIND_ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Failure:
+    message: str
+    exit_code: int
+    rank: int | None = None
+    op: str | None = None
+    size_bytes: int | None = None
+    error: str | None = None
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "failed_rank": self.rank,
+            "failed_op": self.op,
+            "failed_size_bytes": self.size_bytes,
+            "error": self.error or self.message,
+            "exit_code": self.exit_code,
+        }
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def classify(exc: BaseException) -> str:
+    """The kind of a rank's exception, for the parent's verdict."""
+    from colbench.errors import UsageError
+
+    if isinstance(exc, UsageError):
+        return KIND_USAGE
+    text = str(exc).lower()
+    if "timed out" in text or "timeout" in type(exc).__name__.lower():
+        return KIND_TIMEOUT
+    return KIND_ERROR
+
+
+def _where(step: InFlight | None) -> tuple[str, str | None, int | None]:
+    if step is None:
+        return "start-up", None, None
+    return step.describe(), step.op or None, step.size_bytes
+
+
+def diagnose(
+    exit_codes: Mapping[int, int | None],
+    reports: Sequence[Mapping[str, Any]],
+    progress: Mapping[int, InFlight],
+    host: str,
+    pids: Mapping[int, int],
+    timeout_s: float,
+) -> Failure:
+    """One verdict from how every rank ended.
+
+    ``exit_codes``: rank -> exit code (negative: killed by that signal; None: was still
+    running and had to be killed). A rank killed by a signal is the culprit over ranks
+    that merely lost their peer; a timeout names the ranks that did not time out
+    themselves (they are the ones stuck); otherwise the earliest exception wins.
+    """
+    usage = [r for r in reports if r.get("kind") == KIND_USAGE]
+    if usage:
+        first = usage[0]
+        return Failure(str(first["error"]), int(ExitCode.USAGE), error=str(first["error"]))
+    killed = sorted(r for r, code in exit_codes.items() if code is not None and code < 0)
+    if killed:
+        rank = killed[0]
+        code = exit_codes[rank]
+        assert code is not None
+        name = signal_name(-code)
+        doing, op, size = _where(progress.get(rank))
+        hint = (
+            " (SIGKILL is what the kernel's out-of-memory killer sends: "
+            "check memory limits and dmesg)"
+            if -code == signal.SIGKILL
+            else ""
+        )
+        message = (
+            f"rank {rank} on {host} (pid {pids.get(rank, '?')}) was killed by {name} "
+            f"during {doing}{hint}"
+        )
+        return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, f"killed by {name}")
+    timeouts = [r for r in reports if r.get("kind") == KIND_TIMEOUT]
+    if timeouts:
+        timed_out = {int(r["rank"]) for r in timeouts}
+        stuck = sorted(r for r in exit_codes if r not in timed_out)
+        seqs = {r: progress[r].seq for r in progress}
+        front = max(seqs.values(), default=0)
+        doing, op, size = _where(progress.get(min(timed_out)))
+        if stuck:
+            details = []
+            for rank in stuck:
+                step = progress.get(rank)
+                if step is None:
+                    details.append(f"{rank} (never started)")
+                elif step.seq < front:
+                    details.append(f"{rank} (never reached it; last seen in {step.describe()})")
+                else:
+                    details.append(f"{rank} (stuck inside it)")
+            who = f"rank(s) {', '.join(details)} did not complete the collective"
+        else:
+            who = "every rank timed out: a peer or the network is unreachable"
+        message = f"timed out after {timeout_s:g} s during {doing}: {who}"
+        return Failure(
+            message, int(ExitCode.TIMEOUT), stuck[0] if stuck else None, op, size, message
+        )
+    if reports:
+        first = min(reports, key=lambda r: float(r["time"]))
+        rank = int(first["rank"])
+        doing, op, size = _where(progress.get(rank))
+        message = (
+            f"rank {rank} on {first['host']} (pid {first['pid']}) failed during "
+            f"{first.get('doing') or doing}: {first['error']}"
+        )
+        return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, str(first["error"]))
+    bad = sorted(r for r, code in exit_codes.items() if code not in (0, None))
+    if bad:
+        rank = bad[0]
+        doing, op, size = _where(progress.get(rank))
+        message = (
+            f"rank {rank} on {host} (pid {pids.get(rank, '?')}) exited with code "
+            f"{exit_codes[rank]} during {doing}"
+        )
+        return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, message)
+    return Failure("ranks stopped for an unknown reason", int(ExitCode.RANK_FAILURE))
+
+
+def read_reports(run_dir: Path) -> list[dict[str, Any]]:
+    reports = []
+    for path in sorted(run_dir.glob("rank*.error.json")):
+        try:
+            reports.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return reports
+
+
+def read_progress(store: Any, world_size: int) -> dict[int, InFlight]:
+    progress: dict[int, InFlight] = {}
+    for rank in range(world_size):
+        key = f"progress/{rank}"
+        try:
+            if store.check([key]):
+                progress[rank] = InFlight.decode(store.get(key).decode())
+        except (RuntimeError, ValueError):
+            continue
+    return progress
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (PR_SET_PDEATHSIG), so a
+    killed coordinator never leaves ranks behind."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:
+        return
+    # The parent may have died before prctl took effect.
+    if os.getppid() == 1:
+        os._exit(int(ExitCode.RANK_FAILURE))
+
+
+class StopSignals:
+    """Turn SIGINT and SIGTERM into a flag the wait loop polls.
+
+    SIGINT is handled even when the shell started us with it ignored (``cmd &``), so
+    ``kill -INT`` still stops a background run cleanly.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = signum
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.received or signal.SIGINT)
+
+
+def stop_processes(processes: Sequence[Any], grace_s: float = 3.0) -> None:
+    """SIGTERM every live process, then SIGKILL what is left after ``grace_s``."""
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in processes:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in processes:
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
+
+
+def wait_for_ranks(processes: Sequence[Any], stop: StopSignals) -> dict[int, int | None] | None:
+    """Block until every rank exits 0 (returns None), one fails, or a stop signal arrives.
+
+    On failure, the others get :data:`GRACE_S` to fail on their own, then are killed;
+    returns rank -> exit code, None for ranks that had to be killed.
+    """
+    while True:
+        if stop.received is not None:
+            return None
+        codes = [p.exitcode for p in processes]
+        if all(code == 0 for code in codes):
+            return None
+        if any(code not in (None, 0) for code in codes):
+            break
+        time.sleep(POLL_S)
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline and any(p.exitcode is None for p in processes):
+        time.sleep(POLL_S)
+    final: dict[int, int | None] = {rank: p.exitcode for rank, p in enumerate(processes)}
+    stop_processes(processes, grace_s=0.5)
+    return final
+
+
+def hostname() -> str:
+    return socket.gethostname()

@@ -1,0 +1,129 @@
+"""Backend choice and run directories (colbench.runner), without starting ranks."""
+
+from __future__ import annotations
+
+import datetime
+import types
+from pathlib import Path
+
+import pytest
+
+from colbench import runner
+from colbench.config import SweepConfig
+from colbench.errors import UsageError
+from colbench.ops import REGISTRY
+from colbench.runner import default_nprocs, make_run_dir, resolve_backend, run_label
+
+
+@pytest.mark.parametrize(
+    ("gpus", "nccl", "spawning", "expected"),
+    [
+        (0, True, True, "gloo"),
+        (0, True, False, "gloo"),
+        (0, False, True, "gloo"),
+        # One spawned GPU rank would be a world of one: use gloo and several CPU ranks.
+        (1, True, True, "gloo"),
+        # Under a launcher, one GPU per process is enough.
+        (1, True, False, "nccl"),
+        (2, True, True, "nccl"),
+        (2, True, False, "nccl"),
+        (2, False, True, "gloo"),
+        (2, False, False, "gloo"),
+    ],
+)
+def test_auto_backend(gpus: int, nccl: bool, spawning: bool, expected: str) -> None:
+    assert resolve_backend("auto", spawning, gpus, nccl) == expected
+
+
+@pytest.mark.parametrize("gpus", [0, 1, 2])
+@pytest.mark.parametrize("spawning", [True, False])
+def test_gloo_is_always_gloo(gpus: int, spawning: bool) -> None:
+    assert resolve_backend("gloo", spawning, gpus, True) == "gloo"
+    assert resolve_backend("gloo", spawning, gpus, False) == "gloo"
+
+
+@pytest.mark.parametrize("spawning", [True, False])
+def test_explicit_nccl(spawning: bool) -> None:
+    assert resolve_backend("nccl", spawning, 1, True) == "nccl"
+    assert resolve_backend("nccl", spawning, 2, True) == "nccl"
+    with pytest.raises(UsageError, match="needs CUDA GPUs"):
+        resolve_backend("nccl", spawning, 0, True)
+    with pytest.raises(UsageError, match="no NCCL"):
+        resolve_backend("nccl", spawning, 2, False)
+
+
+def test_default_nprocs() -> None:
+    assert default_nprocs("nccl", 8) == 8
+    assert default_nprocs("gloo", 8) == 2
+    assert default_nprocs("gloo", 0) == 2
+
+
+def cfg(tmp_path: Path, **kwargs: object) -> SweepConfig:
+    base: dict = {"sizes_bytes": (1024,), "results_root": str(tmp_path / "results")}
+    base.update(kwargs)
+    return SweepConfig(**base)
+
+
+def test_out_dir_that_is_new_is_created(tmp_path: Path) -> None:
+    out = tmp_path / "deep" / "run"
+    assert make_run_dir(cfg(tmp_path, out_dir=str(out)), "gloo") == out
+    assert out.is_dir()
+
+
+def test_out_dir_that_exists_empty_is_accepted(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    assert make_run_dir(cfg(tmp_path, out_dir=str(out)), "gloo") == out
+
+
+def test_out_dir_that_is_not_empty_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.csv").write_text("precious\n")
+    with pytest.raises(UsageError, match="not empty") as info:
+        make_run_dir(cfg(tmp_path, out_dir=str(out)), "gloo")
+    assert str(out) in str(info.value)
+    assert (out / "results.csv").read_text() == "precious\n"
+
+
+def test_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.write_text("x")
+    with pytest.raises(UsageError):
+        make_run_dir(cfg(tmp_path, out_dir=str(out)), "gloo")
+    assert out.read_text() == "x"
+
+
+class FrozenDatetime(datetime.datetime):
+    @classmethod
+    def now(cls, tz: datetime.tzinfo | None = None) -> FrozenDatetime:
+        return cls(2024, 5, 6, 7, 8, 9)
+
+
+def test_default_names_are_unique_within_one_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = types.SimpleNamespace(datetime=FrozenDatetime, timedelta=datetime.timedelta)
+    monkeypatch.setattr(runner, "_dt", clock)
+    c = cfg(tmp_path, ops=("all_reduce", "all_gather"))
+    first = make_run_dir(c, "gloo")
+    second = make_run_dir(c, "gloo")
+    third = make_run_dir(c, "gloo")
+    assert first.name == "20240506-070809-all_reduce-all_gather-gloo"
+    assert first != second != third != first
+    assert second.name == first.name + "-2"
+    assert third.name == first.name + "-3"
+    assert all(p.is_dir() and p.parent == tmp_path / "results" for p in (first, second, third))
+
+
+def test_default_names_really_called_twice(tmp_path: Path) -> None:
+    c = cfg(tmp_path)
+    assert make_run_dir(c, "nccl") != make_run_dir(c, "nccl")
+
+
+def test_run_label() -> None:
+    assert run_label(SweepConfig(ops=("all_reduce",))) == "all_reduce"
+    every = [op.name for op in REGISTRY]
+    assert run_label(SweepConfig(ops=tuple(every))) == "all"
+    long_label = run_label(SweepConfig(ops=tuple(every[:-1])))
+    assert len(long_label) <= 48

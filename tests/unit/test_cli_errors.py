@@ -1,0 +1,189 @@
+"""The command line's errors, help and explain, without ever starting a sweep."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+import typer.main
+
+from colbench import runner
+from colbench.cli import app, main
+
+LAUNCHER_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+)
+
+
+@pytest.fixture(autouse=True)
+def no_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every test here must fail validation: reaching the run directory is a test failure."""
+    for var in LAUNCHER_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a CLI error test got as far as creating a run directory")
+
+    monkeypatch.setattr(runner, "make_run_dir", refuse)
+
+
+def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    code = info.value.code
+    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
+
+
+BAD = [
+    ("unknown op", ["sweep", "--op", "all_scream"], "unknown op"),
+    ("bad size", ["sweep", "--sizes", "1Q"], "bad size"),
+    ("non-whole size", ["sweep", "--sizes", "1.3"], "whole number"),
+    ("min > max", ["sweep", "--sizes", "1M-1K"], "larger than maximum"),
+    ("min > max nccl-tests", ["sweep", "-b", "1M", "-e", "1K"], "larger than maximum"),
+    ("unknown dtype", ["sweep", "--dtype", "float128"], "unknown dtype"),
+    ("unknown redop", ["sweep", "--redop", "median"], "unknown reduction"),
+    ("avg on int8", ["sweep", "--redop", "avg", "--dtype", "int8"], "avg"),
+    ("nprocs 0", ["sweep", "--nprocs", "0"], "--nprocs"),
+    ("check 2", ["sweep", "--check", "2"], "--check"),
+    ("average bogus", ["sweep", "--average", "bogus"], "--average"),
+    ("placement sideways", ["sweep", "--placement", "sideways"], "--placement"),
+    ("unknown flag", ["sweep", "--bogus"], "--bogus"),
+    ("-b with --sizes", ["sweep", "-b", "1K", "--sizes", "1K-4K"], "not both"),
+    ("factor 1", ["sweep", "--factor", "1"], "greater than 1"),
+    ("factor with list", ["sweep", "--sizes", "1K,4K", "--factor", "4"], "range"),
+    ("iters 0", ["sweep", "--iters", "0"], "--iters"),
+    ("warmup -1", ["sweep", "--warmup", "-1"], "--warmup"),
+    ("root -1", ["sweep", "--root", "-1"], "--root"),
+    ("iters not a number", ["sweep", "--iters", "many"], "--iters"),
+    ("unknown backend", ["sweep", "--backend", "mpi"], "--backend"),
+    ("unknown command", ["benchmark"], "benchmark"),
+    ("explain unknown op", ["explain", "all_scream"], "unknown op"),
+    (
+        "root outside the world",
+        ["sweep", "--op", "broadcast", "--backend", "gloo", "--nprocs", "2", "--root", "5"],
+        "--root 5",
+    ),
+    (
+        "sendrecv alone in a world of one",
+        ["sweep", "--op", "sendrecv", "--backend", "gloo", "--nprocs", "1"],
+        "nothing to run",
+    ),
+]
+
+
+def assert_one_error_line(code: int, out: str, err: str, fragment: str) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("colbench: error: ")
+    assert len(lines[0]) > len("colbench: error: ")
+    assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_invocations_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    code, out, err = run_main(capsys, *argv)
+    assert_one_error_line(code, out, err, fragment)
+    assert out == ""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA GPUs")
+def test_nccl_without_gpus(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, "sweep", "--backend", "nccl")
+    assert_one_error_line(code, out, err, "--backend nccl")
+    assert "gloo" in err
+
+
+def test_bad_invocations_through_the_real_entry_point(
+    colbench: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    # A user's view: python -m colbench in a fresh process. Each one imports torch (seconds),
+    # so only a couple, run concurrently.
+    cases = [
+        (["sweep", "--op", "all_scream"], "unknown op"),
+        (["sweep", "--bogus"], "--bogus"),
+    ]
+    # The autouse fixture has already taken launcher variables out of os.environ.
+    with ThreadPoolExecutor(len(cases)) as pool:
+        procs = list(pool.map(lambda case: colbench(*case[0], timeout=120), cases))
+    for (_, fragment), proc in zip(cases, procs, strict=True):
+        assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, fragment)
+
+
+def test_explain_all_gather_worked_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, "explain", "all_gather")
+    assert code == 0, err
+    assert "n=3: count 84, size_bytes 1008" in out
+    assert "(n-1)/n" in out
+    assert err == ""
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "all_to_all",
+        "gather",
+        "scatter",
+        "sendrecv",
+        "barrier",
+    ],
+)
+def test_explain_every_op(capsys: pytest.CaptureFixture[str], op: str) -> None:
+    code, out, _ = run_main(capsys, "explain", op)
+    assert code == 0
+    assert out.startswith(f"{op}: ")
+    assert "busbw" in out and "GB/s" in out
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["sweep", "--help"], ["-h"], ["sweep", "-h"]])
+def test_help_states_units(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, out, err = run_main(capsys, *argv)
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "1K = 1024" in text
+    assert "GB/s" in text
+    assert "Traceback" not in err
+
+
+COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def test_the_commands() -> None:
+    assert {"sweep", "explain", "env", "version"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize(
+    "command",
+    COMMANDS,
+)
+def test_every_command_help_has_an_example(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    code, out, err = run_main(capsys, command, "--help")
+    assert code == 0, err
+    assert "Example" in out, out

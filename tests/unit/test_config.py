@@ -1,0 +1,236 @@
+"""Building and validating a SweepConfig (colbench.config), no process group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from colbench import config
+from colbench.config import SweepConfig
+from colbench.errors import UsageError
+
+K, M = 1024, 1024**2
+
+
+def build(**overrides: Any) -> SweepConfig:
+    kwargs: dict[str, Any] = {
+        "op": "all_reduce",
+        "sizes": (K, 4 * K),
+        "dtype": "float32",
+        "redop": "sum",
+    }
+    kwargs.update(overrides)
+    return config.build(**kwargs)
+
+
+def test_build_normalises_names() -> None:
+    cfg = build(op="allreduce,all-gather", dtype="float,bf16", redop="SUM,max")
+    assert cfg.ops == ("all_reduce", "all_gather")
+    assert cfg.dtypes == ("float32", "bfloat16")
+    assert cfg.redops == ("sum", "max")
+    assert cfg.sizes_bytes == (K, 4 * K)
+
+
+def test_build_all_expands() -> None:
+    cfg = build(op="all", dtype="all", redop="all")
+    assert "barrier" in cfg.ops and len(cfg.ops) == 10
+    assert len(cfg.dtypes) == 8
+    assert cfg.redops == ("sum", "prod", "min", "max", "avg")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"op": "all_scream"}, "unknown op"),
+        ({"op": ","}, "empty --op"),
+        ({"dtype": "float128"}, "unknown dtype"),
+        ({"dtype": ""}, "empty --dtype"),
+        ({"redop": "median"}, "unknown reduction"),
+        ({"redop": "avg", "dtype": "int32"}, "avg needs a floating-point dtype"),
+        ({"redop": "avg", "dtype": "int8,uint8"}, "avg needs a floating-point dtype"),
+        ({"sizes": ()}, "no sizes"),
+        ({"iters": 0}, "--iters"),
+        ({"warmup": -1}, "--warmup"),
+        ({"nprocs": 0}, "--nprocs"),
+        ({"root": -1}, "--root"),
+        ({"timeout_s": 0.0}, "--timeout"),
+        ({"placements": ("out",)}, "none of the chosen ops"),
+    ],
+)
+def test_build_errors(overrides: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(UsageError, match=fragment):
+        build(**overrides)
+
+
+def test_avg_with_a_float_among_int_dtypes_is_fine() -> None:
+    cfg = build(redop="avg", dtype="int32,float32")
+    assert cfg.dtypes == ("int32", "float32")
+
+
+def test_avg_on_ints_does_not_block_ops_that_do_not_reduce() -> None:
+    cfg = build(op="all_reduce,all_gather", redop="avg", dtype="int32")
+    assert cfg.ops == ("all_reduce", "all_gather")
+
+
+def test_ops_that_do_not_reduce_ignore_the_redop() -> None:
+    cfg = build(op="all_gather", redop="avg", dtype="int32")
+    assert cfg.ops == ("all_gather",)
+
+
+def test_validate_checks_a_directly_built_config() -> None:
+    with pytest.raises(UsageError, match="--iters"):
+        config.validate(SweepConfig(sizes_bytes=(K,), iters=0))
+    config.validate(SweepConfig(sizes_bytes=(K,)))
+
+
+def test_resolve_sizes_default_range() -> None:
+    sizes = config.resolve_sizes(None, None, None, None, None)
+    assert sizes[0] == K and sizes[-1] == 16 * M
+    assert len(sizes) == 15
+
+
+def test_resolve_sizes_spec() -> None:
+    assert config.resolve_sizes("1K,4K", None, None, None, None) == (K, 4 * K)
+    assert config.resolve_sizes("1K-64K", None, None, 4.0, None) == (K, 4 * K, 16 * K, 64 * K)
+    assert config.resolve_sizes("1K-4K", None, None, None, "1K") == (K, 2 * K, 3 * K, 4 * K)
+
+
+@pytest.mark.parametrize(("minbytes", "maxbytes"), [("1K", None), (None, "1K"), ("1K", "4K")])
+def test_resolve_sizes_refuses_sizes_with_b_or_e(
+    minbytes: str | None, maxbytes: str | None
+) -> None:
+    with pytest.raises(UsageError, match="not both"):
+        config.resolve_sizes("1K-1M", minbytes, maxbytes, None, None)
+
+
+def test_resolve_sizes_b_or_e_alone_is_one_size() -> None:
+    assert config.resolve_sizes(None, "8K", None, None, None) == (8 * K,)
+    assert config.resolve_sizes(None, None, "2M", None, None) == (2 * M,)
+
+
+def test_resolve_sizes_b_e_f_i_like_nccl_tests() -> None:
+    assert config.resolve_sizes(None, "8", "128", None, None) == (8, 16, 32, 64, 128)
+    assert config.resolve_sizes(None, "1K", "1M", 32.0, None) == (K, 32 * K, M)
+    assert config.resolve_sizes(None, "100", "400", None, "100") == (100, 200, 300, 400)
+
+
+@pytest.mark.parametrize(
+    ("minbytes", "maxbytes", "factor", "step", "fragment"),
+    [
+        ("1M", "1K", None, None, "larger than maximum"),
+        ("1K", "1M", 1.0, None, "greater than 1"),
+        ("1K", "1M", 2.0, "1K", "not both"),
+        ("1K", "1M", None, "zero", "bad size"),
+        ("lots", None, None, None, "bad size"),
+    ],
+)
+def test_resolve_sizes_errors(
+    minbytes: str, maxbytes: str | None, factor: float | None, step: str | None, fragment: str
+) -> None:
+    with pytest.raises(UsageError, match=fragment):
+        config.resolve_sizes(None, minbytes, maxbytes, factor, step)
+
+
+@pytest.mark.parametrize(
+    ("text", "average"),
+    [
+        ("avg", "avg"),
+        ("min", "min"),
+        ("max", "max"),
+        ("rank0", "rank0"),
+        ("MAX", "max"),
+        (" avg ", "avg"),
+        ("0", "rank0"),
+        ("1", "avg"),
+        ("2", "min"),
+        ("3", "max"),
+    ],
+)
+def test_parse_average(text: str, average: str) -> None:
+    assert config.parse_average(text) == average
+
+
+@pytest.mark.parametrize("text", ["bogus", "4", "-1", "", "mean"])
+def test_parse_average_errors(text: str) -> None:
+    with pytest.raises(UsageError, match="--average"):
+        config.parse_average(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "placements"),
+    [
+        ("out", ("out",)),
+        ("in", ("in",)),
+        ("out,in", ("out", "in")),
+        ("in,out", ("out", "in")),
+        ("both", ("out", "in")),
+        ("in-place", ("in",)),
+        ("out-of-place", ("out",)),
+        ("OUT, in", ("out", "in")),
+    ],
+)
+def test_parse_placements(text: str, placements: tuple[str, ...]) -> None:
+    assert config.parse_placements(text) == placements
+
+
+@pytest.mark.parametrize("text", ["sideways", "", ",", "out,sideways"])
+def test_parse_placements_errors(text: str) -> None:
+    with pytest.raises(UsageError, match="--placement"):
+        config.parse_placements(text)
+
+
+def test_root_must_be_a_rank_of_the_world() -> None:
+    cfg = build(op="broadcast,all_reduce", root=2)
+    with pytest.raises(UsageError, match="--root 2"):
+        config.validate_for_world(cfg, 2, "gloo")
+    assert config.validate_for_world(cfg, 3, "gloo") is not None
+
+
+def test_root_is_ignored_when_no_op_is_rooted() -> None:
+    cfg = build(op="all_reduce", root=5)
+    config.validate_for_world(cfg, 2, "gloo")
+
+
+def test_sendrecv_alone_at_world_one_on_gloo_is_nothing_to_run() -> None:
+    cfg = build(op="sendrecv")
+    with pytest.raises(UsageError, match="nothing to run at world size 1"):
+        config.validate_for_world(cfg, 1, "gloo")
+    # NCCL can send to itself.
+    assert not any("skipping" in n for n in config.validate_for_world(cfg, 1, "nccl"))
+
+
+def test_sendrecv_at_world_one_on_gloo_is_skipped_with_a_note() -> None:
+    notes = config.validate_for_world(build(op="sendrecv,all_gather"), 1, "gloo")
+    assert any(n.startswith("skipping sendrecv") for n in notes)
+    assert not any("all_gather" in n for n in notes)
+
+
+def test_notes_say_all_reduce_out_of_place_is_na() -> None:
+    # all_reduce has no out-of-place form: with out,in asked for it runs in place and the
+    # table shows n/a; nothing may call that a skip, and a note, if any, says n/a.
+    notes = config.validate_for_world(build(op="all_reduce"), 2, "gloo")
+    assert not any("skipping" in n for n in notes)
+    assert all("n/a" in n for n in notes if "all_reduce" in n)
+    # Asked for in-place only, there is nothing to say.
+    assert config.validate_for_world(build(op="all_reduce", placements=("in",)), 2, "gloo") == []
+
+
+def test_notes_for_an_op_without_the_requested_placement() -> None:
+    notes = config.validate_for_world(
+        build(op="all_to_all,all_gather", placements=("in",)), 2, "gloo"
+    )
+    assert notes == ["skipping all_to_all: torch has no in-place form of it"]
+
+
+def test_notes_for_skipped_redop_combinations() -> None:
+    notes = config.validate_for_world(
+        build(op="all_reduce", dtype="float32,int8", redop="avg", placements=("in",)), 2, "gloo"
+    )
+    assert notes == ["skipping all_reduce int8 avg: avg needs a floating-point dtype, not int8"]
+
+
+def test_to_dict_is_plain_data() -> None:
+    d = build().to_dict()
+    assert d["ops"] == ("all_reduce",)
+    assert d["sizes_bytes"] == (K, 4 * K)

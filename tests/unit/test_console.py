@@ -1,0 +1,229 @@
+"""The nccl-tests style table (colbench.report.console): golden lines and the sink."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from colbench import ops
+from colbench.report.console import (
+    UNITS_NOTE,
+    TableSink,
+    column_header,
+    format_line,
+    format_time_us,
+    run_header,
+)
+
+HEADER = [
+    "#                                                                     out-of-place"
+    "                        in-place",
+    "#       size         count      type   redop    root"
+    "     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+    "#        (B)    (elements)                              "
+    " (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",
+]
+
+
+def row(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "op": "all_gather",
+        "size_bytes": 1008,
+        "count": 84,
+        "dtype": "float32",
+        "redop": "none",
+        "root": -1,
+        "in_place": 0,
+        "time_us": 12.3456,
+        "algbw_gbps": 0.0816,
+        "busbw_gbps": 0.0544,
+        "wrong": 0,
+    }
+    base.update(overrides)
+    return base
+
+
+def test_column_header_golden() -> None:
+    assert column_header() == HEADER
+
+
+def test_header_columns_line_up_with_rows() -> None:
+    line = format_line([row(), row(in_place=1)])
+    assert len(HEADER[1]) == len(line)
+    # Every header name ends where its column's values end (all right-aligned).
+    names = " " + HEADER[1][1:]  # the leading '#' marks a comment, not a column
+
+    def ends(text: str) -> list[int]:
+        return [m.end() for m in re.finditer(r"\S+", text)]
+
+    assert ends(names) == ends(line)
+    assert len(ends(line)) == 13
+
+
+def test_format_line_golden_both_placements() -> None:
+    line = format_line([row(), row(in_place=1, time_us=123.45, algbw_gbps=8.1, busbw_gbps=5.4)])
+    assert line == (
+        "        1008            84     float    none      -1"
+        "    12.35    0.08    0.05      0"
+        "    123.5    8.10    5.40      0"
+    )
+
+
+def test_format_line_missing_placement_is_na() -> None:
+    only_in = row(
+        dtype="bfloat16", redop="sum", size_bytes=4096, count=2048, in_place=1, time_us=15000.4
+    )
+    assert format_line([only_in]) == (
+        "        4096          2048  bfloat16     sum      -1"
+        "      n/a     n/a     n/a    n/a"
+        "    15000    0.08    0.05      0"
+    )
+    assert format_line([row(root=2, wrong=5)]) == (
+        "        1008            84     float    none       2"
+        "    12.35    0.08    0.05      5"
+        "      n/a     n/a     n/a    n/a"
+    )
+
+
+def test_unchecked_rows_print_na_for_wrong() -> None:
+    line = format_line([row(wrong=None), row(in_place=1, wrong=None)])
+    assert line.split()[-1] == "N/A"
+    assert line.split()[8] == "N/A"
+
+
+def test_nccl_type_names_in_the_table() -> None:
+    for dtype, shown in (("float16", "half"), ("float64", "double"), ("int8", "int8")):
+        assert format_line([row(dtype=dtype)]).split()[2] == shown
+    assert format_line([row(dtype="none")]).split()[2] == "none"
+
+
+@pytest.mark.parametrize(
+    ("time_us", "text"),
+    [
+        (0.0, "0.00"),
+        (1.234, "1.23"),
+        (99.994, "99.99"),
+        (100.0, "100.0"),
+        (123.45, "123.5"),
+        (9999.94, "9999.9"),
+        (10000.0, "10000"),
+        (123456.7, "123457"),
+    ],
+)
+def test_time_precision_shrinks_as_time_grows(time_us: float, text: str) -> None:
+    assert format_time_us(time_us) == text
+
+
+def test_run_header_states_the_units() -> None:
+    lines = run_header(
+        ops=["all_reduce"],
+        backend="gloo",
+        world_size=2,
+        nnodes=1,
+        device="cpu",
+        warmup=5,
+        iters=20,
+        average="avg",
+        check=True,
+        seed=0,
+        ranks=[(0, "hostA", 123, "cpu"), (1, "hostA", 124, "cpu")],
+    )
+    assert f"# {UNITS_NOTE}" in lines
+    assert "1K = 1024" in UNITS_NOTE and "GB/s" in UNITS_NOTE
+    assert all(line.startswith("#") for line in lines)
+    assert sum("Rank" in line for line in lines) == 2
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def write_row(self, r: Any) -> None:
+        self.events.append(("row", dict(r)))
+
+    def echo(self, line: str) -> None:
+        self.events.append(("echo", line))
+
+    def warn(self, line: str) -> None:
+        self.events.append(("warn", line))
+
+    def lines(self) -> list[str]:
+        return [v for k, v in self.events if k == "echo"]
+
+
+def test_table_sink_writes_rows_before_printing_and_summarises() -> None:
+    rec = Recorder()
+    advanced: list[int] = []
+    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn, advance=advanced.append)
+    gather = ops.get("all_gather")
+    reduce = ops.get("all_reduce")
+    ag = [
+        [row(busbw_gbps=1.0), row(in_place=1, busbw_gbps=3.0)],
+        [row(size_bytes=2016, busbw_gbps=2.0), row(size_bytes=2016, in_place=1, busbw_gbps=2.0)],
+    ]
+    ar = [[row(op="all_reduce", in_place=1, busbw_gbps=10.0, wrong=2)]]
+    for rows in ag:
+        before = len(rec.events)
+        sink.rows(gather, rows)
+        new = rec.events[before:]
+        kinds = [k for k, _ in new]
+        # Both rows reach the CSV writer before anything is printed for them.
+        assert kinds[:2] == ["row", "row"]
+        assert "row" not in kinds[2:]
+    sink.rows(reduce, ar[0])
+    sink.note("2 size(s) skipped")
+    sink.close()
+
+    assert [v for k, v in rec.events if k == "row"] == [r for rows in ag + ar for r in rows]
+    assert sink.rows_written == 5
+    assert sink.wrong_total == 2
+    assert advanced == [2, 2, 1]
+    out = rec.lines()
+    # One block header per op, each followed by the column header.
+    assert out.count("# all_gather") == 1 and out.count("# all_reduce") == 1
+    i = out.index("# all_gather")
+    assert out[i + 1 : i + 4] == HEADER
+    j = out.index("# all_reduce")
+    assert out[j + 1 : j + 4] == HEADER
+    footers = [line for line in out if line.startswith("# Avg bus bandwidth")]
+    assert footers == [
+        "# Avg bus bandwidth    : 2 GB/s  (all_gather)",
+        "# Avg bus bandwidth    : 10 GB/s  (all_reduce)",
+    ]
+    assert i < out.index(footers[0]) < j < out.index(footers[1])
+    assert out[-1] == "# Wrong elements       : 2 FAILED"
+    assert ("warn", "colbench: note: 2 size(s) skipped") in rec.events
+
+
+def test_table_sink_all_correct_says_ok() -> None:
+    rec = Recorder()
+    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    sink.rows(ops.get("all_gather"), [row(wrong=None), row(in_place=1, wrong=None)])
+    sink.close()
+    assert rec.lines()[-1] == "# Wrong elements       : 0 OK"
+    assert "N/A" in rec.lines()[-4]
+
+
+def test_table_sink_without_table_still_writes_every_row() -> None:
+    rec = Recorder()
+    sink = TableSink(rec.write_row, show_table=False, echo=rec.echo, warn=rec.warn)
+    sink.header(["# header"])
+    sink.rows(ops.get("all_gather"), [row(), row(in_place=1, wrong=4)])
+    sink.close()
+    assert [k for k, _ in rec.events] == ["row", "row"]
+    assert sink.wrong_total == 4
+
+
+def test_a_row_without_a_measurement_is_shown_by_its_status() -> None:
+    rec = Recorder()
+    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    no_numbers = dict.fromkeys(("time_us", "algbw_gbps", "busbw_gbps"))
+    oom = row(in_place=1, wrong=None, status="oom", **no_numbers)
+    sink.rows(ops.get("all_gather"), [row(status="ok"), oom])
+    sink.close()
+    assert [k for k, _ in rec.events].count("row") == 2
+    line = next(line for line in rec.lines() if line.startswith("        1008"))
+    assert line.split()[-4:] == ["oom", "oom", "oom", "N/A"]
+    assert "# Avg bus bandwidth    : 0.0544 GB/s  (all_gather)" in rec.lines()

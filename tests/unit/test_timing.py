@@ -1,0 +1,118 @@
+"""Timers with fake clocks and fake CUDA events (colbench.timing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from colbench.timing import CudaEventTimer, HostTimer
+
+
+class ScriptedClock:
+    """perf_counter_ns stand-in returning the given stamps in order."""
+
+    def __init__(self, stamps_ns: list[int]) -> None:
+        self.stamps = list(stamps_ns)
+        self.reads = 0
+
+    def __call__(self) -> int:
+        self.reads += 1
+        return self.stamps.pop(0)
+
+
+def test_host_timer_gives_each_iteration_in_microseconds() -> None:
+    clock = ScriptedClock([1_000, 3_500, 4_500, 104_500])
+    calls: list[int] = []
+    times = HostTimer(clock_ns=clock).time_batch(lambda: calls.append(clock.reads), 3)
+    assert times == [2.5, 1.0, 100.0]
+    # One stamp before the batch, one after each call, and each call between two stamps.
+    assert clock.reads == 4
+    assert calls == [1, 2, 3]
+
+
+def test_host_timer_batch_mean_is_total_over_iters() -> None:
+    clock = ScriptedClock([0, 10_000, 30_000, 60_000, 100_000])
+    times = HostTimer(clock_ns=clock).time_batch(lambda: None, 4)
+    assert sum(times) / len(times) == pytest.approx(25.0)
+    assert clock.stamps == []
+
+
+def test_host_timer_synchronize_is_a_no_op() -> None:
+    clock = ScriptedClock([])
+    HostTimer(clock_ns=clock).synchronize()
+    assert clock.reads == 0
+
+
+class FakeEvent:
+    """torch.cuda.Event stand-in: its 'time' is set by the fake stream when recorded."""
+
+    def __init__(self, log: list[str], stream: FakeStream) -> None:
+        self.log = log
+        self.stream = stream
+        self.at_ms: float | None = None
+        self.records = 0
+        self.syncs = 0
+
+    def record(self) -> None:
+        self.records += 1
+        self.at_ms = self.stream.now_ms
+        self.log.append("record")
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+        self.log.append("event-sync")
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        assert self.at_ms is not None and end.at_ms is not None, "event never recorded"
+        return end.at_ms - self.at_ms
+
+
+class FakeStream:
+    def __init__(self, durations_ms: list[float]) -> None:
+        self.durations_ms = list(durations_ms)
+        self.now_ms = 5.0
+
+    def run_one(self) -> None:
+        self.now_ms += self.durations_ms.pop(0)
+
+
+def make_cuda_timer(
+    durations_ms: list[float],
+) -> tuple[CudaEventTimer, list, list[str], FakeStream]:
+    log: list[str] = []
+    stream = FakeStream(durations_ms)
+    events: list[FakeEvent] = []
+
+    def factory() -> FakeEvent:
+        log.append("create")
+        events.append(FakeEvent(log, stream))
+        return events[-1]
+
+    timer = CudaEventTimer(event_factory=factory, device_synchronize=lambda: log.append("device"))
+    return timer, events, log, stream
+
+
+def test_cuda_event_timer_per_iteration_microseconds() -> None:
+    timer, events, log, stream = make_cuda_timer([0.25, 0.5, 0.125])
+
+    def call() -> None:
+        log.append("call")
+        stream.run_one()
+
+    times = timer.time_batch(call, 3)
+    assert times == pytest.approx([250.0, 500.0, 125.0])
+    # iters + 1 events, each recorded exactly once.
+    assert len(events) == 4
+    assert [e.records for e in events] == [1, 1, 1, 1]
+    # Events are created up front; one record before the batch and one after each call.
+    assert log[:4] == ["create"] * 4
+    assert log[4:] == ["record", "call", "record", "call", "record", "call", "record", "event-sync"]
+    # One host sync, on the last event only; the device is not synchronised per batch.
+    assert [e.syncs for e in events] == [0, 0, 0, 1]
+    assert "device" not in log
+
+
+def test_cuda_event_timer_synchronize_uses_the_device_sync() -> None:
+    timer, events, log, _ = make_cuda_timer([])
+    timer.synchronize()
+    assert log == ["device"]
+    assert events == []
