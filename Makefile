@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 run: install
-	$(PY) -m colbench sweep --op all --sizes 1K-1M
+	$(PY) -m colbench sweep --op all --sizes 1K-1M --plot
 
 lint: install
 	$(PY) -m ruff check colbench tests benchmarks

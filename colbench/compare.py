@@ -201,7 +201,7 @@ def summary(comparison: Comparison) -> list[str]:
 
 def figure(comparison: Comparison) -> Any:
     """Top: both runs' curves; bottom: B/A per size for the comparable rows."""
-    from colbench.report.plots import context, draw_lines, pyplot
+    from colbench.report.plots import context, draw_lines, pyplot, styles
 
     chosen = METRICS[comparison.metric_name]
     curves = lines(comparison.a) + lines(comparison.b)
@@ -220,21 +220,25 @@ def figure(comparison: Comparison) -> Any:
     top.set_title(
         f"{chosen.title}: B = {comparison.b.label} vs A = {comparison.a.label}\n{context(curves)}"
     )
-    _ratio_panel(bottom, comparison)
+    # Each ratio line takes the color of its collective (and variant) in the panel above.
+    pairs = list(zip(curves, styles(curves), strict=True))
+    colors = {(c.op, ""): s[0] for c, s in reversed(pairs)}  # an op's first curve, by default
+    colors.update({(c.op, c.variant): s[0] for c, s in reversed(pairs)})
+    _ratio_panel(bottom, comparison, colors)
     low = min(float(c.size_bytes.min()) for c in curves)
     high = max(float(c.size_bytes.max()) for c in curves)
     size_axis(bottom, low, high)
     return fig
 
 
-def _ratio_panel(ax: Any, comparison: Comparison) -> None:
+def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], str]) -> None:
     from matplotlib.ticker import FuncFormatter
 
     table = comparison.table
     usable = table[table["comparable"] & (table["size_bytes"] > 0)]
-    colors = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"]
     drawn = 0
-    for index, (key, group) in enumerate(usable.groupby(["op", "variant", "dtype", "redop"])):
+    groups = usable.groupby(["op", "variant", "dtype", "redop"], sort=False)
+    for index, (key, group) in enumerate(groups):
         # Same placement choice as the curves above: out-of-place where there is one.
         placement = 0 if (group["in_place"] == 0).any() else 1
         chosen = group[group["in_place"] == placement].sort_values("size_bytes")
@@ -244,7 +248,9 @@ def _ratio_panel(ax: Any, comparison: Comparison) -> None:
             chosen["ratio"],
             marker="o",
             markersize=3.5,
-            color=colors[index % len(colors)],
+            color=colors.get(
+                (str(key[0]), str(key[1])), colors.get((str(key[0]), ""), f"C{index}")
+            ),
             label=label,
         )
         drawn += 1

@@ -119,7 +119,7 @@ def draw_lines(
 
     chosen = metric(metric_name)
     for curve, label, (color, style, marker) in zip(
-        curves, labels(curves), _styles(curves), strict=True
+        curves, labels(curves), styles(curves), strict=True
     ):
         ax.plot(
             curve.size_bytes,
@@ -186,7 +186,7 @@ _STYLES = ("-", "--", "-.", ":")
 _MARKERS = ("o", "s", "^", "D")
 
 
-def _styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
+def styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
     """(color, linestyle, marker) per curve.
 
     With several ops *and* a few variants or runs, color says which op and the line
