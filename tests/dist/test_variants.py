@@ -86,13 +86,3 @@ def test_plots_written_and_variants_compare_and_fit(
     captured = capsys.readouterr()
     assert info.value.code == 0, captured.err
     assert "COLBENCH_PROBE=a" in captured.out and "COLBENCH_PROBE=b" in captured.out
-
-
-def test_variants_need_colbench_to_start_the_ranks(tmp_path: Path) -> None:
-    env = {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}
-    proc = run_colbench(
-        "sweep", "--sizes", "1K", "--backend", "gloo", "--env", "X=1,2",
-        "--out", str(tmp_path / "r"), env=env,
-    )  # fmt: skip
-    assert proc.returncode == 2
-    assert "--env variants need fresh ranks" in proc.stderr

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+from colbench.cli import main
 from colbench.errors import UsageError
 from colbench.variants import (
     environment,
@@ -72,3 +74,23 @@ def test_environment_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     with environment({"COLBENCH_KEEP": "new", "COLBENCH_NEW": "x"}):
         assert os.environ["COLBENCH_KEEP"] == "new" and os.environ["COLBENCH_NEW"] == "x"
     assert os.environ["COLBENCH_KEEP"] == "old" and "COLBENCH_NEW" not in os.environ
+
+
+def test_variants_need_colbench_to_start_the_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As if torchrun had started this process: colbench cannot restart it per variant.
+    for key, value in {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29999",
+    }.items():
+        monkeypatch.setenv(key, value)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "--sizes", "1K", "--backend", "gloo", "--env", "X=1,2", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1
+    assert "--env variants need fresh ranks per variant" in err and "under env" in err
+    assert not out.exists()
