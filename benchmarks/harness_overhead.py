@@ -18,19 +18,16 @@ import datetime
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
-
-from colbench.bench import RankBench, RunInfo, plan  # noqa: E402
-from colbench.config import SweepConfig  # noqa: E402
-from colbench.launch import free_port  # noqa: E402
-from colbench.timing import HostTimer  # noqa: E402
+from colbench.bench import RankBench, RunInfo, plan
+from colbench.config import SweepConfig
+from colbench.launch import free_port
+from colbench.timing import HostTimer
 
 CASES = ((1, 4, 1.05), (2, 1 << 20, 1.03), (2, 4 << 20, 1.03))
 
@@ -113,9 +110,8 @@ def main() -> int:
         ok = ratio <= target
         failed += not ok
         case = f"all_reduce {size_bytes} B, n={world}"
-        print(
-            f"{case:<28}{hand:>10.2f}{harness:>13.2f}{ratio:>8.3f}{target:>8.2f}  {'PASS' if ok else 'FAIL'}"
-        )
+        verdict = "PASS" if ok else "FAIL"
+        print(f"{case:<28}{hand:>10.2f}{harness:>13.2f}{ratio:>8.3f}{target:>8.2f}  {verdict}")
     return 1 if failed else 0
 
 
