@@ -12,6 +12,7 @@ import os
 import platform
 import socket
 import sys
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,11 @@ def collect(
     world_size: int,
     hosts: list[str],
     devices: list[str],
+    group_size: int | None = None,
 ) -> dict[str, Any]:
+    """``hosts`` holds one node label per rank, in rank order."""
+    per_node = Counter(hosts)
+    sizes = set(per_node.values())
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -92,6 +97,10 @@ def collect(
         "hosts": sorted(set(hosts)),
         "rank_hosts": hosts,
         "nnodes": len(set(hosts)),
+        # One number when every node runs as many ranks, else ranks per node label.
+        "local_world_size": sizes.pop() if len(sizes) == 1 else dict(sorted(per_node.items())),
+        "group_size": group_size or world_size,
+        "groups": world_size // (group_size or world_size),
         "devices": devices,
         "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
         "platform": platform.platform(),

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench import metadata
+from colbench import launch, metadata, preflight
 from colbench.bench import InFlight, RankBench, RunInfo, count_units, plan
 from colbench.config import SweepConfig, validate_for_world
 from colbench.errors import ExitCode, RankFailure, UsageError
+from colbench.groups import split_world
 from colbench.launch import LaunchEnv, detect
 from colbench.ops import REGISTRY
 from colbench.report.console import TableSink, run_header
@@ -281,14 +282,16 @@ def _init_process_group(job: RankJob, rank: int, device: Any) -> None:
     if job.backend == "nccl":
         # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
         kwargs["device_id"] = device
-    if job.store_port is not None:
-        assert job.store_host is not None
-        store = dist.TCPStore(
-            job.store_host, job.store_port, job.world_size, is_master=False, timeout=timeout
-        )
-        dist.init_process_group(job.backend, store=store, **kwargs)
-    else:
-        dist.init_process_group(job.backend, init_method="env://", **kwargs)
+    # store_host None: env:// (an external launcher's MASTER_ADDR, or torchrun's store).
+    store = launch.rendezvous(
+        job.store_host,
+        job.store_port,
+        rank,
+        job.world_size,
+        job.cfg.init_timeout_s,
+        job.cfg.timeout_s,
+    )
+    dist.init_process_group(job.backend, store=store, **kwargs)
 
 
 def _device_name(device: Any) -> str:
@@ -309,21 +312,24 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     _init_process_group(job, rank, device)
     try:
         in_flight.phase = "setup"
-        ident = (rank, socket.gethostname(), os.getpid(), _device_name(device))
+        ident = (rank, socket.gethostname(), os.getpid(), _device_name(device), launch.node_id())
         idents: list[Any] = [None] * job.world_size
         dist.all_gather_object(idents, ident)
-        hosts = [str(i[1]) for i in idents]
+        # Node labels, not bare host names: namespaces and containers share a host name.
+        hosts = launch.node_labels([str(i[4]) for i in idents])
+        subgroup = split_world(cfg.group_size, job.world_size, rank) if cfg.group_size else None
         info = RunInfo(
             run_id=job.run_id,
             backend=job.backend,
             device_name=_device_name(device),
             world_size=job.world_size,
-            nnodes=len(set(hosts)),
+            nnodes=len({i[4] for i in idents}),
+            groups=subgroup.count if subgroup else 1,
         )
         timer = CudaEventTimer() if device.type == "cuda" else HostTimer()
-        work = plan(cfg, job.world_size, job.backend)
+        work = plan(cfg, info.group_size, job.backend)
         if rank != 0 or job.run_dir is None:
-            RankBench(cfg, info, rank, device, timer, None, in_flight).run(work)
+            RankBench(cfg, info, rank, device, timer, None, in_flight, subgroup).run(work)
             return
         run_dir = Path(job.run_dir)
         meta = metadata.collect(
@@ -334,6 +340,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
             world_size=job.world_size,
             hosts=hosts,
             devices=[str(i[3]) for i in idents],
+            group_size=info.group_size,
         )
         metadata.write(run_dir, meta)
         writer = RowWriter(run_dir / "results.csv")
@@ -352,11 +359,12 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
                         average=cfg.average,
                         check=cfg.check,
                         seed=cfg.seed,
-                        ranks=idents,
+                        ranks=[(i[0], h, i[2], i[3]) for i, h in zip(idents, hosts, strict=True)],
+                        groups=info.groups,
                     )
                 )
                 started = time.time()
-                RankBench(cfg, info, rank, device, timer, sink, in_flight).run(work)
+                RankBench(cfg, info, rank, device, timer, sink, in_flight, subgroup).run(work)
                 sink.close()
         finally:
             writer.close()
@@ -375,6 +383,9 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
 def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
     """Join a job an external launcher started: this process is one rank."""
     notes = validate_for_world(cfg, env.world_size, backend)
+    preflight.check(env, backend, _gpu_count())
+    # torch's env:// reads these; Slurm and MPI jobs get them from detect().
+    launch.export(env)
     run_dir: Path | None = None
     if env.rank == 0:
         run_dir = make_run_dir(cfg, backend)
