@@ -505,13 +505,29 @@ def rendezvous(
     where = f"{host}:{port}" if host is not None else f"{env_host}:{env_port}"
     store: Any = None
     try:
-        if host is None:
-            if (rank != 0 or _agent_store()) and env_port.isdigit():
+        if host is None and _agent_store():
+            if env_port.isdigit():
                 _wait_listening(env_host, int(env_port), deadline, where)
             store, _, _ = next(
                 dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=left())
             )
+        elif host is None and world_size == 1 and not env_port:
+            # A world of one needs no address; a private store keeps torch's init happy.
+            store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, timeout=left())
+        elif host is None and rank == 0:
+            # What env:// does, minus its wait for every client inside the constructor:
+            # rank 0 checks in like the others, so a timeout can name the missing ranks.
+            store = dist.TCPStore(
+                env_host,
+                int(env_port),
+                world_size,
+                is_master=True,
+                timeout=left(),
+                wait_for_workers=False,
+                multi_tenant=True,
+            )
         else:
+            host, port = (env_host, int(env_port)) if host is None else (host, port)
             assert port is not None
             _wait_listening(host, port, deadline, where)
             store = dist.TCPStore(host, port, world_size, is_master=False, timeout=left())
