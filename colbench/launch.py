@@ -461,7 +461,7 @@ def _missing_ranks(store: Any, world_size: int, limit: int = 8) -> str:
     try:
         missing = [r for r in range(world_size) if not store.check([_arrival_key(r)])]
     except (RuntimeError, OSError):
-        return ""
+        return "; the store went away (its host, rank 0 or the launcher, gave up or died)"
     if not missing:
         return ""
     shown = ", ".join(map(str, missing[:limit])) + (", ..." if len(missing) > limit else "")

@@ -105,8 +105,10 @@ def _wait_all(procs: list[subprocess.Popen[str]], timeout_s: float) -> list[tupl
     return outputs
 
 
-def test_two_node_torchrun_job(two_nodes: TwoNodes, tmp_path: Path) -> None:
-    out = tmp_path / "run"
+def _torchrun_on_both(
+    two_nodes: TwoNodes, ifnames: tuple[str, str], torchrun_args: list[str], sweep: list[str]
+) -> tuple[list[subprocess.Popen[str]], list[tuple[str, str]]]:
+    """torchrun --nnodes 2 --nproc-per-node 2 in each namespace; waits for both."""
     master = two_nodes.addresses[0]
     procs = []
     for node in (0, 1):
@@ -119,18 +121,28 @@ def test_two_node_torchrun_job(two_nodes: TwoNodes, tmp_path: Path) -> None:
             # which address this node is reached at, as on any such cluster.
             "--rdzv-conf", f"is_host={node == 0}".lower(),
             "--local-addr", two_nodes.addresses[node],
-            "--log-dir", str(tmp_path / f"logs{node}"), "--redirects", "3",
-            "-m", "colbench", "sweep", "--op", "all_reduce,all_gather", "--sizes", "1K-1M",
-            "-n", "3", "-w", "1", "--out", str(out),
+            *[a.replace("{node}", str(node)) for a in torchrun_args],
+            "-m", "colbench", "sweep", *sweep,
         ]  # fmt: skip
-        env = _env(GLOO_SOCKET_IFNAME=two_nodes.interfaces[node])
+        env = _env(GLOO_SOCKET_IFNAME=ifnames[node])
         procs.append(
             subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                 cwd=REPO, start_new_session=True,
             )  # fmt: skip
         )
-    outputs = _wait_all(procs, JOB_TIMEOUT_S)
+    return procs, _wait_all(procs, JOB_TIMEOUT_S)
+
+
+def test_two_node_torchrun_job(two_nodes: TwoNodes, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    procs, outputs = _torchrun_on_both(
+        two_nodes,
+        two_nodes.interfaces,
+        ["--log-dir", str(tmp_path / "logs{node}"), "--redirects", "3"],
+        ["--op", "all_reduce,all_gather", "--sizes", "1K-1M", "-n", "3", "-w", "1"]
+        + ["--out", str(out)],
+    )
     for proc, (_, stderr) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, stderr[-3000:]
 
@@ -244,3 +256,32 @@ def test_preflight_catches_gloo_on_loopback_in_two_nodes(two_nodes: TwoNodes) ->
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_two_node_torchrun_job_with_gloo_on_loopback_fails_fast(
+    two_nodes: TwoNodes, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    started = time.monotonic()
+    procs, outputs = _torchrun_on_both(
+        two_nodes,
+        ("lo", "lo"),
+        [],
+        ["--op", "all_reduce", "--sizes", "1K", "--out", str(out), "--init-timeout", "100"],
+    )
+    elapsed_s = time.monotonic() - started
+    # Every rank stopped itself (usage error, exit 2) before any rendezvous: nothing
+    # waited for the 100 s --init-timeout or gloo's 300 s connect timeout.
+    assert elapsed_s < 60
+    for node, (proc, (_, stderr)) in enumerate(zip(procs, outputs, strict=True)):
+        assert proc.returncode != 0
+        errors = [line for line in stderr.splitlines() if line.startswith("colbench: error:")]
+        assert sorted(e.split(":")[2] for e in errors) == [
+            f" rank {2 * node}",
+            f" rank {2 * node + 1}",
+        ], stderr[-3000:]
+        for line in errors:
+            assert "loopback interface lo" in line
+            assert f"GLOO_SOCKET_IFNAME={two_nodes.interfaces[node]}" in line
+        assert "rendezvous of" not in stderr
+    assert not (out / "results.csv").exists()
