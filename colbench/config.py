@@ -182,14 +182,14 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     With ``--group-size`` every collective runs in groups of that size, so the group
     size is what ops and roots are checked against.
     """
+    what = "world"
     if cfg.group_size is not None:
         if world_size % cfg.group_size:
             raise UsageError(
                 f"--group-size {cfg.group_size} does not divide the world size {world_size}"
             )
-        world_size = cfg.group_size
+        what, world_size = "group", cfg.group_size
     if cfg.root >= world_size and any(c.rooted for c in cfg.collectives()):
-        what = "group" if cfg.group_size is not None else "world"
         raise UsageError(f"--root {cfg.root} is not a rank of a {what} of {world_size}")
     notes: list[str] = []
     for coll in cfg.collectives():
@@ -211,7 +211,7 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     if all(
         c.unsupported(world_size, backend) or not placements_for(c, cfg) for c in cfg.collectives()
     ):
-        raise UsageError(f"nothing to run at world size {world_size}: " + "; ".join(notes))
+        raise UsageError(f"nothing to run at {what} size {world_size}: " + "; ".join(notes))
     return notes
 
 

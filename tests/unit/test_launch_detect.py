@@ -7,6 +7,7 @@ import socket
 
 import pytest
 
+from colbench.envinfo import launch_lines
 from colbench.errors import UsageError
 from colbench.launch import (
     SLURM_PORT_BASE,
@@ -324,3 +325,16 @@ def test_node_id_is_this_kernel_and_network_namespace() -> None:
     assert host == socket.gethostname()
     assert int(netns) == os.stat("/proc/self/ns/net").st_ino
     assert node_id() == nid
+
+
+def test_env_command_names_launcher_hosts_and_sizes() -> None:
+    found = detect(SRUN)
+    assert found is not None
+    text = launch_lines(found)
+    assert text.splitlines()[0] == "slurm"
+    for expected in ("world size  8", "local world 2", "nodes       4", "gpu-a07, gpu-a08"):
+        assert expected in text, text
+    assert f"master      gpu-a07:{found.master_port}" in text
+    env_only = detect({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
+    assert env_only is not None
+    assert "nodes       not given (counted when the ranks meet)" in launch_lines(env_only)
