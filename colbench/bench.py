@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from colbench.config import SweepConfig, placements_for
 from colbench.dtypes import DTYPES, NO_REDOP, redop_supported
+from colbench.groups import Subgroup
 from colbench.memory import buffer_bytes, is_out_of_memory
 from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
 from colbench.results import SCHEMA_VERSION, STATUS_OK, STATUS_OOM
@@ -46,6 +47,13 @@ class RunInfo:
     world_size: int
     nnodes: int
     variant: str = ""
+    #: Groups the world is split into (--group-size); each has world_size // groups ranks.
+    groups: int = 1
+
+    @property
+    def group_size(self) -> int:
+        """Ranks one collective runs on: the n of the bandwidth formulas."""
+        return self.world_size // self.groups
 
 
 @dataclass
@@ -201,6 +209,7 @@ def make_row(
     """One CSV row; bandwidth is computed only here, from the combined time."""
     coll = work.coll
     algbw = coll.algbw_gbps(layout.size_bytes, times["time_us"])
+    busbw = algbw * coll.busbw_factor(info.group_size)
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": info.run_id,
@@ -209,6 +218,8 @@ def make_row(
         "device": info.device_name,
         "world_size": info.world_size,
         "nnodes": info.nnodes,
+        "group_size": info.group_size,
+        "groups": info.groups,
         "op": coll.name,
         "dtype": work.dtype if coll.sized else "none",
         "redop": work.redop,
@@ -222,7 +233,9 @@ def make_row(
         "average": cfg.average,
         **times,
         "algbw_gbps": algbw,
-        "busbw_gbps": algbw * coll.busbw_factor(info.world_size),
+        "busbw_gbps": busbw,
+        # Every group moves its own data at the same time: their bus bandwidths add up.
+        "aggbw_gbps": busbw * info.groups,
         "wrong": wrong,
         "status": STATUS_OK,
     }
@@ -287,7 +300,7 @@ def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
     transport; comparing this first turns that into one clear message.
     """
     items = [(w.coll.name, w.dtype, w.redop, w.requested, w.placements) for w in work]
-    fields = (cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.seed, cfg.average)
+    fields = (cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.seed, cfg.average, cfg.group_size)
     return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
 
 
@@ -331,6 +344,7 @@ class RankBench:
         timer: Timer,
         sink: RowSink | None,
         in_flight: InFlight | None = None,
+        subgroup: Subgroup | None = None,
     ) -> None:
         self.cfg = cfg
         self.info = info
@@ -340,6 +354,7 @@ class RankBench:
         self.sink = sink
         self.in_flight = in_flight or InFlight()
         self._fault = _Fault(rank, os.environ.get("COLBENCH_FAULT"))
+        self.subgroup = subgroup
 
     def run(self, work: Sequence[Work]) -> None:
         for item in work:
@@ -353,14 +368,17 @@ class RankBench:
                     self.sink.rows(item.coll, rows)
 
     def _context(self, item: Work) -> Context:
+        sub = self.subgroup
         return Context(
-            rank=self.rank,
-            world_size=self.info.world_size,
+            rank=self.rank if sub is None else sub.rank,
+            world_size=self.info.world_size if sub is None else sub.size,
             root=self.cfg.root,
             dtype=DTYPES[item.dtype],
             redop=item.redop,
             seed=self.cfg.seed,
             device=self.device,
+            group=None if sub is None else sub.group,
+            global_ranks=() if sub is None else sub.ranks,
         )
 
     def _allocate(self, item: Work, ctx: Context) -> tuple[int, dict[str, Storage]]:

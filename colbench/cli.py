@@ -34,7 +34,9 @@ Examples:
   colbench sweep --op all_reduce --sizes 1K-1G
   colbench sweep --op all --sizes 1K-16M --backend gloo --nprocs 4 --dtype float32,bfloat16
   colbench sweep --op all_gather -b 8 -e 128M -f 2 -n 20 -w 5 -c 1
+  colbench sweep --op all_reduce --sizes 1K-64M --nprocs 4 --group-size 2
   colbench sweep --op all_reduce --env NCCL_ALGO=Ring,Tree --env NCCL_PROTO=LL,Simple --plot
+  torchrun --nproc-per-node 2 -m colbench sweep --op all_reduce --sizes 1K-1M
 
 Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 rank failure,
 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
@@ -124,6 +126,18 @@ def sweep(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Process-group timeout in seconds.")
     ] = 300.0,
+    init_timeout: Annotated[
+        float,
+        typer.Option("--init-timeout", help="Seconds for every rank to join the rendezvous."),
+    ] = 120.0,
+    group_size: Annotated[
+        int | None,
+        typer.Option(
+            "--group-size",
+            help="Split the world into contiguous groups of this many ranks, all running "
+            "each collective at once (busbw uses the group size as n).",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the deterministic input data.")] = 0,
     out: Annotated[
         str | None, typer.Option("--out", help="Run directory (must be new or empty).")
@@ -191,6 +205,8 @@ def sweep(
         backend=_choice("--backend", backend, ("auto", "gloo", "nccl")),
         nprocs=nprocs,
         timeout_s=timeout,
+        init_timeout_s=init_timeout,
+        group_size=group_size,
         seed=seed,
         out_dir=out,
         results_root=results_dir,

@@ -55,6 +55,11 @@ class SweepConfig:
     """Ranks to spawn when no launcher started us (default: GPUs for NCCL, 2 for gloo)."""
     timeout_s: float = 300.0
     """Process-group timeout: a collective that takes longer fails the run."""
+    init_timeout_s: float = 120.0
+    """Rendezvous timeout: every rank must have joined within this many seconds."""
+    group_size: int | None = None
+    """Split the world into contiguous groups of this many ranks that run every
+    collective at once (nccl-tests' NCCL_TESTS_SPLIT); None = one group of all ranks."""
     seed: int = 0
     """Seed of the deterministic input data."""
     out_dir: str | None = None
@@ -166,6 +171,10 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError(f"--root must be a rank (0 or more), got {cfg.root}")
     if cfg.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {cfg.timeout_s:g}")
+    if cfg.init_timeout_s <= 0:
+        raise UsageError(f"--init-timeout must be positive, got {cfg.init_timeout_s:g}")
+    if cfg.group_size is not None and cfg.group_size < 1:
+        raise UsageError(f"--group-size must be at least 1, got {cfg.group_size}")
     if all(c.uses_redop for c in cfg.collectives()):
         reasons = [
             why for d in cfg.dtypes for r in cfg.redops if (why := redop_supported(r, DTYPES[d]))
@@ -179,9 +188,20 @@ def validate(cfg: SweepConfig) -> None:
 
 
 def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
-    """Checks that need the world size; returns warnings for combinations that will be skipped."""
+    """Checks that need the world size; returns warnings for combinations that will be skipped.
+
+    With ``--group-size`` every collective runs in groups of that size, so the group
+    size is what ops and roots are checked against.
+    """
+    what = "world"
+    if cfg.group_size is not None:
+        if world_size % cfg.group_size:
+            raise UsageError(
+                f"--group-size {cfg.group_size} does not divide the world size {world_size}"
+            )
+        what, world_size = "group", cfg.group_size
     if cfg.root >= world_size and any(c.rooted for c in cfg.collectives()):
-        raise UsageError(f"--root {cfg.root} is not a rank of a world of {world_size}")
+        raise UsageError(f"--root {cfg.root} is not a rank of a {what} of {world_size}")
     notes: list[str] = []
     for coll in cfg.collectives():
         reason = coll.unsupported(world_size, backend)
@@ -202,7 +222,7 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     if all(
         c.unsupported(world_size, backend) or not placements_for(c, cfg) for c in cfg.collectives()
     ):
-        raise UsageError(f"nothing to run at world size {world_size}: " + "; ".join(notes))
+        raise UsageError(f"nothing to run at {what} size {world_size}: " + "; ".join(notes))
     return notes
 
 

@@ -6,7 +6,7 @@ import os
 
 from colbench import metadata
 from colbench.errors import UsageError
-from colbench.launch import detect
+from colbench.launch import LaunchEnv, detect
 
 
 def describe() -> str:
@@ -28,12 +28,7 @@ def describe() -> str:
     ]
     try:
         launch = detect()
-        launcher = (
-            f"{launch.launcher} (rank {launch.rank} of {launch.world_size}, local rank "
-            f"{launch.local_rank}, master {launch.master_addr}:{launch.master_port})"
-            if launch
-            else "none: colbench spawns its own ranks"
-        )
+        launcher = launch_lines(launch) if launch else "none: colbench spawns its own ranks"
     except UsageError as exc:
         launcher = f"misconfigured: {exc}"
         launch = None
@@ -57,3 +52,24 @@ def describe() -> str:
     if env:
         lines.append("environment   " + " ".join(f"{k}={v}" for k, v in env.items()))
     return "\n".join(lines)
+
+
+def launch_lines(launch: LaunchEnv) -> str:
+    """What the launcher says about the job; nodes it does not name are counted at run time."""
+
+    def known(value: object) -> str:
+        return "not given (counted when the ranks meet)" if value is None else str(value)
+
+    hosts = launch.hosts
+    shown = ", ".join(hosts[:8]) + (f", ... ({len(hosts)} in all)" if len(hosts) > 8 else "")
+    return "\n".join(
+        [
+            launch.launcher,
+            f"  rank        {launch.rank} (local rank {launch.local_rank})",
+            f"  world size  {launch.world_size}",
+            f"  local world {known(launch.local_world_size)}",
+            f"  nodes       {known(launch.nnodes)}",
+            f"  hosts       {shown or 'not listed by the launcher'}",
+            f"  master      {launch.master_addr}:{launch.master_port}",
+        ]
+    )

@@ -12,6 +12,7 @@ import os
 import platform
 import socket
 import sys
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,11 @@ def collect(
     hosts: list[str],
     devices: list[str],
     pids: list[int] | None = None,
+    group_size: int | None = None,
 ) -> dict[str, Any]:
+    """``hosts`` holds one node label per rank, in rank order."""
+    per_node = Counter(hosts)
+    sizes = set(per_node.values())
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -94,6 +99,10 @@ def collect(
         "rank_hosts": hosts,
         "rank_pids": pids or [],
         "nnodes": len(set(hosts)),
+        # One number when every node runs as many ranks, else ranks per node label.
+        "local_world_size": sizes.pop() if len(sizes) == 1 else dict(sorted(per_node.items())),
+        "group_size": group_size or world_size,
+        "groups": world_size // (group_size or world_size),
         "devices": devices,
         "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
         "platform": platform.platform(),

@@ -2,7 +2,9 @@
 
 History of SCHEMA_VERSION (bump on any change of columns or their meaning):
   1 - first release.
-  2 - `status` column: ok, or why a row has no measurement (oom).
+  2 - `status` column: ok, or why a row has no measurement (oom); process subgroups
+      (--group-size): group_size and groups after nnodes, aggbw_gbps after busbw_gbps;
+      algbw/busbw use the group size as n.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ COLUMNS: dict[str, str] = {
     "variant": "environment variant of the run, e.g. NCCL_ALGO=Tree (empty: none)",
     "backend": "torch.distributed backend: gloo or nccl",
     "device": "cpu, or the GPU model",
-    "world_size": "ranks taking part: the n of the bandwidth formulas",
-    "nnodes": "distinct hosts the ranks ran on",
+    "world_size": "ranks in the whole job",
+    "nnodes": "distinct nodes (kernel and network namespace) the ranks ran on",
+    "group_size": "ranks each collective runs on: the n of the bandwidth formulas",
+    "groups": "groups of group_size ranks running the collective at the same time",
     "op": "collective (see `colbench explain OP`)",
     "dtype": "element type (torch name)",
     "redop": "reduction operator, or none for ops that do not reduce",
@@ -43,7 +47,8 @@ COLUMNS: dict[str, str] = {
     "time_p99_us": "99th-percentile iteration",
     "time_max_us": "slowest iteration",
     "algbw_gbps": "algorithm bandwidth: size_bytes / time_us, in GB/s (1e9 bytes/s)",
-    "busbw_gbps": "bus bandwidth: algbw * the op's factor (see explain), in GB/s",
+    "busbw_gbps": "bus bandwidth of one group: algbw * the op's factor (see explain), in GB/s",
+    "aggbw_gbps": "aggregate bus bandwidth of all groups: busbw_gbps * groups, in GB/s",
     "wrong": "wrong elements summed over ranks; empty when not checked",
     "status": "ok, or oom when the buffers could not be allocated (no measurement)",
 }

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colbench import __version__, memory, metadata, supervise
+from colbench import __version__, launch, memory, metadata, preflight, supervise
 from colbench.bench import (
     InFlight,
     RankBench,
@@ -32,6 +32,7 @@ from colbench.bench import (
 )
 from colbench.config import SweepConfig, validate_for_world
 from colbench.errors import ExitCode, RankFailure, UsageError
+from colbench.groups import split_world
 from colbench.launch import LaunchEnv, detect
 from colbench.ops import REGISTRY
 from colbench.report.console import TableSink, run_header
@@ -159,9 +160,10 @@ def run_sweep(cfg: SweepConfig) -> int:
 def _checked_notes(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
     """Validation that needs the world size; refuses a sweep that would measure nothing."""
     notes = validate_for_world(cfg, world_size, backend)
-    if count_units(plan(cfg, world_size, backend)) == 0:
+    n = cfg.group_size or world_size
+    if count_units(plan(cfg, n, backend)) == 0:
         raise UsageError(
-            f"nothing to run: at {world_size} ranks every size leaves less than one 16-byte "
+            f"nothing to run: at {n} ranks every size leaves less than one 16-byte "
             "chunk per rank; use larger sizes"
         )
     return notes
@@ -397,15 +399,17 @@ def _init_process_group(job: RankJob, rank: int, device: Any) -> Any:
         # Eager NCCL init: the communicator exists (and fails) here, not on the first call,
         # and the process-group timeout covers it.
         kwargs["device_id"] = device
-    if job.store_port is not None:
-        assert job.store_host is not None
-        store = dist.TCPStore(
-            job.store_host, job.store_port, job.world_size, is_master=False, timeout=timeout
-        )
-        dist.init_process_group(job.backend, store=store, **kwargs)
-        return store
-    dist.init_process_group(job.backend, init_method="env://", **kwargs)
-    return None
+    # store_host None: env:// (an external launcher's MASTER_ADDR, or torchrun's store).
+    store = launch.rendezvous(
+        job.store_host,
+        job.store_port,
+        rank,
+        job.world_size,
+        job.cfg.init_timeout_s,
+        job.cfg.timeout_s,
+    )
+    dist.init_process_group(job.backend, store=store, **kwargs)
+    return store
 
 
 def _device_name(device: Any) -> str:
@@ -452,8 +456,10 @@ def _measurement_warnings() -> list[str]:
     return warnings
 
 
-def _plan_for_rank(cfg: SweepConfig, job: RankJob, device: Any) -> tuple[list[Work], list[str]]:
-    work = plan(cfg, job.world_size, job.backend)
+def _plan_for_rank(
+    cfg: SweepConfig, job: RankJob, device: Any, group_size: int
+) -> tuple[list[Work], list[str]]:
+    work = plan(cfg, group_size, job.backend)
     if cfg.memory_check == "off":
         return work, []
     budget = _agreed_budget(cfg, device, job.world_size)
@@ -475,10 +481,12 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     in_flight.store = _init_process_group(job, rank, device)
     try:
         in_flight.step("setup")
-        ident = (rank, socket.gethostname(), os.getpid(), _device_name(device))
+        ident = (rank, socket.gethostname(), os.getpid(), _device_name(device), launch.node_id())
         idents: list[Any] = [None] * job.world_size
         dist.all_gather_object(idents, ident)
-        hosts = [str(i[1]) for i in idents]
+        # Node labels, not bare host names: namespaces and containers share a host name.
+        hosts = launch.node_labels([str(i[4]) for i in idents])
+        subgroup = split_world(cfg.group_size, job.world_size, rank) if cfg.group_size else None
         env_seen: list[Any] = [None] * job.world_size
         if job.variant_keys:
             # Proof, kept in meta.json, that every rank started with its variant's values.
@@ -488,14 +496,15 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
             backend=job.backend,
             device_name=_device_name(device),
             world_size=job.world_size,
-            nnodes=len(set(hosts)),
+            nnodes=len({i[4] for i in idents}),
+            groups=subgroup.count if subgroup else 1,
             variant=job.variant,
         )
         timer = CudaEventTimer() if device.type == "cuda" else HostTimer()
-        work, memory_notes = _plan_for_rank(cfg, job, device)
+        work, memory_notes = _plan_for_rank(cfg, job, device, info.group_size)
         _check_same_plan(cfg, work, job.world_size)
         if rank != 0 or job.run_dir is None:
-            RankBench(cfg, info, rank, device, timer, None, in_flight).run(work)
+            RankBench(cfg, info, rank, device, timer, None, in_flight, subgroup).run(work)
             return
         run_dir = Path(job.run_dir)
         meta = metadata.collect(
@@ -507,6 +516,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
             hosts=hosts,
             devices=[str(i[3]) for i in idents],
             pids=[int(i[2]) for i in idents],
+            group_size=info.group_size,
         )
         warnings = _measurement_warnings()
         meta.update(warnings=warnings + memory_notes, plan_digest=plan_digest(cfg, work))
@@ -534,11 +544,12 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
                         average=cfg.average,
                         check=cfg.check,
                         seed=cfg.seed,
-                        ranks=idents,
+                        ranks=[(i[0], h, i[2], i[3]) for i, h in zip(idents, hosts, strict=True)],
+                        groups=info.groups,
                     )
                 )
                 started = time.time()
-                RankBench(cfg, info, rank, device, timer, sink, in_flight).run(work)
+                RankBench(cfg, info, rank, device, timer, sink, in_flight, subgroup).run(work)
                 sink.close()
         finally:
             writer.close()
@@ -564,6 +575,9 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
 def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
     """Join a job an external launcher started: this process is one rank."""
     notes = _checked_notes(cfg, env.world_size, backend)
+    preflight.check(env, backend, _gpu_count())
+    # torch's env:// reads these; Slurm and MPI jobs get them from detect().
+    launch.export(env)
     run_dir: Path | None = None
     if env.rank == 0:
         run_dir = make_run_dir(cfg, backend)

@@ -143,6 +143,8 @@ SCHEMA: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "memory_check": ("memory_check", _choice("skip", "refuse", "off")),
     "memory_limit": ("memory_limit", _size),
     "debug": ("debug", _boolean),
+    "init_timeout": ("init_timeout", _number),
+    "group_size": ("group_size", _integer),
     "variants": ("env", _variants),
     "env": ("env", _variants),
 }

@@ -7,6 +7,7 @@ count. Each ``colbench/ops/<name>.py`` subclasses :class:`Collective` once.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -54,8 +55,9 @@ class Context:
     def global_rank(self, group_rank: int) -> int:
         return self.global_ranks[group_rank] if self.global_ranks else group_rank
 
-    @property
+    @functools.cached_property
     def reduce_op(self) -> dist.ReduceOp:
+        # Cached: run() reads it inside the timed loop, where every lookup is overhead.
         return torch_redop(self.redop)
 
 

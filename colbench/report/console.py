@@ -107,10 +107,12 @@ def run_header(
     check: bool,
     seed: int,
     ranks: Sequence[tuple[int, str, int, str]] = (),
+    groups: int = 1,
 ) -> list[str]:
+    split = f" in {groups} groups of {world_size // groups}" if groups > 1 else ""
     lines = [
-        f"# colbench {__version__}: {', '.join(ops)} on {backend}, {world_size} rank(s) on "
-        f"{nnodes} host(s), device {device}",
+        f"# colbench {__version__}: {', '.join(ops)} on {backend}, {world_size} rank(s){split} "
+        f"on {nnodes} host(s), device {device}",
         f"# warmup {warmup}, iters {iters}, average {average}, check {'on' if check else 'off'}, "
         f"seed {seed}",
         f"# {UNITS_NOTE}",

@@ -83,6 +83,7 @@ def test_variants_need_colbench_to_start_the_ranks(
     for key, value in {
         "RANK": "0",
         "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": "29999",
     }.items():
@@ -92,5 +93,5 @@ def test_variants_need_colbench_to_start_the_ranks(
         main(["sweep", "--sizes", "1K", "--backend", "gloo", "--env", "X=1,2", "--out", str(out)])
     err = capsys.readouterr().err
     assert info.value.code == 2 and err.count("\n") == 1
-    assert "--env variants need fresh ranks per variant" in err and "under env" in err
+    assert "--env variants need fresh ranks per variant" in err and "export the variable" in err
     assert not out.exists()

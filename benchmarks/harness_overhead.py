@@ -1,0 +1,119 @@
+"""Harness overhead: colbench's per-call time against a minimal hand-written loop.
+
+Both run in the same ranks, alternating round by round, on the same buffer sizes:
+the hand loop is barrier, perf_counter_ns, N blocking all_reduce calls, perf_counter_ns.
+colbench runs its real per-rank loop (RankBench) on a one-size plan and reports
+time_us. The figure is median(colbench) / median(hand) over the rounds.
+
+Targets (issue #6): <= 1.05 for a 4-byte all_reduce at world size 1 (pure harness
+cost), <= 1.03 at 1 MiB and above at world size 2.
+
+    python benchmarks/harness_overhead.py [--rounds 15] [--iters 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from colbench.bench import RankBench, RunInfo, plan
+from colbench.config import SweepConfig
+from colbench.launch import free_port
+from colbench.timing import HostTimer
+
+CASES = ((1, 4, 1.05), (2, 1 << 20, 1.03), (2, 4 << 20, 1.03))
+
+
+class _Rows:
+    def __init__(self) -> None:
+        self.time_us: list[float] = []
+
+    def rows(self, coll: Any, rows: Any) -> None:
+        self.time_us.extend(float(r["time_us"]) for r in rows)
+
+    def note(self, message: str) -> None:
+        pass
+
+
+def _hand_loop(x: torch.Tensor, iters: int, warmup: int) -> float:
+    for _ in range(warmup):
+        dist.all_reduce(x)
+    dist.barrier()
+    start = time.perf_counter_ns()
+    for _ in range(iters):
+        dist.all_reduce(x)
+    mine = torch.tensor([(time.perf_counter_ns() - start) / iters / 1e3], dtype=torch.float64)
+    # Same combination as colbench's default (-a avg): mean of the ranks' batch means.
+    dist.all_reduce(mine)
+    return float(mine.item()) / dist.get_world_size()
+
+
+def _rank(
+    rank: int, world: int, port: int, size_bytes: int, rounds: int, iters: int, out: Any
+) -> None:
+    store = dist.TCPStore(
+        "127.0.0.1", port, world, is_master=rank == 0, timeout=datetime.timedelta(seconds=120)
+    )
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    cfg = SweepConfig(
+        ops=("all_reduce",), sizes_bytes=(size_bytes,), iters=iters, warmup=5, check=False
+    )
+    work = plan(cfg, world, "gloo")
+    info = RunInfo("bench", "gloo", "cpu", world, 1)
+    x = torch.ones(size_bytes // 4)
+    hand: list[float] = []
+    sink = _Rows()
+    for i in range(rounds):
+        # Alternate which goes first so drift in the machine's load hits both alike.
+        order = (0, 1) if i % 2 == 0 else (1, 0)
+        for which in order:
+            if which == 0:
+                hand.append(_hand_loop(x, iters, 5))
+            else:
+                RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink).run(work)
+    if rank == 0:
+        out.put((hand, sink.time_us))
+    dist.destroy_process_group()
+
+
+def measure(world: int, size_bytes: int, rounds: int, iters: int) -> tuple[float, float]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    mp.start_processes(
+        _rank,
+        args=(world, free_port(), size_bytes, rounds, iters, queue),
+        nprocs=world,
+        start_method="spawn",
+    )
+    hand, harness = queue.get()
+    return statistics.median(hand), statistics.median(harness)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--iters", type=int, default=200)
+    args = parser.parse_args()
+    failed = 0
+    print(f"{'case':<28}{'hand us':>10}{'colbench us':>13}{'ratio':>8}{'target':>8}  verdict")
+    for world, size_bytes, target in CASES:
+        hand, harness = measure(world, size_bytes, args.rounds, args.iters)
+        ratio = harness / hand
+        ok = ratio <= target
+        failed += not ok
+        case = f"all_reduce {size_bytes} B, n={world}"
+        verdict = "PASS" if ok else "FAIL"
+        print(f"{case:<28}{hand:>10.2f}{harness:>13.2f}{ratio:>8.3f}{target:>8.2f}  {verdict}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
