@@ -195,6 +195,17 @@ def rank_environment(
     return env
 
 
+def start_method(backend: str) -> str:
+    """How ranks are started: forked on CPU, spawned with CUDA.
+
+    A forked rank inherits the parent's imported torch, so it is ready in milliseconds
+    instead of re-importing torch (seconds on a small machine). CUDA cannot be used
+    in a forked child, so GPU ranks are spawned; so is every rank where fork is not
+    the platform's safe default.
+    """
+    return "fork" if backend == "gloo" and sys.platform.startswith("linux") else "spawn"
+
+
 def _listen_loopback() -> socket.socket:
     """A listening socket on 127.0.0.1 for the store: TCPStore alone binds every interface."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -235,7 +246,11 @@ def _spawn_and_wait(
     )
     with supervise.StopSignals() as stop:
         context = mp.start_processes(
-            _spawned_rank, args=(job,), nprocs=world_size, join=False, start_method="spawn"
+            _spawned_rank,
+            args=(job,),
+            nprocs=world_size,
+            join=False,
+            start_method=start_method(backend),
         )
         processes = context.processes
         exit_codes = supervise.wait_for_ranks(processes, stop)
@@ -322,6 +337,9 @@ def _spawned_rank(local_rank: int, job: RankJob) -> None:
     supervise.die_with_parent()
     # The parent decides what an interrupt means; ranks just get terminated.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A forked rank inherits the parent's SIGTERM handler; the parent's terminate()
+    # must end it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ.update(job.env)
     if job.run_dir is not None:
         _divert_stderr(Path(job.run_dir) / f"rank{local_rank}.log", keep_python=local_rank == 0)
