@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import statistics
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -205,8 +206,13 @@ def make_row(
     in_place: bool,
     times: dict[str, float],
     wrong: int | None,
+    iters: int | None = None,
 ) -> dict[str, Any]:
-    """One CSV row; bandwidth is computed only here, from the combined time."""
+    """One CSV row; bandwidth is computed only here, from the combined time.
+
+    ``iters`` is the timed batch's length when it differs from ``cfg.iters``
+    (``--time-budget`` picks it per size).
+    """
     coll = work.coll
     algbw = coll.algbw_gbps(layout.size_bytes, times["time_us"])
     busbw = algbw * coll.busbw_factor(info.group_size)
@@ -229,7 +235,7 @@ def make_row(
         "size_bytes": layout.size_bytes,
         "count": layout.count,
         "warmup": cfg.warmup,
-        "iters": cfg.iters,
+        "iters": cfg.iters if iters is None else iters,
         "average": cfg.average,
         **times,
         "algbw_gbps": algbw,
@@ -258,7 +264,9 @@ def oom_row(
     return row
 
 
-def fit_to_memory(work: Sequence[Work], budget_bytes: int) -> tuple[list[Work], list[str]]:
+def fit_to_memory(
+    work: Sequence[Work], budget_bytes: int, sets: int = 1
+) -> tuple[list[Work], list[str]]:
     """Drop the sizes whose buffers would not fit in ``budget_bytes`` per rank.
 
     Every rank must call this with the same budget (the minimum over ranks) so that
@@ -272,13 +280,13 @@ def fit_to_memory(work: Sequence[Work], budget_bytes: int) -> tuple[list[Work], 
             continue
         elem = DTYPES[item.dtype].elem_bytes
         fits = [
-            buffer_bytes(item.coll, lay, elem, item.placements) <= budget_bytes
+            buffer_bytes(item.coll, lay, elem, item.placements, sets) <= budget_bytes
             for lay in item.layouts
         ]
         n_fit = sum(fits)
         if n_fit < len(fits):
             first_bad = item.layouts[n_fit]
-            need = buffer_bytes(item.coll, first_bad, elem, item.placements)
+            need = buffer_bytes(item.coll, first_bad, elem, item.placements, sets)
             notes.append(
                 f"{item.coll.name} {item.dtype}: sizes from {item.requested[n_fit]} B need "
                 f"{need / 2**20:.0f} MiB per rank, more than the {budget_bytes / 2**20:.0f} MiB "
@@ -332,6 +340,24 @@ class _Fault:
             raise RuntimeError(f"fault injected by COLBENCH_FAULT at timed batch {self.count}")
 
 
+#: Upper bound on a --time-budget batch, so a sub-microsecond call cannot run for ever.
+MAX_BUDGET_ITERS = 100_000
+
+
+class _Rotation:
+    """Calls each buffer set's collective in turn (``--rotate``)."""
+
+    __slots__ = ("_calls", "_next")
+
+    def __init__(self, calls: Sequence[Any]) -> None:
+        self._calls = tuple(calls)
+        self._next = 0
+
+    def __call__(self) -> None:
+        self._calls[self._next % len(self._calls)]()
+        self._next += 1
+
+
 class RankBench:
     """The loop of one rank over the whole plan."""
 
@@ -381,7 +407,7 @@ class RankBench:
             global_ranks=() if sub is None else sub.ranks,
         )
 
-    def _allocate(self, item: Work, ctx: Context) -> tuple[int, dict[str, Storage]]:
+    def _allocate(self, item: Work, ctx: Context) -> tuple[int, dict[str, list[Storage]]]:
         """Storage for the largest size every rank could allocate: (sizes usable, storages).
 
         All ranks agree on the outcome (a failed allocation on one rank must not send
@@ -393,10 +419,15 @@ class RankBench:
             layout = item.layouts[usable - 1]
             flight.size_bytes = layout.size_bytes
             flight.step("allocation")
-            storages: dict[str, Storage] = {}
+            storages: dict[str, list[Storage]] = {}
             try:
                 for placement in item.placements:
-                    storages[placement] = item.coll.allocate(layout, ctx, placement == "in")
+                    # --rotate: several buffer sets, cycled call by call, so no call finds
+                    # its data still in cache from the previous one.
+                    storages[placement] = [
+                        item.coll.allocate(layout, ctx, placement == "in")
+                        for _ in range(self.cfg.rotate)
+                    ]
                 ok = 1
             except Exception as exc:
                 if not is_out_of_memory(exc):
@@ -427,21 +458,29 @@ class RankBench:
                 if index >= usable:
                     rows.append(oom_row(self.info, self.cfg, item, requested, layout, in_place))
                     continue
-                bufs = coll.views(storages[placement], layout, ctx, in_place)
-                times = self._time(coll, bufs, ctx)
+                sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
+                bufs = sets[0]
+                times, iters = self._time(coll, sets, ctx)
                 wrong = self._verify(coll, bufs, ctx) if self.cfg.check and coll.sized else None
                 rows.append(
-                    make_row(self.info, self.cfg, item, requested, layout, in_place, times, wrong)
+                    make_row(
+                        self.info, self.cfg, item, requested, layout, in_place, times, wrong, iters
+                    )
                 )
             yield rows
         flight.op, flight.dtype, flight.size_bytes, flight.phase = "", "", None, "between ops"
         del storages
 
-    def _time(self, coll: Collective, bufs: Buffers, ctx: Context) -> dict[str, float]:
+    def _time(
+        self, coll: Collective, sets: Sequence[Buffers], ctx: Context
+    ) -> tuple[dict[str, float], int]:
+        """Warm up, then time one batch; returns the combined times and the batch length."""
         flight = self.in_flight
         flight.step("fill")
-        coll.fill(bufs, ctx)
-        call = functools.partial(coll.run, bufs, ctx)
+        for bufs in sets:
+            coll.fill(bufs, ctx)
+        calls = [functools.partial(coll.run, bufs, ctx) for bufs in sets]
+        call = calls[0] if len(calls) == 1 else _Rotation(calls)
         flight.step("warm-up")
         for _ in range(self.cfg.warmup):
             call()
@@ -450,9 +489,29 @@ class RankBench:
         dist.barrier()
         flight.step("timed batch")
         self._fault.tick()
-        iter_us = self.timer.time_batch(call, self.cfg.iters)
+        iters = self.cfg.iters
+        iter_us = self.timer.time_batch(call, iters)
+        budget_s = self.cfg.time_budget_s
+        if budget_s is not None:
+            # pyperf-style calibration: the fixed batch above estimates the cost of one
+            # call; if the budget allows more, time a longer batch (all ranks agree on
+            # its length) and keep that instead.
+            iters = self._budget_iters(iter_us, budget_s)
+            if iters > self.cfg.iters:
+                dist.barrier()
+                iter_us = self.timer.time_batch(call, iters)
+            else:
+                iters = self.cfg.iters
         flight.step("combining times")
-        return combine_times(self._gather_times(iter_us), self.cfg.average)
+        return combine_times(self._gather_times(iter_us), self.cfg.average), iters
+
+    def _budget_iters(self, calibration_us: list[float], budget_s: float) -> int:
+        """Iterations that fill ``budget_s`` at the slowest rank's pace (agreed by all)."""
+        per_call_us = torch.tensor(
+            [max(statistics.median(calibration_us), 1e-3)], dtype=torch.float64, device=self.device
+        )
+        dist.all_reduce(per_call_us, op=dist.ReduceOp.MAX)
+        return min(MAX_BUDGET_ITERS, int(budget_s * 1e6 / float(per_call_us.item())))
 
     def _gather_times(self, iter_us: list[float]) -> list[list[float]]:
         n = self.info.world_size

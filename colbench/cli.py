@@ -163,6 +163,22 @@ def sweep(
         str | None,
         typer.Option("--memory-limit", help="Cap on buffer memory per rank, e.g. 512M (binary)."),
     ] = None,
+    time_budget: Annotated[
+        float | None,
+        typer.Option(
+            "--time-budget",
+            help="Seconds of timed calls per size: iterations adapt to fill it "
+            "(--iters is then the minimum).",
+        ),
+    ] = None,
+    rotate: Annotated[
+        int,
+        typer.Option("--rotate", help="Cycle N buffer sets call by call so caches do not help."),
+    ] = 1,
+    cuda_graph: Annotated[
+        bool,
+        typer.Option("--cuda-graph", "-G", help="NCCL: capture the timed batch in a CUDA graph."),
+    ] = False,
     debug: Annotated[
         bool,
         typer.Option(
@@ -214,6 +230,9 @@ def sweep(
         table=table,
         memory_check=_choice("--memory-check", memory_check, ("skip", "refuse", "off")),
         memory_limit_bytes=parse_size(memory_limit) if memory_limit is not None else None,
+        time_budget_s=time_budget,
+        rotate=rotate,
+        cuda_graph=cuda_graph,
         debug=debug,
         command_line=tuple(sys.argv),
         env_axes=parse_axes(env or []),

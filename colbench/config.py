@@ -74,6 +74,13 @@ class SweepConfig:
     """Before allocating: ``skip`` sizes that do not fit, ``refuse`` the sweep, or ``off``."""
     memory_limit_bytes: int | None = None
     """Cap on the buffer memory one rank may use (on top of what the machine has)."""
+    time_budget_s: float | None = None
+    """Per size: time as many iterations as fit in this many seconds (``--iters`` is then
+    the minimum), instead of a fixed count."""
+    rotate: int = 1
+    """Buffer sets cycled call by call, so caches do not flatter repeated calls."""
+    cuda_graph: bool = False
+    """NCCL: capture the timed batch in a CUDA graph and replay it (nccl-tests' -G)."""
     debug: bool = False
     """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
@@ -169,6 +176,10 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError(f"--nprocs must be at least 1, got {cfg.nprocs}")
     if cfg.root < 0:
         raise UsageError(f"--root must be a rank (0 or more), got {cfg.root}")
+    if cfg.time_budget_s is not None and cfg.time_budget_s <= 0:
+        raise UsageError(f"--time-budget must be positive, got {cfg.time_budget_s:g}")
+    if not 1 <= cfg.rotate <= 64:
+        raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.rotate}")
     if cfg.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {cfg.timeout_s:g}")
     if cfg.init_timeout_s <= 0:
@@ -202,6 +213,10 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
         what, world_size = "group", cfg.group_size
     if cfg.root >= world_size and any(c.rooted for c in cfg.collectives()):
         raise UsageError(f"--root {cfg.root} is not a rank of a {what} of {world_size}")
+    if cfg.cuda_graph and backend != "nccl":
+        raise UsageError(
+            "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"
+        )
     notes: list[str] = []
     for coll in cfg.collectives():
         reason = coll.unsupported(world_size, backend)

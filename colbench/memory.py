@@ -22,17 +22,18 @@ _UNLIMITED = 1 << 60
 
 
 def buffer_bytes(
-    coll: Collective, layout: Layout, elem_bytes: int, placements: tuple[str, ...]
+    coll: Collective, layout: Layout, elem_bytes: int, placements: tuple[str, ...], sets: int = 1
 ) -> int:
     """Bytes one rank allocates for ``layout`` in every placement at once (bench keeps
-    one storage per placement alive), plus verification scratch."""
+    one storage per placement alive, ``sets`` of them with --rotate), plus verification
+    scratch."""
     total = 0
     for placement in placements:
         if placement == "in":
             total += max(layout.send_numel, layout.recv_numel) * elem_bytes
         else:
             total += (layout.send_numel + layout.recv_numel) * elem_bytes
-    return total + VERIFY_SCRATCH_BYTES
+    return total * sets + VERIFY_SCRATCH_BYTES
 
 
 def _read_int(path: Path) -> int | None:

@@ -38,6 +38,7 @@ from colbench.ops import REGISTRY
 from colbench.report.console import TableSink, run_header
 from colbench.report.progress import progress_bar
 from colbench.results import SCHEMA_VERSION, STATUS_OOM, RowWriter
+from colbench.timing import Timer
 from colbench.variants import Variant, environment, expand, ignored_by_backend
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
@@ -430,6 +431,15 @@ def _init_process_group(job: RankJob, rank: int, device: Any) -> Any:
     return store
 
 
+def make_timer(device_type: str, cuda_graph: bool) -> Timer:
+    """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph."""
+    from colbench.timing import CudaEventTimer, CudaGraphTimer, HostTimer
+
+    if device_type != "cuda":
+        return HostTimer()
+    return CudaGraphTimer() if cuda_graph else CudaEventTimer()
+
+
 def _device_name(device: Any) -> str:
     import torch
 
@@ -481,7 +491,7 @@ def _plan_for_rank(
     if cfg.memory_check == "off":
         return work, []
     budget = _agreed_budget(cfg, device, job.world_size)
-    fitted, notes = fit_to_memory(work, budget)
+    fitted, notes = fit_to_memory(work, budget, cfg.rotate)
     if notes and cfg.memory_check == "refuse":
         raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
     return fitted, [f"{note}; skipped" for note in notes]
@@ -490,8 +500,6 @@ def _plan_for_rank(
 def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> None:
     """One rank's whole life: join the group, run the plan, leave."""
     import torch.distributed as dist
-
-    from colbench.timing import CudaEventTimer, HostTimer
 
     cfg = job.cfg
     device = _device_for(job.backend, local_rank)
@@ -518,7 +526,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
             groups=subgroup.count if subgroup else 1,
             variant=job.variant,
         )
-        timer = CudaEventTimer() if device.type == "cuda" else HostTimer()
+        timer = make_timer(device.type, cfg.cuda_graph)
         work, memory_notes = _plan_for_rank(cfg, job, device, info.group_size)
         _check_same_plan(cfg, work, job.world_size)
         if rank != 0 or job.run_dir is None:

@@ -75,3 +75,50 @@ class CudaEventTimer:
 
     def synchronize(self) -> None:
         self._device_synchronize()
+
+
+class CudaGraphTimer:
+    """GPU (NCCL), ``--cuda-graph``: the whole batch captured in one CUDA graph, replayed
+    between two events (nccl-tests' -G).
+
+    Replaying a graph removes the per-call launch cost from the host, which is what
+    dominates small-message latency. Capture happens before the timed replay and is not
+    timed. A graph replay has no per-call events, so every iteration reports the mean.
+    """
+
+    def __init__(
+        self,
+        graph_factory: Callable[[], Any] | None = None,
+        capture: Callable[[Any], Any] | None = None,
+        event_factory: Callable[[], Any] | None = None,
+        device_synchronize: Callable[[], None] | None = None,
+    ) -> None:
+        if None in (graph_factory, capture, event_factory, device_synchronize):
+            import torch
+
+            graph_factory = graph_factory or torch.cuda.CUDAGraph
+            capture = capture or torch.cuda.graph
+            event_factory = event_factory or (lambda: torch.cuda.Event(enable_timing=True))
+            device_synchronize = device_synchronize or torch.cuda.synchronize
+        assert graph_factory and capture and event_factory and device_synchronize
+        self._new_graph = graph_factory
+        self._capture = capture
+        self._new_event = event_factory
+        self._device_synchronize = device_synchronize
+
+    def time_batch(self, call: Callable[[], None], iters: int) -> list[float]:
+        graph = self._new_graph()
+        with self._capture(graph):
+            for _ in range(iters):
+                call()
+        self._device_synchronize()
+        start, end = self._new_event(), self._new_event()
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        mean_us = start.elapsed_time(end) * 1e3 / iters
+        return [mean_us] * iters
+
+    def synchronize(self) -> None:
+        self._device_synchronize()
