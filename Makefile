@@ -47,5 +47,12 @@ gpu: install
 test: lint
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
+# Figures with their targets (issue #6); each script prints PASS/FAIL per figure.
+BENCHMARKS ?= harness_overhead startup sweep_walltime memory_rss stability import_and_fit
+bench: install
+	@status=0; for b in $(BENCHMARKS); do \
+		echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || status=1; \
+	done; exit $$status
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
