@@ -31,12 +31,18 @@ _INT_VIEW = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 def _mix(x: torch.Tensor) -> torch.Tensor:
     """A cheap integer hash (multiply-xorshift; int64 wraps the same way on every
-    device), so patterns have no short period that a misplaced chunk could match."""
+    device) to 31 bits, so patterns have no short period that a misplaced chunk could
+    match. In place where it can be: on CPU every new tensor costs page faults."""
     x = x * 0x9E3779B1
-    x = x ^ (x >> 16)
-    x = x * 0x85EBCA6B
-    x = x ^ (x >> 13)
-    return x & 0x7FFFFFFF
+    x.bitwise_xor_(x >> 16).mul_(0x85EBCA6B)
+    x.bitwise_xor_(x >> 13)
+    return x.bitwise_and_(0x7FFFFFFF)
+
+
+def _below(h: torch.Tensor, bound: int, bits: int = 31) -> torch.Tensor:
+    """Map ``bits``-bit hashes onto 0..bound-1 by a multiply and shift: integer division
+    (``%``) is several times slower on CPU."""
+    return (h * bound).bitwise_right_shift_(bits)
 
 
 def _window(idx: torch.Tensor, src_rank: int, ctx: Context, widest: int) -> torch.Tensor:
@@ -47,8 +53,8 @@ def _window(idx: torch.Tensor, src_rank: int, ctx: Context, widest: int) -> torc
     """
     n = ctx.world_size
     h = _mix(idx + ctx.seed * 0x632BE5AB)
-    start = h % n
-    width = (h >> 8) % (widest + 1)
+    start = _below(h, n)
+    width = _below(h & 0xFFFF, widest + 1, 16)
     return (((src_rank - start) % n) < width).to(torch.int64)
 
 
@@ -63,23 +69,26 @@ def raw_values(kind: str, src_rank: int, start: int, stop: int, ctx: Context) ->
     # One below the exact limit: uint8's limit (255) is its poison value.
     limit = ctx.dtype.exact_limit - 1
     idx = torch.arange(start, stop, dtype=torch.int64, device=ctx.device)
-    per_rank = _mix(idx * 1031 + (src_rank + 1) * 0x27D4EB2F + ctx.seed)
     if kind in ("sum", "avg"):
         # Largest per-rank value whose n-fold sum stays exact in this dtype.
         top = min(7, limit // n)
-        if top >= 1:
-            return per_rank % (top + 1)
-        # More ranks than exact integers: at most `limit` ranks contribute a 1.
-        return _window(idx, src_rank, ctx, limit)
+        if top < 1:
+            # More ranks than exact integers: at most `limit` ranks contribute a 1.
+            return _window(idx, src_rank, ctx, limit)
+        return _below(_rank_hash(idx, src_rank, ctx), top + 1)
     if kind == "prod":
         # Factors of 2 on at most `widest` ranks: the product is an exact power of two.
         widest = min(6, n, limit.bit_length() - 1)
-        return 1 + _window(idx, src_rank, ctx, widest)
+        return _window(idx, src_rank, ctx, widest).add_(1)
     if kind in ("min", "max"):
         # A per-element base keeps the extreme varying even when n is large.
-        base = (_mix(idx + ctx.seed * 0x632BE5AB) >> 4) % 50
-        return base + per_rank % 50
-    return per_rank % (min(limit, 100) + 1)
+        base = _below(_mix(idx + ctx.seed * 0x632BE5AB), 50)
+        return base.add_(_below(_rank_hash(idx, src_rank, ctx), 50))
+    return _below(_rank_hash(idx, src_rank, ctx), min(limit, 100) + 1)
+
+
+def _rank_hash(idx: torch.Tensor, src_rank: int, ctx: Context) -> torch.Tensor:
+    return _mix(idx * 1031 + ((src_rank + 1) * 0x27D4EB2F + ctx.seed))
 
 
 def values(kind: str, src_rank: int, start: int, stop: int, ctx: Context) -> torch.Tensor:
