@@ -65,10 +65,13 @@ def main() -> int:
     checked: list[float] = []
     unchecked: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
+        # spawn re-imports the main module, so the hand loop must be a file, not -c.
+        script = Path(tmp) / "hand_loop.py"
+        script.write_text(_HAND)
         for i in range(args.repeats):
             base = [sys.executable, "-m", "colbench", "sweep", "--op", "all_reduce", "--sizes",
                     args.sizes, "--nprocs", "2", "--no-table"]  # fmt: skip
-            hand.append(timed([sys.executable, "-c", _HAND, args.sizes]))
+            hand.append(timed([sys.executable, str(script), args.sizes]))
             checked.append(timed([*base, "--out", str(Path(tmp) / f"c{i}")]))
             unchecked.append(timed([*base, "-c", "0", "--out", str(Path(tmp) / f"u{i}")]))
     floor = statistics.median(hand)

@@ -7,7 +7,6 @@ contract (:mod:`colbench.ops.base`); only rank 0 receives a sink for the rows.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import os
 import statistics
@@ -479,7 +478,7 @@ class RankBench:
         flight.step("fill")
         for bufs in sets:
             coll.fill(bufs, ctx)
-        calls = [functools.partial(coll.run, bufs, ctx) for bufs in sets]
+        calls = [coll.bind(bufs, ctx) for bufs in sets]
         call = calls[0] if len(calls) == 1 else _Rotation(calls)
         flight.step("warm-up")
         for _ in range(self.cfg.warmup):

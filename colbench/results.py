@@ -119,38 +119,54 @@ def csv_path(path: str | os.PathLike[str]) -> Path:
 
 
 def load(path: str | os.PathLike[str]) -> Any:
-    """Read a run's rows as a pandas DataFrame, refusing files of another schema."""
+    """Read a run's rows as a pandas DataFrame, refusing files of another schema.
+
+    The schema version and columns are checked on the raw text first, so a file of
+    another version is named as such rather than failing on some cell's type.
+    """
     import pandas as pd
 
     file = csv_path(path)
     if not file.is_file():
         raise UsageError(f"no results file at {file}")
     try:
-        # Text columns keep empty strings (an empty variant means "no variant"); in every
-        # other column an empty cell is a missing number.
-        frame = pd.read_csv(
-            file,
-            dtype={
-                **dict.fromkeys(TEXT_COLUMNS, "string"),
-                **dict.fromkeys(FLOAT_COLUMNS, "float64"),
-                "wrong": "Int64",
-            },
-            keep_default_na=False,
-            na_values={c: [""] for c in COLUMNS if c not in TEXT_COLUMNS},
-        )
-    except (ValueError, TypeError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raw = pd.read_csv(file, dtype=str, keep_default_na=False)
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise UsageError(
             f"{file} is not a colbench results CSV: {str(exc).splitlines()[0]}"
         ) from None
-    if "schema_version" not in frame.columns:
+    if "schema_version" not in raw.columns:
         raise UsageError(f"{file} has no schema_version column: not a colbench results CSV")
-    versions = set(frame["schema_version"].unique().tolist())
-    if versions - {SCHEMA_VERSION}:
+    versions = sorted(set(raw["schema_version"]))
+    if versions and versions != [str(SCHEMA_VERSION)]:
         raise UsageError(
-            f"{file} has schema version {sorted(versions)}; this colbench reads version "
-            f"{SCHEMA_VERSION} only"
+            f"{file} has schema version {', '.join(versions)}; this colbench reads "
+            f"version {SCHEMA_VERSION} only"
         )
-    missing = [c for c in COLUMNS if c not in frame.columns]
+    missing = [c for c in COLUMNS if c not in raw.columns]
     if missing:
-        raise UsageError(f"{file} lacks columns {missing}: truncated or edited by hand?")
+        shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
+        raise UsageError(
+            f"{file} lacks {len(missing)} column(s) of schema version {SCHEMA_VERSION} "
+            f"({shown}): truncated or edited by hand?"
+        )
+    frame = raw.copy()
+    # Text columns keep empty strings (an empty variant means "no variant"); in every
+    # other column an empty cell is a missing number.
+    for column in COLUMNS:
+        if column in TEXT_COLUMNS:
+            frame[column] = raw[column].astype("string")
+            continue
+        try:
+            numbers = pd.to_numeric(raw[column].replace("", None))
+        except (ValueError, TypeError):
+            raise UsageError(
+                f"{file}: column {column} holds a value that is not a number"
+            ) from None
+        if column in FLOAT_COLUMNS:
+            frame[column] = numbers.astype("float64")
+        elif numbers.isna().any():
+            frame[column] = numbers.astype("Int64")
+        else:
+            frame[column] = numbers.astype("int64")
     return frame

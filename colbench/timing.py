@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 
 class Timer(Protocol):
-    def time_batch(self, call: Callable[[], None], iters: int) -> list[float]:
+    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
         """Run ``call`` ``iters`` times back to back; microseconds per iteration."""
         ...
 
@@ -29,7 +29,7 @@ class HostTimer:
     def __init__(self, clock_ns: Callable[[], int] = time.perf_counter_ns) -> None:
         self._clock_ns = clock_ns
 
-    def time_batch(self, call: Callable[[], None], iters: int) -> list[float]:
+    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
         clock = self._clock_ns
         stamps = [clock()]
         for _ in range(iters):
@@ -62,7 +62,7 @@ class CudaEventTimer:
         self._new_event = event_factory
         self._device_synchronize = device_synchronize
 
-    def time_batch(self, call: Callable[[], None], iters: int) -> list[float]:
+    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
         # Events are created before the first one is recorded: creation is not free.
         events = [self._new_event() for _ in range(iters + 1)]
         events[0].record()
@@ -106,7 +106,7 @@ class CudaGraphTimer:
         self._new_event = event_factory
         self._device_synchronize = device_synchronize
 
-    def time_batch(self, call: Callable[[], None], iters: int) -> list[float]:
+    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
         graph = self._new_graph()
         with self._capture(graph):
             for _ in range(iters):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch.distributed as dist
 
 from colbench.ops import data
@@ -38,8 +41,8 @@ class AllGather(Collective):
         data.poison(bufs.recv)
         data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        _all_gather(bufs.recv, bufs.send, group=ctx.group)
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        return functools.partial(_all_gather, bufs.recv, bufs.send, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong_blocks(bufs.recv, bufs.layout.count, ctx)

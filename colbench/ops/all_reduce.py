@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch.distributed as dist
 
 from colbench.ops import data
@@ -31,8 +34,8 @@ class AllReduce(Collective):
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         data.fill(bufs.recv, lambda lo, hi: data.values(ctx.redop, ctx.rank, lo, hi, ctx))
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        dist.all_reduce(bufs.recv, op=ctx.reduce_op, group=ctx.group)
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        return functools.partial(dist.all_reduce, bufs.recv, op=ctx.reduce_op, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong(bufs.recv, lambda lo, hi: data.reduced_values(lo, hi, ctx), ctx)

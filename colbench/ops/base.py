@@ -8,6 +8,7 @@ count. Each ``colbench/ops/<name>.py`` subclasses :class:`Collective` once.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -142,9 +143,18 @@ class Collective:
         """Deterministic inputs for this rank; outputs poisoned so missed writes show."""
         raise NotImplementedError
 
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        """The timed call with every argument resolved once, outside the timed region.
+
+        Ops that are one torch call return a ``functools.partial`` of it, so the timed
+        loop calls straight into torch, as a hand-written loop would. Override this or
+        :meth:`run`.
+        """
+        return functools.partial(self.run, bufs, ctx)
+
     def run(self, bufs: Buffers, ctx: Context) -> None:
         """Exactly one blocking call of the collective: the only thing inside a timed region."""
-        raise NotImplementedError
+        self.bind(bufs, ctx)()
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         """Wrong elements in this rank's output after one :meth:`run` on fresh :meth:`fill`."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch.distributed as dist
 
 from colbench.ops import data
@@ -34,8 +37,9 @@ class Broadcast(Collective):
         else:
             data.poison(bufs.recv)
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        dist.broadcast(bufs.recv, src=ctx.global_rank(ctx.root), group=ctx.group)
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        root = ctx.global_rank(ctx.root)
+        return functools.partial(dist.broadcast, bufs.recv, src=root, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong(

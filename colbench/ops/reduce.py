@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch.distributed as dist
 
 from colbench.ops import data
@@ -32,8 +35,11 @@ class Reduce(Collective):
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         data.fill(bufs.recv, lambda lo, hi: data.values(ctx.redop, ctx.rank, lo, hi, ctx))
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        dist.reduce(bufs.recv, dst=ctx.global_rank(ctx.root), op=ctx.reduce_op, group=ctx.group)
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        root = ctx.global_rank(ctx.root)
+        return functools.partial(
+            dist.reduce, bufs.recv, dst=root, op=ctx.reduce_op, group=ctx.group
+        )
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         # Only the root's result is defined; other ranks' buffers are scratch.

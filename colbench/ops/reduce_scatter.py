@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch.distributed as dist
 
 from colbench.ops import data
@@ -40,8 +43,10 @@ class ReduceScatter(Collective):
             data.poison(bufs.recv)
         data.fill(bufs.send, lambda lo, hi: data.values(ctx.redop, ctx.rank, lo, hi, ctx))
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        _reduce_scatter(bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group)
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        return functools.partial(
+            _reduce_scatter, bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group
+        )
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         b = bufs.layout.count

@@ -72,7 +72,7 @@ def test_schema_two_and_old_files_are_refused(tmp_path: Path) -> None:
     old = tmp_path / "old.csv"
     header = [c for c in COLUMNS if c not in ("group_size", "groups", "aggbw_gbps")]
     old.write_text(",".join(header) + "\n" + ",".join(["1"] + ["0"] * (len(header) - 1)) + "\n")
-    with pytest.raises(UsageError, match=r"schema version \[1\]; this colbench reads version 2"):
+    with pytest.raises(UsageError, match=r"schema version 1; this colbench reads version 2"):
         load(old)
     new = tmp_path / "new.csv"
     writer = RowWriter(new)
