@@ -197,6 +197,7 @@ def make_row(
     in_place: bool,
     times: dict[str, float],
     wrong: int | None,
+    repeat: int = 0,
 ) -> dict[str, Any]:
     """One CSV row; bandwidth is computed only here, from the combined time."""
     coll = work.coll
@@ -225,6 +226,7 @@ def make_row(
         "busbw_gbps": algbw * coll.busbw_factor(info.world_size),
         "wrong": wrong,
         "status": STATUS_OK,
+        "repeat": repeat,
     }
 
 
@@ -235,12 +237,12 @@ def oom_row(
     requested_bytes: int,
     layout: Layout,
     in_place: bool,
+    repeat: int = 0,
 ) -> dict[str, Any]:
     """A row for a size whose buffers could not be allocated on some rank: no numbers."""
     columns = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
-    row = make_row(
-        info, cfg, work, requested_bytes, layout, in_place, dict.fromkeys(columns, 0.0), None
-    )
+    zeros = dict.fromkeys(columns, 0.0)
+    row = make_row(info, cfg, work, requested_bytes, layout, in_place, zeros, None, repeat)
     row.update(dict.fromkeys((*columns, "algbw_gbps", "busbw_gbps")), status=STATUS_OOM)
     return row
 
@@ -287,7 +289,7 @@ def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
     transport; comparing this first turns that into one clear message.
     """
     items = [(w.coll.name, w.dtype, w.redop, w.requested, w.placements) for w in work]
-    fields = (cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.seed, cfg.average)
+    fields = (cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.seed, cfg.average, cfg.repeat)
     return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
 
 
@@ -342,15 +344,21 @@ class RankBench:
         self._fault = _Fault(rank, os.environ.get("COLBENCH_FAULT"))
 
     def run(self, work: Sequence[Work]) -> None:
-        for item in work:
-            if self.sink is not None and item.skipped_sizes:
-                self.sink.note(
-                    f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up to "
-                    f"{max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; skipped"
-                )
-            for rows in self._measure_work(item):
-                if self.sink is not None:
-                    self.sink.rows(item.coll, rows)
+        # Repeats go around the whole plan rather than back to back per size, so a slow
+        # spell of the machine (another job, a frequency drop) lands in one sample of
+        # many rows instead of in every sample of one row: the gate needs independent
+        # samples per row to judge whether a change is real.
+        for repeat in range(self.cfg.repeat):
+            for item in work:
+                if self.sink is not None and item.skipped_sizes and repeat == 0:
+                    self.sink.note(
+                        f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up "
+                        f"to {max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; "
+                        "skipped"
+                    )
+                for rows in self._measure_work(item, repeat):
+                    if self.sink is not None:
+                        self.sink.rows(item.coll, rows)
 
     def _context(self, item: Work) -> Context:
         return Context(
@@ -394,7 +402,7 @@ class RankBench:
                 torch.cuda.empty_cache()
         return 0, {}
 
-    def _measure_work(self, item: Work) -> Iterator[list[dict[str, Any]]]:
+    def _measure_work(self, item: Work, repeat: int = 0) -> Iterator[list[dict[str, Any]]]:
         coll = item.coll
         ctx = self._context(item)
         flight = self.in_flight
@@ -407,13 +415,17 @@ class RankBench:
             for placement in item.placements:
                 in_place = placement == "in"
                 if index >= usable:
-                    rows.append(oom_row(self.info, self.cfg, item, requested, layout, in_place))
+                    rows.append(
+                        oom_row(self.info, self.cfg, item, requested, layout, in_place, repeat)
+                    )
                     continue
                 bufs = coll.views(storages[placement], layout, ctx, in_place)
                 times = self._time(coll, bufs, ctx)
                 wrong = self._verify(coll, bufs, ctx) if self.cfg.check and coll.sized else None
                 rows.append(
-                    make_row(self.info, self.cfg, item, requested, layout, in_place, times, wrong)
+                    make_row(
+                        self.info, self.cfg, item, requested, layout, in_place, times, wrong, repeat
+                    )
                 )
             yield rows
         flight.op, flight.dtype, flight.size_bytes, flight.phase = "", "", None, "between ops"

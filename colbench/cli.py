@@ -34,6 +34,7 @@ Examples:
   colbench sweep --op all_reduce --sizes 1K-1G
   colbench sweep --op all --sizes 1K-16M --backend gloo --nprocs 4 --dtype float32,bfloat16
   colbench sweep --op all_gather -b 8 -e 128M -f 2 -n 20 -w 5 -c 1
+  colbench sweep --op all --sizes 1K-256K --repeat 5 --out results/ci
 
 Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 rank failure,
 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
@@ -95,6 +96,14 @@ def sweep(
         typer.Option("--placement", help="out (separate buffers), in (in-place form) or out,in."),
     ] = "out,in",
     iters: Annotated[int, typer.Option("--iters", "-n", help="Timed calls per size.")] = 20,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            help="Measure the whole sweep this many times, interleaved; every sample is a "
+            "CSV row (for colbench gate).",
+        ),
+    ] = 1,
     warmup: Annotated[
         int, typer.Option("--warmup", "-w", help="Untimed calls per size before timing.")
     ] = 5,
@@ -171,6 +180,7 @@ def sweep(
         root=root,
         placements=config.parse_placements(placement),
         iters=iters,
+        repeat=repeat,
         warmup=warmup,
         check=bool(check),
         average=config.parse_average(average),

@@ -73,6 +73,8 @@ class SweepConfig:
     """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
+    repeat: int = 1
+    """Times the whole plan is measured, one sample per row each time (rows' ``repeat``)."""
 
     def collectives(self) -> tuple[Collective, ...]:
         return tuple(ops_registry.get(name) for name in self.ops)
@@ -154,6 +156,8 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError("no sizes to run")
     if cfg.iters < 1:
         raise UsageError(f"--iters must be at least 1, got {cfg.iters}")
+    if cfg.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {cfg.repeat}")
     if cfg.warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {cfg.warmup}")
     if cfg.nprocs is not None and cfg.nprocs < 1:

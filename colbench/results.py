@@ -3,6 +3,7 @@
 History of SCHEMA_VERSION (bump on any change of columns or their meaning):
   1 - first release.
   2 - `status` column: ok, or why a row has no measurement (oom).
+      `repeat` column (last): sample index 0..R-1 of `sweep --repeat R`, 0 without it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ COLUMNS: dict[str, str] = {
     "busbw_gbps": "bus bandwidth: algbw * the op's factor (see explain), in GB/s",
     "wrong": "wrong elements summed over ranks; empty when not checked",
     "status": "ok, or oom when the buffers could not be allocated (no measurement)",
+    "repeat": "sample index 0..R-1 of sweep --repeat R (each repeat re-measures the plan)",
 }
 
 #: Columns read back as text and as floating point; the rest are integers.
