@@ -314,6 +314,10 @@ is always on. A change beyond a limit fails only when the samples show it is rea
 from the current run, or measured at another world size, backend, dtype or variant,
 fail too. NCCL_TESTS_MIN_BW (GB/s) adds nccl-tests' average bus bandwidth floor.
 
+CURRENT may be several runs: their samples pool per row, and with --update-baseline
+they become one baseline. Runs made at different times carry the machine's run-to-run
+variation, which the repeats of one run cannot show.
+
 \b
 Examples:
   colbench sweep --op all --sizes 1K-1M --repeat 5 --out results/ci
@@ -329,7 +333,12 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
 @app.command(help=GATE_HELP)
 def gate(
     baseline: Annotated[str, typer.Argument(help="Baseline run directory (or its results.csv).")],
-    current: Annotated[str, typer.Argument(help="Current run directory (or its results.csv).")],
+    current: Annotated[
+        list[str],
+        typer.Argument(
+            help="Current run directory (or results.csv); several runs pool their samples."
+        ),
+    ],
     check: Annotated[
         list[str] | None,
         typer.Option(
@@ -395,7 +404,7 @@ def gate(
             result = gate_mod.run_gate(baseline, current, checks, window, alpha, max_cv_pct / 100)
             typer.echo("\n".join(gate_report.console_lines(result)))
         target = gate_mod.update_baseline(current, baseline)
-        print(f"colbench: {current} is the new baseline in {target}", file=sys.stderr)
+        print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
         raise typer.Exit(int(ExitCode.OK))
     result = gate_mod.run_gate(baseline, current, checks, window, alpha, max_cv_pct / 100, floor)
     typer.echo("\n".join(gate_report.console_lines(result)))

@@ -19,7 +19,6 @@ import json
 import math
 import os
 import re
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -708,72 +707,120 @@ def _what_changed(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[tuple
     return changes
 
 
+def load_runs(paths: Sequence[str | os.PathLike[str]]) -> Any:
+    """One or more runs' rows as one frame: their samples pool per row key.
+
+    Pooling runs made at different times puts the machine's run-to-run variation into
+    the samples, which one run's repeats alone cannot show.
+    """
+    import pandas as pd
+
+    if not paths:
+        raise UsageError("no run to read")
+    frames = [load(p) for p in paths]
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
 def run_gate(
     baseline: str | os.PathLike[str],
-    current: str | os.PathLike[str],
+    current: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     checks: Sequence[Check],
     window: SizeWindow = SizeWindow(),
     alpha: float = DEFAULT_ALPHA,
     max_cv: float = DEFAULT_MAX_CV,
     floor_gbps: float | None = None,
 ) -> GateResult:
-    """Load both runs (run directories or CSV files) and judge the current one."""
+    """Load the baseline and the current run(s) (directories or CSV files) and judge."""
+    currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)
     base_frame = load(baseline)
-    cur_frame = load(current)
+    cur_frame = load_runs(currents)
     result = compare(
-        base_frame, cur_frame, checks, window, alpha, max_cv, str(baseline), str(current)
+        base_frame,
+        cur_frame,
+        checks,
+        window,
+        alpha,
+        max_cv,
+        str(baseline),
+        " + ".join(map(str, currents)),
     )
     if floor_gbps is not None:
         result.floors = average_busbw_floors(cur_frame, floor_gbps)
-    base_meta, cur_meta = _read_meta(baseline), _read_meta(current)
-    if cur_meta is not None and cur_meta.get("status") not in (None, "complete"):
-        result.warnings.insert(
-            0, f"the current run's status is {cur_meta.get('status')!r}, not complete"
-        )
-    if base_meta is not None and cur_meta is not None:
-        result.changes = _what_changed(base_meta, cur_meta)
+    base_meta = _read_meta(baseline)
+    for path in reversed(currents):
+        cur_meta = _read_meta(path)
+        if cur_meta is not None and cur_meta.get("status") not in (None, "complete"):
+            result.warnings.insert(
+                0, f"run {path} has status {cur_meta.get('status')!r}, not complete"
+            )
+    first_meta = _read_meta(currents[0])
+    if base_meta is not None and first_meta is not None:
+        result.changes = _what_changed(base_meta, first_meta)
     return result
 
 
-def update_baseline(current: str | os.PathLike[str], baseline: str | os.PathLike[str]) -> Path:
-    """Make the current run the baseline: copy its results.csv and meta.json.
+def update_baseline(
+    current: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    baseline: str | os.PathLike[str],
+) -> Path:
+    """Make the current run(s) the baseline: their results.csv (rows of several runs
+    concatenated) and the first run's meta.json.
 
     A run with wrong elements, rows without a measurement, or a status other than
     complete is refused: a broken baseline would let the next broken run pass.
     """
-    frame = load(current)
-    source = csv_path(current)
+    currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)
+    metas = []
+    for path in currents:
+        _refuse_as_baseline(path)
+        metas.append(_read_meta(path))
+    target = Path(baseline)
+    if target.suffix == ".csv":
+        raise UsageError(f"--update-baseline needs a baseline directory, not the file {target}")
+    lines: list[str] = []
+    for path in currents:
+        text = csv_path(path).read_text(encoding="utf-8").splitlines(keepends=True)
+        # load() checked that every file has exactly the schema's header.
+        lines.extend(text if not lines else text[1:])
+    meta = metas[0]
+    if meta is not None and len(currents) > 1:
+        meta = {**meta, "pooled_runs": [m.get("run_id") if m else None for m in metas]}
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        _replace(target / "results.csv", "".join(lines))
+        if meta is not None:
+            _replace(target / "meta.json", json.dumps(meta, indent=2) + "\n")
+        else:
+            (target / "meta.json").unlink(missing_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write the baseline to {target}: {exc.strerror}") from None
+    return target
+
+
+def _replace(path: Path, text: str) -> None:
+    # Write next to the target, then rename: a reader never sees half a baseline file.
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _refuse_as_baseline(path: str | os.PathLike[str]) -> None:
+    frame = load(path)
+    where = csv_path(path).parent
     bad_wrong = int((frame["wrong"].fillna(0) > 0).sum())
     if bad_wrong:
         raise UsageError(
-            f"refusing to accept {source.parent} as the baseline: {bad_wrong} row(s) have "
-            "wrong elements"
+            f"refusing to accept {where} as the baseline: {bad_wrong} row(s) have wrong elements"
         )
     not_ok = int((frame["status"] != STATUS_OK).sum())
     if not_ok:
         raise UsageError(
-            f"refusing to accept {source.parent} as the baseline: {not_ok} row(s) have no "
+            f"refusing to accept {where} as the baseline: {not_ok} row(s) have no "
             "measurement (status other than ok)"
         )
-    meta = _read_meta(current)
+    meta = _read_meta(path)
     if meta is not None and meta.get("status") != "complete":
         raise UsageError(
-            f"refusing to accept {source.parent} as the baseline: its status is "
+            f"refusing to accept {where} as the baseline: its status is "
             f"{meta.get('status')!r}, not complete"
         )
-    target = Path(baseline)
-    if target.suffix == ".csv":
-        raise UsageError(f"--update-baseline needs a baseline directory, not the file {target}")
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        files = [(source, target / "results.csv")]
-        if meta is not None:
-            files.append((source.parent / "meta.json", target / "meta.json"))
-        for src, dst in files:
-            # Copy next to the target, then rename: a reader never sees half a baseline file.
-            tmp = dst.with_name(f".{dst.name}.tmp")
-            shutil.copyfile(src, tmp)
-            os.replace(tmp, dst)
-    except OSError as exc:
-        raise UsageError(f"cannot write the baseline to {target}: {exc.strerror}") from None
-    return target
