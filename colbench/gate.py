@@ -756,6 +756,12 @@ def run_gate(
     first_meta = _read_meta(currents[0])
     if base_meta is not None and first_meta is not None:
         result.changes = _what_changed(base_meta, first_meta)
+        cpus = [(m.get("cpu") or {}).get("model") for m in (base_meta, first_meta)]
+        if None not in cpus and cpus[0] != cpus[1]:
+            result.warnings.append(
+                f"the runs were measured on different CPUs ({cpus[0]} vs {cpus[1]}): "
+                "performance verdicts compare machines as much as software"
+            )
     return result
 
 

@@ -39,6 +39,7 @@ def write_run(
     wrong: dict[tuple[str, int, str], int] | None = None,
     oom: Sequence[tuple[str, int, str]] = (),
     status: str = "complete",
+    meta: dict[str, object] | None = None,
 ) -> Path:
     """A run directory: {(op, requested bytes, "in"/"out"): per-repeat batch times}."""
     run_dir.mkdir(parents=True)
@@ -65,7 +66,8 @@ def write_run(
                 )
             writer.write(row)
     writer.close()
-    (run_dir / "meta.json").write_text(json.dumps({"run_id": run_dir.name, "status": status}))
+    record = {"run_id": run_dir.name, "status": status, **(meta or {})}
+    (run_dir / "meta.json").write_text(json.dumps(record))
     return run_dir
 
 
@@ -341,6 +343,25 @@ def test_unfinished_current_run_is_warned_about(tmp_path: Path) -> None:
     assert "has status 'failed', not complete" in result.warnings[0]
 
 
+def test_what_changed_between_the_runs(tmp_path: Path) -> None:
+    def meta(torch: str, cpu: str, algo: str | None) -> dict[str, object]:
+        env = {"NCCL_ALGO": algo} if algo else {}
+        return {"versions": {"torch": torch, "nccl": None}, "cpu": {"model": cpu}, "env": env}
+
+    base = write_run(tmp_path / "base", {BIG: STEADY}, meta=meta("2.13.0", "EPYC", None))
+    cur = write_run(tmp_path / "cur", {BIG: STEADY}, meta=meta("2.14.0", "Xeon", "Ring"))
+    result = run_gate(tmp_path, base, cur)
+    assert result.changes == [
+        ("torch", "2.13.0", "2.14.0"),
+        ("cpu", "EPYC", "Xeon"),
+        ("$NCCL_ALGO", "-", "Ring"),
+    ]
+    assert any("different CPUs (EPYC vs Xeon)" in w for w in result.warnings)
+    text = gate_report.markdown(result)
+    assert "| torch | 2.13.0 | 2.14.0 |" in text
+    assert "# changed: torch: 2.13.0 -> 2.14.0" in gate_report.console_lines(result)
+
+
 def test_nccl_tests_min_bw_floor(tmp_path: Path) -> None:
     run = write_run(tmp_path / "a", {BIG: STEADY, ("all_reduce", 128 * KiB, "in"): STEADY})
     frame = load(run)
@@ -540,3 +561,33 @@ def test_cli_missing_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     run = write_run(tmp_path / "a", {BIG: STEADY})
     code, _, err = run_main(capsys, "gate", str(tmp_path / "nope"), str(run))
     assert code == 2 and "no results file at" in err
+
+
+# --- the committed smoke baseline ----------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+BASELINE = REPO / "results" / "baselines" / "gloo-smoke"
+
+
+def _suite_flags(text: str, prefix: str) -> list[str]:
+    (line,) = [line for line in text.splitlines() if line.strip().startswith(prefix)]
+    return line.split(prefix, 1)[1].split()
+
+
+def test_committed_baseline_matches_the_smoke_suite_and_is_clean() -> None:
+    frame = load(BASELINE)  # the schema of today: a stale baseline fails here
+    assert (frame["wrong"] == 0).all() and (frame["status"] == "ok").all()
+    keys = ["op", "dtype", "redop", "root", "in_place", "size_bytes"]
+    samples = frame.groupby(keys).size()
+    # Three runs of --repeat 3, pooled: enough for the rank test against a --repeat 3 run.
+    assert samples.min() >= 9 and frame["run_id"].nunique() >= 3
+    assert set(frame["op"]) == set(ops.BY_NAME)
+    meta = json.loads((BASELINE / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["world_size"] == 2
+    # The baseline was measured with the flags `make gate-smoke` and the workflow use.
+    argv = meta["command_line"]
+    measured = argv[argv.index("sweep") + 1 : argv.index("--repeat")]
+    makefile = (REPO / "Makefile").read_text()
+    workflow = (REPO / ".github" / "workflows" / "colbench-gate.yml").read_text()
+    assert _suite_flags(makefile, "SMOKE_FLAGS ?=") == measured
+    assert _suite_flags(workflow, "SMOKE_FLAGS:") == measured
