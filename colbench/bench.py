@@ -206,6 +206,7 @@ def make_row(
     times: dict[str, float],
     wrong: int | None,
     iters: int | None = None,
+    repeat: int = 0,
 ) -> dict[str, Any]:
     """One CSV row; bandwidth is computed only here, from the combined time.
 
@@ -243,6 +244,7 @@ def make_row(
         "aggbw_gbps": busbw * info.groups,
         "wrong": wrong,
         "status": STATUS_OK,
+        "repeat": repeat,
     }
 
 
@@ -253,12 +255,12 @@ def oom_row(
     requested_bytes: int,
     layout: Layout,
     in_place: bool,
+    repeat: int = 0,
 ) -> dict[str, Any]:
     """A row for a size whose buffers could not be allocated on some rank: no numbers."""
     columns = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
-    row = make_row(
-        info, cfg, work, requested_bytes, layout, in_place, dict.fromkeys(columns, 0.0), None
-    )
+    zeros = dict.fromkeys(columns, 0.0)
+    row = make_row(info, cfg, work, requested_bytes, layout, in_place, zeros, None, repeat)
     row.update(dict.fromkeys((*columns, "algbw_gbps", "busbw_gbps")), status=STATUS_OOM)
     return row
 
@@ -307,7 +309,10 @@ def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
     transport; comparing this first turns that into one clear message.
     """
     items = [(w.coll.name, w.dtype, w.redop, w.requested, w.placements) for w in work]
-    fields = (cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.seed, cfg.average, cfg.group_size)
+    fields = (
+        cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.seed, cfg.average, cfg.group_size,
+        cfg.repeat,
+    )  # fmt: skip
     return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
 
 
@@ -382,15 +387,21 @@ class RankBench:
         self.subgroup = subgroup
 
     def run(self, work: Sequence[Work]) -> None:
-        for item in work:
-            if self.sink is not None and item.skipped_sizes:
-                self.sink.note(
-                    f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up to "
-                    f"{max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; skipped"
-                )
-            for rows in self._measure_work(item):
-                if self.sink is not None:
-                    self.sink.rows(item.coll, rows)
+        # Repeats go around the whole plan rather than back to back per size, so a slow
+        # spell of the machine (another job, a frequency drop) lands in one sample of
+        # many rows instead of in every sample of one row: the gate needs independent
+        # samples per row to judge whether a change is real.
+        for repeat in range(self.cfg.repeat):
+            for item in work:
+                if self.sink is not None and item.skipped_sizes and repeat == 0:
+                    self.sink.note(
+                        f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up "
+                        f"to {max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; "
+                        "skipped"
+                    )
+                for rows in self._measure_work(item, repeat):
+                    if self.sink is not None:
+                        self.sink.rows(item.coll, rows)
 
     def _context(self, item: Work) -> Context:
         sub = self.subgroup
@@ -442,7 +453,7 @@ class RankBench:
                 torch.cuda.empty_cache()
         return 0, {}
 
-    def _measure_work(self, item: Work) -> Iterator[list[dict[str, Any]]]:
+    def _measure_work(self, item: Work, repeat: int = 0) -> Iterator[list[dict[str, Any]]]:
         coll = item.coll
         ctx = self._context(item)
         flight = self.in_flight
@@ -455,7 +466,9 @@ class RankBench:
             for placement in item.placements:
                 in_place = placement == "in"
                 if index >= usable:
-                    rows.append(oom_row(self.info, self.cfg, item, requested, layout, in_place))
+                    rows.append(
+                        oom_row(self.info, self.cfg, item, requested, layout, in_place, repeat)
+                    )
                     continue
                 sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
                 bufs = sets[0]
@@ -463,7 +476,16 @@ class RankBench:
                 wrong = self._verify(coll, bufs, ctx) if self.cfg.check and coll.sized else None
                 rows.append(
                     make_row(
-                        self.info, self.cfg, item, requested, layout, in_place, times, wrong, iters
+                        self.info,
+                        self.cfg,
+                        item,
+                        requested,
+                        layout,
+                        in_place,
+                        times,
+                        wrong,
+                        iters=iters,
+                        repeat=repeat,
                     )
                 )
             yield rows

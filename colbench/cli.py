@@ -37,6 +37,7 @@ Examples:
   colbench sweep --op all_reduce --sizes 1K-64M --nprocs 4 --group-size 2
   colbench sweep --op all_reduce --env NCCL_ALGO=Ring,Tree --env NCCL_PROTO=LL,Simple --plot
   torchrun --nproc-per-node 2 -m colbench sweep --op all_reduce --sizes 1K-1M
+  colbench sweep --op all --sizes 1K-256K --repeat 5 --out results/ci
 
 Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 rank failure,
 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
@@ -98,6 +99,14 @@ def sweep(
         typer.Option("--placement", help="out (separate buffers), in (in-place form) or out,in."),
     ] = "out,in",
     iters: Annotated[int, typer.Option("--iters", "-n", help="Timed calls per size.")] = 20,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            help="Measure the whole sweep this many times, interleaved; every sample is a "
+            "CSV row (for colbench gate).",
+        ),
+    ] = 1,
     warmup: Annotated[
         int, typer.Option("--warmup", "-w", help="Untimed calls per size before timing.")
     ] = 5,
@@ -215,6 +224,7 @@ def sweep(
         root=root,
         placements=config.parse_placements(placement),
         iters=iters,
+        repeat=repeat,
         warmup=warmup,
         check=bool(check),
         average=config.parse_average(average),
@@ -531,3 +541,126 @@ def main(argv: list[str] | None = None) -> None:
             _error(" ".join(str(format_message()).split()))
         sys.exit(exit_code)
     sys.exit(int(code or 0))
+
+
+GATE_HELP = """Compare a run with a baseline and fail on regressions or wrong results.
+
+Rows are joined on op, dtype, redop, root, placement, size, world size, backend and
+variant; each side's samples (sweep --repeat R) are summarised by their median. A check
+METRIC:+X% or METRIC:-X% sets how far METRIC may move in its bad direction (a drop for
+busbw_gbps and algbw_gbps, a rise for times); METRIC:VALUE is an absolute bound. wrong:0
+is always on. A change beyond a limit fails only when the samples show it is real
+(one-sided exact Mann-Whitney U test); otherwise the row is marked noisy. Rows missing
+from the current run, or measured at another world size, backend, dtype or variant,
+fail too. NCCL_TESTS_MIN_BW (GB/s) adds nccl-tests' average bus bandwidth floor.
+
+CURRENT may be several runs: their samples pool per row, and with --update-baseline
+they become one baseline. Runs made at different times carry the machine's run-to-run
+variation, which the repeats of one run cannot show.
+
+\b
+Examples:
+  colbench sweep --op all --sizes 1K-1M --repeat 5 --out results/ci
+  colbench gate results/baselines/gloo-smoke results/ci \\
+      --check busbw_gbps:-15% --check time_p50_us:+25% --min-size 64K \\
+      --report gate.md --junit gate.xml
+  colbench gate results/baselines/gloo-smoke results/ci --update-baseline
+
+Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage error.
+"""
+
+
+@app.command(help=GATE_HELP)
+def gate(
+    baseline: Annotated[str, typer.Argument(help="Baseline run directory (or its results.csv).")],
+    current: Annotated[
+        list[str],
+        typer.Argument(
+            help="Current run directory (or results.csv); several runs pool their samples."
+        ),
+    ],
+    check: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--check",
+            help="METRIC:+X%, METRIC:-X% or METRIC:VALUE; repeatable. Metrics: busbw_gbps, "
+            "algbw_gbps, time_us, time_min_us, time_p50_us, time_p99_us, time_max_us.",
+        ),
+    ] = None,
+    min_size: Annotated[
+        str | None,
+        typer.Option("--min-size", help="Judge performance only at size_bytes >= this (1K=1024)."),
+    ] = None,
+    max_size: Annotated[
+        str | None,
+        typer.Option("--max-size", help="Judge performance only at size_bytes <= this."),
+    ] = None,
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="Significance level of the rank test.")
+    ] = 0.05,
+    max_cv_pct: Annotated[
+        float,
+        typer.Option("--max-cv-pct", help="Warn when a row's samples vary more than this (%)."),
+    ] = 10.0,
+    min_avg_busbw_gbps: Annotated[
+        str | None,
+        typer.Option(
+            "--min-avg-busbw-gbps",
+            help="Fail when an op's average busbw is below this (default: NCCL_TESTS_MIN_BW).",
+        ),
+    ] = None,
+    report: Annotated[
+        str | None, typer.Option("--report", help="Write a Markdown report here.")
+    ] = None,
+    junit: Annotated[
+        str | None, typer.Option("--junit", help="Write JUnit XML here (one case per row).")
+    ] = None,
+    update_baseline: Annotated[
+        bool,
+        typer.Option(
+            "--update-baseline",
+            help="Accept CURRENT as the new baseline (copied into BASELINE); refused when it "
+            "has wrong elements or unmeasured rows.",
+        ),
+    ] = False,
+) -> None:
+    import os
+    from pathlib import Path
+
+    from colbench import gate as gate_mod
+    from colbench.report import gate_report
+    from colbench.results import csv_path
+
+    checks = gate_mod.parse_checks(check or ())
+    window = gate_mod.SizeWindow.parse(min_size, max_size)
+    if max_cv_pct <= 0:
+        raise UsageError(f"--max-cv-pct must be positive, got {max_cv_pct:g}")
+    if min_avg_busbw_gbps is not None:
+        floor = gate_mod.parse_floor(min_avg_busbw_gbps, "--min-avg-busbw-gbps")
+    else:
+        floor = gate_mod.parse_floor(os.environ.get("NCCL_TESTS_MIN_BW"), "NCCL_TESTS_MIN_BW")
+    if update_baseline:
+        if csv_path(baseline).is_file():
+            result = gate_mod.run_gate(baseline, current, checks, window, alpha, max_cv_pct / 100)
+            typer.echo("\n".join(gate_report.console_lines(result)))
+        target = gate_mod.update_baseline(current, baseline)
+        print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
+        raise typer.Exit(int(ExitCode.OK))
+    result = gate_mod.run_gate(baseline, current, checks, window, alpha, max_cv_pct / 100, floor)
+    typer.echo("\n".join(gate_report.console_lines(result)))
+    outputs = [(report, gate_report.markdown), (junit, gate_report.junit_xml)]
+    for path, render in outputs:
+        if path:
+            _write_text(Path(path), render(result))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        _write_text(Path(summary), gate_report.markdown(result) + "\n", append=True)
+    raise typer.Exit(int(ExitCode.OK) if result.passed else int(ExitCode.DATA_ERROR))
+
+
+def _write_text(path: Any, text: str, append: bool = False) -> None:
+    try:
+        with open(path, "a" if append else "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None

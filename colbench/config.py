@@ -89,6 +89,8 @@ class SweepConfig:
     """``--env KEY=V1,V2`` axes; their cartesian product runs the sweep once per variant."""
     plot: bool = False
     """Write busbw.png and time.png into the run directory when the sweep is done."""
+    repeat: int = 1
+    """Times the whole plan is measured, one sample per row each time (rows' ``repeat``)."""
 
     def collectives(self) -> tuple[Collective, ...]:
         return tuple(ops_registry.get(name) for name in self.ops)
@@ -170,6 +172,8 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError("no sizes to run")
     if cfg.iters < 1:
         raise UsageError(f"--iters must be at least 1, got {cfg.iters}")
+    if cfg.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {cfg.repeat}")
     if cfg.warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {cfg.warmup}")
     if cfg.nprocs is not None and cfg.nprocs < 1:

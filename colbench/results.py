@@ -5,6 +5,7 @@ History of SCHEMA_VERSION (bump on any change of columns or their meaning):
   2 - `status` column: ok, or why a row has no measurement (oom); process subgroups
       (--group-size): group_size and groups after nnodes, aggbw_gbps after busbw_gbps;
       algbw/busbw use the group size as n.
+      `repeat` column (last): sample index 0..R-1 of `sweep --repeat R`, 0 without it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ COLUMNS: dict[str, str] = {
     "aggbw_gbps": "aggregate bus bandwidth of all groups: busbw_gbps * groups, in GB/s",
     "wrong": "wrong elements summed over ranks; empty when not checked",
     "status": "ok, or oom when the buffers could not be allocated (no measurement)",
+    "repeat": "sample index 0..R-1 of sweep --repeat R (each repeat re-measures the plan)",
 }
 
 #: Columns read back as text and as floating point; the rest are integers.

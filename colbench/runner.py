@@ -556,7 +556,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
         metadata.write(run_dir, meta)
         writer = RowWriter(run_dir / "results.csv")
         try:
-            with progress_bar(count_units(work), cfg.progress) as hooks:
+            with progress_bar(count_units(work) * cfg.repeat, cfg.progress) as hooks:
                 for line in warnings:
                     hooks.warn(f"colbench: warning: {line}")
                 for line in memory_notes:

@@ -141,6 +141,7 @@ class TableSink:
         self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
         self._advance = advance or (lambda n: None)
         self._op: str | None = None
+        self._repeat = 0
         self._busbw: list[float] = []
         self.rows_written = 0
         self.wrong_total = 0
@@ -164,10 +165,12 @@ class TableSink:
         self._advance(len(rows))
         if not self._show:
             return
-        if coll.name != self._op:
+        # Each repeat of --repeat gets its own sections, so an op's average is per sample.
+        repeat = int(rows[0].get("repeat") or 0)
+        if coll.name != self._op or repeat != self._repeat:
             self._footer()
-            self._op = coll.name
-            self._echo(f"# {coll.name}")
+            self._op, self._repeat = coll.name, repeat
+            self._echo(f"# {coll.name}" + (f"  (repeat {repeat})" if repeat else ""))
             for line in column_header():
                 self._echo(line)
         self._busbw.extend(float(r["busbw_gbps"]) for r in rows if r.get("busbw_gbps") is not None)

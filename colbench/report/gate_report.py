@@ -1,0 +1,281 @@
+"""The gate's three readers of one GateResult: a console table, Markdown, JUnit XML.
+
+The console table is for the person at the terminal, the Markdown for a pull request
+or ``$GITHUB_STEP_SUMMARY``, the JUnit XML for CI systems that list failed tests. They
+never judge anything themselves: every verdict comes from :mod:`colbench.gate`.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+
+from colbench.gate import FAILING, CheckResult, GateResult, RowResult, Verdict
+
+#: Rows with these verdicts are listed first in the Markdown report.
+_NEEDS_A_LOOK = (
+    Verdict.WORSE,
+    Verdict.MISSING,
+    Verdict.NOT_COMPARABLE,
+    Verdict.NOISY,
+    Verdict.BETTER,
+    Verdict.NEW,
+)
+
+LEGEND = (
+    "worse: beyond a limit, and the samples say it is real (or a wrong element, or no "
+    "measurement); better: the same the other way; same: within every limit; noisy: "
+    "beyond a limit but not shown real; not comparable: world size, backend, dtype, "
+    "variant, device or averaging differ; missing: in the baseline only; new: in the "
+    "current run only; ok: correct, outside the size window (performance not judged). "
+    "worse, missing and not comparable fail the gate."
+)
+
+
+def rule_text(result: GateResult) -> str:
+    return (
+        "medians of the samples are compared; a change beyond its limit is real when a "
+        "one-sided exact Mann-Whitney U test finds the current samples beyond the baseline's "
+        f"moved by the limit (p <= {result.alpha:g}); with too few samples for that test, "
+        "when every current sample lies beyond the moved baseline's range and the medians "
+        "moved by more than twice the limit"
+    )
+
+
+def summary_line(result: GateResult) -> str:
+    counts = result.counts()
+    parts = ", ".join(f"{n} {v.value}" for v, n in counts.items())
+    floors = sum(f.fails for f in result.floors)
+    floor_text = f", {floors} average-busbw floor(s) not met" if floors else ""
+    verdict = "PASS" if result.passed else f"FAIL ({result.failures} failure(s))"
+    return f"colbench gate: {verdict}: {len(result.rows)} rows: {parts}{floor_text}"
+
+
+def _cell(c: CheckResult | None) -> str:
+    if c is None:
+        return "-"
+    if c.change is None:
+        return c.detail or (f"{c.current_median:.4g}" if c.current_median is not None else "-")
+    return f"{c.change:+.1%} {_p_text(c)}".rstrip()
+
+
+def _p_text(c: CheckResult) -> str:
+    if c.p_value is not None:
+        return f"p={c.p_value:.3f}"
+    return "small-R" if c.rule == "small-sample rule" else ""
+
+
+def _by_metric(row: RowResult, metric: str) -> CheckResult | None:
+    return next((c for c in row.checks if c.check.metric == metric), None)
+
+
+def _perf_metrics(result: GateResult) -> list[str]:
+    return [c.metric for c in result.checks if c.metric != "wrong"]
+
+
+def _place(row: RowResult) -> str:
+    return "in" if int(row.key["in_place"]) else "out"
+
+
+def console_lines(result: GateResult) -> list[str]:
+    """The table on stdout: one line per row, failures marked, then warnings and the verdict."""
+    metrics = _perf_metrics(result)
+    head = (
+        f"{'verdict':<15}{'op':<16}{'dtype':<10}{'redop':<6}{'place':<6}"
+        f"{'size(B)':>11}{'n(b/c)':>8}  " + "".join(f"{m:<24}" for m in metrics) + "note"
+    )
+    lines = [
+        f"# colbench gate: {result.current} against baseline {result.baseline}",
+        "# checks: "
+        + ", ".join(c.text for c in result.checks)
+        + f"; performance judged at {result.window.describe()}",
+        f"# {rule_text(result)}",
+        "# change: (current - baseline) / baseline of the medians; p: one-sided rank test",
+        "#",
+        "# " + head.rstrip(),
+    ]
+    for row in result.rows:
+        k = row.key
+        mark = "!" if row.fails else " "
+        cells = "".join(f"{_cell(_by_metric(row, m)):<24}" for m in metrics)
+        n = f"{row.n_baseline}/{row.n_current}"
+        lines.append(
+            f"{mark} {row.verdict.value:<15}{k['op']:<16}{k['dtype']:<10}{k['redop']:<6}"
+            f"{_place(row):<6}{k['size_bytes']:>11}{n:>8}  {cells}{'; '.join(row.notes)}".rstrip()
+        )
+    for floor in result.floors:
+        state = "below" if floor.fails else "meets"
+        lines.append(
+            f"# {floor.op}{' [' + floor.variant + ']' if floor.variant else ''}: average busbw "
+            f"{floor.avg_busbw_gbps:.4g} GB/s {state} the floor {floor.floor_gbps:g} GB/s "
+            "(NCCL_TESTS_MIN_BW)"
+        )
+    for what, a, b in result.changes:
+        lines.append(f"# changed: {what}: {a} -> {b}")
+    lines.extend(f"# warning: {w}" for w in result.warnings)
+    lines.append(summary_line(result))
+    return lines
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_cell(c: CheckResult | None) -> str:
+    if c is None:
+        return ""
+    if c.change is None or c.baseline_median is None or c.current_median is None:
+        return _md_escape(c.detail or (f"{c.current_median:.4g}" if c.current_median else ""))
+    p = _p_text(c)
+    bold = "**" if c.verdict is Verdict.WORSE else ""
+    change = f"{bold}{c.change:+.1%}{bold}" + (f", {p}" if p else "")
+    return f"{c.baseline_median:.4g} → {c.current_median:.4g} ({change})"
+
+
+def _md_table(result: GateResult, rows: Sequence[RowResult]) -> list[str]:
+    metrics = _perf_metrics(result)
+    head = ["verdict", "op", "dtype", "redop", "place", "size (B)", "samples", *metrics, "note"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        k = row.key
+        verdict = f"**{row.verdict.value}**" if row.fails else row.verdict.value
+        cells = [
+            verdict,
+            str(k["op"]),
+            str(k["dtype"]),
+            str(k["redop"]),
+            _place(row),
+            str(k["size_bytes"]),
+            f"{row.n_baseline}/{row.n_current}",
+            *(_md_cell(_by_metric(row, m)) for m in metrics),
+            _md_escape("; ".join(row.notes)),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(result: GateResult) -> str:
+    """A report for people: the verdict first, rows that need a look, then everything."""
+    icon = "✅" if result.passed else "❌"
+    lines = [
+        f"## {icon} {summary_line(result)}",
+        "",
+        f"Current run `{result.current}` against baseline `{result.baseline}`.",
+        "",
+        "Checks: "
+        + ", ".join(f"`{c.text}` ({c.describe()})" for c in result.checks)
+        + f"; performance judged at {result.window.describe()}.",
+        "",
+        f"Rule: {rule_text(result)}. Changes are (current - baseline) / baseline of medians.",
+        "",
+        "| verdict | rows |",
+        "|---|---|",
+        *(f"| {v.value} | {n} |" for v, n in result.counts().items()),
+        "",
+    ]
+    if result.floors:
+        lines += [
+            "### Average bus bandwidth floor (`NCCL_TESTS_MIN_BW`)",
+            "",
+            "| op | average busbw (GB/s) | floor (GB/s) | |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {f.op}{' [' + f.variant + ']' if f.variant else ''} | {f.avg_busbw_gbps:.4g} "
+            f"| {f.floor_gbps:g} | {'**below**' if f.fails else 'ok'} |"
+            for f in result.floors
+        ]
+        lines.append("")
+    look = [r for v in _NEEDS_A_LOOK for r in result.rows if r.verdict is v]
+    if look:
+        lines += ["### Rows that need a look", "", *_md_table(result, look), ""]
+    if result.warnings:
+        lines += ["### Warnings", "", *(f"- {_md_escape(w)}" for w in result.warnings), ""]
+    if result.changes:
+        lines += [
+            "### What changed between the runs",
+            "",
+            "| what | baseline | current |",
+            "|---|---|---|",
+            *(
+                f"| {_md_escape(w)} | {_md_escape(a)} | {_md_escape(b)} |"
+                for w, a, b in result.changes
+            ),
+            "",
+        ]
+    lines += [
+        f"<details><summary>All {len(result.rows)} rows</summary>",
+        "",
+        *_md_table(result, result.rows),
+        "",
+        "</details>",
+        "",
+        f"_{LEGEND}_",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def junit_xml(result: GateResult) -> str:
+    """One test case per row (and per average-busbw floor); failing verdicts are failures."""
+    suite = ET.Element(
+        "testsuite",
+        name="colbench gate",
+        tests=str(len(result.rows) + len(result.floors)),
+        failures=str(result.failures),
+        errors="0",
+        skipped="0",
+    )
+    props = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("baseline", result.baseline),
+        ("current", result.current),
+        ("checks", " ".join(c.text for c in result.checks)),
+        ("window", result.window.describe()),
+        ("alpha", f"{result.alpha:g}"),
+    ):
+        ET.SubElement(props, "property", name=name, value=value)
+    for row in result.rows:
+        k = row.key
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"colbench.gate.{k['op']}",
+            name=row.label(),
+            time="0",
+        )
+        detail = "; ".join(
+            [f"{c.check.metric}: {_cell(c)} ({c.verdict.value})" for c in row.checks] + row.notes
+        )
+        if row.verdict in FAILING:
+            failure = ET.SubElement(
+                case, "failure", message=f"{row.verdict.value}: {detail}", type=row.verdict.value
+            )
+            failure.text = detail
+        else:
+            ET.SubElement(case, "system-out").text = f"{row.verdict.value}: {detail}".strip()
+    for floor in result.floors:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname="colbench.gate.floor",
+            name=f"{floor.op} average busbw >= {floor.floor_gbps:g} GB/s",
+            time="0",
+        )
+        if floor.fails:
+            ET.SubElement(
+                case,
+                "failure",
+                message=f"average busbw {floor.avg_busbw_gbps:.4g} GB/s below "
+                f"{floor.floor_gbps:g} GB/s (NCCL_TESTS_MIN_BW)",
+                type="floor",
+            )
+    root = ET.Element(
+        "testsuites",
+        name="colbench gate",
+        tests=suite.get("tests", "0"),
+        failures=suite.get("failures", "0"),
+    )
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

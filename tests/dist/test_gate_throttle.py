@@ -1,0 +1,209 @@
+"""The gate against a real slowdown: a 2-rank gloo job over a veth pair shaped by tc.
+
+One rank runs in each of two network namespaces (colbench's launched mode, as under a
+real launcher on two hosts). The baseline is measured at RATE_MBIT; an honest rerun at
+the same rate must pass, a run at 0.7 x RATE_MBIT must fail with bus bandwidth worse,
+and a run with one wrong element must fail even though it is much faster (loopback,
+no shaping). Skipped, with the reason, where namespaces cannot be made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from colbench.bench import RankBench, RunInfo, plan
+from colbench.config import SweepConfig
+from colbench.launch import free_port
+from colbench.ops.base import Buffers, Collective, Context
+from colbench.results import RowWriter, load
+from colbench.sizes import parse_sizes
+from colbench.timing import HostTimer
+from tests import netns
+from tests.conftest import run_colbench
+
+#: Large enough that the shaped link, not gloo's CPU work, sets the time of the sizes
+#: the gate judges (1M and up take 20-80 ms per call at this rate).
+RATE_MBIT = 400.0
+SLOW_FACTOR = 0.7
+OPS = "all_reduce,all_gather,broadcast"
+SIZES = "256K-4M"
+SWEEP = ["--op", OPS, "--sizes", SIZES, "-n", "5", "-w", "1", "--repeat", "3", "--backend", "gloo"]
+CHECKS = ["--check", "busbw_gbps:-15%", "--check", "time_p50_us:+25%", "--min-size", "1M"]
+#: Rows whose performance the gate judges: all_reduce and broadcast in-place, all_gather
+#: in both placements, at 1M, 2M and 4M.
+JUDGED_ROWS = 12
+
+_reason = netns.unavailable()
+pytestmark = pytest.mark.skipif(_reason is not None, reason=f"no network namespaces: {_reason}")
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[netns.VethPair]:
+    with netns.veth_pair("t") as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def baseline(pair: netns.VethPair, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _measure(pair, RATE_MBIT, tmp_path_factory.mktemp("gate") / "baseline")
+
+
+def _measure(pair: netns.VethPair, rate_mbit: float, out: Path) -> Path:
+    pair.set_rate(rate_mbit)
+    proc = pair.sweep([*SWEEP, "--no-table"], out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _gate(*args: str) -> Any:
+    return run_colbench("gate", *args, timeout=120)
+
+
+def test_a_run_passes_against_itself(baseline: Path) -> None:
+    proc = _gate(str(baseline), str(baseline), *CHECKS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == (
+        f"colbench gate: PASS: 20 rows: {JUDGED_ROWS} same, 8 ok"
+    )
+
+
+def test_an_identical_rerun_passes(pair: netns.VethPair, baseline: Path, tmp_path: Path) -> None:
+    rerun = _measure(pair, RATE_MBIT, tmp_path / "rerun")
+    frame = load(rerun)
+    assert len(frame) == 20 * 3 and sorted(set(frame["repeat"])) == [0, 1, 2]
+    proc = _gate(str(baseline), str(rerun), *CHECKS)
+    assert proc.returncode == 0, proc.stdout
+    assert " worse " not in proc.stdout
+
+
+def test_a_slower_link_fails_with_bandwidth_worse(
+    pair: netns.VethPair, baseline: Path, tmp_path: Path
+) -> None:
+    slow = _measure(pair, RATE_MBIT * SLOW_FACTOR, tmp_path / "slow")
+    junit = tmp_path / "gate.xml"
+    proc = _gate(str(baseline), str(slow), *CHECKS, "--junit", str(junit))
+    assert proc.returncode == 1, proc.stdout
+    worse = [line for line in proc.stdout.splitlines() if line.startswith("! worse")]
+    # 0.7 x the rate: transfers take 1/0.7 as long, bus bandwidth drops by about 30%.
+    assert len(worse) >= JUDGED_ROWS * 2 // 3, proc.stdout
+    assert not any(" better " in line for line in proc.stdout.splitlines()), proc.stdout
+    for line in worse:
+        busbw_change = float(line.split()[8].rstrip("%"))
+        assert -40 < busbw_change < -15, line
+    failures = ET.parse(junit).getroot().findall(".//failure")
+    assert len(failures) == len(worse)
+    assert all(f.get("type") == "worse" for f in failures)
+
+
+# --- one wrong element, on a run that is faster than the baseline --------------------
+
+CORRUPT_OP, CORRUPT_BYTES, CORRUPT_RANK = "all_reduce", 1 << 20, 1
+
+
+class CorruptOneRow(Collective):
+    """The real collective; on one rank, for one op and size, one output element is off by one."""
+
+    def __init__(self, inner: Collective) -> None:
+        self.inner = inner
+        self.name = inner.name  # type: ignore[misc]
+        self.uses_redop = inner.uses_redop  # type: ignore[misc]
+        self.rooted = inner.rooted  # type: ignore[misc]
+        self.placements = inner.placements  # type: ignore[misc]
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Any:
+        return self.inner.layout(requested_bytes, elem_bytes, world_size)
+
+    def busbw_factor(self, world_size: int) -> float:
+        return self.inner.busbw_factor(world_size)
+
+    def views(self, storage: Any, layout: Any, ctx: Context, in_place: bool) -> Buffers:
+        return self.inner.views(storage, layout, ctx, in_place)
+
+    def fill(self, bufs: Buffers, ctx: Context) -> None:
+        self.inner.fill(bufs, ctx)
+
+    def run(self, bufs: Buffers, ctx: Context) -> None:
+        self.inner.run(bufs, ctx)
+        out = bufs.recv.view(-1)
+        if (
+            self.name == CORRUPT_OP
+            and ctx.rank == CORRUPT_RANK
+            and out.numel() * out.element_size() == CORRUPT_BYTES
+        ):
+            out[out.numel() // 2] += 1
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        return self.inner.count_wrong(bufs, ctx)
+
+
+class _CsvSink:
+    def __init__(self, writer: RowWriter) -> None:
+        self.writer = writer
+
+    def rows(self, coll: Collective, rows: Any) -> None:
+        for row in rows:
+            self.writer.write(row)
+
+    def note(self, message: str) -> None:
+        pass
+
+
+def _corrupted_rank(rank: int, port: int, csv_path: str) -> None:
+    store = dist.TCPStore(
+        "127.0.0.1", port, 2, is_master=rank == 0, timeout=datetime.timedelta(seconds=120)
+    )
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+    try:
+        cfg = SweepConfig(
+            ops=tuple(OPS.split(",")),
+            sizes_bytes=tuple(parse_sizes(SIZES)),
+            iters=5,
+            warmup=1,
+            repeat=3,
+        )
+        work = [dataclasses.replace(w, coll=CorruptOneRow(w.coll)) for w in plan(cfg, 2, "gloo")]
+        info = RunInfo("corrupted", "gloo", "cpu", 2, 1)
+        writer = RowWriter(Path(csv_path)) if rank == 0 else None
+        sink = _CsvSink(writer) if writer is not None else None
+        RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink).run(work)
+        if writer is not None:
+            writer.close()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_one_wrong_element_fails_even_when_faster(baseline: Path, tmp_path: Path) -> None:
+    run = tmp_path / "corrupted"
+    run.mkdir()
+    # Loopback and no shaping: every collective is several times faster than the baseline's.
+    mp.start_processes(
+        _corrupted_rank,
+        args=(free_port(), str(run / "results.csv")),
+        nprocs=2,
+        start_method="spawn",
+    )
+    frame = load(run)
+    wrong = frame[frame["wrong"] > 0]
+    assert len(wrong) == 3 and set(wrong["wrong"]) == {1}  # one row, in each of 3 repeats
+    proc = _gate(str(baseline), str(run), *CHECKS)
+    assert proc.returncode == 1, proc.stdout
+    lines = proc.stdout.splitlines()
+    worse = [line for line in lines if line.startswith("! worse")]
+    assert len(worse) == 1, proc.stdout
+    (line,) = worse
+    assert f"{CORRUPT_OP} " in line and f" {CORRUPT_BYTES} " in line
+    assert "1 wrong element(s)" in line
+    # Its bandwidth improved: it is judged better on speed and still fails.
+    assert float(line.split()[8].rstrip("%")) > 15, line
+    assert sum(" better " in line for line in lines) >= JUDGED_ROWS - 3, proc.stdout
+    assert lines[-1].startswith("colbench gate: FAIL (1 failure(s))")
