@@ -46,6 +46,14 @@ Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 ran
 
 @app.command(help=SWEEP_HELP)
 def sweep(
+    config_file: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            help="A YAML suite (see configs/); flags given here override it. "
+            "Same as `colbench run FILE`.",
+        ),
+    ] = None,
     op: Annotated[
         str,
         typer.Option("--op", help="Collectives, comma list or 'all': " + ", ".join(ops.BY_NAME)),
@@ -212,6 +220,11 @@ def sweep(
 ) -> None:
     from colbench.runner import run_sweep
     from colbench.variants import parse_axes
+
+    if config_file is not None:
+        # main() turns `sweep --config FILE` into `run FILE`; reaching here means the
+        # option was given where that cannot happen (inside a suite, or app() called directly).
+        raise UsageError("--config cannot be used here; use `colbench run FILE [flags]`")
 
     if check not in (0, 1):
         raise UsageError(f"--check takes 0 or 1, got {check}")
@@ -511,8 +524,21 @@ def _error(message: str) -> None:
     print(f"colbench: error: {message}", file=sys.stderr)
 
 
+def _suite_as_run(argv: list[str]) -> list[str]:
+    """``sweep --config FILE [flags]`` is ``run FILE [flags]``: one merge of file and flags."""
+    if not argv or argv[0] != "sweep":
+        return argv
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            return ["run", argv[i + 1], *argv[1:i], *argv[i + 2 :]]
+        if arg.startswith("--config="):
+            return ["run", arg.split("=", 1)[1], *argv[1:i], *argv[i + 1 :]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every failure becomes one line on stderr and a documented exit code."""
+    argv = _suite_as_run(sys.argv[1:] if argv is None else list(argv))
     try:
         code = app(args=argv, prog_name="colbench", standalone_mode=False)
     except UsageError as exc:

@@ -146,6 +146,7 @@ SCHEMA: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "time_budget": ("time_budget", _number),
     "rotate": ("rotate", _integer),
     "cuda_graph": ("cuda_graph", _boolean),
+    "repeat": ("repeat", _integer),
     "init_timeout": ("init_timeout", _number),
     "group_size": ("group_size", _integer),
     "variants": ("env", _variants),

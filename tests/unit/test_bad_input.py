@@ -77,3 +77,13 @@ def test_bad_input_is_one_line_and_exit_2(
     assert lines[0].startswith("colbench: error:"), err
     assert needle in lines[0], err
     assert "Traceback" not in err
+
+
+def test_sweep_config_is_the_suite_with_flags_on_top() -> None:
+    from colbench.cli import _suite_as_run
+
+    assert _suite_as_run(["sweep", "--config", "s.yaml", "--repeat", "5"]) == [
+        "run", "s.yaml", "--repeat", "5",
+    ]  # fmt: skip
+    assert _suite_as_run(["sweep", "-n", "3", "--config=s.yaml"]) == ["run", "s.yaml", "-n", "3"]
+    assert _suite_as_run(["sweep", "-n", "3"]) == ["sweep", "-n", "3"]
