@@ -647,7 +647,12 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
         if run_dir is not None:
             _finish_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
         raise RankFailure(message) from None
-    return _report_done(run_dir) if run_dir is not None else int(ExitCode.OK)
+    code = _report_done(run_dir) if run_dir is not None else int(ExitCode.OK)
+    # As for spawned ranks: torch's C++ teardown at interpreter exit sometimes aborts a
+    # rank that finished cleanly, and a launcher would report that as a failed job.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
