@@ -27,6 +27,7 @@ import torch.multiprocessing as mp
 from colbench.bench import RankBench, RunInfo, plan
 from colbench.config import SweepConfig
 from colbench.launch import free_port
+from colbench.runner import share_cpu_threads
 from colbench.timing import HostTimer
 
 CASES = ((1, 4, 1.05), (2, 1 << 20, 1.03), (2, 4 << 20, 1.03))
@@ -63,6 +64,7 @@ def _rank(
         "127.0.0.1", port, world, is_master=rank == 0, timeout=datetime.timedelta(seconds=120)
     )
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    share_cpu_threads(world)  # what colbench's own ranks do
     cfg = SweepConfig(
         ops=("all_reduce",), sizes_bytes=(size_bytes,), iters=iters, warmup=5, check=False
     )

@@ -26,6 +26,7 @@ from colbench.config import SweepConfig
 from colbench.dtypes import DTYPES
 from colbench.launch import free_port
 from colbench.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
+from colbench.runner import share_cpu_threads
 from colbench.sizes import parse_size
 from colbench.timing import HostTimer
 
@@ -53,6 +54,7 @@ def _rank(rank: int, port: int, op: str, size_bytes: int, out: Any) -> None:
         "127.0.0.1", port, 2, is_master=rank == 0, timeout=datetime.timedelta(seconds=600)
     )
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+    share_cpu_threads(2)  # what colbench's own ranks do
     dist.barrier()
     baseline = vm_hwm_bytes()
     cfg = SweepConfig(ops=(op,), sizes_bytes=(size_bytes,), iters=2, warmup=1)

@@ -411,12 +411,22 @@ def _device_for(backend: str, local_rank: int, local_world_size: int) -> Any:
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         return device
-    if "OMP_NUM_THREADS" not in os.environ:
-        # The ranks of a host share its cores. More intra-op threads than cores make
-        # every parallel region (data fill, verification) wait for a descheduled thread:
-        # milliseconds per tensor op instead of microseconds.
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
+    share_cpu_threads(local_world_size)
     return torch.device("cpu")
+
+
+def share_cpu_threads(local_world_size: int) -> None:
+    """Give each CPU rank its share of the host's cores for torch's intra-op threads.
+
+    More threads than cores make every parallel region (data fill, verification) wait
+    for a descheduled thread, milliseconds per tensor op, and idle OpenMP threads spin
+    for a while after each region, stealing the core a collective is timed on.
+    OMP_NUM_THREADS, when set, wins.
+    """
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
 
 
 def _init_process_group(job: RankJob, rank: int, device: Any) -> Any:
