@@ -9,7 +9,8 @@ The numbers in the README's "Regression gate in CI" section come from this scrip
 
     sudo .venv/bin/python benchmarks/gate_power.py --runs 10 --out /tmp/gate-power
 
-Needs root (namespaces, tc). Takes about 40 s per run at the defaults.
+Needs root (namespaces, tc). The defaults are those of tests/dist/test_gate_throttle.py;
+about 50 s per run.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10, help="identical and slower runs, each")
     parser.add_argument("--rate-mbit", type=float, default=400.0, help="link rate of the baseline")
     parser.add_argument("--slow", type=float, default=0.7, help="slower runs' rate, x baseline")
-    parser.add_argument("--repeat", type=int, default=3, help="sweep --repeat of every run")
+    parser.add_argument("--repeat", type=int, default=5, help="sweep --repeat of every run")
     parser.add_argument("--ops", default="all_reduce,all_gather,broadcast")
-    parser.add_argument("--sizes", default="256K-4M")
+    parser.add_argument("--sizes", default="512K-4M")
     parser.add_argument("--iters", default="5")
     parser.add_argument(
         "--check",

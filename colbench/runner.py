@@ -17,7 +17,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from colbench import __version__, launch, memory, metadata, preflight, supervise
 from colbench.bench import (
@@ -351,12 +351,20 @@ def _spawned_rank(local_rank: int, job: RankJob) -> None:
         _record_failure(job, local_rank, in_flight, exc)
         # Exit without torch's traceback print: the parent reports one line.
         os._exit(int(ExitCode.RANK_FAILURE))
-    # Everything is on disk and the process group is gone. torch's C++ teardown at
-    # interpreter exit sometimes aborts a clean rank ("terminate called without an active
-    # exception", no Python frame; about 1 run in 20 here), which would fail the run.
+    exit_now(int(ExitCode.OK))
+
+
+def exit_now(code: int) -> NoReturn:
+    """End a rank that has finished cleanly, skipping the interpreter's teardown.
+
+    Everything is on disk and the process group is gone by now, but torch's C++
+    teardown at interpreter exit sometimes aborts a clean rank ("terminate called without
+    an active exception", no Python frame left; about 1 run in 20 on a busy 2-core
+    machine), and a SIGABRT would turn a complete run into a failed one.
+    """
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(int(ExitCode.OK))
+    os._exit(code)
 
 
 def _divert_stderr(log_path: Path, keep_python: bool) -> None:
@@ -657,12 +665,7 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
         if run_dir is not None:
             _finish_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
         raise RankFailure(message) from None
-    code = _report_done(run_dir) if run_dir is not None else int(ExitCode.OK)
-    # As for spawned ranks: torch's C++ teardown at interpreter exit sometimes aborts a
-    # rank that finished cleanly, and a launcher would report that as a failed job.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(_report_done(run_dir) if run_dir is not None else int(ExitCode.OK))
 
 
 def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:

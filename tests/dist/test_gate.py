@@ -61,6 +61,6 @@ def test_gate_on_real_runs_checks_correctness_and_presence(
     proc = run_colbench("gate", str(baseline), str(other))
     assert proc.returncode == 1
     assert proc.stdout.splitlines()[-1] == (
-        "colbench gate: FAIL (9 failure(s)): 9 rows: 6 missing, 3 not comparable"
+        "colbench gate: FAIL (9 failure(s)): 9 rows: 3 not comparable, 6 missing"
     )
     assert proc.stdout.count("world_size 2 vs 3") == 3
