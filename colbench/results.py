@@ -67,10 +67,8 @@ TEXT_COLUMNS = (
     "average",
     "status",
 )
-FLOAT_COLUMNS = (
-    "time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us",
-    "algbw_gbps", "busbw_gbps",
-)  # fmt: skip
+#: Every time and bandwidth column is a float, whatever is added later.
+FLOAT_COLUMNS = tuple(c for c in COLUMNS if c.endswith(("_us", "_gbps")))
 
 #: Values of the ``status`` column.
 STATUS_OK = "ok"

@@ -276,10 +276,10 @@ def test_two_node_torchrun_job_with_gloo_on_loopback_fails_fast(
     for node, (proc, (_, stderr)) in enumerate(zip(procs, outputs, strict=True)):
         assert proc.returncode != 0
         errors = [line for line in stderr.splitlines() if line.startswith("colbench: error:")]
-        assert sorted(e.split(":")[2] for e in errors) == [
-            f" rank {2 * node}",
-            f" rank {2 * node + 1}",
-        ], stderr[-3000:]
+        # torchrun stops a node's other worker as soon as one fails, so a node may print
+        # one rank's error or both: each is this node's rank, never a hang.
+        ranks = {e.split(":")[2] for e in errors}
+        assert ranks and ranks <= {f" rank {2 * node}", f" rank {2 * node + 1}"}, stderr[-3000:]
         for line in errors:
             assert "loopback interface lo" in line
             assert f"GLOO_SOCKET_IFNAME={two_nodes.interfaces[node]}" in line
