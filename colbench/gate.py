@@ -339,6 +339,8 @@ class FloorResult:
 
 @dataclass
 class GateResult:
+    """The whole verdict: every joined row, the floors, and what the reports print."""
+
     baseline: str
     current: str
     checks: list[Check]
@@ -398,7 +400,7 @@ def _ok_values(samples: Sequence[Mapping[str, Any]], metric: str) -> list[float]
     return values
 
 
-def _wrong_total(samples: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+def _wrong_counts(samples: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
     """(largest wrong count of any sample, samples that were not verified)."""
     worst, unverified = 0, 0
     for s in samples:
@@ -410,10 +412,6 @@ def _wrong_total(samples: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
         else:
             worst = max(worst, int(value))
     return worst, unverified
-
-
-def _fmt_pct(x: float) -> str:
-    return f"{x:+.1%}"
 
 
 def _judge_row(
@@ -433,12 +431,12 @@ def _judge_row(
     cur_ok = [s for s in cur if s.get("status", STATUS_OK) == STATUS_OK]
     for check in checks:
         if check.metric == "wrong":
-            worst, unverified = _wrong_total(cur)
+            worst, unverified = _wrong_counts(cur)
             if worst:
                 results.append(
                     CheckResult(check, Verdict.WORSE, detail=f"{worst} wrong element(s)")
                 )
-            elif unverified and _wrong_total(base)[1] < len(base_ok):
+            elif unverified and _wrong_counts(base)[1] < len(base_ok):
                 row.notes.append(f"{unverified} sample(s) not verified (--check 0)")
             continue
         if not in_window:
@@ -585,7 +583,7 @@ def compare(
             notes=["not in the baseline"],
             n_current=len(cur),
         )
-        worst, _ = _wrong_total(cur)
+        worst, _ = _wrong_counts(cur)
         if worst:
             # A wrong result fails the gate whether or not the baseline knew the row.
             row.verdict = Verdict.WORSE
@@ -634,7 +632,7 @@ def _warn_about_samples(
             f"{wide} row(s) have a spread (coefficient of variation) above "
             f"{result.max_cv:.0%}: their verdicts rest on noisy samples"
         )
-    base_wrong = sum(_wrong_total(v)[0] > 0 for v in base_groups.values())
+    base_wrong = sum(_wrong_counts(v)[0] > 0 for v in base_groups.values())
     if base_wrong:
         result.warnings.append(f"the baseline itself has {base_wrong} row(s) with wrong elements")
 

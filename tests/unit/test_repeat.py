@@ -1,0 +1,61 @@
+"""sweep --repeat without a process group: config, CLI errors, plan digest and the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from colbench import config, ops
+from colbench.bench import plan, plan_digest
+from colbench.cli import main
+from colbench.config import SweepConfig
+from colbench.errors import UsageError
+from colbench.report.console import TableSink
+
+
+def test_repeat_is_validated() -> None:
+    assert SweepConfig().repeat == 1
+    with pytest.raises(UsageError, match="--repeat must be at least 1, got 0"):
+        config.validate(SweepConfig(sizes_bytes=(1024,), repeat=0))
+
+
+def test_cli_refuses_repeat_zero(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "--repeat", "0"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "colbench: error: --repeat must be at least 1, got 0"
+    assert not (tmp_path / "results").exists()
+
+
+def test_ranks_with_different_repeats_disagree_on_the_plan() -> None:
+    one = SweepConfig(sizes_bytes=(1024,))
+    three = SweepConfig(sizes_bytes=(1024,), repeat=3)
+    assert plan_digest(one, plan(one, 2, "gloo")) != plan_digest(three, plan(three, 2, "gloo"))
+
+
+def _row(repeat: int, size: int) -> dict[str, object]:
+    return {
+        "op": "all_reduce", "size_bytes": size, "count": size // 4, "dtype": "float32",
+        "redop": "sum", "root": -1, "in_place": 1, "time_us": 100.0, "algbw_gbps": 0.01,
+        "busbw_gbps": 0.01, "wrong": 0, "status": "ok", "repeat": repeat,
+    }  # fmt: skip
+
+
+def test_table_gives_each_repeat_its_own_sections() -> None:
+    lines: list[str] = []
+    sink = TableSink(lambda row: None, echo=lines.append)
+    coll = ops.get("all_reduce")
+    for repeat in (0, 1):
+        for size in (1024, 2048):
+            sink.rows(coll, [_row(repeat, size)])
+    sink.close()
+    titles = [line for line in lines if line.startswith("# all_reduce")]
+    assert titles == ["# all_reduce", "# all_reduce  (repeat 1)"]
+    # Each repeat's average is its own: two footers, one per section.
+    assert sum(line.startswith("# Avg bus bandwidth") for line in lines) == 2
+    assert sink.rows_written == 4
