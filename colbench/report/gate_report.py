@@ -55,8 +55,13 @@ def _cell(c: CheckResult | None) -> str:
     if c is None:
         return "-"
     if c.change is None:
-        return c.detail or (f"{c.current_median:.4g}" if c.current_median is not None else "-")
+        # An absolute bound: the median against its limit (the note says what failed).
+        return _absolute(c) if c.current_median is not None else "-"
     return f"{c.change:+.1%} {_p_text(c)}".rstrip()
+
+
+def _absolute(c: CheckResult) -> str:
+    return f"{c.current_median:.4g} (limit {c.check.limit:g})"
 
 
 def _p_text(c: CheckResult) -> str:
@@ -97,7 +102,7 @@ def console_lines(result: GateResult) -> list[str]:
     for row in result.rows:
         k = row.key
         mark = "!" if row.fails else " "
-        cells = "".join(f"{_cell(_by_metric(row, m)):<24}" for m in metrics)
+        cells = "".join(f"{_cell(_by_metric(row, m)):<23} " for m in metrics)
         n = f"{row.n_baseline}/{row.n_current}"
         lines.append(
             f"{mark} {row.verdict.value:<15}{k['op']:<16}{k['dtype']:<10}{k['redop']:<6}"
@@ -124,8 +129,10 @@ def _md_escape(text: str) -> str:
 def _md_cell(c: CheckResult | None) -> str:
     if c is None:
         return ""
-    if c.change is None or c.baseline_median is None or c.current_median is None:
-        return _md_escape(c.detail or (f"{c.current_median:.4g}" if c.current_median else ""))
+    if c.current_median is None:
+        return ""
+    if c.change is None or c.baseline_median is None:
+        return _absolute(c)
     p = _p_text(c)
     bold = "**" if c.verdict is Verdict.WORSE else ""
     change = f"{bold}{c.change:+.1%}{bold}" + (f", {p}" if p else "")

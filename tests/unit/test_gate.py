@@ -321,7 +321,10 @@ def test_absolute_bound(tmp_path: Path) -> None:
     assert run_gate(tmp_path, base, cur, "time_p50_us:250").passed
     result = run_gate(tmp_path, base, cur, "time_p50_us:150")
     assert result.rows[0].verdict is Verdict.WORSE
-    assert "beyond 150" in result.rows[0].notes[0]
+    assert result.rows[0].notes == ["median 200 beyond 150"]
+    (line,) = [x for x in gate_report.console_lines(result) if x.startswith("! worse")]
+    assert line.endswith("200 (limit 150)         median 200 beyond 150")
+    assert "| 200 (limit 150) | median 200 beyond 150 |" in gate_report.markdown(result)
 
 
 def test_pooled_runs_and_sample_warnings(tmp_path: Path) -> None:
