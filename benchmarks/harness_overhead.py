@@ -26,6 +26,7 @@ import torch.multiprocessing as mp
 
 from colbench.bench import RankBench, RunInfo, plan
 from colbench.config import SweepConfig
+from colbench.groups import Groups, SideGroup
 from colbench.launch import free_port
 from colbench.runner import share_cpu_threads
 from colbench.timing import HostTimer
@@ -73,6 +74,7 @@ def _rank(
     x = torch.ones(size_bytes // 4)
     hand: list[float] = []
     sink = _Rows()
+    groups = Groups(SideGroup.create(world, 60))
     for i in range(rounds):
         # Alternate which goes first so drift in the machine's load hits both alike.
         order = (0, 1) if i % 2 == 0 else (1, 0)
@@ -80,7 +82,7 @@ def _rank(
             if which == 0:
                 hand.append(_hand_loop(x, iters, 5))
             else:
-                RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink).run(work)
+                RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink, groups).run(work)
     if rank == 0:
         out.put((hand, sink.time_us))
     dist.destroy_process_group()

@@ -24,6 +24,7 @@ import torch.multiprocessing as mp
 from colbench.bench import RankBench, RunInfo, plan
 from colbench.config import SweepConfig
 from colbench.dtypes import DTYPES
+from colbench.groups import Groups, SideGroup
 from colbench.launch import free_port
 from colbench.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
 from colbench.runner import share_cpu_threads
@@ -59,9 +60,9 @@ def _rank(rank: int, port: int, op: str, size_bytes: int, out: Any) -> None:
     baseline = vm_hwm_bytes()
     cfg = SweepConfig(ops=(op,), sizes_bytes=(size_bytes,), iters=2, warmup=1)
     work = plan(cfg, 2, "gloo")
-    RankBench(
-        cfg, RunInfo("bench", "gloo", "cpu", 2, 1), rank, torch.device("cpu"), HostTimer(), _Quiet()
-    ).run(work)
+    info = RunInfo("bench", "gloo", "cpu", 2, 1)
+    groups = Groups(SideGroup.create(2, 60))
+    RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), _Quiet(), groups).run(work)
     item = work[0]
     need = buffer_bytes(item.coll, item.layouts[-1], DTYPES["float32"].elem_bytes, item.placements)
     need -= VERIFY_SCRATCH_BYTES

@@ -8,22 +8,29 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-import torch.distributed as dist
 
+from colbench import nccl_algo
 from colbench.config import SweepConfig, placements_for
 from colbench.dtypes import DTYPES, NO_REDOP, redop_supported
-from colbench.groups import Subgroup
+from colbench.groups import Groups
 from colbench.memory import buffer_bytes, is_out_of_memory
 from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
-from colbench.results import SCHEMA_VERSION, STATUS_OK, STATUS_OOM
+from colbench.results import (
+    SCHEMA_VERSION,
+    STATUS_OK,
+    STATUS_OOM,
+    STATUS_UNSUPPORTED,
+    host_bound,
+)
 from colbench.timing import Timer
 
 
@@ -115,18 +122,47 @@ class Work:
     layouts: tuple[Layout, ...]
     placements: tuple[str, ...]
     skipped_sizes: tuple[int, ...] = field(default=())
+    #: Why the backend refuses this work under the run's settings (rows get status
+    #: ``unsupported`` and no collective is called); empty when it runs.
+    unsupported: str = ""
 
 
-def plan(cfg: SweepConfig, world_size: int, backend: str) -> list[Work]:
-    """Expand the config into the work this world runs, in table order."""
+def refused_by_backend(
+    coll: Collective, world_size: int, backend: str, env: Mapping[str, str]
+) -> str:
+    """Why NCCL would refuse ``coll`` under this environment ("" if it would run).
+
+    A world of one never communicates, and NCCL ignores NCCL_ALGO there.
+    """
+    if backend != "nccl" or world_size < 2 or not coll.nccl_algorithms:
+        return ""
+    reason = nccl_algo.unsupported_reason(
+        env.get("NCCL_ALGO"), coll.nccl_name, coll.nccl_algorithms
+    )
+    return reason or ""
+
+
+def plan(
+    cfg: SweepConfig, world_size: int, backend: str, env: Mapping[str, str] | None = None
+) -> list[Work]:
+    """Expand the config into the work this world runs, in table order.
+
+    ``env`` (default: this process's environment) is where NCCL's settings are read.
+    """
+    env = os.environ if env is None else env
     out: list[Work] = []
     for coll in cfg.collectives():
         placements = placements_for(coll, cfg)
         if coll.unsupported(world_size, backend) or not placements:
             continue
+        if cfg.cuda_graph and not coll.graph_capturable:
+            continue
+        refused = refused_by_backend(coll, world_size, backend, env)
         if not coll.sized:
             layout = coll.layout(0, 1, world_size)
-            out.append(Work(coll, cfg.dtypes[0], NO_REDOP, (0,), (layout,), placements))
+            out.append(
+                Work(coll, cfg.dtypes[0], NO_REDOP, (0,), (layout,), placements, (), refused)
+            )
             continue
         redops = cfg.redops if coll.uses_redop else (NO_REDOP,)
         for dtype_name in cfg.dtypes:
@@ -148,6 +184,7 @@ def plan(cfg: SweepConfig, world_size: int, backend: str) -> list[Work]:
                             tuple(lay for _, lay in kept),
                             placements,
                             skipped,
+                            refused,
                         )
                     )
     return out
@@ -203,19 +240,22 @@ def make_row(
     requested_bytes: int,
     layout: Layout,
     in_place: bool,
-    times: dict[str, float],
+    times: Mapping[str, float | None],
     wrong: int | None,
     iters: int | None = None,
     repeat: int = 0,
+    enqueue_us: float | None = None,
 ) -> dict[str, Any]:
     """One CSV row; bandwidth is computed only here, from the combined time.
 
-    ``iters`` is the timed batch's length when it differs from ``cfg.iters``
-    (``--time-budget`` picks it per size).
+    ``iters`` is the number of timed calls when it differs from ``cfg.iters``
+    (``--time-budget`` picks it per size; a CUDA graph is replayed several times).
+    ``times`` values are None for a row without a measurement.
     """
     coll = work.coll
-    algbw = coll.algbw_gbps(layout.size_bytes, times["time_us"])
-    busbw = algbw * coll.busbw_factor(info.group_size)
+    time_us = times["time_us"]
+    algbw = None if time_us is None else coll.algbw_gbps(layout.size_bytes, time_us)
+    busbw = None if algbw is None else algbw * coll.busbw_factor(info.group_size)
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": info.run_id,
@@ -237,31 +277,38 @@ def make_row(
         "warmup": cfg.warmup,
         "iters": cfg.iters if iters is None else iters,
         "average": cfg.average,
-        **times,
+        **{column: times[column] for column in TIME_COLUMNS},
         "algbw_gbps": algbw,
         "busbw_gbps": busbw,
         # Every group moves its own data at the same time: their bus bandwidths add up.
-        "aggbw_gbps": busbw * info.groups,
+        "aggbw_gbps": None if busbw is None else busbw * info.groups,
         "wrong": wrong,
         "status": STATUS_OK,
         "repeat": repeat,
+        "enqueue_us": enqueue_us,
+        "host_bound": host_bound(enqueue_us, time_us),
     }
 
 
-def oom_row(
+#: The time columns :func:`combine_times` produces, in schema order.
+TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
+
+
+def unmeasured_row(
     info: RunInfo,
     cfg: SweepConfig,
     work: Work,
     requested_bytes: int,
     layout: Layout,
     in_place: bool,
+    status: str,
     repeat: int = 0,
 ) -> dict[str, Any]:
-    """A row for a size whose buffers could not be allocated on some rank: no numbers."""
-    columns = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
-    zeros = dict.fromkeys(columns, 0.0)
-    row = make_row(info, cfg, work, requested_bytes, layout, in_place, zeros, None, repeat)
-    row.update(dict.fromkeys((*columns, "algbw_gbps", "busbw_gbps")), status=STATUS_OOM)
+    """A row without numbers: buffers that could not be allocated (``oom``) or a
+    collective the backend refuses under the run's settings (``unsupported``)."""
+    nothing = dict.fromkeys(TIME_COLUMNS)
+    row = make_row(info, cfg, work, requested_bytes, layout, in_place, nothing, None, None, repeat)
+    row["status"] = status
     return row
 
 
@@ -308,12 +355,39 @@ def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
     Ranks that disagree would call different collectives and hang or abort in the
     transport; comparing this first turns that into one clear message.
     """
-    items = [(w.coll.name, w.dtype, w.redop, w.requested, w.placements) for w in work]
-    fields = (
-        cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.seed, cfg.average, cfg.group_size,
-        cfg.repeat,
-    )  # fmt: skip
+    items = [
+        (w.coll.name, w.dtype, w.redop, w.requested, w.placements, w.unsupported) for w in work
+    ]
+    # Every option counts unless it provably cannot change which collectives run, in
+    # which order: a new option is then covered without anyone remembering to add it.
+    fields = {
+        name: value
+        for name, value in sorted(dataclasses.asdict(cfg).items())
+        if name not in DIGEST_EXEMPT
+    }
     return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
+
+
+#: SweepConfig fields that never change the sequence of collectives a rank calls:
+#: where output goes and how it is shown, limits that ranks agree on by a minimum
+#: (memory) or that only bound waiting (timeouts), and what only the parent reads.
+DIGEST_EXEMPT = frozenset(
+    {
+        "out_dir",
+        "results_root",
+        "progress",
+        "table",
+        "plot",
+        "command_line",
+        "debug",
+        "timeout_s",
+        "init_timeout_s",
+        "memory_limit_bytes",
+        "nprocs",
+        "backend",
+        "env_axes",
+    }
+)
 
 
 class _Fault:
@@ -363,7 +437,12 @@ class _Rotation:
 
 
 class RankBench:
-    """The loop of one rank over the whole plan."""
+    """The loop of one rank over the whole plan.
+
+    The measured collective (and its warm-up) runs on the measured group; everything
+    else that talks to other ranks (barriers, agreements, gathering times and
+    wrong-element counts) goes over ``groups.side``.
+    """
 
     def __init__(
         self,
@@ -373,8 +452,8 @@ class RankBench:
         device: torch.device,
         timer: Timer,
         sink: RowSink | None,
+        groups: Groups,
         in_flight: InFlight | None = None,
-        subgroup: Subgroup | None = None,
     ) -> None:
         self.cfg = cfg
         self.info = info
@@ -382,9 +461,10 @@ class RankBench:
         self.device = device
         self.timer = timer
         self.sink = sink
+        self.groups = groups
+        self.side = groups.side
         self.in_flight = in_flight or InFlight()
         self._fault = _Fault(rank, os.environ.get("COLBENCH_FAULT"))
-        self.subgroup = subgroup
 
     def run(self, work: Sequence[Work]) -> None:
         # Repeats go around the whole plan rather than back to back per size, so a slow
@@ -393,18 +473,25 @@ class RankBench:
         # samples per row to judge whether a change is real.
         for repeat in range(self.cfg.repeat):
             for item in work:
-                if self.sink is not None and item.skipped_sizes and repeat == 0:
-                    self.sink.note(
-                        f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up "
-                        f"to {max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; "
-                        "skipped"
-                    )
+                if self.sink is not None and repeat == 0:
+                    self._notes(item)
                 for rows in self._measure_work(item, repeat):
                     if self.sink is not None:
                         self.sink.rows(item.coll, rows)
 
+    def _notes(self, item: Work) -> None:
+        assert self.sink is not None
+        if item.skipped_sizes:
+            self.sink.note(
+                f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up "
+                f"to {max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; "
+                "skipped"
+            )
+        if item.unsupported:
+            self.sink.note(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
+
     def _context(self, item: Work) -> Context:
-        sub = self.subgroup
+        sub = self.groups.subgroup
         return Context(
             rank=self.rank if sub is None else sub.rank,
             world_size=self.info.world_size if sub is None else sub.size,
@@ -413,7 +500,7 @@ class RankBench:
             redop=item.redop,
             seed=self.cfg.seed,
             device=self.device,
-            group=None if sub is None else sub.group,
+            group=self.groups.measured,
             global_ranks=() if sub is None else sub.ranks,
         )
 
@@ -444,9 +531,7 @@ class RankBench:
                     raise
                 storages.clear()
                 ok = 0
-            agreed = torch.tensor([ok], dtype=torch.int64, device=self.device)
-            dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
-            if int(agreed.item()) == 1:
+            if self.side.min_int(ok) == 1:
                 return usable, storages
             storages.clear()
             if self.device.type == "cuda":
@@ -459,7 +544,8 @@ class RankBench:
         flight = self.in_flight
         flight.op, flight.dtype, flight.size_bytes = coll.name, item.dtype, None
         # One allocation per placement for the largest size; every size is a view of it.
-        usable, storages = self._allocate(item, ctx)
+        usable, storages = (0, {}) if item.unsupported else self._allocate(item, ctx)
+        status = STATUS_UNSUPPORTED if item.unsupported else STATUS_OOM
         for index, (requested, layout) in enumerate(zip(item.requested, item.layouts, strict=True)):
             flight.size_bytes = layout.size_bytes
             rows = []
@@ -467,13 +553,14 @@ class RankBench:
                 in_place = placement == "in"
                 if index >= usable:
                     rows.append(
-                        oom_row(self.info, self.cfg, item, requested, layout, in_place, repeat)
+                        unmeasured_row(
+                            self.info, self.cfg, item, requested, layout, in_place, status, repeat
+                        )
                     )
                     continue
                 sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
-                bufs = sets[0]
-                times, iters = self._time(coll, sets, ctx)
-                wrong = self._verify(coll, bufs, ctx) if self.cfg.check and coll.sized else None
+                times, iters, enqueue_us = self._time(coll, sets, ctx)
+                wrong = self._verify(coll, sets[0], ctx) if self.cfg.check and coll.sized else None
                 rows.append(
                     make_row(
                         self.info,
@@ -486,6 +573,7 @@ class RankBench:
                         wrong,
                         iters=iters,
                         repeat=repeat,
+                        enqueue_us=enqueue_us,
                     )
                 )
             yield rows
@@ -494,8 +582,8 @@ class RankBench:
 
     def _time(
         self, coll: Collective, sets: Sequence[Buffers], ctx: Context
-    ) -> tuple[dict[str, float], int]:
-        """Warm up, then time one batch; returns the combined times and the batch length."""
+    ) -> tuple[dict[str, float], int, float | None]:
+        """Warm up, then time one batch: (combined times, timed calls, enqueue time per call)."""
         flight = self.in_flight
         flight.step("fill")
         for bufs in sets:
@@ -506,12 +594,7 @@ class RankBench:
         for _ in range(self.cfg.warmup):
             call()
         self.timer.synchronize()
-        flight.step("barrier")
-        dist.barrier()
-        flight.step("timed batch")
-        self._fault.tick()
-        iters = self.cfg.iters
-        iter_us = self.timer.time_batch(call, iters)
+        iter_us = self._timed_batch(call, self.cfg.iters)
         budget_s = self.cfg.time_budget_s
         if budget_s is not None:
             # pyperf-style calibration: the fixed batch above estimates the cost of one
@@ -519,36 +602,35 @@ class RankBench:
             # its length) and keep that instead.
             iters = self._budget_iters(iter_us, budget_s)
             if iters > self.cfg.iters:
-                dist.barrier()
-                iter_us = self.timer.time_batch(call, iters)
-            else:
-                iters = self.cfg.iters
+                iter_us = self._timed_batch(call, iters)
+        enqueue_us = self.timer.enqueue_us
         flight.step("combining times")
-        return combine_times(self._gather_times(iter_us), self.cfg.average), iters
+        # The enqueue time rides along as one more column (NaN where calls block).
+        every = self.side.gather_floats([*iter_us, math.nan if enqueue_us is None else enqueue_us])
+        times = combine_times([rank[:-1] for rank in every], self.cfg.average)
+        enqueues = [rank[-1] for rank in every]
+        # The rank that waited longest to hand its calls over decides whether the GPU
+        # was starved.
+        slowest_enqueue = None if enqueue_us is None else max(enqueues)
+        return times, len(iter_us), slowest_enqueue
+
+    def _timed_batch(self, call: Any, iters: int) -> list[float]:
+        # Progress is published before the barrier: a store round trip between the
+        # barrier and the first timestamp would be timed, and would skew the ranks.
+        self.in_flight.step("timed batch")
+        self._fault.tick()
+        self.side.barrier()
+        return self.timer.time_batch(call, iters)
 
     def _budget_iters(self, calibration_us: list[float], budget_s: float) -> int:
         """Iterations that fill ``budget_s`` at the slowest rank's pace (agreed by all)."""
-        per_call_us = torch.tensor(
-            [max(statistics.median(calibration_us), 1e-3)], dtype=torch.float64, device=self.device
-        )
-        dist.all_reduce(per_call_us, op=dist.ReduceOp.MAX)
-        return min(MAX_BUDGET_ITERS, int(budget_s * 1e6 / float(per_call_us.item())))
-
-    def _gather_times(self, iter_us: list[float]) -> list[list[float]]:
-        n = self.info.world_size
-        mine = torch.tensor(iter_us, dtype=torch.float64, device=self.device)
-        every = torch.empty(n * len(iter_us), dtype=torch.float64, device=self.device)
-        _all_gather(every, mine)
-        return every.view(n, len(iter_us)).tolist()
+        per_call_us = self.side.max_float(max(statistics.median(calibration_us), 1e-3))
+        return min(MAX_BUDGET_ITERS, int(budget_s * 1e6 / per_call_us))
 
     def _verify(self, coll: Collective, bufs: Buffers, ctx: Context) -> int:
         self.in_flight.step("verification")
         coll.fill(bufs, ctx)
-        coll.run(bufs, ctx)
+        # Run the way the timed batch ran: a replayed graph under --cuda-graph.
+        self.timer.run_once(coll.bind(bufs, ctx))
         self.timer.synchronize()
-        wrong = torch.tensor([coll.count_wrong(bufs, ctx)], dtype=torch.int64, device=self.device)
-        dist.all_reduce(wrong)
-        return int(wrong.item())
-
-
-_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return self.side.sum_int(coll.count_wrong(bufs, ctx))

@@ -153,6 +153,14 @@ def build(
 ) -> SweepConfig:
     """Validate user choices into a SweepConfig (raises UsageError)."""
     collectives = ops_registry.parse_ops(op)
+    if kwargs.get("cuda_graph") and op.strip() != "all":
+        # Asked for by name, it cannot be quietly left out: refuse. (``all`` skips it.)
+        named = [c.name for c in collectives if not c.graph_capturable]
+        if named:
+            raise UsageError(
+                f"--cuda-graph cannot capture {named[0]}: it synchronises the host, which a "
+                "CUDA graph cannot hold; run it without --cuda-graph"
+            )
     dtypes = parse_dtypes(dtype)
     redops = parse_redops(redop)
     cfg = SweepConfig(
@@ -226,6 +234,9 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
         reason = coll.unsupported(world_size, backend)
         if reason:
             notes.append(f"skipping {coll.name}: {reason}")
+            continue
+        if cfg.cuda_graph and not coll.graph_capturable:
+            notes.append(f"skipping {coll.name}: a CUDA graph cannot capture it (--cuda-graph)")
             continue
         forms = {"out": "out-of-place", "in": "in-place"}
         missing = [forms[p] for p in cfg.placements if p not in coll.placements]

@@ -1,13 +1,24 @@
-"""Process subgroups: the world split into contiguous groups that run each collective
-at the same time, like nccl-tests' NCCL_TESTS_SPLIT.
+"""The process groups one rank talks over.
 
-Each group is a real ``torch.distributed`` process group made with ``new_group``;
-ops receive it, with its members' global ranks, through their Context. Timing and
-wrong-count reductions stay on the world group, so rank 0 sees every rank.
+Two kinds, kept apart on every backend:
+
+- the **measured** group carries the measured collective and its warm-up, nothing
+  else: the default (world) group, or with ``--group-size`` this rank's subgroup of
+  contiguous ranks that run each collective at the same time (nccl-tests'
+  NCCL_TESTS_SPLIT);
+- the **side** group, a gloo group of the whole world made once at start-up, carries
+  all bookkeeping: barriers, agreement on plans and budgets, gathering times and
+  wrong-element counts.
+
+Bookkeeping on the measured group would be measured too, and on NCCL it would run
+under the variant's settings: with ``NCCL_ALGO=Tree`` NCCL has no algorithm for an
+all_gather, so gathering times there would fail before the first row.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,16 +48,100 @@ def contiguous(world_size: int, group_size: int) -> list[tuple[int, ...]]:
     return [tuple(range(s, s + group_size)) for s in range(0, world_size, group_size)]
 
 
-def split_world(group_size: int, world_size: int, rank: int) -> Subgroup:
-    """Make every group (a collective call: all ranks, same order) and return ours."""
-    import torch.distributed as dist
+def split_world(
+    group_size: int,
+    world_size: int,
+    rank: int,
+    timeout_s: float,
+    new_group: Callable[..., Any] | None = None,
+) -> Subgroup:
+    """Make every group (a collective call: all ranks, same order) and return ours.
 
+    The timeout is passed on: without it torch gives a subgroup its own default
+    (10 minutes on NCCL), so ``--timeout`` would not reach the measured collective.
+    """
+    if new_group is None:
+        import torch.distributed as dist
+
+        new_group = dist.new_group
+    timeout = _dt.timedelta(seconds=timeout_s)
     mine: Subgroup | None = None
     layout = contiguous(world_size, group_size)
     for ranks in layout:
         # new_group must be called by every rank for every group, in the same order.
-        group = dist.new_group(list(ranks))
+        group = new_group(list(ranks), timeout=timeout)
         if rank in ranks:
             mine = Subgroup(group, ranks, ranks.index(rank), len(layout))
     assert mine is not None
     return mine
+
+
+class SideGroup:
+    """Bookkeeping over the gloo group of the whole world, on CPU tensors."""
+
+    def __init__(self, group: Any, world_size: int) -> None:
+        self.group = group
+        self.world_size = world_size
+
+    @classmethod
+    def create(cls, world_size: int, timeout_s: float) -> SideGroup:
+        import torch.distributed as dist
+
+        group = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=timeout_s))
+        return cls(group, world_size)
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier(group=self.group)
+
+    def gather_objects(self, mine: Any) -> list[Any]:
+        """Every rank's picklable ``mine``, in rank order."""
+        import torch.distributed as dist
+
+        every: list[Any] = [None] * self.world_size
+        dist.all_gather_object(every, mine, group=self.group)
+        return every
+
+    def min_int(self, value: int) -> int:
+        return int(self._all_reduce([value], "int64", "MIN")[0])
+
+    def sum_int(self, value: int) -> int:
+        return int(self._all_reduce([value], "int64", "SUM")[0])
+
+    def max_float(self, value: float) -> float:
+        return float(self._all_reduce([value], "float64", "MAX")[0])
+
+    def gather_floats(self, values: list[float]) -> list[list[float]]:
+        """Every rank's equally long list of floats, in rank order."""
+        import torch
+        import torch.distributed as dist
+
+        mine = torch.tensor(values, dtype=torch.float64)
+        every = torch.empty(self.world_size * len(values), dtype=torch.float64)
+        # torch 2.10 renamed all_gather_into_tensor (the old name warns); older torch
+        # has only the old one.
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather(every, mine, group=self.group)
+        return every.view(self.world_size, len(values)).tolist()
+
+    def _all_reduce(self, values: list[Any], dtype: str, op: str) -> list[Any]:
+        import torch
+        import torch.distributed as dist
+
+        tensor = torch.tensor(values, dtype=getattr(torch, dtype))
+        dist.all_reduce(tensor, op=getattr(dist.ReduceOp, op), group=self.group)
+        return list(tensor.tolist())
+
+
+@dataclass(frozen=True)
+class Groups:
+    """What one rank talks over: the side group and, with --group-size, its subgroup."""
+
+    side: SideGroup
+    subgroup: Subgroup | None = None
+
+    @property
+    def measured(self) -> Any:
+        """The measured collective's group; None is the default (world) group."""
+        return None if self.subgroup is None else self.subgroup.group

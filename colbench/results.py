@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from colbench.errors import UsageError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = {
@@ -53,6 +53,8 @@ COLUMNS: dict[str, str] = {
     "wrong": "wrong elements summed over ranks; empty when not checked",
     "status": "ok, or oom when the buffers could not be allocated (no measurement)",
     "repeat": "sample index 0..R-1 of sweep --repeat R (each repeat re-measures the plan)",
+    "enqueue_us": "host time per call to enqueue the timed batch, in microseconds",
+    "host_bound": "1 when enqueue_us >= 0.9 * time_us",
 }
 
 #: Columns read back as text and as floating point; the rest are integers.
@@ -73,6 +75,14 @@ FLOAT_COLUMNS = tuple(c for c in COLUMNS if c.endswith(("_us", "_gbps")))
 #: Values of the ``status`` column.
 STATUS_OK = "ok"
 STATUS_OOM = "oom"
+STATUS_UNSUPPORTED = "unsupported"
+HOST_BOUND_RATIO = 0.9
+
+
+def host_bound(enqueue_us: float | None, time_us: float | None) -> int | None:
+    if enqueue_us is None or time_us is None:
+        return None
+    return int(enqueue_us >= HOST_BOUND_RATIO * time_us)
 
 
 def _format(value: Any) -> str:

@@ -15,6 +15,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -32,7 +33,7 @@ from colbench.bench import (
 )
 from colbench.config import SweepConfig, validate_for_world
 from colbench.errors import ExitCode, RankFailure, UsageError
-from colbench.groups import split_world
+from colbench.groups import Groups, SideGroup, split_world
 from colbench.launch import LaunchEnv, detect
 from colbench.ops import REGISTRY
 from colbench.report.console import TableSink, run_header
@@ -460,13 +461,17 @@ def _init_process_group(job: RankJob, rank: int, device: Any) -> Any:
     return store
 
 
-def make_timer(device_type: str, cuda_graph: bool) -> Timer:
-    """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph."""
+def make_timer(device_type: str, cuda_graph: bool, barrier: Callable[[], None]) -> Timer:
+    """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph.
+
+    ``barrier`` aligns the ranks between graph capture and the timed replays (a side
+    group's barrier: the measured group carries nothing but the measured op).
+    """
     from colbench.timing import CudaEventTimer, CudaGraphTimer, HostTimer
 
     if device_type != "cuda":
         return HostTimer()
-    return CudaGraphTimer() if cuda_graph else CudaEventTimer()
+    return CudaGraphTimer(barrier) if cuda_graph else CudaEventTimer()
 
 
 def _device_name(device: Any) -> str:
@@ -475,51 +480,69 @@ def _device_name(device: Any) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
-def _agreed_budget(cfg: SweepConfig, device: Any, world_size: int) -> int:
+def _agreed_budget(cfg: SweepConfig, device: Any, world_size: int, side: SideGroup) -> int:
     """Per-rank buffer budget, the minimum over all ranks so every plan is the same."""
     import torch
-    import torch.distributed as dist
 
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
     local = memory.rank_budget_bytes(
         memory.local_world_size_from_env(world_size), cfg.memory_limit_bytes, free
     )
-    budget = torch.tensor([local], dtype=torch.int64, device=device)
-    dist.all_reduce(budget, op=dist.ReduceOp.MIN)
-    return int(budget.item())
+    return side.min_int(local)
 
 
-def _check_same_plan(cfg: SweepConfig, work: list[Work], world_size: int) -> None:
-    """Stop with one message when ranks were started with different sweeps."""
-    import torch.distributed as dist
+@dataclass(frozen=True)
+class Peer:
+    """What every rank tells the others at start-up, in one gather."""
 
-    digests: list[Any] = [None] * world_size
-    dist.all_gather_object(digests, (plan_digest(cfg, work), __version__))
-    if len(set(digests)) > 1:
-        differing = [r for r, d in enumerate(digests) if d != digests[0]]
+    digest: tuple[str, str]
+    """The plan digest and colbench version: compared before anything else."""
+    rank: int
+    host: str
+    pid: int
+    device_name: str
+    node: str
+    env_seen: dict[str, str | None]
+
+
+def _meet_peers(side: SideGroup, me: Peer) -> list[Peer]:
+    """Gather every rank's :class:`Peer`; stop with one message if plans differ.
+
+    This is the first collective after the side group exists, so ranks started with
+    different sweeps are told so before any of them waits in a collective the others
+    will never call.
+    """
+    peers: list[Peer] = side.gather_objects(me)
+    differing = [p.rank for p in peers if p.digest != peers[0].digest]
+    if differing:
         raise UsageError(
             f"ranks disagree on the sweep: rank(s) {', '.join(map(str, differing))} planned "
             "different collectives than rank 0 (different arguments or colbench versions?)"
         )
+    return peers
 
 
-def _measurement_warnings() -> list[str]:
+def _measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
     warnings = []
     if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
         warnings.append(
             "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
             "several-fold; unset it for real measurements"
         )
+    if cfg.debug and backend == "nccl":
+        warnings.append(
+            "--debug: torch's NCCL flight recorder records every collective, which adds host "
+            "time to each call; measure without --debug for numbers to compare"
+        )
     return warnings
 
 
-def _plan_for_rank(
-    cfg: SweepConfig, job: RankJob, device: Any, group_size: int
+def _fit_plan(
+    cfg: SweepConfig, work: list[Work], device: Any, world_size: int, side: SideGroup
 ) -> tuple[list[Work], list[str]]:
-    work = plan(cfg, group_size, job.backend)
     if cfg.memory_check == "off":
         return work, []
-    budget = _agreed_budget(cfg, device, job.world_size)
+    budget = _agreed_budget(cfg, device, world_size, side)
     fitted, notes = fit_to_memory(work, budget, cfg.rotate)
     if notes and cfg.memory_check == "refuse":
         raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
@@ -536,86 +559,44 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     in_flight.store = _init_process_group(job, rank, device)
     try:
         in_flight.step("setup")
-        ident = (rank, socket.gethostname(), os.getpid(), _device_name(device), launch.node_id())
-        idents: list[Any] = [None] * job.world_size
-        dist.all_gather_object(idents, ident)
-        # Node labels, not bare host names: namespaces and containers share a host name.
-        hosts = launch.node_labels([str(i[4]) for i in idents])
-        subgroup = split_world(cfg.group_size, job.world_size, rank) if cfg.group_size else None
-        env_seen: list[Any] = [None] * job.world_size
-        if job.variant_keys:
+        side = SideGroup.create(job.world_size, cfg.timeout_s)
+        group_size = cfg.group_size or job.world_size
+        work = plan(cfg, group_size, job.backend)
+        me = Peer(
+            digest=(plan_digest(cfg, work), __version__),
+            rank=rank,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            device_name=_device_name(device),
+            node=launch.node_id(),
             # Proof, kept in meta.json, that every rank started with its variant's values.
-            dist.all_gather_object(env_seen, {k: os.environ.get(k) for k in job.variant_keys})
+            env_seen={k: os.environ.get(k) for k in job.variant_keys},
+        )
+        peers = _meet_peers(side, me)
+        # Node labels, not bare host names: namespaces and containers share a host name.
+        hosts = launch.node_labels([p.node for p in peers])
+        subgroup = (
+            split_world(cfg.group_size, job.world_size, rank, cfg.timeout_s)
+            if cfg.group_size
+            else None
+        )
+        groups = Groups(side, subgroup)
         info = RunInfo(
             run_id=job.run_id,
             backend=job.backend,
-            device_name=_device_name(device),
+            device_name=me.device_name,
             world_size=job.world_size,
-            nnodes=len({i[4] for i in idents}),
+            nnodes=len({p.node for p in peers}),
             groups=subgroup.count if subgroup else 1,
             variant=job.variant,
         )
-        timer = make_timer(device.type, cfg.cuda_graph)
-        work, memory_notes = _plan_for_rank(cfg, job, device, info.group_size)
-        _check_same_plan(cfg, work, job.world_size)
+        timer = make_timer(device.type, cfg.cuda_graph, side.barrier)
+        work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side)
         if rank != 0 or job.run_dir is None:
-            RankBench(cfg, info, rank, device, timer, None, in_flight, subgroup).run(work)
-            return
-        run_dir = Path(job.run_dir)
-        meta = metadata.collect(
-            run_id=job.run_id,
-            config=cfg.to_dict(),
-            launcher=job.launcher,
-            backend=job.backend,
-            world_size=job.world_size,
-            hosts=hosts,
-            devices=[str(i[3]) for i in idents],
-            pids=[int(i[2]) for i in idents],
-            group_size=info.group_size,
-        )
-        warnings = _measurement_warnings()
-        meta.update(warnings=warnings + memory_notes, plan_digest=plan_digest(cfg, work))
-        if job.variant_keys:
-            meta.update(variant=job.variant, env_seen_by_rank=env_seen)
-        metadata.write(run_dir, meta)
-        writer = RowWriter(run_dir / "results.csv")
-        try:
-            with progress_bar(count_units(work) * cfg.repeat, cfg.progress) as hooks:
-                for line in warnings:
-                    hooks.warn(f"colbench: warning: {line}")
-                for line in memory_notes:
-                    hooks.warn(f"colbench: note: {line}")
-                sink = TableSink(writer.write, cfg.table, warn=hooks.warn, advance=hooks.advance)
-                sink.header(
-                    ([f"# variant {job.variant}"] if job.variant else [])
-                    + run_header(
-                        ops=cfg.ops,
-                        backend=job.backend,
-                        world_size=job.world_size,
-                        nnodes=info.nnodes,
-                        device=info.device_name,
-                        warmup=cfg.warmup,
-                        iters=cfg.iters,
-                        average=cfg.average,
-                        check=cfg.check,
-                        seed=cfg.seed,
-                        ranks=[(i[0], h, i[2], i[3]) for i, h in zip(idents, hosts, strict=True)],
-                        groups=info.groups,
-                    )
-                )
-                started = time.time()
-                RankBench(cfg, info, rank, device, timer, sink, in_flight, subgroup).run(work)
-                sink.close()
-        finally:
-            writer.close()
-        meta.update(
-            status="complete",
-            rows=sink.rows_written,
-            rows_oom=sink.status_counts.get(STATUS_OOM, 0),
-            wrong_total=sink.wrong_total,
-            duration_s=round(time.time() - started, 3),
-        )
-        metadata.write(run_dir, meta)
+            RankBench(cfg, info, rank, device, timer, None, groups, in_flight).run(work)
+        else:
+            notes = (_measurement_warnings(cfg, job.backend), memory_notes)
+            _lead_run(job, info, peers, hosts, work, notes, (device, timer, groups, in_flight))
     except BaseException as exc:
         # Stamp the failure now: tearing down would close connections and make the
         # peers fail too, and the first failure must stay recognisable as the first.
@@ -625,6 +606,82 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     # teardown could block on peers that are gone.
     in_flight.phase = "shutdown"
     dist.destroy_process_group()
+
+
+def _lead_run(
+    job: RankJob,
+    info: RunInfo,
+    peers: list[Peer],
+    hosts: list[str],
+    work: list[Work],
+    notes: tuple[list[str], list[str]],
+    bench_args: tuple[Any, Timer, Groups, InFlight],
+) -> None:
+    """Rank 0's share: the same loop as every rank, plus meta.json, the CSV and the table.
+
+    ``notes``: warnings about the measurement (also in the table's header), and notes
+    on sizes skipped for memory.
+    """
+    cfg = job.cfg
+    device, timer, groups, in_flight = bench_args
+    warnings, memory_notes = notes
+    run_dir = Path(job.run_dir or ".")
+    meta = metadata.collect(
+        run_id=job.run_id,
+        config=cfg.to_dict(),
+        launcher=job.launcher,
+        backend=job.backend,
+        world_size=job.world_size,
+        hosts=hosts,
+        devices=[p.device_name for p in peers],
+        pids=[p.pid for p in peers],
+        group_size=info.group_size,
+    )
+    meta.update(warnings=warnings + memory_notes, plan_digest=peers[0].digest[0])
+    if job.variant_keys:
+        meta.update(variant=job.variant, env_seen_by_rank=[p.env_seen for p in peers])
+    metadata.write(run_dir, meta)
+    writer = RowWriter(run_dir / "results.csv")
+    try:
+        with progress_bar(count_units(work) * cfg.repeat, cfg.progress) as hooks:
+            for line in warnings:
+                hooks.warn(f"colbench: warning: {line}")
+            for line in memory_notes:
+                hooks.warn(f"colbench: note: {line}")
+            sink = TableSink(writer.write, cfg.table, warn=hooks.warn, advance=hooks.advance)
+            sink.header(
+                ([f"# variant {job.variant}"] if job.variant else [])
+                + [f"# warning: {line}" for line in warnings]
+                + run_header(
+                    ops=cfg.ops,
+                    backend=job.backend,
+                    world_size=job.world_size,
+                    nnodes=info.nnodes,
+                    device=info.device_name,
+                    warmup=cfg.warmup,
+                    iters=cfg.iters,
+                    average=cfg.average,
+                    check=cfg.check,
+                    seed=cfg.seed,
+                    ranks=[
+                        (p.rank, h, p.pid, p.device_name) for p, h in zip(peers, hosts, strict=True)
+                    ],
+                    groups=info.groups,
+                )
+            )
+            started = time.time()
+            RankBench(cfg, info, 0, device, timer, sink, groups, in_flight).run(work)
+            sink.close()
+    finally:
+        writer.close()
+    meta.update(
+        status="complete",
+        rows=sink.rows_written,
+        rows_oom=sink.status_counts.get(STATUS_OOM, 0),
+        wrong_total=sink.wrong_total,
+        duration_s=round(time.time() - started, 3),
+    )
+    metadata.write(run_dir, meta)
 
 
 def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:

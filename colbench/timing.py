@@ -1,8 +1,13 @@
 """Timers: how one batch of calls is timed on each device.
 
-Both timers take a callable that issues exactly one collective and return the
-duration of each iteration in microseconds; the batch mean is their sum / iters, so
-per-iteration stamps cost nothing extra. Nothing but the calls sits between stamps.
+Every timer takes a callable that issues exactly one collective and returns the
+duration of each timed iteration in microseconds; the batch mean is their sum over
+their count, so per-iteration stamps cost nothing extra. Nothing but the calls sits
+between stamps.
+
+GPU timers also measure the host's side: ``enqueue_us`` is the host time per call
+spent handing the batch to the GPU. When it is close to the GPU time per call, the GPU
+was waiting for the host, and the row measures torch's launch cost, not the network.
 """
 
 from __future__ import annotations
@@ -13,10 +18,20 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+#: Timed replays of a captured graph (nccl-tests launches its graph several times too).
+GRAPH_REPLAYS = 5
+
 
 class Timer(Protocol):
+    #: Host time per call to enqueue the last batch, microseconds; None where calls block.
+    enqueue_us: float | None
+
     def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
-        """Run ``call`` ``iters`` times back to back; microseconds per iteration."""
+        """Run ``call`` ``iters`` times back to back; microseconds per timed iteration."""
+        ...
+
+    def run_once(self, call: Callable[[], object]) -> None:
+        """Run ``call`` once the way timed batches run it (the result is verified)."""
         ...
 
     def synchronize(self) -> None:
@@ -26,6 +41,8 @@ class Timer(Protocol):
 
 class HostTimer:
     """CPU (gloo): blocking calls bracketed by ``time.perf_counter_ns``."""
+
+    enqueue_us: float | None = None
 
     def __init__(self, clock_ns: Callable[[], int] = time.perf_counter_ns) -> None:
         self._clock_ns = clock_ns
@@ -46,8 +63,46 @@ class HostTimer:
                 gc.enable()
         return [(b - a) / 1e3 for a, b in itertools.pairwise(stamps)]
 
+    def run_once(self, call: Callable[[], object]) -> None:
+        call()
+
     def synchronize(self) -> None:
         pass
+
+
+class _EventPool:
+    """CUDA events made and recorded once before any timed batch uses them.
+
+    ``torch.cuda.Event`` creates its CUDA event on the first ``record()``: recording a
+    fresh event inside the batch would time the event's creation with the collective.
+    """
+
+    def __init__(self, new_event: Callable[[], Any], device_synchronize: Callable[[], None]):
+        self._new_event = new_event
+        self._device_synchronize = device_synchronize
+        self._events: list[Any] = []
+
+    def take(self, count: int) -> list[Any]:
+        if len(self._events) < count:
+            fresh = [self._new_event() for _ in range(count - len(self._events))]
+            for event in fresh:
+                event.record()
+            self._device_synchronize()
+            self._events.extend(fresh)
+        return self._events[:count]
+
+
+def _cuda_defaults(
+    event_factory: Callable[[], Any] | None, device_synchronize: Callable[[], None] | None
+) -> tuple[Callable[[], Any], Callable[[], None]]:
+    if event_factory is not None and device_synchronize is not None:
+        return event_factory, device_synchronize
+    import torch
+
+    return (
+        event_factory or (lambda: torch.cuda.Event(enable_timing=True)),
+        device_synchronize or torch.cuda.synchronize,
+    )
 
 
 class CudaEventTimer:
@@ -58,76 +113,105 @@ class CudaEventTimer:
     the end, after the whole batch, keeps the host out of the measurement.
     """
 
+    enqueue_us: float | None = None
+
     def __init__(
         self,
         event_factory: Callable[[], Any] | None = None,
         device_synchronize: Callable[[], None] | None = None,
+        clock_ns: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
-        if event_factory is None or device_synchronize is None:
-            import torch
-
-            event_factory = event_factory or (lambda: torch.cuda.Event(enable_timing=True))
-            device_synchronize = device_synchronize or torch.cuda.synchronize
-        self._new_event = event_factory
-        self._device_synchronize = device_synchronize
+        new_event, self._device_synchronize = _cuda_defaults(event_factory, device_synchronize)
+        self._events = _EventPool(new_event, self._device_synchronize)
+        self._clock_ns = clock_ns
 
     def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
-        # Events are created before the first one is recorded: creation is not free.
-        events = [self._new_event() for _ in range(iters + 1)]
+        events = self._events.take(iters + 1)
+        started_ns = self._clock_ns()
         events[0].record()
         for i in range(iters):
             call()
             events[i + 1].record()
-        events[-1].synchronize()
+        self.enqueue_us = (self._clock_ns() - started_ns) / 1e3 / iters
+        events[iters].synchronize()
         # elapsed_time is in milliseconds.
-        return [a.elapsed_time(b) * 1e3 for a, b in itertools.pairwise(events)]
+        return [a.elapsed_time(b) * 1e3 for a, b in itertools.pairwise(events[: iters + 1])]
+
+    def run_once(self, call: Callable[[], object]) -> None:
+        call()
 
     def synchronize(self) -> None:
         self._device_synchronize()
 
 
 class CudaGraphTimer:
-    """GPU (NCCL), ``--cuda-graph``: the whole batch captured in one CUDA graph, replayed
-    between two events (nccl-tests' -G).
+    """GPU (NCCL), ``--cuda-graph``: the batch captured in one CUDA graph and replayed
+    (nccl-tests' -G).
 
-    Replaying a graph removes the per-call launch cost from the host, which is what
-    dominates small-message latency. Capture happens before the timed replay and is not
-    timed. A graph replay has no per-call events, so every iteration reports the mean.
+    A replay launches every captured call at once, which removes torch's per-call
+    launch cost from small-message latency. In the order nccl-tests uses: capture,
+    let every rank finish capturing (capture takes each rank a different time),
+    replay once untimed (a graph's first launch uploads it to the device and is
+    slower), align the ranks again, then time :data:`GRAPH_REPLAYS` replays. Each
+    replay yields one mean per call, reported for each of its calls.
     """
+
+    enqueue_us: float | None = None
 
     def __init__(
         self,
+        barrier: Callable[[], None],
         graph_factory: Callable[[], Any] | None = None,
         capture: Callable[[Any], Any] | None = None,
         event_factory: Callable[[], Any] | None = None,
         device_synchronize: Callable[[], None] | None = None,
+        clock_ns: Callable[[], int] = time.perf_counter_ns,
+        replays: int = GRAPH_REPLAYS,
     ) -> None:
-        if None in (graph_factory, capture, event_factory, device_synchronize):
+        if graph_factory is None or capture is None:
             import torch
 
             graph_factory = graph_factory or torch.cuda.CUDAGraph
             capture = capture or torch.cuda.graph
-            event_factory = event_factory or (lambda: torch.cuda.Event(enable_timing=True))
-            device_synchronize = device_synchronize or torch.cuda.synchronize
-        assert graph_factory and capture and event_factory and device_synchronize
+        new_event, self._device_synchronize = _cuda_defaults(event_factory, device_synchronize)
+        self._barrier = barrier
         self._new_graph = graph_factory
         self._capture = capture
-        self._new_event = event_factory
-        self._device_synchronize = device_synchronize
+        self._events = _EventPool(new_event, self._device_synchronize)
+        self._clock_ns = clock_ns
+        self._replays = replays
 
-    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
+    def _captured(self, call: Callable[[], object], iters: int) -> Any:
         graph = self._new_graph()
         with self._capture(graph):
             for _ in range(iters):
                 call()
         self._device_synchronize()
-        start, end = self._new_event(), self._new_event()
-        start.record()
+        return graph
+
+    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
+        graph = self._captured(call, iters)
+        self._barrier()
         graph.replay()
-        end.record()
-        end.synchronize()
-        mean_us = start.elapsed_time(end) * 1e3 / iters
-        return [mean_us] * iters
+        self._device_synchronize()
+        self._barrier()
+        events = self._events.take(self._replays + 1)
+        started_ns = self._clock_ns()
+        events[0].record()
+        for i in range(self._replays):
+            graph.replay()
+            events[i + 1].record()
+        self.enqueue_us = (self._clock_ns() - started_ns) / 1e3 / (iters * self._replays)
+        events[self._replays].synchronize()
+        per_call_us = [
+            a.elapsed_time(b) * 1e3 / iters
+            for a, b in itertools.pairwise(events[: self._replays + 1])
+        ]
+        return [mean for mean in per_call_us for _ in range(iters)]
+
+    def run_once(self, call: Callable[[], object]) -> None:
+        # Verification checks what a replayed graph wrote, not what an eager call would.
+        self._captured(call, 1).replay()
 
     def synchronize(self) -> None:
         self._device_synchronize()

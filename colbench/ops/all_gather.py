@@ -21,6 +21,8 @@ class AllGather(Collective):
     count_rule = "count = b, the elements each rank sends (16-byte aligned share of the request)"
     busbw_rule = "busbw = algbw * (n-1)/n"
     torch_call = "dist.all_gather_single(output, input)"
+    nccl_name = "allgather"
+    nccl_algorithms = ("Ring", "CollnetDirect", "NVLS", "PAT")
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         b = per_rank_chunk(requested_bytes, elem_bytes, world_size)

@@ -18,6 +18,8 @@ class AllReduce(Collective):
     count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 2(n-1)/n"
     torch_call = "dist.all_reduce(tensor, op)"
+    nccl_name = "allreduce"
+    nccl_algorithms = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree")
     uses_redop = True
     # torch.distributed.all_reduce only exists in place; there is no separate output buffer.
     placements = ("in",)

@@ -16,6 +16,9 @@ class Barrier(Collective):
     busbw_rule = "busbw = 0 (no bytes move; only time_us is meaningful)"
     torch_call = "dist.barrier()"
     sized = False
+    # dist.barrier() synchronises the host with the other ranks, which a CUDA graph
+    # cannot capture.
+    graph_capturable = False
     placements = ("out",)
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:

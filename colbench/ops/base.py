@@ -113,6 +113,13 @@ class Collective:
     #: Placements torch offers for this op: "out" (separate buffers) and/or "in".
     placements: ClassVar[tuple[str, ...]] = ("out", "in")
     notes: ClassVar[str] = ""
+    #: NCCL's name for this collective and the algorithms NCCL implements it with, so
+    #: ``NCCL_ALGO`` variants that leave it none are reported, not run (see nccl_algo).
+    #: Empty: NCCL builds it from point-to-point calls, which ``NCCL_ALGO`` does not govern.
+    nccl_name: ClassVar[str] = ""
+    nccl_algorithms: ClassVar[tuple[str, ...]] = ()
+    #: Whether the call can be captured in a CUDA graph (``--cuda-graph``).
+    graph_capturable: ClassVar[bool] = True
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         raise NotImplementedError

@@ -18,6 +18,8 @@ class Broadcast(Collective):
     count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 1"
     torch_call = "dist.broadcast(tensor, src=root)"
+    nccl_name = "broadcast"
+    nccl_algorithms = ("Ring",)
     rooted = True
     # torch's broadcast has one tensor: the root's input is every rank's output.
     placements = ("in",)

@@ -18,6 +18,8 @@ class Reduce(Collective):
     count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 1"
     torch_call = "dist.reduce(tensor, dst=root, op)"
+    nccl_name = "reduce"
+    nccl_algorithms = ("Ring",)
     uses_redop = True
     rooted = True
     # torch's reduce has one tensor, reduced in place on the root.

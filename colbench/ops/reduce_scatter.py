@@ -21,6 +21,8 @@ class ReduceScatter(Collective):
     count_rule = "count = b, the elements each rank receives (16-byte aligned share)"
     busbw_rule = "busbw = algbw * (n-1)/n"
     torch_call = "dist.reduce_scatter_single(output, input, op)"
+    nccl_name = "reducescatter"
+    nccl_algorithms = ("Ring", "CollnetDirect", "NVLS", "PAT")
     uses_redop = True
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch.distributed as dist
 
 from colbench.ops import data
@@ -38,7 +41,8 @@ class SendRecv(Collective):
         data.poison(bufs.recv)
         data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        # The P2POp list is built here, once, so the timed call only posts and waits.
         n = ctx.world_size
         to_peer = ctx.global_rank((ctx.rank + 1) % n)
         from_peer = ctx.global_rank((ctx.rank - 1) % n)
@@ -46,14 +50,18 @@ class SendRecv(Collective):
             dist.P2POp(dist.isend, bufs.send, to_peer, ctx.group),
             dist.P2POp(dist.irecv, bufs.recv, from_peer, ctx.group),
         ]
-        for work in dist.batch_isend_irecv(ops):
-            work.wait()
+        return functools.partial(_exchange, ops)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         src = (ctx.rank - 1) % ctx.world_size
         return data.count_wrong(
             bufs.recv, lambda lo, hi: data.values("copy", src, lo, hi, ctx), ctx
         )
+
+
+def _exchange(ops: list[dist.P2POp]) -> None:
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
 
 
 OP = SendRecv()

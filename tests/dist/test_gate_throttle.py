@@ -22,6 +22,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from colbench.bench import RankBench, RunInfo, plan
+from colbench.groups import Groups, SideGroup
 from colbench.config import SweepConfig
 from colbench.launch import free_port
 from colbench.ops.base import Buffers, Collective, Context
@@ -182,7 +183,8 @@ def _corrupted_rank(rank: int, port: int, csv_path: str) -> None:
         info = RunInfo("corrupted", "gloo", "cpu", 2, 1)
         writer = RowWriter(Path(csv_path)) if rank == 0 else None
         sink = _CsvSink(writer) if writer is not None else None
-        RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink).run(work)
+        groups = Groups(SideGroup.create(2, 60))
+        RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink, groups).run(work)
         if writer is not None:
             writer.close()
     finally:

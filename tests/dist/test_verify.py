@@ -12,6 +12,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from colbench.bench import RankBench, RunInfo, plan
+from colbench.groups import Groups, SideGroup
 from colbench.config import SweepConfig
 from colbench.launch import free_port
 from colbench.ops import BY_NAME
@@ -77,7 +78,8 @@ def _rank(rank: int, op_name: str, port: int, csv_path: str) -> None:
                     pass
 
             sink = Sink()
-        RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink).run(work)
+        groups = Groups(SideGroup.create(2, 60))
+        RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink, groups).run(work)
         if writer is not None:
             writer.close()
     finally:

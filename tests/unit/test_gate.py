@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from colbench import gate, ops
-from colbench.bench import RunInfo, Work, make_row, oom_row
+from colbench.bench import RunInfo, Work, make_row, unmeasured_row
 from colbench.cli import main
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.gate import Check, SizeWindow, Verdict, judge, parse_checks
 from colbench.report import gate_report
-from colbench.results import RowWriter, load
+from colbench.results import STATUS_OOM, RowWriter, load
 
 KiB = 1024
 
@@ -55,7 +55,9 @@ def write_run(
         for repeat, t in enumerate(samples):
             key = (op_name, requested, placement)
             if key in oom:
-                row = oom_row(info, cfg, work, requested, layout, placement == "in", repeat)
+                row = unmeasured_row(
+                    info, cfg, work, requested, layout, placement == "in", STATUS_OOM, repeat
+                )
             else:
                 times = dict.fromkeys(
                     ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us"), t
