@@ -26,7 +26,8 @@ _SPY_DIR = os.environ.get("COLBENCH_SPY_DIR")
 
 _COLLECTIVES = (
     "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
-    "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "broadcast", "reduce", "all_to_all", "all_to_all_single",
+    "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "broadcast",
+    "reduce", "all_to_all", "all_to_all_single",
     "gather", "scatter", "barrier", "monitored_barrier", "all_gather_object",
     "gather_object", "broadcast_object_list", "scatter_object_list", "send", "recv",
     "batch_isend_irecv",
