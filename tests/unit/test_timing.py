@@ -100,15 +100,46 @@ def test_cuda_event_timer_per_iteration_microseconds() -> None:
 
     times = timer.time_batch(call, 3)
     assert times == pytest.approx([250.0, 500.0, 125.0])
-    # iters + 1 events, each recorded exactly once.
     assert len(events) == 4
-    assert [e.records for e in events] == [1, 1, 1, 1]
-    # Events are created up front; one record before the batch and one after each call.
-    assert log[:4] == ["create"] * 4
-    assert log[4:] == ["record", "call", "record", "call", "record", "call", "record", "event-sync"]
-    # One host sync, on the last event only; the device is not synchronised per batch.
+    # torch.cuda.Event makes its CUDA event on the first record(): every event is made
+    # and recorded once, and the device drained, before the batch; in the batch, one
+    # record before the first call and one after each call.
+    assert log[:9] == ["create"] * 4 + ["record"] * 4 + ["device"]
+    assert log[9:] == ["record", "call", "record", "call", "record", "call", "record", "event-sync"]
+    assert [e.records for e in events] == [2, 2, 2, 2]
+    # One host sync, on the last event only; the device is not synchronised in the batch.
     assert [e.syncs for e in events] == [0, 0, 0, 1]
-    assert "device" not in log
+
+
+def test_cuda_event_timer_reuses_its_events() -> None:
+    timer, events, log, stream = make_cuda_timer([0.1] * 5)
+
+    def call() -> None:
+        stream.run_one()
+
+    timer.time_batch(call, 3)
+    log.clear()
+    timer.time_batch(call, 2)
+    # A shorter batch takes events already made: nothing is created or warmed again.
+    assert len(events) == 4
+    assert log == ["record"] * 3 + ["event-sync"]
+
+
+def test_cuda_event_timer_measures_the_host_enqueue_time() -> None:
+    log: list[str] = []
+    stream = FakeStream([0.01] * 4)
+    clock = ScriptedClock([1_000_000, 1_000_000 + 4 * 40_000])
+    timer = CudaEventTimer(
+        event_factory=lambda: FakeEvent(log, stream),
+        device_synchronize=lambda: None,
+        clock_ns=clock,
+    )
+    assert timer.enqueue_us is None
+    times = timer.time_batch(stream.run_one, 4)
+    # 40 us of host time per call against 10 us of GPU time: the GPU waited on the host.
+    assert timer.enqueue_us == pytest.approx(40.0)
+    assert sum(times) / len(times) == pytest.approx(10.0)
+    assert clock.reads == 2
 
 
 def test_cuda_event_timer_synchronize_uses_the_device_sync() -> None:

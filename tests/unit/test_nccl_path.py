@@ -1,0 +1,165 @@
+"""The NCCL path's decisions, on CPU: NCCL_ALGO support, --cuda-graph and barrier, the
+plan digest, the --debug warning, and what sendrecv builds outside the timed call."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+import torch
+
+from colbench import nccl_algo, ops
+from colbench.bench import InFlight, RankBench, RunInfo, plan, plan_digest
+from colbench.config import SweepConfig, build, validate_for_world
+from colbench.dtypes import DTYPES
+from colbench.errors import UsageError
+from colbench.groups import Groups
+from colbench.ops.base import Context
+from colbench.runner import _measurement_warnings
+from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Rows
+
+EVERY_SIZED_OP = tuple(op.name for op in ops.REGISTRY if op.sized)
+
+
+@pytest.mark.parametrize(
+    ("value", "op", "runs"),
+    [
+        ("Tree", "all_reduce", True),
+        ("Tree", "all_gather", False),
+        ("Tree", "reduce_scatter", False),
+        ("Tree", "broadcast", False),
+        ("Tree", "reduce", False),
+        ("tree", "all_gather", False),
+        ("Ring", "all_gather", True),
+        ("Ring,Tree", "broadcast", True),
+        ("^Ring", "broadcast", False),
+        ("^Ring", "all_gather", True),
+        ("^Tree", "all_reduce", True),
+        # NCCL's per-collective form: collectives it does not name keep every algorithm.
+        ("allreduce:tree;allgather:ring", "all_reduce", True),
+        ("allreduce:tree;allgather:ring", "all_gather", True),
+        ("allreduce:tree;allgather:ring", "broadcast", True),
+        ("allgather:tree", "all_gather", False),
+        ("allreduce:tree", "all_gather", True),
+    ],
+)
+def test_which_collectives_nccl_algo_leaves_an_algorithm(value: str, op: str, runs: bool) -> None:
+    coll = ops.get(op)
+    reason = nccl_algo.unsupported_reason(value, coll.nccl_name, coll.nccl_algorithms)
+    assert (reason is None) is runs, reason
+
+
+def test_tree_rows_are_unsupported_and_call_nothing() -> None:
+    cfg = SweepConfig(ops=EVERY_SIZED_OP, sizes_bytes=(1024, 4096), iters=2, warmup=1)
+    work = plan(cfg, 4, "nccl", env={"NCCL_ALGO": "Tree"})
+    refused = {w.coll.name for w in work if w.unsupported}
+    assert refused == {"all_gather", "reduce_scatter", "broadcast", "reduce"}
+    # Point-to-point based collectives are not governed by NCCL_ALGO.
+    assert {"all_to_all", "gather", "scatter", "sendrecv", "all_reduce"}.isdisjoint(refused)
+    reason = next(w.unsupported for w in work if w.coll.name == "all_gather")
+    assert "allgather" in reason and "NCCL_ALGO=Tree" in reason
+    # gloo ignores NCCL_ALGO; a world of one never communicates, and NCCL ignores it there.
+    assert not any(w.unsupported for w in plan(cfg, 4, "gloo", env={"NCCL_ALGO": "Tree"}))
+    assert not any(w.unsupported for w in plan(cfg, 1, "nccl", env={"NCCL_ALGO": "Tree"}))
+
+    log = Log()
+    refused_work = [w for w in work if w.unsupported]
+    sink = Rows()
+    info = RunInfo("t", "nccl", "gpu", world_size=4, nnodes=1)
+    timer = FakeTimer(log, 1.0, None)
+    groups = Groups(FakeSide(log))  # type: ignore[arg-type]
+    bench = RankBench(cfg, info, 0, torch.device("cpu"), timer, sink, groups, InFlight())
+    bench.run(refused_work)
+    # Nothing is allocated, agreed, timed or gathered for them: the run goes on.
+    assert log == []
+    assert {r["status"] for r in sink.written} == {"unsupported"}
+    assert all(r["time_us"] is None and r["busbw_gbps"] is None for r in sink.written)
+    assert len(sink.written) == sum(len(w.layouts) * len(w.placements) for w in refused_work)
+    assert any("all_gather float32: unsupported: NCCL has no algorithm" in n for n in sink.notes)
+
+
+def test_an_explicit_barrier_under_cuda_graph_is_refused() -> None:
+    common: dict[str, Any] = {"sizes": (1024,), "dtype": "float32", "redop": "sum"}
+    with pytest.raises(UsageError, match="--cuda-graph cannot capture barrier"):
+        build(op="all_reduce,barrier", cuda_graph=True, **common)
+    # Without --cuda-graph, or with the whole set of ops, it is accepted.
+    build(op="barrier", **common)
+    cfg = build(op="all", cuda_graph=True, **common)
+    notes = validate_for_world(cfg, 2, "nccl")
+    assert "skipping barrier: a CUDA graph cannot capture it (--cuda-graph)" in notes
+    assert "barrier" not in {w.coll.name for w in plan(cfg, 2, "nccl", env={})}
+    no_graph = dataclasses.replace(cfg, cuda_graph=False)
+    assert "barrier" in {w.coll.name for w in plan(no_graph, 2, "nccl", env={})}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("time_budget_s", 0.5),
+        ("memory_check", "off"),
+        ("memory_check", "refuse"),
+        ("cuda_graph", True),
+        ("rotate", 2),
+        ("repeat", 2),
+        ("iters", 7),
+    ],
+)
+def test_the_digest_covers_every_option_that_changes_the_collectives(
+    field: str, value: object
+) -> None:
+    base = SweepConfig(sizes_bytes=(1024,))
+    other = dataclasses.replace(base, **{field: value})
+    assert plan_digest(base, plan(base, 2, "gloo")) != plan_digest(other, plan(other, 2, "gloo"))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("out_dir", "/tmp/x"), ("table", False), ("timeout_s", 9.0), ("progress", True)],
+)
+def test_the_digest_ignores_what_only_changes_output_or_waiting(field: str, value: object) -> None:
+    base = SweepConfig(sizes_bytes=(1024,))
+    other = dataclasses.replace(base, **{field: value})
+    assert plan_digest(base, plan(base, 2, "gloo")) == plan_digest(other, plan(other, 2, "gloo"))
+
+
+def test_debug_says_it_changes_timings() -> None:
+    cfg = SweepConfig(sizes_bytes=(1024,), debug=True)
+    (warning,) = _measurement_warnings(cfg, "nccl")
+    assert warning.startswith("--debug: torch's NCCL flight recorder")
+    assert _measurement_warnings(cfg, "gloo") == []
+    assert _measurement_warnings(dataclasses.replace(cfg, debug=False), "nccl") == []
+
+
+def test_sendrecv_builds_its_p2p_ops_when_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    log: list[tuple[str, Any]] = []
+
+    class P2POp:
+        def __init__(self, op: Any, tensor: Any, peer: int, group: Any = None) -> None:
+            log.append(("P2POp", (op.__name__, peer)))
+
+    class Work:
+        def wait(self) -> None:
+            log.append(("wait", None))
+
+    def batch_isend_irecv(p2p_ops: list[Any]) -> list[Work]:
+        log.append(("batch", id(p2p_ops)))
+        return [Work(), Work()]
+
+    monkeypatch.setattr(dist, "P2POp", P2POp)
+    monkeypatch.setattr(dist, "batch_isend_irecv", batch_isend_irecv)
+    coll = ops.get("sendrecv")
+    ctx = Context(1, 4, 0, DTYPES["float32"], "none", 0, torch.device("cpu"))
+    layout = coll.layout(64, 4, 4)
+    storage = coll.allocate(layout, ctx, False)
+    call = coll.bind(coll.views(storage, layout, ctx, False), ctx)
+    assert log == [("P2POp", ("isend", 2)), ("P2POp", ("irecv", 0))]
+    log.clear()
+    call()
+    call()
+    # The timed call only posts the same prepared list and waits.
+    batches = [entry for entry in log if entry[0] == "batch"]
+    assert len(batches) == 2 and batches[0][1] == batches[1][1]
+    assert [name for name, _ in log] == ["batch", "wait", "wait", "batch", "wait", "wait"]
