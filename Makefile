@@ -50,8 +50,15 @@ unit: install
 dist: install
 	$(PY) -m pytest tests/dist $(PYTEST_ARGS)
 
-gpu: install
-	$(PY) -m pytest tests/gpu $(PYTEST_ARGS)
+# GPU nodes often have torch with CUDA but no package registry: where python3 already
+# has colbench's dependencies, run from the checkout (PYTHONPATH=.) without installing.
+GPU_DEPS := import torch, typer, pandas, matplotlib, yaml, rich, pytest
+gpu:
+	@if $(PYTHON) -c "$(GPU_DEPS)" >/dev/null 2>&1; then \
+		PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest tests/gpu -v -rs $(PYTEST_ARGS); \
+	else \
+		$(MAKE) install && $(PY) -m pytest tests/gpu -v -rs $(PYTEST_ARGS); \
+	fi
 
 test: lint gate-smoke
 	$(PY) -m pytest tests $(PYTEST_ARGS)

@@ -75,6 +75,7 @@ BAD = [
     ("unknown backend", ["sweep", "--backend", "mpi"], "--backend"),
     ("unknown command", ["benchmark"], "benchmark"),
     ("explain unknown op", ["explain", "all_scream"], "unknown op"),
+    ("barrier in a CUDA graph", ["sweep", "--op", "barrier", "-G"], "cannot capture barrier"),
     (
         "root outside the world",
         ["sweep", "--op", "broadcast", "--backend", "gloo", "--nprocs", "2", "--root", "5"],
