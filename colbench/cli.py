@@ -646,7 +646,7 @@ def gate(
         typer.Option(
             "--update-baseline",
             help="Accept CURRENT as the new baseline (copied into BASELINE); refused when it "
-            "has wrong elements or unmeasured rows.",
+            "has wrong elements or oom rows.",
         ),
     ] = False,
 ) -> None:

@@ -94,14 +94,18 @@ def compare_runs(
     # pair variant with variant, since mixing Ring rows with Tree rows means nothing.
     join_on_variant = not (len(variants_a) == 1 and len(variants_b) == 1)
     keys = KEY + (["variant"] if join_on_variant else [])
-    # Rows without a measurement (status oom) have nothing to compare.
+    # Rows without a measurement (status oom, unsupported) have nothing to compare;
+    # they are named as the reason where the other run has the key.
     agg_a = _aggregate(run_a.frame[measured(run_a.frame)], chosen.column, keys)
     agg_b = _aggregate(run_b.frame[measured(run_b.frame)], chosen.column, keys)
     merged = agg_a.merge(agg_b, on=keys, how="outer", suffixes=("_a", "_b"), indicator="present")
+    status_a, status_b = _unmeasured(run_a.frame, keys), _unmeasured(run_b.frame, keys)
+    merged = _with_unmeasured_in_both(merged, keys, status_a, status_b)
     reasons = []
     ratios = []
     for row in merged.itertuples(index=False):
-        reason = _judge(row, chosen.column)
+        key = tuple(getattr(row, k) for k in keys)
+        reason = _judge(row, chosen.column, status_a.get(key), status_b.get(key))
         reasons.append(reason)
         ratio = math.nan if reason else float(row.value_b) / float(row.value_a)
         ratios.append(ratio)
@@ -121,12 +125,42 @@ def compare_runs(
     return Comparison(run_a, run_b, metric_name, merged, context, join_on_variant)
 
 
-def _judge(row: Any, column: str) -> str:
+def _unmeasured(frame: Any, keys: list[str]) -> dict[tuple[Any, ...], str]:
+    """Key -> status of the keys a run has rows for but no measurement (oom, unsupported)."""
+    measured_keys = set(frame[measured(frame)][keys].itertuples(index=False, name=None))
+    out: dict[tuple[Any, ...], str] = {}
+    for record in frame[~measured(frame)][[*keys, "status"]].itertuples(index=False, name=None):
+        key = tuple(record[:-1])
+        if key not in measured_keys:
+            out.setdefault(key, str(record[-1]))
+    return out
+
+
+def _with_unmeasured_in_both(
+    merged: Any, keys: list[str], status_a: dict[Any, str], status_b: dict[Any, str]
+) -> Any:
+    """Keys that neither run measured become rows too, so the table names why."""
+    import pandas as pd
+
+    both = [k for k in status_a if k in status_b]
+    if not both:
+        return merged
+    extra = pd.DataFrame(both, columns=keys).assign(present="both")
+    return pd.concat([merged.astype({"present": str}), extra], ignore_index=True)
+
+
+def _judge(row: Any, column: str, status_a: str | None = None, status_b: str | None = None) -> str:
     """Why this pair cannot be compared, or '' when it can."""
+    if status_a and status_b:
+        return (
+            f"{status_a} in A, {status_b} in B"
+            if status_a != status_b
+            else f"{status_a} in A and B"
+        )
     if row.present == "left_only":
-        return "only in A"
+        return f"{status_b} in B" if status_b else "only in A"
     if row.present == "right_only":
-        return "only in B"
+        return f"{status_a} in A" if status_a else "only in B"
     if row.backend_a != row.backend_b:
         return f"backend {row.backend_a} vs {row.backend_b}"
     if row.wrong_a or row.wrong_b:

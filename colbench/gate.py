@@ -27,7 +27,7 @@ from typing import Any
 
 from colbench import stats
 from colbench.errors import UsageError
-from colbench.results import STATUS_OK, csv_path, load
+from colbench.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
 from colbench.sizes import parse_size
 
 #: Metric -> +1 when a rise is a regression (times, wrong elements), -1 when a drop is.
@@ -82,6 +82,8 @@ class Verdict(str, Enum):
     NEW = "new"
     #: Present and correct, but outside --min-size/--max-size: performance not judged.
     OK = "ok"
+    #: Neither side has a measurement (unsupported or oom on both): nothing to judge.
+    SKIPPED = "skipped"
 
 
 #: Verdicts that fail the gate.
@@ -414,6 +416,36 @@ def _wrong_counts(samples: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
     return worst, unverified
 
 
+def _side_status(samples: Sequence[Mapping[str, Any]]) -> str:
+    """ok when any sample holds a measurement, else the status of the first sample."""
+    statuses = [str(s.get("status", STATUS_OK)) for s in samples]
+    return STATUS_OK if STATUS_OK in statuses else statuses[0]
+
+
+def _unmeasured(
+    base: Sequence[Mapping[str, Any]], cur: Sequence[Mapping[str, Any]]
+) -> tuple[Verdict, str] | None:
+    """The verdict of a row that a side could not measure, when it is not judged at all.
+
+    ``unsupported`` is a fact of the variant (NCCL has no tree all_gather): unsupported
+    on both sides has nothing to judge, unsupported now but measured before means the
+    current run no longer measures what the baseline did, and measured now but
+    unsupported before has no baseline to compare with. An oom in the current run
+    alone stays a failed check (see _judge_row): the run could measure it before.
+    """
+    base_status, cur_status = _side_status(base), _side_status(cur)
+    if base_status != STATUS_OK and cur_status != STATUS_OK:
+        return Verdict.SKIPPED, (
+            f"no measurement on either side ({base_status} in the baseline, "
+            f"{cur_status} in the current run)"
+        )
+    if cur_status == STATUS_UNSUPPORTED:
+        return Verdict.NOT_COMPARABLE, "unsupported in the current run, measured in the baseline"
+    if base_status == STATUS_UNSUPPORTED:
+        return Verdict.NEW, "unsupported in the baseline: nothing to compare with"
+    return None
+
+
 def _judge_row(
     base: Sequence[Mapping[str, Any]],
     cur: Sequence[Mapping[str, Any]],
@@ -424,6 +456,15 @@ def _judge_row(
 ) -> RowResult:
     key = {c: cur[0][c] for c in (*KEY_COLUMNS, "requested_bytes")}
     row = RowResult(key=key, verdict=Verdict.SAME, n_baseline=len(base), n_current=len(cur))
+    unmeasured = _unmeasured(base, cur)
+    if unmeasured is not None:
+        row.verdict, note = unmeasured
+        row.notes.append(note)
+        worst, _ = _wrong_counts(cur)
+        if worst:
+            row.verdict = Verdict.WORSE
+            row.notes.insert(0, f"{worst} wrong element(s)")
+        return row
     results: list[CheckResult] = []
     spreads: list[str] = []
     in_window = key["size_bytes"] in window
@@ -781,11 +822,13 @@ def update_baseline(
     target = Path(baseline)
     if target.suffix == ".csv":
         raise UsageError(f"--update-baseline needs a baseline directory, not the file {target}")
-    lines: list[str] = []
-    for path in currents:
-        text = csv_path(path).read_text(encoding="utf-8").splitlines(keepends=True)
-        # load() checked that every file has exactly the schema's header.
-        lines.extend(text if not lines else text[1:])
+    texts = [csv_path(p).read_text(encoding="utf-8").splitlines(keepends=True) for p in currents]
+    if len({t[0] if t else "" for t in texts}) == 1:
+        # One layout: the rows as measured, byte for byte.
+        lines = texts[0][:1] + [line for t in texts for line in t[1:]]
+    else:
+        # Runs of different schema versions: one file in this version's layout.
+        lines = [frame_text(load_runs(currents))]
     meta = metas[0]
     if meta is not None and len(currents) > 1:
         meta = {**meta, "pooled_runs": [m.get("run_id") if m else None for m in metas]}
@@ -816,11 +859,13 @@ def _refuse_as_baseline(path: str | os.PathLike[str]) -> None:
         raise UsageError(
             f"refusing to accept {where} as the baseline: {bad_wrong} row(s) have wrong elements"
         )
-    not_ok = int((frame["status"] != STATUS_OK).sum())
+    # An unsupported row is a fact of the variant (NCCL has no tree all_gather), the
+    # same in every run; an oom row is an accident of that run.
+    not_ok = int((~frame["status"].isin([STATUS_OK, STATUS_UNSUPPORTED])).sum())
     if not_ok:
         raise UsageError(
             f"refusing to accept {where} as the baseline: {not_ok} row(s) have no "
-            "measurement (status other than ok)"
+            "measurement (status other than ok or unsupported)"
         )
     meta = _read_meta(path)
     if meta is not None and meta.get("status") != "complete":

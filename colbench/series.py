@@ -103,7 +103,7 @@ def _optional_int(value: Any) -> int | None:
 
 def lines(run: Run) -> list[Line]:
     """The run's curves over size; size-0 rows (barrier, empty imports) cannot be on a log axis,
-    and rows without a measurement (status oom) have nothing to draw."""
+    and rows without a measurement (status oom, unsupported) have nothing to draw."""
     frame = run.frame[(run.frame["size_bytes"] > 0) & measured(run.frame)]
     out: list[Line] = []
     keys = ["op", "variant", "dtype", "redop", "world_size"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from colbench import __version__
 from colbench.dtypes import DTYPES
+from colbench.results import HOST_BOUND_RATIO, STATUS_OK
 
 _HEAD = (("size", 12), ("count", 14), ("type", 10), ("redop", 8), ("root", 8))
 _PER_PLACEMENT = (("time", 9), ("algbw", 8), ("busbw", 8), ("#wrong", 7))
@@ -20,10 +21,33 @@ _UNITS_HEAD = ("(B)", "(elements)", "", "", "")
 _UNITS_PLACEMENT = ("(us)", "(GB/s)", "(GB/s)", "")
 PLACEMENT_TITLES = {0: "out-of-place", 1: "in-place"}
 UNITS_NOTE = "sizes in bytes, binary units (1K = 1024 B); bandwidth in GB/s (1 GB/s = 1e9 B/s)"
+HOST_BOUND_MARK = "*"
+HOST_BOUND_NOTE = (
+    f"{HOST_BOUND_MARK} after a time: host-bound, the GPU waited on the host (enqueue time "
+    f">= {HOST_BOUND_RATIO:g}x the time per call), so the time is torch's launch cost, not "
+    "the network's latency; --cuda-graph measures small messages without it"
+)
 
 
 def _cells(values: Sequence[str], widths: Sequence[tuple[str, int]]) -> str:
-    return "".join(f"{v:>{w}}" for v, (_, w) in zip(values, widths, strict=True))
+    # A value that still fills its column (text; numbers are fitted first) keeps a space
+    # before it: the line shifts, but two values never read as one.
+    return "".join(
+        f"{v:>{w}}" if len(v) < w else f" {v}" for v, (_, w) in zip(values, widths, strict=True)
+    )
+
+
+def fit(value: float, text: str, width: int) -> str:
+    """``text`` if it leaves a space in a column of ``width``, else ``value`` in the %g
+    form with as many digits as leave one (like nccl-tests' switch to 1e+06)."""
+    room = width - 1
+    if len(text) <= room:
+        return text
+    for digits in range(6, 0, -1):
+        short = f"{value:.{digits}g}"
+        if len(short) <= room:
+            return short
+    return short
 
 
 def _commented(line: str) -> str:
@@ -56,13 +80,47 @@ def column_header() -> list[str]:
     return [_commented(titles.rstrip()), _commented(names), _commented(units.rstrip())]
 
 
+def _number(value: Any, width: int) -> str:
+    return fit(float(value), str(value), width)
+
+
+def _status_block(status: str) -> str:
+    """A placement without a measurement: its status where the numbers would be."""
+    widths = [w for _, w in _PER_PLACEMENT]
+    if len(status) < min(widths[:3]):
+        return _cells([status] * 3 + ["N/A"], _PER_PLACEMENT)
+    # Too long for one cell (unsupported): one span over time, algbw and busbw.
+    return _cells([status, "N/A"], (("", sum(widths[:3])), _PER_PLACEMENT[3]))
+
+
+def _measured_block(row: Mapping[str, Any]) -> str:
+    (_, time_w), (_, algbw_w), (_, busbw_w), (_, wrong_w) = _PER_PLACEMENT
+    time_us = float(row["time_us"])
+    mark = HOST_BOUND_MARK if row.get("host_bound") else ""
+    wrong = row.get("wrong")
+    return _cells(
+        [
+            fit(time_us, format_time_us(time_us), time_w - len(mark)) + mark,
+            fit(float(row["algbw_gbps"]), f"{float(row['algbw_gbps']):.2f}", algbw_w),
+            fit(float(row["busbw_gbps"]), f"{float(row['busbw_gbps']):.2f}", busbw_w),
+            "N/A" if wrong is None else _number(wrong, wrong_w),
+        ],
+        _PER_PLACEMENT,
+    )
+
+
 def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
-    """One table line from the rows of one size (one per placement measured)."""
+    """One table line from the rows of one size (one per placement measured).
+
+    Every value leaves at least one space before it: a number too long for its column
+    switches to the %g form (1.2e+06), a host-bound time carries HOST_BOUND_MARK.
+    """
     first = rows[0]
+    widths = dict(_HEAD)
     head = _cells(
         [
-            str(first["size_bytes"]),
-            str(first["count"]),
+            _number(first["size_bytes"], widths["size"]),
+            _number(first["count"], widths["count"]),
             type_name(str(first["dtype"])),
             str(first["redop"]),
             str(first["root"]),
@@ -75,22 +133,10 @@ def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
         row = by_place.get(in_place)
         if row is None:
             blocks.append(_cells(["n/a"] * 4, _PER_PLACEMENT))
-            continue
-        if row.get("status", "ok") != "ok":
-            blocks.append(_cells([str(row["status"])] * 3 + ["N/A"], _PER_PLACEMENT))
-            continue
-        wrong = row.get("wrong")
-        blocks.append(
-            _cells(
-                [
-                    format_time_us(float(row["time_us"])),
-                    f"{float(row['algbw_gbps']):.2f}",
-                    f"{float(row['busbw_gbps']):.2f}",
-                    "N/A" if wrong is None else str(wrong),
-                ],
-                _PER_PLACEMENT,
-            )
-        )
+        elif row.get("status", STATUS_OK) != STATUS_OK:
+            blocks.append(_status_block(str(row["status"])))
+        else:
+            blocks.append(_measured_block(row))
     return head + "".join(blocks)
 
 
@@ -116,6 +162,8 @@ def run_header(
         f"# warmup {warmup}, iters {iters}, average {average}, check {'on' if check else 'off'}, "
         f"seed {seed}",
         f"# {UNITS_NOTE}",
+        # Only a GPU has a host to wait on: gloo's calls block the host until done.
+        *([f"# {HOST_BOUND_NOTE}"] if backend == "nccl" else []),
         "#",
     ]
     lines += [
@@ -145,6 +193,7 @@ class TableSink:
         self._busbw: list[float] = []
         self.rows_written = 0
         self.wrong_total = 0
+        self.host_bound_rows = 0
         self.status_counts: dict[str, int] = {}
 
     def note(self, message: str) -> None:
@@ -160,6 +209,7 @@ class TableSink:
             self._write_row(row)
             self.rows_written += 1
             self.wrong_total += int(row.get("wrong") or 0)
+            self.host_bound_rows += int(bool(row.get("host_bound")))
             status = str(row.get("status", "ok"))
             self.status_counts[status] = self.status_counts.get(status, 0) + 1
         self._advance(len(rows))
@@ -189,3 +239,8 @@ class TableSink:
         self._footer()
         verdict = "OK" if self.wrong_total == 0 else "FAILED"
         self._echo(f"# Wrong elements       : {self.wrong_total} {verdict}")
+        if self.host_bound_rows:
+            self._echo(
+                f"# Host-bound rows      : {self.host_bound_rows} (time marked "
+                f"{HOST_BOUND_MARK}): torch's launch cost, not the network; see --cuda-graph"
+            )

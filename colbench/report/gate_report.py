@@ -26,8 +26,10 @@ LEGEND = (
     "worse: beyond a limit, and the samples say it is real (or a wrong element, or no "
     "measurement); better: the same the other way; same: within every limit; noisy: "
     "beyond a limit but not shown real; not comparable: world size, backend, dtype, "
-    "variant, device or averaging differ; missing: in the baseline only; new: in the "
-    "current run only; ok: correct, outside the size window (performance not judged). "
+    "variant, device or averaging differ, or the op is unsupported in the current run "
+    "only; missing: in the baseline only; new: in the current run only (or unsupported "
+    "in the baseline); ok: correct, outside the size window (performance not judged); "
+    "skipped: no measurement on either side (unsupported or oom). "
     "worse, missing and not comparable fail the gate."
 )
 
@@ -231,7 +233,7 @@ def junit_xml(result: GateResult) -> str:
         tests=str(len(result.rows) + len(result.floors)),
         failures=str(result.failures),
         errors="0",
-        skipped="0",
+        skipped=str(sum(r.verdict is Verdict.SKIPPED for r in result.rows)),
     )
     props = ET.SubElement(suite, "properties")
     for name, value in (
@@ -259,6 +261,8 @@ def junit_xml(result: GateResult) -> str:
                 case, "failure", message=f"{row.verdict.value}: {detail}", type=row.verdict.value
             )
             failure.text = detail
+        elif row.verdict is Verdict.SKIPPED:
+            ET.SubElement(case, "skipped", message=detail)
         else:
             ET.SubElement(case, "system-out").text = f"{row.verdict.value}: {detail}".strip()
     for floor in result.floors:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench import ops
-from colbench.results import SCHEMA_VERSION, RowWriter
+from colbench.results import SCHEMA_VERSION, RowWriter, host_bound
 
 
 def row(
@@ -22,6 +22,7 @@ def row(
     backend: str = "nccl",
     wrong: int | None = 0,
     run_id: str = "synthetic",
+    enqueue_us: float | None = None,
 ) -> dict[str, Any]:
     coll = ops.get(op)
     algbw = size_bytes / time_us / 1e3
@@ -33,6 +34,8 @@ def row(
         "device": "test-device",
         "world_size": world_size,
         "nnodes": 1,
+        "group_size": world_size,
+        "groups": 1,
         "op": coll.name,
         "dtype": dtype,
         "redop": "sum" if coll.uses_redop else "none",
@@ -51,8 +54,12 @@ def row(
         "time_max_us": time_us,
         "algbw_gbps": algbw,
         "busbw_gbps": algbw * coll.busbw_factor(world_size),
+        "aggbw_gbps": algbw * coll.busbw_factor(world_size),
         "wrong": wrong,
         "status": "ok",
+        "repeat": 0,
+        "enqueue_us": enqueue_us,
+        "host_bound": host_bound(enqueue_us, time_us),
     }
 
 

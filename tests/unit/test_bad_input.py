@@ -26,9 +26,9 @@ def _csv(path: Path, header: list[str], row: list[str]) -> str:
     return str(path)
 
 
-def _old_schema(tmp: Path) -> str:
-    row = ["1"] + ["x"] * (len(COLUMNS) - 1)
-    return _csv(tmp / "old", list(COLUMNS), row)
+def _future_schema(tmp: Path) -> str:
+    row = ["99"] + ["x"] * (len(COLUMNS) - 1)
+    return _csv(tmp / "future", list(COLUMNS), row)
 
 
 CASES = [
@@ -46,9 +46,10 @@ CASES = [
      "already exists"),
     ("plot: no such run", lambda t: ["plot", str(t / "missing")], "missing"),
     ("plot: garbage csv", lambda t: ["plot", _write(t / "g.csv", "\x00\x01garbage\n")], "g.csv"),
-    ("plot: wrong schema", lambda t: ["plot", _old_schema(t)], "schema version"),
+    ("plot: wrong schema", lambda t: ["plot", _future_schema(t)], "schema version"),
     ("compare: missing columns", lambda t: ["compare", _csv(t / "a", ["schema_version", "op"],
-                                                            ["2", "all_reduce"]), _old_schema(t)],
+                                                            ["2", "all_reduce"]),
+                                   _future_schema(t)],
      "schema"),
     ("fit: not a csv", lambda t: ["fit", _write(t / "n.csv", "just words\n")], "n.csv"),
     ("import: missing log", lambda t: ["import", "nccl-tests", str(t / "none.log")], "none.log"),

@@ -9,9 +9,11 @@ import pytest
 
 from colbench import ops
 from colbench.report.console import (
+    HOST_BOUND_NOTE,
     UNITS_NOTE,
     TableSink,
     column_header,
+    fit,
     format_line,
     format_time_us,
     run_header,
@@ -226,4 +228,139 @@ def test_a_row_without_a_measurement_is_shown_by_its_status() -> None:
     assert [k for k, _ in rec.events].count("row") == 2
     line = next(line for line in rec.lines() if line.startswith("        1008"))
     assert line.split()[-4:] == ["oom", "oom", "oom", "N/A"]
+    assert "# Avg bus bandwidth    : 0.0544 GB/s  (all_gather)" in rec.lines()
+
+
+# --- values that outgrow their column ------------------------------------------------
+
+GiB_HALF = {"size_bytes": 536870912, "count": 134217728}
+NO_NUMBERS = dict.fromkeys(("time_us", "algbw_gbps", "busbw_gbps", "wrong"))
+
+
+def test_a_wide_value_never_merges_with_its_neighbour() -> None:
+    # Measured on an H100 (issue 11): in-place all_gather at 512 MiB printed as
+    # "45.8811702.86", time and algbw run together.
+    line = format_line(
+        [
+            row(**GiB_HALF, time_us=363.0, algbw_gbps=1478.98, busbw_gbps=1478.98),
+            row(**GiB_HALF, in_place=1, time_us=45.88, algbw_gbps=11702.86, busbw_gbps=11702.86),
+        ]
+    )
+    assert line == (
+        "   536870912     134217728     float    none      -1"
+        "    363.0 1478.98 1478.98      0"
+        "    45.88 11702.9 11702.9      0"
+    )
+    assert len(line) == len(HEADER[1])
+
+
+def test_huge_values_switch_to_the_exponent_form() -> None:
+    huge = {"size_bytes": 1 << 41, "count": 1 << 39}
+    line = format_line(
+        [
+            row(**huge, time_us=1.5e7, algbw_gbps=1.5e6, busbw_gbps=123456.789, wrong=123456789),
+            row(**huge, in_place=1, time_us=1.5e7, host_bound=1, algbw_gbps=1e-9, busbw_gbps=0.0),
+        ]
+    )
+    assert line == (
+        " 2.19902e+12  549755813888     float    none      -1"
+        " 15000000 1.5e+06  123457  1e+08"
+        " 1.5e+07*    0.00    0.00      0"
+    )
+    assert len(line.split()) == 13
+
+
+def test_tiny_values_keep_the_fixed_form() -> None:
+    line = format_line([row(time_us=0.004, algbw_gbps=1e-12, busbw_gbps=1e-12)])
+    assert line == (
+        "        1008            84     float    none      -1"
+        "     0.00    0.00    0.00      0"
+        "      n/a     n/a     n/a    n/a"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "width", "shown"),
+    [
+        (12.5, "12.50", 8, "12.50"),
+        (1234567.0, "1234567.00", 8, "1.2e+06"),
+        (1234567.0, "1234567.00", 7, "1e+06"),
+        (999999.0, "999999.00", 8, "999999"),
+        (1e300, "1" + "0" * 300, 8, "1e+300"),
+    ],
+)
+def test_fit_leaves_a_space(value: float, text: str, width: int, shown: str) -> None:
+    assert fit(value, text, width) == shown
+    assert len(shown) < width
+
+
+def test_text_too_long_for_its_column_still_gets_a_space() -> None:
+    line = format_line([row(dtype="complex_float256", redop="none")])
+    assert " complex_float256 " in line
+
+
+# --- host-bound rows and unsupported rows -------------------------------------------
+
+
+def test_host_bound_times_are_marked_and_explained() -> None:
+    line = format_line([row(host_bound=1), row(in_place=1, host_bound=0)])
+    assert line.split()[5] == "12.35*" and line.split()[9] == "12.35"
+    assert len(line) == len(HEADER[1])
+
+    def header(backend: str) -> list[str]:
+        return run_header(
+            ops=["all_gather"],
+            backend=backend,
+            world_size=1,
+            nnodes=1,
+            device="NVIDIA H100",
+            warmup=5,
+            iters=20,
+            average="avg",
+            check=True,
+            seed=0,
+        )
+
+    assert f"# {HOST_BOUND_NOTE}" in header("nccl")
+    assert "--cuda-graph" in HOST_BOUND_NOTE and "0.9x" in HOST_BOUND_NOTE
+    # gloo's calls block the host: there is nothing to mark, so no legend either.
+    assert not any("host-bound" in line for line in header("gloo"))
+
+
+def test_table_sink_counts_host_bound_rows() -> None:
+    rec = Recorder()
+    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    sink.rows(ops.get("all_gather"), [row(host_bound=1), row(in_place=1, host_bound=1)])
+    sink.rows(ops.get("all_gather"), [row(size_bytes=2016, host_bound=0)])
+    sink.close()
+    assert sink.host_bound_rows == 2
+    assert rec.lines()[-1].startswith("# Host-bound rows      : 2 (time marked *)")
+    assert "--cuda-graph" in rec.lines()[-1]
+    quiet = Recorder()
+    sink = TableSink(quiet.write_row, echo=quiet.echo, warn=quiet.warn)
+    sink.rows(ops.get("all_gather"), [row(host_bound=None)])
+    sink.close()
+    assert not any("Host-bound" in line for line in quiet.lines())
+
+
+def test_an_unsupported_row_is_shown_like_an_oom_row() -> None:
+    rec = Recorder()
+    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    unsupported = row(in_place=1, status="unsupported", **NO_NUMBERS)
+    sink.rows(ops.get("all_gather"), [row(status="unsupported", **NO_NUMBERS), unsupported])
+    sink.note("all_gather: NCCL has no algorithm for it under NCCL_ALGO=Tree")
+    sink.rows(ops.get("all_gather"), [row(size_bytes=2016, status="ok")])
+    sink.close()
+    assert [k for k, _ in rec.events].count("row") == 3
+    assert sink.status_counts == {"unsupported": 2, "ok": 1}
+    line = next(line for line in rec.lines() if line.startswith("        1008"))
+    assert line == (
+        "        1008            84     float    none      -1"
+        "              unsupported    N/A"
+        "              unsupported    N/A"
+    )
+    # The status ends where busbw ends; #wrong stays in its column.
+    assert len(line) == len(HEADER[1])
+    assert ("warn", "colbench: note: all_gather: NCCL has no algorithm for it under "
+            "NCCL_ALGO=Tree") in rec.events  # fmt: skip
     assert "# Avg bus bandwidth    : 0.0544 GB/s  (all_gather)" in rec.lines()
