@@ -38,7 +38,7 @@ from colbench.launch import LaunchEnv, detect
 from colbench.ops import REGISTRY
 from colbench.report.console import TableSink, run_header
 from colbench.report.progress import progress_bar
-from colbench.results import SCHEMA_VERSION, STATUS_OOM, RowWriter
+from colbench.results import SCHEMA_VERSION, STATUS_OOM, STATUS_UNSUPPORTED, RowWriter
 from colbench.timing import Timer
 from colbench.variants import Variant, environment, expand, ignored_by_backend
 
@@ -678,6 +678,8 @@ def _lead_run(
         status="complete",
         rows=sink.rows_written,
         rows_oom=sink.status_counts.get(STATUS_OOM, 0),
+        # Expected under a variant such as NCCL_ALGO=Tree: counted, not an error.
+        rows_unsupported=sink.status_counts.get(STATUS_UNSUPPORTED, 0),
         wrong_total=sink.wrong_total,
         duration_s=round(time.time() - started, 3),
     )
