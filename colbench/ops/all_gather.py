@@ -16,6 +16,7 @@ _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_t
 
 class AllGather(Collective):
     name = "all_gather"
+    nccl_tests_binary = "all_gather_perf"
     summary = "every rank ends with the concatenation of every rank's chunk of b elements"
     size_rule = "size_bytes = total received bytes = b * n * element size"
     count_rule = "count = b, the elements each rank sends (16-byte aligned share of the request)"

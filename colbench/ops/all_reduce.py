@@ -13,6 +13,7 @@ from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
 
 class AllReduce(Collective):
     name = "all_reduce"
+    nccl_tests_binary = "all_reduce_perf"
     summary = "every rank ends with the element-wise reduction of all ranks' buffers"
     size_rule = "size_bytes = the whole buffer (count * element size)"
     count_rule = "count = elements in the buffer"

@@ -13,6 +13,7 @@ from colbench.ops.base import Buffers, Collective, Context, Layout, per_rank_chu
 
 class AllToAll(Collective):
     name = "all_to_all"
+    nccl_tests_binary = "alltoall_perf"
     summary = "rank r sends chunk j of its n*b elements to rank j and receives chunk r from each"
     size_rule = "size_bytes = n * b * element size (one rank's whole send buffer)"
     count_rule = "count = b, the elements exchanged with each peer"

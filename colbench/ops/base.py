@@ -120,6 +120,9 @@ class Collective:
     nccl_algorithms: ClassVar[tuple[str, ...]] = ()
     #: Whether the call can be captured in a CUDA graph (``--cuda-graph``).
     graph_capturable: ClassVar[bool] = True
+    #: The nccl-tests program that measures this collective (``colbench crosscheck``);
+    #: empty when nccl-tests has none.
+    nccl_tests_binary: ClassVar[str] = ""
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         raise NotImplementedError

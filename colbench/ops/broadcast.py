@@ -13,6 +13,7 @@ from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
 
 class Broadcast(Collective):
     name = "broadcast"
+    nccl_tests_binary = "broadcast_perf"
     summary = "every rank ends with a copy of the root's buffer"
     size_rule = "size_bytes = the whole buffer (count * element size)"
     count_rule = "count = elements in the buffer"

@@ -10,6 +10,7 @@ from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per
 
 class Gather(Collective):
     name = "gather"
+    nccl_tests_binary = "gather_perf"
     summary = "the root ends with the concatenation of every rank's chunk of b elements"
     size_rule = "size_bytes = n * b * element size (the root's receive buffer)"
     count_rule = "count = b, the elements each rank sends"

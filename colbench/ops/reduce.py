@@ -13,6 +13,7 @@ from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
 
 class Reduce(Collective):
     name = "reduce"
+    nccl_tests_binary = "reduce_perf"
     summary = "the root ends with the element-wise reduction of all ranks' buffers"
     size_rule = "size_bytes = the whole buffer (count * element size)"
     count_rule = "count = elements in the buffer"

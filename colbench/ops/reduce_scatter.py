@@ -16,6 +16,7 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 
 class ReduceScatter(Collective):
     name = "reduce_scatter"
+    nccl_tests_binary = "reduce_scatter_perf"
     summary = "rank r ends with chunk r (b elements) of the reduction of all ranks' n*b inputs"
     size_rule = "size_bytes = total bytes each rank sends = b * n * element size"
     count_rule = "count = b, the elements each rank receives (16-byte aligned share)"

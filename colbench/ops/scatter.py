@@ -10,6 +10,7 @@ from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per
 
 class Scatter(Collective):
     name = "scatter"
+    nccl_tests_binary = "scatter_perf"
     summary = "rank r ends with chunk r (b elements) of the root's n*b elements"
     size_rule = "size_bytes = n * b * element size (the root's send buffer)"
     count_rule = "count = b, the elements each rank receives"

@@ -13,6 +13,7 @@ from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
 
 class SendRecv(Collective):
     name = "sendrecv"
+    nccl_tests_binary = "sendrecv_perf"
     summary = "each rank sends its buffer to rank+1 and receives from rank-1 (a ring shift)"
     size_rule = "size_bytes = the whole buffer (count * element size)"
     count_rule = "count = elements in the buffer"
