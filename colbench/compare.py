@@ -83,8 +83,13 @@ def compare_runs(
     *,
     variant_a: str | None = None,
     variant_b: str | None = None,
+    across_backends: bool = False,
 ) -> Comparison:
-    """Join two runs and judge each pair of rows; ratio is B / A."""
+    """Join two runs and judge each pair of rows; ratio is B / A.
+
+    ``across_backends`` pairs rows measured on different backends instead of marking them
+    not comparable (crosscheck's gloo side tests the cross-check itself, not NCCL).
+    """
     chosen = metric(metric_name)
     run_a, run_b = load_runs([path_a, path_b])
     run_a, run_b = select_variant(run_a, variant_a), select_variant(run_b, variant_b)
@@ -105,7 +110,7 @@ def compare_runs(
     ratios = []
     for row in merged.itertuples(index=False):
         key = tuple(getattr(row, k) for k in keys)
-        reason = _judge(row, chosen.column, status_a.get(key), status_b.get(key))
+        reason = _judge(row, chosen.column, status_a.get(key), status_b.get(key), across_backends)
         reasons.append(reason)
         ratio = math.nan if reason else float(row.value_b) / float(row.value_a)
         ratios.append(ratio)
@@ -149,7 +154,13 @@ def _with_unmeasured_in_both(
     return pd.concat([merged.astype({"present": str}), extra], ignore_index=True)
 
 
-def _judge(row: Any, column: str, status_a: str | None = None, status_b: str | None = None) -> str:
+def _judge(
+    row: Any,
+    column: str,
+    status_a: str | None = None,
+    status_b: str | None = None,
+    across_backends: bool = False,
+) -> str:
     """Why this pair cannot be compared, or '' when it can."""
     if status_a and status_b:
         return (
@@ -161,7 +172,7 @@ def _judge(row: Any, column: str, status_a: str | None = None, status_b: str | N
         return f"{status_b} in B" if status_b else "only in A"
     if row.present == "right_only":
         return f"{status_a} in A" if status_a else "only in B"
-    if row.backend_a != row.backend_b:
+    if row.backend_a != row.backend_b and not across_backends:
         return f"backend {row.backend_a} vs {row.backend_b}"
     if row.wrong_a or row.wrong_b:
         return "wrong results in " + (
