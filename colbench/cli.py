@@ -489,6 +489,85 @@ def import_(
     )
 
 
+CROSSCHECK_HELP = """Run one sweep through nccl-tests and through colbench, and show both per size.
+
+Takes sweep's flags for what to measure (--op, --sizes or -b/-e/-f/-i, -d, -o, -r,
+--placement, -n, -w, -c, -a, --nprocs, -G; one op, dtype and redop) and runs the op's
+nccl-tests program (all_reduce_perf...) with the same settings as one process driving
+--nprocs GPUs of this node (-g N), then `colbench sweep` on NCCL with as many ranks. It
+imports nccl-tests' output and prints time and busbw of both with colbench time /
+nccl-tests time per size. The directory (--out) keeps nccl-tests.log (raw), nccl-tests/
+(imported), colbench/ (the sweep), crosscheck.csv, crosscheck.txt and crosscheck.png.
+--backend gloo runs colbench's side on the CPU, to test the cross-check itself.
+
+Several nodes: nccl-tests then needs an MPI build (make MPI=1) under mpirun and colbench
+a launcher; run both yourself with the same flags and compare them:
+
+\b
+  mpirun -np 16 -N 8 all_reduce_perf -b 8 -e 1G -f 2 -g 1 > ar.log
+  srun -N 2 --ntasks-per-node 8 colbench sweep --op all_reduce -b 8 -e 1G -f 2 --out results/ar
+  colbench import nccl-tests ar.log --out results/ar-nccl-tests
+  colbench compare results/ar-nccl-tests results/ar --metric time
+
+\b
+Examples:
+  colbench crosscheck --op all_reduce -b 8 -e 1G -f 2 --nccl-tests ~/nccl-tests/build
+  colbench crosscheck --op all_gather --sizes 1K-64M -n 50 --nprocs 4 -G
+
+Exit codes: 0 ok, 1 wrong results, 2 usage error (nothing ran), 3 a tool failed,
+4 nccl-tests outran --nccl-tests-timeout (or colbench's --timeout).
+"""
+
+
+@app.command(
+    help=CROSSCHECK_HELP,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def crosscheck(
+    ctx: typer.Context,
+    nccl_tests: Annotated[
+        str | None,
+        typer.Option(
+            "--nccl-tests",
+            help="Directory holding nccl-tests' programs (or its build/); else PATH.",
+        ),
+    ] = None,
+    nccl_tests_timeout: Annotated[
+        float,
+        typer.Option(
+            "--nccl-tests-timeout", help="Seconds nccl-tests may run before it is stopped."
+        ),
+    ] = 3600.0,
+) -> None:
+    from colbench import crosscheck as cross
+
+    if nccl_tests_timeout <= 0:
+        raise UsageError(f"--nccl-tests-timeout must be positive, got {nccl_tests_timeout:g}")
+    # The measuring flags are sweep's own: parse them with sweep's parser.
+    sweep_command = getattr(typer.main.get_command(app), "commands", {})["sweep"]
+    flags = sweep_command.make_context("colbench crosscheck", list(ctx.args), parent=ctx)
+    given = {
+        name
+        for name in flags.params
+        if getattr(flags.get_parameter_source(name), "name", "") == "COMMANDLINE"
+    }
+    plan = cross.make_plan(flags.params, given, nccl_tests)
+    outcome = cross.run(
+        plan,
+        out=flags.params["out"],
+        results_root=flags.params["results_dir"],
+        timeout_s=nccl_tests_timeout,
+        say=lambda line: typer.echo(f"colbench: {line}", err=True),
+    )
+    if outcome.table is not None:
+        typer.echo(outcome.table)
+    if outcome.error is not None:
+        _error(outcome.error)
+    else:
+        typer.echo(f"colbench: cross-check in {outcome.directory}", err=True)
+    raise typer.Exit(outcome.exit_code)
+
+
 @app.command()
 def fit(
     runs: Annotated[list[str], typer.Argument(help="Run directories (or results.csv files).")],

@@ -1,0 +1,406 @@
+"""``colbench crosscheck``: one sweep through nccl-tests and through colbench, side by side.
+
+A GPU user's first question is whether colbench's numbers match nccl-tests'. This runs
+the op's nccl-tests program (``all_reduce_perf``...) and ``colbench sweep`` with the same
+op, sizes, dtype, reduction, root, iterations, warm-up, check, averaging and ranks, imports
+nccl-tests' output with :mod:`colbench.importers.nccl_tests`, joins the two runs with
+:mod:`colbench.compare` and reports time and busbw of both per size with
+``colbench time / nccl-tests time``.
+
+nccl-tests runs here as one process driving N GPUs of this node (``-g N``), the form every
+build supports. Across nodes it needs an MPI build under mpirun, and colbench a launcher;
+this command starts neither: :data:`MULTI_NODE` says how to run both and compare.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from colbench import config, launch, ops
+from colbench.dtypes import DTYPES, parse_dtypes, parse_redops
+from colbench.errors import ExitCode, UsageError
+from colbench.ops.base import Collective
+from colbench.report.crosscheck import MULTI_NODE, write_report
+from colbench.sizes import format_size
+
+BUILD_HINT = (
+    "build nccl-tests (git clone https://github.com/NVIDIA/nccl-tests && make -C nccl-tests "
+    "CUDA_HOME=... NCCL_HOME=...) and pass --nccl-tests nccl-tests/build or put it on PATH"
+)
+#: sweep options that crosscheck maps onto nccl-tests flags (or uses itself).
+MAPPED = frozenset(
+    (
+        *("op", "sizes", "minbytes", "maxbytes", "factor", "step", "dtype", "redop", "root"),
+        *("placement", "iters", "warmup", "check", "average", "backend", "nprocs", "cuda_graph"),
+        *("out", "results_dir"),
+    )
+)
+#: sweep options that leave what is measured alone: passed to colbench's side as given.
+FORWARDED = ("timeout", "init_timeout", "seed", "progress", "memory_check", "memory_limit")
+#: Names of the files and directories a crosscheck writes.
+NCCL_TESTS_LOG = "nccl-tests.log"
+NCCL_TESTS_RUN = "nccl-tests"
+COLBENCH_RUN = "colbench"
+COLBENCH_TABLE = "colbench.txt"
+#: Seconds a child interrupted with the terminal's Ctrl-C gets to stop its own ranks.
+_INTERRUPT_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One validated cross-check: the sweep, the ranks, and the nccl-tests program."""
+
+    cfg: config.SweepConfig
+    coll: Collective
+    ranks: int
+    binary: Path
+    #: -b/-e with -f or -i, the same for both tools.
+    size_flags: tuple[str, ...]
+    #: Forwarded sweep flags, for colbench's side only.
+    forwarded: tuple[str, ...] = ()
+
+    def nccl_tests_argv(self) -> list[str]:
+        cfg = self.cfg
+        argv = [str(self.binary), *self.size_flags, "-g", str(self.ranks)]
+        argv += ["-d", DTYPES[cfg.dtypes[0]].nccl_name]
+        if self.coll.uses_redop:
+            argv += ["-o", cfg.redops[0]]
+        if self.coll.rooted:
+            argv += ["-r", str(cfg.root)]
+        argv += ["-n", str(cfg.iters), "-w", str(cfg.warmup), "-c", str(int(cfg.check))]
+        # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
+        argv += ["-a", next(d for d in "0123" if config.parse_average(d) == cfg.average)]
+        if cfg.cuda_graph:
+            from colbench.timing import GRAPH_REPLAYS
+
+            # colbench times GRAPH_REPLAYS replays of its captured batch; -G N launches
+            # nccl-tests' graph of -n calls N times.
+            argv += ["-G", str(GRAPH_REPLAYS)]
+        return argv
+
+    def colbench_argv(self, run_dir: Path) -> list[str]:
+        cfg = self.cfg
+        argv = [sys.executable, "-m", "colbench", "sweep", "--op", self.coll.name]
+        argv += [*self.size_flags, "--dtype", cfg.dtypes[0]]
+        if self.coll.uses_redop:
+            argv += ["--redop", cfg.redops[0]]
+        if self.coll.rooted:
+            argv += ["--root", str(cfg.root)]
+        argv += ["--placement", ",".join(cfg.placements), "--iters", str(cfg.iters)]
+        argv += ["--warmup", str(cfg.warmup), "--check", str(int(cfg.check))]
+        argv += ["--average", cfg.average, "--backend", cfg.backend, "--nprocs", str(self.ranks)]
+        if cfg.cuda_graph:
+            argv.append("--cuda-graph")
+        return [*argv, *self.forwarded, "--out", str(run_dir)]
+
+
+def size_flags(sizes: Sequence[int]) -> tuple[str, ...]:
+    """nccl-tests' -b/-e and -f (a whole factor) or -i (a step in bytes) for these sizes."""
+    low, high = str(sizes[0]), str(sizes[-1])
+    if len(sizes) == 1:
+        return ("-b", low, "-e", high)
+    pairs = list(itertools.pairwise(sizes))
+    factor = sizes[1] // sizes[0]
+    if sizes[1] % sizes[0] == 0 and all(b == a * factor for a, b in pairs):
+        return ("-b", low, "-e", high, "-f", str(factor))
+    step = sizes[1] - sizes[0]
+    if all(b - a == step for a, b in pairs):
+        return ("-b", low, "-e", high, "-i", str(step))
+    shown = ", ".join(format_size(s) for s in sizes[:4]) + (", ..." if len(sizes) > 4 else "")
+    raise UsageError(
+        f"nccl-tests steps sizes by a whole factor (-f) or a fixed number of bytes (-i), and "
+        f"{shown} is neither; use e.g. --sizes 1K-1M or -b 1K -e 1M -f 4"
+    )
+
+
+def find_binary(coll: Collective, directory: str | None, path_env: str | None = None) -> Path:
+    """The op's nccl-tests program in ``directory`` (or its build/), else on PATH.
+
+    Builds with ``NAME_SUFFIX=_mpi`` (nccl-tests' README) are found too.
+    """
+    name = coll.nccl_tests_binary
+    if not name:
+        have = ", ".join(c.name for c in ops.REGISTRY if c.nccl_tests_binary)
+        raise UsageError(f"nccl-tests has no test for {coll.name}; crosscheck takes {have}")
+    names = (name, f"{name}_mpi")
+    if directory is not None:
+        base = Path(directory).expanduser()
+        if not base.is_dir():
+            raise UsageError(f"--nccl-tests {directory}: no such directory; {BUILD_HINT}")
+        for folder in (base, base / "build"):
+            for candidate in (folder / n for n in names):
+                if candidate.is_file() and os.access(candidate, os.X_OK):
+                    return candidate
+        where = f"{base} or {base / 'build'}"
+    else:
+        path_env = os.environ.get("PATH", "") if path_env is None else path_env
+        for n in names:
+            found = shutil.which(n, path=path_env)
+            if found:
+                return Path(found)
+        where = "PATH"
+    raise UsageError(f"no {name} (or {name}_mpi) in {where}; {BUILD_HINT}")
+
+
+def _one(kind: str, values: Sequence[object], text: str) -> None:
+    if len(values) != 1:
+        raise UsageError(f"crosscheck compares one {kind} at a time, got --{kind} {text}")
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def make_plan(
+    params: Mapping[str, Any],
+    given: set[str],
+    nccl_tests_dir: str | None,
+    gpu_count: Callable[[], int] = _gpu_count,
+) -> Plan:
+    """Validate sweep-style options for a cross-check (raises UsageError before anything runs).
+
+    ``params`` are sweep's parsed options and ``given`` the names given on the command line.
+    """
+    refused = sorted(given - MAPPED - set(FORWARDED))
+    if refused:
+        flag = "--" + refused[0].replace("_", "-")
+        raise UsageError(
+            f"crosscheck cannot use {flag}: nccl-tests has nothing like it, so the two runs "
+            "would not measure the same thing"
+        )
+    found = launch.detect()
+    if found is not None:
+        raise UsageError(
+            f"crosscheck starts nccl-tests and colbench itself on one node, not under a "
+            f"launcher ({found.launcher}); {MULTI_NODE}"
+        )
+    op_text = str(params["op"])
+    if "," in op_text or op_text.strip() == "all":
+        raise UsageError(f"crosscheck compares one op at a time, got --op {op_text}")
+    coll = ops.get(op_text)
+    binary = find_binary(coll, nccl_tests_dir)
+    cfg = _sweep_config(coll, params)
+    sizes = size_flags(cfg.sizes_bytes)
+    ranks = _ranks(cfg, gpu_count)
+    config.validate_for_world(cfg, ranks, cfg.backend)
+    return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given))
+
+
+def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepConfig:
+    """What both tools measure, checked as sweep checks it, plus one dtype and one redop."""
+    _one("dtype", parse_dtypes(str(params["dtype"])), str(params["dtype"]))
+    _one("redop", parse_redops(str(params["redop"])), str(params["redop"]))
+    if params["check"] not in (0, 1):
+        raise UsageError(f"--check takes 0 or 1, got {params['check']}")
+    if params["backend"] not in ("auto", "nccl", "gloo"):
+        raise UsageError(f"bad --backend {params['backend']!r}: use nccl (default) or gloo")
+    return config.build(
+        op=coll.name,
+        sizes=config.resolve_sizes(
+            params["sizes"],
+            params["minbytes"],
+            params["maxbytes"],
+            params["factor"],
+            params["step"],
+        ),
+        dtype=str(params["dtype"]),
+        redop=str(params["redop"]),
+        root=params["root"],
+        placements=config.parse_placements(str(params["placement"])),
+        iters=params["iters"],
+        warmup=params["warmup"],
+        check=bool(params["check"]),
+        average=config.parse_average(str(params["average"])),
+        # nccl-tests is NCCL, so auto means NCCL; gloo only tests the cross-check on a CPU.
+        backend="gloo" if params["backend"] == "gloo" else "nccl",
+        nprocs=params["nprocs"],
+        cuda_graph=bool(params["cuda_graph"]),
+    )
+
+
+def _ranks(cfg: config.SweepConfig, gpu_count: Callable[[], int]) -> int:
+    """--nprocs, else every visible GPU (2 ranks on gloo); nccl-tests -g N needs N GPUs here."""
+    if cfg.backend != "nccl":
+        return cfg.nprocs if cfg.nprocs is not None else 2
+    gpus = gpu_count()
+    if gpus == 0:
+        raise UsageError(
+            "no CUDA GPU is visible: nccl-tests and colbench's NCCL side need GPUs "
+            "(--backend gloo runs colbench on the CPU, to test the cross-check itself)"
+        )
+    ranks = cfg.nprocs if cfg.nprocs is not None else gpus
+    if ranks > gpus:
+        raise UsageError(
+            f"--nprocs {ranks} but {gpus} GPU(s) are visible: -g N drives N GPUs of this "
+            f"node; {MULTI_NODE}"
+        )
+    return ranks
+
+
+def _forward(params: Mapping[str, Any], given: set[str]) -> tuple[str, ...]:
+    flags: list[str] = []
+    for name in FORWARDED:
+        if name not in given:
+            continue
+        flag = "--" + name.replace("_", "-")
+        value = params[name]
+        if isinstance(value, bool):
+            flags.append(flag if value else f"--no-{name.replace('_', '-')}")
+        else:
+            flags += [flag, str(value)]
+    return tuple(flags)
+
+
+def out_dir(plan: Plan, out: str | None, results_root: str) -> Path:
+    """A new or empty directory: ``--out``, else ``<results>/<stamp>-crosscheck-<op>-<backend>``."""
+    if out is not None:
+        target = Path(out)
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise UsageError(f"{target} already exists and is not empty; pick another --out")
+    else:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        base = Path(results_root) / f"{stamp}-crosscheck-{plan.coll.name}-{plan.cfg.backend}"
+        target = base
+        for attempt in itertools.count(2):
+            if not target.exists():
+                break
+            target = base.with_name(f"{base.name}-{attempt}")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {target}: {exc.strerror}") from None
+    return target.resolve()
+
+
+@dataclass
+class Outcome:
+    """What a cross-check left: its directory, its table (None when it stopped early)."""
+
+    exit_code: int
+    directory: Path
+    table: str | None = None
+    error: str | None = None
+
+
+def _run_child(
+    argv: list[str], stdout: IO[Any], timeout_s: float | None, merge_stderr: bool
+) -> int | None:
+    """The child's exit status; None when it outran ``timeout_s`` (and was killed)."""
+    stderr = subprocess.STDOUT if merge_stderr else None
+    child = subprocess.Popen(argv, stdout=stdout, stderr=stderr)
+    try:
+        return child.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        return None
+    except KeyboardInterrupt:
+        # Ctrl-C reached the child too: let it stop its own ranks before it is killed.
+        try:
+            child.send_signal(signal.SIGINT)
+            child.wait(timeout=_INTERRUPT_GRACE_S)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            child.kill()
+            child.wait()
+        raise
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    last = next((line for line in reversed(lines) if line), "")
+    return f": {last[:200]}" if last else ""
+
+
+def _nccl_tests_side(
+    plan: Plan, directory: Path, timeout_s: float | None, say: Callable[[str], None]
+) -> Outcome:
+    """Run nccl-tests into nccl-tests.log and import it; a failure keeps the log."""
+    from colbench.importers import nccl_tests
+
+    log = directory / NCCL_TESTS_LOG
+    argv = plan.nccl_tests_argv()
+    say(f"running {' '.join(argv)} > {log}")
+    with open(log, "wb") as stdout:
+        status = _run_child(argv, stdout, timeout_s, merge_stderr=True)
+    if status is None:
+        return Outcome(
+            int(ExitCode.TIMEOUT),
+            directory,
+            error=f"{plan.binary.name} did not finish within --nccl-tests-timeout "
+            f"{timeout_s:g} s and was stopped; its output is in {log}",
+        )
+    if status != 0:
+        return Outcome(
+            int(ExitCode.RANK_FAILURE),
+            directory,
+            error=f"{plan.binary.name} exited with status {status}; its output is in {log}"
+            + _tail(log),
+        )
+    try:
+        _, imported = nccl_tests.import_log(
+            log, out_dir=directory / NCCL_TESTS_RUN, op=plan.coll.name
+        )
+    except UsageError as exc:
+        return Outcome(
+            int(ExitCode.RANK_FAILURE), directory, error=f"cannot read nccl-tests' output: {exc}"
+        )
+    for line in imported.notes:
+        say(f"note: {line}")
+    for line in imported.warnings:
+        say(f"warning: {line}")
+    return Outcome(int(ExitCode.OK), directory)
+
+
+def run(
+    plan: Plan,
+    *,
+    out: str | None = None,
+    results_root: str = "results",
+    timeout_s: float | None = None,
+    say: Callable[[str], None] = print,
+) -> Outcome:
+    """nccl-tests, then colbench, then the join; each side's files stay in the directory."""
+    directory = out_dir(plan, out, results_root)
+    first = _nccl_tests_side(plan, directory, timeout_s, say)
+    if first.error is not None:
+        return first
+    run_dir = directory / COLBENCH_RUN
+    argv = plan.colbench_argv(run_dir)
+    table = directory / COLBENCH_TABLE
+    say(f"running colbench {' '.join(argv[3:])} > {table}")
+    with open(table, "wb") as stdout:
+        # Its notes and progress bar stay on the terminal; its table goes to the file.
+        status = _run_child(argv, stdout, None, merge_stderr=False)
+    failed = status not in (ExitCode.OK, ExitCode.DATA_ERROR)
+    error = (
+        f"colbench sweep exited with status {status} (its message is above); nccl-tests' "
+        f"run is kept in {directory / NCCL_TESTS_RUN}"
+    )
+    if not (run_dir / "results.csv").is_file():
+        return Outcome(_failure_code(status), directory, error=error)
+    # A sweep that failed midway keeps what it measured: join that much.
+    text, wrong = write_report(plan, directory, NCCL_TESTS_RUN, COLBENCH_RUN)
+    if failed:
+        return Outcome(_failure_code(status), directory, text, error)
+    code = ExitCode.DATA_ERROR if wrong or status == ExitCode.DATA_ERROR else ExitCode.OK
+    return Outcome(int(code), directory, text)
+
+
+def _failure_code(status: int | None) -> int:
+    # A child killed by a signal has a negative status, which is no exit code of ours.
+    return status if status is not None and status > 0 else int(ExitCode.RANK_FAILURE)

@@ -1,0 +1,147 @@
+"""The cross-check's report: nccl-tests and colbench per size, as text, CSV and a figure.
+
+The two runs are joined by :func:`colbench.compare.compare_runs` (A = nccl-tests,
+B = colbench) on time, the one metric that means something at every world size (busbw is
+0 at one rank); busbw of both is shown beside it. nccl-tests reports both placements of
+every op; rows in a placement colbench did not measure (torch has no out-of-place
+all_reduce) are left out of the table and the figure, with one line saying so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from colbench import compare, config
+from colbench.errors import UsageError
+from colbench.series import PLACEMENT_NAMES, Run
+from colbench.sizes import format_size
+
+if TYPE_CHECKING:
+    from colbench.crosscheck import Plan
+
+MULTI_NODE = (
+    "across nodes, run nccl-tests built with MPI=1 under mpirun (mpirun -np 16 -N 8 "
+    "all_reduce_perf -g 1 ...) and colbench under your launcher with the same flags, then "
+    "`colbench import nccl-tests LOG` and `colbench compare IMPORTED RUN --metric time`"
+)
+#: What a cross-check writes beside the two runs.
+JOINED_CSV = "crosscheck.csv"
+JOINED_TEXT = "crosscheck.txt"
+FIGURE = "crosscheck.png"
+#: The joined table's columns, in the CSV's order.
+CSV_COLUMNS = (
+    *compare.KEY,
+    "nccl_tests_time_us",
+    "colbench_time_us",
+    "time_ratio",
+    "nccl_tests_busbw_gbps",
+    "colbench_busbw_gbps",
+    "comparable",
+    "note",
+)
+
+
+def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.Comparison, Any]:
+    """The time comparison (for the summary and figure) and the joined table."""
+    across = plan.cfg.backend != "nccl"
+    by_time = compare.compare_runs(nccl_tests_dir, colbench_dir, "time", across_backends=across)
+    by_busbw = compare.compare_runs(nccl_tests_dir, colbench_dir, "busbw", across_backends=across)
+    kept = [int(p == "in") for p in config.placements_for(plan.coll, plan.cfg)]
+
+    def placed(frame: Any) -> Any:
+        return frame[frame["in_place"].isin(kept)]
+
+    busbw = by_busbw.table[[*compare.KEY, "value_a", "value_b"]].rename(
+        columns={"value_a": "nccl_tests_busbw_gbps", "value_b": "colbench_busbw_gbps"}
+    )
+    table = (
+        placed(by_time.table)
+        .merge(busbw, on=compare.KEY, how="left")
+        .rename(
+            columns={
+                "value_a": "nccl_tests_time_us",
+                "value_b": "colbench_time_us",
+                "ratio": "time_ratio",
+                "reason": "note",
+            }
+        )
+        .reset_index(drop=True)
+    )
+    a, b = by_time.a, by_time.b
+    comparison = dataclasses.replace(
+        by_time,
+        a=Run(a.label, a.path, placed(a.frame)),
+        b=Run(b.label, b.path, placed(b.frame)),
+        table=placed(by_time.table),
+    )
+    return comparison, table
+
+
+def _num(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{float(value):.4g}"
+
+
+def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir: Path) -> str:
+    """The side-by-side table with what was run, what was left out and the summary."""
+    cfg, coll = plan.cfg, plan.coll
+    redop = f" {cfg.redops[0]}" if coll.uses_redop else ""
+    out = [f"# crosscheck {coll.name} {cfg.dtypes[0]}{redop} at {plan.ranks} rank(s)"]
+    out += [f"# {line}" for line in comparison.context]
+    out.append(f"# nccl-tests: {' '.join(plan.nccl_tests_argv())}")
+    out.append(f"# colbench:   colbench {' '.join(plan.colbench_argv(run_dir)[3:])}")
+    if cfg.backend != "nccl":
+        out.append(
+            f"# colbench ran on {cfg.backend}, nccl-tests on NCCL: the ratios test the "
+            "cross-check, they say nothing about NCCL"
+        )
+    measured = config.placements_for(coll, cfg)
+    left_out = [PLACEMENT_NAMES[int(p == "in")] for p in ("out", "in") if p not in measured]
+    if left_out:
+        out.append(
+            f"# nccl-tests' {left_out[0]} rows are left out: colbench measured no {left_out[0]} "
+            f"{coll.name} (see colbench explain {coll.name})"
+        )
+    out.append(
+        "# time in us, busbw in GB/s; ratio = colbench time / nccl-tests time "
+        "(above 1: colbench is slower); x = not comparable"
+    )
+    out.append(
+        f"# {'placement':<14}{'size':>8}{'nccl-tests us':>15}{'colbench us':>13}"
+        f"{'ratio':>8}{'nccl-tests busbw':>18}{'colbench busbw':>16}  note"
+    )
+    for row in table.itertuples(index=False):
+        ratio = f"{row.time_ratio:.3f}" if row.comparable else "x"
+        out.append(
+            f"  {PLACEMENT_NAMES[int(row.in_place)]:<14}{format_size(int(row.size_bytes)):>8}"
+            f"{_num(row.nccl_tests_time_us):>15}{_num(row.colbench_time_us):>13}{ratio:>8}"
+            f"{_num(row.nccl_tests_busbw_gbps):>18}{_num(row.colbench_busbw_gbps):>16}"
+            f"  {row.note}".rstrip()
+        )
+    out += [f"# {line}" for line in compare.summary(comparison)]
+    out.append(f"# nccl-tests ran as one process driving {plan.ranks} GPU(s) (-g); {MULTI_NODE}")
+    return "\n".join(out)
+
+
+def write_report(
+    plan: Plan, directory: Path, nccl_tests_name: str, colbench_name: str
+) -> tuple[str, bool]:
+    """Write crosscheck.csv, crosscheck.txt and crosscheck.png; the text and whether either
+    tool reported wrong elements."""
+    from colbench.report.plots import save
+
+    run_dir = directory / colbench_name
+    comparison, table = join(plan, directory / nccl_tests_name, run_dir)
+    table[list(CSV_COLUMNS)].to_csv(directory / JOINED_CSV, index=False)
+    text = format_text(plan, comparison, table, run_dir)
+    try:
+        save(compare.figure(comparison), directory / FIGURE)
+    except UsageError as exc:
+        text += f"\n# no figure: {exc}"
+    (directory / JOINED_TEXT).write_text(text + "\n")
+    wrong = bool(table["wrong_a"].fillna(0).any() or table["wrong_b"].fillna(0).any())
+    return text, wrong
