@@ -8,7 +8,7 @@ import pytest
 
 from colbench.cli import main
 
-COMMANDS = ["sweep", "run", "plot", "compare", "import", "fit", "explain", "env"]
+COMMANDS = ["sweep", "run", "plot", "compare", "import", "crosscheck", "fit", "explain", "env"]
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -21,6 +21,8 @@ def test_help_has_an_example(command: str, capsys: pytest.CaptureFixture[str]) -
     assert "Example" in out and f"colbench {command}" in out
 
 
-@pytest.mark.parametrize("command", ["run", "plot", "compare", "import nccl-tests", "fit"])
+@pytest.mark.parametrize(
+    "command", ["run", "plot", "compare", "import nccl-tests", "crosscheck", "fit"]
+)
 def test_readme_documents_the_command(command: str) -> None:
     assert f"colbench {command} " in README.read_text()
