@@ -151,14 +151,24 @@ def is_out_of_memory(exc: BaseException) -> bool:
     )
 
 
-def local_world_size_from_env(world_size: int) -> int:
-    for var in (
-        "LOCAL_WORLD_SIZE",
-        "SLURM_NTASKS_PER_NODE",
-        "OMPI_COMM_WORLD_LOCAL_SIZE",
-        "MPI_LOCALNRANKS",
-    ):
+_LOCAL_WORLD_SIZE_VARS = (
+    "LOCAL_WORLD_SIZE",
+    "SLURM_NTASKS_PER_NODE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALNRANKS",
+)
+
+
+def declared_local_world_size() -> int | None:
+    """Ranks on this node as the launcher's variables say, or None when none says."""
+    for var in _LOCAL_WORLD_SIZE_VARS:
         value = os.environ.get(var, "").split("(")[0]
         if value.isdigit():
             return int(value)
-    return world_size
+    return None
+
+
+def local_world_size_from_env(world_size: int) -> int:
+    """Ranks on this node; without a launcher's word, every rank is assumed local."""
+    declared = declared_local_world_size()
+    return world_size if declared is None else declared

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from colbench import __version__, launch, memory, metadata, preflight, supervise
+from colbench import __version__, devices, launch, memory, metadata, preflight, supervise
 from colbench.bench import (
     InFlight,
     RankBench,
@@ -416,7 +416,13 @@ def _device_for(backend: str, local_rank: int, local_world_size: int) -> Any:
     import torch
 
     if backend == "nccl":
-        device = torch.device("cuda", local_rank)
+        # The launcher's own count, not ``local_world_size``: that falls back to the world
+        # size, which on several nodes over-counts the ranks sharing this node's GPUs.
+        # Spawned ranks have none: local rank = rank, one GPU each (run_sweep checked).
+        index = devices.pick_cuda_index(
+            local_rank, memory.declared_local_world_size(), _gpu_count()
+        )
+        device = torch.device("cuda", index)
         torch.cuda.set_device(device)
         return device
     share_cpu_threads(local_world_size)
@@ -633,6 +639,9 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
     preflight.check(env, backend, _gpu_count())
     # torch's env:// reads these; Slurm and MPI jobs get them from detect().
     launch.export(env)
+    if env.local_world_size is not None:
+        # What the GPU pick and the memory budget read (Slurm's count is computed).
+        os.environ.setdefault("LOCAL_WORLD_SIZE", str(env.local_world_size))
     run_dir: Path | None = None
     if env.rank == 0:
         run_dir = make_run_dir(cfg, backend)

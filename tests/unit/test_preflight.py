@@ -114,6 +114,6 @@ def test_check_on_this_host_follows_gloo_choice(monkeypatch: pytest.MonkeyPatch)
 
 def test_nccl_rank_needs_its_gpu() -> None:
     job = LaunchEnv("torchrun", 3, 4, 3, 4, "127.0.0.1", 29500)
-    with pytest.raises(UsageError, match="local rank 3 picks GPU 3 but only 2 are visible"):
+    with pytest.raises(UsageError, match=r"rank 3: 4 ranks on this node but 2 GPU\(s\) visible"):
         preflight.check(job, "nccl", 2)
     preflight.check(job, "nccl", 4)
