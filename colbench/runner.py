@@ -73,7 +73,11 @@ def _gpu_count() -> int:
 
 
 def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_available: bool) -> str:
-    """``auto`` -> nccl when there are GPUs for it, else gloo; explicit nccl is checked."""
+    """``auto`` -> nccl when there is a GPU for it, else gloo; explicit nccl is checked.
+
+    One GPU is enough, spawned or launched: a world of one rank is what nccl-tests
+    ``-g 1`` measures on such a machine (see :func:`one_gpu_note`).
+    """
     if requested == "gloo":
         return "gloo"
     if requested == "nccl":
@@ -84,13 +88,22 @@ def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_availab
         if not nccl_available:
             raise UsageError("--backend nccl: this torch build has no NCCL; use --backend gloo")
         return "nccl"
-    # One spawned GPU rank makes a world of one: every bus bandwidth would be 0.
-    enough = gpu_count >= (2 if spawning else 1)
-    return "nccl" if enough and nccl_available else "gloo"
+    return "nccl" if gpu_count >= 1 and nccl_available else "gloo"
 
 
 def default_nprocs(backend: str, gpu_count: int) -> int:
-    return gpu_count if backend == "nccl" else 2
+    """Ranks to spawn: one per GPU on NCCL (a single GPU gives a world of one), else 2."""
+    return max(1, gpu_count) if backend == "nccl" else 2
+
+
+def one_gpu_note(requested: str, backend: str, world_size: int) -> str | None:
+    """Say so when ``auto`` chose a world of one: its bus bandwidths are mostly 0."""
+    if requested != "auto" or backend != "nccl" or world_size != 1:
+        return None
+    return (
+        "one GPU: measuring NCCL with 1 rank, as nccl-tests -g 1 does (bus bandwidth is 0 "
+        "for collectives that move data between ranks); --backend gloo runs 2 CPU ranks"
+    )
 
 
 def run_label(cfg: SweepConfig) -> str:
@@ -149,9 +162,12 @@ def run_sweep(cfg: SweepConfig) -> int:
     world_size = cfg.nprocs or default_nprocs(backend, _gpu_count())
     if backend == "nccl" and world_size > _gpu_count():
         raise UsageError(
-            f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per rank"
+            f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per "
+            f"rank; --backend gloo runs {world_size} ranks on the CPU"
         )
     notes = _checked_notes(cfg, world_size, backend)
+    chosen = one_gpu_note(cfg.backend, backend, world_size)
+    notes = notes + ([chosen] if chosen else [])
     run_dir = make_run_dir(cfg, backend)
     for note in notes:
         print(f"colbench: note: {note}", file=sys.stderr)
