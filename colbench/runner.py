@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from colbench import __version__, devices, launch, memory, metadata, preflight, supervise
+from colbench import watchdog as hang_watchdog
 from colbench.bench import (
     InFlight,
     RankBench,
     RunInfo,
     Work,
+    _Fault,
     count_units,
     fit_to_memory,
     plan,
@@ -401,20 +403,20 @@ def _divert_stderr(log_path: Path, keep_python: bool) -> None:
 
 
 def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseException) -> None:
+    # Stamped (if rank_main did not already): the hang watchdog leaves this rank alone now.
+    in_flight.failed(exc)
     text = str(exc).strip()
     error = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
     kind = supervise.classify(exc)
     if kind == supervise.KIND_USAGE:
         error = text
-    report = {
-        "rank": rank,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "doing": in_flight.failed_during or in_flight.describe(),
-        "kind": kind,
-        "error": error[:500],
-        "time": in_flight.failed_at or time.time(),
-    }
+    report = supervise.make_report(
+        rank,
+        in_flight.failed_during or in_flight.describe(),
+        kind,
+        error,
+        in_flight.failed_at or time.time(),
+    )
     if job.run_dir is None:
         print(
             f"colbench: rank {rank} on {report['host']} (pid {report['pid']}) failed during "
@@ -425,7 +427,7 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
     run_dir = Path(job.run_dir)
     with open(run_dir / f"rank{rank}.log", "a", encoding="utf-8") as log:
         log.write(traceback.format_exc())
-    (run_dir / f"rank{rank}.error.json").write_text(json.dumps(report))
+    supervise.write_report(run_dir, report)
 
 
 def _device_for(backend: str, local_rank: int, local_world_size: int) -> Any:
@@ -459,15 +461,21 @@ def share_cpu_threads(local_world_size: int) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
 
 
-def _init_process_group(job: RankJob, rank: int, device: Any) -> Any:
-    """Join the process group; returns the parent's store (for progress) when spawned."""
+def _init_process_group(
+    job: RankJob, rank: int, device: Any, in_flight: InFlight | None = None
+) -> Any:
+    """Join the process group; returns the rendezvous store (for progress).
+
+    With ``in_flight``, the hang watchdog is armed as the communicator starts: from then
+    on a step that stops moving ends the rank with exit code 4 (--init-timeout for the
+    start-up itself, which torch leaves unbounded on NCCL; --timeout after it).
+    """
     import torch.distributed as dist
 
-    timeout = _dt.timedelta(seconds=job.cfg.timeout_s)
+    timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.cfg.timeout_s))
     kwargs: dict[str, Any] = {"rank": rank, "world_size": job.world_size, "timeout": timeout}
     if job.backend == "nccl":
-        # Eager NCCL init: the communicator exists (and fails) here, not on the first call,
-        # and the process-group timeout covers it.
+        # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
         kwargs["device_id"] = device
     # store_host None: env:// (an external launcher's MASTER_ADDR, or torchrun's store).
     store = launch.rendezvous(
@@ -478,8 +486,53 @@ def _init_process_group(job: RankJob, rank: int, device: Any) -> Any:
         job.cfg.init_timeout_s,
         job.cfg.timeout_s,
     )
+    if in_flight is not None:
+        in_flight.store = store
+        in_flight.step(hang_watchdog.COMM_STARTUP)
+        _arm_watchdog(job, in_flight)
+        _Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
     dist.init_process_group(job.backend, store=store, **kwargs)
     return store
+
+
+def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
+    """Start the rank's hang watchdog (see :mod:`colbench.watchdog`)."""
+    import torch.distributed as dist
+
+    run_dir = Path(job.run_dir) if job.run_dir is not None else None
+    launched = job.store_host is None
+    connect = None
+    host, port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
+    if launched and host and port.isdigit():
+        # A client of its own: the rank's store client may be held by the blocked call.
+        def connect() -> Any:
+            return dist.TCPStore(
+                host,
+                int(port),
+                is_master=False,
+                timeout=_dt.timedelta(seconds=hang_watchdog.EXCHANGE_S),
+                wait_for_workers=False,
+            )
+
+    def on_verdict(failure: supervise.Failure) -> None:
+        if run_dir is not None:
+            _finish_meta(run_dir, "failed", failure.meta())
+            print(
+                f"colbench: {_rows_kept(run_dir)} rows measured before the failure are in "
+                f"{run_dir}",
+                file=sys.stderr,
+            )
+
+    return hang_watchdog.Watchdog(
+        in_flight,
+        world_size=job.world_size,
+        timeout_s=job.cfg.timeout_s,
+        init_timeout_s=job.cfg.init_timeout_s,
+        run_dir=run_dir,
+        launched=launched,
+        connect=connect,
+        on_verdict=on_verdict,
+    ).start()
 
 
 def make_timer(device_type: str, cuda_graph: bool) -> Timer:
@@ -555,7 +608,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     cfg = job.cfg
     device = _device_for(job.backend, local_rank, memory.local_world_size_from_env(job.world_size))
     in_flight.phase = "rendezvous"
-    in_flight.store = _init_process_group(job, rank, device)
+    in_flight.store = _init_process_group(job, rank, device, in_flight)
     try:
         in_flight.step("setup")
         ident = (rank, socket.gethostname(), os.getpid(), _device_name(device), launch.node_id())
@@ -671,7 +724,8 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
         run_dir=str(run_dir.resolve()) if run_dir else None,
         run_id=run_dir.name if run_dir else "",
     )
-    in_flight = InFlight()
+    # Each rank publishes its progress under its own rank, for the hang verdict.
+    in_flight = InFlight(rank=env.rank)
     # Only rank 0 speaks: the others print nothing but their own errors.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -683,6 +737,7 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
             _finish_meta(run_dir, "interrupted", {"error": "interrupted by the user"})
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:
+        in_flight.failed(exc)
         message = (
             f"rank {env.rank} on {socket.gethostname()} (pid {os.getpid()}) failed during "
             f"{in_flight.describe()}: {type(exc).__name__}: {exc}"
