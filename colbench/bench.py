@@ -83,6 +83,15 @@ class InFlight:
     #: When and where the first exception hit this rank (wall clock, for ordering ranks).
     failed_at: float | None = None
     failed_during: str | None = None
+    #: When the current step or phase began (time.monotonic), for the hang watchdog.
+    since_s: float = field(default_factory=time.monotonic)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The runner and the bench loop also assign ``phase`` directly: each phase, like
+        # each step, starts the watchdog's clock afresh.
+        if name == "phase":
+            object.__setattr__(self, "since_s", time.monotonic())
+        object.__setattr__(self, name, value)
 
     def failed(self, exc: BaseException) -> None:
         if self.failed_at is None:
@@ -391,31 +400,46 @@ DIGEST_EXEMPT = frozenset(
 
 
 class _Fault:
-    """``COLBENCH_FAULT=RANK:STEP[:raise|exit]``: make RANK fail at its STEP-th timed batch.
+    """``COLBENCH_FAULT=RANK:WHEN[:raise|exit|hang]``: make RANK fail at its WHEN-th timed
+    batch, or with WHEN ``init`` as its communicator starts (see :meth:`at_init`).
 
-    A testing aid for the failure-handling tests (like torch's own debug variables);
-    unset in normal use.
+    ``hang`` blocks the rank's main thread for ever, as a rank stuck outside any
+    collective would. A testing aid for the failure-handling tests (like torch's own
+    debug variables); unset in normal use.
     """
 
     def __init__(self, rank: int, spec: str | None) -> None:
         self.at_step: int | None = None
+        self.at_start = False
         self.action = "raise"
+        self.count = 0
         if not spec:
             return
         parts = spec.split(":")
         if int(parts[0]) == rank:
-            self.at_step = int(parts[1])
+            self.at_start = parts[1] == "init"
+            self.at_step = None if self.at_start else int(parts[1])
             self.action = parts[2] if len(parts) > 2 else "raise"
-        self.count = 0
 
     def tick(self) -> None:
         if self.at_step is None:
             return
         self.count += 1
         if self.count == self.at_step:
-            if self.action == "exit":
-                os._exit(7)
-            raise RuntimeError(f"fault injected by COLBENCH_FAULT at timed batch {self.count}")
+            self._fail(f"timed batch {self.count}")
+
+    def at_init(self) -> None:
+        """Called as the rank's communicator starts, before ``init_process_group``."""
+        if self.at_start:
+            self._fail("communicator start-up")
+
+    def _fail(self, where: str) -> None:
+        if self.action == "exit":
+            os._exit(7)
+        if self.action == "hang":
+            while True:
+                time.sleep(3600)
+        raise RuntimeError(f"fault injected by COLBENCH_FAULT at {where}")
 
 
 #: Upper bound on a --time-budget batch, so a sub-microsecond call cannot run for ever.

@@ -124,11 +124,26 @@ def rank_budget_bytes(
     return budget
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Allocator failures from torch on CPU and GPU."""
+def out_of_memory_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes torch raises when an allocation fails.
+
+    ``torch.OutOfMemoryError`` (for every device) came after torch 2.3, which colbench
+    supports: torch 2.3.1 has only ``torch.cuda.OutOfMemoryError`` (defined in CPU builds
+    too). On CPU an allocation failure is a plain RuntimeError or MemoryError, recognised
+    by :func:`is_out_of_memory`'s text check.
+    """
     import torch
 
-    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+    classes: list[type[BaseException]] = [MemoryError, torch.cuda.OutOfMemoryError]
+    everywhere = getattr(torch, "OutOfMemoryError", None)
+    if everywhere is not None:
+        classes.append(everywhere)
+    return tuple(classes)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Allocator failures from torch on CPU and GPU."""
+    if isinstance(exc, out_of_memory_errors()):
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and (
@@ -136,14 +151,24 @@ def is_out_of_memory(exc: BaseException) -> bool:
     )
 
 
-def local_world_size_from_env(world_size: int) -> int:
-    for var in (
-        "LOCAL_WORLD_SIZE",
-        "SLURM_NTASKS_PER_NODE",
-        "OMPI_COMM_WORLD_LOCAL_SIZE",
-        "MPI_LOCALNRANKS",
-    ):
+_LOCAL_WORLD_SIZE_VARS = (
+    "LOCAL_WORLD_SIZE",
+    "SLURM_NTASKS_PER_NODE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALNRANKS",
+)
+
+
+def declared_local_world_size() -> int | None:
+    """Ranks on this node as the launcher's variables say, or None when none says."""
+    for var in _LOCAL_WORLD_SIZE_VARS:
         value = os.environ.get(var, "").split("(")[0]
         if value.isdigit():
             return int(value)
-    return world_size
+    return None
+
+
+def local_world_size_from_env(world_size: int) -> int:
+    """Ranks on this node; without a launcher's word, every rank is assumed local."""
+    declared = declared_local_world_size()
+    return world_size if declared is None else declared

@@ -20,6 +20,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from colbench.devices import pick_cuda_index
 from colbench.errors import UsageError
 from colbench.launch import LaunchEnv
 
@@ -231,12 +232,15 @@ def check_gloo(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> None:
 
 
 def check(launch: LaunchEnv, backend: str, gpu_count: int) -> None:
-    """Everything a launched rank can verify alone before it waits on the others."""
+    """Everything a launched rank can verify alone before it waits on the others.
+
+    gloo is checked on every backend: bookkeeping goes over a gloo side group on NCCL
+    runs too, so a gloo that cannot reach the other nodes would hang them as well.
+    """
+    check_gloo(launch)
     if backend == "gloo":
-        check_gloo(launch)
-    elif launch.local_rank >= gpu_count:
-        raise UsageError(
-            f"rank {launch.rank}: local rank {launch.local_rank} picks GPU "
-            f"{launch.local_rank} but only {gpu_count} are visible; start at most "
-            f"{gpu_count} ranks per node"
-        )
+        return
+    try:
+        pick_cuda_index(launch.local_rank, launch.local_world_size, gpu_count)
+    except UsageError as exc:
+        raise UsageError(f"rank {launch.rank}: {exc}") from None

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from colbench import __version__, launch, memory, metadata, preflight, supervise
+from colbench import __version__, devices, launch, memory, metadata, preflight, supervise
+from colbench import watchdog as hang_watchdog
 from colbench.bench import (
     InFlight,
     RankBench,
     RunInfo,
     Work,
+    _Fault,
     count_units,
     fit_to_memory,
     plan,
@@ -74,7 +76,11 @@ def _gpu_count() -> int:
 
 
 def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_available: bool) -> str:
-    """``auto`` -> nccl when there are GPUs for it, else gloo; explicit nccl is checked."""
+    """``auto`` -> nccl when there is a GPU for it, else gloo; explicit nccl is checked.
+
+    One GPU is enough, spawned or launched: a world of one rank is what nccl-tests
+    ``-g 1`` measures on such a machine (see :func:`one_gpu_note`).
+    """
     if requested == "gloo":
         return "gloo"
     if requested == "nccl":
@@ -85,13 +91,22 @@ def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_availab
         if not nccl_available:
             raise UsageError("--backend nccl: this torch build has no NCCL; use --backend gloo")
         return "nccl"
-    # One spawned GPU rank makes a world of one: every bus bandwidth would be 0.
-    enough = gpu_count >= (2 if spawning else 1)
-    return "nccl" if enough and nccl_available else "gloo"
+    return "nccl" if gpu_count >= 1 and nccl_available else "gloo"
 
 
 def default_nprocs(backend: str, gpu_count: int) -> int:
-    return gpu_count if backend == "nccl" else 2
+    """Ranks to spawn: one per GPU on NCCL (a single GPU gives a world of one), else 2."""
+    return max(1, gpu_count) if backend == "nccl" else 2
+
+
+def one_gpu_note(requested: str, backend: str, world_size: int) -> str | None:
+    """Say so when ``auto`` chose a world of one: its bus bandwidths are mostly 0."""
+    if requested != "auto" or backend != "nccl" or world_size != 1:
+        return None
+    return (
+        "one GPU: measuring NCCL with 1 rank, as nccl-tests -g 1 does (bus bandwidth is 0 "
+        "for collectives that move data between ranks); --backend gloo runs 2 CPU ranks"
+    )
 
 
 def run_label(cfg: SweepConfig) -> str:
@@ -150,9 +165,12 @@ def run_sweep(cfg: SweepConfig) -> int:
     world_size = cfg.nprocs or default_nprocs(backend, _gpu_count())
     if backend == "nccl" and world_size > _gpu_count():
         raise UsageError(
-            f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per rank"
+            f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per "
+            f"rank; --backend gloo runs {world_size} ranks on the CPU"
         )
     notes = _checked_notes(cfg, world_size, backend)
+    chosen = one_gpu_note(cfg.backend, backend, world_size)
+    notes = notes + ([chosen] if chosen else [])
     run_dir = make_run_dir(cfg, backend)
     for note in notes:
         print(f"colbench: note: {note}", file=sys.stderr)
@@ -386,20 +404,20 @@ def _divert_stderr(log_path: Path, keep_python: bool) -> None:
 
 
 def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseException) -> None:
+    # Stamped (if rank_main did not already): the hang watchdog leaves this rank alone now.
+    in_flight.failed(exc)
     text = str(exc).strip()
     error = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
     kind = supervise.classify(exc)
     if kind == supervise.KIND_USAGE:
         error = text
-    report = {
-        "rank": rank,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "doing": in_flight.failed_during or in_flight.describe(),
-        "kind": kind,
-        "error": error[:500],
-        "time": in_flight.failed_at or time.time(),
-    }
+    report = supervise.make_report(
+        rank,
+        in_flight.failed_during or in_flight.describe(),
+        kind,
+        error,
+        in_flight.failed_at or time.time(),
+    )
     if job.run_dir is None:
         print(
             f"colbench: rank {rank} on {report['host']} (pid {report['pid']}) failed during "
@@ -410,14 +428,20 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
     run_dir = Path(job.run_dir)
     with open(run_dir / f"rank{rank}.log", "a", encoding="utf-8") as log:
         log.write(traceback.format_exc())
-    (run_dir / f"rank{rank}.error.json").write_text(json.dumps(report))
+    supervise.write_report(run_dir, report)
 
 
 def _device_for(backend: str, local_rank: int, local_world_size: int) -> Any:
     import torch
 
     if backend == "nccl":
-        device = torch.device("cuda", local_rank)
+        # The launcher's own count, not ``local_world_size``: that falls back to the world
+        # size, which on several nodes over-counts the ranks sharing this node's GPUs.
+        # Spawned ranks have none: local rank = rank, one GPU each (run_sweep checked).
+        index = devices.pick_cuda_index(
+            local_rank, memory.declared_local_world_size(), _gpu_count()
+        )
+        device = torch.device("cuda", index)
         torch.cuda.set_device(device)
         return device
     share_cpu_threads(local_world_size)
@@ -438,15 +462,21 @@ def share_cpu_threads(local_world_size: int) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
 
 
-def _init_process_group(job: RankJob, rank: int, device: Any) -> Any:
-    """Join the process group; returns the parent's store (for progress) when spawned."""
+def _init_process_group(
+    job: RankJob, rank: int, device: Any, in_flight: InFlight | None = None
+) -> Any:
+    """Join the process group; returns the rendezvous store (for progress).
+
+    With ``in_flight``, the hang watchdog is armed as the communicator starts: from then
+    on a step that stops moving ends the rank with exit code 4 (--init-timeout for the
+    start-up itself, which torch leaves unbounded on NCCL; --timeout after it).
+    """
     import torch.distributed as dist
 
-    timeout = _dt.timedelta(seconds=job.cfg.timeout_s)
+    timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.cfg.timeout_s))
     kwargs: dict[str, Any] = {"rank": rank, "world_size": job.world_size, "timeout": timeout}
     if job.backend == "nccl":
-        # Eager NCCL init: the communicator exists (and fails) here, not on the first call,
-        # and the process-group timeout covers it.
+        # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
         kwargs["device_id"] = device
     # store_host None: env:// (an external launcher's MASTER_ADDR, or torchrun's store).
     store = launch.rendezvous(
@@ -457,8 +487,53 @@ def _init_process_group(job: RankJob, rank: int, device: Any) -> Any:
         job.cfg.init_timeout_s,
         job.cfg.timeout_s,
     )
+    if in_flight is not None:
+        in_flight.store = store
+        in_flight.step(hang_watchdog.COMM_STARTUP)
+        _arm_watchdog(job, in_flight)
+        _Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
     dist.init_process_group(job.backend, store=store, **kwargs)
     return store
+
+
+def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
+    """Start the rank's hang watchdog (see :mod:`colbench.watchdog`)."""
+    import torch.distributed as dist
+
+    run_dir = Path(job.run_dir) if job.run_dir is not None else None
+    launched = job.store_host is None
+    connect = None
+    host, port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
+    if launched and host and port.isdigit():
+        # A client of its own: the rank's store client may be held by the blocked call.
+        def connect() -> Any:
+            return dist.TCPStore(
+                host,
+                int(port),
+                is_master=False,
+                timeout=_dt.timedelta(seconds=hang_watchdog.EXCHANGE_S),
+                wait_for_workers=False,
+            )
+
+    def on_verdict(failure: supervise.Failure) -> None:
+        if run_dir is not None:
+            _finish_meta(run_dir, "failed", failure.meta())
+            print(
+                f"colbench: {_rows_kept(run_dir)} rows measured before the failure are in "
+                f"{run_dir}",
+                file=sys.stderr,
+            )
+
+    return hang_watchdog.Watchdog(
+        in_flight,
+        world_size=job.world_size,
+        timeout_s=job.cfg.timeout_s,
+        init_timeout_s=job.cfg.init_timeout_s,
+        run_dir=run_dir,
+        launched=launched,
+        connect=connect,
+        on_verdict=on_verdict,
+    ).start()
 
 
 def make_timer(device_type: str, cuda_graph: bool, barrier: Callable[[], None]) -> Timer:
@@ -503,6 +578,8 @@ class Peer:
     device_name: str
     node: str
     env_seen: dict[str, str | None]
+    gpu_uuid: str
+    """The GPU's physical identity ("" on CPU or when unknown)."""
 
 
 def _meet_peers(side: SideGroup, me: Peer) -> list[Peer]:
@@ -556,10 +633,13 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     cfg = job.cfg
     device = _device_for(job.backend, local_rank, memory.local_world_size_from_env(job.world_size))
     in_flight.phase = "rendezvous"
-    in_flight.store = _init_process_group(job, rank, device)
+    in_flight.store = _init_process_group(job, rank, device, in_flight)
     try:
         in_flight.step("setup")
-        side = SideGroup.create(job.world_size, cfg.timeout_s)
+        # Every group gets torch's timeout a little later than colbench's own, so the
+        # hang watchdog names the stuck ranks before torch aborts or one rank raises.
+        group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.timeout_s)
+        side = SideGroup.create(job.world_size, group_timeout_s)
         group_size = cfg.group_size or job.world_size
         work = plan(cfg, group_size, job.backend)
         me = Peer(
@@ -571,12 +651,18 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
             node=launch.node_id(),
             # Proof, kept in meta.json, that every rank started with its variant's values.
             env_seen={k: os.environ.get(k) for k in job.variant_keys},
+            gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",
         )
         peers = _meet_peers(side, me)
+        # Two ranks on one GPU (CUDA_VISIBLE_DEVICES set alike) would make NCCL fail
+        # or share the GPU: refuse it, naming them.
+        devices.check_distinct_gpus(
+            {p.rank: p.gpu_uuid for p in peers}, {p.rank: p.node for p in peers}
+        )
         # Node labels, not bare host names: namespaces and containers share a host name.
         hosts = launch.node_labels([p.node for p in peers])
         subgroup = (
-            split_world(cfg.group_size, job.world_size, rank, cfg.timeout_s)
+            split_world(cfg.group_size, job.world_size, rank, group_timeout_s)
             if cfg.group_size
             else None
         )
@@ -692,6 +778,9 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
     preflight.check(env, backend, _gpu_count())
     # torch's env:// reads these; Slurm and MPI jobs get them from detect().
     launch.export(env)
+    if env.local_world_size is not None:
+        # What the GPU pick and the memory budget read (Slurm's count is computed).
+        os.environ.setdefault("LOCAL_WORLD_SIZE", str(env.local_world_size))
     run_dir: Path | None = None
     if env.rank == 0:
         run_dir = make_run_dir(cfg, backend)
@@ -705,7 +794,8 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
         run_dir=str(run_dir.resolve()) if run_dir else None,
         run_id=run_dir.name if run_dir else "",
     )
-    in_flight = InFlight()
+    # Each rank publishes its progress under its own rank, for the hang verdict.
+    in_flight = InFlight(rank=env.rank)
     # Only rank 0 speaks: the others print nothing but their own errors.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -717,6 +807,7 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
             _finish_meta(run_dir, "interrupted", {"error": "interrupted by the user"})
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:
+        in_flight.failed(exc)
         message = (
             f"rank {env.rank} on {socket.gethostname()} (pid {os.getpid()}) failed during "
             f"{in_flight.describe()}: {type(exc).__name__}: {exc}"

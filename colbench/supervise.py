@@ -34,6 +34,24 @@ KIND_USAGE = "usage"
 KIND_TIMEOUT = "timeout"
 KIND_ERROR = "error"
 
+#: What torch writes when its NCCL watchdog gives up on a hang (ProcessGroupNCCL.cpp:
+#: ``WorkNCCL::checkTimeout`` "Watchdog caught collective operation timeout: WorkNCCL(...)
+#: ran for N milliseconds before timing out.", and the heartbeat monitor's "Heartbeat
+#: monitor timed out!" / "watchdog got stuck for N seconds"). It then aborts the process
+#: (SIGABRT) before Python sees an exception, so the rank's log is the only witness.
+TORCH_WATCHDOG_TEXTS = (
+    "watchdog caught collective operation timeout",
+    "milliseconds before timing out",
+    "heartbeat monitor timed out",
+    "watchdog got stuck for",
+)
+#: Exception texts of a timeout: gloo's "Timed out waiting ...", torch's NCCL watchdog as
+#: an exception (blocking wait), and its non-blocking communicator start-up
+#: ("NCCL timeout when waiting for nonblocking call to become successful").
+TIMEOUT_TEXTS = (*TORCH_WATCHDOG_TEXTS, "timed out", "timeout when waiting for nonblocking")
+#: How much of a rank log's end is searched for torch's watchdog message.
+LOG_TAIL_BYTES = 1 << 20
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -68,9 +86,41 @@ def classify(exc: BaseException) -> str:
     if isinstance(exc, UsageError):
         return KIND_USAGE
     text = str(exc).lower()
-    if "timed out" in text or "timeout" in type(exc).__name__.lower():
+    if any(t in text for t in TIMEOUT_TEXTS) or "timeout" in type(exc).__name__.lower():
         return KIND_TIMEOUT
     return KIND_ERROR
+
+
+def make_report(
+    rank: int, doing: str, kind: str, error: str, time_s: float, **extra: Any
+) -> dict[str, Any]:
+    """A rank's account of its failure, as ``rankN.error.json`` holds it."""
+    return {
+        "rank": rank,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "doing": doing,
+        "kind": kind,
+        "error": error[:500],
+        "time": time_s,
+        **extra,
+    }
+
+
+def write_report(run_dir: Path, report: Mapping[str, Any]) -> None:
+    (run_dir / f"rank{report['rank']}.error.json").write_text(json.dumps(report))
+
+
+def torch_watchdog_line(log_text: str) -> str | None:
+    """The line where torch's NCCL watchdog reported a hang, from its message on."""
+    lines = log_text.splitlines()
+    for pattern in TORCH_WATCHDOG_TEXTS:
+        for line in lines:
+            at = line.lower().find(pattern)
+            if at >= 0:
+                start = line.rfind("[Rank", 0, at)
+                return line[start if start >= 0 else at :].strip()
+    return None
 
 
 def _where(step: InFlight | None) -> tuple[str, str | None, int | None]:
@@ -91,14 +141,18 @@ def diagnose(
 
     ``exit_codes``: rank -> exit code (negative: killed by that signal; None: was still
     running and had to be killed). A rank killed by a signal is the culprit over ranks
-    that merely lost their peer; a timeout names the ranks that did not time out
-    themselves (they are the ones stuck); otherwise the earliest exception wins.
+    that merely lost their peer, unless its log shows torch's NCCL watchdog killed it
+    over a hang (see :func:`read_reports`); a timeout names the stuck ranks (see
+    :func:`diagnose_timeout`); otherwise the earliest exception wins.
     """
     usage = [r for r in reports if r.get("kind") == KIND_USAGE]
     if usage:
         first = usage[0]
         return Failure(str(first["error"]), int(ExitCode.USAGE), error=str(first["error"]))
-    killed = sorted(r for r, code in exit_codes.items() if code is not None and code < 0)
+    timed_out = {int(r["rank"]) for r in reports if r.get("kind") == KIND_TIMEOUT}
+    killed = sorted(
+        r for r, code in exit_codes.items() if code is not None and code < 0 and r not in timed_out
+    )
     if killed:
         rank = killed[0]
         code = exit_codes[rank]
@@ -116,30 +170,11 @@ def diagnose(
             f"during {doing}{hint}"
         )
         return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, f"killed by {name}")
-    timeouts = [r for r in reports if r.get("kind") == KIND_TIMEOUT]
-    if timeouts:
-        timed_out = {int(r["rank"]) for r in timeouts}
-        stuck = sorted(r for r in exit_codes if r not in timed_out)
-        seqs = {r: progress[r].seq for r in progress}
-        front = max(seqs.values(), default=0)
-        doing, op, size = _where(progress.get(min(timed_out)))
-        if stuck:
-            details = []
-            for rank in stuck:
-                step = progress.get(rank)
-                if step is None:
-                    details.append(f"{rank} (never started)")
-                elif step.seq < front:
-                    details.append(f"{rank} (never reached it; last seen in {step.describe()})")
-                else:
-                    details.append(f"{rank} (stuck inside it)")
-            who = f"rank(s) {', '.join(details)} did not complete the collective"
-        else:
-            who = "every rank timed out: a peer or the network is unreachable"
-        message = f"timed out after {timeout_s:g} s during {doing}: {who}"
-        return Failure(
-            message, int(ExitCode.TIMEOUT), stuck[0] if stuck else None, op, size, message
-        )
+    if timed_out:
+        reported = {int(r["rank"]) for r in reports}
+        # A rank that left no report and did not finish is one the others waited for.
+        silent = [r for r, code in exit_codes.items() if r not in reported and code != 0]
+        return diagnose_timeout(reports, silent, progress, timeout_s)
     if reports:
         first = min(reports, key=lambda r: float(r["time"]))
         rank = int(first["rank"])
@@ -161,14 +196,90 @@ def diagnose(
     return Failure("ranks stopped for an unknown reason", int(ExitCode.RANK_FAILURE))
 
 
+def diagnose_timeout(
+    reports: Sequence[Mapping[str, Any]],
+    silent: Sequence[int],
+    progress: Mapping[int, InFlight],
+    timeout_s: float,
+) -> Failure:
+    """The verdict on a hang: which ranks the others waited for, in which collective.
+
+    ``reports``: every report of the ranks, at least one of kind timeout; ``silent``:
+    ranks that left none and did not finish (stopped, wedged, or never started). The
+    stuck ranks are the silent ones and those whose watchdog found them busy outside
+    communication (``waiting`` false: see :mod:`colbench.watchdog`); a rank that timed
+    out waiting on its peers, or failed because a peer left, is not one of them.
+    """
+    timeouts = sorted(
+        (r for r in reports if r.get("kind") == KIND_TIMEOUT), key=lambda r: int(r["rank"])
+    )
+    busy = {int(r["rank"]): r for r in timeouts if r.get("waiting") is False}
+    waiting = [r for r in timeouts if int(r["rank"]) not in busy]
+    anchor = (waiting or timeouts)[0]
+    doing, op, size = _where(progress.get(int(anchor["rank"])))
+    doing = str(anchor.get("doing") or doing)
+    front = max((step.seq for step in progress.values()), default=0)
+    stuck = sorted({*silent, *busy})
+    details = []
+    for rank in stuck:
+        step = progress.get(rank)
+        if step is None:
+            details.append(f"{rank} (never started)")
+        elif step.seq < front:
+            details.append(f"{rank} (never reached it; last seen in {step.describe()})")
+        elif rank in busy:
+            at = busy[rank].get("stuck_at")
+            details.append(f"{rank} (busy outside communication{f' at {at}' if at else ''})")
+        else:
+            details.append(f"{rank} (stuck inside it)")
+    if stuck:
+        who = f"rank(s) {', '.join(details)} did not complete {'the collective' if op else 'it'}"
+    else:
+        who = "every rank timed out: a peer or the network is unreachable"
+    after = float(anchor.get("timeout_s") or timeout_s)
+    flag = f" ({anchor['deadline']})" if anchor.get("deadline") else ""
+    message = f"timed out after {after:g} s{flag} during {doing}: {who}"
+    return Failure(message, int(ExitCode.TIMEOUT), stuck[0] if stuck else None, op, size, message)
+
+
 def read_reports(run_dir: Path) -> list[dict[str, Any]]:
+    """Every rank's error report, plus one of kind timeout for each rank that left none
+    but whose log holds torch's NCCL watchdog message (it aborts the process first)."""
     reports = []
     for path in sorted(run_dir.glob("rank*.error.json")):
         try:
             reports.append(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError):
             continue
+    reported = {int(r["rank"]) for r in reports}
+    for log in sorted(run_dir.glob("rank*.log")):
+        rank_text = log.name[len("rank") : -len(".log")]
+        if not rank_text.isdigit() or int(rank_text) in reported:
+            continue
+        line = torch_watchdog_line(_tail(log, LOG_TAIL_BYTES))
+        if line is not None:
+            reports.append(
+                {
+                    "rank": int(rank_text),
+                    "host": hostname(),
+                    "pid": "?",
+                    "kind": KIND_TIMEOUT,
+                    "error": line[:500],
+                    "time": log.stat().st_mtime,
+                    "waiting": True,
+                    "source": log.name,
+                }
+            )
     return reports
+
+
+def _tail(path: Path, max_bytes: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - max_bytes))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def read_progress(store: Any, world_size: int) -> dict[int, InFlight]:

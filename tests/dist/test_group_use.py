@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from colbench.results import load
+from colbench.watchdog import process_group_timeout_s
 from tests.conftest import REPO
 
 SPY = REPO / "tests" / "spy"
@@ -87,12 +88,15 @@ def assert_measured_group_carries_only_the_op(
     stray = [r for r in elsewhere if r["group"] not in side]
     assert not stray, f"calls outside the measured and side groups: {stray[:5]}"
     assert {r["op"] for r in on_measured} == ops
+    # Every group gets --timeout (plus the margin that lets colbench's hang watchdog
+    # report first), never torch's own default (10 minutes on NCCL).
+    group_timeout_s = None if timeout_s is None else process_group_timeout_s(timeout_s)
     if subgroups:
         # With --group-size the world group exists but carries nothing at all.
         assert not [r for r in calls if r["group"] == "WORLD"]
-        assert {r["timeout_s"] for r in made if r["ranks"] is not None} == {timeout_s}
+        assert {r["timeout_s"] for r in made if r["ranks"] is not None} == {group_timeout_s}
     if timeout_s is not None:
-        assert {r["timeout_s"] for r in made if r["group"] in side} == {timeout_s}
+        assert {r["timeout_s"] for r in made if r["group"] in side} == {group_timeout_s}
 
 
 def test_every_op_with_repeat_rotate_time_budget_and_variants(tmp_path: Path) -> None:

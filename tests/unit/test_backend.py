@@ -21,8 +21,8 @@ from colbench.runner import default_nprocs, make_run_dir, resolve_backend, run_l
         (0, True, True, "gloo"),
         (0, True, False, "gloo"),
         (0, False, True, "gloo"),
-        # One spawned GPU rank would be a world of one: use gloo and several CPU ranks.
-        (1, True, True, "gloo"),
+        # One GPU is a world of one, as nccl-tests -g 1 measures it.
+        (1, True, True, "nccl"),
         # Under a launcher, one GPU per process is enough.
         (1, True, False, "nccl"),
         (2, True, True, "nccl"),
@@ -56,6 +56,7 @@ def test_default_nprocs() -> None:
     assert default_nprocs("nccl", 8) == 8
     assert default_nprocs("gloo", 8) == 2
     assert default_nprocs("gloo", 0) == 2
+    assert default_nprocs("nccl", 1) == 1
 
 
 def cfg(tmp_path: Path, **kwargs: object) -> SweepConfig:

@@ -114,6 +114,14 @@ def test_check_on_this_host_follows_gloo_choice(monkeypatch: pytest.MonkeyPatch)
 
 def test_nccl_rank_needs_its_gpu() -> None:
     job = LaunchEnv("torchrun", 3, 4, 3, 4, "127.0.0.1", 29500)
-    with pytest.raises(UsageError, match="local rank 3 picks GPU 3 but only 2 are visible"):
+    with pytest.raises(UsageError, match=r"rank 3: 4 ranks on this node but 2 GPU\(s\) visible"):
         preflight.check(job, "nccl", 2)
     preflight.check(job, "nccl", 4)
+
+
+def test_nccl_jobs_get_the_gloo_check_too() -> None:
+    # Bookkeeping goes over a gloo side group on NCCL runs, so a gloo that would bind
+    # loopback on a two-node job hangs them too: refused before the rendezvous.
+    job = LaunchEnv("env", 2, 4, 0, 2, "127.0.0.1", 29500)
+    with pytest.raises(UsageError, match="loopback"):
+        preflight.check(job, "nccl", 8)

@@ -1,0 +1,159 @@
+"""Hangs for real: a gloo rank whose main thread blocks for ever (COLBENCH_FAULT ``hang``),
+in a timed batch or as its communicator starts, spawned and under a launcher.
+
+The blocked rank never raises and gloo's own timeout is later than colbench's, so only
+the ranks' hang watchdogs can end the run: exit 4, one line naming the stuck rank, the
+op and the size (or the start-up phase), every finished row kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from colbench.launch import free_port
+from colbench.results import load
+from tests.conftest import REPO, run_colbench
+
+SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K-64K", "-n", "5", "-w", "1", "--no-table"]
+TIMED = r"timed batch of all_reduce float32 size (\d+) B"
+STUCK = r"rank\(s\) 1 \(busy outside communication at bench\.py:\d+ in _fail\)"
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_spawned_hang_in_a_timed_batch_is_exit_4_naming_the_rank(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    started = time.monotonic()
+    proc = run_colbench(
+        *SWEEP, "--timeout", "4", "--out", str(out), env={"COLBENCH_FAULT": "1:3:hang"}
+    )
+    elapsed_s = time.monotonic() - started
+    assert proc.returncode == 4, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "timed out" in line]
+    assert len(lines) == 1, proc.stderr
+    match = re.fullmatch(
+        rf"colbench: timed out after 4 s \(--timeout\) during {TIMED}: {STUCK} did not "
+        "complete the collective",
+        lines[0],
+    )
+    assert match is not None, lines[0]
+    assert int(match.group(1)) == 4096  # 1K and 2K finished; the third batch hangs
+    assert elapsed_s < 4 + 20  # torch's start-up on a busy 2-core machine is the rest
+    assert len(load(out)) == 2
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["status"], meta["exit_code"], meta["failed_rank"]) == ("failed", 4, 1)
+    assert (meta["failed_op"], meta["failed_size_bytes"]) == ("all_reduce", 4096)
+    assert not any(alive(int(pid)) for pid in meta["rank_pids"])
+
+
+def launch_by_hand(tmp_path: Path, fault: str, *args: str) -> list[subprocess.Popen[str]]:
+    """Two ranks started like torchrun's workers (env://, rank 0 hosts the store)."""
+    port = str(free_port())
+    procs = []
+    for rank in (0, 1):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": str(rank), "WORLD_SIZE": "2",
+               "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": port, "COLBENCH_FAULT": fault}  # fmt: skip
+        out = ["--out", str(tmp_path / "run")] if rank == 0 else []
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "colbench", *SWEEP, *args, *out],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    return procs
+
+
+def finish(procs: list[subprocess.Popen[str]], timeout_s: float) -> list[str]:
+    try:
+        return [p.communicate(timeout=timeout_s)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.parametrize("launched", [False, True], ids=["spawned", "launched"])
+def test_communicator_start_up_is_bounded_by_init_timeout(tmp_path: Path, launched: bool) -> None:
+    """Rank 1 blocks as its communicator starts; rank 0 waits inside init_process_group.
+    --timeout (60 s, which gloo's start-up obeys) is far away: --init-timeout ends it."""
+    args = ("--init-timeout", "3", "--timeout", "60")
+    started = time.monotonic()
+    if launched:
+        procs = launch_by_hand(tmp_path, "1:init:hang", *args)
+        stderrs = finish(procs, 120)
+        codes = [p.returncode for p in procs]
+    else:
+        proc = run_colbench(
+            *SWEEP, *args, "--out", str(tmp_path / "run"), env={"COLBENCH_FAULT": "1:init:hang"}
+        )
+        stderrs, codes = [proc.stderr], [proc.returncode]
+    elapsed_s = time.monotonic() - started
+    assert codes == [4] * len(codes), stderrs
+    assert elapsed_s < 3 + 30, elapsed_s  # far below --timeout; torch's import is the rest
+    for rank, stderr in enumerate(stderrs):
+        lines = [line for line in stderr.splitlines() if "timed out" in line]
+        assert len(lines) == 1 and "Traceback" not in stderr, stderr
+        prefix = rf"colbench: error: rank {rank} on \S+ \(pid \d+\): " if launched else "colbench: "
+        assert re.fullmatch(
+            rf"{prefix}timed out after 3 s \(--init-timeout\) during communicator start-up: "
+            rf"{STUCK} did not complete it",
+            lines[0],
+        ), lines[0]
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert (meta["status"], meta["exit_code"], meta["failed_rank"]) == ("failed", 4, 1)
+
+
+def test_torchrun_hang_is_exit_4_and_every_rank_names_the_stuck_one(tmp_path: Path) -> None:
+    """No colbench parent: each rank's watchdog must say it all by itself."""
+    out, logs = tmp_path / "run", tmp_path / "logs"
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        "--log-dir", str(logs), "--redirects", "3", "-m", "colbench", *SWEEP,
+        "--timeout", "4", "--out", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
+           "COLBENCH_FAULT": "1:3:hang"}  # fmt: skip
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=180, env=env, cwd=REPO, check=False
+    )
+    assert proc.returncode != 0
+    # torchrun's summary: every worker ended with colbench's timeout code, none was killed.
+    codes = re.findall(r"rank\s*: (\d) \(local_rank: \d\)\s*exitcode\s*: (-?\d+)", proc.stderr)
+    assert set(codes) == {("0", "4"), ("1", "4")}, proc.stderr[-3000:]
+    by_rank: dict[int, str] = {}
+    for path in logs.rglob("stderr.log"):  # <log-dir>/<run>/attempt_0/<rank>/stderr.log
+        by_rank[int(path.parent.name)] = path.read_text()
+    assert set(by_rank) == {0, 1}
+    for rank, stderr in by_rank.items():
+        lines = [line for line in stderr.splitlines() if "timed out" in line]
+        assert len(lines) == 1 and "Traceback" not in stderr, stderr
+        match = re.fullmatch(
+            rf"colbench: error: rank {rank} on \S+ \(pid \d+\): timed out after 4 s "
+            rf"\(--timeout\) during {TIMED}: {STUCK} did not complete the collective",
+            lines[0],
+        )
+        assert match is not None and int(match.group(1)) == 4096, lines[0]
+    assert len(load(out)) == 2
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["status"], meta["failed_rank"], meta["failed_size_bytes"]) == ("failed", 1, 4096)
