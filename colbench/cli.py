@@ -141,11 +141,20 @@ def sweep(
         ),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Process-group timeout in seconds.")
+        float,
+        typer.Option(
+            "--timeout",
+            help="Seconds any one step (a timed batch, a barrier) may take: a hang ends "
+            "the run with exit 4 naming the stuck ranks.",
+        ),
     ] = 300.0,
     init_timeout: Annotated[
         float,
-        typer.Option("--init-timeout", help="Seconds for every rank to join the rendezvous."),
+        typer.Option(
+            "--init-timeout",
+            help="Seconds for every rank to join the rendezvous, and for the communicator "
+            "to start.",
+        ),
     ] = 120.0,
     group_size: Annotated[
         int | None,

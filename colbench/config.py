@@ -54,9 +54,12 @@ class SweepConfig:
     nprocs: int | None = None
     """Ranks to spawn when no launcher started us (default: GPUs for NCCL, 2 for gloo)."""
     timeout_s: float = 300.0
-    """Process-group timeout: a collective that takes longer fails the run."""
+    """Longest any one step may take (a timed batch, a barrier); a hang past it ends the
+    run with exit 4 naming the stuck ranks. torch's process groups get a little more, so
+    colbench reports first (see colbench.watchdog)."""
     init_timeout_s: float = 120.0
-    """Rendezvous timeout: every rank must have joined within this many seconds."""
+    """Every rank must have joined the rendezvous, and the communicator started, within
+    this many seconds."""
     group_size: int | None = None
     """Split the world into contiguous groups of this many ranks that run every
     collective at once (nccl-tests' NCCL_TESTS_SPLIT); None = one group of all ranks."""
