@@ -43,6 +43,7 @@ EXCHANGE_S = 2.0
 _WAITING_MODULES = ("torch.distributed", "torch.cuda")
 _KEY = "colbench/hang/"
 _DONE_KEY = "colbench/hang-done/"
+_RECORDED_KEY = "colbench/hang-recorded"
 
 
 def process_group_timeout_s(timeout_s: float) -> float:
@@ -187,6 +188,7 @@ class Watchdog:
         )
         if self.on_verdict is not None:
             self.on_verdict(failure)
+        _leave_after_rank0(self.connect, int(mine["rank"]))
 
 
 def dump_flight_recorder(rank: int) -> Path | None:
@@ -237,6 +239,22 @@ def exchange(
     except (RuntimeError, OSError, ValueError):
         pass
     return [reports[r] for r in sorted(reports)], progress
+
+
+def _leave_after_rank0(connect: Callable[[], Any] | None, rank: int) -> None:
+    """Hold the other ranks until rank 0 has recorded the verdict in the run directory:
+    a launcher such as torchrun stops every worker as soon as one exits, and rank 0
+    alone writes meta.json."""
+    if connect is None:
+        return
+    try:
+        store = connect()
+        if rank == 0:
+            store.set(_RECORDED_KEY, "1")
+        else:
+            _wait_for(store, [_RECORDED_KEY])
+    except (RuntimeError, OSError, ValueError):
+        pass
 
 
 def _wait_for(store: Any, keys: list[str]) -> None:

@@ -138,14 +138,20 @@ def test_torchrun_hang_is_exit_4_and_every_rank_names_the_stuck_one(tmp_path: Pa
         cmd, capture_output=True, text=True, timeout=180, env=env, cwd=REPO, check=False
     )
     assert proc.returncode != 0
-    # torchrun's summary: every worker ended with colbench's timeout code, none was killed.
-    codes = re.findall(r"rank\s*: (\d) \(local_rank: \d\)\s*exitcode\s*: (-?\d+)", proc.stderr)
-    assert set(codes) == {("0", "4"), ("1", "4")}, proc.stderr[-3000:]
+    # torchrun's summary: workers end with colbench's timeout code. Both watchdogs fire
+    # at about the same moment; torchrun stops a worker still running (SIGTERM) once the
+    # other has exited, so the later one may be reported as killed.
+    found = re.findall(r"rank\s*: (\d) \(local_rank: \d\)\s*exitcode\s*: (-?\d+)", proc.stderr)
+    codes = {int(rank): int(code) for rank, code in found}
+    assert set(codes) == {0, 1} and set(codes.values()) <= {4, -15}, proc.stderr[-3000:]
+    assert 4 in codes.values(), proc.stderr[-3000:]
     by_rank: dict[int, str] = {}
     for path in logs.rglob("stderr.log"):  # <log-dir>/<run>/attempt_0/<rank>/stderr.log
         by_rank[int(path.parent.name)] = path.read_text()
     assert set(by_rank) == {0, 1}
     for rank, stderr in by_rank.items():
+        if codes[rank] != 4:
+            continue
         lines = [line for line in stderr.splitlines() if "timed out" in line]
         assert len(lines) == 1 and "Traceback" not in stderr, stderr
         match = re.fullmatch(
