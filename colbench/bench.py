@@ -400,11 +400,13 @@ DIGEST_EXEMPT = frozenset(
 
 
 class _Fault:
-    """``COLBENCH_FAULT=RANK:WHEN[:raise|exit|hang]``: make RANK fail at its WHEN-th timed
-    batch, or with WHEN ``init`` as its communicator starts (see :meth:`at_init`).
+    """``COLBENCH_FAULT=RANK:WHEN[:raise|exit|hang|device-hang]``: make RANK fail at its
+    WHEN-th timed batch, or with WHEN ``init`` as its communicator starts (see
+    :meth:`at_init`).
 
     ``hang`` blocks the rank's main thread for ever, as a rank stuck outside any
-    collective would. A testing aid for the failure-handling tests (like torch's own
+    collective would; ``device-hang`` stalls its GPU instead (``hang`` on CPU).
+    A testing aid for the failure-handling tests (like torch's own
     debug variables); unset in normal use.
     """
 
@@ -436,7 +438,12 @@ class _Fault:
     def _fail(self, where: str) -> None:
         if self.action == "exit":
             os._exit(7)
-        if self.action == "hang":
+        if self.action == "device-hang" and torch.cuda.is_initialized():
+            # A kernel that spins far past any --timeout: the host then blocks in a CUDA
+            # synchronize, as when a collective or a graph replay never completes.
+            torch.cuda._sleep(1 << 42)
+            return
+        if self.action in ("hang", "device-hang"):
             while True:
                 time.sleep(3600)
         raise RuntimeError(f"fault injected by COLBENCH_FAULT at {where}")

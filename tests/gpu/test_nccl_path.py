@@ -8,15 +8,19 @@ matters with peers, so ring vs tree and one GPU per task need >= 2 GPUs.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from colbench.launch import free_port
 from colbench.results import load
 from colbench.timing import GRAPH_REPLAYS
-from tests.conftest import run_colbench
+from tests.conftest import REPO, run_colbench
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 needs_one = pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
@@ -115,3 +119,88 @@ def test_ring_vs_tree_suite_runs_to_the_end(tmp_path: Path) -> None:
     assert set(tree[tree["op"] == "all_reduce"]["status"]) == {"ok"}
     refused = tree[tree["op"].isin(["all_gather", "reduce_scatter", "broadcast", "reduce"])]
     assert set(refused["status"]) == {"unsupported"}
+
+
+@needs_one
+@pytest.mark.parametrize("graph", [False, True], ids=["events", "graph"])
+def test_a_stalled_gpu_is_a_hang_not_a_crash(tmp_path: Path, graph: bool) -> None:
+    """The device stalls (a spinning kernel before the 2nd timed batch): the host blocks
+    in a CUDA synchronize, as in a collective or graph replay that never completes."""
+    proc = run_colbench(
+        "sweep", *NCCL_ONE, "--op", "all_reduce", "--sizes", "1K-64K", "--timeout", "5",
+        *(["-G"] if graph else []), "--out", str(tmp_path / "run"),
+        env={"COLBENCH_FAULT": "0:2:device-hang"}, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert "timed out after 5 s (--timeout) during timed batch of all_reduce" in proc.stderr
+    assert len(load(tmp_path / "run")) == 1  # the row measured before the stall is kept
+
+
+def launch_by_hand(tmp_path: Path, visible: list[str], *args: str) -> list[tuple[int, str]]:
+    """Ranks started as srun --gpus-per-task=1 would: each sees only its own GPU(s)."""
+    port = free_port()
+    procs = []
+    for rank, devices in enumerate(visible):
+        env = {
+            **os.environ, "PYTHONPATH": str(REPO), "RANK": str(rank),
+            "WORLD_SIZE": str(len(visible)), "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(len(visible)), "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port), "CUDA_VISIBLE_DEVICES": devices,
+        }  # fmt: skip
+        cmd = [sys.executable, "-m", "colbench", "sweep", "--backend", "nccl", "--no-table"]
+        procs.append(
+            subprocess.Popen(
+                [*cmd, "--out", str(tmp_path / "run"), *args],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+            )  # fmt: skip
+        )
+    results = []
+    for proc in procs:
+        try:
+            _, stderr = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, stderr = proc.communicate()
+        results.append((proc.returncode, stderr))
+    return results
+
+
+@needs_one
+def test_two_ranks_on_one_physical_gpu_are_refused(tmp_path: Path) -> None:
+    results = launch_by_hand(tmp_path, ["0", "0"], "--sizes", "1K")
+    for code, stderr in results:
+        assert code == 2, stderr[-2000:]
+        assert "ranks 0, 1 share GPU" in stderr, stderr[-2000:]
+
+
+@needs_one
+def test_auto_backend_measures_nccl_on_one_gpu(tmp_path: Path) -> None:
+    if GPUS != 1:
+        pytest.skip("the one-GPU default needs exactly one visible GPU")
+    proc = run_colbench("sweep", "--op", "all_gather", "--sizes", "1K-64K",
+                        "--out", str(tmp_path / "run"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "one GPU: measuring NCCL with 1 rank" in proc.stderr
+    frame = load(tmp_path / "run")
+    assert set(frame["backend"]) == {"nccl"} and set(frame["world_size"]) == {1}
+
+
+@needs_two
+def test_one_gpu_per_task_through_cuda_visible_devices(tmp_path: Path) -> None:
+    results = launch_by_hand(tmp_path, ["0", "1"], "--op", "all_reduce,all_gather",
+                             "--sizes", "1K-1M")  # fmt: skip
+    for code, stderr in results:
+        assert code == 0, stderr[-2000:]
+    frame = load(tmp_path / "run")
+    assert set(frame["world_size"]) == {2} and (frame["wrong"].fillna(0) == 0).all()
+
+
+@needs_two
+def test_a_hung_rank_is_named(tmp_path: Path) -> None:
+    proc = run_colbench(
+        "sweep", "--backend", "nccl", "--nprocs", "2", "--op", "all_reduce", "--sizes", "1K-64K",
+        "--timeout", "5", "--out", str(tmp_path / "run"), env={"COLBENCH_FAULT": "1:2:hang"},
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert "rank(s) 1" in proc.stderr and "timed batch of all_reduce" in proc.stderr
