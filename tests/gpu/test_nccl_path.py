@@ -148,12 +148,9 @@ def launch_by_hand(tmp_path: Path, visible: list[str], *args: str) -> list[tuple
             "MASTER_PORT": str(port), "CUDA_VISIBLE_DEVICES": devices,
         }  # fmt: skip
         cmd = [sys.executable, "-m", "colbench", "sweep", "--backend", "nccl", "--no-table"]
-        procs.append(
-            subprocess.Popen(
-                [*cmd, "--out", str(tmp_path / "run"), *args],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
-            )  # fmt: skip
-        )
+        cmd += ["--out", str(tmp_path / "run"), *args]
+        pipe = subprocess.PIPE
+        procs.append(subprocess.Popen(cmd, stdout=pipe, stderr=pipe, text=True, env=env, cwd=REPO))
     results = []
     for proc in procs:
         try:
