@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.dist)
         if f"{os.sep}gpu{os.sep}" in path:
             item.add_marker(pytest.mark.gpu)
+
+
+def start_ranks(
+    world_size: int,
+    args: Callable[[int], Sequence[str]],
+    env: Callable[[int], Mapping[str, str]] = lambda rank: {},
+) -> list[subprocess.Popen[str]]:
+    """The ranks of one job started by hand, as torchrun's workers are (env://, rank 0
+    hosts the store): ``python -m colbench *args(rank)`` with ``env(rank)`` on top."""
+    from colbench.launch import free_port
+
+    port = str(free_port())
+    procs = []
+    for rank in range(world_size):
+        full_env = {
+            **os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
+            "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port, **env(rank),
+        }  # fmt: skip
+        pipe = subprocess.PIPE
+        cmd = [sys.executable, "-m", "colbench", *args(rank)]
+        procs.append(
+            subprocess.Popen(cmd, stdout=pipe, stderr=pipe, text=True, env=full_env, cwd=REPO)
+        )
+    return procs
+
+
+def finish_ranks(procs: list[subprocess.Popen[str]], timeout_s: float) -> list[tuple[int, str]]:
+    """Each rank's (exit code, stderr); ranks still running after ``timeout_s`` are killed."""
+    results = []
+    try:
+        for proc in procs:
+            try:
+                _, stderr = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, stderr = proc.communicate()
+            results.append((proc.returncode, stderr))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return results

@@ -20,7 +20,7 @@ import pytest
 
 from colbench.launch import free_port
 from colbench.results import load
-from tests.conftest import REPO, run_colbench
+from tests.conftest import REPO, finish_ranks, run_colbench, start_ranks
 
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K-64K", "-n", "5", "-w", "1", "--no-table"]
 TIMED = r"timed batch of all_reduce float32 size (\d+) B"
@@ -61,36 +61,13 @@ def test_spawned_hang_in_a_timed_batch_is_exit_4_naming_the_rank(tmp_path: Path)
     assert not any(alive(int(pid)) for pid in meta["rank_pids"])
 
 
-def launch_by_hand(tmp_path: Path, fault: str, *args: str) -> list[subprocess.Popen[str]]:
+def launch_by_hand(tmp_path: Path, fault: str, *args: str) -> list[tuple[int, str]]:
     """Two ranks started like torchrun's workers (env://, rank 0 hosts the store)."""
-    port = str(free_port())
-    procs = []
-    for rank in (0, 1):
-        env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": str(rank), "WORLD_SIZE": "2",
-               "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": port, "COLBENCH_FAULT": fault}  # fmt: skip
-        out = ["--out", str(tmp_path / "run")] if rank == 0 else []
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "colbench", *SWEEP, *args, *out],
-                cwd=REPO,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    return procs
 
+    def argv(rank: int) -> list[str]:
+        return [*SWEEP, *args, *(["--out", str(tmp_path / "run")] if rank == 0 else [])]
 
-def finish(procs: list[subprocess.Popen[str]], timeout_s: float) -> list[str]:
-    try:
-        return [p.communicate(timeout=timeout_s)[1] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    return finish_ranks(start_ranks(2, argv, lambda rank: {"COLBENCH_FAULT": fault}), 120)
 
 
 @pytest.mark.parametrize("launched", [False, True], ids=["spawned", "launched"])
@@ -100,9 +77,8 @@ def test_communicator_start_up_is_bounded_by_init_timeout(tmp_path: Path, launch
     args = ("--init-timeout", "3", "--timeout", "60")
     started = time.monotonic()
     if launched:
-        procs = launch_by_hand(tmp_path, "1:init:hang", *args)
-        stderrs = finish(procs, 120)
-        codes = [p.returncode for p in procs]
+        results = launch_by_hand(tmp_path, "1:init:hang", *args)
+        codes, stderrs = [code for code, _ in results], [err for _, err in results]
     else:
         proc = run_colbench(
             *SWEEP, *args, "--out", str(tmp_path / "run"), env={"COLBENCH_FAULT": "1:init:hang"}

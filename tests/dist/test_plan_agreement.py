@@ -8,49 +8,20 @@ them and is compared in the very first collective, before the memory budget.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from colbench.launch import free_port
-from tests.conftest import REPO
+from tests.conftest import finish_ranks, start_ranks
 
 
 def _launch_two(tmp_path: Path, rank1_flags: list[str]) -> list[tuple[int, str]]:
-    port = free_port()
-    procs = []
-    for rank in (0, 1):
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(REPO),
-            "RANK": str(rank),
-            "WORLD_SIZE": "2",
-            "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": "2",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-        }
-        cmd = [sys.executable, "-m", "colbench", "sweep", "--sizes", "1K,4K", "--no-table"]
-        cmd += ["--timeout", "20", "--out", str(tmp_path / "run")]
-        cmd += rank1_flags if rank == 1 else []
-        procs.append(
-            subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
-            )
-        )
-    results = []
-    for proc in procs:
-        try:
-            _, stderr = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, stderr = proc.communicate()
-        results.append((proc.returncode, stderr))
-    return results
+    def args(rank: int) -> list[str]:
+        common = ["sweep", "--sizes", "1K,4K", "--no-table", "--timeout", "20"]
+        return [*common, "--out", str(tmp_path / "run"), *(rank1_flags if rank == 1 else [])]
+
+    return finish_ranks(start_ranks(2, args), 60)
 
 
 @pytest.mark.parametrize(

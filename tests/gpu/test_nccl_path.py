@@ -8,19 +8,15 @@ matters with peers, so ring vs tree and one GPU per task need >= 2 GPUs.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from colbench.launch import free_port
 from colbench.results import load
 from colbench.timing import GRAPH_REPLAYS
-from tests.conftest import REPO, run_colbench
+from tests.conftest import finish_ranks, run_colbench, start_ranks
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 needs_one = pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
@@ -138,28 +134,13 @@ def test_a_stalled_gpu_is_a_hang_not_a_crash(tmp_path: Path, graph: bool) -> Non
 
 def launch_by_hand(tmp_path: Path, visible: list[str], *args: str) -> list[tuple[int, str]]:
     """Ranks started as srun --gpus-per-task=1 would: each sees only its own GPU(s)."""
-    port = free_port()
-    procs = []
-    for rank, devices in enumerate(visible):
-        env = {
-            **os.environ, "PYTHONPATH": str(REPO), "RANK": str(rank),
-            "WORLD_SIZE": str(len(visible)), "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": str(len(visible)), "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port), "CUDA_VISIBLE_DEVICES": devices,
-        }  # fmt: skip
-        cmd = [sys.executable, "-m", "colbench", "sweep", "--backend", "nccl", "--no-table"]
-        cmd += ["--out", str(tmp_path / "run"), *args]
-        pipe = subprocess.PIPE
-        procs.append(subprocess.Popen(cmd, stdout=pipe, stderr=pipe, text=True, env=env, cwd=REPO))
-    results = []
-    for proc in procs:
-        try:
-            _, stderr = proc.communicate(timeout=180)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, stderr = proc.communicate()
-        results.append((proc.returncode, stderr))
-    return results
+    sweep_args = ["sweep", "--backend", "nccl", "--no-table", "--out", str(tmp_path / "run")]
+    procs = start_ranks(
+        len(visible),
+        lambda rank: [*sweep_args, *args],
+        lambda rank: {"CUDA_VISIBLE_DEVICES": visible[rank]},
+    )
+    return finish_ranks(procs, 180)
 
 
 @needs_one
