@@ -230,7 +230,7 @@ def test_allocator_error_becomes_row_status(tmp_path: Path) -> None:
 
 def _memory_cgroup(limit_bytes: int) -> Path:
     line = next(
-        (l for l in Path("/proc/self/cgroup").read_text().splitlines() if ":memory:" in l), None
+        (ln for ln in Path("/proc/self/cgroup").read_text().splitlines() if ":memory:" in ln), None
     )
     if line is None:
         pytest.skip("no cgroup v1 memory controller here")
@@ -297,7 +297,7 @@ def test_ranks_that_disagree_on_the_plan_stop_with_a_message(tmp_path: Path) -> 
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-            )  # fmt: skip
+            )
         )
     results = [p.communicate(timeout=120) for p in procs]
     for proc, (_, stderr) in zip(procs, results, strict=True):

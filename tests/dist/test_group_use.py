@@ -182,5 +182,3 @@ def test_the_spy_catches_bookkeeping_on_the_measured_group(tmp_path: Path) -> No
     (spy_dir / "1.jsonl").write_text("".join(json.dumps(r()) + "\n" for r in rows))
     with pytest.raises(AssertionError, match="bookkeeping on the measured group"):
         assert_measured_group_carries_only_the_op(spy_dir, {"all_reduce"})
-
-

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from colbench.launch import free_port
 from colbench.results import load
 from tests.conftest import REPO, finish_ranks, run_colbench, start_ranks
 

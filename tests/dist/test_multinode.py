@@ -7,6 +7,7 @@ They are deleted, with anything still running in them, even when a test fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -45,10 +46,8 @@ def _kill_everything_in(namespace: str) -> None:
         ["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30
     ).stdout.split()
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pid), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
 
 
 @pytest.fixture(scope="module")
@@ -127,9 +126,14 @@ def _torchrun_on_both(
         env = _env(GLOO_SOCKET_IFNAME=ifnames[node])
         procs.append(
             subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                cwd=REPO, start_new_session=True,
-            )  # fmt: skip
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                cwd=REPO,
+                start_new_session=True,
+            )
         )
     return procs, _wait_all(procs, JOB_TIMEOUT_S)
 
@@ -140,8 +144,18 @@ def test_two_node_torchrun_job(two_nodes: TwoNodes, tmp_path: Path) -> None:
         two_nodes,
         two_nodes.interfaces,
         ["--log-dir", str(tmp_path / "logs{node}"), "--redirects", "3"],
-        ["--op", "all_reduce,all_gather", "--sizes", "1K-1M", "-n", "3", "-w", "1"]
-        + ["--out", str(out)],
+        [
+            "--op",
+            "all_reduce,all_gather",
+            "--sizes",
+            "1K-1M",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "--out",
+            str(out),
+        ],
     )
     for proc, (_, stderr) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, stderr[-3000:]

@@ -87,6 +87,6 @@ def test_a_rendezvous_that_never_completes_ends_within_init_timeout(tmp_path: Pa
     # Rank 0 hosts the store, so it can always say who is missing; rank 1 can too,
     # unless rank 0 gave up first and took the store with it.
     assert "2 of 3 ranks arrived, missing rank(s) 2" in results[0][1]
-    assert any(
-        why in results[1][1] for why in ("missing rank(s) 2", "the store went away")
-    ), results[1][1]
+    assert any(why in results[1][1] for why in ("missing rank(s) 2", "the store went away")), (
+        results[1][1]
+    )

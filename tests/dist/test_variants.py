@@ -73,8 +73,19 @@ def test_plots_written_and_variants_compare_and_fit(
     # In-process: these commands spawn nothing, and a fresh interpreter costs seconds here.
     with pytest.raises(SystemExit) as info:
         main(
-            ["compare", str(out), str(out), "--variant-a", a, "--variant-b", b]
-            + ["--metric", "time", "--out", str(figure)]
+            [
+                "compare",
+                str(out),
+                str(out),
+                "--variant-a",
+                a,
+                "--variant-b",
+                b,
+                "--metric",
+                "time",
+                "--out",
+                str(figure),
+            ]
         )
     captured = capsys.readouterr()
     assert info.value.code == 0, captured.err

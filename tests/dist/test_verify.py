@@ -12,8 +12,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from colbench.bench import RankBench, RunInfo, plan
-from colbench.groups import Groups, SideGroup
 from colbench.config import SweepConfig
+from colbench.groups import Groups, SideGroup
 from colbench.launch import free_port
 from colbench.ops import BY_NAME
 from colbench.ops.base import Buffers, Collective, Context
