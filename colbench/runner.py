@@ -218,20 +218,10 @@ def _listen_loopback() -> socket.socket:
 def _spawn_and_wait(
     cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variant: Variant | None = None
 ) -> int:
-    import torch.distributed as dist
     import torch.multiprocessing as mp
 
     listener = _listen_loopback()
     port = int(listener.getsockname()[1])
-    store = dist.TCPStore(
-        LOCAL_HOST,
-        port,
-        world_size,
-        is_master=True,
-        timeout=_dt.timedelta(seconds=cfg.timeout_s),
-        wait_for_workers=False,
-        master_listen_fd=listener.fileno(),
-    )
     job = RankJob(
         cfg=cfg,
         backend=backend,
@@ -246,6 +236,10 @@ def _spawn_and_wait(
         variant_keys=variant.keys if variant else (),
     )
     with supervise.StopSignals() as stop:
+        # Ranks first, store second: the store serves from a thread of its own, and a rank
+        # forked while that thread holds a lock (the allocator's, stdio's, the loader's,
+        # torch's) inherits the lock held and waits on it for ever. Their connections
+        # queue on the listening socket until the store takes it over.
         context = mp.start_processes(
             _spawned_rank,
             args=(job,),
@@ -254,6 +248,11 @@ def _spawn_and_wait(
             start_method=start_method(backend),
         )
         processes = context.processes
+        try:
+            store = _serve_store(listener, world_size, cfg.timeout_s)
+        except BaseException:
+            supervise.stop_processes(processes)
+            raise
         exit_codes = supervise.wait_for_ranks(processes, stop)
         if stop.received is not None:
             supervise.stop_processes(processes)
@@ -291,6 +290,21 @@ def _spawn_and_wait(
         file=sys.stderr,
     )
     return failure.exit_code
+
+
+def _serve_store(listener: socket.socket, world_size: int, timeout_s: float) -> Any:
+    """The parent's TCPStore, serving on ``listener`` (connections already queued there)."""
+    import torch.distributed as dist
+
+    return dist.TCPStore(
+        LOCAL_HOST,
+        int(listener.getsockname()[1]),
+        world_size,
+        is_master=True,
+        timeout=_dt.timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+        master_listen_fd=listener.fileno(),
+    )
 
 
 def _rows_kept(run_dir: Path) -> int:
