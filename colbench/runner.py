@@ -221,7 +221,6 @@ def _spawn_and_wait(
     import torch.multiprocessing as mp
 
     listener = _listen_loopback()
-    port = int(listener.getsockname()[1])
     job = RankJob(
         cfg=cfg,
         backend=backend,
@@ -230,12 +229,13 @@ def _spawn_and_wait(
         run_dir=str(run_dir.resolve()),
         run_id=run_dir.name,
         store_host=LOCAL_HOST,
-        store_port=port,
+        store_port=int(listener.getsockname()[1]),
         env=rank_environment(cfg, backend, run_dir, spawning=True),
         variant=variant.name if variant else "",
         variant_keys=variant.keys if variant else (),
     )
     with supervise.StopSignals() as stop:
+        started = time.monotonic()
         # Ranks first, store second: the store serves from a thread of its own, and a rank
         # forked while that thread holds a lock (the allocator's, stdio's, the loader's,
         # torch's) inherits the lock held and waits on it for ever. Their connections
@@ -247,38 +247,50 @@ def _spawn_and_wait(
             join=False,
             start_method=start_method(backend),
         )
-        processes = context.processes
         try:
             store = _serve_store(listener, world_size, cfg.timeout_s)
         except BaseException:
-            supervise.stop_processes(processes)
+            supervise.stop_processes(context.processes)
             raise
-        exit_codes = supervise.wait_for_ranks(processes, stop)
+        watch = supervise.StartupWatch(
+            deadline=started + cfg.init_timeout_s + supervise.STARTUP_GRACE_S,
+            arrived=lambda: launch.arrived_ranks(store, world_size),
+            world_size=world_size,
+        )
+        exit_codes = supervise.wait_for_ranks(context.processes, stop, watch)
         if stop.received is not None:
-            supervise.stop_processes(processes)
-            name = supervise.signal_name(stop.received)
-            _finish_meta(
-                run_dir,
-                "interrupted",
-                {"error": f"interrupted by {name}", "exit_code": stop.exit_code},
-            )
-            print(
-                f"colbench: interrupted by {name}; {_rows_kept(run_dir)} rows kept in {run_dir}",
-                file=sys.stderr,
-            )
-            return stop.exit_code
+            supervise.stop_processes(context.processes)
+            return _report_interrupted(run_dir, stop)
     if exit_codes is None:
         _tidy_logs(run_dir)
         return _report_done(run_dir)
+    pids = dict(enumerate(context.pids()))
     failure = supervise.diagnose(
         exit_codes,
         supervise.read_reports(run_dir),
         supervise.read_progress(store, world_size),
         supervise.hostname(),
-        dict(enumerate(context.pids())),
+        pids,
         cfg.timeout_s,
     )
+    failure = watch.verdict(failure, pids, cfg.init_timeout_s, time.monotonic() - started)
     listener.close()
+    return _report_failure(run_dir, failure)
+
+
+def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
+    name = supervise.signal_name(stop.received or signal.SIGINT)
+    _finish_meta(
+        run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
+    )
+    print(
+        f"colbench: interrupted by {name}; {_rows_kept(run_dir)} rows kept in {run_dir}",
+        file=sys.stderr,
+    )
+    return stop.exit_code
+
+
+def _report_failure(run_dir: Path, failure: supervise.Failure) -> int:
     if failure.exit_code == ExitCode.USAGE:
         _finish_meta(run_dir, "refused", failure.meta())
         raise UsageError(failure.message)
@@ -350,6 +362,12 @@ def _finish_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
 
 def _spawned_rank(local_rank: int, job: RankJob) -> None:
     supervise.die_with_parent()
+    # Testing aid, COLBENCH_FAULT=RANK:start:hang: RANK stops here for good, like a rank
+    # stuck before its first line; it still has the parent's SIGTERM handler, so only
+    # SIGKILL ends it, as it would a rank stuck on a lock.
+    if os.environ.get("COLBENCH_FAULT", "").split(":") == [str(local_rank), "start", "hang"]:
+        while True:
+            time.sleep(3600)
     # The parent decides what an interrupt means; ranks just get terminated.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A forked rank inherits the parent's SIGTERM handler; the parent's terminate()

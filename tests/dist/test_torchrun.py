@@ -79,7 +79,7 @@ def test_a_rendezvous_that_never_completes_ends_within_init_timeout(tmp_path: Pa
         assert proc.returncode == 3, stderr
         line = stderr.strip().splitlines()[-1]
         assert line.startswith("colbench: error: rank ")
-        assert f"rendezvous of 3 ranks at 127.0.0.1:{port}" in line
+        assert f"start-up failed: rendezvous of 3 ranks at 127.0.0.1:{port}" in line
         took = re.search(r"did not complete after (\d+) s \(--init-timeout 3 s\)", line)
         # Rounded to whole seconds, and this 2-core machine is often busy.
         assert took is not None and int(took.group(1)) <= init_timeout_s + 2, line
