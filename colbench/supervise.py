@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import multiprocessing.connection
 import os
 import signal
 import socket
@@ -333,7 +334,12 @@ def wait_for_ranks(
             stopped = {rank: p.exitcode for rank, p in enumerate(processes)}
             stop_processes(processes, grace_s=0.5)
             return stopped
-        time.sleep(POLL_S)
+        # Woken by the first rank to exit rather than the next poll: a short run ends
+        # up to POLL_S sooner.
+        multiprocessing.connection.wait(
+            [p.sentinel for p, code in zip(processes, codes, strict=True) if code is None],
+            POLL_S,
+        )
     grace_s = GRACE_S
     if startup is not None and not startup.done and startup.never_arrived():
         # A rank that never checked in cannot fail on its own: waiting for it is no use.
