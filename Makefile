@@ -64,7 +64,7 @@ test: lint gate-smoke
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 # Figures with their targets (issue #6); each script prints PASS/FAIL per figure.
-BENCHMARKS ?= harness_overhead startup sweep_walltime memory_rss stability import_and_fit
+BENCHMARKS ?= harness_overhead startup startup_hangs sweep_walltime memory_rss stability import_and_fit
 bench: install
 	@status=0; for b in $(BENCHMARKS); do \
 		echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || status=1; \

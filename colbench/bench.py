@@ -418,7 +418,8 @@ class _Fault:
         if not spec:
             return
         parts = spec.split(":")
-        if int(parts[0]) == rank:
+        # RANK:start:... is the spawned rank's own hook (runner), read before this exists.
+        if int(parts[0]) == rank and parts[1] != "start":
             self.at_start = parts[1] == "init"
             self.at_step = None if self.at_start else int(parts[1])
             self.action = parts[2] if len(parts) > 2 else "raise"

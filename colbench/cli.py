@@ -634,7 +634,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(int(ExitCode.USAGE))
     except RankFailure as exc:
         _error(str(exc))
-        sys.exit(int(ExitCode.RANK_FAILURE))
+        sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         _error("interrupted")
         sys.exit(int(ExitCode.INTERRUPTED))

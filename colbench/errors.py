@@ -27,3 +27,11 @@ class UsageError(ValueError):
 
 class RankFailure(RuntimeError):
     """A rank died or raised; the message names the rank and what it was doing."""
+
+    #: The process's exit code for it (a start-up that never completed is a timeout).
+    exit_code: int = ExitCode.RANK_FAILURE
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from colbench.errors import RankFailure, UsageError
+from colbench.errors import ExitCode, RankFailure, UsageError
 
 #: Slurm's special step ids (batch, extern, interactive...) sit at the top of uint32;
 #: a process in one of them was not started by srun.
@@ -452,20 +452,32 @@ def node_labels(node_ids: Sequence[str]) -> list[str]:
 class RendezvousTimeout(RankFailure):
     """The ranks of a job did not all meet within ``--init-timeout``."""
 
+    exit_code = ExitCode.TIMEOUT
+
 
 def _arrival_key(rank: int) -> str:
     return f"colbench/arrived/{rank}"
 
 
-def _missing_ranks(store: Any, world_size: int, limit: int = 8) -> str:
+def arrived_ranks(store: Any, world_size: int) -> list[int]:
+    """Ranks that have checked in at the rendezvous on ``store`` (raises if it is gone)."""
+    return [r for r in range(world_size) if store.check([_arrival_key(r)])]
+
+
+def shown_ranks(ranks: Sequence[object], limit: int = 8) -> str:
+    """The first ``limit`` of ``ranks``, comma-separated (a 1000-rank job stays one line)."""
+    return ", ".join(map(str, ranks[:limit])) + (", ..." if len(ranks) > limit else "")
+
+
+def _missing_ranks(store: Any, world_size: int) -> str:
     try:
-        missing = [r for r in range(world_size) if not store.check([_arrival_key(r)])]
+        arrived = arrived_ranks(store, world_size)
     except (RuntimeError, OSError):
         return "; the store went away (its host, rank 0 or the launcher, gave up or died)"
+    missing = [r for r in range(world_size) if r not in arrived]
     if not missing:
         return ""
-    shown = ", ".join(map(str, missing[:limit])) + (", ..." if len(missing) > limit else "")
-    return f"; {world_size - len(missing)} of {world_size} ranks arrived, missing rank(s) {shown}"
+    return f"; {len(arrived)} of {world_size} ranks arrived, missing rank(s) {shown_ranks(missing)}"
 
 
 def _agent_store() -> bool:
@@ -553,7 +565,7 @@ def rendezvous(
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         missing = _missing_ranks(store, world_size) if store is not None else ""
         raise RendezvousTimeout(
-            f"rendezvous of {world_size} ranks at {where} did not complete after "
+            f"start-up failed: rendezvous of {world_size} ranks at {where} did not complete after "
             f"{time.monotonic() - started:.0f} s (--init-timeout {init_timeout_s:g} s)"
             f"{missing}: {first}"
         ) from None

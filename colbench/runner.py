@@ -237,20 +237,9 @@ def _listen_loopback() -> socket.socket:
 def _spawn_and_wait(
     cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variant: Variant | None = None
 ) -> int:
-    import torch.distributed as dist
     import torch.multiprocessing as mp
 
     listener = _listen_loopback()
-    port = int(listener.getsockname()[1])
-    store = dist.TCPStore(
-        LOCAL_HOST,
-        port,
-        world_size,
-        is_master=True,
-        timeout=_dt.timedelta(seconds=cfg.timeout_s),
-        wait_for_workers=False,
-        master_listen_fd=listener.fileno(),
-    )
     job = RankJob(
         cfg=cfg,
         backend=backend,
@@ -259,12 +248,17 @@ def _spawn_and_wait(
         run_dir=str(run_dir.resolve()),
         run_id=run_dir.name,
         store_host=LOCAL_HOST,
-        store_port=port,
+        store_port=int(listener.getsockname()[1]),
         env=rank_environment(cfg, backend, run_dir, spawning=True),
         variant=variant.name if variant else "",
         variant_keys=variant.keys if variant else (),
     )
     with supervise.StopSignals() as stop:
+        started = time.monotonic()
+        # Ranks first, store second: the store serves from a thread of its own, and a rank
+        # forked while that thread holds a lock (the allocator's, stdio's, the loader's,
+        # torch's) inherits the lock held and waits on it for ever. Their connections
+        # queue on the listening socket until the store takes it over.
         context = mp.start_processes(
             _spawned_rank,
             args=(job,),
@@ -272,33 +266,50 @@ def _spawn_and_wait(
             join=False,
             start_method=start_method(backend),
         )
-        processes = context.processes
-        exit_codes = supervise.wait_for_ranks(processes, stop)
+        try:
+            store = _serve_store(listener, world_size, cfg.timeout_s)
+        except BaseException:
+            supervise.stop_processes(context.processes)
+            raise
+        watch = supervise.StartupWatch(
+            deadline=started + cfg.init_timeout_s + supervise.STARTUP_GRACE_S,
+            arrived=lambda: launch.arrived_ranks(store, world_size),
+            world_size=world_size,
+        )
+        exit_codes = supervise.wait_for_ranks(context.processes, stop, watch)
         if stop.received is not None:
-            supervise.stop_processes(processes)
-            name = supervise.signal_name(stop.received)
-            _finish_meta(
-                run_dir,
-                "interrupted",
-                {"error": f"interrupted by {name}", "exit_code": stop.exit_code},
-            )
-            print(
-                f"colbench: interrupted by {name}; {_rows_kept(run_dir)} rows kept in {run_dir}",
-                file=sys.stderr,
-            )
-            return stop.exit_code
+            supervise.stop_processes(context.processes)
+            return _report_interrupted(run_dir, stop)
     if exit_codes is None:
         _tidy_logs(run_dir)
         return _report_done(run_dir)
+    pids = dict(enumerate(context.pids()))
     failure = supervise.diagnose(
         exit_codes,
         supervise.read_reports(run_dir),
         supervise.read_progress(store, world_size),
         supervise.hostname(),
-        dict(enumerate(context.pids())),
+        pids,
         cfg.timeout_s,
     )
+    failure = watch.verdict(failure, pids, cfg.init_timeout_s, time.monotonic() - started)
     listener.close()
+    return _report_failure(run_dir, failure)
+
+
+def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
+    name = supervise.signal_name(stop.received or signal.SIGINT)
+    _finish_meta(
+        run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
+    )
+    print(
+        f"colbench: interrupted by {name}; {_rows_kept(run_dir)} rows kept in {run_dir}",
+        file=sys.stderr,
+    )
+    return stop.exit_code
+
+
+def _report_failure(run_dir: Path, failure: supervise.Failure) -> int:
     if failure.exit_code == ExitCode.USAGE:
         _finish_meta(run_dir, "refused", failure.meta())
         raise UsageError(failure.message)
@@ -310,6 +321,21 @@ def _spawn_and_wait(
         file=sys.stderr,
     )
     return failure.exit_code
+
+
+def _serve_store(listener: socket.socket, world_size: int, timeout_s: float) -> Any:
+    """The parent's TCPStore, serving on ``listener`` (connections already queued there)."""
+    import torch.distributed as dist
+
+    return dist.TCPStore(
+        LOCAL_HOST,
+        int(listener.getsockname()[1]),
+        world_size,
+        is_master=True,
+        timeout=_dt.timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+        master_listen_fd=listener.fileno(),
+    )
 
 
 def _rows_kept(run_dir: Path) -> int:
@@ -355,6 +381,12 @@ def _finish_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
 
 def _spawned_rank(local_rank: int, job: RankJob) -> None:
     supervise.die_with_parent()
+    # Testing aid, COLBENCH_FAULT=RANK:start:hang: RANK stops here for good, like a rank
+    # stuck before its first line; it still has the parent's SIGTERM handler, so only
+    # SIGKILL ends it, as it would a rank stuck on a lock.
+    if os.environ.get("COLBENCH_FAULT", "").split(":") == [str(local_rank), "start", "hang"]:
+        while True:
+            time.sleep(3600)
     # The parent decides what an interrupt means; ranks just get terminated.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A forked rank inherits the parent's SIGTERM handler; the parent's terminate()
@@ -814,7 +846,8 @@ def _run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
         )
         if run_dir is not None:
             _finish_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
-        raise RankFailure(message) from None
+        code = exc.exit_code if isinstance(exc, RankFailure) else None
+        raise RankFailure(message, code) from None
     exit_now(_report_done(run_dir) if run_dir is not None else int(ExitCode.OK))
 
 

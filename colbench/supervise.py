@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import ctypes
 import json
+import multiprocessing.connection
 import os
 import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from colbench import launch
 from colbench.bench import InFlight
 from colbench.errors import ExitCode
 
@@ -28,6 +30,9 @@ from colbench.errors import ExitCode
 #: closed connection and write their reports) before they are killed.
 GRACE_S = 2.0
 POLL_S = 0.1
+#: How long after --init-timeout (counted from the start of the ranks) the parent stops a
+#: start-up itself; the arrived ranks' own rendezvous timeout usually ends it first.
+STARTUP_GRACE_S = 3.0
 
 #: Error kinds a rank reports (``kind`` in rankN.error.json).
 KIND_USAGE = "usage"
@@ -242,6 +247,24 @@ def diagnose_timeout(
     return Failure(message, int(ExitCode.TIMEOUT), stuck[0] if stuck else None, op, size, message)
 
 
+def startup_failure(
+    missing: Sequence[int],
+    world_size: int,
+    host: str,
+    pids: Mapping[int, int],
+    init_timeout_s: float,
+    elapsed_s: float,
+) -> Failure:
+    """The verdict when ranks never checked in at the rendezvous: start-up, not a collective."""
+    named = [f"{rank} (pid {pids.get(rank, '?')})" for rank in missing]
+    message = (
+        f"start-up failed on {host}: rank(s) {launch.shown_ranks(named)} never joined the "
+        f"rendezvous within --init-timeout {init_timeout_s:g} s ({world_size - len(missing)} "
+        f"of {world_size} ranks joined; stopped after {elapsed_s:.1f} s, before any collective)"
+    )
+    return Failure(message, int(ExitCode.TIMEOUT), missing[0], None, None, message)
+
+
 def read_reports(run_dir: Path) -> list[dict[str, Any]]:
     """Every rank's error report, plus one of kind timeout for each rank that left none
     but whose log holds torch's NCCL watchdog message (it aborts the process first)."""
@@ -352,11 +375,63 @@ def stop_processes(processes: Sequence[Any], grace_s: float = 3.0) -> None:
             proc.join(1.0)
 
 
-def wait_for_ranks(processes: Sequence[Any], stop: StopSignals) -> dict[int, int | None] | None:
+@dataclass
+class StartupWatch:
+    """The parent's own deadline for every rank to check in at the rendezvous.
+
+    The ranks that did arrive time out in the rendezvous by themselves, but a rank that
+    never gets there (stuck before its first line of colbench) reports nothing, and
+    neither do arrived ranks that are stuck too; the parent, which owns the store,
+    sees who checked in and stops the start-up at ``deadline`` (time.monotonic()).
+    """
+
+    deadline: float
+    #: Ranks checked in so far; raises RuntimeError or OSError when the store is gone.
+    arrived: Callable[[], Sequence[int]]
+    world_size: int
+    #: Set once the deadline passed with these ranks missing.
+    missing: list[int] = field(default_factory=list)
+    done: bool = False
+
+    def never_arrived(self) -> list[int]:
+        """Ranks not checked in now ([] when the store cannot say)."""
+        try:
+            arrived = set(self.arrived())
+        except (RuntimeError, OSError):
+            return []
+        return [rank for rank in range(self.world_size) if rank not in arrived]
+
+    def verdict(
+        self, failure: Failure, pids: Mapping[int, int], init_timeout_s: float, elapsed_s: float
+    ) -> Failure:
+        """``failure`` as diagnosed, or start-up when ranks never checked in: the deadline
+        passed, or the ranks that did arrive timed out in the rendezvous waiting for them."""
+        missing = self.missing or (
+            self.never_arrived() if failure.exit_code == ExitCode.TIMEOUT else []
+        )
+        if not missing:
+            return failure
+        return startup_failure(
+            missing, self.world_size, hostname(), pids, init_timeout_s, elapsed_s
+        )
+
+    def expired(self) -> bool:
+        """True (once) when the deadline has passed and some rank never checked in."""
+        if self.done or time.monotonic() < self.deadline:
+            return False
+        self.done = True
+        self.missing = self.never_arrived()
+        return bool(self.missing)
+
+
+def wait_for_ranks(
+    processes: Sequence[Any], stop: StopSignals, startup: StartupWatch | None = None
+) -> dict[int, int | None] | None:
     """Block until every rank exits 0 (returns None), one fails, or a stop signal arrives.
 
     On failure, the others get :data:`GRACE_S` to fail on their own, then are killed;
-    returns rank -> exit code, None for ranks that had to be killed.
+    returns rank -> exit code, None for ranks that had to be killed. When ``startup``
+    expires (a rank never checked in), every rank is killed at once.
     """
     while True:
         if stop.received is not None:
@@ -366,8 +441,21 @@ def wait_for_ranks(processes: Sequence[Any], stop: StopSignals) -> dict[int, int
             return None
         if any(code not in (None, 0) for code in codes):
             break
-        time.sleep(POLL_S)
-    deadline = time.monotonic() + GRACE_S
+        if startup is not None and startup.expired():
+            stopped = {rank: p.exitcode for rank, p in enumerate(processes)}
+            stop_processes(processes, grace_s=0.5)
+            return stopped
+        # Woken by the first rank to exit rather than the next poll: a short run ends
+        # up to POLL_S sooner.
+        multiprocessing.connection.wait(
+            [p.sentinel for p, code in zip(processes, codes, strict=True) if code is None],
+            POLL_S,
+        )
+    grace_s = GRACE_S
+    if startup is not None and not startup.done and startup.never_arrived():
+        # A rank that never checked in cannot fail on its own: waiting for it is no use.
+        grace_s = 0.0
+    deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(p.exitcode is None for p in processes):
         time.sleep(POLL_S)
     final: dict[int, int | None] = {rank: p.exitcode for rank, p in enumerate(processes)}
