@@ -87,3 +87,23 @@ def finish_ranks(procs: list[subprocess.Popen[str]], timeout_s: float) -> list[t
                 proc.kill()
                 proc.wait()
     return results
+
+
+def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """The CLI in-process (no interpreter start): (exit code, stdout, stderr)."""
+    from colbench.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    code = info.value.code
+    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

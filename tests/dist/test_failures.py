@@ -19,7 +19,7 @@ import pytest
 
 from colbench.launch import free_port
 from colbench.results import load
-from tests.conftest import REPO, run_colbench
+from tests.conftest import REPO, process_alive, run_colbench
 
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K-1M", "-n", "20", "--no-table"]
 
@@ -55,14 +55,6 @@ def wait_for_rows(
             pass
         time.sleep(0.05)
     raise AssertionError("sweep produced no rows in time")
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def one_line(stderr: str, needle: str) -> str:
@@ -121,13 +113,13 @@ def test_hung_rank_is_bounded_by_timeout_and_named(tmp_path: Path) -> None:
     try:
         _, stderr = proc.communicate(timeout=60)
     finally:
-        if alive(pids[1]):
+        if process_alive(pids[1]):
             os.kill(pids[1], signal.SIGKILL)
     assert time.monotonic() - stopped_at < 5 + 5
     assert proc.returncode == 4
     line = one_line(stderr, "timed out after 5 s")
     assert "rank(s) 1" in line and "all_reduce float32 size" in line
-    assert not alive(pids[0]) and not alive(pids[1])
+    assert not process_alive(pids[0]) and not process_alive(pids[1])
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "failed" and meta["failed_rank"] == 1 and meta["exit_code"] == 4
     assert len(load(out)) >= 2
@@ -164,7 +156,7 @@ def test_interrupt_stops_cleanly(
     line = one_line(stderr, "interrupted")
     assert "rows kept" in line
     time.sleep(5)
-    assert [p for p in pids if alive(p)] == []
+    assert [p for p in pids if process_alive(p)] == []
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "interrupted"
     assert len(load(out)) >= 2
@@ -177,9 +169,9 @@ def test_ranks_die_with_a_killed_parent(tmp_path: Path) -> None:
     proc.kill()
     proc.wait(timeout=10)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
+    while time.monotonic() < deadline and any(process_alive(p) for p in pids):
         time.sleep(0.1)
-    assert [p for p in pids if alive(p)] == []
+    assert [p for p in pids if process_alive(p)] == []
 
 
 def test_memory_limit_skips_what_does_not_fit(tmp_path: Path) -> None:

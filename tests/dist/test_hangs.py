@@ -19,19 +19,11 @@ from pathlib import Path
 import pytest
 
 from colbench.results import load
-from tests.conftest import REPO, finish_ranks, run_colbench, start_ranks
+from tests.conftest import REPO, finish_ranks, process_alive, run_colbench, start_ranks
 
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K-64K", "-n", "5", "-w", "1", "--no-table"]
 TIMED = r"timed batch of all_reduce float32 size (\d+) B"
 STUCK = r"rank\(s\) 1 \(busy outside communication at bench\.py:\d+ in _fail\)"
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_spawned_hang_in_a_timed_batch_is_exit_4_naming_the_rank(tmp_path: Path) -> None:
@@ -57,7 +49,7 @@ def test_spawned_hang_in_a_timed_batch_is_exit_4_naming_the_rank(tmp_path: Path)
     meta = json.loads((out / "meta.json").read_text())
     assert (meta["status"], meta["exit_code"], meta["failed_rank"]) == ("failed", 4, 1)
     assert (meta["failed_op"], meta["failed_size_bytes"]) == ("all_reduce", 4096)
-    assert not any(alive(int(pid)) for pid in meta["rank_pids"])
+    assert not any(process_alive(int(pid)) for pid in meta["rank_pids"])
 
 
 def launch_by_hand(tmp_path: Path, fault: str, *args: str) -> list[tuple[int, str]]:

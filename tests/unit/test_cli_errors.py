@@ -12,7 +12,8 @@ import torch
 import typer.main
 
 from colbench import runner
-from colbench.cli import app, main
+from colbench.cli import app
+from tests.conftest import run_main
 
 LAUNCHER_VARS = (
     "RANK",
@@ -41,14 +42,6 @@ def no_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         raise AssertionError("a CLI error test got as far as creating a run directory")
 
     monkeypatch.setattr(runner, "make_run_dir", refuse)
-
-
-def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(list(argv))
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
 
 
 BAD = [

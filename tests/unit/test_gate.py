@@ -16,12 +16,12 @@ import pytest
 
 from colbench import gate, ops
 from colbench.bench import RunInfo, Work, make_row, unmeasured_row
-from colbench.cli import main
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.gate import Check, SizeWindow, Verdict, judge, parse_checks
 from colbench.report import gate_report
 from colbench.results import STATUS_OOM, RowWriter, load
+from tests.conftest import run_main
 
 KiB = 1024
 
@@ -483,14 +483,6 @@ def test_passing_reports(tmp_path: Path) -> None:
 
 
 # --- the command line ----------------------------------------------------------------
-
-
-def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(list(argv))
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def test_cli_pass_fail_and_outputs(

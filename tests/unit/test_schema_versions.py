@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from colbench import gate
-from colbench.cli import main
 from colbench.errors import UsageError
 from colbench.results import (
     COLUMNS,
@@ -31,6 +30,7 @@ from colbench.results import (
     load,
     may_lack,
 )
+from tests.conftest import run_main
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"
 V2_RUN = Path(__file__).resolve().parent / "data" / "gloo-smoke-v2"
@@ -84,14 +84,6 @@ def current_run(run_dir: Path, rows: Sequence[dict[str, str]]) -> Path:
         writer.close()
     (run_dir / "meta.json").write_text(json.dumps({"run_id": run_dir.name, "status": "complete"}))
     return run_dir
-
-
-def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(list(argv))
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def test_update_baseline_over_a_version_1_baseline(
