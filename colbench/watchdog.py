@@ -44,6 +44,7 @@ _WAITING_MODULES = ("torch.distributed", "torch.cuda")
 _KEY = "colbench/hang/"
 _DONE_KEY = "colbench/hang-done/"
 _RECORDED_KEY = "colbench/hang-recorded"
+_LEFT_KEY = "colbench/hang-left/"
 
 
 def process_group_timeout_s(timeout_s: float) -> float:
@@ -176,7 +177,8 @@ class Watchdog:
 
     def _speak(self, mine: dict[str, Any]) -> None:
         """Launched: swap reports with the other ranks, print the verdict in one line."""
-        reports, progress = exchange(self.connect, mine, self.world_size)
+        store = _connected(self.connect, self.world_size)
+        reports, progress = _swap(store, mine, self.world_size)
         progress.setdefault(int(mine["rank"]), self.in_flight)
         reported = {int(r["rank"]) for r in reports}
         silent = [r for r in range(self.world_size) if r not in reported]
@@ -188,7 +190,7 @@ class Watchdog:
         )
         if self.on_verdict is not None:
             self.on_verdict(failure)
-        _leave_after_rank0(self.connect, int(mine["rank"]))
+        _leave_after_rank0(store, int(mine["rank"]), self.world_size)
 
 
 def dump_flight_recorder(rank: int) -> Path | None:
@@ -216,18 +218,32 @@ def exchange(
     connect: Callable[[], Any] | None, mine: dict[str, Any], world_size: int
 ) -> tuple[list[dict[str, Any]], dict[int, InFlight]]:
     """Publish this rank's report, collect the others' for up to :data:`EXCHANGE_S`, and
-    read every rank's progress; with whatever arrived if the store fails or goes away.
+    read every rank's progress; with whatever arrived if the store fails or goes away."""
+    return _swap(_connected(connect, world_size), mine, world_size)
 
-    Ranks that reported also wait for each other to have read, so the rank hosting the
-    store (rank 0 under env://) does not take it away from a peer still reading.
-    """
+
+def _connected(connect: Callable[[], Any] | None, world_size: int) -> Any:
+    """A store client of its own, or None (a world of one, or no store to reach)."""
+    if connect is None or world_size < 2:
+        return None
+    try:
+        return connect()
+    except (RuntimeError, OSError, ValueError):
+        return None
+
+
+def _swap(
+    store: Any, mine: dict[str, Any], world_size: int
+) -> tuple[list[dict[str, Any]], dict[int, InFlight]]:
+    """:func:`exchange` over ``store``. Ranks that reported also wait for each other to
+    have read, so the rank hosting the store (rank 0 under env://) does not take it away
+    from a peer still reading."""
     rank = int(mine["rank"])
     reports: dict[int, dict[str, Any]] = {rank: mine}
     progress: dict[int, InFlight] = {}
-    if connect is None or world_size < 2:
+    if store is None:
         return list(reports.values()), progress
     try:
-        store = connect()
         store.set(f"{_KEY}{rank}", json.dumps(mine))
         _wait_for(store, [f"{_KEY}{r}" for r in range(world_size)])
         for r in range(world_size):
@@ -241,18 +257,21 @@ def exchange(
     return [reports[r] for r in sorted(reports)], progress
 
 
-def _leave_after_rank0(connect: Callable[[], Any] | None, rank: int) -> None:
+def _leave_after_rank0(store: Any, rank: int, world_size: int) -> None:
     """Hold the other ranks until rank 0 has recorded the verdict in the run directory:
     a launcher such as torchrun stops every worker as soon as one exits, and rank 0
-    alone writes meta.json."""
-    if connect is None:
+    alone writes meta.json. Over the client the exchange used: a new one could find
+    the store already gone."""
+    if store is None:
         return
     try:
-        store = connect()
         if rank == 0:
             store.set(_RECORDED_KEY, "1")
+            # Rank 0 hosts the store under env://: leave once the others have read it.
+            _wait_for(store, [f"{_LEFT_KEY}{r}" for r in range(1, world_size)])
         else:
             _wait_for(store, [_RECORDED_KEY])
+            store.set(f"{_LEFT_KEY}{rank}", "1")
     except (RuntimeError, OSError, ValueError):
         pass
 
