@@ -34,20 +34,7 @@ def lead_run(
     device, timer, groups, in_flight = bench_args
     warnings, memory_notes = notes
     run_dir = Path(job.run_dir or ".")
-    meta = metadata.collect(
-        run_id=job.run_id,
-        config=cfg.to_dict(),
-        launcher=job.launcher,
-        backend=job.backend,
-        world_size=job.world_size,
-        hosts=hosts,
-        devices=[p.device_name for p in peers],
-        pids=[p.pid for p in peers],
-        group_size=info.group_size,
-    )
-    meta.update(warnings=warnings + memory_notes, plan_digest=peers[0].digest[0])
-    if job.variant_keys:
-        meta.update(variant=job.variant, env_seen_by_rank=[p.env_seen for p in peers])
+    meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
     metadata.write(run_dir, meta)
     writer = RowWriter(run_dir / "results.csv")
     try:
@@ -57,26 +44,7 @@ def lead_run(
             for line in memory_notes:
                 hooks.warn(f"colbench: note: {line}")
             sink = TableSink(writer.write, cfg.table, warn=hooks.warn, advance=hooks.advance)
-            sink.header(
-                ([f"# variant {job.variant}"] if job.variant else [])
-                + [f"# warning: {line}" for line in warnings]
-                + run_header(
-                    ops=cfg.ops,
-                    backend=job.backend,
-                    world_size=job.world_size,
-                    nnodes=info.nnodes,
-                    device=info.device_name,
-                    warmup=cfg.warmup,
-                    iters=cfg.iters,
-                    average=cfg.average,
-                    check=cfg.check,
-                    seed=cfg.seed,
-                    ranks=[
-                        (p.rank, h, p.pid, p.device_name) for p, h in zip(peers, hosts, strict=True)
-                    ],
-                    groups=info.groups,
-                )
-            )
+            sink.header(_table_header(job, info, peers, hosts, warnings))
             started = time.time()
             RankBench(cfg, info, 0, device, timer, sink, groups, in_flight).run(work)
             sink.close()
@@ -92,3 +60,49 @@ def lead_run(
         duration_s=round(time.time() - started, 3),
     )
     metadata.write(run_dir, meta)
+
+
+def _first_meta(
+    job: RankJob, info: RunInfo, peers: list[Peer], hosts: list[str], warnings: list[str]
+) -> dict[str, Any]:
+    """meta.json as it stands before the first row: the run, its ranks, its warnings."""
+    meta = metadata.collect(
+        run_id=job.run_id,
+        config=job.cfg.to_dict(),
+        launcher=job.launcher,
+        backend=job.backend,
+        world_size=job.world_size,
+        hosts=hosts,
+        devices=[p.device_name for p in peers],
+        pids=[p.pid for p in peers],
+        group_size=info.group_size,
+    )
+    meta.update(warnings=warnings, plan_digest=peers[0].digest[0])
+    if job.variant_keys:
+        meta.update(variant=job.variant, env_seen_by_rank=[p.env_seen for p in peers])
+    return meta
+
+
+def _table_header(
+    job: RankJob, info: RunInfo, peers: list[Peer], hosts: list[str], warnings: list[str]
+) -> list[str]:
+    """The ``#`` lines above the table: variant, warnings, the run and its ranks."""
+    cfg = job.cfg
+    return (
+        ([f"# variant {job.variant}"] if job.variant else [])
+        + [f"# warning: {line}" for line in warnings]
+        + run_header(
+            ops=cfg.ops,
+            backend=job.backend,
+            world_size=job.world_size,
+            nnodes=info.nnodes,
+            device=info.device_name,
+            warmup=cfg.warmup,
+            iters=cfg.iters,
+            average=cfg.average,
+            check=cfg.check,
+            seed=cfg.seed,
+            ranks=[(p.rank, h, p.pid, p.device_name) for p, h in zip(peers, hosts, strict=True)],
+            groups=info.groups,
+        )
+    )

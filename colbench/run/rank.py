@@ -24,59 +24,12 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     """One rank's whole life: join the group, run the plan, leave."""
     import torch.distributed as dist
 
-    cfg = job.cfg
     device = _device_for(job.backend, local_rank, memory.local_world_size_from_env(job.world_size))
     in_flight.phase = "rendezvous"
     in_flight.store = init_process_group(job, rank, device, in_flight)
     try:
         in_flight.step("setup")
-        # Every group gets torch's timeout a little later than colbench's own, so the
-        # hang watchdog names the stuck ranks before torch aborts or one rank raises.
-        group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.timeout_s)
-        side = SideGroup.create(job.world_size, group_timeout_s)
-        group_size = cfg.group_size or job.world_size
-        work = plan(cfg, group_size, job.backend)
-        me = Peer(
-            digest=(plan_digest(cfg, work), __version__),
-            rank=rank,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            device_name=_device_name(device),
-            node=launch.node_id(),
-            # Proof, kept in meta.json, that every rank started with its variant's values.
-            env_seen={k: os.environ.get(k) for k in job.variant_keys},
-            gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",
-        )
-        peers = _meet_peers(side, me)
-        # Two ranks on one GPU (CUDA_VISIBLE_DEVICES set alike) would make NCCL fail
-        # or share the GPU: refuse it, naming them.
-        devices.check_distinct_gpus(
-            {p.rank: p.gpu_uuid for p in peers}, {p.rank: p.node for p in peers}
-        )
-        # Node labels, not bare host names: namespaces and containers share a host name.
-        hosts = launch.node_labels([p.node for p in peers])
-        subgroup = (
-            split_world(cfg.group_size, job.world_size, rank, group_timeout_s)
-            if cfg.group_size
-            else None
-        )
-        groups = Groups(side, subgroup)
-        info = RunInfo(
-            run_id=job.run_id,
-            backend=job.backend,
-            device_name=me.device_name,
-            world_size=job.world_size,
-            nnodes=len({p.node for p in peers}),
-            groups=subgroup.count if subgroup else 1,
-            variant=job.variant,
-        )
-        timer = make_timer(device.type, cfg.cuda_graph, side.barrier)
-        work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side)
-        if rank != 0 or job.run_dir is None:
-            RankBench(cfg, info, rank, device, timer, None, groups, in_flight).run(work)
-        else:
-            notes = (_measurement_warnings(cfg, job.backend), memory_notes)
-            lead_run(job, info, peers, hosts, work, notes, (device, timer, groups, in_flight))
+        _run_plan(job, rank, device, in_flight)
     except BaseException as exc:
         # Stamp the failure now: tearing down would close connections and make the
         # peers fail too, and the first failure must stay recognisable as the first.
@@ -86,6 +39,63 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     # teardown could block on peers that are gone.
     in_flight.phase = "shutdown"
     dist.destroy_process_group()
+
+
+def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
+    """Side group, plan agreement with the peers, groups, memory fit, then the bench."""
+    cfg = job.cfg
+    # Every group gets torch's timeout a little later than colbench's own, so the
+    # hang watchdog names the stuck ranks before torch aborts or one rank raises.
+    group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.timeout_s)
+    side = SideGroup.create(job.world_size, group_timeout_s)
+    group_size = cfg.group_size or job.world_size
+    work = plan(cfg, group_size, job.backend)
+    me = _introduce(job, rank, device, work)
+    peers = _meet_peers(side, me)
+    # Two ranks on one GPU (CUDA_VISIBLE_DEVICES set alike) would make NCCL fail
+    # or share the GPU: refuse it, naming them.
+    devices.check_distinct_gpus(
+        {p.rank: p.gpu_uuid for p in peers}, {p.rank: p.node for p in peers}
+    )
+    # Node labels, not bare host names: namespaces and containers share a host name.
+    hosts = launch.node_labels([p.node for p in peers])
+    subgroup = (
+        split_world(cfg.group_size, job.world_size, rank, group_timeout_s)
+        if cfg.group_size
+        else None
+    )
+    groups = Groups(side, subgroup)
+    info = RunInfo(
+        run_id=job.run_id,
+        backend=job.backend,
+        device_name=me.device_name,
+        world_size=job.world_size,
+        nnodes=len({p.node for p in peers}),
+        groups=subgroup.count if subgroup else 1,
+        variant=job.variant,
+    )
+    timer = make_timer(device.type, cfg.cuda_graph, side.barrier)
+    work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side)
+    if rank != 0 or job.run_dir is None:
+        RankBench(cfg, info, rank, device, timer, None, groups, in_flight).run(work)
+    else:
+        notes = (_measurement_warnings(cfg, job.backend), memory_notes)
+        lead_run(job, info, peers, hosts, work, notes, (device, timer, groups, in_flight))
+
+
+def _introduce(job: RankJob, rank: int, device: Any, work: list[Work]) -> Peer:
+    """This rank's :class:`Peer`: its plan's digest, where it runs, what it saw."""
+    return Peer(
+        digest=(plan_digest(job.cfg, work), __version__),
+        rank=rank,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        device_name=_device_name(device),
+        node=launch.node_id(),
+        # Proof, kept in meta.json, that every rank started with its variant's values.
+        env_seen={k: os.environ.get(k) for k in job.variant_keys},
+        gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",
+    )
 
 
 def exit_now(code: int) -> NoReturn:
