@@ -79,40 +79,11 @@ def _listen_loopback() -> socket.socket:
 def spawn_and_wait(
     cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variant: Variant | None = None
 ) -> int:
-    import torch.multiprocessing as mp
-
     listener = _listen_loopback()
-    job = RankJob(
-        cfg=cfg,
-        backend=backend,
-        world_size=world_size,
-        launcher="colbench-spawn",
-        run_dir=str(run_dir.resolve()),
-        run_id=run_dir.name,
-        store_host=LOCAL_HOST,
-        store_port=int(listener.getsockname()[1]),
-        env=rank_environment(cfg, backend, run_dir, spawning=True),
-        variant=variant.name if variant else "",
-        variant_keys=variant.keys if variant else (),
-    )
+    job = _spawn_job(cfg, backend, world_size, run_dir, listener, variant)
     with supervise.StopSignals() as stop:
         started = time.monotonic()
-        # Ranks first, store second: the store serves from a thread of its own, and a rank
-        # forked while that thread holds a lock (the allocator's, stdio's, the loader's,
-        # torch's) inherits the lock held and waits on it for ever. Their connections
-        # queue on the listening socket until the store takes it over.
-        context = mp.start_processes(
-            _spawned_rank,
-            args=(job,),
-            nprocs=world_size,
-            join=False,
-            start_method=start_method(backend),
-        )
-        try:
-            store = _serve_store(listener, world_size, cfg.timeout_s)
-        except BaseException:
-            supervise.stop_processes(context.processes)
-            raise
+        context, store = _start_ranks(job, listener)
         watch = supervise.StartupWatch(
             deadline=started + cfg.init_timeout_s + supervise.STARTUP_GRACE_S,
             arrived=lambda: launch.arrived_ranks(store, world_size),
@@ -137,6 +108,53 @@ def spawn_and_wait(
     failure = watch.verdict(failure, pids, cfg.init_timeout_s, time.monotonic() - started)
     listener.close()
     return _report_failure(run_dir, failure)
+
+
+def _spawn_job(
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    listener: socket.socket,
+    variant: Variant | None,
+) -> RankJob:
+    """The job every spawned rank gets: the parent's store on ``listener``, the run dir."""
+    return RankJob(
+        cfg=cfg,
+        backend=backend,
+        world_size=world_size,
+        launcher="colbench-spawn",
+        run_dir=str(run_dir.resolve()),
+        run_id=run_dir.name,
+        store_host=LOCAL_HOST,
+        store_port=int(listener.getsockname()[1]),
+        env=rank_environment(cfg, backend, run_dir, spawning=True),
+        variant=variant.name if variant else "",
+        variant_keys=variant.keys if variant else (),
+    )
+
+
+def _start_ranks(job: RankJob, listener: socket.socket) -> tuple[Any, Any]:
+    """Start the ranks, then the store they meet at; returns (their context, the store)."""
+    import torch.multiprocessing as mp
+
+    # Ranks first, store second: the store serves from a thread of its own, and a rank
+    # forked while that thread holds a lock (the allocator's, stdio's, the loader's,
+    # torch's) inherits the lock held and waits on it for ever. Their connections
+    # queue on the listening socket until the store takes it over.
+    context = mp.start_processes(
+        _spawned_rank,
+        args=(job,),
+        nprocs=job.world_size,
+        join=False,
+        start_method=start_method(job.backend),
+    )
+    try:
+        store = _serve_store(listener, job.world_size, job.cfg.timeout_s)
+    except BaseException:
+        supervise.stop_processes(context.processes)
+        raise
+    return context, store
 
 
 def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
