@@ -9,7 +9,8 @@
 - :mod:`.startup`: a rank's device, process group and hang watchdog.
 - :mod:`.lead`: rank 0's share: meta.json, the CSV and the table.
 - :mod:`.outcome`: how a run ends, in meta.json and on the terminal.
-
-The parent and its ranks talk through the rendezvous store (progress) and
-``rankN.error.json`` (errors): :mod:`colbench.supervise` reads both.
+- :mod:`.protocol`: the parent<->rank protocol: progress in the rendezvous store,
+  ``rankN.error.json`` reports, and the verdict read from them.
+- :mod:`.supervise`: the parent waiting on its ranks' processes, and stop signals.
+- :mod:`.watchdog`: the hang watchdog in every rank.
 """

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from colbench import __version__, devices, launch, memory
-from colbench import watchdog as hang_watchdog
 from colbench.bench import InFlight, RankBench, RunInfo, Work, fit_to_memory, plan, plan_digest
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.groups import Groups, SideGroup, split_world
+from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import Peer, RankJob
 from colbench.run.lead import lead_run
 from colbench.run.startup import _device_for, init_process_group

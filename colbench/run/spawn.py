@@ -17,10 +17,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from colbench import launch, supervise
+from colbench import launch
 from colbench.bench import InFlight
 from colbench.config import SweepConfig
 from colbench.errors import ExitCode, UsageError
+from colbench.run import protocol, supervise
 from colbench.run.job import RankJob
 from colbench.run.outcome import finish_meta, report_done, rows_kept, tidy_logs
 from colbench.run.rank import exit_now, rank_main
@@ -97,11 +98,11 @@ def spawn_and_wait(
         tidy_logs(run_dir)
         return report_done(run_dir)
     pids = dict(enumerate(context.pids()))
-    failure = supervise.diagnose(
+    failure = protocol.diagnose(
         exit_codes,
-        supervise.read_reports(run_dir),
-        supervise.read_progress(store, world_size),
-        supervise.hostname(),
+        protocol.read_reports(run_dir),
+        protocol.read_progress(store, world_size),
+        protocol.hostname(),
         pids,
         cfg.timeout_s,
     )
@@ -158,7 +159,7 @@ def _start_ranks(job: RankJob, listener: socket.socket) -> tuple[Any, Any]:
 
 
 def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
-    name = supervise.signal_name(stop.received or signal.SIGINT)
+    name = protocol.signal_name(stop.received or signal.SIGINT)
     finish_meta(
         run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
     )
@@ -169,7 +170,7 @@ def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
     return stop.exit_code
 
 
-def _report_failure(run_dir: Path, failure: supervise.Failure) -> int:
+def _report_failure(run_dir: Path, failure: protocol.Failure) -> int:
     if failure.exit_code == ExitCode.USAGE:
         finish_meta(run_dir, "refused", failure.meta())
         raise UsageError(failure.message)
@@ -246,10 +247,10 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
     in_flight.failed(exc)
     text = str(exc).strip()
     error = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
-    kind = supervise.classify(exc)
-    if kind == supervise.KIND_USAGE:
+    kind = protocol.classify(exc)
+    if kind == protocol.KIND_USAGE:
         error = text
-    report = supervise.make_report(
+    report = protocol.make_report(
         rank,
         in_flight.failed_during or in_flight.describe(),
         kind,
@@ -266,4 +267,4 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
     run_dir = Path(job.run_dir)
     with open(run_dir / f"rank{rank}.log", "a", encoding="utf-8") as log:
         log.write(traceback.format_exc())
-    supervise.write_report(run_dir, report)
+    protocol.write_report(run_dir, report)

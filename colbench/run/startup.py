@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from colbench import devices, launch, memory, supervise
-from colbench import watchdog as hang_watchdog
+from colbench import devices, launch, memory
 from colbench.bench import InFlight, _Fault
+from colbench.run import protocol
+from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob
 from colbench.run.outcome import finish_meta, rows_kept
 from colbench.run.prepare import _gpu_count
@@ -82,7 +83,7 @@ def init_process_group(
 
 
 def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
-    """Start the rank's hang watchdog (see :mod:`colbench.watchdog`)."""
+    """Start the rank's hang watchdog (see :mod:`colbench.run.watchdog`)."""
     import torch.distributed as dist
 
     run_dir = Path(job.run_dir) if job.run_dir is not None else None
@@ -100,7 +101,7 @@ def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
                 wait_for_workers=False,
             )
 
-    def on_verdict(failure: supervise.Failure) -> None:
+    def on_verdict(failure: protocol.Failure) -> None:
         if run_dir is not None:
             finish_meta(run_dir, "failed", failure.meta())
             print(
