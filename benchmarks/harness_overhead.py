@@ -28,7 +28,7 @@ from colbench.bench import RankBench, RunInfo, plan
 from colbench.config import SweepConfig
 from colbench.groups import Groups, SideGroup
 from colbench.launch import free_port
-from colbench.runner import share_cpu_threads
+from colbench.run.startup import share_cpu_threads
 from colbench.timing import HostTimer
 
 CASES = ((1, 4, 1.05), (2, 1 << 20, 1.03), (2, 4 << 20, 1.03))

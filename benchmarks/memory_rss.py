@@ -27,7 +27,7 @@ from colbench.dtypes import DTYPES
 from colbench.groups import Groups, SideGroup
 from colbench.launch import free_port
 from colbench.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
-from colbench.runner import share_cpu_threads
+from colbench.run.startup import share_cpu_threads
 from colbench.sizes import parse_size
 from colbench.timing import HostTimer
 

@@ -87,7 +87,7 @@ class InFlight:
     since_s: float = field(default_factory=time.monotonic)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # The runner and the bench loop also assign ``phase`` directly: each phase, like
+        # colbench.run and the bench loop also assign ``phase`` directly: each phase, like
         # each step, starts the watchdog's clock afresh.
         if name == "phase":
             object.__setattr__(self, "since_s", time.monotonic())
@@ -418,7 +418,7 @@ class _Fault:
         if not spec:
             return
         parts = spec.split(":")
-        # RANK:start:... is the spawned rank's own hook (runner), read before this exists.
+        # RANK:start:... is the spawned rank's own hook (run/spawn.py), read before this exists.
         if int(parts[0]) == rank and parts[1] != "start":
             self.at_start = parts[1] == "init"
             self.at_step = None if self.at_start else int(parts[1])

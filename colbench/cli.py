@@ -227,7 +227,7 @@ def sweep(
         typer.Option("--plot/--no-plot", help="Write busbw.png and time.png into the run dir."),
     ] = False,
 ) -> None:
-    from colbench.runner import run_sweep
+    from colbench.run.parent import run_sweep
     from colbench.variants import parse_axes
 
     if config_file is not None:

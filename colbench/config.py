@@ -56,7 +56,7 @@ class SweepConfig:
     timeout_s: float = 300.0
     """Longest any one step may take (a timed batch, a barrier); a hang past it ends the
     run with exit 4 naming the stuck ranks. torch's process groups get a little more, so
-    colbench reports first (see colbench.watchdog)."""
+    colbench reports first (see colbench.run.watchdog)."""
     init_timeout_s: float = 120.0
     """Every rank must have joined the rendezvous, and the communicator started, within
     this many seconds."""

@@ -12,7 +12,7 @@ from colbench.launch import LaunchEnv, detect
 def describe() -> str:
     import torch.distributed as dist
 
-    from colbench.runner import default_nprocs, resolve_backend
+    from colbench.run.prepare import default_nprocs, resolve_backend
 
     vers = metadata.versions()
     gpus = metadata.gpus()

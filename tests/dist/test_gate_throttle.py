@@ -27,7 +27,7 @@ from colbench.groups import Groups, SideGroup
 from colbench.launch import free_port
 from colbench.ops.base import Buffers, Collective, Context
 from colbench.results import RowWriter, load
-from colbench.runner import exit_now
+from colbench.run.rank import exit_now
 from colbench.sizes import parse_sizes
 from colbench.timing import HostTimer
 from tests import netns

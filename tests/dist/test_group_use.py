@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from colbench.results import load
-from colbench.watchdog import process_group_timeout_s
+from colbench.run.watchdog import process_group_timeout_s
 from tests.conftest import REPO
 
 SPY = REPO / "tests" / "spy"

@@ -13,7 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from colbench.supervise import STARTUP_GRACE_S
+from colbench.run.supervise import STARTUP_GRACE_S
 from tests.conftest import REPO
 
 QUICK = ["sweep", "--backend", "gloo", "--op", "all_reduce", "--sizes", "1K", "-n", "1",

@@ -11,8 +11,8 @@ import pytest
 import torch
 import typer.main
 
-from colbench import runner
 from colbench.cli import app
+from colbench.run import parent
 from tests.conftest import run_main
 
 LAUNCHER_VARS = (
@@ -41,7 +41,7 @@ def no_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a CLI error test got as far as creating a run directory")
 
-    monkeypatch.setattr(runner, "make_run_dir", refuse)
+    monkeypatch.setattr(parent, "make_run_dir", refuse)
 
 
 BAD = [

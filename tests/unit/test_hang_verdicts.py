@@ -11,9 +11,9 @@ import json
 import signal
 from pathlib import Path
 
-from colbench import supervise
 from colbench.bench import InFlight
 from colbench.errors import ExitCode
+from colbench.run import protocol
 
 NCCL_WATCHDOG_LOG = """\
 [rank1]:[E1123 10:20:01.482326987 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught \
@@ -51,27 +51,27 @@ def test_torch_watchdog_texts_classify_as_timeouts() -> None:
         "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Timed out waiting 5000ms",
     ]
     for text in texts:
-        assert supervise.classify(RuntimeError(text)) == supervise.KIND_TIMEOUT, text
-    assert supervise.classify(RuntimeError("Connection closed by peer")) == supervise.KIND_ERROR
+        assert protocol.classify(RuntimeError(text)) == protocol.KIND_TIMEOUT, text
+    assert protocol.classify(RuntimeError("Connection closed by peer")) == protocol.KIND_ERROR
 
 
 def test_watchdog_line_is_found_in_a_rank_log() -> None:
-    line = supervise.torch_watchdog_line("NCCL INFO bootstrap\n" + NCCL_WATCHDOG_LOG)
+    line = protocol.torch_watchdog_line("NCCL INFO bootstrap\n" + NCCL_WATCHDOG_LOG)
     assert line is not None
     assert line.startswith("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(")
     assert line.endswith("ran for 35012 milliseconds before timing out.")
-    heartbeat = supervise.torch_watchdog_line(HEARTBEAT_LOG)
+    heartbeat = protocol.torch_watchdog_line(HEARTBEAT_LOG)
     assert heartbeat is not None and "Heartbeat monitor timed out!" in heartbeat
-    assert supervise.torch_watchdog_line("Some NCCL operations have failed\nSIGSEGV") is None
+    assert protocol.torch_watchdog_line("Some NCCL operations have failed\nSIGSEGV") is None
 
 
 def test_rank_aborted_by_torchs_nccl_watchdog_is_a_timeout(tmp_path: Path) -> None:
     """Rank 1 SIGABRTed by torch's watchdog, rank 0 never entered the collective."""
     (tmp_path / "rank1.log").write_text("NCCL INFO comm 0x55 rank 1 nranks 2\n" + NCCL_WATCHDOG_LOG)
     (tmp_path / "rank0.log").write_text("")
-    reports = supervise.read_reports(tmp_path)
+    reports = protocol.read_reports(tmp_path)
     assert [(r["rank"], r["kind"], r["source"]) for r in reports] == [(1, "timeout", "rank1.log")]
-    failure = supervise.diagnose(
+    failure = protocol.diagnose(
         {0: None, 1: -signal.SIGABRT},
         reports,
         {0: step(6, "fill"), 1: step(7)},
@@ -90,9 +90,9 @@ def test_rank_aborted_by_torchs_nccl_watchdog_is_a_timeout(tmp_path: Path) -> No
 
 def test_a_sigabrt_without_the_watchdog_text_is_still_a_crash(tmp_path: Path) -> None:
     (tmp_path / "rank1.log").write_text("terminate called without an active exception\n")
-    failure = supervise.diagnose(
+    failure = protocol.diagnose(
         {0: None, 1: -signal.SIGABRT},
-        supervise.read_reports(tmp_path),
+        protocol.read_reports(tmp_path),
         {0: step(7), 1: step(7)},
         "node7",
         {0: 100, 1: 101},
@@ -103,15 +103,15 @@ def test_a_sigabrt_without_the_watchdog_text_is_still_a_crash(tmp_path: Path) ->
 
 
 def test_written_reports_win_over_logs(tmp_path: Path) -> None:
-    report = supervise.make_report(1, "fill", supervise.KIND_ERROR, "ValueError: x", 1.0)
-    supervise.write_report(tmp_path, report)
+    report = protocol.make_report(1, "fill", protocol.KIND_ERROR, "ValueError: x", 1.0)
+    protocol.write_report(tmp_path, report)
     (tmp_path / "rank1.log").write_text(NCCL_WATCHDOG_LOG)
-    assert supervise.read_reports(tmp_path) == [json.loads(json.dumps(report))]
+    assert protocol.read_reports(tmp_path) == [json.loads(json.dumps(report))]
 
 
 def hang_report(rank: int, waiting: bool, doing: str, at: str = "") -> dict[str, object]:
-    return supervise.make_report(
-        rank, doing, supervise.KIND_TIMEOUT, "no progress", 1.0,
+    return protocol.make_report(
+        rank, doing, protocol.KIND_TIMEOUT, "no progress", 1.0,
         waiting=waiting, stuck_at=at, timeout_s=5.0, deadline="--timeout",
     )  # fmt: skip
 
@@ -123,9 +123,9 @@ def test_the_rank_busy_outside_communication_is_named() -> None:
         hang_report(0, True, doing),
         hang_report(2, False, doing, "bench.py:367 in _fail"),
         # Rank 1 lost its peer when rank 2 left: an error, not a stuck rank.
-        supervise.make_report(1, doing, supervise.KIND_ERROR, "Connection closed by peer", 2.0),
+        protocol.make_report(1, doing, protocol.KIND_ERROR, "Connection closed by peer", 2.0),
     ]
-    failure = supervise.diagnose(
+    failure = protocol.diagnose(
         {0: 4, 1: 3, 2: 4}, reports, {r: step(9) for r in range(3)}, "h", {}, 99
     )
     assert failure.exit_code == ExitCode.TIMEOUT
@@ -139,7 +139,7 @@ def test_the_rank_busy_outside_communication_is_named() -> None:
 def test_every_rank_waiting_blames_the_network() -> None:
     doing = "communicator start-up"
     reports = [hang_report(r, True, doing) for r in range(2)]
-    failure = supervise.diagnose_timeout(reports, [], {r: step(1, doing, "") for r in range(2)}, 9)
+    failure = protocol.diagnose_timeout(reports, [], {r: step(1, doing, "") for r in range(2)}, 9)
     assert failure.message == (
         "timed out after 5 s (--timeout) during communicator start-up: every rank timed "
         "out: a peer or the network is unreachable"
@@ -150,7 +150,7 @@ def test_every_rank_waiting_blames_the_network() -> None:
 def test_silent_ranks_are_stuck_and_unstarted_ones_said_so() -> None:
     reports = [hang_report(0, True, "communicator start-up")]
     progress = {0: step(1, "communicator start-up", ""), 1: step(1, "communicator start-up", "")}
-    failure = supervise.diagnose_timeout(reports, [1, 2], progress, 9)
+    failure = protocol.diagnose_timeout(reports, [1, 2], progress, 9)
     assert failure.message.endswith(
         "rank(s) 1 (stuck inside it), 2 (never started) did not complete it"
     )

@@ -16,7 +16,7 @@ from colbench.dtypes import DTYPES
 from colbench.errors import UsageError
 from colbench.groups import Groups
 from colbench.ops.base import Context
-from colbench.runner import _measurement_warnings
+from colbench.run.rank import _measurement_warnings
 from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Rows
 
 EVERY_SIZED_OP = tuple(op.name for op in ops.REGISTRY if op.sized)

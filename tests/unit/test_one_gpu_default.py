@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
-from colbench import runner
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.ops import REGISTRY
+from colbench.run import parent
 
 
 class Machine:
@@ -24,10 +24,10 @@ class Machine:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, gpus: int) -> None:
         self.spawned: list[tuple[str, int]] = []
-        monkeypatch.setattr(runner, "_gpu_count", lambda: gpus)
-        monkeypatch.setattr(runner, "detect", lambda: None)
+        monkeypatch.setattr(parent, "_gpu_count", lambda: gpus)
+        monkeypatch.setattr(parent, "detect", lambda: None)
         monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
-        monkeypatch.setattr(runner, "_run_variants", self._spawn)
+        monkeypatch.setattr(parent, "_run_variants", self._spawn)
 
     def _spawn(self, cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
         self.spawned.append((backend, world_size))
@@ -42,7 +42,7 @@ def test_one_gpu_measures_nccl_at_world_size_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     machine = Machine(monkeypatch, gpus=1)
-    assert runner.run_sweep(sweep(tmp_path)) == 0
+    assert parent.run_sweep(sweep(tmp_path)) == 0
     assert machine.spawned == [("nccl", 1)]
     notes = [line for line in capsys.readouterr().err.splitlines() if "one GPU" in line]
     assert len(notes) == 1
@@ -54,7 +54,7 @@ def test_gloo_on_request_still_runs_two_cpu_ranks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     machine = Machine(monkeypatch, gpus=1)
-    assert runner.run_sweep(sweep(tmp_path, backend="gloo")) == 0
+    assert parent.run_sweep(sweep(tmp_path, backend="gloo")) == 0
     assert machine.spawned == [("gloo", 2)]
     assert "one GPU" not in capsys.readouterr().err
 
@@ -64,7 +64,7 @@ def test_more_ranks_than_the_gpu_says_how_to_get_them(
 ) -> None:
     machine = Machine(monkeypatch, gpus=1)
     with pytest.raises(UsageError, match=r"--nprocs 2 but only 1 GPU.*--backend gloo runs 2"):
-        runner.run_sweep(sweep(tmp_path, nprocs=2))
+        parent.run_sweep(sweep(tmp_path, nprocs=2))
     assert machine.spawned == []
 
 
@@ -72,14 +72,14 @@ def test_several_gpus_get_one_rank_each_without_a_note(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     machine = Machine(monkeypatch, gpus=4)
-    assert runner.run_sweep(sweep(tmp_path)) == 0
+    assert parent.run_sweep(sweep(tmp_path)) == 0
     assert machine.spawned == [("nccl", 4)]
     assert "one GPU" not in capsys.readouterr().err
 
 
 def test_no_gpu_keeps_gloo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     machine = Machine(monkeypatch, gpus=0)
-    assert runner.run_sweep(sweep(tmp_path)) == 0
+    assert parent.run_sweep(sweep(tmp_path)) == 0
     assert machine.spawned == [("gloo", 2)]
 
 

@@ -17,11 +17,11 @@ import pytest
 import torch.distributed as dist
 from torch.distributed.elastic.utils.store import get_all
 
-from colbench import supervise, watchdog
 from colbench.bench import InFlight
 from colbench.errors import ExitCode
 from colbench.launch import free_port
-from colbench.watchdog import COMM_STARTUP, Watchdog, deadline, main_thread_place
+from colbench.run import protocol, watchdog
+from colbench.run.watchdog import COMM_STARTUP, Watchdog, deadline, main_thread_place
 
 
 class Exits:
@@ -92,7 +92,7 @@ def test_a_stalled_step_writes_a_timeout_report_and_exits_4(tmp_path: Path) -> N
     assert 0.4 <= time.monotonic() - started < 3
     assert exits.codes == [ExitCode.TIMEOUT]
     report = json.loads((tmp_path / "rank1.error.json").read_text())
-    assert report["kind"] == supervise.KIND_TIMEOUT
+    assert report["kind"] == protocol.KIND_TIMEOUT
     assert report["doing"] == "timed batch of all_reduce float32 size 4096 B"
     assert report["waiting"] is False and report["stuck_at"].startswith("threading.py:")
     assert (report["timeout_s"], report["deadline"]) == (0.4, "--timeout")
@@ -192,7 +192,7 @@ def test_launched_rank_prints_one_verdict_line(
     flight = InFlight("broadcast", "float32", 1024, "setup", 0, rank=0)
     flight.step("timed batch")
     store.set("progress/1", flight.encode())
-    verdicts: list[supervise.Failure] = []
+    verdicts: list[protocol.Failure] = []
     exits = Exits()
     dog = make(
         flight, exits, None, launched=True, connect=lambda: client(store),

@@ -5,7 +5,7 @@ Python sees an exception, so the run would be reported as a crash; under torchru
 srun no colbench parent watches at all. A daemon thread in every rank reads the rank's
 :class:`~colbench.bench.InFlight`; when its step has not moved for ``--timeout``
 (``--init-timeout`` while the communicator starts), the thread writes the rank's failure
-report (kind timeout, as :mod:`colbench.supervise` reads it) and ends the process with
+report (kind timeout, as :mod:`colbench.run.protocol` reads it) and ends the process with
 :data:`~colbench.errors.ExitCode.TIMEOUT`. torch's process groups get a longer timeout
 (:func:`process_group_timeout_s`), so this fires first, on NCCL as on gloo. A hung CUDA
 graph replay is covered alike: its host blocks in a synchronize inside the step.
@@ -31,9 +31,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from colbench import supervise
 from colbench.bench import InFlight
 from colbench.errors import ExitCode
+from colbench.run import protocol
 
 #: The phase between rendezvous and a working communicator (NCCL connects its peers).
 COMM_STARTUP = "communicator start-up"
@@ -98,7 +98,7 @@ class Watchdog:
         run_dir: Path | None,
         launched: bool = False,
         connect: Callable[[], Any] | None = None,
-        on_verdict: Callable[[supervise.Failure], None] | None = None,
+        on_verdict: Callable[[protocol.Failure], None] | None = None,
         exit_process: Callable[[int], Any] = os._exit,
     ) -> None:
         """``launched``: no colbench parent reads the reports, so the rank prints the
@@ -149,10 +149,10 @@ class Watchdog:
         waiting, where = main_thread_place(sys._current_frames().get(self._main_id or -1))
         flight = self.in_flight
         doing = flight.describe()
-        return supervise.make_report(
+        return protocol.make_report(
             flight.rank,
             doing,
-            supervise.KIND_TIMEOUT,
+            protocol.KIND_TIMEOUT,
             f"no progress for {after_s:g} s ({option}) during {doing}",
             time.time(),
             waiting=waiting,
@@ -166,7 +166,7 @@ class Watchdog:
         try:
             report = self.report(after_s, option)
             if self.run_dir is not None:
-                supervise.write_report(self.run_dir, report)
+                protocol.write_report(self.run_dir, report)
             if self.launched:
                 self._speak(report)
             dump_flight_recorder(self.in_flight.rank)
@@ -182,7 +182,7 @@ class Watchdog:
         progress.setdefault(int(mine["rank"]), self.in_flight)
         reported = {int(r["rank"]) for r in reports}
         silent = [r for r in range(self.world_size) if r not in reported]
-        failure = supervise.diagnose_timeout(reports, silent, progress, self.timeout_s)
+        failure = protocol.diagnose_timeout(reports, silent, progress, self.timeout_s)
         print(
             f"colbench: error: rank {mine['rank']} on {socket.gethostname()} "
             f"(pid {os.getpid()}): {failure.message}",
@@ -249,7 +249,7 @@ def _swap(
         for r in range(world_size):
             if r != rank and store.check([f"{_KEY}{r}"]):
                 reports[r] = json.loads(store.get(f"{_KEY}{r}").decode())
-        progress = supervise.read_progress(store, world_size)
+        progress = protocol.read_progress(store, world_size)
         store.set(f"{_DONE_KEY}{rank}", "1")
         _wait_for(store, [f"{_DONE_KEY}{r}" for r in reports])
     except (RuntimeError, OSError, ValueError):

@@ -1,0 +1,66 @@
+"""Joining a job an external launcher (torchrun, Slurm, MPI) started: this process is one rank."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from colbench import launch, preflight
+from colbench.bench import InFlight
+from colbench.config import SweepConfig
+from colbench.errors import ExitCode, RankFailure, UsageError
+from colbench.launch import LaunchEnv
+from colbench.run.job import RankJob
+from colbench.run.outcome import finish_meta, report_done
+from colbench.run.prepare import _gpu_count, checked_notes, make_run_dir
+from colbench.run.rank import exit_now, rank_main
+
+
+def run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
+    """Join a job an external launcher started: this process is one rank."""
+    notes = checked_notes(cfg, env.world_size, backend)
+    preflight.check(env, backend, _gpu_count())
+    # torch's env:// reads these; Slurm and MPI jobs get them from detect().
+    launch.export(env)
+    if env.local_world_size is not None:
+        # What the GPU pick and the memory budget read (Slurm's count is computed).
+        os.environ.setdefault("LOCAL_WORLD_SIZE", str(env.local_world_size))
+    run_dir: Path | None = None
+    if env.rank == 0:
+        run_dir = make_run_dir(cfg, backend)
+        for note in notes:
+            print(f"colbench: note: {note}", file=sys.stderr)
+    job = RankJob(
+        cfg=cfg,
+        backend=backend,
+        world_size=env.world_size,
+        launcher=env.launcher,
+        run_dir=str(run_dir.resolve()) if run_dir else None,
+        run_id=run_dir.name if run_dir else "",
+    )
+    # Each rank publishes its progress under its own rank, for the hang verdict.
+    in_flight = InFlight(rank=env.rank)
+    # Only rank 0 speaks: the others print nothing but their own errors.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        rank_main(job, env.rank, env.local_rank, in_flight)
+    except UsageError:
+        raise
+    except KeyboardInterrupt:
+        if run_dir is not None:
+            finish_meta(run_dir, "interrupted", {"error": "interrupted by the user"})
+        return int(ExitCode.INTERRUPTED)
+    except Exception as exc:
+        in_flight.failed(exc)
+        message = (
+            f"rank {env.rank} on {socket.gethostname()} (pid {os.getpid()}) failed during "
+            f"{in_flight.describe()}: {type(exc).__name__}: {exc}"
+        )
+        if run_dir is not None:
+            finish_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
+        code = exc.exit_code if isinstance(exc, RankFailure) else None
+        raise RankFailure(message, code) from None
+    exit_now(report_done(run_dir) if run_dir is not None else int(ExitCode.OK))

@@ -1,0 +1,108 @@
+"""Rank 0's share: the same loop as every rank, plus meta.json, the CSV and the table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from colbench import metadata
+from colbench.bench import InFlight, RankBench, RunInfo, Work, count_units
+from colbench.groups import Groups
+from colbench.report.console import TableSink, run_header
+from colbench.report.progress import progress_bar
+from colbench.results import STATUS_OOM, STATUS_UNSUPPORTED, RowWriter
+from colbench.run.job import Peer, RankJob
+from colbench.timing import Timer
+
+
+def lead_run(
+    job: RankJob,
+    info: RunInfo,
+    peers: list[Peer],
+    hosts: list[str],
+    work: list[Work],
+    notes: tuple[list[str], list[str]],
+    bench_args: tuple[Any, Timer, Groups, InFlight],
+) -> None:
+    """Rank 0's share: the same loop as every rank, plus meta.json, the CSV and the table.
+
+    ``notes``: warnings about the measurement (also in the table's header), and notes
+    on sizes skipped for memory.
+    """
+    cfg = job.cfg
+    device, timer, groups, in_flight = bench_args
+    warnings, memory_notes = notes
+    run_dir = Path(job.run_dir or ".")
+    meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
+    metadata.write(run_dir, meta)
+    writer = RowWriter(run_dir / "results.csv")
+    try:
+        with progress_bar(count_units(work) * cfg.repeat, cfg.progress) as hooks:
+            for line in warnings:
+                hooks.warn(f"colbench: warning: {line}")
+            for line in memory_notes:
+                hooks.warn(f"colbench: note: {line}")
+            sink = TableSink(writer.write, cfg.table, warn=hooks.warn, advance=hooks.advance)
+            sink.header(_table_header(job, info, peers, hosts, warnings))
+            started = time.time()
+            RankBench(cfg, info, 0, device, timer, sink, groups, in_flight).run(work)
+            sink.close()
+    finally:
+        writer.close()
+    meta.update(
+        status="complete",
+        rows=sink.rows_written,
+        rows_oom=sink.status_counts.get(STATUS_OOM, 0),
+        # Expected under a variant such as NCCL_ALGO=Tree: counted, not an error.
+        rows_unsupported=sink.status_counts.get(STATUS_UNSUPPORTED, 0),
+        wrong_total=sink.wrong_total,
+        duration_s=round(time.time() - started, 3),
+    )
+    metadata.write(run_dir, meta)
+
+
+def _first_meta(
+    job: RankJob, info: RunInfo, peers: list[Peer], hosts: list[str], warnings: list[str]
+) -> dict[str, Any]:
+    """meta.json as it stands before the first row: the run, its ranks, its warnings."""
+    meta = metadata.collect(
+        run_id=job.run_id,
+        config=job.cfg.to_dict(),
+        launcher=job.launcher,
+        backend=job.backend,
+        world_size=job.world_size,
+        hosts=hosts,
+        devices=[p.device_name for p in peers],
+        pids=[p.pid for p in peers],
+        group_size=info.group_size,
+    )
+    meta.update(warnings=warnings, plan_digest=peers[0].digest[0])
+    if job.variant_keys:
+        meta.update(variant=job.variant, env_seen_by_rank=[p.env_seen for p in peers])
+    return meta
+
+
+def _table_header(
+    job: RankJob, info: RunInfo, peers: list[Peer], hosts: list[str], warnings: list[str]
+) -> list[str]:
+    """The ``#`` lines above the table: variant, warnings, the run and its ranks."""
+    cfg = job.cfg
+    return (
+        ([f"# variant {job.variant}"] if job.variant else [])
+        + [f"# warning: {line}" for line in warnings]
+        + run_header(
+            ops=cfg.ops,
+            backend=job.backend,
+            world_size=job.world_size,
+            nnodes=info.nnodes,
+            device=info.device_name,
+            warmup=cfg.warmup,
+            iters=cfg.iters,
+            average=cfg.average,
+            check=cfg.check,
+            seed=cfg.seed,
+            ranks=[(p.rank, h, p.pid, p.device_name) for p, h in zip(peers, hosts, strict=True)],
+            groups=info.groups,
+        )
+    )

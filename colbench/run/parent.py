@@ -1,0 +1,133 @@
+"""Runs a sweep: picks the backend, makes the run directory, starts or joins ranks.
+
+The parent's orchestration; :mod:`colbench.run.spawn` starts the ranks and
+:mod:`colbench.run.launched` joins an external launcher's job instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from colbench import metadata
+from colbench.config import SweepConfig
+from colbench.errors import ExitCode, UsageError
+from colbench.launch import detect
+from colbench.run.launched import run_launched
+from colbench.run.prepare import (
+    _gpu_count,
+    checked_notes,
+    default_nprocs,
+    make_run_dir,
+    one_gpu_note,
+    resolve_backend,
+)
+from colbench.run.spawn import spawn_and_wait
+from colbench.variants import Variant, environment, expand, ignored_by_backend
+
+
+def run_sweep(cfg: SweepConfig) -> int:
+    """Run a sweep to completion; returns the process exit code."""
+    import torch.distributed as dist
+
+    launch_env = detect()
+    spawning = launch_env is None
+    backend = resolve_backend(cfg.backend, spawning, _gpu_count(), dist.is_nccl_available())
+    if launch_env is not None:
+        if cfg.env_axes:
+            raise UsageError(
+                f"--env variants need fresh ranks per variant, which colbench can start only "
+                f"itself; under {launch_env.launcher} export the variable before launching instead"
+            )
+        return run_launched(cfg, launch_env, backend)
+
+    world_size = cfg.nprocs or default_nprocs(backend, _gpu_count())
+    if backend == "nccl" and world_size > _gpu_count():
+        raise UsageError(
+            f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per "
+            f"rank; --backend gloo runs {world_size} ranks on the CPU"
+        )
+    notes = checked_notes(cfg, world_size, backend)
+    chosen = one_gpu_note(cfg.backend, backend, world_size)
+    notes = notes + ([chosen] if chosen else [])
+    run_dir = make_run_dir(cfg, backend)
+    for note in notes:
+        print(f"colbench: note: {note}", file=sys.stderr)
+    return _run_variants(cfg, backend, world_size, run_dir)
+
+
+def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
+    """Run every variant in freshly spawned ranks; all rows go to one results.csv."""
+    variants = expand(cfg.env_axes)
+    if len(variants) == 1 and not variants[0].env:
+        code = spawn_and_wait(cfg, backend, world_size, run_dir)
+    else:
+        for key in ignored_by_backend(cfg.env_axes, backend):
+            print(
+                f"colbench: warning: {key} has no effect on {backend}; its variants run anyway "
+                "and should measure the same",
+                file=sys.stderr,
+            )
+        code = _sweep_variants(cfg, backend, world_size, run_dir, variants)
+    if cfg.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
+        _write_plots(run_dir)
+    return code
+
+
+def _sweep_variants(
+    cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variants: tuple[Variant, ...]
+) -> int:
+    records: list[dict[str, Any]] = []
+    worst = ExitCode.OK
+    for index, variant in enumerate(variants, 1):
+        print(f"colbench: variant {index}/{len(variants)}: {variant.name}", file=sys.stderr)
+        # Spawned ranks inherit the parent's environment at start, before any process group.
+        with environment(dict(variant.env)):
+            code = spawn_and_wait(cfg, backend, world_size, run_dir, variant)
+        try:
+            meta = metadata.read(run_dir)
+        except (OSError, json.JSONDecodeError):
+            meta = {"run_id": run_dir.name}
+        meta.pop("variant", None)
+        records.append(
+            {
+                "variant": variant.name,
+                "env": dict(variant.env),
+                "env_seen_by_rank": meta.pop("env_seen_by_rank", None),
+                "status": meta.get("status"),
+                "rows": meta.get("rows", 0),
+                "wrong_total": meta.get("wrong_total", 0),
+                "rows_oom": meta.get("rows_oom", 0),
+                "duration_s": meta.get("duration_s"),
+            }
+        )
+        meta.update(
+            variants=records,
+            **{
+                key: sum(int(r[key] or 0) for r in records)
+                for key in ("rows", "wrong_total", "rows_oom")
+            },
+        )
+        metadata.write(run_dir, meta)
+        if code not in (ExitCode.OK, ExitCode.DATA_ERROR):
+            return code
+        worst = max(worst, ExitCode(code))
+    total = sum(int(r["rows"] or 0) for r in records)
+    print(
+        f"colbench: {total} rows of {len(variants)} variants in {run_dir}/results.csv",
+        file=sys.stderr,
+    )
+    return int(worst)
+
+
+def _write_plots(run_dir: Path) -> None:
+    from colbench.report import plots
+
+    try:
+        paths = plots.write_run_plots(run_dir)
+    except UsageError as exc:
+        print(f"colbench: note: no plots: {exc}", file=sys.stderr)
+        return
+    print(f"colbench: plots: {', '.join(str(p) for p in paths)}", file=sys.stderr)

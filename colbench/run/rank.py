@@ -1,0 +1,185 @@
+"""A rank's life: join the world, agree on the plan with its peers, bench, leave."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from colbench import __version__, devices, launch, memory
+from colbench.bench import InFlight, RankBench, RunInfo, Work, fit_to_memory, plan, plan_digest
+from colbench.config import SweepConfig
+from colbench.errors import UsageError
+from colbench.groups import Groups, SideGroup, split_world
+from colbench.run import watchdog as hang_watchdog
+from colbench.run.job import Peer, RankJob
+from colbench.run.lead import lead_run
+from colbench.run.startup import _device_for, init_process_group
+from colbench.timing import Timer
+
+
+def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> None:
+    """One rank's whole life: join the group, run the plan, leave."""
+    import torch.distributed as dist
+
+    device = _device_for(job.backend, local_rank, memory.local_world_size_from_env(job.world_size))
+    in_flight.phase = "rendezvous"
+    in_flight.store = init_process_group(job, rank, device, in_flight)
+    try:
+        in_flight.step("setup")
+        _run_plan(job, rank, device, in_flight)
+    except BaseException as exc:
+        # Stamp the failure now: tearing down would close connections and make the
+        # peers fail too, and the first failure must stay recognisable as the first.
+        in_flight.failed(exc)
+        raise
+    # Only a clean run tears down: after a failure the process exits at once, and a
+    # teardown could block on peers that are gone.
+    in_flight.phase = "shutdown"
+    dist.destroy_process_group()
+
+
+def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
+    """Side group, plan agreement with the peers, groups, memory fit, then the bench."""
+    cfg = job.cfg
+    # Every group gets torch's timeout a little later than colbench's own, so the
+    # hang watchdog names the stuck ranks before torch aborts or one rank raises.
+    group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.timeout_s)
+    side = SideGroup.create(job.world_size, group_timeout_s)
+    group_size = cfg.group_size or job.world_size
+    work = plan(cfg, group_size, job.backend)
+    me = _introduce(job, rank, device, work)
+    peers = _meet_peers(side, me)
+    # Two ranks on one GPU (CUDA_VISIBLE_DEVICES set alike) would make NCCL fail
+    # or share the GPU: refuse it, naming them.
+    devices.check_distinct_gpus(
+        {p.rank: p.gpu_uuid for p in peers}, {p.rank: p.node for p in peers}
+    )
+    # Node labels, not bare host names: namespaces and containers share a host name.
+    hosts = launch.node_labels([p.node for p in peers])
+    subgroup = (
+        split_world(cfg.group_size, job.world_size, rank, group_timeout_s)
+        if cfg.group_size
+        else None
+    )
+    groups = Groups(side, subgroup)
+    info = RunInfo(
+        run_id=job.run_id,
+        backend=job.backend,
+        device_name=me.device_name,
+        world_size=job.world_size,
+        nnodes=len({p.node for p in peers}),
+        groups=subgroup.count if subgroup else 1,
+        variant=job.variant,
+    )
+    timer = make_timer(device.type, cfg.cuda_graph, side.barrier)
+    work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side)
+    if rank != 0 or job.run_dir is None:
+        RankBench(cfg, info, rank, device, timer, None, groups, in_flight).run(work)
+    else:
+        notes = (_measurement_warnings(cfg, job.backend), memory_notes)
+        lead_run(job, info, peers, hosts, work, notes, (device, timer, groups, in_flight))
+
+
+def _introduce(job: RankJob, rank: int, device: Any, work: list[Work]) -> Peer:
+    """This rank's :class:`Peer`: its plan's digest, where it runs, what it saw."""
+    return Peer(
+        digest=(plan_digest(job.cfg, work), __version__),
+        rank=rank,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        device_name=_device_name(device),
+        node=launch.node_id(),
+        # Proof, kept in meta.json, that every rank started with its variant's values.
+        env_seen={k: os.environ.get(k) for k in job.variant_keys},
+        gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",
+    )
+
+
+def exit_now(code: int) -> NoReturn:
+    """End a rank that has finished cleanly, skipping the interpreter's teardown.
+
+    Everything is on disk and the process group is gone by now, but torch's C++
+    teardown at interpreter exit sometimes aborts a clean rank ("terminate called without
+    an active exception", no Python frame left; about 1 run in 20 on a busy 2-core
+    machine), and a SIGABRT would turn a complete run into a failed one.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def make_timer(device_type: str, cuda_graph: bool, barrier: Callable[[], None]) -> Timer:
+    """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph.
+
+    ``barrier`` aligns the ranks between graph capture and the timed replays (a side
+    group's barrier: the measured group carries nothing but the measured op).
+    """
+    from colbench.timing import CudaEventTimer, CudaGraphTimer, HostTimer
+
+    if device_type != "cuda":
+        return HostTimer()
+    return CudaGraphTimer(barrier) if cuda_graph else CudaEventTimer()
+
+
+def _device_name(device: Any) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def _agreed_budget(cfg: SweepConfig, device: Any, world_size: int, side: SideGroup) -> int:
+    """Per-rank buffer budget, the minimum over all ranks so every plan is the same."""
+    import torch
+
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    local = memory.rank_budget_bytes(
+        memory.local_world_size_from_env(world_size), cfg.memory_limit_bytes, free
+    )
+    return side.min_int(local)
+
+
+def _meet_peers(side: SideGroup, me: Peer) -> list[Peer]:
+    """Gather every rank's :class:`Peer`; stop with one message if plans differ.
+
+    This is the first collective after the side group exists, so ranks started with
+    different sweeps are told so before any of them waits in a collective the others
+    will never call.
+    """
+    peers: list[Peer] = side.gather_objects(me)
+    differing = [p.rank for p in peers if p.digest != peers[0].digest]
+    if differing:
+        raise UsageError(
+            f"ranks disagree on the sweep: rank(s) {', '.join(map(str, differing))} planned "
+            "different collectives than rank 0 (different arguments or colbench versions?)"
+        )
+    return peers
+
+
+def _measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
+    warnings = []
+    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        warnings.append(
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
+            "several-fold; unset it for real measurements"
+        )
+    if cfg.debug and backend == "nccl":
+        warnings.append(
+            "--debug: torch's NCCL flight recorder records every collective, which adds host "
+            "time to each call; measure without --debug for numbers to compare"
+        )
+    return warnings
+
+
+def _fit_plan(
+    cfg: SweepConfig, work: list[Work], device: Any, world_size: int, side: SideGroup
+) -> tuple[list[Work], list[str]]:
+    if cfg.memory_check == "off":
+        return work, []
+    budget = _agreed_budget(cfg, device, world_size, side)
+    fitted, notes = fit_to_memory(work, budget, cfg.rotate)
+    if notes and cfg.memory_check == "refuse":
+        raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
+    return fitted, [f"{note}; skipped" for note in notes]

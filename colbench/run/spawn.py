@@ -1,0 +1,270 @@
+"""Starting our own ranks and waiting for them; the parent's verdict when they fail.
+
+The parent owns the rendezvous store on a port the OS picks, so two runs at once
+never collide. Rank 0 writes every file; the parent only finalises ``meta.json``
+when rank 0 could not.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from colbench import launch
+from colbench.bench import InFlight
+from colbench.config import SweepConfig
+from colbench.errors import ExitCode, UsageError
+from colbench.run import protocol, supervise
+from colbench.run.job import RankJob
+from colbench.run.outcome import finish_meta, report_done, rows_kept, tidy_logs
+from colbench.run.rank import exit_now, rank_main
+from colbench.variants import Variant
+
+#: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
+#: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
+LOCAL_HOST = "127.0.0.1"
+
+
+def loopback_interface() -> str:
+    """Name of the loopback interface (lo on Linux, lo0 on macOS)."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        names = []
+    return next((n for n in names if n.startswith("lo")), "lo")
+
+
+def rank_environment(
+    cfg: SweepConfig, backend: str, run_dir: Path, spawning: bool
+) -> dict[str, str]:
+    """Variables every rank sets before its process group exists."""
+    env: dict[str, str] = {}
+    if spawning and "GLOO_SOCKET_IFNAME" not in os.environ:
+        # A single-node run must not listen on the machine's public interfaces.
+        env["GLOO_SOCKET_IFNAME"] = loopback_interface()
+    if cfg.debug and backend == "nccl":
+        # torch's NCCL flight recorder: keep the last collectives and dump them when a
+        # collective times out, one file per rank in the run directory.
+        env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
+        env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+        env.setdefault("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", str(run_dir / "nccl_trace_rank_"))
+    return env
+
+
+def start_method(backend: str) -> str:
+    """How ranks are started: forked on CPU, spawned with CUDA.
+
+    A forked rank inherits the parent's imported torch, so it is ready in milliseconds
+    instead of re-importing torch (seconds on a small machine). CUDA cannot be used
+    in a forked child, so GPU ranks are spawned; so is every rank where fork is not
+    the platform's safe default.
+    """
+    return "fork" if backend == "gloo" and sys.platform.startswith("linux") else "spawn"
+
+
+def _listen_loopback() -> socket.socket:
+    """A listening socket on 127.0.0.1 for the store: TCPStore alone binds every interface."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((LOCAL_HOST, 0))
+    sock.listen(1024)
+    return sock
+
+
+def spawn_and_wait(
+    cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variant: Variant | None = None
+) -> int:
+    listener = _listen_loopback()
+    job = _spawn_job(cfg, backend, world_size, run_dir, listener, variant)
+    with supervise.StopSignals() as stop:
+        started = time.monotonic()
+        context, store = _start_ranks(job, listener)
+        watch = supervise.StartupWatch(
+            deadline=started + cfg.init_timeout_s + supervise.STARTUP_GRACE_S,
+            arrived=lambda: launch.arrived_ranks(store, world_size),
+            world_size=world_size,
+        )
+        exit_codes = supervise.wait_for_ranks(context.processes, stop, watch)
+        if stop.received is not None:
+            supervise.stop_processes(context.processes)
+            return _report_interrupted(run_dir, stop)
+    if exit_codes is None:
+        tidy_logs(run_dir)
+        return report_done(run_dir)
+    pids = dict(enumerate(context.pids()))
+    failure = protocol.diagnose(
+        exit_codes,
+        protocol.read_reports(run_dir),
+        protocol.read_progress(store, world_size),
+        protocol.hostname(),
+        pids,
+        cfg.timeout_s,
+    )
+    failure = watch.verdict(failure, pids, cfg.init_timeout_s, time.monotonic() - started)
+    listener.close()
+    return _report_failure(run_dir, failure)
+
+
+def _spawn_job(
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    listener: socket.socket,
+    variant: Variant | None,
+) -> RankJob:
+    """The job every spawned rank gets: the parent's store on ``listener``, the run dir."""
+    return RankJob(
+        cfg=cfg,
+        backend=backend,
+        world_size=world_size,
+        launcher="colbench-spawn",
+        run_dir=str(run_dir.resolve()),
+        run_id=run_dir.name,
+        store_host=LOCAL_HOST,
+        store_port=int(listener.getsockname()[1]),
+        env=rank_environment(cfg, backend, run_dir, spawning=True),
+        variant=variant.name if variant else "",
+        variant_keys=variant.keys if variant else (),
+    )
+
+
+def _start_ranks(job: RankJob, listener: socket.socket) -> tuple[Any, Any]:
+    """Start the ranks, then the store they meet at; returns (their context, the store)."""
+    import torch.multiprocessing as mp
+
+    # Ranks first, store second: the store serves from a thread of its own, and a rank
+    # forked while that thread holds a lock (the allocator's, stdio's, the loader's,
+    # torch's) inherits the lock held and waits on it for ever. Their connections
+    # queue on the listening socket until the store takes it over.
+    context = mp.start_processes(
+        _spawned_rank,
+        args=(job,),
+        nprocs=job.world_size,
+        join=False,
+        start_method=start_method(job.backend),
+    )
+    try:
+        store = _serve_store(listener, job.world_size, job.cfg.timeout_s)
+    except BaseException:
+        supervise.stop_processes(context.processes)
+        raise
+    return context, store
+
+
+def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
+    name = protocol.signal_name(stop.received or signal.SIGINT)
+    finish_meta(
+        run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
+    )
+    print(
+        f"colbench: interrupted by {name}; {rows_kept(run_dir)} rows kept in {run_dir}",
+        file=sys.stderr,
+    )
+    return stop.exit_code
+
+
+def _report_failure(run_dir: Path, failure: protocol.Failure) -> int:
+    if failure.exit_code == ExitCode.USAGE:
+        finish_meta(run_dir, "refused", failure.meta())
+        raise UsageError(failure.message)
+    finish_meta(run_dir, "failed", failure.meta())
+    print(f"colbench: {failure.message}", file=sys.stderr)
+    print(
+        f"colbench: {rows_kept(run_dir)} rows measured before the failure are in {run_dir}; "
+        "rank logs: rank*.log there",
+        file=sys.stderr,
+    )
+    return failure.exit_code
+
+
+def _serve_store(listener: socket.socket, world_size: int, timeout_s: float) -> Any:
+    """The parent's TCPStore, serving on ``listener`` (connections already queued there)."""
+    import torch.distributed as dist
+
+    return dist.TCPStore(
+        LOCAL_HOST,
+        int(listener.getsockname()[1]),
+        world_size,
+        is_master=True,
+        timeout=_dt.timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+        master_listen_fd=listener.fileno(),
+    )
+
+
+def _spawned_rank(local_rank: int, job: RankJob) -> None:
+    supervise.die_with_parent()
+    # Testing aid, COLBENCH_FAULT=RANK:start:hang: RANK stops here for good, like a rank
+    # stuck before its first line; it still has the parent's SIGTERM handler, so only
+    # SIGKILL ends it, as it would a rank stuck on a lock.
+    if os.environ.get("COLBENCH_FAULT", "").split(":") == [str(local_rank), "start", "hang"]:
+        while True:
+            time.sleep(3600)
+    # The parent decides what an interrupt means; ranks just get terminated.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A forked rank inherits the parent's SIGTERM handler; the parent's terminate()
+    # must end it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.environ.update(job.env)
+    if job.run_dir is not None:
+        _divert_stderr(Path(job.run_dir) / f"rank{local_rank}.log", keep_python=local_rank == 0)
+    in_flight = InFlight(rank=local_rank)
+    try:
+        rank_main(job, local_rank, local_rank, in_flight)
+    except BaseException as exc:
+        _record_failure(job, local_rank, in_flight, exc)
+        # Exit without torch's traceback print: the parent reports one line.
+        os._exit(int(ExitCode.RANK_FAILURE))
+    exit_now(int(ExitCode.OK))
+
+
+def _divert_stderr(log_path: Path, keep_python: bool) -> None:
+    """Send the C++ layers' stderr (gloo and NCCL warnings) to the rank's log file.
+
+    Rank 0 keeps Python's own stderr on the terminal for notes and the progress bar;
+    the other ranks print nothing but through the parent.
+    """
+    terminal = os.dup(2)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    if keep_python:
+        sys.stderr = os.fdopen(terminal, "w", buffering=1)
+    else:
+        os.close(terminal)
+        sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+
+
+def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseException) -> None:
+    # Stamped (if rank_main did not already): the hang watchdog leaves this rank alone now.
+    in_flight.failed(exc)
+    text = str(exc).strip()
+    error = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+    kind = protocol.classify(exc)
+    if kind == protocol.KIND_USAGE:
+        error = text
+    report = protocol.make_report(
+        rank,
+        in_flight.failed_during or in_flight.describe(),
+        kind,
+        error,
+        in_flight.failed_at or time.time(),
+    )
+    if job.run_dir is None:
+        print(
+            f"colbench: rank {rank} on {report['host']} (pid {report['pid']}) failed during "
+            f"{report['doing']}: {report['error']}",
+            file=sys.stderr,
+        )
+        return
+    run_dir = Path(job.run_dir)
+    with open(run_dir / f"rank{rank}.log", "a", encoding="utf-8") as log:
+        log.write(traceback.format_exc())
+    protocol.write_report(run_dir, report)

@@ -1,0 +1,175 @@
+"""Watching spawned ranks: fail fast, stop cleanly on signals, bound the start-up.
+
+The parent waits on its ranks' processes; when one fails, the others get a moment to
+fail on their own (and write their reports, :mod:`colbench.run.protocol`) before they
+are killed, so the verdict names the first failure, not its echoes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from colbench.errors import ExitCode
+from colbench.run.protocol import Failure, hostname, startup_failure
+
+#: After the first rank fails, how long the others get to fail on their own (they see a
+#: closed connection and write their reports) before they are killed.
+GRACE_S = 2.0
+POLL_S = 0.1
+#: How long after --init-timeout (counted from the start of the ranks) the parent stops a
+#: start-up itself; the arrived ranks' own rendezvous timeout usually ends it first.
+STARTUP_GRACE_S = 3.0
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (PR_SET_PDEATHSIG), so a
+    killed coordinator never leaves ranks behind."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:
+        return
+    # The parent may have died before prctl took effect.
+    if os.getppid() == 1:
+        os._exit(int(ExitCode.RANK_FAILURE))
+
+
+class StopSignals:
+    """Turn SIGINT and SIGTERM into a flag the wait loop polls.
+
+    SIGINT is handled even when the shell started us with it ignored (``cmd &``), so
+    ``kill -INT`` still stops a background run cleanly.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = signum
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.received or signal.SIGINT)
+
+
+def stop_processes(processes: Sequence[Any], grace_s: float = 3.0) -> None:
+    """SIGTERM every live process, then SIGKILL what is left after ``grace_s``."""
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in processes:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in processes:
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
+
+
+@dataclass
+class StartupWatch:
+    """The parent's own deadline for every rank to check in at the rendezvous.
+
+    The ranks that did arrive time out in the rendezvous by themselves, but a rank that
+    never gets there (stuck before its first line of colbench) reports nothing, and
+    neither do arrived ranks that are stuck too; the parent, which owns the store,
+    sees who checked in and stops the start-up at ``deadline`` (time.monotonic()).
+    """
+
+    deadline: float
+    #: Ranks checked in so far; raises RuntimeError or OSError when the store is gone.
+    arrived: Callable[[], Sequence[int]]
+    world_size: int
+    #: Set once the deadline passed with these ranks missing.
+    missing: list[int] = field(default_factory=list)
+    done: bool = False
+
+    def never_arrived(self) -> list[int]:
+        """Ranks not checked in now ([] when the store cannot say)."""
+        try:
+            arrived = set(self.arrived())
+        except (RuntimeError, OSError):
+            return []
+        return [rank for rank in range(self.world_size) if rank not in arrived]
+
+    def verdict(
+        self, failure: Failure, pids: Mapping[int, int], init_timeout_s: float, elapsed_s: float
+    ) -> Failure:
+        """``failure`` as diagnosed, or start-up when ranks never checked in: the deadline
+        passed, or the ranks that did arrive timed out in the rendezvous waiting for them."""
+        missing = self.missing or (
+            self.never_arrived() if failure.exit_code == ExitCode.TIMEOUT else []
+        )
+        if not missing:
+            return failure
+        return startup_failure(
+            missing, self.world_size, hostname(), pids, init_timeout_s, elapsed_s
+        )
+
+    def expired(self) -> bool:
+        """True (once) when the deadline has passed and some rank never checked in."""
+        if self.done or time.monotonic() < self.deadline:
+            return False
+        self.done = True
+        self.missing = self.never_arrived()
+        return bool(self.missing)
+
+
+def wait_for_ranks(
+    processes: Sequence[Any], stop: StopSignals, startup: StartupWatch | None = None
+) -> dict[int, int | None] | None:
+    """Block until every rank exits 0 (returns None), one fails, or a stop signal arrives.
+
+    On failure, the others get :data:`GRACE_S` to fail on their own, then are killed;
+    returns rank -> exit code, None for ranks that had to be killed. When ``startup``
+    expires (a rank never checked in), every rank is killed at once.
+    """
+    while True:
+        if stop.received is not None:
+            return None
+        codes = [p.exitcode for p in processes]
+        if all(code == 0 for code in codes):
+            return None
+        if any(code not in (None, 0) for code in codes):
+            break
+        if startup is not None and startup.expired():
+            stopped = {rank: p.exitcode for rank, p in enumerate(processes)}
+            stop_processes(processes, grace_s=0.5)
+            return stopped
+        # Woken by the first rank to exit rather than the next poll: a short run ends
+        # up to POLL_S sooner.
+        multiprocessing.connection.wait(
+            [p.sentinel for p, code in zip(processes, codes, strict=True) if code is None],
+            POLL_S,
+        )
+    grace_s = GRACE_S
+    if startup is not None and not startup.done and startup.never_arrived():
+        # A rank that never checked in cannot fail on its own: waiting for it is no use.
+        grace_s = 0.0
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(p.exitcode is None for p in processes):
+        time.sleep(POLL_S)
+    final: dict[int, int | None] = {rank: p.exitcode for rank, p in enumerate(processes)}
+    stop_processes(processes, grace_s=0.5)
+    return final
