@@ -177,6 +177,9 @@ def build(
     return cfg
 
 
+CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"
+
+
 def validate(cfg: SweepConfig) -> None:
     """Checks that need no process group."""
     if not cfg.sizes_bytes:
@@ -191,6 +194,9 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError(f"--nprocs must be at least 1, got {cfg.nprocs}")
     if cfg.root < 0:
         raise UsageError(f"--root must be a rank (0 or more), got {cfg.root}")
+    if cfg.cuda_graph and cfg.backend == "gloo":
+        # Also checked against the backend ``auto`` picks; this catches it before torch loads.
+        raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
     if cfg.time_budget_s is not None and cfg.time_budget_s <= 0:
         raise UsageError(f"--time-budget must be positive, got {cfg.time_budget_s:g}")
     if not 1 <= cfg.rotate <= 64:
@@ -229,9 +235,7 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     if cfg.root >= world_size and any(c.rooted for c in cfg.collectives()):
         raise UsageError(f"--root {cfg.root} is not a rank of a {what} of {world_size}")
     if cfg.cuda_graph and backend != "nccl":
-        raise UsageError(
-            "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"
-        )
+        raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
     notes: list[str] = []
     for coll in cfg.collectives():
         reason = coll.unsupported(world_size, backend)

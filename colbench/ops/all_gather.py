@@ -5,13 +5,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import torch.distributed as dist
-
 from colbench.ops import data
 from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
-
-# torch >= 2.12 renamed all_gather_into_tensor; keep working on older releases.
-_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
 class AllGather(Collective):
@@ -45,7 +40,11 @@ class AllGather(Collective):
         data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        return functools.partial(_all_gather, bufs.recv, bufs.send, group=ctx.group)
+        import torch.distributed as dist
+
+        # torch >= 2.12 renamed all_gather_into_tensor; keep working on older releases.
+        all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return functools.partial(all_gather, bufs.recv, bufs.send, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong_blocks(bufs.recv, bufs.layout.count, ctx)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import torch.distributed as dist
-
 from colbench.ops import data
 from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
 
@@ -38,6 +36,8 @@ class AllReduce(Collective):
         data.fill(bufs.recv, lambda lo, hi: data.values(ctx.redop, ctx.rank, lo, hi, ctx))
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        import torch.distributed as dist
+
         return functools.partial(dist.all_reduce, bufs.recv, op=ctx.reduce_op, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import torch.distributed as dist
-
 from colbench.ops import data
 from colbench.ops.base import Buffers, Collective, Context, Layout, per_rank_chunk
 
@@ -37,6 +35,8 @@ class AllToAll(Collective):
         data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        import torch.distributed as dist
+
         return functools.partial(dist.all_to_all_single, bufs.recv, bufs.send, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:

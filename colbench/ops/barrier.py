@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import torch
-import torch.distributed as dist
+import functools
+from collections.abc import Callable
 
 from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
 
@@ -29,14 +29,18 @@ class Barrier(Collective):
         return 0.0
 
     def allocate(self, layout: Layout, ctx: Context, in_place: bool) -> Storage:
+        import torch
+
         empty = torch.empty(0, device=ctx.device)
         return Storage(empty, empty)
 
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         pass
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        dist.barrier(group=ctx.group)
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        import torch.distributed as dist
+
+        return functools.partial(dist.barrier, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return 0

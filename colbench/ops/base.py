@@ -3,6 +3,11 @@
 The driver (:mod:`colbench.bench`) never branches on a collective's name: it asks the
 op for its layout, bus-bandwidth factor, buffers, data, one call, and a wrong-element
 count. Each ``colbench/ops/<name>.py`` subclasses :class:`Collective` once.
+
+Op modules import torch inside the methods that use it: the registry's names, layouts
+and ``explain`` texts then load without torch, so ``colbench --help`` and usage errors
+do not pay for its import (tests/unit/test_cli_imports.py). :meth:`Collective.bind`
+resolves ``torch.distributed`` once, so the timed call never looks anything up.
 """
 
 from __future__ import annotations
@@ -12,11 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-
 from colbench.dtypes import DType, torch_redop
 
 if TYPE_CHECKING:
+    import torch
     import torch.distributed as dist
 
 
@@ -135,6 +139,8 @@ class Collective:
         return None
 
     def allocate(self, layout: Layout, ctx: Context, in_place: bool) -> Storage:
+        import torch
+
         kwargs: dict[str, Any] = {"dtype": ctx.dtype.torch, "device": ctx.device}
         if in_place:
             flat = torch.empty(max(layout.send_numel, layout.recv_numel), **kwargs)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import torch.distributed as dist
-
 from colbench.ops import data
 from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
 
@@ -41,6 +39,8 @@ class Broadcast(Collective):
             data.poison(bufs.recv)
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        import torch.distributed as dist
+
         root = ctx.global_rank(ctx.root)
         return functools.partial(dist.broadcast, bufs.recv, src=root, group=ctx.group)
 

@@ -9,6 +9,10 @@ floats, where the backend's rounding of the division may differ, uses a toleranc
 
 Work is done in chunks so that verifying a 1 GiB buffer needs a bounded extra amount
 of memory.
+
+torch is imported inside the functions: the op modules import this one, and the op
+registry (names, layouts, ``explain`` texts) must load without torch so that
+``colbench --help`` and usage errors do not pay for torch's import.
 """
 
 from __future__ import annotations
@@ -17,16 +21,21 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import torch
-
 if TYPE_CHECKING:
+    import torch
+
     from colbench.ops.base import Context
 
 #: Elements per chunk when generating or comparing: bounds verification scratch memory
 #: (a few int64 temporaries of this length, about 40 MiB in all; see colbench.memory).
 CHUNK_ELEMS = 1 << 20
 
-_INT_VIEW = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+def int_view(elem_bytes: int) -> torch.dtype:
+    """The integer dtype of this width, for bitwise comparison of any dtype."""
+    import torch
+
+    return {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[elem_bytes]
 
 
 def _mix(x: torch.Tensor) -> torch.Tensor:
@@ -51,6 +60,8 @@ def _window(idx: torch.Tensor, src_rank: int, ctx: Context, widest: int) -> torc
     The window's start and width vary per element, so the count of contributing ranks
     (the reduced value) varies too, yet never exceeds ``widest``.
     """
+    import torch
+
     n = ctx.world_size
     h = _mix(idx + ctx.seed * 0x632BE5AB)
     start = _below(h, n)
@@ -65,6 +76,8 @@ def raw_values(kind: str, src_rank: int, start: int, stop: int, ctx: Context) ->
     are small non-negative integers, pseudo-random per (element, rank), bounded so the
     reduction over every rank stays exact in the dtype.
     """
+    import torch
+
     n = ctx.world_size
     # One below the exact limit: uint8's limit (255) is its poison value.
     limit = ctx.dtype.exact_limit - 1
@@ -98,6 +111,8 @@ def values(kind: str, src_rank: int, start: int, stop: int, ctx: Context) -> tor
 
 def reduced_values(start: int, stop: int, ctx: Context) -> torch.Tensor:
     """The exact reduction over all ranks of their ``ctx.redop`` inputs at [start, stop)."""
+    import torch
+
     kind = ctx.redop
     acc = raw_values(kind, 0, start, stop, ctx)
     for rank in range(1, ctx.world_size):
@@ -125,6 +140,8 @@ def fill(tensor: torch.Tensor, make: Callable[[int, int], torch.Tensor], offset:
 
 def poison(tensor: torch.Tensor) -> None:
     """Fill an output with a value no generator produces, so an unwritten element is caught."""
+    import torch
+
     tensor.fill_(255 if tensor.dtype == torch.uint8 else -1)
 
 
@@ -138,6 +155,8 @@ def count_wrong(
 
     Bitwise, except float ``avg``, which allows the rounding of n scaled additions.
     """
+    import torch
+
     approx = ctx.redop == "avg" and ctx.dtype.is_float
     numel = actual.numel()
     wrong = 0
@@ -152,7 +171,7 @@ def count_wrong(
             want64 = want.to(torch.float64)
             bad = (got.to(torch.float64) - want64).abs() > tolerance * want64.abs().clamp(min=1.0)
         else:
-            view = _INT_VIEW[got.element_size()]
+            view = int_view(got.element_size())
             bad = got.view(view) != want.view(view)
         wrong += int(bad.sum().item())
     return wrong

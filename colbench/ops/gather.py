@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import torch.distributed as dist
+import functools
+from collections.abc import Callable
 
 from colbench.ops import data
 from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
@@ -39,9 +40,12 @@ class Gather(Collective):
         data.poison(bufs.recv)
         data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        import torch.distributed as dist
+
         gather_list = bufs.chunks if ctx.rank == ctx.root else None
-        dist.gather(bufs.send, gather_list, dst=ctx.global_rank(ctx.root), group=ctx.group)
+        root = ctx.global_rank(ctx.root)
+        return functools.partial(dist.gather, bufs.send, gather_list, dst=root, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         if ctx.rank != ctx.root:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import torch.distributed as dist
-
 from colbench.ops import data
 from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
 
@@ -39,6 +37,8 @@ class Reduce(Collective):
         data.fill(bufs.recv, lambda lo, hi: data.values(ctx.redop, ctx.rank, lo, hi, ctx))
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        import torch.distributed as dist
+
         root = ctx.global_rank(ctx.root)
         return functools.partial(
             dist.reduce, bufs.recv, dst=root, op=ctx.reduce_op, group=ctx.group

@@ -5,13 +5,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import torch.distributed as dist
-
 from colbench.ops import data
 from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
-
-# torch >= 2.12 renamed reduce_scatter_tensor; keep working on older releases.
-_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 
 class ReduceScatter(Collective):
@@ -47,8 +42,12 @@ class ReduceScatter(Collective):
         data.fill(bufs.send, lambda lo, hi: data.values(ctx.redop, ctx.rank, lo, hi, ctx))
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        import torch.distributed as dist
+
+        # torch >= 2.12 renamed reduce_scatter_tensor; keep working on older releases.
+        reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
         return functools.partial(
-            _reduce_scatter, bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group
+            reduce_scatter, bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group
         )
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:

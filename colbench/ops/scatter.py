@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import torch.distributed as dist
+import functools
+from collections.abc import Callable
 
 from colbench.ops import data
 from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
@@ -41,9 +42,12 @@ class Scatter(Collective):
         if ctx.rank == ctx.root:
             data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx))
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        import torch.distributed as dist
+
         scatter_list = bufs.chunks if ctx.rank == ctx.root else None
-        dist.scatter(bufs.recv, scatter_list, src=ctx.global_rank(ctx.root), group=ctx.group)
+        root = ctx.global_rank(ctx.root)
+        return functools.partial(dist.scatter, bufs.recv, scatter_list, src=root, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         b = bufs.layout.count

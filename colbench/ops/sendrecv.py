@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-
-import torch.distributed as dist
+from typing import TYPE_CHECKING
 
 from colbench.ops import data
 from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+
+if TYPE_CHECKING:
+    import torch.distributed as dist
 
 
 class SendRecv(Collective):
@@ -43,6 +45,8 @@ class SendRecv(Collective):
         data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        import torch.distributed as dist
+
         # The P2POp list is built here, once, so the timed call only posts and waits.
         n = ctx.world_size
         to_peer = ctx.global_rank((ctx.rank + 1) % n)
@@ -51,7 +55,7 @@ class SendRecv(Collective):
             dist.P2POp(dist.isend, bufs.send, to_peer, ctx.group),
             dist.P2POp(dist.irecv, bufs.recv, from_peer, ctx.group),
         ]
-        return functools.partial(_exchange, ops)
+        return functools.partial(_exchange, dist.batch_isend_irecv, ops)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         src = (ctx.rank - 1) % ctx.world_size
@@ -60,8 +64,10 @@ class SendRecv(Collective):
         )
 
 
-def _exchange(ops: list[dist.P2POp]) -> None:
-    for work in dist.batch_isend_irecv(ops):
+def _exchange(
+    batch_isend_irecv: Callable[[list[dist.P2POp]], list[dist.Work]], ops: list[dist.P2POp]
+) -> None:
+    for work in batch_isend_irecv(ops):
         work.wait()
 
 

@@ -96,7 +96,7 @@ def test_copy_values_are_exact_and_differ_between_ranks(dtype_name: str, n: int)
 def test_poison_is_never_generated(dtype_name: str, n: int) -> None:
     dtype = DTYPES[dtype_name]
     bad = poison_of(dtype)
-    view = data._INT_VIEW[dtype.elem_bytes]
+    view = data.int_view(dtype.elem_bytes)
     kinds = ["copy", *(r for r in REDOPS if redop_supported(r, dtype) is None)]
     for kind in kinds:
         ctx = ctx_for(dtype, kind, n, seed=3)
@@ -127,7 +127,7 @@ def test_uint8_sums_never_reach_the_poison_value(n: int) -> None:
 
 
 def _flip_low_bit(t: torch.Tensor, positions: list[int]) -> None:
-    view = t.view(data._INT_VIEW[t.element_size()])
+    view = t.view(data.int_view(t.element_size()))
     for i in positions:
         view[i] ^= 1
 

@@ -1,0 +1,118 @@
+"""Help, explain, version and usage errors never import torch (1 s on CPU, 5 s with CUDA).
+
+Each command runs in a fresh process that has imported only colbench's CLI; the
+process then reports its exit code and whether torch got loaded. The process forks
+once per command, so the whole table costs about one interpreter start.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import typer.main
+
+from colbench.cli import app
+from tests.conftest import REPO
+from tests.unit.test_cli_errors import BAD
+
+# These need the world size, which a launcher's environment (torchrun, SLURM) can set:
+# they are not decidable from the arguments alone, and the runner checks them.
+NEEDS_THE_WORLD = {"root outside the world", "sendrecv alone in a world of one"}
+
+COMMANDS = sorted(getattr(typer.main.get_command(app), "commands", {}))
+
+CASES: list[tuple[list[str], int]] = [
+    (["--help"], 0),
+    *[([name, "--help"], 0) for name in COMMANDS],
+    (["explain", "all_reduce"], 0),
+    (["explain", "barrier"], 0),
+    (["version"], 0),
+    (["sweep", "--cuda-graph", "--backend", "gloo"], 2),
+    (["run", "configs/smoke-cpu.yaml", "--op", "all_scream"], 2),
+    (["sweep", "--config", "configs/smoke-cpu.yaml", "--dtype", "float128"], 2),
+    (["gate", "a", "b", "--check", "busbw_gbps"], 2),
+    *[(argv, 2) for name, argv, _ in BAD if name not in NEEDS_THE_WORLD],
+]
+
+# Forks per command from a process that holds colbench.cli but not torch; the child
+# runs the command as `python -m colbench` would and reports back on a pipe.
+_HARNESS = textwrap.dedent(
+    """
+    import json, os, sys
+    from colbench.cli import main
+
+    def child(argv):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        return code
+
+    print(json.dumps({"argv": None, "torch": "torch" in sys.modules}), flush=True)
+    for argv in json.loads(sys.argv[1]):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            code = child(argv)
+            report = {"argv": argv, "code": code, "torch": "torch" in sys.modules}
+            os.write(write_end, json.dumps(report).encode())
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as pipe:
+            line = pipe.read()
+        os.waitpid(pid, 0)
+        print(line, flush=True)
+    """
+)
+
+
+def run_harness(argvs: list[list[str]]) -> list[dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, "-c", _HARNESS, json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=True,
+    )
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_help_explain_version_and_usage_errors_leave_torch_unloaded() -> None:
+    reports = run_harness([argv for argv, _ in CASES])
+    assert reports[0] == {"argv": None, "torch": False}, "importing colbench.cli loads torch"
+    assert len(reports) == len(CASES) + 1
+    for (argv, expected_code), report in zip(CASES, reports[1:], strict=True):
+        assert report["argv"] == argv
+        assert report["code"] == expected_code, report
+        assert report["torch"] is False, f"colbench {' '.join(argv)} imported torch"
+
+
+def test_the_harness_sees_torch_when_a_command_needs_it() -> None:
+    """`colbench env` reports torch's build, so it must load torch: the check can fail."""
+    (first, env) = run_harness([["env"]])
+    assert first["torch"] is False
+    assert env["code"] == 0 and env["torch"] is True
+
+
+def test_help_as_the_user_runs_it_imports_no_torch() -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "colbench", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=True,
+    )
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()]
+    assert "colbench.cli" in imported
+    assert "torch" not in imported
+    assert "Usage: colbench" in done.stdout
