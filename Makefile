@@ -63,8 +63,8 @@ gpu:
 test: lint gate-smoke
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
-# Figures with their targets (issue #6); each script prints PASS/FAIL per figure.
-BENCHMARKS ?= harness_overhead startup startup_hangs sweep_walltime memory_rss stability import_and_fit
+# Figures with their targets (issues #6, #14); each script prints PASS/FAIL per figure.
+BENCHMARKS ?= harness_overhead startup cli_startup startup_hangs sweep_walltime memory_rss stability import_and_fit
 bench: install
 	@status=0; for b in $(BENCHMARKS); do \
 		echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || status=1; \
