@@ -102,6 +102,7 @@ def test_when_no_rank_checks_in_the_parent_stops_the_start_up(tmp_path: Path) ->
 _RECORD_THREADS_AT_FORK = textwrap.dedent(
     """
     import json, os, sys
+    import torch.distributed  # its import's own threads are not colbench's (see below)
     from colbench.cli import main
 
     def threads():
