@@ -454,7 +454,10 @@ def import_(
     ] = None,
     world_size: Annotated[
         int | None,
-        typer.Option("--world-size", help="Ranks, for logs without '# Using devices' lines."),
+        typer.Option(
+            "--world-size",
+            help="Ranks, for logs whose Rank, nranks and nThread/nGpus lines do not say it.",
+        ),
     ] = None,
     op: Annotated[
         str | None, typer.Option("--op", help="Collective, when the log does not name it.")

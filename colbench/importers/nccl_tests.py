@@ -33,6 +33,7 @@ from typing import Any
 from colbench import ops
 from colbench.dtypes import DTYPES, NO_REDOP, REDOPS
 from colbench.errors import UsageError
+from colbench.importers.nccl_world import WorldEvidence
 from colbench.ops.base import Collective
 from colbench.results import SCHEMA_VERSION, STATUS_OK, RowWriter
 
@@ -85,6 +86,7 @@ class _Table:
     op_hint: str | None
     ranks: dict[int, tuple[str, str]]
     params: dict[str, int | str]
+    world: WorldEvidence
     lines: list[tuple[int, list[str]]] = field(default_factory=list)
     out_of_bounds: int | None = None
 
@@ -127,8 +129,11 @@ def _scan(text: str, source: str) -> tuple[list[_Table], dict[str, str], list[st
     params: dict[str, int | str] = {}
     op_hint: str | None = None
     table: _Table | None = None
+    world = WorldEvidence()
     for line_no, raw in enumerate(text.splitlines(), 1):
         line = strip_prefix(raw).strip()
+        if line:
+            world.observe(line)
         if not line or "NCCL INFO" in line or "NCCL WARN" in line:
             continue
         if line.startswith("#"):
@@ -150,8 +155,9 @@ def _scan(text: str, source: str) -> tuple[list[_Table], dict[str, str], list[st
             elif match := _REDUCED_MAX.search(body):
                 params = {**params, "max_bytes": int(match.group(1))}
             elif tokens[:3] == ["size", "count", "type"]:
-                table = _Table(line_no, tokens, op_hint, dict(ranks), dict(params))
+                table = _Table(line_no, tokens, op_hint, dict(ranks), dict(params), world)
                 tables.append(table)
+                world = WorldEvidence()
             elif match := _OUT_OF_BOUNDS.match(body):
                 if table is not None:
                     table.out_of_bounds = int(match.group(1))
@@ -394,13 +400,29 @@ def _table_world_size(
                 f"--world-size is {given}"
             )
         return listed
+    inferred = table.world.infer()
+    if inferred is not None:
+        if given is not None and given != inferred[0]:
+            raise UsageError(
+                f"{source}: the log's {inferred[1]} say {inferred[0]} ranks but "
+                f"--world-size is {given}"
+            )
+        return inferred[0]
     if given is not None:
         return given
     hint = _world_size_hint(table, coll_for_hint)
     raise UsageError(
-        f"{source}: the log has no '# Using devices' rank lines, so its world size is "
-        f"unknown; give --world-size N{hint}"
+        f"{source}: the log has no '# Using devices' rank lines and "
+        f"{table.world.where_to_look()}, so its world size is unknown; "
+        f"give --world-size N{hint}"
     )
+
+
+def _world_size_from(table: _Table) -> str:
+    if table.ranks:
+        return "Rank lines"
+    inferred = table.world.infer()
+    return inferred[1] if inferred else "--world-size"
 
 
 def _table_rows(
@@ -415,7 +437,10 @@ def _table_rows(
     table_facts: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     cols = _columns(table, source)
-    resolved = _resolve_op(table, op, source, len(table.ranks) or given_world)
+    inferred = table.world.infer()
+    resolved = _resolve_op(
+        table, op, source, len(table.ranks) or (inferred[0] if inferred else given_world)
+    )
     n = _table_world_size(table, given_world, source, resolved[0] if resolved else None)
     if resolved is None:
         raise _no_op(table, source)
@@ -521,7 +546,7 @@ def _table_rows(
             "op": coll.name,
             "op_from": found_by,
             "world_size": n,
-            "world_size_from": "Rank lines" if table.ranks else "--world-size",
+            "world_size_from": _world_size_from(table),
             "hosts": sorted(set(hosts)),
             "devices": sorted(set(devices)),
             "lines": len(table.lines),

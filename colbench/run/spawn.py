@@ -8,14 +8,16 @@ when rank 0 could not.
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import os
 import signal
 import socket
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from colbench import launch
 from colbench.bench import InFlight
@@ -237,9 +239,35 @@ def _divert_stderr(log_path: Path, keep_python: bool) -> None:
     os.close(log_fd)
     if keep_python:
         sys.stderr = os.fdopen(terminal, "w", buffering=1)
+        _library_warnings_to(os.fdopen(os.dup(2), "w", buffering=1))
     else:
         os.close(terminal)
         sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+
+
+def _library_warnings_to(log: TextIO) -> None:
+    """Send rank 0's Python warnings and unhandled library log records to its log file.
+
+    Both would otherwise print on ``sys.stderr``, which rank 0 keeps on the terminal: torch
+    turns its C++ ``TORCH_WARN`` into Python warnings when called from Python, and its
+    ``logging`` records with no handler fall to ``logging.lastResort``. colbench's own notes
+    are plain prints to ``sys.stderr`` and stay on the terminal.
+    """
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        log.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    warnings.showwarning = show
+    last_resort = logging.StreamHandler(log)
+    last_resort.setLevel(logging.WARNING)
+    logging.lastResort = last_resort
 
 
 def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseException) -> None:
