@@ -43,7 +43,9 @@ def lead_run(
                 hooks.warn(f"colbench: warning: {line}")
             for line in memory_notes:
                 hooks.warn(f"colbench: note: {line}")
-            sink = TableSink(writer.write, cfg.table, warn=hooks.warn, advance=hooks.advance)
+            sink = TableSink(
+                writer.write, cfg.table, echo=hooks.echo, warn=hooks.warn, advance=hooks.advance
+            )
             sink.header(_table_header(job, info, peers, hosts, warnings))
             started = time.time()
             RankBench(cfg, info, 0, device, timer, sink, groups, in_flight).run(work)
