@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -630,6 +631,19 @@ def _suite_as_run(argv: list[str]) -> list[str]:
     return argv
 
 
+def _exit(code: int) -> NoReturn:
+    """Exit with ``code``; once this process is a rank of a process group, without the
+    interpreter's teardown: torch's C++ teardown at exit can abort a rank whose peers are
+    gone ("terminate called without an active exception", SIGABRT), turning a one-line
+    error into a crash (a launched rank refused for a different plan, say)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every failure becomes one line on stderr and a documented exit code."""
     argv = _suite_as_run(sys.argv[1:] if argv is None else list(argv))
@@ -637,13 +651,13 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, prog_name="colbench", standalone_mode=False)
     except UsageError as exc:
         _error(str(exc))
-        sys.exit(int(ExitCode.USAGE))
+        _exit(int(ExitCode.USAGE))
     except RankFailure as exc:
         _error(str(exc))
-        sys.exit(int(exc.exit_code))
+        _exit(int(exc.exit_code))
     except KeyboardInterrupt:
         _error("interrupted")
-        sys.exit(int(ExitCode.INTERRUPTED))
+        _exit(int(ExitCode.INTERRUPTED))
     except Exception as exc:
         # Typer's parser errors (click's UsageError, vendored in newer typer) carry
         # their own exit code and message: keep the code, print the message on one line.
