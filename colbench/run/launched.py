@@ -13,6 +13,7 @@ from colbench.bench import InFlight
 from colbench.config import SweepConfig
 from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.launch import LaunchEnv
+from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob
 from colbench.run.outcome import finish_meta, report_done
 from colbench.run.prepare import _gpu_count, checked_notes, make_run_dir
@@ -54,6 +55,7 @@ def run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
             finish_meta(run_dir, "interrupted", {"error": "interrupted by the user"})
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:
+        hang_watchdog.yield_to_verdict()
         in_flight.failed(exc)
         message = (
             f"rank {env.rank} on {socket.gethostname()} (pid {os.getpid()}) failed during "

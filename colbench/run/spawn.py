@@ -24,6 +24,7 @@ from colbench.bench import InFlight
 from colbench.config import SweepConfig
 from colbench.errors import ExitCode, UsageError
 from colbench.run import protocol, supervise
+from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob
 from colbench.run.outcome import finish_meta, report_done, rows_kept, tidy_logs
 from colbench.run.rank import exit_now, rank_main
@@ -221,6 +222,7 @@ def _spawned_rank(local_rank: int, job: RankJob) -> None:
     try:
         rank_main(job, local_rank, local_rank, in_flight)
     except BaseException as exc:
+        hang_watchdog.yield_to_verdict()
         _record_failure(job, local_rank, in_flight, exc)
         # Exit without torch's traceback print: the parent reports one line.
         os._exit(int(ExitCode.RANK_FAILURE))

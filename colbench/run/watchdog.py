@@ -163,6 +163,7 @@ class Watchdog:
 
     def fire(self, after_s: float, option: str) -> None:
         """Report the hang and end the process; it ends even if reporting fails."""
+        _FIRED.set()
         try:
             report = self.report(after_s, option)
             if self.run_dir is not None:
@@ -191,6 +192,20 @@ class Watchdog:
         if self.on_verdict is not None:
             self.on_verdict(failure)
         _leave_after_rank0(store, int(mine["rank"]), self.world_size)
+
+
+#: Set once a watchdog of this process has fired: the process is about to end with
+#: exit code 4 from that thread.
+_FIRED = threading.Event()
+
+
+def yield_to_verdict(wait_s: float = 4 * EXCHANGE_S) -> None:
+    """Called by a rank's failure path: if the hang watchdog has fired, wait for it to end
+    the process with the hang's verdict (exit 4). The peers it exchanged reports with
+    leave first, and their closed connections make the blocked collective raise in the
+    main thread, which must not turn the hang into a crash (exit 3)."""
+    if _FIRED.is_set():
+        time.sleep(wait_s)
 
 
 def dump_flight_recorder(rank: int) -> Path | None:
