@@ -24,10 +24,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from colbench.bench import RankBench, RunInfo, plan
+from colbench.bench import RankBench, RunInfo
 from colbench.config import SweepConfig
 from colbench.groups import Groups, SideGroup
 from colbench.launch import free_port
+from colbench.plan import plan
 from colbench.run.startup import share_cpu_threads
 from colbench.timing import HostTimer
 

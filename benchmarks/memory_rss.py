@@ -21,12 +21,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from colbench.bench import RankBench, RunInfo, plan
+from colbench.bench import RankBench, RunInfo
 from colbench.config import SweepConfig
 from colbench.dtypes import DTYPES
 from colbench.groups import Groups, SideGroup
 from colbench.launch import free_port
 from colbench.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
+from colbench.plan import plan
 from colbench.run.startup import share_cpu_threads
 from colbench.sizes import parse_size
 from colbench.timing import HostTimer

@@ -1,4 +1,4 @@
-"""The per-rank loop: layout -> fill -> warm up -> time -> combine -> verify -> rows.
+"""The per-rank loop: layout -> fill -> warm up -> barrier -> time -> combine -> verify -> rows.
 
 Runs identically in every rank. It treats every collective alike through the op
 contract (:mod:`colbench.ops.base`); only rank 0 receives a sink for the rows.
@@ -6,24 +6,23 @@ contract (:mod:`colbench.ops.base`); only rank 0 receives a sink for the rows.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import math
 import os
 import statistics
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
-from colbench import nccl_algo
-from colbench.config import SweepConfig, placements_for
-from colbench.dtypes import DTYPES, NO_REDOP, redop_supported
-from colbench.groups import Groups
-from colbench.memory import buffer_bytes, is_out_of_memory
+from colbench.config import SweepConfig
+from colbench.dtypes import DTYPES
+from colbench.faults import Fault
+from colbench.groups import Groups, SideGroup
+from colbench.inflight import InFlight
+from colbench.memory import is_out_of_memory
 from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
+from colbench.plan import Work
 from colbench.results import (
     SCHEMA_VERSION,
     STATUS_OK,
@@ -61,147 +60,6 @@ class RunInfo:
     def group_size(self) -> int:
         """Ranks one collective runs on: the n of the bandwidth formulas."""
         return self.world_size // self.groups
-
-
-@dataclass
-class InFlight:
-    """What this rank is doing now, so a failure can name it.
-
-    With a store (the parent's TCPStore), every step is published under
-    ``progress/<rank>`` so the parent can name the op and size a rank died in, and tell
-    which ranks never reached a collective the others are stuck in.
-    """
-
-    op: str = ""
-    dtype: str = ""
-    size_bytes: int | None = None
-    phase: str = "setup"
-    #: Collective steps begun so far; ranks that agree on the plan agree on this count.
-    seq: int = 0
-    store: Any = None
-    rank: int = 0
-    #: When and where the first exception hit this rank (wall clock, for ordering ranks).
-    failed_at: float | None = None
-    failed_during: str | None = None
-    #: When the current step or phase began (time.monotonic), for the hang watchdog.
-    since_s: float = field(default_factory=time.monotonic)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # colbench.run and the bench loop also assign ``phase`` directly: each phase, like
-        # each step, starts the watchdog's clock afresh.
-        if name == "phase":
-            object.__setattr__(self, "since_s", time.monotonic())
-        object.__setattr__(self, name, value)
-
-    def failed(self, exc: BaseException) -> None:
-        if self.failed_at is None:
-            self.failed_at = time.time()
-            self.failed_during = self.describe()
-
-    def step(self, phase: str) -> None:
-        self.phase = phase
-        self.seq += 1
-        if self.store is not None:
-            self.store.set(f"progress/{self.rank}", self.encode())
-
-    def encode(self) -> str:
-        size = "" if self.size_bytes is None else str(self.size_bytes)
-        return "|".join((str(self.seq), self.op, self.dtype, size, self.phase))
-
-    @classmethod
-    def decode(cls, text: str) -> InFlight:
-        seq, op, dtype, size, phase = text.split("|", 4)
-        return cls(op, dtype, int(size) if size else None, phase, int(seq))
-
-    def describe(self) -> str:
-        if not self.op:
-            return self.phase
-        size = "" if self.size_bytes is None else f" size {self.size_bytes} B"
-        return f"{self.phase} of {self.op} {self.dtype}{size}".strip()
-
-
-@dataclass(frozen=True)
-class Work:
-    """One (op, dtype, redop) combination and the sizes it runs."""
-
-    coll: Collective
-    dtype: str
-    redop: str
-    requested: tuple[int, ...]
-    layouts: tuple[Layout, ...]
-    placements: tuple[str, ...]
-    skipped_sizes: tuple[int, ...] = field(default=())
-    #: Why the backend refuses this work under the run's settings (rows get status
-    #: ``unsupported`` and no collective is called); empty when it runs.
-    unsupported: str = ""
-
-
-def refused_by_backend(
-    coll: Collective, world_size: int, backend: str, env: Mapping[str, str]
-) -> str:
-    """Why NCCL would refuse ``coll`` under this environment ("" if it would run).
-
-    A world of one never communicates, and NCCL ignores NCCL_ALGO there.
-    """
-    if backend != "nccl" or world_size < 2 or not coll.nccl_algorithms:
-        return ""
-    reason = nccl_algo.unsupported_reason(
-        env.get("NCCL_ALGO"), coll.nccl_name, coll.nccl_algorithms
-    )
-    return reason or ""
-
-
-def plan(
-    cfg: SweepConfig, world_size: int, backend: str, env: Mapping[str, str] | None = None
-) -> list[Work]:
-    """Expand the config into the work this world runs, in table order.
-
-    ``env`` (default: this process's environment) is where NCCL's settings are read.
-    """
-    env = os.environ if env is None else env
-    out: list[Work] = []
-    for coll in cfg.collectives():
-        placements = placements_for(coll, cfg)
-        if coll.unsupported(world_size, backend) or not placements:
-            continue
-        if cfg.cuda_graph and not coll.graph_capturable:
-            continue
-        refused = refused_by_backend(coll, world_size, backend, env)
-        if not coll.sized:
-            layout = coll.layout(0, 1, world_size)
-            out.append(
-                Work(coll, cfg.dtypes[0], NO_REDOP, (0,), (layout,), placements, (), refused)
-            )
-            continue
-        redops = cfg.redops if coll.uses_redop else (NO_REDOP,)
-        for dtype_name in cfg.dtypes:
-            dtype = DTYPES[dtype_name]
-            for redop in redops:
-                if redop != NO_REDOP and redop_supported(redop, dtype):
-                    continue
-                pairs = [(s, coll.layout(s, dtype.elem_bytes, world_size)) for s in cfg.sizes_bytes]
-                kept = [(s, lay) for s, lay in pairs if lay.count > 0]
-                skipped = tuple(s for s, lay in pairs if lay.count == 0)
-                # Kept even with no size left, so the skipped sizes are still reported.
-                if kept or skipped:
-                    out.append(
-                        Work(
-                            coll,
-                            dtype_name,
-                            redop,
-                            tuple(s for s, _ in kept),
-                            tuple(lay for _, lay in kept),
-                            placements,
-                            skipped,
-                            refused,
-                        )
-                    )
-    return out
-
-
-def count_units(work: Sequence[Work]) -> int:
-    """Measured rows the plan will produce (for the progress bar)."""
-    return sum(len(w.layouts) * len(w.placements) for w in work)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -321,135 +179,6 @@ def unmeasured_row(
     return row
 
 
-def fit_to_memory(
-    work: Sequence[Work], budget_bytes: int, sets: int = 1
-) -> tuple[list[Work], list[str]]:
-    """Drop the sizes whose buffers would not fit in ``budget_bytes`` per rank.
-
-    Every rank must call this with the same budget (the minimum over ranks) so that
-    the plans stay identical.
-    """
-    kept: list[Work] = []
-    notes: list[str] = []
-    for item in work:
-        if not item.layouts:
-            kept.append(item)
-            continue
-        elem = DTYPES[item.dtype].elem_bytes
-        fits = [
-            buffer_bytes(item.coll, lay, elem, item.placements, sets) <= budget_bytes
-            for lay in item.layouts
-        ]
-        n_fit = sum(fits)
-        if n_fit < len(fits):
-            first_bad = item.layouts[n_fit]
-            need = buffer_bytes(item.coll, first_bad, elem, item.placements, sets)
-            notes.append(
-                f"{item.coll.name} {item.dtype}: sizes from {item.requested[n_fit]} B need "
-                f"{need / 2**20:.0f} MiB per rank, more than the {budget_bytes / 2**20:.0f} MiB "
-                "available"
-            )
-        if n_fit:
-            kept.append(
-                dataclasses.replace(
-                    item, requested=item.requested[:n_fit], layouts=item.layouts[:n_fit]
-                )
-            )
-    return kept, notes
-
-
-def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
-    """A hash of everything that decides which collectives a rank will call, in order.
-
-    Ranks that disagree would call different collectives and hang or abort in the
-    transport; comparing this first turns that into one clear message.
-    """
-    items = [
-        (w.coll.name, w.dtype, w.redop, w.requested, w.placements, w.unsupported) for w in work
-    ]
-    # Every option counts unless it provably cannot change which collectives run, in
-    # which order: a new option is then covered without anyone remembering to add it.
-    fields = {
-        name: value
-        for name, value in sorted(dataclasses.asdict(cfg).items())
-        if name not in DIGEST_EXEMPT
-    }
-    return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
-
-
-#: SweepConfig fields that never change the sequence of collectives a rank calls:
-#: where output goes and how it is shown, limits that ranks agree on by a minimum
-#: (memory) or that only bound waiting (timeouts), and what only the parent reads.
-DIGEST_EXEMPT = frozenset(
-    {
-        "out_dir",
-        "results_root",
-        "progress",
-        "table",
-        "plot",
-        "command_line",
-        "debug",
-        "timeout_s",
-        "init_timeout_s",
-        "memory_limit_bytes",
-        "nprocs",
-        "backend",
-        "env_axes",
-    }
-)
-
-
-class _Fault:
-    """``COLBENCH_FAULT=RANK:WHEN[:raise|exit|hang|device-hang]``: make RANK fail at its
-    WHEN-th timed batch, or with WHEN ``init`` as its communicator starts (see
-    :meth:`at_init`).
-
-    ``hang`` blocks the rank's main thread for ever, as a rank stuck outside any
-    collective would; ``device-hang`` stalls its GPU instead (``hang`` on CPU).
-    A testing aid for the failure-handling tests (like torch's own
-    debug variables); unset in normal use.
-    """
-
-    def __init__(self, rank: int, spec: str | None) -> None:
-        self.at_step: int | None = None
-        self.at_start = False
-        self.action = "raise"
-        self.count = 0
-        if not spec:
-            return
-        parts = spec.split(":")
-        # RANK:start:... is the spawned rank's own hook (run/spawn.py), read before this exists.
-        if int(parts[0]) == rank and parts[1] != "start":
-            self.at_start = parts[1] == "init"
-            self.at_step = None if self.at_start else int(parts[1])
-            self.action = parts[2] if len(parts) > 2 else "raise"
-
-    def tick(self) -> None:
-        if self.at_step is None:
-            return
-        self.count += 1
-        if self.count == self.at_step:
-            self._fail(f"timed batch {self.count}")
-
-    def at_init(self) -> None:
-        """Called as the rank's communicator starts, before ``init_process_group``."""
-        if self.at_start:
-            self._fail("communicator start-up")
-
-    def _fail(self, where: str) -> None:
-        if self.action == "exit":
-            os._exit(7)
-        if self.action == "device-hang" and torch.cuda.is_initialized():
-            # A kernel that spins far past any --timeout: the host then blocks in a CUDA
-            # synchronize, as when a collective or a graph replay never completes.
-            torch.cuda._sleep(1 << 42)
-            return
-        if self.action in ("hang", "device-hang"):
-            while True:
-                time.sleep(3600)
-        raise RuntimeError(f"fault injected by COLBENCH_FAULT at {where}")
-
-
 #: Upper bound on a --time-budget batch, so a sub-microsecond call cannot run for ever.
 MAX_BUDGET_ITERS = 100_000
 
@@ -468,6 +197,7 @@ class _Rotation:
         self._next += 1
 
 
+@dataclass
 class RankBench:
     """The loop of one rank over the whole plan.
 
@@ -476,27 +206,23 @@ class RankBench:
     wrong-element counts) goes over ``groups.side``.
     """
 
-    def __init__(
-        self,
-        cfg: SweepConfig,
-        info: RunInfo,
-        rank: int,
-        device: torch.device,
-        timer: Timer,
-        sink: RowSink | None,
-        groups: Groups,
-        in_flight: InFlight | None = None,
-    ) -> None:
-        self.cfg = cfg
-        self.info = info
-        self.rank = rank
-        self.device = device
-        self.timer = timer
-        self.sink = sink
-        self.groups = groups
-        self.side = groups.side
-        self.in_flight = in_flight or InFlight()
-        self._fault = _Fault(rank, os.environ.get("COLBENCH_FAULT"))
+    cfg: SweepConfig
+    info: RunInfo
+    rank: int
+    device: torch.device
+    timer: Timer
+    #: Rank 0's; None in the other ranks, which measure but report nothing.
+    sink: RowSink | None
+    groups: Groups
+    in_flight: InFlight = field(default_factory=InFlight)
+    _fault: Fault = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._fault = Fault(self.rank, os.environ.get("COLBENCH_FAULT"))
+
+    @property
+    def side(self) -> SideGroup:
+        return self.groups.side
 
     def run(self, work: Sequence[Work]) -> None:
         # Repeats go around the whole plan rather than back to back per size, so a slow

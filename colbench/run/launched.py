@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from colbench import launch, preflight
-from colbench.bench import InFlight
 from colbench.config import SweepConfig
 from colbench.errors import ExitCode, RankFailure, UsageError
+from colbench.inflight import InFlight
 from colbench.launch import LaunchEnv
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob

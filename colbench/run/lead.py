@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from colbench import metadata
-from colbench.bench import InFlight, RankBench, RunInfo, Work, count_units
+from colbench.bench import RankBench, RunInfo
 from colbench.groups import Groups
+from colbench.inflight import InFlight
+from colbench.plan import Work, count_units
 from colbench.report.console import TableSink, run_header
 from colbench.report.progress import progress_bar
 from colbench.results import STATUS_OOM, STATUS_UNSUPPORTED, RowWriter

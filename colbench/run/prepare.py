@@ -9,10 +9,10 @@ import datetime as _dt
 import os
 from pathlib import Path
 
-from colbench.bench import count_units, plan
 from colbench.config import SweepConfig, validate_for_world
 from colbench.errors import UsageError
 from colbench.ops import REGISTRY
+from colbench.plan import count_units, plan
 
 
 def _gpu_count() -> int:

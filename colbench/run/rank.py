@@ -9,10 +9,12 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from colbench import __version__, devices, launch, memory
-from colbench.bench import InFlight, RankBench, RunInfo, Work, fit_to_memory, plan, plan_digest
+from colbench.bench import RankBench, RunInfo
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.groups import Groups, SideGroup, split_world
+from colbench.inflight import InFlight
+from colbench.plan import Work, fit_to_memory, plan, plan_digest
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import Peer, RankJob
 from colbench.run.lead import lead_run

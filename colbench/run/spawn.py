@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from colbench import launch
-from colbench.bench import InFlight
 from colbench.config import SweepConfig
 from colbench.errors import ExitCode, UsageError
+from colbench.inflight import InFlight
 from colbench.run import protocol, supervise
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob

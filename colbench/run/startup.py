@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from colbench import devices, launch, memory
-from colbench.bench import InFlight, _Fault
+from colbench.faults import Fault
+from colbench.inflight import InFlight
 from colbench.run import protocol
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob
@@ -77,7 +78,7 @@ def init_process_group(
         in_flight.store = store
         in_flight.step(hang_watchdog.COMM_STARTUP)
         _arm_watchdog(job, in_flight)
-        _Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
+        Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
     dist.init_process_group(job.backend, store=store, **kwargs)
     return store
 

@@ -21,11 +21,12 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from colbench.bench import RankBench, RunInfo, plan
+from colbench.bench import RankBench, RunInfo
 from colbench.config import SweepConfig
 from colbench.groups import Groups, SideGroup
 from colbench.launch import free_port
 from colbench.ops.base import Buffers, Collective, Context
+from colbench.plan import plan
 from colbench.results import RowWriter, load
 from colbench.run.rank import exit_now
 from colbench.sizes import parse_sizes

@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 import torch
 
-from colbench.bench import InFlight, RankBench, RunInfo, plan
+from colbench.bench import RankBench, RunInfo
 from colbench.config import SweepConfig
 from colbench.groups import Groups
+from colbench.inflight import InFlight
 from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+from colbench.plan import plan
 
 
 class Log(list[str]):

@@ -11,8 +11,8 @@ import json
 import signal
 from pathlib import Path
 
-from colbench.bench import InFlight
 from colbench.errors import ExitCode
+from colbench.inflight import InFlight
 from colbench.run import protocol
 
 NCCL_WATCHDOG_LOG = """\

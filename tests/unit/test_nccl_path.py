@@ -10,12 +10,14 @@ import pytest
 import torch
 
 from colbench import nccl_algo, ops
-from colbench.bench import InFlight, RankBench, RunInfo, plan, plan_digest
+from colbench.bench import RankBench, RunInfo
 from colbench.config import SweepConfig, build, validate_for_world
 from colbench.dtypes import DTYPES
 from colbench.errors import UsageError
 from colbench.groups import Groups
+from colbench.inflight import InFlight
 from colbench.ops.base import Context
+from colbench.plan import plan, plan_digest
 from colbench.run.rank import _measurement_warnings
 from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Rows
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from colbench import config, ops
-from colbench.bench import plan, plan_digest
 from colbench.cli import main
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
+from colbench.plan import plan, plan_digest
 from colbench.report.console import TableSink
 
 

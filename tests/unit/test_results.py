@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from colbench import ops
-from colbench.bench import RunInfo, Work, combine_times, make_row
+from colbench.bench import RunInfo, combine_times, make_row
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
+from colbench.plan import Work
 from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load
 
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")

@@ -17,8 +17,8 @@ import pytest
 import torch.distributed as dist
 from torch.distributed.elastic.utils.store import get_all
 
-from colbench.bench import InFlight
 from colbench.errors import ExitCode
+from colbench.inflight import InFlight
 from colbench.launch import free_port
 from colbench.run import protocol, watchdog
 from colbench.run.watchdog import COMM_STARTUP, Watchdog, deadline, main_thread_place

@@ -1,0 +1,182 @@
+"""What every rank runs, in order: the config expanded into work, agreed by all.
+
+Ranks that disagree on the plan would call different collectives and hang, so the
+plan is a pure function of the config and the world, its digest is compared before
+anything runs, and the memory limit that trims it is the minimum over ranks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from colbench import nccl_algo
+from colbench.config import SweepConfig, placements_for
+from colbench.dtypes import DTYPES, NO_REDOP, redop_supported
+from colbench.memory import buffer_bytes
+from colbench.ops.base import Collective, Layout
+
+
+@dataclass(frozen=True)
+class Work:
+    """One (op, dtype, redop) combination and the sizes it runs."""
+
+    coll: Collective
+    dtype: str
+    redop: str
+    requested: tuple[int, ...]
+    layouts: tuple[Layout, ...]
+    placements: tuple[str, ...]
+    skipped_sizes: tuple[int, ...] = field(default=())
+    #: Why the backend refuses this work under the run's settings (rows get status
+    #: ``unsupported`` and no collective is called); empty when it runs.
+    unsupported: str = ""
+
+
+def refused_by_backend(
+    coll: Collective, world_size: int, backend: str, env: Mapping[str, str]
+) -> str:
+    """Why NCCL would refuse ``coll`` under this environment ("" if it would run).
+
+    A world of one never communicates, and NCCL ignores NCCL_ALGO there.
+    """
+    if backend != "nccl" or world_size < 2 or not coll.nccl_algorithms:
+        return ""
+    reason = nccl_algo.unsupported_reason(
+        env.get("NCCL_ALGO"), coll.nccl_name, coll.nccl_algorithms
+    )
+    return reason or ""
+
+
+def plan(
+    cfg: SweepConfig, world_size: int, backend: str, env: Mapping[str, str] | None = None
+) -> list[Work]:
+    """Expand the config into the work this world runs, in table order.
+
+    ``env`` (default: this process's environment) is where NCCL's settings are read.
+    """
+    env = os.environ if env is None else env
+    out: list[Work] = []
+    for coll in cfg.collectives():
+        placements = placements_for(coll, cfg)
+        if coll.unsupported(world_size, backend) or not placements:
+            continue
+        if cfg.cuda_graph and not coll.graph_capturable:
+            continue
+        refused = refused_by_backend(coll, world_size, backend, env)
+        if not coll.sized:
+            layout = coll.layout(0, 1, world_size)
+            out.append(
+                Work(coll, cfg.dtypes[0], NO_REDOP, (0,), (layout,), placements, (), refused)
+            )
+            continue
+        redops = cfg.redops if coll.uses_redop else (NO_REDOP,)
+        for dtype_name in cfg.dtypes:
+            dtype = DTYPES[dtype_name]
+            for redop in redops:
+                if redop != NO_REDOP and redop_supported(redop, dtype):
+                    continue
+                pairs = [(s, coll.layout(s, dtype.elem_bytes, world_size)) for s in cfg.sizes_bytes]
+                kept = [(s, lay) for s, lay in pairs if lay.count > 0]
+                skipped = tuple(s for s, lay in pairs if lay.count == 0)
+                # Kept even with no size left, so the skipped sizes are still reported.
+                if kept or skipped:
+                    out.append(
+                        Work(
+                            coll,
+                            dtype_name,
+                            redop,
+                            tuple(s for s, _ in kept),
+                            tuple(lay for _, lay in kept),
+                            placements,
+                            skipped,
+                            refused,
+                        )
+                    )
+    return out
+
+
+def count_units(work: Sequence[Work]) -> int:
+    """Measured rows the plan will produce (for the progress bar)."""
+    return sum(len(w.layouts) * len(w.placements) for w in work)
+
+
+def fit_to_memory(
+    work: Sequence[Work], budget_bytes: int, sets: int = 1
+) -> tuple[list[Work], list[str]]:
+    """Drop the sizes whose buffers would not fit in ``budget_bytes`` per rank.
+
+    Every rank must call this with the same budget (the minimum over ranks) so that
+    the plans stay identical.
+    """
+    kept: list[Work] = []
+    notes: list[str] = []
+    for item in work:
+        if not item.layouts:
+            kept.append(item)
+            continue
+        elem = DTYPES[item.dtype].elem_bytes
+        fits = [
+            buffer_bytes(item.coll, lay, elem, item.placements, sets) <= budget_bytes
+            for lay in item.layouts
+        ]
+        n_fit = sum(fits)
+        if n_fit < len(fits):
+            first_bad = item.layouts[n_fit]
+            need = buffer_bytes(item.coll, first_bad, elem, item.placements, sets)
+            notes.append(
+                f"{item.coll.name} {item.dtype}: sizes from {item.requested[n_fit]} B need "
+                f"{need / 2**20:.0f} MiB per rank, more than the {budget_bytes / 2**20:.0f} MiB "
+                "available"
+            )
+        if n_fit:
+            kept.append(
+                dataclasses.replace(
+                    item, requested=item.requested[:n_fit], layouts=item.layouts[:n_fit]
+                )
+            )
+    return kept, notes
+
+
+def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
+    """A hash of everything that decides which collectives a rank will call, in order.
+
+    Ranks that disagree would call different collectives and hang or abort in the
+    transport; comparing this first turns that into one clear message.
+    """
+    items = [
+        (w.coll.name, w.dtype, w.redop, w.requested, w.placements, w.unsupported) for w in work
+    ]
+    # Every option counts unless it provably cannot change which collectives run, in
+    # which order: a new option is then covered without anyone remembering to add it.
+    fields = {
+        name: value
+        for name, value in sorted(dataclasses.asdict(cfg).items())
+        if name not in DIGEST_EXEMPT
+    }
+    return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
+
+
+#: SweepConfig fields that never change the sequence of collectives a rank calls:
+#: where output goes and how it is shown, limits that ranks agree on by a minimum
+#: (memory) or that only bound waiting (timeouts), and what only the parent reads.
+DIGEST_EXEMPT = frozenset(
+    {
+        "out_dir",
+        "results_root",
+        "progress",
+        "table",
+        "plot",
+        "command_line",
+        "debug",
+        "timeout_s",
+        "init_timeout_s",
+        "memory_limit_bytes",
+        "nprocs",
+        "backend",
+        "env_axes",
+    }
+)
