@@ -1,0 +1,49 @@
+"""Where ranks come from: a launcher already started us, or we spawn them ourselves.
+
+- :mod:`~colbench.launch.env`: :class:`LaunchEnv`, one process's place in a job, and the
+  env:// variables written from it;
+- :mod:`~colbench.launch.detect`: which launcher (torchrun, Open MPI, MPICH, Slurm)
+  started this process, refusing partial or contradictory environments;
+- :mod:`~colbench.launch.slurm_lists`: Slurm's compact host and task lists;
+- :mod:`~colbench.launch.rendezvous`: every rank meets the others through one TCPStore;
+- :mod:`~colbench.launch.nodes`: which ranks share a node.
+
+Spawning our own ranks is :mod:`colbench.run.spawn`. Nothing here imports torch at
+import time: ``colbench/__init__`` uses :func:`quiet_other_ranks` before torch loads.
+"""
+
+from colbench.launch.detect import (
+    SLURM_PORT_BASE,
+    SLURM_PORT_SPAN,
+    detect,
+    slurm_default_port,
+)
+from colbench.launch.env import LaunchEnv, export, quiet_other_ranks
+from colbench.launch.nodes import node_id, node_labels
+from colbench.launch.rendezvous import (
+    RendezvousTimeout,
+    arrived_ranks,
+    free_port,
+    rendezvous,
+    shown_ranks,
+)
+from colbench.launch.slurm_lists import expand_hostlist, expand_tasks_per_node
+
+__all__ = [
+    "SLURM_PORT_BASE",
+    "SLURM_PORT_SPAN",
+    "LaunchEnv",
+    "RendezvousTimeout",
+    "arrived_ranks",
+    "detect",
+    "expand_hostlist",
+    "expand_tasks_per_node",
+    "export",
+    "free_port",
+    "node_id",
+    "node_labels",
+    "quiet_other_ranks",
+    "rendezvous",
+    "shown_ranks",
+    "slurm_default_port",
+]

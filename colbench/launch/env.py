@@ -1,0 +1,68 @@
+"""One process's place in a job, and the environment torch's env:// rendezvous reads.
+
+Imported by ``colbench/__init__`` before torch loads, so nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LaunchEnv:
+    """One process's place in a job started by an external launcher."""
+
+    launcher: str
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int | None
+    master_addr: str | None
+    master_port: int | None
+    #: This node's index among the job's nodes, when the launcher says.
+    node_rank: int | None = None
+    #: Nodes in the job, when the launcher says (else counted after rendezvous).
+    nnodes: int | None = None
+    #: The job's hosts, when the launcher lists them (Slurm), in its order.
+    hosts: tuple[str, ...] = ()
+
+    @property
+    def multi_node(self) -> bool | None:
+        """Whether ranks live on more than one node; None when the launcher does not say."""
+        if self.nnodes is not None:
+            return self.nnodes > 1
+        if self.local_world_size is not None:
+            return self.local_world_size < self.world_size
+        return None
+
+
+def quiet_other_ranks(env: dict[str, str] | None = None) -> None:
+    """Ranks other than 0 print nothing but errors: lower torch's C++ log level to ERROR.
+
+    torch reads TORCH_CPP_LOG_LEVEL once, when it loads, so this runs on the import of
+    colbench, before detection; it only peeks at the rank and never raises. Warnings of
+    theirs that matter (gloo's peer-name lookups failing, say) show on rank 0 as well.
+    """
+    target = os.environ if env is None else env
+    for name in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        value = target.get(name, "").strip()
+        if value:
+            if value != "0":
+                target.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+            return
+
+
+def export(launch: LaunchEnv, env: dict[str, str] | None = None) -> None:
+    """Write the env:// variables torch's rendezvous reads, from whatever launcher we had."""
+    target = os.environ if env is None else env
+    values = {
+        "RANK": launch.rank,
+        "WORLD_SIZE": launch.world_size,
+        "LOCAL_RANK": launch.local_rank,
+        "MASTER_ADDR": launch.master_addr,
+        "MASTER_PORT": launch.master_port,
+    }
+    for name, value in values.items():
+        if value is not None:
+            target[name] = str(value)

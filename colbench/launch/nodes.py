@@ -1,0 +1,46 @@
+"""Which ranks share a node, and names for nodes that people can read."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+
+
+def node_id() -> str:
+    """What makes two ranks share a node: one kernel (boot id) and one network stack
+    (network-namespace inode), plus the hostname for people to read.
+
+    The hostname alone is not enough: containers and network namespaces share it with
+    their host, and cloned machines share it with each other. Ranks on one kernel in one
+    network namespace talk over loopback and shared memory, which is what "same node"
+    means for communication; anything else crosses a network device.
+    """
+    host = socket.gethostname()
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    try:
+        netns = os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        netns = 0
+    return f"{host}|{boot}|{netns}"
+
+
+def node_labels(node_ids: Sequence[str]) -> list[str]:
+    """One readable label per rank: the hostname, or ``host#k`` where k-th distinct node
+    of that hostname (in rank order) when several nodes share it."""
+    first_seen: dict[str, list[str]] = {}
+    for nid in node_ids:
+        host = nid.split("|", 1)[0]
+        seen = first_seen.setdefault(host, [])
+        if nid not in seen:
+            seen.append(nid)
+    labels = []
+    for nid in node_ids:
+        host = nid.split("|", 1)[0]
+        seen = first_seen[host]
+        labels.append(host if len(seen) == 1 else f"{host}#{seen.index(nid)}")
+    return labels
