@@ -123,6 +123,30 @@ def _where(step: InFlight | None) -> tuple[str, str | None, int | None]:
     return step.describe(), step.op or None, step.size_bytes
 
 
+def _killed(
+    rank: int,
+    exit_codes: Mapping[int, int | None],
+    progress: Mapping[int, InFlight],
+    host: str,
+    pids: Mapping[int, int],
+) -> Failure:
+    """The verdict on a rank killed by a signal."""
+    code = exit_codes[rank]
+    assert code is not None
+    name = signal_name(-code)
+    doing, op, size = _where(progress.get(rank))
+    hint = (
+        " (SIGKILL is what the kernel's out-of-memory killer sends: check memory limits and dmesg)"
+        if -code == signal.SIGKILL
+        else ""
+    )
+    message = (
+        f"rank {rank} on {host} (pid {pids.get(rank, '?')}) was killed by {name} "
+        f"during {doing}{hint}"
+    )
+    return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, f"killed by {name}")
+
+
 def diagnose(
     exit_codes: Mapping[int, int | None],
     reports: Sequence[Mapping[str, Any]],
@@ -148,22 +172,7 @@ def diagnose(
         r for r, code in exit_codes.items() if code is not None and code < 0 and r not in timed_out
     )
     if killed:
-        rank = killed[0]
-        code = exit_codes[rank]
-        assert code is not None
-        name = signal_name(-code)
-        doing, op, size = _where(progress.get(rank))
-        hint = (
-            " (SIGKILL is what the kernel's out-of-memory killer sends: "
-            "check memory limits and dmesg)"
-            if -code == signal.SIGKILL
-            else ""
-        )
-        message = (
-            f"rank {rank} on {host} (pid {pids.get(rank, '?')}) was killed by {name} "
-            f"during {doing}{hint}"
-        )
-        return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, f"killed by {name}")
+        return _killed(killed[0], exit_codes, progress, host, pids)
     if timed_out:
         reported = {int(r["rank"]) for r in reports}
         # A rank that left no report and did not finish is one the others waited for.

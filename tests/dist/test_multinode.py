@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,6 +207,41 @@ for line in sys.stdin:
 """
 
 
+@contextlib.contextmanager
+def _warm_rank(
+    namespace: str,
+) -> Iterator[Callable[[dict[str, str], list[str]], dict[str, object]]]:
+    """A Python with colbench imported, in ``namespace``, that runs one command per call:
+    each run then times colbench's start-up, not the interpreter's."""
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", namespace, sys.executable, "-c", _WARM_RANK],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_env(), cwd=REPO, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    def run(env: dict[str, str], argv: list[str]) -> dict[str, object]:
+        stdin.write(json.dumps({"env": env, "argv": argv}) + "\n")
+        stdin.flush()
+        line = stdout.readline()
+        while line and not line.startswith("RESULT "):
+            line = stdout.readline()
+        assert line, "the warm rank died"
+        return dict(json.loads(line[len("RESULT ") :]))
+
+    try:
+        assert stdout.readline().strip() == "ready"
+        yield run
+    finally:
+        stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def test_preflight_catches_gloo_on_loopback_in_two_nodes(two_nodes: TwoNodes) -> None:
     # Rank 2 of the 2 x 2 job, on the second node; rank 0's node is the first namespace.
     ns, iface = two_nodes.namespaces[1], two_nodes.interfaces[1]
@@ -219,28 +254,8 @@ def test_preflight_catches_gloo_on_loopback_in_two_nodes(two_nodes: TwoNodes) ->
         MASTER_PORT=str(RDZV_PORT),
     )
     argv = ["sweep", "--op", "all_reduce", "--sizes", "1K", "--no-table", "--init-timeout", "2"]
-    proc = subprocess.Popen(
-        ["ip", "netns", "exec", ns, sys.executable, "-c", _WARM_RANK],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=_env(), cwd=REPO, start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdin is not None and proc.stdout is not None
-
-    def run(**extra: str) -> dict[str, object]:
-        assert proc.stdin is not None and proc.stdout is not None
-        env = {**rank_env, **extra}
-        proc.stdin.write(json.dumps({"env": env, "argv": argv}) + "\n")
-        proc.stdin.flush()
-        line = proc.stdout.readline()
-        while line and not line.startswith("RESULT "):
-            line = proc.stdout.readline()
-        assert line, "the warm rank died"
-        return dict(json.loads(line[len("RESULT ") :]))
-
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-
-        result = run(GLOO_SOCKET_IFNAME="lo")
+    with _warm_rank(ns) as warm:
+        result = warm({**rank_env, "GLOO_SOCKET_IFNAME": "lo"}, argv)
         stderr = str(result["stderr"])
         assert result["code"] == 2, stderr
         assert float(result["seconds"]) < 5  # type: ignore[arg-type]
@@ -251,25 +266,18 @@ def test_preflight_catches_gloo_on_loopback_in_two_nodes(two_nodes: TwoNodes) ->
         # Without GLOO_SOCKET_IFNAME gloo binds what the host name resolves to; here
         # (as on many distributions) that is loopback, the classic multi-node hang.
         if preflight.is_loopback(preflight.gloo_default_address()):
-            result = run()
+            result = warm(rank_env, argv)
             stderr = str(result["stderr"])
             assert result["code"] == 2 and float(result["seconds"]) < 5, stderr  # type: ignore[arg-type]
             assert f"GLOO_SOCKET_IFNAME={iface}" in stderr
 
         # The right interface passes the preflight; with nobody at the master this
         # rank then waits for the rendezvous, and only --init-timeout ends it.
-        result = run(GLOO_SOCKET_IFNAME=iface)
+        result = warm({**rank_env, "GLOO_SOCKET_IFNAME": iface}, argv)
         stderr = str(result["stderr"])
         assert result["code"] == 4, stderr  # a start-up that never completes: a timeout
         assert float(result["seconds"]) >= 2  # type: ignore[arg-type]
         assert "rendezvous of 4 ranks" in stderr
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def test_two_node_torchrun_job_with_gloo_on_loopback_fails_fast(
