@@ -6,10 +6,10 @@ import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
+from colbench.ops.base import Buffers, ChunkedCollective, Context
 
 
-class AllGather(Collective):
+class AllGather(ChunkedCollective):
     name = "all_gather"
     nccl_tests_binary = "all_gather_perf"
     summary = "every rank ends with the concatenation of every rank's chunk of b elements"
@@ -17,27 +17,16 @@ class AllGather(Collective):
     count_rule = "count = b, the elements each rank sends (16-byte aligned share of the request)"
     busbw_rule = "busbw = algbw * (n-1)/n"
     torch_call = "dist.all_gather_single(output, input)"
+    gathers = True
     nccl_name = "allgather"
     nccl_algorithms = ("Ring", "CollnetDirect", "NVLS", "PAT")
-
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        b = per_rank_chunk(requested_bytes, elem_bytes, world_size)
-        return Layout(b, b * world_size * elem_bytes, b, b * world_size)
 
     def busbw_factor(self, world_size: int) -> float:
         """Each rank must receive the n-1 chunks it lacks, (n-1)/n of the output."""
         return (world_size - 1) / world_size
 
-    def views(self, storage: Storage, layout: Layout, ctx: Context, in_place: bool) -> Buffers:
-        recv = storage.recv[: layout.recv_numel]
-        b = layout.count
-        # In place, as in nccl-tests, the input is this rank's slot of the output.
-        send = recv[ctx.rank * b : (ctx.rank + 1) * b] if in_place else storage.send[:b]
-        return Buffers(send, recv, in_place, layout)
-
     def fill(self, bufs: Buffers, ctx: Context) -> None:
-        data.poison(bufs.recv)
-        data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
+        data.fill_own_copy(bufs.send, bufs.recv, ctx)
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist

@@ -179,3 +179,36 @@ class Collective:
     def algbw_gbps(self, size_bytes: int, time_us: float) -> float:
         """nccl-tests' algorithm bandwidth: size / time, in GB/s (1e9 bytes/s)."""
         return size_bytes / time_us / 1e3 if time_us > 0 else 0.0
+
+
+class ChunkedCollective(Collective):
+    """A collective that moves n chunks of b elements between one whole buffer of n*b
+    and one chunk per rank (all_gather, gather, reduce_scatter, scatter).
+
+    The reported size is the whole buffer, nccl-tests' convention. In place, the rank's
+    chunk is its own slot of the whole buffer, as nccl-tests lays it out; for a rooted
+    op only the root has both buffers, so only the root's chunk is a slot.
+    """
+
+    #: True: the whole buffer is the output (all_gather, gather); False: the input
+    #: (reduce_scatter, scatter).
+    gathers: ClassVar[bool]
+
+    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
+        b = per_rank_chunk(requested_bytes, elem_bytes, world_size)
+        whole, one = b * world_size, b
+        send, recv = (one, whole) if self.gathers else (whole, one)
+        return Layout(b, whole * elem_bytes, send, recv)
+
+    def views(self, storage: Storage, layout: Layout, ctx: Context, in_place: bool) -> Buffers:
+        b = layout.count
+        if self.gathers:
+            whole, single_storage = storage.recv[: layout.recv_numel], storage.send
+        else:
+            whole, single_storage = storage.send[: layout.send_numel], storage.recv
+        own_slot = in_place and (not self.rooted or ctx.rank == ctx.root)
+        single = whole[ctx.rank * b : (ctx.rank + 1) * b] if own_slot else single_storage[:b]
+        send, recv = (single, whole) if self.gathers else (whole, single)
+        # torch's rooted calls (gather, scatter) take a list of per-rank chunk tensors.
+        chunks = list(whole.split(b)) if self.rooted and b else []
+        return Buffers(send, recv, in_place, layout, chunks)

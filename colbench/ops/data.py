@@ -145,6 +145,13 @@ def poison(tensor: torch.Tensor) -> None:
     tensor.fill_(255 if tensor.dtype == torch.uint8 else -1)
 
 
+def fill_own_copy(send: torch.Tensor, recv: torch.Tensor, ctx: Context) -> None:
+    """For ops that move data without reducing it: the output poisoned, the input this
+    rank's "copy" values, so every element received shows which rank it came from."""
+    poison(recv)
+    fill(send, lambda lo, hi: values("copy", ctx.rank, lo, hi, ctx))
+
+
 def count_wrong(
     actual: torch.Tensor,
     expect: Callable[[int, int], torch.Tensor],

@@ -6,10 +6,10 @@ import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
+from colbench.ops.base import Buffers, ChunkedCollective, Context
 
 
-class ReduceScatter(Collective):
+class ReduceScatter(ChunkedCollective):
     name = "reduce_scatter"
     nccl_tests_binary = "reduce_scatter_perf"
     summary = "rank r ends with chunk r (b elements) of the reduction of all ranks' n*b inputs"
@@ -17,24 +17,14 @@ class ReduceScatter(Collective):
     count_rule = "count = b, the elements each rank receives (16-byte aligned share)"
     busbw_rule = "busbw = algbw * (n-1)/n"
     torch_call = "dist.reduce_scatter_single(output, input, op)"
+    gathers = False
     nccl_name = "reducescatter"
     nccl_algorithms = ("Ring", "CollnetDirect", "NVLS", "PAT")
     uses_redop = True
 
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        b = per_rank_chunk(requested_bytes, elem_bytes, world_size)
-        return Layout(b, b * world_size * elem_bytes, b * world_size, b)
-
     def busbw_factor(self, world_size: int) -> float:
         """Each rank must send n-1 of its n chunks away, (n-1)/n of the input."""
         return (world_size - 1) / world_size
-
-    def views(self, storage: Storage, layout: Layout, ctx: Context, in_place: bool) -> Buffers:
-        send = storage.send[: layout.send_numel]
-        b = layout.count
-        # In place, as in nccl-tests, the output is this rank's slot of the input.
-        recv = send[ctx.rank * b : (ctx.rank + 1) * b] if in_place else storage.recv[:b]
-        return Buffers(send, recv, in_place, layout)
 
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         if not bufs.in_place:

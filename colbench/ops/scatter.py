@@ -6,10 +6,10 @@ import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
+from colbench.ops.base import Buffers, ChunkedCollective, Context
 
 
-class Scatter(Collective):
+class Scatter(ChunkedCollective):
     name = "scatter"
     nccl_tests_binary = "scatter_perf"
     summary = "rank r ends with chunk r (b elements) of the root's n*b elements"
@@ -17,24 +17,12 @@ class Scatter(Collective):
     count_rule = "count = b, the elements each rank receives"
     busbw_rule = "busbw = algbw * (n-1)/n"
     torch_call = "dist.scatter(output, scatter_list on root, src=root)"
+    gathers = False
     rooted = True
-
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        b = per_rank_chunk(requested_bytes, elem_bytes, world_size)
-        return Layout(b, b * world_size * elem_bytes, b * world_size, b)
 
     def busbw_factor(self, world_size: int) -> float:
         """The root must send away the n-1 chunks that are not its own."""
         return (world_size - 1) / world_size
-
-    def views(self, storage: Storage, layout: Layout, ctx: Context, in_place: bool) -> Buffers:
-        b = layout.count
-        send = storage.send[: layout.send_numel]
-        chunks = list(send.split(b)) if b else []
-        # In place, the root's output is its own slot of the input, as in nccl-tests.
-        on_root_in_place = in_place and ctx.rank == ctx.root
-        recv = send[ctx.rank * b : (ctx.rank + 1) * b] if on_root_in_place else storage.recv[:b]
-        return Buffers(send, recv, in_place, layout, chunks)
 
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         if not (bufs.in_place and ctx.rank == ctx.root):
