@@ -22,7 +22,7 @@ class AllReduce(Collective):
     uses_redop = True
     # torch.distributed.all_reduce only exists in place; there is no separate output buffer.
     placements = ("in",)
-    notes = "torch has no out-of-place all_reduce, so only in-place rows are produced."
+    notes = "in-place only (torch has no out-of-place all_reduce)"
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         return whole_buffer(requested_bytes, elem_bytes)

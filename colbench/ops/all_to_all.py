@@ -20,7 +20,7 @@ class AllToAll(Collective):
     # all_to_all_single with input == output is not a supported in-place form (gloo
     # returns the input unchanged), so only out-of-place is offered.
     placements = ("out",)
-    notes = "in-place all_to_all is not a torch API, so only out-of-place rows are produced."
+    notes = "out-of-place only (in-place all_to_all is not a torch API)"
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         b = per_rank_chunk(requested_bytes, elem_bytes, world_size)

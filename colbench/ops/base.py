@@ -116,6 +116,8 @@ class Collective:
     sized: ClassVar[bool] = True
     #: Placements torch offers for this op: "out" (separate buffers) and/or "in".
     placements: ClassVar[tuple[str, ...]] = ("out", "in")
+    #: What a reader of this op's rows should know, shown under its section of the table
+    #: and by ``colbench explain`` (a missing placement: why its columns say n/a).
     notes: ClassVar[str] = ""
     #: NCCL's name for this collective and the algorithms NCCL implements it with, so
     #: ``NCCL_ALGO`` variants that leave it none are reported, not run (see nccl_algo).

@@ -22,7 +22,7 @@ class Broadcast(Collective):
     rooted = True
     # torch's broadcast has one tensor: the root's input is every rank's output.
     placements = ("in",)
-    notes = "torch has no out-of-place broadcast, so only in-place rows are produced."
+    notes = "in-place only (torch has no out-of-place broadcast)"
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         return whole_buffer(requested_bytes, elem_bytes)

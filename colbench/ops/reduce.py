@@ -23,7 +23,7 @@ class Reduce(Collective):
     rooted = True
     # torch's reduce has one tensor, reduced in place on the root.
     placements = ("in",)
-    notes = "torch has no out-of-place reduce, so only in-place rows are produced."
+    notes = "in-place only (torch has no out-of-place reduce)"
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         return whole_buffer(requested_bytes, elem_bytes)

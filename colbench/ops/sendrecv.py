@@ -23,9 +23,7 @@ class SendRecv(Collective):
     torch_call = "dist.batch_isend_irecv([isend to rank+1, irecv from rank-1]) then wait"
     # Sending from and receiving into one buffer at once races, so no in-place form.
     placements = ("out",)
-    notes = (
-        "sending and receiving one buffer at once races, so only out-of-place rows are produced."
-    )
+    notes = "out-of-place only (sending and receiving one buffer at once races)"
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         return whole_buffer(requested_bytes, elem_bytes)

@@ -221,6 +221,8 @@ class TableSink:
             self._footer()
             self._op, self._repeat = coll.name, repeat
             self._echo(f"# {coll.name}" + (f"  (repeat {repeat})" if repeat else ""))
+            if coll.notes:
+                self._echo(f"#   {coll.notes}")
             for line in column_header():
                 self._echo(line)
         self._busbw.extend(float(r["busbw_gbps"]) for r in rows if r.get("busbw_gbps") is not None)

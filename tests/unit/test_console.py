@@ -188,7 +188,9 @@ def test_table_sink_writes_rows_before_printing_and_summarises() -> None:
     i = out.index("# all_gather")
     assert out[i + 1 : i + 4] == HEADER
     j = out.index("# all_reduce")
-    assert out[j + 1 : j + 4] == HEADER
+    # An op with one form says so under its title, before the header with its n/a group.
+    assert out[j + 1] == "#   in-place only (torch has no out-of-place all_reduce)"
+    assert out[j + 2 : j + 5] == HEADER
     footers = [line for line in out if line.startswith("# Avg bus bandwidth")]
     assert footers == [
         "# Avg bus bandwidth    : 2 GB/s  (all_gather)",
@@ -197,6 +199,34 @@ def test_table_sink_writes_rows_before_printing_and_summarises() -> None:
     assert i < out.index(footers[0]) < j < out.index(footers[1])
     assert out[-1] == "# Wrong elements       : 2 FAILED"
     assert ("warn", "colbench: note: 2 size(s) skipped") in rec.events
+
+
+def test_table_sink_sections_golden() -> None:
+    """What a reader sees for an op with both placements and one with in-place only:
+    one line per size, out-of-place and in-place side by side (nccl-tests' layout), the
+    absent form's group n/a and explained once under the op's title."""
+    rec = Recorder()
+    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    sink.rows(ops.get("all_gather"), [row(), row(in_place=1, time_us=9.5, busbw_gbps=0.0706)])
+    ar = row(op="all_reduce", redop="sum", size_bytes=1024, count=256, in_place=1)
+    sink.rows(ops.get("all_reduce"), [ar])
+    sink.close()
+    assert rec.lines() == [
+        "# all_gather",
+        *HEADER,
+        "        1008            84     float    none      -1"
+        "    12.35    0.08    0.05      0     9.50    0.08    0.07      0",
+        "# Avg bus bandwidth    : 0.0625 GB/s  (all_gather)",
+        "#",
+        "# all_reduce",
+        "#   in-place only (torch has no out-of-place all_reduce)",
+        *HEADER,
+        "        1024           256     float     sum      -1"
+        "      n/a     n/a     n/a    n/a    12.35    0.08    0.05      0",
+        "# Avg bus bandwidth    : 0.0544 GB/s  (all_reduce)",
+        "#",
+        "# Wrong elements       : 0 OK",
+    ]
 
 
 def test_table_sink_all_correct_says_ok() -> None:
