@@ -67,19 +67,24 @@ def test_every_code_block_says_what_it_holds() -> None:
     assert not unmarked, f"code blocks need one of the languages {LANGUAGES}: {unmarked}"
 
 
-def _invocations() -> list[tuple[str, list[str]]]:
-    """Every colbench command in the docs' console and sh blocks, with where it is."""
+def _command_lines() -> list[tuple[str, list[str]]]:
+    """Every command line of the docs' sh and console blocks, as words, with where it is."""
     found = []
     for block in all_blocks():
         if block.language == "console":
-            for example in console_examples(block):
-                found.append((where(example.path, example.line), list(example.argv[1:])))
+            found += [(where(e.path, e.line), list(e.argv)) for e in console_examples(block)]
         elif block.language == "sh":
-            for line, words in shell_commands(block):
-                args = colbench_args(words)
-                if args is not None:
-                    found.append((where(block.path, line), args))
+            found += [(where(block.path, line), words) for line, words in shell_commands(block)]
     return found
+
+
+def _invocations() -> list[tuple[str, list[str]]]:
+    """Every colbench command in the docs' console and sh blocks, with where it is."""
+    return [
+        (place, args)
+        for place, words in _command_lines()
+        if (args := colbench_args(words)) is not None
+    ]
 
 
 def test_the_docs_have_examples_of_both_kinds() -> None:
@@ -120,14 +125,22 @@ def _make_targets() -> set[str]:
 
 def test_make_commands_name_real_targets() -> None:
     targets = _make_targets()
-    for block in all_blocks():
-        if block.language != "sh":
-            continue
-        for line, words in shell_commands(block):
-            if words[0] == "make":
-                named = [w for w in words[1:] if "=" not in w and not w.startswith("-")]
-                missing = set(named) - targets
-                assert not missing, f"{where(block.path, line)}: no make target {missing}"
+    for place, words in _command_lines():
+        if words[0] == "make":
+            named = {w for w in words[1:] if "=" not in w and not w.startswith("-")}
+            assert named <= targets, f"{place}: no make target {named - targets}"
+
+
+def test_repo_files_named_in_commands_exist() -> None:
+    named = [
+        (place, word)
+        for place, words in _command_lines()
+        for word in words
+        if re.match(r"(benchmarks|configs|tests)/\S+$", word)
+    ]
+    assert len(named) >= 2
+    for place, word in named:
+        assert (REPO / word).exists(), f"{place}: no {word}"
 
 
 def _resolve(page: Path, target: str) -> tuple[Path, str]:
