@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 SMOKE_FLAGS ?= --op all --sizes 1K-256K --backend gloo --nprocs 2 -n 20 -w 5
 SMOKE_BASELINE ?= results/baselines/gloo-smoke
 # Loose enough for this shared 2-core machine, where a row's median bandwidth at 64K-256K
-# dropped by up to 95% between identical runs (README, "Regression gate in CI"):
+# dropped by up to 95% between identical runs (docs/gate.md, "`make test`"):
 # correctness, every row present, and no collapse of bandwidth (20x, shown real by the
 # samples against the pooled baseline). A quiet CI machine deserves tighter checks; see
 # .github/workflows/colbench-gate.yml.

@@ -5,7 +5,7 @@ carry a 2-rank gloo job. One baseline run at RATE, then RUNS identical runs at R
 and RUNS runs at SLOW x RATE, alternating so that any drift of the machine hits both
 kinds alike. Each run is gated against the baseline with the real CLI; the script
 prints the pass rate of the identical runs and the catch rate of the slower ones.
-The numbers in the README's "Regression gate in CI" section come from this script.
+The numbers in docs/gate.md, "How well it works", come from this script.
 
     sudo .venv/bin/python benchmarks/gate_power.py --runs 10 --out /tmp/gate-power
 
