@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from colbench import cli, groups, ops
-from colbench.bench import RunInfo, make_row, plan
+from colbench.bench import RunInfo, plan
 from colbench.config import SweepConfig, validate, validate_for_world
 from colbench.errors import UsageError
-from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, load
+from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, load, make_row
 
 
 def test_contiguous_groups() -> None:
