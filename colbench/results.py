@@ -99,7 +99,9 @@ class Row(TableRow):
     aggbw_gbps: float | None = _column(
         "aggregate bus bandwidth of all groups: busbw_gbps * groups", "GB/s", None
     )
-    wrong: int | None = _column("wrong elements summed over ranks; empty when not checked", "")
+    wrong: int | None = _column(
+        "wrong elements summed over ranks; empty when not checked", "elements"
+    )
     status: str = _column(
         "ok; oom when the buffers could not be allocated, unsupported when the backend "
         "cannot run the op under the variant (e.g. NCCL_ALGO=Tree for all_gather): no "

@@ -142,9 +142,12 @@ class RunDir:
         return meta
 
     def meta_or_none(self) -> dict[str, Any] | None:
-        """meta.json, or None when it is missing or unreadable (a CSV copied alone)."""
+        """meta.json, or None when it is missing or unreadable (a CSV copied alone); one
+        a newer colbench wrote is still refused."""
         try:
             return self.read_meta()
+        except UsageError:
+            raise
         except (OSError, ValueError):
             return None
 

@@ -46,7 +46,6 @@ class TableRow(Mapping[str, Any]):
 
 
 def _fields(row_type: type) -> tuple[dataclasses.Field[Any], ...]:
-    # Every TableRow subclass is a dataclass; mypy cannot know that of the base.
     return dataclasses.fields(row_type)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ def finish_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
     files = RunDir(run_dir)
     try:
         meta = files.read_meta()
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # missing or broken: start afresh
         meta = {"run_id": files.name, "schema_version": SCHEMA_VERSION}
     meta.update(status=status, **fields)
     files.write_meta(meta)

@@ -6,7 +6,6 @@ The parent's orchestration; :mod:`colbench.run.spawn` starts the ranks and
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -88,7 +87,7 @@ def _sweep_variants(
             code = spawn_and_wait(cfg, backend, world_size, run_dir, variant)
         try:
             meta = RunDir(run_dir).read_meta()
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # missing or broken: start afresh
             meta = {"run_id": run_dir.name}
         meta.pop("variant", None)
         records.append(
