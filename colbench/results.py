@@ -1,7 +1,7 @@
 """The results table: Row, whose fields are results.csv's columns, and its reader.
 
 Row is declared once: COLUMNS, the CSV header, the writer's checks and docs/schema.md
-(``python -m colbench.results --markdown``) come from it. SCHEMA_HISTORY says what each
+(``python -m colbench.tables --markdown``) come from it. SCHEMA_HISTORY says what each
 version changed; bump SCHEMA_VERSION on any change of columns or of their meaning.
 
 load() reads every version: columns a file's version lacks get the value a row of that
@@ -14,7 +14,6 @@ import csv
 import dataclasses
 import math
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -406,18 +405,3 @@ def _typed(file: Path, raw: Any) -> Any:
         else:
             frame[column] = numbers.astype("int64")
     return frame
-
-
-def main(argv: list[str]) -> int:
-    """``python -m colbench.results --markdown``: print docs/schema.md."""
-    from colbench.tables import markdown
-
-    if argv != ["--markdown"]:
-        print("usage: python -m colbench.results --markdown", file=sys.stderr)
-        return 2
-    sys.stdout.write(markdown(TABLES))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -17,7 +17,7 @@ SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
 
 def test_committed_schema_doc_is_current() -> None:
     assert SCHEMA_DOC.read_text() == markdown(TABLES), (
-        "docs/schema.md is stale: python -m colbench.results --markdown > docs/schema.md"
+        "docs/schema.md is stale: python -m colbench.tables --markdown > docs/schema.md"
     )
 
 
@@ -45,7 +45,7 @@ def test_units_follow_the_names() -> None:
 
 def test_the_module_prints_the_doc() -> None:
     made = subprocess.run(
-        [sys.executable, "-m", "colbench.results", "--markdown"],
+        [sys.executable, "-m", "colbench.tables", "--markdown"],
         capture_output=True,
         text=True,
         timeout=120,
