@@ -37,10 +37,12 @@ SCHEMA_HISTORY: dict[int, str] = {
     "(--group-size): group_size and groups after nnodes, aggbw_gbps after busbw_gbps; algbw "
     "and busbw use the group size as n. `repeat` column (last): sample index 0..R-1 of "
     "`sweep --repeat R`, 0 without it. (Version 2 grew while in development: some of its "
-    "files lack `repeat`, some the subgroup columns.)",
+    "files lack `repeat`, some the subgroup columns.) Older files read as status ok, "
+    "group_size = world_size, groups 1, aggbw_gbps = busbw_gbps, repeat 0.",
     3: "`enqueue_us` and `host_bound` (last): the host's time per call to enqueue the timed "
     "batch beside the GPU time, and whether the GPU waited on the host; status "
-    "`unsupported` (the backend cannot run the op under the run's variant).",
+    "`unsupported` (the backend cannot run the op under the run's variant). Older files "
+    "read as enqueue_us and host_bound empty (not measured).",
 }
 
 #: Values of the ``status`` column.
@@ -131,12 +133,23 @@ class Row(TableRow):
         return cls(**{name: _plain(record[name]) for name in COLUMNS})
 
 
+#: The version that added each column after version 1.
+_ADDED_IN: dict[str, int] = {
+    "group_size": 2,
+    "groups": 2,
+    "aggbw_gbps": 2,
+    "status": 2,
+    "repeat": 2,
+    "enqueue_us": 3,
+    "host_bound": 3,
+}
 RESULTS = Table(
     "results.csv",
     Row,
     SCHEMA_VERSION,
     SCHEMA_HISTORY,
     "One row per op, dtype, reduction, size and placement measured (per repeat).",
+    _ADDED_IN,
 )
 #: Every table a run directory may hold (docs/schema.md lists them).
 TABLES = [RESULTS]
@@ -147,7 +160,7 @@ COLUMNS: dict[str, str] = RESULTS.columns
 UNITS: dict[str, str] = RESULTS.units
 
 #: Columns read back as text and as floating point; the rest are integers.
-TEXT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if f.type == "str")
+TEXT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if f.type in ("str", str))
 #: Every time and bandwidth column is a float, whatever is added later.
 FLOAT_COLUMNS = tuple(c for c in COLUMNS if c.endswith(("_us", "_gbps")))
 #: The time columns bench's combine_times produces, in schema order.
@@ -281,16 +294,6 @@ def csv_path(path: str | os.PathLike[str]) -> Path:
     return p / "results.csv" if p.is_dir() else p
 
 
-#: The version that added each column after version 1.
-_ADDED_IN: dict[str, int] = {
-    "group_size": 2,
-    "groups": 2,
-    "aggbw_gbps": 2,
-    "status": 2,
-    "repeat": 2,
-    "enqueue_us": 3,
-    "host_bound": 3,
-}
 #: Columns that some files of a version lack although the version has them: version 2
 #: grew while in development (the subgroup columns and `repeat` came on two branches).
 _LATE_IN: dict[int, tuple[str, ...]] = {2: ("group_size", "groups", "aggbw_gbps", "repeat")}

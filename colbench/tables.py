@@ -67,6 +67,8 @@ class Table:
     version: int
     history: Mapping[int, str]
     title: str = ""
+    #: The version that added each column after version 1.
+    added_in: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def columns(self) -> dict[str, str]:
@@ -161,11 +163,12 @@ def markdown(tables: list[Table]) -> str:
         out += ["", f"## {table.file_name}", ""]
         if table.title:
             out += [table.title, ""]
-        out += [f"Schema version {table.version}.", "", "| column | unit | meaning |"]
-        out.append("|---|---|---|")
+        out += [f"Schema version {table.version}.", ""]
+        out += ["| column | unit | since | meaning |", "|---|---|---|---|"]
         for name, meaning in table.columns.items():
             cell = meaning.replace("|", "\\|")
-            out.append(f"| `{name}` | {table.units[name] or '-'} | {cell} |")
+            since = table.added_in.get(name, 1)
+            out.append(f"| `{name}` | {table.units[name] or '-'} | {since} | {cell} |")
         out += ["", f"### {table.file_name} schema versions", ""]
         out += [f"- **{v}**: {text}" for v, text in sorted(table.history.items())]
     return "\n".join(out) + "\n"

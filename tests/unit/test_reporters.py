@@ -29,8 +29,8 @@ def sizes() -> list[list[Row]]:
     and a size that could not be allocated."""
 
     def make(op: str, size: int, in_place: int, **fields: object) -> Row:
-        base = Row(**synthetic_row(op, size, 50.0, in_place=in_place))  # type: ignore[arg-type]
-        return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
+        base = Row(**synthetic_row(op, size, 50.0, in_place=in_place))
+        return dataclasses.replace(base, **fields)
 
     oom = dict.fromkeys(("time_us", "algbw_gbps", "busbw_gbps", "aggbw_gbps", "wrong"))
     return [

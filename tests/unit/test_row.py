@@ -41,7 +41,7 @@ def test_fields_are_the_columns_in_order() -> None:
     with pytest.raises(KeyError):
         row["size"]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        row.time_us = 1.0  # type: ignore[misc]
+        row.time_us = 1.0
 
 
 def test_measured_row_carries_the_run_and_the_bandwidth() -> None:

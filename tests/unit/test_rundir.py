@@ -17,7 +17,7 @@ from tests.unit.rows import write_run
 
 
 def a_row(size_bytes: int = 1024, **fields: object) -> Row:
-    return Row(**{**synthetic_row("all_reduce", size_bytes, 12.5), **fields})  # type: ignore[arg-type]
+    return Row(**{**synthetic_row("all_reduce", size_bytes, 12.5), **fields})
 
 
 def test_default_name_is_stamp_ops_backend_and_steps_aside(tmp_path: Path) -> None:
