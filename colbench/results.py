@@ -291,7 +291,7 @@ def _plain(value: Any) -> Any:
 def csv_path(path: str | os.PathLike[str]) -> Path:
     """A run directory or a CSV file -> the CSV file."""
     p = Path(path)
-    return p / "results.csv" if p.is_dir() else p
+    return p / RESULTS.file_name if p.is_dir() else p
 
 
 #: Columns that some files of a version lack although the version has them: version 2
