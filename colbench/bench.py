@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,14 +21,14 @@ from colbench.faults import Fault
 from colbench.groups import Groups, SideGroup
 from colbench.inflight import InFlight
 from colbench.memory import is_out_of_memory
-from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
+from colbench.ops.base import Buffers, Collective, Context, Storage
 from colbench.plan import Work
 from colbench.results import (
-    SCHEMA_VERSION,
-    STATUS_OK,
     STATUS_OOM,
     STATUS_UNSUPPORTED,
-    host_bound,
+    Row,
+    make_row,
+    unmeasured_row,
 )
 from colbench.timing import Timer
 
@@ -36,7 +36,7 @@ from colbench.timing import Timer
 class RowSink(Protocol):
     """Where rank 0 sends rows; the CSV writer, the table and the progress bar hang off it."""
 
-    def rows(self, coll: Collective, rows: Sequence[dict[str, Any]]) -> None:
+    def rows(self, coll: Collective, rows: Sequence[Row]) -> None:
         """All placements of one (op, dtype, redop, size), as soon as they are measured."""
 
     def note(self, message: str) -> None:
@@ -98,85 +98,6 @@ def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) ->
         "time_p99_us": percentile(slowest, 99),
         "time_max_us": slowest[-1],
     }
-
-
-def make_row(
-    info: RunInfo,
-    cfg: SweepConfig,
-    work: Work,
-    requested_bytes: int,
-    layout: Layout,
-    in_place: bool,
-    times: Mapping[str, float | None],
-    wrong: int | None,
-    iters: int | None = None,
-    repeat: int = 0,
-    enqueue_us: float | None = None,
-) -> dict[str, Any]:
-    """One CSV row; bandwidth is computed only here, from the combined time.
-
-    ``iters`` is the number of timed calls when it differs from ``cfg.iters``
-    (``--time-budget`` picks it per size; a CUDA graph is replayed several times).
-    ``times`` values are None for a row without a measurement.
-    """
-    coll = work.coll
-    time_us = times["time_us"]
-    algbw = None if time_us is None else coll.algbw_gbps(layout.size_bytes, time_us)
-    busbw = None if algbw is None else algbw * coll.busbw_factor(info.group_size)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": info.run_id,
-        "variant": info.variant,
-        "backend": info.backend,
-        "device": info.device_name,
-        "world_size": info.world_size,
-        "nnodes": info.nnodes,
-        "group_size": info.group_size,
-        "groups": info.groups,
-        "op": coll.name,
-        "dtype": work.dtype if coll.sized else "none",
-        "redop": work.redop,
-        "root": cfg.root if coll.rooted else -1,
-        "in_place": int(in_place),
-        "requested_bytes": requested_bytes,
-        "size_bytes": layout.size_bytes,
-        "count": layout.count,
-        "warmup": cfg.warmup,
-        "iters": cfg.iters if iters is None else iters,
-        "average": cfg.average,
-        **{column: times[column] for column in TIME_COLUMNS},
-        "algbw_gbps": algbw,
-        "busbw_gbps": busbw,
-        # Every group moves its own data at the same time: their bus bandwidths add up.
-        "aggbw_gbps": None if busbw is None else busbw * info.groups,
-        "wrong": wrong,
-        "status": STATUS_OK,
-        "repeat": repeat,
-        "enqueue_us": enqueue_us,
-        "host_bound": host_bound(enqueue_us, time_us),
-    }
-
-
-#: The time columns :func:`combine_times` produces, in schema order.
-TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
-
-
-def unmeasured_row(
-    info: RunInfo,
-    cfg: SweepConfig,
-    work: Work,
-    requested_bytes: int,
-    layout: Layout,
-    in_place: bool,
-    status: str,
-    repeat: int = 0,
-) -> dict[str, Any]:
-    """A row without numbers: buffers that could not be allocated (``oom``) or a
-    collective the backend refuses under the run's settings (``unsupported``)."""
-    nothing = dict.fromkeys(TIME_COLUMNS)
-    row = make_row(info, cfg, work, requested_bytes, layout, in_place, nothing, None, None, repeat)
-    row["status"] = status
-    return row
 
 
 #: Upper bound on a --time-budget batch, so a sub-microsecond call cannot run for ever.
@@ -296,7 +217,7 @@ class RankBench:
                 torch.cuda.empty_cache()
         return 0, {}
 
-    def _measure_work(self, item: Work, repeat: int = 0) -> Iterator[list[dict[str, Any]]]:
+    def _measure_work(self, item: Work, repeat: int = 0) -> Iterator[list[Row]]:
         coll = item.coll
         ctx = self._context(item)
         flight = self.in_flight

@@ -9,7 +9,6 @@ run (several imported 0-byte rows, say) are combined by their median.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import numpy as np
 
 from colbench.errors import UsageError
 from colbench.report.plots import METRICS, metric, size_axis
+from colbench.rundir import RunDir
 from colbench.series import PLACEMENT_NAMES, Run, lines, load_runs, measured, select_variant
 from colbench.sizes import format_size
 
@@ -68,12 +68,7 @@ def _describe(run: Run) -> str:
 
 
 def _meta(run: Run) -> dict[str, Any]:
-    directory = run.path if run.path.is_dir() else run.path.parent
-    try:
-        meta = json.loads((directory / "meta.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
+    return RunDir.of(run.path).meta_or_none() or {}
 
 
 def compare_runs(

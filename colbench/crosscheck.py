@@ -14,7 +14,6 @@ this command starts neither: :data:`MULTI_NODE` says how to run both and compare
 
 from __future__ import annotations
 
-import datetime as _dt
 import itertools
 import os
 import shutil
@@ -31,6 +30,7 @@ from colbench.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.errors import ExitCode, UsageError
 from colbench.ops.base import Collective
 from colbench.report.crosscheck import MULTI_NODE, write_report
+from colbench.rundir import RunDir, stamped_name
 from colbench.sizes import format_size
 
 BUILD_HINT = (
@@ -265,23 +265,8 @@ def _forward(params: Mapping[str, Any], given: set[str]) -> tuple[str, ...]:
 
 def out_dir(plan: Plan, out: str | None, results_root: str) -> Path:
     """A new or empty directory: ``--out``, else ``<results>/<stamp>-crosscheck-<op>-<backend>``."""
-    if out is not None:
-        target = Path(out)
-        if target.exists() and (not target.is_dir() or any(target.iterdir())):
-            raise UsageError(f"{target} already exists and is not empty; pick another --out")
-    else:
-        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        base = Path(results_root) / f"{stamp}-crosscheck-{plan.coll.name}-{plan.cfg.backend}"
-        target = base
-        for attempt in itertools.count(2):
-            if not target.exists():
-                break
-            target = base.with_name(f"{base.name}-{attempt}")
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {target}: {exc.strerror}") from None
-    return target.resolve()
+    default = Path(results_root) / stamped_name("crosscheck", plan.coll.name, plan.cfg.backend)
+    return RunDir.create(out, default).path.resolve()
 
 
 @dataclass
@@ -391,7 +376,7 @@ def run(
         f"colbench sweep exited with status {status} (its message is above); nccl-tests' "
         f"run is kept in {directory / NCCL_TESTS_RUN}"
     )
-    if not (run_dir / "results.csv").is_file():
+    if not RunDir(run_dir).has_table():
         return Outcome(_failure_code(status), directory, error=error)
     # A sweep that failed midway keeps what it measured: join that much.
     text, wrong = write_report(plan, directory, NCCL_TESTS_RUN, COLBENCH_RUN)

@@ -15,7 +15,6 @@ changes instead of failing on them. See :func:`judge` for the rule.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import os
 import re
@@ -28,6 +27,7 @@ from typing import Any
 from colbench import stats
 from colbench.errors import UsageError
 from colbench.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
+from colbench.rundir import RunDir
 from colbench.sizes import parse_size
 
 #: Metric -> +1 when a rise is a regression (times, wrong elements), -1 when a drop is.
@@ -715,11 +715,7 @@ def parse_floor(text: str | None, source: str) -> float | None:
 
 
 def _read_meta(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    meta_file = csv_path(path).parent / "meta.json"
-    try:
-        return dict(json.loads(meta_file.read_text()))
-    except (OSError, ValueError):
-        return None
+    return RunDir.of(path).meta_or_none()
 
 
 def _what_changed(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -834,11 +830,11 @@ def update_baseline(
         meta = {**meta, "pooled_runs": [m.get("run_id") if m else None for m in metas]}
     try:
         target.mkdir(parents=True, exist_ok=True)
-        _replace(target / "results.csv", "".join(lines))
+        _replace(RunDir(target).table_path(), "".join(lines))
         if meta is not None:
-            _replace(target / "meta.json", json.dumps(meta, indent=2) + "\n")
+            RunDir(target).write_meta(meta)
         else:
-            (target / "meta.json").unlink(missing_ok=True)
+            RunDir(target).meta_path.unlink(missing_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write the baseline to {target}: {exc.strerror}") from None
     return target

@@ -7,7 +7,6 @@ environment, which may hold secrets.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import socket
@@ -110,20 +109,3 @@ def collect(
         "env": allowed_env(),
         "config": config,
     }
-
-
-def write(run_dir: Path, meta: Mapping[str, Any]) -> None:
-    """Atomically replace meta.json, so a reader never sees half a file."""
-    tmp = run_dir / ".meta.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, run_dir / "meta.json")
-
-
-def read(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "meta.json").read_text())
-
-
-def update(run_dir: Path, **fields: Any) -> None:
-    meta = read(run_dir)
-    meta.update(fields)
-    write(run_dir, meta)

@@ -1,16 +1,8 @@
-"""The result schema: fixed CSV columns, a schema version, and the reader.
+"""The results table: Row, whose fields are results.csv's columns, and its reader.
 
-History of SCHEMA_VERSION (bump on any change of columns or their meaning):
-  1 - first release.
-  2 - `status` column: ok, or why a row has no measurement (oom); process subgroups
-      (--group-size): group_size and groups after nnodes, aggbw_gbps after busbw_gbps;
-      algbw/busbw use the group size as n.
-      `repeat` column (last): sample index 0..R-1 of `sweep --repeat R`, 0 without it.
-      (Version 2 grew while in development: some of its files lack `repeat`, some the
-      subgroup columns.)
-  3 - `enqueue_us` and `host_bound` (last): the host's time per call to enqueue the
-      timed batch beside the GPU time, and whether the GPU waited on the host; status
-      `unsupported` (the backend cannot run the op under the run's variant).
+Row is declared once: COLUMNS, the CSV header, the writer's checks and docs/schema.md
+(``python -m colbench.tables --markdown``) come from it. SCHEMA_HISTORY says what each
+version changed; bump SCHEMA_VERSION on any change of columns or of their meaning.
 
 load() reads every version: columns a file's version lacks get the value a row of that
 version meant by their absence (see _FILL), so every reader sees this version's columns.
@@ -19,76 +11,161 @@ version meant by their absence (see _FILL), so every reader sees this version's 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
 from colbench.errors import UsageError
+from colbench.tables import Table, TableRow, TableWriter, format_cell
+from colbench.tables import column as _column
+
+if TYPE_CHECKING:
+    from colbench.bench import RunInfo
+    from colbench.config import SweepConfig
+    from colbench.ops.base import Layout
+    from colbench.plan import Work
 
 SCHEMA_VERSION = 3
 
-#: Column name -> meaning. The CSV always has exactly these columns, in this order.
-COLUMNS: dict[str, str] = {
-    "schema_version": "version of this column list (see colbench.results)",
-    "run_id": "identifier of the run (the run directory's name)",
-    "variant": "environment variant of the run, e.g. NCCL_ALGO=Tree (empty: none)",
-    "backend": "torch.distributed backend: gloo or nccl",
-    "device": "cpu, or the GPU model",
-    "world_size": "ranks in the whole job",
-    "nnodes": "distinct nodes (kernel and network namespace) the ranks ran on",
-    "group_size": "ranks each collective runs on: the n of the bandwidth formulas",
-    "groups": "groups of group_size ranks running the collective at the same time",
-    "op": "collective (see `colbench explain OP`)",
-    "dtype": "element type (torch name)",
-    "redop": "reduction operator, or none for ops that do not reduce",
-    "root": "root rank of rooted ops, -1 otherwise",
-    "in_place": "1 if output and input share a buffer (the in-place form), else 0",
-    "requested_bytes": "size asked for on the command line, in bytes (1K = 1024)",
-    "size_bytes": "bytes as nccl-tests reports them for this op (see explain)",
-    "count": "elements as nccl-tests reports them for this op",
-    "warmup": "untimed calls before the timed batch",
-    "iters": "timed calls in the batch",
-    "average": "how per-rank batch times were combined: avg, min, max or rank0",
-    "time_us": "batch mean time per call, combined across ranks, in microseconds",
-    "time_min_us": "fastest iteration (each iteration's time is its slowest rank's)",
-    "time_p50_us": "median iteration",
-    "time_p99_us": "99th-percentile iteration",
-    "time_max_us": "slowest iteration",
-    "algbw_gbps": "algorithm bandwidth: size_bytes / time_us, in GB/s (1e9 bytes/s)",
-    "busbw_gbps": "bus bandwidth of one group: algbw * the op's factor (see explain), in GB/s",
-    "aggbw_gbps": "aggregate bus bandwidth of all groups: busbw_gbps * groups, in GB/s",
-    "wrong": "wrong elements summed over ranks; empty when not checked",
-    "status": "ok; oom when the buffers could not be allocated, unsupported when the backend "
-    "cannot run the op under the variant (e.g. NCCL_ALGO=Tree for all_gather): no measurement",
-    "repeat": "sample index 0..R-1 of sweep --repeat R (each repeat re-measures the plan)",
-    "enqueue_us": "host time per call to enqueue the timed batch (torch's launch cost), in "
-    "microseconds; empty where the call blocks the host until done (gloo on CPU)",
-    "host_bound": "1 when the GPU waited on the host (enqueue_us >= 0.9 * time_us): time_us "
-    "then measures torch's launch cost, not the network (--cuda-graph shows the latency); "
-    "0 when not; empty when not measured",
+#: What each version of results.csv changed.
+SCHEMA_HISTORY: dict[int, str] = {
+    1: "first release.",
+    2: "`status` column: ok, or why a row has no measurement (oom); process subgroups "
+    "(--group-size): group_size and groups after nnodes, aggbw_gbps after busbw_gbps; algbw "
+    "and busbw use the group size as n. `repeat` column (last): sample index 0..R-1 of "
+    "`sweep --repeat R`, 0 without it. (Version 2 grew while in development: some of its "
+    "files lack `repeat`, some the subgroup columns.) Older files read as status ok, "
+    "group_size = world_size, groups 1, aggbw_gbps = busbw_gbps, repeat 0.",
+    3: "`enqueue_us` and `host_bound` (last): the host's time per call to enqueue the timed "
+    "batch beside the GPU time, and whether the GPU waited on the host; status "
+    "`unsupported` (the backend cannot run the op under the run's variant). Older files "
+    "read as enqueue_us and host_bound empty (not measured).",
 }
-
-#: Columns read back as text and as floating point; the rest are integers.
-TEXT_COLUMNS = (
-    "run_id",
-    "variant",
-    "backend",
-    "device",
-    "op",
-    "dtype",
-    "redop",
-    "average",
-    "status",
-)
-#: Every time and bandwidth column is a float, whatever is added later.
-FLOAT_COLUMNS = tuple(c for c in COLUMNS if c.endswith(("_us", "_gbps")))
 
 #: Values of the ``status`` column.
 STATUS_OK = "ok"
 STATUS_OOM = "oom"
 STATUS_UNSUPPORTED = "unsupported"
+
+
+# kw_only: fields keep the file's column order, whichever have defaults.
+@dataclass(frozen=True, kw_only=True)
+class Row(TableRow):
+    """One measured (or unmeasurable) op, dtype, size and placement: a line of results.csv.
+
+    Fields are the columns, in file order. None is an empty cell: not measured, or not
+    known (an imported nccl-tests log has no subgroups, repeats or enqueue times).
+    """
+
+    schema_version: int = _column("version of this column list (see below)", "", SCHEMA_VERSION)
+    run_id: str = _column("identifier of the run (the run directory's name)")
+    variant: str = _column("environment variant of the run, e.g. NCCL_ALGO=Tree (empty: none)")
+    backend: str = _column("torch.distributed backend: gloo or nccl")
+    device: str = _column("cpu, or the GPU model")
+    world_size: int = _column("ranks in the whole job", "ranks")
+    nnodes: int | None = _column(
+        "distinct nodes (kernel and network namespace) the ranks ran on", "nodes"
+    )
+    group_size: int | None = _column(
+        "ranks each collective runs on: the n of the bandwidth formulas", "ranks", None
+    )
+    groups: int | None = _column(
+        "groups of group_size ranks running the collective at the same time", "", None
+    )
+    op: str = _column("collective (see `colbench explain OP`)")
+    dtype: str = _column("element type (torch name)")
+    redop: str = _column("reduction operator, or none for ops that do not reduce")
+    root: int = _column("root rank of rooted ops, -1 otherwise", "rank")
+    in_place: int = _column("1 if output and input share a buffer (the in-place form), else 0")
+    requested_bytes: int = _column("size asked for on the command line (1K = 1024)", "B")
+    size_bytes: int = _column("bytes as nccl-tests reports them for this op (see explain)", "B")
+    count: int = _column("elements as nccl-tests reports them for this op", "elements")
+    warmup: int | None = _column("untimed calls before the timed batch", "calls")
+    iters: int | None = _column("timed calls in the batch", "calls")
+    average: str = _column("how per-rank batch times were combined: avg, min, max or rank0")
+    time_us: float | None = _column("batch mean time per call, combined across ranks", "us")
+    time_min_us: float | None = _column(
+        "fastest iteration (each iteration's time is its slowest rank's)", "us", None
+    )
+    time_p50_us: float | None = _column("median iteration", "us", None)
+    time_p99_us: float | None = _column("99th-percentile iteration", "us", None)
+    time_max_us: float | None = _column("slowest iteration", "us", None)
+    algbw_gbps: float | None = _column("algorithm bandwidth: size_bytes / time_us", "GB/s")
+    busbw_gbps: float | None = _column(
+        "bus bandwidth of one group: algbw * the op's factor (see explain)", "GB/s"
+    )
+    aggbw_gbps: float | None = _column(
+        "aggregate bus bandwidth of all groups: busbw_gbps * groups", "GB/s", None
+    )
+    wrong: int | None = _column(
+        "wrong elements summed over ranks; empty when not checked", "elements"
+    )
+    status: str = _column(
+        "ok; oom when the buffers could not be allocated, unsupported when the backend "
+        "cannot run the op under the variant (e.g. NCCL_ALGO=Tree for all_gather): no "
+        "measurement",
+        "",
+        STATUS_OK,
+    )
+    repeat: int | None = _column(
+        "sample index 0..R-1 of sweep --repeat R (each repeat re-measures the plan)", "", None
+    )
+    enqueue_us: float | None = _column(
+        "host time per call to enqueue the timed batch (torch's launch cost); empty where "
+        "the call blocks the host until done (gloo on CPU)",
+        "us",
+        None,
+    )
+    host_bound: int | None = _column(
+        "1 when the GPU waited on the host (enqueue_us >= 0.9 * time_us): time_us then "
+        "measures torch's launch cost, not the network (--cuda-graph shows the latency); "
+        "0 when not; empty when not measured",
+        "",
+        None,
+    )
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Row:
+        """A Row from a loaded frame's record (pandas' missing values become None)."""
+        return cls(**{name: _plain(record[name]) for name in COLUMNS})
+
+
+#: The version that added each column after version 1.
+_ADDED_IN: dict[str, int] = {
+    "group_size": 2,
+    "groups": 2,
+    "aggbw_gbps": 2,
+    "status": 2,
+    "repeat": 2,
+    "enqueue_us": 3,
+    "host_bound": 3,
+}
+RESULTS = Table(
+    "results.csv",
+    Row,
+    SCHEMA_VERSION,
+    SCHEMA_HISTORY,
+    "One row per op, dtype, reduction, size and placement measured (per repeat).",
+    _ADDED_IN,
+)
+#: Every table a run directory may hold (docs/schema.md lists them).
+TABLES = [RESULTS]
+
+#: Column name -> meaning. The CSV always has exactly these columns, in this order.
+COLUMNS: dict[str, str] = RESULTS.columns
+#: Column name -> unit (empty: none).
+UNITS: dict[str, str] = RESULTS.units
+
+#: Columns read back as text and as floating point; the rest are integers.
+TEXT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if f.type in ("str", str))
+#: Every time and bandwidth column is a float, whatever is added later.
+FLOAT_COLUMNS = tuple(c for c in COLUMNS if c.endswith(("_us", "_gbps")))
+#: The time columns bench's combine_times produces, in schema order.
+TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 
 #: A row is host-bound when enqueuing a call took at least this share of the call's time:
 #: the GPU then finished each call about as fast as the host could queue the next one,
@@ -106,59 +183,87 @@ def host_bound(enqueue_us: float | None, time_us: float | None) -> int | None:
     return int(enqueue_us >= HOST_BOUND_RATIO * time_us)
 
 
-def _format(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return f"{value:.6g}" if abs(value) < 1e15 else repr(value)
-    return str(value)
+def make_row(
+    info: RunInfo,
+    cfg: SweepConfig,
+    work: Work,
+    requested_bytes: int,
+    layout: Layout,
+    in_place: bool,
+    times: Mapping[str, float | None],
+    wrong: int | None,
+    iters: int | None = None,
+    repeat: int = 0,
+    enqueue_us: float | None = None,
+) -> Row:
+    """One row of a measurement; bandwidth is computed only here, from the combined time.
 
-
-class RowWriter:
-    """Appends rows to ``results.csv``; each row is flushed at once so a crash keeps it.
-
-    Appending to a file of another schema is refused: its header would not describe the
-    new rows, and a reader would read them shifted.
+    ``iters`` is the number of timed calls when it differs from ``cfg.iters``
+    (``--time-budget`` picks it per size; a CUDA graph is replayed several times).
+    ``times`` values are None for a row without a measurement.
     """
+    coll = work.coll
+    time_us = times["time_us"]
+    algbw = None if time_us is None else coll.algbw_gbps(layout.size_bytes, time_us)
+    busbw = None if algbw is None else algbw * coll.busbw_factor(info.group_size)
+    return Row(
+        run_id=info.run_id,
+        variant=info.variant,
+        backend=info.backend,
+        device=info.device_name,
+        world_size=info.world_size,
+        nnodes=info.nnodes,
+        group_size=info.group_size,
+        groups=info.groups,
+        op=coll.name,
+        dtype=work.dtype if coll.sized else "none",
+        redop=work.redop,
+        root=cfg.root if coll.rooted else -1,
+        in_place=int(in_place),
+        requested_bytes=requested_bytes,
+        size_bytes=layout.size_bytes,
+        count=layout.count,
+        warmup=cfg.warmup,
+        iters=cfg.iters if iters is None else iters,
+        average=cfg.average,
+        time_us=time_us,
+        time_min_us=times["time_min_us"],
+        time_p50_us=times["time_p50_us"],
+        time_p99_us=times["time_p99_us"],
+        time_max_us=times["time_max_us"],
+        algbw_gbps=algbw,
+        busbw_gbps=busbw,
+        # Every group moves its own data at the same time: their bus bandwidths add up.
+        aggbw_gbps=None if busbw is None else busbw * info.groups,
+        wrong=wrong,
+        repeat=repeat,
+        enqueue_us=enqueue_us,
+        host_bound=host_bound(enqueue_us, time_us),
+    )
+
+
+def unmeasured_row(
+    info: RunInfo,
+    cfg: SweepConfig,
+    work: Work,
+    requested_bytes: int,
+    layout: Layout,
+    in_place: bool,
+    status: str,
+    repeat: int = 0,
+) -> Row:
+    """A row without numbers: buffers that could not be allocated (``oom``) or a
+    collective the backend refuses under the run's settings (``unsupported``)."""
+    nothing = dict.fromkeys(TIME_COLUMNS)
+    row = make_row(info, cfg, work, requested_bytes, layout, in_place, nothing, None, None, repeat)
+    return dataclasses.replace(row, status=status)
+
+
+class RowWriter(TableWriter):
+    """Appends rows to a ``results.csv``; each row is flushed at once so a crash keeps it."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        new = not path.exists() or path.stat().st_size == 0
-        if not new:
-            _check_header(path)
-        self._file: IO[str] = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
-        self._writer = csv.writer(self._file)
-        if new:
-            self._writer.writerow(COLUMNS)
-            self._flush()
-
-    def write(self, row: Mapping[str, Any]) -> None:
-        unknown = set(row) - set(COLUMNS)
-        if unknown:
-            raise ValueError(f"row has columns outside the schema: {sorted(unknown)}")
-        self._writer.writerow([_format(row.get(col)) for col in COLUMNS])
-        self._flush()
-
-    def _flush(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def _check_header(path: Path) -> None:
-    with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        header = next(csv.reader(f), [])
-    if header != list(COLUMNS):
-        raise UsageError(
-            f"{path} holds rows of another schema than version {SCHEMA_VERSION}: "
-            "appending would mix layouts; write to a new file"
-        )
+        super().__init__(path, RESULTS)
 
 
 def frame_text(frame: Any) -> str:
@@ -170,7 +275,7 @@ def frame_text(frame: Any) -> str:
     writer = csv.writer(out)
     writer.writerow(COLUMNS)
     for record in frame[list(COLUMNS)].itertuples(index=False):
-        writer.writerow([_format(_plain(v)) for v in record])
+        writer.writerow([format_cell(_plain(v)) for v in record])
     return out.getvalue()
 
 
@@ -179,25 +284,17 @@ def _plain(value: Any) -> Any:
 
     if value is pd.NA:
         return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
     return value.item() if hasattr(value, "item") else value
 
 
 def csv_path(path: str | os.PathLike[str]) -> Path:
     """A run directory or a CSV file -> the CSV file."""
     p = Path(path)
-    return p / "results.csv" if p.is_dir() else p
+    return p / RESULTS.file_name if p.is_dir() else p
 
 
-#: The version that added each column after version 1.
-_ADDED_IN: dict[str, int] = {
-    "group_size": 2,
-    "groups": 2,
-    "aggbw_gbps": 2,
-    "status": 2,
-    "repeat": 2,
-    "enqueue_us": 3,
-    "host_bound": 3,
-}
 #: Columns that some files of a version lack although the version has them: version 2
 #: grew while in development (the subgroup columns and `repeat` came on two branches).
 _LATE_IN: dict[int, tuple[str, ...]] = {2: ("group_size", "groups", "aggbw_gbps", "repeat")}

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from colbench.errors import UsageError
+from colbench.rundir import RunDir
 from colbench.series import Line, Run, labels, lines, load_runs
 from colbench.sizes import format_size
 
@@ -115,8 +116,6 @@ def draw_lines(
     fit: bool = False,
 ) -> None:
     """Draw the curves on ``ax`` with the size axis, labels and legend set up."""
-    from matplotlib.ticker import FuncFormatter, LogFormatter
-
     chosen = metric(metric_name)
     for curve, label, (color, style, marker) in zip(
         curves, labels(curves), styles(curves), strict=True
@@ -145,6 +144,13 @@ def draw_lines(
     low = min(float(c.size_bytes.min()) for c in curves)
     high = max(float(c.size_bytes.max()) for c in curves)
     size_axis(ax, low, high)
+    _value_axis(ax, chosen)
+    _legend(ax, fit)
+
+
+def _value_axis(ax: Any, chosen: Metric) -> None:
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
     if chosen.log_y:
         ax.set_yscale("log")
         # Plain numbers (300, 1000, 2000) read faster than 3x10^2 on a time axis.
@@ -155,6 +161,9 @@ def draw_lines(
         ax.set_ylim(bottom=0)
     ax.set_ylabel(chosen.axis_label)
     ax.grid(True, which="major", alpha=0.3)
+
+
+def _legend(ax: Any, fit: bool) -> None:
     handles, _ = ax.get_legend_handles_labels()
     if fit:
         from matplotlib.lines import Line2D
@@ -262,7 +271,7 @@ def plot_runs(
 def default_out(runs: Sequence[Run], metric_name: str) -> Path:
     """One run: ``<run>/<metric>.png``; several: ``<metric>.png`` here."""
     if len(runs) == 1 and runs[0].path.is_dir():
-        return runs[0].path / f"{metric_name}.png"
+        return RunDir(runs[0].path).figure_path(metric_name)
     return Path(f"{metric_name}.png")
 
 
@@ -272,5 +281,5 @@ def write_run_plots(run_dir: str | os.PathLike[str]) -> list[Path]:
     curves = lines(runs[0])
     written = []
     for name in ("busbw", "time"):
-        written.append(save(plot_lines(curves, name), Path(run_dir) / f"{name}.png"))
+        written.append(save(plot_lines(curves, name), RunDir(run_dir).figure_path(name)))
     return written

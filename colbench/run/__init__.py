@@ -7,7 +7,7 @@
 - :mod:`.job`: what a rank is given (:class:`~.job.RankJob`) and tells its peers.
 - :mod:`.rank`: a rank's life: join, agree on the plan, bench, leave.
 - :mod:`.startup`: a rank's device, process group and hang watchdog.
-- :mod:`.lead`: rank 0's share: meta.json, the CSV and the table.
+- :mod:`.lead`: rank 0's share: its rows fed to the reporters (colbench.report.reporters).
 - :mod:`.outcome`: how a run ends, in meta.json and on the terminal.
 - :mod:`.protocol`: the parent<->rank protocol: progress in the rendezvous store,
   ``rankN.error.json`` reports, and the verdict read from them.

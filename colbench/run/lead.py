@@ -1,9 +1,8 @@
-"""Rank 0's share: the same loop as every rank, plus meta.json, the CSV and the table."""
+"""Rank 0's share: the same loop as every rank, its rows fed to the reporters (CSV,
+meta.json, progress, table)."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
 from typing import Any
 
 from colbench import metadata
@@ -11,10 +10,18 @@ from colbench.bench import RankBench, RunInfo
 from colbench.groups import Groups
 from colbench.inflight import InFlight
 from colbench.plan import Work, count_units
-from colbench.report.console import TableSink, run_header
+from colbench.report.console import run_header
 from colbench.report.progress import progress_bar
-from colbench.results import STATUS_OOM, STATUS_UNSUPPORTED, RowWriter
+from colbench.report.reporters import (
+    ConsoleReporter,
+    CsvReporter,
+    MetaReporter,
+    ProgressReporter,
+    Reporter,
+    RowStream,
+)
 from colbench.run.job import Peer, RankJob
+from colbench.rundir import RunDir
 from colbench.timing import Timer
 
 
@@ -27,7 +34,7 @@ def lead_run(
     notes: tuple[list[str], list[str]],
     bench_args: tuple[Any, Timer, Groups, InFlight],
 ) -> None:
-    """Rank 0's share: the same loop as every rank, plus meta.json, the CSV and the table.
+    """Rank 0's share: the same loop as every rank, its rows fed to the reporters.
 
     ``notes``: warnings about the measurement (also in the table's header), and notes
     on sizes skipped for memory.
@@ -35,35 +42,26 @@ def lead_run(
     cfg = job.cfg
     device, timer, groups, in_flight = bench_args
     warnings, memory_notes = notes
-    run_dir = Path(job.run_dir or ".")
+    run_dir = RunDir(job.run_dir or ".")
     meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
-    metadata.write(run_dir, meta)
-    writer = RowWriter(run_dir / "results.csv")
-    try:
-        with progress_bar(count_units(work) * cfg.repeat, cfg.progress) as hooks:
-            for line in warnings:
-                hooks.warn(f"colbench: warning: {line}")
-            for line in memory_notes:
-                hooks.warn(f"colbench: note: {line}")
-            sink = TableSink(
-                writer.write, cfg.table, echo=hooks.echo, warn=hooks.warn, advance=hooks.advance
-            )
-            sink.header(_table_header(job, info, peers, hosts, warnings))
-            started = time.time()
-            RankBench(cfg, info, 0, device, timer, sink, groups, in_flight).run(work)
-            sink.close()
-    finally:
-        writer.close()
-    meta.update(
-        status="complete",
-        rows=sink.rows_written,
-        rows_oom=sink.status_counts.get(STATUS_OOM, 0),
-        # Expected under a variant such as NCCL_ALGO=Tree: counted, not an error.
-        rows_unsupported=sink.status_counts.get(STATUS_UNSUPPORTED, 0),
-        wrong_total=sink.wrong_total,
-        duration_s=round(time.time() - started, 3),
-    )
-    metadata.write(run_dir, meta)
+    with progress_bar(count_units(work) * cfg.repeat, cfg.progress) as hooks:
+        for line in warnings:
+            hooks.warn(f"colbench: warning: {line}")
+        for line in memory_notes:
+            hooks.warn(f"colbench: note: {line}")
+        # The CSV first, so a row is on disk before anything else shows it.
+        reporters: list[Reporter] = [
+            CsvReporter(run_dir),
+            MetaReporter(run_dir),
+            ProgressReporter(hooks.advance),
+        ]
+        if cfg.table:
+            header = _table_header(job, info, peers, hosts, warnings)
+            reporters.append(ConsoleReporter(header, hooks.echo, hooks.warn))
+        with RowStream(reporters, hooks.warn) as stream:
+            stream.start(meta)
+            RankBench(cfg, info, 0, device, timer, stream, groups, in_flight).run(work)
+            stream.end()
 
 
 def _first_meta(

@@ -2,36 +2,30 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from colbench import metadata
 from colbench.errors import ExitCode
 from colbench.results import SCHEMA_VERSION
+from colbench.rundir import RunDir
 
 
 def rows_kept(run_dir: Path) -> int:
-    try:
-        with open(run_dir / "results.csv", encoding="utf-8") as f:
-            return max(0, sum(1 for _ in f) - 1)
-    except OSError:
-        return 0
+    return RunDir(run_dir).rows_kept()
 
 
 def tidy_logs(run_dir: Path) -> None:
     """Empty rank logs of a clean run say nothing: remove them."""
-    for log in run_dir.glob("rank*.log"):
-        if log.stat().st_size == 0:
-            log.unlink()
+    RunDir(run_dir).tidy_logs()
 
 
 def report_done(run_dir: Path) -> int:
-    meta = metadata.read(run_dir)
+    files = RunDir(run_dir)
+    meta = files.read_meta()
     wrong = int(meta.get("wrong_total") or 0)
     rows = meta.get("rows", 0)
-    print(f"colbench: {rows} rows in {run_dir}/results.csv", file=sys.stderr)
+    print(f"colbench: {rows} rows in {files.table_path()}", file=sys.stderr)
     if wrong:
         print(f"colbench: {wrong} wrong element(s): results are not trustworthy", file=sys.stderr)
         return int(ExitCode.DATA_ERROR)
@@ -45,9 +39,10 @@ def report_done(run_dir: Path) -> int:
 
 
 def finish_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
+    files = RunDir(run_dir)
     try:
-        meta = metadata.read(run_dir)
-    except (OSError, json.JSONDecodeError):
-        meta = {"run_id": run_dir.name, "schema_version": SCHEMA_VERSION}
+        meta = files.read_meta()
+    except (OSError, ValueError):  # missing or broken: start afresh
+        meta = {"run_id": files.name, "schema_version": SCHEMA_VERSION}
     meta.update(status=status, **fields)
-    metadata.write(run_dir, meta)
+    files.write_meta(meta)

@@ -6,12 +6,10 @@ The parent's orchestration; :mod:`colbench.run.spawn` starts the ranks and
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from colbench import metadata
 from colbench.config import SweepConfig
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import detect
@@ -25,6 +23,7 @@ from colbench.run.prepare import (
     resolve_backend,
 )
 from colbench.run.spawn import spawn_and_wait
+from colbench.rundir import RunDir
 from colbench.variants import Variant, environment, expand, ignored_by_backend
 
 
@@ -87,8 +86,8 @@ def _sweep_variants(
         with environment(dict(variant.env)):
             code = spawn_and_wait(cfg, backend, world_size, run_dir, variant)
         try:
-            meta = metadata.read(run_dir)
-        except (OSError, json.JSONDecodeError):
+            meta = RunDir(run_dir).read_meta()
+        except (OSError, ValueError):  # missing or broken: start afresh
             meta = {"run_id": run_dir.name}
         meta.pop("variant", None)
         records.append(
@@ -110,7 +109,7 @@ def _sweep_variants(
                 for key in ("rows", "wrong_total", "rows_oom")
             },
         )
-        metadata.write(run_dir, meta)
+        RunDir(run_dir).write_meta(meta)
         if code not in (ExitCode.OK, ExitCode.DATA_ERROR):
             return code
         worst = max(worst, ExitCode(code))

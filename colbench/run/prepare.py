@@ -5,14 +5,13 @@ Spawned and launched runs share these: a launched rank 0 makes the run directory
 
 from __future__ import annotations
 
-import datetime as _dt
-import os
 from pathlib import Path
 
 from colbench.config import SweepConfig, validate_for_world
 from colbench.errors import UsageError
 from colbench.ops import REGISTRY
 from colbench.plan import count_units, plan
+from colbench.rundir import RunDir, stamped_name
 
 
 def _gpu_count() -> int:
@@ -63,34 +62,10 @@ def run_label(cfg: SweepConfig) -> str:
 
 
 def make_run_dir(cfg: SweepConfig, backend: str) -> Path:
-    """Create the run directory (empty); a non-empty existing one is refused."""
-    if cfg.out_dir is not None:
-        run_dir = Path(cfg.out_dir)
-        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-            raise UsageError(
-                f"run directory {run_dir} already exists and is not empty; pick another --out"
-            )
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"cannot create run directory {run_dir}: {exc.strerror}") from None
-        if not os.access(run_dir, os.W_OK):
-            raise UsageError(f"run directory {run_dir} is not writable")
-        return run_dir
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path(cfg.results_root) / f"{stamp}-{run_label(cfg)}-{backend}"
-    for attempt in range(1, 1000):
-        run_dir = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
-        try:
-            run_dir.mkdir(parents=True)
-            return run_dir
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise UsageError(
-                f"cannot create run directory under {cfg.results_root}: {exc.strerror}"
-            ) from None
-    raise UsageError(f"could not find a free run directory name next to {base}")
+    """Create the run directory: --out (new or empty), else a new
+    ``<results>/<stamp>-<ops>-<backend>``."""
+    default = Path(cfg.results_root) / stamped_name(run_label(cfg), backend)
+    return RunDir.create(cfg.out_dir, default).path
 
 
 def checked_notes(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:

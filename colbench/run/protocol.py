@@ -22,6 +22,7 @@ from typing import Any
 from colbench import launch
 from colbench.errors import ExitCode
 from colbench.inflight import InFlight
+from colbench.rundir import RunDir
 
 #: Error kinds a rank reports (``kind`` in rankN.error.json).
 KIND_USAGE = "usage"
@@ -102,7 +103,7 @@ def make_report(
 
 
 def write_report(run_dir: Path, report: Mapping[str, Any]) -> None:
-    (run_dir / f"rank{report['rank']}.error.json").write_text(json.dumps(report))
+    RunDir(run_dir).error_report(int(report["rank"])).write_text(json.dumps(report))
 
 
 def torch_watchdog_line(log_text: str) -> str | None:
@@ -267,21 +268,21 @@ def read_reports(run_dir: Path) -> list[dict[str, Any]]:
     """Every rank's error report, plus one of kind timeout for each rank that left none
     but whose log holds torch's NCCL watchdog message (it aborts the process first)."""
     reports = []
-    for path in sorted(run_dir.glob("rank*.error.json")):
+    files = RunDir(run_dir)
+    for path in files.error_reports():
         try:
             reports.append(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError):
             continue
     reported = {int(r["rank"]) for r in reports}
-    for log in sorted(run_dir.glob("rank*.log")):
-        rank_text = log.name[len("rank") : -len(".log")]
-        if not rank_text.isdigit() or int(rank_text) in reported:
+    for rank, log in files.rank_logs().items():
+        if rank in reported:
             continue
         line = torch_watchdog_line(_tail(log, LOG_TAIL_BYTES))
         if line is not None:
             reports.append(
                 {
-                    "rank": int(rank_text),
+                    "rank": rank,
                     "host": hostname(),
                     "pid": "?",
                     "kind": KIND_TIMEOUT,

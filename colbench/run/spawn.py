@@ -28,6 +28,7 @@ from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob
 from colbench.run.outcome import finish_meta, report_done, rows_kept, tidy_logs
 from colbench.run.rank import exit_now, rank_main
+from colbench.rundir import RunDir
 from colbench.variants import Variant
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
@@ -217,7 +218,8 @@ def _spawned_rank(local_rank: int, job: RankJob) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ.update(job.env)
     if job.run_dir is not None:
-        _divert_stderr(Path(job.run_dir) / f"rank{local_rank}.log", keep_python=local_rank == 0)
+        log = RunDir(job.run_dir).rank_log(local_rank)
+        _divert_stderr(log, keep_python=local_rank == 0)
     in_flight = InFlight(rank=local_rank)
     try:
         rank_main(job, local_rank, local_rank, in_flight)
@@ -294,7 +296,7 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
             file=sys.stderr,
         )
         return
-    run_dir = Path(job.run_dir)
-    with open(run_dir / f"rank{rank}.log", "a", encoding="utf-8") as log:
+    run_dir = RunDir(job.run_dir)
+    with open(run_dir.rank_log(rank), "a", encoding="utf-8") as log:
         log.write(traceback.format_exc())
-    protocol.write_report(run_dir, report)
+    protocol.write_report(run_dir.path, report)

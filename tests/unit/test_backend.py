@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from colbench import rundir
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.ops import REGISTRY
-from colbench.run import prepare
 from colbench.run.prepare import default_nprocs, make_run_dir, resolve_backend, run_label
 
 
@@ -105,7 +105,7 @@ def test_default_names_are_unique_within_one_second(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = types.SimpleNamespace(datetime=FrozenDatetime, timedelta=datetime.timedelta)
-    monkeypatch.setattr(prepare, "_dt", clock)
+    monkeypatch.setattr(rundir, "_dt", clock)
     c = cfg(tmp_path, ops=("all_reduce", "all_gather"))
     first = make_run_dir(c, "gloo")
     second = make_run_dir(c, "gloo")

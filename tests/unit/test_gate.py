@@ -1,6 +1,6 @@
 """colbench.gate and its reports: check parsing, direction, windows, joins, verdicts, formats.
 
-Runs here are written through the real row builder (bench.make_row) and RowWriter and
+Runs here are written through the real row builder (results.make_row) and RowWriter and
 read back with results.load, so the gate sees exactly what a sweep would leave; only
 the timings are chosen, to put the judgement in a known situation.
 """
@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from colbench import gate, ops
-from colbench.bench import RunInfo, make_row, unmeasured_row
+from colbench.bench import RunInfo
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.gate import Check, SizeWindow, Verdict, judge, parse_checks
 from colbench.plan import Work
 from colbench.report import gate_report
-from colbench.results import STATUS_OOM, RowWriter, load
+from colbench.results import STATUS_OOM, RowWriter, load, make_row, unmeasured_row
 from tests.conftest import run_main
 
 KiB = 1024

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from colbench import cli, groups, ops
-from colbench.bench import RunInfo, make_row
+from colbench.bench import RunInfo
 from colbench.config import SweepConfig, validate, validate_for_world
 from colbench.errors import UsageError
 from colbench.plan import plan
-from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, load
+from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, load, make_row
 
 
 def test_contiguous_groups() -> None:

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from colbench import ops
-from colbench.bench import RunInfo, combine_times, make_row
+from colbench.bench import RunInfo, combine_times
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.plan import Work
-from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load
+from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load, make_row
 
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 
@@ -27,7 +27,7 @@ def a_row(**overrides: Any) -> dict[str, Any]:
     work = Work(coll, "float32", "none", (1024,), (lay,), ("out", "in"))
     info = RunInfo("run-1", "gloo", "cpu", 3, 1)
     times = combine_times([[10.0, 12.0, 11.0], [9.0, 13.0, 10.0], [10.5, 11.0, 12.5]], "avg")
-    row = make_row(info, cfg, work, 1024, lay, False, times, 0)
+    row = dict(make_row(info, cfg, work, 1024, lay, False, times, 0))
     for column in COLUMNS:
         row.setdefault(column, "")
     row.update(overrides)

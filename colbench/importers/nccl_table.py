@@ -1,0 +1,308 @@
+"""One found nccl-tests table -> colbench Rows, with what looks doubtful about it.
+
+Every data line becomes one Row per placement (in-place columns -> in_place=1).
+algbw and busbw are recomputed with colbench's formulas from size, time and world size;
+where the log disagrees by more than its printing precision explains, the row is warned
+about, except when one constant factor explains a whole column (an older nccl-tests
+definition), which is stated once.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from colbench.dtypes import NO_REDOP, REDOPS
+from colbench.errors import UsageError
+from colbench.importers import nccl_infer as infer
+from colbench.importers.nccl_scan import RawTable
+from colbench.ops.base import Collective
+from colbench.results import Row
+
+#: nccl-tests' DeltaMaxValue: an old ``error`` above this failed the check. Half uses the
+#: larger of the two values releases used, so nothing passing there is called wrong here.
+_ERROR_TOLERANCE = {"float16": 5e-2, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-12}
+_PLACEMENTS = ("out-of-place", "in-place")
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the user said about a log; None where the log itself must tell."""
+
+    source: str = "log"
+    world_size: int | None = None
+    op: str | None = None
+    variant: str = ""
+    run_id: str = "imported"
+
+
+@dataclass
+class Findings:
+    """What was learnt and doubted while reading a log's tables."""
+
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: One dict per table: its op, world size and where each came from (meta.json).
+    tables: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Check(NamedTuple):
+    """A bandwidth as printed and as colbench computes it, for the rounding check."""
+
+    line_no: int
+    placement: int
+    column: str
+    printed: str
+    size_bytes: int
+    time_text: str
+    recomputed_gbps: float
+
+
+@dataclass(frozen=True)
+class _Meaning:
+    """What a table measured, as far as the log and the options tell."""
+
+    table: RawTable
+    source: str
+    cols: infer.Columns
+    coll: Collective
+    found_by: str
+    n: int
+    hosts: list[str]
+    devices: list[str]
+    requested: list[int] | None
+    #: size_bytes / (count * element size): 1, or n for ops whose size is per rank.
+    ratio: int
+
+    @property
+    def device(self) -> str:
+        return statistics.mode(self.devices) if self.devices else ""
+
+    @property
+    def factor(self) -> float:
+        return self.coll.busbw_factor(self.n)
+
+    @property
+    def where(self) -> str:
+        return f"{self.source} table at line {self.table.header_line}"
+
+
+@dataclass
+class _Tally:
+    """What the lines of one table left to check once all are read."""
+
+    checks: list[_Check] = field(default_factory=list)
+    misfits: list[int] = field(default_factory=list)
+    flagged_errors: int = 0
+
+
+def table_rows(table: RawTable, options: ImportOptions, found: Findings) -> list[Row]:
+    """The rows of one table; its warnings, notes and facts go to ``found``."""
+    meaning = _meaning(table, options)
+    tally = _Tally()
+    rows: list[Row] = []
+    for index, (line_no, tokens) in enumerate(table.lines):
+        rows += _line_rows(meaning, options, tally, index, (line_no, tokens))
+    _warn_about(meaning, tally, found)
+    found.tables.append(_facts(meaning, len(rows)))
+    return rows
+
+
+def _meaning(table: RawTable, options: ImportOptions) -> _Meaning:
+    source, given = options.source, options.world_size
+    cols = infer.columns(table, source)
+    inferred = table.world.infer()
+    resolved = infer.resolve_op(
+        table, options.op, source, len(table.ranks) or (inferred[0] if inferred else given)
+    )
+    n = infer.world_size(table, given, source, resolved[0] if resolved else None)
+    if resolved is None:
+        raise infer.no_op(table, source)
+    ranked = [table.ranks[r] for r in sorted(table.ranks)]
+    return _Meaning(
+        table=table,
+        source=source,
+        cols=cols,
+        coll=resolved[0],
+        found_by=resolved[1],
+        n=n,
+        hosts=[host for host, _ in ranked],
+        devices=[dev for _, dev in ranked],
+        requested=infer.requested_sizes(table),
+        ratio=infer.size_ratio(resolved[0], n),
+    )
+
+
+def _line_rows(
+    m: _Meaning, options: ImportOptions, tally: _Tally, index: int, line: tuple[int, list[str]]
+) -> list[Row]:
+    """One Row per placement the line measured (N/A: not measured)."""
+    line_no, tokens = line
+    cols, coll = m.cols, m.coll
+    dtype, elem = infer.dtype_of(tokens[cols.type], m.source, line_no)
+    size, count = int(tokens[cols.size]), int(tokens[cols.count])
+    if count and size != count * elem * m.ratio:
+        tally.misfits.append(line_no)
+    common: dict[str, Any] = {
+        "run_id": options.run_id,
+        "variant": options.variant,
+        "backend": "nccl",
+        "device": m.device,
+        "world_size": m.n,
+        "nnodes": len(set(m.hosts)) if m.hosts else None,
+        "op": coll.name,
+        "dtype": dtype,
+        "redop": _redop(m, tokens, line_no),
+        "root": (int(tokens[cols.root]) if cols.root is not None else 0) if coll.rooted else -1,
+        "requested_bytes": m.requested[index] if m.requested else size,
+        "size_bytes": size,
+        "count": count,
+        "warmup": m.table.params.get("warmup"),
+        "iters": m.table.params.get("iters"),
+        # nccl-tests' default -a 1: ranks' times averaged.
+        "average": "avg",
+    }
+    rows = []
+    for placement, (t, alg, bus, wrong_at, is_error) in enumerate(cols.blocks):
+        if tokens[t] == "N/A":
+            continue
+        time_us = float(tokens[t])
+        algbw = coll.algbw_gbps(size, time_us)
+        wrong = _wrong(tokens[wrong_at], is_error, dtype)
+        tally.flagged_errors += (wrong or 0) if is_error else 0
+        tally.checks.append(
+            _Check(line_no, placement, "algbw", tokens[alg], size, tokens[t], algbw)
+        )
+        busbw = algbw * m.factor
+        tally.checks.append(
+            _Check(line_no, placement, "busbw", tokens[bus], size, tokens[t], busbw)
+        )
+        rows.append(
+            Row(
+                **common,
+                in_place=placement,
+                time_us=time_us,
+                algbw_gbps=algbw,
+                busbw_gbps=busbw,
+                wrong=wrong,
+            )
+        )
+    return rows
+
+
+def _redop(m: _Meaning, tokens: list[str], line_no: int) -> str:
+    if not m.coll.uses_redop:
+        return NO_REDOP
+    redop = tokens[m.cols.redop] if m.cols.redop is not None else "sum"
+    if redop not in REDOPS:
+        raise UsageError(f"{m.source} line {line_no}: unknown reduction {redop!r}")
+    return redop
+
+
+def _wrong(text: str, is_error: bool, dtype: str) -> int | None:
+    if text == "N/A":
+        return None
+    if is_error:
+        # The old column is the largest error, not a count: beyond nccl-tests'
+        # tolerance at least one element was wrong, so 1 is the honest floor.
+        return int(float(text) > _ERROR_TOLERANCE.get(dtype, 0.0))
+    return int(text)
+
+
+def _warn_about(m: _Meaning, tally: _Tally, found: Findings) -> None:
+    where, table = m.where, m.table
+    if tally.misfits:
+        found.warnings.append(
+            f"{where}: size and count do not fit {m.coll.name} at {m.n} ranks in "
+            f"{len(tally.misfits)} row(s) (first: line {tally.misfits[0]}); check --op and "
+            "--world-size"
+        )
+    _check_bandwidths(m, tally, found)
+    if tally.flagged_errors:
+        found.warnings.append(
+            f"{where}: {tally.flagged_errors} value(s) exceed nccl-tests' error tolerance"
+            + (
+                f" (the log reports {table.out_of_bounds} out of bounds)"
+                if table.out_of_bounds is not None
+                else ""
+            )
+            + "; imported with wrong=1, since the old error column is a maximum, not a count"
+        )
+    elif table.out_of_bounds and m.cols.old_error_column:
+        found.warnings.append(
+            f"{where}: the log reports {table.out_of_bounds} out-of-bounds value(s) but no "
+            "error above nccl-tests' tolerance is printed"
+        )
+
+
+def _facts(m: _Meaning, rows: int) -> dict[str, Any]:
+    return {
+        "header_line": m.table.header_line,
+        "op": m.coll.name,
+        "op_from": m.found_by,
+        "world_size": m.n,
+        "world_size_from": infer.world_size_from(m.table),
+        "hosts": sorted(set(m.hosts)),
+        "devices": sorted(set(m.devices)),
+        "lines": len(m.table.lines),
+        "rows": rows,
+        "requested_bytes_from": "the -b/-e/-f header" if m.requested else "size_bytes",
+        "wrong_from": "error column (max error vs nccl-tests' tolerance)"
+        if m.cols.old_error_column
+        else "#wrong column",
+        **{k: v for k, v in m.table.params.items() if k in ("warmup", "iters")},
+    }
+
+
+def _check_bandwidths(m: _Meaning, tally: _Tally, found: Findings) -> None:
+    """Warn per row where the log's bandwidth is not colbench's, beyond print rounding."""
+    factor = m.factor
+    for column in ("algbw", "busbw"):
+        mine = [c for c in tally.checks if c.column == column]
+        col_factor = 1.0 if column == "algbw" else factor
+        bad = [c for c in mine if not _agrees(c, col_factor)]
+        if not bad:
+            continue
+        scale = _constant_scale(bad, factor)
+        if not tally.misfits and all(_agrees(c, col_factor * scale) for c in mine):
+            why = (
+                f"older nccl-tests printed busbw as {m.coll.name}'s algbw"
+                if column == "algbw" and math.isclose(scale, factor, rel_tol=1e-3)
+                else "a different definition, not noise"
+            )
+            found.notes.append(
+                f"{m.where}: the log's {column} is {scale:.4g} x colbench's in every row "
+                f"({why}); colbench's {column} = "
+                + ("size_bytes / time" if column == "algbw" else f"algbw * {factor:.4g}")
+                + " is used"
+            )
+            continue
+        for c in bad:
+            found.warnings.append(
+                f"{m.source} line {c.line_no} ({_PLACEMENTS[c.placement]}): "
+                f"{column} {c.printed} GB/s in the log, but {c.size_bytes} B in {c.time_text} us "
+                f"at {m.n} ranks is {c.recomputed_gbps:.4g} GB/s; colbench's value is used"
+            )
+
+
+def _agrees(check: _Check, factor: float) -> bool:
+    return infer.bandwidth_agrees(check.size_bytes, check.time_text, check.printed, factor)
+
+
+def _constant_scale(bad: list[_Check], factor: float) -> float:
+    """The factor between the log's values and colbench's, NaN when too few tell.
+
+    The largest printed value carries the most digits: take the factor from it,
+    snapped to the op's busbw factor (or its inverse) when it is that.
+    """
+    sized = [c for c in bad if c.recomputed_gbps > 0 and float(c.printed) >= 0.1]
+    if len(sized) < 3:
+        return math.nan
+    best = max(sized, key=lambda c: float(c.printed))
+    scale = float(best.printed) / best.recomputed_gbps
+    for known in (factor, 1 / factor if factor else math.nan):
+        if math.isclose(scale, known, rel_tol=1e-3):
+            scale = known
+    return scale

@@ -1,0 +1,167 @@
+"""Reporters: everything rank 0 writes or shows is fed one stream of typed rows.
+
+The bench loop hands its rows to one :class:`RowStream` (the bench's row sink); the
+stream passes them, in order, to each :class:`Reporter`: the CSV file, meta.json, the
+progress bar, the console table. A reporter sees the run start (its meta.json as it
+stands before the first row), each size's rows as soon as they are measured, and the
+end; ``close`` runs whether the run ended or failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from colbench import ops
+from colbench.report.console import TableSink
+from colbench.results import STATUS_OOM, STATUS_UNSUPPORTED, Row
+from colbench.rundir import RunDir
+from colbench.tables import TableWriter
+
+
+@dataclass(frozen=True)
+class Summary:
+    """How the measuring went, for the reporters that say so at the end."""
+
+    duration_s: float
+
+
+class Reporter:
+    """One consumer of the row stream; every hook does nothing unless overridden."""
+
+    def on_start(self, meta: Mapping[str, Any]) -> None:
+        """The run begins; ``meta`` is its meta.json before the first row."""
+
+    def on_rows(self, rows: Sequence[Row]) -> None:
+        """All placements of one (op, dtype, redop, size), in the order measured."""
+
+    def on_end(self, summary: Summary) -> None:
+        """Every row has been measured."""
+
+    def close(self) -> None:
+        """Release what the reporter holds; runs after on_end, or after a failure."""
+
+
+class RowStream:
+    """The bench's row sink: feeds every row to each reporter, in the order given."""
+
+    def __init__(self, reporters: Iterable[Reporter], warn: Callable[[str], None]) -> None:
+        self.reporters = list(reporters)
+        self._warn = warn
+        self._started = time.monotonic()
+
+    def start(self, meta: Mapping[str, Any]) -> None:
+        self._started = time.monotonic()
+        for reporter in self.reporters:
+            reporter.on_start(meta)
+
+    def rows(self, coll: Any, rows: Sequence[Row]) -> None:
+        for reporter in self.reporters:
+            reporter.on_rows(rows)
+
+    def note(self, message: str) -> None:
+        self._warn(f"colbench: note: {message}")
+
+    def end(self) -> None:
+        summary = Summary(duration_s=round(time.monotonic() - self._started, 3))
+        for reporter in self.reporters:
+            reporter.on_end(summary)
+
+    def close(self) -> None:
+        for reporter in self.reporters:
+            reporter.close()
+
+    def __enter__(self) -> RowStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CsvReporter(Reporter):
+    """results.csv: each row on disk (flushed) before anyone else sees it."""
+
+    def __init__(self, run_dir: RunDir) -> None:
+        self.run_dir = run_dir
+        self._writer: TableWriter | None = None
+
+    def on_start(self, meta: Mapping[str, Any]) -> None:
+        # Opened at the start, so a run that measures nothing still leaves its header.
+        self._writer = self.run_dir.writer()
+
+    def on_rows(self, rows: Sequence[Row]) -> None:
+        assert self._writer is not None, "on_start opens the file"
+        for row in rows:
+            self._writer.write(row)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+class MetaReporter(Reporter):
+    """meta.json: written at the start, completed with the counts at the end."""
+
+    def __init__(self, run_dir: RunDir) -> None:
+        self.run_dir = run_dir
+        self.meta: dict[str, Any] = {}
+        self.rows = 0
+        self.wrong_total = 0
+        self.status_counts: dict[str, int] = {}
+
+    def on_start(self, meta: Mapping[str, Any]) -> None:
+        self.meta = dict(meta)
+        self.run_dir.write_meta(self.meta)
+
+    def on_rows(self, rows: Sequence[Row]) -> None:
+        for row in rows:
+            self.rows += 1
+            self.wrong_total += int(row.wrong or 0)
+            self.status_counts[row.status] = self.status_counts.get(row.status, 0) + 1
+
+    def on_end(self, summary: Summary) -> None:
+        self.meta.update(
+            status="complete",
+            rows=self.rows,
+            rows_oom=self.status_counts.get(STATUS_OOM, 0),
+            # Expected under a variant such as NCCL_ALGO=Tree: counted, not an error.
+            rows_unsupported=self.status_counts.get(STATUS_UNSUPPORTED, 0),
+            wrong_total=self.wrong_total,
+            duration_s=summary.duration_s,
+        )
+        self.run_dir.write_meta(self.meta)
+
+
+class ProgressReporter(Reporter):
+    """The progress bar: one step per row."""
+
+    def __init__(self, advance: Callable[[int], None]) -> None:
+        self._advance = advance
+
+    def on_rows(self, rows: Sequence[Row]) -> None:
+        self._advance(len(rows))
+
+
+class ConsoleReporter(Reporter):
+    """The nccl-tests style table on stdout (colbench.report.console), header first."""
+
+    def __init__(
+        self,
+        header: Sequence[str],
+        echo: Callable[[str], None],
+        warn: Callable[[str], None],
+    ) -> None:
+        self._header = list(header)
+        # The table's own CSV and progress hooks stay unused: other reporters do that.
+        self._table = TableSink(lambda row: None, True, echo=echo, warn=warn)
+
+    def on_start(self, meta: Mapping[str, Any]) -> None:
+        self._table.header(self._header)
+
+    def on_rows(self, rows: Sequence[Row]) -> None:
+        self._table.rows(ops.get(rows[0].op), rows)
+
+    def on_end(self, summary: Summary) -> None:
+        self._table.close()

@@ -1,0 +1,202 @@
+"""RunDir: the one owner of a run directory's files.
+
+A run directory holds what one run (a sweep, an import) left::
+
+    meta.json          what the run was: versions, hardware, launcher, env, status
+    results.csv        its rows (colbench.results.RESULTS); other tables beside it,
+                       each a colbench.tables.Table with its own columns and version
+    rank<N>.log        what rank N's libraries printed (removed when empty)
+    rank<N>.error.json how rank N failed, for the parent's verdict
+    <metric>.png       figures of sweep --plot
+
+Every module that makes a run directory or reads or writes one of these files goes
+through this class, so the layout is written down once.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from colbench.errors import UsageError
+from colbench.results import RESULTS, SCHEMA_VERSION, csv_path, load
+from colbench.tables import Table, TableWriter
+
+META_FILE = "meta.json"
+_RANK_LOG = re.compile(r"^rank(\d+)\.log$")
+
+
+def stamped_name(*parts: str) -> str:
+    """``<YYYYmmdd-HHMMSS>-<parts joined by ->``: the default name of a new directory."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return "-".join((stamp, *parts))
+
+
+class RunDir:
+    """A run directory: its tables, meta.json, rank logs and figures."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    @property
+    def name(self) -> str:
+        """The run's id, as its rows and meta.json carry it."""
+        return self.path.name
+
+    # -- creating ----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, out: str | os.PathLike[str] | None, default: Path) -> RunDir:
+        """A new, empty run directory: ``out`` (an explicit --out, which must be new or
+        empty), else ``default``, stepping aside to ``-2``, ``-3``... from a taken name."""
+        if out is not None:
+            return cls._create_explicit(Path(out))
+        for attempt in range(1, 1000):
+            path = default if attempt == 1 else default.with_name(f"{default.name}-{attempt}")
+            try:
+                # mkdir claims the name atomically: two runs started in the same second
+                # never share a directory.
+                path.mkdir(parents=True)
+                return cls(path)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot create run directory under {default.parent}: {exc.strerror}"
+                ) from None
+        raise UsageError(f"could not find a free run directory name next to {default}")
+
+    @classmethod
+    def _create_explicit(cls, path: Path) -> RunDir:
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise UsageError(
+                f"run directory {path} already exists and is not empty; pick another --out"
+            )
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create run directory {path}: {exc.strerror}") from None
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"run directory {path} is not writable")
+        return cls(path)
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> RunDir:
+        """The run a path names: the directory itself, or the one holding a results CSV."""
+        return cls(csv_path(path).parent)
+
+    # -- tables ------------------------------------------------------------------------
+
+    def table_path(self, table: Table = RESULTS) -> Path:
+        return self.path / table.file_name
+
+    def has_table(self, table: Table = RESULTS) -> bool:
+        return self.table_path(table).is_file()
+
+    def writer(self, table: Table = RESULTS) -> TableWriter:
+        """Append rows to one of the run's tables (created with its header if new)."""
+        return TableWriter(self.table_path(table), table)
+
+    def results(self) -> Any:
+        """results.csv as a DataFrame of this version's columns (see results.load)."""
+        return load(self.table_path(RESULTS))
+
+    def rows_kept(self, table: Table = RESULTS) -> int:
+        """Data rows in a table's file; 0 when it is missing."""
+        try:
+            with open(self.table_path(table), encoding="utf-8") as f:
+                return max(0, sum(1 for _ in f) - 1)
+        except OSError:
+            return 0
+
+    # -- meta.json ---------------------------------------------------------------------
+
+    @property
+    def meta_path(self) -> Path:
+        return self.path / META_FILE
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        """Atomically replace meta.json, so a reader never sees half a file."""
+        tmp = self.path / f".{META_FILE}.tmp"
+        tmp.write_text(json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n")
+        os.replace(tmp, self.meta_path)
+
+    def read_meta(self) -> dict[str, Any]:
+        """meta.json; raises OSError or ValueError when it is missing or broken, and
+        UsageError when a newer colbench wrote it."""
+        meta = json.loads(self.meta_path.read_text())
+        if not isinstance(meta, dict):
+            raise ValueError(f"{self.meta_path} is not a JSON object")
+        check_version(self.meta_path, meta.get("schema_version"))
+        return meta
+
+    def meta_or_none(self) -> dict[str, Any] | None:
+        """meta.json, or None when it is missing or unreadable (a CSV copied alone); one
+        a newer colbench wrote is still refused."""
+        try:
+            return self.read_meta()
+        except UsageError:
+            raise
+        except (OSError, ValueError):
+            return None
+
+    def update_meta(self, **fields: Any) -> None:
+        meta = self.read_meta()
+        meta.update(fields)
+        self.write_meta(meta)
+
+    # -- rank logs and figures ---------------------------------------------------------
+
+    def rank_log(self, rank: int) -> Path:
+        return self.path / f"rank{rank}.log"
+
+    def rank_logs(self) -> dict[int, Path]:
+        """Rank -> its log file, for the logs that exist, in rank order."""
+        found = {}
+        for path in self.path.glob("rank*.log"):
+            match = _RANK_LOG.match(path.name)
+            if match:
+                found[int(match.group(1))] = path
+        return dict(sorted(found.items()))
+
+    def tidy_logs(self) -> None:
+        """Empty rank logs of a clean run say nothing: remove them."""
+        for log in self.rank_logs().values():
+            if log.stat().st_size == 0:
+                log.unlink()
+
+    def error_report(self, rank: int) -> Path:
+        """Where rank ``rank`` leaves the report of how it failed."""
+        return self.path / f"rank{rank}.error.json"
+
+    def error_reports(self) -> list[Path]:
+        return sorted(self.path.glob("rank*.error.json"))
+
+    def figure_path(self, metric: str) -> Path:
+        return self.path / f"{metric}.png"
+
+
+def check_version(source: Path, version: Any) -> None:
+    """Refuse a file a newer colbench wrote: its fields may mean what this one cannot tell."""
+    if version is None:
+        return
+    try:
+        number = int(version)
+    except (TypeError, ValueError):
+        raise UsageError(f"{source}: schema_version {version!r} is not a version number") from None
+    if number > SCHEMA_VERSION:
+        raise UsageError(
+            f"{source} has schema version {number}, newer than this colbench reads "
+            f"(1 to {SCHEMA_VERSION}): upgrade colbench to read it"
+        )

@@ -1,0 +1,189 @@
+"""What every CSV table of a run directory has in common: typed rows, versions, one writer.
+
+A table is declared once, as a frozen dataclass whose fields are its columns in order,
+each with a meaning and a unit (:func:`column`); :class:`Table` names the file it is
+written to and the history of its version. The column list, the CSV header, the
+writer's checks and docs/schema.md all come from that declaration.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from colbench.errors import UsageError
+
+
+def column(meaning: str, unit: str = "", default: Any = dataclasses.MISSING) -> Any:
+    """A row field that is a CSV column: what it means and its unit, for the docs."""
+    return dataclasses.field(default=default, metadata={"meaning": meaning, "unit": unit})
+
+
+class TableRow(Mapping[str, Any]):
+    """Base of a table's frozen row dataclass: read-only access by column name too, so
+    code that reads cells by name (the console table, tests) needs no second form."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in _names(type(self)):
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_names(type(self)))
+
+    def __len__(self) -> int:
+        return len(_names(type(self)))
+
+    def cells(self) -> list[str]:
+        """The row as CSV cells, in column order."""
+        return [format_cell(getattr(self, name)) for name in _names(type(self))]
+
+
+def _fields(row_type: type) -> tuple[dataclasses.Field[Any], ...]:
+    return dataclasses.fields(row_type)
+
+
+def _names(row_type: type) -> tuple[str, ...]:
+    return tuple(f.name for f in _fields(row_type))
+
+
+@dataclass(frozen=True)
+class Table:
+    """One CSV table of a run directory: its file, its row type and its version.
+
+    ``history`` maps each version to what changed in it (docs/schema.md shows it);
+    bump ``version`` on any change of columns or of their meaning.
+    """
+
+    file_name: str
+    row_type: type[TableRow]
+    version: int
+    history: Mapping[int, str]
+    title: str = ""
+    #: The version that added each column after version 1.
+    added_in: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """Column name -> meaning, in file order."""
+        return {f.name: f.metadata["meaning"] for f in _fields(self.row_type)}
+
+    @property
+    def units(self) -> dict[str, str]:
+        return {f.name: f.metadata["unit"] for f in _fields(self.row_type)}
+
+
+def format_cell(value: Any) -> str:
+    """A value as its CSV cell: empty for a missing number, %.6g for a float."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return f"{value:.6g}" if abs(value) < 1e15 else repr(value)
+    return str(value)
+
+
+class TableWriter:
+    """Appends rows to one table's CSV; each row is flushed at once so a crash keeps it.
+
+    Appending to a file of another schema is refused: its header would not describe the
+    new rows, and a reader would read them shifted.
+    """
+
+    def __init__(self, path: Path, table: Table) -> None:
+        self.path = path
+        self.table = table
+        self._columns = list(table.columns)
+        new = not path.exists() or path.stat().st_size == 0
+        if not new:
+            self._check_header()
+        self._file: IO[str] = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        self._writer = csv.writer(self._file)
+        if new:
+            self._writer.writerow(self._columns)
+            self._flush()
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        """Append one row: a row of the table's type, or a mapping of its columns
+        (columns it lacks are written empty)."""
+        if isinstance(row, self.table.row_type):
+            self._writer.writerow(row.cells())
+        else:
+            unknown = set(row) - set(self._columns)
+            if unknown:
+                raise ValueError(f"row has columns outside the schema: {sorted(unknown)}")
+            self._writer.writerow([format_cell(row.get(c)) for c in self._columns])
+        self._flush()
+
+    def _flush(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_header(self) -> None:
+        with open(self.path, newline="", encoding="utf-8", errors="replace") as f:
+            header = next(csv.reader(f), [])
+        if header != self._columns:
+            raise UsageError(
+                f"{self.path} holds rows of another schema than version {self.table.version}: "
+                "appending would mix layouts; write to a new file"
+            )
+
+
+def markdown(tables: list[Table]) -> str:
+    """docs/schema.md: every table's columns with unit and meaning, and its history."""
+    out = [
+        "# Result files",
+        "",
+        "Generated by `python -m colbench.tables --markdown` from the row types in",
+        "`colbench/results.py`; `tests/unit/test_schema_doc.py` fails when it is stale.",
+        "",
+        "Sizes are in bytes with binary prefixes on the command line (1K = 1024 B);",
+        "bandwidths are in GB/s, base 10 (1 GB/s = 1e9 B/s); times in microseconds (us).",
+    ]
+    for table in tables:
+        out += ["", f"## {table.file_name}", ""]
+        if table.title:
+            out += [table.title, ""]
+        out += [f"Schema version {table.version}.", ""]
+        out += ["| column | unit | since | meaning |", "|---|---|---|---|"]
+        for name, meaning in table.columns.items():
+            cell = meaning.replace("|", "\\|")
+            since = table.added_in.get(name, 1)
+            out.append(f"| `{name}` | {table.units[name] or '-'} | {since} | {cell} |")
+        out += ["", f"### {table.file_name} schema versions", ""]
+        out += [f"- **{v}**: {text}" for v, text in sorted(table.history.items())]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """``python -m colbench.tables --markdown``: print docs/schema.md."""
+    from colbench.results import TABLES
+
+    if argv != ["--markdown"]:
+        print("usage: python -m colbench.tables --markdown", file=sys.stderr)
+        return 2
+    sys.stdout.write(markdown(TABLES))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,55 @@
+"""docs/schema.md is generated from the row types and must match them (declare once)."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from colbench.results import RESULTS, TABLES
+from colbench.tables import Table, markdown
+
+SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
+
+
+def test_committed_schema_doc_is_current() -> None:
+    assert SCHEMA_DOC.read_text() == markdown(TABLES), (
+        "docs/schema.md is stale: python -m colbench.tables --markdown > docs/schema.md"
+    )
+
+
+@pytest.mark.parametrize("table", TABLES, ids=lambda t: t.file_name)
+def test_every_column_says_what_it_means(table: Table) -> None:
+    for f in dataclasses.fields(table.row_type):
+        assert f.metadata.get("meaning", "").strip(), f"{table.file_name}: {f.name} lacks a meaning"
+        assert "unit" in f.metadata, f"{table.file_name}: {f.name} lacks a unit (empty: none)"
+
+
+@pytest.mark.parametrize("table", TABLES, ids=lambda t: t.file_name)
+def test_every_version_has_its_history(table: Table) -> None:
+    assert sorted(table.history) == list(range(1, table.version + 1))
+
+
+def test_units_follow_the_names() -> None:
+    for name, unit in RESULTS.units.items():
+        if name.endswith("_us"):
+            assert unit == "us", name
+        if name.endswith("_gbps"):
+            assert unit == "GB/s", name
+        if name.endswith("_bytes"):
+            assert unit == "B", name
+
+
+def test_the_module_prints_the_doc() -> None:
+    made = subprocess.run(
+        [sys.executable, "-m", "colbench.tables", "--markdown"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == SCHEMA_DOC.read_text()
