@@ -8,21 +8,24 @@ input fails before any rank starts.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from colbench import ops as ops_registry
 from colbench.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
 from colbench.errors import UsageError
 from colbench.ops.base import Collective
+from colbench.options import (
+    BACKENDS,
+    MEMORY_CHECKS,
+    PLACEMENTS,
+    Average,
+    Backend,
+    MemoryCheck,
+    SweepOptions,
+    parse_average,
+    parse_placements,
+)
 from colbench.sizes import parse_size, parse_sizes, size_range
-
-Average = Literal["avg", "min", "max", "rank0"]
-Backend = Literal["auto", "gloo", "nccl"]
-MemoryCheck = Literal["skip", "refuse", "off"]
-AVERAGES: tuple[Average, ...] = ("avg", "min", "max", "rank0")
-# nccl-tests' -a takes 0..3.
-_AVERAGE_DIGITS: dict[str, Average] = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
-PLACEMENTS = ("out", "in")
 
 
 @dataclass(frozen=True)
@@ -126,26 +129,6 @@ def resolve_sizes(
     return tuple(size_range(low, high, factor, step_bytes))
 
 
-def parse_average(text: str) -> Average:
-    key = text.strip().lower()
-    key = _AVERAGE_DIGITS.get(key, key)
-    for name in AVERAGES:
-        if key == name:
-            return name
-    raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
-
-
-def parse_placements(text: str) -> tuple[str, ...]:
-    names = [p.strip().lower() for p in text.split(",") if p.strip()]
-    aliases = {"out-of-place": "out", "in-place": "in", "oop": "out", "ip": "in", "both": "out,in"}
-    expanded: list[str] = []
-    for name in names:
-        expanded.extend(aliases.get(name, name).split(","))
-    if not expanded or any(p not in PLACEMENTS for p in expanded):
-        raise UsageError(f"bad --placement {text!r}: use out, in or out,in")
-    return tuple(p for p in PLACEMENTS if p in expanded)
-
-
 def build(
     *,
     op: str,
@@ -175,6 +158,57 @@ def build(
     )
     validate(cfg)
     return cfg
+
+
+def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> SweepConfig:
+    """Check and convert what the user gave (flags, a suite) into a SweepConfig.
+
+    Raises UsageError, in the order a user fixes things: flags' own values first, then
+    combinations (in :func:`build` and :func:`validate`).
+    """
+    from colbench.variants import parse_axes
+
+    if opts.check not in (0, 1):
+        raise UsageError(f"--check takes 0 or 1, got {opts.check}")
+    _choice("--backend", opts.backend, BACKENDS)
+    return build(
+        op=opts.op,
+        sizes=resolve_sizes(opts.sizes, opts.minbytes, opts.maxbytes, opts.factor, opts.step),
+        dtype=opts.dtype,
+        redop=opts.redop,
+        root=opts.root,
+        placements=parse_placements(opts.placement),
+        iters=opts.iters,
+        repeat=opts.repeat,
+        warmup=opts.warmup,
+        check=bool(opts.check),
+        average=parse_average(opts.average),
+        backend=_choice("--backend", opts.backend, BACKENDS),
+        nprocs=opts.nprocs,
+        timeout_s=opts.timeout,
+        init_timeout_s=opts.init_timeout,
+        group_size=opts.group_size,
+        seed=opts.seed,
+        out_dir=opts.out,
+        results_root=opts.results_dir,
+        progress=opts.progress,
+        table=opts.table,
+        memory_check=_choice("--memory-check", opts.memory_check, MEMORY_CHECKS),
+        memory_limit_bytes=parse_size(opts.memory_limit) if opts.memory_limit is not None else None,
+        time_budget_s=opts.time_budget,
+        rotate=opts.rotate,
+        cuda_graph=opts.cuda_graph,
+        debug=opts.debug,
+        command_line=command_line,
+        env_axes=parse_axes(opts.env or []),
+        plot=opts.plot,
+    )
+
+
+def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> Any:
+    if value not in allowed:
+        raise UsageError(f"bad {flag} {value!r}: use {', '.join(allowed)}")
+    return value
 
 
 CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"
