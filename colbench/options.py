@@ -83,6 +83,8 @@ class Spec:
     choices: tuple[str, ...] = ()
     yaml_keys: tuple[str, ...] = ()
     """Keys in a suite file; empty means the option's name."""
+    nccl_tests: str = ""
+    """The nccl-tests flag (or variable) that means the same, for the docs."""
 
 
 def option(
@@ -94,9 +96,10 @@ def option(
     parse: Callable[[str], Any] | None = None,
     choices: tuple[str, ...] = (),
     yaml_keys: tuple[str, ...] = (),
+    nccl_tests: str = "",
 ) -> Any:
     """A field of :class:`SweepOptions` carrying its :class:`Spec`."""
-    spec = Spec(flags, help, concern, yaml, parse, choices, yaml_keys)
+    spec = Spec(flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests)
     return field(default=default, metadata={"spec": spec})
 
 
@@ -127,6 +130,7 @@ class SweepOptions:
         "-b",
         help="nccl-tests: smallest size (binary units).",
         concern="measure",
+        nccl_tests="-b",
         yaml="size",
     )
     maxbytes: str | None = option(
@@ -135,6 +139,7 @@ class SweepOptions:
         "-e",
         help="nccl-tests: largest size (binary units).",
         concern="measure",
+        nccl_tests="-e",
         yaml="size",
     )
     factor: float | None = option(
@@ -144,6 +149,7 @@ class SweepOptions:
         "-f",
         help="Multiply size by this per step (default 2).",
         concern="measure",
+        nccl_tests="-f",
     )
     step: str | None = option(
         None,
@@ -152,6 +158,7 @@ class SweepOptions:
         "-i",
         help="Add this many bytes per step instead.",
         concern="measure",
+        nccl_tests="-i",
         yaml="size",
     )
     dtype: str = option(
@@ -161,6 +168,7 @@ class SweepOptions:
         help="Element types, comma list or 'all': float32, float16, bfloat16, float64, "
         "int8, uint8, int32, int64.",
         concern="measure",
+        nccl_tests="-d",
         yaml="list",
         parse=parse_dtypes,
     )
@@ -170,6 +178,7 @@ class SweepOptions:
         "-o",
         help="Reduction ops, comma list or 'all': sum, prod, min, max, avg (float only).",
         concern="measure",
+        nccl_tests="-o",
         yaml="list",
         parse=parse_redops,
     )
@@ -179,6 +188,7 @@ class SweepOptions:
         "-r",
         help="Root rank of broadcast, reduce, gather, scatter.",
         concern="measure",
+        nccl_tests="-r",
     )
     placement: str = option(
         "out,in",
@@ -188,7 +198,9 @@ class SweepOptions:
         yaml="list",
         parse=parse_placements,
     )
-    iters: int = option(20, "--iters", "-n", help="Timed calls per size.", concern="measure")
+    iters: int = option(
+        20, "--iters", "-n", help="Timed calls per size.", concern="measure", nccl_tests="-n"
+    )
     repeat: int = option(
         1,
         "--repeat",
@@ -197,7 +209,12 @@ class SweepOptions:
         concern="measure",
     )
     warmup: int = option(
-        5, "--warmup", "-w", help="Untimed calls per size before timing.", concern="measure"
+        5,
+        "--warmup",
+        "-w",
+        help="Untimed calls per size before timing.",
+        concern="measure",
+        nccl_tests="-w",
     )
     check: int = option(
         1,
@@ -205,6 +222,7 @@ class SweepOptions:
         "-c",
         help="1: verify every result (default); 0: skip.",
         concern="measure",
+        nccl_tests="-c",
         yaml="check",
     )
     average: str = option(
@@ -213,6 +231,7 @@ class SweepOptions:
         "-a",
         help="Combine ranks' times: avg, min, max, rank0 (or nccl-tests 1, 2, 3, 0).",
         concern="measure",
+        nccl_tests="-a",
         yaml="list",
         parse=parse_average,
     )
@@ -249,6 +268,7 @@ class SweepOptions:
         help="Split the world into contiguous groups of this many ranks, all running "
         "each collective at once (busbw uses the group size as n).",
         concern="measure",
+        nccl_tests="NCCL_TESTS_SPLIT",
     )
     seed: int = option(0, "--seed", help="Seed of the deterministic input data.", concern="measure")
     out: str | None = option(
@@ -296,6 +316,7 @@ class SweepOptions:
         "-G",
         help="NCCL: capture the timed batch in a CUDA graph.",
         concern="measure",
+        nccl_tests="-G",
     )
     debug: bool = option(
         False,
@@ -404,16 +425,19 @@ def markdown() -> str:
     rows = table()
     for concern, title in CONCERNS.items():
         lines += ["", f"## {title}", ""]
-        lines += ["| Flag | Aliases | YAML key | Default | Meaning |", "|---|---|---|---|---|"]
+        lines += [
+            "| Flag | Aliases | nccl-tests | YAML key | Default | Meaning |",
+            "|---|---|---|---|---|---|",
+        ]
         for opt in rows:
             if opt.spec.concern != concern:
                 continue
             flags = " ".join(f"`{f}`" for f in opt.spec.flags[1:])
             keys = ", ".join(f"`{k}`" for k in opt.yaml_keys)
             meaning = opt.spec.help.replace("|", "\\|")
-            lines.append(
-                f"| `{opt.spec.flags[0]}` | {flags} | {keys} | {_default_text(opt)} | {meaning} |"
-            )
+            same = f"`{opt.spec.nccl_tests}`" if opt.spec.nccl_tests else ""
+            cells = [f"`{opt.spec.flags[0]}`", flags, same, keys, _default_text(opt), meaning]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
