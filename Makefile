@@ -47,7 +47,7 @@ format: install
 # docs/options.md is generated from the options table (colbench/options.py); a unit test
 # fails while the committed file is stale.
 docs: install
-	$(PY) -m colbench.options
+	$(PY) -m colbench.docgen
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

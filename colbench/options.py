@@ -4,8 +4,8 @@ Each option is a field of :class:`SweepOptions`: its type and default are the fi
 and :func:`option` attaches the rest (flags, help, how a YAML value is read, the parser
 its text must pass). The Typer parameters of ``sweep``/``run``/``crosscheck``, the YAML
 schema of suites (colbench.suite) and docs/options.md are all derived from this table,
-so adding an option is one edit here (then ``python -m colbench.options`` rewrites the
-docs; a test fails until it has).
+so adding an option is one edit here (then ``make docs`` rewrites the docs, see
+colbench.docgen; a test fails until it has).
 
 Values here are what a user typed (``"1K-16M"``, ``"out,in"``); colbench.config turns
 them into the typed, validated sweep.
@@ -14,11 +14,9 @@ them into the typed, validated sweep.
 from __future__ import annotations
 
 import inspect
-import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from colbench import ops
@@ -400,57 +398,3 @@ def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOpti
         merged = merge_axes(parse_axes(file_values["env"]), parse_axes(given["env"] or []))
         values["env"] = [f"{key}={','.join(vals)}" for key, vals in merged]
     return replace(SweepOptions(), **values)
-
-
-def _default_text(opt: Option) -> str:
-    if opt.default is None:
-        return ""
-    if isinstance(opt.default, bool):
-        return "on" if opt.default else "off"
-    return f"`{opt.default}`"
-
-
-def markdown() -> str:
-    """docs/options.md: the option reference, grouped by concern."""
-    lines = [
-        "# Options of `colbench sweep`",
-        "",
-        "<!-- Generated from colbench/options.py by `python -m colbench.options`; do not edit. -->",
-        "",
-        "The same options work as flags (`colbench sweep`, `colbench run FILE`, "
-        "`colbench crosscheck`) and as keys of a YAML suite (`colbench run FILE`, "
-        "`colbench sweep --config FILE`); flags given with a file override its values. "
-        "Sizes are binary (1K = 1024 bytes); bandwidth is GB/s (1 GB/s = 1e9 bytes/s).",
-    ]
-    rows = table()
-    for concern, title in CONCERNS.items():
-        lines += ["", f"## {title}", ""]
-        lines += [
-            "| Flag | Aliases | nccl-tests | YAML key | Default | Meaning |",
-            "|---|---|---|---|---|---|",
-        ]
-        for opt in rows:
-            if opt.spec.concern != concern:
-                continue
-            flags = " ".join(f"`{f}`" for f in opt.spec.flags[1:])
-            keys = ", ".join(f"`{k}`" for k in opt.yaml_keys)
-            meaning = opt.spec.help.replace("|", "\\|")
-            same = f"`{opt.spec.nccl_tests}`" if opt.spec.nccl_tests else ""
-            cells = [f"`{opt.spec.flags[0]}`", flags, same, keys, _default_text(opt), meaning]
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"
-
-
-def main(argv: list[str]) -> int:
-    """Write docs/options.md (or the path given)."""
-    path = Path(argv[0]) if argv else DOCS
-    path.write_text(markdown(), encoding="utf-8")
-    print(f"wrote {path}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from colbench import options, suite
+from colbench import docgen, options, suite
 from colbench.errors import UsageError
 from tests.conftest import run_main
 
@@ -49,15 +49,15 @@ def test_sweep_help_shows_the_table_defaults(capsys: pytest.CaptureFixture[str])
 
 
 def test_committed_docs_are_what_the_table_generates() -> None:
-    committed = options.DOCS.read_text(encoding="utf-8")
-    assert committed == options.markdown(), (
-        "docs/options.md is stale: run `make docs` (python -m colbench.options) and commit it"
+    committed = docgen.DOCS.read_text(encoding="utf-8")
+    assert committed == docgen.options_markdown(), (
+        "docs/options.md is stale: run `make docs` (python -m colbench.docgen) and commit it"
     )
 
 
 def test_the_generator_writes_every_option(tmp_path: Path) -> None:
     path = tmp_path / "options.md"
-    assert options.main([str(path)]) == 0
+    assert docgen.main([str(path)]) == 0
     text = path.read_text(encoding="utf-8")
     for opt in options.table():
         assert f"| `{opt.spec.flags[0]}` |" in text, opt.name
