@@ -370,9 +370,7 @@ def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
     # Every option counts unless it provably cannot change which collectives run, in
     # which order: a new option is then covered without anyone remembering to add it.
     fields = {
-        name: value
-        for name, value in sorted(dataclasses.asdict(cfg).items())
-        if name not in DIGEST_EXEMPT
+        name: value for name, value in sorted(cfg.to_dict().items()) if name not in DIGEST_EXEMPT
     }
     return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
 

@@ -80,8 +80,8 @@ def test_ops_that_do_not_reduce_ignore_the_redop() -> None:
 
 def test_validate_checks_a_directly_built_config() -> None:
     with pytest.raises(UsageError, match="--iters"):
-        config.validate(SweepConfig(sizes_bytes=(K,), iters=0))
-    config.validate(SweepConfig(sizes_bytes=(K,)))
+        config.validate(SweepConfig.of(sizes_bytes=(K,), iters=0))
+    config.validate(SweepConfig.of(sizes_bytes=(K,)))
 
 
 def test_resolve_sizes_default_range() -> None:
