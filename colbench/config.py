@@ -305,9 +305,8 @@ def validate(cfg: SweepConfig) -> None:
         if len(reasons) == len(cfg.dtypes) * len(cfg.redops):
             raise UsageError(f"nothing to run: {reasons[0]}")
     if not any(placements_for(c, cfg) for c in cfg.collectives()):
-        raise UsageError(
-            f"none of the chosen ops has a {'/'.join(cfg.placements)} form; see colbench explain"
-        )
+        forms = "/".join(cfg.placements)
+        raise UsageError(f"none of the chosen ops has a {forms} form; see colbench explain")
 
 
 def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
