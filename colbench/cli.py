@@ -255,11 +255,10 @@ def import_(
       colbench import nccl-tests ar.log --out results/imported-ar/ --variant NCCL_ALGO=Tree
       colbench import nccl-tests trimmed.log --world-size 16
     """
-    from colbench.importers import nccl_tests
+    from colbench import importers
 
-    if kind.strip().lower() not in ("nccl-tests", "rccl-tests", "nccl_tests"):
-        raise UsageError(f"unknown import format {kind!r}: colbench imports nccl-tests")
-    run_dir, imported = nccl_tests.import_log(
+    run_dir, imported = importers.import_log(
+        kind,
         log,
         out_dir=out,
         results_root=results_dir,
@@ -271,11 +270,7 @@ def import_(
         typer.echo(f"colbench: note: {note}", err=True)
     for warning in imported.warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
-    tables = ", ".join(f"{t['op']} at {t['world_size']} ranks" for t in imported.facts["tables"])
-    typer.echo(
-        f"colbench: imported {len(imported.rows)} rows ({tables}) into {run_dir}/results.csv",
-        err=True,
-    )
+    typer.echo(f"colbench: {importers.summary(run_dir, imported)}", err=True)
 
 
 CROSSCHECK_HELP = """Run one sweep through nccl-tests and through colbench, and show both per size.
