@@ -13,6 +13,7 @@ them into the typed, validated sweep.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable, Mapping
@@ -361,6 +362,7 @@ class Option:
         return self.spec.yaml_keys or (self.name,)
 
 
+@functools.cache
 def table() -> tuple[Option, ...]:
     """Every option, in the order ``--help`` lists them."""
     hints = typing.get_type_hints(SweepOptions)
