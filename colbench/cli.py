@@ -69,6 +69,10 @@ def _param(name: str, kind: Any, default: Any, info: Any) -> inspect.Parameter:
     )
 
 
+def _option(name: str, kind: Any, default: Any, flag: str, help: str) -> inspect.Parameter:
+    return _param(name, kind, default, typer.Option(flag, help=help))
+
+
 def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
     """The options given on the command line (not left at their defaults)."""
     source = ctx.get_parameter_source
@@ -94,7 +98,7 @@ CONFIG_HELP = (
 
 
 @app.command(help=SWEEP_HELP)
-@_with_options(_param("config_file", str | None, None, typer.Option("--config", help=CONFIG_HELP)))
+@_with_options(_option("config_file", str | None, None, "--config", CONFIG_HELP))
 def sweep(ctx: typer.Context, config_file: str | None = None, **values: Any) -> None:
     raise typer.Exit(_run_sweep(ctx, config_file, values))
 
@@ -303,25 +307,14 @@ Exit codes: 0 ok, 1 wrong results, 2 usage error (nothing ran), 3 a tool failed,
 """
 
 
+NCCL_TESTS_HELP = "Directory holding nccl-tests' programs (or its build/); else PATH."
+NCCL_TESTS_TIMEOUT_HELP = "Seconds nccl-tests may run before it is stopped."
+
+
 @app.command(help=CROSSCHECK_HELP)
 @_with_options(
-    _param(
-        "nccl_tests",
-        str | None,
-        None,
-        typer.Option(
-            "--nccl-tests",
-            help="Directory holding nccl-tests' programs (or its build/); else PATH.",
-        ),
-    ),
-    _param(
-        "nccl_tests_timeout",
-        float,
-        3600.0,
-        typer.Option(
-            "--nccl-tests-timeout", help="Seconds nccl-tests may run before it is stopped."
-        ),
-    ),
+    _option("nccl_tests", str | None, None, "--nccl-tests", NCCL_TESTS_HELP),
+    _option("nccl_tests_timeout", float, 3600.0, "--nccl-tests-timeout", NCCL_TESTS_TIMEOUT_HELP),
 )
 def crosscheck(
     ctx: typer.Context,
