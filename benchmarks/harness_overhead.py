@@ -67,7 +67,7 @@ def _rank(
     )
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     share_cpu_threads(world)  # what colbench's own ranks do
-    cfg = SweepConfig(
+    cfg = SweepConfig.of(
         ops=("all_reduce",), sizes_bytes=(size_bytes,), iters=iters, warmup=5, check=False
     )
     work = plan(cfg, world, "gloo")

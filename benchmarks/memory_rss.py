@@ -59,7 +59,7 @@ def _rank(rank: int, port: int, op: str, size_bytes: int, out: Any) -> None:
     share_cpu_threads(2)  # what colbench's own ranks do
     dist.barrier()
     baseline = vm_hwm_bytes()
-    cfg = SweepConfig(ops=(op,), sizes_bytes=(size_bytes,), iters=2, warmup=1)
+    cfg = SweepConfig.of(ops=(op,), sizes_bytes=(size_bytes,), iters=2, warmup=1)
     work = plan(cfg, 2, "gloo")
     info = RunInfo("bench", "gloo", "cpu", 2, 1)
     groups = Groups(SideGroup.create(2, 60))

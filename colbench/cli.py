@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
-from typing import Annotated, Any, NoReturn
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from colbench import __version__, config, ops
+from colbench import __version__, config, ops, options
 from colbench.errors import ExitCode, RankFailure, UsageError
-from colbench.sizes import parse_size
 
 app = typer.Typer(
     add_completion=False,
@@ -45,236 +46,61 @@ Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 ran
 """
 
 
-@app.command(help=SWEEP_HELP)
-def sweep(
-    config_file: Annotated[
-        str | None,
-        typer.Option(
-            "--config",
-            help="A YAML suite (see configs/); flags given here override it. "
-            "Same as `colbench run FILE`.",
-        ),
-    ] = None,
-    op: Annotated[
-        str,
-        typer.Option("--op", help="Collectives, comma list or 'all': " + ", ".join(ops.BY_NAME)),
-    ] = "all_reduce",
-    sizes: Annotated[
-        str | None,
-        typer.Option(
-            "--sizes", "-s", help="Range 1K-1G or list 1K,4K,1M (binary units). Default 1K-16M."
-        ),
-    ] = None,
-    minbytes: Annotated[
-        str | None,
-        typer.Option("--minbytes", "-b", help="nccl-tests: smallest size (binary units)."),
-    ] = None,
-    maxbytes: Annotated[
-        str | None,
-        typer.Option("--maxbytes", "-e", help="nccl-tests: largest size (binary units)."),
-    ] = None,
-    factor: Annotated[
-        float | None,
-        typer.Option(
-            "--factor", "--stepfactor", "-f", help="Multiply size by this per step (default 2)."
-        ),
-    ] = None,
-    step: Annotated[
-        str | None,
-        typer.Option("--step", "--stepbytes", "-i", help="Add this many bytes per step instead."),
-    ] = None,
-    dtype: Annotated[
-        str,
-        typer.Option(
-            "--dtype",
-            "-d",
-            help="Element types, comma list or 'all': float32, float16, bfloat16, float64, "
-            "int8, uint8, int32, int64.",
-        ),
-    ] = "float32",
-    redop: Annotated[
-        str,
-        typer.Option(
-            "--redop",
-            "-o",
-            help="Reduction ops, comma list or 'all': sum, prod, min, max, avg (float only).",
-        ),
-    ] = "sum",
-    root: Annotated[
-        int, typer.Option("--root", "-r", help="Root rank of broadcast, reduce, gather, scatter.")
-    ] = 0,
-    placement: Annotated[
-        str,
-        typer.Option("--placement", help="out (separate buffers), in (in-place form) or out,in."),
-    ] = "out,in",
-    iters: Annotated[int, typer.Option("--iters", "-n", help="Timed calls per size.")] = 20,
-    repeat: Annotated[
-        int,
-        typer.Option(
-            "--repeat",
-            help="Measure the whole sweep this many times, interleaved; every sample is a "
-            "CSV row (for colbench gate).",
-        ),
-    ] = 1,
-    warmup: Annotated[
-        int, typer.Option("--warmup", "-w", help="Untimed calls per size before timing.")
-    ] = 5,
-    check: Annotated[
-        int, typer.Option("--check", "-c", help="1: verify every result (default); 0: skip.")
-    ] = 1,
-    average: Annotated[
-        str,
-        typer.Option(
-            "--average",
-            "-a",
-            help="Combine ranks' times: avg, min, max, rank0 (or nccl-tests 1, 2, 3, 0).",
-        ),
-    ] = "avg",
-    backend: Annotated[
-        str, typer.Option("--backend", help="auto (NCCL if GPUs, else gloo), nccl or gloo.")
-    ] = "auto",
-    nprocs: Annotated[
-        int | None,
-        typer.Option(
-            "--nprocs",
-            "-p",
-            help="Ranks to spawn without a launcher (default: GPUs for NCCL, 2 for gloo).",
-        ),
-    ] = None,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            "--timeout",
-            help="Seconds any one step (a timed batch, a barrier) may take: a hang ends "
-            "the run with exit 4 naming the stuck ranks.",
-        ),
-    ] = 300.0,
-    init_timeout: Annotated[
-        float,
-        typer.Option(
-            "--init-timeout",
-            help="Seconds for every rank to join the rendezvous, and for the communicator "
-            "to start.",
-        ),
-    ] = 120.0,
-    group_size: Annotated[
-        int | None,
-        typer.Option(
-            "--group-size",
-            help="Split the world into contiguous groups of this many ranks, all running "
-            "each collective at once (busbw uses the group size as n).",
-        ),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the deterministic input data.")] = 0,
-    out: Annotated[
-        str | None, typer.Option("--out", help="Run directory (must be new or empty).")
-    ] = None,
-    results_dir: Annotated[
-        str, typer.Option("--results-dir", help="Parent of default run directories.")
-    ] = "results",
-    progress: Annotated[
-        bool | None,
-        typer.Option(
-            "--progress/--no-progress", help="Progress bar on stderr (default: when a terminal)."
-        ),
-    ] = None,
-    memory_check: Annotated[
-        str,
-        typer.Option(
-            "--memory-check",
-            help="Before allocating: skip sizes that do not fit in memory, refuse the sweep, "
-            "or off.",
-        ),
-    ] = "skip",
-    memory_limit: Annotated[
-        str | None,
-        typer.Option("--memory-limit", help="Cap on buffer memory per rank, e.g. 512M (binary)."),
-    ] = None,
-    time_budget: Annotated[
-        float | None,
-        typer.Option(
-            "--time-budget",
-            help="Seconds of timed calls per size: iterations adapt to fill it "
-            "(--iters is then the minimum).",
-        ),
-    ] = None,
-    rotate: Annotated[
-        int,
-        typer.Option("--rotate", help="Cycle N buffer sets call by call so caches do not help."),
-    ] = 1,
-    cuda_graph: Annotated[
-        bool,
-        typer.Option("--cuda-graph", "-G", help="NCCL: capture the timed batch in a CUDA graph."),
-    ] = False,
-    debug: Annotated[
-        bool,
-        typer.Option(
-            "--debug", help="NCCL: dump torch's flight recorder into the run dir on timeout."
-        ),
-    ] = False,
-    table: Annotated[
-        bool, typer.Option("--table/--no-table", help="Print the nccl-tests style table.")
-    ] = True,
-    env: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--env",
-            help="Variant axis KEY=V1,V2 (repeatable): the sweep runs once per combination, "
-            "each in fresh ranks started with those variables, e.g. --env NCCL_ALGO=Ring,Tree.",
-        ),
-    ] = None,
-    plot: Annotated[
-        bool,
-        typer.Option("--plot/--no-plot", help="Write busbw.png and time.png into the run dir."),
-    ] = False,
-) -> None:
-    from colbench.variants import parse_axes
+F = TypeVar("F", bound=Callable[..., Any])
 
-    if config_file is not None:
-        # main() turns `sweep --config FILE` into `run FILE`; reaching here means the
-        # option was given where that cannot happen (inside a suite, or app() called directly).
-        raise UsageError("--config cannot be used here; use `colbench run FILE [flags]`")
 
-    if check not in (0, 1):
-        raise UsageError(f"--check takes 0 or 1, got {check}")
-    _choice("--backend", backend, ("auto", "gloo", "nccl"))
-    cfg = config.build(
-        op=op,
-        sizes=config.resolve_sizes(sizes, minbytes, maxbytes, factor, step),
-        dtype=dtype,
-        redop=redop,
-        root=root,
-        placements=config.parse_placements(placement),
-        iters=iters,
-        repeat=repeat,
-        warmup=warmup,
-        check=bool(check),
-        average=config.parse_average(average),
-        backend=_choice("--backend", backend, ("auto", "gloo", "nccl")),
-        nprocs=nprocs,
-        timeout_s=timeout,
-        init_timeout_s=init_timeout,
-        group_size=group_size,
-        seed=seed,
-        out_dir=out,
-        results_root=results_dir,
-        progress=progress,
-        table=table,
-        memory_check=_choice("--memory-check", memory_check, ("skip", "refuse", "off")),
-        memory_limit_bytes=parse_size(memory_limit) if memory_limit is not None else None,
-        time_budget_s=time_budget,
-        rotate=rotate,
-        cuda_graph=cuda_graph,
-        debug=debug,
-        command_line=tuple(sys.argv),
-        env_axes=parse_axes(env or []),
-        plot=plot,
+def _with_options(*leading: inspect.Parameter) -> Callable[[F], F]:
+    """Give a command ``leading`` and then every option of the table (colbench.options)."""
+
+    def wrap(func: F) -> F:
+        ctx = inspect.Parameter(
+            "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
+        )
+        parameters = [ctx, *leading, *options.typer_parameters()]
+        setattr(func, "__signature__", inspect.Signature(parameters))  # noqa: B010
+        return func
+
+    return wrap
+
+
+def _param(name: str, kind: Any, default: Any, info: Any) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info]
     )
+
+
+def _option(name: str, kind: Any, default: Any, flag: str, help: str) -> inspect.Parameter:
+    return _param(name, kind, default, typer.Option(flag, help=help))
+
+
+def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
+    """The options given on the command line (not left at their defaults)."""
+    source = ctx.get_parameter_source
+    return {k: v for k, v in values.items() if getattr(source(k), "name", "") == "COMMANDLINE"}
+
+
+def _run_sweep(ctx: typer.Context, suite_file: str | None, values: dict[str, Any]) -> int:
+    """One path for flags, a suite, or both: defaults < the file < the flags given."""
+    from colbench import suite
+
+    file_values = suite.load(suite_file) if suite_file is not None else {}
+    cfg = config.from_options(options.merge(file_values, _given(ctx, values)), tuple(sys.argv))
     # Imported after the arguments are checked: the runner needs torch, whose import
     # (1 s on CPU, 5 s with a CUDA build) a usage error should not wait for.
     from colbench.run.parent import run_sweep
 
-    raise typer.Exit(run_sweep(cfg))
+    return run_sweep(cfg)
+
+
+CONFIG_HELP = (
+    "A YAML suite (see configs/); flags given here override it. Same as `colbench run FILE`."
+)
+
+
+@app.command(help=SWEEP_HELP)
+@_with_options(_option("config_file", str | None, None, "--config", CONFIG_HELP))
+def sweep(ctx: typer.Context, config_file: str | None = None, **values: Any) -> None:
+    raise typer.Exit(_run_sweep(ctx, config_file, values))
 
 
 @app.command()
@@ -283,39 +109,9 @@ def explain(op: Annotated[str, typer.Argument(help="A collective, e.g. all_gathe
 
     Example: colbench explain all_gather
     """
+    from colbench.ops.explain import explain_text
+
     typer.echo(explain_text(ops.get(op)))
-
-
-FORMS = {"out": "out-of-place", "in": "in-place"}
-
-
-def explain_text(coll: ops.Collective) -> str:
-    factor_doc = " ".join((coll.busbw_factor.__doc__ or "").split())
-    lines = [
-        f"{coll.name}: {coll.summary}",
-        f"  timed call : {coll.torch_call}",
-        f"  size       : {coll.size_rule}",
-        f"  count      : {coll.count_rule}",
-        "  algbw      : size_bytes / time, in GB/s (1 GB/s = 1e9 bytes/s)",
-        f"  busbw      : {coll.busbw_rule}",
-        f"  why        : {factor_doc}",
-        f"  placements : {', '.join(FORMS[p] for p in coll.placements)}",
-    ]
-    if coll.sized:
-        lines.append("  example    : a requested 1K of float32:")
-        for n in (1, 2, 3, 8):
-            lay = coll.layout(1024, 4, n)
-            lines.append(
-                f"               n={n}: count {lay.count}, size_bytes {lay.size_bytes}, "
-                f"busbw factor {coll.busbw_factor(n):.4g}"
-            )
-    if coll.uses_redop:
-        lines.append("  redop      : sum, prod, min, max, avg (avg on floating types only)")
-    if coll.rooted:
-        lines.append("  root       : --root (default 0)")
-    if coll.notes:
-        lines.append(f"  note       : {coll.notes}")
-    return "\n".join(lines)
 
 
 @app.command()
@@ -351,32 +147,13 @@ Examples:
 """
 
 
-@app.command(
-    help=RUN_HELP,
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
-def run(
-    ctx: typer.Context,
-    suite_file: Annotated[str, typer.Argument(help="A suite file, e.g. configs/smoke-cpu.yaml.")],
-) -> None:
-    from colbench import suite
-    from colbench.variants import merge_axes, parse_axes
+SUITE_HELP = "A suite file, e.g. configs/smoke-cpu.yaml."
 
-    options = suite.load(suite_file)
-    # Parse the remaining arguments exactly as sweep would, to learn which were given.
-    sweep_command = getattr(typer.main.get_command(app), "commands", {})["sweep"]
-    flags = sweep_command.make_context("colbench run", list(ctx.args), parent=ctx)
-    kwargs = {**flags.params, **options}
-    given = {
-        name: value
-        for name, value in flags.params.items()
-        if getattr(flags.get_parameter_source(name), "name", "") == "COMMANDLINE"
-    }
-    if "env" in given:
-        merged = merge_axes(parse_axes(options.get("env") or []), parse_axes(given["env"]))
-        given["env"] = [f"{key}={','.join(values)}" for key, values in merged]
-    kwargs.update(given)
-    sweep(**kwargs)
+
+@app.command(help=RUN_HELP)
+@_with_options(_param("suite_file", str, inspect.Parameter.empty, typer.Argument(help=SUITE_HELP)))
+def run(ctx: typer.Context, suite_file: str, **values: Any) -> None:
+    raise typer.Exit(_run_sweep(ctx, suite_file, values))
 
 
 @app.command()
@@ -482,11 +259,10 @@ def import_(
       colbench import nccl-tests ar.log --out results/imported-ar/ --variant NCCL_ALGO=Tree
       colbench import nccl-tests trimmed.log --world-size 16
     """
-    from colbench.importers import nccl_tests
+    from colbench import importers
 
-    if kind.strip().lower() not in ("nccl-tests", "rccl-tests", "nccl_tests"):
-        raise UsageError(f"unknown import format {kind!r}: colbench imports nccl-tests")
-    run_dir, imported = nccl_tests.import_log(
+    run_dir, imported = importers.import_log(
+        kind,
         log,
         out_dir=out,
         results_root=results_dir,
@@ -498,11 +274,7 @@ def import_(
         typer.echo(f"colbench: note: {note}", err=True)
     for warning in imported.warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
-    tables = ", ".join(f"{t['op']} at {t['world_size']} ranks" for t in imported.facts["tables"])
-    typer.echo(
-        f"colbench: imported {len(imported.rows)} rows ({tables}) into {run_dir}/results.csv",
-        err=True,
-    )
+    typer.echo(f"colbench: {importers.summary(run_dir, imported)}", err=True)
 
 
 CROSSCHECK_HELP = """Run one sweep through nccl-tests and through colbench, and show both per size.
@@ -535,43 +307,30 @@ Exit codes: 0 ok, 1 wrong results, 2 usage error (nothing ran), 3 a tool failed,
 """
 
 
-@app.command(
-    help=CROSSCHECK_HELP,
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+NCCL_TESTS_HELP = "Directory holding nccl-tests' programs (or its build/); else PATH."
+NCCL_TESTS_TIMEOUT_HELP = "Seconds nccl-tests may run before it is stopped."
+
+
+@app.command(help=CROSSCHECK_HELP)
+@_with_options(
+    _option("nccl_tests", str | None, None, "--nccl-tests", NCCL_TESTS_HELP),
+    _option("nccl_tests_timeout", float, 3600.0, "--nccl-tests-timeout", NCCL_TESTS_TIMEOUT_HELP),
 )
 def crosscheck(
     ctx: typer.Context,
-    nccl_tests: Annotated[
-        str | None,
-        typer.Option(
-            "--nccl-tests",
-            help="Directory holding nccl-tests' programs (or its build/); else PATH.",
-        ),
-    ] = None,
-    nccl_tests_timeout: Annotated[
-        float,
-        typer.Option(
-            "--nccl-tests-timeout", help="Seconds nccl-tests may run before it is stopped."
-        ),
-    ] = 3600.0,
+    nccl_tests: str | None = None,
+    nccl_tests_timeout: float = 3600.0,
+    **values: Any,
 ) -> None:
     from colbench import crosscheck as cross
 
     if nccl_tests_timeout <= 0:
         raise UsageError(f"--nccl-tests-timeout must be positive, got {nccl_tests_timeout:g}")
-    # The measuring flags are sweep's own: parse them with sweep's parser.
-    sweep_command = getattr(typer.main.get_command(app), "commands", {})["sweep"]
-    flags = sweep_command.make_context("colbench crosscheck", list(ctx.args), parent=ctx)
-    given = {
-        name
-        for name in flags.params
-        if getattr(flags.get_parameter_source(name), "name", "") == "COMMANDLINE"
-    }
-    plan = cross.make_plan(flags.params, given, nccl_tests)
+    plan = cross.make_plan(values, set(_given(ctx, values)), nccl_tests)
     outcome = cross.run(
         plan,
-        out=flags.params["out"],
-        results_root=flags.params["results_dir"],
+        out=values["out"],
+        results_root=values["results_dir"],
         timeout_s=nccl_tests_timeout,
         say=lambda line: typer.echo(f"colbench: {line}", err=True),
     )
@@ -609,26 +368,8 @@ def fit(
     typer.echo(fit_module.report(results, fit_module.crossovers(results)))
 
 
-def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> Any:
-    if value not in allowed:
-        raise UsageError(f"bad {flag} {value!r}: use {', '.join(allowed)}")
-    return value
-
-
 def _error(message: str) -> None:
     print(f"colbench: error: {message}", file=sys.stderr)
-
-
-def _suite_as_run(argv: list[str]) -> list[str]:
-    """``sweep --config FILE [flags]`` is ``run FILE [flags]``: one merge of file and flags."""
-    if not argv or argv[0] != "sweep":
-        return argv
-    for i, arg in enumerate(argv):
-        if arg == "--config" and i + 1 < len(argv):
-            return ["run", argv[i + 1], *argv[1:i], *argv[i + 2 :]]
-        if arg.startswith("--config="):
-            return ["run", arg.split("=", 1)[1], *argv[1:i], *argv[i + 1 :]]
-    return argv
 
 
 def _exit(code: int) -> NoReturn:
@@ -646,7 +387,7 @@ def _exit(code: int) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every failure becomes one line on stderr and a documented exit code."""
-    argv = _suite_as_run(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         code = app(args=argv, prog_name="colbench", standalone_mode=False)
     except UsageError as exc:

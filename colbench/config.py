@@ -1,33 +1,38 @@
 """The one typed description of a sweep, and its validation.
 
-The CLI (and later YAML suites) only build a :class:`SweepConfig`; everything
-downstream reads it. Validation that needs no process group happens here, so bad
-input fails before any rank starts.
+The CLI and YAML suites give :class:`colbench.options.SweepOptions`; :func:`from_options`
+checks them into a :class:`SweepConfig` of three small parts (what to measure, how to
+launch, what to write), which everything downstream reads. Validation that needs no
+process group happens here, so bad input fails before any rank starts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from colbench import ops as ops_registry
 from colbench.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
 from colbench.errors import UsageError
 from colbench.ops.base import Collective
+from colbench.options import (
+    BACKENDS,
+    MEMORY_CHECKS,
+    PLACEMENTS,
+    Average,
+    Backend,
+    MemoryCheck,
+    SweepOptions,
+    parse_average,
+    parse_placements,
+)
 from colbench.sizes import parse_size, parse_sizes, size_range
-
-Average = Literal["avg", "min", "max", "rank0"]
-Backend = Literal["auto", "gloo", "nccl"]
-MemoryCheck = Literal["skip", "refuse", "off"]
-AVERAGES: tuple[Average, ...] = ("avg", "min", "max", "rank0")
-# nccl-tests' -a takes 0..3.
-_AVERAGE_DIGITS: dict[str, Average] = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
-PLACEMENTS = ("out", "in")
 
 
 @dataclass(frozen=True)
-class SweepConfig:
-    """A complete, validated sweep request."""
+class MeasureConfig:
+    """What to measure: collectives, sizes, types, and how each size is timed and checked."""
 
     ops: tuple[str, ...] = ("all_reduce",)
     """Collectives to run, in order."""
@@ -49,30 +54,11 @@ class SweepConfig:
     """Verify every result bitwise after timing."""
     average: Average = "avg"
     """How each rank's batch time is combined before bandwidth is computed."""
-    backend: Backend = "auto"
-    """``auto`` picks NCCL when GPUs are there, else gloo."""
-    nprocs: int | None = None
-    """Ranks to spawn when no launcher started us (default: GPUs for NCCL, 2 for gloo)."""
-    timeout_s: float = 300.0
-    """Longest any one step may take (a timed batch, a barrier); a hang past it ends the
-    run with exit 4 naming the stuck ranks. torch's process groups get a little more, so
-    colbench reports first (see colbench.run.watchdog)."""
-    init_timeout_s: float = 120.0
-    """Every rank must have joined the rendezvous, and the communicator started, within
-    this many seconds."""
     group_size: int | None = None
     """Split the world into contiguous groups of this many ranks that run every
     collective at once (nccl-tests' NCCL_TESTS_SPLIT); None = one group of all ranks."""
     seed: int = 0
     """Seed of the deterministic input data."""
-    out_dir: str | None = None
-    """Run directory; default ``<results_root>/<timestamp>-<ops>-<backend>``."""
-    results_root: str = "results"
-    """Parent of default run directories."""
-    progress: bool | None = None
-    """Progress bar on stderr; None = only when stderr is a terminal."""
-    table: bool = True
-    """Print the nccl-tests style table on stdout."""
     memory_check: MemoryCheck = "skip"
     """Before allocating: ``skip`` sizes that do not fit, ``refuse`` the sweep, or ``off``."""
     memory_limit_bytes: int | None = None
@@ -84,22 +70,96 @@ class SweepConfig:
     """Buffer sets cycled call by call, so caches do not flatter repeated calls."""
     cuda_graph: bool = False
     """NCCL: capture the timed batch in a CUDA graph and replay it (nccl-tests' -G)."""
-    debug: bool = False
-    """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
-    command_line: tuple[str, ...] = field(default_factory=tuple)
-    """argv of the invocation, recorded in meta.json."""
-    env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    """``--env KEY=V1,V2`` axes; their cartesian product runs the sweep once per variant."""
-    plot: bool = False
-    """Write busbw.png and time.png into the run directory when the sweep is done."""
     repeat: int = 1
     """Times the whole plan is measured, one sample per row each time (rows' ``repeat``)."""
 
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How ranks are started, and how long they may take."""
+
+    backend: Backend = "auto"
+    """``auto`` picks NCCL when GPUs are there, else gloo."""
+    nprocs: int | None = None
+    """Ranks to spawn when no launcher started us (default: GPUs for NCCL, 2 for gloo)."""
+    timeout_s: float = 300.0
+    """Longest any one step may take (a timed batch, a barrier); a hang past it ends the
+    run with exit 4 naming the stuck ranks. torch's process groups get a little more, so
+    colbench reports first (see colbench.run.watchdog)."""
+    init_timeout_s: float = 120.0
+    """Every rank must have joined the rendezvous, and the communicator started, within
+    this many seconds."""
+    debug: bool = False
+    """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
+    env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``--env KEY=V1,V2`` axes; their cartesian product runs the sweep once per variant."""
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """What is written and shown."""
+
+    out_dir: str | None = None
+    """Run directory; default ``<results_root>/<timestamp>-<ops>-<backend>``."""
+    results_root: str = "results"
+    """Parent of default run directories."""
+    progress: bool | None = None
+    """Progress bar on stderr; None = only when stderr is a terminal."""
+    table: bool = True
+    """Print the nccl-tests style table on stdout."""
+    plot: bool = False
+    """Write busbw.png and time.png into the run directory when the sweep is done."""
+    command_line: tuple[str, ...] = field(default_factory=tuple)
+    """argv of the invocation, recorded in meta.json."""
+
+
+_PARTS = {"measure": MeasureConfig, "launch": LaunchConfig, "output": OutputConfig}
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A complete, validated sweep request: what to measure, how to launch, what to write."""
+
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    @classmethod
+    def of(cls, **values: Any) -> SweepConfig:
+        """A config from fields by their own names (``ops=..., iters=3``), rest defaults."""
+        return cls().replace(**values)
+
+    def replace(self, **values: Any) -> SweepConfig:
+        """A copy with some fields changed, named as in :meth:`of`."""
+        parts: dict[str, Any] = {}
+        for name, kind in _PARTS.items():
+            part = getattr(self, name)
+            mine = {k: values.pop(k) for k in list(values) if k in _FIELDS[kind]}
+            parts[name] = dataclasses.replace(part, **mine) if mine else part
+        if values:
+            raise TypeError(f"SweepConfig has no field {next(iter(values))!r}")
+        return type(self)(**parts)
+
+    # BEGIN flat access: removed by /work/briefs/rename_cfg.py once accesses are renamed
+    def __getattr__(self, name: str) -> Any:
+        for part in vars(self).values():
+            if name in _FIELDS[type(part)]:
+                return getattr(part, name)
+        raise AttributeError(name)
+
+    # END flat access
+
     def collectives(self) -> tuple[Collective, ...]:
-        return tuple(ops_registry.get(name) for name in self.ops)
+        return tuple(ops_registry.get(name) for name in self.measure.ops)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field by its own name, in one flat mapping (meta.json's ``config``)."""
+        return {**asdict(self.measure), **asdict(self.launch), **asdict(self.output)}
+
+
+_FIELDS: dict[type, frozenset[str]] = {
+    kind: frozenset(f.name for f in dataclasses.fields(kind)) for kind in _PARTS.values()
+}
 
 
 def resolve_sizes(
@@ -126,26 +186,6 @@ def resolve_sizes(
     return tuple(size_range(low, high, factor, step_bytes))
 
 
-def parse_average(text: str) -> Average:
-    key = text.strip().lower()
-    key = _AVERAGE_DIGITS.get(key, key)
-    for name in AVERAGES:
-        if key == name:
-            return name
-    raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
-
-
-def parse_placements(text: str) -> tuple[str, ...]:
-    names = [p.strip().lower() for p in text.split(",") if p.strip()]
-    aliases = {"out-of-place": "out", "in-place": "in", "oop": "out", "ip": "in", "both": "out,in"}
-    expanded: list[str] = []
-    for name in names:
-        expanded.extend(aliases.get(name, name).split(","))
-    if not expanded or any(p not in PLACEMENTS for p in expanded):
-        raise UsageError(f"bad --placement {text!r}: use out, in or out,in")
-    return tuple(p for p in PLACEMENTS if p in expanded)
-
-
 def build(
     *,
     op: str,
@@ -166,7 +206,7 @@ def build(
             )
     dtypes = parse_dtypes(dtype)
     redops = parse_redops(redop)
-    cfg = SweepConfig(
+    cfg = SweepConfig.of(
         ops=tuple(c.name for c in collectives),
         sizes_bytes=tuple(sizes),
         dtypes=tuple(d.name for d in dtypes),
@@ -175,6 +215,57 @@ def build(
     )
     validate(cfg)
     return cfg
+
+
+def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> SweepConfig:
+    """Check and convert what the user gave (flags, a suite) into a SweepConfig.
+
+    Raises UsageError, in the order a user fixes things: flags' own values first, then
+    combinations (in :func:`build` and :func:`validate`).
+    """
+    from colbench.variants import parse_axes
+
+    if opts.check not in (0, 1):
+        raise UsageError(f"--check takes 0 or 1, got {opts.check}")
+    _choice("--backend", opts.backend, BACKENDS)
+    return build(
+        op=opts.op,
+        sizes=resolve_sizes(opts.sizes, opts.minbytes, opts.maxbytes, opts.factor, opts.step),
+        dtype=opts.dtype,
+        redop=opts.redop,
+        root=opts.root,
+        placements=parse_placements(opts.placement),
+        iters=opts.iters,
+        repeat=opts.repeat,
+        warmup=opts.warmup,
+        check=bool(opts.check),
+        average=parse_average(opts.average),
+        backend=_choice("--backend", opts.backend, BACKENDS),
+        nprocs=opts.nprocs,
+        timeout_s=opts.timeout,
+        init_timeout_s=opts.init_timeout,
+        group_size=opts.group_size,
+        seed=opts.seed,
+        out_dir=opts.out,
+        results_root=opts.results_dir,
+        progress=opts.progress,
+        table=opts.table,
+        memory_check=_choice("--memory-check", opts.memory_check, MEMORY_CHECKS),
+        memory_limit_bytes=parse_size(opts.memory_limit) if opts.memory_limit is not None else None,
+        time_budget_s=opts.time_budget,
+        rotate=opts.rotate,
+        cuda_graph=opts.cuda_graph,
+        debug=opts.debug,
+        command_line=command_line,
+        env_axes=parse_axes(opts.env or []),
+        plot=opts.plot,
+    )
+
+
+def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> Any:
+    if value not in allowed:
+        raise UsageError(f"bad {flag} {value!r}: use {', '.join(allowed)}")
+    return value
 
 
 CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"
@@ -214,9 +305,8 @@ def validate(cfg: SweepConfig) -> None:
         if len(reasons) == len(cfg.dtypes) * len(cfg.redops):
             raise UsageError(f"nothing to run: {reasons[0]}")
     if not any(placements_for(c, cfg) for c in cfg.collectives()):
-        raise UsageError(
-            f"none of the chosen ops has a {'/'.join(cfg.placements)} form; see colbench explain"
-        )
+        forms = "/".join(cfg.placements)
+        raise UsageError(f"none of the chosen ops has a {forms} form; see colbench explain")
 
 
 def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:

@@ -2,8 +2,9 @@
 
 Keys are ``colbench sweep``'s long option names, values are what the flag takes (lists
 may replace comma-separated strings), and ``variants`` maps environment variables to
-their values like ``--env``. :func:`load` returns the keyword arguments ``sweep`` takes,
-so a suite means exactly what the same flags mean. Every error names the file, the
+their values like ``--env``. The schema is derived from colbench.options; :func:`load`
+returns the values the same flags would give (option name -> value), so a suite means
+exactly what the flags mean. Every error names the file, the
 line and the key.
 """
 
@@ -11,16 +12,16 @@ from __future__ import annotations
 
 import difflib
 import os
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from colbench import config, ops, variants
-from colbench.dtypes import parse_dtypes, parse_redops
+from colbench import options, variants
 from colbench.errors import UsageError
-from colbench.sizes import parse_size, parse_sizes
+from colbench.sizes import parse_size
 
 
 class _KeyError(Exception):
@@ -115,42 +116,34 @@ def _variants(value: Any, key: str) -> list[str]:
     return specs
 
 
-#: YAML key -> (sweep keyword, converter). Keys are sweep's long option names.
+def _converter(opt: options.Option) -> Callable[[Any, str], Any]:
+    """How a YAML value of ``opt`` becomes the value its flag would give."""
+    kind, spec = opt.spec.yaml, opt.spec
+    if kind == "variants":
+        return _variants
+    if kind == "check":
+        return _check
+    if kind == "size":
+        return _size
+    if kind == "list":
+        assert spec.parse is not None, f"option {opt.name}: a list needs its parser"
+        return _validated(_text_list, spec.parse)
+    if spec.choices:
+        return _choice(*spec.choices)
+    base = {t for t in typing.get_args(opt.type) if t is not type(None)} or {opt.type}
+    by_type: dict[Any, Callable[[Any, str], Any]] = {
+        int: _integer,
+        float: _number,
+        bool: _boolean,
+        str: _string,
+    }
+    (only,) = base
+    return by_type[only]
+
+
+#: YAML key -> (sweep keyword, converter), from the options table (colbench.options).
 SCHEMA: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
-    "op": ("op", _validated(_text_list, ops.parse_ops)),
-    "sizes": ("sizes", _validated(_text_list, parse_sizes)),
-    "minbytes": ("minbytes", _size),
-    "maxbytes": ("maxbytes", _size),
-    "factor": ("factor", _number),
-    "step": ("step", _size),
-    "dtype": ("dtype", _validated(_text_list, parse_dtypes)),
-    "redop": ("redop", _validated(_text_list, parse_redops)),
-    "root": ("root", _integer),
-    "placement": ("placement", _validated(_text_list, config.parse_placements)),
-    "iters": ("iters", _integer),
-    "warmup": ("warmup", _integer),
-    "check": ("check", _check),
-    "average": ("average", _validated(_text_list, config.parse_average)),
-    "backend": ("backend", _choice("auto", "gloo", "nccl")),
-    "nprocs": ("nprocs", _integer),
-    "timeout": ("timeout", _number),
-    "seed": ("seed", _integer),
-    "out": ("out", _string),
-    "results_dir": ("results_dir", _string),
-    "progress": ("progress", _boolean),
-    "table": ("table", _boolean),
-    "plot": ("plot", _boolean),
-    "memory_check": ("memory_check", _choice("skip", "refuse", "off")),
-    "memory_limit": ("memory_limit", _size),
-    "debug": ("debug", _boolean),
-    "time_budget": ("time_budget", _number),
-    "rotate": ("rotate", _integer),
-    "cuda_graph": ("cuda_graph", _boolean),
-    "repeat": ("repeat", _integer),
-    "init_timeout": ("init_timeout", _number),
-    "group_size": ("group_size", _integer),
-    "variants": ("env", _variants),
-    "env": ("env", _variants),
+    key: (opt.name, _converter(opt)) for opt in options.table() for key in opt.yaml_keys
 }
 #: Keys that document the suite and change nothing.
 DOC_KEYS = ("description", "name")
@@ -187,7 +180,7 @@ def parse(text: str, source: str = "suite") -> dict[str, Any]:
         raise UsageError(
             f"{source} line {root.start_mark.line + 1}: a suite is a mapping of option: value"
         )
-    options: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     seen: dict[str, int] = {}
     constructor = yaml.SafeLoader("")
     for key_node, value_node in root.value:
@@ -201,14 +194,14 @@ def parse(text: str, source: str = "suite") -> dict[str, Any]:
         if key not in SCHEMA:
             raise UsageError(f"{source} line {line}: {_unknown(key)}")
         target, convert = SCHEMA[key]
-        if target in options:
+        if target in values:
             raise UsageError(f"{source} line {line}: give variants or env, not both")
         value = constructor.construct_object(value_node, deep=True)
         value_line = value_node.start_mark.line + 1
         try:
-            options[target] = convert(value, key)
+            values[target] = convert(value, key)
         except _KeyError as exc:
             raise UsageError(f"{source} line {value_line}: {exc}") from None
         except UsageError as exc:
             raise UsageError(f"{source} line {value_line}: {key}: {exc}") from None
-    return options
+    return values

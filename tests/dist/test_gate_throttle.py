@@ -173,7 +173,7 @@ def _corrupted_rank(rank: int, port: int, csv_path: str) -> None:
     )
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     try:
-        cfg = SweepConfig(
+        cfg = SweepConfig.of(
             ops=tuple(OPS.split(",")),
             sizes_bytes=tuple(parse_sizes(SIZES)),
             iters=5,

@@ -63,7 +63,7 @@ def _rank(rank: int, op_name: str, port: int, csv_path: str) -> None:
     )
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     try:
-        cfg = SweepConfig(ops=(op_name,), sizes_bytes=(4096,), iters=2, warmup=1)
+        cfg = SweepConfig.of(ops=(op_name,), sizes_bytes=(4096,), iters=2, warmup=1)
         work = [dataclasses.replace(w, coll=Corrupting(w.coll)) for w in plan(cfg, 2, "gloo")]
         info = RunInfo("inject", "gloo", "cpu", 2, 1)
         sink = None

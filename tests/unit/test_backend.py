@@ -62,7 +62,7 @@ def test_default_nprocs() -> None:
 def cfg(tmp_path: Path, **kwargs: object) -> SweepConfig:
     base: dict = {"sizes_bytes": (1024,), "results_root": str(tmp_path / "results")}
     base.update(kwargs)
-    return SweepConfig(**base)
+    return SweepConfig.of(**base)
 
 
 def test_out_dir_that_is_new_is_created(tmp_path: Path) -> None:
@@ -123,8 +123,8 @@ def test_default_names_really_called_twice(tmp_path: Path) -> None:
 
 
 def test_run_label() -> None:
-    assert run_label(SweepConfig(ops=("all_reduce",))) == "all_reduce"
+    assert run_label(SweepConfig.of(ops=("all_reduce",))) == "all_reduce"
     every = [op.name for op in REGISTRY]
-    assert run_label(SweepConfig(ops=tuple(every))) == "all"
-    long_label = run_label(SweepConfig(ops=tuple(every[:-1])))
+    assert run_label(SweepConfig.of(ops=tuple(every))) == "all"
+    long_label = run_label(SweepConfig.of(ops=tuple(every[:-1])))
     assert len(long_label) <= 48

@@ -80,11 +80,23 @@ def test_bad_input_is_one_line_and_exit_2(
     assert "Traceback" not in err
 
 
-def test_sweep_config_is_the_suite_with_flags_on_top() -> None:
-    from colbench.cli import _suite_as_run
-
-    assert _suite_as_run(["sweep", "--config", "s.yaml", "--repeat", "5"]) == [
-        "run", "s.yaml", "--repeat", "5",
-    ]  # fmt: skip
-    assert _suite_as_run(["sweep", "-n", "3", "--config=s.yaml"]) == ["run", "s.yaml", "-n", "3"]
-    assert _suite_as_run(["sweep", "-n", "3"]) == ["sweep", "-n", "3"]
+def test_sweep_config_is_the_suite_with_flags_on_top(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Both values are invalid and iters is checked before warmup: the error shows whose
+    # iters won, before any rank starts; `sweep --config` and `run` must agree.
+    path = tmp_path / "s.yaml"
+    path.write_text("op: all_reduce\nsizes: 1K\niters: 0\nwarmup: -1\nbackend: gloo\n")
+    for argv in (
+        ["sweep", "--config", str(path)],
+        ["sweep", f"--config={path}"],
+        ["run", str(path)],
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+        assert capsys.readouterr().err == "colbench: error: --iters must be at least 1, got 0\n"
+        with pytest.raises(SystemExit) as info:
+            main([*argv[:1], "-n", "3", *argv[1:]])
+        assert info.value.code == 2
+        assert capsys.readouterr().err == "colbench: error: --warmup must be 0 or more, got -1\n"

@@ -140,7 +140,7 @@ def run_bench(
 
 def test_one_row_in_order() -> None:
     log = Log()
-    cfg = SweepConfig(ops=("all_reduce",), sizes_bytes=(1024,), iters=3, warmup=2)
+    cfg = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(1024,), iters=3, warmup=2)
     run_bench(cfg, log)
     assert log == [
         "store.set allocation", "side.min_int(1)",
@@ -159,7 +159,7 @@ def test_one_row_in_order() -> None:
 
 def test_time_budget_publishes_before_its_second_barrier() -> None:
     log = Log()
-    cfg = SweepConfig(
+    cfg = SweepConfig.of(
         ops=("all_reduce",), sizes_bytes=(1024,), iters=2, warmup=0, check=False,
         time_budget_s=0.0001,
     )  # fmt: skip
@@ -177,7 +177,7 @@ def test_time_budget_publishes_before_its_second_barrier() -> None:
 
 @pytest.mark.parametrize(("enqueue_us", "expected"), [(None, None), (5.0, 0), (9.0, 1), (12.0, 1)])
 def test_host_bound_rows(enqueue_us: float | None, expected: int | None) -> None:
-    cfg = SweepConfig(ops=("all_reduce",), sizes_bytes=(1024,), iters=2, warmup=0)
+    cfg = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(1024,), iters=2, warmup=0)
     (row,) = run_bench(cfg, Log(), per_call_us=10.0, enqueue_us=enqueue_us).written
     assert row["host_bound"] == expected
     if enqueue_us is None:

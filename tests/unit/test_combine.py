@@ -93,7 +93,7 @@ def test_percentile_of_nothing() -> None:
 def cfg(**kwargs: Any) -> SweepConfig:
     base: dict[str, Any] = {"sizes_bytes": (1024, 65536)}
     base.update(kwargs)
-    return SweepConfig(**base)
+    return SweepConfig.of(**base)
 
 
 def test_ops_without_a_redop_get_none() -> None:

@@ -80,8 +80,8 @@ def test_ops_that_do_not_reduce_ignore_the_redop() -> None:
 
 def test_validate_checks_a_directly_built_config() -> None:
     with pytest.raises(UsageError, match="--iters"):
-        config.validate(SweepConfig(sizes_bytes=(K,), iters=0))
-    config.validate(SweepConfig(sizes_bytes=(K,)))
+        config.validate(SweepConfig.of(sizes_bytes=(K,), iters=0))
+    config.validate(SweepConfig.of(sizes_bytes=(K,)))
 
 
 def test_resolve_sizes_default_range() -> None:
@@ -234,3 +234,60 @@ def test_to_dict_is_plain_data() -> None:
     d = build().to_dict()
     assert d["ops"] == ("all_reduce",)
     assert d["sizes_bytes"] == (K, 4 * K)
+
+
+def test_sweep_config_is_three_parts_by_concern() -> None:
+    cfg = SweepConfig.of(iters=3, backend="gloo", out_dir="x")
+    assert (cfg.measure.iters, cfg.launch.backend, cfg.output.out_dir) == (3, "gloo", "x")
+    again = cfg.replace(iters=4, table=False)
+    assert (again.measure.iters, again.output.table, again.launch.backend) == (4, False, "gloo")
+    with pytest.raises(TypeError, match="no field 'iterations'"):
+        cfg.replace(iterations=4)
+
+
+def test_every_option_reaches_the_config() -> None:
+    """Each option of the table changes the SweepConfig it is checked into."""
+    from colbench import options
+
+    changed = {
+        "op": "all_gather",
+        "sizes": "4K",
+        "minbytes": None,
+        "maxbytes": None,
+        "factor": None,
+        "step": None,
+        "dtype": "float16",
+        "redop": "max",
+        "root": 1,
+        "placement": "in",
+        "iters": 3,
+        "repeat": 2,
+        "warmup": 1,
+        "check": 0,
+        "average": "min",
+        "backend": "gloo",
+        "nprocs": 3,
+        "timeout": 9.0,
+        "init_timeout": 8.0,
+        "group_size": 1,
+        "seed": 7,
+        "out": "o",
+        "results_dir": "r",
+        "progress": True,
+        "memory_check": "off",
+        "memory_limit": "1M",
+        "time_budget": 0.5,
+        "rotate": 2,
+        "cuda_graph": False,
+        "debug": True,
+        "table": False,
+        "env": ["A=1"],
+        "plot": True,
+    }
+    assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
+    base = config.from_options(options.SweepOptions()).to_dict()
+    for name, value in changed.items():
+        if value is None or name == "cuda_graph":
+            continue  # size flags are covered by resolve_sizes; -G needs --backend nccl
+        other = config.from_options(options.merge({}, {name: value})).to_dict()
+        assert other != base, f"--{name} does not reach the config"

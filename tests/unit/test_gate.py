@@ -48,7 +48,7 @@ def write_run(
     info = RunInfo(run_dir.name, backend, device, world_size, 1, variant)
     for (op_name, requested, placement), samples in times_us.items():
         coll = ops.get(op_name)
-        cfg = SweepConfig(ops=(op_name,), sizes_bytes=(requested,), average=average)  # type: ignore[arg-type]
+        cfg = SweepConfig.of(ops=(op_name,), sizes_bytes=(requested,), average=average)
         elem = 4 if dtype == "float32" else 2
         layout = coll.layout(requested, elem, world_size)
         redop = "sum" if coll.uses_redop else "none"

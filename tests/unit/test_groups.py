@@ -23,31 +23,31 @@ def test_contiguous_groups() -> None:
 
 
 def test_group_size_must_divide_the_world() -> None:
-    cfg = SweepConfig(sizes_bytes=(1024,), group_size=3)
+    cfg = SweepConfig.of(sizes_bytes=(1024,), group_size=3)
     with pytest.raises(UsageError, match="--group-size 3 does not divide the world size 4"):
         validate_for_world(cfg, 4, "gloo")
     with pytest.raises(UsageError, match="--group-size must be at least 1"):
-        validate(SweepConfig(sizes_bytes=(1024,), group_size=0))
+        validate(SweepConfig.of(sizes_bytes=(1024,), group_size=0))
 
 
 def test_root_and_support_are_checked_against_the_group() -> None:
-    rooted = SweepConfig(ops=("broadcast",), sizes_bytes=(1024,), root=2, group_size=2)
+    rooted = SweepConfig.of(ops=("broadcast",), sizes_bytes=(1024,), root=2, group_size=2)
     with pytest.raises(UsageError, match="--root 2 is not a rank of a group of 2"):
         validate_for_world(rooted, 4, "gloo")
     # sendrecv needs two ranks on gloo; groups of one cannot run it.
-    mixed = SweepConfig(ops=("sendrecv", "all_reduce"), sizes_bytes=(1024,), group_size=1)
+    mixed = SweepConfig.of(ops=("sendrecv", "all_reduce"), sizes_bytes=(1024,), group_size=1)
     notes = validate_for_world(mixed, 4, "gloo")
     assert any("skipping sendrecv" in n for n in notes)
 
 
 def test_layouts_use_the_group_size() -> None:
-    cfg = SweepConfig(ops=("all_gather",), sizes_bytes=(1024,), group_size=2)
+    cfg = SweepConfig.of(ops=("all_gather",), sizes_bytes=(1024,), group_size=2)
     (work,) = plan(cfg, 2, "gloo")
     assert work.layouts[0] == ops.get("all_gather").layout(1024, 4, 2)
 
 
 def test_row_bandwidth_uses_the_group_size_and_aggregates_groups() -> None:
-    cfg = SweepConfig(ops=("all_reduce",), sizes_bytes=(1 << 20,), group_size=2)
+    cfg = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(1 << 20,), group_size=2)
     (work,) = plan(cfg, 2, "gloo")
     info = RunInfo("r", "gloo", "cpu", world_size=8, nnodes=2, groups=4)
     times = {k: 100.0 for k in ("time_us", "time_min_us", "time_p50_us", "time_p99_us")}

@@ -3,7 +3,6 @@ plan digest, the --debug warning, and what sendrecv builds outside the timed cal
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -53,7 +52,7 @@ def test_which_collectives_nccl_algo_leaves_an_algorithm(value: str, op: str, ru
 
 
 def test_tree_rows_are_unsupported_and_call_nothing() -> None:
-    cfg = SweepConfig(ops=EVERY_SIZED_OP, sizes_bytes=(1024, 4096), iters=2, warmup=1)
+    cfg = SweepConfig.of(ops=EVERY_SIZED_OP, sizes_bytes=(1024, 4096), iters=2, warmup=1)
     work = plan(cfg, 4, "nccl", env={"NCCL_ALGO": "Tree"})
     refused = {w.coll.name for w in work if w.unsupported}
     assert refused == {"all_gather", "reduce_scatter", "broadcast", "reduce"}
@@ -91,7 +90,7 @@ def test_an_explicit_barrier_under_cuda_graph_is_refused() -> None:
     notes = validate_for_world(cfg, 2, "nccl")
     assert "skipping barrier: a CUDA graph cannot capture it (--cuda-graph)" in notes
     assert "barrier" not in {w.coll.name for w in plan(cfg, 2, "nccl", env={})}
-    no_graph = dataclasses.replace(cfg, cuda_graph=False)
+    no_graph = cfg.replace(cuda_graph=False)
     assert "barrier" in {w.coll.name for w in plan(no_graph, 2, "nccl", env={})}
 
 
@@ -110,8 +109,8 @@ def test_an_explicit_barrier_under_cuda_graph_is_refused() -> None:
 def test_the_digest_covers_every_option_that_changes_the_collectives(
     field: str, value: object
 ) -> None:
-    base = SweepConfig(sizes_bytes=(1024,))
-    other = dataclasses.replace(base, **{field: value})
+    base = SweepConfig.of(sizes_bytes=(1024,))
+    other = base.replace(**{field: value})
     assert plan_digest(base, plan(base, 2, "gloo")) != plan_digest(other, plan(other, 2, "gloo"))
 
 
@@ -120,17 +119,17 @@ def test_the_digest_covers_every_option_that_changes_the_collectives(
     [("out_dir", "/tmp/x"), ("table", False), ("timeout_s", 9.0), ("progress", True)],
 )
 def test_the_digest_ignores_what_only_changes_output_or_waiting(field: str, value: object) -> None:
-    base = SweepConfig(sizes_bytes=(1024,))
-    other = dataclasses.replace(base, **{field: value})
+    base = SweepConfig.of(sizes_bytes=(1024,))
+    other = base.replace(**{field: value})
     assert plan_digest(base, plan(base, 2, "gloo")) == plan_digest(other, plan(other, 2, "gloo"))
 
 
 def test_debug_says_it_changes_timings() -> None:
-    cfg = SweepConfig(sizes_bytes=(1024,), debug=True)
+    cfg = SweepConfig.of(sizes_bytes=(1024,), debug=True)
     (warning,) = _measurement_warnings(cfg, "nccl")
     assert warning.startswith("--debug: torch's NCCL flight recorder")
     assert _measurement_warnings(cfg, "gloo") == []
-    assert _measurement_warnings(dataclasses.replace(cfg, debug=False), "nccl") == []
+    assert _measurement_warnings(cfg.replace(debug=False), "nccl") == []
 
 
 def test_sendrecv_builds_its_p2p_ops_when_bound(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,7 +35,7 @@ class Machine:
 
 
 def sweep(tmp_path: Path, **kwargs: Any) -> SweepConfig:
-    return SweepConfig(sizes_bytes=(1024,), out_dir=str(tmp_path / "run"), **kwargs)
+    return SweepConfig.of(sizes_bytes=(1024,), out_dir=str(tmp_path / "run"), **kwargs)
 
 
 def test_one_gpu_measures_nccl_at_world_size_one(

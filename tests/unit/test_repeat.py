@@ -15,9 +15,9 @@ from colbench.report.console import TableSink
 
 
 def test_repeat_is_validated() -> None:
-    assert SweepConfig().repeat == 1
+    assert SweepConfig().measure.repeat == 1
     with pytest.raises(UsageError, match="--repeat must be at least 1, got 0"):
-        config.validate(SweepConfig(sizes_bytes=(1024,), repeat=0))
+        config.validate(SweepConfig.of(sizes_bytes=(1024,), repeat=0))
 
 
 def test_cli_refuses_repeat_zero(
@@ -33,8 +33,8 @@ def test_cli_refuses_repeat_zero(
 
 
 def test_ranks_with_different_repeats_disagree_on_the_plan() -> None:
-    one = SweepConfig(sizes_bytes=(1024,))
-    three = SweepConfig(sizes_bytes=(1024,), repeat=3)
+    one = SweepConfig.of(sizes_bytes=(1024,))
+    three = SweepConfig.of(sizes_bytes=(1024,), repeat=3)
     assert plan_digest(one, plan(one, 2, "gloo")) != plan_digest(three, plan(three, 2, "gloo"))
 
 

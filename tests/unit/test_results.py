@@ -22,7 +22,7 @@ TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_ma
 def a_row(**overrides: Any) -> dict[str, Any]:
     """A plausible row with every schema column, whatever the schema holds today."""
     coll = ops.get("all_gather")
-    cfg = SweepConfig(ops=("all_gather",), sizes_bytes=(1024,), iters=3, warmup=1)
+    cfg = SweepConfig.of(ops=("all_gather",), sizes_bytes=(1024,), iters=3, warmup=1)
     lay = coll.layout(1024, 4, 3)
     work = Work(coll, "float32", "none", (1024,), (lay,), ("out", "in"))
     info = RunInfo("run-1", "gloo", "cpu", 3, 1)
@@ -44,7 +44,7 @@ def test_make_row_stays_inside_the_schema() -> None:
     lay = coll.layout(1024, 4, 3)
     row = make_row(
         RunInfo("r", "gloo", "cpu", 3, 1),
-        SweepConfig(ops=("all_gather",), sizes_bytes=(1024,)),
+        SweepConfig.of(ops=("all_gather",), sizes_bytes=(1024,)),
         Work(coll, "float32", "none", (1024,), (lay,), ("out",)),
         1024,
         lay,

@@ -1,0 +1,66 @@
+"""Reference docs generated from the code: docs/options.md from the options table.
+
+``make docs`` (``python -m colbench.docgen``) rewrites them; tests/unit/test_options.py
+fails while the committed file differs from what this writes.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from colbench.options import CONCERNS, Option, table
+
+
+def _default_text(opt: Option) -> str:
+    if opt.default is None:
+        return ""
+    if isinstance(opt.default, bool):
+        return "on" if opt.default else "off"
+    return f"`{opt.default}`"
+
+
+def options_markdown() -> str:
+    """docs/options.md: the option reference, grouped by concern."""
+    lines = [
+        "# Options of `colbench sweep`",
+        "",
+        "<!-- Generated from colbench/options.py by `make docs`; do not edit. -->",
+        "",
+        "The same options work as flags (`colbench sweep`, `colbench run FILE`, "
+        "`colbench crosscheck`) and as keys of a YAML suite (`colbench run FILE`, "
+        "`colbench sweep --config FILE`); flags given with a file override its values. "
+        "Sizes are binary (1K = 1024 bytes); bandwidth is GB/s (1 GB/s = 1e9 bytes/s).",
+    ]
+    rows = table()
+    for concern, title in CONCERNS.items():
+        lines += ["", f"## {title}", ""]
+        lines += [
+            "| Flag | Aliases | nccl-tests | YAML key | Default | Meaning |",
+            "|---|---|---|---|---|---|",
+        ]
+        for opt in rows:
+            if opt.spec.concern != concern:
+                continue
+            flags = " ".join(f"`{f}`" for f in opt.spec.flags[1:])
+            keys = ", ".join(f"`{k}`" for k in opt.yaml_keys)
+            meaning = opt.spec.help.replace("|", "\\|")
+            same = f"`{opt.spec.nccl_tests}`" if opt.spec.nccl_tests else ""
+            cells = [f"`{opt.spec.flags[0]}`", flags, same, keys, _default_text(opt), meaning]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"
+
+
+def main(argv: list[str]) -> int:
+    """Write docs/options.md (or the path given)."""
+    path = Path(argv[0]) if argv else DOCS
+    path.write_text(options_markdown(), encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,402 @@
+"""The one table of ``colbench sweep``'s options.
+
+Each option is a field of :class:`SweepOptions`: its type and default are the field's,
+and :func:`option` attaches the rest (flags, help, how a YAML value is read, the parser
+its text must pass). The Typer parameters of ``sweep``/``run``/``crosscheck``, the YAML
+schema of suites (colbench.suite) and docs/options.md are all derived from this table,
+so adding an option is one edit here (then ``make docs`` rewrites the docs, see
+colbench.docgen; a test fails until it has).
+
+Values here are what a user typed (``"1K-16M"``, ``"out,in"``); colbench.config turns
+them into the typed, validated sweep.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Annotated, Any, Literal
+
+from colbench import ops
+from colbench.dtypes import parse_dtypes, parse_redops
+from colbench.errors import UsageError
+from colbench.sizes import parse_sizes
+
+Average = Literal["avg", "min", "max", "rank0"]
+Backend = Literal["auto", "gloo", "nccl"]
+MemoryCheck = Literal["skip", "refuse", "off"]
+AVERAGES: tuple[Average, ...] = ("avg", "min", "max", "rank0")
+BACKENDS: tuple[Backend, ...] = ("auto", "gloo", "nccl")
+MEMORY_CHECKS: tuple[MemoryCheck, ...] = ("skip", "refuse", "off")
+# nccl-tests' -a takes 0..3.
+_AVERAGE_DIGITS: dict[str, Average] = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
+PLACEMENTS = ("out", "in")
+
+#: How a YAML value becomes the flag's text: ``auto`` goes by the field's type (and
+#: choices); ``list`` takes a string or a list joined by commas; ``size`` a size such as
+#: 64M; ``check`` true/false or 1/0; ``variants`` a mapping of variable to values.
+YamlKind = Literal["auto", "list", "size", "check", "variants"]
+#: The concern an option belongs to (the config dataclass it feeds; the docs' sections).
+Concern = Literal["measure", "launch", "output"]
+CONCERNS: dict[Concern, str] = {
+    "measure": "What to measure",
+    "launch": "How to launch",
+    "output": "What to write",
+}
+
+
+def parse_average(text: str) -> Average:
+    key = text.strip().lower()
+    key = _AVERAGE_DIGITS.get(key, key)
+    for name in AVERAGES:
+        if key == name:
+            return name
+    raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
+
+
+def parse_placements(text: str) -> tuple[str, ...]:
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    aliases = {"out-of-place": "out", "in-place": "in", "oop": "out", "ip": "in", "both": "out,in"}
+    expanded: list[str] = []
+    for name in names:
+        expanded.extend(aliases.get(name, name).split(","))
+    if not expanded or any(p not in PLACEMENTS for p in expanded):
+        raise UsageError(f"bad --placement {text!r}: use out, in or out,in")
+    return tuple(p for p in PLACEMENTS if p in expanded)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Everything about one option besides its type and default."""
+
+    flags: tuple[str, ...]
+    """Command-line names: the long flag first, then aliases (nccl-tests' short ones)."""
+    help: str
+    concern: Concern
+    yaml: YamlKind = "auto"
+    parse: Callable[[str], Any] | None = None
+    """The parser the text must pass, from a flag or a file alike."""
+    choices: tuple[str, ...] = ()
+    yaml_keys: tuple[str, ...] = ()
+    """Keys in a suite file; empty means the option's name."""
+    nccl_tests: str = ""
+    """The nccl-tests flag (or variable) that means the same, for the docs."""
+
+
+def option(
+    default: Any,
+    *flags: str,
+    help: str,
+    concern: Concern,
+    yaml: YamlKind = "auto",
+    parse: Callable[[str], Any] | None = None,
+    choices: tuple[str, ...] = (),
+    yaml_keys: tuple[str, ...] = (),
+    nccl_tests: str = "",
+) -> Any:
+    """A field of :class:`SweepOptions` carrying its :class:`Spec`."""
+    spec = Spec(flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests)
+    return field(default=default, metadata={"spec": spec})
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """sweep's options as given: flags, a suite file, or both (flags win)."""
+
+    op: str = option(
+        "all_reduce",
+        "--op",
+        help="Collectives, comma list or 'all': " + ", ".join(ops.BY_NAME),
+        concern="measure",
+        yaml="list",
+        parse=ops.parse_ops,
+    )
+    sizes: str | None = option(
+        None,
+        "--sizes",
+        "-s",
+        help="Range 1K-1G or list 1K,4K,1M (binary units). Default 1K-16M.",
+        concern="measure",
+        yaml="list",
+        parse=parse_sizes,
+    )
+    minbytes: str | None = option(
+        None,
+        "--minbytes",
+        "-b",
+        help="nccl-tests: smallest size (binary units).",
+        concern="measure",
+        nccl_tests="-b",
+        yaml="size",
+    )
+    maxbytes: str | None = option(
+        None,
+        "--maxbytes",
+        "-e",
+        help="nccl-tests: largest size (binary units).",
+        concern="measure",
+        nccl_tests="-e",
+        yaml="size",
+    )
+    factor: float | None = option(
+        None,
+        "--factor",
+        "--stepfactor",
+        "-f",
+        help="Multiply size by this per step (default 2).",
+        concern="measure",
+        nccl_tests="-f",
+    )
+    step: str | None = option(
+        None,
+        "--step",
+        "--stepbytes",
+        "-i",
+        help="Add this many bytes per step instead.",
+        concern="measure",
+        nccl_tests="-i",
+        yaml="size",
+    )
+    dtype: str = option(
+        "float32",
+        "--dtype",
+        "-d",
+        help="Element types, comma list or 'all': float32, float16, bfloat16, float64, "
+        "int8, uint8, int32, int64.",
+        concern="measure",
+        nccl_tests="-d",
+        yaml="list",
+        parse=parse_dtypes,
+    )
+    redop: str = option(
+        "sum",
+        "--redop",
+        "-o",
+        help="Reduction ops, comma list or 'all': sum, prod, min, max, avg (float only).",
+        concern="measure",
+        nccl_tests="-o",
+        yaml="list",
+        parse=parse_redops,
+    )
+    root: int = option(
+        0,
+        "--root",
+        "-r",
+        help="Root rank of broadcast, reduce, gather, scatter.",
+        concern="measure",
+        nccl_tests="-r",
+    )
+    placement: str = option(
+        "out,in",
+        "--placement",
+        help="out (separate buffers), in (in-place form) or out,in.",
+        concern="measure",
+        yaml="list",
+        parse=parse_placements,
+    )
+    iters: int = option(
+        20, "--iters", "-n", help="Timed calls per size.", concern="measure", nccl_tests="-n"
+    )
+    repeat: int = option(
+        1,
+        "--repeat",
+        help="Measure the whole sweep this many times, interleaved; every sample is a "
+        "CSV row (for colbench gate).",
+        concern="measure",
+    )
+    warmup: int = option(
+        5,
+        "--warmup",
+        "-w",
+        help="Untimed calls per size before timing.",
+        concern="measure",
+        nccl_tests="-w",
+    )
+    check: int = option(
+        1,
+        "--check",
+        "-c",
+        help="1: verify every result (default); 0: skip.",
+        concern="measure",
+        nccl_tests="-c",
+        yaml="check",
+    )
+    average: str = option(
+        "avg",
+        "--average",
+        "-a",
+        help="Combine ranks' times: avg, min, max, rank0 (or nccl-tests 1, 2, 3, 0).",
+        concern="measure",
+        nccl_tests="-a",
+        yaml="list",
+        parse=parse_average,
+    )
+    backend: str = option(
+        "auto",
+        "--backend",
+        help="auto (NCCL if GPUs, else gloo), nccl or gloo.",
+        concern="launch",
+        choices=BACKENDS,
+    )
+    nprocs: int | None = option(
+        None,
+        "--nprocs",
+        "-p",
+        help="Ranks to spawn without a launcher (default: GPUs for NCCL, 2 for gloo).",
+        concern="launch",
+    )
+    timeout: float = option(
+        300.0,
+        "--timeout",
+        help="Seconds any one step (a timed batch, a barrier) may take: a hang ends "
+        "the run with exit 4 naming the stuck ranks.",
+        concern="launch",
+    )
+    init_timeout: float = option(
+        120.0,
+        "--init-timeout",
+        help="Seconds for every rank to join the rendezvous, and for the communicator to start.",
+        concern="launch",
+    )
+    group_size: int | None = option(
+        None,
+        "--group-size",
+        help="Split the world into contiguous groups of this many ranks, all running "
+        "each collective at once (busbw uses the group size as n).",
+        concern="measure",
+        nccl_tests="NCCL_TESTS_SPLIT",
+    )
+    seed: int = option(0, "--seed", help="Seed of the deterministic input data.", concern="measure")
+    out: str | None = option(
+        None, "--out", help="Run directory (must be new or empty).", concern="output"
+    )
+    results_dir: str = option(
+        "results", "--results-dir", help="Parent of default run directories.", concern="output"
+    )
+    progress: bool | None = option(
+        None,
+        "--progress/--no-progress",
+        help="Progress bar on stderr (default: when a terminal).",
+        concern="output",
+    )
+    memory_check: str = option(
+        "skip",
+        "--memory-check",
+        help="Before allocating: skip sizes that do not fit in memory, refuse the sweep, or off.",
+        concern="measure",
+        choices=MEMORY_CHECKS,
+    )
+    memory_limit: str | None = option(
+        None,
+        "--memory-limit",
+        help="Cap on buffer memory per rank, e.g. 512M (binary).",
+        concern="measure",
+        yaml="size",
+    )
+    time_budget: float | None = option(
+        None,
+        "--time-budget",
+        help="Seconds of timed calls per size: iterations adapt to fill it "
+        "(--iters is then the minimum).",
+        concern="measure",
+    )
+    rotate: int = option(
+        1,
+        "--rotate",
+        help="Cycle N buffer sets call by call so caches do not help.",
+        concern="measure",
+    )
+    cuda_graph: bool = option(
+        False,
+        "--cuda-graph",
+        "-G",
+        help="NCCL: capture the timed batch in a CUDA graph.",
+        concern="measure",
+        nccl_tests="-G",
+    )
+    debug: bool = option(
+        False,
+        "--debug",
+        help="NCCL: dump torch's flight recorder into the run dir on timeout.",
+        concern="launch",
+    )
+    table: bool = option(
+        True, "--table/--no-table", help="Print the nccl-tests style table.", concern="output"
+    )
+    env: list[str] | None = option(  # noqa: RUF009 (None; a list only when given)
+        None,
+        "--env",
+        help="Variant axis KEY=V1,V2 (repeatable): the sweep runs once per combination, "
+        "each in fresh ranks started with those variables, e.g. --env NCCL_ALGO=Ring,Tree.",
+        concern="launch",
+        yaml="variants",
+        yaml_keys=("variants", "env"),
+    )
+    plot: bool = option(
+        False,
+        "--plot/--no-plot",
+        help="Write busbw.png and time.png into the run dir.",
+        concern="output",
+    )
+
+
+@dataclass(frozen=True)
+class Option:
+    """One row of the table, resolved: name, type, default and spec."""
+
+    name: str
+    type: Any
+    default: Any
+    spec: Spec
+
+    @property
+    def flag(self) -> str:
+        """The long flag that error messages name (``--progress`` for ``--progress/--no-...``)."""
+        return self.spec.flags[0].split("/")[0]
+
+    @property
+    def yaml_keys(self) -> tuple[str, ...]:
+        return self.spec.yaml_keys or (self.name,)
+
+
+@functools.cache
+def table() -> tuple[Option, ...]:
+    """Every option, in the order ``--help`` lists them."""
+    hints = typing.get_type_hints(SweepOptions)
+    rows = []
+    for f in fields(SweepOptions):
+        assert f.default is not MISSING, f"option {f.name} needs a default"
+        rows.append(Option(f.name, hints[f.name], f.default, f.metadata["spec"]))
+    return tuple(rows)
+
+
+def typer_parameters() -> list[inspect.Parameter]:
+    """The table as keyword parameters of a Typer command (one ``typer.Option`` each)."""
+    import typer
+
+    return [
+        inspect.Parameter(
+            opt.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=opt.default,
+            annotation=Annotated[opt.type, typer.Option(*opt.spec.flags, help=opt.spec.help)],
+        )
+        for opt in table()
+    ]
+
+
+def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOptions:
+    """Defaults, then a suite file's values, then the flags given on the command line.
+
+    An ``--env`` flag replaces the file's values for its variable only.
+    """
+    from colbench.variants import merge_axes, parse_axes
+
+    values = {**file_values, **given}
+    if "env" in given and file_values.get("env"):
+        merged = merge_axes(parse_axes(file_values["env"]), parse_axes(given["env"] or []))
+        values["env"] = [f"{key}={','.join(vals)}" for key, vals in merged]
+    return replace(SweepOptions(), **values)
