@@ -150,7 +150,7 @@ class RankBench:
         # spell of the machine (another job, a frequency drop) lands in one sample of
         # many rows instead of in every sample of one row: the gate needs independent
         # samples per row to judge whether a change is real.
-        for repeat in range(self.cfg.repeat):
+        for repeat in range(self.cfg.measure.repeat):
             for item in work:
                 if self.sink is not None and repeat == 0:
                     self._notes(item)
@@ -174,10 +174,10 @@ class RankBench:
         return Context(
             rank=self.rank if sub is None else sub.rank,
             world_size=self.info.world_size if sub is None else sub.size,
-            root=self.cfg.root,
+            root=self.cfg.measure.root,
             dtype=DTYPES[item.dtype],
             redop=item.redop,
-            seed=self.cfg.seed,
+            seed=self.cfg.measure.seed,
             device=self.device,
             group=self.groups.measured,
             global_ranks=() if sub is None else sub.ranks,
@@ -202,7 +202,7 @@ class RankBench:
                     # its data still in cache from the previous one.
                     storages[placement] = [
                         item.coll.allocate(layout, ctx, placement == "in")
-                        for _ in range(self.cfg.rotate)
+                        for _ in range(self.cfg.measure.rotate)
                     ]
                 ok = 1
             except Exception as exc:
@@ -239,7 +239,11 @@ class RankBench:
                     continue
                 sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
                 times, iters, enqueue_us = self._time(coll, sets, ctx)
-                wrong = self._verify(coll, sets[0], ctx) if self.cfg.check and coll.sized else None
+                wrong = (
+                    self._verify(coll, sets[0], ctx)
+                    if self.cfg.measure.check and coll.sized
+                    else None
+                )
                 rows.append(
                     make_row(
                         self.info,
@@ -270,23 +274,23 @@ class RankBench:
         calls = [coll.bind(bufs, ctx) for bufs in sets]
         call = calls[0] if len(calls) == 1 else _Rotation(calls)
         flight.step("warm-up")
-        for _ in range(self.cfg.warmup):
+        for _ in range(self.cfg.measure.warmup):
             call()
         self.timer.synchronize()
-        iter_us = self._timed_batch(call, self.cfg.iters)
-        budget_s = self.cfg.time_budget_s
+        iter_us = self._timed_batch(call, self.cfg.measure.iters)
+        budget_s = self.cfg.measure.time_budget_s
         if budget_s is not None:
             # pyperf-style calibration: the fixed batch above estimates the cost of one
             # call; if the budget allows more, time a longer batch (all ranks agree on
             # its length) and keep that instead.
             iters = self._budget_iters(iter_us, budget_s)
-            if iters > self.cfg.iters:
+            if iters > self.cfg.measure.iters:
                 iter_us = self._timed_batch(call, iters)
         enqueue_us = self.timer.enqueue_us
         flight.step("combining times")
         # The enqueue time rides along as one more column (NaN where calls block).
         every = self.side.gather_floats([*iter_us, math.nan if enqueue_us is None else enqueue_us])
-        times = combine_times([rank[:-1] for rank in every], self.cfg.average)
+        times = combine_times([rank[:-1] for rank in every], self.cfg.measure.average)
         enqueues = [rank[-1] for rank in every]
         # The rank that waited longest to hand its calls over decides whether the GPU
         # was starved.

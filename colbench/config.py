@@ -140,15 +140,6 @@ class SweepConfig:
             raise TypeError(f"SweepConfig has no field {next(iter(values))!r}")
         return type(self)(**parts)
 
-    # BEGIN flat access: removed by /work/briefs/rename_cfg.py once accesses are renamed
-    def __getattr__(self, name: str) -> Any:
-        for part in vars(self).values():
-            if name in _FIELDS[type(part)]:
-                return getattr(part, name)
-        raise AttributeError(name)
-
-    # END flat access
-
     def collectives(self) -> tuple[Collective, ...]:
         return tuple(ops_registry.get(name) for name in self.measure.ops)
 
@@ -273,39 +264,42 @@ CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it ne
 
 def validate(cfg: SweepConfig) -> None:
     """Checks that need no process group."""
-    if not cfg.sizes_bytes:
+    if not cfg.measure.sizes_bytes:
         raise UsageError("no sizes to run")
-    if cfg.iters < 1:
-        raise UsageError(f"--iters must be at least 1, got {cfg.iters}")
-    if cfg.repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {cfg.repeat}")
-    if cfg.warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {cfg.warmup}")
-    if cfg.nprocs is not None and cfg.nprocs < 1:
-        raise UsageError(f"--nprocs must be at least 1, got {cfg.nprocs}")
-    if cfg.root < 0:
-        raise UsageError(f"--root must be a rank (0 or more), got {cfg.root}")
-    if cfg.cuda_graph and cfg.backend == "gloo":
+    if cfg.measure.iters < 1:
+        raise UsageError(f"--iters must be at least 1, got {cfg.measure.iters}")
+    if cfg.measure.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {cfg.measure.repeat}")
+    if cfg.measure.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {cfg.measure.warmup}")
+    if cfg.launch.nprocs is not None and cfg.launch.nprocs < 1:
+        raise UsageError(f"--nprocs must be at least 1, got {cfg.launch.nprocs}")
+    if cfg.measure.root < 0:
+        raise UsageError(f"--root must be a rank (0 or more), got {cfg.measure.root}")
+    if cfg.measure.cuda_graph and cfg.launch.backend == "gloo":
         # Also checked against the backend ``auto`` picks; this catches it before torch loads.
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
-    if cfg.time_budget_s is not None and cfg.time_budget_s <= 0:
-        raise UsageError(f"--time-budget must be positive, got {cfg.time_budget_s:g}")
-    if not 1 <= cfg.rotate <= 64:
-        raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.rotate}")
-    if cfg.timeout_s <= 0:
-        raise UsageError(f"--timeout must be positive, got {cfg.timeout_s:g}")
-    if cfg.init_timeout_s <= 0:
-        raise UsageError(f"--init-timeout must be positive, got {cfg.init_timeout_s:g}")
-    if cfg.group_size is not None and cfg.group_size < 1:
-        raise UsageError(f"--group-size must be at least 1, got {cfg.group_size}")
+    if cfg.measure.time_budget_s is not None and cfg.measure.time_budget_s <= 0:
+        raise UsageError(f"--time-budget must be positive, got {cfg.measure.time_budget_s:g}")
+    if not 1 <= cfg.measure.rotate <= 64:
+        raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.measure.rotate}")
+    if cfg.launch.timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive, got {cfg.launch.timeout_s:g}")
+    if cfg.launch.init_timeout_s <= 0:
+        raise UsageError(f"--init-timeout must be positive, got {cfg.launch.init_timeout_s:g}")
+    if cfg.measure.group_size is not None and cfg.measure.group_size < 1:
+        raise UsageError(f"--group-size must be at least 1, got {cfg.measure.group_size}")
     if all(c.uses_redop for c in cfg.collectives()):
         reasons = [
-            why for d in cfg.dtypes for r in cfg.redops if (why := redop_supported(r, DTYPES[d]))
+            why
+            for d in cfg.measure.dtypes
+            for r in cfg.measure.redops
+            if (why := redop_supported(r, DTYPES[d]))
         ]
-        if len(reasons) == len(cfg.dtypes) * len(cfg.redops):
+        if len(reasons) == len(cfg.measure.dtypes) * len(cfg.measure.redops):
             raise UsageError(f"nothing to run: {reasons[0]}")
     if not any(placements_for(c, cfg) for c in cfg.collectives()):
-        forms = "/".join(cfg.placements)
+        forms = "/".join(cfg.measure.placements)
         raise UsageError(f"none of the chosen ops has a {forms} form; see colbench explain")
 
 
@@ -316,15 +310,15 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     size is what ops and roots are checked against.
     """
     what = "world"
-    if cfg.group_size is not None:
-        if world_size % cfg.group_size:
+    if cfg.measure.group_size is not None:
+        if world_size % cfg.measure.group_size:
             raise UsageError(
-                f"--group-size {cfg.group_size} does not divide the world size {world_size}"
+                f"--group-size {cfg.measure.group_size} does not divide the world size {world_size}"
             )
-        what, world_size = "group", cfg.group_size
-    if cfg.root >= world_size and any(c.rooted for c in cfg.collectives()):
-        raise UsageError(f"--root {cfg.root} is not a rank of a {what} of {world_size}")
-    if cfg.cuda_graph and backend != "nccl":
+        what, world_size = "group", cfg.measure.group_size
+    if cfg.measure.root >= world_size and any(c.rooted for c in cfg.collectives()):
+        raise UsageError(f"--root {cfg.measure.root} is not a rank of a {what} of {world_size}")
+    if cfg.measure.cuda_graph and backend != "nccl":
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
     notes: list[str] = []
     for coll in cfg.collectives():
@@ -332,17 +326,17 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
         if reason:
             notes.append(f"skipping {coll.name}: {reason}")
             continue
-        if cfg.cuda_graph and not coll.graph_capturable:
+        if cfg.measure.cuda_graph and not coll.graph_capturable:
             notes.append(f"skipping {coll.name}: a CUDA graph cannot capture it (--cuda-graph)")
             continue
         forms = {"out": "out-of-place", "in": "in-place"}
-        missing = [forms[p] for p in cfg.placements if p not in coll.placements]
+        missing = [forms[p] for p in cfg.measure.placements if p not in coll.placements]
         # With both placements asked for, the table's n/a columns say enough.
         if coll.sized and missing and not placements_for(coll, cfg):
             notes.append(f"skipping {coll.name}: torch has no {missing[0]} form of it")
         if coll.uses_redop:
-            for d in cfg.dtypes:
-                for r in cfg.redops:
+            for d in cfg.measure.dtypes:
+                for r in cfg.measure.redops:
                     why = redop_supported(r, DTYPES[d])
                     if why:
                         notes.append(f"skipping {coll.name} {d} {r}: {why}")
@@ -357,4 +351,4 @@ def placements_for(coll: Collective, cfg: SweepConfig) -> tuple[str, ...]:
     """The requested placements this op has; size-less ops (barrier) run once regardless."""
     if not coll.sized:
         return coll.placements
-    return tuple(p for p in cfg.placements if p in coll.placements)
+    return tuple(p for p in cfg.measure.placements if p in coll.placements)

@@ -72,15 +72,22 @@ class Plan:
     def nccl_tests_argv(self) -> list[str]:
         cfg = self.cfg
         argv = [str(self.binary), *self.size_flags, "-g", str(self.ranks)]
-        argv += ["-d", DTYPES[cfg.dtypes[0]].nccl_name]
+        argv += ["-d", DTYPES[cfg.measure.dtypes[0]].nccl_name]
         if self.coll.uses_redop:
-            argv += ["-o", cfg.redops[0]]
+            argv += ["-o", cfg.measure.redops[0]]
         if self.coll.rooted:
-            argv += ["-r", str(cfg.root)]
-        argv += ["-n", str(cfg.iters), "-w", str(cfg.warmup), "-c", str(int(cfg.check))]
+            argv += ["-r", str(cfg.measure.root)]
+        argv += [
+            "-n",
+            str(cfg.measure.iters),
+            "-w",
+            str(cfg.measure.warmup),
+            "-c",
+            str(int(cfg.measure.check)),
+        ]
         # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
-        argv += ["-a", next(d for d in "0123" if config.parse_average(d) == cfg.average)]
-        if cfg.cuda_graph:
+        argv += ["-a", next(d for d in "0123" if config.parse_average(d) == cfg.measure.average)]
+        if cfg.measure.cuda_graph:
             from colbench.timing import GRAPH_REPLAYS
 
             # colbench times GRAPH_REPLAYS replays of its captured batch; -G N launches
@@ -91,15 +98,22 @@ class Plan:
     def colbench_argv(self, run_dir: Path) -> list[str]:
         cfg = self.cfg
         argv = [sys.executable, "-m", "colbench", "sweep", "--op", self.coll.name]
-        argv += [*self.size_flags, "--dtype", cfg.dtypes[0]]
+        argv += [*self.size_flags, "--dtype", cfg.measure.dtypes[0]]
         if self.coll.uses_redop:
-            argv += ["--redop", cfg.redops[0]]
+            argv += ["--redop", cfg.measure.redops[0]]
         if self.coll.rooted:
-            argv += ["--root", str(cfg.root)]
-        argv += ["--placement", ",".join(cfg.placements), "--iters", str(cfg.iters)]
-        argv += ["--warmup", str(cfg.warmup), "--check", str(int(cfg.check))]
-        argv += ["--average", cfg.average, "--backend", cfg.backend, "--nprocs", str(self.ranks)]
-        if cfg.cuda_graph:
+            argv += ["--root", str(cfg.measure.root)]
+        argv += ["--placement", ",".join(cfg.measure.placements), "--iters", str(cfg.measure.iters)]
+        argv += ["--warmup", str(cfg.measure.warmup), "--check", str(int(cfg.measure.check))]
+        argv += [
+            "--average",
+            cfg.measure.average,
+            "--backend",
+            cfg.launch.backend,
+            "--nprocs",
+            str(self.ranks),
+        ]
+        if cfg.measure.cuda_graph:
             argv.append("--cuda-graph")
         return [*argv, *self.forwarded, "--out", str(run_dir)]
 
@@ -192,9 +206,9 @@ def make_plan(
     coll = ops.get(op_text)
     binary = find_binary(coll, nccl_tests_dir)
     cfg = _sweep_config(coll, params)
-    sizes = size_flags(cfg.sizes_bytes)
+    sizes = size_flags(cfg.measure.sizes_bytes)
     ranks = _ranks(cfg, gpu_count)
-    config.validate_for_world(cfg, ranks, cfg.backend)
+    config.validate_for_world(cfg, ranks, cfg.launch.backend)
     return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given))
 
 
@@ -232,15 +246,15 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
 
 def _ranks(cfg: config.SweepConfig, gpu_count: Callable[[], int]) -> int:
     """--nprocs, else every visible GPU (2 ranks on gloo); nccl-tests -g N needs N GPUs here."""
-    if cfg.backend != "nccl":
-        return cfg.nprocs if cfg.nprocs is not None else 2
+    if cfg.launch.backend != "nccl":
+        return cfg.launch.nprocs if cfg.launch.nprocs is not None else 2
     gpus = gpu_count()
     if gpus == 0:
         raise UsageError(
             "no CUDA GPU is visible: nccl-tests and colbench's NCCL side need GPUs "
             "(--backend gloo runs colbench on the CPU, to test the cross-check itself)"
         )
-    ranks = cfg.nprocs if cfg.nprocs is not None else gpus
+    ranks = cfg.launch.nprocs if cfg.launch.nprocs is not None else gpus
     if ranks > gpus:
         raise UsageError(
             f"--nprocs {ranks} but {gpus} GPU(s) are visible: -g N drives N GPUs of this "
@@ -265,7 +279,9 @@ def _forward(params: Mapping[str, Any], given: set[str]) -> tuple[str, ...]:
 
 def out_dir(plan: Plan, out: str | None, results_root: str) -> Path:
     """A new or empty directory: ``--out``, else ``<results>/<stamp>-crosscheck-<op>-<backend>``."""
-    default = Path(results_root) / stamped_name("crosscheck", plan.coll.name, plan.cfg.backend)
+    default = Path(results_root) / stamped_name(
+        "crosscheck", plan.coll.name, plan.cfg.launch.backend
+    )
     return RunDir.create(out, default).path.resolve()
 
 

@@ -64,22 +64,27 @@ def plan(
         placements = placements_for(coll, cfg)
         if coll.unsupported(world_size, backend) or not placements:
             continue
-        if cfg.cuda_graph and not coll.graph_capturable:
+        if cfg.measure.cuda_graph and not coll.graph_capturable:
             continue
         refused = refused_by_backend(coll, world_size, backend, env)
         if not coll.sized:
             layout = coll.layout(0, 1, world_size)
             out.append(
-                Work(coll, cfg.dtypes[0], NO_REDOP, (0,), (layout,), placements, (), refused)
+                Work(
+                    coll, cfg.measure.dtypes[0], NO_REDOP, (0,), (layout,), placements, (), refused
+                )
             )
             continue
-        redops = cfg.redops if coll.uses_redop else (NO_REDOP,)
-        for dtype_name in cfg.dtypes:
+        redops = cfg.measure.redops if coll.uses_redop else (NO_REDOP,)
+        for dtype_name in cfg.measure.dtypes:
             dtype = DTYPES[dtype_name]
             for redop in redops:
                 if redop != NO_REDOP and redop_supported(redop, dtype):
                     continue
-                pairs = [(s, coll.layout(s, dtype.elem_bytes, world_size)) for s in cfg.sizes_bytes]
+                pairs = [
+                    (s, coll.layout(s, dtype.elem_bytes, world_size))
+                    for s in cfg.measure.sizes_bytes
+                ]
                 kept = [(s, lay) for s, lay in pairs if lay.count > 0]
                 skipped = tuple(s for s, lay in pairs if lay.count == 0)
                 # Kept even with no size left, so the skipped sizes are still reported.
@@ -153,9 +158,7 @@ def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
     # Every option counts unless it provably cannot change which collectives run, in
     # which order: a new option is then covered without anyone remembering to add it.
     fields = {
-        name: value
-        for name, value in sorted(dataclasses.asdict(cfg).items())
-        if name not in DIGEST_EXEMPT
+        name: value for name, value in sorted(cfg.to_dict().items()) if name not in DIGEST_EXEMPT
     }
     return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
 

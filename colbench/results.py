@@ -198,7 +198,7 @@ def make_row(
 ) -> Row:
     """One row of a measurement; bandwidth is computed only here, from the combined time.
 
-    ``iters`` is the number of timed calls when it differs from ``cfg.iters``
+    ``iters`` is the number of timed calls when it differs from ``cfg.measure.iters``
     (``--time-budget`` picks it per size; a CUDA graph is replayed several times).
     ``times`` values are None for a row without a measurement.
     """
@@ -218,14 +218,14 @@ def make_row(
         op=coll.name,
         dtype=work.dtype if coll.sized else "none",
         redop=work.redop,
-        root=cfg.root if coll.rooted else -1,
+        root=cfg.measure.root if coll.rooted else -1,
         in_place=int(in_place),
         requested_bytes=requested_bytes,
         size_bytes=layout.size_bytes,
         count=layout.count,
-        warmup=cfg.warmup,
-        iters=cfg.iters if iters is None else iters,
-        average=cfg.average,
+        warmup=cfg.measure.warmup,
+        iters=cfg.measure.iters if iters is None else iters,
+        average=cfg.measure.average,
         time_us=time_us,
         time_min_us=times["time_min_us"],
         time_p50_us=times["time_p50_us"],

@@ -46,7 +46,7 @@ CSV_COLUMNS = (
 
 def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.Comparison, Any]:
     """The time comparison (for the summary and figure) and the joined table."""
-    across = plan.cfg.backend != "nccl"
+    across = plan.cfg.launch.backend != "nccl"
     by_time = compare.compare_runs(nccl_tests_dir, colbench_dir, "time", across_backends=across)
     by_busbw = compare.compare_runs(nccl_tests_dir, colbench_dir, "busbw", across_backends=across)
     kept = [int(p == "in") for p in config.placements_for(plan.coll, plan.cfg)]
@@ -89,14 +89,14 @@ def _num(value: Any) -> str:
 def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir: Path) -> str:
     """The side-by-side table with what was run, what was left out and the summary."""
     cfg, coll = plan.cfg, plan.coll
-    redop = f" {cfg.redops[0]}" if coll.uses_redop else ""
-    out = [f"# crosscheck {coll.name} {cfg.dtypes[0]}{redop} at {plan.ranks} rank(s)"]
+    redop = f" {cfg.measure.redops[0]}" if coll.uses_redop else ""
+    out = [f"# crosscheck {coll.name} {cfg.measure.dtypes[0]}{redop} at {plan.ranks} rank(s)"]
     out += [f"# {line}" for line in comparison.context]
     out.append(f"# nccl-tests: {' '.join(plan.nccl_tests_argv())}")
     out.append(f"# colbench:   colbench {' '.join(plan.colbench_argv(run_dir)[3:])}")
-    if cfg.backend != "nccl":
+    if cfg.launch.backend != "nccl":
         out.append(
-            f"# colbench ran on {cfg.backend}, nccl-tests on NCCL: the ratios test the "
+            f"# colbench ran on {cfg.launch.backend}, nccl-tests on NCCL: the ratios test the "
             "cross-check, they say nothing about NCCL"
         )
     measured = config.placements_for(coll, cfg)

@@ -44,7 +44,7 @@ def lead_run(
     warnings, memory_notes = notes
     run_dir = RunDir(job.run_dir or ".")
     meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
-    with progress_bar(count_units(work) * cfg.repeat, cfg.progress) as hooks:
+    with progress_bar(count_units(work) * cfg.measure.repeat, cfg.output.progress) as hooks:
         for line in warnings:
             hooks.warn(f"colbench: warning: {line}")
         for line in memory_notes:
@@ -55,7 +55,7 @@ def lead_run(
             MetaReporter(run_dir),
             ProgressReporter(hooks.advance),
         ]
-        if cfg.table:
+        if cfg.output.table:
             header = _table_header(job, info, peers, hosts, warnings)
             reporters.append(ConsoleReporter(header, hooks.echo, hooks.warn))
         with RowStream(reporters, hooks.warn) as stream:
@@ -94,16 +94,16 @@ def _table_header(
         ([f"# variant {job.variant}"] if job.variant else [])
         + [f"# warning: {line}" for line in warnings]
         + run_header(
-            ops=cfg.ops,
+            ops=cfg.measure.ops,
             backend=job.backend,
             world_size=job.world_size,
             nnodes=info.nnodes,
             device=info.device_name,
-            warmup=cfg.warmup,
-            iters=cfg.iters,
-            average=cfg.average,
-            check=cfg.check,
-            seed=cfg.seed,
+            warmup=cfg.measure.warmup,
+            iters=cfg.measure.iters,
+            average=cfg.measure.average,
+            check=cfg.measure.check,
+            seed=cfg.measure.seed,
             ranks=[(p.rank, h, p.pid, p.device_name) for p, h in zip(peers, hosts, strict=True)],
             groups=info.groups,
         )

@@ -33,23 +33,23 @@ def run_sweep(cfg: SweepConfig) -> int:
 
     launch_env = detect()
     spawning = launch_env is None
-    backend = resolve_backend(cfg.backend, spawning, _gpu_count(), dist.is_nccl_available())
+    backend = resolve_backend(cfg.launch.backend, spawning, _gpu_count(), dist.is_nccl_available())
     if launch_env is not None:
-        if cfg.env_axes:
+        if cfg.launch.env_axes:
             raise UsageError(
                 f"--env variants need fresh ranks per variant, which colbench can start only "
                 f"itself; under {launch_env.launcher} export the variable before launching instead"
             )
         return run_launched(cfg, launch_env, backend)
 
-    world_size = cfg.nprocs or default_nprocs(backend, _gpu_count())
+    world_size = cfg.launch.nprocs or default_nprocs(backend, _gpu_count())
     if backend == "nccl" and world_size > _gpu_count():
         raise UsageError(
             f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per "
             f"rank; --backend gloo runs {world_size} ranks on the CPU"
         )
     notes = checked_notes(cfg, world_size, backend)
-    chosen = one_gpu_note(cfg.backend, backend, world_size)
+    chosen = one_gpu_note(cfg.launch.backend, backend, world_size)
     notes = notes + ([chosen] if chosen else [])
     run_dir = make_run_dir(cfg, backend)
     for note in notes:
@@ -59,18 +59,18 @@ def run_sweep(cfg: SweepConfig) -> int:
 
 def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
     """Run every variant in freshly spawned ranks; all rows go to one results.csv."""
-    variants = expand(cfg.env_axes)
+    variants = expand(cfg.launch.env_axes)
     if len(variants) == 1 and not variants[0].env:
         code = spawn_and_wait(cfg, backend, world_size, run_dir)
     else:
-        for key in ignored_by_backend(cfg.env_axes, backend):
+        for key in ignored_by_backend(cfg.launch.env_axes, backend):
             print(
                 f"colbench: warning: {key} has no effect on {backend}; its variants run anyway "
                 "and should measure the same",
                 file=sys.stderr,
             )
         code = _sweep_variants(cfg, backend, world_size, run_dir, variants)
-    if cfg.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
+    if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
         _write_plots(run_dir)
     return code
 

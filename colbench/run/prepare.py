@@ -55,23 +55,23 @@ def one_gpu_note(requested: str, backend: str, world_size: int) -> str | None:
 
 
 def run_label(cfg: SweepConfig) -> str:
-    if set(cfg.ops) == {op.name for op in REGISTRY}:
+    if set(cfg.measure.ops) == {op.name for op in REGISTRY}:
         return "all"
-    label = "-".join(cfg.ops)
+    label = "-".join(cfg.measure.ops)
     return label if len(label) <= 48 else label[:45] + "etc"
 
 
 def make_run_dir(cfg: SweepConfig, backend: str) -> Path:
     """Create the run directory: --out (new or empty), else a new
     ``<results>/<stamp>-<ops>-<backend>``."""
-    default = Path(cfg.results_root) / stamped_name(run_label(cfg), backend)
-    return RunDir.create(cfg.out_dir, default).path
+    default = Path(cfg.output.results_root) / stamped_name(run_label(cfg), backend)
+    return RunDir.create(cfg.output.out_dir, default).path
 
 
 def checked_notes(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
     """Validation that needs the world size; refuses a sweep that would measure nothing."""
     notes = validate_for_world(cfg, world_size, backend)
-    n = cfg.group_size or world_size
+    n = cfg.measure.group_size or world_size
     if count_units(plan(cfg, n, backend)) == 0:
         raise UsageError(
             f"nothing to run: at {n} ranks every size leaves less than one 16-byte "

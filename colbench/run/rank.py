@@ -48,9 +48,9 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
     cfg = job.cfg
     # Every group gets torch's timeout a little later than colbench's own, so the
     # hang watchdog names the stuck ranks before torch aborts or one rank raises.
-    group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.timeout_s)
+    group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
     side = SideGroup.create(job.world_size, group_timeout_s)
-    group_size = cfg.group_size or job.world_size
+    group_size = cfg.measure.group_size or job.world_size
     work = plan(cfg, group_size, job.backend)
     me = _introduce(job, rank, device, work)
     peers = _meet_peers(side, me)
@@ -62,8 +62,8 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
     # Node labels, not bare host names: namespaces and containers share a host name.
     hosts = launch.node_labels([p.node for p in peers])
     subgroup = (
-        split_world(cfg.group_size, job.world_size, rank, group_timeout_s)
-        if cfg.group_size
+        split_world(cfg.measure.group_size, job.world_size, rank, group_timeout_s)
+        if cfg.measure.group_size
         else None
     )
     groups = Groups(side, subgroup)
@@ -76,7 +76,7 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
         groups=subgroup.count if subgroup else 1,
         variant=job.variant,
     )
-    timer = make_timer(device.type, cfg.cuda_graph, side.barrier)
+    timer = make_timer(device.type, cfg.measure.cuda_graph, side.barrier)
     work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side)
     if rank != 0 or job.run_dir is None:
         RankBench(cfg, info, rank, device, timer, None, groups, in_flight).run(work)
@@ -138,7 +138,7 @@ def _agreed_budget(cfg: SweepConfig, device: Any, world_size: int, side: SideGro
 
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
     local = memory.rank_budget_bytes(
-        memory.local_world_size_from_env(world_size), cfg.memory_limit_bytes, free
+        memory.local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
     )
     return side.min_int(local)
 
@@ -167,7 +167,7 @@ def _measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
             "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
             "several-fold; unset it for real measurements"
         )
-    if cfg.debug and backend == "nccl":
+    if cfg.launch.debug and backend == "nccl":
         warnings.append(
             "--debug: torch's NCCL flight recorder records every collective, which adds host "
             "time to each call; measure without --debug for numbers to compare"
@@ -178,10 +178,10 @@ def _measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
 def _fit_plan(
     cfg: SweepConfig, work: list[Work], device: Any, world_size: int, side: SideGroup
 ) -> tuple[list[Work], list[str]]:
-    if cfg.memory_check == "off":
+    if cfg.measure.memory_check == "off":
         return work, []
     budget = _agreed_budget(cfg, device, world_size, side)
-    fitted, notes = fit_to_memory(work, budget, cfg.rotate)
-    if notes and cfg.memory_check == "refuse":
+    fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
+    if notes and cfg.measure.memory_check == "refuse":
         raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
     return fitted, [f"{note}; skipped" for note in notes]

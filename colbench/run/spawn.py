@@ -53,7 +53,7 @@ def rank_environment(
     if spawning and "GLOO_SOCKET_IFNAME" not in os.environ:
         # A single-node run must not listen on the machine's public interfaces.
         env["GLOO_SOCKET_IFNAME"] = loopback_interface()
-    if cfg.debug and backend == "nccl":
+    if cfg.launch.debug and backend == "nccl":
         # torch's NCCL flight recorder: keep the last collectives and dump them when a
         # collective times out, one file per rank in the run directory.
         env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
@@ -90,7 +90,7 @@ def spawn_and_wait(
         started = time.monotonic()
         context, store = _start_ranks(job, listener)
         watch = supervise.StartupWatch(
-            deadline=started + cfg.init_timeout_s + supervise.STARTUP_GRACE_S,
+            deadline=started + cfg.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
             arrived=lambda: launch.arrived_ranks(store, world_size),
             world_size=world_size,
         )
@@ -108,9 +108,9 @@ def spawn_and_wait(
         protocol.read_progress(store, world_size),
         protocol.hostname(),
         pids,
-        cfg.timeout_s,
+        cfg.launch.timeout_s,
     )
-    failure = watch.verdict(failure, pids, cfg.init_timeout_s, time.monotonic() - started)
+    failure = watch.verdict(failure, pids, cfg.launch.init_timeout_s, time.monotonic() - started)
     listener.close()
     return _report_failure(run_dir, failure)
 
@@ -155,7 +155,7 @@ def _start_ranks(job: RankJob, listener: socket.socket) -> tuple[Any, Any]:
         start_method=start_method(job.backend),
     )
     try:
-        store = _serve_store(listener, job.world_size, job.cfg.timeout_s)
+        store = _serve_store(listener, job.world_size, job.cfg.launch.timeout_s)
     except BaseException:
         supervise.stop_processes(context.processes)
         raise

@@ -60,7 +60,7 @@ def init_process_group(
     """
     import torch.distributed as dist
 
-    timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.cfg.timeout_s))
+    timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.cfg.launch.timeout_s))
     kwargs: dict[str, Any] = {"rank": rank, "world_size": job.world_size, "timeout": timeout}
     if job.backend == "nccl":
         # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
@@ -71,8 +71,8 @@ def init_process_group(
         job.store_port,
         rank,
         job.world_size,
-        job.cfg.init_timeout_s,
-        job.cfg.timeout_s,
+        job.cfg.launch.init_timeout_s,
+        job.cfg.launch.timeout_s,
     )
     if in_flight is not None:
         in_flight.store = store
@@ -113,8 +113,8 @@ def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
     return hang_watchdog.Watchdog(
         in_flight,
         world_size=job.world_size,
-        timeout_s=job.cfg.timeout_s,
-        init_timeout_s=job.cfg.init_timeout_s,
+        timeout_s=job.cfg.launch.timeout_s,
+        init_timeout_s=job.cfg.launch.init_timeout_s,
         run_dir=run_dir,
         launched=launched,
         connect=connect,

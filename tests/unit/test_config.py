@@ -26,17 +26,17 @@ def build(**overrides: Any) -> SweepConfig:
 
 def test_build_normalises_names() -> None:
     cfg = build(op="allreduce,all-gather", dtype="float,bf16", redop="SUM,max")
-    assert cfg.ops == ("all_reduce", "all_gather")
-    assert cfg.dtypes == ("float32", "bfloat16")
-    assert cfg.redops == ("sum", "max")
-    assert cfg.sizes_bytes == (K, 4 * K)
+    assert cfg.measure.ops == ("all_reduce", "all_gather")
+    assert cfg.measure.dtypes == ("float32", "bfloat16")
+    assert cfg.measure.redops == ("sum", "max")
+    assert cfg.measure.sizes_bytes == (K, 4 * K)
 
 
 def test_build_all_expands() -> None:
     cfg = build(op="all", dtype="all", redop="all")
-    assert "barrier" in cfg.ops and len(cfg.ops) == 10
-    assert len(cfg.dtypes) == 8
-    assert cfg.redops == ("sum", "prod", "min", "max", "avg")
+    assert "barrier" in cfg.measure.ops and len(cfg.measure.ops) == 10
+    assert len(cfg.measure.dtypes) == 8
+    assert cfg.measure.redops == ("sum", "prod", "min", "max", "avg")
 
 
 @pytest.mark.parametrize(
@@ -65,17 +65,17 @@ def test_build_errors(overrides: dict[str, Any], fragment: str) -> None:
 
 def test_avg_with_a_float_among_int_dtypes_is_fine() -> None:
     cfg = build(redop="avg", dtype="int32,float32")
-    assert cfg.dtypes == ("int32", "float32")
+    assert cfg.measure.dtypes == ("int32", "float32")
 
 
 def test_avg_on_ints_does_not_block_ops_that_do_not_reduce() -> None:
     cfg = build(op="all_reduce,all_gather", redop="avg", dtype="int32")
-    assert cfg.ops == ("all_reduce", "all_gather")
+    assert cfg.measure.ops == ("all_reduce", "all_gather")
 
 
 def test_ops_that_do_not_reduce_ignore_the_redop() -> None:
     cfg = build(op="all_gather", redop="avg", dtype="int32")
-    assert cfg.ops == ("all_gather",)
+    assert cfg.measure.ops == ("all_gather",)
 
 
 def test_validate_checks_a_directly_built_config() -> None:

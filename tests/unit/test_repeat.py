@@ -15,7 +15,7 @@ from colbench.report.console import TableSink
 
 
 def test_repeat_is_validated() -> None:
-    assert SweepConfig().measure.repeat == 1
+    assert SweepConfig.of().measure.repeat == 1
     with pytest.raises(UsageError, match="--repeat must be at least 1, got 0"):
         config.validate(SweepConfig.of(sizes_bytes=(1024,), repeat=0))
 

@@ -18,7 +18,7 @@ SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-sm
 
 def measured(in_place: bool = False, wrong: int | None = 0) -> Row:
     coll = ops.get("reduce_scatter")
-    cfg = SweepConfig(ops=("reduce_scatter",), sizes_bytes=(4096,), iters=8, warmup=2)
+    cfg = SweepConfig.of(ops=("reduce_scatter",), sizes_bytes=(4096,), iters=8, warmup=2)
     lay = coll.layout(4096, 4, 4)
     work = Work(coll, "float32", "sum", (4096,), (lay,), ("out", "in"))
     info = RunInfo("run-7", "gloo", "cpu", 4, 1, groups=2)
@@ -60,7 +60,7 @@ def test_unmeasured_row_has_a_status_and_no_numbers() -> None:
     lay = coll.layout(1 << 20, 4, 2)
     work = Work(coll, "float32", "none", (1 << 20,), (lay,), ("out",))
     row = unmeasured_row(
-        RunInfo("r", "gloo", "cpu", 2, 1), SweepConfig(), work, 1 << 20, lay, False, "oom"
+        RunInfo("r", "gloo", "cpu", 2, 1), SweepConfig.of(), work, 1 << 20, lay, False, "oom"
     )
     assert row.status == "oom"
     assert row.time_us is row.busbw_gbps is row.wrong is row.host_bound is None
