@@ -1,4 +1,4 @@
-"""Error types and the exit codes the CLI maps them to (documented in the README)."""
+"""Error types and the exit codes the CLI maps them to (documented in docs/troubleshooting.md)."""
 
 from __future__ import annotations
 

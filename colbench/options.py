@@ -165,7 +165,7 @@ class SweepOptions:
         "--dtype",
         "-d",
         help="Element types, comma list or 'all': float32, float16, bfloat16, float64, "
-        "int8, uint8, int32, int64.",
+        "int8, uint8, int32, int64 (nccl-tests' float, half, double work too).",
         concern="measure",
         nccl_tests="-d",
         yaml="list",
@@ -203,8 +203,8 @@ class SweepOptions:
     repeat: int = option(
         1,
         "--repeat",
-        help="Measure the whole sweep this many times, interleaved; every sample is a "
-        "CSV row (for colbench gate).",
+        help="Measure the whole sweep this many times, interleaved (every size once, then "
+        "again); every sample is a CSV row with its repeat index (for colbench gate).",
         concern="measure",
     )
     warmup: int = option(
@@ -251,8 +251,8 @@ class SweepOptions:
     timeout: float = option(
         300.0,
         "--timeout",
-        help="Seconds any one step (a timed batch, a barrier) may take: a hang ends "
-        "the run with exit 4 naming the stuck ranks.",
+        help="Seconds any one step (a timed batch, a barrier, a verification) may take: a "
+        "hang ends the run with exit 4 naming the stuck ranks, op and size.",
         concern="launch",
     )
     init_timeout: float = option(
@@ -313,7 +313,8 @@ class SweepOptions:
         False,
         "--cuda-graph",
         "-G",
-        help="NCCL: capture the timed batch in a CUDA graph.",
+        help="NCCL: capture the timed batch in a CUDA graph and replay it, to see "
+        "small-message latency without torch's per-call launch cost.",
         concern="measure",
         nccl_tests="-G",
     )
