@@ -70,6 +70,23 @@ COLUMNS: dict[str, str] = {
     "0 when not; empty when not measured",
 }
 
+#: What makes two rows the same measurement: rows of two runs are compared only where
+#: these are equal (colbench.analysis joins on them). ``requested_bytes`` is left out on
+#: purpose: ``size_bytes`` follows from it at a given world size.
+KEY_COLUMNS = (
+    "variant",
+    "backend",
+    "world_size",
+    "op",
+    "dtype",
+    "redop",
+    "root",
+    "in_place",
+    "size_bytes",
+    "group_size",
+    "groups",
+)
+
 #: Columns read back as text and as floating point; the rest are integers.
 TEXT_COLUMNS = (
     "run_id",

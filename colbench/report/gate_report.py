@@ -2,7 +2,7 @@
 
 The console table is for the person at the terminal, the Markdown for a pull request
 or ``$GITHUB_STEP_SUMMARY``, the JUnit XML for CI systems that list failed tests. They
-never judge anything themselves: every verdict comes from :mod:`colbench.gate`.
+never judge anything themselves: every verdict comes from :mod:`colbench.analysis.verdict`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from colbench.gate import FAILING, CheckResult, GateResult, RowResult, Verdict
+from colbench.analysis.gate import GateResult
+from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
 
 #: Rows with these verdicts are listed first in the Markdown report.
 _NEEDS_A_LOOK = (

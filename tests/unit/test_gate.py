@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from colbench import gate, ops
+from colbench import ops
+from colbench.analysis import gate
+from colbench.analysis.checks import Check, SizeWindow, parse_checks
+from colbench.analysis.verdict import Verdict, judge
 from colbench.bench import RunInfo, Work, make_row, unmeasured_row
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
-from colbench.gate import Check, SizeWindow, Verdict, judge, parse_checks
 from colbench.report import gate_report
 from colbench.results import STATUS_OOM, RowWriter, load
 from tests.conftest import run_main

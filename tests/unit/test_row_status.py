@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from colbench import gate
-from colbench.compare import compare_runs, format_table
+from colbench.analysis import gate
+from colbench.analysis.checks import parse_checks
+from colbench.analysis.compare import compare_runs, format_table
+from colbench.analysis.verdict import Verdict
 from colbench.errors import UsageError
-from colbench.gate import Verdict, parse_checks
 from colbench.report import gate_report
 from colbench.results import STATUS_UNSUPPORTED, load
 from tests.unit.rows import row, write_run

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench import gate
+from colbench.analysis import gate
 from colbench.errors import UsageError
 from colbench.results import (
     COLUMNS,
