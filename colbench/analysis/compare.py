@@ -38,9 +38,9 @@ class Comparison:
     #: Lines about how the runs differ in what was recorded (versions, devices...).
     context: list[str]
     join_on_variant: bool
-    #: The columns the rows were joined on: the schema's key, less backend and, with one
-    #: variant a run, variant (those are compared across on purpose).
-    keys: tuple[str, ...] = key_columns()
+    #: The columns the rows were joined on: the schema's key less backend and, with one
+    #: variant a run, variant (compared across on purpose), and less any a run leaves empty.
+    keys: tuple[str, ...]
 
 
 def _describe(run: Run) -> str:
@@ -84,7 +84,8 @@ def compare_runs(
     # pair variant with variant, since mixing Ring rows with Tree rows means nothing.
     join_on_variant = not (len(variants_a) == 1 and len(variants_b) == 1)
     # A backend differs by a row's reason (or not at all, across_backends), not by a key.
-    keys = key_columns(("backend",) if join_on_variant else ("backend", "variant"))
+    across = ("backend",) if join_on_variant else ("backend", "variant")
+    keys = key_columns(run_a.frame, run_b.frame, across=across)
     records = [
         record
         for pair in join(run_a.frame, run_b.frame, keys)

@@ -23,13 +23,19 @@ from colbench.results import KEY_COLUMNS, STATUS_OK, csv_path, load
 Sample = dict[str, Any]
 
 
-def key_columns(across: Iterable[str] = ()) -> tuple[str, ...]:
-    """The schema's key columns, less those a reader compares across on purpose."""
+def key_columns(*frames: Any, across: Iterable[str] = ()) -> tuple[str, ...]:
+    """The schema's key columns that every frame records, less those a reader compares
+    across on purpose. A column a run leaves empty throughout cannot tell its rows apart:
+    nccl-tests imports know no process subgroups (group_size, groups are empty)."""
     across = set(across)
     unknown = across - set(KEY_COLUMNS)
     if unknown:
         raise ValueError(f"not key columns: {sorted(unknown)}")
-    return tuple(c for c in KEY_COLUMNS if c not in across)
+    return tuple(
+        c
+        for c in KEY_COLUMNS
+        if c not in across and all(c in f.columns and f[c].notna().any() for f in frames)
+    )
 
 
 def plain(value: Any) -> Any:

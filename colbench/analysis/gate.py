@@ -105,7 +105,7 @@ def gate_frames(
     """Join two runs' rows and judge every one (frames as :func:`colbench.results.load` gives)."""
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {alpha:g}")
-    pairs = join(baseline_frame, current_frame, key_columns())
+    pairs = join(baseline_frame, current_frame, key_columns(baseline_frame, current_frame))
     result = GateResult(baseline, current, list(checks), window, alpha, max_cv, rows=[])
     result.rows = [verdict(p, checks, window, alpha, max_cv) for p in _pair_loosely(pairs)]
     result.rows.sort(key=_sort_key)
@@ -181,7 +181,7 @@ def average_busbw_floors(current_frame: Any, floor_gbps: float) -> list[FloorRes
     out = []
     frame = current_frame[current_frame["status"] == STATUS_OK]
     per_op: dict[tuple[str, str], list[float]] = {}
-    for samples in pool(frame, key_columns()).values():
+    for samples in pool(frame, key_columns(frame)).values():
         values = ok_values(samples, "busbw_gbps")
         if values and samples[0]["op"] != "barrier":
             per_op.setdefault((samples[0]["op"], samples[0]["variant"]), []).append(

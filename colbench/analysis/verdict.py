@@ -187,12 +187,18 @@ def verdict(
             n_baseline=len(base),
         )
     if not base:
-        row = RowResult(row_key(cur[0]), Verdict.NEW, notes=["not in the baseline"])
-        row.n_current = len(cur)
-        return _fail_on_wrong(row, cur)
+        new = RowResult(
+            row_key(cur[0]), Verdict.NEW, notes=["not in the baseline"], n_current=len(cur)
+        )
+        return _fail_on_wrong(new, cur)
+    # A loosely matched pair (another world size, say) goes by the baseline's key.
     exact = all(base[0][c] == cur[0][c] for c in KEY_COLUMNS)
-    row = RowResult(row_key(cur[0] if exact else base[0]), Verdict.SAME, n_baseline=len(base))
-    row.n_current = len(cur)
+    row = RowResult(
+        row_key(cur[0] if exact else base[0]),
+        Verdict.SAME,
+        n_baseline=len(base),
+        n_current=len(cur),
+    )
     differing = differences(base[0], cur[0], (*KEY_COLUMNS, *COMPARABLE_COLUMNS))
     if differing:
         row.verdict, row.notes = Verdict.NOT_COMPARABLE, [differing]

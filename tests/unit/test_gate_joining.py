@@ -195,3 +195,21 @@ def test_nccl_tests_min_bw_floor(tmp_path: Path) -> None:
     assert parse_floor("", "NCCL_TESTS_MIN_BW") is None
     with pytest.raises(UsageError, match="NCCL_TESTS_MIN_BW='fast'"):
         parse_floor("fast", "NCCL_TESTS_MIN_BW")
+
+
+def test_a_run_without_subgroup_columns_is_not_comparable_and_says_why(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", {BIG: STEADY})
+    text = (run / "results.csv").read_text().splitlines()
+    header = text[0].split(",")
+    blanked = [header]
+    for line in text[1:]:
+        cells = line.split(",")
+        cells[header.index("group_size")] = cells[header.index("groups")] = ""
+        blanked.append(cells)
+    imported = tmp_path / "imported"
+    imported.mkdir()
+    (imported / "results.csv").write_text("\n".join(",".join(c) for c in blanked) + "\n")
+    result = run_gate(tmp_path, imported, run, "busbw_gbps:-15%")
+    (row,) = result.rows
+    assert row.verdict is Verdict.NOT_COMPARABLE
+    assert row.notes == ["group_size None vs 2; groups None vs 1"]
