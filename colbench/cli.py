@@ -426,8 +426,9 @@ def compare(
 ) -> None:
     """Compare two runs size by size: both values, the ratio B / A, and one figure.
 
-    Rows are joined on op, dtype, redop, placement, size and world size; rows that
-    cannot be judged (one run only, other backend, wrong results) are marked x.
+    Rows are joined on op, dtype, redop, root, placement, size, world size and group
+    size (where both runs record it); rows that cannot be judged (one run only, other
+    backend, wrong results) are marked x.
 
     \b
     Examples:
