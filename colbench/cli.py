@@ -203,8 +203,9 @@ def compare(
 ) -> None:
     """Compare two runs size by size: both values, the ratio B / A, and one figure.
 
-    Rows are joined on op, dtype, redop, placement, size and world size; rows that
-    cannot be judged (one run only, other backend, wrong results) are marked x.
+    Rows are joined on op, dtype, redop, root, placement, size, world size and group
+    size (where both runs record it); rows that cannot be judged (one run only, other
+    backend, wrong results) are marked x.
 
     \b
     Examples:
@@ -212,7 +213,7 @@ def compare(
       colbench compare results/imported-ar/ results/today/ --metric time --out t.png
       colbench compare results/x/ results/x/ --variant-a NCCL_ALGO=Ring --variant-b NCCL_ALGO=Tree
     """
-    from colbench import compare as compare_module
+    from colbench.analysis import compare as compare_module
 
     comparison, path = compare_module.compare(
         run_a, run_b, metric, out=out, variant_a=variant_a, variant_b=variant_b
@@ -358,8 +359,8 @@ def fit(
       colbench fit results/20261122-022623-all_reduce-nccl/
       colbench fit results/ring/ results/tree/
     """
-    from colbench import fit as fit_module
-    from colbench.series import lines, load_runs
+    from colbench.analysis import fit as fit_module
+    from colbench.analysis.series import lines, load_runs
 
     curves = [c for run in load_runs(runs) for c in lines(run)]
     if not curves:
@@ -499,43 +500,19 @@ def gate(
         ),
     ] = False,
 ) -> None:
-    import os
-    from pathlib import Path
+    from colbench.analysis.gate import gate_command
 
-    from colbench import gate as gate_mod
-    from colbench.report import gate_report
-    from colbench.results import csv_path
-
-    checks = gate_mod.parse_checks(check or ())
-    window = gate_mod.SizeWindow.parse(min_size, max_size)
-    if max_cv_pct <= 0:
-        raise UsageError(f"--max-cv-pct must be positive, got {max_cv_pct:g}")
-    if min_avg_busbw_gbps is not None:
-        floor = gate_mod.parse_floor(min_avg_busbw_gbps, "--min-avg-busbw-gbps")
-    else:
-        floor = gate_mod.parse_floor(os.environ.get("NCCL_TESTS_MIN_BW"), "NCCL_TESTS_MIN_BW")
-    if update_baseline:
-        if csv_path(baseline).is_file():
-            result = gate_mod.run_gate(baseline, current, checks, window, alpha, max_cv_pct / 100)
-            typer.echo("\n".join(gate_report.console_lines(result)))
-        target = gate_mod.update_baseline(current, baseline)
-        print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
-        raise typer.Exit(int(ExitCode.OK))
-    result = gate_mod.run_gate(baseline, current, checks, window, alpha, max_cv_pct / 100, floor)
-    typer.echo("\n".join(gate_report.console_lines(result)))
-    outputs = [(report, gate_report.markdown), (junit, gate_report.junit_xml)]
-    for path, render in outputs:
-        if path:
-            _write_text(Path(path), render(result))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        _write_text(Path(summary), gate_report.markdown(result) + "\n", append=True)
-    raise typer.Exit(int(ExitCode.OK) if result.passed else int(ExitCode.DATA_ERROR))
-
-
-def _write_text(path: Any, text: str, append: bool = False) -> None:
-    try:
-        with open(path, "a" if append else "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    code = gate_command(
+        baseline,
+        current,
+        check or (),
+        min_size=min_size,
+        max_size=max_size,
+        alpha=alpha,
+        max_cv_pct=max_cv_pct,
+        min_avg_busbw_gbps=min_avg_busbw_gbps,
+        report=report,
+        junit=junit,
+        update=update_baseline,
+    )
+    raise typer.Exit(code)

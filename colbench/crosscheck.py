@@ -4,7 +4,7 @@ A GPU user's first question is whether colbench's numbers match nccl-tests'. Thi
 the op's nccl-tests program (``all_reduce_perf``...) and ``colbench sweep`` with the same
 op, sizes, dtype, reduction, root, iterations, warm-up, check, averaging and ranks, imports
 nccl-tests' output with :mod:`colbench.importers.nccl_tests`, joins the two runs with
-:mod:`colbench.compare` and reports time and busbw of both per size with
+:mod:`colbench.analysis.compare` and reports time and busbw of both per size with
 ``colbench time / nccl-tests time``.
 
 nccl-tests runs here as one process driving N GPUs of this node (``-g N``), the form every
@@ -17,15 +17,22 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import signal
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from colbench import config, launch, ops
+from colbench.crosscheck_run import (
+    COLBENCH_RUN,
+    COLBENCH_TABLE,
+    NCCL_TESTS_RUN,
+    Outcome,
+    failure_code,
+    nccl_tests_side,
+    run_child,
+)
 from colbench.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.errors import ExitCode, UsageError
 from colbench.ops.base import Collective
@@ -47,13 +54,6 @@ MAPPED = frozenset(
 )
 #: sweep options that leave what is measured alone: passed to colbench's side as given.
 FORWARDED = ("timeout", "init_timeout", "seed", "progress", "memory_check", "memory_limit")
-#: Names of the files and directories a crosscheck writes.
-NCCL_TESTS_LOG = "nccl-tests.log"
-NCCL_TESTS_RUN = "nccl-tests"
-COLBENCH_RUN = "colbench"
-COLBENCH_TABLE = "colbench.txt"
-#: Seconds a child interrupted with the terminal's Ctrl-C gets to stop its own ranks.
-_INTERRUPT_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -285,88 +285,6 @@ def out_dir(plan: Plan, out: str | None, results_root: str) -> Path:
     return RunDir.create(out, default).path.resolve()
 
 
-@dataclass
-class Outcome:
-    """What a cross-check left: its directory, its table (None when it stopped early)."""
-
-    exit_code: int
-    directory: Path
-    table: str | None = None
-    error: str | None = None
-
-
-def _run_child(
-    argv: list[str], stdout: IO[Any], timeout_s: float | None, merge_stderr: bool
-) -> int | None:
-    """The child's exit status; None when it outran ``timeout_s`` (and was killed)."""
-    stderr = subprocess.STDOUT if merge_stderr else None
-    child = subprocess.Popen(argv, stdout=stdout, stderr=stderr)
-    try:
-        return child.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
-        return None
-    except KeyboardInterrupt:
-        # Ctrl-C reached the child too: let it stop its own ranks before it is killed.
-        try:
-            child.send_signal(signal.SIGINT)
-            child.wait(timeout=_INTERRUPT_GRACE_S)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
-            child.kill()
-            child.wait()
-        raise
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
-    except OSError:
-        return ""
-    last = next((line for line in reversed(lines) if line), "")
-    return f": {last[:200]}" if last else ""
-
-
-def _nccl_tests_side(
-    plan: Plan, directory: Path, timeout_s: float | None, say: Callable[[str], None]
-) -> Outcome:
-    """Run nccl-tests into nccl-tests.log and import it; a failure keeps the log."""
-    from colbench.importers import nccl_tests
-
-    log = directory / NCCL_TESTS_LOG
-    argv = plan.nccl_tests_argv()
-    say(f"running {' '.join(argv)} > {log}")
-    with open(log, "wb") as stdout:
-        status = _run_child(argv, stdout, timeout_s, merge_stderr=True)
-    if status is None:
-        return Outcome(
-            int(ExitCode.TIMEOUT),
-            directory,
-            error=f"{plan.binary.name} did not finish within --nccl-tests-timeout "
-            f"{timeout_s:g} s and was stopped; its output is in {log}",
-        )
-    if status != 0:
-        return Outcome(
-            int(ExitCode.RANK_FAILURE),
-            directory,
-            error=f"{plan.binary.name} exited with status {status}; its output is in {log}"
-            + _tail(log),
-        )
-    try:
-        _, imported = nccl_tests.import_log(
-            log, out_dir=directory / NCCL_TESTS_RUN, op=plan.coll.name
-        )
-    except UsageError as exc:
-        return Outcome(
-            int(ExitCode.RANK_FAILURE), directory, error=f"cannot read nccl-tests' output: {exc}"
-        )
-    for line in imported.notes:
-        say(f"note: {line}")
-    for line in imported.warnings:
-        say(f"warning: {line}")
-    return Outcome(int(ExitCode.OK), directory)
-
-
 def run(
     plan: Plan,
     *,
@@ -377,7 +295,7 @@ def run(
 ) -> Outcome:
     """nccl-tests, then colbench, then the join; each side's files stay in the directory."""
     directory = out_dir(plan, out, results_root)
-    first = _nccl_tests_side(plan, directory, timeout_s, say)
+    first = nccl_tests_side(plan, directory, timeout_s, say)
     if first.error is not None:
         return first
     run_dir = directory / COLBENCH_RUN
@@ -386,22 +304,17 @@ def run(
     say(f"running colbench {' '.join(argv[3:])} > {table}")
     with open(table, "wb") as stdout:
         # Its notes and progress bar stay on the terminal; its table goes to the file.
-        status = _run_child(argv, stdout, None, merge_stderr=False)
+        status = run_child(argv, stdout, None, merge_stderr=False)
     failed = status not in (ExitCode.OK, ExitCode.DATA_ERROR)
     error = (
         f"colbench sweep exited with status {status} (its message is above); nccl-tests' "
         f"run is kept in {directory / NCCL_TESTS_RUN}"
     )
     if not RunDir(run_dir).has_table():
-        return Outcome(_failure_code(status), directory, error=error)
+        return Outcome(failure_code(status), directory, error=error)
     # A sweep that failed midway keeps what it measured: join that much.
     text, wrong = write_report(plan, directory, NCCL_TESTS_RUN, COLBENCH_RUN)
     if failed:
-        return Outcome(_failure_code(status), directory, text, error)
+        return Outcome(failure_code(status), directory, text, error)
     code = ExitCode.DATA_ERROR if wrong or status == ExitCode.DATA_ERROR else ExitCode.OK
     return Outcome(int(code), directory, text)
-
-
-def _failure_code(status: int | None) -> int:
-    # A child killed by a signal has a negative status, which is no exit code of ours.
-    return status if status is not None and status > 0 else int(ExitCode.RANK_FAILURE)

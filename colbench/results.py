@@ -46,6 +46,23 @@ SCHEMA_HISTORY: dict[int, str] = {
     "read as enqueue_us and host_bound empty (not measured).",
 }
 
+#: What makes two rows the same measurement: rows of two runs are compared only where
+#: these are equal (colbench.analysis joins on them). ``requested_bytes`` is left out on
+#: purpose: ``size_bytes`` follows from it at a given world size.
+KEY_COLUMNS = (
+    "variant",
+    "backend",
+    "world_size",
+    "op",
+    "dtype",
+    "redop",
+    "root",
+    "in_place",
+    "size_bytes",
+    "group_size",
+    "groups",
+)
+
 #: Values of the ``status`` column.
 STATUS_OK = "ok"
 STATUS_OOM = "oom"

@@ -1,6 +1,6 @@
 """The cross-check's report: nccl-tests and colbench per size, as text, CSV and a figure.
 
-The two runs are joined by :func:`colbench.compare.compare_runs` (A = nccl-tests,
+The two runs are joined by :func:`colbench.analysis.compare.compare_runs` (A = nccl-tests,
 B = colbench) on time, the one metric that means something at every world size (busbw is
 0 at one rank); busbw of both is shown beside it. nccl-tests reports both placements of
 every op; rows in a placement colbench did not measure (torch has no out-of-place
@@ -14,9 +14,10 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from colbench import compare, config
+from colbench import config
+from colbench.analysis import compare
+from colbench.analysis.series import PLACEMENT_NAMES, Run
 from colbench.errors import UsageError
-from colbench.series import PLACEMENT_NAMES, Run
 from colbench.sizes import format_size
 
 if TYPE_CHECKING:
@@ -33,7 +34,12 @@ JOINED_TEXT = "crosscheck.txt"
 FIGURE = "crosscheck.png"
 #: The joined table's columns, in the CSV's order.
 CSV_COLUMNS = (
-    *compare.KEY,
+    "op",
+    "dtype",
+    "redop",
+    "in_place",
+    "size_bytes",
+    "world_size",
     "nccl_tests_time_us",
     "colbench_time_us",
     "time_ratio",
@@ -54,12 +60,13 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.
     def placed(frame: Any) -> Any:
         return frame[frame["in_place"].isin(kept)]
 
-    busbw = by_busbw.table[[*compare.KEY, "value_a", "value_b"]].rename(
+    keys = list(by_time.keys)
+    busbw = by_busbw.table[[*keys, "value_a", "value_b"]].rename(
         columns={"value_a": "nccl_tests_busbw_gbps", "value_b": "colbench_busbw_gbps"}
     )
     table = (
         placed(by_time.table)
-        .merge(busbw, on=compare.KEY, how="left")
+        .merge(busbw, on=keys, how="left")
         .rename(
             columns={
                 "value_a": "nccl_tests_time_us",

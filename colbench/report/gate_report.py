@@ -2,7 +2,7 @@
 
 The console table is for the person at the terminal, the Markdown for a pull request
 or ``$GITHUB_STEP_SUMMARY``, the JUnit XML for CI systems that list failed tests. They
-never judge anything themselves: every verdict comes from :mod:`colbench.gate`.
+never judge anything themselves: every verdict comes from :mod:`colbench.analysis.verdict`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from colbench.gate import FAILING, CheckResult, GateResult, RowResult, Verdict
+from colbench.analysis.gate import FloorResult, GateResult
+from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
 
 #: Rows with these verdicts are listed first in the Markdown report.
 _NEEDS_A_LOOK = (
@@ -245,42 +246,9 @@ def junit_xml(result: GateResult) -> str:
     ):
         ET.SubElement(props, "property", name=name, value=value)
     for row in result.rows:
-        k = row.key
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=f"colbench.gate.{k['op']}",
-            name=row.label(),
-            time="0",
-        )
-        detail = "; ".join(
-            [f"{c.check.metric}: {_cell(c)} ({c.verdict.value})" for c in row.checks] + row.notes
-        )
-        if row.verdict in FAILING:
-            failure = ET.SubElement(
-                case, "failure", message=f"{row.verdict.value}: {detail}", type=row.verdict.value
-            )
-            failure.text = detail
-        elif row.verdict is Verdict.SKIPPED:
-            ET.SubElement(case, "skipped", message=detail)
-        else:
-            ET.SubElement(case, "system-out").text = f"{row.verdict.value}: {detail}".strip()
+        _junit_row(suite, row)
     for floor in result.floors:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname="colbench.gate.floor",
-            name=f"{floor.op} average busbw >= {floor.floor_gbps:g} GB/s",
-            time="0",
-        )
-        if floor.fails:
-            ET.SubElement(
-                case,
-                "failure",
-                message=f"average busbw {floor.avg_busbw_gbps:.4g} GB/s below "
-                f"{floor.floor_gbps:g} GB/s (NCCL_TESTS_MIN_BW)",
-                type="floor",
-            )
+        _junit_floor(suite, floor)
     root = ET.Element(
         "testsuites",
         name="colbench gate",
@@ -290,3 +258,43 @@ def junit_xml(result: GateResult) -> str:
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _junit_row(suite: ET.Element, row: RowResult) -> None:
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname=f"colbench.gate.{row.key['op']}",
+        name=row.label(),
+        time="0",
+    )
+    detail = "; ".join(
+        [f"{c.check.metric}: {_cell(c)} ({c.verdict.value})" for c in row.checks] + row.notes
+    )
+    if row.verdict in FAILING:
+        failure = ET.SubElement(
+            case, "failure", message=f"{row.verdict.value}: {detail}", type=row.verdict.value
+        )
+        failure.text = detail
+    elif row.verdict is Verdict.SKIPPED:
+        ET.SubElement(case, "skipped", message=detail)
+    else:
+        ET.SubElement(case, "system-out").text = f"{row.verdict.value}: {detail}".strip()
+
+
+def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname="colbench.gate.floor",
+        name=f"{floor.op} average busbw >= {floor.floor_gbps:g} GB/s",
+        time="0",
+    )
+    if floor.fails:
+        ET.SubElement(
+            case,
+            "failure",
+            message=f"average busbw {floor.avg_busbw_gbps:.4g} GB/s below "
+            f"{floor.floor_gbps:g} GB/s (NCCL_TESTS_MIN_BW)",
+            type="floor",
+        )

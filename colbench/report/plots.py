@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from colbench.analysis.series import Line, Run, labels, lines, load_runs
 from colbench.errors import UsageError
 from colbench.rundir import RunDir
-from colbench.series import Line, Run, labels, lines, load_runs
 from colbench.sizes import format_size
 
 
@@ -222,7 +222,8 @@ def styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
 
 
 def _draw_fit(ax: Any, curve: Line, chosen: Metric, color: str) -> None:
-    from colbench import fit, ops
+    from colbench import ops
+    from colbench.analysis import fit
 
     try:
         model = fit.fit_time(curve.size_bytes, curve.time_us)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from colbench.analysis.compare import compare_runs, figure, format_table
 from colbench.cli import main
-from colbench.compare import compare_runs, figure, format_table
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
 
@@ -98,3 +98,21 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         main(["compare", str(a), str(b), "--variant-a", "NCCL_ALGO=Tree"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and "has no variant 'NCCL_ALGO=Tree'" in err
+
+
+def test_subgroup_columns_join_only_where_both_runs_record_them(tmp_path: Path) -> None:
+    # nccl-tests imports leave group_size and groups empty: such a run still pairs size
+    # by size with a colbench run of the same world size.
+    model = alpha_beta(10.0, 10.0)
+    imported = [
+        {**row("all_reduce", s, model(s)), "group_size": None, "groups": None} for s in SIZES
+    ]
+    ours = write_run(tmp_path / "ours", [row("all_reduce", s, 2 * model(s)) for s in SIZES])
+    comparison = compare_runs(write_run(tmp_path / "imported", imported), ours, "time")
+    assert "group_size" not in comparison.keys and "size_bytes" in comparison.keys
+    assert len(comparison.table) == len(SIZES) and comparison.table["comparable"].all()
+    # Recorded on both sides, another group size is another measurement.
+    halves = [{**row("all_reduce", s, model(s)), "group_size": 2, "groups": 2} for s in SIZES]
+    split = compare_runs(write_run(tmp_path / "halves", halves), ours, "time")
+    assert "group_size" in split.keys
+    assert sorted(set(split.table["reason"])) == ["only in A", "only in B"]

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from colbench.analysis.fit import approx_size, crossovers, fit_lines, fit_time, report
+from colbench.analysis.series import lines, load_runs
 from colbench.cli import main
-from colbench.fit import approx_size, crossovers, fit_lines, fit_time, report
-from colbench.series import lines, load_runs
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
 SIZES_WIDE = 2.0 ** np.arange(3, 31)  # 8 B .. 1 G

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from colbench import ops
-from colbench.bench import RunInfo, Work
+from colbench.bench import RunInfo
 from colbench.config import SweepConfig
+from colbench.plan import Work
 from colbench.results import COLUMNS, SCHEMA_VERSION, Row, load, make_row, unmeasured_row
 from colbench.rundir import RunDir
 

@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
-from colbench import gate
-from colbench.compare import compare_runs, format_table
+from colbench.analysis import gate
+from colbench.analysis.baseline import update_baseline
+from colbench.analysis.checks import parse_checks
+from colbench.analysis.compare import compare_runs, format_table
+from colbench.analysis.verdict import RowResult, Verdict
 from colbench.errors import UsageError
-from colbench.gate import Verdict, parse_checks
 from colbench.report import gate_report
 from colbench.results import STATUS_UNSUPPORTED, load
 from tests.unit.rows import row, write_run
@@ -57,7 +59,7 @@ def verdicts(result: gate.GateResult) -> dict[tuple[str, int], Verdict]:
     return {(r.key["op"], r.key["size_bytes"]): r.verdict for r in result.rows}
 
 
-def by_op(result: gate.GateResult, op: str) -> Iterable[gate.RowResult]:
+def by_op(result: gate.GateResult, op: str) -> Iterable[RowResult]:
     return [r for r in result.rows if r.key["op"] == op]
 
 
@@ -114,10 +116,10 @@ def test_oom_on_both_sides_is_skipped_oom_now_only_fails(tmp_path: Path) -> None
 
 def test_a_baseline_may_hold_unsupported_rows_but_not_oom(tmp_path: Path) -> None:
     run = tree_run(tmp_path / "run")
-    target = gate.update_baseline(run, tmp_path / "base")
+    target = update_baseline(run, tmp_path / "base")
     assert (load(target)["status"] == STATUS_UNSUPPORTED).sum() == 6
     with pytest.raises(UsageError, match="status other than ok or unsupported"):
-        gate.update_baseline(tree_run(tmp_path / "oom", gather="oom"), tmp_path / "base2")
+        update_baseline(tree_run(tmp_path / "oom", gather="oom"), tmp_path / "base2")
 
 
 def test_average_busbw_floor_leaves_unsupported_rows_out(tmp_path: Path) -> None:

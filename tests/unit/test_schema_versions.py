@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench import gate
+from colbench.analysis.baseline import update_baseline
 from colbench.errors import UsageError
 from colbench.results import (
     COLUMNS,
@@ -281,7 +281,7 @@ def test_update_baseline_pools_runs_of_two_versions(tmp_path: Path) -> None:
     write_old(old / "results.csv", V2_NO_REPEAT, 2, rows[:20])
     (old / "meta.json").write_text(json.dumps({"run_id": "old", "status": "complete"}))
     new = current_run(tmp_path / "new", [dict(r, enqueue_us="12.5") for r in rows[20:30]])
-    target = gate.update_baseline([old, new], tmp_path / "base")
+    target = update_baseline([old, new], tmp_path / "base")
     with (target / "results.csv").open(newline="") as f:
         assert next(csv.reader(f)) == list(COLUMNS)
     pooled = load(target)

@@ -1,4 +1,4 @@
-"""colbench.stats: the exact rank test is checked against brute-force enumeration."""
+"""colbench.analysis.stats: the exact rank test is checked against brute-force enumeration."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from colbench import stats
+from colbench.analysis import stats
 
 
 def brute_force_p(x: list[float], y: list[float], alternative: str) -> float:

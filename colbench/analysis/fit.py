@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from colbench import ops
-from colbench.series import Line, labels
+from colbench.analysis.series import Line, labels
 
 _HUBER_K = 1.345
 _BISQUARE_K = 4.685

@@ -1,7 +1,8 @@
-"""Two runs side by side: both values and their ratio per size, and one figure.
+"""Two runs side by side: the comparison engine with no checks, and one figure.
 
-Rows are joined on (op, dtype, redop, in_place, size_bytes, world_size), the things
-that make two numbers measure the same work. Rows that cannot be judged are kept and
+Rows are joined on the schema's key columns (:mod:`colbench.analysis.engine`) but the
+backend, which a row names as its reason instead, and, when each run has one variant,
+the variant (a Ring run against its Tree run). Rows that cannot be judged are kept and
 marked ``x`` with the reason (the way asv marks "not comparable"): present in one run
 only, measured on different backends, or failing verification. Repeats of one key in a
 run (several imported 0-byte rows, say) are combined by their median.
@@ -11,19 +12,19 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from colbench.analysis import stats
+from colbench.analysis.engine import Pair, Sample, is_ok, join, key_columns, read_meta
+from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
 from colbench.errors import UsageError
 from colbench.report.plots import METRICS, metric, size_axis
-from colbench.rundir import RunDir
-from colbench.series import PLACEMENT_NAMES, Run, lines, load_runs, measured, select_variant
 from colbench.sizes import format_size
-
-KEY = ["op", "dtype", "redop", "in_place", "size_bytes", "world_size"]
 
 
 @dataclass(frozen=True)
@@ -31,24 +32,15 @@ class Comparison:
     a: Run
     b: Run
     metric_name: str
-    #: KEY + variant + value_a, value_b, ratio, comparable, reason; one row per key.
+    #: keys + value_a, value_b, ratio, comparable, reason (and each side's wrong count,
+    #: backend and variant); one row per key.
     table: Any
     #: Lines about how the runs differ in what was recorded (versions, devices...).
     context: list[str]
     join_on_variant: bool
-
-
-def _aggregate(frame: Any, column: str, keys: list[str]) -> Any:
-    wrong = frame["wrong"].fillna(0).astype("int64")
-    grouped = frame.assign(_wrong=wrong).groupby(keys, dropna=False, sort=False)
-    columns: dict[str, tuple[str, str]] = {
-        "value": (column, "median"),
-        "wrong": ("_wrong", "sum"),
-        "backend": ("backend", "first"),
-    }
-    if "variant" not in keys:
-        columns["variant"] = ("variant", "first")
-    return grouped.agg(**columns).reset_index()
+    #: The columns the rows were joined on: the schema's key less backend and, with one
+    #: variant a run, variant (compared across on purpose), and less any a run leaves empty.
+    keys: tuple[str, ...]
 
 
 def _describe(run: Run) -> str:
@@ -56,7 +48,7 @@ def _describe(run: Run) -> str:
     backend = "/".join(sorted(set(frame["backend"].astype(str))))
     worlds = "/".join(str(w) for w in sorted(set(frame["world_size"].astype(int))))
     text = f"{run.label}: {backend}, {worlds} ranks"
-    meta = _meta(run)
+    meta = read_meta(run.path) or {}
     versions = meta.get("versions") or {}
     shown = [f"{k} {v}" for k, v in versions.items() if v and k in ("torch", "nccl", "nccl-tests")]
     if meta.get("status") == "imported":
@@ -65,10 +57,6 @@ def _describe(run: Run) -> str:
     if devices and devices != [""]:
         shown.append("/".join(devices))
     return text + (f" ({', '.join(shown)})" if shown else "")
-
-
-def _meta(run: Run) -> dict[str, Any]:
-    return RunDir.of(run.path).meta_or_none() or {}
 
 
 def compare_runs(
@@ -85,6 +73,8 @@ def compare_runs(
     ``across_backends`` pairs rows measured on different backends instead of marking them
     not comparable (crosscheck's gloo side tests the cross-check itself, not NCCL).
     """
+    import pandas as pd
+
     chosen = metric(metric_name)
     run_a, run_b = load_runs([path_a, path_b])
     run_a, run_b = select_variant(run_a, variant_a), select_variant(run_b, variant_b)
@@ -93,87 +83,93 @@ def compare_runs(
     # One variant each: compare them with each other (ring run vs tree run); several:
     # pair variant with variant, since mixing Ring rows with Tree rows means nothing.
     join_on_variant = not (len(variants_a) == 1 and len(variants_b) == 1)
-    keys = KEY + (["variant"] if join_on_variant else [])
-    # Rows without a measurement (status oom, unsupported) have nothing to compare;
-    # they are named as the reason where the other run has the key.
-    agg_a = _aggregate(run_a.frame[measured(run_a.frame)], chosen.column, keys)
-    agg_b = _aggregate(run_b.frame[measured(run_b.frame)], chosen.column, keys)
-    merged = agg_a.merge(agg_b, on=keys, how="outer", suffixes=("_a", "_b"), indicator="present")
-    status_a, status_b = _unmeasured(run_a.frame, keys), _unmeasured(run_b.frame, keys)
-    merged = _with_unmeasured_in_both(merged, keys, status_a, status_b)
-    reasons = []
-    ratios = []
-    for row in merged.itertuples(index=False):
-        key = tuple(getattr(row, k) for k in keys)
-        reason = _judge(row, chosen.column, status_a.get(key), status_b.get(key), across_backends)
-        reasons.append(reason)
-        ratio = math.nan if reason else float(row.value_b) / float(row.value_a)
-        ratios.append(ratio)
-    merged["ratio"] = ratios
-    merged["reason"] = reasons
-    merged["comparable"] = [not r for r in reasons]
+    # A backend differs by a row's reason (or not at all, across_backends), not by a key.
+    across = ("backend",) if join_on_variant else ("backend", "variant")
+    keys = key_columns(run_a.frame, run_b.frame, across=across)
+    records = [
+        record
+        for pair in join(run_a.frame, run_b.frame, keys)
+        if (record := _record(pair, keys, chosen.column, across_backends)) is not None
+    ]
+    columns = [*keys, *_SIDE_COLUMNS, "present", "reason", "ratio", "unmeasured"]
+    table = pd.DataFrame(records, columns=columns)
+    table["comparable"] = table["reason"] == ""
     if not join_on_variant:
         # One variant per run, named in the context lines; per row it would mislead.
-        merged["variant"] = ""
-    merged = merged.sort_values(
-        ["op", "variant", "dtype", "redop", "in_place", "size_bytes"], kind="stable"
-    ).reset_index(drop=True)
+        table["variant"] = ""
+    order = ["op", "variant", "dtype", "redop", "in_place", "size_bytes", "unmeasured"]
+    order += [k for k in keys if k not in order]
+    table = table.sort_values(order, kind="stable").drop(columns="unmeasured")
+    table = table.reset_index(drop=True)
     context = [f"A = {_describe(run_a)}", f"B = {_describe(run_b)}"]
     if not join_on_variant and variants_a != variants_b:
         va, vb = next(iter(variants_a)), next(iter(variants_b))
         context.append(f"variant: A {va or '(none)'!r} vs B {vb or '(none)'!r}")
-    return Comparison(run_a, run_b, metric_name, merged, context, join_on_variant)
+    return Comparison(run_a, run_b, metric_name, table, context, join_on_variant, keys)
 
 
-def _unmeasured(frame: Any, keys: list[str]) -> dict[tuple[Any, ...], str]:
-    """Key -> status of the keys a run has rows for but no measurement (oom, unsupported)."""
-    measured_keys = set(frame[measured(frame)][keys].itertuples(index=False, name=None))
-    out: dict[tuple[Any, ...], str] = {}
-    for record in frame[~measured(frame)][[*keys, "status"]].itertuples(index=False, name=None):
-        key = tuple(record[:-1])
-        if key not in measured_keys:
-            out.setdefault(key, str(record[-1]))
-    return out
+_SIDE_COLUMNS = [f"{c}_{s}" for s in "ab" for c in ("value", "wrong", "backend", "variant")]
 
 
-def _with_unmeasured_in_both(
-    merged: Any, keys: list[str], status_a: dict[Any, str], status_b: dict[Any, str]
-) -> Any:
-    """Keys that neither run measured become rows too, so the table names why."""
-    import pandas as pd
-
-    both = [k for k in status_a if k in status_b]
-    if not both:
-        return merged
-    extra = pd.DataFrame(both, columns=keys).assign(present="both")
-    return pd.concat([merged.astype({"present": str}), extra], ignore_index=True)
+def _measured(samples: Sequence[Sample]) -> list[Sample]:
+    """Samples that hold a measurement (status ok and a time)."""
+    return [s for s in samples if is_ok(s) and s.get("time_us") is not None]
 
 
-def _judge(
-    row: Any,
+def _side(samples: Sequence[Sample], column: str) -> list[Any]:
+    """value (median of the repeats), wrong (summed), backend and variant of one side."""
+    if not samples:
+        return [math.nan, math.nan, None, None]
+    values = [float(s[column]) for s in samples if s.get(column) is not None]
+    value = stats.median(values) if values else math.nan
+    wrong = sum(int(s.get("wrong") or 0) for s in samples)
+    return [value, wrong, samples[0]["backend"], samples[0]["variant"]]
+
+
+def _record(pair: Pair, keys: Sequence[str], column: str, across: bool) -> list[Any] | None:
+    """One table row for a pair, or None when neither side measured and one lacks the key."""
+    measured_a, measured_b = _measured(pair.a), _measured(pair.b)
+    # Rows without a measurement (status oom, unsupported) have nothing to compare;
+    # they are named as the reason where the other run has the key.
+    status_a = str(pair.a[0]["status"]) if pair.a and not measured_a else None
+    status_b = str(pair.b[0]["status"]) if pair.b and not measured_b else None
+    if not measured_a and not measured_b and not (status_a and status_b):
+        return None
+    side_a, side_b = _side(measured_a, column), _side(measured_b, column)
+    present = "both" if measured_a and measured_b else "left_only" if measured_a else "right_only"
+    if not measured_a and not measured_b:
+        present = "both"
+    reason = _reason(present, side_a, side_b, column, status_a, status_b, across)
+    ratio = math.nan if reason else float(side_b[0]) / float(side_a[0])
+    return [*pair.key, *side_a, *side_b, present, reason, ratio, not (measured_a or measured_b)]
+
+
+def _reason(
+    present: str,
+    side_a: Sequence[Any],
+    side_b: Sequence[Any],
     column: str,
-    status_a: str | None = None,
-    status_b: str | None = None,
-    across_backends: bool = False,
+    status_a: str | None,
+    status_b: str | None,
+    across_backends: bool,
 ) -> str:
     """Why this pair cannot be compared, or '' when it can."""
+    (value_a, wrong_a, backend_a, _), (value_b, wrong_b, backend_b, _) = side_a, side_b
     if status_a and status_b:
         return (
             f"{status_a} in A, {status_b} in B"
             if status_a != status_b
             else f"{status_a} in A and B"
         )
-    if row.present == "left_only":
+    if present == "left_only":
         return f"{status_b} in B" if status_b else "only in A"
-    if row.present == "right_only":
+    if present == "right_only":
         return f"{status_a} in A" if status_a else "only in B"
-    if row.backend_a != row.backend_b and not across_backends:
-        return f"backend {row.backend_a} vs {row.backend_b}"
-    if row.wrong_a or row.wrong_b:
-        return "wrong results in " + (
-            "A and B" if row.wrong_a and row.wrong_b else "A" if row.wrong_a else "B"
-        )
-    if not (row.value_a > 0 and row.value_b > 0):
+    if backend_a != backend_b and not across_backends:
+        return f"backend {backend_a} vs {backend_b}"
+    if wrong_a or wrong_b:
+        return "wrong results in " + ("A and B" if wrong_a and wrong_b else "A" if wrong_a else "B")
+    if not (value_a > 0 and value_b > 0):
         return (
             "zero bandwidth (no bytes): compare --metric time"
             if column != "time_us"

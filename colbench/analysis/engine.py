@@ -1,0 +1,125 @@
+"""The one join of two runs: rows pooled per key of the schema, keys paired.
+
+Every key (results.KEY_COLUMNS: op, dtype, size, world size, backend, variant...) has
+R samples per run (``sweep --repeat R``, or rows of several pooled runs); a pair holds
+both runs' samples of one key, every status included, so each reader decides what a
+sample without a measurement means. A reader that deliberately compares across a key
+column (compare's Ring run against its Tree run) leaves it out of the join by name.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from colbench.errors import UsageError
+from colbench.results import KEY_COLUMNS, STATUS_OK, load
+from colbench.rundir import RunDir
+
+#: One row of a run as plain Python values (None for an empty cell).
+Sample = dict[str, Any]
+
+
+def key_columns(*frames: Any, across: Iterable[str] = ()) -> tuple[str, ...]:
+    """The schema's key columns that every frame records, less those a reader compares
+    across on purpose. A column a run leaves empty throughout cannot tell its rows apart:
+    nccl-tests imports know no process subgroups (group_size, groups are empty)."""
+    across = set(across)
+    unknown = across - set(KEY_COLUMNS)
+    if unknown:
+        raise ValueError(f"not key columns: {sorted(unknown)}")
+    return tuple(
+        c
+        for c in KEY_COLUMNS
+        if c not in across and all(c in f.columns and f[c].notna().any() for f in frames)
+    )
+
+
+def plain(value: Any) -> Any:
+    """pandas scalars -> plain Python (None for a missing value), so keys hash alike."""
+    import pandas as pd
+
+    if value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def pool(frame: Any, keys: Sequence[str]) -> dict[tuple[Any, ...], list[Sample]]:
+    """Key -> the run's samples of it, keys in the order the run first wrote them."""
+    out: dict[tuple[Any, ...], list[Sample]] = {}
+    for record in frame.to_dict("records"):
+        row = {k: plain(v) for k, v in record.items()}
+        out.setdefault(tuple(row[c] for c in keys), []).append(row)
+    return out
+
+
+@dataclass
+class Pair:
+    """Both runs' samples of one key; a side is empty where its run lacks the key."""
+
+    key: tuple[Any, ...]
+    a: list[Sample]
+    b: list[Sample]
+
+
+def join(frame_a: Any, frame_b: Any, keys: Sequence[str]) -> list[Pair]:
+    """Every key of either run, A's in A's order first, then those only B has."""
+    pooled_a, pooled_b = pool(frame_a, keys), pool(frame_b, keys)
+    pairs = [Pair(key, samples, pooled_b.get(key, [])) for key, samples in pooled_a.items()]
+    pairs += [Pair(key, [], samples) for key, samples in pooled_b.items() if key not in pooled_a]
+    return pairs
+
+
+def is_ok(sample: Mapping[str, Any]) -> bool:
+    return sample.get("status", STATUS_OK) == STATUS_OK
+
+
+def ok_values(samples: Sequence[Mapping[str, Any]], metric: str) -> list[float]:
+    """The metric's values of the samples that hold a measurement."""
+    return [float(s[metric]) for s in samples if is_ok(s) and s.get(metric) is not None]
+
+
+def wrong_counts(samples: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(largest wrong count of any sample, samples that were not verified)."""
+    worst, unverified = 0, 0
+    for s in samples:
+        if not is_ok(s):
+            continue
+        if s.get("wrong") is None:
+            unverified += 1
+        else:
+            worst = max(worst, int(s["wrong"]))
+    return worst, unverified
+
+
+def side_status(samples: Sequence[Mapping[str, Any]]) -> str:
+    """ok when any sample holds a measurement, else the status of the first sample."""
+    statuses = [str(s.get("status", STATUS_OK)) for s in samples]
+    return STATUS_OK if STATUS_OK in statuses else statuses[0]
+
+
+def differences(a: Mapping[str, Any], b: Mapping[str, Any], columns: Iterable[str]) -> str:
+    """``column A-value vs B-value`` for each column in which two samples differ."""
+    return "; ".join(f"{c} {a[c]} vs {b[c]}" for c in columns if a.get(c) != b.get(c))
+
+
+def load_pooled(paths: Sequence[str | os.PathLike[str]]) -> Any:
+    """One or more runs' rows as one frame: their samples pool per row key.
+
+    Pooling runs made at different times puts the machine's run-to-run variation into
+    the samples, which one run's repeats alone cannot show.
+    """
+    import pandas as pd
+
+    if not paths:
+        raise UsageError("no run to read")
+    frames = [load(p) for p in paths]
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def read_meta(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """A run's meta.json (beside its results.csv), or None when absent or unreadable."""
+    return RunDir.of(path).meta_or_none()

@@ -1,0 +1,80 @@
+"""Accepting a run as the baseline, and the committed smoke baseline itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from colbench import ops
+from colbench.analysis.baseline import update_baseline
+from colbench.errors import UsageError
+from colbench.results import load
+from tests.unit.gate_runs import (
+    BIG,
+    STEADY,
+    write_run,
+)
+
+# --- baselines -----------------------------------------------------------------------
+
+
+def test_update_baseline_copies_and_merges(tmp_path: Path) -> None:
+    one = write_run(tmp_path / "one", {BIG: STEADY})
+    two = write_run(tmp_path / "two", {BIG: STEADY[:2]})
+    target = update_baseline([one, two], tmp_path / "baselines" / "smoke")
+    merged = load(target)
+    assert len(merged) == 7 and set(merged["run_id"]) == {"one", "two"}
+    meta = json.loads((target / "meta.json").read_text())
+    assert meta["pooled_runs"] == ["one", "two"]
+    update_baseline(one, target)
+    assert len(load(target)) == 5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"wrong": {BIG: 1}}, "wrong elements"),
+        ({"oom": [BIG]}, "no measurement"),
+        ({"status": "interrupted"}, "status is 'interrupted'"),
+    ],
+)
+def test_update_baseline_refuses_a_broken_run(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    run = write_run(tmp_path / "run", {BIG: STEADY}, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=message):
+        update_baseline(run, tmp_path / "base")
+    assert not (tmp_path / "base").exists()
+
+
+# --- the committed smoke baseline ----------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+BASELINE = REPO / "results" / "baselines" / "gloo-smoke"
+
+
+def _suite_flags(text: str, prefix: str) -> list[str]:
+    (line,) = [line for line in text.splitlines() if line.strip().startswith(prefix)]
+    return line.split(prefix, 1)[1].split()
+
+
+def test_committed_baseline_matches_the_smoke_suite_and_is_clean() -> None:
+    # load() reads every schema; the baseline is re-measured when the columns change.
+    frame = load(BASELINE)
+    assert (frame["wrong"] == 0).all() and (frame["status"] == "ok").all()
+    keys = ["op", "dtype", "redop", "root", "in_place", "size_bytes"]
+    samples = frame.groupby(keys).size()
+    # Three runs of --repeat 3, pooled: enough for the rank test against a --repeat 3 run.
+    assert samples.min() >= 9 and frame["run_id"].nunique() >= 3
+    assert set(frame["op"]) == set(ops.BY_NAME)
+    meta = json.loads((BASELINE / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["world_size"] == 2
+    # The baseline was measured with the flags `make gate-smoke` and the workflow use.
+    argv = meta["command_line"]
+    measured = argv[argv.index("sweep") + 1 : argv.index("--repeat")]
+    makefile = (REPO / "Makefile").read_text()
+    workflow = (REPO / ".github" / "workflows" / "colbench-gate.yml").read_text()
+    assert _suite_flags(makefile, "SMOKE_FLAGS ?=") == measured
+    assert _suite_flags(workflow, "SMOKE_FLAGS:") == measured
