@@ -10,6 +10,11 @@ from typing import Any
 Matrix = dict[tuple[int, int], float]
 
 
+def short(value: float) -> str:
+    """Three significant digits, without an exponent for latencies in the thousands."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def _grid(values: Matrix, ranks: list[int]) -> list[list[float]]:
     return [[values.get((s, d), math.nan) for d in ranks] for s in ranks]
 
@@ -32,7 +37,7 @@ def _panel(ax: Any, grid: list[list[float]], ranks: list[int], title: str, cmap:
             for j, value in enumerate(row):
                 if not math.isnan(value):
                     dark = (value < middle) == (cmap == "viridis")
-                    ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=7,
+                    ax.text(j, i, short(value), ha="center", va="center", fontsize=7,
                             color="white" if dark else "black")  # fmt: skip
     ax.set_xticks(range(len(ranks)), [str(r) for r in ranks])
     ax.set_yticks(range(len(ranks)), [str(r) for r in ranks])

@@ -38,7 +38,8 @@ def verdict_of(frame: Any, cfg: P2PConfig) -> Verdict:
 def matrix_text(values: dict[tuple[int, int], float], nodes: dict[int, str], title: str) -> str:
     """A src x dst table; ``-`` where nothing was measured (the diagonal, idle pairs)."""
     ranks = sorted(nodes)
-    width = max(8, *(len(str(r)) + 1 for r in ranks))
+    # 4 significant digits fit in 9 characters ("0.0003988"), plus a space between.
+    width = max(10, *(len(str(r)) + 1 for r in ranks))
     lines = [f"# {title} (rows: src rank, columns: dst rank)"]
     lines.append(f"{'src':>{width}}" + "".join(f"{r:>{width}}" for r in ranks) + "  node")
     for src in ranks:

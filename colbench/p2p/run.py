@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from colbench.errors import UsageError
 from colbench.p2p.config import P2PConfig
 from colbench.p2p.task import P2PTask
@@ -44,5 +42,4 @@ def run_p2p(cfg: P2PConfig) -> int:
             f"rank; --backend gloo runs {world_size} ranks on the CPU"
         )
     run_dir = make_run_dir(run_cfg, backend)
-    print(f"colbench: p2p among {world_size} ranks into {run_dir}", file=sys.stderr)
     return spawn_and_wait(run_cfg, backend, world_size, run_dir, task=task)

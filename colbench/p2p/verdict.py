@@ -183,8 +183,9 @@ def _link_line(link: Link, nodes: Mapping[int, str]) -> str:
 def _all_clear(every: list[Link], bw_pct: float, latency_pct: float) -> str:
     median_bw = statistics.median(link.bw_gbps for link in every)
     median_lat = statistics.median(link.latency_us for link in every)
+    lat = f"{median_lat:.3g}" if median_lat < 1000 else f"{median_lat:.0f}"
     return (
         f"verdict: no slow link or node among {len(every)} links: bandwidth within {bw_pct:g}% "
         f"of the median {median_bw:.3g} GB/s, latency within {latency_pct:g}% of the median "
-        f"{median_lat:.3g} us"
+        f"{lat} us"
     )
