@@ -6,9 +6,11 @@ import itertools
 import json
 from pathlib import Path
 
+import pytest
+
 from colbench.p2p import load
 from colbench.p2p.results import COLUMNS, P2P_SCHEMA_VERSION
-from tests.conftest import run_colbench
+from tests.conftest import finish_ranks, run_colbench, start_ranks
 
 
 def test_four_ranks_measure_every_ordered_pair(tmp_path: Path) -> None:
@@ -81,3 +83,30 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert proc.stderr.startswith("colbench: error: "), proc.stderr
         assert message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "pairs"),
+    [
+        # Nodes A (ranks 0, 1) and B (ranks 2, 3): one rank per node ...
+        ("--per-node", [(0, 2), (2, 0)]),
+        # ... or local rank k with local rank k of the other node.
+        ("--rail", [(0, 2), (1, 3), (2, 0), (3, 1)]),
+    ],
+)
+def test_per_node_and_rail_pick_their_ranks_and_the_others_idle(
+    tmp_path: Path, flag: str, pairs: list[tuple[int, int]]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["p2p", "--backend", "gloo", "--size", "64K", "-n", "2", "-w", "1", flag]
+    argv += ["--no-plot", "--out", str(out)]
+    labels = ["nodeA", "nodeA", "nodeB", "nodeB"]
+    procs = start_ranks(4, lambda rank: argv, lambda rank: {"COLBENCH_NODE_LABEL": labels[rank]})
+    for rank, (code, stderr) in enumerate(finish_ranks(procs, 120)):
+        assert code == 0, f"rank {rank}: {stderr[-2000:]}"
+    frame = load(out)
+    assert sorted(zip(frame["src_rank"], frame["dst_rank"], strict=True)) == pairs
+    assert all(frame["src_node"] != frame["dst_node"])
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["ranks_taking_part"] == sorted({r for pair in pairs for r in pair})
+    assert meta["rank_hosts"] == labels
