@@ -331,6 +331,12 @@ def p2p(
     warmup: Annotated[
         int, typer.Option("--warmup", "-w", help="Untimed messages per pair (at least 1 runs).")
     ] = 5,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat", help="Measure the matrix this many times; the verdict takes medians."
+        ),
+    ] = 1,
     threshold: Annotated[
         float, typer.Option("--threshold", help="Slow: bandwidth this % below the median.")
     ] = 25.0,
@@ -373,6 +379,7 @@ def p2p(
         rail=rail,
         iters=iters,
         warmup=warmup,
+        repeat=repeat,
         bw_pct=threshold,
         latency_pct=latency_threshold,
         fail_below_pct=fail_below,

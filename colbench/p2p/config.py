@@ -34,6 +34,9 @@ class P2PConfig:
     """Timed messages (round trips, for latency) per ordered pair."""
     warmup: int = 5
     """Untimed messages per ordered pair before timing (at least one: connection set-up)."""
+    repeat: int = 1
+    """Passes over the whole matrix, one after the other; each pair gets a row per pass,
+    and the verdict judges each pair's median over the passes."""
     bw_pct: float = DEFAULT_BW_PCT
     """A link more than this % below the median bandwidth is slow."""
     latency_pct: float = DEFAULT_LATENCY_PCT
@@ -55,6 +58,8 @@ class P2PConfig:
             raise UsageError("--size and --latency-size must be at least 1 byte")
         if self.iters < 1:
             raise UsageError(f"--iters must be at least 1, got {self.iters}")
+        if self.repeat < 1:
+            raise UsageError(f"--repeat must be at least 1, got {self.repeat}")
         if self.warmup < 0:
             raise UsageError(f"--warmup must be 0 or more, got {self.warmup}")
         if self.per_node and self.rail:

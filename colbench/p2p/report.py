@@ -18,9 +18,11 @@ FAIL_BELOW_EXIT = int(ExitCode.DATA_ERROR)
 
 
 def matrices(frame: Any) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], float]]:
-    """(src, dst) -> bandwidth in GB/s, and -> latency in microseconds."""
-    bw = {(int(r.src_rank), int(r.dst_rank)): float(r.bw_gbps) for r in frame.itertuples()}
-    lat = {(int(r.src_rank), int(r.dst_rank)): float(r.latency_us) for r in frame.itertuples()}
+    """(src, dst) -> bandwidth in GB/s, and -> latency in microseconds: with --repeat, the
+    median over the passes (one pass that met a busy host does not make a pair slow)."""
+    medians = frame.groupby(["src_rank", "dst_rank"])[["bw_gbps", "latency_us"]].median()
+    bw = {(int(s), int(d)): float(v) for (s, d), v in medians["bw_gbps"].items()}
+    lat = {(int(s), int(d)): float(v) for (s, d), v in medians["latency_us"].items()}
     return bw, lat
 
 
@@ -56,7 +58,11 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
     bw, lat = matrices(frame)
     nodes = node_of(frame)
     verdict = verdict_of(frame, cfg)
-    print(f"colbench: {len(frame)} ordered pairs in {run_dir / results.FILE_NAME}", file=sys.stderr)
+    passes = int(frame["repeat"].max()) + 1 if len(frame) else 0
+    print(
+        f"colbench: {len(bw)} ordered pairs x {passes} pass(es) in {run_dir / results.FILE_NAME}",
+        file=sys.stderr,
+    )
     if cfg.plot:
         from colbench.p2p.heatmap import write_heatmap
 
@@ -65,8 +71,9 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
     sys.stderr.flush()
     size = int(frame["size_bytes"].iloc[0]) if len(frame) else 0
     small = int(frame["latency_bytes"].iloc[0]) if len(frame) else 0
-    print(matrix_text(bw, nodes, f"bandwidth at {size} B, GB/s"))
-    print(matrix_text(lat, nodes, f"latency at {small} B, us"))
+    of = f", median of {passes} passes" if passes > 1 else ""
+    print(matrix_text(bw, nodes, f"bandwidth at {size} B, GB/s{of}"))
+    print(matrix_text(lat, nodes, f"latency at {small} B, us{of}"))
     for line in verdict.lines:
         print(line)
     sys.stdout.flush()

@@ -43,6 +43,7 @@ COLUMNS: dict[str, str] = {
     "latency_us": "half the mean ping-pong round trip (osu_latency), microseconds",
     "latency_p50_us": "half the median round trip",
     "latency_p99_us": "half the 99th-percentile round trip",
+    "repeat": "pass 0..R-1 of p2p --repeat R (each pass measures the whole matrix)",
 }
 TEXT_COLUMNS = ("run_id", "backend", "device", "mode", "src_node", "dst_node")
 

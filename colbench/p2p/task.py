@@ -52,7 +52,7 @@ class World:
 def plan_digest(cfg: P2PConfig) -> str:
     """What every rank must agree on before the first message."""
     keys: tuple[object, ...] = (cfg.size_bytes, cfg.latency_bytes, cfg.bidirectional, cfg.serial)
-    keys += (cfg.per_node, cfg.rail, cfg.iters, cfg.warmup, __version__)
+    keys += (cfg.per_node, cfg.rail, cfg.iters, cfg.warmup, cfg.repeat, __version__)
     return hashlib.sha256(repr(keys).encode()).hexdigest()[:16]
 
 
@@ -82,27 +82,17 @@ class P2PTask:
             cfg.warmup,
             in_flight.step,
         )
-        link = Transport(job.backend)
         taking_part = rank in world.selection.ranks
         bufs = Buffers.allocate(cfg.size_bytes, cfg.latency_bytes, device) if taking_part else None
-        in_flight.size_bytes = cfg.size_bytes
-        bw_steps = (pair_steps if cfg.bidirectional else directed_steps)(
-            world.selection, cfg.serial
-        )
-        bw = stepper.run(
-            "bandwidth",
-            bw_steps,
-            lambda me, peer: bandwidth_call(link, me, peer, bufs, cfg.bidirectional),  # type: ignore[arg-type]
-            both_report=cfg.bidirectional,
-        )
-        in_flight.size_bytes = cfg.latency_bytes
-        lat = stepper.run(
-            "latency",
-            directed_steps(world.selection, cfg.serial),
-            lambda me, peer: latency_call(link, me, peer, bufs),  # type: ignore[arg-type]
-        )
+        link = Transport(job.backend)
+        # Every pass measures the whole matrix once (sweep --repeat's interleaving): a
+        # pair that was slow only while the host was busy is slow in one pass, not all.
+        passes = [
+            self._measure_pass(stepper, world.selection, link, bufs, in_flight)
+            for _ in range(cfg.repeat)
+        ]
         in_flight.step("gathering the matrix")
-        gathered: list[tuple[Times, Times]] = side.gather_objects((bw, lat))
+        gathered: list[list[tuple[Times, Times]]] = side.gather_objects(passes)
         if run_dir is not None:
             rows = self._rows(job, world, gathered, _device_name(device))
             results.write(run_dir / results.FILE_NAME, rows)
@@ -111,6 +101,26 @@ class P2PTask:
                 status="complete", rows=len(rows), duration_s=round(time.time() - started, 3)
             )
             metadata.write(run_dir, meta)
+
+    def _measure_pass(
+        self, stepper: Stepper, selection: Selection, link: Transport, bufs: Any, in_flight: Any
+    ) -> tuple[Times, Times]:
+        """One pass over the matrix: bandwidth of every pair, then latency of every pair."""
+        cfg = self.cfg
+        in_flight.size_bytes = cfg.size_bytes
+        bw = stepper.run(
+            "bandwidth",
+            (pair_steps if cfg.bidirectional else directed_steps)(selection, cfg.serial),
+            lambda me, peer: bandwidth_call(link, me, peer, bufs, cfg.bidirectional),
+            both_report=cfg.bidirectional,
+        )
+        in_flight.size_bytes = cfg.latency_bytes
+        lat = stepper.run(
+            "latency",
+            directed_steps(selection, cfg.serial),
+            lambda me, peer: latency_call(link, me, peer, bufs),
+        )
+        return bw, lat
 
     def _meet(self, side: SideGroup, rank: int, device_name: str) -> World:
         me = Member(
@@ -159,36 +169,38 @@ class P2PTask:
         return meta
 
     def _rows(
-        self, job: Any, world: World, gathered: list[tuple[Times, Times]], device: str
+        self, job: Any, world: World, gathered: list[list[tuple[Times, Times]]], device: str
     ) -> list[dict[str, Any]]:
         cfg = self.cfg
-        bw: Times = {k: v for mine, _ in gathered for k, v in mine.items()}
-        lat: Times = {k: v for _, mine in gathered for k, v in mine.items()}
         rows = []
-        for src, dst in sorted(bw):
-            timing = results.time_columns(bw[(src, dst)])
-            rows.append(
-                {
-                    "schema_version": results.P2P_SCHEMA_VERSION,
-                    "run_id": job.run_id,
-                    "backend": job.backend,
-                    "device": device,
-                    "world_size": job.world_size,
-                    "nnodes": len(set(world.labels)),
-                    "mode": "bi" if cfg.bidirectional else "uni",
-                    "src_rank": src,
-                    "dst_rank": dst,
-                    "src_node": world.labels[src],
-                    "dst_node": world.labels[dst],
-                    "size_bytes": cfg.size_bytes,
-                    "warmup": max(1, cfg.warmup),
-                    "iters": cfg.iters,
-                    **timing,
-                    "bw_gbps": cfg.size_bytes / timing["time_us"] / 1e3,
-                    "latency_bytes": cfg.latency_bytes,
-                    **results.latency_columns(lat[(src, dst)]),
-                }
-            )
+        for repeat in range(cfg.repeat):
+            bw: Times = {k: v for passes in gathered for k, v in passes[repeat][0].items()}
+            lat: Times = {k: v for passes in gathered for k, v in passes[repeat][1].items()}
+            for src, dst in sorted(bw):
+                timing = results.time_columns(bw[(src, dst)])
+                rows.append(
+                    {
+                        "schema_version": results.P2P_SCHEMA_VERSION,
+                        "run_id": job.run_id,
+                        "backend": job.backend,
+                        "device": device,
+                        "world_size": job.world_size,
+                        "nnodes": len(set(world.labels)),
+                        "mode": "bi" if cfg.bidirectional else "uni",
+                        "src_rank": src,
+                        "dst_rank": dst,
+                        "src_node": world.labels[src],
+                        "dst_node": world.labels[dst],
+                        "size_bytes": cfg.size_bytes,
+                        "warmup": max(1, cfg.warmup),
+                        "iters": cfg.iters,
+                        **timing,
+                        "bw_gbps": cfg.size_bytes / timing["time_us"] / 1e3,
+                        "latency_bytes": cfg.latency_bytes,
+                        **results.latency_columns(lat[(src, dst)]),
+                        "repeat": repeat,
+                    }
+                )
         return rows
 
     def report(self, run_dir: Path) -> int:
