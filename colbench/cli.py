@@ -372,7 +372,7 @@ def p2p(
         size,
         latency_size,
         nprocs=nprocs,
-        backend=_choice("--backend", backend, ("auto", "gloo", "nccl")),
+        backend=backend,
         bidirectional=bidirectional,
         serial=serial,
         per_node=per_node,

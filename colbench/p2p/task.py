@@ -66,7 +66,7 @@ class P2PTask:
 
         cfg = self.cfg
         side = SideGroup.create(
-            job.world_size, hang_watchdog.process_group_timeout_s(job.cfg.timeout_s)
+            job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s)
         )
         world = self._meet(side, rank, _device_name(device))
         run_dir = Path(job.run_dir) if rank == 0 and job.run_dir is not None else None
