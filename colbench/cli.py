@@ -103,6 +103,125 @@ def sweep(ctx: typer.Context, config_file: str | None = None, **values: Any) -> 
     raise typer.Exit(_run_sweep(ctx, config_file, values))
 
 
+P2P_HELP = """Measure bandwidth and latency between every pair of ranks; name slow links and nodes.
+
+Every ordered pair is measured: bandwidth at --size (osu_bw: one message, timed to the
+receiver's acknowledgement) and latency at --latency-size (osu_latency: half a
+ping-pong round trip). Pairs run in rounds of disjoint pairs (a round-robin
+tournament), each round once per direction; --serial runs one pair at a time. Writes
+p2p.csv, meta.json and the heatmap p2p.png into the run directory and prints the
+matrices, then the verdict: a link (judged by its worse direction) or node whose
+bandwidth is more than --threshold below the median of all links, or whose latency is
+more than --latency-threshold above it (needs at least 4 ranks; nodes with --per-node).
+
+\b
+Examples:
+  colbench p2p --nprocs 8
+  colbench p2p --nprocs 4 --backend gloo --size 16M -n 10
+  srun -N 16 --ntasks-per-node=8 colbench p2p --per-node
+  torchrun --nnodes 4 --nproc-per-node 8 ... -m colbench p2p --rail --fail-below 30
+
+Exit codes: 0 ok, 1 --fail-below found a link below its limit, 2 usage error,
+3 rank failure, 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
+"""
+
+
+@app.command(help=P2P_HELP)
+def p2p(
+    nprocs: Annotated[
+        int | None, typer.Option("--nprocs", "-p", help="Ranks to spawn without a launcher.")
+    ] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", help="auto (NCCL if GPUs, else gloo), nccl or gloo.")
+    ] = "auto",
+    size: Annotated[
+        str, typer.Option("--size", help="Bandwidth message size (binary units).")
+    ] = "64M",
+    latency_size: Annotated[
+        str, typer.Option("--latency-size", help="Latency message size (binary units).")
+    ] = "8",
+    bidirectional: Annotated[
+        bool, typer.Option("--bidirectional", help="Both ranks of a pair send at once.")
+    ] = False,
+    serial: Annotated[
+        bool, typer.Option("--serial", help="One pair at a time (no concurrent pairs).")
+    ] = False,
+    per_node: Annotated[
+        bool, typer.Option("--per-node", help="One rank per node: a matrix of nodes.")
+    ] = False,
+    rail: Annotated[
+        bool,
+        typer.Option("--rail", help="Pair local rank k only with local rank k of other nodes."),
+    ] = False,
+    iters: Annotated[int, typer.Option("--iters", "-n", help="Timed messages per pair.")] = 20,
+    warmup: Annotated[
+        int, typer.Option("--warmup", "-w", help="Untimed messages per pair (at least 1 runs).")
+    ] = 5,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat", help="Measure the matrix this many times; the verdict takes medians."
+        ),
+    ] = 1,
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="Slow: bandwidth this % below the median.")
+    ] = 25.0,
+    latency_threshold: Annotated[
+        float,
+        typer.Option("--latency-threshold", help="Slow: latency this % above the median."),
+    ] = 100.0,
+    fail_below: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-below", help="Exit 1 when a link's bandwidth is more than PCT below the median."
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds any one step may take.")
+    ] = 300.0,
+    init_timeout: Annotated[
+        float, typer.Option("--init-timeout", help="Seconds for every rank to join.")
+    ] = 120.0,
+    out: Annotated[
+        str | None, typer.Option("--out", help="Run directory (must be new or empty).")
+    ] = None,
+    results_dir: Annotated[
+        str, typer.Option("--results-dir", help="Parent of default run directories.")
+    ] = "results",
+    plot: Annotated[
+        bool, typer.Option("--plot/--no-plot", help="Write the heatmap p2p.png.")
+    ] = True,
+) -> None:
+    from colbench.p2p.config import from_options
+
+    cfg = from_options(
+        size,
+        latency_size,
+        nprocs=nprocs,
+        backend=backend,
+        bidirectional=bidirectional,
+        serial=serial,
+        per_node=per_node,
+        rail=rail,
+        iters=iters,
+        warmup=warmup,
+        repeat=repeat,
+        bw_pct=threshold,
+        latency_pct=latency_threshold,
+        fail_below_pct=fail_below,
+        timeout_s=timeout,
+        init_timeout_s=init_timeout,
+        out_dir=out,
+        results_root=results_dir,
+        plot=plot,
+        command_line=tuple(sys.argv),
+    )
+    # Imported after the arguments are checked: the runner imports torch.
+    from colbench.p2p.run import run_p2p
+
+    raise typer.Exit(run_p2p(cfg))
+
+
 @app.command()
 def explain(op: Annotated[str, typer.Argument(help="A collective, e.g. all_gather.")]) -> None:
     """Print how size, count, algbw and busbw are defined for OP.

@@ -1,10 +1,18 @@
-"""A real, rate-limited network between two ranks: two namespaces joined by a veth pair.
+"""Real, rate-limited networks between ranks, built from network namespaces.
 
-Each namespace holds one end of the pair and a private /30 address; ``tc`` shapes both
-ends with a token bucket, so the link rate, not the CPU, sets how long a large
-collective takes. colbench runs once in each namespace in launched mode (RANK,
-WORLD_SIZE, MASTER_ADDR, ...), exactly as under a real launcher on two hosts. Used by
-the gate's throttle tests and by benchmarks/gate_power.py.
+- :func:`veth_pair`: two namespaces joined by a veth pair, each with a private /30
+  address; ``tc`` shapes both ends with a token bucket, so the link rate, not the CPU,
+  sets how long a large collective takes. Used by the gate's throttle tests and by
+  benchmarks/gate_power.py.
+- :func:`fabric`: N "nodes" (one namespace each) joined through a bridge in a switch
+  namespace of their own, with ``tc`` shaping per node (both directions of its link)
+  and per destination (htb with a u32 filter on the peer's address). Used by the p2p
+  fabric tests.
+
+colbench runs once in each namespace in launched mode (RANK, WORLD_SIZE, MASTER_ADDR,
+...), exactly as under a real launcher on separate hosts. Every namespace is named
+after this process and a tag (no clash between parallel runs) and is deleted, with
+whatever still runs in it, on exit, also after a failure.
 """
 
 from __future__ import annotations
@@ -12,11 +20,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from colbench.launch import free_port
@@ -52,6 +61,56 @@ def unavailable() -> str | None:
     return None
 
 
+def launch_ranks(
+    ranks: Sequence[tuple[str, dict[str, str]]],
+    master_addr: str,
+    argv: Sequence[str],
+    timeout_s: float = 600,
+) -> list[subprocess.CompletedProcess[str]]:
+    """``colbench ARGV`` once per (namespace, extra env), as ranks 0.. of one launched job.
+
+    Each rank is alone on its "node" (LOCAL_WORLD_SIZE 1); rank 0's node hosts the store
+    at ``master_addr``. Waits for all; whatever still runs at the deadline is killed.
+    """
+    port = free_port()
+    procs = []
+    for rank, (ns, extra) in enumerate(ranks):
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "RANK": str(rank),
+            "WORLD_SIZE": str(len(ranks)),
+            "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": master_addr,
+            "MASTER_PORT": str(port),
+            **extra,
+        }
+        procs.append(
+            subprocess.Popen(
+                ["ip", "netns", "exec", ns, sys.executable, "-m", "colbench", *argv],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    deadline = time.monotonic() + timeout_s
+    results = []
+    try:
+        for proc in procs:
+            left_s = max(1.0, deadline - time.monotonic())
+            stdout, stderr = proc.communicate(timeout=left_s)
+            results.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return results
+
+
 @dataclass(frozen=True)
 class VethPair:
     namespaces: tuple[str, str]
@@ -74,45 +133,13 @@ class VethPair:
         Returns rank 0's completed process (rank 1's output is appended to its stderr
         when rank 1 fails).
         """
-        port = free_port()
-        procs = []
-        for rank, (ns, iface) in enumerate(zip(self.namespaces, self.interfaces, strict=True)):
-            env = {
-                **os.environ,
-                "PYTHONUNBUFFERED": "1",
-                "RANK": str(rank),
-                "WORLD_SIZE": "2",
-                "LOCAL_RANK": "0",
-                "LOCAL_WORLD_SIZE": "1",
-                "MASTER_ADDR": self.addresses[0],
-                "MASTER_PORT": str(port),
-                "GLOO_SOCKET_IFNAME": iface,
-            }
-            command = ["ip", "netns", "exec", ns, sys.executable, "-m", "colbench", "sweep"]
-            procs.append(
-                subprocess.Popen(
-                    [*command, *args, "--out", str(out)],
-                    cwd=REPO,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        deadline = time.monotonic() + timeout_s
-        results = []
-        try:
-            for proc in procs:
-                left_s = max(1.0, deadline - time.monotonic())
-                stdout, stderr = proc.communicate(timeout=left_s)
-                results.append(
-                    subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-                )
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+        ranks = [
+            (ns, {"RANK": str(rank), "GLOO_SOCKET_IFNAME": iface})
+            for rank, (ns, iface) in enumerate(zip(self.namespaces, self.interfaces, strict=True))
+        ]
+        results = launch_ranks(
+            ranks, self.addresses[0], ["sweep", *args, "--out", str(out)], timeout_s
+        )
         first, second = results
         if second.returncode != 0:
             first.stderr += f"\n[rank 1 exit {second.returncode}]\n{second.stderr}"
@@ -147,3 +174,110 @@ def veth_pair(tag: str = "") -> Iterator[VethPair]:
             _run("ip", "netns", "del", ns)
         # A pair created before its move into the namespaces failed is still here.
         _run("ip", "link", "del", interfaces[0])
+
+
+def _kill_everything_in(namespace: str) -> None:
+    for pid in _run("ip", "netns", "pids", namespace).stdout.split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+@dataclass
+class Fabric:
+    """N nodes, one namespace each, behind one bridge; rank i runs on node i.
+
+    Node i's interface is ``eth0`` at ``addresses[i]``; its port on the bridge is ``p<i>``
+    in the switch namespace. Shaping is kept here per device and rebuilt whole on each
+    change, so a test sets exactly the fabric it means.
+    """
+
+    namespaces: tuple[str, ...]
+    switch: str
+    addresses: tuple[str, ...]
+    labels: tuple[str, ...]
+    #: node -> its link's rate (both directions), Mbit/s; None: unshaped.
+    node_mbit: dict[int, float | None] = field(default_factory=dict)
+    #: (node, peer) -> rate of node's traffic to peer, Mbit/s (both directions are set).
+    pair_mbit: dict[tuple[int, int], float] = field(default_factory=dict)
+
+    def shape(
+        self,
+        base_mbit: float | None,
+        node_mbit: dict[int, float] | None = None,
+        pair_mbit: dict[tuple[int, int], float] | None = None,
+    ) -> None:
+        """Every link at ``base_mbit``, except nodes in ``node_mbit`` (their whole link,
+        both ways) and pairs in ``pair_mbit`` (just the traffic between the two nodes)."""
+        nodes = range(len(self.namespaces))
+        self.node_mbit = {i: (node_mbit or {}).get(i, base_mbit) for i in nodes}
+        self.pair_mbit = {}
+        for (a, b), mbit in (pair_mbit or {}).items():
+            self.pair_mbit[(a, b)] = self.pair_mbit[(b, a)] = mbit
+        for i in nodes:
+            to_peers = {self.addresses[j]: m for (a, j), m in self.pair_mbit.items() if a == i}
+            # Node i's egress (to every peer, or per destination) ...
+            _htb(self.namespaces[i], "eth0", self.node_mbit[i], to_peers)
+            # ... and its ingress: the bridge port's egress towards node i.
+            _htb(self.switch, f"p{i}", self.node_mbit[i], {})
+
+    def colbench(
+        self, argv: Sequence[str], timeout_s: float = 120
+    ) -> list[subprocess.CompletedProcess[str]]:
+        """``colbench ARGV`` as one launched job: rank i on node i, labelled ``labels[i]``."""
+        ranks = [
+            (ns, {"GLOO_SOCKET_IFNAME": "eth0", "COLBENCH_NODE_LABEL": label})
+            for ns, label in zip(self.namespaces, self.labels, strict=True)
+        ]
+        return launch_ranks(ranks, self.addresses[0], argv, timeout_s)
+
+
+def _htb(ns: str, dev: str, default_mbit: float | None, per_dst_mbit: dict[str, float]) -> None:
+    """Replace ``dev``'s root qdisc: htb at ``default_mbit``, with a class of its own for
+    each destination address in ``per_dst_mbit`` (u32 filter on the IP destination)."""
+    _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root")
+    if default_mbit is None and not per_dst_mbit:
+        return
+    tc = ("ip", "netns", "exec", ns, "tc")
+    _must(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+    # Unshaped traffic in a shaped tree still needs a class: make it as fast as veth goes.
+    rate = f"{default_mbit:g}mbit" if default_mbit is not None else "10gbit"
+    _must(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10",
+          "htb", "rate", rate, "ceil", rate)  # fmt: skip
+    for k, (address, mbit) in enumerate(sorted(per_dst_mbit.items()), start=11):
+        _must(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", f"1:{k}",
+              "htb", "rate", f"{mbit:g}mbit", "ceil", f"{mbit:g}mbit")  # fmt: skip
+        _must(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+              "u32", "match", "ip", "dst", f"{address}/32", "flowid", f"1:{k}")  # fmt: skip
+
+
+@contextlib.contextmanager
+def fabric(nodes: int, tag: str = "") -> Iterator[Fabric]:
+    """``nodes`` fresh namespaces joined through a bridge; all deleted on exit."""
+    pid = os.getpid()
+    base = f"cbfab-{pid}{tag}"
+    switch = f"{base}-sw"
+    namespaces = tuple(f"{base}-n{i}" for i in range(nodes))
+    # A private /24 that exists only inside these namespaces.
+    addresses = tuple(f"10.215.{pid % 250}.{i + 1}" for i in range(nodes))
+    labels = tuple(f"node{chr(ord('A') + i)}" for i in range(nodes))
+    made: list[str] = []
+    try:
+        for ns in (switch, *namespaces):
+            _must("ip", "netns", "add", ns)
+            made.append(ns)
+        _must("ip", "-n", switch, "link", "add", "br0", "type", "bridge")
+        _must("ip", "-n", switch, "link", "set", "br0", "up")
+        for i, (ns, address) in enumerate(zip(namespaces, addresses, strict=True)):
+            # Made inside the namespaces at once: no name in the host's namespace to clash.
+            _must("ip", "link", "add", "eth0", "netns", ns, "type", "veth",
+                  "peer", "name", f"p{i}", "netns", switch)  # fmt: skip
+            _must("ip", "-n", switch, "link", "set", f"p{i}", "master", "br0", "up")
+            _must("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+            _must("ip", "-n", ns, "link", "set", "eth0", "up")
+            _must("ip", "-n", ns, "link", "set", "lo", "up")
+        yield Fabric(namespaces, switch, addresses, labels)
+    finally:
+        for ns in reversed(made):
+            _kill_everything_in(ns)
+            # Deleting a namespace deletes its veth ends, and so the pairs and the bridge.
+            _run("ip", "netns", "del", ns)

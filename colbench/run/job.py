@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
 
 from colbench.config import SweepConfig
+
+
+class RankTask(Protocol):
+    """Another job for the ranks than a sweep (``colbench p2p``): same start-up, own body.
+
+    Picklable (spawned GPU ranks receive it). ``run_rank`` runs in every rank once its
+    process group exists; ``report`` runs once the ranks are done (in the parent, or in
+    a launched job's rank 0) and returns the exit code.
+    """
+
+    def run_rank(self, job: RankJob, rank: int, device: Any, in_flight: Any) -> None: ...
+
+    def report(self, run_dir: Path) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -26,6 +41,8 @@ class RankJob:
     variant: str = ""
     #: Variables of the variant; every rank reports the values it sees into meta.json.
     variant_keys: tuple[str, ...] = ()
+    #: What the ranks run instead of the sweep; None runs the sweep (``cfg``).
+    task: RankTask | None = None
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,20 @@ from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.inflight import InFlight
 from colbench.launch import LaunchEnv
 from colbench.run import watchdog as hang_watchdog
-from colbench.run.job import RankJob
+from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import finish_meta, report_done
 from colbench.run.prepare import _gpu_count, checked_notes, make_run_dir
 from colbench.run.rank import exit_now, rank_main
 
 
-def run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
-    """Join a job an external launcher started: this process is one rank."""
-    notes = checked_notes(cfg, env.world_size, backend)
+def run_launched(
+    cfg: SweepConfig, env: LaunchEnv, backend: str, task: RankTask | None = None
+) -> int:
+    """Join a job an external launcher started: this process is one rank.
+
+    ``task``: run it instead of the sweep (it checked its own input).
+    """
+    notes = checked_notes(cfg, env.world_size, backend) if task is None else []
     preflight.check(env, backend, _gpu_count())
     # torch's env:// reads these; Slurm and MPI jobs get them from detect().
     launch.export(env)
@@ -41,6 +46,7 @@ def run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
         launcher=env.launcher,
         run_dir=str(run_dir.resolve()) if run_dir else None,
         run_id=run_dir.name if run_dir else "",
+        task=task,
     )
     # Each rank publishes its progress under its own rank, for the hang verdict.
     in_flight = InFlight(rank=env.rank)
@@ -65,4 +71,7 @@ def run_launched(cfg: SweepConfig, env: LaunchEnv, backend: str) -> int:
             finish_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
         code = exc.exit_code if isinstance(exc, RankFailure) else None
         raise RankFailure(message, code) from None
-    exit_now(report_done(run_dir) if run_dir is not None else int(ExitCode.OK))
+    if run_dir is None:
+        exit_now(int(ExitCode.OK))
+    # The process group is gone: a task's report (a figure, say) holds no peer up.
+    exit_now(report_done(run_dir) if task is None else task.report(run_dir))

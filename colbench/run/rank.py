@@ -31,7 +31,8 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     in_flight.store = init_process_group(job, rank, device, in_flight)
     try:
         in_flight.step("setup")
-        _run_plan(job, rank, device, in_flight)
+        body = _run_plan if job.task is None else job.task.run_rank
+        body(job, rank, device, in_flight)
     except BaseException as exc:
         # Stamp the failure now: tearing down would close connections and make the
         # peers fail too, and the first failure must stay recognisable as the first.

@@ -7,6 +7,7 @@ when rank 0 could not.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import logging
 import os
@@ -25,7 +26,7 @@ from colbench.errors import ExitCode, UsageError
 from colbench.inflight import InFlight
 from colbench.run import protocol, supervise
 from colbench.run import watchdog as hang_watchdog
-from colbench.run.job import RankJob
+from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import finish_meta, report_done, rows_kept, tidy_logs
 from colbench.run.rank import exit_now, rank_main
 from colbench.rundir import RunDir
@@ -82,10 +83,18 @@ def _listen_loopback() -> socket.socket:
 
 
 def spawn_and_wait(
-    cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variant: Variant | None = None
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    variant: Variant | None = None,
+    task: RankTask | None = None,
 ) -> int:
+    """Start the ranks, wait for them, report. ``task``: run it instead of the sweep."""
     listener = _listen_loopback()
     job = _spawn_job(cfg, backend, world_size, run_dir, listener, variant)
+    if task is not None:
+        job = dataclasses.replace(job, task=task)
     with supervise.StopSignals() as stop:
         started = time.monotonic()
         context, store = _start_ranks(job, listener)
@@ -100,7 +109,7 @@ def spawn_and_wait(
             return _report_interrupted(run_dir, stop)
     if exit_codes is None:
         tidy_logs(run_dir)
-        return report_done(run_dir)
+        return report_done(run_dir) if task is None else task.report(run_dir)
     pids = dict(enumerate(context.pids()))
     failure = protocol.diagnose(
         exit_codes,

@@ -1,0 +1,172 @@
+"""The measuring side of p2p, in every rank: one message size, pair by pair, step by step.
+
+Bandwidth (osu_bw's definition, one message in flight): the sender times one message
+of ``size_bytes`` plus a one-byte acknowledgement back from the receiver; bandwidth is
+size_bytes over that time. The acknowledgement is what makes it one-way time: a send
+returns once the data is in the sender's socket buffers or on the wire, not when it
+has arrived. It adds one small-message latency per message (about 0.1% at 64M on a
+10 GB/s link). osu_bw keeps a window of 64 messages in flight because its messages
+start at 1 byte; at the sizes a bandwidth is read at, one message is already far
+longer than the link's bandwidth-delay product, so a window would only multiply the
+memory. With ``bidirectional``, both ranks send a message and receive the other's at
+once (osu_bibw); each direction's bandwidth is its own bytes over the exchange time.
+
+Latency (osu_latency's definition): half the round trip of a ``latency_bytes``
+ping-pong, timed by the rank that starts it.
+
+Messages go over the measured group: gloo's send/recv (torch's isend/irecv, waited
+on), or on NCCL one ``batch_isend_irecv`` per exchange. Barriers, and gathering the
+times, go over the side group (colbench.groups), as for sweeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from colbench.p2p.schedule import Step, role
+from colbench.timing import Timer
+
+#: (src, dst) -> the sender's per-iteration times in microseconds.
+Times = dict[tuple[int, int], list[float]]
+
+
+class Side(Protocol):
+    def barrier(self) -> None: ...
+
+
+class Transport:
+    """Runs one exchange of point-to-point messages with peers and waits for it."""
+
+    def __init__(self, backend: str, group: Any = None, dist: Any = None) -> None:
+        if dist is None:
+            import torch.distributed as dist
+        self._dist = dist
+        self._batched = backend == "nccl"
+        self._group = group
+
+    def exchange(
+        self, sends: Sequence[tuple[Any, int]] = (), recvs: Sequence[tuple[Any, int]] = ()
+    ) -> None:
+        dist = self._dist
+        if self._batched:
+            ops = [dist.P2POp(dist.isend, t, peer, self._group) for t, peer in sends]
+            ops += [dist.P2POp(dist.irecv, t, peer, self._group) for t, peer in recvs]
+            works = dist.batch_isend_irecv(ops)
+        else:
+            works = [dist.isend(t, peer, group=self._group) for t, peer in sends]
+            works += [dist.irecv(t, peer, group=self._group) for t, peer in recvs]
+        # On NCCL, wait() makes the current stream wait, not the host: CUDA events
+        # recorded after the call then time the messages themselves.
+        for work in works:
+            work.wait()
+
+
+@dataclass(frozen=True)
+class Buffers:
+    """What one rank sends and receives; filled once, outside any timed region."""
+
+    send: Any
+    recv: Any
+    ack: Any
+    ping: Any
+    pong: Any
+
+    @classmethod
+    def allocate(cls, size_bytes: int, latency_bytes: int, device: Any) -> Buffers:
+        import torch
+
+        def zeros(n: int) -> Any:
+            return torch.zeros(n, dtype=torch.uint8, device=device)
+
+        return cls(
+            zeros(size_bytes),
+            zeros(size_bytes),
+            zeros(1),
+            zeros(latency_bytes),
+            zeros(latency_bytes),
+        )
+
+
+def bandwidth_call(
+    link: Transport, me: str, peer: int, bufs: Buffers, bidirectional: bool
+) -> Callable[[], None]:
+    """One timed bandwidth iteration for this rank: ``me`` is ``src`` or ``dst``."""
+    if bidirectional:
+        return lambda: link.exchange(sends=[(bufs.send, peer)], recvs=[(bufs.recv, peer)])
+    if me == "src":
+
+        def send() -> None:
+            link.exchange(sends=[(bufs.send, peer)])
+            link.exchange(recvs=[(bufs.ack, peer)])
+
+        return send
+
+    def receive() -> None:
+        link.exchange(recvs=[(bufs.recv, peer)])
+        link.exchange(sends=[(bufs.ack, peer)])
+
+    return receive
+
+
+def latency_call(link: Transport, me: str, peer: int, bufs: Buffers) -> Callable[[], None]:
+    """One ping-pong: the source sends first, the destination answers."""
+    if me == "src":
+
+        def ping() -> None:
+            link.exchange(sends=[(bufs.ping, peer)])
+            link.exchange(recvs=[(bufs.pong, peer)])
+
+        return ping
+
+    def pong() -> None:
+        link.exchange(recvs=[(bufs.pong, peer)])
+        link.exchange(sends=[(bufs.ping, peer)])
+
+    return pong
+
+
+@dataclass
+class Stepper:
+    """Walks every rank through the same steps; ranks not in a step wait at its barrier."""
+
+    rank: int
+    side: Side
+    timer: Timer
+    iters: int
+    warmup: int
+    #: Called with a description before each step (progress for the hang watchdog).
+    on_step: Callable[[str], None] = lambda _: None
+
+    def run(
+        self,
+        what: str,
+        steps: Sequence[Step],
+        make_call: Callable[[str, int], Callable[[], None]],
+        both_report: bool = False,
+    ) -> Times:
+        """Time each step's pairs; returns this rank's times as sender.
+
+        ``both_report``: both ranks of a pair send (bidirectional), each reports its
+        own direction; otherwise only the step's source does.
+        """
+        mine: Times = {}
+        for index, step in enumerate(steps):
+            self.on_step(f"{what} step {index + 1}/{len(steps)}")
+            # Pairs start together, so concurrent pairs of a round overlap as planned.
+            self.side.barrier()
+            where = role(step, self.rank)
+            if where is None:
+                continue
+            me, peer = where
+            call = make_call(me, peer)
+            # Never time the first message of a pair: it sets up the connection.
+            for _ in range(max(1, self.warmup)):
+                self.timer.run_once(call)
+            self.timer.synchronize()
+            times = self.timer.time_batch(call, self.iters)
+            if me == "src" or both_report:
+                mine[(self.rank, peer)] = times
+        self.side.barrier()
+        return mine

@@ -1,0 +1,96 @@
+"""What a p2p run shows when it is done: the matrices, the heatmap, the verdict (last)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from colbench.errors import ExitCode
+from colbench.p2p import results
+from colbench.p2p.config import P2PConfig
+from colbench.p2p.verdict import Verdict, judge
+from colbench.rundir import RunDir
+
+#: Exit status when --fail-below finds a link below its limit (as a failed gate).
+FAIL_BELOW_EXIT = int(ExitCode.DATA_ERROR)
+
+
+def matrices(frame: Any) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], float]]:
+    """(src, dst) -> bandwidth in GB/s, and -> latency in microseconds: with --repeat, the
+    median over the passes (one pass that met a busy host does not make a pair slow)."""
+    medians = frame.groupby(["src_rank", "dst_rank"])[["bw_gbps", "latency_us"]].median()
+    bw = {(int(s), int(d)): float(v) for (s, d), v in medians["bw_gbps"].items()}
+    lat = {(int(s), int(d)): float(v) for (s, d), v in medians["latency_us"].items()}
+    return bw, lat
+
+
+def node_of(frame: Any) -> dict[int, str]:
+    nodes = {int(r.src_rank): str(r.src_node) for r in frame.itertuples()}
+    nodes.update({int(r.dst_rank): str(r.dst_node) for r in frame.itertuples()})
+    return nodes
+
+
+def verdict_of(frame: Any, cfg: P2PConfig) -> Verdict:
+    bw, lat = matrices(frame)
+    return judge(bw, lat, node_of(frame), cfg.bw_pct, cfg.latency_pct, cfg.fail_below_pct)
+
+
+def matrix_text(values: dict[tuple[int, int], float], nodes: dict[int, str], title: str) -> str:
+    """A src x dst table; ``-`` where nothing was measured (the diagonal, idle pairs)."""
+    ranks = sorted(nodes)
+    # 4 significant digits fit in 9 characters ("0.0003988"), plus a space between.
+    width = max(10, *(len(str(r)) + 1 for r in ranks))
+    lines = [f"# {title} (rows: src rank, columns: dst rank)"]
+    lines.append(f"{'src':>{width}}" + "".join(f"{r:>{width}}" for r in ranks) + "  node")
+    for src in ranks:
+        cells = "".join(
+            f"{values[(src, dst)]:>{width}.4g}" if (src, dst) in values else f"{'-':>{width}}"
+            for dst in ranks
+        )
+        lines.append(f"{src:>{width}}{cells}  {nodes[src]}")
+    return "\n".join(lines)
+
+
+def report(run_dir: Path, cfg: P2PConfig) -> int:
+    frame = results.load(run_dir)
+    bw, lat = matrices(frame)
+    nodes = node_of(frame)
+    verdict = verdict_of(frame, cfg)
+    passes = int(frame["repeat"].max()) + 1 if len(frame) else 0
+    print(
+        f"colbench: {len(bw)} ordered pairs x {passes} pass(es) in {run_dir / results.FILE_NAME}",
+        file=sys.stderr,
+    )
+    if cfg.plot:
+        from colbench.p2p.heatmap import write_heatmap
+
+        path = write_heatmap(run_dir / "p2p.png", bw, lat, nodes, frame)
+        print(f"colbench: heatmap: {path}", file=sys.stderr)
+    sys.stderr.flush()
+    size = int(frame["size_bytes"].iloc[0]) if len(frame) else 0
+    small = int(frame["latency_bytes"].iloc[0]) if len(frame) else 0
+    of = f", median of {passes} passes" if passes > 1 else ""
+    print(matrix_text(bw, nodes, f"bandwidth at {size} B, GB/s{of}"))
+    print(matrix_text(lat, nodes, f"latency at {small} B, us{of}"))
+    for line in verdict.lines:
+        print(line)
+    sys.stdout.flush()
+    _record(run_dir, verdict)
+    return FAIL_BELOW_EXIT if verdict.failing else int(ExitCode.OK)
+
+
+def _record(run_dir: Path, verdict: Verdict) -> None:
+    try:
+        meta = RunDir(run_dir).read_meta()
+    except (OSError, json.JSONDecodeError):
+        return
+    meta["verdict"] = {
+        "judged": verdict.judged,
+        "lines": list(verdict.lines),
+        "slow_nodes": list(verdict.slow_nodes),
+        "slow_links": [list(pair) for pair in verdict.slow_links],
+        "failing_links": [[link.low, link.high] for link in verdict.failing],
+    }
+    RunDir(run_dir).write_meta(meta)

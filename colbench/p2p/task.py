@@ -1,0 +1,211 @@
+"""A p2p run as a rank task: what every rank does once its process group exists.
+
+colbench.run starts the ranks (spawned, or under torchrun/Slurm/MPI) exactly as for a
+sweep, then hands each rank to :meth:`P2PTask.run_rank` instead of the sweep's loop;
+when the ranks are done, :meth:`P2PTask.report` prints the matrix and the verdict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from colbench import __version__, launch, metadata
+from colbench.errors import UsageError
+from colbench.groups import SideGroup
+from colbench.p2p import results
+from colbench.p2p.config import P2PConfig
+from colbench.p2p.measure import Buffers, Stepper, Times, Transport, bandwidth_call, latency_call
+from colbench.p2p.schedule import Selection, directed_steps, pair_steps, select
+from colbench.p2p.verdict import MIN_RANKS
+from colbench.run import watchdog as hang_watchdog
+from colbench.rundir import RunDir
+
+#: Tests (and clusters whose host names say little) name each rank's node with this.
+NODE_LABEL_ENV = "COLBENCH_NODE_LABEL"
+
+
+@dataclass(frozen=True)
+class Member:
+    """What each rank tells the others before measuring."""
+
+    digest: str
+    rank: int
+    pid: int
+    node: str
+    label: str
+    device_name: str
+
+
+@dataclass(frozen=True)
+class World:
+    """Who is where: node label per rank, and the ranks that take part."""
+
+    members: list[Member]
+    labels: list[str]
+    selection: Selection
+
+
+def plan_digest(cfg: P2PConfig) -> str:
+    """What every rank must agree on before the first message."""
+    keys: tuple[object, ...] = (cfg.size_bytes, cfg.latency_bytes, cfg.bidirectional, cfg.serial)
+    keys += (cfg.per_node, cfg.rail, cfg.iters, cfg.warmup, cfg.repeat, __version__)
+    return hashlib.sha256(repr(keys).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class P2PTask:
+    cfg: P2PConfig
+
+    def run_rank(self, job: Any, rank: int, device: Any, in_flight: Any) -> None:
+        """This rank's share of the matrix; rank 0 also writes meta.json and p2p.csv."""
+        from colbench.run.rank import _device_name, make_timer
+
+        cfg = self.cfg
+        side = SideGroup.create(
+            job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s)
+        )
+        world = self._meet(side, rank, _device_name(device))
+        run_dir = Path(job.run_dir) if rank == 0 and job.run_dir is not None else None
+        if run_dir is not None:
+            RunDir(run_dir).write_meta(self._meta(job, world))
+        started = time.time()
+        in_flight.op, in_flight.dtype = "p2p", "uint8"
+        stepper = Stepper(
+            rank,
+            side,
+            make_timer(device.type, False, side.barrier),
+            cfg.iters,
+            cfg.warmup,
+            in_flight.step,
+        )
+        taking_part = rank in world.selection.ranks
+        bufs = Buffers.allocate(cfg.size_bytes, cfg.latency_bytes, device) if taking_part else None
+        link = Transport(job.backend)
+        # Every pass measures the whole matrix once (sweep --repeat's interleaving): a
+        # pair that was slow only while the host was busy is slow in one pass, not all.
+        passes = [
+            self._measure_pass(stepper, world.selection, link, bufs, in_flight)
+            for _ in range(cfg.repeat)
+        ]
+        in_flight.step("gathering the matrix")
+        gathered: list[list[tuple[Times, Times]]] = side.gather_objects(passes)
+        if run_dir is not None:
+            rows = self._rows(job, world, gathered, _device_name(device))
+            results.write(run_dir / results.FILE_NAME, rows)
+            meta = RunDir(run_dir).read_meta()
+            meta.update(
+                status="complete", rows=len(rows), duration_s=round(time.time() - started, 3)
+            )
+            RunDir(run_dir).write_meta(meta)
+
+    def _measure_pass(
+        self, stepper: Stepper, selection: Selection, link: Transport, bufs: Any, in_flight: Any
+    ) -> tuple[Times, Times]:
+        """One pass over the matrix: bandwidth of every pair, then latency of every pair."""
+        cfg = self.cfg
+        in_flight.size_bytes = cfg.size_bytes
+        bw = stepper.run(
+            "bandwidth",
+            (pair_steps if cfg.bidirectional else directed_steps)(selection, cfg.serial),
+            lambda me, peer: bandwidth_call(link, me, peer, bufs, cfg.bidirectional),
+            both_report=cfg.bidirectional,
+        )
+        in_flight.size_bytes = cfg.latency_bytes
+        lat = stepper.run(
+            "latency",
+            directed_steps(selection, cfg.serial),
+            lambda me, peer: latency_call(link, me, peer, bufs),
+        )
+        return bw, lat
+
+    def _meet(self, side: SideGroup, rank: int, device_name: str) -> World:
+        me = Member(
+            digest=plan_digest(self.cfg),
+            rank=rank,
+            pid=os.getpid(),
+            node=launch.node_id(),
+            label=os.environ.get(NODE_LABEL_ENV, "").strip(),
+            device_name=device_name,
+        )
+        members: list[Member] = side.gather_objects(me)
+        differing = [m.rank for m in members if m.digest != members[0].digest]
+        if differing:
+            raise UsageError(
+                f"ranks disagree on the p2p run: rank(s) {', '.join(map(str, differing))} were "
+                "started with other options than rank 0 (or another colbench version)"
+            )
+        readable = launch.node_labels([m.node for m in members])
+        labels = [m.label or name for m, name in zip(members, readable, strict=True)]
+        # An explicit label is the node: it also decides --per-node and --rail.
+        keys = [m.label or m.node for m in members]
+        selection = select(keys, self.cfg.per_node, self.cfg.rail)
+        if self.cfg.fail_below_pct is not None and len(selection.ranks) < MIN_RANKS:
+            raise UsageError(
+                f"--fail-below needs at least {MIN_RANKS} ranks taking part (nodes with "
+                f"--per-node) for the median rule; this run has {len(selection.ranks)}"
+            )
+        return World(members, labels, selection)
+
+    def _meta(self, job: Any, world: World) -> dict[str, Any]:
+        meta = metadata.collect(
+            run_id=job.run_id,
+            config=self.cfg.to_dict(),
+            launcher=job.launcher,
+            backend=job.backend,
+            world_size=job.world_size,
+            hosts=world.labels,
+            devices=[m.device_name for m in world.members],
+            pids=[m.pid for m in world.members],
+        )
+        meta.update(
+            kind="p2p",
+            p2p_schema_version=results.P2P_SCHEMA_VERSION,
+            ranks_taking_part=list(world.selection.ranks),
+        )
+        return meta
+
+    def _rows(
+        self, job: Any, world: World, gathered: list[list[tuple[Times, Times]]], device: str
+    ) -> list[dict[str, Any]]:
+        cfg = self.cfg
+        rows = []
+        for repeat in range(cfg.repeat):
+            bw: Times = {k: v for passes in gathered for k, v in passes[repeat][0].items()}
+            lat: Times = {k: v for passes in gathered for k, v in passes[repeat][1].items()}
+            for src, dst in sorted(bw):
+                timing = results.time_columns(bw[(src, dst)])
+                rows.append(
+                    {
+                        "schema_version": results.P2P_SCHEMA_VERSION,
+                        "run_id": job.run_id,
+                        "backend": job.backend,
+                        "device": device,
+                        "world_size": job.world_size,
+                        "nnodes": len(set(world.labels)),
+                        "mode": "bi" if cfg.bidirectional else "uni",
+                        "src_rank": src,
+                        "dst_rank": dst,
+                        "src_node": world.labels[src],
+                        "dst_node": world.labels[dst],
+                        "size_bytes": cfg.size_bytes,
+                        "warmup": max(1, cfg.warmup),
+                        "iters": cfg.iters,
+                        **timing,
+                        "bw_gbps": cfg.size_bytes / timing["time_us"] / 1e3,
+                        "latency_bytes": cfg.latency_bytes,
+                        **results.latency_columns(lat[(src, dst)]),
+                        "repeat": repeat,
+                    }
+                )
+        return rows
+
+    def report(self, run_dir: Path) -> int:
+        """After the ranks: the matrix, the heatmap, and the verdict printed last."""
+        from colbench.p2p.report import report
+
+        return report(run_dir, self.cfg)
