@@ -191,3 +191,17 @@ def test_shape_ellipsis_stands_for_lines_and_line_ends() -> None:
     printed = ["# head", "a", "b", "colbench gate: PASS: 7 rows: 1 noisy, 6 ok"]
     assert shape_mismatch(shown, printed) is None
     assert shape_mismatch(shown, ["# head", "colbench gate: FAIL (1 failure(s)): 7"]) is not None
+
+
+def test_layout_page_names_every_module_and_only_those() -> None:
+    """docs/layout.md's module table is the newcomer's map: it must match colbench/."""
+    package = REPO / "colbench"
+    actual = {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
+    actual |= {f"{p.name}/" for p in package.iterdir() if (p / "__init__.py").is_file()}
+    named: set[str] = set()
+    for line in (DOCS / "layout.md").read_text().splitlines():
+        if line.startswith("| `"):
+            first_cell = line.split("|")[1]
+            named |= set(re.findall(r"`([\w.]+\.py|\w+/)`", first_cell))
+    assert sorted(actual - named) == [], "modules missing from docs/layout.md"
+    assert sorted(named - actual) == [], "docs/layout.md names modules that do not exist"
