@@ -1,87 +1,71 @@
-"""The p2p result file, ``p2p.csv``: one row per ordered pair, versioned, and its reader.
+"""The p2p result file, ``p2p.csv``: one row per ordered pair and pass, and its reader.
 
-History of P2P_SCHEMA_VERSION (bump on any change of columns or their meaning):
-  1 - first release.
+:class:`P2PRow` is declared once: the column list, the CSV header, the writer's checks
+(colbench.tables) and docs/schema.md come from its fields. ``P2P.history`` says what
+each version changed; bump P2P_SCHEMA_VERSION on any change of columns or their meaning.
 """
 
 from __future__ import annotations
 
-import csv
+import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench.bench import percentile
 from colbench.errors import UsageError
+from colbench.tables import Table, TableRow, column
 
 P2P_SCHEMA_VERSION = 1
-FILE_NAME = "p2p.csv"
-
-COLUMNS: dict[str, str] = {
-    "schema_version": "version of this column list (see colbench.p2p.results)",
-    "run_id": "identifier of the run (the run directory's name)",
-    "backend": "torch.distributed backend: gloo or nccl",
-    "device": "cpu, or the GPU model",
-    "world_size": "ranks in the whole job (not all take part with --per-node)",
-    "nnodes": "distinct nodes the ranks ran on",
-    "mode": "uni: one direction at a time; bi: both directions of the pair at once",
-    "src_rank": "sending rank",
-    "dst_rank": "receiving rank",
-    "src_node": "node label of the sending rank (hostname, or COLBENCH_NODE_LABEL)",
-    "dst_node": "node label of the receiving rank",
-    "size_bytes": "bandwidth message size in bytes (1K = 1024)",
-    "warmup": "untimed messages before timing",
-    "iters": "timed messages",
-    "time_us": "mean one-way time of one message (to the receiver's acknowledgement), us",
-    "time_min_us": "fastest message",
-    "time_p50_us": "median message",
-    "time_p99_us": "99th-percentile message",
-    "time_max_us": "slowest message",
-    "bw_gbps": "bandwidth: size_bytes / time_us, in GB/s (1e9 bytes/s)",
-    "latency_bytes": "latency message size in bytes",
-    "latency_us": "half the mean ping-pong round trip (osu_latency), microseconds",
-    "latency_p50_us": "half the median round trip",
-    "latency_p99_us": "half the 99th-percentile round trip",
-    "repeat": "pass 0..R-1 of p2p --repeat R (each pass measures the whole matrix)",
-}
-TEXT_COLUMNS = ("run_id", "backend", "device", "mode", "src_node", "dst_node")
 
 
-def time_columns(times_us: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(times_us)
-    return {
-        "time_us": sum(ordered) / len(ordered),
-        "time_min_us": ordered[0],
-        "time_p50_us": percentile(ordered, 50),
-        "time_p99_us": percentile(ordered, 99),
-        "time_max_us": ordered[-1],
-    }
+# kw_only: fields keep the file's column order, whichever have defaults.
+@dataclass(frozen=True, kw_only=True)
+class P2PRow(TableRow):
+    """One ordered pair (src -> dst) in one pass of the matrix: a line of p2p.csv."""
+
+    schema_version: int = column("version of this column list (see below)", "", P2P_SCHEMA_VERSION)
+    run_id: str = column("identifier of the run (the run directory's name)")
+    backend: str = column("torch.distributed backend: gloo or nccl")
+    device: str = column("cpu, or the GPU model")
+    world_size: int = column("ranks in the whole job (not all take part with --per-node)", "ranks")
+    nnodes: int = column("distinct nodes the ranks ran on", "nodes")
+    mode: str = column("uni: one direction at a time; bi: both directions of the pair at once")
+    src_rank: int = column("sending rank", "rank")
+    dst_rank: int = column("receiving rank", "rank")
+    src_node: str = column("node label of the sending rank (hostname, or COLBENCH_NODE_LABEL)")
+    dst_node: str = column("node label of the receiving rank")
+    size_bytes: int = column("bandwidth message size (1K = 1024)", "B")
+    warmup: int = column("untimed messages before timing", "messages")
+    iters: int = column("timed messages", "messages")
+    time_us: float = column(
+        "mean one-way time of one message (to the receiver's acknowledgement)", "us"
+    )
+    time_min_us: float = column("fastest message", "us")
+    time_p50_us: float = column("median message", "us")
+    time_p99_us: float = column("99th-percentile message", "us")
+    time_max_us: float = column("slowest message", "us")
+    bw_gbps: float = column("bandwidth: size_bytes / time_us", "GB/s")
+    latency_bytes: int = column("latency message size", "B")
+    latency_us: float = column("half the mean ping-pong round trip (osu_latency)", "us")
+    latency_p50_us: float = column("half the median round trip", "us")
+    latency_p99_us: float = column("half the 99th-percentile round trip", "us")
+    repeat: int = column("pass 0..R-1 of p2p --repeat R (each pass measures the whole matrix)")
 
 
-def latency_columns(round_trips_us: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(round_trips_us)
-    return {
-        "latency_us": sum(ordered) / len(ordered) / 2,
-        "latency_p50_us": percentile(ordered, 50) / 2,
-        "latency_p99_us": percentile(ordered, 99) / 2,
-    }
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
-def write(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(COLUMNS)
-        for row in rows:
-            writer.writerow(_cell(row[c]) for c in COLUMNS)
+P2P = Table(
+    "p2p.csv",
+    P2PRow,
+    P2P_SCHEMA_VERSION,
+    {1: "first release."},
+    "`colbench p2p`: one row per ordered pair of ranks measured (per pass of --repeat).",
+)
+FILE_NAME = P2P.file_name
+#: Column name -> meaning. The CSV always has exactly these columns, in this order.
+COLUMNS: dict[str, str] = P2P.columns
+_TYPES = {f.name: f.type for f in dataclasses.fields(P2PRow)}
+TEXT_COLUMNS = tuple(name for name, kind in _TYPES.items() if kind in ("str", str))
+FLOAT_COLUMNS = tuple(name for name, kind in _TYPES.items() if kind in ("float", float))
 
 
 def load(path: str | os.PathLike[str]) -> Any:
@@ -112,11 +96,11 @@ def load(path: str | os.PathLike[str]) -> Any:
             f"this colbench reads 1 to {P2P_SCHEMA_VERSION}"
         )
     frame = raw[list(COLUMNS)].copy()
-    for column in COLUMNS:
-        if column in TEXT_COLUMNS:
-            frame[column] = raw[column].astype("string")
-        elif column.endswith(("_us", "_gbps")):
-            frame[column] = pd.to_numeric(raw[column]).astype("float64")
+    for name in COLUMNS:
+        if name in TEXT_COLUMNS:
+            frame[name] = raw[name].astype("string")
+        elif name in FLOAT_COLUMNS:
+            frame[name] = pd.to_numeric(raw[name]).astype("float64")
         else:
-            frame[column] = pd.to_numeric(raw[column]).astype("int64")
+            frame[name] = pd.to_numeric(raw[name]).astype("int64")
     return frame

@@ -10,16 +10,18 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from colbench import __version__, launch, metadata
+from colbench.bench import combine_times
 from colbench.errors import UsageError
 from colbench.groups import SideGroup
-from colbench.p2p import results
 from colbench.p2p.config import P2PConfig
 from colbench.p2p.measure import Buffers, Stepper, Times, Transport, bandwidth_call, latency_call
+from colbench.p2p.results import P2P, P2PRow
 from colbench.p2p.schedule import Selection, directed_steps, pair_steps, select
 from colbench.p2p.verdict import MIN_RANKS
 from colbench.run import watchdog as hang_watchdog
@@ -55,6 +57,25 @@ def plan_digest(cfg: P2PConfig) -> str:
     keys: tuple[object, ...] = (cfg.size_bytes, cfg.latency_bytes, cfg.bidirectional, cfg.serial)
     keys += (cfg.per_node, cfg.rail, cfg.iters, cfg.warmup, cfg.repeat, __version__)
     return hashlib.sha256(repr(keys).encode()).hexdigest()[:16]
+
+
+def pair_row(times_us: Sequence[float], round_trips_us: Sequence[float], **cells: Any) -> P2PRow:
+    """One pair's row: the sender's message times (timed as a sweep's are, by one rank),
+    its ping-pong round trips halved into latencies (osu_latency), and the other cells."""
+    timing = combine_times([times_us], "rank0")
+    trip = combine_times([round_trips_us], "rank0")
+    return P2PRow(
+        time_us=timing["time_us"],
+        time_min_us=timing["time_min_us"],
+        time_p50_us=timing["time_p50_us"],
+        time_p99_us=timing["time_p99_us"],
+        time_max_us=timing["time_max_us"],
+        bw_gbps=cells["size_bytes"] / timing["time_us"] / 1e3,
+        latency_us=trip["time_us"] / 2,
+        latency_p50_us=trip["time_p50_us"] / 2,
+        latency_p99_us=trip["time_p99_us"] / 2,
+        **cells,
+    )
 
 
 @dataclass(frozen=True)
@@ -96,7 +117,8 @@ class P2PTask:
         gathered: list[list[tuple[Times, Times]]] = side.gather_objects(passes)
         if run_dir is not None:
             rows = self._rows(job, world, gathered, _device_name(device))
-            results.write(run_dir / results.FILE_NAME, rows)
+            with RunDir(run_dir).writer(P2P) as writer:
+                writer.write_all(rows)
             meta = RunDir(run_dir).read_meta()
             meta.update(
                 status="complete", rows=len(rows), duration_s=round(time.time() - started, 3)
@@ -164,43 +186,43 @@ class P2PTask:
         )
         meta.update(
             kind="p2p",
-            p2p_schema_version=results.P2P_SCHEMA_VERSION,
+            p2p_schema_version=P2P.version,
             ranks_taking_part=list(world.selection.ranks),
         )
         return meta
 
     def _rows(
         self, job: Any, world: World, gathered: list[list[tuple[Times, Times]]], device: str
-    ) -> list[dict[str, Any]]:
+    ) -> list[P2PRow]:
         cfg = self.cfg
+        common = {
+            "run_id": job.run_id,
+            "backend": job.backend,
+            "device": device,
+            "world_size": job.world_size,
+            "nnodes": len(set(world.labels)),
+            "mode": "bi" if cfg.bidirectional else "uni",
+            "size_bytes": cfg.size_bytes,
+            "warmup": max(1, cfg.warmup),
+            "iters": cfg.iters,
+            "latency_bytes": cfg.latency_bytes,
+        }
         rows = []
         for repeat in range(cfg.repeat):
             bw: Times = {k: v for passes in gathered for k, v in passes[repeat][0].items()}
             lat: Times = {k: v for passes in gathered for k, v in passes[repeat][1].items()}
             for src, dst in sorted(bw):
-                timing = results.time_columns(bw[(src, dst)])
+                where = {"src_node": world.labels[src], "dst_node": world.labels[dst]}
                 rows.append(
-                    {
-                        "schema_version": results.P2P_SCHEMA_VERSION,
-                        "run_id": job.run_id,
-                        "backend": job.backend,
-                        "device": device,
-                        "world_size": job.world_size,
-                        "nnodes": len(set(world.labels)),
-                        "mode": "bi" if cfg.bidirectional else "uni",
-                        "src_rank": src,
-                        "dst_rank": dst,
-                        "src_node": world.labels[src],
-                        "dst_node": world.labels[dst],
-                        "size_bytes": cfg.size_bytes,
-                        "warmup": max(1, cfg.warmup),
-                        "iters": cfg.iters,
-                        **timing,
-                        "bw_gbps": cfg.size_bytes / timing["time_us"] / 1e3,
-                        "latency_bytes": cfg.latency_bytes,
-                        **results.latency_columns(lat[(src, dst)]),
-                        "repeat": repeat,
-                    }
+                    pair_row(
+                        bw[(src, dst)],
+                        lat[(src, dst)],
+                        src_rank=src,
+                        dst_rank=dst,
+                        repeat=repeat,
+                        **where,
+                        **common,
+                    )
                 )
         return rows
 

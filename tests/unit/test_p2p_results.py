@@ -11,43 +11,51 @@ from colbench.cli import main
 from colbench.errors import UsageError
 from colbench.p2p import load
 from colbench.p2p.report import matrix_text
-from colbench.p2p.results import (
-    COLUMNS,
-    FILE_NAME,
-    P2P_SCHEMA_VERSION,
-    latency_columns,
-    time_columns,
-    write,
-)
+from colbench.p2p.results import COLUMNS, FILE_NAME, P2P, P2P_SCHEMA_VERSION, P2PRow
+from colbench.p2p.task import pair_row
+from colbench.rundir import RunDir
 
 
-def _row(src: int, dst: int, time_us: float) -> dict[str, object]:
-    row: dict[str, object] = dict.fromkeys(COLUMNS, 0)
-    row.update(
-        schema_version=P2P_SCHEMA_VERSION, run_id="r", backend="gloo", device="cpu",
-        mode="uni", src_rank=src, dst_rank=dst, src_node="nodeA", dst_node="nodeB",
-        size_bytes=1000, **time_columns([time_us, time_us * 3]),
-        bw_gbps=1000 / (2 * time_us) / 1e3, **latency_columns([10.0, 30.0]),
+def _row(src: int, dst: int, time_us: float, version: int = P2P_SCHEMA_VERSION) -> P2PRow:
+    return pair_row(
+        [time_us, time_us * 3], [10.0, 30.0],
+        schema_version=version, run_id="r", backend="gloo", device="cpu", world_size=2,
+        nnodes=2, mode="uni", src_rank=src, dst_rank=dst, src_node="nodeA", dst_node="nodeB",
+        size_bytes=1000, warmup=1, iters=2, latency_bytes=8, repeat=0,
     )  # fmt: skip
-    return row
+
+
+def _write(run: Path, *rows: P2PRow) -> None:
+    with RunDir(run).writer(P2P) as writer:
+        writer.write_all(rows)
 
 
 def test_rows_round_trip_with_their_types(tmp_path: Path) -> None:
-    write(tmp_path / FILE_NAME, [_row(0, 1, 5.0), _row(1, 0, 10.0)])
+    _write(tmp_path, _row(0, 1, 5.0), _row(1, 0, 10.0))
+    assert (tmp_path / FILE_NAME).is_file()
     frame = load(tmp_path)
     assert list(frame.columns) == list(COLUMNS)
     assert frame["src_rank"].tolist() == [0, 1]
     assert frame["time_us"].tolist() == [10.0, 20.0]
     assert frame["time_p50_us"].tolist() == [10.0, 20.0]
+    assert frame["time_min_us"].tolist() == [5.0, 10.0]
+    assert frame["time_max_us"].tolist() == [15.0, 30.0]
+    # 1000 B in 10 us: 0.1 GB/s.
+    assert frame["bw_gbps"].tolist() == [0.1, 0.05]
     # Latency is half the round trip (osu_latency): mean round trip 20 us -> 10 us.
     assert frame["latency_us"].tolist() == [10.0, 10.0]
+    assert frame["latency_p99_us"].tolist() == [14.9, 14.9]
     assert str(frame["src_node"].dtype) == "string"
 
 
+def test_floats_are_written_with_six_significant_digits(tmp_path: Path) -> None:
+    _write(tmp_path, _row(0, 1, 1 / 3))
+    line = (tmp_path / FILE_NAME).read_text().splitlines()[1].split(",")
+    assert line[list(COLUMNS).index("time_us")] == "0.666667"
+
+
 def test_a_newer_version_and_a_sweep_csv_are_refused(tmp_path: Path) -> None:
-    newer = _row(0, 1, 5.0)
-    newer["schema_version"] = P2P_SCHEMA_VERSION + 1
-    write(tmp_path / FILE_NAME, [newer])
+    _write(tmp_path, _row(0, 1, 5.0, version=P2P_SCHEMA_VERSION + 1))
     with pytest.raises(UsageError, match="p2p schema version 2; this colbench reads 1 to 1"):
         load(tmp_path)
     sweep = tmp_path / "results.csv"
