@@ -4,8 +4,8 @@
 - :mod:`.measure`: the measuring side in every rank (messages, timers, steps).
 - :mod:`.task`: a p2p run as a rank task of colbench.run (same start-up as a sweep).
 - :mod:`.results`: ``p2p.csv``, its schema version and :func:`load`.
-- :mod:`.verdict`: naming slow links and nodes against the median.
-- :mod:`.report`, :mod:`.heatmap`: the matrices, the figure and the verdict.
+- :mod:`.report`, :mod:`.heatmap`: the matrices, the figure and the verdict
+  (colbench.analysis.links judges the links).
 - :mod:`.run`: :func:`run_p2p`, what the CLI calls.
 """
 

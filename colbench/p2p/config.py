@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
-from colbench.p2p.verdict import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
 from colbench.sizes import parse_size
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from colbench.analysis.links import Verdict, judge
 from colbench.errors import ExitCode
 from colbench.p2p import results
 from colbench.p2p.config import P2PConfig
-from colbench.p2p.verdict import Verdict, judge
 from colbench.rundir import RunDir
 
 #: Exit status when --fail-below finds a link below its limit (as a failed gate).

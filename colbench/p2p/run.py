@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from colbench.analysis.links import MIN_RANKS
 from colbench.errors import UsageError
 from colbench.p2p.config import P2PConfig
 from colbench.p2p.task import P2PTask
-from colbench.p2p.verdict import MIN_RANKS
 
 
 def run_p2p(cfg: P2PConfig) -> int:

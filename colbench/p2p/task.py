@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench import __version__, launch, metadata
+from colbench.analysis.links import MIN_RANKS
 from colbench.bench import combine_times
 from colbench.errors import UsageError
 from colbench.groups import SideGroup
@@ -23,7 +24,6 @@ from colbench.p2p.config import P2PConfig
 from colbench.p2p.measure import Buffers, Stepper, Times, Transport, bandwidth_call, latency_call
 from colbench.p2p.results import P2P, P2PRow
 from colbench.p2p.schedule import Selection, directed_steps, pair_steps, select
-from colbench.p2p.verdict import MIN_RANKS
 from colbench.run import watchdog as hang_watchdog
 from colbench.rundir import RunDir
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from colbench.p2p.verdict import judge, links
+from colbench.analysis.links import judge, links
 
 
 def _matrix(
