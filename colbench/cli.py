@@ -12,6 +12,7 @@ import typer
 
 from colbench import __version__, config, ops, options
 from colbench.errors import ExitCode, RankFailure, UsageError
+from colbench.p2p import options as p2p_options
 
 app = typer.Typer(
     add_completion=False,
@@ -49,14 +50,17 @@ Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 ran
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _with_options(*leading: inspect.Parameter) -> Callable[[F], F]:
-    """Give a command ``leading`` and then every option of the table (colbench.options)."""
+def _with_options(
+    *leading: inspect.Parameter, rows: tuple[options.Option, ...] | None = None
+) -> Callable[[F], F]:
+    """Give a command ``leading`` and then every option of the table (colbench.options),
+    or the rows of another command's table."""
 
     def wrap(func: F) -> F:
         ctx = inspect.Parameter(
             "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
         )
-        parameters = [ctx, *leading, *options.typer_parameters()]
+        parameters = [ctx, *leading, *options.typer_parameters(rows)]
         setattr(func, "__signature__", inspect.Signature(parameters))  # noqa: B010
         return func
 
@@ -113,6 +117,8 @@ p2p.csv, meta.json and the heatmap p2p.png into the run directory and prints the
 matrices, then the verdict: a link (judged by its worse direction) or node whose
 bandwidth is more than --threshold below the median of all links, or whose latency is
 more than --latency-threshold above it (needs at least 4 ranks; nodes with --per-node).
+-n/-w count the messages of each ordered pair; --repeat R measures the whole matrix R
+times and the verdict takes each pair's median.
 
 \b
 Examples:
@@ -127,95 +133,11 @@ Exit codes: 0 ok, 1 --fail-below found a link below its limit, 2 usage error,
 
 
 @app.command(help=P2P_HELP)
-def p2p(
-    nprocs: Annotated[
-        int | None, typer.Option("--nprocs", "-p", help="Ranks to spawn without a launcher.")
-    ] = None,
-    backend: Annotated[
-        str, typer.Option("--backend", help="auto (NCCL if GPUs, else gloo), nccl or gloo.")
-    ] = "auto",
-    size: Annotated[
-        str, typer.Option("--size", help="Bandwidth message size (binary units).")
-    ] = "64M",
-    latency_size: Annotated[
-        str, typer.Option("--latency-size", help="Latency message size (binary units).")
-    ] = "8",
-    bidirectional: Annotated[
-        bool, typer.Option("--bidirectional", help="Both ranks of a pair send at once.")
-    ] = False,
-    serial: Annotated[
-        bool, typer.Option("--serial", help="One pair at a time (no concurrent pairs).")
-    ] = False,
-    per_node: Annotated[
-        bool, typer.Option("--per-node", help="One rank per node: a matrix of nodes.")
-    ] = False,
-    rail: Annotated[
-        bool,
-        typer.Option("--rail", help="Pair local rank k only with local rank k of other nodes."),
-    ] = False,
-    iters: Annotated[int, typer.Option("--iters", "-n", help="Timed messages per pair.")] = 20,
-    warmup: Annotated[
-        int, typer.Option("--warmup", "-w", help="Untimed messages per pair (at least 1 runs).")
-    ] = 5,
-    repeat: Annotated[
-        int,
-        typer.Option(
-            "--repeat", help="Measure the matrix this many times; the verdict takes medians."
-        ),
-    ] = 1,
-    threshold: Annotated[
-        float, typer.Option("--threshold", help="Slow: bandwidth this % below the median.")
-    ] = 25.0,
-    latency_threshold: Annotated[
-        float,
-        typer.Option("--latency-threshold", help="Slow: latency this % above the median."),
-    ] = 100.0,
-    fail_below: Annotated[
-        float | None,
-        typer.Option(
-            "--fail-below", help="Exit 1 when a link's bandwidth is more than PCT below the median."
-        ),
-    ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds any one step may take.")
-    ] = 300.0,
-    init_timeout: Annotated[
-        float, typer.Option("--init-timeout", help="Seconds for every rank to join.")
-    ] = 120.0,
-    out: Annotated[
-        str | None, typer.Option("--out", help="Run directory (must be new or empty).")
-    ] = None,
-    results_dir: Annotated[
-        str, typer.Option("--results-dir", help="Parent of default run directories.")
-    ] = "results",
-    plot: Annotated[
-        bool, typer.Option("--plot/--no-plot", help="Write the heatmap p2p.png.")
-    ] = True,
-) -> None:
+@_with_options(rows=p2p_options.table())
+def p2p(ctx: typer.Context, **values: Any) -> None:
     from colbench.p2p.config import from_options
 
-    cfg = from_options(
-        size,
-        latency_size,
-        nprocs=nprocs,
-        backend=backend,
-        bidirectional=bidirectional,
-        serial=serial,
-        per_node=per_node,
-        rail=rail,
-        iters=iters,
-        warmup=warmup,
-        repeat=repeat,
-        bw_pct=threshold,
-        latency_pct=latency_threshold,
-        fail_below_pct=fail_below,
-        timeout_s=timeout,
-        init_timeout_s=init_timeout,
-        out_dir=out,
-        results_root=results_dir,
-        plot=plot,
-        command_line=tuple(sys.argv),
-    )
+    cfg = from_options(values, tuple(sys.argv))
     # Imported after the arguments are checked: the runner imports torch.
     from colbench.p2p.run import run_p2p
 

@@ -259,13 +259,8 @@ def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> Any:
     return value
 
 
-CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"
-
-
-def validate(cfg: SweepConfig) -> None:
-    """Checks that need no process group."""
-    if not cfg.measure.sizes_bytes:
-        raise UsageError("no sizes to run")
+def validate_run(cfg: SweepConfig) -> None:
+    """Checks of the options any run has, sweep or p2p: counts, ranks and timeouts."""
     if cfg.measure.iters < 1:
         raise UsageError(f"--iters must be at least 1, got {cfg.measure.iters}")
     if cfg.measure.repeat < 1:
@@ -274,6 +269,20 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError(f"--warmup must be 0 or more, got {cfg.measure.warmup}")
     if cfg.launch.nprocs is not None and cfg.launch.nprocs < 1:
         raise UsageError(f"--nprocs must be at least 1, got {cfg.launch.nprocs}")
+    if cfg.launch.timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive, got {cfg.launch.timeout_s:g}")
+    if cfg.launch.init_timeout_s <= 0:
+        raise UsageError(f"--init-timeout must be positive, got {cfg.launch.init_timeout_s:g}")
+
+
+CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"
+
+
+def validate(cfg: SweepConfig) -> None:
+    """Checks that need no process group."""
+    if not cfg.measure.sizes_bytes:
+        raise UsageError("no sizes to run")
+    validate_run(cfg)
     if cfg.measure.root < 0:
         raise UsageError(f"--root must be a rank (0 or more), got {cfg.measure.root}")
     if cfg.measure.cuda_graph and cfg.launch.backend == "gloo":
@@ -283,10 +292,6 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError(f"--time-budget must be positive, got {cfg.measure.time_budget_s:g}")
     if not 1 <= cfg.measure.rotate <= 64:
         raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.measure.rotate}")
-    if cfg.launch.timeout_s <= 0:
-        raise UsageError(f"--timeout must be positive, got {cfg.launch.timeout_s:g}")
-    if cfg.launch.init_timeout_s <= 0:
-        raise UsageError(f"--init-timeout must be positive, got {cfg.launch.init_timeout_s:g}")
     if cfg.measure.group_size is not None and cfg.measure.group_size < 1:
         raise UsageError(f"--group-size must be at least 1, got {cfg.measure.group_size}")
     if all(c.uses_redop for c in cfg.collectives()):

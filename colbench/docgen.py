@@ -1,4 +1,5 @@
-"""Reference docs generated from the code: docs/options.md from the options table.
+"""Reference docs generated from the code: docs/options.md from the options tables
+(sweep's, colbench.options; then p2p's, colbench.p2p.options).
 
 ``make docs`` (``python -m colbench.docgen``) rewrites them; tests/unit/test_options.py
 fails while the committed file differs from what this writes.
@@ -48,7 +49,31 @@ def options_markdown() -> str:
             same = f"`{opt.spec.nccl_tests}`" if opt.spec.nccl_tests else ""
             cells = [f"`{opt.spec.flags[0]}`", flags, same, keys, _default_text(opt), meaning]
             lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _p2p_lines()) + "\n"
+
+
+def _p2p_lines() -> list[str]:
+    """The p2p section: the sweep options it shares by name, then its own options."""
+    from colbench.p2p.options import own, table
+
+    shared = [opt for opt in table() if opt not in own()]
+    lines = [
+        "",
+        "# Options of `colbench p2p`",
+        "",
+        "<!-- Generated from colbench/p2p/options.py by `make docs`; do not edit. -->",
+        "",
+        "`colbench p2p` takes these options of sweep as they are (above): "
+        + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
+        + ". Its own ([p2p.md](p2p.md)):",
+        "",
+        "| Flag | Default | Meaning |",
+        "|---|---|---|",
+    ]
+    for opt in own():
+        meaning = opt.spec.help.replace("|", "\\|")
+        lines.append(f"| `{opt.spec.flags[0]}` | {_default_text(opt)} | {meaning} |")
+    return lines
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"

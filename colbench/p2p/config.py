@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
-from colbench.config import SweepConfig
+from colbench.config import SweepConfig, validate_run
 from colbench.errors import UsageError
-from colbench.sizes import parse_size
+from colbench.options import BACKENDS, check_choice
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.
 RUN_LABEL = "p2p"
@@ -56,12 +57,12 @@ class P2PConfig:
     def __post_init__(self) -> None:
         if self.size_bytes < 1 or self.latency_bytes < 1:
             raise UsageError("--size and --latency-size must be at least 1 byte")
-        if self.iters < 1:
-            raise UsageError(f"--iters must be at least 1, got {self.iters}")
-        if self.repeat < 1:
-            raise UsageError(f"--repeat must be at least 1, got {self.repeat}")
-        if self.warmup < 0:
-            raise UsageError(f"--warmup must be 0 or more, got {self.warmup}")
+        if self.nprocs is not None and self.nprocs < 2:
+            raise UsageError(
+                f"p2p measures pairs of ranks: --nprocs must be 2 or more, got {self.nprocs}"
+            )
+        # The counts and timeouts p2p shares with sweep pass sweep's checks.
+        validate_run(self.run_config())
         if self.per_node and self.rail:
             raise UsageError("--per-node and --rail pick ranks differently: choose one")
         for flag, pct in (
@@ -73,12 +74,8 @@ class P2PConfig:
                 raise UsageError(f"{flag} is a percentage above 0, got {pct:g}")
         if self.bw_pct >= 100 or (self.fail_below_pct or 0) >= 100:
             raise UsageError("a bandwidth cannot be 100% or more below the median: use less")
-        if self.nprocs is not None and self.nprocs < 2:
-            raise UsageError(
-                f"p2p measures pairs of ranks: --nprocs must be 2 or more, got {self.nprocs}"
-            )
-        if self.backend not in ("auto", "gloo", "nccl"):
-            raise UsageError(f"bad --backend {self.backend!r}: use auto, gloo, nccl")
+        if self.backend not in BACKENDS:
+            raise UsageError(f"bad --backend {self.backend!r}: use {', '.join(BACKENDS)}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +90,7 @@ class P2PConfig:
             sizes_bytes=(self.size_bytes,),
             iters=self.iters,
             warmup=self.warmup,
+            repeat=self.repeat,
             backend=self.backend,
             nprocs=self.nprocs,
             timeout_s=self.timeout_s,
@@ -103,6 +101,30 @@ class P2PConfig:
         )
 
 
-def from_options(size: str, latency_size: str, **fields: Any) -> P2PConfig:
-    """A config from the command line's values: sizes as text (binary units), rest as is."""
-    return P2PConfig(size_bytes=parse_size(size), latency_bytes=parse_size(latency_size), **fields)
+#: P2PConfig's field for each option whose name differs (the options table's names are
+#: the flags'; the config's carry units, as meta.json records them).
+_FIELDS = {
+    "size": "size_bytes",
+    "latency_size": "latency_bytes",
+    "threshold": "bw_pct",
+    "latency_threshold": "latency_pct",
+    "fail_below": "fail_below_pct",
+    "timeout": "timeout_s",
+    "init_timeout": "init_timeout_s",
+    "out": "out_dir",
+    "results_dir": "results_root",
+}
+
+
+def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> P2PConfig:
+    """A config from the command line's values (colbench.p2p.options): each passes its
+    option's parser (sizes in binary units) and choices, then P2PConfig's checks."""
+    from colbench.p2p.options import table
+
+    fields: dict[str, Any] = {}
+    for opt in table():
+        value = check_choice(opt, values[opt.name])
+        if opt.spec.parse is not None and value is not None:
+            value = opt.spec.parse(value)
+        fields[_FIELDS.get(opt.name, opt.name)] = value
+    return P2PConfig(**fields, command_line=command_line)

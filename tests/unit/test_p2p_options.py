@@ -1,0 +1,77 @@
+"""p2p's options: sweep's rows where they mean the same, its own declared once; --help,
+docs/options.md and the config all follow the table."""
+
+from __future__ import annotations
+
+import pytest
+
+from colbench import docgen, options
+from colbench.p2p import options as p2p_options
+from colbench.p2p.config import P2PConfig, from_options
+from tests.conftest import run_main
+
+
+def _values(**given: object) -> dict[str, object]:
+    return {**{opt.name: opt.default for opt in p2p_options.table()}, **given}
+
+
+def test_shared_options_are_sweeps_own_rows() -> None:
+    sweep = {opt.name: opt for opt in options.table()}
+    for name in p2p_options.SHARED:
+        shared = next(opt for opt in p2p_options.table() if opt.name == name)
+        assert shared is sweep[name]
+    own = {opt.spec.flags[0] for opt in p2p_options.own()}
+    assert not own & {opt.spec.flags[0] for opt in options.table() if opt.name != "plot"}
+
+
+def test_help_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(capsys, "p2p", "--help")
+    assert code == 0
+    for opt in p2p_options.table():
+        for flag in opt.spec.flags:
+            assert flag.split("/")[0] in out, flag
+
+
+def test_docs_list_every_option() -> None:
+    text = docgen.options_markdown()
+    p2p_part = text[text.index("# Options of `colbench p2p`") :]
+    for opt in p2p_options.table():
+        assert f"`{opt.spec.flags[0]}`" in p2p_part, opt.name
+
+
+def test_defaults_make_the_default_config() -> None:
+    cfg = from_options(_values())
+    assert cfg == P2PConfig()
+
+
+def test_values_are_parsed_and_named_as_the_config_names_them() -> None:
+    cfg = from_options(
+        _values(size="16M", latency_size="1K", threshold=10.0, fail_below=30.0, out="o"),
+        ("colbench", "p2p"),
+    )
+    assert (cfg.size_bytes, cfg.latency_bytes) == (16 * 1024**2, 1024)
+    assert (cfg.bw_pct, cfg.fail_below_pct, cfg.out_dir) == (10.0, 30.0, "o")
+    assert cfg.command_line == ("colbench", "p2p")
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (["--backend", "mpi"], "bad --backend 'mpi': use auto, gloo, nccl"),
+        (["--timeout", "0"], "--timeout must be positive, got 0"),
+        (["--init-timeout", "-1"], "--init-timeout must be positive, got -1"),
+        (["-n", "0"], "--iters must be at least 1, got 0"),
+        (["--repeat", "0"], "--repeat must be at least 1, got 0"),
+        (["-w", "-1"], "--warmup must be 0 or more, got -1"),
+        (["--threshold", "0"], "--threshold is a percentage above 0"),
+        (["--size", "12Q"], "12Q"),
+        (["--iters", "x"], "--iters"),
+    ],
+)
+def test_bad_values_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], given: list[str], message: str
+) -> None:
+    code, _, err = run_main(capsys, "p2p", *given)
+    assert code == 2, err
+    assert err.startswith("colbench: error: ") and err.count("\n") == 1, err
+    assert message in err
