@@ -39,8 +39,8 @@ PLACEMENTS = ("out", "in")
 #: choices); ``list`` takes a string or a list joined by commas; ``size`` a size such as
 #: 64M; ``check`` true/false or 1/0; ``variants`` a mapping of variable to values.
 YamlKind = Literal["auto", "list", "size", "check", "variants"]
-#: The concern an option belongs to (the config dataclass it feeds; the docs' sections).
-#: ``judge``: how a command judges what it measured (p2p's thresholds; not sweep's).
+#: The concern an option belongs to (the config dataclass it feeds; the docs' sections);
+#: ``judge`` (how a measurement is judged) is p2p's only.
 Concern = Literal["measure", "launch", "output", "judge"]
 CONCERNS: dict[Concern, str] = {
     "measure": "What to measure",
@@ -371,20 +371,13 @@ def table() -> tuple[Option, ...]:
 
 
 def rows_of(options_type: type) -> tuple[Option, ...]:
-    """The rows of a dataclass of :func:`option` fields: SweepOptions, or another
-    command's own options (colbench.p2p.options)."""
+    """The rows of a dataclass of :func:`option` fields (SweepOptions, P2POptions)."""
     hints = typing.get_type_hints(options_type)
     rows = []
     for f in fields(options_type):
         assert f.default is not MISSING, f"option {f.name} needs a default"
         rows.append(Option(f.name, hints[f.name], f.default, f.metadata["spec"]))
     return tuple(rows)
-
-
-def pick(*names: str) -> tuple[Option, ...]:
-    """Some of sweep's options, for another command that means the same by them."""
-    by_name = {opt.name: opt for opt in table()}
-    return tuple(by_name[name] for name in names)
 
 
 def typer_parameters(rows: tuple[Option, ...] | None = None) -> list[inspect.Parameter]:
@@ -400,13 +393,6 @@ def typer_parameters(rows: tuple[Option, ...] | None = None) -> list[inspect.Par
         )
         for opt in (table() if rows is None else rows)
     ]
-
-
-def check_choice(opt: Option, value: Any) -> Any:
-    """``value`` if it is one of the option's choices (or it has none); else one line."""
-    if opt.spec.choices and value not in opt.spec.choices:
-        raise UsageError(f"bad {opt.flag} {value!r}: use {', '.join(opt.spec.choices)}")
-    return value
 
 
 def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOptions:

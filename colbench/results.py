@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from colbench.errors import UsageError
-from colbench.p2p.results import P2P
 from colbench.tables import Table, TableRow, TableWriter, format_cell
 from colbench.tables import column as _column
 
@@ -170,8 +169,6 @@ RESULTS = Table(
     "One row per op, dtype, reduction, size and placement measured (per repeat).",
     _ADDED_IN,
 )
-#: Every table a run directory may hold (docs/schema.md lists them).
-TABLES = [RESULTS, P2P]
 
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = RESULTS.columns

@@ -3,8 +3,9 @@
 A run directory holds what one run (a sweep, an import) left::
 
     meta.json          what the run was: versions, hardware, launcher, env, status
-    results.csv        its rows (colbench.results.RESULTS); other tables beside it,
-                       each a colbench.tables.Table with its own columns and version
+    results.csv        its rows (colbench.results.RESULTS); other tables beside it
+                       (p2p.csv), each a colbench.tables.Table with its own columns
+                       and version (TABLES lists them)
     rank<N>.log        what rank N's libraries printed (removed when empty)
     rank<N>.error.json how rank N failed, for the parent's verdict
     <metric>.png       figures of sweep --plot
@@ -24,9 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
+from colbench.p2p.results import P2P
 from colbench.results import RESULTS, SCHEMA_VERSION, csv_path, load
 from colbench.tables import Table, TableWriter
 
+#: Every table a run directory may hold (docs/schema.md lists them).
+TABLES = [RESULTS, P2P]
 META_FILE = "meta.json"
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 

@@ -9,7 +9,7 @@ from typing import Any
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
 from colbench.config import SweepConfig, validate_run
 from colbench.errors import UsageError
-from colbench.options import BACKENDS, check_choice
+from colbench.options import BACKENDS
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.
 RUN_LABEL = "p2p"
@@ -118,12 +118,12 @@ _FIELDS = {
 
 def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> P2PConfig:
     """A config from the command line's values (colbench.p2p.options): each passes its
-    option's parser (sizes in binary units) and choices, then P2PConfig's checks."""
+    option's parser (sizes in binary units), then P2PConfig's checks."""
     from colbench.p2p.options import table
 
     fields: dict[str, Any] = {}
     for opt in table():
-        value = check_choice(opt, values[opt.name])
+        value = values[opt.name]
         if opt.spec.parse is not None and value is not None:
             value = opt.spec.parse(value)
         fields[_FIELDS.get(opt.name, opt.name)] = value

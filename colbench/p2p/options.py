@@ -13,7 +13,8 @@ import functools
 from dataclasses import dataclass
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
-from colbench.options import Option, option, pick, rows_of
+from colbench.options import Option, option, rows_of
+from colbench.options import table as sweep_table
 from colbench.sizes import parse_size
 
 #: sweep's options that p2p takes as they are, in --help's order.
@@ -89,7 +90,8 @@ class P2POptions:
 @functools.cache
 def table() -> tuple[Option, ...]:
     """Every option of ``colbench p2p``, in the order ``--help`` lists them."""
-    return (*pick(*SHARED), *rows_of(P2POptions))
+    sweep = {opt.name: opt for opt in sweep_table()}
+    return (*(sweep[name] for name in SHARED), *rows_of(P2POptions))
 
 
 def own() -> tuple[Option, ...]:

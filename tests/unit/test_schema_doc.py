@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.results import TABLES
+from colbench.rundir import TABLES
 from colbench.tables import Table, markdown
 
 SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
