@@ -31,60 +31,42 @@ SHARED = (
 )
 
 
+#: p2p's own options by concern: what to measure, how to judge it, what to write.
+_measure = functools.partial(option, concern="measure")
+_judge = functools.partial(option, concern="judge")
+_output = functools.partial(option, concern="output")
+
+
 @dataclass(frozen=True)
 class P2POptions:
     """p2p's own options, as given."""
 
-    size: str = option(
-        "64M",
-        "--size",
-        help="Bandwidth message size (binary units).",
-        concern="measure",
-        parse=parse_size,
+    size: str = _measure(
+        "64M", "--size", help="Bandwidth message size (binary units).", parse=parse_size
     )
-    latency_size: str = option(
-        "8",
-        "--latency-size",
-        help="Latency message size (binary units).",
-        concern="measure",
-        parse=parse_size,
+    latency_size: str = _measure(
+        "8", "--latency-size", help="Latency message size (binary units).", parse=parse_size
     )
-    bidirectional: bool = option(
-        False, "--bidirectional", help="Both ranks of a pair send at once.", concern="measure"
+    bidirectional: bool = _measure(
+        False, "--bidirectional", help="Both ranks of a pair send at once."
     )
-    serial: bool = option(
-        False, "--serial", help="One pair at a time (no concurrent pairs).", concern="measure"
+    serial: bool = _measure(False, "--serial", help="One pair at a time (no concurrent pairs).")
+    per_node: bool = _measure(False, "--per-node", help="One rank per node: a matrix of nodes.")
+    rail: bool = _measure(
+        False, "--rail", help="Pair local rank k only with local rank k of other nodes."
     )
-    per_node: bool = option(
-        False, "--per-node", help="One rank per node: a matrix of nodes.", concern="measure"
+    threshold: float = _judge(
+        DEFAULT_BW_PCT, "--threshold", help="Slow: bandwidth this % below the median."
     )
-    rail: bool = option(
-        False,
-        "--rail",
-        help="Pair local rank k only with local rank k of other nodes.",
-        concern="measure",
+    latency_threshold: float = _judge(
+        DEFAULT_LATENCY_PCT, "--latency-threshold", help="Slow: latency this % above the median."
     )
-    threshold: float = option(
-        DEFAULT_BW_PCT,
-        "--threshold",
-        help="Slow: bandwidth this % below the median.",
-        concern="judge",
-    )
-    latency_threshold: float = option(
-        DEFAULT_LATENCY_PCT,
-        "--latency-threshold",
-        help="Slow: latency this % above the median.",
-        concern="judge",
-    )
-    fail_below: float | None = option(
+    fail_below: float | None = _judge(
         None,
         "--fail-below",
         help="Exit 1 when a link's bandwidth is more than PCT below the median.",
-        concern="judge",
     )
-    plot: bool = option(
-        True, "--plot/--no-plot", help="Write the heatmap p2p.png.", concern="output"
-    )
+    plot: bool = _output(True, "--plot/--no-plot", help="Write the heatmap p2p.png.")
 
 
 @functools.cache

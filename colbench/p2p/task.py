@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench import __version__, launch, metadata
+from colbench import __version__, launch
 from colbench.analysis.links import MIN_RANKS
 from colbench.bench import combine_times
 from colbench.errors import UsageError
@@ -25,10 +25,17 @@ from colbench.p2p.measure import Buffers, Stepper, Times, Transport, bandwidth_c
 from colbench.p2p.results import P2P, P2PRow
 from colbench.p2p.schedule import Selection, directed_steps, pair_steps, select
 from colbench.run import watchdog as hang_watchdog
+from colbench.run.rank import meet_peers
 from colbench.rundir import RunDir
 
 #: Tests (and clusters whose host names say little) name each rank's node with this.
 NODE_LABEL_ENV = "COLBENCH_NODE_LABEL"
+
+
+P2P_DISAGREES = (
+    "ranks disagree on the p2p run: rank(s) {ranks} were started with other options than "
+    "rank 0 (or another colbench version)"
+)
 
 
 @dataclass(frozen=True)
@@ -154,13 +161,7 @@ class P2PTask:
             label=os.environ.get(NODE_LABEL_ENV, "").strip(),
             device_name=device_name,
         )
-        members: list[Member] = side.gather_objects(me)
-        differing = [m.rank for m in members if m.digest != members[0].digest]
-        if differing:
-            raise UsageError(
-                f"ranks disagree on the p2p run: rank(s) {', '.join(map(str, differing))} were "
-                "started with other options than rank 0 (or another colbench version)"
-            )
+        members = meet_peers(side, me, P2P_DISAGREES)
         readable = launch.node_labels([m.node for m in members])
         labels = [m.label or name for m, name in zip(members, readable, strict=True)]
         # An explicit label is the node: it also decides --per-node and --rail.
@@ -174,16 +175,7 @@ class P2PTask:
         return World(members, labels, selection)
 
     def _meta(self, job: Any, world: World) -> dict[str, Any]:
-        meta = metadata.collect(
-            run_id=job.run_id,
-            config=self.cfg.to_dict(),
-            launcher=job.launcher,
-            backend=job.backend,
-            world_size=job.world_size,
-            hosts=world.labels,
-            devices=[m.device_name for m in world.members],
-            pids=[m.pid for m in world.members],
-        )
+        meta = job.first_meta(self.cfg.to_dict(), world.labels, world.members)
         meta.update(
             kind="p2p",
             p2p_schema_version=P2P.version,

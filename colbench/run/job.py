@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from colbench import metadata
 from colbench.config import SweepConfig
 
 
@@ -43,6 +45,23 @@ class RankJob:
     variant_keys: tuple[str, ...] = ()
     #: What the ranks run instead of the sweep; None runs the sweep (``cfg``).
     task: RankTask | None = None
+
+    def first_meta(
+        self, config: dict[str, Any], hosts: list[str], peers: Sequence[Any], **more: Any
+    ) -> dict[str, Any]:
+        """meta.json as the job starts: ``config`` (the task's), one node label per rank
+        and what each rank introduced itself with (its ``device_name`` and ``pid``)."""
+        return metadata.collect(
+            run_id=self.run_id,
+            config=config,
+            launcher=self.launcher,
+            backend=self.backend,
+            world_size=self.world_size,
+            hosts=hosts,
+            devices=[p.device_name for p in peers],
+            pids=[p.pid for p in peers],
+            **more,
+        )
 
 
 @dataclass(frozen=True)

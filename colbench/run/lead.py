@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from colbench import metadata
 from colbench.bench import RankBench, RunInfo
 from colbench.groups import Groups
 from colbench.inflight import InFlight
@@ -68,17 +67,7 @@ def _first_meta(
     job: RankJob, info: RunInfo, peers: list[Peer], hosts: list[str], warnings: list[str]
 ) -> dict[str, Any]:
     """meta.json as it stands before the first row: the run, its ranks, its warnings."""
-    meta = metadata.collect(
-        run_id=job.run_id,
-        config=job.cfg.to_dict(),
-        launcher=job.launcher,
-        backend=job.backend,
-        world_size=job.world_size,
-        hosts=hosts,
-        devices=[p.device_name for p in peers],
-        pids=[p.pid for p in peers],
-        group_size=info.group_size,
-    )
+    meta = job.first_meta(job.cfg.to_dict(), hosts, peers, group_size=info.group_size)
     meta.update(warnings=warnings, plan_digest=peers[0].digest[0])
     if job.variant_keys:
         meta.update(variant=job.variant, env_seen_by_rank=[p.env_seen for p in peers])

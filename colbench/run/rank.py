@@ -6,7 +6,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from colbench import __version__, devices, launch, memory
 from colbench.bench import RankBench, RunInfo
@@ -20,6 +20,16 @@ from colbench.run.job import Peer, RankJob
 from colbench.run.lead import lead_run
 from colbench.run.startup import _device_for, init_process_group
 from colbench.timing import Timer
+
+
+class _Introduction(Protocol):
+    @property
+    def digest(self) -> object: ...
+    @property
+    def rank(self) -> int: ...
+
+
+PeerT = TypeVar("PeerT", bound=_Introduction)
 
 
 def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> None:
@@ -54,7 +64,7 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
     group_size = cfg.measure.group_size or job.world_size
     work = plan(cfg, group_size, job.backend)
     me = _introduce(job, rank, device, work)
-    peers = _meet_peers(side, me)
+    peers = meet_peers(side, me)
     # Two ranks on one GPU (CUDA_VISIBLE_DEVICES set alike) would make NCCL fail
     # or share the GPU: refuse it, naming them.
     devices.check_distinct_gpus(
@@ -144,20 +154,26 @@ def _agreed_budget(cfg: SweepConfig, device: Any, world_size: int, side: SideGro
     return side.min_int(local)
 
 
-def _meet_peers(side: SideGroup, me: Peer) -> list[Peer]:
-    """Gather every rank's :class:`Peer`; stop with one message if plans differ.
+#: What a sweep's rank says when its peers' plans differ from rank 0's.
+SWEEP_DISAGREES = (
+    "ranks disagree on the sweep: rank(s) {ranks} planned different collectives than rank 0 "
+    "(different arguments or colbench versions?)"
+)
+
+
+def meet_peers(side: SideGroup, me: PeerT, disagreement: str = SWEEP_DISAGREES) -> list[PeerT]:
+    """Gather every rank's introduction (a :class:`Peer`, or another task's with a
+    ``digest`` and a ``rank``); stop with ``disagreement`` (naming the ``{ranks}``) if
+    their digests differ from rank 0's.
 
     This is the first collective after the side group exists, so ranks started with
-    different sweeps are told so before any of them waits in a collective the others
+    different plans are told so before any of them waits in a collective the others
     will never call.
     """
-    peers: list[Peer] = side.gather_objects(me)
+    peers: list[PeerT] = side.gather_objects(me)
     differing = [p.rank for p in peers if p.digest != peers[0].digest]
     if differing:
-        raise UsageError(
-            f"ranks disagree on the sweep: rank(s) {', '.join(map(str, differing))} planned "
-            "different collectives than rank 0 (different arguments or colbench versions?)"
-        )
+        raise UsageError(disagreement.format(ranks=", ".join(map(str, differing))))
     return peers
 
 
