@@ -95,36 +95,33 @@ def bandwidth_call(
     """One timed bandwidth iteration for this rank: ``me`` is ``src`` or ``dst``."""
     if bidirectional:
         return lambda: link.exchange(sends=[(bufs.send, peer)], recvs=[(bufs.recv, peer)])
-    if me == "src":
-
-        def send() -> None:
-            link.exchange(sends=[(bufs.send, peer)])
-            link.exchange(recvs=[(bufs.ack, peer)])
-
-        return send
-
-    def receive() -> None:
-        link.exchange(recvs=[(bufs.recv, peer)])
-        link.exchange(sends=[(bufs.ack, peer)])
-
-    return receive
+    # The message, then the one-byte acknowledgement back.
+    return round_trip(link, me, peer, (bufs.send, bufs.recv), (bufs.ack, bufs.ack))
 
 
 def latency_call(link: Transport, me: str, peer: int, bufs: Buffers) -> Callable[[], None]:
     """One ping-pong: the source sends first, the destination answers."""
+    return round_trip(link, me, peer, (bufs.ping, bufs.pong), (bufs.ping, bufs.pong))
+
+
+def round_trip(
+    link: Transport, me: str, peer: int, there: tuple[Any, Any], back: tuple[Any, Any]
+) -> Callable[[], None]:
+    """The source sends ``there[0]`` into the destination's ``there[1]``; the destination
+    answers with ``back[0]`` into the source's ``back[1]``."""
     if me == "src":
 
-        def ping() -> None:
-            link.exchange(sends=[(bufs.ping, peer)])
-            link.exchange(recvs=[(bufs.pong, peer)])
+        def ask() -> None:
+            link.exchange(sends=[(there[0], peer)])
+            link.exchange(recvs=[(back[1], peer)])
 
-        return ping
+        return ask
 
-    def pong() -> None:
-        link.exchange(recvs=[(bufs.pong, peer)])
-        link.exchange(sends=[(bufs.ping, peer)])
+    def answer() -> None:
+        link.exchange(recvs=[(there[1], peer)])
+        link.exchange(sends=[(back[0], peer)])
 
-    return pong
+    return answer
 
 
 @dataclass
