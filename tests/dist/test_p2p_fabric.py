@@ -30,7 +30,7 @@ P2P = ["p2p", "--backend", "gloo", "--size", "256K", "-n", "4", "-w", "1", "--no
 P2P += ["--repeat", "3"]
 # These tests judge bandwidth. An 8-byte ping-pong between 4 ranks on 2 shared cores
 # measures the scheduler: 50 us to 2 ms between pairs of one run, whatever the links.
-# The latency rule has unit tests of its own (tests/unit/test_p2p_verdict.py).
+# The latency rule has unit tests of its own (tests/unit/test_links.py).
 P2P += ["--latency-threshold", "100000"]
 
 _reason = netns.unavailable()
