@@ -53,7 +53,11 @@ JUDGED_ROWS = 12
 ROWS = 16
 
 _reason = netns.unavailable()
-pytestmark = pytest.mark.skipif(_reason is not None, reason=f"no network namespaces: {_reason}")
+pytestmark = [
+    pytest.mark.skipif(_reason is not None, reason=f"no network namespaces: {_reason}"),
+    # Bandwidths on a shaped link are compared: `make test` runs these with no other test.
+    pytest.mark.serial,
+]
 
 
 @pytest.fixture(scope="module")

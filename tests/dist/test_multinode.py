@@ -29,6 +29,8 @@ from tests.conftest import REPO
 RDZV_PORT = 29400
 JOB_TIMEOUT_S = 240
 
+pytestmark = pytest.mark.serial  # network namespaces and wall-clock bounds
+
 
 @dataclass(frozen=True)
 class TwoNodes:

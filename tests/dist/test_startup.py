@@ -13,6 +13,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from colbench.run.supervise import STARTUP_GRACE_S
 from tests.conftest import REPO
 
@@ -71,6 +73,7 @@ def assert_start_up_verdict(stderr: str, rank: int, nprocs: int, init_timeout_s:
     return float(found.group(1))
 
 
+@pytest.mark.serial  # its reported stop time is bounded to the second
 def test_a_rank_that_never_starts_is_named_within_init_timeout(tmp_path: Path) -> None:
     out = tmp_path / "run"
     init_timeout_s = 5.0
@@ -87,6 +90,7 @@ def test_a_rank_that_never_starts_is_named_within_init_timeout(tmp_path: Path) -
     assert processes_of(out) == [], "a rank outlived its run"
 
 
+@pytest.mark.serial  # its reported stop time is bounded to the second
 def test_when_no_rank_checks_in_the_parent_stops_the_start_up(tmp_path: Path) -> None:
     # No rank reaches the rendezvous, so none can time out there: only the parent's
     # own deadline ends this start-up.

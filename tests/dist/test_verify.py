@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
@@ -57,13 +58,13 @@ class Corrupting(Collective):
         return self.inner.count_wrong(bufs, ctx)
 
 
-def _rank(rank: int, op_name: str, port: int, csv_path: str) -> None:
+def _rank(rank: int, op_names: tuple[str, ...], port: int, csv_path: str) -> None:
     store = dist.TCPStore(
         "127.0.0.1", port, 2, is_master=rank == 0, timeout=datetime.timedelta(seconds=60)
     )
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     try:
-        cfg = SweepConfig.of(ops=(op_name,), sizes_bytes=(4096,), iters=2, warmup=1)
+        cfg = SweepConfig.of(ops=op_names, sizes_bytes=(4096,), iters=2, warmup=1)
         work = [dataclasses.replace(w, coll=Corrupting(w.coll)) for w in plan(cfg, 2, "gloo")]
         info = RunInfo("inject", "gloo", "cpu", 2, 1)
         sink = None
@@ -87,14 +88,22 @@ def _rank(rank: int, op_name: str, port: int, csv_path: str) -> None:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize(
-    "op_name", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "gather", "sendrecv"]
-)
-def test_one_corrupted_element_is_counted(tmp_path: Path, op_name: str) -> None:
-    csv_path = tmp_path / "results.csv"
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "gather", "sendrecv")
+
+
+@pytest.fixture(scope="module")
+def corrupted_rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """One 2-rank job over every op (spawning ranks costs seconds; each op's rows are
+    its own: fresh buffers, its own check)."""
+    csv_path = tmp_path_factory.mktemp("verify") / "results.csv"
     mp.start_processes(
-        _rank, args=(op_name, free_port(), str(csv_path)), nprocs=2, start_method="spawn"
+        _rank, args=(OPS, free_port(), str(csv_path)), nprocs=2, start_method="spawn"
     )
-    frame = load(csv_path)
+    return load(csv_path)
+
+
+@pytest.mark.parametrize("op_name", OPS)
+def test_one_corrupted_element_is_counted(corrupted_rows: pd.DataFrame, op_name: str) -> None:
+    frame = corrupted_rows[corrupted_rows["op"] == op_name]
     assert len(frame) == len(BY_NAME[op_name].placements)
     assert (frame["wrong"] == 1).all(), frame[["op", "in_place", "wrong"]]

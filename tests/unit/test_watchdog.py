@@ -81,6 +81,7 @@ def make(flight: InFlight, exits: Exits, run_dir: Path | None, **kw: Any) -> Wat
     )
 
 
+@pytest.mark.serial  # wall-clock bounds of a fraction of a second
 def test_a_stalled_step_writes_a_timeout_report_and_exits_4(tmp_path: Path) -> None:
     flight = InFlight("all_reduce", "float32", 4096, "setup", 0, rank=1)
     flight.step("timed batch")
@@ -163,6 +164,7 @@ def test_exchange_collects_peers_reports_and_progress(store: Any) -> None:
     assert store.get("colbench/hang/0") == json.dumps(mine).encode()
 
 
+@pytest.mark.serial  # wall-clock bounds of a fraction of a second
 def test_exchange_gives_up_on_silent_peers_in_time(
     store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
