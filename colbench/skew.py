@@ -1,0 +1,205 @@
+"""Rank skew: which rank the others waited for, and whether one does so too often.
+
+Every rank times how long it waited inside the side group's barrier before a timed
+batch, on its own host clock (``time.perf_counter_ns``). Durations on one host need no
+agreement between hosts' clocks, so the measure holds on a multi-node job whose clocks
+are not synchronised. Everyone leaves a barrier when the last rank has entered it, so:
+
+- the **straggler** of a row (``slowest_rank``) is the rank that waited least: the one
+  that arrived last, for which the others waited (ties: the lowest rank);
+- the **skew** (``skew_us``) is the longest wait minus the shortest: how long the first
+  rank to arrive waited for the last one, less the barrier's own latency.
+
+Arrival, not finish time: ranks of a ring finish a collective together whoever was late,
+and a rooted op's root finishes early by design (see docs/semantics.md).
+
+A rank that waits least in one row means nothing: some rank always arrives last. A rank
+is named the run's straggler only when it is the slowest in significantly more rows
+than chance (1 in N) would make it: a one-sided binomial test (:func:`straggler`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from colbench.tables import Table, TableRow, column
+
+#: Significance level of the straggler test, split over the ranks (Bonferroni): the test
+#: is asked of each rank, so the chance that any rank of a uniform run is named is at
+#: most this.
+STRAGGLER_ALPHA = 0.01
+#: Fewer counted rows than this name no straggler, however lopsided (at 2 ranks, 7 of 7
+#: happens by chance 1 time in 128).
+STRAGGLER_MIN_ROWS = 10
+#: A row's time is marked as rank-skewed when ``-a max`` exceeds ``-a avg`` by more than
+#: this share: which combination was chosen then changes the answer.
+RANK_SKEW_RATIO = 0.05
+
+
+@dataclass(frozen=True)
+class RankTimes:
+    """Every rank's share of one row, in rank order."""
+
+    batch_us: tuple[float, ...]
+    """Each rank's batch mean time per call."""
+    wait_us: tuple[float, ...]
+    """How long each rank waited inside the barrier before its timed batch."""
+
+    @property
+    def slowest_rank(self) -> int:
+        """The rank that waited least: the last to arrive (lowest rank on a tie)."""
+        return min(range(len(self.wait_us)), key=lambda r: (self.wait_us[r], r))
+
+    @property
+    def skew_us(self) -> float:
+        """Longest wait minus shortest: how long the first rank waited for the last."""
+        return max(self.wait_us) - min(self.wait_us)
+
+    @property
+    def avg_us(self) -> float:
+        """What ``-a avg`` reports: the mean of the ranks' batch means."""
+        return sum(self.batch_us) / len(self.batch_us)
+
+    @property
+    def max_us(self) -> float:
+        """What ``-a max`` reports: the slowest rank's batch mean."""
+        return max(self.batch_us)
+
+
+def rank_skewed(avg_us: float | None, max_us: float | None) -> bool:
+    """True when ``-a avg`` and ``-a max`` differ by more than RANK_SKEW_RATIO."""
+    if avg_us is None or max_us is None or math.isnan(avg_us) or math.isnan(max_us):
+        return False
+    return avg_us > 0 and (max_us - avg_us) > RANK_SKEW_RATIO * avg_us
+
+
+def binomial_tail(successes: int, trials: int, p: float) -> float:
+    """P(X >= successes) for X ~ Binomial(trials, p): the one-sided p-value."""
+    if successes <= 0:
+        return 1.0
+    return min(
+        1.0,
+        sum(
+            math.comb(trials, k) * p**k * (1 - p) ** (trials - k)
+            for k in range(successes, trials + 1)
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The rank slowest in significantly many rows."""
+
+    rank: int
+    rows: int
+    """Rows in which it was the slowest."""
+    of_rows: int
+    """Rows counted."""
+    p_value: float
+    """Chance of at least ``rows`` of ``of_rows`` if every rank were equally likely."""
+    threshold: float
+    """The significance level it passed (STRAGGLER_ALPHA over the ranks)."""
+
+
+def straggler(slowest_counts: Sequence[int]) -> Straggler | None:
+    """The straggler, if the counts say there is one; ``slowest_counts[r]`` is the rows in
+    which rank r was the slowest.
+
+    Under the null hypothesis every rank is equally likely to arrive last, so a rank's
+    count is Binomial(rows, 1/N). The rank with the highest count is named when its
+    one-sided p-value is below STRAGGLER_ALPHA / N and at least STRAGGLER_MIN_ROWS rows
+    were counted. "Most rows" would not do: at 2 ranks one of them always has most.
+    """
+    ranks = len(slowest_counts)
+    rows = sum(slowest_counts)
+    if ranks < 2 or rows < STRAGGLER_MIN_ROWS:
+        return None
+    worst = max(range(ranks), key=lambda r: (slowest_counts[r], -r))
+    p_value = binomial_tail(slowest_counts[worst], rows, 1 / ranks)
+    threshold = STRAGGLER_ALPHA / ranks
+    if p_value >= threshold:
+        return None
+    return Straggler(worst, slowest_counts[worst], rows, p_value, threshold)
+
+
+class SlowestCounter:
+    """Counts, per rank, the measured rows in which it was the slowest."""
+
+    def __init__(self) -> None:
+        self.counts: list[int] = []
+
+    def add(self, slowest_rank: int | None, world_size: int) -> None:
+        if slowest_rank is None or world_size < 2:
+            return
+        if len(self.counts) < world_size:
+            self.counts += [0] * (world_size - len(self.counts))
+        self.counts[slowest_rank] += 1
+
+    @property
+    def rows(self) -> int:
+        return sum(self.counts)
+
+    def verdict(self) -> Straggler | None:
+        return straggler(self.counts)
+
+
+def summary_line(found: Straggler | None, counter: SlowestCounter, nodes: Sequence[str]) -> str:
+    """The end-of-run sentence about stragglers (empty when too few rows to judge)."""
+    ranks = len(counter.counts)
+    if found is None:
+        if counter.rows < STRAGGLER_MIN_ROWS:
+            return ""
+        return (
+            f"none: no rank was the slowest in significantly more of {counter.rows} rows "
+            f"than chance (1 in {ranks}) at p < {STRAGGLER_ALPHA:g}/{ranks}"
+        )
+    node = f" on {nodes[found.rank]}" if found.rank < len(nodes) else ""
+    return (
+        f"rank {found.rank}{node}, the slowest in {found.rows} of {found.of_rows} rows "
+        f"(binomial p = {found.p_value:.2g} < {STRAGGLER_ALPHA:g}/{ranks} against chance "
+        f"1 in {ranks})"
+    )
+
+
+PER_RANK_VERSION = 1
+PER_RANK_HISTORY: dict[int, str] = {1: "first release (colbench results schema 4)."}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankRow(TableRow):
+    """One rank's share of one row of results.csv: a line of per_rank.csv (--per-rank).
+
+    Join with results.csv on run_id, variant, op, dtype, redop, in_place,
+    requested_bytes and repeat.
+    """
+
+    schema_version: int = column("version of this column list (see below)", "", PER_RANK_VERSION)
+    run_id: str = column("identifier of the run (the run directory's name)")
+    variant: str = column("environment variant of the run (empty: none)")
+    op: str = column("collective")
+    dtype: str = column("element type (torch name)")
+    redop: str = column("reduction operator, or none")
+    in_place: int = column("1 for the in-place form, else 0")
+    requested_bytes: int = column("size asked for on the command line", "B")
+    size_bytes: int = column("bytes as nccl-tests reports them for this op", "B")
+    repeat: int = column("sample index 0..R-1 of sweep --repeat R")
+    rank: int = column("global rank", "rank")
+    node: str = column("node label of the rank's host (as meta.json's rank_hosts)")
+    time_us: float = column("this rank's batch mean time per call", "us")
+    wait_us: float = column(
+        "how long this rank waited inside the barrier before the timed batch (its own "
+        "clock): the longest wait is the first to arrive, the shortest the straggler",
+        "us",
+    )
+    slowest: int = column("1 for the row's slowest_rank (the shortest wait), else 0")
+
+
+PER_RANK = Table(
+    "per_rank.csv",
+    RankRow,
+    PER_RANK_VERSION,
+    PER_RANK_HISTORY,
+    "With `sweep --per-rank`: one row per rank per row of results.csv.",
+)
