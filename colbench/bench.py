@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,7 +30,7 @@ from colbench.results import (
     make_row,
     unmeasured_row,
 )
-from colbench.skew import RankTimes
+from colbench.skew import RankTimes, wait_in
 from colbench.timing import Timer
 
 
@@ -286,7 +285,7 @@ class RankBench:
         for _ in range(self.cfg.measure.warmup):
             call()
         self.timer.synchronize()
-        iter_us, wait_us = self._timed_batch(call, self.cfg.measure.iters)
+        iter_us, waited = self._timed_batch(call, self.cfg.measure.iters)
         budget_s = self.cfg.measure.time_budget_s
         if budget_s is not None:
             # pyperf-style calibration: the fixed batch above estimates the cost of one
@@ -294,40 +293,40 @@ class RankBench:
             # its length) and keep that instead.
             iters = self._budget_iters(iter_us, budget_s)
             if iters > self.cfg.measure.iters:
-                iter_us, wait_us = self._timed_batch(call, iters)
+                iter_us, waited = self._timed_batch(call, iters)
         enqueue_us = self.timer.enqueue_us
         flight.step("combining times")
-        # The enqueue time and the barrier wait ride along as two more columns (the
-        # enqueue time NaN where calls block).
+        # The enqueue time and the barrier's wait and starvation ride along as three more
+        # columns (the enqueue time NaN where calls block).
         every = self.side.gather_floats(
-            [*iter_us, math.nan if enqueue_us is None else enqueue_us, wait_us]
+            [*iter_us, math.nan if enqueue_us is None else enqueue_us, *waited]
         )
-        per_rank_iters = [rank[:-2] for rank in every]
+        per_rank_iters = [rank[:-3] for rank in every]
         times = combine_times(per_rank_iters, self.cfg.measure.average)
-        enqueues = [rank[-2] for rank in every]
+        enqueues = [rank[-3] for rank in every]
         # The rank that waited longest to hand its calls over decides whether the GPU
         # was starved.
         slowest_enqueue = None if enqueue_us is None else max(enqueues)
         ranks = RankTimes(
             batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
-            wait_us=tuple(rank[-1] for rank in every),
+            wait_us=tuple(rank[-2] for rank in every),
+            starved_us=tuple(rank[-1] for rank in every),
         )
         return times, len(iter_us), slowest_enqueue, ranks
 
-    def _timed_batch(self, call: Any, iters: int) -> tuple[list[float], float]:
-        """Align the ranks, then time the batch: (per-call times, barrier wait), in us.
+    def _timed_batch(self, call: Any, iters: int) -> tuple[list[float], tuple[float, float]]:
+        """Align the ranks, then time the batch: (per-call times, (wait for the others,
+        CPU starvation) in the barrier), in us.
 
-        The wait inside the barrier is measured on this host's own clock: a duration, so
-        ranks on hosts whose clocks disagree still compare (see colbench.skew).
+        The wait is a duration on this host's own clock, so ranks on hosts whose clocks
+        disagree still compare (see colbench.skew).
         """
         # Progress is published before the barrier: a store round trip between the
         # barrier and the first timestamp would be timed, and would skew the ranks.
         self.in_flight.step("timed batch")
         self._fault.tick()
-        entered_ns = time.perf_counter_ns()
-        self.side.barrier()
-        wait_us = (time.perf_counter_ns() - entered_ns) / 1e3
-        return self.timer.time_batch(call, iters), wait_us
+        waited = wait_in(self.side.barrier)
+        return self.timer.time_batch(call, iters), waited
 
     def _budget_iters(self, calibration_us: list[float], budget_s: float) -> int:
         """Iterations that fill ``budget_s`` at the slowest rank's pace (agreed by all)."""

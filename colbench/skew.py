@@ -21,7 +21,9 @@ than chance (1 in N) would make it: a one-sided binomial test (:func:`straggler`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from colbench.tables import Table, TableRow, column
@@ -29,13 +31,57 @@ from colbench.tables import Table, TableRow, column
 #: Significance level of the straggler test, split over the ranks (Bonferroni): the test
 #: is asked of each rank, so the chance that any rank of a uniform run is named is at
 #: most this.
-STRAGGLER_ALPHA = 0.01
+STRAGGLER_ALPHA = 0.001
 #: Fewer counted rows than this name no straggler, however lopsided (at 2 ranks, 7 of 7
 #: happens by chance 1 time in 128).
 STRAGGLER_MIN_ROWS = 10
+#: A row counts toward the straggler test only when the others waited at least this
+#: share of the row's time per call for its straggler: smaller spreads are within the
+#: barrier's own latency (gloo's barrier is not symmetric: one rank always leaves a
+#: network hop earlier) and the machine's jitter, and cost the measurement little.
+STRAGGLER_MIN_SKEW = 0.10
 #: A row's time is marked as rank-skewed when ``-a max`` exceeds ``-a avg`` by more than
 #: this share: which combination was chosen then changes the answer.
 RANK_SKEW_RATIO = 0.05
+
+
+_TASKS = "/proc/self/task"
+
+
+def cpu_starved_ns() -> int | None:
+    """Time this process's threads have spent ready to run but without a CPU (throttled
+    by a CPU quota, or preempted), summed: Linux schedstat's run_delay. None where the
+    kernel does not say."""
+    total = 0
+    try:
+        for tid in os.listdir(_TASKS):
+            try:
+                with open(f"{_TASKS}/{tid}/schedstat", "rb") as f:
+                    total += int(f.read().split()[1])
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a thread that ended meanwhile
+    except (OSError, IndexError, ValueError):
+        return None
+    return total
+
+
+def wait_in(barrier: Callable[[], None]) -> tuple[float, float]:
+    """Pass ``barrier``: (time waiting for the others, time starved of CPU) in us.
+
+    The wall time inside the barrier counts this rank's own stalls too: a rank throttled
+    after it arrived leaves late although nobody waited for it, and would look early.
+    Its CPU starvation inside the barrier (:func:`cpu_starved_ns`) is its own delay,
+    not a wait for the others, so it is taken out (0 where the kernel does not say).
+    """
+    starved_before = cpu_starved_ns()
+    entered_ns = time.perf_counter_ns()
+    barrier()
+    wall_ns = time.perf_counter_ns() - entered_ns
+    starved_after = cpu_starved_ns()
+    starved_ns = 0
+    if starved_before is not None and starved_after is not None:
+        starved_ns = min(wall_ns, max(0, starved_after - starved_before))
+    return (wall_ns - starved_ns) / 1e3, starved_ns / 1e3
 
 
 @dataclass(frozen=True)
@@ -45,7 +91,9 @@ class RankTimes:
     batch_us: tuple[float, ...]
     """Each rank's batch mean time per call."""
     wait_us: tuple[float, ...]
-    """How long each rank waited inside the barrier before its timed batch."""
+    """How long each rank waited for the others in the barrier before its timed batch."""
+    starved_us: tuple[float, ...] = ()
+    """Time each rank was starved of CPU inside that barrier (left out of wait_us)."""
 
     @property
     def slowest_rank(self) -> int:
@@ -125,16 +173,21 @@ def straggler(slowest_counts: Sequence[int]) -> Straggler | None:
 
 
 class SlowestCounter:
-    """Counts, per rank, the measured rows in which it was the slowest."""
+    """Counts, per rank, the measured rows in which it was the slowest by a margin that
+    matters (skew at least STRAGGLER_MIN_SKEW of the time per call)."""
 
     def __init__(self) -> None:
         self.counts: list[int] = []
 
-    def add(self, slowest_rank: int | None, world_size: int) -> None:
-        if slowest_rank is None or world_size < 2:
+    def add(
+        self, slowest_rank: int | None, world_size: int, skew_us: float | None, time_us: float
+    ) -> None:
+        if slowest_rank is None or skew_us is None or world_size < 2:
             return
         if len(self.counts) < world_size:
             self.counts += [0] * (world_size - len(self.counts))
+        if not skew_us >= STRAGGLER_MIN_SKEW * time_us:
+            return
         self.counts[slowest_rank] += 1
 
     @property
@@ -152,12 +205,12 @@ def summary_line(found: Straggler | None, counter: SlowestCounter, nodes: Sequen
         if counter.rows < STRAGGLER_MIN_ROWS:
             return ""
         return (
-            f"none: no rank was the slowest in significantly more of {counter.rows} rows "
-            f"than chance (1 in {ranks}) at p < {STRAGGLER_ALPHA:g}/{ranks}"
+            f"none: no rank was the slowest in significantly more of the {counter.rows} "
+            f"skewed rows than chance (1 in {ranks}) at p < {STRAGGLER_ALPHA:g}/{ranks}"
         )
     node = f" on {nodes[found.rank]}" if found.rank < len(nodes) else ""
     return (
-        f"rank {found.rank}{node}, the slowest in {found.rows} of {found.of_rows} rows "
+        f"rank {found.rank}{node}, the slowest in {found.rows} of {found.of_rows} skewed rows "
         f"(binomial p = {found.p_value:.2g} < {STRAGGLER_ALPHA:g}/{ranks} against chance "
         f"1 in {ranks})"
     )

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,10 +67,16 @@ class VethPair:
             )  # fmt: skip
 
     def sweep(
-        self, args: Sequence[str], out: Path, timeout_s: float = 600
+        self,
+        args: Sequence[str],
+        out: Path,
+        timeout_s: float = 600,
+        cgroup_procs: Mapping[int, Path] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """``colbench sweep ARGS --out OUT`` as a 2-rank job, one rank per namespace.
 
+        ``cgroup_procs`` maps a rank to a cgroup's ``cgroup.procs`` file: that rank's
+        process joins the cgroup before it starts (a CPU quota on one "node").
         Returns rank 0's completed process (rank 1's output is appended to its stderr
         when rank 1 fails).
         """
@@ -89,6 +95,9 @@ class VethPair:
                 "GLOO_SOCKET_IFNAME": iface,
             }
             command = ["ip", "netns", "exec", ns, sys.executable, "-m", "colbench", "sweep"]
+            if cgroup_procs and rank in cgroup_procs:
+                join = f'echo $$ > {cgroup_procs[rank]} && exec "$@"'
+                command = ["sh", "-c", join, "sh", *command]
             procs.append(
                 subprocess.Popen(
                     [*command, *args, "--out", str(out)],

@@ -248,8 +248,12 @@ class TableSink:
         self.rank_skewed_rows += rank_skewed(
             row.get("time_ranks_avg_us"), row.get("time_ranks_max_us")
         )
-        world_size = row.get("world_size")
-        self.slowest.add(row.get("slowest_rank"), int(world_size or 0))
+        self.slowest.add(
+            row.get("slowest_rank"),
+            int(row.get("world_size") or 0),
+            row.get("skew_us"),
+            float(row.get("time_ranks_avg_us") or 0.0),
+        )
 
     def _footer(self) -> None:
         if self._op is not None and self._busbw:

@@ -170,7 +170,9 @@ class MetaReporter(Reporter):
             self.wrong_total += int(row.wrong or 0)
             self.status_counts[row.status] = self.status_counts.get(row.status, 0) + 1
             if row.status == STATUS_OK:
-                self.slowest.add(row.slowest_rank, row.world_size)
+                self.slowest.add(
+                    row.slowest_rank, row.world_size, row.skew_us, row.time_ranks_avg_us or 0.0
+                )
 
     def on_end(self, summary: Summary) -> None:
         self.meta.update(
