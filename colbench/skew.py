@@ -174,15 +174,25 @@ def straggler(slowest_counts: Sequence[int]) -> Straggler | None:
 
 class SlowestCounter:
     """Counts, per rank, the measured rows in which it was the slowest by a margin that
-    matters (skew at least STRAGGLER_MIN_SKEW of the time per call)."""
+    matters (skew at least STRAGGLER_MIN_SKEW of the time per call).
+
+    Rows of rooted ops are not counted: their ranks leave the last warm-up call apart by
+    design (a broadcast's root returns once its data is in the socket buffers, a
+    gather's root last), so they reach the barrier apart whoever is slow.
+    """
 
     def __init__(self) -> None:
         self.counts: list[int] = []
 
     def add(
-        self, slowest_rank: int | None, world_size: int, skew_us: float | None, time_us: float
+        self,
+        slowest_rank: int | None,
+        world_size: int,
+        skew_us: float | None,
+        time_us: float,
+        root: int = -1,
     ) -> None:
-        if slowest_rank is None or skew_us is None or world_size < 2:
+        if slowest_rank is None or skew_us is None or world_size < 2 or root >= 0:
             return
         if len(self.counts) < world_size:
             self.counts += [0] * (world_size - len(self.counts))

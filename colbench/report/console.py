@@ -253,6 +253,7 @@ class TableSink:
             int(row.get("world_size") or 0),
             row.get("skew_us"),
             float(row.get("time_ranks_avg_us") or 0.0),
+            int(row.get("root", -1)),
         )
 
     def _footer(self) -> None:

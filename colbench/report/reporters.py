@@ -171,7 +171,11 @@ class MetaReporter(Reporter):
             self.status_counts[row.status] = self.status_counts.get(row.status, 0) + 1
             if row.status == STATUS_OK:
                 self.slowest.add(
-                    row.slowest_rank, row.world_size, row.skew_us, row.time_ranks_avg_us or 0.0
+                    row.slowest_rank,
+                    row.world_size,
+                    row.skew_us,
+                    row.time_ranks_avg_us or 0.0,
+                    row.root,
                 )
 
     def on_end(self, summary: Summary) -> None:

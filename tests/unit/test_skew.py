@@ -85,6 +85,7 @@ def test_rows_count_only_when_the_others_waited_a_tenth_of_a_call() -> None:
     counter.add(1, 2, 10.0, 100.0)
     counter.add(0, 2, 50.0, 100.0)
     counter.add(None, 2, None, 100.0)  # an imported row knows no straggler
+    counter.add(1, 2, 90.0, 100.0, root=0)  # a rooted op: skewed by design
     assert counter.counts == [1, 1] and counter.rows == 2
 
 
