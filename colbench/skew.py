@@ -192,11 +192,11 @@ class SlowestCounter:
         time_us: float,
         root: int = -1,
     ) -> None:
-        if slowest_rank is None or skew_us is None or world_size < 2 or root >= 0:
+        if slowest_rank is None or skew_us is None or world_size < 2:
             return
         if len(self.counts) < world_size:
             self.counts += [0] * (world_size - len(self.counts))
-        if not skew_us >= STRAGGLER_MIN_SKEW * time_us:
+        if root >= 0 or not skew_us >= STRAGGLER_MIN_SKEW * time_us:
             return
         self.counts[slowest_rank] += 1
 
@@ -209,14 +209,15 @@ class SlowestCounter:
 
 
 def summary_line(found: Straggler | None, counter: SlowestCounter, nodes: Sequence[str]) -> str:
-    """The end-of-run sentence about stragglers (empty when too few rows to judge)."""
+    """The end-of-run sentence about stragglers (empty when no row knew its ranks)."""
     ranks = len(counter.counts)
+    if not ranks:
+        return ""
     if found is None:
-        if counter.rows < STRAGGLER_MIN_ROWS:
-            return ""
         return (
             f"none: no rank was the slowest in significantly more of the {counter.rows} "
-            f"skewed rows than chance (1 in {ranks}) at p < {STRAGGLER_ALPHA:g}/{ranks}"
+            f"skewed rows than chance (1 in {ranks}; p < {STRAGGLER_ALPHA:g}/{ranks} and "
+            f"{STRAGGLER_MIN_ROWS} rows needed)"
         )
     node = f" on {nodes[found.rank]}" if found.rank < len(nodes) else ""
     return (

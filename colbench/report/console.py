@@ -274,7 +274,9 @@ class TableSink:
                 f"# Host-bound rows      : {self.host_bound_rows} (time marked "
                 f"{HOST_BOUND_MARK}): torch's launch cost, not the network; see --cuda-graph"
             )
-        if self.rank_skewed_rows:
+        # Printed whenever the ranks' times were known, so the table ends the same way
+        # whatever the run's noise.
+        if self.slowest.counts:
             self._echo(
                 f"# Rank-skewed rows     : {self.rank_skewed_rows} (time marked "
                 f"{RANK_SKEW_MARK}): -a max exceeds -a avg by more than {RANK_SKEW_RATIO:.0%}; "
