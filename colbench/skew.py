@@ -35,6 +35,17 @@ STRAGGLER_ALPHA = 0.001
 #: Fewer counted rows than this name no straggler, however lopsided (at 2 ranks, 7 of 7
 #: happens by chance 1 time in 128).
 STRAGGLER_MIN_ROWS = 10
+
+
+def min_share(ranks: int) -> float:
+    """The share of the counted rows a straggler needs besides significance: two thirds
+    of the way from chance to all of them (5/6 at 2 ranks, 3/4 at 4). With many rows the
+    test alone names a rank for a bias too small to matter: rank 0 hosts the store the
+    others report progress to, and on a loaded 2-core machine it arrived last in up to
+    72% of the skewed rows of a run where no rank was held back."""
+    return 1 / ranks + 2 / 3 * (1 - 1 / ranks)
+
+
 #: A row counts toward the straggler test only when the others waited at least this
 #: share of the row's time per call for its straggler: smaller spreads are within the
 #: barrier's own latency (gloo's barrier is not symmetric: one rank always leaves a
@@ -46,23 +57,52 @@ RANK_SKEW_RATIO = 0.05
 
 
 _TASKS = "/proc/self/task"
+#: Threads a barrier on a gloo group runs on, by the names torch and gloo give them (the
+#: main thread is found by its id). Others are left out: rank 0's store server answers
+#: the other ranks' progress reports while it waits in the barrier, and a thread that
+#: waits for a CPU then is not holding the barrier up.
+_BARRIER_THREADS = ("pt_gloo_runloop", "gloo_tcp_loop")
+_counted: dict[int, bool] = {}
 
 
-def cpu_starved_ns() -> int | None:
-    """Time this process's threads have spent ready to run but without a CPU (throttled
-    by a CPU quota, or preempted), summed: Linux schedstat's run_delay. None where the
-    kernel does not say."""
-    total = 0
+def _on_barrier_path(tid: int) -> bool:
+    if tid not in _counted:
+        try:
+            with open(f"{_TASKS}/{tid}/comm", encoding="utf-8") as f:
+                name = f.read().strip()
+        except OSError:
+            name = ""
+        _counted[tid] = tid == os.getpid() or name.startswith(_BARRIER_THREADS)
+    return _counted[tid]
+
+
+def thread_run_delays_ns() -> dict[int, int] | None:
+    """Per thread on a barrier's path (the main thread and gloo's), the time it has
+    spent ready to run but without a CPU (throttled by a CPU quota, or preempted):
+    Linux schedstat's run delay. None where the kernel does not say."""
+    delays = {}
     try:
-        for tid in os.listdir(_TASKS):
+        for name in os.listdir(_TASKS):
+            tid = int(name)
+            if not _on_barrier_path(tid):
+                continue
             try:
                 with open(f"{_TASKS}/{tid}/schedstat", "rb") as f:
-                    total += int(f.read().split()[1])
+                    delays[tid] = int(f.read().split()[1])
             except (FileNotFoundError, ProcessLookupError):
                 continue  # a thread that ended meanwhile
     except (OSError, IndexError, ValueError):
         return None
-    return total
+    return delays
+
+
+def starved_ns(before: dict[int, int] | None, after: dict[int, int] | None) -> int:
+    """How long the barrier's threads were held up for want of a CPU between two
+    snapshots, summed over them (the caller caps it at the time that passed): which of
+    them a stall held up is not known, and each is on the barrier's path."""
+    if before is None or after is None:
+        return 0
+    return sum(after[tid] - before[tid] for tid in after if tid in before)
 
 
 def wait_in(barrier: Callable[[], None]) -> tuple[float, float]:
@@ -70,18 +110,15 @@ def wait_in(barrier: Callable[[], None]) -> tuple[float, float]:
 
     The wall time inside the barrier counts this rank's own stalls too: a rank throttled
     after it arrived leaves late although nobody waited for it, and would look early.
-    Its CPU starvation inside the barrier (:func:`cpu_starved_ns`) is its own delay,
-    not a wait for the others, so it is taken out (0 where the kernel does not say).
+    Its CPU starvation inside the barrier (:func:`starved_ns`) is its own delay, not a
+    wait for the others, so it is taken out (0 where the kernel does not say).
     """
-    starved_before = cpu_starved_ns()
+    before = thread_run_delays_ns()
     entered_ns = time.perf_counter_ns()
     barrier()
     wall_ns = time.perf_counter_ns() - entered_ns
-    starved_after = cpu_starved_ns()
-    starved_ns = 0
-    if starved_before is not None and starved_after is not None:
-        starved_ns = min(wall_ns, max(0, starved_after - starved_before))
-    return (wall_ns - starved_ns) / 1e3, starved_ns / 1e3
+    starved = min(wall_ns, max(0, starved_ns(before, thread_run_delays_ns())))
+    return (wall_ns - starved) / 1e3, starved / 1e3
 
 
 @dataclass(frozen=True)
@@ -157,8 +194,9 @@ def straggler(slowest_counts: Sequence[int]) -> Straggler | None:
 
     Under the null hypothesis every rank is equally likely to arrive last, so a rank's
     count is Binomial(rows, 1/N). The rank with the highest count is named when its
-    one-sided p-value is below STRAGGLER_ALPHA / N and at least STRAGGLER_MIN_ROWS rows
-    were counted. "Most rows" would not do: at 2 ranks one of them always has most.
+    one-sided p-value is below STRAGGLER_ALPHA / N, its share is at least
+    :func:`min_share` and at least STRAGGLER_MIN_ROWS rows were counted. "Most rows"
+    would not do: at 2 ranks one of them always has most.
     """
     ranks = len(slowest_counts)
     rows = sum(slowest_counts)
@@ -167,7 +205,7 @@ def straggler(slowest_counts: Sequence[int]) -> Straggler | None:
     worst = max(range(ranks), key=lambda r: (slowest_counts[r], -r))
     p_value = binomial_tail(slowest_counts[worst], rows, 1 / ranks)
     threshold = STRAGGLER_ALPHA / ranks
-    if p_value >= threshold:
+    if p_value >= threshold or slowest_counts[worst] < min_share(ranks) * rows:
         return None
     return Straggler(worst, slowest_counts[worst], rows, p_value, threshold)
 
@@ -216,8 +254,8 @@ def summary_line(found: Straggler | None, counter: SlowestCounter, nodes: Sequen
     if found is None:
         return (
             f"none: no rank was the slowest in significantly more of the {counter.rows} "
-            f"skewed rows than chance (1 in {ranks}; p < {STRAGGLER_ALPHA:g}/{ranks} and "
-            f"{STRAGGLER_MIN_ROWS} rows needed)"
+            f"skewed rows than chance (1 in {ranks}; p < {STRAGGLER_ALPHA:g}/{ranks}, a "
+            f"share of {min_share(ranks):.0%} and {STRAGGLER_MIN_ROWS} rows needed)"
         )
     node = f" on {nodes[found.rank]}" if found.rank < len(nodes) else ""
     return (
@@ -255,6 +293,11 @@ class RankRow(TableRow):
     wait_us: float = column(
         "how long this rank waited inside the barrier before the timed batch (its own "
         "clock): the longest wait is the first to arrive, the shortest the straggler",
+        "us",
+    )
+    starved_us: float = column(
+        "time this rank was ready to run but had no CPU inside that barrier (throttled "
+        "or preempted; Linux schedstat run delay), left out of wait_us",
         "us",
     )
     slowest: int = column("1 for the row's slowest_rank (the shortest wait), else 0")

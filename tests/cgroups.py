@@ -46,6 +46,14 @@ class CpuGroup:
         """Write a pid here to move that process (and the threads it starts) in."""
         return self.path / "cgroup.procs"
 
+    def weigh(self, times_default: int) -> None:
+        """Give the group ``times_default`` times a default group's share of a busy CPU
+        (its quota, if any, still caps it)."""
+        if self.v2:
+            (self.path / "cpu.weight").write_text(str(100 * times_default))
+        else:
+            (self.path / "cpu.shares").write_text(str(1024 * times_default))
+
     def limit(self, quota_us: int | None, period_us: int = 10_000) -> None:
         """Let the group run ``quota_us`` of every ``period_us``; None: no limit."""
         if self.v2:

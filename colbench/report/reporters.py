@@ -9,6 +9,7 @@ end; ``close`` runs whether the run ended or failed.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -124,7 +125,9 @@ class PerRankReporter(Reporter):
     def on_rank_times(self, row: Row, ranks: RankTimes) -> None:
         assert self._writer is not None, "on_start opens the file"
         slowest = ranks.slowest_rank
-        for rank, (time_us, wait_us) in enumerate(zip(ranks.batch_us, ranks.wait_us, strict=True)):
+        starved = ranks.starved_us or (math.nan,) * len(ranks.wait_us)
+        every = zip(ranks.batch_us, ranks.wait_us, starved, strict=True)
+        for rank, (time_us, wait_us, starved_us) in enumerate(every):
             self._writer.write(
                 RankRow(
                     run_id=row.run_id,
@@ -140,6 +143,7 @@ class PerRankReporter(Reporter):
                     node=self._nodes[rank] if rank < len(self._nodes) else "",
                     time_us=time_us,
                     wait_us=wait_us,
+                    starved_us=starved_us,
                     slowest=int(rank == slowest),
                 )
             )

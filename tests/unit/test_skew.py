@@ -23,6 +23,7 @@ from colbench.skew import (
     RankTimes,
     SlowestCounter,
     binomial_tail,
+    min_share,
     rank_skewed,
     straggler,
     wait_in,
@@ -46,11 +47,23 @@ def test_two_ranks_20_of_20_rows_names_the_rank() -> None:
 
 
 def test_the_level_is_split_over_the_ranks() -> None:
-    # 8 ranks, 40 rows: chance gives each about 5. 17 of 40 has p = 3.4e-5 < 0.001/8.
-    assert binomial_tail(17, 40, 1 / 8) < STRAGGLER_ALPHA / 8
-    assert straggler([3, 3, 3, 17, 3, 3, 4, 4]) is not None
+    # 8 ranks, 40 rows: chance gives each 5. 29 of 40 has p < 1e-15 and a share of 72%.
+    assert straggler([1, 1, 1, 29, 2, 2, 2, 2]) is not None
     # 13 of 40 (p = 0.0012) would pass a test of one rank at 0.01, not of eight.
+    assert binomial_tail(13, 40, 1 / 8) > STRAGGLER_ALPHA / 8
     assert straggler([4, 4, 4, 13, 4, 4, 4, 3]) is None
+
+
+def test_a_significant_but_small_bias_names_nobody() -> None:
+    # 75% of 100 rows at 2 ranks is far beyond chance (p = 3e-7) but short of 5/6: a
+    # bias of the op or of the bookkeeping, not a rank worth naming.
+    assert binomial_tail(75, 100, 0.5) < STRAGGLER_ALPHA / 2
+    assert straggler([75, 25]) is None
+    assert min_share(2) == pytest.approx(5 / 6) and straggler([84, 16]) is not None
+    assert min_share(4) == pytest.approx(0.75)
+    # 8 ranks: 17 of 40 is significant (p = 3.4e-5) but is 43%, under 71%.
+    assert binomial_tail(17, 40, 1 / 8) < STRAGGLER_ALPHA / 8
+    assert straggler([3, 3, 3, 17, 3, 3, 4, 4]) is None
 
 
 def test_too_few_rows_name_nobody() -> None:
