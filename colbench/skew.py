@@ -1,7 +1,8 @@
 """Rank skew: which rank the others waited for, and whether one does so too often.
 
-Every rank times how long it waited inside the side group's barrier before a timed
-batch, on its own host clock (``time.perf_counter_ns``). Durations on one host need no
+Every rank times how long it waited for the others inside the side group's barrier
+before a timed batch, on its own host clock (``time.perf_counter_ns``), less the time it
+was itself starved of CPU in there (:func:`wait_in`). Durations on one host need no
 agreement between hosts' clocks, so the measure holds on a multi-node job whose clocks
 are not synchronised. Everyone leaves a barrier when the last rank has entered it, so:
 
@@ -15,7 +16,8 @@ and a rooted op's root finishes early by design (see docs/semantics.md).
 
 A rank that waits least in one row means nothing: some rank always arrives last. A rank
 is named the run's straggler only when it is the slowest in significantly more rows
-than chance (1 in N) would make it: a one-sided binomial test (:func:`straggler`).
+than chance (1 in N) would make it, a one-sided binomial test, and in a large share of
+them (:func:`straggler`).
 """
 
 from __future__ import annotations
@@ -48,8 +50,7 @@ def min_share(ranks: int) -> float:
 
 #: A row counts toward the straggler test only when the others waited at least this
 #: share of the row's time per call for its straggler: smaller spreads are within the
-#: barrier's own latency (gloo's barrier is not symmetric: one rank always leaves a
-#: network hop earlier) and the machine's jitter, and cost the measurement little.
+#: barrier's own latency and the machine's jitter, and cost the measurement little.
 STRAGGLER_MIN_SKEW = 0.10
 #: A row's time is marked as rank-skewed when ``-a max`` exceeds ``-a avg`` by more than
 #: this share: which combination was chosen then changes the answer.
