@@ -30,6 +30,7 @@ from colbench.results import (
     make_row,
     unmeasured_row,
 )
+from colbench.skew import RankTimes, wait_in
 from colbench.timing import Timer
 
 
@@ -41,6 +42,9 @@ class RowSink(Protocol):
 
     def note(self, message: str) -> None:
         """A one-line remark (skipped sizes and the like)."""
+
+    def rank_times(self, row: Row, ranks: RankTimes) -> None:
+        """Every rank's share of a measured row (asked for only with --per-rank)."""
 
 
 @dataclass(frozen=True)
@@ -238,7 +242,7 @@ class RankBench:
                     )
                     continue
                 sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
-                times, iters, enqueue_us = self._time(coll, sets, ctx)
+                times, iters, enqueue_us, ranks = self._time(coll, sets, ctx)
                 wrong = (
                     self._verify(coll, sets[0], ctx)
                     if self.cfg.measure.check and coll.sized
@@ -257,16 +261,20 @@ class RankBench:
                         iters=iters,
                         repeat=repeat,
                         enqueue_us=enqueue_us,
+                        ranks=ranks,
                     )
                 )
+                if self.sink is not None and self.cfg.output.per_rank:
+                    self.sink.rank_times(rows[-1], ranks)
             yield rows
         flight.op, flight.dtype, flight.size_bytes, flight.phase = "", "", None, "between ops"
         del storages
 
     def _time(
         self, coll: Collective, sets: Sequence[Buffers], ctx: Context
-    ) -> tuple[dict[str, float], int, float | None]:
-        """Warm up, then time one batch: (combined times, timed calls, enqueue time per call)."""
+    ) -> tuple[dict[str, float], int, float | None, RankTimes]:
+        """Warm up, then time one batch: (combined times, timed calls, enqueue time per
+        call, every rank's batch mean and barrier wait)."""
         flight = self.in_flight
         flight.step("fill")
         for bufs in sets:
@@ -277,7 +285,7 @@ class RankBench:
         for _ in range(self.cfg.measure.warmup):
             call()
         self.timer.synchronize()
-        iter_us = self._timed_batch(call, self.cfg.measure.iters)
+        iter_us, waited = self._timed_batch(call, self.cfg.measure.iters)
         budget_s = self.cfg.measure.time_budget_s
         if budget_s is not None:
             # pyperf-style calibration: the fixed batch above estimates the cost of one
@@ -285,25 +293,40 @@ class RankBench:
             # its length) and keep that instead.
             iters = self._budget_iters(iter_us, budget_s)
             if iters > self.cfg.measure.iters:
-                iter_us = self._timed_batch(call, iters)
+                iter_us, waited = self._timed_batch(call, iters)
         enqueue_us = self.timer.enqueue_us
         flight.step("combining times")
-        # The enqueue time rides along as one more column (NaN where calls block).
-        every = self.side.gather_floats([*iter_us, math.nan if enqueue_us is None else enqueue_us])
-        times = combine_times([rank[:-1] for rank in every], self.cfg.measure.average)
-        enqueues = [rank[-1] for rank in every]
+        # The enqueue time and the barrier's wait and starvation ride along as three more
+        # columns (the enqueue time NaN where calls block).
+        every = self.side.gather_floats(
+            [*iter_us, math.nan if enqueue_us is None else enqueue_us, *waited]
+        )
+        per_rank_iters = [rank[:-3] for rank in every]
+        times = combine_times(per_rank_iters, self.cfg.measure.average)
+        enqueues = [rank[-3] for rank in every]
         # The rank that waited longest to hand its calls over decides whether the GPU
         # was starved.
         slowest_enqueue = None if enqueue_us is None else max(enqueues)
-        return times, len(iter_us), slowest_enqueue
+        ranks = RankTimes(
+            batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
+            wait_us=tuple(rank[-2] for rank in every),
+            starved_us=tuple(rank[-1] for rank in every),
+        )
+        return times, len(iter_us), slowest_enqueue, ranks
 
-    def _timed_batch(self, call: Any, iters: int) -> list[float]:
+    def _timed_batch(self, call: Any, iters: int) -> tuple[list[float], tuple[float, float]]:
+        """Align the ranks, then time the batch: (per-call times, (wait for the others,
+        CPU starvation) in the barrier), in us.
+
+        The wait is a duration on this host's own clock, so ranks on hosts whose clocks
+        disagree still compare (see colbench.skew).
+        """
         # Progress is published before the barrier: a store round trip between the
         # barrier and the first timestamp would be timed, and would skew the ranks.
         self.in_flight.step("timed batch")
         self._fault.tick()
-        self.side.barrier()
-        return self.timer.time_batch(call, iters)
+        waited = wait_in(self.side.barrier)
+        return self.timer.time_batch(call, iters), waited
 
     def _budget_iters(self, calibration_us: list[float], budget_s: float) -> int:
         """Iterations that fill ``budget_s`` at the slowest rank's pace (agreed by all)."""

@@ -109,6 +109,8 @@ class OutputConfig:
     """Print the nccl-tests style table on stdout."""
     plot: bool = False
     """Write busbw.png and time.png into the run directory when the sweep is done."""
+    per_rank: bool = False
+    """Write per_rank.csv beside results.csv: each rank's batch time and barrier wait."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
 
@@ -250,6 +252,7 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
         command_line=command_line,
         env_axes=parse_axes(opts.env or []),
         plot=opts.plot,
+        per_rank=opts.per_rank,
     )
 
 

@@ -343,6 +343,12 @@ class SweepOptions:
         help="Write busbw.png and time.png into the run dir.",
         concern="output",
     )
+    per_rank: bool = option(
+        False,
+        "--per-rank",
+        help="Also write per_rank.csv: every rank's batch time and barrier wait per row.",
+        concern="output",
+    )
 
 
 @dataclass(frozen=True)

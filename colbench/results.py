@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from colbench.errors import UsageError
+from colbench.skew import RankTimes
 from colbench.tables import Table, TableRow, TableWriter, format_cell
 from colbench.tables import column as _column
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from colbench.ops.base import Layout
     from colbench.plan import Work
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: What each version of results.csv changed.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -44,6 +45,10 @@ SCHEMA_HISTORY: dict[int, str] = {
     "batch beside the GPU time, and whether the GPU waited on the host; status "
     "`unsupported` (the backend cannot run the op under the run's variant). Older files "
     "read as enqueue_us and host_bound empty (not measured).",
+    4: "rank skew (last): `slowest_rank` and `skew_us` from each rank's wait in the barrier "
+    "before the timed batch, `time_ranks_avg_us` and `time_ranks_max_us` (what -a avg and "
+    "-a max report, whichever -a the run used); a second table, per_rank.csv, with "
+    "--per-rank. Older files read as these four empty (not measured).",
 }
 
 #: What makes two rows the same measurement: rows of two runs are compared only where
@@ -144,6 +149,25 @@ class Row(TableRow):
         "",
         None,
     )
+    slowest_rank: int | None = _column(
+        "the straggler: the rank that waited least in the barrier before the timed batch, "
+        "i.e. arrived last and was waited for (lowest rank on a tie); waits are durations "
+        "on each rank's own clock, so hosts' clocks need not agree (docs/semantics.md)",
+        "rank",
+        None,
+    )
+    skew_us: float | None = _column(
+        "arrival skew: longest barrier wait minus shortest, how long the first rank to "
+        "arrive waited for the straggler",
+        "us",
+        None,
+    )
+    time_ranks_avg_us: float | None = _column(
+        "mean over ranks of each rank's batch mean (what -a avg reports)", "us", None
+    )
+    time_ranks_max_us: float | None = _column(
+        "slowest rank's batch mean (what -a max reports)", "us", None
+    )
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
@@ -160,6 +184,10 @@ _ADDED_IN: dict[str, int] = {
     "repeat": 2,
     "enqueue_us": 3,
     "host_bound": 3,
+    "slowest_rank": 4,
+    "skew_us": 4,
+    "time_ranks_avg_us": 4,
+    "time_ranks_max_us": 4,
 }
 RESULTS = Table(
     "results.csv",
@@ -210,6 +238,7 @@ def make_row(
     iters: int | None = None,
     repeat: int = 0,
     enqueue_us: float | None = None,
+    ranks: RankTimes | None = None,
 ) -> Row:
     """One row of a measurement; bandwidth is computed only here, from the combined time.
 
@@ -254,6 +283,10 @@ def make_row(
         repeat=repeat,
         enqueue_us=enqueue_us,
         host_bound=host_bound(enqueue_us, time_us),
+        slowest_rank=None if ranks is None else ranks.slowest_rank,
+        skew_us=None if ranks is None else ranks.skew_us,
+        time_ranks_avg_us=None if ranks is None else ranks.avg_us,
+        time_ranks_max_us=None if ranks is None else ranks.max_us,
     )
 
 
@@ -319,7 +352,7 @@ _LATE_IN: dict[int, tuple[str, ...]] = {2: ("group_size", "groups", "aggbw_gbps"
 #: taken from the row's other cells. Before subgroups every collective ran on one group
 #: of all ranks, so group_size is world_size and aggbw_gbps is busbw_gbps; before
 #: --repeat a row was sample 0; before status every written row was measured; before
-#: version 3 the host's enqueue time was not measured.
+#: version 3 the host's enqueue time was not measured, before version 4 rank skew.
 _FILL: dict[str, Callable[[Any], Any]] = {
     "group_size": lambda raw: raw["world_size"],
     "groups": lambda raw: "1",
@@ -328,6 +361,10 @@ _FILL: dict[str, Callable[[Any], Any]] = {
     "repeat": lambda raw: "0",
     "enqueue_us": lambda raw: "",
     "host_bound": lambda raw: "",
+    "slowest_rank": lambda raw: "",
+    "skew_us": lambda raw: "",
+    "time_ranks_avg_us": lambda raw: "",
+    "time_ranks_max_us": lambda raw: "",
 }
 
 

@@ -27,10 +27,11 @@ from typing import Any
 from colbench.errors import UsageError
 from colbench.p2p.results import P2P
 from colbench.results import RESULTS, SCHEMA_VERSION, csv_path, load
+from colbench.skew import PER_RANK
 from colbench.tables import Table, TableWriter
 
 #: Every table a run directory may hold (docs/schema.md lists them).
-TABLES = [RESULTS, P2P]
+TABLES = [RESULTS, PER_RANK, P2P]
 META_FILE = "meta.json"
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 

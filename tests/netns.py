@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,11 +66,14 @@ def launch_ranks(
     master_addr: str,
     argv: Sequence[str],
     timeout_s: float = 600,
+    cgroup_procs: Mapping[int, Path] | None = None,
 ) -> list[subprocess.CompletedProcess[str]]:
     """``colbench ARGV`` once per (namespace, extra env), as ranks 0.. of one launched job.
 
     Each rank is alone on its "node" (LOCAL_WORLD_SIZE 1); rank 0's node hosts the store
-    at ``master_addr``. Waits for all; whatever still runs at the deadline is killed.
+    at ``master_addr``. ``cgroup_procs`` maps a rank to a cgroup's ``cgroup.procs`` file
+    that its process joins before it starts (a CPU quota on one "node"). Waits for all;
+    whatever still runs at the deadline is killed.
     """
     port = free_port()
     procs = []
@@ -86,9 +89,13 @@ def launch_ranks(
             "MASTER_PORT": str(port),
             **extra,
         }
+        command = ["ip", "netns", "exec", ns, sys.executable, "-m", "colbench", *argv]
+        if cgroup_procs and rank in cgroup_procs:
+            join = f'echo $$ > {cgroup_procs[rank]} && exec "$@"'
+            command = ["sh", "-c", join, "sh", *command]
         procs.append(
             subprocess.Popen(
-                ["ip", "netns", "exec", ns, sys.executable, "-m", "colbench", *argv],
+                command,
                 cwd=REPO,
                 env=env,
                 stdout=subprocess.PIPE,
@@ -126,10 +133,16 @@ class VethPair:
             )  # fmt: skip
 
     def sweep(
-        self, args: Sequence[str], out: Path, timeout_s: float = 600
+        self,
+        args: Sequence[str],
+        out: Path,
+        timeout_s: float = 600,
+        cgroup_procs: Mapping[int, Path] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """``colbench sweep ARGS --out OUT`` as a 2-rank job, one rank per namespace.
 
+        ``cgroup_procs`` maps a rank to a cgroup's ``cgroup.procs`` file: that rank's
+        process joins the cgroup before it starts (a CPU quota on one "node").
         Returns rank 0's completed process (rank 1's output is appended to its stderr
         when rank 1 fails).
         """
@@ -138,7 +151,11 @@ class VethPair:
             for rank, (ns, iface) in enumerate(zip(self.namespaces, self.interfaces, strict=True))
         ]
         results = launch_ranks(
-            ranks, self.addresses[0], ["sweep", *args, "--out", str(out)], timeout_s
+            ranks,
+            self.addresses[0],
+            ["sweep", *args, "--out", str(out)],
+            timeout_s,
+            cgroup_procs,
         )
         first, second = results
         if second.returncode != 0:

@@ -14,6 +14,7 @@ from typing import Any
 from colbench import __version__
 from colbench.dtypes import DTYPES
 from colbench.results import HOST_BOUND_RATIO, STATUS_OK
+from colbench.skew import RANK_SKEW_RATIO, SlowestCounter, rank_skewed, summary_line
 
 _HEAD = (("size", 12), ("count", 14), ("type", 10), ("redop", 8), ("root", 8))
 _PER_PLACEMENT = (("time", 9), ("algbw", 8), ("busbw", 8), ("#wrong", 7))
@@ -27,6 +28,13 @@ HOST_BOUND_NOTE = (
     f">= {HOST_BOUND_RATIO:g}x the time per call), so the time is torch's launch cost, not "
     "the network's latency; --cuda-graph measures small messages without it"
 )
+RANK_SKEW_MARK = "!"
+
+
+def _marks(row: Mapping[str, Any]) -> str:
+    """What follows a time: host-bound, then rank-skewed (-a avg and -a max disagree)."""
+    skewed = rank_skewed(row.get("time_ranks_avg_us"), row.get("time_ranks_max_us"))
+    return (HOST_BOUND_MARK if row.get("host_bound") else "") + (RANK_SKEW_MARK if skewed else "")
 
 
 def _cells(values: Sequence[str], widths: Sequence[tuple[str, int]]) -> str:
@@ -96,7 +104,7 @@ def _status_block(status: str) -> str:
 def _measured_block(row: Mapping[str, Any]) -> str:
     (_, time_w), (_, algbw_w), (_, busbw_w), (_, wrong_w) = _PER_PLACEMENT
     time_us = float(row["time_us"])
-    mark = HOST_BOUND_MARK if row.get("host_bound") else ""
+    mark = _marks(row)
     wrong = row.get("wrong")
     return _cells(
         [
@@ -113,7 +121,8 @@ def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
     """One table line from the rows of one size (one per placement measured).
 
     Every value leaves at least one space before it: a number too long for its column
-    switches to the %g form (1.2e+06), a host-bound time carries HOST_BOUND_MARK.
+    switches to the %g form (1.2e+06), a host-bound time carries HOST_BOUND_MARK, a
+    rank-skewed one RANK_SKEW_MARK.
     """
     first = rows[0]
     widths = dict(_HEAD)
@@ -194,6 +203,10 @@ class TableSink:
         self.rows_written = 0
         self.wrong_total = 0
         self.host_bound_rows = 0
+        self.rank_skewed_rows = 0
+        self.slowest = SlowestCounter()
+        #: Node label of each rank, to name a straggler by.
+        self.nodes: list[str] = []
         self.status_counts: dict[str, int] = {}
 
     def note(self, message: str) -> None:
@@ -210,6 +223,7 @@ class TableSink:
             self.rows_written += 1
             self.wrong_total += int(row.get("wrong") or 0)
             self.host_bound_rows += int(bool(row.get("host_bound")))
+            self._count_skew(row)
             status = str(row.get("status", "ok"))
             self.status_counts[status] = self.status_counts.get(status, 0) + 1
         self._advance(len(rows))
@@ -227,6 +241,20 @@ class TableSink:
                 self._echo(line)
         self._busbw.extend(float(r["busbw_gbps"]) for r in rows if r.get("busbw_gbps") is not None)
         self._echo(format_line(rows))
+
+    def _count_skew(self, row: Mapping[str, Any]) -> None:
+        if row.get("status", STATUS_OK) != STATUS_OK:
+            return
+        self.rank_skewed_rows += rank_skewed(
+            row.get("time_ranks_avg_us"), row.get("time_ranks_max_us")
+        )
+        self.slowest.add(
+            row.get("slowest_rank"),
+            int(row.get("world_size") or 0),
+            row.get("skew_us"),
+            float(row.get("time_ranks_avg_us") or 0.0),
+            int(row.get("root", -1)),
+        )
 
     def _footer(self) -> None:
         if self._op is not None and self._busbw:
@@ -246,3 +274,14 @@ class TableSink:
                 f"# Host-bound rows      : {self.host_bound_rows} (time marked "
                 f"{HOST_BOUND_MARK}): torch's launch cost, not the network; see --cuda-graph"
             )
+        # Printed whenever the ranks' times were known, so the table ends the same way
+        # whatever the run's noise.
+        if self.slowest.counts:
+            self._echo(
+                f"# Rank-skewed rows     : {self.rank_skewed_rows} (time marked "
+                f"{RANK_SKEW_MARK}): -a max exceeds -a avg by more than {RANK_SKEW_RATIO:.0%}; "
+                "see docs/semantics.md for which to trust"
+            )
+        straggler = summary_line(self.slowest.verdict(), self.slowest, self.nodes)
+        if straggler:
+            self._echo(f"# Straggler            : {straggler}")

@@ -9,6 +9,7 @@ end; ``close`` runs whether the run ended or failed.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ from typing import Any
 
 from colbench import ops
 from colbench.report.console import TableSink
-from colbench.results import STATUS_OOM, STATUS_UNSUPPORTED, Row
+from colbench.results import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
 from colbench.rundir import RunDir
+from colbench.skew import PER_RANK, RankRow, RankTimes, SlowestCounter
 from colbench.tables import TableWriter
 
 
@@ -36,6 +38,9 @@ class Reporter:
 
     def on_rows(self, rows: Sequence[Row]) -> None:
         """All placements of one (op, dtype, redop, size), in the order measured."""
+
+    def on_rank_times(self, row: Row, ranks: RankTimes) -> None:
+        """Every rank's share of a measured row (only with --per-rank)."""
 
     def on_end(self, summary: Summary) -> None:
         """Every row has been measured."""
@@ -63,6 +68,10 @@ class RowStream:
 
     def note(self, message: str) -> None:
         self._warn(f"colbench: note: {message}")
+
+    def rank_times(self, row: Row, ranks: RankTimes) -> None:
+        for reporter in self.reporters:
+            reporter.on_rank_times(row, ranks)
 
     def end(self) -> None:
         summary = Summary(duration_s=round(time.monotonic() - self._started, 3))
@@ -101,6 +110,49 @@ class CsvReporter(Reporter):
             self._writer.close()
 
 
+class PerRankReporter(Reporter):
+    """per_rank.csv (--per-rank): one line per rank per measured row."""
+
+    def __init__(self, run_dir: RunDir) -> None:
+        self.run_dir = run_dir
+        self._writer: TableWriter | None = None
+        self._nodes: list[str] = []
+
+    def on_start(self, meta: Mapping[str, Any]) -> None:
+        self._nodes = list(meta.get("rank_hosts") or [])
+        self._writer = self.run_dir.writer(PER_RANK)
+
+    def on_rank_times(self, row: Row, ranks: RankTimes) -> None:
+        assert self._writer is not None, "on_start opens the file"
+        slowest = ranks.slowest_rank
+        starved = ranks.starved_us or (math.nan,) * len(ranks.wait_us)
+        every = zip(ranks.batch_us, ranks.wait_us, starved, strict=True)
+        for rank, (time_us, wait_us, starved_us) in enumerate(every):
+            self._writer.write(
+                RankRow(
+                    run_id=row.run_id,
+                    variant=row.variant,
+                    op=row.op,
+                    dtype=row.dtype,
+                    redop=row.redop,
+                    in_place=row.in_place,
+                    requested_bytes=row.requested_bytes,
+                    size_bytes=row.size_bytes,
+                    repeat=row.repeat or 0,
+                    rank=rank,
+                    node=self._nodes[rank] if rank < len(self._nodes) else "",
+                    time_us=time_us,
+                    wait_us=wait_us,
+                    starved_us=starved_us,
+                    slowest=int(rank == slowest),
+                )
+            )
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
 class MetaReporter(Reporter):
     """meta.json: written at the start, completed with the counts at the end."""
 
@@ -110,6 +162,7 @@ class MetaReporter(Reporter):
         self.rows = 0
         self.wrong_total = 0
         self.status_counts: dict[str, int] = {}
+        self.slowest = SlowestCounter()
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
         self.meta = dict(meta)
@@ -120,6 +173,14 @@ class MetaReporter(Reporter):
             self.rows += 1
             self.wrong_total += int(row.wrong or 0)
             self.status_counts[row.status] = self.status_counts.get(row.status, 0) + 1
+            if row.status == STATUS_OK:
+                self.slowest.add(
+                    row.slowest_rank,
+                    row.world_size,
+                    row.skew_us,
+                    row.time_ranks_avg_us or 0.0,
+                    row.root,
+                )
 
     def on_end(self, summary: Summary) -> None:
         self.meta.update(
@@ -130,8 +191,25 @@ class MetaReporter(Reporter):
             rows_unsupported=self.status_counts.get(STATUS_UNSUPPORTED, 0),
             wrong_total=self.wrong_total,
             duration_s=summary.duration_s,
+            # Rows in which each rank arrived last, and the rank named (see colbench.skew).
+            slowest_rank_rows=self.slowest.counts,
+            straggler=_straggler_meta(self.slowest, self.meta.get("rank_hosts") or []),
         )
         self.run_dir.write_meta(self.meta)
+
+
+def _straggler_meta(counter: SlowestCounter, nodes: Sequence[str]) -> dict[str, Any] | None:
+    found = counter.verdict()
+    if found is None:
+        return None
+    return {
+        "rank": found.rank,
+        "node": nodes[found.rank] if found.rank < len(nodes) else "",
+        "rows": found.rows,
+        "of_rows": found.of_rows,
+        "p_value": found.p_value,
+        "threshold": found.threshold,
+    }
 
 
 class ProgressReporter(Reporter):
@@ -158,6 +236,7 @@ class ConsoleReporter(Reporter):
         self._table = TableSink(lambda row: None, True, echo=echo, warn=warn)
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
+        self._table.nodes = list(meta.get("rank_hosts") or [])
         self._table.header(self._header)
 
     def on_rows(self, rows: Sequence[Row]) -> None:

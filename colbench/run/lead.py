@@ -15,6 +15,7 @@ from colbench.report.reporters import (
     ConsoleReporter,
     CsvReporter,
     MetaReporter,
+    PerRankReporter,
     ProgressReporter,
     Reporter,
     RowStream,
@@ -54,6 +55,8 @@ def lead_run(
             MetaReporter(run_dir),
             ProgressReporter(hooks.advance),
         ]
+        if cfg.output.per_rank:
+            reporters.append(PerRankReporter(run_dir))
         if cfg.output.table:
             header = _table_header(job, info, peers, hosts, warnings)
             reporters.append(ConsoleReporter(header, hooks.echo, hooks.warn))

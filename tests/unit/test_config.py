@@ -283,6 +283,7 @@ def test_every_option_reaches_the_config() -> None:
         "table": False,
         "env": ["A=1"],
         "plot": True,
+        "per_rank": True,
     }
     assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
     base = config.from_options(options.SweepOptions()).to_dict()

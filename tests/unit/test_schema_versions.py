@@ -109,8 +109,10 @@ def test_update_baseline_over_a_version_1_baseline(
 
 def test_every_column_since_version_1_says_how_old_files_read() -> None:
     assert may_lack(1) == set(COLUMNS) - set(V1_COLUMNS)
+    v4 = {"slowest_rank", "skew_us", "time_ranks_avg_us", "time_ranks_max_us"}
     assert may_lack(2) == {"group_size", "groups", "aggbw_gbps", "repeat", "enqueue_us",
-                           "host_bound"}  # fmt: skip
+                           "host_bound", *v4}  # fmt: skip
+    assert may_lack(3) == v4
     assert may_lack(SCHEMA_VERSION) == frozenset()
 
 
@@ -193,17 +195,18 @@ def test_rows_of_several_versions_in_one_file(tmp_path: Path) -> None:
         out = csv.writer(f)
         out.writerow(COLUMNS)
         out.writerow([old.get(c, "") for c in COLUMNS])
-        out.writerow([SCHEMA_VERSION if c == "schema_version" else new[c] for c in COLUMNS])
+        out.writerow([SCHEMA_VERSION if c == "schema_version" else new.get(c, "") for c in COLUMNS])
     frame = load(path)
     assert frame["schema_version"].tolist() == [2, SCHEMA_VERSION]
     assert frame["host_bound"].tolist()[1] == 1 and frame["enqueue_us"].tolist()[1] == 40.5
     assert frame["host_bound"].isna().tolist() == [True, False]
-    # A version-3 row under a version-2 header has no cells for its enqueue time.
+    # A version-4 row under a version-2 header has no cells for its enqueue time.
     lines = path.read_text().splitlines()
     v2 = write_old(tmp_path / "v2.csv", V2_COLUMNS, 2, [old])
     with v2.open("a", encoding="utf-8") as f:
         f.write(",".join([str(SCHEMA_VERSION), *lines[2].split(",")[1 : len(V2_COLUMNS)]]) + "\n")
-    with pytest.raises(UsageError, match=r"schema version 3 \(enqueue_us, host_bound\)"):
+    lacking = r"lacks 6 column\(s\) of schema version 4 \(enqueue_us, host_bound, slowest_rank,"
+    with pytest.raises(UsageError, match=lacking):
         load(v2)
 
 
