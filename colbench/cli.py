@@ -618,13 +618,51 @@ def gate(
             "has wrong elements or oom rows.",
         ),
     ] = False,
+    keep: Annotated[
+        int,
+        typer.Option(
+            "--keep",
+            help="With --update-baseline: keep the last K accepted runs pooled (a rolling "
+            "window) instead of replacing the baseline.",
+        ),
+    ] = 1,
+    power: Annotated[
+        float,
+        typer.Option("--power", help="Power the detectable-slowdown figures are stated at."),
+    ] = 0.8,
+    fwer: Annotated[
+        str,
+        typer.Option(
+            "--fwer", help="Family-wise control over the rows: holm, or none (each row alone)."
+        ),
+    ] = "holm",
+    min_judged: Annotated[
+        int,
+        typer.Option(
+            "--min-judged",
+            help="Fewer rows sensitive enough to judge: performance inconclusive (exit 0).",
+        ),
+    ] = 1,
+    any_machine: Annotated[
+        bool,
+        typer.Option(
+            "--any-machine",
+            help="Judge performance against a baseline from another machine (CPU, cores, "
+            "GPU or versions differ) instead of marking it not comparable.",
+        ),
+    ] = False,
+    missing_baseline_ok: Annotated[
+        bool,
+        typer.Option(
+            "--missing-baseline-ok",
+            help="A BASELINE directory that does not exist judges the current run alone "
+            "(correctness, presence); performance not judged.",
+        ),
+    ] = False,
 ) -> None:
-    from colbench.analysis.gate import gate_command
+    from colbench.analysis.gate_command import GateFlags, gate_command
 
-    code = gate_command(
-        baseline,
-        current,
-        check or (),
+    flags = GateFlags(
         min_size=min_size,
         max_size=max_size,
         alpha=alpha,
@@ -633,5 +671,12 @@ def gate(
         report=report,
         junit=junit,
         update=update_baseline,
+        keep=keep,
+        power=power,
+        fwer=fwer,
+        min_judged=min_judged,
+        any_machine=any_machine,
+        missing_baseline_ok=missing_baseline_ok,
     )
+    code = gate_command(baseline, current, check or (), flags)
     raise typer.Exit(code)
