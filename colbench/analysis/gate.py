@@ -136,7 +136,9 @@ def gate_frames(
         raise UsageError(f"--power must be between 0 and 1, got {target_power:g}")
     if fwer not in sensitivity.FWER_CHOICES:
         raise UsageError(f"--fwer must be one of {', '.join(sensitivity.FWER_CHOICES)}")
-    pairs = join(baseline_frame, current_frame, key_columns(baseline_frame, current_frame))
+    # An empty side (no baseline) has no say in which key columns the runs record.
+    recorded = [f for f in (baseline_frame, current_frame) if len(f)] or [current_frame]
+    pairs = join(baseline_frame, current_frame, key_columns(*recorded))
     result = GateResult(baseline, current, list(checks), window, alpha, max_cv, rows=[])
     result.rows = [verdict(p, checks, window, alpha, max_cv) for p in _pair_loosely(pairs)]
     result.rows.sort(key=_sort_key)

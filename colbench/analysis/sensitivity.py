@@ -68,5 +68,8 @@ def state_power(rows: Sequence[RowResult], level: float, target_power: float) ->
         if relative and not figures and row.verdict is Verdict.SAME:
             row.verdict = Verdict.INSENSITIVE
             shown = [c.detectable for c in relative if c.detectable is not None]
-            seen = f"it would see only slowdowns >= {min(shown):.0%}" if shown else "no test"
+            if shown:
+                seen = f"it would see only slowdowns >= {min(shown):.0%}"
+            else:
+                seen = f"{row.n_baseline}/{row.n_current} samples cannot reach p <= {level:.2g}"
             row.notes.append(f"too noisy to judge: {seen} at {target_power:.0%} power")
