@@ -28,17 +28,19 @@ keep=${KEEP:-3}
 # passes on correctness only and says so.
 set -- --check busbw_gbps:-25% --min-size 4M --min-judged 8
 
-rm -rf "$out/run"
+# The run directory's name is the run's id, which names it in the baseline's window.
+run=$out/run-$(date -u +%Y%m%dT%H%M%SZ)
+rm -rf "$out"/run-*
 mkdir -p "$out" || exit 2
-"$py" -m colbench run "$suite" --no-table --out "$out/run"
+"$py" -m colbench run "$suite" --no-table --out "$run"
 sweep=$?
-"$py" -m colbench gate "$baseline" "$out/run" "$@" --missing-baseline-ok \
+"$py" -m colbench gate "$baseline" "$run" "$@" --missing-baseline-ok \
     --report "$out/gate.md" --junit "$out/gate.xml" > "$out/gate.txt"
 gate=$?
 if [ $gate -ne 0 ]; then cat "$out/gate.txt"; else tail -1 "$out/gate.txt"; fi
 if [ $sweep -ne 0 ]; then exit $sweep; fi
 if [ $gate -eq 0 ] && [ $accept -eq 1 ]; then
-    "$py" -m colbench gate "$baseline" "$out/run" --update-baseline --keep "$keep" \
+    "$py" -m colbench gate "$baseline" "$run" --update-baseline --keep "$keep" \
         > /dev/null || exit $?
 fi
 exit $gate

@@ -40,7 +40,8 @@ def update_baseline(
     target = Path(baseline)
     if target.suffix == ".csv":
         raise UsageError(f"--update-baseline needs a baseline directory, not the file {target}")
-    kept = _runs_to_keep(target, metas[0], keep - len(currents))
+    ids = {str(m.get("run_id")) for m in metas if m}
+    kept = _runs_to_keep(target, metas[0], keep - len(currents), ids)
     texts = [_lines(p) for p in currents]
     if kept:
         texts.insert(0, _lines(target, kept))
@@ -67,8 +68,11 @@ def update_baseline(
     return target
 
 
-def _runs_to_keep(target: Path, new_meta: dict[str, Any] | None, room: int) -> list[str]:
-    """The run ids of the baseline's newest ``room`` runs, when they may stay."""
+def _runs_to_keep(
+    target: Path, new_meta: dict[str, Any] | None, room: int, new_ids: set[str]
+) -> list[str]:
+    """The run ids of the baseline's newest ``room`` runs, when they may stay; a run of
+    the same id as a new one is that run accepted again, and goes."""
     if room <= 0 or not csv_path(target).is_file():
         return []
     old_meta = read_meta(target)
@@ -79,7 +83,7 @@ def _runs_to_keep(target: Path, new_meta: dict[str, Any] | None, room: int) -> l
         if differ:
             return []
     order = list(dict.fromkeys(str(r) for r in load(target)["run_id"]))
-    return order[-room:]
+    return [r for r in order if r not in new_ids][-room:]
 
 
 def _lines(path: str | os.PathLike[str], runs: Sequence[str] | None = None) -> list[str]:
