@@ -549,17 +549,23 @@ is always on. A change beyond a limit fails only when the samples show it is rea
 from the current run, or measured at another world size, backend, dtype or variant,
 fail too. NCCL_TESTS_MIN_BW (GB/s) adds nccl-tests' average bus bandwidth floor.
 
+Holm's procedure over the rows keeps the chance that an unchanged run fails any row at
+--alpha; each row states the smallest slowdown it would have caught at --power (the
+detect column), a row too noisy to see one is insensitive, and fewer than --min-judged
+such rows passes on correctness only and says so. Against a baseline from another
+machine (CPU, cores, GPU, versions in meta.json) performance is not comparable.
+
 CURRENT may be several runs: their samples pool per row, and with --update-baseline
-they become one baseline. Runs made at different times carry the machine's run-to-run
-variation, which the repeats of one run cannot show.
+they become one baseline (--keep K: a rolling window of the last K accepted runs).
+Runs made at different times carry the machine's run-to-run variation, which the
+repeats of one run cannot show.
 
 \b
 Examples:
-  colbench sweep --op all --sizes 1K-1M --repeat 5 --out results/ci
+  colbench run configs/smoke-cpu.yaml --no-table --out results/ci
   colbench gate results/baselines/gloo-smoke results/ci \\
-      --check busbw_gbps:-15% --check time_p50_us:+25% --min-size 64K \\
-      --report gate.md --junit gate.xml
-  colbench gate results/baselines/gloo-smoke results/ci --update-baseline
+      --check busbw_gbps:-25% --min-size 4M --report gate.md --junit gate.xml
+  colbench gate results/baselines/gloo-smoke results/ci --update-baseline --keep 3
 
 Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage error.
 """

@@ -281,17 +281,9 @@ def run_gate(
     base_frame = cur_frame.iloc[0:0] if no_baseline else load(baseline)
     base_meta = None if no_baseline else read_meta(baseline)
     first_meta = read_meta(currents[0])
-    not_judged = ""
-    if no_baseline:
-        not_judged = f"performance not judged: no baseline at {baseline}"
-    elif base_meta is not None and first_meta is not None and not any_machine:
-        differ = metadata.machine_differences(
-            metadata.fingerprint(base_meta), metadata.fingerprint(first_meta)
-        )
-        if differ:
-            not_judged = "performance not comparable: the baseline's machine differs (" + (
-                "; ".join(f"{w} {a} vs {b}" for w, a, b in differ) + ")"
-            )
+    not_judged = f"performance not judged: no baseline at {baseline}" if no_baseline else ""
+    if not no_baseline and not any_machine:
+        not_judged = _other_machine(base_meta, first_meta)
     if not_judged:
         window = SizeWindow.closed_because(not_judged)
     result = gate_frames(
@@ -320,6 +312,19 @@ def run_gate(
     if base_meta is not None and first_meta is not None:
         _note_machines(result, base_meta, first_meta)
     return result
+
+
+def _other_machine(base_meta: Any, cur_meta: Any) -> str:
+    """Why performance is not comparable between the runs' machines; "" when it is."""
+    if base_meta is None or cur_meta is None:
+        return ""
+    differ = metadata.machine_differences(
+        metadata.fingerprint(base_meta), metadata.fingerprint(cur_meta)
+    )
+    if not differ:
+        return ""
+    shown = "; ".join(f"{what} {a} vs {b}" for what, a, b in differ)
+    return f"performance not comparable: the baseline's machine differs ({shown})"
 
 
 def _judge_alone(result: GateResult, cur_frame: Any) -> None:

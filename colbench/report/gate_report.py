@@ -244,19 +244,7 @@ def markdown(result: GateResult) -> str:
         *(f"| {v.value} | {n} |" for v, n in result.counts().items()),
         "",
     ]
-    if result.floors:
-        lines += [
-            "### Average bus bandwidth floor (`NCCL_TESTS_MIN_BW`)",
-            "",
-            "| op | average busbw (GB/s) | floor (GB/s) | |",
-            "|---|---|---|---|",
-        ]
-        lines += [
-            f"| {f.op}{' [' + f.variant + ']' if f.variant else ''} | {f.avg_busbw_gbps:.4g} "
-            f"| {f.floor_gbps:g} | {'**below**' if f.fails else 'ok'} |"
-            for f in result.floors
-        ]
-        lines.append("")
+    lines += _md_floors(result)
     look = [r for v in _NEEDS_A_LOOK for r in result.rows if r.verdict is v]
     if look:
         lines += ["### Rows that need a look", "", *_md_table(result, look), ""]
@@ -285,6 +273,23 @@ def markdown(result: GateResult) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _md_floors(result: GateResult) -> list[str]:
+    if not result.floors:
+        return []
+    return [
+        "### Average bus bandwidth floor (`NCCL_TESTS_MIN_BW`)",
+        "",
+        "| op | average busbw (GB/s) | floor (GB/s) | |",
+        "|---|---|---|---|",
+        *(
+            f"| {f.op}{' [' + f.variant + ']' if f.variant else ''} | {f.avg_busbw_gbps:.4g} "
+            f"| {f.floor_gbps:g} | {'**below**' if f.fails else 'ok'} |"
+            for f in result.floors
+        ),
+        "",
+    ]
 
 
 def junit_xml(result: GateResult) -> str:
