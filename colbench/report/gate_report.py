@@ -78,7 +78,7 @@ def power_text(result: GateResult) -> str:
     )
     if result.too_noisy:
         text += f"; {result.too_noisy} rows too noisy to judge"
-    if result.inconclusive:
+    if result.inconclusive and result.passed:
         text += (
             f"; performance inconclusive: fewer than {result.min_judged} sensitive rows "
             "(--min-judged)"
