@@ -471,17 +471,23 @@ is always on. A change beyond a limit fails only when the samples show it is rea
 from the current run, or measured at another world size, backend, dtype or variant,
 fail too. NCCL_TESTS_MIN_BW (GB/s) adds nccl-tests' average bus bandwidth floor.
 
+Holm's procedure over the rows keeps the chance that an unchanged run fails any row at
+--alpha; each row states the smallest slowdown it would have caught at --power (the
+detect column), a row too noisy to see one is insensitive, and fewer than --min-judged
+such rows passes on correctness only and says so. Against a baseline from another
+machine (CPU, cores, GPU, versions in meta.json) performance is not comparable.
+
 CURRENT may be several runs: their samples pool per row, and with --update-baseline
-they become one baseline. Runs made at different times carry the machine's run-to-run
-variation, which the repeats of one run cannot show.
+they become one baseline (--keep K: a rolling window of the last K accepted runs).
+Runs made at different times carry the machine's run-to-run variation, which the
+repeats of one run cannot show.
 
 \b
 Examples:
-  colbench sweep --op all --sizes 1K-1M --repeat 5 --out results/ci
+  colbench run configs/smoke-cpu.yaml --no-table --out results/ci
   colbench gate results/baselines/gloo-smoke results/ci \\
-      --check busbw_gbps:-15% --check time_p50_us:+25% --min-size 64K \\
-      --report gate.md --junit gate.xml
-  colbench gate results/baselines/gloo-smoke results/ci --update-baseline
+      --check busbw_gbps:-25% --min-size 4M --report gate.md --junit gate.xml
+  colbench gate results/baselines/gloo-smoke results/ci --update-baseline --keep 3
 
 Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage error.
 """
@@ -540,13 +546,51 @@ def gate(
             "has wrong elements or oom rows.",
         ),
     ] = False,
+    keep: Annotated[
+        int,
+        typer.Option(
+            "--keep",
+            help="With --update-baseline: keep the last K accepted runs pooled (a rolling "
+            "window) instead of replacing the baseline.",
+        ),
+    ] = 1,
+    power: Annotated[
+        float,
+        typer.Option("--power", help="Power the detectable-slowdown figures are stated at."),
+    ] = 0.8,
+    fwer: Annotated[
+        str,
+        typer.Option(
+            "--fwer", help="Family-wise control over the rows: holm, or none (each row alone)."
+        ),
+    ] = "holm",
+    min_judged: Annotated[
+        int,
+        typer.Option(
+            "--min-judged",
+            help="Fewer rows sensitive enough to judge: performance inconclusive (exit 0).",
+        ),
+    ] = 1,
+    any_machine: Annotated[
+        bool,
+        typer.Option(
+            "--any-machine",
+            help="Judge performance against a baseline from another machine (CPU, cores, "
+            "GPU or versions differ) instead of marking it not comparable.",
+        ),
+    ] = False,
+    missing_baseline_ok: Annotated[
+        bool,
+        typer.Option(
+            "--missing-baseline-ok",
+            help="A BASELINE directory that does not exist judges the current run alone "
+            "(correctness, presence); performance not judged.",
+        ),
+    ] = False,
 ) -> None:
-    from colbench.analysis.gate import gate_command
+    from colbench.analysis.gate_command import GateFlags, gate_command
 
-    code = gate_command(
-        baseline,
-        current,
-        check or (),
+    flags = GateFlags(
         min_size=min_size,
         max_size=max_size,
         alpha=alpha,
@@ -555,5 +599,12 @@ def gate(
         report=report,
         junit=junit,
         update=update_baseline,
+        keep=keep,
+        power=power,
+        fwer=fwer,
+        min_judged=min_judged,
+        any_machine=any_machine,
+        missing_baseline_ok=missing_baseline_ok,
     )
+    code = gate_command(baseline, current, check or (), flags)
     raise typer.Exit(code)

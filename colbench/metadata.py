@@ -70,6 +70,77 @@ def gpus() -> list[str]:
     return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 
 
+def memory_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def machine() -> dict[str, Any]:
+    """The machine fingerprint a baseline is tied to (see :data:`MUST_MATCH`).
+
+    gloo is compiled into torch and reports no version of its own: the torch version
+    stands for it.
+    """
+    vers = versions()
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "memory_bytes": memory_bytes(),
+        "kernel": platform.release(),
+        "gpus": sorted(set(gpus())),
+        "torch": vers["torch"],
+        "gloo": f"bundled with torch {vers['torch']}",
+        "cuda": vers["cuda"],
+        "nccl": vers["nccl"],
+    }
+
+
+#: Fingerprint entries that must agree for performance to be comparable; the others
+#: (memory, kernel) are shown when they differ, not required to match.
+MUST_MATCH = ("cpu_model", "cpu_cores", "gpus", "torch", "cuda", "nccl")
+SHOWN = ("memory_bytes", "kernel")
+
+
+def fingerprint(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's fingerprint from its meta.json; runs recorded before fingerprints existed
+    give what they have (CPU model and cores, versions), the rest is left unknown."""
+    recorded = meta.get("machine")
+    if isinstance(recorded, Mapping):
+        return dict(recorded)
+    cpu, vers = meta.get("cpu") or {}, meta.get("versions") or {}
+    known = {
+        "cpu_model": cpu.get("model"),
+        "cpu_cores": cpu.get("cores"),
+        "torch": vers.get("torch"),
+        "cuda": vers.get("cuda"),
+        "nccl": vers.get("nccl"),
+    }
+    return {k: v for k, v in known.items() if v is not None}
+
+
+def machine_differences(
+    base: Mapping[str, Any], cur: Mapping[str, Any], names: tuple[str, ...] = MUST_MATCH
+) -> list[tuple[str, str, str]]:
+    """(entry, baseline, current) for each of ``names`` both fingerprints record and
+    that differs; an entry one side lacks is unknown, not a difference."""
+    out = []
+    for name in names:
+        if name in base and name in cur and base[name] != cur[name]:
+            out.append((name, _shown(base[name]), _shown(cur[name])))
+    return out
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "none"
+    return "-" if value in (None, "") else str(value)
+
+
 def collect(
     *,
     run_id: str,
@@ -104,6 +175,7 @@ def collect(
         "groups": world_size // (group_size or world_size),
         "devices": devices,
         "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
+        "machine": machine(),
         "platform": platform.platform(),
         "coordinator_host": socket.gethostname(),
         "env": allowed_env(),

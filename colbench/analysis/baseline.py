@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from colbench import metadata
 from colbench.analysis.engine import load_pooled, read_meta
 from colbench.errors import UsageError
 from colbench.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
 from colbench.rundir import RunDir
 
+#: Runs a baseline keeps by default: the accepted run(s) alone replace it.
+DEFAULT_KEEP = 1
+
 
 def update_baseline(
     current: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     baseline: str | os.PathLike[str],
+    keep: int = DEFAULT_KEEP,
 ) -> Path:
-    """Make the current run(s) the baseline: their results.csv (rows of several runs
-    concatenated) and the first run's meta.json.
+    """Make the current run(s) the baseline: a rolling window of the last ``keep`` accepted
+    runs, their rows in one results.csv and the first current run's meta.json.
 
-    A run with wrong elements, rows without a measurement, or a status other than
-    complete is refused: a broken baseline would let the next broken run pass.
+    The current runs always stay; the baseline's own runs fill the rest of the window,
+    newest first, unless they were measured on another machine (metadata.MUST_MATCH),
+    which the window then drops. A run with wrong elements, rows without a measurement,
+    or a status other than complete is refused: a broken baseline would let the next
+    broken run pass.
     """
     currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)
     metas = []
@@ -30,16 +40,22 @@ def update_baseline(
     target = Path(baseline)
     if target.suffix == ".csv":
         raise UsageError(f"--update-baseline needs a baseline directory, not the file {target}")
-    texts = [csv_path(p).read_text(encoding="utf-8").splitlines(keepends=True) for p in currents]
+    ids = {str(m.get("run_id")) for m in metas if m}
+    kept = _runs_to_keep(target, metas[0], keep - len(currents), ids)
+    texts = [_lines(p) for p in currents]
+    if kept:
+        texts.insert(0, _lines(target, kept))
     if len({t[0] if t else "" for t in texts}) == 1:
         # One layout: the rows as measured, byte for byte.
         lines = texts[0][:1] + [line for t in texts for line in t[1:]]
     else:
         # Runs of different schema versions: one file in this version's layout.
-        lines = [frame_text(load_pooled(currents))]
+        old = [_only_runs(load(target), kept)] if kept else []
+        lines = [frame_text(pd_concat([*old, load_pooled(currents)]))]
     meta = metas[0]
-    if meta is not None and len(currents) > 1:
-        meta = {**meta, "pooled_runs": [m.get("run_id") if m else None for m in metas]}
+    if meta is not None and len(currents) + len(kept) > 1:
+        runs = kept + [m.get("run_id") if m else None for m in metas]
+        meta = {**meta, "pooled_runs": runs}
     try:
         target.mkdir(parents=True, exist_ok=True)
         _replace(RunDir(target).table_path(), "".join(lines))
@@ -50,6 +66,44 @@ def update_baseline(
     except OSError as exc:
         raise UsageError(f"cannot write the baseline to {target}: {exc.strerror}") from None
     return target
+
+
+def _runs_to_keep(
+    target: Path, new_meta: dict[str, Any] | None, room: int, new_ids: set[str]
+) -> list[str]:
+    """The run ids of the baseline's newest ``room`` runs, when they may stay; a run of
+    the same id as a new one is that run accepted again, and goes."""
+    if room <= 0 or not csv_path(target).is_file():
+        return []
+    old_meta = read_meta(target)
+    if old_meta is not None and new_meta is not None:
+        differ = metadata.machine_differences(
+            metadata.fingerprint(old_meta), metadata.fingerprint(new_meta)
+        )
+        if differ:
+            return []
+    order = list(dict.fromkeys(str(r) for r in load(target)["run_id"]))
+    return [r for r in order if r not in new_ids][-room:]
+
+
+def _lines(path: str | os.PathLike[str], runs: Sequence[str] | None = None) -> list[str]:
+    """results.csv's lines (header first), only those of ``runs`` when given."""
+    text = csv_path(path).read_text(encoding="utf-8").splitlines(keepends=True)
+    if runs is None or not text:
+        return text
+    column = next(csv.reader(text[:1])).index("run_id")
+    wanted = set(runs)
+    return text[:1] + [line for line in text[1:] if next(csv.reader([line]))[column] in wanted]
+
+
+def _only_runs(frame: Any, runs: Sequence[str]) -> Any:
+    return frame[frame["run_id"].astype(str).isin(list(runs))]
+
+
+def pd_concat(frames: Sequence[Any]) -> Any:
+    import pandas as pd
+
+    return pd.concat(list(frames), ignore_index=True)
 
 
 def _replace(path: Path, text: str) -> None:

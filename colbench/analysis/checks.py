@@ -141,6 +141,13 @@ class SizeWindow:
 
     min_bytes: int | None = None
     max_bytes: int | None = None
+    #: Set when no size's performance may be judged (the baseline's machine differs, or
+    #: there is no baseline): the reason, which describe() gives.
+    closed: str = ""
+
+    @classmethod
+    def closed_because(cls, reason: str) -> SizeWindow:
+        return cls(closed=reason)
 
     @classmethod
     def parse(cls, min_size: str | None, max_size: str | None) -> SizeWindow:
@@ -151,12 +158,16 @@ class SizeWindow:
         return cls(low, high)
 
     def __contains__(self, size_bytes: object) -> bool:
+        if self.closed:
+            return False
         size = int(size_bytes)  # type: ignore[call-overload]
         if self.min_bytes is not None and size < self.min_bytes:
             return False
         return self.max_bytes is None or size <= self.max_bytes
 
     def describe(self) -> str:
+        if self.closed:
+            return self.closed
         if self.min_bytes is None and self.max_bytes is None:
             return "all sizes"
         if self.max_bytes is None:

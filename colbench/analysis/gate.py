@@ -10,21 +10,17 @@ size, backend, dtype or variant is "not comparable" rather than missing. Every p
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from colbench.analysis import stats
-from colbench.analysis.baseline import update_baseline
+from colbench import metadata
+from colbench.analysis import power, sensitivity, stats
 from colbench.analysis.checks import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_CV,
     Check,
     SizeWindow,
-    parse_checks,
-    parse_floor,
 )
 from colbench.analysis.engine import (
     Pair,
@@ -34,11 +30,12 @@ from colbench.analysis.engine import (
     ok_values,
     pool,
     read_meta,
+    side_status,
     wrong_counts,
 )
-from colbench.analysis.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, verdict
-from colbench.errors import ExitCode, UsageError
-from colbench.results import STATUS_OK, csv_path, load
+from colbench.analysis.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
+from colbench.errors import UsageError
+from colbench.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 
 #: A row of the baseline that found no exact partner is looked for again by these alone:
 #: a partner found so is "not comparable" (other world size, backend, dtype or variant)
@@ -75,6 +72,14 @@ class GateResult:
     warnings: list[str] = field(default_factory=list)
     #: (what, baseline value, current value) for versions, CPU and environment.
     changes: list[tuple[str, str, str]] = field(default_factory=list)
+    #: The power the detectable slowdowns are stated at, and the family-wise control.
+    power: float = power.DEFAULT_POWER
+    fwer: str = "holm"
+    #: Rows judged on performance (Holm's m), and how many must be sensitive to pass on it.
+    family: int = 0
+    min_judged: int = 1
+    #: Why performance was not judged at all (no baseline, another machine); "" if it was.
+    not_judged: str = ""
 
     @property
     def failures(self) -> int:
@@ -84,6 +89,25 @@ class GateResult:
     @property
     def passed(self) -> bool:
         return self.failures == 0
+
+    @property
+    def sensitive(self) -> list[RowResult]:
+        """Judged rows that could have seen a slowdown (power.insensitive is false)."""
+        return [r for r in self.rows if r.judged and r.detectable is not None]
+
+    @property
+    def too_noisy(self) -> int:
+        return sum(r.judged and r.detectable is None for r in self.rows)
+
+    @property
+    def performance_checked(self) -> bool:
+        """True when a relative check was asked for and performance could be judged."""
+        return not self.not_judged and any(c.relative for c in self.checks)
+
+    @property
+    def inconclusive(self) -> bool:
+        """Performance was asked for, but too few rows could have seen a slowdown."""
+        return self.performance_checked and len(self.sensitive) < self.min_judged
 
     def counts(self) -> dict[Verdict, int]:
         out = {v: 0 for v in Verdict}
@@ -101,14 +125,27 @@ def gate_frames(
     max_cv: float = DEFAULT_MAX_CV,
     baseline: str = "baseline",
     current: str = "current",
+    fwer: str = "holm",
+    target_power: float = power.DEFAULT_POWER,
 ) -> GateResult:
-    """Join two runs' rows and judge every one (frames as :func:`colbench.results.load` gives)."""
+    """Join two runs' rows and judge every one (frames as :func:`colbench.results.load` gives):
+    each row's verdict, then Holm across the rows and what each row could have seen."""
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {alpha:g}")
-    pairs = join(baseline_frame, current_frame, key_columns(baseline_frame, current_frame))
+    if not 0 < target_power < 1:
+        raise UsageError(f"--power must be between 0 and 1, got {target_power:g}")
+    if fwer not in sensitivity.FWER_CHOICES:
+        raise UsageError(f"--fwer must be one of {', '.join(sensitivity.FWER_CHOICES)}")
+    # An empty side (no baseline) has no say in which key columns the runs record.
+    recorded = [f for f in (baseline_frame, current_frame) if len(f)] or [current_frame]
+    pairs = join(baseline_frame, current_frame, key_columns(*recorded))
     result = GateResult(baseline, current, list(checks), window, alpha, max_cv, rows=[])
     result.rows = [verdict(p, checks, window, alpha, max_cv) for p in _pair_loosely(pairs)]
     result.rows.sort(key=_sort_key)
+    result.fwer, result.power = fwer, target_power
+    result.family = sensitivity.control_family(result.rows, alpha, fwer)
+    level = alpha / result.family if fwer == "holm" and result.family else alpha
+    sensitivity.state_power(result.rows, level, target_power)
     _warn_about_samples(result, pairs)
     return result
 
@@ -224,11 +261,31 @@ def run_gate(
     alpha: float = DEFAULT_ALPHA,
     max_cv: float = DEFAULT_MAX_CV,
     floor_gbps: float | None = None,
+    *,
+    fwer: str = "holm",
+    target_power: float = power.DEFAULT_POWER,
+    min_judged: int = 1,
+    any_machine: bool = False,
+    missing_ok: bool = False,
 ) -> GateResult:
-    """Load the baseline and the current run(s) (directories or CSV files) and judge."""
+    """Load the baseline and the current run(s) (directories or CSV files) and judge.
+
+    With ``missing_ok`` a baseline directory that does not exist (a fresh runner) judges
+    the current run alone: correctness and presence, performance "not judged". Against
+    a baseline from another machine (metadata.MUST_MATCH) performance is "not
+    comparable" and only correctness and presence are judged, unless ``any_machine``.
+    """
     currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)
-    base_frame = load(baseline)
     cur_frame = load_pooled(currents)
+    no_baseline = missing_ok and not csv_path(baseline).is_file()
+    base_frame = cur_frame.iloc[0:0] if no_baseline else load(baseline)
+    base_meta = None if no_baseline else read_meta(baseline)
+    first_meta = read_meta(currents[0])
+    not_judged = f"performance not judged: no baseline at {baseline}" if no_baseline else ""
+    if not no_baseline and not any_machine:
+        not_judged = _other_machine(base_meta, first_meta)
+    if not_judged:
+        window = SizeWindow.closed_because(not_judged)
     result = gate_frames(
         base_frame,
         cur_frame,
@@ -238,75 +295,62 @@ def run_gate(
         max_cv,
         str(baseline),
         " + ".join(map(str, currents)),
+        fwer,
+        target_power,
     )
+    result.not_judged, result.min_judged = not_judged, min_judged
+    if no_baseline:
+        _judge_alone(result, cur_frame)
     if floor_gbps is not None:
         result.floors = average_busbw_floors(cur_frame, floor_gbps)
-    base_meta = read_meta(baseline)
     for path in reversed(currents):
         cur_meta = read_meta(path)
         if cur_meta is not None and cur_meta.get("status") not in (None, "complete"):
             result.warnings.insert(
                 0, f"run {path} has status {cur_meta.get('status')!r}, not complete"
             )
-    first_meta = read_meta(currents[0])
     if base_meta is not None and first_meta is not None:
-        result.changes = _what_changed(base_meta, first_meta)
-        cpus = [(m.get("cpu") or {}).get("model") for m in (base_meta, first_meta)]
-        if None not in cpus and cpus[0] != cpus[1]:
-            result.warnings.append(
-                f"the runs were measured on different CPUs ({cpus[0]} vs {cpus[1]}): "
-                "performance verdicts compare machines as much as software"
-            )
+        _note_machines(result, base_meta, first_meta)
     return result
 
 
-def gate_command(
-    baseline: str,
-    current: Sequence[str],
-    check_texts: Sequence[str],
-    *,
-    min_size: str | None = None,
-    max_size: str | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    max_cv_pct: float = DEFAULT_MAX_CV * 100,
-    min_avg_busbw_gbps: str | None = None,
-    report: str | None = None,
-    junit: str | None = None,
-    update: bool = False,
-) -> int:
-    """``colbench gate``: judge (or accept) the current run(s), print the table, write the
-    reports; the exit code. The floor defaults to $NCCL_TESTS_MIN_BW as in nccl-tests."""
-    from colbench.report import gate_report
-
-    checks = parse_checks(check_texts)
-    window = SizeWindow.parse(min_size, max_size)
-    if max_cv_pct <= 0:
-        raise UsageError(f"--max-cv-pct must be positive, got {max_cv_pct:g}")
-    if min_avg_busbw_gbps is not None:
-        floor = parse_floor(min_avg_busbw_gbps, "--min-avg-busbw-gbps")
-    else:
-        floor = parse_floor(os.environ.get("NCCL_TESTS_MIN_BW"), "NCCL_TESTS_MIN_BW")
-    if update:
-        if csv_path(baseline).is_file():
-            result = run_gate(baseline, current, checks, window, alpha, max_cv_pct / 100)
-            print("\n".join(gate_report.console_lines(result)), flush=True)
-        target = update_baseline(current, baseline)
-        print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
-        return int(ExitCode.OK)
-    result = run_gate(baseline, current, checks, window, alpha, max_cv_pct / 100, floor)
-    print("\n".join(gate_report.console_lines(result)), flush=True)
-    for path, render in ((report, gate_report.markdown), (junit, gate_report.junit_xml)):
-        if path:
-            _write_text(Path(path), render(result))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        _write_text(Path(summary), gate_report.markdown(result) + "\n", append=True)
-    return int(ExitCode.OK) if result.passed else int(ExitCode.DATA_ERROR)
+def _other_machine(base_meta: Any, cur_meta: Any) -> str:
+    """Why performance is not comparable between the runs' machines; "" when it is."""
+    if base_meta is None or cur_meta is None:
+        return ""
+    differ = metadata.machine_differences(
+        metadata.fingerprint(base_meta), metadata.fingerprint(cur_meta)
+    )
+    if not differ:
+        return ""
+    shown = "; ".join(f"{what} {a} vs {b}" for what, a, b in differ)
+    return f"performance not comparable: the baseline's machine differs ({shown})"
 
 
-def _write_text(path: Path, text: str, append: bool = False) -> None:
-    try:
-        with open(path, "a" if append else "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+def _judge_alone(result: GateResult, cur_frame: Any) -> None:
+    """Without a baseline every row is new: it must still be measured (or unsupported)
+    and correct."""
+    unmeasured = [
+        row_key(samples[0])
+        for samples in pool(cur_frame, key_columns(cur_frame)).values()
+        if side_status(samples) not in (STATUS_OK, STATUS_UNSUPPORTED)
+    ]
+    for row in result.rows:
+        if row.verdict is Verdict.NEW and not row.fails:
+            row.notes = ["no baseline: correctness and presence only"]
+            if row.key in unmeasured:
+                row.verdict = Verdict.WORSE
+                row.notes.insert(0, "no measurement in the current run")
+
+
+def _note_machines(result: GateResult, base_meta: Any, cur_meta: Any) -> None:
+    result.changes = _what_changed(base_meta, cur_meta)
+    base_print, cur_print = metadata.fingerprint(base_meta), metadata.fingerprint(cur_meta)
+    for what, a, b in metadata.machine_differences(base_print, cur_print, metadata.SHOWN):
+        result.changes.append((what, a, b))
+    cpus = [(m.get("cpu") or {}).get("model") for m in (base_meta, cur_meta)]
+    if None not in cpus and cpus[0] != cpus[1]:
+        result.warnings.append(
+            f"the runs were measured on different CPUs ({cpus[0]} vs {cpus[1]}): "
+            "performance verdicts compare machines as much as software"
+        )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from colbench.analysis import stats
+from colbench.analysis import power, stats
 from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_MAX_CV, Check, SizeWindow
 from colbench.analysis.engine import (
     Pair,
@@ -47,6 +47,9 @@ class Verdict(str, Enum):
     OK = "ok"
     #: Neither side has a measurement (unsupported or oom on both): nothing to judge.
     SKIPPED = "skipped"
+    #: Within the limits, but the samples are too noisy to have seen a slowdown of about
+    #: twice the limit (colbench.analysis.power): not a pass on performance.
+    INSENSITIVE = "insensitive"
 
 
 #: Verdicts that fail the gate.
@@ -59,6 +62,11 @@ _SEVERITY = (
     Verdict.SAME,
     Verdict.OK,
 )
+
+
+def gravest(verdicts: set[Verdict]) -> Verdict:
+    """The verdict a row takes from its checks' verdicts."""
+    return next((v for v in _SEVERITY if v in verdicts), Verdict.SAME)
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,15 @@ class CheckResult:
     p_value: float | None = None
     rule: str = ""
     detail: str = ""
+    #: Pooled standard deviation of the samples' logs (power.log_spread), and the sample
+    #: counts it came from: what the detectable change is computed from.
+    log_sd: float | None = None
+    n_baseline: int = 0
+    n_current: int = 0
+    #: The smallest slowdown this check would have caught at the gate's power (None:
+    #: none it could state), and whether that makes it insensitive (power.insensitive).
+    detectable: float | None = None
+    insensitive: bool = False
 
 
 @dataclass
@@ -147,6 +164,14 @@ class RowResult:
     n_current: int = 0
     #: True when a sample's spread (coefficient of variation) is above --max-cv.
     wide: bool = False
+    #: The smallest slowdown any of the row's relative checks would have caught at the
+    #: gate's power; None when none could (or none judged the row).
+    detectable: float | None = None
+
+    @property
+    def judged(self) -> bool:
+        """True when a relative check compared the row's samples (performance judged)."""
+        return any(c.change is not None for c in self.checks)
 
     @property
     def fails(self) -> bool:
@@ -268,9 +293,10 @@ def _apply_checks(
     verdicts = {r.verdict for r in row.checks}
     if not in_window and Verdict.WORSE not in verdicts:
         row.verdict = Verdict.OK
-        row.notes.insert(0, f"outside {window.describe()}: correctness only")
+        where = window.closed or f"outside {window.describe()}"
+        row.notes.insert(0, f"{where}: correctness only")
     else:
-        row.verdict = next((v for v in _SEVERITY if v in verdicts), Verdict.SAME)
+        row.verdict = gravest(verdicts)
     for r in row.checks:
         if r.detail:
             row.notes.insert(0, r.detail)
@@ -324,6 +350,15 @@ def _check_one(
         spreads.append(f"{check.metric} {shown}")
     return [
         CheckResult(
-            check, j.verdict, j.baseline_median, j.current_median, j.change, j.p_value, j.rule
+            check,
+            j.verdict,
+            j.baseline_median,
+            j.current_median,
+            j.change,
+            j.p_value,
+            j.rule,
+            log_sd=power.log_spread(base_values, cur_values),
+            n_baseline=len(base_values),
+            n_current=len(cur_values),
         )
     ]

@@ -19,6 +19,7 @@ _NEEDS_A_LOOK = (
     Verdict.MISSING,
     Verdict.NOT_COMPARABLE,
     Verdict.NOISY,
+    Verdict.INSENSITIVE,
     Verdict.BETTER,
     Verdict.NEW,
 )
@@ -30,7 +31,8 @@ LEGEND = (
     "variant, device or averaging differ, or the op is unsupported in the current run "
     "only; missing: in the baseline only; new: in the current run only (or unsupported "
     "in the baseline); ok: correct, outside the size window (performance not judged); "
-    "skipped: no measurement on either side (unsupported or oom). "
+    "skipped: no measurement on either side (unsupported or oom); insensitive: within "
+    "the limits, but too noisy to have seen a slowdown of about twice the limit. "
     "worse, missing and not comparable fail the gate."
 )
 
@@ -50,8 +52,51 @@ def summary_line(result: GateResult) -> str:
     parts = ", ".join(f"{n} {v.value}" for v, n in counts.items())
     floors = sum(f.fails for f in result.floors)
     floor_text = f", {floors} average-busbw floor(s) not met" if floors else ""
-    verdict = "PASS" if result.passed else f"FAIL ({result.failures} failure(s))"
-    return f"colbench gate: {verdict}: {len(result.rows)} rows: {parts}{floor_text}"
+    if not result.passed:
+        verdict = f"FAIL ({result.failures} failure(s))"
+    elif result.not_judged or result.inconclusive:
+        verdict = "PASS on correctness and presence only"
+    else:
+        verdict = "PASS"
+    line = f"colbench gate: {verdict}: {len(result.rows)} rows: {parts}{floor_text}"
+    power = power_text(result)
+    return f"{line}; {power}" if power else line
+
+
+def power_text(result: GateResult) -> str:
+    """What the gate could see: the worst detectable slowdown over the rows that could
+    see one, and the rows too noisy to judge; or why performance was not judged."""
+    if result.not_judged:
+        return result.not_judged
+    if not result.performance_checked:
+        return ""
+    sensitive = [r.detectable for r in result.sensitive if r.detectable is not None]
+    text = (
+        f"sensitive to slowdowns >= {max(sensitive):.0%} on {len(sensitive)} rows"
+        if sensitive
+        else "sensitive on no row"
+    )
+    if result.too_noisy:
+        text += f"; {result.too_noisy} rows too noisy to judge"
+    if result.inconclusive and result.passed:
+        text += (
+            f"; performance inconclusive: fewer than {result.min_judged} sensitive rows "
+            "(--min-judged)"
+        )
+    return text
+
+
+def power_rule(result: GateResult) -> str:
+    family = (
+        f"Holm over the {result.family} rows judged (family-wise false-alarm rate "
+        f"<= {result.alpha:g})"
+        if result.fwer == "holm"
+        else f"no family-wise control (each row at {result.alpha:g})"
+    )
+    return (
+        f"{family}; detect: the smallest slowdown a row would have shown at "
+        f"{result.power:.0%} power, from its samples' spread"
+    )
 
 
 def _cell(c: CheckResult | None) -> str:
@@ -90,7 +135,9 @@ def console_lines(result: GateResult) -> list[str]:
     metrics = _perf_metrics(result)
     head = (
         f"{'verdict':<15}{'op':<16}{'dtype':<10}{'redop':<6}{'place':<6}"
-        f"{'size(B)':>11}{'n(b/c)':>8}  " + "".join(f"{m:<24}" for m in metrics) + "note"
+        f"{'size(B)':>11}{'n(b/c)':>8}{'detect':>8}  "
+        + "".join(f"{m:<24}" for m in metrics)
+        + "note"
     )
     lines = [
         f"# colbench gate: {result.current} against baseline {result.baseline}",
@@ -99,6 +146,7 @@ def console_lines(result: GateResult) -> list[str]:
         + f"; performance judged at {result.window.describe()}",
         f"# {rule_text(result)}",
         "# change: (current - baseline) / baseline of the medians; p: one-sided rank test",
+        f"# {power_rule(result)}",
         "#",
         "# " + head.rstrip(),
     ]
@@ -109,7 +157,8 @@ def console_lines(result: GateResult) -> list[str]:
         n = f"{row.n_baseline}/{row.n_current}"
         lines.append(
             f"{mark} {row.verdict.value:<15}{k['op']:<16}{k['dtype']:<10}{k['redop']:<6}"
-            f"{_place(row):<6}{k['size_bytes']:>11}{n:>8}  {cells}{'; '.join(row.notes)}".rstrip()
+            f"{_place(row):<6}{k['size_bytes']:>11}{n:>8}{_detect(row):>8}  "
+            f"{cells}{'; '.join(row.notes)}".rstrip()
         )
     for floor in result.floors:
         state = "below" if floor.fails else "meets"
@@ -123,6 +172,12 @@ def console_lines(result: GateResult) -> list[str]:
     lines.extend(f"# warning: {w}" for w in result.warnings)
     lines.append(summary_line(result))
     return lines
+
+
+def _detect(row: RowResult) -> str:
+    if row.detectable is not None:
+        return f"{row.detectable:.0%}"
+    return "none" if row.judged else "-"
 
 
 def _md_escape(text: str) -> str:
@@ -144,7 +199,10 @@ def _md_cell(c: CheckResult | None) -> str:
 
 def _md_table(result: GateResult, rows: Sequence[RowResult]) -> list[str]:
     metrics = _perf_metrics(result)
-    head = ["verdict", "op", "dtype", "redop", "place", "size (B)", "samples", *metrics, "note"]
+    head = [
+        "verdict", "op", "dtype", "redop", "place", "size (B)", "samples", "detect",
+        *metrics, "note",
+    ]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         k = row.key
@@ -157,6 +215,7 @@ def _md_table(result: GateResult, rows: Sequence[RowResult]) -> list[str]:
             _place(row),
             str(k["size_bytes"]),
             f"{row.n_baseline}/{row.n_current}",
+            _detect(row),
             *(_md_cell(_by_metric(row, m)) for m in metrics),
             _md_escape("; ".join(row.notes)),
         ]
@@ -178,24 +237,14 @@ def markdown(result: GateResult) -> str:
         "",
         f"Rule: {rule_text(result)}. Changes are (current - baseline) / baseline of medians.",
         "",
+        f"Power: {power_rule(result)}.",
+        "",
         "| verdict | rows |",
         "|---|---|",
         *(f"| {v.value} | {n} |" for v, n in result.counts().items()),
         "",
     ]
-    if result.floors:
-        lines += [
-            "### Average bus bandwidth floor (`NCCL_TESTS_MIN_BW`)",
-            "",
-            "| op | average busbw (GB/s) | floor (GB/s) | |",
-            "|---|---|---|---|",
-        ]
-        lines += [
-            f"| {f.op}{' [' + f.variant + ']' if f.variant else ''} | {f.avg_busbw_gbps:.4g} "
-            f"| {f.floor_gbps:g} | {'**below**' if f.fails else 'ok'} |"
-            for f in result.floors
-        ]
-        lines.append("")
+    lines += _md_floors(result)
     look = [r for v in _NEEDS_A_LOOK for r in result.rows if r.verdict is v]
     if look:
         lines += ["### Rows that need a look", "", *_md_table(result, look), ""]
@@ -226,6 +275,23 @@ def markdown(result: GateResult) -> str:
     return "\n".join(lines)
 
 
+def _md_floors(result: GateResult) -> list[str]:
+    if not result.floors:
+        return []
+    return [
+        "### Average bus bandwidth floor (`NCCL_TESTS_MIN_BW`)",
+        "",
+        "| op | average busbw (GB/s) | floor (GB/s) | |",
+        "|---|---|---|---|",
+        *(
+            f"| {f.op}{' [' + f.variant + ']' if f.variant else ''} | {f.avg_busbw_gbps:.4g} "
+            f"| {f.floor_gbps:g} | {'**below**' if f.fails else 'ok'} |"
+            for f in result.floors
+        ),
+        "",
+    ]
+
+
 def junit_xml(result: GateResult) -> str:
     """One test case per row (and per average-busbw floor); failing verdicts are failures."""
     suite = ET.Element(
@@ -243,6 +309,9 @@ def junit_xml(result: GateResult) -> str:
         ("checks", " ".join(c.text for c in result.checks)),
         ("window", result.window.describe()),
         ("alpha", f"{result.alpha:g}"),
+        ("power", f"{result.power:g}"),
+        ("fwer", result.fwer),
+        ("sensitivity", power_text(result)),
     ):
         ET.SubElement(props, "property", name=name, value=value)
     for row in result.rows:

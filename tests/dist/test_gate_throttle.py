@@ -51,6 +51,9 @@ CHECKS = ["--check", "busbw_gbps:-15%", "--check", "time_p50_us:+25%", "--min-si
 JUDGED_ROWS = 12
 #: ... and at 512K, outside the window.
 ROWS = 16
+#: The busbw change's field in a console line: mark, verdict, op, dtype, redop, place,
+#: size, n(b/c), detect, change.
+BUSBW_COLUMN = 9
 
 _reason = netns.unavailable()
 pytestmark = [
@@ -85,9 +88,14 @@ def _gate(*args: str) -> Any:
 def test_a_run_passes_against_itself(baseline: Path) -> None:
     proc = _gate(str(baseline), str(baseline), *CHECKS)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines()[-1] == (
-        f"colbench gate: PASS: {ROWS} rows: {JUDGED_ROWS} same, {ROWS - JUDGED_ROWS} ok"
-    )
+    # Every judged row is within its limits: same, or insensitive where the shared CPU
+    # made even the shaped link's samples too noisy to have seen a slowdown.
+    last = proc.stdout.splitlines()[-1]
+    assert proc.returncode == 0 and last.startswith("colbench gate: PASS"), last
+    verdicts = [line.split()[0] for line in proc.stdout.splitlines() if not line.startswith("#")]
+    verdicts = verdicts[:-1]
+    assert verdicts.count("ok") == ROWS - JUDGED_ROWS, proc.stdout
+    assert verdicts.count("same") + verdicts.count("insensitive") == JUDGED_ROWS, proc.stdout
 
 
 def test_an_identical_rerun_passes(pair: netns.VethPair, baseline: Path, tmp_path: Path) -> None:
@@ -103,15 +111,19 @@ def test_a_slower_link_fails_with_bandwidth_worse(
     pair: netns.VethPair, baseline: Path, tmp_path: Path
 ) -> None:
     slow = _measure(pair, RATE_MBIT * SLOW_FACTOR, tmp_path / "slow")
+    # Each row's rank test on its own (--fwer none) finds most rows worse. The default,
+    # Holm over the 12 rows, needs 5 samples a side to separate completely (p = 0.004 <=
+    # 0.05 / 12); with the CPU shared by other suites the link's samples may not, and the
+    # gate then says its rows were too noisy to judge (test_gate_power.py covers Holm).
     junit = tmp_path / "gate.xml"
-    proc = _gate(str(baseline), str(slow), *CHECKS, "--junit", str(junit))
+    proc = _gate(str(baseline), str(slow), *CHECKS, "--fwer", "none", "--junit", str(junit))
     assert proc.returncode == 1, proc.stdout
     worse = [line for line in proc.stdout.splitlines() if line.startswith("! worse")]
     # 0.7 x the rate: transfers take 1/0.7 as long, bus bandwidth drops by about 30%.
     assert len(worse) >= JUDGED_ROWS // 2, proc.stdout
     assert not any(" better " in line for line in proc.stdout.splitlines()), proc.stdout
     for line in worse:
-        busbw_change = float(line.split()[8].rstrip("%"))
+        busbw_change = float(line.split()[BUSBW_COLUMN].rstrip("%"))
         assert -45 < busbw_change < -15, line
     failures = ET.parse(junit).getroot().findall(".//failure")
     assert len(failures) == len(worse)
@@ -221,6 +233,6 @@ def test_one_wrong_element_fails_even_when_faster(baseline: Path, tmp_path: Path
     assert f"{CORRUPT_OP} " in line and f" {CORRUPT_BYTES} " in line
     assert "1 wrong element(s)" in line
     # Its bandwidth improved: it is judged better on speed and still fails.
-    assert float(line.split()[8].rstrip("%")) > 15, line
+    assert float(line.split()[BUSBW_COLUMN].rstrip("%")) > 15, line
     assert sum(" better " in line for line in lines) >= JUDGED_ROWS - 3, proc.stdout
     assert lines[-1].startswith("colbench gate: FAIL (1 failure(s))")

@@ -38,7 +38,8 @@ def mixed(tmp_path: Path) -> gate.GateResult:
 def test_console_table(mixed: gate.GateResult) -> None:
     lines = gate_report.console_lines(mixed)
     assert lines[-1] == (
-        "colbench gate: FAIL (2 failure(s)): 4 rows: 1 worse, 1 same, 1 missing, 1 new"
+        "colbench gate: FAIL (2 failure(s)): 4 rows: 1 worse, 1 same, 1 missing, 1 new; "
+        "sensitive to slowdowns >= 17% on 2 rows"
     )
     assert "busbw_gbps:-15%" in lines[1] and "all sizes" in lines[1]
     worse = next(line for line in lines if " worse " in line)

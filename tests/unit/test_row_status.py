@@ -64,7 +64,9 @@ def by_op(result: gate.GateResult, op: str) -> Iterable[RowResult]:
 
 
 def test_unsupported_on_both_sides_is_skipped_and_passes(tmp_path: Path) -> None:
-    base, cur = tree_run(tmp_path / "base"), tree_run(tmp_path / "cur")
+    # Five repeats: enough for Holm over the two measured rows (3 against 3 reaches
+    # p = 0.05 at best, above 0.05 / 2, and would leave them insensitive).
+    base, cur = tree_run(tmp_path / "base", repeats=5), tree_run(tmp_path / "cur", repeats=5)
     result = gate.run_gate(base, cur, parse_checks(["busbw_gbps:-15%", "time_p50_us:250"]))
     assert result.passed, gate_report.console_lines(result)
     assert {v for (op, _), v in verdicts(result).items() if op == "all_gather"} == {Verdict.SKIPPED}
@@ -73,7 +75,9 @@ def test_unsupported_on_both_sides_is_skipped_and_passes(tmp_path: Path) -> None
     assert note == ["no measurement on either side (unsupported in the baseline, unsupported "
                     "in the current run)"]  # fmt: skip
     lines = gate_report.console_lines(result)
-    assert lines[-1] == "colbench gate: PASS: 4 rows: 2 same, 2 skipped"
+    assert lines[-1] == (
+        "colbench gate: PASS: 4 rows: 2 same, 2 skipped; sensitive to slowdowns >= 18% on 2 rows"
+    )
     suite = ET.fromstring(gate_report.junit_xml(result)).find("testsuite")
     assert suite is not None and suite.get("skipped") == "2"
     assert len(suite.findall("testcase/skipped")) == 2 and not suite.findall("testcase/failure")

@@ -265,7 +265,11 @@ def test_gate_a_current_run_against_an_older_baseline_and_update_it(
     gate_args = ["--check", "busbw_gbps:-95%", "--min-size", "64K"]
     code, out, err = run_main(capsys, "gate", str(base), str(run), *gate_args)
     assert code == 0, out + err
-    assert out.splitlines()[-1] == "colbench gate: PASS: 118 rows: 39 same, 79 ok"
+    # Every row joined and passed; whether the noisy smoke samples could have seen a
+    # slowdown (same or insensitive) is the power's business (test_gate_power.py).
+    last = out.splitlines()[-1]
+    assert last.startswith("colbench gate: PASS"), last
+    assert not any(word in last for word in ("worse", "missing", "not comparable", "new")), last
     code, _, err = run_main(capsys, "gate", str(base), str(run), *gate_args, "--update-baseline")
     assert code == 0 and "is the new baseline" in err
     frame = load(base)

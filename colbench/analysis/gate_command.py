@@ -1,0 +1,104 @@
+"""``colbench gate`` as a plain function: parse the flags, judge or accept, write reports."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from colbench.analysis import power
+from colbench.analysis.baseline import DEFAULT_KEEP, update_baseline
+from colbench.analysis.checks import (
+    DEFAULT_ALPHA,
+    DEFAULT_MAX_CV,
+    SizeWindow,
+    parse_checks,
+    parse_floor,
+)
+from colbench.analysis.gate import GateResult, run_gate
+from colbench.errors import ExitCode, UsageError
+from colbench.results import csv_path
+
+
+@dataclass(frozen=True)
+class GateFlags:
+    """The flags of ``colbench gate`` beyond the runs and checks (see docs/gate.md)."""
+
+    min_size: str | None = None
+    max_size: str | None = None
+    alpha: float = DEFAULT_ALPHA
+    max_cv_pct: float = DEFAULT_MAX_CV * 100
+    min_avg_busbw_gbps: str | None = None
+    report: str | None = None
+    junit: str | None = None
+    update: bool = False
+    keep: int = DEFAULT_KEEP
+    power: float = power.DEFAULT_POWER
+    fwer: str = "holm"
+    min_judged: int = 1
+    any_machine: bool = False
+    missing_baseline_ok: bool = False
+
+
+def gate_command(
+    baseline: str, current: Sequence[str], check_texts: Sequence[str], flags: GateFlags
+) -> int:
+    """``colbench gate``: judge (or accept) the current run(s), print the table, write the
+    reports; the exit code. The floor defaults to $NCCL_TESTS_MIN_BW as in nccl-tests."""
+    from colbench.report import gate_report
+
+    checks = parse_checks(check_texts)
+    window = SizeWindow.parse(flags.min_size, flags.max_size)
+    if flags.max_cv_pct <= 0:
+        raise UsageError(f"--max-cv-pct must be positive, got {flags.max_cv_pct:g}")
+    if flags.min_judged < 0:
+        raise UsageError(f"--min-judged must be >= 0, got {flags.min_judged}")
+    if flags.keep < 1:
+        raise UsageError(f"--keep must be >= 1, got {flags.keep}")
+    if flags.min_avg_busbw_gbps is not None:
+        floor = parse_floor(flags.min_avg_busbw_gbps, "--min-avg-busbw-gbps")
+    else:
+        floor = parse_floor(os.environ.get("NCCL_TESTS_MIN_BW"), "NCCL_TESTS_MIN_BW")
+
+    def judge(floor_gbps: float | None) -> GateResult:
+        return run_gate(
+            baseline,
+            current,
+            checks,
+            window,
+            flags.alpha,
+            flags.max_cv_pct / 100,
+            floor_gbps,
+            fwer=flags.fwer,
+            target_power=flags.power,
+            min_judged=flags.min_judged,
+            any_machine=flags.any_machine,
+            missing_ok=flags.missing_baseline_ok,
+        )
+
+    if flags.update:
+        if csv_path(baseline).is_file():
+            print("\n".join(gate_report.console_lines(judge(None))), flush=True)
+        target = update_baseline(current, baseline, keep=flags.keep)
+        print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
+        return int(ExitCode.OK)
+    result = judge(floor)
+    print("\n".join(gate_report.console_lines(result)), flush=True)
+    reports = ((flags.report, gate_report.markdown), (flags.junit, gate_report.junit_xml))
+    for path, render in reports:
+        if path:
+            _write_text(Path(path), render(result))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        _write_text(Path(summary), gate_report.markdown(result) + "\n", append=True)
+    return int(ExitCode.OK) if result.passed else int(ExitCode.DATA_ERROR)
+
+
+def _write_text(path: Path, text: str, append: bool = False) -> None:
+    try:
+        with open(path, "a" if append else "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
