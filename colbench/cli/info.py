@@ -1,0 +1,96 @@
+"""Commands that describe or convert: explain, env, version, import."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from colbench import __version__, ops
+from colbench.cli.app import app
+
+
+@app.command()
+def explain(op: Annotated[str, typer.Argument(help="A collective, e.g. all_gather.")]) -> None:
+    """Print how size, count, algbw and busbw are defined for OP.
+
+    Example: colbench explain all_gather
+    """
+    from colbench.ops.explain import explain_text
+
+    typer.echo(explain_text(ops.get(op)))
+
+
+@app.command()
+def env() -> None:
+    """Show backends, GPUs, versions and the launcher colbench would join.
+
+    Example: colbench env
+    """
+    from colbench.envinfo import describe
+
+    typer.echo(describe())
+
+
+@app.command()
+def version() -> None:
+    """Print the colbench version.
+
+    Example: colbench version
+    """
+    typer.echo(__version__)
+
+
+@app.command("import")
+def import_(
+    kind: Annotated[str, typer.Argument(help="Format of the log: nccl-tests.")],
+    log: Annotated[str, typer.Argument(help="The tool's stdout, saved to a file.")],
+    out: Annotated[
+        str | None,
+        typer.Option("--out", help="Run directory to create (default results/imported-<log>)."),
+    ] = None,
+    world_size: Annotated[
+        int | None,
+        typer.Option(
+            "--world-size",
+            help="Ranks, for logs whose Rank, nranks and nThread/nGpus lines do not say it.",
+        ),
+    ] = None,
+    op: Annotated[
+        str | None, typer.Option("--op", help="Collective, when the log does not name it.")
+    ] = None,
+    variant: Annotated[
+        str, typer.Option("--variant", help="Variant the rows carry, e.g. NCCL_ALGO=Tree.")
+    ] = "",
+    results_dir: Annotated[
+        str, typer.Option("--results-dir", help="Parent of the default run directory.")
+    ] = "results",
+) -> None:
+    """Import another tool's results as a colbench run (results.csv + meta.json).
+
+    nccl-tests and rccl-tests stdout in the old (error) and new (#wrong) layouts, with
+    NCCL INFO lines, mpirun --tag-output or srun --label prefixes. algbw and busbw are
+    recomputed with colbench's formulas; rows where the log disagrees are warned about.
+
+    \b
+    Examples:
+      colbench import nccl-tests all_reduce_perf.log
+      colbench import nccl-tests ar.log --out results/imported-ar/ --variant NCCL_ALGO=Tree
+      colbench import nccl-tests trimmed.log --world-size 16
+    """
+    from colbench import importers
+
+    run_dir, imported = importers.import_log(
+        kind,
+        log,
+        out_dir=out,
+        results_root=results_dir,
+        world_size=world_size,
+        op=op,
+        variant=variant,
+    )
+    for note in imported.notes:
+        typer.echo(f"colbench: note: {note}", err=True)
+    for warning in imported.warnings:
+        typer.echo(f"colbench: warning: {warning}", err=True)
+    typer.echo(f"colbench: {importers.summary(run_dir, imported)}", err=True)

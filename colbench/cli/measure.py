@@ -1,0 +1,184 @@
+"""Commands that measure: sweep, run (a suite), p2p, crosscheck. Their parameters come from
+the options tables (colbench.options, colbench.p2p.options)."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any
+
+import typer
+
+from colbench import config, options
+from colbench.cli.app import _error, _given, _option, _param, _with_options, app
+from colbench.errors import UsageError
+from colbench.p2p import options as p2p_options
+
+SWEEP_HELP = """Measure collectives over a range of message sizes.
+
+Sizes: --sizes 1K-1G (doubling; --factor/--step change that) or --sizes 1K,4K,1M;
+nccl-tests' -b/-e/-f/-i work too. Units are binary (1K = 1024 bytes); bandwidth is
+reported in GB/s (1 GB/s = 1e9 bytes/s).
+
+\b
+Examples:
+  colbench sweep --op all_reduce --sizes 1K-1G
+  colbench sweep --op all --sizes 1K-16M --backend gloo --nprocs 4 --dtype float32,bfloat16
+  colbench sweep --op all_gather -b 8 -e 128M -f 2 -n 20 -w 5 -c 1
+  colbench sweep --op all_reduce --sizes 1K-64M --nprocs 4 --group-size 2
+  colbench sweep --op all_reduce --env NCCL_ALGO=Ring,Tree --env NCCL_PROTO=LL,Simple --plot
+  torchrun --nproc-per-node 2 -m colbench sweep --op all_reduce --sizes 1K-1M
+  colbench sweep --op all --sizes 1K-256K --repeat 5 --out results/ci
+
+Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 rank failure,
+4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
+"""
+
+
+def _run_sweep(ctx: typer.Context, suite_file: str | None, values: dict[str, Any]) -> int:
+    """One path for flags, a suite, or both: defaults < the file < the flags given."""
+    from colbench import suite
+
+    file_values = suite.load(suite_file) if suite_file is not None else {}
+    cfg = config.from_options(options.merge(file_values, _given(ctx, values)), tuple(sys.argv))
+    # Imported after the arguments are checked: the runner needs torch, whose import
+    # (1 s on CPU, 5 s with a CUDA build) a usage error should not wait for.
+    from colbench.run.parent import run_sweep
+
+    return run_sweep(cfg)
+
+
+CONFIG_HELP = (
+    "A YAML suite (see configs/); flags given here override it. Same as `colbench run FILE`."
+)
+
+
+@app.command(help=SWEEP_HELP)
+@_with_options(_option("config_file", str | None, None, "--config", CONFIG_HELP))
+def sweep(ctx: typer.Context, config_file: str | None = None, **values: Any) -> None:
+    raise typer.Exit(_run_sweep(ctx, config_file, values))
+
+
+P2P_HELP = """Measure bandwidth and latency between every pair of ranks; name slow links and nodes.
+
+Every ordered pair is measured: bandwidth at --size (osu_bw: one message, timed to the
+receiver's acknowledgement) and latency at --latency-size (osu_latency: half a
+ping-pong round trip). Pairs run in rounds of disjoint pairs (a round-robin
+tournament), each round once per direction; --serial runs one pair at a time. Writes
+p2p.csv, meta.json and the heatmap p2p.png into the run directory and prints the
+matrices, then the verdict: a link (judged by its worse direction) or node whose
+bandwidth is more than --threshold below the median of all links, or whose latency is
+more than --latency-threshold above it (needs at least 4 ranks; nodes with --per-node).
+-n/-w count the messages of each ordered pair; --repeat R measures the whole matrix R
+times and the verdict takes each pair's median.
+
+\b
+Examples:
+  colbench p2p --nprocs 8
+  colbench p2p --nprocs 4 --backend gloo --size 16M -n 10
+  srun -N 16 --ntasks-per-node=8 colbench p2p --per-node
+  torchrun --nnodes 4 --nproc-per-node 8 ... -m colbench p2p --rail --fail-below 30
+
+Exit codes: 0 ok, 1 --fail-below found a link below its limit, 2 usage error,
+3 rank failure, 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
+"""
+
+
+@app.command(help=P2P_HELP)
+@_with_options(rows=p2p_options.table())
+def p2p(ctx: typer.Context, **values: Any) -> None:
+    from colbench.p2p.config import from_options
+
+    cfg = from_options(values, tuple(sys.argv))
+    # Imported after the arguments are checked: the runner imports torch.
+    from colbench.p2p.run import run_p2p
+
+    raise typer.Exit(run_p2p(cfg))
+
+
+RUN_HELP = """Run a YAML suite: the same options as sweep, from a file; flags given here win.
+
+Keys are sweep's long option names (op, sizes, dtype, iters, backend, ...) plus
+`variants`, a mapping of environment variable to values (like --env). An --env flag
+replaces the file's values for that variable only.
+
+\b
+Examples:
+  colbench run configs/smoke-cpu.yaml
+  colbench run configs/ring-vs-tree.yaml --sizes 1K-64M --env NCCL_PROTO=Simple
+"""
+
+
+SUITE_HELP = "A suite file, e.g. configs/smoke-cpu.yaml."
+
+
+@app.command(help=RUN_HELP)
+@_with_options(_param("suite_file", str, inspect.Parameter.empty, typer.Argument(help=SUITE_HELP)))
+def run(ctx: typer.Context, suite_file: str, **values: Any) -> None:
+    raise typer.Exit(_run_sweep(ctx, suite_file, values))
+
+
+CROSSCHECK_HELP = """Run one sweep through nccl-tests and through colbench, and show both per size.
+
+Takes sweep's flags for what to measure (--op, --sizes or -b/-e/-f/-i, -d, -o, -r,
+--placement, -n, -w, -c, -a, --nprocs, -G; one op, dtype and redop) and runs the op's
+nccl-tests program (all_reduce_perf...) with the same settings as one process driving
+--nprocs GPUs of this node (-g N), then `colbench sweep` on NCCL with as many ranks. It
+imports nccl-tests' output and prints time and busbw of both with colbench time /
+nccl-tests time per size. The directory (--out) keeps nccl-tests.log (raw), nccl-tests/
+(imported), colbench/ (the sweep), crosscheck.csv, crosscheck.txt and crosscheck.png.
+--backend gloo runs colbench's side on the CPU, to test the cross-check itself.
+
+Several nodes: nccl-tests then needs an MPI build (make MPI=1) under mpirun and colbench
+a launcher; run both yourself with the same flags and compare them:
+
+\b
+  mpirun -np 16 -N 8 all_reduce_perf -b 8 -e 1G -f 2 -g 1 > ar.log
+  srun -N 2 --ntasks-per-node 8 colbench sweep --op all_reduce -b 8 -e 1G -f 2 --out results/ar
+  colbench import nccl-tests ar.log --out results/ar-nccl-tests
+  colbench compare results/ar-nccl-tests results/ar --metric time
+
+\b
+Examples:
+  colbench crosscheck --op all_reduce -b 8 -e 1G -f 2 --nccl-tests ~/nccl-tests/build
+  colbench crosscheck --op all_gather --sizes 1K-64M -n 50 --nprocs 4 -G
+
+Exit codes: 0 ok, 1 wrong results, 2 usage error (nothing ran), 3 a tool failed,
+4 nccl-tests outran --nccl-tests-timeout (or colbench's --timeout).
+"""
+
+
+NCCL_TESTS_HELP = "Directory holding nccl-tests' programs (or its build/); else PATH."
+NCCL_TESTS_TIMEOUT_HELP = "Seconds nccl-tests may run before it is stopped."
+
+
+@app.command(help=CROSSCHECK_HELP)
+@_with_options(
+    _option("nccl_tests", str | None, None, "--nccl-tests", NCCL_TESTS_HELP),
+    _option("nccl_tests_timeout", float, 3600.0, "--nccl-tests-timeout", NCCL_TESTS_TIMEOUT_HELP),
+)
+def crosscheck(
+    ctx: typer.Context,
+    nccl_tests: str | None = None,
+    nccl_tests_timeout: float = 3600.0,
+    **values: Any,
+) -> None:
+    from colbench import crosscheck as cross
+
+    if nccl_tests_timeout <= 0:
+        raise UsageError(f"--nccl-tests-timeout must be positive, got {nccl_tests_timeout:g}")
+    plan = cross.make_plan(values, set(_given(ctx, values)), nccl_tests)
+    outcome = cross.run(
+        plan,
+        out=values["out"],
+        results_root=values["results_dir"],
+        timeout_s=nccl_tests_timeout,
+        say=lambda line: typer.echo(f"colbench: {line}", err=True),
+    )
+    if outcome.table is not None:
+        typer.echo(outcome.table)
+    if outcome.error is not None:
+        _error(outcome.error)
+    else:
+        typer.echo(f"colbench: cross-check in {outcome.directory}", err=True)
+    raise typer.Exit(outcome.exit_code)
