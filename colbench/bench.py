@@ -23,13 +23,8 @@ from colbench.inflight import InFlight
 from colbench.memory import is_out_of_memory
 from colbench.ops.base import Buffers, Collective, Context, Storage
 from colbench.plan import Work
-from colbench.results import (
-    STATUS_OOM,
-    STATUS_UNSUPPORTED,
-    Row,
-    make_row,
-    unmeasured_row,
-)
+from colbench.results import STATUS_OOM, STATUS_UNSUPPORTED, Row
+from colbench.rows import make_row, unmeasured_row
 from colbench.skew import RankTimes, wait_in
 from colbench.timing import Timer
 

@@ -17,18 +17,11 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from colbench.errors import UsageError
-from colbench.skew import RankTimes
 from colbench.tables import Table, TableRow, TableWriter, format_cell
 from colbench.tables import column as _column
-
-if TYPE_CHECKING:
-    from colbench.bench import RunInfo
-    from colbench.config import SweepConfig
-    from colbench.ops.base import Layout
-    from colbench.plan import Work
 
 SCHEMA_VERSION = 4
 
@@ -209,102 +202,6 @@ TEXT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if f.type in ("str"
 FLOAT_COLUMNS = tuple(c for c in COLUMNS if c.endswith(("_us", "_gbps")))
 #: The time columns bench's combine_times produces, in schema order.
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
-
-#: A row is host-bound when enqueuing a call took at least this share of the call's time:
-#: the GPU then finished each call about as fast as the host could queue the next one,
-#: so it idled between calls and time_us is the host's launch cost.
-HOST_BOUND_RATIO = 0.9
-
-
-def host_bound(enqueue_us: float | None, time_us: float | None) -> int | None:
-    """The ``host_bound`` cell: 1 when enqueue_us >= HOST_BOUND_RATIO * time_us, else 0;
-    None when either time is missing (not measured, or no measurement)."""
-    if enqueue_us is None or time_us is None:
-        return None
-    if math.isnan(enqueue_us) or math.isnan(time_us):
-        return None
-    return int(enqueue_us >= HOST_BOUND_RATIO * time_us)
-
-
-def make_row(
-    info: RunInfo,
-    cfg: SweepConfig,
-    work: Work,
-    requested_bytes: int,
-    layout: Layout,
-    in_place: bool,
-    times: Mapping[str, float | None],
-    wrong: int | None,
-    iters: int | None = None,
-    repeat: int = 0,
-    enqueue_us: float | None = None,
-    ranks: RankTimes | None = None,
-) -> Row:
-    """One row of a measurement; bandwidth is computed only here, from the combined time.
-
-    ``iters`` is the number of timed calls when it differs from ``cfg.measure.iters``
-    (``--time-budget`` picks it per size; a CUDA graph is replayed several times).
-    ``times`` values are None for a row without a measurement.
-    """
-    coll = work.coll
-    time_us = times["time_us"]
-    algbw = None if time_us is None else coll.algbw_gbps(layout.size_bytes, time_us)
-    busbw = None if algbw is None else algbw * coll.busbw_factor(info.group_size)
-    return Row(
-        run_id=info.run_id,
-        variant=info.variant,
-        backend=info.backend,
-        device=info.device_name,
-        world_size=info.world_size,
-        nnodes=info.nnodes,
-        group_size=info.group_size,
-        groups=info.groups,
-        op=coll.name,
-        dtype=work.dtype if coll.sized else "none",
-        redop=work.redop,
-        root=cfg.measure.root if coll.rooted else -1,
-        in_place=int(in_place),
-        requested_bytes=requested_bytes,
-        size_bytes=layout.size_bytes,
-        count=layout.count,
-        warmup=cfg.measure.warmup,
-        iters=cfg.measure.iters if iters is None else iters,
-        average=cfg.measure.average,
-        time_us=time_us,
-        time_min_us=times["time_min_us"],
-        time_p50_us=times["time_p50_us"],
-        time_p99_us=times["time_p99_us"],
-        time_max_us=times["time_max_us"],
-        algbw_gbps=algbw,
-        busbw_gbps=busbw,
-        # Every group moves its own data at the same time: their bus bandwidths add up.
-        aggbw_gbps=None if busbw is None else busbw * info.groups,
-        wrong=wrong,
-        repeat=repeat,
-        enqueue_us=enqueue_us,
-        host_bound=host_bound(enqueue_us, time_us),
-        slowest_rank=None if ranks is None else ranks.slowest_rank,
-        skew_us=None if ranks is None else ranks.skew_us,
-        time_ranks_avg_us=None if ranks is None else ranks.avg_us,
-        time_ranks_max_us=None if ranks is None else ranks.max_us,
-    )
-
-
-def unmeasured_row(
-    info: RunInfo,
-    cfg: SweepConfig,
-    work: Work,
-    requested_bytes: int,
-    layout: Layout,
-    in_place: bool,
-    status: str,
-    repeat: int = 0,
-) -> Row:
-    """A row without numbers: buffers that could not be allocated (``oom``) or a
-    collective the backend refuses under the run's settings (``unsupported``)."""
-    nothing = dict.fromkeys(TIME_COLUMNS)
-    row = make_row(info, cfg, work, requested_bytes, layout, in_place, nothing, None, None, repeat)
-    return dataclasses.replace(row, status=status)
 
 
 class RowWriter(TableWriter):

@@ -13,7 +13,8 @@ from typing import Any
 
 from colbench import __version__
 from colbench.dtypes import DTYPES
-from colbench.results import HOST_BOUND_RATIO, STATUS_OK
+from colbench.results import STATUS_OK
+from colbench.rows import HOST_BOUND_RATIO
 from colbench.skew import RANK_SKEW_RATIO, SlowestCounter, rank_skewed, summary_line
 
 _HEAD = (("size", 12), ("count", 14), ("type", 10), ("redop", 8), ("root", 8))

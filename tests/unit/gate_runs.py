@@ -17,7 +17,8 @@ from colbench.analysis.checks import parse_checks
 from colbench.bench import RunInfo
 from colbench.config import SweepConfig
 from colbench.plan import Work
-from colbench.results import STATUS_OOM, RowWriter, make_row, unmeasured_row
+from colbench.results import STATUS_OOM, RowWriter
+from colbench.rows import make_row, unmeasured_row
 
 KiB = 1024
 

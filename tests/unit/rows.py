@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from colbench import ops
-from colbench.results import SCHEMA_VERSION, RowWriter, host_bound
+from colbench.results import SCHEMA_VERSION, RowWriter
+from colbench.rows import host_bound
 
 
 def row(

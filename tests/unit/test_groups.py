@@ -11,7 +11,8 @@ from colbench.bench import RunInfo
 from colbench.config import SweepConfig, validate, validate_for_world
 from colbench.errors import UsageError
 from colbench.plan import plan
-from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, load, make_row
+from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, load
+from colbench.rows import make_row
 
 
 def test_contiguous_groups() -> None:

@@ -14,7 +14,8 @@ from colbench.bench import RunInfo, combine_times
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.plan import Work
-from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load, make_row
+from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load
+from colbench.rows import make_row
 
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 

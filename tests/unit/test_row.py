@@ -11,7 +11,8 @@ from colbench import ops
 from colbench.bench import RunInfo
 from colbench.config import SweepConfig
 from colbench.plan import Work
-from colbench.results import COLUMNS, SCHEMA_VERSION, Row, load, make_row, unmeasured_row
+from colbench.results import COLUMNS, SCHEMA_VERSION, Row, load
+from colbench.rows import make_row, unmeasured_row
 from colbench.rundir import RunDir
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"

@@ -23,13 +23,12 @@ from colbench.analysis.baseline import update_baseline
 from colbench.errors import UsageError
 from colbench.results import (
     COLUMNS,
-    HOST_BOUND_RATIO,
     SCHEMA_VERSION,
     RowWriter,
-    host_bound,
     load,
     may_lack,
 )
+from colbench.rows import HOST_BOUND_RATIO, host_bound
 from tests.conftest import run_main
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"

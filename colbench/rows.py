@@ -1,0 +1,126 @@
+"""Rows from a measurement: the one place bandwidth is computed from a combined time.
+
+Every rank's loop (colbench.bench) hands its combined times here; the columns are those of
+:class:`colbench.results.Row`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from colbench.results import TIME_COLUMNS, Row
+from colbench.skew import RankTimes
+
+if TYPE_CHECKING:
+    from colbench.bench import RunInfo
+    from colbench.config import SweepConfig
+    from colbench.ops.base import Layout
+    from colbench.plan import Work
+
+#: A row is host-bound when enqueuing a call took at least this share of the call's time:
+#: the GPU then finished each call about as fast as the host could queue the next one,
+#: so it idled between calls and time_us is the host's launch cost.
+HOST_BOUND_RATIO = 0.9
+
+
+def host_bound(enqueue_us: float | None, time_us: float | None) -> int | None:
+    """The ``host_bound`` cell: 1 when enqueue_us >= HOST_BOUND_RATIO * time_us, else 0;
+    None when either time is missing (not measured, or no measurement)."""
+    if enqueue_us is None or time_us is None:
+        return None
+    if math.isnan(enqueue_us) or math.isnan(time_us):
+        return None
+    return int(enqueue_us >= HOST_BOUND_RATIO * time_us)
+
+
+def make_row(
+    info: RunInfo,
+    cfg: SweepConfig,
+    work: Work,
+    requested_bytes: int,
+    layout: Layout,
+    in_place: bool,
+    times: Mapping[str, float | None],
+    wrong: int | None,
+    iters: int | None = None,
+    repeat: int = 0,
+    enqueue_us: float | None = None,
+    ranks: RankTimes | None = None,
+) -> Row:
+    """One row of a measurement; bandwidth is computed only here, from the combined time.
+
+    ``iters`` is the number of timed calls when it differs from ``cfg.measure.iters``
+    (``--time-budget`` picks it per size; a CUDA graph is replayed several times).
+    ``times`` values are None for a row without a measurement.
+    """
+    coll = work.coll
+    time_us = times["time_us"]
+    algbw = None if time_us is None else coll.algbw_gbps(layout.size_bytes, time_us)
+    busbw = None if algbw is None else algbw * coll.busbw_factor(info.group_size)
+    return Row(
+        run_id=info.run_id,
+        variant=info.variant,
+        backend=info.backend,
+        device=info.device_name,
+        world_size=info.world_size,
+        nnodes=info.nnodes,
+        group_size=info.group_size,
+        groups=info.groups,
+        op=coll.name,
+        dtype=work.dtype if coll.sized else "none",
+        redop=work.redop,
+        root=cfg.measure.root if coll.rooted else -1,
+        in_place=int(in_place),
+        requested_bytes=requested_bytes,
+        size_bytes=layout.size_bytes,
+        count=layout.count,
+        warmup=cfg.measure.warmup,
+        iters=cfg.measure.iters if iters is None else iters,
+        average=cfg.measure.average,
+        time_us=time_us,
+        time_min_us=times["time_min_us"],
+        time_p50_us=times["time_p50_us"],
+        time_p99_us=times["time_p99_us"],
+        time_max_us=times["time_max_us"],
+        algbw_gbps=algbw,
+        busbw_gbps=busbw,
+        # Every group moves its own data at the same time: their bus bandwidths add up.
+        aggbw_gbps=None if busbw is None else busbw * info.groups,
+        wrong=wrong,
+        repeat=repeat,
+        enqueue_us=enqueue_us,
+        host_bound=host_bound(enqueue_us, time_us),
+        **_skew_cells(ranks),
+    )
+
+
+def _skew_cells(ranks: RankTimes | None) -> dict[str, Any]:
+    """The straggler and rank-skew columns (empty where every rank's time is not known)."""
+    if ranks is None:
+        return dict.fromkeys(("slowest_rank", "skew_us", "time_ranks_avg_us", "time_ranks_max_us"))
+    return {
+        "slowest_rank": ranks.slowest_rank,
+        "skew_us": ranks.skew_us,
+        "time_ranks_avg_us": ranks.avg_us,
+        "time_ranks_max_us": ranks.max_us,
+    }
+
+
+def unmeasured_row(
+    info: RunInfo,
+    cfg: SweepConfig,
+    work: Work,
+    requested_bytes: int,
+    layout: Layout,
+    in_place: bool,
+    status: str,
+    repeat: int = 0,
+) -> Row:
+    """A row without numbers: buffers that could not be allocated (``oom``) or a
+    collective the backend refuses under the run's settings (``unsupported``)."""
+    nothing = dict.fromkeys(TIME_COLUMNS)
+    row = make_row(info, cfg, work, requested_bytes, layout, in_place, nothing, None, None, repeat)
+    return dataclasses.replace(row, status=status)
