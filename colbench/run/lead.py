@@ -32,7 +32,7 @@ def lead_run(
     hosts: list[str],
     work: list[Work],
     notes: tuple[list[str], list[str]],
-    bench_args: tuple[Any, Timer, Groups, InFlight],
+    bench_args: tuple[Any, Timer, Groups, InFlight, Any],
 ) -> None:
     """Rank 0's share: the same loop as every rank, its rows fed to the reporters.
 
@@ -40,9 +40,12 @@ def lead_run(
     on sizes skipped for memory.
     """
     cfg = job.cfg
-    device, timer, groups, in_flight = bench_args
+    device, timer, groups, in_flight, turns = bench_args
     warnings, memory_notes = notes
     run_dir = RunDir(job.run_dir or ".")
+    # An interleaved world keeps its own meta.json and logs, and writes its rows into
+    # the run's one results.csv (in its turns: never two writers at once).
+    results_dir = RunDir(job.results_dir or job.run_dir or ".")
     meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
     with progress_bar(count_units(work) * cfg.measure.repeat, cfg.output.progress) as hooks:
         for line in warnings:
@@ -51,7 +54,7 @@ def lead_run(
             hooks.warn(f"colbench: note: {line}")
         # The CSV first, so a row is on disk before anything else shows it.
         reporters: list[Reporter] = [
-            CsvReporter(run_dir),
+            CsvReporter(results_dir),
             MetaReporter(run_dir),
             ProgressReporter(hooks.advance),
         ]
@@ -60,7 +63,7 @@ def lead_run(
             reporters.append(ConsoleReporter(header, hooks.echo, hooks.warn))
         with RowStream(reporters, hooks.warn) as stream:
             stream.start(meta)
-            RankBench(cfg, info, 0, device, timer, stream, groups, in_flight).run(work)
+            RankBench(cfg, info, 0, device, timer, stream, groups, in_flight, turns).run(work)
             stream.end()
 
 
