@@ -560,6 +560,12 @@ Examples:
       --check busbw_gbps:-15% --check time_p50_us:+25% --min-size 64K \\
       --report gate.md --junit gate.xml
   colbench gate results/baselines/gloo-smoke results/ci --update-baseline
+  colbench gate results/ab --variant-a python=main --variant-b python=pr \\
+      --check busbw_gbps:-10%
+
+With --variant-a/--variant-b, BASELINE is one interleaved run (sweep --env or --python
+variants) and B is judged against A pair by pair (same size, same repeat): see
+docs/comparing.md.
 
 Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage error.
 """
@@ -569,11 +575,11 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
 def gate(
     baseline: Annotated[str, typer.Argument(help="Baseline run directory (or its results.csv).")],
     current: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(
             help="Current run directory (or results.csv); several runs pool their samples."
         ),
-    ],
+    ] = None,
     check: Annotated[
         list[str] | None,
         typer.Option(
@@ -618,12 +624,22 @@ def gate(
             "has wrong elements or oom rows.",
         ),
     ] = False,
+    variant_a: Annotated[
+        str | None,
+        typer.Option(
+            "--variant-a", help="Paired gate: the reference variant of the one run BASELINE."
+        ),
+    ] = None,
+    variant_b: Annotated[
+        str | None,
+        typer.Option("--variant-b", help="Paired gate: the variant judged against --variant-a."),
+    ] = None,
 ) -> None:
     from colbench.analysis.gate import gate_command
 
     code = gate_command(
         baseline,
-        current,
+        current or [],
         check or (),
         min_size=min_size,
         max_size=max_size,
@@ -633,5 +649,7 @@ def gate(
         report=report,
         junit=junit,
         update=update_baseline,
+        variant_a=variant_a,
+        variant_b=variant_b,
     )
     raise typer.Exit(code)

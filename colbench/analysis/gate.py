@@ -273,11 +273,25 @@ def gate_command(
     report: str | None = None,
     junit: str | None = None,
     update: bool = False,
+    variant_a: str | None = None,
+    variant_b: str | None = None,
 ) -> int:
     """``colbench gate``: judge (or accept) the current run(s), print the table, write the
     reports; the exit code. The floor defaults to $NCCL_TESTS_MIN_BW as in nccl-tests."""
     from colbench.report import gate_report
 
+    if variant_a is not None or variant_b is not None:
+        # One interleaved run, B against A: colbench.analysis.paired.
+        from colbench.analysis.paired import paired_command
+
+        if current:
+            raise UsageError("--variant-a/--variant-b judge variants of ONE run: give one run")
+        return paired_command(
+            baseline, variant_a, variant_b, check_texts,
+            min_size=min_size, max_size=max_size, alpha=alpha,
+        )  # fmt: skip
+    if not current:
+        raise UsageError("give the current run(s) after the baseline")
     checks = parse_checks(check_texts)
     window = SizeWindow.parse(min_size, max_size)
     if max_cv_pct <= 0:

@@ -221,6 +221,7 @@ def _record(
         "env": dict(variant.env),
         "python": variant.python,
         "env_seen_by_rank": meta.get("env_seen_by_rank"),
+        "python_executable": meta.get("python_executable"),
         "status": status,
         "rows": meta.get("rows", 0),
         "wrong_total": meta.get("wrong_total", 0),
@@ -234,7 +235,7 @@ def _base_meta(run_dir: Path, first_world: Path) -> dict[str, Any]:
     """The run's meta.json from the first world's (config, hosts, versions), without what
     belongs to that world alone."""
     meta = RunDir(first_world).meta_or_none() or {"run_id": run_dir.name}
-    for key in ("variant", "env_seen_by_rank", "error", "failed_rank", "duration_s"):
+    for key in ("variant", "env_seen_by_rank", "python_executable", "error", "duration_s"):
         meta.pop(key, None)
     meta["run_id"] = run_dir.name
     return meta

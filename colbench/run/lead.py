@@ -3,6 +3,7 @@ meta.json, progress, table)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from colbench import metadata
@@ -85,6 +86,9 @@ def _first_meta(
     meta.update(warnings=warnings, plan_digest=peers[0].digest[0])
     if job.variant_keys:
         meta.update(variant=job.variant, env_seen_by_rank=[p.env_seen for p in peers])
+    if job.variant:
+        # Which interpreter the ranks ran in (--python variants differ by it).
+        meta.update(variant=job.variant, python_executable=sys.executable)
     return meta
 
 

@@ -83,6 +83,8 @@ def stop_all(store: Any, worlds: int, turns_per_world: int) -> None:
     """Wake every waiting rank with ``stop`` (keys already ``go`` stay, nobody waits on
     them any more: the world that measured last has passed them)."""
     for world in range(worlds):
+        # A world still in its handshake waits for the others' hellos.
+        store.compare_set(_key("hello", world), "", STOP.decode())
         for turn in range(turns_per_world + 1):
             store.compare_set(_key("go", world, turn), "", STOP.decode())
 
@@ -109,6 +111,8 @@ class Turns:
         )
         self._next = 0
         self.units = 0
+        #: Set when the run stopped before this world's first turn.
+        self.stopped = False
 
     def handshake(self, units: int) -> None:
         """Check the protocol version, then that every world plans as many turns."""
@@ -123,7 +127,11 @@ class Turns:
             self._store.set(_key("hello", self.spec.world), str(units))
         hellos = [_key("hello", w) for w in range(self.spec.worlds)]
         self._store.wait(hellos)
-        counts = [int(v) for v in self._store.multi_get(hellos)]
+        values = [v.decode() for v in self._store.multi_get(hellos)]
+        if STOP.decode() in values:
+            self.stopped = True  # another world failed before measuring anything
+            return
+        counts = [int(v) for v in values]
         if len(set(counts)) != 1:
             raise UsageError(
                 f"interleaved variants planned different sweeps ({' vs '.join(map(str, counts))} "
@@ -139,6 +147,9 @@ class Turns:
         to the next world. A body that raises passes nothing: the parent sees the rank
         die and stops the other worlds.
         """
+        if self.stopped:
+            yield False
+            return
         key = _key("go", self.spec.world, self._next)
         phase = in_flight.phase
         in_flight.phase = WAITING_PHASE
