@@ -84,7 +84,8 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
     turns = None
     if job.turns is not None:
         turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
-        turns.handshake(sum(len(item.layouts) for item in work) * cfg.measure.repeat)
+        per_repeat = sum(len(item.layouts) for item in work)
+        turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
     if rank != 0 or job.run_dir is None:
         RankBench(cfg, info, rank, device, timer, None, groups, in_flight, turns).run(work)
     else:

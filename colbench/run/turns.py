@@ -2,8 +2,8 @@
 
 With ``--interleave`` every variant's world is alive at once, and the worlds take turns
 per (size, repeat): world 0 measures a size, then world 1 the same size, then world 0
-the next size... so the variants share the machine's drift instead of one variant's
-whole sweep meeting another hour's load than the other's.
+the next size... (the order rotates each repeat), so the variants share the machine's
+drift instead of one variant's whole sweep meeting another hour's load than the other's.
 
 The parent serves a TCPStore for the turns (:func:`serve`); every rank of every world
 connects to it. Turn ``k`` of world ``v`` is the key ``go/v/k``: the world's ranks block
@@ -111,11 +111,15 @@ class Turns:
         )
         self._next = 0
         self.units = 0
+        self._per_repeat = 1
         #: Set when the run stopped before this world's first turn.
         self.stopped = False
 
-    def handshake(self, units: int) -> None:
-        """Check the protocol version, then that every world plans as many turns."""
+    def handshake(self, units: int, per_repeat: int) -> None:
+        """Check the protocol version, then that every world plans as many turns.
+
+        ``per_repeat``: turns of one repeat; the worlds' order rotates each repeat.
+        """
         theirs = self._store.get(_key("protocol")).decode()
         if theirs != str(PROTOCOL_VERSION):
             raise UsageError(
@@ -138,6 +142,7 @@ class Turns:
                 "turns; buffers that fit for one variant but not another?): use --no-interleave"
             )
         self.units = units
+        self._per_repeat = max(1, per_repeat)
 
     @contextmanager
     def turn(self, in_flight: Any) -> Iterator[bool]:
@@ -167,18 +172,29 @@ class Turns:
             self._pass_on()
         self._next += 1
 
+    def order(self, unit: int) -> list[int]:
+        """The worlds in the order they measure ``unit``: rotated by one each repeat, so
+        each world measures first as often as second (an ABBA design) and what comes of
+        measuring first or second cancels out of the pairs."""
+        shift = unit // self._per_repeat
+        return [(shift + i) % self.spec.worlds for i in range(self.spec.worlds)]
+
     def _pass_on(self) -> None:
-        world, worlds = self.spec.world, self.spec.worlds
-        following = (world + 1) % worlds
-        turn = self._next + (1 if following == 0 else 0)
+        unit = self._next
+        order = self.order(unit)
+        place = order.index(self.spec.world)
+        if place + 1 < len(order):
+            following = order[place + 1]
+        else:
+            following, unit = self.order(unit + 1)[0], unit + 1
         # compare_set: a ``stop`` the parent wrote already is not overwritten.
-        self._store.compare_set(_key("go", following, turn), "", GO.decode())
+        self._store.compare_set(_key("go", following, unit), "", GO.decode())
 
     def _record(self, started: float, waited: tuple[float, float]) -> None:
         if self._log is None:
             return
         record = {
-            "turn": self._next * self.spec.worlds + self.spec.world,
+            "turn": self._next * self.spec.worlds + self.order(self._next).index(self.spec.world),
             "world": self.spec.world,
             "variant": self.spec.variant,
             "start_unix": round(started, 6),

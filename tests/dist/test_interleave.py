@@ -3,6 +3,7 @@ parent's turn store; what the turn log and results.csv prove, and how failures e
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import sysconfig
@@ -32,15 +33,17 @@ def interleaved(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_rows_and_turns_alternate_between_the_variants(interleaved: Path) -> None:
     frame = load(interleaved)
-    # Turn by turn: a's size, then b's same size and repeat, then a's next size...
-    assert list(frame["variant"]) == PROBE * 6
+    # Turn by turn: a's size, then b's same size and repeat, then a's next size...; each
+    # repeat the other variant goes first.
+    flipped = PROBE[::-1]
+    assert list(frame["variant"]) == PROBE * 2 + flipped * 2 + PROBE * 2
     assert list(frame["size_bytes"]) == [65536, 65536, 1048576, 1048576] * 3
     assert list(frame["repeat"]) == [0] * 4 + [1] * 4 + [2] * 4
     log = turns.read_log(interleaved)
     assert [t["turn"] for t in log] == list(range(12))
-    assert [t["variant"] for t in log] == PROBE * 6
+    assert [t["variant"] for t in log] == PROBE * 2 + flipped * 2 + PROBE * 2
     # Never two worlds measuring at once: each turn starts after the previous one ended.
-    for before, after in zip(log, log[1:], strict=False):
+    for before, after in itertools.pairwise(log):
         assert after["start_unix"] >= before["end_unix"]
     meta = json.loads((interleaved / "meta.json").read_text())
     assert meta["interleaved"] is True and meta["turns"] == 12 and meta["rows"] == 12
@@ -77,10 +80,12 @@ def test_a_failing_world_keeps_what_was_measured_and_stops_the_other(tmp_path: P
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "rank 1" in proc.stderr and "fault injected by COLBENCH_FAULT" in proc.stderr
-    assert "6 rows measured before the failure" in proc.stderr
+    # Repeat 0 of both, then repeat 1's first size of variant 2, which goes first there.
+    assert "7 rows measured before the failure" in proc.stderr
     frame = load(out)
-    assert list(frame["variant"]) == ["COLBENCH_FAULT=1:4", "COLBENCH_FAULT=9:9"] * 3
-    assert (frame["repeat"] == 0).all()
+    failing, healthy = "COLBENCH_FAULT=1:4", "COLBENCH_FAULT=9:9"
+    assert list(frame["variant"]) == [failing, healthy] * 3 + [healthy]
+    assert list(frame["repeat"]) == [0] * 6 + [1]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "failed"
     # The healthy world ended on its own, cleanly (exit 0), at its next turn.
@@ -112,7 +117,7 @@ def test_python_variants_run_in_their_own_interpreters(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     frame = load(out)
-    assert list(frame["variant"]) == ["python=main", "python=pr"] * 2
+    assert list(frame["variant"]) == ["python=main", "python=pr", "python=pr", "python=main"]
     meta = json.loads((out / "meta.json").read_text())
     seen = [v["python_executable"] for v in meta["variants"]]
     assert seen == [sys.executable, str(other)]
