@@ -3,11 +3,13 @@
 Each trial is one interleaved run, ``colbench sweep --python A=...,B=...``, judged by
 ``colbench gate RUN --variant-a python=A --variant-b python=B --check busbw_gbps:-10%``.
 
-- A against A: both variants run this colbench's interpreter, nothing differs.
-- A against a slow B: B's interpreter is a wrapper that moves the rank into a cgroup
-  (v1 ``cpu`` or v2) with a CPU quota before exec'ing the same Python, so B's ranks
-  really run on less CPU: a real slowdown, not an edited number. The slowdown realized
-  is B's median busbw change over every pair of the slow trials, printed below.
+Each variant's interpreter is a wrapper that moves the rank into a cgroup (v1 ``cpu`` or
+v2) with a CPU quota and a raised weight, then exec's this Python:
+
+- A against A: both variants capped at the same quota (``--cpus``, two cgroups).
+- A against a slow B: B capped at 0.75 of A's quota, so B's ranks really run on 25% less
+  CPU: a real slowdown, not an edited number. The slowdown realized is B's median busbw
+  change over every pair of the slow trials, printed below.
 
 Goals: A vs A fails at most 1 of 20 trials; A vs B (25% slower) fails at least 19 of 20.
 Needs root (the cgroup). Run: ``.venv/bin/python benchmarks/ab_power.py --trials 20``
@@ -29,39 +31,45 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON = str(Path(sys.executable))
 CHECK = "busbw_gbps:-10%"
 SWEEP = [
-    "--op", "all_reduce", "--sizes", "1M-8M", "--repeat", "10", "--iters", "10",
+    "--op", "all_reduce", "--sizes", "1M,4M", "--repeat", "10", "--iters", "10",
     "--warmup", "2", "--backend", "gloo", "--nprocs", "2", "--no-table",
 ]  # fmt: skip
 
 
 def make_cgroup(name: str, cpus: float, period_us: int = 10_000) -> tuple[Path, Path]:
-    """A cgroup capping its members to ``cpus`` CPUs; returns (its procs file, its dir)."""
+    """A cgroup capping its members to ``cpus`` CPUs; returns (its procs file, its dir).
+
+    Its weight is raised too, so that under other jobs' load its ranks still get their
+    quota: the quota, not the neighbours, sets how fast they run.
+    """
     v1 = Path("/sys/fs/cgroup/cpu")
     if v1.is_dir():
         group = v1 / name
         group.mkdir(exist_ok=True)
         (group / "cpu.cfs_period_us").write_text(str(period_us))
         (group / "cpu.cfs_quota_us").write_text(str(int(cpus * period_us)))
+        (group / "cpu.shares").write_text("8192")
     else:
         group = Path("/sys/fs/cgroup") / name
         group.mkdir(exist_ok=True)
         (group / "cpu.max").write_text(f"{int(cpus * period_us)} {period_us}")
+        (group / "cpu.weight").write_text("800")
     return group / "cgroup.procs", group
 
 
-def slow_python(procs: Path, where: Path) -> str:
-    """An interpreter path that joins the cgroup, then runs this Python."""
-    wrapper = where / "python-slow"
+def capped_python(procs: Path, where: Path, name: str) -> str:
+    """An interpreter path that joins a cgroup, then runs this Python."""
+    wrapper = where / f"python-{name}"
     wrapper.write_text(f'#!/bin/sh\necho $$ > {procs}\nexec {PYTHON} "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper)
 
 
-def trial(b_python: str, out: Path) -> tuple[bool, float, float]:
+def trial(a_python: str, b_python: str, out: Path) -> tuple[bool, float, float]:
     """One interleaved run and its paired gate: (gate failed, B's median change, seconds)."""
     started = time.monotonic()
     run = [PYTHON, "-m", "colbench", "sweep", *SWEEP, "--out", str(out)]
-    run += ["--python", f"A={PYTHON},B={b_python}"]
+    run += ["--python", f"A={a_python},B={b_python}"]
     swept = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, check=False)
     if swept.returncode != 0:
         raise SystemExit(f"sweep failed ({swept.returncode}): {swept.stderr.strip()[-500:]}")
@@ -75,10 +83,12 @@ def trial(b_python: str, out: Path) -> tuple[bool, float, float]:
     return judged.returncode == 1, change, time.monotonic() - started
 
 
-def series(label: str, b_python: str, trials: int, work: Path) -> tuple[int, list[float]]:
+def series(
+    label: str, pythons: tuple[str, str], trials: int, work: Path
+) -> tuple[int, list[float]]:
     fails, changes = 0, []
     for i in range(trials):
-        failed, change, seconds = trial(b_python, work / f"{label}-{i}")
+        failed, change, seconds = trial(*pythons, work / f"{label}-{i}")
         fails += failed
         changes.append(change)
         print(
@@ -92,19 +102,25 @@ def series(label: str, b_python: str, trials: int, work: Path) -> tuple[int, lis
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--cpus", type=float, default=1.0, help="B's CPU quota (CPUs)")
+    parser.add_argument("--cpus", type=float, default=0.8, help="A's CPU quota (CPUs)")
     args = parser.parse_args()
-    name = f"colbench-ab-{os.getpid()}"
-    procs, group = make_cgroup(name, args.cpus)
+    slow_cpus = round(0.75 * args.cpus, 3)
+    quotas = {"a": args.cpus, "a2": args.cpus, "b": slow_cpus}
+    groups = {k: make_cgroup(f"colbench-ab-{k}-{os.getpid()}", v) for k, v in quotas.items()}
     try:
         with tempfile.TemporaryDirectory(prefix="ab-power-") as tmp:
             work = Path(tmp)
-            slow = slow_python(procs, work)
-            print(f"# {' '.join(SWEEP)}; gate --check {CHECK}; B capped at {args.cpus} CPU")
-            same, same_changes = series("A-vs-A", PYTHON, args.trials, work)
-            slowed, slow_changes = series("A-vs-slow-B", slow, args.trials, work)
+            py = {k: capped_python(procs, work, k) for k, (procs, _) in groups.items()}
+            print(
+                f"# {' '.join(SWEEP)}; gate --check {CHECK}; A and A' capped at "
+                f"{args.cpus} CPU, B at {slow_cpus} CPU (x0.75)",
+                flush=True,
+            )
+            same, same_changes = series("A-vs-A", (py["a"], py["a2"]), args.trials, work)
+            slowed, slow_changes = series("A-vs-slow-B", (py["a"], py["b"]), args.trials, work)
     finally:
-        group.rmdir()
+        for _, group in groups.values():
+            group.rmdir()
     realized = statistics.median(slow_changes)
     same_goal = same <= max(1, args.trials // 20)
     slow_goal = slowed >= args.trials - max(1, args.trials // 20)

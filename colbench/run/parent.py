@@ -38,9 +38,9 @@ def run_sweep(cfg: SweepConfig) -> int:
     if launch_env is not None:
         if cfg.launch.env_axes or cfg.launch.interpreters:
             raise UsageError(
-                f"--env and --python variants need fresh ranks per variant, which colbench can "
-                f"start only itself; under {launch_env.launcher} export the variable (or pick "
-                "the interpreter) before launching instead"
+                f"--env variants need fresh ranks per variant (--python ones too), which "
+                f"colbench can start only itself; under {launch_env.launcher} export the "
+                "variable (or pick the interpreter) before launching instead"
             )
         return run_launched(cfg, launch_env, backend)
 
