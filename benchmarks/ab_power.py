@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON = str(Path(sys.executable))
 CHECK = "busbw_gbps:-10%"
 SWEEP = [
-    "--op", "all_reduce", "--sizes", "1M,4M", "--repeat", "10", "--iters", "10",
+    "--op", "all_reduce", "--sizes", "4M,16M", "--repeat", "12", "--iters", "10",
     "--warmup", "2", "--backend", "gloo", "--nprocs", "2", "--no-table",
 ]  # fmt: skip
 

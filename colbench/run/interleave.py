@@ -10,6 +10,7 @@ what was measured stays, and they end cleanly.
 
 from __future__ import annotations
 
+import csv
 import socket
 import sys
 import threading
@@ -79,13 +80,17 @@ def run_interleaved(
     RunDir(run_dir).writer().close()
     listener = _listen()
     port = int(listener.getsockname()[1])
-    store = turns.serve(spawn.LOCAL_HOST, listener.fileno(), port)
     worlds: list[spawn.World] = []
     with supervise.StopSignals() as stop:
         try:
+            # Every world's ranks before any store: a store serves from a thread, and a
+            # rank forked while a thread holds a lock would wait on it for ever.
             for index, variant in enumerate(variants):
                 spec = turns.TurnSpec(spawn.LOCAL_HOST, port, index, len(variants), variant.name)
                 worlds.append(_start(cfg, backend, world_size, run_dir, variant, spec))
+            for world in worlds:
+                world.serve()
+            store = turns.serve(spawn.LOCAL_HOST, listener.fileno(), port)
         except BaseException:
             for world in worlds:
                 supervise.stop_processes(world.processes)
@@ -97,10 +102,27 @@ def run_interleaved(
                 supervise.stop_processes(world.processes)
             name = protocol.signal_name(stop.received)
             finish_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
-            print(f"colbench: interrupted by {name}; {rows_kept(run_dir)} rows kept in {run_dir}")
+            print(
+                f"colbench: interrupted by {name}; {rows_kept(run_dir)} rows kept in {run_dir}",
+                file=sys.stderr,
+            )
             return stop.exit_code
     listener.close()
+    _print_tables(worlds)
     return _report(run_dir, variants, worlds, codes)
+
+
+def _print_tables(worlds: list[spawn.World]) -> None:
+    """Each world's console table, whole, one after the other (they were measured
+    turn by turn, and two tables printed as they grew would interleave line by line)."""
+    from colbench.run.lead import TABLE_FILE
+
+    for world in worlds:
+        table = world.run_dir / TABLE_FILE
+        if table.is_file():
+            sys.stdout.write(table.read_text(encoding="utf-8"))
+            table.unlink()
+    sys.stdout.flush()
 
 
 def _listen() -> socket.socket:
@@ -128,7 +150,7 @@ def _start(
     sub.mkdir(parents=True)
     # Started one after the other, so each inherits only its own variant's variables.
     with environment(dict(variant.env)):
-        return spawn.start_world(
+        return spawn.fork_world(
             cfg, backend, world_size, sub, variant,
             turns=spec, results_dir=str(run_dir.resolve()), run_id=run_dir.name,
         )  # fmt: skip
@@ -168,12 +190,16 @@ def _report(
         for world, code in zip(worlds, codes, strict=True)
     ]
     records = []
+    kept = _rows_per_variant(run_dir)
     for variant, world, failure in zip(variants, worlds, failures, strict=True):
         if failure is not None:
             finish_meta(world.run_dir, "failed", failure.meta())
         else:
             tidy_logs(world.run_dir)
-        records.append(_record(variant, world.run_dir, failure, any(failures)))
+        record = _record(variant, world.run_dir, failure, any(failures))
+        # A failed world never wrote its counts: results.csv has its rows.
+        record["rows"] = kept.get(variant.name, 0)
+        records.append(record)
     meta = _base_meta(run_dir, worlds[0].run_dir)
     status = "failed" if any(failures) else "complete"
     meta.update(
@@ -204,9 +230,21 @@ def _report(
         file=sys.stderr,
     )
     if meta["wrong_total"]:
-        print(f"colbench: {meta['wrong_total']} wrong element(s): results are not trustworthy")
+        print(
+            f"colbench: {meta['wrong_total']} wrong element(s): results are not trustworthy",
+            file=sys.stderr,
+        )
         return int(ExitCode.DATA_ERROR)
     return int(ExitCode.DATA_ERROR) if meta["rows_oom"] else int(ExitCode.OK)
+
+
+def _rows_per_variant(run_dir: Path) -> dict[str, int]:
+    """Rows in the run's results.csv by variant."""
+    counts: dict[str, int] = {}
+    with open(RunDir(run_dir).table_path(), newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            counts[row["variant"]] = counts.get(row["variant"], 0) + 1
+    return counts
 
 
 def _record(

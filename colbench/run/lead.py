@@ -4,7 +4,9 @@ meta.json, progress, table)."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any, TextIO
 
 from colbench import metadata
 from colbench.bench import RankBench, RunInfo
@@ -48,7 +50,16 @@ def lead_run(
     # the run's one results.csv (in its turns: never two writers at once).
     results_dir = RunDir(job.results_dir or job.run_dir or ".")
     meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
-    with progress_bar(count_units(work) * cfg.measure.repeat, cfg.output.progress) as hooks:
+    # Interleaved worlds share the terminal: one progress bar (world 0's), and each
+    # world's table goes to its directory for the parent to print whole at the end.
+    interleaved = job.turns is not None
+    progress = cfg.output.progress and (job.turns is None or job.turns.world == 0)
+    with (
+        progress_bar(count_units(work) * cfg.measure.repeat, progress) as hooks,
+        open(run_dir.path / TABLE_FILE, "w", encoding="utf-8")
+        if interleaved
+        else nullcontext() as table_file,
+    ):
         for line in warnings:
             hooks.warn(f"colbench: warning: {line}")
         for line in memory_notes:
@@ -61,11 +72,24 @@ def lead_run(
         ]
         if cfg.output.table:
             header = _table_header(job, info, peers, hosts, warnings)
-            reporters.append(ConsoleReporter(header, hooks.echo, hooks.warn))
+            echo = hooks.echo if table_file is None else _writer(table_file)
+            reporters.append(ConsoleReporter(header, echo, hooks.warn))
         with RowStream(reporters, hooks.warn) as stream:
             stream.start(meta)
             RankBench(cfg, info, 0, device, timer, stream, groups, in_flight, turns).run(work)
             stream.end()
+
+
+#: An interleaved world's console table, printed by the parent after the run.
+TABLE_FILE = "table.txt"
+
+
+def _writer(file: TextIO) -> Callable[[str], None]:
+    def echo(line: str) -> None:
+        file.write(line + "\n")
+        file.flush()
+
+    return echo
 
 
 def _first_meta(

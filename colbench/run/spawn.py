@@ -107,10 +107,11 @@ class World:
 
     job: RankJob
     context: Any
-    store: Any
     listener: socket.socket
     started: float
-    watch: supervise.StartupWatch
+    #: The world's rendezvous store and start-up deadline, once :meth:`serve` ran.
+    store: Any = None
+    watch: supervise.StartupWatch | None = None
 
     @property
     def processes(self) -> list[Any]:
@@ -119,6 +120,22 @@ class World:
     @property
     def run_dir(self) -> Path:
         return Path(self.job.run_dir or ".")
+
+    def serve(self) -> None:
+        """Serve the store the ranks meet at (they queue on the listener until then)."""
+        try:
+            self.store = _serve_store(
+                self.listener, self.job.world_size, self.job.cfg.launch.timeout_s
+            )
+        except BaseException:
+            supervise.stop_processes(self.processes)
+            raise
+        store, world_size = self.store, self.job.world_size
+        self.watch = supervise.StartupWatch(
+            deadline=self.started + self.job.cfg.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
+            arrived=lambda: launch.arrived_ranks(store, world_size),
+            world_size=world_size,
+        )
 
 
 def start_world(
@@ -129,19 +146,30 @@ def start_world(
     variant: Variant | None = None,
     **fields: Any,
 ) -> World:
-    """Start one world's ranks; ``fields`` replace the job's (task, turns, results_dir)."""
+    """Start one world's ranks and serve its store; ``fields`` replace the job's."""
+    world = fork_world(cfg, backend, world_size, run_dir, variant, **fields)
+    world.serve()
+    return world
+
+
+def fork_world(
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    variant: Variant | None = None,
+    **fields: Any,
+) -> World:
+    """Start one world's ranks, not yet its store (:meth:`World.serve`): several worlds
+    are all started before any store thread exists (see :func:`_start_ranks`).
+    ``fields`` replace the job's (task, turns, results_dir, run_id)."""
     listener = _listen_loopback()
     job = dataclasses.replace(
         _spawn_job(cfg, backend, world_size, run_dir, listener, variant), **fields
     )
     started = time.monotonic()
-    context, store = _start_ranks(job, listener, variant.python if variant else None)
-    watch = supervise.StartupWatch(
-        deadline=started + cfg.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
-        arrived=lambda: launch.arrived_ranks(store, world_size),
-        world_size=world_size,
-    )
-    return World(job, context, store, listener, started, watch)
+    context = _start_ranks(job, variant.python if variant else None)
+    return World(job, context, listener, started)
 
 
 def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
@@ -166,9 +194,10 @@ def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.
         pids,
         cfg.launch.timeout_s,
     )
-    failure = world.watch.verdict(
-        failure, pids, cfg.launch.init_timeout_s, time.monotonic() - world.started
-    )
+    if world.watch is not None:
+        failure = world.watch.verdict(
+            failure, pids, cfg.launch.init_timeout_s, time.monotonic() - world.started
+        )
     world.listener.close()
     return failure
 
@@ -197,10 +226,8 @@ def _spawn_job(
     )
 
 
-def _start_ranks(
-    job: RankJob, listener: socket.socket, python: str | None = None
-) -> tuple[Any, Any]:
-    """Start the ranks, then the store they meet at; returns (their context, the store).
+def _start_ranks(job: RankJob, python: str | None = None) -> Any:
+    """Start the ranks (before the store they meet at); returns their context.
 
     ``python``: run the ranks in this interpreter (a ``--python`` variant) instead of
     forking or spawning this one.
@@ -214,21 +241,14 @@ def _start_ranks(
     if python is not None:
         from colbench.run.interpreter import start_in_interpreter
 
-        context: Any = start_in_interpreter(python, job)
-    else:
-        context = mp.start_processes(
-            _spawned_rank,
-            args=(job,),
-            nprocs=job.world_size,
-            join=False,
-            start_method=start_method(job.backend),
-        )
-    try:
-        store = _serve_store(listener, job.world_size, job.cfg.launch.timeout_s)
-    except BaseException:
-        supervise.stop_processes(context.processes)
-        raise
-    return context, store
+        return start_in_interpreter(python, job)
+    return mp.start_processes(
+        _spawned_rank,
+        args=(job,),
+        nprocs=job.world_size,
+        join=False,
+        start_method=start_method(job.backend),
+    )
 
 
 def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:

@@ -90,6 +90,7 @@ def test_a_failing_world_keeps_what_was_measured_and_stops_the_other(tmp_path: P
     assert meta["status"] == "failed"
     # The healthy world ended on its own, cleanly (exit 0), at its next turn.
     assert [v["status"] for v in meta["variants"]] == ["failed", "stopped"]
+    assert [v["rows"] for v in meta["variants"]] == [3, 4]
     assert json.loads((out / "variants" / "1" / "meta.json").read_text())["status"] == "complete"
 
 
@@ -112,10 +113,15 @@ def test_python_variants_run_in_their_own_interpreters(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = run_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "64K", "--repeat", "2", "--iters", "3",
-        "--warmup", "1", "--backend", "gloo", "--no-table", "--out", str(out),
+        "--warmup", "1", "--backend", "gloo", "--out", str(out),
         "--python", f"main={sys.executable},pr={other}",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    # Each world's table printed whole, one after the other, not line by line.
+    lines = proc.stdout.splitlines()
+    first, second = lines.index("# variant python=main"), lines.index("# variant python=pr")
+    assert first < second
+    assert sum(line.startswith("# Wrong elements") for line in lines[first:second]) == 1
     frame = load(out)
     assert list(frame["variant"]) == ["python=main", "python=pr", "python=pr", "python=main"]
     meta = json.loads((out / "meta.json").read_text())
