@@ -109,6 +109,8 @@ class World:
     context: Any
     listener: socket.socket
     started: float
+    #: The run directory as the user named it (messages show it so).
+    run_dir: Path
     #: The world's rendezvous store and start-up deadline, once :meth:`serve` ran.
     store: Any = None
     watch: supervise.StartupWatch | None = None
@@ -116,10 +118,6 @@ class World:
     @property
     def processes(self) -> list[Any]:
         return list(self.context.processes)
-
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.job.run_dir or ".")
 
     def serve(self) -> None:
         """Serve the store the ranks meet at (they queue on the listener until then)."""
@@ -169,7 +167,7 @@ def fork_world(
     )
     started = time.monotonic()
     context = _start_ranks(job, variant.python if variant else None)
-    return World(job, context, listener, started)
+    return World(job, context, listener, started, run_dir)
 
 
 def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:

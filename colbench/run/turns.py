@@ -23,7 +23,7 @@ import datetime as _dt
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,8 +213,3 @@ def read_log(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def units_per_repeat(layout_counts: Sequence[int]) -> int:
-    """Turns one repeat of a plan takes: one per size of every work item."""
-    return sum(layout_counts)
