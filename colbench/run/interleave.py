@@ -23,6 +23,7 @@ from colbench.dtypes import DTYPES
 from colbench.errors import ExitCode, UsageError
 from colbench.plan import plan
 from colbench.run import protocol, spawn, supervise, turns
+from colbench.run.interpreter import forget_job
 from colbench.run.outcome import finish_meta, rows_kept, tidy_logs
 from colbench.rundir import RunDir
 from colbench.variants import Variant, environment
@@ -192,6 +193,7 @@ def _report(
     records = []
     kept = _rows_per_variant(run_dir)
     for variant, world, failure in zip(variants, worlds, failures, strict=True):
+        forget_job(world.run_dir)
         if failure is not None:
             finish_meta(world.run_dir, "failed", failure.meta())
         else:

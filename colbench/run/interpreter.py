@@ -21,6 +21,8 @@ from colbench.run.job import RankJob
 
 #: Format of the job file; the rank refuses another before unpickling the job itself.
 JOB_FILE_VERSION = 1
+#: The job file, in the world's run directory while its ranks run.
+JOB_FILE = ".rank-job.pickle"
 
 
 class _RankProcess:
@@ -68,7 +70,7 @@ class InterpreterRanks:
 def start_in_interpreter(python: str, job: RankJob) -> InterpreterRanks:
     """Start ``job.world_size`` ranks of ``job`` with the interpreter ``python``."""
     run_dir = Path(job.run_dir or ".")
-    job_file = run_dir / ".rank-job.pickle"
+    job_file = run_dir / JOB_FILE
     payload = {"version": JOB_FILE_VERSION, "colbench": __version__, "job": pickle.dumps(job)}
     job_file.write_bytes(pickle.dumps(payload))
     processes = [
@@ -81,6 +83,11 @@ def start_in_interpreter(python: str, job: RankJob) -> InterpreterRanks:
         for rank in range(job.world_size)
     ]
     return InterpreterRanks(processes)
+
+
+def forget_job(run_dir: Path) -> None:
+    """Remove the job file once the world's ranks are done with it."""
+    (run_dir / JOB_FILE).unlink(missing_ok=True)
 
 
 def _load_job(path: str) -> RankJob:

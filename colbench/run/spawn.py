@@ -27,6 +27,7 @@ from colbench.errors import ExitCode, UsageError
 from colbench.inflight import InFlight
 from colbench.run import protocol, supervise
 from colbench.run import watchdog as hang_watchdog
+from colbench.run.interpreter import forget_job
 from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import finish_meta, report_done, rows_kept, tidy_logs
 from colbench.run.rank import exit_now, rank_main
@@ -173,6 +174,7 @@ def fork_world(
 def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
     """Report a world's end: done (``exit_codes`` None) or the diagnosed failure."""
     run_dir, task = world.run_dir, world.job.task
+    forget_job(run_dir)
     if exit_codes is None:
         tidy_logs(run_dir)
         world.listener.close()

@@ -127,6 +127,7 @@ def test_python_variants_run_in_their_own_interpreters(tmp_path: Path) -> None:
     meta = json.loads((out / "meta.json").read_text())
     seen = [v["python_executable"] for v in meta["variants"]]
     assert seen == [sys.executable, str(other)]
+    assert not list(out.rglob(".rank-job.pickle"))  # the ranks' job file is tidied away
 
 
 def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:
