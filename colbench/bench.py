@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -135,6 +135,8 @@ class RankBench:
     sink: RowSink | None
     groups: Groups
     in_flight: InFlight = field(default_factory=InFlight)
+    #: An interleaved variant run's turns (colbench.run.turns.Turns); None measures freely.
+    turns: Any = None
     _fault: Fault = field(init=False)
 
     def __post_init__(self) -> None:
@@ -153,9 +155,32 @@ class RankBench:
             for item in work:
                 if self.sink is not None and repeat == 0:
                     self._notes(item)
-                for rows in self._measure_work(item, repeat):
-                    if self.sink is not None:
-                        self.sink.rows(item.coll, rows)
+                if self.turns is None:
+                    for rows in self._measure_work(item, repeat):
+                        self._emit(item, rows)
+                elif not self._take_turns(item, repeat):
+                    return
+
+    def _emit(self, item: Work, rows: list[Row]) -> None:
+        if self.sink is not None:
+            self.sink.rows(item.coll, rows)
+
+    def _take_turns(self, item: Work, repeat: int) -> bool:
+        """Measure ``item`` one size per turn of an interleaved run; False: stopped.
+
+        The size's rows are on disk before the turn passes, so the other world never
+        measures while this one writes, and a failure loses no row already measured.
+        """
+        measured = self._measure_work(item, repeat)
+        try:
+            for _ in item.layouts:
+                with self.turns.turn(self.in_flight) as go:
+                    if not go:
+                        return False
+                    self._emit(item, next(measured))
+        finally:
+            measured.close()
+        return True
 
     def _notes(self, item: Work) -> None:
         assert self.sink is not None
@@ -216,7 +241,7 @@ class RankBench:
                 torch.cuda.empty_cache()
         return 0, {}
 
-    def _measure_work(self, item: Work, repeat: int = 0) -> Iterator[list[Row]]:
+    def _measure_work(self, item: Work, repeat: int = 0) -> Generator[list[Row], None, None]:
         coll = item.coll
         ctx = self._context(item)
         flight = self.in_flight

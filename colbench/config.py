@@ -93,6 +93,12 @@ class LaunchConfig:
     """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
     env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``--env KEY=V1,V2`` axes; their cartesian product runs the sweep once per variant."""
+    interpreters: tuple[tuple[str, str], ...] = ()
+    """``--python NAME=PATH,...``: each (name, interpreter) multiplies the variants; their
+    ranks run in that interpreter."""
+    interleave: bool = True
+    """Variants' worlds alive at once, taking turns per (size, repeat); False runs them
+    one after the other (see colbench.run.turns)."""
 
 
 @dataclass(frozen=True)
@@ -216,7 +222,7 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
     Raises UsageError, in the order a user fixes things: flags' own values first, then
     combinations (in :func:`build` and :func:`validate`).
     """
-    from colbench.variants import parse_axes
+    from colbench.variants import parse_axes, parse_interpreters
 
     if opts.check not in (0, 1):
         raise UsageError(f"--check takes 0 or 1, got {opts.check}")
@@ -251,6 +257,8 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
         debug=opts.debug,
         command_line=command_line,
         env_axes=parse_axes(opts.env or []),
+        interpreters=parse_interpreters(opts.python),
+        interleave=opts.interleave,
         plot=opts.plot,
         per_rank=opts.per_rank,
     )

@@ -49,7 +49,7 @@ def options_markdown() -> str:
             same = f"`{opt.spec.nccl_tests}`" if opt.spec.nccl_tests else ""
             cells = [f"`{opt.spec.flags[0]}`", flags, same, keys, _default_text(opt), meaning]
             lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines + _p2p_lines()) + "\n"
+    return "\n".join(lines + _p2p_lines() + _gate_lines()) + "\n"
 
 
 def _p2p_lines() -> list[str]:
@@ -71,6 +71,27 @@ def _p2p_lines() -> list[str]:
         "|---|---|---|",
     ]
     for opt in own():
+        meaning = opt.spec.help.replace("|", "\\|")
+        lines.append(f"| `{opt.spec.flags[0]}` | {_default_text(opt)} | {meaning} |")
+    return lines
+
+
+def _gate_lines() -> list[str]:
+    """The gate section: its options (colbench.analysis.gate_options)."""
+    from colbench.analysis.gate_options import table
+
+    lines = [
+        "",
+        "# Options of `colbench gate`",
+        "",
+        "<!-- Generated from colbench/analysis/gate_options.py by `make docs`; do not edit. -->",
+        "",
+        "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):",
+        "",
+        "| Flag | Default | Meaning |",
+        "|---|---|---|",
+    ]
+    for opt in table():
         meaning = opt.spec.help.replace("|", "\\|")
         lines.append(f"| `{opt.spec.flags[0]}` | {_default_text(opt)} | {meaning} |")
     return lines

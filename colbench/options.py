@@ -337,6 +337,20 @@ class SweepOptions:
         yaml="variants",
         yaml_keys=("variants", "env"),
     )
+    python: str | None = option(
+        None,
+        "--python",
+        help="Interpreter variants NAME=PATH,NAME=PATH: each variant's ranks run in that "
+        "Python (e.g. two virtual environments with two torch builds).",
+        concern="launch",
+    )
+    interleave: bool = option(
+        True,
+        "--interleave/--no-interleave",
+        help="Variants' ranks alive at once, taking turns per size and repeat, so they "
+        "share the machine's drift; --no-interleave runs one variant's sweep after another.",
+        concern="launch",
+    )
     plot: bool = option(
         False,
         "--plot/--no-plot",

@@ -181,5 +181,7 @@ DIGEST_EXEMPT = frozenset(
         "nprocs",
         "backend",
         "env_axes",
+        "interpreters",
+        "interleave",
     }
 )

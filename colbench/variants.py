@@ -29,10 +29,19 @@ class Variant:
     """One point of the product: the variables to set and the name rows carry."""
 
     env: tuple[tuple[str, str], ...]
+    #: ``--python`` variants: (name, interpreter path) the ranks run in; None: this one.
+    interpreter: tuple[str, str] | None = None
 
     @property
     def name(self) -> str:
-        return ",".join(f"{key}={value}" for key, value in self.env)
+        parts = [f"{key}={value}" for key, value in self.env]
+        if self.interpreter is not None:
+            parts.append(f"python={self.interpreter[0]}")
+        return ",".join(parts)
+
+    @property
+    def python(self) -> str | None:
+        return self.interpreter[1] if self.interpreter is not None else None
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -76,15 +85,40 @@ def merge_axes(base: Sequence[Axis], override: Sequence[Axis]) -> tuple[Axis, ..
     return tuple(merged)
 
 
-def expand(axes: Sequence[Axis]) -> tuple[Variant, ...]:
-    """Cartesian product of the axes, first axis slowest; no axes -> one empty variant."""
-    if not axes:
-        return (Variant(()),)
+def parse_interpreters(spec: str | None) -> tuple[tuple[str, str], ...]:
+    """``"A=/venv-a/bin/python,B=/venv-b/bin/python"`` -> ((name, path), ...)."""
+    if not spec:
+        return ()
+    found: list[tuple[str, str]] = []
+    for part in spec.split(","):
+        name, sep, path = (x.strip() for x in part.partition("="))
+        if not sep or not name or not path:
+            raise UsageError(
+                f"bad --python {spec!r}: use NAME=PATH,NAME=PATH "
+                "(e.g. main=/ci/venv-main/bin/python,pr=/ci/venv-pr/bin/python)"
+            )
+        if not _NAME_RE.match(name):
+            raise UsageError(f"bad --python {spec!r}: name {name!r} must be a word")
+        if any(name == seen for seen, _ in found):
+            raise UsageError(f"bad --python {spec!r}: name {name!r} is given twice")
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise UsageError(f"bad --python {spec!r}: {path} is not an executable file")
+        found.append((name, path))
+    return tuple(found)
+
+
+def expand(
+    axes: Sequence[Axis], interpreters: Sequence[tuple[str, str]] = ()
+) -> tuple[Variant, ...]:
+    """Cartesian product of the axes (first axis slowest), then of the interpreters;
+    neither -> one empty variant."""
     keys = [key for key, _ in axes]
-    return tuple(
-        Variant(tuple(zip(keys, combo, strict=True)))
+    envs = [
+        tuple(zip(keys, combo, strict=True))
         for combo in itertools.product(*(values for _, values in axes))
-    )
+    ]
+    pythons: Sequence[tuple[str, str] | None] = tuple(interpreters) or (None,)
+    return tuple(Variant(env, python) for env in envs for python in pythons)
 
 
 def ignored_by_backend(axes: Sequence[Axis], backend: str) -> list[str]:

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from colbench import metadata
+from colbench.analysis.checks import DEFAULT_KEEP
 from colbench.analysis.engine import load_pooled, read_meta
 from colbench.errors import UsageError
 from colbench.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
 from colbench.rundir import RunDir
 
 #: Runs a baseline keeps by default: the accepted run(s) alone replace it.
-DEFAULT_KEEP = 1
 
 
 def update_baseline(

@@ -31,6 +31,10 @@ METRIC_WORSE_WHEN: dict[str, int] = {
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_MAX_CV = 0.10
+#: Power the gate's detectable-slowdown figures are stated at (colbench.analysis.power).
+DEFAULT_POWER = 0.80
+#: Accepted runs a baseline keeps pooled (--update-baseline --keep).
+DEFAULT_KEEP = 1
 
 
 @dataclass(frozen=True)

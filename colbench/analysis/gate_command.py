@@ -5,50 +5,38 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from colbench.analysis import power
-from colbench.analysis.baseline import DEFAULT_KEEP, update_baseline
+from colbench.analysis.baseline import update_baseline
 from colbench.analysis.checks import (
-    DEFAULT_ALPHA,
-    DEFAULT_MAX_CV,
     SizeWindow,
     parse_checks,
     parse_floor,
 )
 from colbench.analysis.gate import GateResult, run_gate
+from colbench.analysis.gate_options import GateFlags
 from colbench.errors import ExitCode, UsageError
 from colbench.results import csv_path
 
 
-@dataclass(frozen=True)
-class GateFlags:
-    """The flags of ``colbench gate`` beyond the runs and checks (see docs/gate.md)."""
-
-    min_size: str | None = None
-    max_size: str | None = None
-    alpha: float = DEFAULT_ALPHA
-    max_cv_pct: float = DEFAULT_MAX_CV * 100
-    min_avg_busbw_gbps: str | None = None
-    report: str | None = None
-    junit: str | None = None
-    update: bool = False
-    keep: int = DEFAULT_KEEP
-    power: float = power.DEFAULT_POWER
-    fwer: str = "holm"
-    min_judged: int = 1
-    any_machine: bool = False
-    missing_baseline_ok: bool = False
-
-
-def gate_command(
-    baseline: str, current: Sequence[str], check_texts: Sequence[str], flags: GateFlags
-) -> int:
+def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int:
     """``colbench gate``: judge (or accept) the current run(s), print the table, write the
     reports; the exit code. The floor defaults to $NCCL_TESTS_MIN_BW as in nccl-tests."""
     from colbench.report import gate_report
 
+    check_texts = flags.check or ()
+    if flags.variant_a is not None or flags.variant_b is not None:
+        # One interleaved run, B against A pair by pair: colbench.analysis.paired.
+        from colbench.analysis.paired import paired_command
+
+        if current:
+            raise UsageError("--variant-a/--variant-b judge variants of ONE run: give one run")
+        return paired_command(
+            baseline, flags.variant_a, flags.variant_b, check_texts,
+            min_size=flags.min_size, max_size=flags.max_size, alpha=flags.alpha,
+        )  # fmt: skip
+    if not current:
+        raise UsageError("give the current run(s) after the baseline")
     checks = parse_checks(check_texts)
     window = SizeWindow.parse(flags.min_size, flags.max_size)
     if flags.max_cv_pct <= 0:

@@ -34,9 +34,9 @@ from statistics import NormalDist
 import numpy as np
 
 from colbench.analysis import stats
+from colbench.analysis.checks import DEFAULT_POWER
 
 #: The power every detectable-change figure is stated at.
-DEFAULT_POWER = 0.80
 #: Mann-Whitney against the t-test on normal data: asymptotic relative efficiency 3/pi.
 _RANK_TEST_INFLATION = math.sqrt(math.pi / 3)
 

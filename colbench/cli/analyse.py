@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import inspect
+from typing import Annotated, Any
 
 import typer
 
-from colbench.cli.app import app
+from colbench.analysis import gate_options
+from colbench.cli.app import _param, _with_options, app
 from colbench.errors import UsageError
 
 
@@ -102,6 +104,9 @@ def fit(
     typer.echo(fit_module.report(results, fit_module.crossovers(results)))
 
 
+BASELINE_HELP = "Baseline run directory (or its results.csv)."
+CURRENT_HELP = "Current run directory (or results.csv); several runs pool their samples."
+
 GATE_HELP = """Compare a run with a baseline and fail on regressions or wrong results.
 
 Rows are joined on op, dtype, redop, root, placement, size, world size, backend and
@@ -130,123 +135,25 @@ Examples:
   colbench gate results/baselines/gloo-smoke results/ci \\
       --check busbw_gbps:-25% --min-size 4M --report gate.md --junit gate.xml
   colbench gate results/baselines/gloo-smoke results/ci --update-baseline --keep 3
+  colbench gate results/ab --variant-a python=main --variant-b python=pr \\
+      --check busbw_gbps:-10%
+
+With --variant-a/--variant-b, BASELINE is one interleaved run (sweep --env or --python
+variants) and B is judged against A pair by pair (same size, same repeat): see
+docs/comparing.md.
 
 Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage error.
 """
 
 
 @app.command(help=GATE_HELP)
-def gate(
-    baseline: Annotated[str, typer.Argument(help="Baseline run directory (or its results.csv).")],
-    current: Annotated[
-        list[str],
-        typer.Argument(
-            help="Current run directory (or results.csv); several runs pool their samples."
-        ),
-    ],
-    check: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--check",
-            help="METRIC:+X%, METRIC:-X% or METRIC:VALUE; repeatable. Metrics: busbw_gbps, "
-            "algbw_gbps, time_us, time_min_us, time_p50_us, time_p99_us, time_max_us.",
-        ),
-    ] = None,
-    min_size: Annotated[
-        str | None,
-        typer.Option("--min-size", help="Judge performance only at size_bytes >= this (1K=1024)."),
-    ] = None,
-    max_size: Annotated[
-        str | None,
-        typer.Option("--max-size", help="Judge performance only at size_bytes <= this."),
-    ] = None,
-    alpha: Annotated[
-        float, typer.Option("--alpha", help="Significance level of the rank test.")
-    ] = 0.05,
-    max_cv_pct: Annotated[
-        float,
-        typer.Option("--max-cv-pct", help="Warn when a row's samples vary more than this (%)."),
-    ] = 10.0,
-    min_avg_busbw_gbps: Annotated[
-        str | None,
-        typer.Option(
-            "--min-avg-busbw-gbps",
-            help="Fail when an op's average busbw is below this (default: NCCL_TESTS_MIN_BW).",
-        ),
-    ] = None,
-    report: Annotated[
-        str | None, typer.Option("--report", help="Write a Markdown report here.")
-    ] = None,
-    junit: Annotated[
-        str | None, typer.Option("--junit", help="Write JUnit XML here (one case per row).")
-    ] = None,
-    update_baseline: Annotated[
-        bool,
-        typer.Option(
-            "--update-baseline",
-            help="Accept CURRENT as the new baseline (copied into BASELINE); refused when it "
-            "has wrong elements or oom rows.",
-        ),
-    ] = False,
-    keep: Annotated[
-        int,
-        typer.Option(
-            "--keep",
-            help="With --update-baseline: keep the last K accepted runs pooled (a rolling "
-            "window) instead of replacing the baseline.",
-        ),
-    ] = 1,
-    power: Annotated[
-        float,
-        typer.Option("--power", help="Power the detectable-slowdown figures are stated at."),
-    ] = 0.8,
-    fwer: Annotated[
-        str,
-        typer.Option(
-            "--fwer", help="Family-wise control over the rows: holm, or none (each row alone)."
-        ),
-    ] = "holm",
-    min_judged: Annotated[
-        int,
-        typer.Option(
-            "--min-judged",
-            help="Fewer rows sensitive enough to judge: performance inconclusive (exit 0).",
-        ),
-    ] = 1,
-    any_machine: Annotated[
-        bool,
-        typer.Option(
-            "--any-machine",
-            help="Judge performance against a baseline from another machine (CPU, cores, "
-            "GPU or versions differ) instead of marking it not comparable.",
-        ),
-    ] = False,
-    missing_baseline_ok: Annotated[
-        bool,
-        typer.Option(
-            "--missing-baseline-ok",
-            help="A BASELINE directory that does not exist judges the current run alone "
-            "(correctness, presence); performance not judged.",
-        ),
-    ] = False,
-) -> None:
-    from colbench.analysis.gate_command import GateFlags, gate_command
+@_with_options(
+    _param("baseline", str, inspect.Parameter.empty, typer.Argument(help=BASELINE_HELP)),
+    _param("current", list[str] | None, None, typer.Argument(help=CURRENT_HELP)),
+    rows=gate_options.table(),
+)
+def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values: Any) -> None:
+    from colbench.analysis.gate_command import gate_command
 
-    flags = GateFlags(
-        min_size=min_size,
-        max_size=max_size,
-        alpha=alpha,
-        max_cv_pct=max_cv_pct,
-        min_avg_busbw_gbps=min_avg_busbw_gbps,
-        report=report,
-        junit=junit,
-        update=update_baseline,
-        keep=keep,
-        power=power,
-        fwer=fwer,
-        min_judged=min_judged,
-        any_machine=any_machine,
-        missing_baseline_ok=missing_baseline_ok,
-    )
-    code = gate_command(baseline, current, check or (), flags)
-    raise typer.Exit(code)
+    flags = gate_options.GateFlags(**values)
+    raise typer.Exit(gate_command(baseline, current or [], flags))

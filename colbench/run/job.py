@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from colbench import metadata
 from colbench.config import SweepConfig
+from colbench.run.turns import TurnSpec
 
 
 class RankTask(Protocol):
@@ -45,6 +46,11 @@ class RankJob:
     variant_keys: tuple[str, ...] = ()
     #: What the ranks run instead of the sweep; None runs the sweep (``cfg``).
     task: RankTask | None = None
+    #: Interleaved variants: where this world takes its turns (None: it measures freely).
+    turns: TurnSpec | None = None
+    #: Where rank 0 appends its rows when not into ``run_dir`` (an interleaved world's
+    #: rows go into the run's one results.csv).
+    results_dir: str | None = None
 
     def first_meta(
         self, config: dict[str, Any], hosts: list[str], peers: Sequence[Any], **more: Any

@@ -3,7 +3,10 @@ meta.json, progress, table)."""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any, TextIO
 
 from colbench.bench import RankBench, RunInfo
 from colbench.groups import Groups
@@ -32,7 +35,7 @@ def lead_run(
     hosts: list[str],
     work: list[Work],
     notes: tuple[list[str], list[str]],
-    bench_args: tuple[Any, Timer, Groups, InFlight],
+    bench_args: tuple[Any, Timer, Groups, InFlight, Any],
 ) -> None:
     """Rank 0's share: the same loop as every rank, its rows fed to the reporters.
 
@@ -40,18 +43,30 @@ def lead_run(
     on sizes skipped for memory.
     """
     cfg = job.cfg
-    device, timer, groups, in_flight = bench_args
+    device, timer, groups, in_flight, turns = bench_args
     warnings, memory_notes = notes
     run_dir = RunDir(job.run_dir or ".")
+    # An interleaved world keeps its own meta.json and logs, and writes its rows into
+    # the run's one results.csv (in its turns: never two writers at once).
+    results_dir = RunDir(job.results_dir or job.run_dir or ".")
     meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
-    with progress_bar(count_units(work) * cfg.measure.repeat, cfg.output.progress) as hooks:
+    # Interleaved worlds share the terminal: one progress bar (world 0's), and each
+    # world's table goes to its directory for the parent to print whole at the end.
+    interleaved = job.turns is not None
+    progress = cfg.output.progress and (job.turns is None or job.turns.world == 0)
+    with (
+        progress_bar(count_units(work) * cfg.measure.repeat, progress) as hooks,
+        open(run_dir.path / TABLE_FILE, "w", encoding="utf-8")
+        if interleaved
+        else nullcontext() as table_file,
+    ):
         for line in warnings:
             hooks.warn(f"colbench: warning: {line}")
         for line in memory_notes:
             hooks.warn(f"colbench: note: {line}")
         # The CSV first, so a row is on disk before anything else shows it.
         reporters: list[Reporter] = [
-            CsvReporter(run_dir),
+            CsvReporter(results_dir),
             MetaReporter(run_dir),
             ProgressReporter(hooks.advance),
         ]
@@ -59,11 +74,24 @@ def lead_run(
             reporters.append(PerRankReporter(run_dir))
         if cfg.output.table:
             header = _table_header(job, info, peers, hosts, warnings)
-            reporters.append(ConsoleReporter(header, hooks.echo, hooks.warn))
+            echo = hooks.echo if table_file is None else _writer(table_file)
+            reporters.append(ConsoleReporter(header, echo, hooks.warn))
         with RowStream(reporters, hooks.warn) as stream:
             stream.start(meta)
-            RankBench(cfg, info, 0, device, timer, stream, groups, in_flight).run(work)
+            RankBench(cfg, info, 0, device, timer, stream, groups, in_flight, turns).run(work)
             stream.end()
+
+
+#: An interleaved world's console table, printed by the parent after the run.
+TABLE_FILE = "table.txt"
+
+
+def _writer(file: TextIO) -> Callable[[str], None]:
+    def echo(line: str) -> None:
+        file.write(line + "\n")
+        file.flush()
+
+    return echo
 
 
 def _first_meta(
@@ -74,6 +102,9 @@ def _first_meta(
     meta.update(warnings=warnings, plan_digest=peers[0].digest[0])
     if job.variant_keys:
         meta.update(variant=job.variant, env_seen_by_rank=[p.env_seen for p in peers])
+    if job.variant:
+        # Which interpreter the ranks ran in (--python variants differ by it).
+        meta.update(variant=job.variant, python_executable=sys.executable)
     return meta
 
 

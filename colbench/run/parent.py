@@ -13,6 +13,7 @@ from typing import Any
 from colbench.config import SweepConfig
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import detect
+from colbench.run.interleave import memory_note, run_interleaved
 from colbench.run.launched import run_launched
 from colbench.run.prepare import (
     _gpu_count,
@@ -35,10 +36,11 @@ def run_sweep(cfg: SweepConfig) -> int:
     spawning = launch_env is None
     backend = resolve_backend(cfg.launch.backend, spawning, _gpu_count(), dist.is_nccl_available())
     if launch_env is not None:
-        if cfg.launch.env_axes:
+        if cfg.launch.env_axes or cfg.launch.interpreters:
             raise UsageError(
-                f"--env variants need fresh ranks per variant, which colbench can start only "
-                f"itself; under {launch_env.launcher} export the variable before launching instead"
+                f"--env variants need fresh ranks per variant (--python ones too), which "
+                f"colbench can start only itself; under {launch_env.launcher} export the "
+                "variable (or pick the interpreter) before launching instead"
             )
         return run_launched(cfg, launch_env, backend)
 
@@ -59,8 +61,8 @@ def run_sweep(cfg: SweepConfig) -> int:
 
 def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
     """Run every variant in freshly spawned ranks; all rows go to one results.csv."""
-    variants = expand(cfg.launch.env_axes)
-    if len(variants) == 1 and not variants[0].env:
+    variants = expand(cfg.launch.env_axes, cfg.launch.interpreters)
+    if len(variants) == 1 and not variants[0].env and variants[0].python is None:
         code = spawn_and_wait(cfg, backend, world_size, run_dir)
     else:
         for key in ignored_by_backend(cfg.launch.env_axes, backend):
@@ -69,7 +71,17 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
                 "and should measure the same",
                 file=sys.stderr,
             )
-        code = _sweep_variants(cfg, backend, world_size, run_dir, variants)
+        note = (
+            memory_note(cfg, backend, world_size, len(variants))
+            if cfg.launch.interleave and len(variants) > 1
+            else "--no-interleave"
+        )
+        if note is None:
+            code = run_interleaved(cfg, backend, world_size, run_dir, variants)
+        else:
+            if note != "--no-interleave":
+                print(f"colbench: note: {note}", file=sys.stderr)
+            code = _sweep_variants(cfg, backend, world_size, run_dir, variants)
     if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
         _write_plots(run_dir)
     return code

@@ -19,6 +19,7 @@ from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import Peer, RankJob
 from colbench.run.lead import lead_run
 from colbench.run.startup import _device_for, init_process_group
+from colbench.run.turns import Turns
 from colbench.timing import Timer
 
 
@@ -88,12 +89,18 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
         variant=job.variant,
     )
     timer = make_timer(device.type, cfg.measure.cuda_graph, side.barrier)
-    work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side)
+    worlds = job.turns.worlds if job.turns is not None else 1
+    work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
+    turns = None
+    if job.turns is not None:
+        turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
+        per_repeat = sum(len(item.layouts) for item in work)
+        turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
     if rank != 0 or job.run_dir is None:
-        RankBench(cfg, info, rank, device, timer, None, groups, in_flight).run(work)
+        RankBench(cfg, info, rank, device, timer, None, groups, in_flight, turns).run(work)
     else:
         notes = (_measurement_warnings(cfg, job.backend), memory_notes)
-        lead_run(job, info, peers, hosts, work, notes, (device, timer, groups, in_flight))
+        lead_run(job, info, peers, hosts, work, notes, (device, timer, groups, in_flight, turns))
 
 
 def _introduce(job: RankJob, rank: int, device: Any, work: list[Work]) -> Peer:
@@ -143,15 +150,20 @@ def _device_name(device: Any) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
-def _agreed_budget(cfg: SweepConfig, device: Any, world_size: int, side: SideGroup) -> int:
-    """Per-rank buffer budget, the minimum over all ranks so every plan is the same."""
+def _agreed_budget(
+    cfg: SweepConfig, device: Any, world_size: int, side: SideGroup, worlds: int = 1
+) -> int:
+    """Per-rank buffer budget, the minimum over all ranks so every plan is the same.
+
+    ``worlds``: the interleaved worlds alive at once, whose buffers share the memory.
+    """
     import torch
 
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
     local = memory.rank_budget_bytes(
         memory.local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
     )
-    return side.min_int(local)
+    return side.min_int(local // worlds)
 
 
 #: What a sweep's rank says when its peers' plans differ from rank 0's.
@@ -193,11 +205,16 @@ def _measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
 
 
 def _fit_plan(
-    cfg: SweepConfig, work: list[Work], device: Any, world_size: int, side: SideGroup
+    cfg: SweepConfig,
+    work: list[Work],
+    device: Any,
+    world_size: int,
+    side: SideGroup,
+    worlds: int = 1,
 ) -> tuple[list[Work], list[str]]:
     if cfg.measure.memory_check == "off":
         return work, []
-    budget = _agreed_budget(cfg, device, world_size, side)
+    budget = _agreed_budget(cfg, device, world_size, side, worlds)
     fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
     if notes and cfg.measure.memory_check == "refuse":
         raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")

@@ -17,6 +17,7 @@ import sys
 import time
 import traceback
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,6 +27,7 @@ from colbench.errors import ExitCode, UsageError
 from colbench.inflight import InFlight
 from colbench.run import protocol, supervise
 from colbench.run import watchdog as hang_watchdog
+from colbench.run.interpreter import forget_job
 from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import finish_meta, report_done, rows_kept, tidy_logs
 from colbench.run.rank import exit_now, rank_main
@@ -91,37 +93,113 @@ def spawn_and_wait(
     task: RankTask | None = None,
 ) -> int:
     """Start the ranks, wait for them, report. ``task``: run it instead of the sweep."""
-    listener = _listen_loopback()
-    job = _spawn_job(cfg, backend, world_size, run_dir, listener, variant)
-    if task is not None:
-        job = dataclasses.replace(job, task=task)
     with supervise.StopSignals() as stop:
-        started = time.monotonic()
-        context, store = _start_ranks(job, listener)
-        watch = supervise.StartupWatch(
-            deadline=started + cfg.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
+        world = start_world(cfg, backend, world_size, run_dir, variant, task=task)
+        exit_codes = supervise.wait_for_ranks(world.processes, stop, world.watch)
+        if stop.received is not None:
+            supervise.stop_processes(world.processes)
+            return _report_interrupted(run_dir, stop)
+    return finish_world(world, exit_codes)
+
+
+@dataclass
+class World:
+    """One world of ranks started by the parent, and what it needs to judge their end."""
+
+    job: RankJob
+    context: Any
+    listener: socket.socket
+    started: float
+    #: The run directory as the user named it (messages show it so).
+    run_dir: Path
+    #: The world's rendezvous store and start-up deadline, once :meth:`serve` ran.
+    store: Any = None
+    watch: supervise.StartupWatch | None = None
+
+    @property
+    def processes(self) -> list[Any]:
+        return list(self.context.processes)
+
+    def serve(self) -> None:
+        """Serve the store the ranks meet at (they queue on the listener until then)."""
+        try:
+            self.store = _serve_store(
+                self.listener, self.job.world_size, self.job.cfg.launch.timeout_s
+            )
+        except BaseException:
+            supervise.stop_processes(self.processes)
+            raise
+        store, world_size = self.store, self.job.world_size
+        self.watch = supervise.StartupWatch(
+            deadline=self.started + self.job.cfg.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
             arrived=lambda: launch.arrived_ranks(store, world_size),
             world_size=world_size,
         )
-        exit_codes = supervise.wait_for_ranks(context.processes, stop, watch)
-        if stop.received is not None:
-            supervise.stop_processes(context.processes)
-            return _report_interrupted(run_dir, stop)
+
+
+def start_world(
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    variant: Variant | None = None,
+    **fields: Any,
+) -> World:
+    """Start one world's ranks and serve its store; ``fields`` replace the job's."""
+    world = fork_world(cfg, backend, world_size, run_dir, variant, **fields)
+    world.serve()
+    return world
+
+
+def fork_world(
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    variant: Variant | None = None,
+    **fields: Any,
+) -> World:
+    """Start one world's ranks, not yet its store (:meth:`World.serve`): several worlds
+    are all started before any store thread exists (see :func:`_start_ranks`).
+    ``fields`` replace the job's (task, turns, results_dir, run_id)."""
+    listener = _listen_loopback()
+    job = dataclasses.replace(
+        _spawn_job(cfg, backend, world_size, run_dir, listener, variant), **fields
+    )
+    started = time.monotonic()
+    context = _start_ranks(job, variant.python if variant else None)
+    return World(job, context, listener, started, run_dir)
+
+
+def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
+    """Report a world's end: done (``exit_codes`` None) or the diagnosed failure."""
+    run_dir, task = world.run_dir, world.job.task
+    forget_job(run_dir)
     if exit_codes is None:
         tidy_logs(run_dir)
+        world.listener.close()
         return report_done(run_dir) if task is None else task.report(run_dir)
-    pids = dict(enumerate(context.pids()))
+    return _report_failure(run_dir, diagnose_world(world, exit_codes))
+
+
+def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.Failure:
+    """What went wrong in a world whose ranks did not all exit 0."""
+    cfg = world.job.cfg
+    pids = dict(enumerate(world.context.pids()))
     failure = protocol.diagnose(
         exit_codes,
-        protocol.read_reports(run_dir),
-        protocol.read_progress(store, world_size),
+        protocol.read_reports(world.run_dir),
+        protocol.read_progress(world.store, world.job.world_size),
         protocol.hostname(),
         pids,
         cfg.launch.timeout_s,
     )
-    failure = watch.verdict(failure, pids, cfg.launch.init_timeout_s, time.monotonic() - started)
-    listener.close()
-    return _report_failure(run_dir, failure)
+    if world.watch is not None:
+        failure = world.watch.verdict(
+            failure, pids, cfg.launch.init_timeout_s, time.monotonic() - world.started
+        )
+    world.listener.close()
+    return failure
 
 
 def _spawn_job(
@@ -148,27 +226,29 @@ def _spawn_job(
     )
 
 
-def _start_ranks(job: RankJob, listener: socket.socket) -> tuple[Any, Any]:
-    """Start the ranks, then the store they meet at; returns (their context, the store)."""
+def _start_ranks(job: RankJob, python: str | None = None) -> Any:
+    """Start the ranks (before the store they meet at); returns their context.
+
+    ``python``: run the ranks in this interpreter (a ``--python`` variant) instead of
+    forking or spawning this one.
+    """
     import torch.multiprocessing as mp
 
     # Ranks first, store second: the store serves from a thread of its own, and a rank
     # forked while that thread holds a lock (the allocator's, stdio's, the loader's,
     # torch's) inherits the lock held and waits on it for ever. Their connections
     # queue on the listening socket until the store takes it over.
-    context = mp.start_processes(
+    if python is not None:
+        from colbench.run.interpreter import start_in_interpreter
+
+        return start_in_interpreter(python, job)
+    return mp.start_processes(
         _spawned_rank,
         args=(job,),
         nprocs=job.world_size,
         join=False,
         start_method=start_method(job.backend),
     )
-    try:
-        store = _serve_store(listener, job.world_size, job.cfg.launch.timeout_s)
-    except BaseException:
-        supervise.stop_processes(context.processes)
-        raise
-    return context, store
 
 
 def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:

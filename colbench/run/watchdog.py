@@ -34,6 +34,7 @@ from typing import Any
 from colbench.errors import ExitCode
 from colbench.inflight import InFlight
 from colbench.run import protocol
+from colbench.run.turns import WAITING_PHASE
 
 #: The phase between rendezvous and a working communicator (NCCL connects its peers).
 COMM_STARTUP = "communicator start-up"
@@ -68,7 +69,8 @@ def deadline(
     ``--timeout`` bounds every step after communicator start-up, a timed batch as a
     whole included, as NCCL's own watchdog times each call from when it was enqueued.
     """
-    if seq == 0:
+    if seq == 0 or phase == WAITING_PHASE:
+        # An interleaved world waiting for the other's turn is not stuck.
         return None
     if phase == COMM_STARTUP:
         return init_timeout_s, "--init-timeout"

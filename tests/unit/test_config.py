@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -282,6 +283,8 @@ def test_every_option_reaches_the_config() -> None:
         "debug": True,
         "table": False,
         "env": ["A=1"],
+        "python": f"a={sys.executable}",
+        "interleave": False,
         "plot": True,
         "per_rank": True,
     }

@@ -27,6 +27,7 @@ SAMPLES: dict[str, Any] = {
     "memory_limit": "512M",
     "time_budget": 0.5,
     "env": {"NCCL_ALGO": ["Ring", "Tree"]},
+    "python": "main=/usr/bin/python3,pr=/usr/bin/python3",
 }
 
 

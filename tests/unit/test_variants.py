@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from colbench.variants import (
     merge_axes,
     parse_axes,
     parse_axis,
+    parse_interpreters,
 )
 
 
@@ -95,3 +97,26 @@ def test_variants_need_colbench_to_start_the_ranks(
     assert info.value.code == 2 and err.count("\n") == 1
     assert "--env variants need fresh ranks per variant" in err and "export the variable" in err
     assert not out.exists()
+
+
+def test_python_variants_parse_and_multiply_the_env_axes() -> None:
+    python = sys.executable
+    pythons = parse_interpreters(f"main={python}, pr={python}")
+    assert pythons == (("main", python), ("pr", python))
+    names = [v.name for v in expand((("X", ("1", "2")),), pythons)]
+    assert names == ["X=1,python=main", "X=1,python=pr", "X=2,python=main", "X=2,python=pr"]
+    assert expand((), pythons)[1].python == python
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("main", "use NAME=PATH"),
+        ("a b=/usr/bin/env", "must be a word"),
+        (f"a={sys.executable},a={sys.executable}", "given twice"),
+        ("a=/no/such/python", "not an executable file"),
+    ],
+)
+def test_bad_python_variants_are_one_line_errors(spec: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_interpreters(spec)

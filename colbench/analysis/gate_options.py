@@ -1,0 +1,96 @@
+"""``colbench gate``'s options, declared once with the options-table machinery
+(colbench.options): the Typer parameters of ``gate`` and its section of docs/options.md
+come from :class:`GateFlags`. Kept free of pandas and numpy so ``--help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_KEEP, DEFAULT_MAX_CV, DEFAULT_POWER
+from colbench.options import Option, option, rows_of
+
+_judge = functools.partial(option, concern="judge")
+_output = functools.partial(option, concern="output")
+
+
+@dataclass(frozen=True)
+class GateFlags:
+    """The options of ``colbench gate`` beyond the runs (see docs/gate.md)."""
+
+    # A list because Typer repeats an option only into a list; the default is None.
+    check: list[str] | None = _judge(  # noqa: RUF009
+        None,
+        "--check",
+        help="METRIC:+X%, METRIC:-X% or METRIC:VALUE; repeatable. Metrics: busbw_gbps, "
+        "algbw_gbps, time_us, time_min_us, time_p50_us, time_p99_us, time_max_us.",
+    )
+    min_size: str | None = _judge(
+        None, "--min-size", help="Judge performance only at size_bytes >= this (1K=1024)."
+    )
+    max_size: str | None = _judge(
+        None, "--max-size", help="Judge performance only at size_bytes <= this."
+    )
+    alpha: float = _judge(DEFAULT_ALPHA, "--alpha", help="Significance level of the rank test.")
+    max_cv_pct: float = _judge(
+        DEFAULT_MAX_CV * 100,
+        "--max-cv-pct",
+        help="Warn when a row's samples vary more than this (%).",
+    )
+    min_avg_busbw_gbps: str | None = _judge(
+        None,
+        "--min-avg-busbw-gbps",
+        help="Fail when an op's average busbw is below this (default: NCCL_TESTS_MIN_BW).",
+    )
+    power: float = _judge(
+        DEFAULT_POWER, "--power", help="Power the detectable-slowdown figures are stated at."
+    )
+    fwer: str = _judge(
+        "holm",
+        "--fwer",
+        help="Family-wise control over the rows: holm, or none (each row alone).",
+    )
+    min_judged: int = _judge(
+        1,
+        "--min-judged",
+        help="Fewer rows sensitive enough to judge: performance inconclusive (exit 0).",
+    )
+    any_machine: bool = _judge(
+        False,
+        "--any-machine",
+        help="Judge performance against a baseline from another machine (CPU, cores, "
+        "GPU or versions differ) instead of marking it not comparable.",
+    )
+    missing_baseline_ok: bool = _judge(
+        False,
+        "--missing-baseline-ok",
+        help="A BASELINE directory that does not exist judges the current run alone "
+        "(correctness, presence); performance not judged.",
+    )
+    variant_a: str | None = _judge(
+        None, "--variant-a", help="Paired gate: the reference variant of the one run BASELINE."
+    )
+    variant_b: str | None = _judge(
+        None, "--variant-b", help="Paired gate: the variant judged against --variant-a."
+    )
+    report: str | None = _output(None, "--report", help="Write a Markdown report here.")
+    junit: str | None = _output(None, "--junit", help="Write JUnit XML here (one case per row).")
+    update: bool = _output(
+        False,
+        "--update-baseline",
+        help="Accept CURRENT as the new baseline (copied into BASELINE); refused when it "
+        "has wrong elements or oom rows.",
+    )
+    keep: int = _output(
+        DEFAULT_KEEP,
+        "--keep",
+        help="With --update-baseline: keep the last K accepted runs pooled (a rolling "
+        "window) instead of replacing the baseline.",
+    )
+
+
+@functools.cache
+def table() -> tuple[Option, ...]:
+    """Every option of ``colbench gate``, in the order ``--help`` lists them."""
+    return rows_of(GateFlags)

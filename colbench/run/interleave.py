@@ -1,0 +1,281 @@
+"""Variants measured interleaved: every variant's world alive at once, taking turns.
+
+The parent starts one world of ranks per variant (each with its variant's environment,
+or its ``--python`` interpreter), serves the turn store (:mod:`colbench.run.turns`) and
+waits for all of them. Each world keeps its meta.json and rank logs in
+``variants/<index>/`` of the run directory; the rows of all of them go, turn by turn,
+into the run's one results.csv. A world that fails stops the others at their next turn:
+what was measured stays, and they end cleanly.
+"""
+
+from __future__ import annotations
+
+import csv
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from colbench import memory
+from colbench.config import SweepConfig
+from colbench.dtypes import DTYPES
+from colbench.errors import ExitCode, UsageError
+from colbench.plan import plan
+from colbench.run import protocol, spawn, supervise, turns
+from colbench.run.interpreter import forget_job
+from colbench.run.outcome import finish_meta, rows_kept, tidy_logs
+from colbench.rundir import RunDir
+from colbench.variants import Variant, environment
+
+
+def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) -> str | None:
+    """Why the worlds cannot all be alive at once (None: they can).
+
+    Each live world holds its own buffers: on GPUs ``worlds`` ranks share every device,
+    on the CPU ``worlds * world_size`` ranks share the host.
+    """
+    if cfg.measure.memory_check == "off":
+        return None
+    work = plan(cfg, cfg.measure.group_size or world_size, backend)
+    need = max(
+        (
+            memory.buffer_bytes(
+                item.coll, layout, DTYPES[item.dtype].elem_bytes, item.placements,
+                cfg.measure.rotate,
+            )
+            for item in work
+            for layout in item.layouts
+        ),
+        default=0,
+    )  # fmt: skip
+    limit = cfg.measure.memory_limit_bytes
+    if backend == "nccl":
+        import torch
+
+        free = min(torch.cuda.mem_get_info(d)[0] for d in range(min(world_size, 8)))
+        budget = memory.rank_budget_bytes(1, limit, free // worlds)
+    else:
+        budget = memory.rank_budget_bytes(world_size * worlds, limit, None)
+    if need <= budget:
+        return None
+    return (
+        f"{worlds} variants alive at once need {need / 2**20:.0f} MiB per rank each for the "
+        f"largest size, more than the {budget / 2**20:.0f} MiB each could have; running them "
+        "one after the other instead (--no-interleave)"
+    )
+
+
+def run_interleaved(
+    cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variants: tuple[Variant, ...]
+) -> int:
+    """Start every variant's world, let them take turns, report; the exit code."""
+    for index, variant in enumerate(variants, 1):
+        print(f"colbench: variant {index}/{len(variants)}: {variant.name}", file=sys.stderr)
+    print(
+        f"colbench: {len(variants)} variants interleaved: their ranks take turns per size and "
+        "repeat",
+        file=sys.stderr,
+    )
+    # The header first: two worlds' rank 0 opening a new file at once would both write one.
+    RunDir(run_dir).writer().close()
+    listener = _listen()
+    port = int(listener.getsockname()[1])
+    worlds: list[spawn.World] = []
+    with supervise.StopSignals() as stop:
+        try:
+            # Every world's ranks before any store: a store serves from a thread, and a
+            # rank forked while a thread holds a lock would wait on it for ever.
+            for index, variant in enumerate(variants):
+                spec = turns.TurnSpec(spawn.LOCAL_HOST, port, index, len(variants), variant.name)
+                worlds.append(_start(cfg, backend, world_size, run_dir, variant, spec))
+            for world in worlds:
+                world.serve()
+            store = turns.serve(spawn.LOCAL_HOST, listener.fileno(), port)
+        except BaseException:
+            for world in worlds:
+                supervise.stop_processes(world.processes)
+            raise
+        turns.start(store)
+        codes = _wait_all(worlds, stop, store, _turns_per_world(cfg, world_size, backend))
+        if stop.received is not None:
+            for world in worlds:
+                supervise.stop_processes(world.processes)
+            name = protocol.signal_name(stop.received)
+            finish_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
+            print(
+                f"colbench: interrupted by {name}; {rows_kept(run_dir)} rows kept in {run_dir}",
+                file=sys.stderr,
+            )
+            return stop.exit_code
+    listener.close()
+    _print_tables(worlds)
+    return _report(run_dir, variants, worlds, codes)
+
+
+def _print_tables(worlds: list[spawn.World]) -> None:
+    """Each world's console table, whole, one after the other (they were measured
+    turn by turn, and two tables printed as they grew would interleave line by line)."""
+    from colbench.run.lead import TABLE_FILE
+
+    for world in worlds:
+        table = world.run_dir / TABLE_FILE
+        if table.is_file():
+            sys.stdout.write(table.read_text(encoding="utf-8"))
+            table.unlink()
+    sys.stdout.flush()
+
+
+def _listen() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((spawn.LOCAL_HOST, 0))
+    sock.listen(1024)
+    return sock
+
+
+def _turns_per_world(cfg: SweepConfig, world_size: int, backend: str) -> int:
+    """An upper bound on any world's turns (the plan before memory fitting)."""
+    work = plan(cfg, cfg.measure.group_size or world_size, backend)
+    return sum(len(item.layouts) for item in work) * cfg.measure.repeat
+
+
+def _start(
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    variant: Variant,
+    spec: turns.TurnSpec,
+) -> spawn.World:
+    sub = run_dir / "variants" / str(spec.world)
+    sub.mkdir(parents=True)
+    # Started one after the other, so each inherits only its own variant's variables.
+    with environment(dict(variant.env)):
+        return spawn.fork_world(
+            cfg, backend, world_size, sub, variant,
+            turns=spec, results_dir=str(run_dir.resolve()), run_id=run_dir.name,
+        )  # fmt: skip
+
+
+def _wait_all(
+    worlds: list[spawn.World], stop: supervise.StopSignals, store: Any, turn_count: int
+) -> list[dict[int, int | None] | None]:
+    """Wait for every world; the first to fail wakes the others with ``stop``."""
+    codes: list[dict[int, int | None] | None] = [None] * len(worlds)
+    lock = threading.Lock()
+
+    def watch(index: int) -> None:
+        world = worlds[index]
+        codes[index] = supervise.wait_for_ranks(world.processes, stop, world.watch)
+        if codes[index] is not None:
+            with lock:
+                turns.stop_all(store, len(worlds), turn_count)
+
+    threads = [threading.Thread(target=watch, args=(i,), daemon=True) for i in range(len(worlds))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return codes
+
+
+def _report(
+    run_dir: Path,
+    variants: tuple[Variant, ...],
+    worlds: list[spawn.World],
+    codes: list[dict[int, int | None] | None],
+) -> int:
+    """meta.json of the run (one record per variant), the verdict, the exit code."""
+    failures = [
+        spawn.diagnose_world(world, code) if code is not None else None
+        for world, code in zip(worlds, codes, strict=True)
+    ]
+    records = []
+    kept = _rows_per_variant(run_dir)
+    for variant, world, failure in zip(variants, worlds, failures, strict=True):
+        forget_job(world.run_dir)
+        if failure is not None:
+            finish_meta(world.run_dir, "failed", failure.meta())
+        else:
+            tidy_logs(world.run_dir)
+        record = _record(variant, world.run_dir, failure, any(failures))
+        # A failed world never wrote its counts: results.csv has its rows.
+        record["rows"] = kept.get(variant.name, 0)
+        records.append(record)
+    meta = _base_meta(run_dir, worlds[0].run_dir)
+    status = "failed" if any(failures) else "complete"
+    meta.update(
+        status=status,
+        interleaved=True,
+        turns=len(turns.read_log(run_dir)),
+        variants=records,
+        **{
+            key: sum(int(r[key] or 0) for r in records)
+            for key in ("rows", "wrong_total", "rows_oom")
+        },
+    )
+    RunDir(run_dir).write_meta(meta)
+    first = next((f for f in failures if f is not None), None)
+    if first is not None:
+        if first.exit_code == ExitCode.USAGE:
+            raise UsageError(first.message)
+        print(f"colbench: {first.message}", file=sys.stderr)
+        print(
+            f"colbench: {rows_kept(run_dir)} rows measured before the failure are in "
+            f"{run_dir}; rank logs: variants/*/rank*.log there",
+            file=sys.stderr,
+        )
+        return first.exit_code
+    total = meta["rows"]
+    print(
+        f"colbench: {total} rows of {len(variants)} variants in {run_dir}/results.csv",
+        file=sys.stderr,
+    )
+    if meta["wrong_total"]:
+        print(
+            f"colbench: {meta['wrong_total']} wrong element(s): results are not trustworthy",
+            file=sys.stderr,
+        )
+        return int(ExitCode.DATA_ERROR)
+    return int(ExitCode.DATA_ERROR) if meta["rows_oom"] else int(ExitCode.OK)
+
+
+def _rows_per_variant(run_dir: Path) -> dict[str, int]:
+    """Rows in the run's results.csv by variant."""
+    counts: dict[str, int] = {}
+    with open(RunDir(run_dir).table_path(), newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            counts[row["variant"]] = counts.get(row["variant"], 0) + 1
+    return counts
+
+
+def _record(
+    variant: Variant, world_dir: Path, failure: protocol.Failure | None, stopped: bool
+) -> dict[str, Any]:
+    meta = RunDir(world_dir).meta_or_none() or {}
+    status = meta.get("status")
+    if failure is None and stopped:
+        status = "stopped"  # ended cleanly at its next turn after another world failed
+    return {
+        "variant": variant.name,
+        "env": dict(variant.env),
+        "python": variant.python,
+        "env_seen_by_rank": meta.get("env_seen_by_rank"),
+        "python_executable": meta.get("python_executable"),
+        "status": status,
+        "rows": meta.get("rows", 0),
+        "wrong_total": meta.get("wrong_total", 0),
+        "rows_oom": meta.get("rows_oom", 0),
+        "duration_s": meta.get("duration_s"),
+        "dir": str(world_dir.relative_to(world_dir.parent.parent)),
+    }
+
+
+def _base_meta(run_dir: Path, first_world: Path) -> dict[str, Any]:
+    """The run's meta.json from the first world's (config, hosts, versions), without what
+    belongs to that world alone."""
+    meta = RunDir(first_world).meta_or_none() or {"run_id": run_dir.name}
+    for key in ("variant", "env_seen_by_rank", "python_executable", "error", "duration_s"):
+        meta.pop(key, None)
+    meta["run_id"] = run_dir.name
+    return meta

@@ -1,0 +1,155 @@
+"""Interleaved variants: two real gloo worlds alive at once, taking turns through the
+parent's turn store; what the turn log and results.csv prove, and how failures end."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from colbench.results import load
+from colbench.run import turns
+from tests.conftest import run_colbench
+
+PROBE = ["COLBENCH_PROBE=a", "COLBENCH_PROBE=b"]
+
+
+@pytest.fixture(scope="module")
+def interleaved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("interleave") / "run"
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce", "--sizes", "64K,1M", "--repeat", "3", "--iters", "20",
+        "--warmup", "2", "--backend", "gloo", "--env", "COLBENCH_PROBE=a,b", "--no-table",
+        "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "interleaved" in proc.stderr
+    return out
+
+
+def test_rows_and_turns_alternate_between_the_variants(interleaved: Path) -> None:
+    frame = load(interleaved)
+    # Turn by turn: a's size, then b's same size and repeat, then a's next size...; each
+    # repeat the other variant goes first.
+    flipped = PROBE[::-1]
+    assert list(frame["variant"]) == PROBE * 2 + flipped * 2 + PROBE * 2
+    assert list(frame["size_bytes"]) == [65536, 65536, 1048576, 1048576] * 3
+    assert list(frame["repeat"]) == [0] * 4 + [1] * 4 + [2] * 4
+    log = turns.read_log(interleaved)
+    assert [t["turn"] for t in log] == list(range(12))
+    assert [t["variant"] for t in log] == PROBE * 2 + flipped * 2 + PROBE * 2
+    # Never two worlds measuring at once: each turn starts after the previous one ended.
+    for before, after in itertools.pairwise(log):
+        assert after["start_unix"] >= before["end_unix"]
+    meta = json.loads((interleaved / "meta.json").read_text())
+    assert meta["interleaved"] is True and meta["turns"] == 12 and meta["rows"] == 12
+    assert [v["env_seen_by_rank"] for v in meta["variants"]] == [
+        [{"COLBENCH_PROBE": "a"}] * 2,
+        [{"COLBENCH_PROBE": "b"}] * 2,
+    ]
+    # Two worlds: four distinct rank processes.
+    pids = [json.loads((interleaved / "variants" / i / "meta.json").read_text())["rank_pids"]
+            for i in ("0", "1")]  # fmt: skip
+    assert len(set(pids[0]) | set(pids[1])) == 4
+
+
+def test_the_waiting_world_blocks_instead_of_spinning(interleaved: Path) -> None:
+    log = turns.read_log(interleaved)
+    waited = [t for t in log if t["turn"] > 0]
+    wall_s = sum(t["wait_s"] for t in waited)
+    cpu_s = sum(t["wait_cpu_s"] for t in waited)
+    # The other world's 1 MiB batches take tens of ms each; a spinning waiter would burn
+    # about as much CPU as it waited. Blocked in a socket read, it burns next to none.
+    assert wall_s > 0.05
+    assert cpu_s < 0.1 * wall_s, (cpu_s, wall_s)
+
+
+def test_a_failing_world_keeps_what_was_measured_and_stops_the_other(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    # Variant 1's rank 1 fails at its 4th timed batch (repeat 1, first size); variant
+    # 2's value names a rank that does not exist, so it never fails.
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce", "--sizes", "1K,64K,1M", "--repeat", "3", "--iters", "3",
+        "--warmup", "1", "--backend", "gloo", "--env", "COLBENCH_FAULT=1:4,9:9", "--no-table",
+        "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "rank 1" in proc.stderr and "fault injected by COLBENCH_FAULT" in proc.stderr
+    # Repeat 0 of both, then repeat 1's first size of variant 2, which goes first there.
+    assert "7 rows measured before the failure" in proc.stderr
+    frame = load(out)
+    failing, healthy = "COLBENCH_FAULT=1:4", "COLBENCH_FAULT=9:9"
+    assert list(frame["variant"]) == [failing, healthy] * 3 + [healthy]
+    assert list(frame["repeat"]) == [0] * 6 + [1]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["status"] == "failed"
+    # The healthy world ended on its own, cleanly (exit 0), at its next turn.
+    assert [v["status"] for v in meta["variants"]] == ["failed", "stopped"]
+    assert [v["rows"] for v in meta["variants"]] == [3, 4]
+    assert json.loads((out / "variants" / "1" / "meta.json").read_text())["status"] == "complete"
+
+
+def _second_venv(where: Path) -> Path:
+    """A real second virtual environment (own prefix and interpreter) that sees this
+    one's packages through a .pth file, the way two CI venvs would each hold a stack."""
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(where)
+    python = where / "bin" / "python"
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = where / "lib" / version / "site-packages"
+    (site / "parent-venv.pth").write_text(f"{purelib}\n{Path(__file__).parents[2]}\n")
+    return python
+
+
+def test_python_variants_run_in_their_own_interpreters(tmp_path: Path) -> None:
+    other = _second_venv(tmp_path / "venv-b")
+    out = tmp_path / "run"
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce", "--sizes", "64K", "--repeat", "2", "--iters", "3",
+        "--warmup", "1", "--backend", "gloo", "--out", str(out),
+        "--python", f"main={sys.executable},pr={other}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # Each world's table printed whole, one after the other, not line by line.
+    lines = proc.stdout.splitlines()
+    first, second = lines.index("# variant python=main"), lines.index("# variant python=pr")
+    assert first < second
+    assert sum(line.startswith("# Wrong elements") for line in lines[first:second]) == 1
+    frame = load(out)
+    assert list(frame["variant"]) == ["python=main", "python=pr", "python=pr", "python=main"]
+    meta = json.loads((out / "meta.json").read_text())
+    seen = [v["python_executable"] for v in meta["variants"]]
+    assert seen == [sys.executable, str(other)]
+    assert not list(out.rglob(".rank-job.pickle"))  # the ranks' job file is tidied away
+
+
+def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:
+    # Variant pr's interpreter loads a colbench that speaks another turn protocol, as a
+    # venv with another colbench version would.
+    patch = tmp_path / "patch"
+    patch.mkdir()
+    (patch / "sitecustomize.py").write_text(
+        "import colbench.run.turns as t\nt.PROTOCOL_VERSION = 99\n"
+    )
+    wrapper = tmp_path / "python-other"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={patch} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    out = tmp_path / "run"
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--backend", "gloo",
+        "--no-table", "--out", str(out), "--python", f"main={sys.executable},pr={wrapper}",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("colbench: error")]
+    assert len(errors) == 1
+    assert "turn protocol v99" in errors[0] and "parent's v1" in errors[0]
+    assert "Traceback" not in proc.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert [v["status"] for v in meta["variants"]] == ["stopped", "failed"]

@@ -1,0 +1,158 @@
+"""The paired gate's statistics: the exact signed-rank test, Holm, and its verdicts on
+synthetic interleaved runs of known truth (identical variants, a 25% slower one)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from colbench.analysis.checks import Check, SizeWindow
+from colbench.analysis.gate_command import gate_command
+from colbench.analysis.gate_options import GateFlags
+from colbench.analysis.paired import (
+    holm,
+    paired_gate,
+    signed_rank_p_greater,
+)
+from colbench.errors import UsageError
+from tests.unit.rows import row, write_run
+
+SIZES = [1 << 20, 1 << 22, 1 << 24]
+
+
+def _brute_force_p(diffs: list[float]) -> float:
+    """P(W+ >= observed) by listing every sign pattern (no ties in these inputs)."""
+    ranked = sorted(abs(d) for d in diffs)
+    rank = {v: i + 1 for i, v in enumerate(ranked)}
+    observed = sum(rank[abs(d)] for d in diffs if d > 0)
+    n = len(diffs)
+    hits = sum(
+        sum(r for r, s in zip(range(1, n + 1), signs, strict=True) if s) >= observed
+        for signs in itertools.product([False, True], repeat=n)
+    )
+    return hits / 2**n
+
+
+def test_signed_rank_matches_counting_every_sign_pattern() -> None:
+    rng = random.Random(3)
+    for n in (1, 4, 7, 10):
+        diffs = [rng.uniform(-1, 1.5) for _ in range(n)]
+        assert signed_rank_p_greater(diffs) == pytest.approx(_brute_force_p(diffs))
+    assert signed_rank_p_greater([1, 2, 3, 4, 5]) == pytest.approx(1 / 32)
+    assert signed_rank_p_greater([-1, 2, 3, 4, 5]) == pytest.approx(2 / 32)
+    assert signed_rank_p_greater([-1, -2, -3]) == pytest.approx(1.0)
+    assert signed_rank_p_greater([0, 0]) == 1.0
+
+
+def test_normal_approximation_agrees_with_exact_near_the_switch() -> None:
+    rng = random.Random(5)
+    diffs = [rng.gauss(0.15, 1) for _ in range(70)]
+    exact = _exact_for_many(diffs)
+    assert 0.01 < exact < 0.5
+    assert signed_rank_p_greater(diffs) == pytest.approx(exact, rel=0.05)
+
+
+def _exact_for_many(diffs: list[float]) -> float:
+    # The same DP as the module's exact branch, run past its switch-over.
+    import colbench.analysis.paired as paired
+
+    saved = paired.EXACT_MAX_PAIRS
+    paired.EXACT_MAX_PAIRS = 10_000
+    try:
+        return paired.signed_rank_p_greater(diffs)
+    finally:
+        paired.EXACT_MAX_PAIRS = saved
+
+
+def test_holm_step_down() -> None:
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5]) == [0.5]
+
+
+def _run(slowdown: float, noise: float, rng: random.Random, repeats: int = 10) -> pd.DataFrame:
+    """An interleaved run's rows: A and B per size and repeat, sharing each repeat's drift."""
+    rows = []
+    for repeat in range(repeats):
+        drift = math.exp(rng.gauss(0, 0.3))  # the machine's state, shared by the pair
+        for size in SIZES:
+            base = size / 1e3 * drift
+            for variant, factor in (("A", 1.0), ("B", 1.0 / (1 - slowdown))):
+                time_us = base * factor * math.exp(rng.gauss(0, noise))
+                rows.append({**row("all_reduce", size, time_us, variant=variant), "repeat": repeat})
+    return pd.DataFrame(rows)
+
+
+CHECK = Check.parse("busbw_gbps:-10%")
+
+
+def test_identical_variants_rarely_fail_and_a_quarter_slower_one_always_does() -> None:
+    rng = random.Random(11)
+    window = SizeWindow.parse(None, None)
+    same = [paired_gate(_run(0.0, 0.1, rng), "A", "B", CHECK, window, 0.05) for _ in range(200)]
+    slow = [paired_gate(_run(0.25, 0.1, rng), "A", "B", CHECK, window, 0.05) for _ in range(50)]
+    # Family-wise over the 3 rows and the pooled one: far below alpha, as B must be
+    # worse than the 10% limit, not merely worse.
+    assert sum(r.failures > 0 for r in same) <= 200 * 0.05
+    assert all(r.failures > 0 for r in slow)
+    assert all(r.pooled_change == pytest.approx(-0.25, abs=0.08) for r in slow)
+
+
+def test_a_slowdown_within_the_limit_passes() -> None:
+    rng = random.Random(2)
+    window = SizeWindow.parse(None, None)
+    results = [paired_gate(_run(0.05, 0.05, rng), "A", "B", CHECK, window, 0.05) for _ in range(50)]
+    assert sum(r.failures > 0 for r in results) <= 2
+
+
+def test_missing_rows_and_wrong_elements_fail() -> None:
+    frame = _run(0.0, 0.05, random.Random(1), repeats=4)
+    frame.loc[(frame["variant"] == "B") & (frame["size_bytes"] == SIZES[0]), "wrong"] = 3
+    dropped = frame[~((frame["variant"] == "B") & (frame["size_bytes"] == SIZES[2]))]
+    result = paired_gate(dropped, "A", "B", CHECK, SizeWindow.parse(None, None), 0.05)
+    assert len(result.wrong) == 4 and len(result.missing) == 4
+    assert result.failures == 8
+
+
+def test_gate_command_runs_the_paired_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(4)
+    run = write_run(tmp_path / "ab", _run(0.25, 0.05, rng).to_dict("records"))
+    code = gate_command(
+        str(run), [], GateFlags(check=["busbw_gbps:-10%"], variant_a="A", variant_b="B")
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "paired gate FAILED" in out and "Holm over 4 rows" in out
+    assert (
+        gate_command(
+            str(run), [], GateFlags(check=["busbw_gbps:-10%"], variant_a="A", variant_b="A")
+        )
+        == 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("checks", "variants", "message"),
+    [
+        (["busbw_gbps:-10%", "time_us:+5%"], ("A", "B"), "one relative check"),
+        (["busbw_gbps:1.0"], ("A", "B"), "one relative check"),
+        (["busbw_gbps:-10%"], ("A", "C"), "no rows of variant 'C'"),
+        (["busbw_gbps:-10%"], ("A", None), "both --variant-a and --variant-b"),
+    ],
+)
+def test_bad_paired_requests_are_one_line_errors(
+    tmp_path: Path, checks: list[str], variants: tuple[str, str | None], message: str
+) -> None:
+    run = write_run(tmp_path / "ab", _run(0.0, 0.05, random.Random(1), 2).to_dict("records"))
+    with pytest.raises(UsageError, match=message):
+        gate_command(
+            str(run),
+            [],
+            GateFlags(check=list(checks), variant_a=variants[0], variant_b=variants[1]),
+        )
