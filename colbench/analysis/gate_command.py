@@ -26,15 +26,7 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
 
     check_texts = flags.check or ()
     if flags.variant_a is not None or flags.variant_b is not None:
-        # One interleaved run, B against A pair by pair: colbench.analysis.paired.
-        from colbench.analysis.paired import paired_command
-
-        if current:
-            raise UsageError("--variant-a/--variant-b judge variants of ONE run: give one run")
-        return paired_command(
-            baseline, flags.variant_a, flags.variant_b, check_texts,
-            min_size=flags.min_size, max_size=flags.max_size, alpha=flags.alpha,
-        )  # fmt: skip
+        return _paired(baseline, current, flags)
     if not current:
         raise UsageError("give the current run(s) after the baseline")
     checks = parse_checks(check_texts)
@@ -82,6 +74,18 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
     if summary:
         _write_text(Path(summary), gate_report.markdown(result) + "\n", append=True)
     return int(ExitCode.OK) if result.passed else int(ExitCode.DATA_ERROR)
+
+
+def _paired(run: str, current: Sequence[str], flags: GateFlags) -> int:
+    """One interleaved run, variant B against A pair by pair (colbench.analysis.paired)."""
+    from colbench.analysis.paired import paired_command
+
+    if current:
+        raise UsageError("--variant-a/--variant-b judge variants of ONE run: give one run")
+    return paired_command(
+        run, flags.variant_a, flags.variant_b, flags.check or (),
+        min_size=flags.min_size, max_size=flags.max_size, alpha=flags.alpha,
+    )  # fmt: skip
 
 
 def _write_text(path: Path, text: str, append: bool = False) -> None:
