@@ -67,13 +67,8 @@ def _p2p_lines() -> list[str]:
         + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
         + ". Its own ([p2p.md](p2p.md)):",
         "",
-        "| Flag | Default | Meaning |",
-        "|---|---|---|",
     ]
-    for opt in own():
-        meaning = opt.spec.help.replace("|", "\\|")
-        lines.append(f"| `{opt.spec.flags[0]}` | {_default_text(opt)} | {meaning} |")
-    return lines
+    return lines + _short_table(own())
 
 
 def _gate_lines() -> list[str]:
@@ -88,10 +83,14 @@ def _gate_lines() -> list[str]:
         "",
         "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):",
         "",
-        "| Flag | Default | Meaning |",
-        "|---|---|---|",
     ]
-    for opt in table():
+    return lines + _short_table(table())
+
+
+def _short_table(rows: tuple[Option, ...]) -> list[str]:
+    """A command's own options: flag, default, meaning."""
+    lines = ["| Flag | Default | Meaning |", "|---|---|---|"]
+    for opt in rows:
         meaning = opt.spec.help.replace("|", "\\|")
         lines.append(f"| `{opt.spec.flags[0]}` | {_default_text(opt)} | {meaning} |")
     return lines

@@ -33,6 +33,7 @@ from colbench.sizes import parse_sizes
 from colbench.timing import HostTimer
 from tests import netns
 from tests.conftest import run_colbench
+from tests.corrupting import Corrupting
 
 #: Large enough that the shaped link, not gloo's CPU work, sets the time of the sizes
 #: the gate judges (1M and up take 20-80 ms per call at this rate).
@@ -135,40 +136,10 @@ def test_a_slower_link_fails_with_bandwidth_worse(
 CORRUPT_OP, CORRUPT_BYTES, CORRUPT_RANK = "all_reduce", 1 << 20, 1
 
 
-class CorruptOneRow(Collective):
-    """The real collective; on one rank, for one op and size, one output element is off by one."""
-
-    def __init__(self, inner: Collective) -> None:
-        self.inner = inner
-        self.name = inner.name  # type: ignore[misc]
-        self.uses_redop = inner.uses_redop  # type: ignore[misc]
-        self.rooted = inner.rooted  # type: ignore[misc]
-        self.placements = inner.placements  # type: ignore[misc]
-
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Any:
-        return self.inner.layout(requested_bytes, elem_bytes, world_size)
-
-    def busbw_factor(self, world_size: int) -> float:
-        return self.inner.busbw_factor(world_size)
-
-    def views(self, storage: Any, layout: Any, ctx: Context, in_place: bool) -> Buffers:
-        return self.inner.views(storage, layout, ctx, in_place)
-
-    def fill(self, bufs: Buffers, ctx: Context) -> None:
-        self.inner.fill(bufs, ctx)
-
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        self.inner.run(bufs, ctx)
-        out = bufs.recv.view(-1)
-        if (
-            self.name == CORRUPT_OP
-            and ctx.rank == CORRUPT_RANK
-            and out.numel() * out.element_size() == CORRUPT_BYTES
-        ):
-            out[out.numel() // 2] += 1
-
-    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
-        return self.inner.count_wrong(bufs, ctx)
+def _one_row(coll: Collective, bufs: Buffers, ctx: Context) -> bool:
+    """One rank's output of one op at one size."""
+    size_bytes = bufs.recv.numel() * bufs.recv.element_size()
+    return coll.name == CORRUPT_OP and ctx.rank == CORRUPT_RANK and size_bytes == CORRUPT_BYTES
 
 
 class _CsvSink:
@@ -196,7 +167,9 @@ def _corrupted_rank(rank: int, port: int, csv_path: str) -> None:
             warmup=1,
             repeat=REPEAT,
         )
-        work = [dataclasses.replace(w, coll=CorruptOneRow(w.coll)) for w in plan(cfg, 2, "gloo")]
+        work = [
+            dataclasses.replace(w, coll=Corrupting(w.coll, _one_row)) for w in plan(cfg, 2, "gloo")
+        ]
         info = RunInfo("corrupted", "gloo", "cpu", 2, 1)
         writer = RowWriter(Path(csv_path)) if rank == 0 else None
         sink = _CsvSink(writer) if writer is not None else None

@@ -21,41 +21,14 @@ from colbench.ops.base import Buffers, Collective, Context
 from colbench.plan import plan
 from colbench.results import RowWriter, load
 from colbench.timing import HostTimer
+from tests.corrupting import Corrupting
 
 CORRUPT_RANK = 1
 
 
-class Corrupting(Collective):
-    """Runs the real collective, then damages one output element on one rank."""
-
-    def __init__(self, inner: Collective) -> None:
-        self.inner = inner
-        self.name = inner.name  # type: ignore[misc]
-        self.uses_redop = inner.uses_redop  # type: ignore[misc]
-        self.rooted = inner.rooted  # type: ignore[misc]
-        self.placements = inner.placements  # type: ignore[misc]
-
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int):
-        return self.inner.layout(requested_bytes, elem_bytes, world_size)
-
-    def busbw_factor(self, world_size: int) -> float:
-        return self.inner.busbw_factor(world_size)
-
-    def views(self, storage, layout, ctx, in_place):
-        return self.inner.views(storage, layout, ctx, in_place)
-
-    def fill(self, bufs: Buffers, ctx: Context) -> None:
-        self.inner.fill(bufs, ctx)
-
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        self.inner.run(bufs, ctx)
-        # The element a rank checks: its own output (root's for rooted ops).
-        target = ctx.root if self.rooted else CORRUPT_RANK
-        if ctx.rank == target:
-            bufs.recv.view(-1)[bufs.recv.numel() // 2] += 1
-
-    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
-        return self.inner.count_wrong(bufs, ctx)
+def _on_checked_element(coll: Collective, bufs: Buffers, ctx: Context) -> bool:
+    """The element a rank checks: its own output (the root's for rooted ops)."""
+    return ctx.rank == (ctx.root if coll.rooted else CORRUPT_RANK)
 
 
 def _rank(rank: int, op_names: tuple[str, ...], port: int, csv_path: str) -> None:
@@ -65,7 +38,10 @@ def _rank(rank: int, op_names: tuple[str, ...], port: int, csv_path: str) -> Non
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     try:
         cfg = SweepConfig.of(ops=op_names, sizes_bytes=(4096,), iters=2, warmup=1)
-        work = [dataclasses.replace(w, coll=Corrupting(w.coll)) for w in plan(cfg, 2, "gloo")]
+        work = [
+            dataclasses.replace(w, coll=Corrupting(w.coll, _on_checked_element))
+            for w in plan(cfg, 2, "gloo")
+        ]
         info = RunInfo("inject", "gloo", "cpu", 2, 1)
         sink = None
         writer = RowWriter(Path(csv_path)) if rank == 0 else None
