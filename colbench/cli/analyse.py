@@ -148,8 +148,15 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
 
 @app.command(help=GATE_HELP)
 @_with_options(
-    _param("baseline", str, inspect.Parameter.empty, typer.Argument(help=BASELINE_HELP)),
-    _param("current", list[str] | None, None, typer.Argument(help=CURRENT_HELP)),
+    _param(
+        "baseline",
+        str,
+        inspect.Parameter.empty,
+        typer.Argument(help=BASELINE_HELP, metavar="BASELINE"),
+    ),
+    _param(
+        "current", list[str] | None, None, typer.Argument(help=CURRENT_HELP, metavar="CURRENT")
+    ),
     rows=gate_options.table(),
 )
 def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values: Any) -> None:

@@ -113,7 +113,11 @@ SUITE_HELP = "A suite file, e.g. configs/smoke-cpu.yaml."
 
 
 @app.command(help=RUN_HELP)
-@_with_options(_param("suite_file", str, inspect.Parameter.empty, typer.Argument(help=SUITE_HELP)))
+@_with_options(
+    _param(
+        "suite_file", str, inspect.Parameter.empty, typer.Argument(help=SUITE_HELP, metavar="FILE")
+    )
+)
 def run(ctx: typer.Context, suite_file: str, **values: Any) -> None:
     raise typer.Exit(_run_sweep(ctx, suite_file, values))
 
