@@ -154,9 +154,7 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
         inspect.Parameter.empty,
         typer.Argument(help=BASELINE_HELP, metavar="BASELINE"),
     ),
-    _param(
-        "current", list[str] | None, None, typer.Argument(help=CURRENT_HELP, metavar="CURRENT")
-    ),
+    _param("current", list[str] | None, None, typer.Argument(help=CURRENT_HELP, metavar="CURRENT")),
     rows=gate_options.table(),
 )
 def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values: Any) -> None:
