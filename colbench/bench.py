@@ -343,10 +343,11 @@ class RankBench:
         """
         # Progress is published before the barrier: a store round trip between the
         # barrier and the first timestamp would be timed, and would skew the ranks.
+        # wait_in runs the batch straight after the barrier (one read of each barrier
+        # thread's run delay in between, see colbench.skew).
         self.in_flight.step("timed batch")
         self._fault.tick()
-        waited = wait_in(self.side.barrier)
-        return self.timer.time_batch(call, iters), waited
+        return wait_in(self.side.barrier, lambda: self.timer.time_batch(call, iters))
 
     def _budget_iters(self, calibration_us: list[float], budget_s: float) -> int:
         """Iterations that fill ``budget_s`` at the slowest rank's pace (agreed by all)."""

@@ -105,8 +105,8 @@ def test_rows_count_only_when_the_others_waited_a_tenth_of_a_call() -> None:
 def test_waiting_in_a_barrier_is_waiting_for_the_others() -> None:
     # Sleeping needs no CPU: all of it is wait. Only the wake-up can starve (on a loaded
     # machine the thread may wait for a CPU after its sleep), and that is not waiting.
-    wait_us, starved_us = wait_in(lambda: time.sleep(0.02))
-    assert wait_us >= 19_000 and starved_us >= 0
+    batch, (wait_us, starved_us) = wait_in(lambda: time.sleep(0.02), lambda: "batch")
+    assert batch == "batch" and wait_us >= 19_000 and starved_us >= 0
 
 
 def _row(size: int, slowest: int, skew_us: float, batch: tuple[float, float]) -> Row:
