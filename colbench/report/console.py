@@ -183,25 +183,23 @@ def run_header(
 
 
 class TableSink:
-    """Rank 0's row sink: CSV first (so nothing measured is lost), then table and progress."""
+    """The table of rank 0's rows, printed as they come, and its closing summary.
+
+    It only prints: the CSV, meta.json and the progress bar are other reporters of the
+    same rows (colbench.report.reporters), which also order them.
+    """
 
     def __init__(
         self,
-        write_row: Callable[[Mapping[str, Any]], None],
-        show_table: bool = True,
         echo: Callable[[str], None] | None = None,
         warn: Callable[[str], None] | None = None,
-        advance: Callable[[int], None] | None = None,
     ) -> None:
-        self._write_row = write_row
-        self._show = show_table
         self._echo = echo or (lambda line: print(line, file=sys.stdout, flush=True))
         self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
-        self._advance = advance or (lambda n: None)
         self._op: str | None = None
         self._repeat = 0
         self._busbw: list[float] = []
-        self.rows_written = 0
+        self.rows_shown = 0
         self.wrong_total = 0
         self.host_bound_rows = 0
         self.rank_skewed_rows = 0
@@ -214,22 +212,17 @@ class TableSink:
         self._warn(f"colbench: note: {message}")
 
     def header(self, lines: Sequence[str]) -> None:
-        if self._show:
-            for line in lines:
-                self._echo(line)
+        for line in lines:
+            self._echo(line)
 
     def rows(self, coll: Any, rows: Sequence[Mapping[str, Any]]) -> None:
         for row in rows:
-            self._write_row(row)
-            self.rows_written += 1
+            self.rows_shown += 1
             self.wrong_total += int(row.get("wrong") or 0)
             self.host_bound_rows += int(bool(row.get("host_bound")))
             self._count_skew(row)
             status = str(row.get("status", "ok"))
             self.status_counts[status] = self.status_counts.get(status, 0) + 1
-        self._advance(len(rows))
-        if not self._show:
-            return
         # Each repeat of --repeat gets its own sections, so an op's average is per sample.
         repeat = int(rows[0].get("repeat") or 0)
         if coll.name != self._op or repeat != self._repeat:
@@ -265,8 +258,6 @@ class TableSink:
         self._busbw = []
 
     def close(self) -> None:
-        if not self._show:
-            return
         self._footer()
         verdict = "OK" if self.wrong_total == 0 else "FAILED"
         self._echo(f"# Wrong elements       : {self.wrong_total} {verdict}")

@@ -232,8 +232,7 @@ class ConsoleReporter(Reporter):
         warn: Callable[[str], None],
     ) -> None:
         self._header = list(header)
-        # The table's own CSV and progress hooks stay unused: other reporters do that.
-        self._table = TableSink(lambda row: None, True, echo=echo, warn=warn)
+        self._table = TableSink(echo=echo, warn=warn)
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
         self._table.nodes = list(meta.get("rank_hosts") or [])

@@ -142,9 +142,6 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []
 
-    def write_row(self, r: Any) -> None:
-        self.events.append(("row", dict(r)))
-
     def echo(self, line: str) -> None:
         self.events.append(("echo", line))
 
@@ -155,10 +152,11 @@ class Recorder:
         return [v for k, v in self.events if k == "echo"]
 
 
-def test_table_sink_writes_rows_before_printing_and_summarises() -> None:
+def test_table_sink_prints_sections_and_summarises() -> None:
+    # That the rows reach results.csv and the progress bar first is the reporters'
+    # order (tests/unit/test_reporters.py).
     rec = Recorder()
-    advanced: list[int] = []
-    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn, advance=advanced.append)
+    sink = TableSink(echo=rec.echo, warn=rec.warn)
     gather = ops.get("all_gather")
     reduce = ops.get("all_reduce")
     ag = [
@@ -167,21 +165,13 @@ def test_table_sink_writes_rows_before_printing_and_summarises() -> None:
     ]
     ar = [[row(op="all_reduce", in_place=1, busbw_gbps=10.0, wrong=2)]]
     for rows in ag:
-        before = len(rec.events)
         sink.rows(gather, rows)
-        new = rec.events[before:]
-        kinds = [k for k, _ in new]
-        # Both rows reach the CSV writer before anything is printed for them.
-        assert kinds[:2] == ["row", "row"]
-        assert "row" not in kinds[2:]
     sink.rows(reduce, ar[0])
     sink.note("2 size(s) skipped")
     sink.close()
 
-    assert [v for k, v in rec.events if k == "row"] == [r for rows in ag + ar for r in rows]
-    assert sink.rows_written == 5
+    assert sink.rows_shown == 5
     assert sink.wrong_total == 2
-    assert advanced == [2, 2, 1]
     out = rec.lines()
     # One block header per op, each followed by the column header.
     assert out.count("# all_gather") == 1 and out.count("# all_reduce") == 1
@@ -206,7 +196,7 @@ def test_table_sink_sections_golden() -> None:
     one line per size, out-of-place and in-place side by side (nccl-tests' layout), the
     absent form's group n/a and explained once under the op's title."""
     rec = Recorder()
-    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    sink = TableSink(echo=rec.echo, warn=rec.warn)
     sink.rows(ops.get("all_gather"), [row(), row(in_place=1, time_us=9.5, busbw_gbps=0.0706)])
     ar = row(op="all_reduce", redop="sum", size_bytes=1024, count=256, in_place=1)
     sink.rows(ops.get("all_reduce"), [ar])
@@ -231,31 +221,20 @@ def test_table_sink_sections_golden() -> None:
 
 def test_table_sink_all_correct_says_ok() -> None:
     rec = Recorder()
-    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    sink = TableSink(echo=rec.echo, warn=rec.warn)
     sink.rows(ops.get("all_gather"), [row(wrong=None), row(in_place=1, wrong=None)])
     sink.close()
     assert rec.lines()[-1] == "# Wrong elements       : 0 OK"
     assert "N/A" in rec.lines()[-4]
 
 
-def test_table_sink_without_table_still_writes_every_row() -> None:
-    rec = Recorder()
-    sink = TableSink(rec.write_row, show_table=False, echo=rec.echo, warn=rec.warn)
-    sink.header(["# header"])
-    sink.rows(ops.get("all_gather"), [row(), row(in_place=1, wrong=4)])
-    sink.close()
-    assert [k for k, _ in rec.events] == ["row", "row"]
-    assert sink.wrong_total == 4
-
-
 def test_a_row_without_a_measurement_is_shown_by_its_status() -> None:
     rec = Recorder()
-    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    sink = TableSink(echo=rec.echo, warn=rec.warn)
     no_numbers = dict.fromkeys(("time_us", "algbw_gbps", "busbw_gbps"))
     oom = row(in_place=1, wrong=None, status="oom", **no_numbers)
     sink.rows(ops.get("all_gather"), [row(status="ok"), oom])
     sink.close()
-    assert [k for k, _ in rec.events].count("row") == 2
     line = next(line for line in rec.lines() if line.startswith("        1008"))
     assert line.split()[-4:] == ["oom", "oom", "oom", "N/A"]
     assert "# Avg bus bandwidth    : 0.0544 GB/s  (all_gather)" in rec.lines()
@@ -359,7 +338,7 @@ def test_host_bound_times_are_marked_and_explained() -> None:
 
 def test_table_sink_counts_host_bound_rows() -> None:
     rec = Recorder()
-    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    sink = TableSink(echo=rec.echo, warn=rec.warn)
     sink.rows(ops.get("all_gather"), [row(host_bound=1), row(in_place=1, host_bound=1)])
     sink.rows(ops.get("all_gather"), [row(size_bytes=2016, host_bound=0)])
     sink.close()
@@ -367,7 +346,7 @@ def test_table_sink_counts_host_bound_rows() -> None:
     assert rec.lines()[-1].startswith("# Host-bound rows      : 2 (time marked *)")
     assert "--cuda-graph" in rec.lines()[-1]
     quiet = Recorder()
-    sink = TableSink(quiet.write_row, echo=quiet.echo, warn=quiet.warn)
+    sink = TableSink(echo=quiet.echo, warn=quiet.warn)
     sink.rows(ops.get("all_gather"), [row(host_bound=None)])
     sink.close()
     assert not any("Host-bound" in line for line in quiet.lines())
@@ -375,13 +354,12 @@ def test_table_sink_counts_host_bound_rows() -> None:
 
 def test_an_unsupported_row_is_shown_like_an_oom_row() -> None:
     rec = Recorder()
-    sink = TableSink(rec.write_row, echo=rec.echo, warn=rec.warn)
+    sink = TableSink(echo=rec.echo, warn=rec.warn)
     unsupported = row(in_place=1, status="unsupported", **NO_NUMBERS)
     sink.rows(ops.get("all_gather"), [row(status="unsupported", **NO_NUMBERS), unsupported])
     sink.note("all_gather: NCCL has no algorithm for it under NCCL_ALGO=Tree")
     sink.rows(ops.get("all_gather"), [row(size_bytes=2016, status="ok")])
     sink.close()
-    assert [k for k, _ in rec.events].count("row") == 3
     assert sink.status_counts == {"unsupported": 2, "ok": 1}
     line = next(line for line in rec.lines() if line.startswith("        1008"))
     assert line == (

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from colbench import ops
-from colbench.report.console import TableSink
+from colbench.report.console import TableSink, format_line
 from colbench.report.reporters import (
     ConsoleReporter,
     CsvReporter,
@@ -76,12 +76,42 @@ def test_one_stream_feeds_every_reporter(tmp_path: Path) -> None:
     assert advanced == [2, 2, 1, 1]
     # The console reporter prints what the table always printed for these rows.
     alone: list[str] = []
-    table = TableSink(lambda row: None, echo=alone.append, warn=alone.append)
+    table = TableSink(echo=alone.append, warn=alone.append)
     table.header(HEADER)
     for rows in sizes():
         table.rows(ops.get(rows[0].op), rows)
     table.close()
     assert echoed == alone
+
+
+def test_each_size_is_on_disk_and_counted_before_the_table_prints_it(tmp_path: Path) -> None:
+    # The reporters in the order the rank's lead gives them (colbench.run.lead): the CSV
+    # first, so a row is on disk before anything else shows it.
+    run = RunDir.create(tmp_path / "run", tmp_path)
+    advanced: list[int] = []
+    printed: list[tuple[str, int, int]] = []
+
+    def echo(line: str) -> None:
+        printed.append((line, run.rows_kept(), sum(advanced)))
+
+    reporters = [
+        CsvReporter(run),
+        MetaReporter(run),
+        ProgressReporter(advanced.append),
+        ConsoleReporter(HEADER, echo, echo),
+    ]
+    fed = 0
+    with RowStream(reporters, echo) as stream:
+        stream.start({"run_id": run.name, "status": "running"})
+        for rows in sizes():
+            before = len(printed)
+            stream.rows(None, rows)
+            fed += len(rows)
+            # The size's line, printed last, came when its rows were kept and counted.
+            assert printed[-1] == (format_line(rows), fed, fed)
+            assert all(kept == fed for _, kept, _ in printed[before:])
+        stream.end()
+    assert printed[-1][0] == "# Wrong elements       : 2 FAILED"
 
 
 def test_a_failed_run_keeps_its_rows_and_no_verdict(tmp_path: Path) -> None:

@@ -122,7 +122,7 @@ def _row(size: int, slowest: int, skew_us: float, batch: tuple[float, float]) ->
 
 def test_the_table_marks_rank_skew_and_names_the_straggler() -> None:
     echoed: list[str] = []
-    sink = TableSink(lambda row: None, echo=echoed.append, warn=echoed.append)
+    sink = TableSink(echo=echoed.append, warn=echoed.append)
     sink.nodes = ["nodeA", "nodeB"]
     rows = [_row(1024 << i, 1, 40.0, (100.0, 100.0)) for i in range(12)]
     rows[0] = _row(1024, 1, 40.0, (100.0, 120.0))
