@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.tables import Table, TableRow, TableWriter, format_cell
+from colbench.tables import Table, TableRow, TableWriter, format_cell, register
 from colbench.tables import column as _column
 
 SCHEMA_VERSION = 4
@@ -190,6 +190,7 @@ RESULTS = Table(
     "One row per op, dtype, reduction, size and placement measured (per repeat).",
     _ADDED_IN,
 )
+register(RESULTS)
 
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = RESULTS.columns

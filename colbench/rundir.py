@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.p2p.results import P2P
 from colbench.results import RESULTS, SCHEMA_VERSION, csv_path, load
-from colbench.skew import PER_RANK
+from colbench.tables import TABLES as TABLES
 from colbench.tables import Table, TableWriter
 
-#: Every table a run directory may hold (docs/schema.md lists them).
-TABLES = [RESULTS, PER_RANK, P2P]
+# TABLES: every table a run directory may hold (docs/schema.md lists them). Each adds
+# itself from the module that declares it (colbench.tables.register), so this module
+# imports none of theirs; colbench.tables.every_table imports them all.
 META_FILE = "meta.json"
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from colbench.tables import Table, TableRow, column
+from colbench.tables import Table, TableRow, column, register
 
 T = TypeVar("T")
 
@@ -387,3 +387,4 @@ PER_RANK = Table(
     PER_RANK_HISTORY,
     "With `sweep --per-rank`: one row per rank per row of results.csv.",
 )
+register(PER_RANK)

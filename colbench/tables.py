@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import importlib
 import math
 import os
 import sys
@@ -78,6 +79,32 @@ class Table:
     @property
     def units(self) -> dict[str, str]:
         return {f.name: f.metadata["unit"] for f in _fields(self.row_type)}
+
+
+#: Every table a run directory may hold, in docs/schema.md's order. The module that
+#: declares a table adds it (:func:`register`), so that naming them needs none of those
+#: modules (colbench.rundir would otherwise import p2p). It holds the tables of the
+#: modules imported so far; :func:`every_table` imports them all.
+TABLES: list[Table] = []
+#: The modules that declare a run directory's tables, in docs/schema.md's order.
+TABLE_MODULES = ("colbench.results", "colbench.skew", "colbench.p2p.results")
+
+
+def register(table: Table) -> None:
+    """Add ``table`` to :data:`TABLES`, in its module's place."""
+    module = table.row_type.__module__
+    if module not in TABLE_MODULES:
+        raise ValueError(f"{table.file_name}: add {module} to colbench.tables.TABLE_MODULES")
+    # A module imported again (importlib.reload) declares its table anew.
+    TABLES[:] = [t for t in TABLES if t.file_name != table.file_name] + [table]
+    TABLES.sort(key=lambda t: TABLE_MODULES.index(t.row_type.__module__))
+
+
+def every_table() -> list[Table]:
+    """Every table a run directory may hold, in docs/schema.md's order."""
+    for module in TABLE_MODULES:
+        importlib.import_module(module)
+    return list(TABLES)
 
 
 def format_cell(value: Any) -> str:
@@ -182,14 +209,16 @@ def markdown(tables: list[Table]) -> str:
 
 def main(argv: list[str]) -> int:
     """``python -m colbench.tables --markdown``: print docs/schema.md."""
-    from colbench.rundir import TABLES
-
     if argv != ["--markdown"]:
         print("usage: python -m colbench.tables --markdown", file=sys.stderr)
         return 2
-    sys.stdout.write(markdown(TABLES))
+    sys.stdout.write(markdown(every_table()))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    # Run as a script this file is __main__, not the colbench.tables the table modules
+    # register with.
+    from colbench.tables import main as registered_main
+
+    raise SystemExit(registered_main(sys.argv[1:]))

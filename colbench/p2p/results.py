@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.tables import Table, TableRow, column
+from colbench.tables import Table, TableRow, column, register
 
 P2P_SCHEMA_VERSION = 1
 
@@ -60,6 +60,7 @@ P2P = Table(
     {1: "first release."},
     "`colbench p2p`: one row per ordered pair of ranks measured (per pass of --repeat).",
 )
+register(P2P)
 FILE_NAME = P2P.file_name
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = P2P.columns

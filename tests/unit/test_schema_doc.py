@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from colbench.rundir import TABLES
-from colbench.tables import Table, markdown
+from colbench.tables import TABLE_MODULES, Table, TableRow, every_table, markdown, register
 
 SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
+TABLES = every_table()
 
 
 def test_committed_schema_doc_is_current() -> None:
@@ -54,3 +54,38 @@ def test_the_module_prints_the_doc() -> None:
     )
     assert made.returncode == 0, made.stderr
     assert made.stdout == SCHEMA_DOC.read_text()
+
+
+def _in_a_fresh_interpreter(code: str) -> str:
+    made = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
+
+
+def test_rundir_imports_no_module_that_declares_another_table() -> None:
+    # The registry lets rundir name TABLES without importing p2p (or skew).
+    imported = _in_a_fresh_interpreter(
+        "import sys, colbench.rundir; print(sorted(m for m in sys.modules if m in "
+        f"{TABLE_MODULES!r}))"
+    )
+    assert imported == "['colbench.results']"
+
+
+def test_the_tables_keep_the_docs_order_whatever_imports_them_first() -> None:
+    names = _in_a_fresh_interpreter(
+        "import colbench.p2p.results, colbench.skew, colbench.rundir as r; "
+        "print(' '.join(t.file_name for t in r.TABLES))"
+    )
+    assert names == "results.csv per_rank.csv p2p.csv"
+    assert [t.file_name for t in TABLES] == names.split()
+
+
+def test_a_table_of_an_unlisted_module_is_refused() -> None:
+    class Stray(TableRow):
+        pass
+
+    with pytest.raises(ValueError, match=r"add tests\.unit\.test_schema_doc to"):
+        register(Table("stray.csv", Stray, 1, {1: "first"}))
+    assert "stray.csv" not in [t.file_name for t in every_table()]
