@@ -28,7 +28,8 @@ import torch.distributed as dist
 
 from colbench.groups import SideGroup
 from colbench.launch import free_port
-from colbench.skew import BarrierThreads, thread_run_delays_ns, wait_in
+from colbench.schedstat import BarrierThreads, thread_run_delays_ns
+from colbench.skew import wait_in
 
 
 def _figures(samples_us: list[float]) -> str:

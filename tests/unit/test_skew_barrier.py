@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from colbench.skew import BarrierThreads, run_delays_ns, thread_run_delays_ns, wait_in
+from colbench.schedstat import BarrierThreads, run_delays_ns, thread_run_delays_ns
+from colbench.skew import wait_in
 
 #: Audit events raised while a test records (sys.addaudithook cannot be removed, so the
 #: hook stays but records only while a list is set here).
