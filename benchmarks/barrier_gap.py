@@ -11,7 +11,9 @@ once, so the figures are the harness's own cost.
 Printed: the threads on the barrier's path, the gap (barrier return -> the batch's
 first instruction) and the snapshot taken before the barrier, median / p90 / p99 in us.
 For comparison, before the schedstat files were kept open (main at 68e919d) the gap
-was a full snapshot: list the threads, open and read each file.
+was a full snapshot: list the threads, open and read each file. Measured on the 2-core
+development machine (7 threads, under flock, 2500 rounds, two runs each): 112 us
+median, p99 175 us before; 11 us median, p99 20 us after (18 us with 13 threads).
 
     python benchmarks/barrier_gap.py [--rounds 3000] [--groups 0]
 """
