@@ -188,3 +188,21 @@ def crossover(
     if a_tree == a_ring:
         return Crossing(None, TREE if b_tree < b_ring else RING)
     return Crossing(None, low_latency)
+
+
+_DESCRIPTIONS = {
+    (RING, "all_reduce"): "ring: 2(N-1) steps, 2(N-1)/N*S sent, (N-1)/N*S reduced",
+    (RING, "all_gather"): "ring: N-1 steps, (N-1)/N*S sent",
+    (RING, "reduce_scatter"): "ring: N-1 steps, (N-1)/N*S sent and reduced",
+    (RING, "broadcast"): "pipelined chain: N-1 steps, S sent",
+    (RING, "reduce"): "pipelined chain: N-1 steps, S sent and reduced",
+    (TREE, "all_reduce"): "binary tree, pipelined, chain in a node: 2((G-1)+log2 M) steps, "
+    "min(M-1,3)*S sent (2S on one node)",
+    (DOUBLE_TREE, "all_reduce"): "double binary tree (NCCL Tree): 2((G-1)+log2 M) steps, "
+    "S/2*min(M,4) sent (2S on one node)",
+}
+
+
+def describe(op: str, algo: str) -> str:
+    """One line naming the model of ``op`` by ``algo`` (N ranks, G per node, M nodes)."""
+    return _DESCRIPTIONS[algo, op]
