@@ -72,7 +72,7 @@ def algo_of(line: Line, meta_env: dict[str, str], assumed: str | None) -> str:
             "--env NCCL_ALGO=Ring,Tree, or say which it used with one --algo"
         )
     algo = _NCCL_ALGOS.get(spec.strip().lower())
-    if algo is None:
+    if algo is None or algo not in algorithms_for(line.op):
         raise UsageError(
             f"run {line.run} ran {line.op} under NCCL_ALGO={value}: predict models one "
             "algorithm per run (Ring or Tree); measure with --env NCCL_ALGO=Ring,Tree"

@@ -109,7 +109,10 @@ def _fit_group(op: str, algo: str, curves: Sequence[Measured]) -> Fit:
 
 
 def source(fits: dict[tuple[str, str], Fit], op: str, algo: str) -> tuple[Fit, str] | None:
-    """The fit that predicts ``algo`` for ``op``, and the basis to show for it."""
+    """The fit that predicts ``algo`` for ``op``, and the basis to show for it; None when
+    ``op`` has no ``algo`` model or no fit can serve it."""
+    if algo not in algorithms_for(op):
+        return None
     if (op, algo) in fits:
         return fits[op, algo], f"fitted on {algo} runs"
     for other in _STAND_INS[algo]:
