@@ -64,6 +64,8 @@ def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
     assumed = algos[0] if len(algos) == 1 else None
     targets = _targets(flags.ranks)
     min_size = parse_size(flags.min_size)
+    if flags.plot and not targets:
+        raise UsageError("--plot draws predictions: give --ranks")
     if flags.max_error is not None and not flags.against:
         raise UsageError("--max-error judges --against runs: give --against RUN")
     fitted = data.load_measured(runs, assumed, wanted_ops)
@@ -112,7 +114,5 @@ def _write(
     if flags.plot:
         from colbench.predict.plot import plot_predictions
 
-        if not predicted:
-            raise UsageError("--plot draws predictions: give --ranks")
         path = plot_predictions(Path(flags.out or "."), predicted, crossings)
         print(f"colbench: wrote {path}", file=sys.stderr)

@@ -107,7 +107,9 @@ def load_measured(
 ) -> list[Measured]:
     """Every modelled curve of the runs (ops without a model, world sizes below 2 and
     ops not in ``wanted_ops``, when given, left out)."""
-    found = []
+    found: list[Measured] = []
+    if not paths:
+        return found
     for run in load_runs(paths):
         for line in lines(run):
             if not algorithms_for(line.op) or line.world_size < 2:

@@ -59,7 +59,7 @@ def prediction_lines(predicted: Sequence[Predicted]) -> list[str]:
             f"{size_text(p.size_bytes):>6} {p.time_us:11.1f} {p.time_low_us:11.1f} "
             f"{p.time_high_us:11.1f} {p.busbw_gbps:10.4g}  {p.basis}"
         )
-    if any(p.algo != RING and "link parameters" in p.basis for p in predicted):
+    if any(p.algo != RING and p.basis.startswith(RING) for p in predicted):
         out.append(
             "# tree predictions above use the ring runs' link parameters: no measured tree "
             "checks them (gloo runs rings only); the models are checked against "
