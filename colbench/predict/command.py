@@ -31,12 +31,15 @@ def _algos(given: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(given))
 
 
-def _ranks_per_node(flags: PredictFlags, fitted: Sequence[data.Measured]) -> int:
-    """--ranks-per-node, else the one value of the fitted runs."""
+def _ranks_per_node(flags: PredictFlags, fitted: Sequence[data.Measured]) -> int | None:
+    """--ranks-per-node, else the one value of the fitted runs; None (each target on one
+    node) when every fitted run ran on one node."""
     if flags.ranks_per_node is not None:
         if flags.ranks_per_node < 1:
             raise UsageError(f"--ranks-per-node must be >= 1, got {flags.ranks_per_node}")
         return flags.ranks_per_node
+    if all(m.nnodes == 1 for m in fitted):
+        return None
     seen = sorted({m.ranks_per_node for m in fitted})
     if len(seen) > 1:
         raise UsageError(
@@ -81,7 +84,7 @@ def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
     checked = engine.check_against(fits, against)
     lines = report.fit_lines(list(fits.values()))
     if predicted:
-        lines += report.prediction_lines(predicted)
+        lines += report.prediction_lines(predicted, per_node)
     if crossings:
         lines += report.crossover_lines(crossings)
     if checked:

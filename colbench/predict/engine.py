@@ -157,14 +157,17 @@ def wanted_algos(op: str, given: Sequence[str]) -> list[str]:
 
 def predict_grid(
     fits: dict[tuple[str, str], Fit], op_sizes: dict[str, list[int]], targets: Iterable[int],
-    ranks_per_node: int, algos: Sequence[str],
+    ranks_per_node: int | None, algos: Sequence[str],
 ) -> list[Predicted]:  # fmt: skip
+    """Predictions at every target, op, algorithm and size; ``ranks_per_node`` None puts
+    each target on one node."""
     out = []
     for world_size in targets:
+        per_node = ranks_per_node or world_size
         for op, sizes in op_sizes.items():
             for algo in wanted_algos(op, algos):
                 for size in sizes:
-                    p = predict_one(fits, op, algo, world_size, ranks_per_node, size)
+                    p = predict_one(fits, op, algo, world_size, per_node, size)
                     if p is not None:
                         out.append(p)
     return out
@@ -180,7 +183,7 @@ class CrossRow:
 
 def crossovers(
     fits: dict[tuple[str, str], Fit], ops_wanted: Iterable[str], targets: Iterable[int],
-    ranks_per_node: int, algos: Sequence[str],
+    ranks_per_node: int | None, algos: Sequence[str],
 ) -> list[CrossRow]:  # fmt: skip
     """Where each tree algorithm and the ring swap places, per op and target N."""
     rows = []
@@ -190,13 +193,14 @@ def crossovers(
         if ring is None or RING not in wanted_algos(op, algos):
             continue
         for world_size in targets:
+            per_node = ranks_per_node or world_size
             for algo in tree_algos:
                 tree = source(fits, op, algo)
                 if tree is None:
                     continue
                 crossing = models.crossover(
-                    _ends(op, RING, world_size, ranks_per_node),
-                    _ends(op, algo, world_size, ranks_per_node),
+                    _ends(op, RING, world_size, per_node),
+                    _ends(op, algo, world_size, per_node),
                     ring[0].params,
                     tree[0].params,
                 )

@@ -40,19 +40,27 @@ def _time_panel(ax: Any, op: str, predicted: Sequence[Predicted]) -> None:
 
 
 def _crossover_panel(ax: Any, rows: Sequence[CrossRow]) -> None:
-    for algo in dict.fromkeys(r.tree_algo for r in rows):
-        found = [r for r in rows if r.tree_algo == algo and r.crossing.size_bytes is not None]
-        ax.plot(
-            [r.world_size for r in found], [r.crossing.size_bytes for r in found], "o-",
-            label=f"{algo} faster below, ring above",
-        )  # fmt: skip
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
+    ax.set_title("tree vs ring crossover")
     ax.set_xlabel("ranks")
     ax.set_ylabel("crossover size (bytes)")
-    ax.set_title("tree vs ring crossover")
-    if rows:
-        ax.legend(fontsize="x-small")
+    drawn = False
+    for algo in dict.fromkeys(r.tree_algo for r in rows):
+        found = [r for r in rows if r.tree_algo == algo and r.crossing.size_bytes is not None]
+        if not found:
+            continue
+        below = found[0].crossing.faster_below
+        ax.plot(
+            [r.world_size for r in found], [r.crossing.size_bytes for r in found], "o-",
+            label=f"{algo} vs ring ({algo if below != 'ring' else 'ring'} faster below)",
+        )  # fmt: skip
+        drawn = True
+    if not drawn:
+        # Nothing crosses at a positive size: a log axis would have no data to span.
+        ax.text(0.5, 0.5, "no crossover at these N", ha="center", transform=ax.transAxes)
+        return
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.legend(fontsize="x-small")
 
 
 def plot_predictions(

@@ -47,9 +47,14 @@ def fit_lines(fits: Sequence[Fit]) -> list[str]:
     return out
 
 
-def prediction_lines(predicted: Sequence[Predicted]) -> list[str]:
+def prediction_lines(predicted: Sequence[Predicted], ranks_per_node: int | None) -> list[str]:
+    where = (
+        "each target on one node, as the fitted runs"
+        if ranks_per_node is None
+        else f"{ranks_per_node} ranks per node"
+    )
     out = [
-        "# predictions: time_us with its 95% prediction interval (docs/predict.md)",
+        f"# predictions ({where}): time_us with its 95% prediction interval (docs/predict.md)",
         f"# {'op':<14} {'algo':<11} {'ranks':>6} {'nodes':>5} {'size':>6} {'time_us':>11} "
         f"{'low_us':>11} {'high_us':>11} {'busbw_GB/s':>10}  basis",
     ]
