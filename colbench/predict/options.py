@@ -25,7 +25,7 @@ class PredictFlags:
         None,
         "--ranks-per-node",
         "--gpus-per-node",
-        help="Ranks per node of the targets (default: as in the fitted runs).",
+        help="Ranks per node of the targets (alias --gpus-per-node; default: as measured).",
     )
     sizes: str | None = _judge(
         None, "--sizes", help="Sizes to predict, e.g. 4K-1G (default: the measured sizes)."

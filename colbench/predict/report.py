@@ -7,7 +7,9 @@ from collections.abc import Sequence
 
 from colbench.predict.engine import Checked, CrossRow, Predicted, largest_errors, size_text
 from colbench.predict.fit import Fit
-from colbench.predict.models import RING, describe, rate_gbps
+from colbench.predict.models import PARAMETERS, RING, describe, rate_gbps
+
+GAMMA = PARAMETERS.index("gamma_us_per_byte")
 
 
 def _rate(us_per_byte: float) -> str:
@@ -30,9 +32,11 @@ def fit_lines(fits: Sequence[Fit]) -> list[str]:
     for f in fits:
         p = f.params
         worlds = ",".join(str(n) for n in f.world_sizes)
+        # gamma not fitted: the op reduces nothing, or it is folded into beta (see notes).
+        gamma = _rate(p.gamma_us_per_byte) if GAMMA in f.free else "-"
         out.append(
             f"  {f.op:<14} {f.algo:<11} {p.overhead_us:11.1f} {p.alpha_us:9.2f} "
-            f"{_rate(p.beta_us_per_byte):>10} {_rate(p.gamma_us_per_byte):>11} "
+            f"{_rate(p.beta_us_per_byte):>10} {gamma:>11} "
             f"{100 * f.residual_rms:5.1f}% {100 * f.residual_max:5.1f}% {len(f.kept):6d}  {worlds}"
         )
         for note in f.notes:
