@@ -145,3 +145,34 @@ def test_refusals_say_what_to_measure(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "--plot draws predictions" in _refused(
         capsys, r2, r4, "--plot", "--out", str(tmp_path / "o")
     )
+
+
+def test_the_algorithm_of_an_nccl_run_comes_from_nccl_algo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from colbench.predict.data import variant_env
+
+    # Values may hold commas: a piece without "=" continues the previous value.
+    assert variant_env("NCCL_ALGO=Ring,Tree,NCCL_PROTO=LL") == {
+        "NCCL_ALGO": "Ring,Tree",
+        "NCCL_PROTO": "LL",
+    }
+    # The per-collective form: all_reduce ran the tree (NCCL's Tree: the double tree).
+    per_coll = [
+        str(model_run(
+            tmp_path / f"pc{n}", n, ops=("all_reduce",), algo=models.DOUBLE_TREE,
+            backend="nccl", variant="NCCL_ALGO=allreduce:tree;allgather:ring",
+        ))
+        for n in (2, 4)
+    ]  # fmt: skip
+    code, stdout, _ = run_main(capsys, "predict", *per_coll, "--ranks", "8", "--sizes", "1M")
+    assert code == 0 and "fitted on double_tree runs" in stdout
+    # NCCL choosing between two algorithms per size is no single model.
+    mixed = [
+        str(model_run(
+            tmp_path / f"mix{n}", n, ops=("all_reduce",), backend="nccl",
+            variant="NCCL_ALGO=Ring,Tree",
+        ))
+        for n in (2, 4)
+    ]  # fmt: skip
+    assert "one algorithm per run" in _refused(capsys, *mixed, "--ranks", "8")
