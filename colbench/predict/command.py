@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from colbench import ops
 from colbench.errors import ExitCode, UsageError
@@ -104,9 +106,6 @@ def _write(
     predicted: Sequence[engine.Predicted], checked: Sequence[engine.Checked],
     crossings: Sequence[engine.CrossRow],
 ) -> None:  # fmt: skip
-    import sys
-    from pathlib import Path
-
     from colbench.predict.files import write_outputs
 
     if flags.out:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from colbench import ops
+from colbench.analysis.fit import approx_size
 from colbench.errors import UsageError
 from colbench.predict import models
 from colbench.predict.data import Measured
@@ -249,6 +250,4 @@ def size_text(size_bytes: float) -> str:
     whole = int(size_bytes)
     if whole == size_bytes and format_size(whole)[-1:] in "KMGT":
         return format_size(whole)
-    from colbench.analysis.fit import approx_size
-
     return approx_size(size_bytes)
