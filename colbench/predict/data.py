@@ -37,6 +37,8 @@ class Measured:
     world_size: int
     nnodes: int
     ranks_per_node: int
+    setting: str
+    """The run's variant without NCCL_ALGO: what else it set (NCCL_PROTO=LL...)."""
     size_bytes: np.ndarray
     time_us: np.ndarray
 
@@ -97,6 +99,9 @@ def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
         world_size=line.world_size,
         nnodes=nnodes,
         ranks_per_node=per_node,
+        setting=",".join(
+            f"{k}={v}" for k, v in variant_env(line.variant).items() if k != "NCCL_ALGO"
+        ),
         size_bytes=line.size_bytes,
         time_us=line.time_us,
     )

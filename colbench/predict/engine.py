@@ -95,6 +95,13 @@ def _fit_group(op: str, algo: str, curves: Sequence[Measured]) -> Fit:
             f"term grows with N ({steps:g} steps there) and one N cannot tell it from the "
             "fixed overhead; measure at a second world size too (e.g. 2 and 4 ranks)"
         )
+    settings = sorted({c.setting for c in curves})
+    if len(settings) > 1:
+        raise UsageError(
+            f"{name} runs differ in their variant beyond NCCL_ALGO ("
+            + " vs ".join(repr(v) for v in settings)
+            + "): one model describes one setting; give runs of one setting"
+        )
     if len(sizes) < MIN_SIZES:
         raise UsageError(
             f"{name} was measured at {len(sizes)} size(s): a fit needs at least "

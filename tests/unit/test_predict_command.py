@@ -176,3 +176,13 @@ def test_the_algorithm_of_an_nccl_run_comes_from_nccl_algo(
         for n in (2, 4)
     ]  # fmt: skip
     assert "one algorithm per run" in _refused(capsys, *mixed, "--ranks", "8")
+    # Protocols differ: two settings are two models, not one.
+    protos = [
+        str(model_run(
+            tmp_path / f"proto{n}", n, ops=("all_reduce",), backend="nccl",
+            variant=f"NCCL_ALGO=Ring,NCCL_PROTO={proto}",
+        ))
+        for n, proto in ((2, "LL"), (4, "Simple"))
+    ]  # fmt: skip
+    message = _refused(capsys, *protos, "--ranks", "8")
+    assert "differ in their variant beyond NCCL_ALGO ('NCCL_PROTO=LL' vs" in message
