@@ -186,3 +186,14 @@ def test_the_algorithm_of_an_nccl_run_comes_from_nccl_algo(
     ]  # fmt: skip
     message = _refused(capsys, *protos, "--ranks", "8")
     assert "differ in their variant beyond NCCL_ALGO ('NCCL_PROTO=LL' vs" in message
+
+
+def test_help_shows_examples_and_the_docs_document_predict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, stdout, _ = run_main(capsys, "predict", "--help")
+    assert code == 0 and "Example" in stdout and "colbench predict " in stdout
+    assert "--gpus-per-node" in stdout and "--against" in stdout
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    assert "colbench predict " in (docs / "predict.md").read_text()
+    assert "# Options of `colbench predict`" in (docs / "options.md").read_text()
