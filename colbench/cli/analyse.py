@@ -121,14 +121,14 @@ targets, too few sizes, NCCL runs without NCCL_ALGO (docs/predict.md).
 Examples:
   colbench predict results/ring-2n/ results/ring-4n/ --ranks 64,512,4096 --plot
   colbench predict results/r2/ results/r3/ results/r4/ --ranks 8 --ranks-per-node 1
-  colbench predict results/r2/ results/r3/ results/r4/ --against results/r6/ \\
-      --against results/r8/ --max-error 15 --out predicted/
+  colbench predict results/r2/ results/r3/ results/r4/ \\
+      --against results/r6/ results/r8/ --max-error 15 --out predicted/
 
 Exit codes: 0 ok, 1 --max-error exceeded, 2 bad input or refused extrapolation.
 """
 
 
-@app.command(help=PREDICT_HELP)
+@app.command(help=PREDICT_HELP, cls=predict_options.PredictCommand)
 @_with_options(
     _param(
         "runs", list[str], inspect.Parameter.empty,

@@ -6,7 +6,11 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from typer.core import TyperCommand
 
 from colbench.options import Option, option, rows_of
 
@@ -43,8 +47,8 @@ class PredictFlags:
     against: list[str] | None = _judge(  # noqa: RUF009
         None,
         "--against",
-        help="A measured run to check the prediction against; repeatable "
-        "(--against r6 --against r8). Must not be one of the fitted runs.",
+        help="Measured runs to check the prediction against: every run up to the next "
+        "option (--against r6 r8). Must not be fitted runs.",
     )
     min_size: str = _judge("4K", "--min-size", help="Judge --against errors only at sizes >= this.")
     max_error: float | None = _judge(
@@ -64,3 +68,37 @@ class PredictFlags:
 def table() -> tuple[Option, ...]:
     """Every option of ``colbench predict``, in the order ``--help`` lists them."""
     return rows_of(PredictFlags)
+
+
+AGAINST = "--against"
+
+
+def spread_against(args: Sequence[str]) -> list[str]:
+    """``--against r6 r8 --out d`` -> ``--against r6 --against r8 --out d``.
+
+    The parser takes one value per option; without this, a second run after --against
+    would silently join the fitted runs (the positional RUNs) and the check would be an
+    interpolation. Every word after --against up to the next option (or ``--``) is a run
+    to check against.
+    """
+    out: list[str] = []
+    greedy = False  # among --against's runs, after its first
+    for index, word in enumerate(args):
+        if word == "--":
+            return out + list(args[index:])
+        if word.startswith("-") and word != "-":
+            greedy = word.startswith(AGAINST + "=")
+            out.append(word)
+            continue
+        if greedy:
+            out.append(AGAINST)
+        greedy = greedy or (bool(out) and out[-1] == AGAINST)
+        out.append(word)
+    return out
+
+
+class PredictCommand(TyperCommand):
+    """``colbench predict``'s command: ``--against`` takes several runs (spread_against)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, spread_against(args))

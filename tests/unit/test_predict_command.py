@@ -39,7 +39,7 @@ def test_fit_predict_check_write_and_draw(
     code, stdout, _ = run_main(
         capsys, "predict", fabric_runs[2], fabric_runs[3], fabric_runs[4],
         "--ranks", "64,512", "--sizes", "4K,1M", "--against", fabric_runs[6],
-        "--against", fabric_runs[8], "--max-error", "1", "--out", str(out), "--plot",
+        fabric_runs[8], "--max-error", "1", "--out", str(out), "--plot",
     )  # fmt: skip
     assert code == 0, stdout
     # Which model each (op, algo) uses, and the fitted link: 0.05 us/B = 0.02 GB/s.
@@ -197,3 +197,18 @@ def test_help_shows_examples_and_the_docs_document_predict(
     docs = Path(__file__).resolve().parents[2] / "docs"
     assert "colbench predict " in (docs / "predict.md").read_text()
     assert "# Options of `colbench predict`" in (docs / "options.md").read_text()
+
+
+def test_against_takes_every_run_up_to_the_next_option() -> None:
+    from colbench.predict.options import spread_against
+
+    assert spread_against(["r2", "r3", "--against", "r6", "r8", "--out", "d"]) == [
+        "r2", "r3", "--against", "r6", "--against", "r8", "--out", "d",
+    ]  # fmt: skip
+    assert spread_against(["r2", "--against=r6", "r8", "--plot"]) == [
+        "r2", "--against=r6", "--against", "r8", "--plot",
+    ]  # fmt: skip
+    # Other options' values, and words after "--", stay where they are.
+    assert spread_against(["r2", "--ranks", "8", "r3", "--against", "r6", "--", "r9"]) == [
+        "r2", "--ranks", "8", "r3", "--against", "r6", "--", "r9",
+    ]  # fmt: skip
