@@ -94,6 +94,10 @@ def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
     print("\n".join(lines), flush=True)
     _write(runs, flags, list(fits.values()), predicted, checked, crossings)
     worst = engine.largest_errors(checked, min_size)
+    if flags.max_error is not None and not worst:
+        raise UsageError(
+            f"--max-error judges sizes >= --min-size {flags.min_size}: the --against runs have none"
+        )
     if flags.max_error is not None and any(
         abs(c.error_pct) > flags.max_error for c in worst.values()
     ):

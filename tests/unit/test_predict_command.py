@@ -88,6 +88,11 @@ def test_max_error_exceeded_exits_1(tmp_path: Path, capsys: pytest.CaptureFixtur
         capsys, "predict", *runs, "--against", checked, "--max-error", "15", "--min-size", "128K"
     )
     assert code == 0
+    # Nothing at or above --min-size: nothing judged is no pass.
+    code, _, err = run_main(
+        capsys, "predict", *runs, "--against", checked, "--max-error", "15", "--min-size", "1G"
+    )
+    assert code == 2 and "have none" in err
 
 
 def test_nccl_variants_fit_ring_and_tree_separately(
