@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from colbench.cli import main
+from colbench.cli.app import app
 from tests.docs_examples import (
     LANGUAGES,
     REPO,
@@ -25,8 +26,14 @@ from tests.docs_examples import (
     where,
 )
 
+#: Every command the CLI registers, so that a new one cannot go undocumented; `version`
+#: takes no argument worth an example.
 COMMANDS = [
-    *("sweep", "run", "plot", "compare", "import", "crosscheck", "fit", "gate", "explain", "env"),
+    name
+    for name in (
+        c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands
+    )
+    if name != "version"
 ]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
