@@ -35,6 +35,10 @@ DEFAULT_MAX_CV = 0.10
 DEFAULT_POWER = 0.80
 #: Accepted runs a baseline keeps pooled (--update-baseline --keep).
 DEFAULT_KEEP = 1
+#: Baseline runs the gate needs to judge performance on their between-run drift
+#: (--min-baseline-runs; colbench.analysis.drift): the t test's K - 1 = 4 degrees of
+#: freedom are the fewest at which its stated figures stop being mostly t quantile.
+DEFAULT_MIN_BASELINE_RUNS = 5
 
 
 @dataclass(frozen=True)
