@@ -218,7 +218,9 @@ def _warn_about_samples(result: GateResult, pairs: Sequence[Pair]) -> None:
     n_base = min((len(p.a) for p in pairs if p.a), default=0)
     n_cur = min((len(p.b) for p in pairs if p.b), default=0)
     relative = any(c.relative for c in result.checks)
-    if relative and n_base and n_cur and stats.smallest_one_sided_p(n_base, n_cur) > result.alpha:
+    # The drift test compares run medians, not samples: the rank test's counts do not apply.
+    few = n_base and n_cur and stats.smallest_one_sided_p(n_base, n_cur) > result.alpha
+    if relative and few and result.drift is None:
         result.warnings.append(
             f"only {n_base} baseline and {n_cur} current sample(s) per row: too few for the "
             f"rank test at alpha {result.alpha:g}, so changes count only beyond "

@@ -107,7 +107,8 @@ def console_lines(result: GateResult) -> list[str]:
         + ", ".join(c.text for c in result.checks)
         + f"; performance judged at {result.window.describe()}",
         f"# {rule_text(result)}",
-        "# change: (current - baseline) / baseline of the medians; p: one-sided rank test",
+        "# change: (current - baseline) / baseline of the medians; p: one-sided "
+        + ("drift t test" if result.drift else "rank test"),
         f"# {power_rule(result)}",
         "#",
         "# " + head.rstrip(),
