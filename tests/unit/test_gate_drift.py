@@ -10,6 +10,7 @@ way a sweep writes them and pooled with --update-baseline, as CI keeps its windo
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from colbench.analysis import drift, power
 from colbench.analysis.baseline import update_baseline
+from colbench.analysis.checks import DEFAULT_MIN_BASELINE_RUNS
 from colbench.analysis.gate_command import gate_command
 from colbench.analysis.gate_options import GateFlags
 from colbench.analysis.verdict import Verdict
@@ -188,3 +190,14 @@ def test_fail_inconclusive_is_opt_in(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert gate_command(str(baseline), [str(cur)], GateFlags(
         check=["busbw_gbps:-25%"], fail_inconclusive=True
     )) == 0  # fmt: skip
+
+
+def test_ci_keeps_enough_runs_for_the_drift_test() -> None:
+    # scripts/ci-gate.sh's window and the workflow's must reach the gate's minimum, or CI
+    # would never judge on drift.
+    repo = Path(__file__).resolve().parents[2]
+    script = (repo / "scripts" / "ci-gate.sh").read_text()
+    default = re.search(r"keep=\$\{KEEP:-(\d+)\}", script)
+    assert default is not None and int(default.group(1)) >= 2 * DEFAULT_MIN_BASELINE_RUNS
+    workflow = (repo / ".github" / "workflows" / "colbench-gate.yml").read_text()
+    assert f'KEEP: "{default.group(1)}"' in workflow
