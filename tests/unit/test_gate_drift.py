@@ -201,3 +201,12 @@ def test_ci_keeps_enough_runs_for_the_drift_test() -> None:
     assert default is not None and int(default.group(1)) >= 2 * DEFAULT_MIN_BASELINE_RUNS
     workflow = (repo / ".github" / "workflows" / "colbench-gate.yml").read_text()
     assert f'KEEP: "{default.group(1)}"' in workflow
+
+
+def test_too_small_a_minimum_is_a_usage_error(tmp_path: Path) -> None:
+    from colbench.errors import UsageError
+
+    cur = _run(tmp_path / "cur", 1.0, np.random.default_rng(6))
+    flags = GateFlags(check=["busbw_gbps:-25%"], min_baseline_runs=2)
+    with pytest.raises(UsageError, match="--min-baseline-runs must be >= 3, got 2"):
+        gate_command(str(cur), [str(cur)], flags)
