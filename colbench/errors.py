@@ -17,6 +17,8 @@ class ExitCode(enum.IntEnum):
     RANK_FAILURE = 3
     #: The process group timed out; rows measured before are kept.
     TIMEOUT = 4
+    #: colbench gate --fail-inconclusive: it passed on correctness and presence only.
+    INCONCLUSIVE = 5
     #: SIGINT / SIGTERM: 128 + signal number, like a shell.
     INTERRUPTED = 130
 

@@ -8,9 +8,11 @@
 # The suite is configs/smoke-cpu.yaml (SMOKE_SUITE overrides it, for tests); no sweep
 # flag lives here. A BASELINE_DIR that does not exist yet (a fresh runner) judges the run
 # alone: correctness and presence, performance "not judged"; --accept then starts the
-# baseline. Exit status: the sweep's when it failed, else the gate's (0 pass, 1 fail).
+# baseline. Once the window holds 5 runs (the gate's --min-baseline-runs), performance is
+# judged on their between-run drift rather than on one run's spread (docs/gate.md).
+# Exit status: the sweep's when it failed, else the gate's (0 pass, 1 fail).
 # Environment: PY (python with colbench, default .venv/bin/python), KEEP (runs in the
-# baseline window, default 3), SMOKE_SUITE.
+# baseline window, default 10: enough runs to know the runner's drift), SMOKE_SUITE.
 set -u
 accept=0
 if [ "${1:-}" = "--accept" ]; then accept=1; shift; fi
@@ -22,7 +24,7 @@ baseline=$1
 out=$2
 py=${PY:-.venv/bin/python}
 suite=${SMOKE_SUITE:-configs/smoke-cpu.yaml}
-keep=${KEEP:-3}
+keep=${KEEP:-10}
 # The gate's checks for the smoke suite: the suite measures 4M-16M for performance
 # (docs/gate.md, "The smoke suite"); fewer than 8 rows able to see a slowdown there
 # passes on correctness only and says so.

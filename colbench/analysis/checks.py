@@ -35,6 +35,10 @@ DEFAULT_MAX_CV = 0.10
 DEFAULT_POWER = 0.80
 #: Accepted runs a baseline keeps pooled (--update-baseline --keep).
 DEFAULT_KEEP = 1
+#: Baseline runs the gate needs to judge performance on their between-run drift
+#: (--min-baseline-runs; colbench.analysis.drift): with fewer, the t test's 2-3 degrees
+#: of freedom inflate every stated figure (80% power at 0.025: 5.7 SDs at 3 runs, 3.8 at 5).
+DEFAULT_MIN_BASELINE_RUNS = 5
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench import metadata
-from colbench.analysis import power, sensitivity, stats
+from colbench.analysis import drift_rows, power, sensitivity, stats
 from colbench.analysis.checks import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_CV,
+    DEFAULT_MIN_BASELINE_RUNS,
     Check,
     SizeWindow,
 )
@@ -80,11 +81,17 @@ class GateResult:
     min_judged: int = 1
     #: Why performance was not judged at all (no baseline, another machine); "" if it was.
     not_judged: str = ""
+    #: Runs in the baseline's window, and how many the drift test needs
+    #: (colbench.analysis.drift_rows); ``drift`` is set when it judged the rows.
+    baseline_runs: int = 0
+    min_runs: int = DEFAULT_MIN_BASELINE_RUNS
+    drift: drift_rows.DriftSummary | None = None
 
     @property
     def failures(self) -> int:
-        """Failing rows plus failing average-bandwidth floors."""
-        return sum(r.fails for r in self.rows) + sum(f.fails for f in self.floors)
+        """Failing rows, failing average-bandwidth floors and a failing overall statistic."""
+        overall = sum(o.fails for o in self.drift.overall) if self.drift else 0
+        return sum(r.fails for r in self.rows) + sum(f.fails for f in self.floors) + overall
 
     @property
     def passed(self) -> bool:
@@ -106,8 +113,18 @@ class GateResult:
 
     @property
     def inconclusive(self) -> bool:
-        """Performance was asked for, but too few rows could have seen a slowdown."""
-        return self.performance_checked and len(self.sensitive) < self.min_judged
+        """Performance was asked for, but too few rows could have seen a slowdown (an
+        overall statistic that could, over at least that many rows, is enough)."""
+        if not self.performance_checked or len(self.sensitive) >= self.min_judged:
+            return False
+        overall = self.drift.sensitive_overall if self.drift else None
+        return overall is None or overall.rows < self.min_judged
+
+    @property
+    def passed_on_presence_only(self) -> bool:
+        """Passed, but performance (asked for) was not judged or inconclusive."""
+        asked = any(c.relative for c in self.checks)
+        return self.passed and asked and bool(self.not_judged or self.inconclusive)
 
     def counts(self) -> dict[Verdict, int]:
         out = {v: 0 for v in Verdict}
@@ -127,9 +144,11 @@ def gate_frames(
     current: str = "current",
     fwer: str = "holm",
     target_power: float = power.DEFAULT_POWER,
+    min_runs: int = DEFAULT_MIN_BASELINE_RUNS,
 ) -> GateResult:
     """Join two runs' rows and judge every one (frames as :func:`colbench.results.load` gives):
-    each row's verdict, then Holm across the rows and what each row could have seen."""
+    each row's verdict, then Holm across the rows and what each row could have seen; on
+    the baseline runs' drift when the baseline holds at least ``min_runs`` runs."""
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {alpha:g}")
     if not 0 < target_power < 1:
@@ -139,13 +158,22 @@ def gate_frames(
     # An empty side (no baseline) has no say in which key columns the runs record.
     recorded = [f for f in (baseline_frame, current_frame) if len(f)] or [current_frame]
     pairs = join(baseline_frame, current_frame, key_columns(*recorded))
+    if min_runs < 3:
+        raise UsageError(f"--min-baseline-runs must be >= 3, got {min_runs}")
     result = GateResult(baseline, current, list(checks), window, alpha, max_cv, rows=[])
-    result.rows = [verdict(p, checks, window, alpha, max_cv) for p in _pair_loosely(pairs)]
-    result.rows.sort(key=_sort_key)
+    joined = [(p, verdict(p, checks, window, alpha, max_cv)) for p in _pair_loosely(pairs)]
+    result.rows = [row for _, row in joined]
     result.fwer, result.power = fwer, target_power
-    result.family = sensitivity.control_family(result.rows, alpha, fwer)
-    level = alpha / result.family if fwer == "holm" and result.family else alpha
-    sensitivity.state_power(result.rows, level, target_power)
+    runs = drift_rows.baseline_runs(baseline_frame)
+    result.baseline_runs, result.min_runs = len(runs), min_runs
+    if len(runs) >= min_runs:
+        result.drift = drift_rows.judge_rows(joined, runs, min_runs, alpha, target_power, fwer)
+        result.family = result.drift.family
+    else:
+        result.family = sensitivity.control_family(result.rows, alpha, fwer)
+        level = alpha / result.family if fwer == "holm" and result.family else alpha
+        sensitivity.state_power(result.rows, level, target_power)
+    result.rows.sort(key=_sort_key)
     _warn_about_samples(result, pairs)
     return result
 
@@ -190,7 +218,9 @@ def _warn_about_samples(result: GateResult, pairs: Sequence[Pair]) -> None:
     n_base = min((len(p.a) for p in pairs if p.a), default=0)
     n_cur = min((len(p.b) for p in pairs if p.b), default=0)
     relative = any(c.relative for c in result.checks)
-    if relative and n_base and n_cur and stats.smallest_one_sided_p(n_base, n_cur) > result.alpha:
+    # The drift test compares run medians, not samples: the rank test's counts do not apply.
+    few = n_base and n_cur and stats.smallest_one_sided_p(n_base, n_cur) > result.alpha
+    if relative and few and result.drift is None:
         result.warnings.append(
             f"only {n_base} baseline and {n_cur} current sample(s) per row: too few for the "
             f"rank test at alpha {result.alpha:g}, so changes count only beyond "
@@ -267,6 +297,7 @@ def run_gate(
     min_judged: int = 1,
     any_machine: bool = False,
     missing_ok: bool = False,
+    min_runs: int = DEFAULT_MIN_BASELINE_RUNS,
 ) -> GateResult:
     """Load the baseline and the current run(s) (directories or CSV files) and judge.
 
@@ -297,6 +328,7 @@ def run_gate(
         " + ".join(map(str, currents)),
         fwer,
         target_power,
+        min_runs,
     )
     result.not_judged, result.min_judged = not_judged, min_judged
     if no_baseline:

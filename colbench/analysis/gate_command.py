@@ -56,6 +56,7 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
             min_judged=flags.min_judged,
             any_machine=flags.any_machine,
             missing_ok=flags.missing_baseline_ok,
+            min_runs=flags.min_baseline_runs,
         )
 
     if flags.update:
@@ -73,7 +74,11 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         _write_text(Path(summary), gate_report.markdown(result) + "\n", append=True)
-    return int(ExitCode.OK) if result.passed else int(ExitCode.DATA_ERROR)
+    if not result.passed:
+        return int(ExitCode.DATA_ERROR)
+    if flags.fail_inconclusive and result.passed_on_presence_only:
+        return int(ExitCode.INCONCLUSIVE)
+    return int(ExitCode.OK)
 
 
 def _paired(run: str, current: Sequence[str], flags: GateFlags) -> int:

@@ -8,7 +8,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_KEEP, DEFAULT_MAX_CV, DEFAULT_POWER
+from colbench.analysis.checks import (
+    DEFAULT_ALPHA,
+    DEFAULT_KEEP,
+    DEFAULT_MAX_CV,
+    DEFAULT_MIN_BASELINE_RUNS,
+    DEFAULT_POWER,
+)
 from colbench.options import Option, option, rows_of
 
 _judge = functools.partial(option, concern="judge")
@@ -54,7 +60,20 @@ class GateFlags:
     min_judged: int = _judge(
         1,
         "--min-judged",
-        help="Fewer rows sensitive enough to judge: performance inconclusive (exit 0).",
+        help="Fewer rows sensitive enough to judge: performance inconclusive (exit 0, "
+        "or 5 with --fail-inconclusive).",
+    )
+    fail_inconclusive: bool = _judge(
+        False,
+        "--fail-inconclusive",
+        help="Exit 5 instead of 0 when the gate passes on correctness and presence only "
+        "(no baseline, another machine, or performance inconclusive).",
+    )
+    min_baseline_runs: int = _judge(
+        DEFAULT_MIN_BASELINE_RUNS,
+        "--min-baseline-runs",
+        help="Judge performance on the between-run drift of the baseline's runs when its "
+        "window (--keep) holds at least this many; fewer: within-run spread only.",
     )
     any_machine: bool = _judge(
         False,

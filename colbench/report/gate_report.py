@@ -10,8 +10,16 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
+from colbench.analysis.drift_rows import OverallResult
 from colbench.analysis.gate import FloorResult, GateResult
 from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
+from colbench.report.gate_text import (
+    overall_change,
+    overall_lines,
+    power_rule,
+    power_text,
+    rule_text,
+)
 
 #: Rows with these verdicts are listed first in the Markdown report.
 _NEEDS_A_LOOK = (
@@ -37,16 +45,6 @@ LEGEND = (
 )
 
 
-def rule_text(result: GateResult) -> str:
-    return (
-        "medians of the samples are compared; a change beyond its limit is real when a "
-        "one-sided exact Mann-Whitney U test finds the current samples beyond the baseline's "
-        f"moved by the limit (p <= {result.alpha:g}); with too few samples for that test, "
-        "when every current sample lies beyond the moved baseline's range and the medians "
-        "moved by more than twice the limit"
-    )
-
-
 def summary_line(result: GateResult) -> str:
     counts = result.counts()
     parts = ", ".join(f"{n} {v.value}" for v, n in counts.items())
@@ -61,42 +59,6 @@ def summary_line(result: GateResult) -> str:
     line = f"colbench gate: {verdict}: {len(result.rows)} rows: {parts}{floor_text}"
     power = power_text(result)
     return f"{line}; {power}" if power else line
-
-
-def power_text(result: GateResult) -> str:
-    """What the gate could see: the worst detectable slowdown over the rows that could
-    see one, and the rows too noisy to judge; or why performance was not judged."""
-    if result.not_judged:
-        return result.not_judged
-    if not result.performance_checked:
-        return ""
-    sensitive = [r.detectable for r in result.sensitive if r.detectable is not None]
-    text = (
-        f"sensitive to slowdowns >= {max(sensitive):.0%} on {len(sensitive)} rows"
-        if sensitive
-        else "sensitive on no row"
-    )
-    if result.too_noisy:
-        text += f"; {result.too_noisy} rows too noisy to judge"
-    if result.inconclusive and result.passed:
-        text += (
-            f"; performance inconclusive: fewer than {result.min_judged} sensitive rows "
-            "(--min-judged)"
-        )
-    return text
-
-
-def power_rule(result: GateResult) -> str:
-    family = (
-        f"Holm over the {result.family} rows judged (family-wise false-alarm rate "
-        f"<= {result.alpha:g})"
-        if result.fwer == "holm"
-        else f"no family-wise control (each row at {result.alpha:g})"
-    )
-    return (
-        f"{family}; detect: the smallest slowdown a row would have shown at "
-        f"{result.power:.0%} power, from its samples' spread"
-    )
 
 
 def _cell(c: CheckResult | None) -> str:
@@ -145,7 +107,8 @@ def console_lines(result: GateResult) -> list[str]:
         + ", ".join(c.text for c in result.checks)
         + f"; performance judged at {result.window.describe()}",
         f"# {rule_text(result)}",
-        "# change: (current - baseline) / baseline of the medians; p: one-sided rank test",
+        "# change: (current - baseline) / baseline of the medians; p: one-sided "
+        + ("drift t test" if result.drift else "rank test"),
         f"# {power_rule(result)}",
         "#",
         "# " + head.rstrip(),
@@ -167,6 +130,7 @@ def console_lines(result: GateResult) -> list[str]:
             f"{floor.avg_busbw_gbps:.4g} GB/s {state} the floor {floor.floor_gbps:g} GB/s "
             "(NCCL_TESTS_MIN_BW)"
         )
+    lines.extend(f"# {line}" for line in overall_lines(result))
     for what, a, b in result.changes:
         lines.append(f"# changed: {what}: {a} -> {b}")
     lines.extend(f"# warning: {w}" for w in result.warnings)
@@ -239,6 +203,7 @@ def markdown(result: GateResult) -> str:
         "",
         f"Power: {power_rule(result)}.",
         "",
+        *(f"{line[0].upper()}{line[1:]}.\n" for line in overall_lines(result)),
         "| verdict | rows |",
         "|---|---|",
         *(f"| {v.value} | {n} |" for v, n in result.counts().items()),
@@ -294,10 +259,11 @@ def _md_floors(result: GateResult) -> list[str]:
 
 def junit_xml(result: GateResult) -> str:
     """One test case per row (and per average-busbw floor); failing verdicts are failures."""
+    overall = result.drift.overall if result.drift else []
     suite = ET.Element(
         "testsuite",
         name="colbench gate",
-        tests=str(len(result.rows) + len(result.floors)),
+        tests=str(len(result.rows) + len(result.floors) + len(overall)),
         failures=str(result.failures),
         errors="0",
         skipped=str(sum(r.verdict is Verdict.SKIPPED for r in result.rows)),
@@ -318,6 +284,8 @@ def junit_xml(result: GateResult) -> str:
         _junit_row(suite, row)
     for floor in result.floors:
         _junit_floor(suite, floor)
+    for o in overall:
+        _junit_overall(suite, o)
     root = ET.Element(
         "testsuites",
         name="colbench gate",
@@ -367,3 +335,18 @@ def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
             f"{floor.floor_gbps:g} GB/s (NCCL_TESTS_MIN_BW)",
             type="floor",
         )
+
+
+def _junit_overall(suite: ET.Element, o: OverallResult) -> None:
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname="colbench.gate.overall",
+        name=f"{o.check.metric}: median change over {o.rows} rows",
+        time="0",
+    )
+    detail = f"{o.verdict.value}: {overall_change(o)}"
+    if o.fails:
+        ET.SubElement(case, "failure", message=detail, type="worse").text = detail
+    else:
+        ET.SubElement(case, "system-out").text = detail

@@ -39,7 +39,8 @@ def test_console_table(mixed: gate.GateResult) -> None:
     lines = gate_report.console_lines(mixed)
     assert lines[-1] == (
         "colbench gate: FAIL (2 failure(s)): 4 rows: 1 worse, 1 same, 1 missing, 1 new; "
-        "sensitive to slowdowns >= 17% on 2 rows"
+        "sensitive to slowdowns >= 17% on 2 rows; within-run spread only: the baseline "
+        "holds 1 of the 5 runs needed to know this runner's drift"
     )
     assert "busbw_gbps:-15%" in lines[1] and "all sizes" in lines[1]
     worse = next(line for line in lines if " worse " in line)

@@ -77,6 +77,8 @@ def test_unsupported_on_both_sides_is_skipped_and_passes(tmp_path: Path) -> None
     lines = gate_report.console_lines(result)
     assert lines[-1] == (
         "colbench gate: PASS: 4 rows: 2 same, 2 skipped; sensitive to slowdowns >= 18% on 2 rows"
+        "; within-run spread only: the baseline holds 1 of the 5 runs needed to know this "
+        "runner's drift"
     )
     suite = ET.fromstring(gate_report.junit_xml(result)).find("testsuite")
     assert suite is not None and suite.get("skipped") == "2"

@@ -1,0 +1,243 @@
+"""The gate's rows judged on the baseline window's between-run drift (colbench.analysis.drift).
+
+When the baseline holds at least ``--min-baseline-runs`` runs (told apart by ``run_id``),
+every relative check of a judged row is decided by the drift test instead of the
+within-run rank test, and one more hypothesis joins them: the run-level statistic of
+each relative check (the median over the rows of log(current / baseline)).
+
+**Family-wise control.** The overall statistic and the rows form one family under
+weighted Holm (:func:`colbench.analysis.drift.weighted_holm`): the overall hypothesis
+carries half the weight, the m rows share the other half, so the chance that an
+unchanged run fails anything stays at alpha. The stated figures use each one's strictest
+level: alpha / 2 for the overall statistic, alpha / (2 m) for a row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from colbench.analysis import drift, power, stats
+from colbench.analysis.checks import Check
+from colbench.analysis.engine import Pair, Sample, is_ok
+from colbench.analysis.verdict import CheckResult, RowResult, Verdict, gravest
+
+#: The overall statistic's share of alpha; the rows share the rest.
+OVERALL_WEIGHT = 0.5
+
+
+@dataclass
+class OverallResult:
+    """The run-level statistic of one relative check."""
+
+    check: Check
+    rows: int
+    change: float
+    spread: drift.RunSpread
+    p_value: float | None
+    verdict: Verdict = Verdict.SAME
+    detectable: float | None = None
+    insensitive: bool = False
+
+    @property
+    def fails(self) -> bool:
+        return self.verdict is Verdict.WORSE
+
+
+@dataclass
+class DriftSummary:
+    """What the drift pass did: the baseline's runs, the family, the overall results."""
+
+    runs: int
+    family: int = 0
+    row_level: float = 0.0
+    overall_level: float = 0.0
+    overall: list[OverallResult] = field(default_factory=list)
+
+    @property
+    def fails(self) -> bool:
+        return any(o.fails for o in self.overall)
+
+    @property
+    def sensitive_overall(self) -> OverallResult | None:
+        """The overall result with the smallest stated slowdown that is not insensitive."""
+        usable = [o for o in self.overall if not o.insensitive and o.detectable is not None]
+        return min(usable, key=lambda o: o.detectable or 0.0, default=None)
+
+
+def baseline_runs(frame: Any) -> list[str]:
+    """The run ids of a baseline's rows, oldest first."""
+    if not len(frame) or "run_id" not in frame.columns:
+        return []
+    return list(dict.fromkeys(str(r) for r in frame["run_id"]))
+
+
+def _run_medians(samples: Sequence[Sample], metric: str) -> dict[str, float]:
+    """Each run's median of the metric over its samples with a positive measurement."""
+    by_run: dict[str, list[float]] = {}
+    for s in samples:
+        value = s.get(metric)
+        if is_ok(s) and value is not None and float(value) > 0:
+            by_run.setdefault(str(s.get("run_id")), []).append(float(value))
+    return {run: stats.median(values) for run, values in by_run.items()}
+
+
+@dataclass
+class _Judged:
+    """One relative check of one row under the drift test, with what the overall needs."""
+
+    row: RowResult
+    result: CheckResult
+    base_medians: dict[str, float]
+    current_log: float
+    spread: drift.RunSpread
+
+
+def judge_rows(
+    judged: Sequence[tuple[Pair, RowResult]],
+    runs: Sequence[str],
+    min_runs: int,
+    alpha: float,
+    target_power: float,
+    fwer: str = "holm",
+) -> DriftSummary:
+    """Re-judge every relative check of the rows on the drift test; Holm; the figures."""
+    summary = DriftSummary(runs=len(runs))
+    cases: list[_Judged] = []
+    for pair, row in judged:
+        for c in row.checks:
+            if c.change is None:
+                continue
+            case = _judge_check(pair, row, c, min_runs, alpha)
+            if case is not None:
+                cases.append(case)
+    rows = list(dict.fromkeys(id(case.row) for case in cases))
+    summary.family = len(rows)
+    summary.overall = _overall(cases, runs, alpha) if len(rows) >= 2 else []
+    _control(summary, cases, alpha, fwer)
+    for case in cases:
+        _state(case, summary.row_level, target_power)
+    for o in summary.overall:
+        margin = drift.detectable_margin(o.spread, summary.overall_level, target_power)
+        o.detectable = power.detectable_slowdown(o.check.limit, o.check.worse_when, margin)
+        o.insensitive = power.insensitive(o.check.limit, o.check.worse_when, margin)
+    for _, row in judged:
+        _settle(row, target_power)
+    return summary
+
+
+def _judge_check(
+    pair: Pair, row: RowResult, c: CheckResult, min_runs: int, alpha: float
+) -> _Judged | None:
+    """The drift test of one check; None (and the check left without a figure) when the
+    baseline holds the row in fewer than ``min_runs`` runs."""
+    medians = _run_medians(pair.a, c.check.metric)
+    current = [float(s[c.check.metric]) for s in pair.b if is_ok(s) and s.get(c.check.metric)]
+    spread = drift.spread_of([math.log(v) for v in medians.values()])
+    if spread is None or len(medians) < min_runs or not current:
+        c.p_value, c.log_sd, c.detectable, c.insensitive = None, None, None, True
+        c.verdict = Verdict.SAME if c.verdict is Verdict.SAME else Verdict.NOISY
+        c.rule = f"the baseline holds this row in {len(medians)} of {min_runs} runs"
+        row.notes.append(f"{c.check.metric}: {c.rule}")
+        return None
+    current_log = math.log(stats.median(current))
+    j = drift.judge(spread, current_log, c.check.worse_when, c.check.limit)
+    c.baseline_median, c.change = math.exp(spread.center_log), j.change
+    c.current_median, c.p_value, c.log_sd = math.exp(current_log), j.p_value, spread.sd_log
+    c.rule = "drift test"
+    c.verdict = _verdict(j, alpha)
+    return _Judged(row, c, medians, current_log, spread)
+
+
+def _verdict(j: drift.DriftJudgement, level: float) -> Verdict:
+    """At the unadjusted level: Holm (_control) then demotes the worse it does not back."""
+    if j.direction == 0:
+        return Verdict.SAME
+    real = j.p_value is not None and j.p_value <= level
+    if not real:
+        return Verdict.NOISY
+    return Verdict.WORSE if j.direction > 0 else Verdict.BETTER
+
+
+def _overall(cases: Sequence[_Judged], runs: Sequence[str], alpha: float) -> list[OverallResult]:
+    """One run-level statistic per relative check, over the rows present in every run."""
+    out = []
+    checks = list(dict.fromkeys(case.result.check for case in cases))
+    for check in checks:
+        mine = [c for c in cases if c.result.check == check and set(runs) <= set(c.base_medians)]
+        if len(mine) < 2:
+            continue
+        base = [[math.log(c.base_medians[r]) for r in runs] for c in mine]
+        spread = drift.overall_spread(base)
+        if spread is None:
+            continue
+        current = drift.overall_current(base, [c.current_log for c in mine])
+        j = drift.judge(spread, current, check.worse_when, check.limit)
+        out.append(OverallResult(check, len(mine), j.change, spread, j.p_value, _verdict(j, alpha)))
+    return out
+
+
+def _control(summary: DriftSummary, cases: Sequence[_Judged], alpha: float, fwer: str) -> None:
+    """Weighted Holm over the rows and the overall statistics (``fwer`` none: each at
+    alpha); a worse verdict it does not back becomes noisy."""
+    rows = list(dict.fromkeys(id(case.row) for case in cases))
+    share = (1 - OVERALL_WEIGHT) if summary.overall else 1.0
+    weights = [share / max(len(rows), 1)] * len(rows)
+    weights.append(OVERALL_WEIGHT if summary.overall else 0.0)
+    holm = fwer != "none"
+    summary.row_level = alpha * weights[0] if holm and rows else alpha
+    summary.overall_level = alpha * OVERALL_WEIGHT if holm else alpha
+    worst: dict[int, float] = dict.fromkeys(rows, 1.0)
+    for case in cases:
+        if case.result.verdict is Verdict.WORSE and case.result.p_value is not None:
+            worst[id(case.row)] = min(worst[id(case.row)], case.result.p_value)
+    overall_p = min(
+        (
+            o.p_value
+            for o in summary.overall
+            if o.verdict is Verdict.WORSE and o.p_value is not None
+        ),
+        default=1.0,
+    )
+    p_values = [*worst.values(), overall_p]
+    kept = [p <= alpha for p in p_values]
+    if holm:
+        kept = drift.weighted_holm(p_values, weights, alpha)
+    backed = dict(zip(worst, kept, strict=False))
+    for case in cases:
+        c = case.result
+        if c.verdict is Verdict.WORSE and not backed[id(case.row)]:
+            c.verdict = Verdict.NOISY
+            case.row.notes.append(
+                f"p={c.p_value:.3g} is not significant after weighted Holm over "
+                f"{len(rows)} rows and the overall statistic"
+            )
+    for o in summary.overall:
+        if o.verdict is Verdict.WORSE and not kept[-1]:
+            o.verdict = Verdict.NOISY
+
+
+def _state(case: _Judged, level: float, target_power: float) -> None:
+    c = case.result
+    margin = drift.detectable_margin(case.spread, level, target_power)
+    c.detectable = power.detectable_slowdown(c.check.limit, c.check.worse_when, margin)
+    c.insensitive = power.insensitive(c.check.limit, c.check.worse_when, margin)
+
+
+def _settle(row: RowResult, target_power: float) -> None:
+    """The row's verdict from its checks, its figure, and insensitive when it has none."""
+    relative = [c for c in row.checks if c.change is not None]
+    if not relative:
+        return
+    row.verdict = gravest({c.verdict for c in row.checks})
+    figures = [c.detectable for c in relative if not c.insensitive and c.detectable is not None]
+    row.detectable = min(figures, default=None)
+    if not figures and row.verdict is Verdict.SAME:
+        row.verdict = Verdict.INSENSITIVE
+        shown = [c.detectable for c in relative if c.detectable is not None]
+        seen = f"it would see only slowdowns >= {min(shown):.0%}" if shown else "no figure"
+        row.notes.append(
+            f"too noisy to judge: {seen} at {target_power:.0%} power (between-run drift)"
+        )
