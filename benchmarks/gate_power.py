@@ -19,7 +19,7 @@ prints the load average it saw. Printed, with PASS/FAIL against issue 13's goals
 The runs measure the performance part of configs/smoke-cpu.yaml (the suite file, with
 --op and --sizes narrowed by flags so that a run takes seconds, not a minute):
 
-    flock /work/heavy.lock .venv/bin/python benchmarks/gate_power.py --runs 20 --keep 10
+    .venv/bin/python benchmarks/gate_power.py --runs 20 --keep 10
 
 Needs root (cgroups). The numbers in docs/gate.md, "How well it works", come from it.
 """
