@@ -78,27 +78,6 @@ def qdisc_unavailable(kind: str, *args: str) -> str | None:
         _run("ip", "netns", "del", probe)
 
 
-@contextlib.contextmanager
-def cpu_wakeup_latency(max_us: int = 0) -> Iterator[bool]:
-    """Hold the machine-wide CPU latency limit (PM QoS, /dev/cpu_dma_latency) at
-    ``max_us`` while inside; the kernel drops the limit when the file is closed.
-
-    At 0 idle CPUs poll instead of halting. In a VM a halted virtual CPU takes the host
-    tens to hundreds of microseconds to wake, once per message a sleeping rank waits for:
-    a latency that depends on how idle the machine happens to be, not on the fabric.
-    Yields False (and changes nothing) where the file cannot be opened."""
-    try:
-        qos = open("/dev/cpu_dma_latency", "wb", buffering=0)  # noqa: SIM115 (held open)
-    except OSError:
-        yield False
-        return
-    try:
-        qos.write(max_us.to_bytes(4, sys.byteorder, signed=True))
-        yield True
-    finally:
-        qos.close()
-
-
 def launch_ranks(
     ranks: Sequence[tuple[str, dict[str, str]]],
     master_addr: str,
