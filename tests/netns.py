@@ -237,6 +237,8 @@ class Fabric:
     pair_mbit: dict[tuple[int, int], float] = field(default_factory=dict)
     #: One-way delay added to every packet a node sends (netem), ms; 0: none.
     delay_ms: float = 0.0
+    #: Whether small packets (ACKs, control messages) pass queued data on every link.
+    small_first: bool = False
 
     def shape(
         self,
@@ -244,25 +246,34 @@ class Fabric:
         node_mbit: dict[int, float] | None = None,
         pair_mbit: dict[tuple[int, int], float] | None = None,
         delay_ms: float = 0.0,
+        small_first: bool = False,
     ) -> None:
         """Every link at ``base_mbit``, except nodes in ``node_mbit`` (their whole link,
         both ways) and pairs in ``pair_mbit`` (just the traffic between the two nodes).
 
         ``delay_ms`` > 0 delays every packet a node sends by that much (netem under each
         htb class of the node's egress, so a hop node -> node takes the delay once and a
-        round trip twice); it needs netem in the kernel (:func:`qdisc_unavailable`)."""
+        round trip twice); it needs netem in the kernel (:func:`qdisc_unavailable`).
+
+        ``small_first``: IP packets under 256 bytes (TCP ACKs, a transport's control
+        messages) get a class of their own that htb serves before the data class of the
+        same link. A shaped link queues tens of milliseconds of data, where a real NIC
+        drains its queue in microseconds; without this, an ACK or a "ready to receive"
+        message going against a busy direction waits behind that queue, and a message's
+        latency grows with the other traffic on the link (see docs/predict-validation.md).
+        """
         nodes = range(len(self.namespaces))
         self.node_mbit = {i: (node_mbit or {}).get(i, base_mbit) for i in nodes}
         self.pair_mbit = {}
-        self.delay_ms = delay_ms
+        self.delay_ms, self.small_first = delay_ms, small_first
         for (a, b), mbit in (pair_mbit or {}).items():
             self.pair_mbit[(a, b)] = self.pair_mbit[(b, a)] = mbit
         for i in nodes:
             to_peers = {self.addresses[j]: m for (a, j), m in self.pair_mbit.items() if a == i}
             # Node i's egress (to every peer, or per destination) ...
-            _htb(self.namespaces[i], "eth0", self.node_mbit[i], to_peers, delay_ms)
+            _htb(self.namespaces[i], "eth0", self.node_mbit[i], to_peers, delay_ms, small_first)
             # ... and its ingress: the bridge port's egress towards node i.
-            _htb(self.switch, f"p{i}", self.node_mbit[i], {})
+            _htb(self.switch, f"p{i}", self.node_mbit[i], {}, small_first=small_first)
 
     def sysctl(self, key: str, value: str | int) -> None:
         """Set a per-namespace sysctl (e.g. net.ipv4.tcp_slow_start_after_idle) on every
@@ -298,27 +309,41 @@ def _htb(
     default_mbit: float | None,
     per_dst_mbit: dict[str, float],
     delay_ms: float = 0.0,
+    small_first: bool = False,
 ) -> None:
     """Replace ``dev``'s root qdisc: htb at ``default_mbit``, with a class of its own for
     each destination address in ``per_dst_mbit`` (u32 filter on the IP destination);
-    ``delay_ms`` > 0 puts netem with that delay under every class."""
+    ``delay_ms`` > 0 puts netem with that delay under every class; ``small_first`` splits
+    the default class into small packets first, then the rest (see Fabric.shape)."""
     _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root")
     if default_mbit is None and not per_dst_mbit and not delay_ms:
         return
     tc = ("ip", "netns", "exec", ns, "tc")
     _must(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
     # Unshaped traffic in a shaped tree still needs a class: make it as fast as veth goes.
-    rate = f"{default_mbit:g}mbit" if default_mbit is not None else "10gbit"
+    mbit = default_mbit if default_mbit is not None else 10_000.0
     per_dst = dict(enumerate(sorted(per_dst_mbit.items()), start=11))
-    classes = {10: rate} | {k: f"{mbit:g}mbit" for k, (_, mbit) in per_dst.items()}
-    for k, class_rate in classes.items():
-        _must(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", f"1:{k}",
-              "htb", "rate", class_rate, "ceil", class_rate)  # fmt: skip
-        if delay_ms:
+    # classid -> (parent, guaranteed Mbit/s, ceiling Mbit/s, htb prio): lower prio first.
+    classes = {k: ("1:", m, m, 1) for k, (_, m) in per_dst.items()}
+    if small_first:
+        # Both share the link (1:1); small packets are guaranteed a sliver and served
+        # first, data may use the whole link.
+        classes |= {1: ("1:", mbit, mbit, 1), 2: ("1:1", mbit / 20, mbit, 0)}
+        classes[10] = ("1:1", mbit * 19 / 20, mbit, 1)
+    else:
+        classes[10] = ("1:", mbit, mbit, 1)
+    for k, (parent, rate, ceil, prio) in sorted(classes.items()):
+        _must(*tc, "class", "add", "dev", dev, "parent", parent, "classid", f"1:{k}", "htb",
+              "rate", f"{rate:g}mbit", "ceil", f"{ceil:g}mbit", "prio", str(prio))  # fmt: skip
+        if delay_ms and k != 1:  # every leaf
             netem = ("netem", "delay", f"{delay_ms:g}ms", "limit", str(_NETEM_LIMIT_PACKETS))
             _must(*tc, "qdisc", "add", "dev", dev, "parent", f"1:{k}", "handle", f"{k}:", *netem)
-    for k, (address, _) in per_dst.items():
+    if small_first:
+        # The IP header's total length (bytes 2-3) under 256: its high byte is 0.
         _must(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+              "u32", "match", "u16", "0", "0xff00", "at", "2", "flowid", "1:2")  # fmt: skip
+    for k, (address, _) in per_dst.items():
+        _must(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "2",
               "u32", "match", "ip", "dst", f"{address}/32", "flowid", f"1:{k}")  # fmt: skip
 
 
