@@ -49,7 +49,7 @@ def options_markdown() -> str:
             same = f"`{opt.spec.nccl_tests}`" if opt.spec.nccl_tests else ""
             cells = [f"`{opt.spec.flags[0]}`", flags, same, keys, _default_text(opt), meaning]
             lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines + _p2p_lines() + _gate_lines()) + "\n"
+    return "\n".join(lines + _p2p_lines() + _gate_lines() + _predict_lines()) + "\n"
 
 
 def _p2p_lines() -> list[str]:
@@ -82,6 +82,22 @@ def _gate_lines() -> list[str]:
         "<!-- Generated from colbench/analysis/gate_options.py by `make docs`; do not edit. -->",
         "",
         "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):",
+        "",
+    ]
+    return lines + _short_table(table())
+
+
+def _predict_lines() -> list[str]:
+    """The predict section: its options (colbench.predict.options)."""
+    from colbench.predict.options import table
+
+    lines = [
+        "",
+        "# Options of `colbench predict`",
+        "",
+        "<!-- Generated from colbench/predict/options.py by `make docs`; do not edit. -->",
+        "",
+        "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):",
         "",
     ]
     return lines + _short_table(table())

@@ -1,4 +1,5 @@
-"""Commands that read runs: plot, compare, fit, gate (colbench.analysis does the work)."""
+"""Commands that read runs: plot, compare, fit, predict, gate (colbench.analysis and
+colbench.predict do the work)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import typer
 from colbench.analysis import gate_options
 from colbench.cli.app import _param, _with_options, app
 from colbench.errors import UsageError
+from colbench.predict import options as predict_options
 
 
 @app.command()
@@ -102,6 +104,43 @@ def fit(
         raise UsageError("nothing to fit: no rows with a size above 0 bytes")
     results = fit_module.fit_lines(curves)
     typer.echo(fit_module.report(results, fit_module.crossovers(results)))
+
+
+PREDICT_HELP = """Fit cost models to runs at a few world sizes and predict larger ones.
+
+Per (op, algorithm) one fit over every measured (N, size) point finds the link
+parameters of time = overhead + steps*alpha + link_bytes*beta + reduced_bytes*gamma:
+ring (all_reduce 2(N-1) steps; all_gather, reduce_scatter N-1), binary tree and double
+binary tree (NCCL's Tree: a chain inside a node, a tree across nodes). Points that do
+not fit are dropped and named; every prediction carries a 95% interval that widens away
+from the measured points. Prints the tree/ring crossover size per target N. Refuses
+what the runs cannot tell: one world size only, single-node runs for multi-node
+targets, too few sizes, NCCL runs without NCCL_ALGO (docs/predict.md).
+
+\b
+Examples:
+  colbench predict results/ring-2n/ results/ring-4n/ --ranks 64,512,4096 --plot
+  colbench predict results/r2/ results/r3/ results/r4/ --ranks 8 --ranks-per-node 1
+  colbench predict results/r2/ results/r3/ results/r4/ \\
+      --against results/r6/ results/r8/ --max-error 15 --out predicted/
+
+Exit codes: 0 ok, 1 --max-error exceeded, 2 bad input or refused extrapolation.
+"""
+
+
+@app.command(help=PREDICT_HELP, cls=predict_options.PredictCommand)
+@_with_options(
+    _param(
+        "runs", list[str], inspect.Parameter.empty,
+        typer.Argument(help="Run directories to fit (or results.csv files).", metavar="RUN"),
+    ),
+    rows=predict_options.table(),
+)  # fmt: skip
+def predict(ctx: typer.Context, runs: list[str], **values: Any) -> None:
+    from colbench.predict.command import predict_command
+
+    flags = predict_options.PredictFlags(**values)
+    raise typer.Exit(predict_command(runs, flags))
 
 
 BASELINE_HELP = "Baseline run directory (or its results.csv)."

@@ -1,0 +1,124 @@
+"""``colbench predict`` as a plain function: load, fit, predict, check, print, write."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from colbench import ops
+from colbench.errors import ExitCode, UsageError
+from colbench.predict import data, engine, report
+from colbench.predict.models import ALGORITHMS
+from colbench.predict.options import PredictFlags
+from colbench.sizes import parse_size, parse_sizes
+
+
+def _targets(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        worlds = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise UsageError(f"bad --ranks {text!r}: give world sizes, e.g. 64,512,4096") from None
+    if not worlds or worlds[0] < 2:
+        raise UsageError(f"bad --ranks {text!r}: world sizes of 2 ranks or more, e.g. 64,512")
+    return worlds
+
+
+def _algos(given: Sequence[str]) -> list[str]:
+    for algo in given:
+        if algo not in ALGORITHMS:
+            raise UsageError(f"bad --algo {algo!r}: choose {', '.join(ALGORITHMS)}")
+    return list(dict.fromkeys(given))
+
+
+def _ranks_per_node(flags: PredictFlags, fitted: Sequence[data.Measured]) -> int | None:
+    """--ranks-per-node, else the one value of the fitted runs; None (each target on one
+    node) when every fitted run ran on one node."""
+    if flags.ranks_per_node is not None:
+        if flags.ranks_per_node < 1:
+            raise UsageError(f"--ranks-per-node must be >= 1, got {flags.ranks_per_node}")
+        return flags.ranks_per_node
+    if all(m.nnodes == 1 for m in fitted):
+        return None
+    seen = sorted({m.ranks_per_node for m in fitted})
+    if len(seen) > 1:
+        raise UsageError(
+            "the fitted runs differ in ranks per node ("
+            + ", ".join(str(g) for g in seen)
+            + "): say the targets' with --ranks-per-node"
+        )
+    return seen[0]
+
+
+def _op_sizes(flags: PredictFlags, fitted: Sequence[data.Measured]) -> dict[str, list[int]]:
+    wanted = list(dict.fromkeys(m.op for m in fitted))
+    if flags.sizes:
+        sizes = [s for s in parse_sizes(flags.sizes) if s > 0]
+        return {op: sizes for op in wanted}
+    return {
+        op: sorted({int(s) for m in fitted if m.op == op for s in m.size_bytes}) for op in wanted
+    }
+
+
+def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
+    """Print the fits, predictions, crossovers and checks; write --out; the exit code."""
+    wanted_ops = [ops.get(name).name for name in flags.op or ()]
+    algos = _algos(flags.algo or [])
+    assumed = algos[0] if len(algos) == 1 else None
+    targets = _targets(flags.ranks)
+    min_size = parse_size(flags.min_size)
+    if flags.plot and not targets:
+        raise UsageError("--plot draws predictions: give --ranks")
+    if flags.max_error is not None and not flags.against:
+        raise UsageError("--max-error judges --against runs: give --against RUN")
+    fitted = data.load_measured(runs, assumed, wanted_ops)
+    against = data.load_measured(flags.against or [], assumed, wanted_ops)
+    if flags.against and not against:
+        raise UsageError("the --against runs hold no rows of the fitted ops at 2 ranks or more")
+    data.check_disjoint(fitted, against)
+    fits = engine.fit_all(fitted)
+    per_node = _ranks_per_node(flags, fitted)
+    op_sizes = _op_sizes(flags, fitted)
+    predicted = engine.predict_grid(fits, op_sizes, targets, per_node, algos)
+    crossings = engine.crossovers(fits, op_sizes, targets, per_node, algos)
+    checked = engine.check_against(fits, against)
+    lines = report.fit_lines(list(fits.values()))
+    if predicted:
+        lines += report.prediction_lines(predicted, per_node)
+    if crossings:
+        lines += report.crossover_lines(crossings)
+    if checked:
+        lines += report.against_lines(checked, min_size)
+    print("\n".join(lines), flush=True)
+    _write(runs, flags, list(fits.values()), predicted, checked, crossings)
+    worst = engine.largest_errors(checked, min_size)
+    if flags.max_error is not None and not worst:
+        raise UsageError(
+            f"--max-error judges sizes >= --min-size {flags.min_size}: the --against runs have none"
+        )
+    if flags.max_error is not None and any(
+        abs(c.error_pct) > flags.max_error for c in worst.values()
+    ):
+        return int(ExitCode.DATA_ERROR)
+    return int(ExitCode.OK)
+
+
+def _write(
+    runs: Sequence[str], flags: PredictFlags, fits: Sequence[engine.Fit],
+    predicted: Sequence[engine.Predicted], checked: Sequence[engine.Checked],
+    crossings: Sequence[engine.CrossRow],
+) -> None:  # fmt: skip
+    from colbench.predict.files import write_outputs
+
+    if flags.out:
+        directory = write_outputs(
+            flags.out, runs, flags.against or [], fits, predicted, checked, crossings
+        )
+        print(f"colbench: wrote {directory}/predict.csv and meta.json", file=sys.stderr)
+    if flags.plot:
+        from colbench.predict.plot import plot_predictions
+
+        path = plot_predictions(Path(flags.out or "."), predicted, crossings)
+        print(f"colbench: wrote {path}", file=sys.stderr)

@@ -1,0 +1,140 @@
+"""Runs -> measured lines tagged with the algorithm that produced them and the ranks per node.
+
+The algorithm of a run: gloo runs ring algorithms only; an NCCL run says its algorithm by
+``NCCL_ALGO`` in its variant (``--env NCCL_ALGO=Ring,Tree`` sweeps) or its environment
+(meta.json). NCCL's ``Tree`` is the double binary tree. An NCCL run without one let NCCL
+choose per size, which no single model describes: it is refused unless the user says
+which algorithm it ran (one ``--algo``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from colbench import nccl_algo, ops
+from colbench.analysis.series import Line, Run, lines, load_runs
+from colbench.errors import UsageError
+from colbench.predict.models import DOUBLE_TREE, RING, algorithms_for
+from colbench.rundir import RunDir
+
+#: NCCL_ALGO values (lower case) -> the model of that algorithm.
+_NCCL_ALGOS = {"ring": RING, "tree": DOUBLE_TREE}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured curve: median time per size of one (run, op) at one world size."""
+
+    run: str
+    path: Path
+    op: str
+    algo: str
+    world_size: int
+    nnodes: int
+    ranks_per_node: int
+    setting: str
+    """The run's variant without NCCL_ALGO: what else it set (NCCL_PROTO=LL...)."""
+    size_bytes: np.ndarray
+    time_us: np.ndarray
+
+
+def variant_env(variant: str) -> dict[str, str]:
+    """``NCCL_ALGO=Ring,Tree,NCCL_PROTO=LL`` -> its variables; a piece without ``=``
+    continues the previous value (values may hold commas)."""
+    env: dict[str, str] = {}
+    last = None
+    for piece in variant.split(","):
+        key, sep, value = piece.partition("=")
+        if sep:
+            last = key.strip()
+            env[last] = value
+        elif last is not None:
+            env[last] += "," + piece
+    return env
+
+
+def algo_of(line: Line, meta_env: dict[str, str], assumed: str | None) -> str:
+    """The algorithm that measured ``line``; UsageError when it cannot be known."""
+    if line.backend != "nccl":
+        return RING
+    value = variant_env(line.variant).get("NCCL_ALGO", meta_env.get("NCCL_ALGO"))
+    coll = ops.get(line.op)
+    spec = None if value is None else nccl_algo.selection_for(value, coll.nccl_name)
+    if spec is None:
+        if assumed is not None:
+            return assumed
+        raise UsageError(
+            f"run {line.run} is an NCCL run without NCCL_ALGO for {line.op}: NCCL chose "
+            "its algorithm per size, which no single model describes; measure with "
+            "--env NCCL_ALGO=Ring,Tree, or say which it used with one --algo"
+        )
+    algo = _NCCL_ALGOS.get(spec.strip().lower())
+    if algo is None or algo not in algorithms_for(line.op):
+        raise UsageError(
+            f"run {line.run} ran {line.op} under NCCL_ALGO={value}: predict models one "
+            "algorithm per run (Ring or Tree); measure with --env NCCL_ALGO=Ring,Tree"
+        )
+    return algo
+
+
+def _meta_env(path: Path) -> dict[str, str]:
+    meta = RunDir.of(path).meta_or_none() or {}
+    env = meta.get("env")
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+
+
+def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
+    nnodes = line.nnodes if line.nnodes and line.nnodes > 0 else 1
+    per_node = -(-line.world_size // nnodes)
+    return Measured(
+        run=run.label,
+        path=run.path,
+        op=line.op,
+        algo=algo_of(line, _meta_env(run.path), assumed),
+        world_size=line.world_size,
+        nnodes=nnodes,
+        ranks_per_node=per_node,
+        setting=",".join(
+            f"{k}={v}" for k, v in variant_env(line.variant).items() if k != "NCCL_ALGO"
+        ),
+        size_bytes=line.size_bytes,
+        time_us=line.time_us,
+    )
+
+
+def load_measured(
+    paths: Sequence[str | os.PathLike[str]], assumed: str | None, wanted_ops: Sequence[str]
+) -> list[Measured]:
+    """Every modelled curve of the runs (ops without a model, world sizes below 2 and
+    ops not in ``wanted_ops``, when given, left out)."""
+    found: list[Measured] = []
+    if not paths:
+        return found
+    for run in load_runs(paths):
+        for line in lines(run):
+            if not algorithms_for(line.op) or line.world_size < 2:
+                continue
+            if wanted_ops and line.op not in wanted_ops:
+                continue
+            found.append(_measured(run, line, assumed))
+    return found
+
+
+def check_disjoint(fitted: Sequence[Measured], against: Sequence[Measured]) -> None:
+    """Refuse a check against what was fitted: that is no prediction."""
+    fitted_paths = {m.path.resolve() for m in fitted}
+    for m in against:
+        if m.path.resolve() in fitted_paths:
+            raise UsageError(f"run {m.run} is both fitted and checked against: give it once")
+    fitted_keys = {(m.op, m.algo, m.world_size) for m in fitted}
+    for m in against:
+        if (m.op, m.algo, m.world_size) in fitted_keys:
+            raise UsageError(
+                f"{m.op} ({m.algo}) at {m.world_size} ranks is in the fitted runs and in "
+                f"--against run {m.run}: check against world sizes that were not fitted"
+            )

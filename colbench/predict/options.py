@@ -1,0 +1,104 @@
+"""``colbench predict``'s options, declared once with the options-table machinery
+(colbench.options): its Typer parameters and its section of docs/options.md come from
+:class:`PredictFlags`. Kept free of pandas and numpy so ``--help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from typer.core import TyperCommand
+
+from colbench.options import Option, option, rows_of
+
+_judge = functools.partial(option, concern="judge")
+_output = functools.partial(option, concern="output")
+
+
+@dataclass(frozen=True)
+class PredictFlags:
+    """The options of ``colbench predict`` beyond the runs (see docs/predict.md)."""
+
+    ranks: str | None = _judge(
+        None, "--ranks", help="Target world sizes to predict, e.g. 64,512,4096."
+    )
+    ranks_per_node: int | None = _judge(
+        None,
+        "--ranks-per-node",
+        "--gpus-per-node",
+        help="Ranks per node of the targets (alias --gpus-per-node; default: as measured).",
+    )
+    sizes: str | None = _judge(
+        None, "--sizes", help="Sizes to predict, e.g. 4K-1G (default: the measured sizes)."
+    )
+    # Lists because Typer repeats an option only into a list; the defaults are None.
+    op: list[str] | None = _judge(  # noqa: RUF009
+        None, "--op", help="Only this op; repeatable (default: every modelled op measured)."
+    )
+    algo: list[str] | None = _judge(  # noqa: RUF009
+        None,
+        "--algo",
+        help="ring, tree or double_tree; repeatable (default: all that apply). One --algo "
+        "also names the algorithm of NCCL runs made without NCCL_ALGO.",
+    )
+    against: list[str] | None = _judge(  # noqa: RUF009
+        None,
+        "--against",
+        help="Measured runs to check the prediction against: every run up to the next "
+        "option (--against r6 r8). Must not be fitted runs.",
+    )
+    min_size: str = _judge("4K", "--min-size", help="Judge --against errors only at sizes >= this.")
+    max_error: float | None = _judge(
+        None, "--max-error", help="Exit 1 when the largest |error| (%) of --against exceeds this."
+    )
+    out: str | None = _output(
+        None, "--out", help="Write predict.csv, against.csv and meta.json into this directory."
+    )
+    plot: bool = _output(
+        False,
+        "--plot",
+        help="Draw predict.png (time vs size per N, crossover vs N) into --out (default: .).",
+    )
+
+
+@functools.cache
+def table() -> tuple[Option, ...]:
+    """Every option of ``colbench predict``, in the order ``--help`` lists them."""
+    return rows_of(PredictFlags)
+
+
+AGAINST = "--against"
+
+
+def spread_against(args: Sequence[str]) -> list[str]:
+    """``--against r6 r8 --out d`` -> ``--against r6 --against r8 --out d``.
+
+    The parser takes one value per option; without this, a second run after --against
+    would silently join the fitted runs (the positional RUNs) and the check would be an
+    interpolation. Every word after --against up to the next option (or ``--``) is a run
+    to check against.
+    """
+    out: list[str] = []
+    greedy = False  # among --against's runs, after its first
+    for index, word in enumerate(args):
+        if word == "--":
+            return out + list(args[index:])
+        if word.startswith("-") and word != "-":
+            greedy = word.startswith(AGAINST + "=")
+            out.append(word)
+            continue
+        if greedy:
+            out.append(AGAINST)
+        greedy = greedy or (bool(out) and out[-1] == AGAINST)
+        out.append(word)
+    return out
+
+
+class PredictCommand(TyperCommand):
+    """``colbench predict``'s command: ``--against`` takes several runs (spread_against)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, spread_against(args))

@@ -1,0 +1,114 @@
+"""``colbench predict``'s console text: models, fits, predictions, crossovers, checks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from colbench.predict.engine import Checked, CrossRow, Predicted, largest_errors, size_text
+from colbench.predict.fit import Fit
+from colbench.predict.models import PARAMETERS, RING, describe, rate_gbps
+
+GAMMA = PARAMETERS.index("gamma_us_per_byte")
+
+
+def _rate(us_per_byte: float) -> str:
+    rate = rate_gbps(us_per_byte)
+    return "inf" if math.isinf(rate) else f"{rate:.4g}"
+
+
+def fit_lines(fits: Sequence[Fit]) -> list[str]:
+    """Which model each (op, algo) uses, its parameters and its residuals."""
+    out = [
+        "# time = overhead + steps*alpha + link_bytes*beta + reduced_bytes*gamma, fitted on "
+        "relative residuals over every (N, size); beta and gamma shown as rates (GB/s)",
+        "# models (N ranks, G per node, M nodes, S bytes):",
+    ]
+    out += [f"#   {f.op} {f.algo}: {describe(f.op, f.algo)}" for f in fits]
+    out.append(
+        f"# {'op':<14} {'algo':<11} {'overhead_us':>11} {'alpha_us':>9} {'link_GB/s':>10} "
+        f"{'reduce_GB/s':>11} {'rms':>6} {'max':>6} {'points':>6}  ranks"
+    )
+    for f in fits:
+        p = f.params
+        worlds = ",".join(str(n) for n in f.world_sizes)
+        # gamma not fitted: the op reduces nothing, or it is folded into beta (see notes).
+        gamma = _rate(p.gamma_us_per_byte) if GAMMA in f.free else "-"
+        out.append(
+            f"  {f.op:<14} {f.algo:<11} {p.overhead_us:11.1f} {p.alpha_us:9.2f} "
+            f"{_rate(p.beta_us_per_byte):>10} {gamma:>11} "
+            f"{100 * f.residual_rms:5.1f}% {100 * f.residual_max:5.1f}% {len(f.kept):6d}  {worlds}"
+        )
+        for note in f.notes:
+            out.append(f"#   {f.op} {f.algo}: {note}")
+        for d in f.dropped:
+            pt = d.point
+            out.append(
+                f"#   dropped {f.op} {f.algo} {pt.world_size} ranks {size_text(pt.size_bytes)}"
+                f" ({pt.run}): measured {pt.time_us:.1f} us, residual {100 * d.residual:+.1f}% "
+                "(beyond the robust cut-off)"
+            )
+    return out
+
+
+def prediction_lines(predicted: Sequence[Predicted], ranks_per_node: int | None) -> list[str]:
+    where = (
+        "each target on one node, as the fitted runs"
+        if ranks_per_node is None
+        else f"{ranks_per_node} ranks per node"
+    )
+    out = [
+        f"# predictions ({where}): time_us with its 95% prediction interval (docs/predict.md)",
+        f"# {'op':<14} {'algo':<11} {'ranks':>6} {'nodes':>5} {'size':>6} {'time_us':>11} "
+        f"{'low_us':>11} {'high_us':>11} {'busbw_GB/s':>10}  basis",
+    ]
+    for p in predicted:
+        out.append(
+            f"  {p.op:<14} {p.algo:<11} {p.world_size:6d} {p.nnodes:5d} "
+            f"{size_text(p.size_bytes):>6} {p.time_us:11.1f} {p.time_low_us:11.1f} "
+            f"{p.time_high_us:11.1f} {p.busbw_gbps:10.4g}  {p.basis}"
+        )
+    if any(p.algo != RING and p.basis.startswith(RING) for p in predicted):
+        out.append(
+            "# tree predictions above use the ring runs' link parameters: no measured tree "
+            "checks them (gloo runs rings only); the models are checked against "
+            "hand-computed values"
+        )
+    return out
+
+
+def crossover_lines(rows: Sequence[CrossRow]) -> list[str]:
+    out = ["# tree vs ring crossover per target N (from the two fitted lines in the size)"]
+    for r in rows:
+        c = r.crossing
+        # Crossing names the tree family TREE; show the algorithm this row compares.
+        below = RING if c.faster_below == RING else r.tree_algo
+        above = r.tree_algo if below == RING else RING
+        if c.size_bytes is None:
+            text = f"{below} faster at every size (no crossover)"
+        else:
+            text = (
+                f"{below} faster below {size_text(c.size_bytes)} "
+                f"({c.size_bytes:.0f} B), {above} above"
+            )
+        out.append(f"  {r.op} {r.tree_algo} vs ring, {r.world_size} ranks: {text}")
+    return out
+
+
+def against_lines(checked: Sequence[Checked], min_size: int) -> list[str]:
+    out = [
+        "# against measured runs: error = (predicted - measured) / measured",
+        f"# {'op':<14} {'algo':<11} {'ranks':>6} {'size':>6} {'predicted_us':>12} "
+        f"{'measured_us':>12} {'error':>8}",
+    ]
+    for c in checked:
+        out.append(
+            f"  {c.op:<14} {c.algo:<11} {c.world_size:6d} {size_text(c.size_bytes):>6} "
+            f"{c.predicted_time_us:12.1f} {c.measured_time_us:12.1f} {c.error_pct:+7.1f}%"
+        )
+    for op, worst in largest_errors(checked, min_size).items():
+        out.append(
+            f"largest |error| from {size_text(min_size)}: {abs(worst.error_pct):.1f}% "
+            f"({op}, {size_text(worst.size_bytes)}, {worst.world_size} ranks)"
+        )
+    return out

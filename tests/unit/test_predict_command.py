@@ -1,0 +1,219 @@
+"""``colbench predict`` end to end on run directories written through the project's own
+writer, with times a known model generated: exact recovery, the dropped point in the
+output, --against, --max-error, --out and --plot, and every refusal (exit 2, one line)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from colbench.predict import files, models
+from tests.conftest import run_main
+from tests.unit.predict_runs import TRUE, model_run
+
+EIGHT_MIB = 8 << 20
+
+
+def _two_thirds_rate(op: str, n: int, size: int, time: float) -> float:
+    """The issue's all_gather at 2 ranks and 8 MiB, reading 2/3 of the link rate."""
+    if (op, n, size) != ("all_gather", 2, EIGHT_MIB):
+        return time
+    link = models.terms(op, models.RING, n, 1, size).link_bytes
+    return time + 0.5 * link * TRUE.beta_us_per_byte
+
+
+@pytest.fixture
+def fabric_runs(tmp_path: Path) -> dict[int, str]:
+    return {
+        n: str(model_run(tmp_path / f"r{n}", n, distort=_two_thirds_rate)) for n in (2, 3, 4, 6, 8)
+    }
+
+
+def test_fit_predict_check_write_and_draw(
+    fabric_runs: dict[int, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run_main(
+        capsys, "predict", fabric_runs[2], fabric_runs[3], fabric_runs[4],
+        "--ranks", "64,512", "--sizes", "4K,1M", "--against", fabric_runs[6],
+        fabric_runs[8], "--max-error", "1", "--out", str(out), "--plot",
+    )  # fmt: skip
+    assert code == 0, stdout
+    # Which model each (op, algo) uses, and the fitted link: 0.05 us/B = 0.02 GB/s.
+    assert "all_gather ring: ring: N-1 steps, (N-1)/N*S sent" in stdout
+    fit_row = next(line for line in stdout.splitlines() if line.startswith("  all_gather     ring"))
+    assert fit_row.split()[2:5] == ["300.0", "120.00", "0.02"]
+    assert "dropped all_gather ring 2 ranks 8M" in stdout and "residual +33.3%" in stdout
+    assert "largest |error| from 4K: 0.0% (all_gather," in stdout
+    assert "no measured tree checks them" in stdout
+    with open(out / "predict.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(files.PREDICT_TABLE.columns)
+    # 2 targets x 2 sizes x (3 all_reduce algorithms + 1 all_gather)
+    assert len(rows) == 16
+    ring64 = next(
+        r for r in rows if (r["op"], r["algo"], r["world_size"], r["size_bytes"])
+        == ("all_gather", "ring", "64", "1048576")
+    )  # fmt: skip
+    # 300 + 63*120 + 63/64 * 1 MiB * 0.05 = 300 + 7560 + 51609.6 = 59469.6 us
+    assert float(ring64["time_us"]) == pytest.approx(59469.6, rel=1e-5)
+    assert float(ring64["time_low_us"]) <= 59469.6 <= float(ring64["time_high_us"])
+    with open(out / "against.csv", newline="") as f:
+        against = list(csv.DictReader(f))
+    assert {r["world_size"] for r in against} == {"6", "8"}
+    assert max(abs(float(r["error_pct"])) for r in against) < 1e-3
+    meta = json.loads((out / "meta.json").read_text())
+    assert [d["size_bytes"] for f in meta["fits"] for d in f["dropped"]] == [EIGHT_MIB]
+    assert (out / "predict.png").stat().st_size > 10_000
+
+
+def test_max_error_exceeded_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [str(model_run(tmp_path / f"r{n}", n, ops=("all_gather",))) for n in (2, 3, 4)]
+
+    def off(op: str, n: int, size: int, time: float) -> float:
+        return time * 1.2 if size == 64 << 10 else time
+
+    checked = str(model_run(tmp_path / "r6", 6, ops=("all_gather",), distort=off))
+    code, stdout, _ = run_main(capsys, "predict", *runs, "--against", checked, "--max-error", "15")
+    assert code == 1
+    # predicted = measured / 1.2: error = 1/1.2 - 1 = -16.7%
+    assert "largest |error| from 4K: 16.7% (all_gather, 64K, 6 ranks)" in stdout
+    code, _, _ = run_main(capsys, "predict", *runs, "--against", checked, "--max-error", "17")
+    assert code == 0
+    # Below --min-size the row is not judged.
+    code, _, _ = run_main(
+        capsys, "predict", *runs, "--against", checked, "--max-error", "15", "--min-size", "128K"
+    )
+    assert code == 0
+    # Nothing at or above --min-size: nothing judged is no pass.
+    code, _, err = run_main(
+        capsys, "predict", *runs, "--against", checked, "--max-error", "15", "--min-size", "1G"
+    )
+    assert code == 2 and "have none" in err
+
+
+def test_nccl_variants_fit_ring_and_tree_separately(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree_params = models.Parameters(20.0, 3.0, 0.01, 0.0)
+    runs = []
+    for n in (2, 4, 8):
+        for variant, algo, params in (
+            ("NCCL_ALGO=Ring", models.RING, TRUE),
+            ("NCCL_ALGO=Tree", models.DOUBLE_TREE, tree_params),
+        ):
+            name = f"{algo}{n}"
+            runs.append(str(model_run(
+                tmp_path / name, n, ops=("all_reduce",), params=params, algo=algo,
+                nnodes=n // 2, backend="nccl", variant=variant,
+            )))  # fmt: skip
+    code, stdout, _ = run_main(capsys, "predict", *runs, "--ranks", "64", "--sizes", "64K")
+    assert code == 0, stdout
+    assert "fitted on double_tree runs" in stdout and "fitted on ring runs" in stdout
+    assert "tree runs' link parameters" not in stdout.replace("double_tree runs'", "")
+    assert "double_tree vs ring, 64 ranks" in stdout
+
+
+def _refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, stdout, err = run_main(capsys, "predict", *argv)
+    assert code == 2, stdout + err
+    assert "Traceback" not in err
+    message = err.strip()
+    assert len(message.splitlines()) == 1
+    return message
+
+
+def test_refusals_say_what_to_measure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r4 = str(model_run(tmp_path / "r4", 4))
+    assert "one world size only (4 ranks)" in _refused(capsys, r4, "--ranks", "64")
+    few = [str(model_run(tmp_path / f"few{n}", n, sizes=[4096, 8192])) for n in (2, 3)]
+    assert "at least 3" in _refused(capsys, *few, "--ranks", "64")
+    single = [str(model_run(tmp_path / f"one{n}", n, nnodes=1)) for n in (2, 4)]
+    message = _refused(capsys, *single, "--ranks", "16", "--ranks-per-node", "8")
+    assert "measured on one node only" in message and "span 2 nodes" in message
+    nccl = [
+        str(model_run(tmp_path / f"nccl{n}", n, backend="nccl", ops=("all_reduce",)))
+        for n in (2, 3)
+    ]
+    assert "without NCCL_ALGO" in _refused(capsys, *nccl, "--ranks", "64")
+    # One --algo says which algorithm those runs used.
+    code, _, _ = run_main(capsys, "predict", *nccl, "--ranks", "64", "--algo", "ring")
+    assert code == 0
+    r2 = str(model_run(tmp_path / "r2", 2))
+    assert "both fitted and checked" in _refused(capsys, r2, r4, "--against", r4)
+    assert "--max-error judges --against" in _refused(capsys, r2, r4, "--max-error", "5")
+    assert "bad --algo" in _refused(capsys, r2, r4, "--algo", "butterfly")
+    assert "bad --ranks" in _refused(capsys, r2, r4, "--ranks", "1")
+    assert "--plot draws predictions" in _refused(
+        capsys, r2, r4, "--plot", "--out", str(tmp_path / "o")
+    )
+
+
+def test_the_algorithm_of_an_nccl_run_comes_from_nccl_algo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from colbench.predict.data import variant_env
+
+    # Values may hold commas: a piece without "=" continues the previous value.
+    assert variant_env("NCCL_ALGO=Ring,Tree,NCCL_PROTO=LL") == {
+        "NCCL_ALGO": "Ring,Tree",
+        "NCCL_PROTO": "LL",
+    }
+    # The per-collective form: all_reduce ran the tree (NCCL's Tree: the double tree).
+    per_coll = [
+        str(model_run(
+            tmp_path / f"pc{n}", n, ops=("all_reduce",), algo=models.DOUBLE_TREE,
+            backend="nccl", variant="NCCL_ALGO=allreduce:tree;allgather:ring",
+        ))
+        for n in (2, 4)
+    ]  # fmt: skip
+    code, stdout, _ = run_main(capsys, "predict", *per_coll, "--ranks", "8", "--sizes", "1M")
+    assert code == 0 and "fitted on double_tree runs" in stdout
+    # NCCL choosing between two algorithms per size is no single model.
+    mixed = [
+        str(model_run(
+            tmp_path / f"mix{n}", n, ops=("all_reduce",), backend="nccl",
+            variant="NCCL_ALGO=Ring,Tree",
+        ))
+        for n in (2, 4)
+    ]  # fmt: skip
+    assert "one algorithm per run" in _refused(capsys, *mixed, "--ranks", "8")
+    # Protocols differ: two settings are two models, not one.
+    protos = [
+        str(model_run(
+            tmp_path / f"proto{n}", n, ops=("all_reduce",), backend="nccl",
+            variant=f"NCCL_ALGO=Ring,NCCL_PROTO={proto}",
+        ))
+        for n, proto in ((2, "LL"), (4, "Simple"))
+    ]  # fmt: skip
+    message = _refused(capsys, *protos, "--ranks", "8")
+    assert "differ in their variant beyond NCCL_ALGO ('NCCL_PROTO=LL' vs" in message
+
+
+def test_help_shows_examples_and_the_docs_document_predict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, stdout, _ = run_main(capsys, "predict", "--help")
+    assert code == 0 and "Example" in stdout and "colbench predict " in stdout
+    assert "--gpus-per-node" in stdout and "--against" in stdout
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    assert "colbench predict " in (docs / "predict.md").read_text()
+    assert "# Options of `colbench predict`" in (docs / "options.md").read_text()
+
+
+def test_against_takes_every_run_up_to_the_next_option() -> None:
+    from colbench.predict.options import spread_against
+
+    assert spread_against(["r2", "r3", "--against", "r6", "r8", "--out", "d"]) == [
+        "r2", "r3", "--against", "r6", "--against", "r8", "--out", "d",
+    ]  # fmt: skip
+    assert spread_against(["r2", "--against=r6", "r8", "--plot"]) == [
+        "r2", "--against=r6", "--against", "r8", "--plot",
+    ]  # fmt: skip
+    # Other options' values, and words after "--", stay where they are.
+    assert spread_against(["r2", "--ranks", "8", "r3", "--against", "r6", "--", "r9"]) == [
+        "r2", "--ranks", "8", "r3", "--against", "r6", "--", "r9",
+    ]  # fmt: skip
