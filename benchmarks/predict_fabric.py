@@ -1,23 +1,26 @@
 """Does ``colbench predict`` foresee 6 and 8 ranks from 2, 3 and 4, on a real shaped fabric?
 
 One network namespace per rank ("node"), all behind one bridge (tests/netns.py
-``fabric``); every node's link is shaped with htb to RATE both ways, so each rank has a
-NIC of known rate, and, where the kernel has netem, every packet a node sends is delayed
-by DELAY (a known per-hop latency). Inside every namespace TCP does not restart slow
-start after an idle gap (net.ipv4.tcp_slow_start_after_idle=0): otherwise every timed
-call after a barrier would start from a small congestion window again, a cost the ring
-model has no term for. all_reduce and all_gather run with gloo (ring algorithms only) at
-every world size, one launched rank per node; the fit uses the smaller world sizes and
-is checked against the larger ones. Printed: each run, then ``colbench predict``'s
-prediction table against the measured runs, then PASS/FAIL for the largest relative error
-of the predicted time per (op, size) from --min-size up against --max-error.
+``fabric``); every node's link is shaped with htb to --rate-mbit both ways, so each rank
+has a NIC of known rate, small packets (ACKs, gloo's control messages) pass queued data,
+and, where the kernel has netem, every packet a node sends is delayed by --delay-ms (a
+known per-hop latency). Inside every namespace TCP does not restart slow start after an
+idle gap (net.ipv4.tcp_slow_start_after_idle=0): otherwise every timed call after a
+barrier would start from a small congestion window again, a cost the ring model has no
+term for. Ranks run as FIFO threads (RANK_WRAPPER). all_reduce and all_gather run with
+gloo (ring algorithms only) at every world size, one launched rank per node; the fit uses
+the smaller world sizes and is checked against the larger ones.
+
+Printed: each run; a cross-check fit of this script's own (numpy least squares of the
+ring model, time = c + steps(N) * alpha + bytes(N) * size * beta, all_reduce's 2(N-1)
+steps moving 2(N-1)/N of the size per rank and all_gather's N-1 steps moving (N-1)/N)
+with its error table; then ``colbench predict``'s fit and table against the measured
+runs; then PASS/FAIL for the largest relative error of the predicted time per (op, size)
+from --min-size up against --max-error (the CLI's verdict; ``--own-fit``: the
+cross-check's instead). Needs root (namespaces). docs/predict-validation.md holds the
+table of a run and what each fabric setting is for.
 
     flock /work/heavy.lock .venv/bin/python benchmarks/predict_fabric.py --out /tmp/pf
-
-``--own-fit`` checks with this script's own least-squares fit of the ring model instead
-of the CLI (time = c + steps(N) * alpha + bytes(N) * size * beta, with all_reduce's
-2(N-1) steps moving 2(N-1)/N of the size per rank and all_gather's N-1 steps moving
-(N-1)/N). Needs root (namespaces). The table in docs/predict-validation.md comes from it.
 """
 
 from __future__ import annotations
