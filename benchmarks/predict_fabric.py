@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -188,6 +189,8 @@ def predict_cli(
 
 def main() -> int:
     args = parse_args()
+    # SIGTERM would end the process without unwinding: the fabric's namespaces would stay.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if why := netns.unavailable():
         print(f"cannot build the fabric: {why}")
         return 2
