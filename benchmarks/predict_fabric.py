@@ -51,6 +51,9 @@ OPS = ("all_reduce", "all_gather")
 #: 14 ms, against 3.5 ms as FIFO). The ranks sleep on the network most of the time, so
 #: they take little from anything else.
 RANK_WRAPPER = ("chrt", "--fifo", "1")
+#: 1 ms of a 100 Mbit/s link per data packet: several times the ranks' CPU time per ring
+#: step on 8 ranks (0.46 ms), so the fabric, not the CPU, sets small messages' latency.
+PACKET_COST_BYTES = 12_500
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -64,6 +67,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate-mbit", type=float, default=100.0, help="every node's link")
     parser.add_argument(
         "--delay-ms", type=float, default=None, help="per-hop delay (default 1 with netem, else 0)"
+    )
+    parser.add_argument(
+        "--packet-cost-bytes",
+        type=int,
+        default=None,
+        help="bytes htb charges per data packet (default 12500, 1 ms at 100 Mbit/s, "
+        "where there is no delay; else 0)",
     )
     parser.add_argument("--min-size", default="4K", help="smallest size judged")
     parser.add_argument("--max-error", type=float, default=15.0, help="PASS bound, percent")
@@ -196,12 +206,25 @@ def main() -> int:
         return 2
     if args.delay_ms is None:
         args.delay_ms = 0.0 if netns.qdisc_unavailable("netem", "delay", "1ms") else 1.0
+    if args.packet_cost_bytes is None:
+        # Without a delay, a per-packet cost is the fabric's known latency: below 64K the
+        # ranks' CPU time per ring step, which grows with ranks per core, would set it.
+        args.packet_cost_bytes = 0 if args.delay_ms else PACKET_COST_BYTES
     fit_ranks, check_ranks = _ranks(args.fit_ranks), _ranks(args.check_ranks)
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
-    print(f"fabric: {args.rate_mbit:g} Mbit/s per node both ways, {args.delay_ms:g} ms per hop")
+    cost_ms = args.packet_cost_bytes * 8 / (args.rate_mbit * 1e3)
+    print(
+        f"fabric: {args.rate_mbit:g} Mbit/s per node both ways, {args.delay_ms:g} ms per hop, "
+        f"{args.packet_cost_bytes} B ({cost_ms:g} ms) per data packet"
+    )
     with netns.fabric(max(fit_ranks + check_ranks), "pf") as fabric:
-        fabric.shape(args.rate_mbit, delay_ms=args.delay_ms, small_first=True)
+        fabric.shape(
+            args.rate_mbit,
+            delay_ms=args.delay_ms,
+            small_first=True,
+            packet_cost_bytes=args.packet_cost_bytes,
+        )
         fabric.sysctl("net.ipv4.tcp_slow_start_after_idle", 0)
         fit_runs = [measure(fabric, n, args.out, args) for n in fit_ranks]
         check_runs = [measure(fabric, n, args.out, args) for n in check_ranks]

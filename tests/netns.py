@@ -239,6 +239,8 @@ class Fabric:
     delay_ms: float = 0.0
     #: Whether small packets (ACKs, control messages) pass queued data on every link.
     small_first: bool = False
+    #: Bytes htb charges every data packet beyond its length (see shape); 0: none.
+    packet_cost_bytes: int = 0
 
     def shape(
         self,
@@ -247,6 +249,7 @@ class Fabric:
         pair_mbit: dict[tuple[int, int], float] | None = None,
         delay_ms: float = 0.0,
         small_first: bool = False,
+        packet_cost_bytes: int = 0,
     ) -> None:
         """Every link at ``base_mbit``, except nodes in ``node_mbit`` (their whole link,
         both ways) and pairs in ``pair_mbit`` (just the traffic between the two nodes).
@@ -261,17 +264,25 @@ class Fabric:
         drains its queue in microseconds; without this, an ACK or a "ready to receive"
         message going against a busy direction waits behind that queue, and a message's
         latency grows with the other traffic on the link (see docs/predict-validation.md).
+
+        ``packet_cost_bytes`` > 0: htb charges every data packet a node sends that many
+        bytes more than its length (tc's ``overhead``), so each packet holds the link for
+        an extra ``packet_cost_bytes * 8 / rate``: a known latency per message for small
+        messages, where a kernel without netem cannot add a delay. It costs link time
+        (each GSO segment pays it once), unlike netem's delay.
         """
         nodes = range(len(self.namespaces))
         self.node_mbit = {i: (node_mbit or {}).get(i, base_mbit) for i in nodes}
         self.pair_mbit = {}
         self.delay_ms, self.small_first = delay_ms, small_first
+        self.packet_cost_bytes = packet_cost_bytes
         for (a, b), mbit in (pair_mbit or {}).items():
             self.pair_mbit[(a, b)] = self.pair_mbit[(b, a)] = mbit
         for i in nodes:
             to_peers = {self.addresses[j]: m for (a, j), m in self.pair_mbit.items() if a == i}
             # Node i's egress (to every peer, or per destination) ...
-            _htb(self.namespaces[i], "eth0", self.node_mbit[i], to_peers, delay_ms, small_first)
+            _htb(self.namespaces[i], "eth0", self.node_mbit[i], to_peers, delay_ms, small_first,
+                 packet_cost_bytes)  # fmt: skip
             # ... and its ingress: the bridge port's egress towards node i.
             _htb(self.switch, f"p{i}", self.node_mbit[i], {}, small_first=small_first)
 
@@ -310,11 +321,13 @@ def _htb(
     per_dst_mbit: dict[str, float],
     delay_ms: float = 0.0,
     small_first: bool = False,
+    packet_cost_bytes: int = 0,
 ) -> None:
     """Replace ``dev``'s root qdisc: htb at ``default_mbit``, with a class of its own for
     each destination address in ``per_dst_mbit`` (u32 filter on the IP destination);
     ``delay_ms`` > 0 puts netem with that delay under every class; ``small_first`` splits
-    the default class into small packets first, then the rest (see Fabric.shape)."""
+    the default class into small packets first, then the rest; ``packet_cost_bytes`` is
+    charged per data packet (see Fabric.shape)."""
     _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root")
     if default_mbit is None and not per_dst_mbit and not delay_ms:
         return
@@ -333,8 +346,10 @@ def _htb(
     else:
         classes[10] = ("1:", mbit, mbit, 1)
     for k, (parent, rate, ceil, prio) in sorted(classes.items()):
-        _must(*tc, "class", "add", "dev", dev, "parent", parent, "classid", f"1:{k}", "htb",
-              "rate", f"{rate:g}mbit", "ceil", f"{ceil:g}mbit", "prio", str(prio))  # fmt: skip
+        # Small packets (class 2) pay no per-packet cost: ACKs would take the link's time.
+        cost = ("overhead", str(packet_cost_bytes)) if packet_cost_bytes and k != 2 else ()
+        rates = ("rate", f"{rate:g}mbit", "ceil", f"{ceil:g}mbit", "prio", str(prio), *cost)
+        _must(*tc, "class", "add", "dev", dev, "parent", parent, "classid", f"1:{k}", "htb", *rates)
         if delay_ms and k != 1:  # every leaf
             netem = ("netem", "delay", f"{delay_ms:g}ms", "limit", str(_NETEM_LIMIT_PACKETS))
             _must(*tc, "qdisc", "add", "dev", dev, "parent", f"1:{k}", "handle", f"{k}:", *netem)
