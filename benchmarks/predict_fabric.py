@@ -63,7 +63,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="4K-2M", help="colbench --sizes")
     parser.add_argument("--iters", type=int, default=5, help="timed calls per size")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls per size")
-    parser.add_argument("--repeat", type=int, default=3, help="sweep repeats (median taken)")
+    parser.add_argument("--repeat", type=int, default=5, help="sweep repeats (median taken)")
     parser.add_argument("--rate-mbit", type=float, default=100.0, help="every node's link")
     parser.add_argument(
         "--delay-ms", type=float, default=None, help="per-hop delay (default 1 with netem, else 0)"
@@ -139,7 +139,7 @@ def own_fit(fit: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
         residual = design @ coef / measured - 1
         print(
             f"{op}: ring model c={coef[0]:.0f} us alpha={coef[1]:.0f} us/step "
-            f"beta={coef[2] * 1e3:.3f} ns/B ({8e-3 / coef[2]:.1f} Mbit/s); "
+            f"beta={coef[2] * 1e3:.3f} ns/B ({8 / coef[2]:.1f} Mbit/s); "
             f"residuals rms {np.sqrt(np.mean(residual**2)) * 100:.1f}% "
             f"max {np.max(np.abs(residual)) * 100:.1f}%"
         )
