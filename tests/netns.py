@@ -6,8 +6,10 @@
   benchmarks/gate_power.py.
 - :func:`fabric`: N "nodes" (one namespace each) joined through a bridge in a switch
   namespace of their own, with ``tc`` shaping per node (both directions of its link)
-  and per destination (htb with a u32 filter on the peer's address). Used by the p2p
-  fabric tests.
+  and per destination (htb with a u32 filter on the peer's address), optionally a
+  fixed delay per hop (netem under each htb class, where the kernel has netem) and
+  per-namespace sysctls. Used by the p2p fabric tests and the validation of
+  ``colbench predict`` (tests/dist/test_predict_fabric.py, benchmarks/predict_fabric.py).
 
 colbench runs once in each namespace in launched mode (RANK, WORLD_SIZE, MASTER_ADDR,
 ...), exactly as under a real launcher on separate hosts. Every namespace is named
@@ -61,19 +63,36 @@ def unavailable() -> str | None:
     return None
 
 
+def qdisc_unavailable(kind: str, *args: str) -> str | None:
+    """Why this kernel cannot attach a ``kind`` qdisc (``tc qdisc add ... kind ARGS``), or
+    None when it can. netem, for one, is often left out of small VM kernels."""
+    probe = f"cbfab-probe-{os.getpid()}"
+    made = _run("ip", "netns", "add", probe)
+    if made.returncode != 0:
+        return f"cannot create a network namespace: {made.stderr.strip()}"
+    try:
+        tried = _run("ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root",
+                     kind, *args)  # fmt: skip
+        return None if tried.returncode == 0 else f"tc {kind}: {tried.stderr.strip()}"
+    finally:
+        _run("ip", "netns", "del", probe)
+
+
 def launch_ranks(
     ranks: Sequence[tuple[str, dict[str, str]]],
     master_addr: str,
     argv: Sequence[str],
     timeout_s: float = 600,
     cgroup_procs: Mapping[int, Path] | None = None,
+    wrapper: Sequence[str] = (),
 ) -> list[subprocess.CompletedProcess[str]]:
     """``colbench ARGV`` once per (namespace, extra env), as ranks 0.. of one launched job.
 
     Each rank is alone on its "node" (LOCAL_WORLD_SIZE 1); rank 0's node hosts the store
     at ``master_addr``. ``cgroup_procs`` maps a rank to a cgroup's ``cgroup.procs`` file
-    that its process joins before it starts (a CPU quota on one "node"). Waits for all;
-    whatever still runs at the deadline is killed.
+    that its process joins before it starts (a CPU quota on one "node"). ``wrapper`` is a
+    command that runs each rank's Python (e.g. ``chrt -f 1``). Waits for all; whatever
+    still runs at the deadline is killed.
     """
     port = free_port()
     procs = []
@@ -89,7 +108,7 @@ def launch_ranks(
             "MASTER_PORT": str(port),
             **extra,
         }
-        command = ["ip", "netns", "exec", ns, sys.executable, "-m", "colbench", *argv]
+        command = ["ip", "netns", "exec", ns, *wrapper, sys.executable, "-m", "colbench", *argv]
         if cgroup_procs and rank in cgroup_procs:
             join = f'echo $$ > {cgroup_procs[rank]} && exec "$@"'
             command = ["sh", "-c", join, "sh", *command]
@@ -216,54 +235,130 @@ class Fabric:
     node_mbit: dict[int, float | None] = field(default_factory=dict)
     #: (node, peer) -> rate of node's traffic to peer, Mbit/s (both directions are set).
     pair_mbit: dict[tuple[int, int], float] = field(default_factory=dict)
+    #: One-way delay added to every packet a node sends (netem), ms; 0: none.
+    delay_ms: float = 0.0
+    #: Whether small packets (ACKs, control messages) pass queued data on every link.
+    small_first: bool = False
+    #: Bytes htb charges every data packet beyond its length (see shape); 0: none.
+    packet_cost_bytes: int = 0
 
     def shape(
         self,
         base_mbit: float | None,
         node_mbit: dict[int, float] | None = None,
         pair_mbit: dict[tuple[int, int], float] | None = None,
+        delay_ms: float = 0.0,
+        small_first: bool = False,
+        packet_cost_bytes: int = 0,
     ) -> None:
         """Every link at ``base_mbit``, except nodes in ``node_mbit`` (their whole link,
-        both ways) and pairs in ``pair_mbit`` (just the traffic between the two nodes)."""
+        both ways) and pairs in ``pair_mbit`` (just the traffic between the two nodes).
+
+        ``delay_ms`` > 0 delays every packet a node sends by that much (netem under each
+        htb class of the node's egress, so a hop node -> node takes the delay once and a
+        round trip twice); it needs netem in the kernel (:func:`qdisc_unavailable`).
+
+        ``small_first``: IP packets under 256 bytes (TCP ACKs, a transport's control
+        messages) get a class of their own that htb serves before the data class of the
+        same link. A shaped link queues tens of milliseconds of data, where a real NIC
+        drains its queue in microseconds; without this, an ACK or a "ready to receive"
+        message going against a busy direction waits behind that queue, and a message's
+        latency grows with the other traffic on the link (see docs/predict-validation.md).
+
+        ``packet_cost_bytes`` > 0: htb charges every data packet a node sends that many
+        bytes more than its length (tc's ``overhead``), so each packet holds the link for
+        an extra ``packet_cost_bytes * 8 / rate``: a known latency per message for small
+        messages, where a kernel without netem cannot add a delay. It costs link time
+        (each GSO segment pays it once), unlike netem's delay.
+        """
         nodes = range(len(self.namespaces))
         self.node_mbit = {i: (node_mbit or {}).get(i, base_mbit) for i in nodes}
         self.pair_mbit = {}
+        self.delay_ms, self.small_first = delay_ms, small_first
+        self.packet_cost_bytes = packet_cost_bytes
         for (a, b), mbit in (pair_mbit or {}).items():
             self.pair_mbit[(a, b)] = self.pair_mbit[(b, a)] = mbit
         for i in nodes:
             to_peers = {self.addresses[j]: m for (a, j), m in self.pair_mbit.items() if a == i}
             # Node i's egress (to every peer, or per destination) ...
-            _htb(self.namespaces[i], "eth0", self.node_mbit[i], to_peers)
+            _htb(self.namespaces[i], "eth0", self.node_mbit[i], to_peers, delay_ms, small_first,
+                 packet_cost_bytes)  # fmt: skip
             # ... and its ingress: the bridge port's egress towards node i.
-            _htb(self.switch, f"p{i}", self.node_mbit[i], {})
+            _htb(self.switch, f"p{i}", self.node_mbit[i], {}, small_first=small_first)
+
+    def sysctl(self, key: str, value: str | int) -> None:
+        """Set a per-namespace sysctl (e.g. net.ipv4.tcp_slow_start_after_idle) on every
+        node; it goes with the namespaces, the host's value is untouched."""
+        for ns in self.namespaces:
+            _must("ip", "netns", "exec", ns, "sysctl", "-q", "-w", f"{key}={value}")
 
     def colbench(
-        self, argv: Sequence[str], timeout_s: float = 120
+        self,
+        argv: Sequence[str],
+        timeout_s: float = 120,
+        nodes: int | None = None,
+        wrapper: Sequence[str] = (),
     ) -> list[subprocess.CompletedProcess[str]]:
-        """``colbench ARGV`` as one launched job: rank i on node i, labelled ``labels[i]``."""
+        """``colbench ARGV`` as one launched job: rank i on node i, labelled ``labels[i]``;
+        ``nodes``: on the first that many nodes only (default: all); ``wrapper``: see
+        :func:`launch_ranks`."""
         ranks = [
             (ns, {"GLOO_SOCKET_IFNAME": "eth0", "COLBENCH_NODE_LABEL": label})
             for ns, label in zip(self.namespaces, self.labels, strict=True)
         ]
-        return launch_ranks(ranks, self.addresses[0], argv, timeout_s)
+        return launch_ranks(ranks[:nodes], self.addresses[0], argv, timeout_s, wrapper=wrapper)
 
 
-def _htb(ns: str, dev: str, default_mbit: float | None, per_dst_mbit: dict[str, float]) -> None:
+#: netem's queue, in packets: it holds every packet sent within one delay, and its
+#: default (1000) would drop at a few hundred Mbit/s and a few ms of delay.
+_NETEM_LIMIT_PACKETS = 100_000
+
+
+def _htb(
+    ns: str,
+    dev: str,
+    default_mbit: float | None,
+    per_dst_mbit: dict[str, float],
+    delay_ms: float = 0.0,
+    small_first: bool = False,
+    packet_cost_bytes: int = 0,
+) -> None:
     """Replace ``dev``'s root qdisc: htb at ``default_mbit``, with a class of its own for
-    each destination address in ``per_dst_mbit`` (u32 filter on the IP destination)."""
+    each destination address in ``per_dst_mbit`` (u32 filter on the IP destination);
+    ``delay_ms`` > 0 puts netem with that delay under every class; ``small_first`` splits
+    the default class into small packets first, then the rest; ``packet_cost_bytes`` is
+    charged per data packet (see Fabric.shape)."""
     _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root")
-    if default_mbit is None and not per_dst_mbit:
+    if default_mbit is None and not per_dst_mbit and not delay_ms:
         return
     tc = ("ip", "netns", "exec", ns, "tc")
     _must(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
     # Unshaped traffic in a shaped tree still needs a class: make it as fast as veth goes.
-    rate = f"{default_mbit:g}mbit" if default_mbit is not None else "10gbit"
-    _must(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10",
-          "htb", "rate", rate, "ceil", rate)  # fmt: skip
-    for k, (address, mbit) in enumerate(sorted(per_dst_mbit.items()), start=11):
-        _must(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", f"1:{k}",
-              "htb", "rate", f"{mbit:g}mbit", "ceil", f"{mbit:g}mbit")  # fmt: skip
+    mbit = default_mbit if default_mbit is not None else 10_000.0
+    per_dst = dict(enumerate(sorted(per_dst_mbit.items()), start=11))
+    # classid -> (parent, guaranteed Mbit/s, ceiling Mbit/s, htb prio): lower prio first.
+    classes = {k: ("1:", m, m, 1) for k, (_, m) in per_dst.items()}
+    if small_first:
+        # Both share the link (1:1); small packets are guaranteed a sliver and served
+        # first, data may use the whole link.
+        classes |= {1: ("1:", mbit, mbit, 1), 2: ("1:1", mbit / 20, mbit, 0)}
+        classes[10] = ("1:1", mbit * 19 / 20, mbit, 1)
+    else:
+        classes[10] = ("1:", mbit, mbit, 1)
+    for k, (parent, rate, ceil, prio) in sorted(classes.items()):
+        # Small packets (class 2) pay no per-packet cost: ACKs would take the link's time.
+        cost = ("overhead", str(packet_cost_bytes)) if packet_cost_bytes and k != 2 else ()
+        rates = ("rate", f"{rate:g}mbit", "ceil", f"{ceil:g}mbit", "prio", str(prio), *cost)
+        _must(*tc, "class", "add", "dev", dev, "parent", parent, "classid", f"1:{k}", "htb", *rates)
+        if delay_ms and k != 1:  # every leaf
+            netem = ("netem", "delay", f"{delay_ms:g}ms", "limit", str(_NETEM_LIMIT_PACKETS))
+            _must(*tc, "qdisc", "add", "dev", dev, "parent", f"1:{k}", "handle", f"{k}:", *netem)
+    if small_first:
+        # The IP header's total length (bytes 2-3) under 256: its high byte is 0.
         _must(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+              "u32", "match", "u16", "0", "0xff00", "at", "2", "flowid", "1:2")  # fmt: skip
+    for k, (address, _) in per_dst.items():
+        _must(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "2",
               "u32", "match", "ip", "dst", f"{address}/32", "flowid", f"1:{k}")  # fmt: skip
 
 
