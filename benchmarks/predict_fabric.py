@@ -20,7 +20,7 @@ from --min-size up against --max-error (the CLI's verdict; ``--own-fit``: the
 cross-check's instead). Needs root (namespaces). docs/predict-validation.md holds the
 table of a run and what each fabric setting is for.
 
-    flock /work/heavy.lock .venv/bin/python benchmarks/predict_fabric.py --out /tmp/pf
+    .venv/bin/python benchmarks/predict_fabric.py --out /tmp/pf
 """
 
 from __future__ import annotations
