@@ -116,7 +116,8 @@ def colbench_args(words: list[str]) -> list[str] | None:
 # A number standing alone: not the digits inside a word (float32, all_reduce2) nor the
 # tail of a dotted version. Signs belong to the number (a change may go either way), and
 # so do the table's marks after a time (* host-bound, ! rank skew): they vary as it does.
-_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?[*!]*")
+# A fitted rate is `inf` when time did not grow with size in that run: a value like any.
+_NUMBER = re.compile(r"(?<![\w.])(?:[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?[*!]*|inf\b)")
 # The table's rank lines name the host that ran them.
 _HOST = re.compile(r"( on) +\S+( device)")
 

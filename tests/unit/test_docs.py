@@ -185,6 +185,12 @@ def test_shape_ignores_numbers_spacing_and_host() -> None:
     assert shape_mismatch(rank, ["#  Rank   1 Pid 99 on node-7.example device cpu"]) is None
 
 
+def test_shape_takes_an_infinite_rate_for_a_number_but_not_words_starting_with_inf() -> None:
+    fitted = ("  all_gather  ring  0.0  474.83  0.6476  -  63.3%",)
+    assert shape_mismatch(fitted, ["  all_gather  ring  0.0  770.95  inf  -  54.0%"]) is None
+    assert shape_mismatch(fitted, ["  all_gather  ring  0.0  770.95  info  -  54.0%"]) is not None
+
+
 def test_shape_catches_a_changed_column_or_word() -> None:
     assert shape_mismatch(TABLE, ["# all_reduce", "1024 256 float sum -1 921.1"]) is not None
     assert shape_mismatch(TABLE, ["# all_gather", TABLE[1]]) is not None
