@@ -335,15 +335,20 @@ def run_gate(
         _judge_alone(result, cur_frame)
     if floor_gbps is not None:
         result.floors = average_busbw_floors(cur_frame, floor_gbps)
+    _warn_incomplete(result, currents)
+    if base_meta is not None and first_meta is not None:
+        _note_machines(result, base_meta, first_meta)
+    return result
+
+
+def _warn_incomplete(result: GateResult, currents: Sequence[str | os.PathLike[str]]) -> None:
+    """A current run that did not finish is judged on what it measured, and says so first."""
     for path in reversed(currents):
         cur_meta = read_meta(path)
         if cur_meta is not None and cur_meta.get("status") not in (None, "complete"):
             result.warnings.insert(
                 0, f"run {path} has status {cur_meta.get('status')!r}, not complete"
             )
-    if base_meta is not None and first_meta is not None:
-        _note_machines(result, base_meta, first_meta)
-    return result
 
 
 def _other_machine(base_meta: Any, cur_meta: Any) -> str:
