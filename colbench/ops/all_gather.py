@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context
+from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost
 
 
 class AllGather(ChunkedCollective):
@@ -20,6 +20,7 @@ class AllGather(ChunkedCollective):
     gathers = True
     nccl_name = "allgather"
     nccl_algorithms = ("Ring", "CollnetDirect", "NVLS", "PAT")
+    ring_cost = RingCost(1, True, False, "ring: N-1 steps, (N-1)/N*S sent")
 
     def busbw_factor(self, world_size: int) -> float:
         """Each rank must receive the n-1 chunks it lacks, (n-1)/n of the output."""

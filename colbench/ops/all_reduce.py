@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, whole_buffer
 
 
 class AllReduce(Collective):
@@ -19,6 +19,7 @@ class AllReduce(Collective):
     torch_call = "dist.all_reduce(tensor, op)"
     nccl_name = "allreduce"
     nccl_algorithms = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree")
+    ring_cost = RingCost(2, True, True, "ring: 2(N-1) steps, 2(N-1)/N*S sent, (N-1)/N*S reduced")
     uses_redop = True
     # torch.distributed.all_reduce only exists in place; there is no separate output buffer.
     placements = ("in",)

@@ -98,6 +98,28 @@ def per_rank_chunk(requested_bytes: int, elem_bytes: int, world_size: int) -> in
     return (chunk_bytes - chunk_bytes % 16) // elem_bytes
 
 
+@dataclass(frozen=True)
+class RingCost:
+    """How a ring (or pipelined chain) implementation of a collective loads one rank, in
+    the terms of colbench.predict's cost models: rounds of N-1 steps, bytes sent and bytes
+    reduced by the busiest rank, as multiples of the reported size S."""
+
+    passes: int
+    """Rounds of N-1 ring steps (all_reduce: a reduce-scatter, then an all-gather)."""
+    shares: bool
+    """True: each round sends the (N-1)/N of S a rank lacks; False: a pipelined chain
+    forwards all of S."""
+    reduces: bool
+    """Whether the bytes received are combined with the rank's own."""
+    description: str
+    """One line for predict's output and docs."""
+
+    def terms(self, world_size: int, size_bytes: float) -> tuple[float, float, float]:
+        """(steps, bytes sent, bytes reduced) of the busiest rank."""
+        moved = (world_size - 1) / world_size * size_bytes if self.shares else size_bytes
+        return self.passes * (world_size - 1), self.passes * moved, moved if self.reduces else 0.0
+
+
 class Collective:
     """One collective. Subclasses set the class attributes and implement the methods."""
 
@@ -124,6 +146,8 @@ class Collective:
     #: Empty: NCCL builds it from point-to-point calls, which ``NCCL_ALGO`` does not govern.
     nccl_name: ClassVar[str] = ""
     nccl_algorithms: ClassVar[tuple[str, ...]] = ()
+    #: The ring cost model of this collective (``colbench predict``); None: no model.
+    ring_cost: ClassVar[RingCost | None] = None
     #: Whether the call can be captured in a CUDA graph (``--cuda-graph``).
     graph_capturable: ClassVar[bool] = True
     #: The nccl-tests program that measures this collective (``colbench crosscheck``);

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, whole_buffer
 
 
 class Broadcast(Collective):
@@ -19,6 +19,7 @@ class Broadcast(Collective):
     torch_call = "dist.broadcast(tensor, src=root)"
     nccl_name = "broadcast"
     nccl_algorithms = ("Ring",)
+    ring_cost = RingCost(1, False, False, "pipelined chain: N-1 steps, S sent")
     rooted = True
     # torch's broadcast has one tensor: the root's input is every rank's output.
     placements = ("in",)

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, whole_buffer
 
 
 class Reduce(Collective):
@@ -19,6 +19,7 @@ class Reduce(Collective):
     torch_call = "dist.reduce(tensor, dst=root, op)"
     nccl_name = "reduce"
     nccl_algorithms = ("Ring",)
+    ring_cost = RingCost(1, False, True, "pipelined chain: N-1 steps, S sent and reduced")
     uses_redop = True
     rooted = True
     # torch's reduce has one tensor, reduced in place on the root.

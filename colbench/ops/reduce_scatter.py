@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context
+from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost
 
 
 class ReduceScatter(ChunkedCollective):
@@ -20,6 +20,7 @@ class ReduceScatter(ChunkedCollective):
     gathers = False
     nccl_name = "reducescatter"
     nccl_algorithms = ("Ring", "CollnetDirect", "NVLS", "PAT")
+    ring_cost = RingCost(1, True, True, "ring: N-1 steps, (N-1)/N*S sent and reduced")
     uses_redop = True
 
     def busbw_factor(self, world_size: int) -> float:

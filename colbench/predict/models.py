@@ -49,14 +49,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from colbench import ops
+from colbench.ops.base import RingCost
+
 RING = "ring"
 TREE = "tree"
 DOUBLE_TREE = "double_tree"
 ALGORITHMS = (RING, TREE, DOUBLE_TREE)
 
-#: The ring model of each op; tree algorithms exist for all_reduce only (as in NCCL).
-_RING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
-_TREE_OPS = ("all_reduce",)
 
 #: Names of the fitted parameters, in the order of the design matrix's columns.
 PARAMETERS = ("overhead_us", "alpha_us", "beta_us_per_byte", "gamma_us_per_byte")
@@ -75,13 +75,18 @@ class Terms:
         return np.array([1.0, self.steps, self.link_bytes, self.reduced_bytes])
 
 
+def _ring_cost(op: str) -> RingCost | None:
+    collective = ops.BY_NAME.get(op)
+    return None if collective is None else collective.ring_cost
+
+
 def algorithms_for(op: str) -> tuple[str, ...]:
-    """The algorithms that have a model for ``op``; empty when none does."""
-    if op in _TREE_OPS:
-        return ALGORITHMS
-    if op in _RING_OPS:
-        return (RING,)
-    return ()
+    """The algorithms that have a model for ``op``; empty when none does. The op contract
+    says which: its ring cost, and whether NCCL implements it as a tree."""
+    collective = ops.BY_NAME.get(op)
+    if collective is None or collective.ring_cost is None:
+        return ()
+    return ALGORITHMS if "Tree" in collective.nccl_algorithms else (RING,)
 
 
 def nodes_of(world_size: int, ranks_per_node: int) -> int:
@@ -96,22 +101,11 @@ def terms(op: str, algo: str, world_size: int, ranks_per_node: int, size_bytes: 
     if algo not in algorithms_for(op):
         raise ValueError(f"no {algo} model for {op}")
     if algo == RING:
-        return _ring(op, world_size, float(size_bytes))
+        cost = _ring_cost(op)
+        assert cost is not None  # algorithms_for has checked it
+        return Terms(*cost.terms(world_size, float(size_bytes)))
     group = min(ranks_per_node, world_size)
     return _tree(algo, world_size, group, float(size_bytes))
-
-
-def _ring(op: str, n: int, size: float) -> Terms:
-    share = (n - 1) / n * size
-    if op == "all_reduce":
-        return Terms(2 * (n - 1), 2 * share, share)
-    if op == "all_gather":
-        return Terms(n - 1, share, 0.0)
-    if op == "reduce_scatter":
-        return Terms(n - 1, share, share)
-    if op == "broadcast":
-        return Terms(n - 1, size, 0.0)
-    return Terms(n - 1, size, size)  # reduce
 
 
 def _tree(algo: str, n: int, group: int, size: float) -> Terms:
@@ -190,19 +184,19 @@ def crossover(
     return Crossing(None, low_latency)
 
 
-_DESCRIPTIONS = {
-    (RING, "all_reduce"): "ring: 2(N-1) steps, 2(N-1)/N*S sent, (N-1)/N*S reduced",
-    (RING, "all_gather"): "ring: N-1 steps, (N-1)/N*S sent",
-    (RING, "reduce_scatter"): "ring: N-1 steps, (N-1)/N*S sent and reduced",
-    (RING, "broadcast"): "pipelined chain: N-1 steps, S sent",
-    (RING, "reduce"): "pipelined chain: N-1 steps, S sent and reduced",
-    (TREE, "all_reduce"): "binary tree, pipelined, chain in a node: 2((G-1)+log2 M) steps, "
+_TREE_DESCRIPTIONS = {
+    TREE: "binary tree, pipelined, chain in a node: 2((G-1)+log2 M) steps, "
     "min(M-1,3)*S sent (2S on one node)",
-    (DOUBLE_TREE, "all_reduce"): "double binary tree (NCCL Tree): 2((G-1)+log2 M) steps, "
+    DOUBLE_TREE: "double binary tree (NCCL Tree): 2((G-1)+log2 M) steps, "
     "S/2*min(M,4) sent (2S on one node)",
 }
 
 
 def describe(op: str, algo: str) -> str:
     """One line naming the model of ``op`` by ``algo`` (N ranks, G per node, M nodes)."""
-    return _DESCRIPTIONS[algo, op]
+    if algo != RING:
+        return _TREE_DESCRIPTIONS[algo]
+    cost = _ring_cost(op)
+    if cost is None:
+        raise KeyError(f"no ring model for {op}")
+    return cost.description
