@@ -23,8 +23,8 @@ import numpy as np
 from colbench import ops
 from colbench.analysis.series import Line, labels
 
-_HUBER_K = 1.345
-_BISQUARE_K = 4.685
+HUBER_K = 1.345
+BISQUARE_K = 4.685
 _ITERATIONS = 30
 
 
@@ -58,7 +58,9 @@ def _solve(size: np.ndarray, time: np.ndarray, weights: np.ndarray) -> tuple[flo
     return float(alpha), float(slope)
 
 
-def _robust_weights(residuals: np.ndarray, k: float, bisquare: bool) -> np.ndarray:
+def robust_weights(residuals: np.ndarray, k: float, bisquare: bool) -> np.ndarray:
+    """Huber (``bisquare`` False) or Tukey bisquare weights of residuals, scaled by their
+    median absolute deviation; the bisquare gives gross outliers zero weight."""
     spread = np.median(np.abs(residuals - np.median(residuals))) * 1.4826
     scale = max(float(spread), 1e-9)
     u = np.abs(residuals) / (k * scale)
@@ -82,7 +84,7 @@ def fit_time(
     for iteration in range(_ITERATIONS):
         residuals = (time - alpha - slope * size) / time
         bisquare = iteration >= _ITERATIONS // 3
-        weights = _robust_weights(residuals, _BISQUARE_K if bisquare else _HUBER_K, bisquare)
+        weights = robust_weights(residuals, BISQUARE_K if bisquare else HUBER_K, bisquare)
         if np.count_nonzero(weights) < 2:
             break
         new_alpha, new_slope = _solve(size, time, weights)

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from colbench.analysis.fit import BISQUARE_K, HUBER_K, robust_weights
 from colbench.predict.models import PARAMETERS, Parameters, Terms
 
 #: A point is never dropped for being within this relative distance of the model.
 OUTLIER_FLOOR = 0.05
-_HUBER_K = 1.345
-_BISQUARE_K = 4.685
 _ITERATIONS = 30
 _LEVEL = 0.95
 
@@ -155,14 +154,6 @@ def _solve(relative: np.ndarray, weights: np.ndarray, free: Sequence[int]) -> np
         active.remove(min(negative, key=lambda c: params[c]))
 
 
-def _robust_weights(residuals: np.ndarray, k: float, bisquare: bool) -> np.ndarray:
-    spread = np.median(np.abs(residuals - np.median(residuals))) * 1.4826
-    u = np.abs(residuals) / (k * max(float(spread), 1e-9))
-    if bisquare:
-        return np.where(u < 1, (1 - u**2) ** 2, 0.0)
-    return np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
-
-
 def _outliers(relative: np.ndarray, free: Sequence[int]) -> np.ndarray:
     """A mask of the points the robust fit gives no weight and that miss by more than
     OUTLIER_FLOOR."""
@@ -171,7 +162,7 @@ def _outliers(relative: np.ndarray, free: Sequence[int]) -> np.ndarray:
     for iteration in range(_ITERATIONS):
         residuals = 1.0 - relative @ params
         bisquare = iteration >= _ITERATIONS // 3
-        weights = _robust_weights(residuals, _BISQUARE_K if bisquare else _HUBER_K, bisquare)
+        weights = robust_weights(residuals, BISQUARE_K if bisquare else HUBER_K, bisquare)
         if np.count_nonzero(weights) <= len(free):
             break
         new = _solve(relative, weights, free)
