@@ -18,8 +18,8 @@ one-sided p-value of t = (|c - m| - l) / (s * sqrt(1 + 1/K)), l the limit in log
 gives t a noncentral t distribution with K - 1 degrees of freedom and noncentrality
 delta / (s * sqrt(1 + 1/K)); the detectable margin is the delta at which the test rejects
 with the stated power. It is computed by numerical integration over the chi distribution
-of the sample SD (:func:`t_tail`), not simulated and not read off a normal approximation,
-which at K = 5..10 promises power the t test lacks.
+of the sample SD (:func:`colbench.analysis.student_t.t_tail`), not simulated and not read
+off a normal approximation, which at K = 5..10 promises power the t test lacks.
 
 **The overall statistic.** Drift is common mode: a slow spell of the runner moves every
 row of a run alike, so pooling rows removes the rows' own noise but not the drift. The
@@ -32,18 +32,12 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from colbench.analysis import stats
-
-#: Points of the grid the t integrals run over: the figures are exact to about 1e-4.
-_GRID = 6000
-#: W = s / sigma, the sample SD in units of the true one, stays below this for K >= 3
-#: (P(W > 6) < 1e-15 at 2 degrees of freedom, less at more).
-_W_MAX = 6.0
+from colbench.analysis import stats, student_t
 
 
 @dataclass(frozen=True)
@@ -104,53 +98,19 @@ def overall_current(
     )
 
 
-@functools.cache
-def _w_grid(dof: int) -> tuple[np.ndarray, np.ndarray]:
-    """Midpoints of W = sqrt(V / dof), V ~ chi-square(dof), and their probabilities."""
-    step = _W_MAX / _GRID
-    w = (np.arange(_GRID) + 0.5) * step
-    v = dof * w * w
-    half = dof / 2
-    # log density of V, then the change of variable dv = 2 dof w dw.
-    log_f = (half - 1) * np.log(v) - v / 2 - half * math.log(2) - math.lgamma(half)
-    weights = np.exp(log_f + np.log(2 * dof * w)) * step
-    return w, weights / weights.sum()
-
-
-_erf = np.frompyfunc(math.erf, 1, 1)
-
-
 def t_tail(t: float, dof: int, ncp: float = 0.0) -> float:
-    """P(T > t) for T = (Z + ncp) / W: Student-t (ncp 0) or noncentral t with ``dof``.
-
-    P(Z + ncp > t W) = E[Phi(ncp - t W)] over the distribution of W.
-    """
+    """P(T > t) for the drift test's (noncentral) t; it needs 3 runs, 2 degrees of freedom."""
     if dof < 2:
         raise ValueError("the drift test needs at least 2 degrees of freedom (3 runs)")
-    w, weights = _w_grid(dof)
-    x = (ncp - t * w) / math.sqrt(2)
-    phi = 0.5 * (1 + np.asarray(_erf(x), dtype=float))
-    return float(np.dot(phi, weights))
-
-
-def _solve(
-    f: Callable[[float], float], target: float, low: float, high: float, falling: bool
-) -> float:
-    """Bisection for f(x) = target on [low, high], f monotone."""
-    for _ in range(60):
-        mid = (low + high) / 2
-        above = f(mid) > target
-        if above == falling:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2
+    return student_t.t_tail(t, dof, ncp)
 
 
 @functools.lru_cache(maxsize=256)
 def t_critical(level: float, dof: int) -> float:
     """The t with P(T > t) = level."""
-    return _solve(lambda t: t_tail(t, dof), level, -50.0, 1000.0, falling=True)
+    if dof < 2:
+        raise ValueError("the drift test needs at least 2 degrees of freedom (3 runs)")
+    return student_t.t_upper(level, dof)
 
 
 @functools.lru_cache(maxsize=256)
@@ -158,7 +118,9 @@ def margin_in_scales(level: float, power: float, dof: int) -> float:
     """The shift beyond the limit, in units of the prediction SD, that the one-sided test
     at ``level`` finds with probability ``power``: the noncentrality of that power."""
     critical = t_critical(level, dof)
-    return _solve(lambda ncp: t_tail(critical, dof, ncp), power, 0.0, 200.0, falling=False)
+    return student_t.solve_monotone(
+        lambda ncp: t_tail(critical, dof, ncp), power, 0.0, 200.0, falling=False
+    )
 
 
 def limit_log(limit: float, upward: bool) -> float:

@@ -21,12 +21,12 @@ as a floor).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from colbench.analysis import student_t
 from colbench.analysis.fit import BISQUARE_K, HUBER_K, robust_weights
 from colbench.predict.models import PARAMETERS, Parameters, Terms
 
@@ -98,19 +98,8 @@ class Fit:
 
 
 def t_quantile(dof: int, level: float = _LEVEL) -> float:
-    """Two-sided Student-t quantile (exact for 1 and 2 degrees of freedom, else the
-    Cornish-Fisher expansion around the normal quantile, within 0.1% from 3 on)."""
-    p = 0.5 + level / 2
-    if dof <= 1:
-        return math.tan(math.pi * (p - 0.5))
-    if dof == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    z = statistics.NormalDist().inv_cdf(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / dof + g2 / dof**2 + g3 / dof**3 + g4 / dof**4
+    """Two-sided Student-t quantile of the prediction intervals."""
+    return student_t.t_two_sided(level, dof)
 
 
 def _design(points: Sequence[Point]) -> tuple[np.ndarray, np.ndarray]:
