@@ -48,6 +48,9 @@ class Line:
     time_us: np.ndarray
     algbw_gbps: np.ndarray
     busbw_gbps: np.ndarray
+    #: The size asked for on the command line, per point: all_gather of 4K on 6 ranks
+    #: measures 4032 B, and "from 4K up" must still take it.
+    requested_bytes: np.ndarray
 
     def values(self, column: str) -> np.ndarray:
         return {
@@ -101,6 +104,13 @@ def _optional_int(value: Any) -> int | None:
     return None if np.isnan(number) else int(number)
 
 
+def _requested(frame: Any) -> Any:
+    # Frames built by hand (tests, other tools) may lack the column: then size is what
+    # was asked for.
+    column = "requested_bytes" if "requested_bytes" in frame.columns else "size_bytes"
+    return frame[column].astype(float)
+
+
 def lines(run: Run) -> list[Line]:
     """The run's curves over size; size-0 rows (barrier, empty imports) cannot be on a log axis,
     and rows without a measurement (status oom, unsupported) have nothing to draw."""
@@ -116,6 +126,7 @@ def lines(run: Run) -> list[Line]:
             .median()
             .sort_index()
         )
+        requested = _requested(chosen).groupby(chosen["size_bytes"]).max().sort_index()
         first = chosen.iloc[0]
         out.append(
             Line(
@@ -132,6 +143,7 @@ def lines(run: Run) -> list[Line]:
                 time_us=per_size["time_us"].to_numpy(dtype=float),
                 algbw_gbps=per_size["algbw_gbps"].to_numpy(dtype=float),
                 busbw_gbps=per_size["busbw_gbps"].to_numpy(dtype=float),
+                requested_bytes=requested.to_numpy(dtype=float),
             )
         )
     return out

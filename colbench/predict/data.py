@@ -41,6 +41,7 @@ class Measured:
     """The run's variant without NCCL_ALGO: what else it set (NCCL_PROTO=LL...)."""
     size_bytes: np.ndarray
     time_us: np.ndarray
+    requested_bytes: np.ndarray
 
 
 def variant_env(variant: str) -> dict[str, str]:
@@ -104,6 +105,7 @@ def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
         ),
         size_bytes=line.size_bytes,
         time_us=line.time_us,
+        requested_bytes=line.requested_bytes,
     )
 
 

@@ -54,6 +54,8 @@ class Checked:
     run: str
     predicted_time_us: float
     measured_time_us: float
+    #: The size the sweep was asked for: --min-size judges this one (4K takes 4032 B).
+    requested_bytes: int
 
     @property
     def error_pct(self) -> float:
@@ -228,24 +230,23 @@ def check_against(fits: dict[tuple[str, str], Fit], against: Sequence[Measured])
     """Predict every (op, N, size) of the --against runs and pair it with the measurement."""
     out = []
     for m in against:
-        for size, time in zip(m.size_bytes, m.time_us, strict=True):
+        for size, time, requested in zip(m.size_bytes, m.time_us, m.requested_bytes, strict=True):
             p = predict_one(fits, m.op, m.algo, m.world_size, m.ranks_per_node, int(size))
             if p is None:
                 raise UsageError(
                     f"--against run {m.run} has {m.op} ({m.algo}) rows, but the fitted runs "
                     f"hold no {m.op}: fit on runs of the same op"
                 )
-            out.append(
-                Checked(m.op, m.algo, m.world_size, int(size), m.run, p.time_us, float(time))
-            )
+            row = (m.op, m.algo, m.world_size, int(size), m.run, p.time_us, float(time))
+            out.append(Checked(*row, requested_bytes=int(requested)))
     return out
 
 
 def largest_errors(checked: Sequence[Checked], min_size: int) -> dict[str, Checked]:
-    """Per op, the row with the largest |error| at sizes >= ``min_size``."""
+    """Per op, the row with the largest |error| at requested sizes >= ``min_size``."""
     worst: dict[str, Checked] = {}
     for c in checked:
-        if c.size_bytes < min_size:
+        if c.requested_bytes < min_size:
             continue
         if c.op not in worst or abs(c.error_pct) > abs(worst[c.op].error_pct):
             worst[c.op] = c

@@ -22,6 +22,7 @@ from colbench.tables import column as _column
 
 #: Version of predict.csv, against.csv and predict's meta.json.
 PREDICT_VERSION = 1
+AGAINST_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,13 +45,22 @@ class AgainstRow(TableRow):
     algo: str = _column("algorithm of the measured run")
     world_size: int = _column("ranks of the measured run", "ranks")
     size_bytes: int = _column("size as nccl-tests counts it", "B")
+    requested_bytes: int = _column("size asked for on the command line (1K = 1024)", "B")
     predicted_time_us: float = _column("predicted time", "us")
     measured_time_us: float = _column("measured time (median over repeats)", "us")
     error_pct: float = _column("(predicted - measured) / measured", "%")
 
 
 PREDICT_TABLE = Table("predict.csv", PredictRow, PREDICT_VERSION, {1: "first release."})
-AGAINST_TABLE = Table("against.csv", AgainstRow, PREDICT_VERSION, {1: "first release."})
+AGAINST_TABLE = Table(
+    "against.csv",
+    AgainstRow,
+    AGAINST_VERSION,
+    {
+        1: "first release.",
+        2: "requested_bytes: --min-size judges the size asked for, as the sweep's was.",
+    },
+)
 
 
 def _fit_meta(f: Fit) -> dict[str, Any]:
@@ -84,6 +94,7 @@ def _against_row(c: Checked) -> AgainstRow:
         algo=c.algo,
         world_size=c.world_size,
         size_bytes=c.size_bytes,
+        requested_bytes=c.requested_bytes,
         predicted_time_us=c.predicted_time_us,
         measured_time_us=c.measured_time_us,
         error_pct=c.error_pct,

@@ -50,7 +50,12 @@ class PredictFlags:
         help="Measured runs to check the prediction against: every run up to the next "
         "option (--against r6 r8). Must not be fitted runs.",
     )
-    min_size: str = _judge("4K", "--min-size", help="Judge --against errors only at sizes >= this.")
+    min_size: str = _judge(
+        "4K",
+        "--min-size",
+        help="Judge --against errors only at sizes asked for >= this (4K takes all_gather's "
+        "4032 B on 6 ranks).",
+    )
     max_error: float | None = _judge(
         None, "--max-error", help="Exit 1 when the largest |error| (%) of --against exceeds this."
     )

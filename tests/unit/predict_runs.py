@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from colbench import ops as collectives
 from colbench.predict import models
 from colbench.predict.models import Parameters
 from tests.unit.rows import row, write_run
@@ -23,18 +24,22 @@ def model_run(
     directory: Path, world_size: int, *, ops: Sequence[str] = ("all_reduce", "all_gather"),
     params: Parameters = TRUE, algo: str = models.RING, sizes: Sequence[int] = SIZES,
     nnodes: int | None = None, backend: str = "gloo", variant: str = "",
-    distort: Distort | None = None,
+    distort: Distort | None = None, as_laid_out: bool = False,
 ) -> Path:  # fmt: skip
     """A run at ``world_size`` ranks on ``nnodes`` nodes (default: one rank per node)
-    whose times are the model's, optionally ``distort(op, N, size, time)``-ed."""
+    whose times are the model's, optionally ``distort(op, N, size, time)``-ed.
+    ``as_laid_out``: rows report the size the op's layout measures (all_gather of 4K on 6
+    ranks: 4032 B), with the size asked for in ``requested_bytes``, as a sweep writes them."""
     nodes = world_size if nnodes is None else nnodes
     per_node = -(-world_size // nodes)
     rows = []
     for op in ops:
-        for size in sizes:
+        for requested in sizes:
+            size = collectives.get(op).layout(requested, 4, world_size).size_bytes
+            size = size if as_laid_out else requested
             time = params.time_us(models.terms(op, algo, world_size, per_node, size))
             if distort is not None:
                 time = distort(op, world_size, size, time)
             r = row(op, size, time, world_size=world_size, backend=backend, variant=variant)
-            rows.append({**r, "nnodes": nodes})
+            rows.append({**r, "nnodes": nodes, "requested_bytes": requested})
     return write_run(directory, rows)

@@ -12,7 +12,7 @@ import pytest
 
 from colbench.predict import files, models
 from tests.conftest import run_main
-from tests.unit.predict_runs import TRUE, model_run
+from tests.unit.predict_runs import SIZES, TRUE, model_run
 
 EIGHT_MIB = 8 << 20
 
@@ -93,6 +93,34 @@ def test_max_error_exceeded_exits_1(tmp_path: Path, capsys: pytest.CaptureFixtur
         capsys, "predict", *runs, "--against", checked, "--max-error", "15", "--min-size", "1G"
     )
     assert code == 2 and "have none" in err
+
+
+def test_min_size_judges_the_size_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A sweep's all_gather of 4K on 6 ranks measures 4032 B (672 B per rank): "from 4K
+    # up" takes that row, and only sizes asked for below 4K are left out.
+    runs = [str(model_run(tmp_path / f"r{n}", n, ops=("all_gather",))) for n in (2, 3, 4)]
+
+    def off(op: str, n: int, size: int, time: float) -> float:
+        return time * 1.25 if size == 4032 else time
+
+    checked = str(
+        model_run(
+            tmp_path / "r6", 6, ops=("all_gather",), sizes=[2048, *SIZES[:3]],
+            distort=off, as_laid_out=True,
+        )
+    )  # fmt: skip
+    argv = ["predict", *runs, "--against", checked, "--max-error", "15", "--out", str(tmp_path)]
+    code, stdout, _ = run_main(capsys, *argv)
+    assert code == 1
+    assert "largest |error| from 4K: 20.0% (all_gather, 3.94K, 6 ranks)" in stdout
+    with open(tmp_path / "against.csv", newline="") as f:
+        against = {int(r["requested_bytes"]): int(r["size_bytes"]) for r in csv.DictReader(f)}
+    assert against == {2048: 2016, 4096: 4032, 8192: 8160, 16384: 16320}
+    # Asked for from 8K: the 4032-B row is no longer judged.
+    code, stdout, _ = run_main(capsys, *argv, "--min-size", "8K")
+    assert code == 0 and "largest |error| from 8K: 0.0%" in stdout
 
 
 def test_nccl_variants_fit_ring_and_tree_separately(
