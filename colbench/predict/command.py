@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from colbench import ops
+from colbench.dtypes import parse_dtypes, parse_redops
 from colbench.errors import ExitCode, UsageError
 from colbench.predict import data, engine, report
 from colbench.predict.models import ALGORITHMS
@@ -62,6 +63,22 @@ def _op_sizes(flags: PredictFlags, fitted: Sequence[data.Measured]) -> dict[str,
     }
 
 
+def _kind(flags: PredictFlags) -> tuple[str | None, str | None]:
+    """--dtype and --redop in the rows' spelling (bf16 -> bfloat16); one of each at most."""
+    dtype = redop = None
+    if flags.dtype is not None:
+        dtypes = parse_dtypes(flags.dtype)
+        if len(dtypes) > 1:
+            raise UsageError(f"--dtype takes one dtype for one fit, got {flags.dtype!r}")
+        dtype = dtypes[0].name
+    if flags.redop is not None:
+        redops = parse_redops(flags.redop)
+        if len(redops) > 1:
+            raise UsageError(f"--redop takes one reduction op for one fit, got {flags.redop!r}")
+        redop = redops[0]
+    return dtype, redop
+
+
 def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
     """Print the fits, predictions, crossovers and checks; write --out; the exit code."""
     wanted_ops = [ops.get(name).name for name in flags.op or ()]
@@ -73,8 +90,11 @@ def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
         raise UsageError("--plot draws predictions: give --ranks")
     if flags.max_error is not None and not flags.against:
         raise UsageError("--max-error judges --against runs: give --against RUN")
-    fitted = data.load_measured(runs, assumed, wanted_ops)
-    against = data.load_measured(flags.against or [], assumed, wanted_ops)
+    fitted, against = data.select_kind(
+        data.load_measured(runs, assumed, wanted_ops),
+        data.load_measured(flags.against or [], assumed, wanted_ops),
+        *_kind(flags),
+    )
     if flags.against and not against:
         raise UsageError("the --against runs hold no rows of the fitted ops at 2 ranks or more")
     data.check_disjoint(fitted, against)

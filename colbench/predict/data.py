@@ -42,6 +42,13 @@ class Measured:
     size_bytes: np.ndarray
     time_us: np.ndarray
     requested_bytes: np.ndarray
+    dtype: str = ""
+    #: "none" for ops that reduce nothing.
+    redop: str = "none"
+
+    @property
+    def kind(self) -> str:
+        return self.dtype if self.redop == "none" else f"{self.dtype} {self.redop}"
 
 
 def variant_env(variant: str) -> dict[str, str]:
@@ -106,6 +113,8 @@ def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
         size_bytes=line.size_bytes,
         time_us=line.time_us,
         requested_bytes=line.requested_bytes,
+        dtype=line.dtype,
+        redop=line.redop,
     )
 
 
@@ -125,6 +134,40 @@ def load_measured(
                 continue
             found.append(_measured(run, line, assumed))
     return found
+
+
+def select_kind(
+    fitted: Sequence[Measured], against: Sequence[Measured], dtype: str | None, redop: str | None
+) -> tuple[list[Measured], list[Measured]]:
+    """Keep one dtype (and reduction op) per op, fitted and checked alike.
+
+    A reduction's cost per byte, and for a smaller element the time of the same bytes,
+    depends on both: one fit over float32 sum and bfloat16 max would be a model of neither.
+    Runs that hold several are refused unless --dtype / --redop pick one.
+    """
+
+    def wanted(m: Measured) -> bool:
+        return (dtype is None or m.dtype == dtype) and (redop is None or m.redop in ("none", redop))
+
+    fitted = [m for m in fitted if wanted(m)]
+    against = [m for m in against if wanted(m)]
+    if not fitted and (dtype or redop):
+        picked = " ".join(x for x in (dtype, redop) if x)
+        raise UsageError(f"the fitted runs hold no rows of {picked}: check --dtype / --redop")
+    for op in dict.fromkeys(m.op for m in fitted):
+        kinds = sorted({m.kind for m in fitted if m.op == op})
+        if len(kinds) > 1:
+            raise UsageError(
+                f"the fitted runs hold {op} of several kinds ({', '.join(kinds)}): "
+                "pick one with --dtype and --redop"
+            )
+        alien = sorted({m.kind for m in against if m.op == op} - set(kinds))
+        if alien:
+            raise UsageError(
+                f"--against holds {op} of {', '.join(alien)} but the fit is of {kinds[0]}: "
+                "pick one with --dtype and --redop"
+            )
+    return fitted, against
 
 
 def check_disjoint(fitted: Sequence[Measured], against: Sequence[Measured]) -> None:

@@ -50,6 +50,14 @@ class PredictFlags:
         help="Measured runs to check the prediction against: every run up to the next "
         "option (--against r6 r8). Must not be fitted runs.",
     )
+    dtype: str | None = _judge(
+        None, "--dtype", help="Only rows of this dtype (needed when the runs hold several)."
+    )
+    redop: str | None = _judge(
+        None,
+        "--redop",
+        help="Only reductions with this op, e.g. sum (needed when the runs hold several).",
+    )
     min_size: str = _judge(
         "4K",
         "--min-size",

@@ -24,7 +24,8 @@ def model_run(
     directory: Path, world_size: int, *, ops: Sequence[str] = ("all_reduce", "all_gather"),
     params: Parameters = TRUE, algo: str = models.RING, sizes: Sequence[int] = SIZES,
     nnodes: int | None = None, backend: str = "gloo", variant: str = "",
-    distort: Distort | None = None, as_laid_out: bool = False,
+    distort: Distort | None = None, as_laid_out: bool = False, dtype: str = "float32",
+    redop: str = "sum",
 ) -> Path:  # fmt: skip
     """A run at ``world_size`` ranks on ``nnodes`` nodes (default: one rank per node)
     whose times are the model's, optionally ``distort(op, N, size, time)``-ed.
@@ -40,6 +41,11 @@ def model_run(
             time = params.time_us(models.terms(op, algo, world_size, per_node, size))
             if distort is not None:
                 time = distort(op, world_size, size, time)
-            r = row(op, size, time, world_size=world_size, backend=backend, variant=variant)
+            r = row(
+                op, size, time, world_size=world_size, backend=backend, variant=variant,
+                dtype=dtype,
+            )  # fmt: skip
+            if r["redop"] != "none":
+                r["redop"] = redop
             rows.append({**r, "nnodes": nodes, "requested_bytes": requested})
     return write_run(directory, rows)

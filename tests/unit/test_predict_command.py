@@ -123,6 +123,46 @@ def test_min_size_judges_the_size_asked_for(
     assert code == 0 and "largest |error| from 8K: 0.0%" in stdout
 
 
+def test_one_dtype_and_reduction_op_per_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Runs of float32 sum and bfloat16 sum (the bfloat16 link half as fast per byte) and,
+    # at 3 ranks, float32 max too: pooled, the fit would be a model of none of them.
+    slow = models.Parameters(TRUE.overhead_us, TRUE.alpha_us, 2 * TRUE.beta_us_per_byte, 0.0)
+    runs = []
+    for n in (2, 3, 4):
+        runs.append(str(model_run(tmp_path / f"f{n}", n, ops=("all_reduce",))))
+        runs.append(
+            str(
+                model_run(tmp_path / f"b{n}", n, ops=("all_reduce",), dtype="bfloat16", params=slow)
+            )
+        )
+    runs.append(str(model_run(tmp_path / "m3", 3, ops=("all_reduce",), redop="max")))
+    err = _refused(capsys, *runs)
+    assert "all_reduce of several kinds (bfloat16 sum, float32 max, float32 sum)" in err
+    assert "pick one with --dtype and --redop" in err
+    # bf16 is bfloat16, as in sweep --dtype: one kind, fitted exactly (half the link rate).
+    code, stdout, _ = run_main(capsys, "predict", *runs, "--dtype", "bf16", "--algo", "ring")
+    assert code == 0, stdout
+    fit_row = next(line for line in stdout.splitlines() if line.startswith("  all_reduce     ring"))
+    assert fit_row.split()[2:5] == ["300.0", "120.00", "0.01"]
+    code, stdout, _ = run_main(
+        capsys, "predict", *runs, "--dtype", "float32", "--redop", "sum", "--algo", "ring"
+    )
+    assert code == 0, stdout
+    fit_row = next(line for line in stdout.splitlines() if line.startswith("  all_reduce     ring"))
+    # 0.0199: float32's reduction (2 GB/s) cannot be told from the link here, folded in.
+    assert fit_row.split()[2:5] == ["300.0", "120.00", "0.0199"]
+    # The check must be of the fitted kind.
+    f6 = str(model_run(tmp_path / "f6", 6, ops=("all_reduce",), redop="max"))
+    fitted = runs[0:6:2]
+    err = _refused(capsys, *fitted, "--against", f6)
+    assert "--against holds all_reduce of float32 max but the fit is of float32 sum" in err
+    assert "one dtype" in _refused(capsys, *runs, "--dtype", "float32,bfloat16")
+    assert "no rows of int8" in _refused(capsys, *runs, "--dtype", "int8")
+    assert "unknown dtype" in _refused(capsys, *runs, "--dtype", "float33")
+
+
 def test_nccl_variants_fit_ring_and_tree_separately(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
