@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from colbench.options import CONCERNS, Option, table
+from colbench.option_table import CONCERNS, Option
+from colbench.options import table
 
 
 def _default_text(opt: Option) -> str:

@@ -1,7 +1,8 @@
 """The one table of ``colbench sweep``'s options.
 
 Each option is a field of :class:`SweepOptions`: its type and default are the field's,
-and :func:`option` attaches the rest (flags, help, how a YAML value is read, the parser
+and :func:`~colbench.option_table.option` (the machinery every options table shares)
+attaches the rest (flags, help, how a YAML value is read, the parser
 its text must pass). The Typer parameters of ``sweep``/``run``/``crosscheck``, the YAML
 schema of suites (colbench.suite) and docs/options.md are all derived from this table,
 so adding an option is one edit here (then ``make docs`` rewrites the docs, see
@@ -15,14 +16,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-import typing
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from colbench import ops
+from colbench import ops, option_table
 from colbench.dtypes import parse_dtypes, parse_redops
 from colbench.errors import UsageError
+from colbench.option_table import Option, option, rows_of
 from colbench.sizes import parse_sizes
 
 Average = Literal["avg", "min", "max", "rank0"]
@@ -34,19 +35,6 @@ MEMORY_CHECKS: tuple[MemoryCheck, ...] = ("skip", "refuse", "off")
 # nccl-tests' -a takes 0..3.
 _AVERAGE_DIGITS: dict[str, Average] = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
 PLACEMENTS = ("out", "in")
-
-#: How a YAML value becomes the flag's text: ``auto`` goes by the field's type (and
-#: choices); ``list`` takes a string or a list joined by commas; ``size`` a size such as
-#: 64M; ``check`` true/false or 1/0; ``variants`` a mapping of variable to values.
-YamlKind = Literal["auto", "list", "size", "check", "variants"]
-#: The concern an option belongs to (the config dataclass it feeds; the docs' sections);
-#: ``judge`` (how a measurement is judged) is p2p's only.
-Concern = Literal["measure", "launch", "output", "judge"]
-CONCERNS: dict[Concern, str] = {
-    "measure": "What to measure",
-    "launch": "How to launch",
-    "output": "What to write",
-}
 
 
 def parse_average(text: str) -> Average:
@@ -67,40 +55,6 @@ def parse_placements(text: str) -> tuple[str, ...]:
     if not expanded or any(p not in PLACEMENTS for p in expanded):
         raise UsageError(f"bad --placement {text!r}: use out, in or out,in")
     return tuple(p for p in PLACEMENTS if p in expanded)
-
-
-@dataclass(frozen=True)
-class Spec:
-    """Everything about one option besides its type and default."""
-
-    flags: tuple[str, ...]
-    """Command-line names: the long flag first, then aliases (nccl-tests' short ones)."""
-    help: str
-    concern: Concern
-    yaml: YamlKind = "auto"
-    parse: Callable[[str], Any] | None = None
-    """The parser the text must pass, from a flag or a file alike."""
-    choices: tuple[str, ...] = ()
-    yaml_keys: tuple[str, ...] = ()
-    """Keys in a suite file; empty means the option's name."""
-    nccl_tests: str = ""
-    """The nccl-tests flag (or variable) that means the same, for the docs."""
-
-
-def option(
-    default: Any,
-    *flags: str,
-    help: str,
-    concern: Concern,
-    yaml: YamlKind = "auto",
-    parse: Callable[[str], Any] | None = None,
-    choices: tuple[str, ...] = (),
-    yaml_keys: tuple[str, ...] = (),
-    nccl_tests: str = "",
-) -> Any:
-    """A field of :class:`SweepOptions` carrying its :class:`Spec`."""
-    spec = Spec(flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests)
-    return field(default=default, metadata={"spec": spec})
 
 
 @dataclass(frozen=True)
@@ -365,54 +319,15 @@ class SweepOptions:
     )
 
 
-@dataclass(frozen=True)
-class Option:
-    """One row of the table, resolved: name, type, default and spec."""
-
-    name: str
-    type: Any
-    default: Any
-    spec: Spec
-
-    @property
-    def flag(self) -> str:
-        """The long flag that error messages name (``--progress`` for ``--progress/--no-...``)."""
-        return self.spec.flags[0].split("/")[0]
-
-    @property
-    def yaml_keys(self) -> tuple[str, ...]:
-        return self.spec.yaml_keys or (self.name,)
-
-
 @functools.cache
 def table() -> tuple[Option, ...]:
     """Every option, in the order ``--help`` lists them."""
     return rows_of(SweepOptions)
 
 
-def rows_of(options_type: type) -> tuple[Option, ...]:
-    """The rows of a dataclass of :func:`option` fields (SweepOptions, P2POptions)."""
-    hints = typing.get_type_hints(options_type)
-    rows = []
-    for f in fields(options_type):
-        assert f.default is not MISSING, f"option {f.name} needs a default"
-        rows.append(Option(f.name, hints[f.name], f.default, f.metadata["spec"]))
-    return tuple(rows)
-
-
 def typer_parameters(rows: tuple[Option, ...] | None = None) -> list[inspect.Parameter]:
-    """The table (or ``rows``) as keyword parameters of a Typer command."""
-    import typer
-
-    return [
-        inspect.Parameter(
-            opt.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=opt.default,
-            annotation=Annotated[opt.type, typer.Option(*opt.spec.flags, help=opt.spec.help)],
-        )
-        for opt in (table() if rows is None else rows)
-    ]
+    """The sweep table (or ``rows``) as keyword parameters of a Typer command."""
+    return option_table.typer_parameters(table() if rows is None else rows)
 
 
 def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOptions:

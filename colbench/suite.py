@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from colbench import options, variants
+from colbench import option_table, options, variants
 from colbench.errors import UsageError
 from colbench.sizes import parse_size
 
@@ -116,7 +116,7 @@ def _variants(value: Any, key: str) -> list[str]:
     return specs
 
 
-def _converter(opt: options.Option) -> Callable[[Any, str], Any]:
+def _converter(opt: option_table.Option) -> Callable[[Any, str], Any]:
     """How a YAML value of ``opt`` becomes the value its flag would give."""
     kind, spec = opt.spec.yaml, opt.spec
     if kind == "variants":

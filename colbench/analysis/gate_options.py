@@ -15,7 +15,7 @@ from colbench.analysis.checks import (
     DEFAULT_MIN_BASELINE_RUNS,
     DEFAULT_POWER,
 )
-from colbench.options import Option, option, rows_of
+from colbench.option_table import Option, option, rows_of
 
 _judge = functools.partial(option, concern="judge")
 _output = functools.partial(option, concern="output")

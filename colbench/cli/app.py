@@ -11,7 +11,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from colbench import options
+from colbench import option_table, options
 from colbench.errors import ExitCode, RankFailure, UsageError
 
 app = typer.Typer(
@@ -31,7 +31,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _with_options(
-    *leading: inspect.Parameter, rows: tuple[options.Option, ...] | None = None
+    *leading: inspect.Parameter, rows: tuple[option_table.Option, ...] | None = None
 ) -> Callable[[F], F]:
     """Give a command ``leading`` and then every option of the table (colbench.options),
     or the rows of another command's table."""

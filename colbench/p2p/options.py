@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
-from colbench.options import Option, option, rows_of
+from colbench.option_table import Option, option, rows_of
 from colbench.options import table as sweep_table
 from colbench.sizes import parse_size
 

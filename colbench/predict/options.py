@@ -12,7 +12,7 @@ from typing import Any
 
 from typer.core import TyperCommand
 
-from colbench.options import Option, option, rows_of
+from colbench.option_table import Option, option, rows_of
 
 _judge = functools.partial(option, concern="judge")
 _output = functools.partial(option, concern="output")

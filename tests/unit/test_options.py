@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from colbench import docgen, options, suite
+from colbench import docgen, option_table, options, suite
 from colbench.errors import UsageError
 from tests.conftest import run_main
 
@@ -64,12 +64,12 @@ def test_the_generator_writes_every_option(tmp_path: Path) -> None:
         assert f"| `{opt.spec.flags[0]}` |" in text, opt.name
 
 
-def _sample(opt: options.Option) -> Any:
+def _sample(opt: option_table.Option) -> Any:
     return SAMPLES.get(opt.name, opt.default)
 
 
 @pytest.mark.parametrize("opt", options.table(), ids=lambda o: o.name)
-def test_suite_accepts_every_option_key(opt: options.Option) -> None:
+def test_suite_accepts_every_option_key(opt: option_table.Option) -> None:
     for key in opt.yaml_keys:
         for spelled in {key, key.replace("_", "-")}:
             text = yaml.safe_dump({spelled: _sample(opt)})

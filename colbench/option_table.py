@@ -1,0 +1,108 @@
+"""The machinery of colbench's options tables: one declaration per option.
+
+A command's options are the fields of a frozen dataclass (``sweep``'s
+:class:`colbench.options.SweepOptions`, p2p's, gate's, predict's): each field's type and
+default are the option's, and :func:`option` attaches the rest (flags, help, how a YAML
+value is read, the parser its text must pass). :func:`rows_of` reads such a dataclass
+into :class:`Option` rows, from which the Typer parameters (:func:`typer_parameters`),
+suite schemas and docs/options.md are derived.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Annotated, Any, Literal
+
+#: How a YAML value becomes the flag's text: ``auto`` goes by the field's type (and
+#: choices); ``list`` takes a string or a list joined by commas; ``size`` a size such as
+#: 64M; ``check`` true/false or 1/0; ``variants`` a mapping of variable to values.
+YamlKind = Literal["auto", "list", "size", "check", "variants"]
+#: The concern an option belongs to (the config dataclass it feeds; the docs' sections);
+#: ``judge`` (how a measurement is judged) is p2p's only.
+Concern = Literal["measure", "launch", "output", "judge"]
+CONCERNS: dict[Concern, str] = {
+    "measure": "What to measure",
+    "launch": "How to launch",
+    "output": "What to write",
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Everything about one option besides its type and default."""
+
+    flags: tuple[str, ...]
+    """Command-line names: the long flag first, then aliases (nccl-tests' short ones)."""
+    help: str
+    concern: Concern
+    yaml: YamlKind = "auto"
+    parse: Callable[[str], Any] | None = None
+    """The parser the text must pass, from a flag or a file alike."""
+    choices: tuple[str, ...] = ()
+    yaml_keys: tuple[str, ...] = ()
+    """Keys in a suite file; empty means the option's name."""
+    nccl_tests: str = ""
+    """The nccl-tests flag (or variable) that means the same, for the docs."""
+
+
+def option(
+    default: Any,
+    *flags: str,
+    help: str,
+    concern: Concern,
+    yaml: YamlKind = "auto",
+    parse: Callable[[str], Any] | None = None,
+    choices: tuple[str, ...] = (),
+    yaml_keys: tuple[str, ...] = (),
+    nccl_tests: str = "",
+) -> Any:
+    """A field of an options dataclass carrying its :class:`Spec`."""
+    spec = Spec(flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests)
+    return field(default=default, metadata={"spec": spec})
+
+
+@dataclass(frozen=True)
+class Option:
+    """One row of the table, resolved: name, type, default and spec."""
+
+    name: str
+    type: Any
+    default: Any
+    spec: Spec
+
+    @property
+    def flag(self) -> str:
+        """The long flag that error messages name (``--progress`` for ``--progress/--no-...``)."""
+        return self.spec.flags[0].split("/")[0]
+
+    @property
+    def yaml_keys(self) -> tuple[str, ...]:
+        return self.spec.yaml_keys or (self.name,)
+
+
+def rows_of(options_type: type) -> tuple[Option, ...]:
+    """The rows of a dataclass of :func:`option` fields (SweepOptions, P2POptions)."""
+    hints = typing.get_type_hints(options_type)
+    rows = []
+    for f in fields(options_type):
+        assert f.default is not MISSING, f"option {f.name} needs a default"
+        rows.append(Option(f.name, hints[f.name], f.default, f.metadata["spec"]))
+    return tuple(rows)
+
+
+def typer_parameters(rows: tuple[Option, ...]) -> list[inspect.Parameter]:
+    """The rows as keyword parameters of a Typer command."""
+    import typer
+
+    return [
+        inspect.Parameter(
+            opt.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=opt.default,
+            annotation=Annotated[opt.type, typer.Option(*opt.spec.flags, help=opt.spec.help)],
+        )
+        for opt in rows
+    ]
