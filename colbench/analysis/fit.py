@@ -163,11 +163,13 @@ def crossovers(results: Sequence[FitResult]) -> list[Crossover]:
 
 
 def approx_size(size_bytes: float) -> str:
-    """A size in binary units with three significant digits: 1.46M, 640K, 12."""
-    for suffix, unit in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
-        if size_bytes >= unit:
-            return f"{size_bytes / unit:.3g}{suffix}"
-    return f"{size_bytes:.3g}"
+    """A size in binary units with three significant digits: 1.46M, 640K, 12; whole
+    numbers from 1000 of a unit up to the next (1020K, 1000), never 1e+03K."""
+    for suffix, unit in (("G", 1024**3), ("M", 1024**2), ("K", 1024), ("", 1)):
+        if size_bytes >= unit or not suffix:
+            value = size_bytes / unit
+            return (f"{value:.0f}" if value >= 999.5 else f"{value:.3g}") + suffix
+    raise AssertionError("unreachable: the last unit takes every size")
 
 
 def _number(value: float | None, spec: str) -> str:
