@@ -56,6 +56,8 @@ RING = "ring"
 TREE = "tree"
 DOUBLE_TREE = "double_tree"
 ALGORITHMS = (RING, TREE, DOUBLE_TREE)
+#: Crossing.faster_below when both lines are the same: neither is faster anywhere.
+SAME = "same"
 
 
 #: Names of the fitted parameters, in the order of the design matrix's columns.
@@ -155,7 +157,9 @@ class Crossing:
     size_bytes: float | None
     """The crossover size; None when the lines never cross at a positive size."""
     faster_below: str
-    """The algorithm faster below the crossover (everywhere, when there is none)."""
+    """The algorithm faster below the crossover (everywhere, when there is none), or
+    SAME when the two lines coincide (a fit whose terms all cancel, e.g. beta and alpha
+    held at 0)."""
 
 
 def crossover(
@@ -172,14 +176,18 @@ def crossover(
     b_ring = ring.time_us(ring_at[1]) - a_ring
     a_tree = tree.time_us(tree_at[0])
     b_tree = tree.time_us(tree_at[1]) - a_tree
+    same_latency = math.isclose(a_tree, a_ring, rel_tol=1e-9, abs_tol=1e-9)
+    same_per_byte = math.isclose(b_tree, b_ring, rel_tol=1e-9, abs_tol=1e-12)
+    if same_latency and same_per_byte:
+        return Crossing(None, SAME)
     low_latency = TREE if a_tree < a_ring else RING
-    if b_tree != b_ring:
+    if not same_per_byte:
         size = (a_ring - a_tree) / (b_tree - b_ring)
         if size > 0:
             return Crossing(size, low_latency)
     # No positive crossing: the one with the lower latency (or, on a tie, the lower cost
     # per byte) is faster at every size.
-    if a_tree == a_ring:
+    if same_latency:
         return Crossing(None, TREE if b_tree < b_ring else RING)
     return Crossing(None, low_latency)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from colbench.predict.engine import Checked, CrossRow, Predicted, largest_errors, size_text
 from colbench.predict.fit import Fit
-from colbench.predict.models import PARAMETERS, RING, describe, rate_gbps
+from colbench.predict.models import PARAMETERS, RING, SAME, describe, rate_gbps
 
 GAMMA = PARAMETERS.index("gamma_us_per_byte")
 
@@ -84,7 +84,9 @@ def crossover_lines(rows: Sequence[CrossRow]) -> list[str]:
         # Crossing names the tree family TREE; show the algorithm this row compares.
         below = RING if c.faster_below == RING else r.tree_algo
         above = r.tree_algo if below == RING else RING
-        if c.size_bytes is None:
+        if c.faster_below == SAME:
+            text = "the same time at every size: the fit cannot tell them apart"
+        elif c.size_bytes is None:
             text = f"{below} faster at every size (no crossover)"
         else:
             text = (

@@ -7,8 +7,18 @@ import math
 
 import pytest
 
-from colbench.predict import models
-from colbench.predict.models import DOUBLE_TREE, RING, TREE, Crossing, Parameters, Terms, terms
+from colbench.predict import models, report
+from colbench.predict.engine import CrossRow
+from colbench.predict.models import (
+    DOUBLE_TREE,
+    RING,
+    SAME,
+    TREE,
+    Crossing,
+    Parameters,
+    Terms,
+    terms,
+)
 
 
 @pytest.mark.parametrize(
@@ -124,5 +134,14 @@ def test_no_crossover_when_one_line_is_below_the_other() -> None:
     # A tree with a latency of 200 us and more cost per byte never wins.
     slow_tree = Parameters(200, 5, 0.01, 0)
     assert _crossing(8, ring, slow_tree) == Crossing(None, RING)
-    # N=2: both algorithms are one exchange each way: identical lines, the ring kept.
-    assert _crossing(2, ring, ring) == Crossing(None, RING)
+    # N=2: both algorithms are one exchange each way: identical lines, neither faster.
+    assert _crossing(2, ring, ring) == Crossing(None, SAME)
+    # A fit that held alpha and beta at 0 (a loaded CPU, every size alike) predicts the
+    # overhead alone for both: the same, not "ring faster".
+    flat = Parameters(52783.9, 0, 0, 0)
+    assert _crossing(64, flat, flat) == Crossing(None, SAME)
+    row = CrossRow("all_reduce", 64, DOUBLE_TREE, Crossing(None, SAME))
+    assert report.crossover_lines([row])[1] == (
+        "  all_reduce double_tree vs ring, 64 ranks: the same time at every size: "
+        "the fit cannot tell them apart"
+    )
