@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from colbench import ops
-from colbench.dtypes import parse_dtypes, parse_redops
+from colbench.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.errors import ExitCode, UsageError
 from colbench.predict import data, engine, report
 from colbench.predict.models import ALGORITHMS
@@ -16,10 +16,13 @@ from colbench.sizes import parse_size, parse_sizes
 
 
 def _targets(text: str | None) -> list[int]:
-    if not text:
+    if text is None:
         return []
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise UsageError(f"bad --ranks {text!r}: give world sizes, e.g. 64,512,4096")
     try:
-        worlds = sorted({int(part) for part in text.split(",") if part.strip()})
+        worlds = sorted({int(part) for part in parts})
     except ValueError:
         raise UsageError(f"bad --ranks {text!r}: give world sizes, e.g. 64,512,4096") from None
     if not worlds or worlds[0] < 2:
@@ -54,13 +57,27 @@ def _ranks_per_node(flags: PredictFlags, fitted: Sequence[data.Measured]) -> int
 
 
 def _op_sizes(flags: PredictFlags, fitted: Sequence[data.Measured]) -> dict[str, list[int]]:
+    """Per op, the sizes to ask for at each target: --sizes, else those the runs asked
+    for (all_gather's 4K, not the 4080 B of 3 ranks and the 4032 B of 6)."""
     wanted = list(dict.fromkeys(m.op for m in fitted))
     if flags.sizes:
         sizes = [s for s in parse_sizes(flags.sizes) if s > 0]
+        if not sizes:
+            raise UsageError(f"bad --sizes {flags.sizes!r}: give sizes above 0, e.g. 4K-1G")
         return {op: sizes for op in wanted}
     return {
-        op: sorted({int(s) for m in fitted if m.op == op for s in m.size_bytes}) for op in wanted
+        op: sorted({int(s) for m in fitted if m.op == op for s in m.requested_bytes})
+        for op in wanted
     }
+
+
+def _elem_bytes(fitted: Sequence[data.Measured]) -> dict[str, int | None]:
+    """Per op, the element size of its one dtype (data.select_kind); None if unknown."""
+    out: dict[str, int | None] = {}
+    for m in fitted:
+        dtype = DTYPES.get(m.dtype)
+        out[m.op] = dtype.elem_bytes if dtype is not None else None
+    return out
 
 
 def _kind(flags: PredictFlags) -> tuple[str | None, str | None]:
@@ -79,17 +96,12 @@ def _kind(flags: PredictFlags) -> tuple[str | None, str | None]:
     return dtype, redop
 
 
-def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
-    """Print the fits, predictions, crossovers and checks; write --out; the exit code."""
+def _load(
+    runs: Sequence[str], flags: PredictFlags, algos: Sequence[str]
+) -> tuple[list[data.Measured], list[data.Measured]]:
+    """The fitted and --against curves: one kind per op, never the same run twice."""
     wanted_ops = [ops.get(name).name for name in flags.op or ()]
-    algos = _algos(flags.algo or [])
     assumed = algos[0] if len(algos) == 1 else None
-    targets = _targets(flags.ranks)
-    min_size = parse_size(flags.min_size)
-    if flags.plot and not targets:
-        raise UsageError("--plot draws predictions: give --ranks")
-    if flags.max_error is not None and not flags.against:
-        raise UsageError("--max-error judges --against runs: give --against RUN")
     fitted, against = data.select_kind(
         data.load_measured(runs, assumed, wanted_ops),
         data.load_measured(flags.against or [], assumed, wanted_ops),
@@ -98,31 +110,70 @@ def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
     if flags.against and not against:
         raise UsageError("the --against runs hold no rows of the fitted ops at 2 ranks or more")
     data.check_disjoint(fitted, against)
+    return fitted, against
+
+
+def _check_flags(flags: PredictFlags, targets: Sequence[int]) -> None:
+    if flags.plot and not targets:
+        raise UsageError("--plot draws predictions: give --ranks")
+    if flags.max_error is not None and not flags.against:
+        raise UsageError("--max-error judges --against runs: give --against RUN")
+    if flags.out:
+        # Before any work: a directory that cannot be written fails here, not after the
+        # whole table has been printed.
+        try:
+            Path(flags.out).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot write into --out {flags.out}: {exc.strerror}") from None
+
+
+def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
+    """Print the fits, predictions, crossovers and checks; write --out; the exit code."""
+    algos = _algos(flags.algo or [])
+    targets = _targets(flags.ranks)
+    min_size = parse_size(flags.min_size)
+    _check_flags(flags, targets)
+    fitted, against = _load(runs, flags, algos)
     fits = engine.fit_all(fitted)
     per_node = _ranks_per_node(flags, fitted)
     op_sizes = _op_sizes(flags, fitted)
-    predicted = engine.predict_grid(fits, op_sizes, targets, per_node, algos)
+    elem_bytes = _elem_bytes(fitted)
+    predicted = engine.predict_grid(fits, op_sizes, targets, per_node, algos, elem_bytes)
     crossings = engine.crossovers(fits, op_sizes, targets, per_node, algos)
     checked = engine.check_against(fits, against)
     lines = report.fit_lines(list(fits.values()))
+    if not targets:
+        lines.append("# no --ranks: the fits only (--ranks 64,512 predicts those world sizes)")
     if predicted:
         lines += report.prediction_lines(predicted, per_node)
+    lines += report.skipped_lines(op_sizes, targets, elem_bytes)
     if crossings:
         lines += report.crossover_lines(crossings)
     if checked:
         lines += report.against_lines(checked, min_size)
     print("\n".join(lines), flush=True)
     _write(runs, flags, list(fits.values()), predicted, checked, crossings)
-    worst = engine.largest_errors(checked, min_size)
-    if flags.max_error is not None and not worst:
+    return _verdict(flags, engine.largest_errors(checked, min_size))
+
+
+def _verdict(flags: PredictFlags, worst: dict[str, engine.Checked]) -> int:
+    """--max-error's verdict, one line on stderr for a CI log; OK without --max-error."""
+    if flags.max_error is None:
+        return int(ExitCode.OK)
+    if not worst:
         raise UsageError(
             f"--max-error judges sizes >= --min-size {flags.min_size}: the --against runs have none"
         )
-    if flags.max_error is not None and any(
-        abs(c.error_pct) > flags.max_error for c in worst.values()
-    ):
-        return int(ExitCode.DATA_ERROR)
-    return int(ExitCode.OK)
+    c = max(worst.values(), key=lambda c: abs(c.error_pct))
+    where = f"({c.op}, {engine.size_text(c.size_bytes)}, {c.world_size} ranks)"
+    failed = abs(c.error_pct) > flags.max_error
+    print(
+        f"colbench predict: {'FAIL' if failed else 'PASS'}: largest |error| from "
+        f"{flags.min_size} {abs(c.error_pct):.1f}% {where} "
+        f"{'exceeds' if failed else 'within'} --max-error {flags.max_error:g}%",
+        file=sys.stderr,
+    )
+    return int(ExitCode.DATA_ERROR if failed else ExitCode.OK)
 
 
 def _write(

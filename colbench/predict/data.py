@@ -149,11 +149,17 @@ def select_kind(
     def wanted(m: Measured) -> bool:
         return (dtype is None or m.dtype == dtype) and (redop is None or m.redop in ("none", redop))
 
-    fitted = [m for m in fitted if wanted(m)]
+    kept = [m for m in fitted if wanted(m)]
     against = [m for m in against if wanted(m)]
-    if not fitted and (dtype or redop):
-        picked = " ".join(x for x in (dtype, redop) if x)
-        raise UsageError(f"the fitted runs hold no rows of {picked}: check --dtype / --redop")
+    for op in dict.fromkeys(m.op for m in fitted):
+        if not any(m.op == op for m in kept):
+            held = ", ".join(sorted({m.kind for m in fitted if m.op == op}))
+            picked = " ".join(x for x in (dtype, redop) if x)
+            raise UsageError(
+                f"the fitted runs hold no {op} of {picked} (they hold {held}): check "
+                f"--dtype / --redop, or leave {op} out with --op"
+            )
+    fitted = kept
     for op in dict.fromkeys(m.op for m in fitted):
         kinds = sorted({m.kind for m in fitted if m.op == op})
         if len(kinds) > 1:

@@ -36,6 +36,7 @@ class Predicted:
     world_size: int
     nnodes: int
     size_bytes: int
+    requested_bytes: int
     time_us: float
     time_low_us: float
     time_high_us: float
@@ -139,15 +140,17 @@ def check_nodes(f: Fit, world_size: int, ranks_per_node: int) -> None:
         raise UsageError(
             f"{f.op} ({f.algo}) was measured on one node only, but {world_size} ranks at "
             f"{ranks_per_node} per node span {nodes} nodes: the links between nodes were "
-            "never measured; measure across at least two nodes (or give --ranks-per-node)"
+            "never measured; measure across at least two nodes, or put the target on one "
+            f"node (--ranks-per-node {world_size})"
         )
 
 
 def predict_one(
     fits: dict[tuple[str, str], Fit], op: str, algo: str, world_size: int,
-    ranks_per_node: int, size_bytes: int,
+    ranks_per_node: int, size_bytes: int, requested_bytes: int | None = None,
 ) -> Predicted | None:  # fmt: skip
-    """The prediction of one design point; None when no fit can serve ``algo``."""
+    """The prediction of one design point (``requested_bytes``: what was asked for, when
+    the op's layout made ``size_bytes`` of it); None when no fit can serve ``algo``."""
     found = source(fits, op, algo)
     if found is None:
         return None
@@ -157,6 +160,7 @@ def predict_one(
     busbw = size_bytes / p.time_us / 1e3 * ops.get(op).busbw_factor(world_size)
     return Predicted(
         op, algo, world_size, nodes_of(world_size, ranks_per_node), size_bytes,
+        size_bytes if requested_bytes is None else requested_bytes,
         p.time_us, p.low_us, p.high_us, busbw, basis,
     )  # fmt: skip
 
@@ -165,19 +169,32 @@ def wanted_algos(op: str, given: Sequence[str]) -> list[str]:
     return [a for a in algorithms_for(op) if not given or a in given]
 
 
+def laid_out_bytes(op: str, requested_bytes: int, elem_bytes: int | None, world_size: int) -> int:
+    """The size a sweep at ``world_size`` reports when asked for ``requested_bytes``
+    (all_gather of 4K on 6 ranks: 4032 B; 0 when no whole chunk per rank is left); the
+    request itself when the element size is unknown."""
+    if elem_bytes is None:
+        return requested_bytes
+    return ops.get(op).layout(requested_bytes, elem_bytes, world_size).size_bytes
+
+
 def predict_grid(
     fits: dict[tuple[str, str], Fit], op_sizes: dict[str, list[int]], targets: Iterable[int],
-    ranks_per_node: int | None, algos: Sequence[str],
+    ranks_per_node: int | None, algos: Sequence[str], elem_bytes: dict[str, int | None],
 ) -> list[Predicted]:  # fmt: skip
-    """Predictions at every target, op, algorithm and size; ``ranks_per_node`` None puts
-    each target on one node."""
+    """Predictions at every target, op, algorithm and size asked for, each at the size a
+    sweep at that target would measure; ``ranks_per_node`` None puts each target on one
+    node."""
     out = []
     for world_size in targets:
         per_node = ranks_per_node or world_size
         for op, sizes in op_sizes.items():
             for algo in wanted_algos(op, algos):
-                for size in sizes:
-                    p = predict_one(fits, op, algo, world_size, per_node, size)
+                for requested in sizes:
+                    size = laid_out_bytes(op, requested, elem_bytes.get(op), world_size)
+                    if size <= 0:
+                        continue
+                    p = predict_one(fits, op, algo, world_size, per_node, size, requested)
                     if p is not None:
                         out.append(p)
     return out

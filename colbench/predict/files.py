@@ -21,7 +21,7 @@ from colbench.tables import Table, TableRow, TableWriter
 from colbench.tables import column as _column
 
 #: Version of predict.csv, against.csv and predict's meta.json.
-PREDICT_VERSION = 1
+PREDICT_VERSION = 2
 AGAINST_VERSION = 2
 
 
@@ -31,7 +31,8 @@ class PredictRow(TableRow):
     algo: str = _column("ring, tree or double_tree")
     world_size: int = _column("target ranks", "ranks")
     nnodes: int = _column("nodes the target spans at the ranks per node", "nodes")
-    size_bytes: int = _column("size as nccl-tests counts it", "B")
+    size_bytes: int = _column("size as nccl-tests counts it, at the target's ranks", "B")
+    requested_bytes: int = _column("size asked for (--sizes, or the runs' requests)", "B")
     time_us: float = _column("predicted time", "us")
     time_low_us: float = _column("low end of the 95% prediction interval", "us")
     time_high_us: float = _column("high end of the 95% prediction interval", "us")
@@ -51,7 +52,15 @@ class AgainstRow(TableRow):
     error_pct: float = _column("(predicted - measured) / measured", "%")
 
 
-PREDICT_TABLE = Table("predict.csv", PredictRow, PREDICT_VERSION, {1: "first release."})
+PREDICT_TABLE = Table(
+    "predict.csv",
+    PredictRow,
+    PREDICT_VERSION,
+    {
+        1: "first release.",
+        2: "requested_bytes; size_bytes is what a sweep at the target's ranks would report.",
+    },
+)
 AGAINST_TABLE = Table(
     "against.csv",
     AgainstRow,

@@ -5,11 +5,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from colbench.predict.engine import Checked, CrossRow, Predicted, largest_errors, size_text
+from colbench.predict.engine import (
+    Checked,
+    CrossRow,
+    Predicted,
+    laid_out_bytes,
+    largest_errors,
+    size_text,
+)
 from colbench.predict.fit import Fit
 from colbench.predict.models import PARAMETERS, RING, SAME, describe, rate_gbps
 
 GAMMA = PARAMETERS.index("gamma_us_per_byte")
+#: A fit whose residuals spread more than this (relative rms) is flagged: on the shaped
+#: fabric the ring fits stay within 6-15% (docs/predict-validation.md).
+POOR_FIT_RMS = 0.25
 
 
 def _rate(us_per_byte: float) -> str:
@@ -41,6 +51,12 @@ def fit_lines(fits: Sequence[Fit]) -> list[str]:
         )
         for note in f.notes:
             out.append(f"#   {f.op} {f.algo}: {note}")
+        if f.residual_rms > POOR_FIT_RMS:
+            out.append(
+                f"#   warning: {f.op} {f.algo}: residual rms {100 * f.residual_rms:.0f}%: the "
+                "model does not describe these runs (a CPU-bound or loaded machine?); "
+                "predictions from it are unreliable (docs/predict.md)"
+            )
         for d in f.dropped:
             pt = d.point
             out.append(
@@ -74,6 +90,23 @@ def prediction_lines(predicted: Sequence[Predicted], ranks_per_node: int | None)
             "checks them (gloo runs rings only); the models are checked against "
             "hand-computed values"
         )
+    return out
+
+
+def skipped_lines(
+    op_sizes: dict[str, list[int]], targets: Sequence[int], elem_bytes: dict[str, int | None]
+) -> list[str]:
+    """Sizes a sweep at a target could not measure (no whole 16-byte chunk per rank, as
+    all_gather of 4K on 512 ranks): said once per (op, target), not predicted."""
+    out = []
+    for world_size in targets:
+        for op, sizes in op_sizes.items():
+            lost = [s for s in sizes if laid_out_bytes(op, s, elem_bytes.get(op), world_size) <= 0]
+            if lost:
+                out.append(
+                    f"# {op} at {world_size} ranks: {', '.join(size_text(s) for s in lost)} "
+                    "leave(s) no whole 16-byte chunk per rank (a sweep skips them): not predicted"
+                )
     return out
 
 

@@ -102,8 +102,8 @@ def test_approx_size() -> None:
     assert approx_size(1.5 * 1024**3) == "1.5G"
     assert approx_size(12) == "12"
     # From 1000 of a unit up to the next: whole numbers, never 1e+03K (a 6-rank all_gather
-    # of 1M measures 1048560 B).
+    # of 1M measures 1048512 B).
     assert approx_size(1000) == "1000"
-    assert approx_size(1048560) == "1024K"
+    assert approx_size(1048512) == "1024K"
     assert approx_size(1000 * 1024**2) == "1000M"
     assert approx_size(999.4) == "999"
