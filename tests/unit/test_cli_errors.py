@@ -181,3 +181,12 @@ def test_every_command_help_has_an_example(
     code, out, err = run_main(capsys, command, "--help")
     assert code == 0, err
     assert "Example" in out, out
+
+
+def test_top_level_help_names_every_exit_code() -> None:
+    from colbench.errors import ExitCode
+
+    text = " ".join(str(typer.main.get_command(app).help).split())
+    listed = text.split("Exit codes:")[1]
+    for code in ExitCode:
+        assert f" {int(code)} " in f" {listed.replace('/', ' ')} ", f"{code.name} missing"
