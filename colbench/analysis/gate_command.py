@@ -27,16 +27,9 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
     check_texts = flags.check or ()
     if flags.variant_a is not None or flags.variant_b is not None:
         return _paired(baseline, current, flags)
-    if not current:
-        raise UsageError("give the current run(s) after the baseline")
+    _check_arguments(baseline, current, flags)
     checks = parse_checks(check_texts)
     window = SizeWindow.parse(flags.min_size, flags.max_size)
-    if flags.max_cv_pct <= 0:
-        raise UsageError(f"--max-cv-pct must be positive, got {flags.max_cv_pct:g}")
-    if flags.min_judged < 0:
-        raise UsageError(f"--min-judged must be >= 0, got {flags.min_judged}")
-    if flags.keep < 1:
-        raise UsageError(f"--keep must be >= 1, got {flags.keep}")
     if flags.min_avg_busbw_gbps is not None:
         floor = parse_floor(flags.min_avg_busbw_gbps, "--min-avg-busbw-gbps")
     else:
@@ -66,6 +59,7 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
         print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
         return int(ExitCode.OK)
     result = judge(floor)
+    _warn_if_self(baseline, current)
     print("\n".join(gate_report.console_lines(result)), flush=True)
     reports = ((flags.report, gate_report.markdown), (flags.junit, gate_report.junit_xml))
     for path, render in reports:
@@ -79,6 +73,29 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
     if flags.fail_inconclusive and result.passed_on_presence_only:
         return int(ExitCode.INCONCLUSIVE)
     return int(ExitCode.OK)
+
+
+def _check_arguments(baseline: str, current: Sequence[str], flags: GateFlags) -> None:
+    if not current:
+        raise UsageError("give the current run(s) after the baseline")
+    if flags.max_cv_pct <= 0:
+        raise UsageError(f"--max-cv-pct must be positive, got {flags.max_cv_pct:g}")
+    if flags.min_judged < 0:
+        raise UsageError(f"--min-judged must be >= 0, got {flags.min_judged}")
+    if flags.keep < 1:
+        raise UsageError(f"--keep must be >= 1, got {flags.keep}")
+
+
+def _warn_if_self(baseline: str, current: Sequence[str]) -> None:
+    # Still useful for correctness and the --min-avg-busbw-gbps floor, so not refused;
+    # but every performance row then reads "same", which must not pass unremarked.
+    for run in current:
+        if Path(run).resolve() == Path(baseline).resolve():
+            print(
+                f"colbench: warning: {run} is the baseline itself: performance compares "
+                "the run with itself (correctness and the floor are still judged)",
+                file=sys.stderr,
+            )
 
 
 def _paired(run: str, current: Sequence[str], flags: GateFlags) -> int:

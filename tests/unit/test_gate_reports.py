@@ -126,7 +126,8 @@ def test_cli_min_bw_from_environment(
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     run = write_run(tmp_path / "a", {BIG: STEADY})
     monkeypatch.setenv("NCCL_TESTS_MIN_BW", "1000")
-    code, out, _ = run_main(capsys, "gate", str(run), str(run))
+    code, out, err = run_main(capsys, "gate", str(run), str(run))
+    assert "is the baseline itself" in err
     assert code == 1 and "below the floor 1000 GB/s" in out
     code, _, _ = run_main(capsys, "gate", str(run), str(run), "--min-avg-busbw-gbps", "0")
     assert code == 0
