@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 #: 64M; ``check`` true/false or 1/0; ``variants`` a mapping of variable to values.
 YamlKind = Literal["auto", "list", "size", "check", "variants"]
 #: The concern an option belongs to (the config dataclass it feeds; the docs' sections);
-#: ``judge`` (how a measurement is judged) is p2p's only.
+#: ``judge`` (how a measurement is judged) is for p2p, gate and predict, never sweep.
 Concern = Literal["measure", "launch", "output", "judge"]
 CONCERNS: dict[Concern, str] = {
     "measure": "What to measure",

@@ -90,7 +90,7 @@ def _warn_if_self(baseline: str, current: Sequence[str]) -> None:
     # Still useful for correctness and the --min-avg-busbw-gbps floor, so not refused;
     # but every performance row then reads "same", which must not pass unremarked.
     for run in current:
-        if Path(run).resolve() == Path(baseline).resolve():
+        if csv_path(run).resolve() == csv_path(baseline).resolve():
             print(
                 f"colbench: warning: {run} is the baseline itself: performance compares "
                 "the run with itself (correctness and the floor are still judged)",

@@ -2,7 +2,7 @@
 
 The shared ones (ranks, backend, counts, timeouts, where to write) are rows of the one
 options table (colbench.options), picked by name: same flags, help and defaults as
-sweep's. p2p's own are declared below with the same :func:`~colbench.options.option`
+sweep's. p2p's own are declared below with the same :func:`~colbench.option_table.option`
 machinery; the Typer parameters of ``colbench p2p`` and the p2p section of
 docs/options.md (colbench.docgen) are derived from :func:`table`.
 """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -118,13 +120,22 @@ def _check_flags(flags: PredictFlags, targets: Sequence[int]) -> None:
         raise UsageError("--plot draws predictions: give --ranks")
     if flags.max_error is not None and not flags.against:
         raise UsageError("--max-error judges --against runs: give --against RUN")
+    if flags.max_error is not None and not (
+        math.isfinite(flags.max_error) and flags.max_error >= 0
+    ):
+        raise UsageError(f"bad --max-error {flags.max_error:g}: a percentage >= 0, e.g. 15")
     if flags.out:
-        # Before any work: a directory that cannot be written fails here, not after the
-        # whole table has been printed.
-        try:
-            Path(flags.out).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"cannot write into --out {flags.out}: {exc.strerror}") from None
+        _check_writable(Path(flags.out))
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse an --out that cannot be written before any work, not after the whole table
+    has been printed; nothing is created here (a refused run leaves no empty directory)."""
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write into --out {out}: {existing} is not a writable directory")
 
 
 def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
@@ -150,13 +161,13 @@ def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
     if crossings:
         lines += report.crossover_lines(crossings)
     if checked:
-        lines += report.against_lines(checked, min_size)
+        lines += report.against_lines(checked, min_size, elem_bytes)
     print("\n".join(lines), flush=True)
     _write(runs, flags, list(fits.values()), predicted, checked, crossings)
-    return _verdict(flags, engine.largest_errors(checked, min_size))
+    return _verdict(flags, min_size, engine.largest_errors(checked, min_size, elem_bytes))
 
 
-def _verdict(flags: PredictFlags, worst: dict[str, engine.Checked]) -> int:
+def _verdict(flags: PredictFlags, min_size: int, worst: dict[str, engine.Checked]) -> int:
     """--max-error's verdict, one line on stderr for a CI log; OK without --max-error."""
     if flags.max_error is None:
         return int(ExitCode.OK)
@@ -169,7 +180,7 @@ def _verdict(flags: PredictFlags, worst: dict[str, engine.Checked]) -> int:
     failed = abs(c.error_pct) > flags.max_error
     print(
         f"colbench predict: {'FAIL' if failed else 'PASS'}: largest |error| from "
-        f"{flags.min_size} {abs(c.error_pct):.1f}% {where} "
+        f"{engine.size_text(min_size)} {abs(c.error_pct):.1f}% {where} "
         f"{'exceeds' if failed else 'within'} --max-error {flags.max_error:g}%",
         file=sys.stderr,
     )

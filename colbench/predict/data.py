@@ -150,7 +150,13 @@ def select_kind(
         return (dtype is None or m.dtype == dtype) and (redop is None or m.redop in ("none", redop))
 
     kept = [m for m in fitted if wanted(m)]
-    against = [m for m in against if wanted(m)]
+    checked = [m for m in against if wanted(m)]
+    if against and not checked:
+        held = ", ".join(sorted({m.kind for m in against}))
+        raise UsageError(
+            f"--dtype / --redop leave none of the --against runs' rows (they hold {held}): "
+            "check against runs of the fitted kind"
+        )
     for op in dict.fromkeys(m.op for m in fitted):
         if not any(m.op == op for m in kept):
             held = ", ".join(sorted({m.kind for m in fitted if m.op == op}))
@@ -159,21 +165,27 @@ def select_kind(
                 f"the fitted runs hold no {op} of {picked} (they hold {held}): check "
                 f"--dtype / --redop, or leave {op} out with --op"
             )
-    fitted = kept
-    for op in dict.fromkeys(m.op for m in fitted):
-        kinds = sorted({m.kind for m in fitted if m.op == op})
+    for op in dict.fromkeys(m.op for m in kept):
+        kinds = sorted({m.kind for m in kept if m.op == op})
         if len(kinds) > 1:
             raise UsageError(
                 f"the fitted runs hold {op} of several kinds ({', '.join(kinds)}): "
                 "pick one with --dtype and --redop"
             )
-        alien = sorted({m.kind for m in against if m.op == op} - set(kinds))
+        alien = sorted({m.kind for m in checked if m.op == op} - set(kinds))
         if alien:
+            # Picking is a fix only when the fitted runs hold that kind too.
+            fixable = set(alien) <= {m.kind for m in fitted if m.op == op}
+            advice = (
+                "pick one with --dtype and --redop"
+                if fixable
+                else (f"check against runs of {kinds[0]}")
+            )
             raise UsageError(
                 f"--against holds {op} of {', '.join(alien)} but the fit is of {kinds[0]}: "
-                "pick one with --dtype and --redop"
+                + advice
             )
-    return fitted, against
+    return kept, checked
 
 
 def check_disjoint(fitted: Sequence[Measured], against: Sequence[Measured]) -> None:

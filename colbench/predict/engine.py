@@ -183,15 +183,22 @@ def predict_grid(
     ranks_per_node: int | None, algos: Sequence[str], elem_bytes: dict[str, int | None],
 ) -> list[Predicted]:  # fmt: skip
     """Predictions at every target, op, algorithm and size asked for, each at the size a
-    sweep at that target would measure; ``ranks_per_node`` None puts each target on one
-    node."""
+    sweep at that target would measure (once: requests that measure the same size, such
+    as 4096 and 4080 B of all_gather at 6 ranks, keep the largest); ``ranks_per_node``
+    None puts each target on one node."""
+    targets = sorted(targets)
+    if targets:
+        # The largest target first: a refusal then names the --ranks-per-node that
+        # serves every target.
+        for f in fits.values():
+            check_nodes(f, targets[-1], ranks_per_node or targets[-1])
     out = []
     for world_size in targets:
         per_node = ranks_per_node or world_size
         for op, sizes in op_sizes.items():
+            laid = {laid_out_bytes(op, r, elem_bytes.get(op), world_size): r for r in sorted(sizes)}
             for algo in wanted_algos(op, algos):
-                for requested in sizes:
-                    size = laid_out_bytes(op, requested, elem_bytes.get(op), world_size)
+                for size, requested in sorted(laid.items()):
                     if size <= 0:
                         continue
                     p = predict_one(fits, op, algo, world_size, per_node, size, requested)
@@ -259,11 +266,16 @@ def check_against(fits: dict[tuple[str, str], Fit], against: Sequence[Measured])
     return out
 
 
-def largest_errors(checked: Sequence[Checked], min_size: int) -> dict[str, Checked]:
-    """Per op, the row with the largest |error| at requested sizes >= ``min_size``."""
+def largest_errors(
+    checked: Sequence[Checked], min_size: int, elem_bytes: dict[str, int | None]
+) -> dict[str, Checked]:
+    """Per op, the row with the largest |error| from ``min_size`` up: at sizes of at
+    least what a request of ``min_size`` measures at the row's ranks (4K takes all_gather's
+    4032 B on 6 ranks), whatever the row's own requested_bytes says (an imported
+    nccl-tests log may not know it)."""
     worst: dict[str, Checked] = {}
     for c in checked:
-        if c.requested_bytes < min_size:
+        if c.size_bytes < laid_out_bytes(c.op, min_size, elem_bytes.get(c.op), c.world_size):
             continue
         if c.op not in worst or abs(c.error_pct) > abs(worst[c.op].error_pct):
             worst[c.op] = c

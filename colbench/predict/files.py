@@ -20,8 +20,10 @@ from colbench.predict.models import PARAMETERS, describe
 from colbench.tables import Table, TableRow, TableWriter
 from colbench.tables import column as _column
 
-#: Version of predict.csv, against.csv and predict's meta.json.
+#: Version of predict.csv and predict's meta.json (2: predict.csv's requested_bytes;
+#: meta.json's crossovers may say faster_below "same").
 PREDICT_VERSION = 2
+#: Version of against.csv.
 AGAINST_VERSION = 2
 
 

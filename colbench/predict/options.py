@@ -1,5 +1,5 @@
 """``colbench predict``'s options, declared once with the options-table machinery
-(colbench.options): its Typer parameters and its section of docs/options.md come from
+(colbench.option_table): its Typer parameters and its section of docs/options.md come from
 :class:`PredictFlags`. Kept free of pandas and numpy so ``--help`` stays quick.
 """
 
@@ -32,7 +32,10 @@ class PredictFlags:
         help="Ranks per node of the targets (alias --gpus-per-node; default: as measured).",
     )
     sizes: str | None = _judge(
-        None, "--sizes", help="Sizes to predict, e.g. 4K-1G (default: the measured sizes)."
+        None,
+        "--sizes",
+        help="Sizes to ask for at each target, e.g. 4K-1G (default: those the runs asked "
+        "for); each is predicted at the size a sweep at the target would report.",
     )
     # Lists because Typer repeats an option only into a list; the defaults are None.
     op: list[str] | None = _judge(  # noqa: RUF009

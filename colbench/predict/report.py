@@ -96,17 +96,22 @@ def prediction_lines(predicted: Sequence[Predicted], ranks_per_node: int | None)
 def skipped_lines(
     op_sizes: dict[str, list[int]], targets: Sequence[int], elem_bytes: dict[str, int | None]
 ) -> list[str]:
-    """Sizes a sweep at a target could not measure (no whole 16-byte chunk per rank, as
-    all_gather of 4K on 512 ranks): said once per (op, target), not predicted."""
+    """Sizes a sweep at a target could not measure, said once per (op, target) and not
+    predicted: less than one element, or (ops split by rank, as all_gather of 4K on 512
+    ranks) no whole 16-byte chunk per rank."""
     out = []
     for world_size in targets:
         for op, sizes in op_sizes.items():
             lost = [s for s in sizes if laid_out_bytes(op, s, elem_bytes.get(op), world_size) <= 0]
-            if lost:
-                out.append(
-                    f"# {op} at {world_size} ranks: {', '.join(size_text(s) for s in lost)} "
-                    "leave(s) no whole 16-byte chunk per rank (a sweep skips them): not predicted"
-                )
+            if not lost:
+                continue
+            # A request that still measures something on one rank is lost to the split.
+            split = laid_out_bytes(op, max(lost), elem_bytes.get(op), 1) > 0
+            why = "no whole 16-byte chunk per rank" if split else "less than one element"
+            out.append(
+                f"# {op} at {world_size} ranks: {', '.join(size_text(s) for s in lost)} "
+                f"leave(s) {why} (a sweep skips them): not predicted"
+            )
     return out
 
 
@@ -118,7 +123,7 @@ def crossover_lines(rows: Sequence[CrossRow]) -> list[str]:
         below = RING if c.faster_below == RING else r.tree_algo
         above = r.tree_algo if below == RING else RING
         if c.faster_below == SAME:
-            text = "the same time at every size: the fit cannot tell them apart"
+            text = "ring and tree take the same time at every size"
         elif c.size_bytes is None:
             text = f"{below} faster at every size (no crossover)"
         else:
@@ -130,7 +135,9 @@ def crossover_lines(rows: Sequence[CrossRow]) -> list[str]:
     return out
 
 
-def against_lines(checked: Sequence[Checked], min_size: int) -> list[str]:
+def against_lines(
+    checked: Sequence[Checked], min_size: int, elem_bytes: dict[str, int | None]
+) -> list[str]:
     out = [
         "# against measured runs: error = (predicted - measured) / measured",
         f"# {'op':<14} {'algo':<11} {'ranks':>6} {'size':>6} {'predicted_us':>12} "
@@ -141,7 +148,7 @@ def against_lines(checked: Sequence[Checked], min_size: int) -> list[str]:
             f"  {c.op:<14} {c.algo:<11} {c.world_size:6d} {size_text(c.size_bytes):>6} "
             f"{c.predicted_time_us:12.1f} {c.measured_time_us:12.1f} {c.error_pct:+7.1f}%"
         )
-    for op, worst in largest_errors(checked, min_size).items():
+    for op, worst in largest_errors(checked, min_size, elem_bytes).items():
         out.append(
             f"largest |error| from {size_text(min_size)}: {abs(worst.error_pct):.1f}% "
             f"({op}, {size_text(worst.size_bytes)}, {worst.world_size} ranks)"

@@ -58,9 +58,7 @@ def _sweep(fabric: netns.Fabric, ranks: int, out: Path) -> str:
     return str(out)
 
 
-def _predict(
-    fitted: list[str], against: str, out: Path
-) -> tuple[subprocess.CompletedProcess[str], int]:
+def _predict(fitted: list[str], against: str, out: Path) -> subprocess.CompletedProcess[str]:
     """Run the real ``colbench predict --against``."""
     argv = [sys.executable, "-m", "colbench", "predict", *fitted, "--algo", "ring"]
     argv += ["--op", "all_reduce", "--op", "all_gather", "--against", against]
@@ -69,6 +67,14 @@ def _predict(
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
     print(proc.stdout)
     return proc
+
+
+def _only_slower(out: Path) -> bool:
+    """Whether every row beyond the bound was measured slower than predicted."""
+    checked = pd.read_csv(out / "against.csv")
+    judged = checked[checked["requested_bytes"] >= parse_size(MIN_SIZE)]
+    missed = judged[judged["error_pct"].abs() > MAX_ERROR_PCT]
+    return bool(len(missed)) and bool((missed["error_pct"] < 0).all())
 
 
 def test_ring_prediction_of_six_ranks_from_two_to_four_is_within_15_percent(
@@ -80,12 +86,14 @@ def test_ring_prediction_of_six_ranks_from_two_to_four_is_within_15_percent(
         fitted = [_sweep(fabric, n, tmp_path / f"{n}n") for n in FIT_RANKS]
         against = _sweep(fabric, CHECK_RANKS, tmp_path / f"{CHECK_RANKS}n")
         proc = _predict(fitted, against, tmp_path / "p")
-        if proc.returncode == 1:
+        if proc.returncode == 1 and _only_slower(tmp_path / "p"):
             # A CI run once read one row (all_reduce 64K) 20% slow while every other row,
             # and that row in every run here (30.6-30.9 ms), sat within 1% of the model:
-            # a slow spell of the shared machine, which only ever adds time. The 6-rank
-            # run is measured once more and judged by the same bound; a model that is
-            # wrong misses both times.
+            # a slow spell of the shared machine, which only ever adds time. So a miss
+            # where every row beyond the bound was measured slower than predicted is
+            # measured once more and judged by the same bound; a model that is wrong
+            # misses both times, and a row faster than predicted is never retried.
+            print("retrying the 6-rank run after the miss above")
             against = _sweep(fabric, CHECK_RANKS, tmp_path / f"{CHECK_RANKS}n-again")
             proc = _predict(fitted, against, tmp_path / "p-again")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from colbench import ops as collectives
+from colbench.dtypes import DTYPES
 from colbench.predict import models
 from colbench.predict.models import Parameters
 from tests.unit.rows import row, write_run
@@ -25,18 +26,21 @@ def model_run(
     params: Parameters = TRUE, algo: str = models.RING, sizes: Sequence[int] = SIZES,
     nnodes: int | None = None, backend: str = "gloo", variant: str = "",
     distort: Distort | None = None, as_laid_out: bool = False, dtype: str = "float32",
-    redop: str = "sum",
+    redop: str = "sum", imported: bool = False,
 ) -> Path:  # fmt: skip
     """A run at ``world_size`` ranks on ``nnodes`` nodes (default: one rank per node)
     whose times are the model's, optionally ``distort(op, N, size, time)``-ed.
     ``as_laid_out``: rows report the size the op's layout measures (all_gather of 4K on 6
-    ranks: 4032 B), with the size asked for in ``requested_bytes``, as a sweep writes them."""
+    ranks: 4032 B), with the size asked for in ``requested_bytes``, as a sweep writes them;
+    ``imported``: requested_bytes is the measured size, as an imported nccl-tests log
+    without a -b/-e/-f header has it."""
     nodes = world_size if nnodes is None else nnodes
     per_node = -(-world_size // nodes)
     rows = []
     for op in ops:
         for requested in sizes:
-            size = collectives.get(op).layout(requested, 4, world_size).size_bytes
+            elem_bytes = DTYPES[dtype].elem_bytes
+            size = collectives.get(op).layout(requested, elem_bytes, world_size).size_bytes
             size = size if as_laid_out else requested
             time = params.time_us(models.terms(op, algo, world_size, per_node, size))
             if distort is not None:
@@ -47,5 +51,5 @@ def model_run(
             )  # fmt: skip
             if r["redop"] != "none":
                 r["redop"] = redop
-            rows.append({**r, "nnodes": nodes, "requested_bytes": requested})
+            rows.append({**r, "nnodes": nodes, "requested_bytes": size if imported else requested})
     return write_run(directory, rows)

@@ -128,6 +128,10 @@ def test_cli_min_bw_from_environment(
     monkeypatch.setenv("NCCL_TESTS_MIN_BW", "1000")
     code, out, err = run_main(capsys, "gate", str(run), str(run))
     assert "is the baseline itself" in err
+    # The same run spelled as its CSV file is still the same run.
+    assert (
+        "is the baseline itself" in run_main(capsys, "gate", str(run), str(run / "results.csv"))[2]
+    )
     assert code == 1 and "below the floor 1000 GB/s" in out
     code, _, _ = run_main(capsys, "gate", str(run), str(run), "--min-avg-busbw-gbps", "0")
     assert code == 0

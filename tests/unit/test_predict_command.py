@@ -152,6 +152,35 @@ def test_default_sizes_are_the_requests_at_the_targets_layout(
     assert "1024K" in stdout and "e+0" not in stdout
 
 
+def test_imported_runs_predict_each_size_once_and_judge_from_min_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Imported logs know only the measured size: all_gather "requests" of 4096 (2 and 4
+    # ranks) and 4080 B (3 ranks) both measure 4032 B at 6 ranks, predicted once.
+    runs = [
+        str(model_run(tmp_path / f"i{n}", n, ops=("all_gather",), as_laid_out=True, imported=True))
+        for n in (2, 3, 4)
+    ]
+    code, stdout, _ = run_main(capsys, "predict", *runs, "--ranks", "6", "--out", str(tmp_path))
+    assert code == 0, stdout
+    with open(tmp_path / "predict.csv", newline="") as f:
+        sizes = [int(r["size_bytes"]) for r in csv.DictReader(f)]
+    assert len(sizes) == len(set(sizes)) == len(SIZES) and 4032 in sizes
+
+    # An imported 6-rank check: its 4032-B row is "from 4K" although it asked for 4032.
+    def off(op: str, n: int, size: int, time: float) -> float:
+        return time * 1.25 if size == 4032 else time
+
+    checked = model_run(
+        tmp_path / "i6", 6, ops=("all_gather",), as_laid_out=True, imported=True, distort=off
+    )
+    code, stdout, err = run_main(
+        capsys, "predict", *runs, "--against", str(checked), "--max-error", "15"
+    )
+    assert code == 1 and "largest |error| from 4K: 20.0% (all_gather, 3.94K, 6 ranks)" in stdout
+    assert "FAIL: largest |error| from 4K 20.0%" in err
+
+
 def test_one_dtype_and_reduction_op_per_fit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -187,6 +216,11 @@ def test_one_dtype_and_reduction_op_per_fit(
     fitted = runs[0:6:2]
     err = _refused(capsys, *fitted, "--against", f6)
     assert "--against holds all_reduce of float32 max but the fit is of float32 sum" in err
+    # The fitted runs hold no max: picking cannot help, so the advice is another check.
+    assert err.endswith("check against runs of float32 sum")
+    # --dtype that leaves the check nothing says so, rather than "no rows".
+    err = _refused(capsys, *runs, "--dtype", "bfloat16", "--against", f6)
+    assert "leave none of the --against runs' rows (they hold float32 max)" in err
     assert "one dtype" in _refused(capsys, *runs, "--dtype", "float32,bfloat16")
     assert "hold no all_reduce of int8 (they hold bfloat16 sum" in _refused(
         capsys, *runs, "--dtype", "int8"
@@ -241,6 +275,9 @@ def test_refusals_say_what_to_measure(tmp_path: Path, capsys: pytest.CaptureFixt
     message = _refused(capsys, *single, "--ranks", "16", "--ranks-per-node", "8")
     assert "measured on one node only" in message and "span 2 nodes" in message
     assert message.endswith("or put the target on one node (--ranks-per-node 16)")
+    # With several targets it names the largest: the one value that serves them all.
+    message = _refused(capsys, *single, "--ranks", "16,64", "--ranks-per-node", "8")
+    assert message.endswith("(--ranks-per-node 64)")
     nccl = [
         str(model_run(tmp_path / f"nccl{n}", n, backend="nccl", ops=("all_reduce",)))
         for n in (2, 3)
@@ -256,6 +293,13 @@ def test_refusals_say_what_to_measure(tmp_path: Path, capsys: pytest.CaptureFixt
     for ranks in ("1", "", "8,,64", "8.5"):
         assert "bad --ranks" in _refused(capsys, r2, r4, "--ranks", ranks)
     assert "bad --sizes '0'" in _refused(capsys, r2, r4, "--ranks", "8", "--sizes", "0")
+    # A request below one float32 is no measurement at any N; said, not predicted.
+    code, stdout, _ = run_main(capsys, "predict", r2, r4, "--ranks", "8", "--sizes", "2,4K")
+    assert code == 0
+    assert "# all_reduce at 8 ranks: 2 leave(s) less than one element" in stdout
+    r6 = str(model_run(tmp_path / "r6", 6))
+    for bound in ("nan", "-1", "inf"):
+        assert "bad --max-error" in _refused(capsys, r2, r4, "--against", r6, "--max-error", bound)
     # An --out that cannot be written fails before any table is printed.
     (tmp_path / "file").write_text("")
     code, stdout, err = run_main(capsys, "predict", r2, r4, "--out", str(tmp_path / "file" / "d"))
