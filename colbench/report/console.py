@@ -208,9 +208,6 @@ class TableSink:
         self.nodes: list[str] = []
         self.status_counts: dict[str, int] = {}
 
-    def note(self, message: str) -> None:
-        self._warn(f"colbench: note: {message}")
-
     def header(self, lines: Sequence[str]) -> None:
         for line in lines:
             self._echo(line)
