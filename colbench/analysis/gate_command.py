@@ -16,7 +16,7 @@ from colbench.analysis.checks import (
 from colbench.analysis.gate import GateResult, run_gate
 from colbench.analysis.gate_options import GateFlags
 from colbench.errors import ExitCode, UsageError
-from colbench.results import csv_path
+from colbench.results import csv_path, load
 
 
 def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int:
@@ -86,16 +86,31 @@ def _check_arguments(baseline: str, current: Sequence[str], flags: GateFlags) ->
         raise UsageError(f"--keep must be >= 1, got {flags.keep}")
 
 
+def _run_ids(path: str) -> set[str]:
+    try:
+        return {str(v) for v in load(path)["run_id"].unique()}
+    except (OSError, UsageError, KeyError):
+        return set()  # no baseline (--missing-baseline-ok): nothing to be a copy of
+
+
 def _warn_if_self(baseline: str, current: Sequence[str]) -> None:
     # Still useful for correctness and the --min-avg-busbw-gbps floor, so not refused;
-    # but every performance row then reads "same", which must not pass unremarked.
+    # but every performance row then reads "same", which must not pass unremarked. The
+    # same run may come as another path too: a copy pooled into the baseline by
+    # --update-baseline keeps its run_id.
+    in_baseline = _run_ids(baseline)
     for run in current:
         if csv_path(run).resolve() == csv_path(baseline).resolve():
-            print(
-                f"colbench: warning: {run} is the baseline itself: performance compares "
-                "the run with itself (correctness and the floor are still judged)",
-                file=sys.stderr,
-            )
+            why = "is the baseline itself"
+        elif _run_ids(run) & in_baseline:
+            why = "shares its run_id with a run in the baseline (accepted into it already?)"
+        else:
+            continue
+        print(
+            f"colbench: warning: {run} {why}: performance may compare the run with itself "
+            "(correctness and the floor are still judged)",
+            file=sys.stderr,
+        )
 
 
 def _paired(run: str, current: Sequence[str], flags: GateFlags) -> int:

@@ -58,27 +58,41 @@ def _ranks_per_node(flags: PredictFlags, fitted: Sequence[data.Measured]) -> int
     return seen[0]
 
 
-def _op_sizes(flags: PredictFlags, fitted: Sequence[data.Measured]) -> dict[str, list[int]]:
+def _op_sizes(
+    flags: PredictFlags, fitted: Sequence[data.Measured], elem_bytes: dict[str, int | None]
+) -> dict[str, list[int]]:
     """Per op, the sizes to ask for at each target: --sizes, else those the runs asked
     for (all_gather's 4K, not the 4080 B of 3 ranks and the 4032 B of 6)."""
     wanted = list(dict.fromkeys(m.op for m in fitted))
-    if flags.sizes:
-        sizes = [s for s in parse_sizes(flags.sizes) if s > 0]
+    if flags.sizes is not None:
+        sizes = [s for s in parse_sizes(flags.sizes) if s > 0] if flags.sizes.strip() else []
         if not sizes:
             raise UsageError(f"bad --sizes {flags.sizes!r}: give sizes above 0, e.g. 4K-1G")
         return {op: sizes for op in wanted}
-    return {
-        op: sorted({int(s) for m in fitted if m.op == op for s in m.requested_bytes})
-        for op in wanted
-    }
+    out = {}
+    for op in wanted:
+        asked = {(m.world_size, int(r)) for m in fitted if m.op == op for r in m.requested_bytes}
+        requests = {r for _, r in asked}
+        # An imported log knows only what each world size measured (4080 B of a 4K
+        # request on 3 ranks): a size that is a larger request's layout at its own N is
+        # that request again, not one more size.
+        e = elem_bytes.get(op)
+        aliases = {
+            r for n, r in asked
+            if any(big > r and engine.laid_out_bytes(op, big, e, n) == r for big in requests)
+        }  # fmt: skip
+        out[op] = sorted(requests - aliases)
+    return out
 
 
 def _elem_bytes(fitted: Sequence[data.Measured]) -> dict[str, int | None]:
-    """Per op, the element size of its one dtype (data.select_kind); None if unknown."""
+    """Per op, the element size of its one dtype (data.select_kind). 1 for a dtype colbench
+    cannot sweep (an imported float8 or uint64): ops split by rank round each rank's
+    chunk to 16 bytes, so the layout comes out the same for any element of 1-16 bytes."""
     out: dict[str, int | None] = {}
     for m in fitted:
         dtype = DTYPES.get(m.dtype)
-        out[m.op] = dtype.elem_bytes if dtype is not None else None
+        out[m.op] = dtype.elem_bytes if dtype is not None else 1
     return out
 
 
@@ -124,8 +138,8 @@ def _check_flags(flags: PredictFlags, targets: Sequence[int]) -> None:
         math.isfinite(flags.max_error) and flags.max_error >= 0
     ):
         raise UsageError(f"bad --max-error {flags.max_error:g}: a percentage >= 0, e.g. 15")
-    if flags.out:
-        _check_writable(Path(flags.out))
+    if flags.out or flags.plot:
+        _check_writable(Path(flags.out or "."))
 
 
 def _check_writable(out: Path) -> None:
@@ -147,13 +161,13 @@ def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
     fitted, against = _load(runs, flags, algos)
     fits = engine.fit_all(fitted)
     per_node = _ranks_per_node(flags, fitted)
-    op_sizes = _op_sizes(flags, fitted)
     elem_bytes = _elem_bytes(fitted)
+    op_sizes = _op_sizes(flags, fitted, elem_bytes)
     predicted = engine.predict_grid(fits, op_sizes, targets, per_node, algos, elem_bytes)
     crossings = engine.crossovers(fits, op_sizes, targets, per_node, algos)
     checked = engine.check_against(fits, against)
     lines = report.fit_lines(list(fits.values()))
-    if not targets:
+    if not targets and not checked:
         lines.append("# no --ranks: the fits only (--ranks 64,512 predicts those world sizes)")
     if predicted:
         lines += report.prediction_lines(predicted, per_node)

@@ -151,12 +151,6 @@ def select_kind(
 
     kept = [m for m in fitted if wanted(m)]
     checked = [m for m in against if wanted(m)]
-    if against and not checked:
-        held = ", ".join(sorted({m.kind for m in against}))
-        raise UsageError(
-            f"--dtype / --redop leave none of the --against runs' rows (they hold {held}): "
-            "check against runs of the fitted kind"
-        )
     for op in dict.fromkeys(m.op for m in fitted):
         if not any(m.op == op for m in kept):
             held = ", ".join(sorted({m.kind for m in fitted if m.op == op}))
@@ -172,19 +166,19 @@ def select_kind(
                 f"the fitted runs hold {op} of several kinds ({', '.join(kinds)}): "
                 "pick one with --dtype and --redop"
             )
+        # A kind that passed --dtype/--redop but was not fitted: no pick can fit it.
         alien = sorted({m.kind for m in checked if m.op == op} - set(kinds))
         if alien:
-            # Picking is a fix only when the fitted runs hold that kind too.
-            fixable = set(alien) <= {m.kind for m in fitted if m.op == op}
-            advice = (
-                "pick one with --dtype and --redop"
-                if fixable
-                else (f"check against runs of {kinds[0]}")
-            )
             raise UsageError(
                 f"--against holds {op} of {', '.join(alien)} but the fit is of {kinds[0]}: "
-                + advice
+                f"check against runs of {kinds[0]}"
             )
+    if against and not checked:
+        held = ", ".join(sorted({m.kind for m in against}))
+        raise UsageError(
+            f"--dtype / --redop leave none of the --against runs' rows (they hold {held}): "
+            "check against runs of the fitted kind"
+        )
     return kept, checked
 
 

@@ -55,7 +55,7 @@ class Checked:
     run: str
     predicted_time_us: float
     measured_time_us: float
-    #: The size the sweep was asked for: --min-size judges this one (4K takes 4032 B).
+    #: The size the sweep was asked for (an imported log may know only size_bytes).
     requested_bytes: int
 
     @property
@@ -132,22 +132,23 @@ def source(fits: dict[tuple[str, str], Fit], op: str, algo: str) -> tuple[Fit, s
     return None
 
 
-def check_nodes(f: Fit, world_size: int, ranks_per_node: int) -> None:
-    """Refuse to carry single-node measurements to a target that spans nodes."""
+def check_nodes(f: Fit, world_size: int, ranks_per_node: int, fix: str = "") -> None:
+    """Refuse to carry single-node measurements to a target that spans nodes; ``fix``:
+    the other way out, for the message (default: the target on one node)."""
     nodes = nodes_of(world_size, ranks_per_node)
     measured_nodes = max(nodes_of(p.world_size, p.ranks_per_node) for p in f.kept)
     if nodes > 1 and measured_nodes == 1:
         raise UsageError(
             f"{f.op} ({f.algo}) was measured on one node only, but {world_size} ranks at "
             f"{ranks_per_node} per node span {nodes} nodes: the links between nodes were "
-            "never measured; measure across at least two nodes, or put the target on one "
-            f"node (--ranks-per-node {world_size})"
+            "never measured; measure across at least two nodes, or "
+            + (fix or f"put the target on one node (--ranks-per-node {world_size})")
         )
 
 
 def predict_one(
     fits: dict[tuple[str, str], Fit], op: str, algo: str, world_size: int,
-    ranks_per_node: int, size_bytes: int, requested_bytes: int | None = None,
+    ranks_per_node: int, size_bytes: int, requested_bytes: int | None = None, fix: str = "",
 ) -> Predicted | None:  # fmt: skip
     """The prediction of one design point (``requested_bytes``: what was asked for, when
     the op's layout made ``size_bytes`` of it); None when no fit can serve ``algo``."""
@@ -155,7 +156,7 @@ def predict_one(
     if found is None:
         return None
     f, basis = found
-    check_nodes(f, world_size, ranks_per_node)
+    check_nodes(f, world_size, ranks_per_node, fix)
     p = f.predict(terms(op, algo, world_size, ranks_per_node, size_bytes))
     busbw = size_bytes / p.time_us / 1e3 * ops.get(op).busbw_factor(world_size)
     return Predicted(
@@ -189,8 +190,10 @@ def predict_grid(
     targets = sorted(targets)
     if targets:
         # The largest target first: a refusal then names the --ranks-per-node that
-        # serves every target.
-        for f in fits.values():
+        # serves every target. Only fits that serve a wanted algorithm: --algo ring must
+        # not be refused for a tree fit it will not use.
+        used = [source(fits, op, a) for op in op_sizes for a in wanted_algos(op, algos)]
+        for f, _ in filter(None, used):
             check_nodes(f, targets[-1], ranks_per_node or targets[-1])
     out = []
     for world_size in targets:
@@ -255,7 +258,10 @@ def check_against(fits: dict[tuple[str, str], Fit], against: Sequence[Measured])
     out = []
     for m in against:
         for size, time, requested in zip(m.size_bytes, m.time_us, m.requested_bytes, strict=True):
-            p = predict_one(fits, m.op, m.algo, m.world_size, m.ranks_per_node, int(size))
+            p = predict_one(
+                fits, m.op, m.algo, m.world_size, m.ranks_per_node, int(size),
+                fix="check against a run on one node",
+            )  # fmt: skip
             if p is None:
                 raise UsageError(
                     f"--against run {m.run} has {m.op} ({m.algo}) rows, but the fitted runs "

@@ -64,8 +64,8 @@ class PredictFlags:
     min_size: str = _judge(
         "4K",
         "--min-size",
-        help="Judge --against errors only at sizes asked for >= this (4K takes all_gather's "
-        "4032 B on 6 ranks).",
+        help="Judge --against errors only from this size up, as a sweep at each row's ranks "
+        "measures it (4K takes all_gather's 4032 B on 6 ranks).",
     )
     max_error: float | None = _judge(
         None, "--max-error", help="Exit 1 when the largest |error| (%) of --against exceeds this."

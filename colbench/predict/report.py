@@ -96,22 +96,23 @@ def prediction_lines(predicted: Sequence[Predicted], ranks_per_node: int | None)
 def skipped_lines(
     op_sizes: dict[str, list[int]], targets: Sequence[int], elem_bytes: dict[str, int | None]
 ) -> list[str]:
-    """Sizes a sweep at a target could not measure, said once per (op, target) and not
-    predicted: less than one element, or (ops split by rank, as all_gather of 4K on 512
-    ranks) no whole 16-byte chunk per rank."""
+    """Sizes a sweep at a target could not measure, said once per (op, target, reason)
+    and not predicted: less than one element, or (ops split by rank, as all_gather of 4K
+    on 512 ranks) no whole 16-byte chunk per rank."""
     out = []
     for world_size in targets:
         for op, sizes in op_sizes.items():
-            lost = [s for s in sizes if laid_out_bytes(op, s, elem_bytes.get(op), world_size) <= 0]
-            if not lost:
-                continue
-            # A request that still measures something on one rank is lost to the split.
-            split = laid_out_bytes(op, max(lost), elem_bytes.get(op), 1) > 0
-            why = "no whole 16-byte chunk per rank" if split else "less than one element"
-            out.append(
-                f"# {op} at {world_size} ranks: {', '.join(size_text(s) for s in lost)} "
-                f"leave(s) {why} (a sweep skips them): not predicted"
-            )
+            e = elem_bytes.get(op)
+            lost = [s for s in sizes if laid_out_bytes(op, s, e, world_size) <= 0]
+            tiny = [s for s in lost if e is not None and s < e]
+            split = [s for s in lost if s not in tiny]
+            for group, why in ((tiny, "less than one element"),
+                               (split, "no whole 16-byte chunk per rank")):  # fmt: skip
+                if group:
+                    out.append(
+                        f"# {op} at {world_size} ranks: {', '.join(size_text(s) for s in group)} "
+                        f"leave(s) {why} (a sweep skips them): not predicted"
+                    )
     return out
 
 

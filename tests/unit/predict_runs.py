@@ -39,7 +39,8 @@ def model_run(
     rows = []
     for op in ops:
         for requested in sizes:
-            elem_bytes = DTYPES[dtype].elem_bytes
+            # A dtype colbench cannot sweep (an imported float8) lays out as 1 byte.
+            elem_bytes = DTYPES[dtype].elem_bytes if dtype in DTYPES else 1
             size = collectives.get(op).layout(requested, elem_bytes, world_size).size_bytes
             size = size if as_laid_out else requested
             time = params.time_us(models.terms(op, algo, world_size, per_node, size))

@@ -142,6 +142,12 @@ def test_cli_update_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     code, _, err = run_main(capsys, "gate", str(tmp_path / "base"), str(run), "--update-baseline")
     assert code == 0 and "is the new baseline" in err
     assert len(load(tmp_path / "base")) == 5
+    # Gating the accepted run again compares it with its own copy: said, not silent.
+    code, _, err = run_main(capsys, "gate", str(tmp_path / "base"), str(run))
+    assert code == 0 and "shares its run_id with a run in the baseline" in err
+    other = write_run(tmp_path / "other", {BIG: STEADY})
+    code, _, err = run_main(capsys, "gate", str(tmp_path / "base"), str(other))
+    assert code == 0 and "warning" not in err
     broken = write_run(tmp_path / "broken", {BIG: STEADY}, wrong={BIG: 3})
     code, _, err = run_main(
         capsys, "gate", str(tmp_path / "base"), str(broken), "--update-baseline"

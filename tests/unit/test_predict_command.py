@@ -161,11 +161,14 @@ def test_imported_runs_predict_each_size_once_and_judge_from_min_size(
         str(model_run(tmp_path / f"i{n}", n, ops=("all_gather",), as_laid_out=True, imported=True))
         for n in (2, 3, 4)
     ]
-    code, stdout, _ = run_main(capsys, "predict", *runs, "--ranks", "6", "--out", str(tmp_path))
+    code, stdout, _ = run_main(capsys, "predict", *runs, "--ranks", "6,8", "--out", str(tmp_path))
     assert code == 0, stdout
     with open(tmp_path / "predict.csv", newline="") as f:
-        sizes = [int(r["size_bytes"]) for r in csv.DictReader(f)]
-    assert len(sizes) == len(set(sizes)) == len(SIZES) and 4032 in sizes
+        rows = list(csv.DictReader(f))
+    for n in ("6", "8"):
+        sizes = [int(r["size_bytes"]) for r in rows if r["world_size"] == n]
+        assert len(sizes) == len(set(sizes)) == len(SIZES), (n, sizes)
+    assert {int(r["requested_bytes"]) for r in rows} == set(SIZES)
 
     # An imported 6-rank check: its 4032-B row is "from 4K" although it asked for 4032.
     def off(op: str, n: int, size: int, time: float) -> float:
@@ -179,6 +182,23 @@ def test_imported_runs_predict_each_size_once_and_judge_from_min_size(
     )
     assert code == 1 and "largest |error| from 4K: 20.0% (all_gather, 3.94K, 6 ranks)" in stdout
     assert "FAIL: largest |error| from 4K 20.0%" in err
+    # The same for a dtype colbench cannot sweep (an imported float8): laid out all the same.
+    f8 = [
+        str(
+            model_run(
+                tmp_path / f"f8_{n}",
+                n,
+                ops=("all_gather",),
+                as_laid_out=True,
+                imported=True,
+                dtype="float8_e4m3fn",
+                distort=off if n == 6 else None,
+            )
+        )
+        for n in (2, 3, 4, 6)
+    ]
+    code, stdout, _ = run_main(capsys, "predict", *f8[:3], "--against", f8[3], "--max-error", "15")
+    assert code == 1 and "largest |error| from 4K: 20.0% (all_gather, 3.94K, 6 ranks)" in stdout
 
 
 def test_one_dtype_and_reduction_op_per_fit(
@@ -225,6 +245,9 @@ def test_one_dtype_and_reduction_op_per_fit(
     assert "hold no all_reduce of int8 (they hold bfloat16 sum" in _refused(
         capsys, *runs, "--dtype", "int8"
     )
+    # With a check too, the fitted runs' lack comes first: there is no "fitted kind".
+    err = _refused(capsys, *runs, "--dtype", "int8", "--against", str(tmp_path / "f6"))
+    assert "the fitted runs hold no all_reduce of int8" in err
     # --redop applies to reductions only, but one that leaves an op with nothing is
     # refused too, not a silent fit of the other ops.
     both = [str(model_run(tmp_path / f"g{n}", n)) for n in (2, 3)]
@@ -255,6 +278,39 @@ def test_nccl_variants_fit_ring_and_tree_separately(
     assert "fitted on double_tree runs" in stdout and "fitted on ring runs" in stdout
     assert "tree runs' link parameters" not in stdout.replace("double_tree runs'", "")
     assert "double_tree vs ring, 64 ranks" in stdout
+
+
+def test_the_node_check_judges_only_the_fits_it_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ring measured across 2 nodes, the tree on one node only.
+    runs = [
+        str(
+            model_run(
+                tmp_path / f"{algo}{n}",
+                n,
+                ops=("all_reduce",),
+                algo=algo,
+                nnodes=nodes,
+                backend="nccl",
+                variant=f"NCCL_ALGO={name}",
+            )
+        )
+        for n in (4, 8)
+        for algo, name, nodes in ((models.RING, "Ring", 2), (models.DOUBLE_TREE, "Tree", 1))
+    ]
+    argv = [*runs, "--ranks", "16,32", "--ranks-per-node", "8", "--sizes", "64K"]
+    # --algo ring does not use the one-node tree fit: predicted, not refused.
+    code, stdout, _ = run_main(capsys, "predict", *argv, "--algo", "ring")
+    assert code == 0 and "fitted on ring runs" in stdout
+    # The tree is refused, naming the one --ranks-per-node that serves both targets.
+    err = _refused(capsys, *argv, "--algo", "double_tree")
+    assert "all_reduce (double_tree) was measured on one node only" in err
+    assert err.endswith("(--ranks-per-node 32)")
+    # A check against a run across nodes cannot be fixed by --ranks-per-node.
+    two = str(model_run(tmp_path / "two8", 8, ops=("all_reduce",), nnodes=2))
+    one = [str(model_run(tmp_path / f"one{n}", n, ops=("all_reduce",), nnodes=1)) for n in (2, 4)]
+    assert _refused(capsys, *one, "--against", two).endswith("check against a run on one node")
 
 
 def _refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -297,6 +353,12 @@ def test_refusals_say_what_to_measure(tmp_path: Path, capsys: pytest.CaptureFixt
     code, stdout, _ = run_main(capsys, "predict", r2, r4, "--ranks", "8", "--sizes", "2,4K")
     assert code == 0
     assert "# all_reduce at 8 ranks: 2 leave(s) less than one element" in stdout
+    # Per size: 2 B is less than a float32, 8 B is two of them but no 16-byte chunk.
+    code, stdout, _ = run_main(
+        capsys, "predict", r2, r4, "--op", "all_gather", "--ranks", "8", "--sizes", "8,2"
+    )
+    assert "# all_gather at 8 ranks: 2 leave(s) less than one element" in stdout
+    assert "# all_gather at 8 ranks: 8 leave(s) no whole 16-byte chunk per rank" in stdout
     r6 = str(model_run(tmp_path / "r6", 6))
     for bound in ("nan", "-1", "inf"):
         assert "bad --max-error" in _refused(capsys, r2, r4, "--against", r6, "--max-error", bound)
