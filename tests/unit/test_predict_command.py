@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,15 +153,22 @@ def test_default_sizes_are_the_requests_at_the_targets_layout(
     assert "1024K" in stdout and "e+0" not in stdout
 
 
+def _off_at_4032(op: str, n: int, size: int, time: float) -> float:
+    return time * 1.25 if size == 4032 else time
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float8_e4m3fn"])
 def test_imported_runs_predict_each_size_once_and_judge_from_min_size(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dtype: str
 ) -> None:
     # Imported logs know only the measured size: all_gather "requests" of 4096 (2 and 4
-    # ranks) and 4080 B (3 ranks) both measure 4032 B at 6 ranks, predicted once.
-    runs = [
-        str(model_run(tmp_path / f"i{n}", n, ops=("all_gather",), as_laid_out=True, imported=True))
-        for n in (2, 3, 4)
-    ]
+    # ranks) and 4080 B (3 ranks) both measure 4032 B at 6 ranks, predicted once. A
+    # dtype colbench cannot sweep (float8) is laid out all the same.
+    def imported(n: int, **kw: Any) -> str:
+        kw |= {"ops": ("all_gather",), "as_laid_out": True, "imported": True, "dtype": dtype}
+        return str(model_run(tmp_path / f"i{n}", n, **kw))
+
+    runs = [imported(n) for n in (2, 3, 4)]
     code, stdout, _ = run_main(capsys, "predict", *runs, "--ranks", "6,8", "--out", str(tmp_path))
     assert code == 0, stdout
     with open(tmp_path / "predict.csv", newline="") as f:
@@ -169,36 +177,13 @@ def test_imported_runs_predict_each_size_once_and_judge_from_min_size(
         sizes = [int(r["size_bytes"]) for r in rows if r["world_size"] == n]
         assert len(sizes) == len(set(sizes)) == len(SIZES), (n, sizes)
     assert {int(r["requested_bytes"]) for r in rows} == set(SIZES)
-
     # An imported 6-rank check: its 4032-B row is "from 4K" although it asked for 4032.
-    def off(op: str, n: int, size: int, time: float) -> float:
-        return time * 1.25 if size == 4032 else time
-
-    checked = model_run(
-        tmp_path / "i6", 6, ops=("all_gather",), as_laid_out=True, imported=True, distort=off
-    )
+    checked = imported(6, distort=_off_at_4032)
     code, stdout, err = run_main(
-        capsys, "predict", *runs, "--against", str(checked), "--max-error", "15"
+        capsys, "predict", *runs, "--against", checked, "--max-error", "15"
     )
     assert code == 1 and "largest |error| from 4K: 20.0% (all_gather, 3.94K, 6 ranks)" in stdout
     assert "FAIL: largest |error| from 4K 20.0%" in err
-    # The same for a dtype colbench cannot sweep (an imported float8): laid out all the same.
-    f8 = [
-        str(
-            model_run(
-                tmp_path / f"f8_{n}",
-                n,
-                ops=("all_gather",),
-                as_laid_out=True,
-                imported=True,
-                dtype="float8_e4m3fn",
-                distort=off if n == 6 else None,
-            )
-        )
-        for n in (2, 3, 4, 6)
-    ]
-    code, stdout, _ = run_main(capsys, "predict", *f8[:3], "--against", f8[3], "--max-error", "15")
-    assert code == 1 and "largest |error| from 4K: 20.0% (all_gather, 3.94K, 6 ranks)" in stdout
 
 
 def test_one_dtype_and_reduction_op_per_fit(
