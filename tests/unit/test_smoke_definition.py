@@ -61,6 +61,17 @@ def test_the_committed_baseline_was_measured_from_the_suite() -> None:
     assert runs is not None and len(meta["pooled_runs"]) == int(runs.group(1))
 
 
+def test_the_baseline_is_measured_at_varying_load() -> None:
+    # Quiet runs minutes apart hold too little of a shared runner's drift (docs/gate.md):
+    # the baseline's runs measure beside 0..BASELINE_BUSY busy loops of their own.
+    makefile = (REPO / "Makefile").read_text()
+    busy = re.search(r"^BASELINE_BUSY \?= (\d+)$", makefile, re.M)
+    assert busy is not None and int(busy.group(1)) >= 1
+    recipe = makefile.split("gate-baseline: install")[1].split("\n\n")[0]
+    assert "$(BASELINE_BUSY)" in recipe and "while :; do :; done" in recipe
+    assert "kill $$pids" in recipe  # the loops end with each run, and on a failure
+
+
 def test_the_docs_name_the_suite_not_flags() -> None:
     for doc in ("README.md", "docs/gate.md"):
         text = (REPO / doc).read_text()
