@@ -100,16 +100,8 @@ def _fit_meta(f: Fit) -> dict[str, Any]:
 
 
 def _against_row(c: Checked) -> AgainstRow:
-    return AgainstRow(
-        op=c.op,
-        algo=c.algo,
-        world_size=c.world_size,
-        size_bytes=c.size_bytes,
-        requested_bytes=c.requested_bytes,
-        predicted_time_us=c.predicted_time_us,
-        measured_time_us=c.measured_time_us,
-        error_pct=c.error_pct,
-    )
+    # Every column is a field or property of Checked (error_pct is computed there).
+    return AgainstRow(**{name: getattr(c, name) for name in AGAINST_TABLE.columns})
 
 
 def _write_table(path: Path, table: Table, rows: Sequence[TableRow]) -> None:

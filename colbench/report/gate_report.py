@@ -297,14 +297,13 @@ def junit_xml(result: GateResult) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
+def _test_case(suite: ET.Element, classname: str, name: str) -> ET.Element:
+    """One JUnit test case; the gate times nothing per case, so its time is 0."""
+    return ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+
+
 def _junit_row(suite: ET.Element, row: RowResult) -> None:
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        classname=f"colbench.gate.{row.key['op']}",
-        name=row.label(),
-        time="0",
-    )
+    case = _test_case(suite, f"colbench.gate.{row.key['op']}", row.label())
     detail = "; ".join(
         [f"{c.check.metric}: {_cell(c)} ({c.verdict.value})" for c in row.checks] + row.notes
     )
@@ -320,12 +319,8 @@ def _junit_row(suite: ET.Element, row: RowResult) -> None:
 
 
 def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        classname="colbench.gate.floor",
-        name=f"{floor.op} average busbw >= {floor.floor_gbps:g} GB/s",
-        time="0",
+    case = _test_case(
+        suite, "colbench.gate.floor", f"{floor.op} average busbw >= {floor.floor_gbps:g} GB/s"
     )
     if floor.fails:
         ET.SubElement(
@@ -338,12 +333,8 @@ def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
 
 
 def _junit_overall(suite: ET.Element, o: OverallResult) -> None:
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        classname="colbench.gate.overall",
-        name=f"{o.check.metric}: median change over {o.rows} rows",
-        time="0",
+    case = _test_case(
+        suite, "colbench.gate.overall", f"{o.check.metric}: median change over {o.rows} rows"
     )
     detail = f"{o.verdict.value}: {overall_change(o)}"
     if o.fails:
