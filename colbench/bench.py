@@ -24,9 +24,9 @@ from colbench.memory import is_out_of_memory
 from colbench.ops.base import Buffers, Collective, Context, Storage
 from colbench.plan import Work
 from colbench.results import STATUS_OOM, STATUS_UNSUPPORTED, Row
-from colbench.rows import make_row, unmeasured_row
+from colbench.rows import make_row, unmeasured_row, warmup_calls
 from colbench.skew import RankTimes, wait_in
-from colbench.timing import Timer
+from colbench.timing import HostTimer, Timer
 
 
 class RowSink(Protocol):
@@ -54,6 +54,8 @@ class RunInfo:
     variant: str = ""
     #: Groups the world is split into (--group-size); each has world_size // groups ranks.
     groups: int = 1
+    #: Ranks sharing each GPU (--ranks-per-gpu): above 1 the fabric is emulated.
+    ranks_per_gpu: int = 1
 
     @property
     def group_size(self) -> int:
@@ -137,6 +139,8 @@ class RankBench:
     in_flight: InFlight = field(default_factory=InFlight)
     #: An interleaved variant run's turns (colbench.run.turns.Turns); None measures freely.
     turns: Any = None
+    #: The clock of ops that block the host (``Collective.blocks_host``) on any device.
+    host_timer: Timer = field(default_factory=HostTimer)
     _fault: Fault = field(init=False)
 
     def __post_init__(self) -> None:
@@ -145,6 +149,11 @@ class RankBench:
     @property
     def side(self) -> SideGroup:
         return self.groups.side
+
+    @property
+    def warmup_calls(self) -> int:
+        """Untimed calls before each batch (see :func:`colbench.rows.warmup_calls`)."""
+        return warmup_calls(self.info, self.cfg)
 
     def run(self, work: Sequence[Work]) -> None:
         # Repeats go around the whole plan rather than back to back per size, so a slow
@@ -301,11 +310,12 @@ class RankBench:
             coll.fill(bufs, ctx)
         calls = [coll.bind(bufs, ctx) for bufs in sets]
         call = calls[0] if len(calls) == 1 else _Rotation(calls)
+        timer = self.host_timer if coll.blocks_host else self.timer
         flight.step("warm-up")
-        for _ in range(self.cfg.measure.warmup):
+        for _ in range(self.warmup_calls):
             call()
         self.timer.synchronize()
-        iter_us, waited = self._timed_batch(call, self.cfg.measure.iters)
+        iter_us, waited = self._timed_batch(timer, call, self.cfg.measure.iters)
         budget_s = self.cfg.measure.time_budget_s
         if budget_s is not None:
             # pyperf-style calibration: the fixed batch above estimates the cost of one
@@ -313,8 +323,8 @@ class RankBench:
             # its length) and keep that instead.
             iters = self._budget_iters(iter_us, budget_s)
             if iters > self.cfg.measure.iters:
-                iter_us, waited = self._timed_batch(call, iters)
-        enqueue_us = self.timer.enqueue_us
+                iter_us, waited = self._timed_batch(timer, call, iters)
+        enqueue_us = timer.enqueue_us
         flight.step("combining times")
         # The enqueue time and the barrier's wait and starvation ride along as three more
         # columns (the enqueue time NaN where calls block).
@@ -334,7 +344,9 @@ class RankBench:
         )
         return times, len(iter_us), slowest_enqueue, ranks
 
-    def _timed_batch(self, call: Any, iters: int) -> tuple[list[float], tuple[float, float]]:
+    def _timed_batch(
+        self, timer: Timer, call: Any, iters: int
+    ) -> tuple[list[float], tuple[float, float]]:
         """Align the ranks, then time the batch: (per-call times, (wait for the others,
         CPU starvation) in the barrier), in us.
 
@@ -347,7 +359,7 @@ class RankBench:
         # thread's run delay in between, see colbench.skew).
         self.in_flight.step("timed batch")
         self._fault.tick()
-        return wait_in(self.side.barrier, lambda: self.timer.time_batch(call, iters))
+        return wait_in(self.side.barrier, lambda: timer.time_batch(call, iters))
 
     def _budget_iters(self, calibration_us: list[float], budget_s: float) -> int:
         """Iterations that fill ``budget_s`` at the slowest rank's pace (agreed by all)."""

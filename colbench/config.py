@@ -18,6 +18,10 @@ from colbench.errors import UsageError
 from colbench.ops.base import Collective
 from colbench.options import (
     BACKENDS,
+    DEFAULT_INIT_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    EMULATED_INIT_TIMEOUT_S,
+    EMULATED_TIMEOUT_S,
     MEMORY_CHECKS,
     PLACEMENTS,
     Average,
@@ -89,6 +93,9 @@ class LaunchConfig:
     init_timeout_s: float = 120.0
     """Every rank must have joined the rendezvous, and the communicator started, within
     this many seconds."""
+    ranks_per_gpu: int = 1
+    """NCCL ranks sharing each GPU; above 1 every rank is an emulated node of its own
+    (colbench.launch.emulation): a real multi-rank NCCL world on fewer GPUs."""
     debug: bool = False
     """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
     env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -241,8 +248,9 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
         average=parse_average(opts.average),
         backend=_choice("--backend", opts.backend, BACKENDS),
         nprocs=opts.nprocs,
-        timeout_s=opts.timeout,
-        init_timeout_s=opts.init_timeout,
+        ranks_per_gpu=opts.ranks_per_gpu,
+        timeout_s=default_timeout(opts.timeout, opts.ranks_per_gpu, init=False),
+        init_timeout_s=default_timeout(opts.init_timeout, opts.ranks_per_gpu, init=True),
         group_size=opts.group_size,
         seed=opts.seed,
         out_dir=opts.out,
@@ -264,10 +272,28 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
     )
 
 
+def default_timeout(given: float | None, ranks_per_gpu: int, *, init: bool) -> float:
+    """``--timeout``/``--init-timeout`` as given, else the default for the fabric."""
+    if given is not None:
+        return given
+    if ranks_per_gpu > 1:
+        return EMULATED_INIT_TIMEOUT_S if init else EMULATED_TIMEOUT_S
+    return DEFAULT_INIT_TIMEOUT_S if init else DEFAULT_TIMEOUT_S
+
+
 def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> Any:
     if value not in allowed:
         raise UsageError(f"bad {flag} {value!r}: use {', '.join(allowed)}")
     return value
+
+
+#: Time-sliced ranks on one GPU: beyond this many, every step is mostly waiting for a turn.
+MAX_RANKS_PER_GPU = 16
+
+RANKS_PER_GPU_NEEDS_NCCL = (
+    "--ranks-per-gpu {k} shares each GPU among NCCL ranks; it needs --backend nccl (or auto "
+    "on a GPU machine). gloo ranks run on the CPU: --nprocs sets how many"
+)
 
 
 def validate_run(cfg: SweepConfig) -> None:
@@ -280,10 +306,17 @@ def validate_run(cfg: SweepConfig) -> None:
         raise UsageError(f"--warmup must be 0 or more, got {cfg.measure.warmup}")
     if cfg.launch.nprocs is not None and cfg.launch.nprocs < 1:
         raise UsageError(f"--nprocs must be at least 1, got {cfg.launch.nprocs}")
+    if not 1 <= cfg.launch.ranks_per_gpu <= MAX_RANKS_PER_GPU:
+        raise UsageError(
+            f"--ranks-per-gpu takes 1 to {MAX_RANKS_PER_GPU} ranks per GPU, "
+            f"got {cfg.launch.ranks_per_gpu}"
+        )
     if cfg.launch.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {cfg.launch.timeout_s:g}")
     if cfg.launch.init_timeout_s <= 0:
         raise UsageError(f"--init-timeout must be positive, got {cfg.launch.init_timeout_s:g}")
+    if cfg.launch.ranks_per_gpu > 1 and cfg.launch.backend == "gloo":
+        raise UsageError(RANKS_PER_GPU_NEEDS_NCCL.format(k=cfg.launch.ranks_per_gpu))
 
 
 CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"

@@ -35,6 +35,7 @@ from colbench.crosscheck_run import (
 )
 from colbench.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.errors import ExitCode, UsageError
+from colbench.launch import gpus
 from colbench.ops.base import Collective
 from colbench.report.crosscheck import MULTI_NODE, write_report
 from colbench.rundir import RunDir, stamped_name
@@ -171,17 +172,11 @@ def _one(kind: str, values: Sequence[object], text: str) -> None:
         raise UsageError(f"crosscheck compares one {kind} at a time, got --{kind} {text}")
 
 
-def _gpu_count() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def make_plan(
     params: Mapping[str, Any],
     given: set[str],
     nccl_tests_dir: str | None,
-    gpu_count: Callable[[], int] = _gpu_count,
+    gpu_count: Callable[[], int] | None = None,
 ) -> Plan:
     """Validate sweep-style options for a cross-check (raises UsageError before anything runs).
 
@@ -207,7 +202,7 @@ def make_plan(
     binary = find_binary(coll, nccl_tests_dir)
     cfg = _sweep_config(coll, params)
     sizes = size_flags(cfg.measure.sizes_bytes)
-    ranks = _ranks(cfg, gpu_count)
+    ranks = _ranks(cfg, gpu_count or gpus.gpu_count)
     config.validate_for_world(cfg, ranks, cfg.launch.backend)
     return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given))
 

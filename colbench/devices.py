@@ -5,26 +5,47 @@ its GPUs (torchrun, ``srun --gpus-per-node``) and takes the one at its local ran
 each process sees exactly one (``srun --gpus-per-task=1``, ``CUDA_VISIBLE_DEVICES`` set
 per rank), which is then device 0 whatever the local rank. Anything else is refused
 rather than guessed. The second way cannot be told from two ranks handed the same
-single GPU, so the GPUs' UUIDs are compared once every rank has picked its device.
+single GPU, so every rank's GPU (PCI bus id) and NCCL host identity are compared, over
+the rendezvous store, before NCCL starts: the pair NCCL's own check refuses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+import json
+import os
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from colbench.errors import UsageError
 
+#: Where NCCL reads a host's boot id for its host hash when NCCL_HOSTID is not set.
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 
-def pick_cuda_index(local_rank: int, local_world_size: int | None, visible_gpus: int) -> int:
+
+def pick_cuda_index(
+    local_rank: int, local_world_size: int | None, visible_gpus: int, ranks_per_gpu: int = 1
+) -> int:
     """The CUDA device index for this rank.
 
     ``local_world_size``: ranks on this node, None when the launcher does not say (then
     all that is known is that at least ``local_rank + 1`` ranks are here).
+    ``ranks_per_gpu`` (--ranks-per-gpu): consecutive local ranks share a GPU, so local
+    rank r takes GPU r // ranks_per_gpu.
     """
+    ranks_here = local_world_size if local_world_size is not None else local_rank + 1
+    if ranks_per_gpu > 1:
+        if local_rank < visible_gpus * ranks_per_gpu and ranks_here <= visible_gpus * ranks_per_gpu:
+            return local_rank // ranks_per_gpu
+        raise UsageError(
+            f"{ranks_here} ranks on this node but {visible_gpus} GPU(s) visible to this "
+            f"process: --ranks-per-gpu {ranks_per_gpu} runs at most "
+            f"{visible_gpus * ranks_per_gpu} here; start fewer ranks or raise --ranks-per-gpu"
+        )
     if visible_gpus == 1:
         return 0
-    ranks_here = local_world_size if local_world_size is not None else local_rank + 1
     if visible_gpus >= ranks_here and local_rank < visible_gpus:
         return local_rank
     ranks = (
@@ -39,26 +60,88 @@ def pick_cuda_index(local_rank: int, local_world_size: int | None, visible_gpus:
     )
 
 
-def check_distinct_gpus(uuid_by_rank: Mapping[int, str], host_by_rank: Mapping[int, str]) -> None:
-    """Refuse ranks that landed on one physical GPU (same node, same GPU UUID).
+@dataclass(frozen=True)
+class GpuIdentity:
+    """What NCCL's duplicate-GPU check compares, for one rank, and names for messages."""
 
-    An empty UUID means unknown (see :func:`gpu_uuid`) and is never a match.
+    rank: int
+    host: str
+    """The host name, for people."""
+    nccl_host: str
+    """What NCCL hashes into the rank's host identity: NCCL_HOSTID, else host name and
+    boot id (src/misc/utils.cc ``getHostHash``)."""
+    bus_id: str
+    """The GPU's PCI address ("" when unknown): MIG slices of one GPU share it."""
+    uuid: str
+
+
+def nccl_host_identity(environ: Mapping[str, str] | None = None, boot_id: str | None = None) -> str:
+    """This process's host identity as NCCL computes it, before NCCL starts."""
+    env = os.environ if environ is None else environ
+    if env.get("NCCL_HOSTID"):
+        return env["NCCL_HOSTID"]
+    if boot_id is None:
+        try:
+            with open(BOOT_ID_FILE, encoding="ascii") as f:
+                boot_id = f.read().strip()
+        except OSError:
+            boot_id = ""
+    return socket.gethostname() + boot_id
+
+
+def check_distinct_gpus(identities: Sequence[GpuIdentity]) -> None:
+    """Refuse ranks NCCL would refuse: one GPU (bus id, else UUID) under one host identity.
+
+    Ranks with different identities may share a GPU (--ranks-per-gpu gives each its own
+    NCCL_HOSTID); one NCCL_HOSTID set alike for ranks on one GPU is still refused. An
+    unknown GPU (no bus id and no UUID) never matches.
     """
-    sharing: dict[tuple[str, str], list[int]] = {}
-    for rank, uuid in sorted(uuid_by_rank.items()):
-        if uuid:
-            sharing.setdefault((host_by_rank.get(rank, ""), uuid), []).append(rank)
-    shared = [(key, ranks) for key, ranks in sharing.items() if len(ranks) > 1]
+    sharing: dict[tuple[str, str], list[GpuIdentity]] = {}
+    for ident in sorted(identities, key=lambda i: i.rank):
+        gpu = ident.bus_id or ident.uuid
+        if gpu:
+            sharing.setdefault((ident.nccl_host, gpu), []).append(ident)
+    shared = [group for group in sharing.values() if len(group) > 1]
     if not shared:
         return
     what = "; ".join(
-        f"ranks {', '.join(map(str, ranks))} share GPU {uuid}" + (f" on {host}" if host else "")
-        for (host, uuid), ranks in shared
+        f"ranks {', '.join(str(i.rank) for i in group)} share GPU "
+        f"{group[0].bus_id or group[0].uuid} on {group[0].host}"
+        for group in shared
     )
     raise UsageError(
-        f"{what}: NCCL needs a GPU of its own for every rank; give each process a different "
-        "GPU (CUDA_VISIBLE_DEVICES or srun --gpus-per-task=1) or start fewer ranks per node"
+        f"{what}: NCCL refuses two ranks on one GPU of one host; give each process a "
+        "different GPU (CUDA_VISIBLE_DEVICES or srun --gpus-per-task=1), start fewer ranks "
+        "per node, or emulate nodes with --ranks-per-gpu"
     )
+
+
+def exchange_identities(
+    store: Any, rank: int, world_size: int, mine: GpuIdentity
+) -> list[GpuIdentity]:
+    """Every rank's identity, through the rendezvous store, before any communicator
+    exists: NCCL would otherwise fail first, with its own message, in every rank."""
+    store.set(f"{_IDENTITY_KEY}/{rank}", json.dumps(dataclasses.asdict(mine)))
+    keys = [f"{_IDENTITY_KEY}/{r}" for r in range(world_size)]
+    store.wait(keys)
+    return [GpuIdentity(**json.loads(store.get(key))) for key in keys]
+
+
+_IDENTITY_KEY = "colbench/gpu-identity"
+
+
+def gpu_bus_id(device: Any, properties: Callable[[Any], Any] | None = None) -> str:
+    """The PCI address of a CUDA device as NCCL writes it (``0000:17:00.0``), or ""."""
+    if properties is None:
+        import torch
+
+        properties = torch.cuda.get_device_properties
+    props = properties(device)
+    pci = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    if not all(isinstance(part, int) for part in pci):
+        return ""
+    domain, bus, dev = pci
+    return f"{domain:04x}:{bus:02x}:{dev:02x}.0"
 
 
 def gpu_uuid(device: Any, properties: Callable[[Any], Any] | None = None) -> str:

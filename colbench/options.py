@@ -35,6 +35,12 @@ MEMORY_CHECKS: tuple[MemoryCheck, ...] = ("skip", "refuse", "off")
 # nccl-tests' -a takes 0..3.
 _AVERAGE_DIGITS: dict[str, Average] = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
 PLACEMENTS = ("out", "in")
+#: Default timeouts; ranks that share a GPU (--ranks-per-gpu) time-slice its kernels and
+#: talk over loopback sockets, so every step takes longer (see docs/gpu.md).
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_INIT_TIMEOUT_S = 120.0
+EMULATED_TIMEOUT_S = 900.0
+EMULATED_INIT_TIMEOUT_S = 300.0
 
 
 def parse_average(text: str) -> Average:
@@ -203,17 +209,28 @@ class SweepOptions:
         help="Ranks to spawn without a launcher (default: GPUs for NCCL, 2 for gloo).",
         concern="launch",
     )
-    timeout: float = option(
-        300.0,
-        "--timeout",
-        help="Seconds any one step (a timed batch, a barrier, a verification) may take: a "
-        "hang ends the run with exit 4 naming the stuck ranks, op and size.",
+    ranks_per_gpu: int = option(
+        1,
+        "--ranks-per-gpu",
+        help="NCCL on fewer GPUs than ranks: K ranks share each GPU, each an emulated node of "
+        "its own (NCCL_HOSTID per rank, NCCL's network transport over loopback, kernels "
+        "time-sliced). Tests NCCL's multi-rank code and algorithms; not a fabric measurement.",
         concern="launch",
     )
-    init_timeout: float = option(
-        120.0,
+    timeout: float | None = option(
+        None,
+        "--timeout",
+        help="Seconds any one step (a timed batch, a barrier, a verification) may take: a "
+        f"hang ends the run with exit 4 naming the stuck ranks, op and size. Default "
+        f"{DEFAULT_TIMEOUT_S:g}, {EMULATED_TIMEOUT_S:g} with --ranks-per-gpu above 1.",
+        concern="launch",
+    )
+    init_timeout: float | None = option(
+        None,
         "--init-timeout",
-        help="Seconds for every rank to join the rendezvous, and for the communicator to start.",
+        help="Seconds for every rank to join the rendezvous, and for the communicator to "
+        f"start. Default {DEFAULT_INIT_TIMEOUT_S:g}, {EMULATED_INIT_TIMEOUT_S:g} with "
+        "--ranks-per-gpu above 1.",
         concern="launch",
     )
     group_size: int | None = option(

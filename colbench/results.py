@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
+from colbench.launch.emulation import FABRIC_REAL
 from colbench.tables import Table, TableRow, TableWriter, format_cell, register
 from colbench.tables import column as _column
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: What each version of results.csv changed.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -42,6 +43,11 @@ SCHEMA_HISTORY: dict[int, str] = {
     "before the timed batch, `time_ranks_avg_us` and `time_ranks_max_us` (what -a avg and "
     "-a max report, whichever -a the run used); a second table, per_rank.csv, with "
     "--per-rank. Older files read as these four empty (not measured).",
+    5: "the fabric and what NCCL ran (last): `fabric` (real, or emulated: --ranks-per-gpu "
+    "ranks sharing a GPU, each an NCCL node of its own) and `ranks_per_gpu`; `nccl_algo` and "
+    "`nccl_proto`, the algorithm and protocol NCCL's own log says it chose for the row's "
+    "call (empty where not recorded). Older files read as fabric real, ranks_per_gpu 1, "
+    "nccl_algo and nccl_proto empty.",
 }
 
 #: What makes two rows the same measurement: rows of two runs are compared only where
@@ -161,6 +167,25 @@ class Row(TableRow):
     time_ranks_max_us: float | None = _column(
         "slowest rank's batch mean (what -a max reports)", "us", None
     )
+    fabric: str = _column(
+        "real (one GPU per rank, or CPU ranks), or emulated: ranks sharing a GPU "
+        "(--ranks-per-gpu), each an NCCL node of its own over loopback sockets, kernels "
+        "time-sliced; comparisons refuse to mix the two",
+        "",
+        FABRIC_REAL,
+    )
+    ranks_per_gpu: int = _column("ranks sharing each GPU (--ranks-per-gpu)", "ranks", 1)
+    nccl_algo: str = _column(
+        "the algorithm NCCL's log says it chose for this call (RING, TREE, PAT, NVLS...); "
+        "empty where not recorded (gloo, a world of one, ops NCCL runs as point-to-point)",
+        "",
+        "",
+    )
+    nccl_proto: str = _column(
+        "the protocol NCCL's log says it chose (LL, LL128, SIMPLE); empty where not recorded",
+        "",
+        "",
+    )
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
@@ -181,6 +206,10 @@ _ADDED_IN: dict[str, int] = {
     "skew_us": 4,
     "time_ranks_avg_us": 4,
     "time_ranks_max_us": 4,
+    "fabric": 5,
+    "ranks_per_gpu": 5,
+    "nccl_algo": 5,
+    "nccl_proto": 5,
 }
 RESULTS = Table(
     "results.csv",
@@ -250,7 +279,8 @@ _LATE_IN: dict[int, tuple[str, ...]] = {2: ("group_size", "groups", "aggbw_gbps"
 #: taken from the row's other cells. Before subgroups every collective ran on one group
 #: of all ranks, so group_size is world_size and aggbw_gbps is busbw_gbps; before
 #: --repeat a row was sample 0; before status every written row was measured; before
-#: version 3 the host's enqueue time was not measured, before version 4 rank skew.
+#: version 3 the host's enqueue time was not measured, before version 4 rank skew; before
+#: version 5 every rank had a GPU (or a CPU) of its own and NCCL's choices were not read.
 _FILL: dict[str, Callable[[Any], Any]] = {
     "group_size": lambda raw: raw["world_size"],
     "groups": lambda raw: "1",
@@ -263,6 +293,10 @@ _FILL: dict[str, Callable[[Any], Any]] = {
     "skew_us": lambda raw: "",
     "time_ranks_avg_us": lambda raw: "",
     "time_ranks_max_us": lambda raw: "",
+    "fabric": lambda raw: FABRIC_REAL,
+    "ranks_per_gpu": lambda raw: "1",
+    "nccl_algo": lambda raw: "",
+    "nccl_proto": lambda raw: "",
 }
 
 

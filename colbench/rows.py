@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from colbench.launch.emulation import fabric
 from colbench.results import TIME_COLUMNS, Row
 from colbench.skew import RankTimes
 
@@ -77,7 +78,7 @@ def make_row(
         requested_bytes=requested_bytes,
         size_bytes=layout.size_bytes,
         count=layout.count,
-        warmup=cfg.measure.warmup,
+        warmup=warmup_calls(info, cfg),
         iters=cfg.measure.iters if iters is None else iters,
         average=cfg.measure.average,
         time_us=time_us,
@@ -94,7 +95,16 @@ def make_row(
         enqueue_us=enqueue_us,
         host_bound=host_bound(enqueue_us, time_us),
         **_skew_cells(ranks),
+        fabric=fabric(info.ranks_per_gpu),
+        ranks_per_gpu=info.ranks_per_gpu,
     )
+
+
+def warmup_calls(info: RunInfo, cfg: SweepConfig) -> int:
+    """Untimed calls before each batch. NCCL connects peers lazily, on a communicator's
+    first call of each kind (and a CUDA graph would capture that set-up): with
+    ``--warmup 0`` it still gets one, so no batch times a connection."""
+    return max(1, cfg.measure.warmup) if info.backend == "nccl" else cfg.measure.warmup
 
 
 def _skew_cells(ranks: RankTimes | None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from colbench.ops.all_reduce import AllReduce
 from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
 
 
@@ -19,6 +20,11 @@ class Barrier(Collective):
     # dist.barrier() synchronises the host with the other ranks, which a CUDA graph
     # cannot capture.
     graph_capturable = False
+    blocks_host = True
+    # On NCCL, torch's barrier is an all_reduce of one element: NCCL_ALGO governs it as
+    # it governs all_reduce.
+    nccl_name = AllReduce.nccl_name
+    nccl_algorithms = AllReduce.nccl_algorithms
     placements = ("out",)
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:

@@ -150,6 +150,10 @@ class Collective:
     ring_cost: ClassVar[RingCost | None] = None
     #: Whether the call can be captured in a CUDA graph (``--cuda-graph``).
     graph_capturable: ClassVar[bool] = True
+    #: Whether the call returns only once every rank is done (barrier: torch waits on the
+    #: device inside it). Such a call is timed with the host clock on every device: CUDA
+    #: events around it would time a stream synchronisation and the next launch.
+    blocks_host: ClassVar[bool] = False
     #: The nccl-tests program that measures this collective (``colbench crosscheck``);
     #: empty when nccl-tests has none.
     nccl_tests_binary: ClassVar[str] = ""

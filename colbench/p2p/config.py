@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
-from colbench.config import SweepConfig, validate_run
+from colbench.config import SweepConfig, default_timeout, validate_run
 from colbench.errors import UsageError
-from colbench.options import BACKENDS
+from colbench.options import BACKENDS, DEFAULT_INIT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.
 RUN_LABEL = "p2p"
@@ -48,8 +48,9 @@ class P2PConfig:
     """Write the heatmap p2p.png into the run directory."""
     backend: str = "auto"
     nprocs: int | None = None
-    timeout_s: float = 300.0
-    init_timeout_s: float = 120.0
+    ranks_per_gpu: int = 1
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S
     out_dir: str | None = None
     results_root: str = "results"
     command_line: tuple[str, ...] = field(default_factory=tuple)
@@ -93,6 +94,7 @@ class P2PConfig:
             repeat=self.repeat,
             backend=self.backend,
             nprocs=self.nprocs,
+            ranks_per_gpu=self.ranks_per_gpu,
             timeout_s=self.timeout_s,
             init_timeout_s=self.init_timeout_s,
             out_dir=self.out_dir,
@@ -127,4 +129,8 @@ def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) 
         if opt.spec.parse is not None and value is not None:
             value = opt.spec.parse(value)
         fields[_FIELDS.get(opt.name, opt.name)] = value
+    for name in ("timeout_s", "init_timeout_s"):
+        fields[name] = default_timeout(
+            fields[name], fields["ranks_per_gpu"], init=name == "init_timeout_s"
+        )
     return P2PConfig(**fields, command_line=command_line)

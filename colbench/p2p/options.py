@@ -21,6 +21,7 @@ from colbench.sizes import parse_size
 SHARED = (
     "nprocs",
     "backend",
+    "ranks_per_gpu",
     "iters",
     "warmup",
     "repeat",

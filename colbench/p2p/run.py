@@ -10,20 +10,20 @@ from colbench.p2p.task import P2PTask
 
 def run_p2p(cfg: P2PConfig) -> int:
     """Measure the matrix in spawned or launched ranks; returns the process exit code."""
-    import torch.distributed as dist
+    import sys
 
     from colbench.launch import detect
     from colbench.run.launched import run_launched
-    from colbench.run.prepare import _gpu_count, default_nprocs, make_run_dir, resolve_backend
+    from colbench.run.prepare import choose_backend, make_run_dir, nccl_notes, spawned_world_size
     from colbench.run.spawn import spawn_and_wait
 
     launch_env = detect()
     spawning = launch_env is None
-    backend = resolve_backend(cfg.backend, spawning, _gpu_count(), dist.is_nccl_available())
     run_cfg = cfg.run_config()
+    backend = choose_backend(run_cfg.launch, spawning)
     task = P2PTask(cfg)
     world_size = (
-        launch_env.world_size if launch_env else cfg.nprocs or default_nprocs(backend, _gpu_count())
+        launch_env.world_size if launch_env else spawned_world_size(run_cfg.launch, backend)
     )
     if world_size < 2:
         raise UsageError(
@@ -36,10 +36,8 @@ def run_p2p(cfg: P2PConfig) -> int:
         )
     if launch_env is not None:
         return run_launched(run_cfg, launch_env, backend, task)
-    if backend == "nccl" and world_size > _gpu_count():
-        raise UsageError(
-            f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per "
-            f"rank; --backend gloo runs {world_size} ranks on the CPU"
-        )
+    notes = nccl_notes(run_cfg.launch, backend)
     run_dir = make_run_dir(run_cfg, backend)
+    for note in notes:
+        print(f"colbench: note: {note}", file=sys.stderr)
     return spawn_and_wait(run_cfg, backend, world_size, run_dir, task=task)

@@ -21,6 +21,7 @@ from colbench import memory
 from colbench.config import SweepConfig
 from colbench.dtypes import DTYPES
 from colbench.errors import ExitCode, UsageError
+from colbench.launch import gpus
 from colbench.plan import plan
 from colbench.run import protocol, spawn, supervise, turns
 from colbench.run.interpreter import forget_job
@@ -32,10 +33,21 @@ from colbench.variants import Variant, environment
 def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) -> str | None:
     """Why the worlds cannot all be alive at once (None: they can).
 
-    Each live world holds its own buffers: on GPUs ``worlds`` ranks share every device,
-    on the CPU ``worlds * world_size`` ranks share the host.
+    Each live world holds its own buffers: on GPUs ``worlds`` ranks share every device
+    (``worlds * K`` with --ranks-per-gpu K), on the CPU ``worlds * world_size`` ranks
+    share the host. A GPU that allows one process (Exclusive-Process mode) cannot hold
+    two worlds' ranks at all. GPUs are asked through NVML, never CUDA: a context in the
+    parent would hold memory on every GPU for the whole run (colbench.launch.gpus).
     """
-    if cfg.measure.memory_check == "off":
+    known = gpus.visible_gpus() if backend == "nccl" else None
+    exclusive = next((g for g in known or () if not g.shareable), None)
+    if exclusive is not None:
+        return (
+            f"GPU {exclusive.index} is in {exclusive.compute_mode} compute mode (one process "
+            "per GPU): the variants' worlds cannot be alive at once; running them one after "
+            "the other instead (--no-interleave)"
+        )
+    if cfg.measure.memory_check == "off" or (backend == "nccl" and not known):
         return None
     work = plan(cfg, cfg.measure.group_size or world_size, backend)
     need = max(
@@ -50,11 +62,9 @@ def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) ->
         default=0,
     )  # fmt: skip
     limit = cfg.measure.memory_limit_bytes
-    if backend == "nccl":
-        import torch
-
-        free = min(torch.cuda.mem_get_info(d)[0] for d in range(min(world_size, 8)))
-        budget = memory.rank_budget_bytes(1, limit, free // worlds)
+    if known:
+        free = min(g.memory_free_bytes or 0 for g in known)
+        budget = memory.rank_budget_bytes(1, limit, free // (worlds * cfg.launch.ranks_per_gpu))
     else:
         budget = memory.rank_budget_bytes(world_size * worlds, limit, None)
     if need <= budget:

@@ -51,6 +51,9 @@ class RankJob:
     #: Where rank 0 appends its rows when not into ``run_dir`` (an interleaved world's
     #: rows go into the run's one results.csv).
     results_dir: str | None = None
+    #: Every rank on this one host (spawned, or a one-node launch): emulated nodes then
+    #: talk over loopback.
+    single_host: bool = True
 
     def first_meta(
         self, config: dict[str, Any], hosts: list[str], peers: Sequence[Any], **more: Any
@@ -84,3 +87,6 @@ class Peer:
     env_seen: dict[str, str | None]
     gpu_uuid: str
     """The GPU's physical identity ("" on CPU or when unknown)."""
+    gpu: dict[str, Any] = field(default_factory=dict)
+    """The GPU this rank drives: CUDA index, PCI bus id, and the NCCL variables that
+    made it an emulated node (--ranks-per-gpu), as this rank saw them."""

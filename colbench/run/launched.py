@@ -12,11 +12,11 @@ from colbench import launch, preflight
 from colbench.config import SweepConfig
 from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.inflight import InFlight
-from colbench.launch import LaunchEnv
+from colbench.launch import LaunchEnv, gpus
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import finish_meta, report_done
-from colbench.run.prepare import _gpu_count, checked_notes, make_run_dir
+from colbench.run.prepare import checked_notes, make_run_dir, nccl_notes
 from colbench.run.rank import exit_now, rank_main
 
 
@@ -28,7 +28,9 @@ def run_launched(
     ``task``: run it instead of the sweep (it checked its own input).
     """
     notes = checked_notes(cfg, env.world_size, backend) if task is None else []
-    preflight.check(env, backend, _gpu_count())
+    # Every rank checks its own node's GPUs (compute mode); rank 0 says the notes.
+    notes += nccl_notes(cfg.launch, backend)
+    preflight.check(env, backend, gpus.gpu_count())
     # torch's env:// reads these; Slurm and MPI jobs get them from detect().
     launch.export(env)
     if env.local_world_size is not None:
@@ -47,6 +49,7 @@ def run_launched(
         run_dir=str(run_dir.resolve()) if run_dir else None,
         run_id=run_dir.name if run_dir else "",
         task=task,
+        single_host=env.multi_node is False,
     )
     # Each rank publishes its progress under its own rank, for the hang verdict.
     in_flight = InFlight(rank=env.rank)

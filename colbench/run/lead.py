@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from colbench.bench import RankBench, RunInfo
 from colbench.groups import Groups
 from colbench.inflight import InFlight
+from colbench.launch import emulation
 from colbench.plan import Work, count_units
 from colbench.report.console import run_header
 from colbench.report.progress import progress_bar
@@ -99,7 +100,13 @@ def _first_meta(
 ) -> dict[str, Any]:
     """meta.json as it stands before the first row: the run, its ranks, its warnings."""
     meta = job.first_meta(job.cfg.to_dict(), hosts, peers, group_size=info.group_size)
-    meta.update(warnings=warnings, plan_digest=peers[0].digest[0])
+    meta.update(
+        warnings=warnings,
+        plan_digest=peers[0].digest[0],
+        fabric=emulation.describe(info.ranks_per_gpu, job.single_host),
+    )
+    if any(p.gpu for p in peers):
+        meta.update(rank_gpus=[p.gpu for p in peers])
     if job.variant_keys:
         meta.update(variant=job.variant, env_seen_by_rank=[p.env_seen for p in peers])
     if job.variant:
@@ -113,8 +120,10 @@ def _table_header(
 ) -> list[str]:
     """The ``#`` lines above the table: variant, warnings, the run and its ranks."""
     cfg = job.cfg
+    fabric = emulation.header_line(info.ranks_per_gpu)
     return (
         ([f"# variant {job.variant}"] if job.variant else [])
+        + ([fabric] if fabric else [])
         + [f"# warning: {line}" for line in warnings]
         + run_header(
             ops=cfg.measure.ops,

@@ -16,12 +16,12 @@ from colbench.launch import detect
 from colbench.run.interleave import memory_note, run_interleaved
 from colbench.run.launched import run_launched
 from colbench.run.prepare import (
-    _gpu_count,
     checked_notes,
-    default_nprocs,
+    choose_backend,
     make_run_dir,
+    nccl_notes,
     one_gpu_note,
-    resolve_backend,
+    spawned_world_size,
 )
 from colbench.run.spawn import spawn_and_wait
 from colbench.rundir import RunDir
@@ -30,11 +30,9 @@ from colbench.variants import Variant, environment, expand, ignored_by_backend
 
 def run_sweep(cfg: SweepConfig) -> int:
     """Run a sweep to completion; returns the process exit code."""
-    import torch.distributed as dist
-
     launch_env = detect()
     spawning = launch_env is None
-    backend = resolve_backend(cfg.launch.backend, spawning, _gpu_count(), dist.is_nccl_available())
+    backend = choose_backend(cfg.launch, spawning)
     if launch_env is not None:
         if cfg.launch.env_axes or cfg.launch.interpreters:
             raise UsageError(
@@ -44,13 +42,8 @@ def run_sweep(cfg: SweepConfig) -> int:
             )
         return run_launched(cfg, launch_env, backend)
 
-    world_size = cfg.launch.nprocs or default_nprocs(backend, _gpu_count())
-    if backend == "nccl" and world_size > _gpu_count():
-        raise UsageError(
-            f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per "
-            f"rank; --backend gloo runs {world_size} ranks on the CPU"
-        )
-    notes = checked_notes(cfg, world_size, backend)
+    world_size = spawned_world_size(cfg.launch, backend)
+    notes = checked_notes(cfg, world_size, backend) + nccl_notes(cfg.launch, backend)
     chosen = one_gpu_note(cfg.launch.backend, backend, world_size)
     notes = notes + ([chosen] if chosen else [])
     run_dir = make_run_dir(cfg, backend)

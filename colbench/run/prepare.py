@@ -5,19 +5,15 @@ Spawned and launched runs share these: a launched rank 0 makes the run directory
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from colbench.config import SweepConfig, validate_for_world
+from colbench.config import LaunchConfig, SweepConfig, validate_for_world
 from colbench.errors import UsageError
+from colbench.launch import gpus as gpus_module
 from colbench.ops import REGISTRY
 from colbench.plan import count_units, plan
 from colbench.rundir import RunDir, stamped_name
-
-
-def _gpu_count() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_available: bool) -> str:
@@ -39,9 +35,56 @@ def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_availab
     return "nccl" if gpu_count >= 1 and nccl_available else "gloo"
 
 
-def default_nprocs(backend: str, gpu_count: int) -> int:
-    """Ranks to spawn: one per GPU on NCCL (a single GPU gives a world of one), else 2."""
-    return max(1, gpu_count) if backend == "nccl" else 2
+def default_nprocs(backend: str, gpu_count: int, ranks_per_gpu: int = 1) -> int:
+    """Ranks to spawn: one per GPU on NCCL (a single GPU gives a world of one; K per GPU
+    with --ranks-per-gpu K), else 2."""
+    return max(1, gpu_count) * ranks_per_gpu if backend == "nccl" else 2
+
+
+def choose_backend(launch: LaunchConfig, spawning: bool) -> str:
+    """The backend a run uses; --ranks-per-gpu without a GPU is refused first, by name."""
+    import torch.distributed as dist
+
+    gpus = gpus_module.gpu_count()
+    if launch.ranks_per_gpu > 1 and gpus == 0:
+        raise UsageError(
+            f"--ranks-per-gpu {launch.ranks_per_gpu} shares GPUs among NCCL ranks, and no "
+            "GPU is visible; without GPUs, --backend gloo runs CPU ranks (--nprocs)"
+        )
+    return resolve_backend(launch.backend, spawning, gpus, dist.is_nccl_available())
+
+
+def spawned_world_size(launch: LaunchConfig, backend: str) -> int:
+    """How many ranks to spawn: --nprocs, else the default, within what the GPUs allow."""
+    gpus, per_gpu = gpus_module.gpu_count(), launch.ranks_per_gpu
+    world_size = launch.nprocs or default_nprocs(backend, gpus, per_gpu)
+    if backend == "nccl" and world_size > gpus * per_gpu:
+        more = (
+            f"--ranks-per-gpu {per_gpu} allows {gpus * per_gpu}"
+            if per_gpu > 1
+            else "NCCL needs one GPU per rank (--ranks-per-gpu K shares each among K emulated "
+            "nodes)"
+        )
+        raise UsageError(
+            f"--nprocs {world_size} but only {gpus} GPU(s): {more}; --backend gloo runs "
+            f"{world_size} ranks on the CPU"
+        )
+    return world_size
+
+
+def nccl_notes(launch: LaunchConfig, backend: str) -> list[str]:
+    """Checks and notes of an NCCL run before any rank starts (every launch mode)."""
+    if backend != "nccl":
+        return []
+    notes = []
+    if launch.ranks_per_gpu > 1:
+        from colbench.launch import emulation
+
+        notes += emulation.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
+    from colbench.run.startup import blocking_wait_note
+
+    blocked = blocking_wait_note(os.environ)
+    return notes + ([blocked] if blocked else [])
 
 
 def one_gpu_note(requested: str, backend: str, world_size: int) -> str | None:

@@ -14,6 +14,7 @@ from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.groups import Groups, SideGroup, split_world
 from colbench.inflight import InFlight
+from colbench.launch import emulation
 from colbench.plan import Work, fit_to_memory, plan, plan_digest
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import Peer, RankJob
@@ -37,7 +38,12 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     """One rank's whole life: join the group, run the plan, leave."""
     import torch.distributed as dist
 
-    device = _device_for(job.backend, local_rank, memory.local_world_size_from_env(job.world_size))
+    device = _device_for(
+        job.backend,
+        local_rank,
+        memory.local_world_size_from_env(job.world_size),
+        job.cfg.launch.ranks_per_gpu,
+    )
     in_flight.phase = "rendezvous"
     in_flight.store = init_process_group(job, rank, device, in_flight)
     try:
@@ -65,12 +71,9 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
     group_size = cfg.measure.group_size or job.world_size
     work = plan(cfg, group_size, job.backend)
     me = _introduce(job, rank, device, work)
+    # Ranks NCCL would refuse on one GPU were refused before the communicator started
+    # (colbench.run.startup.prepare_nccl).
     peers = meet_peers(side, me)
-    # Two ranks on one GPU (CUDA_VISIBLE_DEVICES set alike) would make NCCL fail
-    # or share the GPU: refuse it, naming them.
-    devices.check_distinct_gpus(
-        {p.rank: p.gpu_uuid for p in peers}, {p.rank: p.node for p in peers}
-    )
     # Node labels, not bare host names: namespaces and containers share a host name.
     hosts = launch.node_labels([p.node for p in peers])
     subgroup = (
@@ -87,6 +90,7 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
         nnodes=len({p.node for p in peers}),
         groups=subgroup.count if subgroup else 1,
         variant=job.variant,
+        ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
     )
     timer = make_timer(device.type, cfg.measure.cuda_graph, side.barrier)
     worlds = job.turns.worlds if job.turns is not None else 1
@@ -115,7 +119,19 @@ def _introduce(job: RankJob, rank: int, device: Any, work: list[Work]) -> Peer:
         # Proof, kept in meta.json, that every rank started with its variant's values.
         env_seen={k: os.environ.get(k) for k in job.variant_keys},
         gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",
+        gpu=gpu_record(device, job.cfg.launch.ranks_per_gpu),
     )
+
+
+def gpu_record(device: Any, ranks_per_gpu: int) -> dict[str, Any]:
+    """This rank's GPU for meta.json: index and bus id, and under --ranks-per-gpu the
+    emulated node's NCCL variables as this rank saw them (they differ per rank)."""
+    if device.type != "cuda":
+        return {}
+    record: dict[str, Any] = {"index": device.index, "bus_id": devices.gpu_bus_id(device)}
+    if ranks_per_gpu > 1:
+        record["nccl_env"] = {name: os.environ.get(name) for name in emulation.VARIABLES}
+    return record
 
 
 def exit_now(code: int) -> NoReturn:
@@ -160,6 +176,9 @@ def _agreed_budget(
     import torch
 
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    if free is not None:
+        # --ranks-per-gpu: the GPU's free memory is every sharing rank's to split.
+        free //= cfg.launch.ranks_per_gpu
     local = memory.rank_budget_bytes(
         memory.local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
     )

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from colbench import devices, launch, memory
 from colbench.faults import Fault
 from colbench.inflight import InFlight
+from colbench.launch import emulation, gpus
 from colbench.run import protocol
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob
 from colbench.run.outcome import finish_meta, rows_kept
-from colbench.run.prepare import _gpu_count
 
 
-def _device_for(backend: str, local_rank: int, local_world_size: int) -> Any:
+def _device_for(
+    backend: str, local_rank: int, local_world_size: int, ranks_per_gpu: int = 1
+) -> Any:
     import torch
 
     if backend == "nccl":
@@ -26,7 +30,7 @@ def _device_for(backend: str, local_rank: int, local_world_size: int) -> Any:
         # size, which on several nodes over-counts the ranks sharing this node's GPUs.
         # Spawned ranks have none: local rank = rank, one GPU each (run_sweep checked).
         index = devices.pick_cuda_index(
-            local_rank, memory.declared_local_world_size(), _gpu_count()
+            local_rank, memory.declared_local_world_size(), gpus.gpu_count(), ranks_per_gpu
         )
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
@@ -79,8 +83,50 @@ def init_process_group(
         in_flight.step(hang_watchdog.COMM_STARTUP)
         _arm_watchdog(job, in_flight)
         Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
+    if job.backend == "nccl":
+        prepare_nccl(job, rank, device, store)
     dist.init_process_group(job.backend, store=store, **kwargs)
     return store
+
+
+#: torch's variables that make every work's wait() poll on the host (the old name too).
+BLOCKING_WAIT_VARS = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
+
+
+def blocking_wait_note(environ: Mapping[str, str]) -> str | None:
+    """The note for a blocking-wait variable colbench unsets in its NCCL ranks."""
+    found = [name for name in BLOCKING_WAIT_VARS if environ.get(name, "") not in ("", "0")]
+    if not found:
+        return None
+    return (
+        f"{found[0]}={environ[found[0]]} is unset in colbench's ranks: it makes every "
+        "collective's wait() poll on the host, which breaks CUDA graph capture and changes "
+        "what CUDA events time (hangs are still caught: --timeout)"
+    )
+
+
+def prepare_nccl(job: RankJob, rank: int, device: Any, store: Any) -> None:
+    """What must hold before this rank's NCCL communicator exists.
+
+    NCCL reads its environment once, when it starts: the emulated node's variables
+    (--ranks-per-gpu) and the removal of torch's blocking wait happen here. Then every
+    rank's GPU and host identity are compared over the store, so ranks NCCL would
+    refuse ("Duplicate GPU detected") are refused first, in one line naming them.
+    """
+    for name in BLOCKING_WAIT_VARS:
+        os.environ.pop(name, None)
+    host = socket.gethostname()
+    if job.cfg.launch.ranks_per_gpu > 1:
+        to_set, _ = emulation.rank_environment(rank, host, job.single_host, os.environ)
+        os.environ.update(to_set)
+    mine = devices.GpuIdentity(
+        rank=rank,
+        host=host,
+        nccl_host=devices.nccl_host_identity(),
+        bus_id=devices.gpu_bus_id(device),
+        uuid=devices.gpu_uuid(device),
+    )
+    devices.check_distinct_gpus(devices.exchange_identities(store, rank, job.world_size, mine))
 
 
 def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:

@@ -268,6 +268,7 @@ def test_every_option_reaches_the_config() -> None:
         "average": "min",
         "backend": "gloo",
         "nprocs": 3,
+        "ranks_per_gpu": 2,
         "timeout": 9.0,
         "init_timeout": 8.0,
         "group_size": 1,
@@ -290,8 +291,10 @@ def test_every_option_reaches_the_config() -> None:
     }
     assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
     base = config.from_options(options.SweepOptions()).to_dict()
+    emulated = config.from_options(options.merge({}, {"ranks_per_gpu": 2, "backend": "nccl"}))
+    assert emulated.launch.ranks_per_gpu == 2
     for name, value in changed.items():
-        if value is None or name == "cuda_graph":
-            continue  # size flags are covered by resolve_sizes; -G needs --backend nccl
+        if value is None or name in ("cuda_graph", "ranks_per_gpu"):
+            continue  # size flags: resolve_sizes; -G and --ranks-per-gpu need NCCL
         other = config.from_options(options.merge({}, {name: value})).to_dict()
         assert other != base, f"--{name} does not reach the config"

@@ -16,7 +16,7 @@ import torch
 from colbench import devices, preflight
 from colbench.devices import check_distinct_gpus, gpu_uuid, pick_cuda_index
 from colbench.errors import UsageError
-from colbench.launch import LaunchEnv
+from colbench.launch import LaunchEnv, gpus
 from colbench.run import startup
 
 LOCAL_VARS = ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE",
@@ -70,7 +70,7 @@ class FakeCuda:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
         self.set_devices: list[Any] = []
-        monkeypatch.setattr(startup, "_gpu_count", lambda: count)
+        monkeypatch.setattr(gpus, "gpu_count", lambda: count)
         monkeypatch.setattr(torch.cuda, "set_device", self.set_devices.append)
 
 
@@ -129,30 +129,120 @@ def test_cpu_ranks_never_touch_cuda(no_local_vars: pytest.MonkeyPatch) -> None:
     assert cuda.set_devices == []
 
 
+def ident(rank: int, host: str, bus: str, nccl_host: str | None = None, uuid: str = "") -> Any:
+    return devices.GpuIdentity(rank, host, nccl_host or f"{host}boot", bus, uuid)
+
+
 def test_two_ranks_on_one_physical_gpu_are_refused() -> None:
-    uuids = {0: "GPU-aaaa", 1: "GPU-bbbb", 2: "GPU-aaaa", 3: "GPU-cccc"}
-    hosts = {0: "node01", 1: "node01", 2: "node01", 3: "node02"}
+    identities = [
+        ident(0, "node01", "0000:17:00.0"),
+        ident(1, "node01", "0000:65:00.0"),
+        ident(2, "node01", "0000:17:00.0"),
+        ident(3, "node02", "0000:17:00.0"),
+    ]
     with pytest.raises(UsageError) as info:
-        check_distinct_gpus(uuids, hosts)
+        check_distinct_gpus(identities)
     message = str(info.value)
-    assert message.startswith("ranks 0, 2 share GPU GPU-aaaa on node01:")
-    assert "GPU-bbbb" not in message and "GPU-cccc" not in message
-    assert "\n" not in message
+    assert message.startswith("ranks 0, 2 share GPU 0000:17:00.0 on node01:")
+    assert "65:00" not in message and "node02" not in message
+    assert "\n" not in message and "--ranks-per-gpu" in message
 
 
 def test_distinct_gpus_pass() -> None:
-    # One GPU each; the same identity on another node is another GPU (PCI addresses
-    # repeat across nodes); unknown identities ("") are never a match.
+    # One GPU each; the same PCI address on another node is another GPU; unknown GPUs
+    # ("" bus id and UUID) are never a match.
     check_distinct_gpus(
-        {0: "GPU-aaaa", 1: "GPU-bbbb", 2: "pci-0000:1b:00", 3: "pci-0000:1b:00", 4: "", 5: ""},
-        {0: "n1", 1: "n1", 2: "n1", 3: "n2", 4: "n1", 5: "n1"},
+        [
+            ident(0, "n1", "0000:17:00.0"),
+            ident(1, "n1", "0000:65:00.0"),
+            ident(2, "n2", "0000:17:00.0"),
+            ident(3, "n1", ""),
+            ident(4, "n1", ""),
+        ]
     )
+
+
+def test_emulated_nodes_share_a_gpu_but_one_shared_hostid_does_not() -> None:
+    """NCCL compares (host identity, bus id): ranks with their own NCCL_HOSTID may share a
+    GPU (--ranks-per-gpu); one NCCL_HOSTID set alike for both may not."""
+    check_distinct_gpus(
+        [ident(0, "h", "0000:17:00.0", "h-rank0"), ident(1, "h", "0000:17:00.0", "h-rank1")]
+    )
+    with pytest.raises(UsageError, match=r"ranks 0, 1 share GPU 0000:17:00\.0 on h"):
+        check_distinct_gpus(
+            [ident(0, "h", "0000:17:00.0", "mine"), ident(1, "h", "0000:17:00.0", "mine")]
+        )
+
+
+def test_mig_slices_of_one_gpu_are_one_gpu_to_nccl() -> None:
+    """Two MIG instances have different UUIDs and one PCI bus id, which is what NCCL
+    compares: main compared UUIDs only and let them through to NCCL's own failure."""
+    with pytest.raises(UsageError, match=r"share GPU 0000:17:00\.0"):
+        check_distinct_gpus(
+            [
+                ident(0, "h", "0000:17:00.0", uuid="MIG-aaaa"),
+                ident(1, "h", "0000:17:00.0", uuid="MIG-bbbb"),
+            ]
+        )
 
 
 def test_every_shared_gpu_is_named() -> None:
     with pytest.raises(UsageError) as info:
-        check_distinct_gpus({0: "U1", 1: "U1", 2: "U2", 3: "U2"}, dict.fromkeys(range(4), "h"))
-    assert "ranks 0, 1 share GPU U1 on h; ranks 2, 3 share GPU U2 on h" in str(info.value)
+        check_distinct_gpus(
+            [ident(r, "h", "0000:17:00.0" if r < 2 else "0000:65:00.0") for r in range(4)]
+        )
+    assert "ranks 0, 1 share GPU 0000:17:00.0 on h; ranks 2, 3 share GPU 0000:65:00.0 on h" in (
+        str(info.value)
+    )
+
+
+def test_nccl_host_identity_is_hostid_else_host_and_boot_id() -> None:
+    import socket
+
+    assert devices.nccl_host_identity({"NCCL_HOSTID": "node-7"}, "b") == "node-7"
+    assert devices.nccl_host_identity({}, "boot-1") == socket.gethostname() + "boot-1"
+
+
+def test_identities_travel_through_a_real_store() -> None:
+    import datetime
+    import threading
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=20))  # fmt: skip
+    client = dist.TCPStore("127.0.0.1", store.port, 2, is_master=False,
+                           timeout=datetime.timedelta(seconds=20))  # fmt: skip
+    mine = [ident(0, "h", "0000:17:00.0", "h-rank0"), ident(1, "h", "0000:17:00.0", "h-rank1")]
+    seen: dict[int, list[Any]] = {}
+    other = threading.Thread(
+        target=lambda: seen.__setitem__(1, devices.exchange_identities(client, 1, 2, mine[1]))
+    )
+    other.start()
+    seen[0] = devices.exchange_identities(store, 0, 2, mine[0])
+    other.join(20)
+    assert seen[0] == seen[1] == mine
+
+
+def test_bus_id_from_device_properties() -> None:
+    props = FakeProperties(pci_domain_id=0, pci_bus_id=0x1B, pci_device_id=0)
+    assert devices.gpu_bus_id(torch.device("cuda", 0), props) == "0000:1b:00.0"
+    assert devices.gpu_bus_id(torch.device("cuda", 1), FakeProperties()) == ""
+
+
+@pytest.mark.parametrize(
+    ("local_rank", "local_world", "visible", "per_gpu", "expected"),
+    [(0, 2, 1, 2, 0), (1, 2, 1, 2, 0), (2, 4, 2, 2, 1), (3, 4, 2, 2, 1), (5, 8, 2, 4, 1)],
+)
+def test_ranks_per_gpu_take_consecutive_pairs(
+    local_rank: int, local_world: int, visible: int, per_gpu: int, expected: int
+) -> None:
+    assert pick_cuda_index(local_rank, local_world, visible, per_gpu) == expected
+
+
+def test_ranks_per_gpu_refuses_more_ranks_than_it_allows() -> None:
+    with pytest.raises(UsageError, match=r"3 ranks on this node but 1 GPU.*runs at most 2"):
+        pick_cuda_index(2, 3, 1, 2)
 
 
 class FakeProperties:

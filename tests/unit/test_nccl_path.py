@@ -15,10 +15,10 @@ from colbench.dtypes import DTYPES
 from colbench.errors import UsageError
 from colbench.groups import Groups
 from colbench.inflight import InFlight
-from colbench.ops.base import Context
+from colbench.ops.base import Collective, Context
 from colbench.plan import plan, plan_digest
 from colbench.run.rank import _measurement_warnings
-from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Rows
+from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Recorded, Rows
 
 EVERY_SIZED_OP = tuple(op.name for op in ops.REGISTRY if op.sized)
 
@@ -164,3 +164,73 @@ def test_sendrecv_builds_its_p2p_ops_when_bound(monkeypatch: pytest.MonkeyPatch)
     batches = [entry for entry in log if entry[0] == "batch"]
     assert len(batches) == 2 and batches[0][1] == batches[1][1]
     assert [name for name, _ in log] == ["batch", "wait", "wait", "batch", "wait", "wait"]
+
+
+class HostBlocking(Recorded):
+    """A recorded op that blocks the host, as torch's barrier does on NCCL."""
+
+    name = "barrier"
+    blocks_host = True
+
+
+def _bench_on_nccl(
+    op: Collective, log: Log, warmup: int, cuda_timer: FakeTimer, host_timer: FakeTimer
+) -> Rows:
+    cfg = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(1024,), iters=3, warmup=warmup)
+    work = [w.__class__(**{**w.__dict__, "coll": op}) for w in plan(cfg, 1, "gloo")]
+    sink = Rows()
+    info = RunInfo("t", "nccl", "gpu", world_size=2, nnodes=1)
+    groups = Groups(FakeSide(log))  # type: ignore[arg-type]
+    bench = RankBench(
+        cfg, info, 0, torch.device("cpu"), cuda_timer, sink, groups, InFlight(),
+        host_timer=host_timer,
+    )  # fmt: skip
+    bench.run(work)
+    return sink
+
+
+def test_a_host_blocking_op_is_timed_by_the_host_clock() -> None:
+    """CUDA events around torch's NCCL barrier (which waits on the device inside the call)
+    would time a stream synchronisation and a relaunch: failed on main, which timed every
+    op with the device timer."""
+    cuda_log, host_log = Log(), Log()
+    cuda, host = FakeTimer(cuda_log, 5.0, 1.0), FakeTimer(host_log, 40.0, None)
+    rows = _bench_on_nccl(HostBlocking(Log()), Log(), 1, cuda, host)
+    assert host_log.count("timer.time_batch(3)") == 1
+    assert "timer.time_batch(3)" not in cuda_log
+    (row,) = rows.written
+    assert row["time_us"] == 40.0 and row["enqueue_us"] is None
+    # Other ops keep the device timer.
+    cuda_log.clear(), host_log.clear()
+    rows = _bench_on_nccl(Recorded(Log()), Log(), 1, cuda, host)
+    assert "timer.time_batch(3)" in cuda_log and host_log == []
+
+
+def test_barrier_blocks_the_host_and_follows_nccl_algo_as_all_reduce() -> None:
+    barrier = ops.get("barrier")
+    assert barrier.blocks_host and not ops.get("all_reduce").blocks_host
+    cfg = SweepConfig.of(ops=("barrier", "all_reduce"), sizes_bytes=(1024,))
+    # NCCL's barrier is a one-element all_reduce: an NCCL_ALGO that leaves all_reduce no
+    # algorithm leaves barrier none either (main never checked it).
+    refused = {w.coll.name for w in plan(cfg, 4, "nccl", env={"NCCL_ALGO": "allreduce:pat"})}
+    work = {w.coll.name: w.unsupported for w in plan(cfg, 4, "nccl", env={"NCCL_ALGO": "PAT"})}
+    assert refused == {"barrier", "all_reduce"}
+    assert work["barrier"] and work["all_reduce"]
+
+
+@pytest.mark.parametrize(("backend", "warmup", "calls"), [("nccl", 0, 1), ("nccl", 2, 2),
+                                                           ("gloo", 0, 0)])  # fmt: skip
+def test_nccl_never_times_a_first_call(backend: str, warmup: int, calls: int) -> None:
+    """NCCL connects peers on a communicator's first call: with --warmup 0 main timed
+    that set-up (and under -G captured it)."""
+    log = Log()
+    cfg = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(1024,), iters=3, warmup=warmup)
+    work = [w.__class__(**{**w.__dict__, "coll": Recorded(log)}) for w in plan(cfg, 1, "gloo")]
+    sink = Rows()
+    info = RunInfo("t", backend, "gpu", world_size=2, nnodes=1)
+    timer = FakeTimer(log, 5.0, None)
+    groups = Groups(FakeSide(log))  # type: ignore[arg-type]
+    RankBench(cfg, info, 0, torch.device("cpu"), timer, sink, groups, InFlight()).run(work)
+    before = log[: log.index("timer.time_batch(3)")]
+    assert before.count("op.call") == calls
+    assert [row["warmup"] for row in sink.written] == [calls]

@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
+from colbench.launch import gpus as gpus_module
 from colbench.ops import REGISTRY
 from colbench.run import parent
 
@@ -24,7 +25,7 @@ class Machine:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, gpus: int) -> None:
         self.spawned: list[tuple[str, int]] = []
-        monkeypatch.setattr(parent, "_gpu_count", lambda: gpus)
+        monkeypatch.setattr(gpus_module, "gpu_count", lambda: gpus)
         monkeypatch.setattr(parent, "detect", lambda: None)
         monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
         monkeypatch.setattr(parent, "_run_variants", self._spawn)

@@ -21,6 +21,8 @@ SAMPLES: dict[str, Any] = {
     "factor": 4,
     "step": "1K",
     "nprocs": 2,
+    "timeout": 60,
+    "init_timeout": 30,
     "group_size": 2,
     "out": "results/x",
     "progress": False,

@@ -109,9 +109,11 @@ def test_update_baseline_over_a_version_1_baseline(
 def test_every_column_since_version_1_says_how_old_files_read() -> None:
     assert may_lack(1) == set(COLUMNS) - set(V1_COLUMNS)
     v4 = {"slowest_rank", "skew_us", "time_ranks_avg_us", "time_ranks_max_us"}
+    v5 = {"fabric", "ranks_per_gpu", "nccl_algo", "nccl_proto"}
     assert may_lack(2) == {"group_size", "groups", "aggbw_gbps", "repeat", "enqueue_us",
-                           "host_bound", *v4}  # fmt: skip
-    assert may_lack(3) == v4
+                           "host_bound", *v4, *v5}  # fmt: skip
+    assert may_lack(3) == v4 | v5
+    assert may_lack(4) == v5
     assert may_lack(SCHEMA_VERSION) == frozenset()
 
 
@@ -204,7 +206,10 @@ def test_rows_of_several_versions_in_one_file(tmp_path: Path) -> None:
     v2 = write_old(tmp_path / "v2.csv", V2_COLUMNS, 2, [old])
     with v2.open("a", encoding="utf-8") as f:
         f.write(",".join([str(SCHEMA_VERSION), *lines[2].split(",")[1 : len(V2_COLUMNS)]]) + "\n")
-    lacking = r"lacks 6 column\(s\) of schema version 4 \(enqueue_us, host_bound, slowest_rank,"
+    lacking = (
+        rf"lacks 10 column\(s\) of schema version {SCHEMA_VERSION} "
+        r"\(enqueue_us, host_bound, slowest_rank,"
+    )
     with pytest.raises(UsageError, match=lacking):
         load(v2)
 

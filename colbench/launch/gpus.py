@@ -1,0 +1,190 @@
+"""What the parent knows about the GPUs, without touching CUDA: NVML, or nvidia-smi.
+
+The parent process must never create a CUDA context: it would hold memory on every GPU
+for the whole run, outside any rank's budget, and a GPU in Exclusive-Process compute
+mode would then refuse the ranks themselves. NVML reads the same facts from the driver
+without a context. It is read through nvidia-ml-py (``pynvml``) where installed, else
+through ``nvidia-smi``, which ships with every driver (GPU nodes often have no package
+registry to install nvidia-ml-py from).
+
+NVML numbers GPUs by PCI order and ignores ``CUDA_VISIBLE_DEVICES``; :func:`visible`
+applies that variable the way CUDA does (indices, or UUID prefixes), so the facts are
+about the GPUs the ranks will see.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: NVML's compute modes by number (nvmlComputeMode_t) and as nvidia-smi prints them.
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+DEFAULT_MODE = "Default"
+_SMI_FIELDS = "index,name,uuid,pci.bus_id,compute_mode,memory.free,memory.total"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as the driver describes it."""
+
+    index: int
+    """NVML's index (PCI order), not CUDA's once CUDA_VISIBLE_DEVICES reorders."""
+    name: str
+    uuid: str
+    bus_id: str
+    """PCI address, ``0000:17:00.0``: what NCCL's duplicate-GPU check compares."""
+    compute_mode: str
+    """Default, Exclusive_Process, Prohibited (Exclusive_Thread on old drivers)."""
+    memory_free_bytes: int | None
+    memory_total_bytes: int | None
+
+    @property
+    def shareable(self) -> bool:
+        """Several processes may use it at once (only Default allows that)."""
+        return self.compute_mode == DEFAULT_MODE
+
+
+def gpu_count() -> int:
+    """CUDA GPUs this process can use (0 without CUDA). The one count every module asks.
+
+    torch asks the CUDA driver, which counts devices without creating a context.
+    """
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def visible(gpus: Sequence[Gpu], cuda_visible_devices: str | None) -> list[Gpu]:
+    """The GPUs CUDA shows a process under ``CUDA_VISIBLE_DEVICES``, in CUDA's order.
+
+    As CUDA reads it: a comma list of indices or UUID prefixes (``GPU-8f3a``); the list
+    ends at the first entry that names no GPU; unset means every GPU.
+    """
+    if cuda_visible_devices is None:
+        return list(gpus)
+    shown: list[Gpu] = []
+    for token in (t.strip() for t in cuda_visible_devices.split(",")):
+        match = _named(gpus, token)
+        if match is None or match in shown:
+            break
+        shown.append(match)
+    return shown
+
+
+def _named(gpus: Sequence[Gpu], token: str) -> Gpu | None:
+    if token.isdigit():
+        return next((g for g in gpus if g.index == int(token)), None)
+    if token.startswith("GPU-"):
+        found = [g for g in gpus if g.uuid.startswith(token)]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def query(nvml: Any = None, run: Callable[[list[str]], str] | None = None) -> list[Gpu] | None:
+    """Every GPU the driver has (NVML's order), or None when neither NVML nor nvidia-smi
+    answers (then nothing is known, which is not the same as no GPU).
+
+    ``nvml`` and ``run`` replace the ``pynvml`` module and running a command (tests).
+    """
+    module = nvml if nvml is not None else _pynvml()
+    if module is not None:
+        try:
+            return _from_nvml(module)
+        except Exception:
+            pass
+    return _from_smi(run or _run)
+
+
+def visible_gpus(
+    nvml: Any = None, run: Callable[[list[str]], str] | None = None
+) -> list[Gpu] | None:
+    """:func:`query` narrowed to this process's ``CUDA_VISIBLE_DEVICES``."""
+    every = query(nvml, run)
+    return None if every is None else visible(every, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def _pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    return pynvml
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _from_nvml(nvml: Any) -> list[Gpu]:
+    nvml.nvmlInit()
+    try:
+        gpus = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            gpus.append(
+                Gpu(
+                    index=index,
+                    name=_text(nvml.nvmlDeviceGetName(handle)),
+                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    bus_id=normal_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId)),
+                    compute_mode=COMPUTE_MODES.get(
+                        int(nvml.nvmlDeviceGetComputeMode(handle)), "unknown"
+                    ),
+                    memory_free_bytes=int(memory.free),
+                    memory_total_bytes=int(memory.total),
+                )
+            )
+        return gpus
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _run(argv: list[str]) -> str:
+    if shutil.which(argv[0]) is None:
+        raise FileNotFoundError(argv[0])
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+def _from_smi(run: Callable[[list[str]], str]) -> list[Gpu] | None:
+    argv = ["nvidia-smi", f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"]
+    try:
+        text = run(argv)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    gpus = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != 7 or not cells[0].isdigit():
+            continue
+        index, name, uuid, bus_id, mode, free_mib, total_mib = cells
+        gpus.append(
+            Gpu(
+                index=int(index),
+                name=name,
+                uuid=uuid,
+                bus_id=normal_bus_id(bus_id),
+                compute_mode=mode.replace(" ", "_"),
+                memory_free_bytes=_mib(free_mib),
+                memory_total_bytes=_mib(total_mib),
+            )
+        )
+    return gpus
+
+
+def _mib(text: str) -> int | None:
+    return int(float(text) * 2**20) if text.replace(".", "", 1).isdigit() else None
+
+
+def normal_bus_id(text: str) -> str:
+    """A PCI address in one spelling: NVML writes ``00000000:17:00.0``, torch and NCCL
+    ``0000:17:00.0``; lower case, a 4-digit domain."""
+    text = text.strip().lower()
+    domain, sep, rest = text.partition(":")
+    if not sep:
+        return text
+    return f"{int(domain, 16):04x}:{rest}" if all(c in "0123456789abcdef" for c in domain) else text

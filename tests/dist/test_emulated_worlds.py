@@ -1,0 +1,197 @@
+"""NCCL worlds on fewer GPUs than ranks (--ranks-per-gpu), and NCCL's start in general,
+as far as a machine without a GPU can follow them.
+
+The GPUs, NVML and NCCL's start are fakes (tests/fakegpu): every process of the run sees
+the fake GPUs through torch.cuda and pynvml, and a rank's ``init_process_group("nccl")``
+records its device and every NCCL variable, then stops the rank. Everything before it is
+real: the CLI, the parent's checks, spawned (and hand-launched) rank processes, their
+rendezvous store, the GPU pick, the emulated node's environment, the pre-NCCL
+identity exchange. The runs therefore end with exit 3 at NCCL's start, except where
+colbench must refuse first (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from colbench.launch import free_port
+from tests.fakegpu import REPO, fake_env, gpu, records, run_on_fake_gpus
+
+SWEEP = ("sweep", "--backend", "nccl", "--sizes", "1K", "--no-table")
+EMULATION_FIXED = {
+    "NCCL_NET": "Socket",
+    "NCCL_NET_PLUGIN": "none",
+    "NCCL_MNNVL_ENABLE": "0",
+    "NCCL_P2P_DISABLE": "1",
+    "NCCL_SHM_DISABLE": "1",
+    "NCCL_SOCKET_IFNAME": "lo",
+}
+
+
+def test_two_ranks_per_gpu_are_two_emulated_nodes(tmp_path: Path) -> None:
+    run = run_on_fake_gpus(tmp_path, [gpu(0)], *SWEEP, "--ranks-per-gpu", "2",
+                           "--out", str(tmp_path / "run"))  # fmt: skip
+    assert run.returncode == 3, run.stderr
+    inits = run.inits()
+    # --nprocs defaults to K x GPUs; both ranks drive GPU 0.
+    assert [r["rank"] for r in inits] == [0, 1]
+    assert [r["device"] for r in inits] == [0, 0]
+    host_ids = [r["env"]["NCCL_HOSTID"] for r in inits]
+    assert len(set(host_ids)) == 2 and all("rank" in h for h in host_ids)
+    for record in inits:
+        assert EMULATION_FIXED.items() <= record["env"].items(), record["env"]
+    # The parent read the GPUs through NVML and never touched CUDA.
+    assert run.calls("nvml", role="parent")
+    assert not run.calls("set_device", role="parent")
+    assert not run.calls("mem_get_info", role="parent")
+
+
+def test_four_ranks_on_two_gpus_take_consecutive_pairs(tmp_path: Path) -> None:
+    run = run_on_fake_gpus(
+        tmp_path, [gpu(0), gpu(1)], *SWEEP, "--ranks-per-gpu", "2",
+        "--out", str(tmp_path / "run"), env={"NCCL_SOCKET_IFNAME": "eth7"},
+    )  # fmt: skip
+    assert run.returncode == 3, run.stderr
+    inits = run.inits()
+    assert [r["device"] for r in inits] == [0, 0, 1, 1]
+    assert len({r["env"]["NCCL_HOSTID"] for r in inits}) == 4
+    # The user's own value wins over the emulation's.
+    assert {r["env"]["NCCL_SOCKET_IFNAME"] for r in inits} == {"eth7"}
+
+
+def test_more_ranks_than_the_gpus_can_hold_are_refused_before_starting(tmp_path: Path) -> None:
+    run = run_on_fake_gpus(tmp_path, [gpu(0)], *SWEEP, "--ranks-per-gpu", "2",
+                           "--nprocs", "3", "--out", str(tmp_path / "run"))  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        "colbench: error: --nprocs 3 but only 1 GPU(s): --ranks-per-gpu 2 allows 2; "
+        "--backend gloo runs 3 ranks on the CPU"
+    ]
+    assert not run.calls("nccl_init")
+
+
+def test_a_gpu_in_exclusive_process_mode_is_refused_by_nvml(tmp_path: Path) -> None:
+    run = run_on_fake_gpus(tmp_path, [gpu(0, mode="Exclusive_Process")], *SWEEP,
+                           "--ranks-per-gpu", "2", "--out", str(tmp_path / "run"))  # fmt: skip
+    assert run.returncode == 2
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith("colbench: error: --ranks-per-gpu 2: GPU 0 (0000:17:00.0) is in ")
+    assert "Exclusive_Process compute mode" in line and "nvidia-smi -i 0 -c DEFAULT" in line
+    assert not run.calls("set_device") and not run.calls("nccl_init")
+    assert not (tmp_path / "run").exists()
+
+
+def test_p2p_runs_emulated_nodes_too(tmp_path: Path) -> None:
+    run = run_on_fake_gpus(tmp_path, [gpu(0)], "p2p", "--backend", "nccl",
+                           "--ranks-per-gpu", "2", "--out", str(tmp_path / "run"))  # fmt: skip
+    assert run.returncode == 3, run.stderr
+    inits = run.inits()
+    assert [r["device"] for r in inits] == [0, 0]
+    assert len({r["env"]["NCCL_HOSTID"] for r in inits}) == 2
+
+
+def test_torch_blocking_wait_is_unset_in_the_ranks_with_a_note(tmp_path: Path) -> None:
+    """TORCH_NCCL_BLOCKING_WAIT=1 (cluster profiles export it) makes wait() poll on the
+    host, which breaks graph capture: failed on main, where the ranks kept it."""
+    run = run_on_fake_gpus(
+        tmp_path, [gpu(0), gpu(1)], *SWEEP, "--out", str(tmp_path / "run"),
+        env={"TORCH_NCCL_BLOCKING_WAIT": "1"},
+    )  # fmt: skip
+    assert run.returncode == 3, run.stderr
+    notes = [line for line in run.stderr.splitlines() if "BLOCKING_WAIT" in line]
+    assert len(notes) == 1 and notes[0].startswith(
+        "colbench: note: TORCH_NCCL_BLOCKING_WAIT=1 is unset in colbench's ranks"
+    )
+    inits = run.inits()
+    assert len(inits) == 2
+    assert all("TORCH_NCCL_BLOCKING_WAIT" not in r["env"] for r in inits)
+
+
+def test_interleaved_variants_never_touch_cuda_in_the_parent(tmp_path: Path) -> None:
+    """The memory check of interleaved variants asked torch.cuda.mem_get_info in the
+    parent, a CUDA context on every GPU for the whole run: failed on main."""
+    run = run_on_fake_gpus(tmp_path, [gpu(0), gpu(1)], *SWEEP, "--env", "NCCL_ALGO=Ring,Tree",
+                           "--out", str(tmp_path / "run"))  # fmt: skip
+    assert run.returncode == 3, run.stderr
+    assert "2 variants interleaved" in run.stderr
+    assert not run.calls("mem_get_info", role="parent")
+    assert run.calls("nvml", role="parent")
+
+
+def test_exclusive_gpus_run_variants_one_after_the_other(tmp_path: Path) -> None:
+    run = run_on_fake_gpus(
+        tmp_path, [gpu(0, mode="Exclusive_Process"), gpu(1, mode="Exclusive_Process")],
+        *SWEEP, "--env", "NCCL_ALGO=Ring,Tree", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert "interleaved" not in run.stderr.replace("--no-interleave", "")
+    assert (
+        "colbench: note: GPU 0 is in Exclusive_Process compute mode (one process per GPU): "
+        "the variants' worlds cannot be alive at once; running them one after the other "
+        "instead (--no-interleave)"
+    ) in run.stderr
+    assert "variant 1/2: NCCL_ALGO=Ring" in run.stderr
+
+
+def _launch_by_hand(tmp_path: Path, per_rank: list[dict[str, str]], *args: str) -> list[int]:
+    """Two ranks started as torchrun starts them, each with its own extra variables, on
+    a machine with one fake GPU."""
+    port = str(free_port())
+    env = {**os.environ, **fake_env(tmp_path, [gpu(0)])}
+    procs = []
+    for rank, extra in enumerate(per_rank):
+        rank_env = {
+            **env, "RANK": str(rank), "WORLD_SIZE": str(len(per_rank)), "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(len(per_rank)), "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port, **extra,
+        }  # fmt: skip
+        cmd = [sys.executable, "-m", "colbench", *SWEEP, *args]
+        procs.append(
+            subprocess.Popen(cmd, env=rank_env, cwd=REPO, stderr=subprocess.PIPE, text=True)
+        )
+    return [proc.wait(timeout=180) for proc in procs]
+
+
+def test_two_ranks_on_one_gpu_are_refused_before_nccl_starts(tmp_path: Path) -> None:
+    """srun handing both ranks GPU 0: refused (exit 2) before any communicator exists,
+    where NCCL would fail with its own 'Duplicate GPU detected'. On main the check ran
+    after init_process_group: NCCL's start came first (here: exit 3)."""
+    codes = _launch_by_hand(tmp_path, [{"CUDA_VISIBLE_DEVICES": "0"}] * 2,
+                            "--out", str(tmp_path / "run"))  # fmt: skip
+    assert codes == [2, 2]
+    assert not [r for r in records(tmp_path) if r["call"] == "nccl_init"]
+
+
+def test_one_nccl_hostid_shared_on_one_gpu_is_still_refused(tmp_path: Path) -> None:
+    """--ranks-per-gpu makes one node per rank only while each rank has its own
+    NCCL_HOSTID: a user's one value for both puts them on one node and one GPU again."""
+    same = {"CUDA_VISIBLE_DEVICES": "0", "NCCL_HOSTID": "mine"}
+    codes = _launch_by_hand(tmp_path, [same, same], "--ranks-per-gpu", "2",
+                            "--out", str(tmp_path / "run"))  # fmt: skip
+    assert codes == [2, 2]
+    assert not [r for r in records(tmp_path) if r["call"] == "nccl_init"]
+
+
+def test_launched_emulated_ranks_pass_the_check(tmp_path: Path) -> None:
+    codes = _launch_by_hand(tmp_path, [{}, {}], "--ranks-per-gpu", "2",
+                            "--out", str(tmp_path / "run"))  # fmt: skip
+    assert codes == [3, 3]
+    inits = sorted((r for r in records(tmp_path) if r["call"] == "nccl_init"),
+                   key=lambda r: r["rank"])  # fmt: skip
+    assert [r["device"] for r in inits] == [0, 0]
+    assert len({r["env"]["NCCL_HOSTID"] for r in inits}) == 2
+
+
+@pytest.mark.parametrize("backend", ["nccl", "auto"])
+def test_no_gpu_is_said_in_one_line(tmp_path: Path, backend: str) -> None:
+    run = run_on_fake_gpus(tmp_path, [], "sweep", "--backend", backend, "--ranks-per-gpu", "2",
+                           "--sizes", "1K", "--out", str(tmp_path / "run"))  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        "colbench: error: --ranks-per-gpu 2 shares GPUs among NCCL ranks, and no GPU is "
+        "visible; without GPUs, --backend gloo runs CPU ranks (--nprocs)"
+    ]

@@ -1,0 +1,157 @@
+"""Emulated nodes (--ranks-per-gpu): each rank's NCCL environment, the parent's refusals,
+and the GPU facts the parent reads without CUDA (NVML through a recording fake, or
+nvidia-smi's text)."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import pytest
+
+from colbench.config import SweepConfig, default_timeout, from_options
+from colbench.errors import UsageError
+from colbench.launch import emulation, gpus
+from colbench.options import SweepOptions
+
+
+def test_each_rank_is_a_node_of_its_own_over_loopback() -> None:
+    sets = [emulation.rank_environment(r, "vm", True, {})[0] for r in range(4)]
+    assert len({s["NCCL_HOSTID"] for s in sets}) == 4
+    assert all(s["NCCL_HOSTID"].startswith("vm") for s in sets)
+    for s in sets:
+        assert {k: v for k, v in s.items() if k != "NCCL_HOSTID"} == {
+            "NCCL_NET": "Socket",
+            "NCCL_NET_PLUGIN": "none",
+            "NCCL_MNNVL_ENABLE": "0",
+            "NCCL_P2P_DISABLE": "1",
+            "NCCL_SHM_DISABLE": "1",
+            "NCCL_SOCKET_IFNAME": "lo",
+        }
+    assert set(sets[0]) <= set(emulation.VARIABLES)
+
+
+def test_the_users_own_values_win_and_are_what_is_recorded() -> None:
+    to_set, seen = emulation.rank_environment(
+        1, "vm", False, {"NCCL_NET": "IB", "NCCL_SOCKET_IFNAME": "eth0"}
+    )
+    assert "NCCL_NET" not in to_set and seen["NCCL_NET"] == "IB"
+    # Several hosts: the user's network carries the sockets, not loopback.
+    assert "NCCL_SOCKET_IFNAME" not in to_set
+
+
+def test_the_parent_refuses_what_cannot_start() -> None:
+    shared = gpus.Gpu(0, "H100", "GPU-a", "0000:17:00.0", "Default", 2**30, 2**31)
+    exclusive = gpus.Gpu(1, "H100", "GPU-b", "0000:65:00.0", "Exclusive_Process", 1, 2)
+    assert emulation.check_parent(1, "gloo", None) == []
+    assert emulation.check_parent(2, "nccl", [shared]) == []
+    with pytest.raises(UsageError, match="--ranks-per-gpu 2 shares each GPU among NCCL ranks"):
+        emulation.check_parent(2, "gloo", [shared])
+    with pytest.raises(UsageError, match="no GPU is visible"):
+        emulation.check_parent(2, "nccl", [])
+    with pytest.raises(UsageError, match=r"GPU 1 \(0000:65:00.0\) is in Exclusive_Process"):
+        emulation.check_parent(2, "nccl", [shared, exclusive])
+    (note,) = emulation.check_parent(2, "nccl", None)
+    assert "NVML could not say" in note
+
+
+def test_gloo_with_ranks_per_gpu_is_refused_before_anything_starts() -> None:
+    with pytest.raises(UsageError) as info:
+        from_options(SweepOptions(backend="gloo", ranks_per_gpu=2))
+    assert str(info.value).startswith("--ranks-per-gpu 2 shares each GPU among NCCL ranks")
+    with pytest.raises(UsageError, match="--ranks-per-gpu takes 1 to 16"):
+        from_options(SweepOptions(ranks_per_gpu=0))
+
+
+def test_emulated_worlds_get_longer_default_timeouts() -> None:
+    assert default_timeout(None, 1, init=False) == 300.0
+    assert default_timeout(None, 2, init=False) > 300.0
+    assert default_timeout(None, 2, init=True) > 120.0
+    assert default_timeout(7.0, 4, init=True) == 7.0
+    cfg = from_options(SweepOptions(ranks_per_gpu=2))
+    assert cfg.launch.timeout_s == default_timeout(None, 2, init=False)
+    assert SweepConfig().launch.ranks_per_gpu == 1
+
+
+def test_meta_and_header_say_emulated() -> None:
+    assert emulation.describe(1, True) == {"kind": "real", "ranks_per_gpu": 1}
+    meta = emulation.describe(4, True)
+    assert meta["kind"] == "emulated" and meta["ranks_per_gpu"] == 4 and meta["time_sliced"]
+    assert "loopback" in meta["transport"]
+    assert emulation.header_line(1) is None
+    line = emulation.header_line(4)
+    assert line is not None and line.startswith("# fabric emulated: 4 ranks per GPU")
+
+
+class FakeNvml:
+    """pynvml's calls, answered from a list of GPUs; records what was asked."""
+
+    def __init__(self, modes: list[int], fail: bool = False) -> None:
+        self.modes = modes
+        self.fail = fail
+        self.asked: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any) -> Any:
+            self.asked.append(name)
+            if self.fail:
+                raise RuntimeError("NVML Shared Library Not Found")
+            return self._answer(name, *args)
+
+        return call
+
+    def _answer(self, name: str, *args: Any) -> Any:
+        index = args[0] if args else 0
+        answers = {
+            "nvmlDeviceGetCount": len(self.modes),
+            "nvmlDeviceGetHandleByIndex": index,
+            "nvmlDeviceGetName": b"NVIDIA H100",
+            "nvmlDeviceGetUUID": f"GPU-{index}",
+            "nvmlDeviceGetPciInfo": types.SimpleNamespace(busId=f"00000000:{17 + index}:00.0"),
+            "nvmlDeviceGetComputeMode": self.modes[index] if name.endswith("Mode") else 0,
+            "nvmlDeviceGetMemoryInfo": types.SimpleNamespace(free=2**33, total=2**34),
+        }
+        return answers.get(name)
+
+
+def test_nvml_facts_and_cuda_visible_devices() -> None:
+    nvml = FakeNvml([0, 3])
+    found = gpus.query(nvml)
+    assert found is not None
+    assert [(g.index, g.bus_id, g.compute_mode) for g in found] == [
+        (0, "0000:17:00.0", "Default"),
+        (1, "0000:18:00.0", "Exclusive_Process"),
+    ]
+    assert found[0].name == "NVIDIA H100" and found[0].memory_free_bytes == 2**33
+    assert nvml.asked[0] == "nvmlInit" and nvml.asked[-1] == "nvmlShutdown"
+    assert [g.index for g in gpus.visible(found, "1")] == [1]
+    assert [g.index for g in gpus.visible(found, "GPU-1,0")] == [1, 0]
+    assert [g.index for g in gpus.visible(found, "0,7,1")] == [0]  # CUDA stops at a bad entry
+    assert gpus.visible(found, None) == found
+
+
+def test_nvidia_smi_stands_in_for_nvml() -> None:
+    asked: list[list[str]] = []
+
+    def run(argv: list[str]) -> str:
+        asked.append(argv)
+        return (
+            "0, NVIDIA H100 80GB HBM3, GPU-aaaa, 00000000:19:00.0, Default, 81000, 81559\n"
+            "1, NVIDIA H100 80GB HBM3, GPU-bbbb, 00000000:3B:00.0, Exclusive_Process, 5, 81559\n"
+        )
+
+    found = gpus.query(FakeNvml([0], fail=True), run)
+    assert asked and asked[0][0] == "nvidia-smi"
+    assert found is not None
+    assert [(g.bus_id, g.compute_mode, g.shareable) for g in found] == [
+        ("0000:19:00.0", "Default", True),
+        ("0000:3b:00.0", "Exclusive_Process", False),
+    ]
+    assert found[0].memory_free_bytes == 81000 * 2**20
+
+
+def test_nothing_known_is_not_no_gpu() -> None:
+    def missing(argv: list[str]) -> str:
+        raise FileNotFoundError(argv[0])
+
+    assert gpus.query(FakeNvml([0], fail=True), missing) is None
