@@ -13,14 +13,22 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from colbench.analysis import stats
-from colbench.analysis.engine import Pair, Sample, is_ok, join, key_columns, read_meta
+from colbench.analysis.engine import (
+    Pair,
+    Sample,
+    fabric_warnings,
+    is_ok,
+    join,
+    key_columns,
+    read_meta,
+)
 from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
 from colbench.errors import UsageError
 from colbench.report.plots import METRICS, metric, size_axis
@@ -41,6 +49,8 @@ class Comparison:
     #: The columns the rows were joined on: the schema's key less backend and, with one
     #: variant a run, variant (compared across on purpose), and less any a run leaves empty.
     keys: tuple[str, ...]
+    #: What the user should know before reading the table (an emulated fabric allowed).
+    warnings: list[str] = field(default_factory=list)
 
 
 def _describe(run: Run) -> str:
@@ -67,6 +77,7 @@ def compare_runs(
     variant_a: str | None = None,
     variant_b: str | None = None,
     across_backends: bool = False,
+    allow_emulated: bool = False,
 ) -> Comparison:
     """Join two runs and judge each pair of rows; ratio is B / A.
 
@@ -78,6 +89,9 @@ def compare_runs(
     chosen = metric(metric_name)
     run_a, run_b = load_runs([path_a, path_b])
     run_a, run_b = select_variant(run_a, variant_a), select_variant(run_b, variant_b)
+    warnings = fabric_warnings(
+        {f"A ({run_a.label})": run_a.frame, f"B ({run_b.label})": run_b.frame}, allow_emulated
+    )
     variants_a = set(run_a.frame["variant"].astype(str))
     variants_b = set(run_b.frame["variant"].astype(str))
     # One variant each: compare them with each other (ring run vs tree run); several:
@@ -105,7 +119,7 @@ def compare_runs(
     if not join_on_variant and variants_a != variants_b:
         va, vb = next(iter(variants_a)), next(iter(variants_b))
         context.append(f"variant: A {va or '(none)'!r} vs B {vb or '(none)'!r}")
-    return Comparison(run_a, run_b, metric_name, table, context, join_on_variant, keys)
+    return Comparison(run_a, run_b, metric_name, table, context, join_on_variant, keys, warnings)
 
 
 _SIDE_COLUMNS = [f"{c}_{s}" for s in "ab" for c in ("value", "wrong", "backend", "variant")]
@@ -313,11 +327,15 @@ def compare(
     out: str | os.PathLike[str] | None = "compare.png",
     variant_a: str | None = None,
     variant_b: str | None = None,
+    allow_emulated: bool = False,
 ) -> tuple[Comparison, Path | None]:
     """``colbench compare``: the comparison and the figure file written (if any)."""
     from colbench.report.plots import save
 
-    comparison = compare_runs(path_a, path_b, metric_name, variant_a=variant_a, variant_b=variant_b)
+    comparison = compare_runs(
+        path_a, path_b, metric_name, variant_a=variant_a, variant_b=variant_b,
+        allow_emulated=allow_emulated,
+    )  # fmt: skip
     if out is None:
         return comparison, None
     return comparison, save(figure(comparison), out)

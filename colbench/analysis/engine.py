@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.results import KEY_COLUMNS, STATUS_OK, load
+from colbench.results import KEY_COLUMNS, STATUS_OK, csv_path, load
 from colbench.rundir import RunDir
 
 #: One row of a run as plain Python values (None for an empty cell).
@@ -123,3 +123,39 @@ def load_pooled(paths: Sequence[str | os.PathLike[str]]) -> Any:
 def read_meta(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """A run's meta.json (beside its results.csv), or None when absent or unreadable."""
     return RunDir.of(path).meta_or_none()
+
+
+def fabric_warnings(frames: Mapping[str, Any], allow_emulated: bool) -> list[str]:
+    """Refuse to judge rows of an emulated fabric against rows of a real one.
+
+    Ranks that share a GPU (``sweep --ranks-per-gpu``) time-slice it and talk over
+    loopback sockets: their times say nothing about a fabric, and a comparison with a
+    real run would read the emulation's cost as a regression or an improvement. With
+    ``allow_emulated`` the comparison goes on, with a warning (returned) to print.
+    ``frames``: each run's rows by the name the user gave it.
+    """
+    kinds: dict[str, set[str]] = {}
+    for name, frame in frames.items():
+        if "fabric" in frame.columns:
+            for kind in set(frame["fabric"].astype(str)):
+                kinds.setdefault(kind, set()).add(name)
+    if len(kinds) < 2 or "emulated" not in kinds:
+        return []
+    emulated = ", ".join(sorted(kinds["emulated"]))
+    real = ", ".join(sorted(n for k, names in kinds.items() if k != "emulated" for n in names))
+    what = (
+        f"{emulated} holds rows of an emulated fabric (ranks sharing a GPU, --ranks-per-gpu) "
+        f"and {real} rows of a real one"
+    )
+    if not allow_emulated:
+        raise UsageError(
+            f"{what}: emulated times measure the emulation, not a fabric; --allow-emulated "
+            "compares them anyway"
+        )
+    return [f"{what}: compared anyway (--allow-emulated); the difference is the emulation's"]
+
+
+def fabric_warnings_of(paths: Sequence[str | os.PathLike[str]], allow_emulated: bool) -> list[str]:
+    """:func:`fabric_warnings` for runs named by path (those that exist)."""
+    frames = {str(p): load(p) for p in paths if csv_path(p).is_file()}
+    return fabric_warnings(frames, allow_emulated)

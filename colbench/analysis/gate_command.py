@@ -13,6 +13,7 @@ from colbench.analysis.checks import (
     parse_checks,
     parse_floor,
 )
+from colbench.analysis.engine import fabric_warnings_of
 from colbench.analysis.gate import GateResult, run_gate
 from colbench.analysis.gate_options import GateFlags
 from colbench.errors import ExitCode, UsageError
@@ -27,6 +28,8 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
     check_texts = flags.check or ()
     if flags.variant_a is not None or flags.variant_b is not None:
         return _paired(baseline, current, flags)
+    for warning in fabric_warnings_of([baseline, *current], flags.allow_emulated):
+        print(f"colbench: warning: {warning}", file=sys.stderr)
     _check_arguments(baseline, current, flags)
     checks = parse_checks(check_texts)
     window = SizeWindow.parse(flags.min_size, flags.max_size)

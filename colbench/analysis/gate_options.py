@@ -87,6 +87,12 @@ class GateFlags:
         help="A BASELINE directory that does not exist judges the current run alone "
         "(correctness, presence); performance not judged.",
     )
+    allow_emulated: bool = _judge(
+        False,
+        "--allow-emulated",
+        help="Judge rows of an emulated fabric (sweep --ranks-per-gpu) against rows of a "
+        "real one (refused without it: emulated times measure the emulation).",
+    )
     variant_a: str | None = _judge(
         None, "--variant-a", help="Paired gate: the reference variant of the one run BASELINE."
     )

@@ -44,6 +44,13 @@ def plot(
     typer.echo(f"colbench: wrote {path}", err=True)
 
 
+#: Every command that judges runs against each other refuses to mix fabrics without it.
+ALLOW_EMULATED_HELP = (
+    "Compare rows of an emulated fabric (sweep --ranks-per-gpu) with rows of a real one "
+    "(refused without it: emulated times measure the emulation)."
+)
+
+
 @app.command()
 def compare(
     run_a: Annotated[str, typer.Argument(help="Run A, the reference.")],
@@ -58,6 +65,9 @@ def compare(
     variant_b: Annotated[
         str | None, typer.Option("--variant-b", help="Use only this variant of run B.")
     ] = None,
+    allow_emulated: Annotated[
+        bool, typer.Option("--allow-emulated", help=ALLOW_EMULATED_HELP)
+    ] = False,
 ) -> None:
     """Compare two runs size by size: both values, the ratio B / A, and one figure.
 
@@ -74,8 +84,11 @@ def compare(
     from colbench.analysis import compare as compare_module
 
     comparison, path = compare_module.compare(
-        run_a, run_b, metric, out=out, variant_a=variant_a, variant_b=variant_b
-    )
+        run_a, run_b, metric, out=out, variant_a=variant_a, variant_b=variant_b,
+        allow_emulated=allow_emulated,
+    )  # fmt: skip
+    for warning in comparison.warnings:
+        typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(compare_module.format_table(comparison))
     if path is not None:
         typer.echo(f"colbench: wrote {path}", err=True)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from colbench import ops
+from colbench.analysis.engine import fabric_warnings_of
 from colbench.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.errors import ExitCode, UsageError
 from colbench.predict import data, engine, report
@@ -116,6 +117,8 @@ def _load(
     runs: Sequence[str], flags: PredictFlags, algos: Sequence[str]
 ) -> tuple[list[data.Measured], list[data.Measured]]:
     """The fitted and --against curves: one kind per op, never the same run twice."""
+    for warning in fabric_warnings_of([*runs, *(flags.against or [])], flags.allow_emulated):
+        print(f"colbench: warning: {warning}", file=sys.stderr)
     wanted_ops = [ops.get(name).name for name in flags.op or ()]
     assumed = algos[0] if len(algos) == 1 else None
     fitted, against = data.select_kind(

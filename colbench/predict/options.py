@@ -61,6 +61,12 @@ class PredictFlags:
         "--redop",
         help="Only reductions with this op, e.g. sum (needed when the runs hold several).",
     )
+    allow_emulated: bool = _judge(
+        False,
+        "--allow-emulated",
+        help="Fit or check runs of an emulated fabric (sweep --ranks-per-gpu) beside runs of "
+        "a real one (refused without it: emulated times measure the emulation).",
+    )
     min_size: str = _judge(
         "4K",
         "--min-size",

@@ -24,6 +24,7 @@ def row(
     wrong: int | None = 0,
     run_id: str = "synthetic",
     enqueue_us: float | None = None,
+    ranks_per_gpu: int = 1,
 ) -> dict[str, Any]:
     coll = ops.get(op)
     algbw = size_bytes / time_us / 1e3
@@ -61,6 +62,8 @@ def row(
         "repeat": 0,
         "enqueue_us": enqueue_us,
         "host_bound": host_bound(enqueue_us, time_us),
+        "fabric": "emulated" if ranks_per_gpu > 1 else "real",
+        "ranks_per_gpu": ranks_per_gpu,
     }
 
 
