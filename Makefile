@@ -58,12 +58,15 @@ dist: install
 
 # GPU nodes often have torch with CUDA but no package registry: where python3 already
 # has colbench's dependencies, run from the checkout (PYTHONPATH=.) without installing.
+# The emulated-node tests (several NCCL ranks on one GPU) run first: on a machine lent for
+# a short while they are the ones that matter most. -s shows their figures.
 GPU_DEPS := import torch, typer, pandas, matplotlib, yaml, rich, pytest
+GPU_TESTS := tests/gpu/test_emulated_nccl.py tests/gpu
 gpu:
 	@if $(PYTHON) -c "$(GPU_DEPS)" >/dev/null 2>&1; then \
-		PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest tests/gpu -v -rs $(PYTEST_ARGS); \
+		PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest $(GPU_TESTS) -v -s -rs $(PYTEST_ARGS); \
 	else \
-		$(MAKE) install && $(PY) -m pytest tests/gpu -v -rs $(PYTEST_ARGS); \
+		$(MAKE) install && $(PY) -m pytest $(GPU_TESTS) -v -s -rs $(PYTEST_ARGS); \
 	fi
 
 # Both pytest runs always run; a serial run that selects nothing (exit 5) is no failure.

@@ -8,6 +8,7 @@ A run directory holds what one run (a sweep, an import) left::
                        and version (TABLES lists them)
     rank<N>.log        what rank N's libraries printed (removed when empty)
     rank<N>.error.json how rank N failed, for the parent's verdict
+    nccl-rank<N>.log   NCCL's own start-up log of rank N (NCCL runs): what it chose
     <metric>.png       figures of sweep --plot
 
 Every module that makes a run directory or reads or writes one of these files goes
@@ -180,6 +181,13 @@ class RunDir:
         for log in self.rank_logs().values():
             if log.stat().st_size == 0:
                 log.unlink()
+
+    def nccl_log(self, rank: int) -> Path:
+        """Where rank ``rank``'s NCCL writes its INFO log (NCCL_DEBUG_FILE)."""
+        return self.path / f"nccl-rank{rank}.log"
+
+    def nccl_logs(self) -> list[Path]:
+        return sorted(self.path.glob("nccl-rank*.log"), key=lambda p: int(p.stem[9:]))
 
     def error_report(self, rank: int) -> Path:
         """Where rank ``rank`` leaves the report of how it failed."""

@@ -6,6 +6,7 @@ import datetime as _dt
 import os
 import socket
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from colbench.run import protocol
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob
 from colbench.run.outcome import finish_meta, rows_kept
+from colbench.rundir import RunDir
 
 
 def _device_for(
@@ -105,6 +107,46 @@ def blocking_wait_note(environ: Mapping[str, str]) -> str | None:
     )
 
 
+#: NCCL's start-up subsystems: ranks, nodes, channels, each peer connection's transport,
+#: the network chosen, the environment it read. None of them logs per call (TUNING does:
+#: see colbench.run.probe), so the timed loop pays nothing for the log.
+NCCL_LOG_SUBSYS = "INIT,ENV,NET,GRAPH"
+
+
+def nccl_log_environment(environ: Mapping[str, str], path: Path) -> dict[str, str]:
+    """Variables that send NCCL's INFO log of start-up to ``path`` (never the terminal).
+
+    A user's own NCCL_DEBUG, NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE wins: their log is
+    theirs to place (then colbench reads what it finds at ``path``, if anything).
+    """
+    if "NCCL_DEBUG" in environ:
+        return {}
+    return {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": environ.get("NCCL_DEBUG_SUBSYS", NCCL_LOG_SUBSYS),
+        "NCCL_DEBUG_FILE": environ.get("NCCL_DEBUG_FILE", str(path)),
+    }
+
+
+_RUN_DIR_KEY = "colbench/run-dir"
+
+
+def nccl_log_path(job: RankJob, rank: int, store: Any) -> Path:
+    """Where this rank's NCCL log goes: the run directory (launched ranks learn rank 0's
+    through the store, and use it where their host shares the file system), else a file
+    of their own in the temporary directory."""
+    launched = job.store_host is None
+    if launched and rank == 0:
+        store.set(_RUN_DIR_KEY, job.run_dir or "")
+    if launched and rank != 0:
+        run_dir = store.get(_RUN_DIR_KEY).decode()
+    else:
+        run_dir = job.run_dir or ""
+    if run_dir and os.access(run_dir, os.W_OK):
+        return RunDir(run_dir).nccl_log(rank)
+    return Path(tempfile.gettempdir()) / f"colbench-{job.run_id or 'run'}-nccl-rank{rank}.log"
+
+
 def prepare_nccl(job: RankJob, rank: int, device: Any, store: Any) -> None:
     """What must hold before this rank's NCCL communicator exists.
 
@@ -115,6 +157,7 @@ def prepare_nccl(job: RankJob, rank: int, device: Any, store: Any) -> None:
     """
     for name in BLOCKING_WAIT_VARS:
         os.environ.pop(name, None)
+    os.environ.update(nccl_log_environment(os.environ, nccl_log_path(job, rank, store)))
     host = socket.gethostname()
     if job.cfg.launch.ranks_per_gpu > 1:
         to_set, _ = emulation.rank_environment(rank, host, job.single_host, os.environ)

@@ -195,3 +195,35 @@ def test_no_gpu_is_said_in_one_line(tmp_path: Path, backend: str) -> None:
         "colbench: error: --ranks-per-gpu 2 shares GPUs among NCCL ranks, and no GPU is "
         "visible; without GPUs, --backend gloo runs CPU ranks (--nprocs)"
     ]
+
+
+def test_nccls_start_up_log_goes_to_a_file_per_rank(tmp_path: Path) -> None:
+    run = run_on_fake_gpus(tmp_path, [gpu(0), gpu(1)], *SWEEP, "--out", str(tmp_path / "run"))
+    inits = run.inits()
+    assert [r["env"]["NCCL_DEBUG_FILE"] for r in inits] == [
+        str((tmp_path / "run" / f"nccl-rank{r}.log").resolve()) for r in range(2)
+    ]
+    assert {r["env"]["NCCL_DEBUG"] for r in inits} == {"INFO"}
+    # Start-up subsystems only: TUNING logs every call, which would be timed.
+    assert {r["env"]["NCCL_DEBUG_SUBSYS"] for r in inits} == {"INIT,ENV,NET,GRAPH"}
+
+
+def test_launched_ranks_log_where_rank_0_runs(tmp_path: Path) -> None:
+    codes = _launch_by_hand(tmp_path, [{}, {}], "--ranks-per-gpu", "2",
+                            "--out", str(tmp_path / "run"))  # fmt: skip
+    assert codes == [3, 3]
+    inits = sorted((r for r in records(tmp_path) if r["call"] == "nccl_init"),
+                   key=lambda r: r["rank"])  # fmt: skip
+    assert [Path(r["env"]["NCCL_DEBUG_FILE"]).name for r in inits] == [
+        "nccl-rank0.log", "nccl-rank1.log"
+    ]
+    assert {Path(r["env"]["NCCL_DEBUG_FILE"]).parent for r in inits} == {
+        (tmp_path / "run").resolve()
+    }
+
+
+def test_a_users_nccl_debug_is_left_alone(tmp_path: Path) -> None:
+    run = run_on_fake_gpus(tmp_path, [gpu(0), gpu(1)], *SWEEP, "--out", str(tmp_path / "run"),
+                           env={"NCCL_DEBUG": "WARN"})  # fmt: skip
+    assert {r["env"]["NCCL_DEBUG"] for r in run.inits()} == {"WARN"}
+    assert all("NCCL_DEBUG_FILE" not in r["env"] for r in run.inits())
