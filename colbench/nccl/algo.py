@@ -35,7 +35,13 @@ from colbench.nccl.names import (
     function_of,
     version_text,
 )
-from colbench.nccl.rules import Comm, call_refusal, collnet_support, modelled
+from colbench.nccl.rules import (
+    Comm,
+    call_refusal,
+    collnet_support,
+    function_algorithms,
+    modelled,
+)
 from colbench.nccl.spec import parse
 
 
@@ -166,7 +172,7 @@ def _one_call(
 ) -> tuple[tuple[str, ...], str, str]:
     outcome = _init(comm, env)
     if outcome.error:
-        return (), f"{outcome.error}: NCCL {version_text(comm.version)} fails at init", ""
+        return (), outcome.error, ""
     table, why = outcome.table[function], dict(outcome.why[function])
     left = []
     for algo in table:
@@ -191,7 +197,12 @@ def _init(comm: Comm, env: Mapping[str, str]) -> _Outcome:
     proto_spec = parse("NCCL_PROTO", env.get("NCCL_PROTO"), PROTOCOLS, v)
     outcome = _Outcome({f: {} for f in FUNCTIONS}, {f: {} for f in FUNCTIONS}, {})
     outcome.notes = {f: [] for f in FUNCTIONS}
-    outcome.error = algo_spec.error or proto_spec.error
+    for variable, spec in (("NCCL_ALGO", algo_spec), ("NCCL_PROTO", proto_spec)):
+        if spec.error and not outcome.error:
+            outcome.error = (
+                f"NCCL {version_text(v)} refuses {variable}={env[variable]} ({spec.error}): "
+                "no communicator starts"
+            )
     enabled = {f: set(algo_spec.enabled[f]) for f in FUNCTIONS}
     _collnet_fallback(comm, env, enabled, outcome.notes)
     for f, a in itertools.product(FUNCTIONS, names):
@@ -200,7 +211,8 @@ def _init(comm: Comm, env: Mapping[str, str]) -> _Outcome:
         if _governed(v, f, a) and a not in enabled[f]:
             why = _EXCLUDED  # first: the reason that the user chose
         elif not why and not protos:
-            why = f"{a} runs on Simple only, which NCCL_PROTO={env.get('NCCL_PROTO')} disables"
+            runs = "/".join(p for p in PROTOCOLS if p in modelled(f, a, comm, env)[0])
+            why = f"NCCL_PROTO={env.get('NCCL_PROTO')} leaves {a} none of its protocols ({runs})"
         if why:
             outcome.why[f][a] = why
         else:
@@ -254,12 +266,42 @@ def _reason(
     setting = ", ".join(f"{k}={env[k]}" for k in ("NCCL_ALGO", "NCCL_PROTO") if k in env)
     call = f"{function} {dtype}" + ("" if function in ("AllGather", "Broadcast") else f" {redop}")
     head = f"NCCL {version_text(comm.version)} has no algorithm for {call}"
-    detail = "; ".join(
-        w if w.startswith(a) else f"{a}: {w}" for a, w in why.items() if w != _EXCLUDED
-    )
-    if not detail:
-        return f"{head}: {setting} excludes every algorithm"
-    return f"{head} under {setting or 'its defaults'}: {detail}"
+    owned = function_algorithms(function, comm.version)
+    own = [a for a in algorithms(comm.version) if a in owned]
+    if all(why.get(a) == _EXCLUDED for a in own):
+        return f"{head}: {setting} excludes every algorithm it has ({', '.join(own)})"
+    detail = [
+        w if w.startswith(a) else f"{a}: {w}"
+        for a, w in why.items()
+        if a in owned and w != _EXCLUDED
+    ]
+    return f"{head} under {setting or 'its defaults'}: {'; '.join(detail)}"
 
 
 _EXCLUDED = "excluded by NCCL_ALGO"
+
+
+def check_matrix(
+    version: Version | None,
+    env: Mapping[str, str],
+    protocols: Mapping[str, Mapping[str, int]],
+    algos: Mapping[str, Mapping[str, int]],
+) -> list[str]:
+    """Where NCCL's Func/Proto/Algo matrix (its own parse of NCCL_ALGO/NCCL_PROTO, printed
+    from 2.24 when either is set; tuning.Matrix) disagrees with spec.parse's."""
+    out = []
+    for variable, printed, names in (
+        ("NCCL_PROTO", protocols, PROTOCOLS),
+        ("NCCL_ALGO", algos, algorithms(version)),
+    ):
+        parsed = parse(variable, env.get(variable), names, version)
+        for function, row in printed.items():
+            if function not in parsed.enabled:
+                continue
+            on = {name for name, value in row.items() if value}
+            if on != set(parsed.enabled[function]):
+                out.append(
+                    f"{function}: NCCL enabled {sorted(on)} under {variable}="
+                    f"{env.get(variable)}, the parse gives {sorted(parsed.enabled[function])}"
+                )
+    return out

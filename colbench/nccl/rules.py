@@ -39,7 +39,7 @@ def modelled(function: str, algo: str, comm: Comm, env: Mapping[str, str]) -> tu
     """The protocols NCCL's cost model gives ``algo`` for ``function`` (an empty set means
     bandwidth 0 in its tuning table), and why when none."""
     v = comm.version
-    if algo not in _function_algos(function, v):
+    if algo not in function_algorithms(function, v):
         return frozenset(), f"{function} has no {algo} in NCCL {version_text(v)}"
     why = _support(algo, function, comm, env)
     if why:
@@ -47,7 +47,7 @@ def modelled(function: str, algo: str, comm: Comm, env: Mapping[str, str]) -> tu
     return (frozenset(PROTOCOLS) if algo in ("Tree", "Ring") else SIMPLE_ONLY), ""
 
 
-def _function_algos(function: str, v: Version) -> frozenset[str]:
+def function_algorithms(function: str, v: Version) -> frozenset[str]:
     """tuning: the (function, algorithm) pairs the model loop does not skip."""
     if function in ("Broadcast", "Reduce"):
         return frozenset({"Ring"})

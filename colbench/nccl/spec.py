@@ -25,7 +25,7 @@ _PER_FUNCTION: Version = (2, 24, 0)
 
 @dataclass(frozen=True)
 class Parsed:
-    """What one variable enables, per NCCL function; ``error`` when NCCL refuses it."""
+    """What one variable enables, per NCCL function; ``error``: why NCCL refuses it."""
 
     enabled: Mapping[str, frozenset[str]]
     error: str | None = None
@@ -58,15 +58,15 @@ def _per_function(variable: str, value: str, elements: Sequence[str]) -> Parsed:
             continue
         prefix, listed = (parts[0], parts[1]) if len(parts) > 1 else (None, parts[0])
         if prefix is None and start != 0:
-            return Parsed(enabled, f"{variable}={value}: every list after the first needs a prefix")
+            return Parsed(enabled, "every list after the first needs a prefix")
         functions = [f for f in FUNCTIONS if prefix is None or f.lower() == prefix.lower()]
         if not functions:
-            return Parsed(enabled, f"{variable}={value}: unknown function {prefix!r}")
+            return Parsed(enabled, f"unknown function {prefix!r}")
         invert = listed.startswith("^")
         names = [n for _, n in _tokens(listed[1:] if invert else listed, ",")]
         unknown = [n for n in names if n.lower() not in {e.lower() for e in elements}]
         if unknown:
-            return Parsed(enabled, f"{variable}={value}: unknown name {unknown[0]!r}")
+            return Parsed(enabled, f"unknown name {unknown[0]!r}")
         chosen = frozenset(e for e in elements if e.lower() in {n.lower() for n in names})
         for f in functions:
             enabled[f] = frozenset(elements) - chosen if invert else chosen
