@@ -5,7 +5,8 @@
 log's own lines: where it does not say, the fact is None.
 
 Communicators are told apart by NCCL's ``commId`` (``Init START/COMPLETE`` lines, 2.19+)
-and, where a release prints none, by their size. A line belongs to the communicator whose
+and, where a release prints none, by their size (a process showing the same rank of that
+size twice starts another). A line belongs to the communicator whose
 init its thread (host:pid:tid) is running; a line on another thread (older releases set up
 channels on a helper thread) counts for the log as a whole and, when the log holds one
 communicator, for that one.
@@ -98,6 +99,7 @@ class _Reader:
             tuple[tuning.TuningTable, list[tuple[str, str]]],
         ] = {}
         self.matrix: tuning.Matrix | None = None
+        self.members: dict[str, set[tuple[str | None, int | None, int]]] = {}
 
     def feed(self, line: Line) -> None:
         if not line.level:
@@ -141,30 +143,41 @@ class _Reader:
     def _comm(self, line: Line, msg: str) -> bool:
         m = _INIT.search(msg)
         if m:
-            comm = self._communicator(line, m["ptr"], int(m["n"]), m["id"])
-            comm.rank_hosts.setdefault(int(m["rank"]), line.host or "")
+            comm = self._communicator(line, m["ptr"], int(m["n"]), m["id"], int(m["rank"]))
             if m["what"] == "START":
                 self.thread_key[line.thread] = comm.key
             return True
         m = _SHAPE.match(msg)
         if m:
-            comm = self._communicator(line, m["ptr"], int(m["n"]), None)
+            comm = self._communicator(line, m["ptr"], int(m["n"]), None, int(m["rank"]))
             comm.nnodes = int(m["nodes"])
             comm.local_ranks = max(int(m["local"]), comm.local_ranks or 0)
-            comm.rank_hosts.setdefault(int(m["rank"]), line.host or "")
             self.thread_key[line.thread] = comm.key
             return True
         return False
 
-    def _communicator(self, line: Line, ptr: str, nranks: int, comm_id: str | None) -> Communicator:
+    def _communicator(
+        self, line: Line, ptr: str, nranks: int, comm_id: str | None, rank: int
+    ) -> Communicator:
         where = (line.host, line.pid, ptr)
-        # Without a commId, one communicator per size: the ranks of one job share it.
-        key = comm_id or self.ptr_key.get(where) or f"nranks={nranks}"
+        key = comm_id or self.ptr_key.get(where) or self._by_size(line, nranks, rank)
         self.ptr_key[where] = key
         if key not in self.by_key:
             self.by_key[key] = Communicator(key, nranks)
             self.log.communicators.append(self.by_key[key])
-        return self.by_key[key]
+        comm = self.by_key[key]
+        comm.rank_hosts.setdefault(rank, line.host or "")
+        self.members.setdefault(key, set()).add((line.host, line.pid, rank))
+        return comm
+
+    def _by_size(self, line: Line, nranks: int, rank: int) -> str:
+        """Without a commId, ranks of one size share a communicator, unless a process
+        already holds that rank in it."""
+        member = (line.host, line.pid, rank)
+        index = 0
+        while member in self.members.get(f"nranks={nranks}#{index}", set()):
+            index += 1
+        return f"nranks={nranks}#{index}"
 
     def _channels(self, line: Line, msg: str) -> bool:
         m = _COLL_CHANNELS.match(msg)
