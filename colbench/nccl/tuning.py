@@ -23,13 +23,14 @@ Three things, from src/graph/tuning.cc and src/enqueue.cc:
   "per rank" is task->count * ncclTypeSize(task->datatype) as scheduleCollTasksToPlan prints
   it (enqueue.cc, 2.24+): the caller's count, sendcount for AllGather, recvcount for
   ReduceScatter (AllGather/Broadcast counts are turned into int8 bytes by taskAppend; the
-  product does not change).
+  product does not change). Up to 2.23 the line is printed per algorithm choice, which NCCL
+  makes once for calls of one (function, op, type) grouped within 4x of each other's size:
+  grouped calls print their sum. colbench issues one call at a time.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from colbench.nccl.names import (
@@ -179,14 +180,8 @@ def printed_bytes(op: str, count: int, elem_bytes: int, nranks: int, per_rank: b
 
 
 def per_rank_form(version: Version | None) -> bool | None:
-    """Whether ``version``'s INFO TUNING lines print per-rank bytes; None: it prints none."""
+    """Whether ``version``'s INFO TUNING lines print per-rank bytes (None: the newest known
+    release, which does); None when that release prints no per-call INFO line (before 2.20)."""
     if version is None or version >= (2, 24, 0):
         return True
     return False if version >= (2, 20, 0) else None
-
-
-def by_function(calls: list[TuningCall]) -> Mapping[str | None, list[TuningCall]]:
-    out: dict[str | None, list[TuningCall]] = {}
-    for call in calls:
-        out.setdefault(call.function, []).append(call)
-    return out
