@@ -24,8 +24,9 @@ Three things, from src/graph/tuning.cc and src/enqueue.cc:
   it (enqueue.cc, 2.24+): the caller's count, sendcount for AllGather, recvcount for
   ReduceScatter (AllGather/Broadcast counts are turned into int8 bytes by taskAppend; the
   product does not change). Up to 2.23 the line is printed per algorithm choice, which NCCL
-  makes once for calls of one (function, op, type) grouped within 4x of each other's size:
-  grouped calls print their sum. colbench issues one call at a time.
+  makes once for the calls of one (function, op, type) aggregated in a group (2.22+: those
+  within 4x of each other's size): grouped calls print their sum. colbench issues one call
+  at a time.
 """
 
 from __future__ import annotations
