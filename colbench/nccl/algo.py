@@ -16,8 +16,10 @@ Ring where nothing was left; from 2.24 nothing is rescued and a bad value fails 
 
 Facts that are unknown (None) are tried both ways: ``algorithms`` holds what NCCL may run
 under some reading of them, and ``reason`` is given only when it can run nothing under any.
-Topology NCCL finds at run time (NVLS channel count, CollNet heads per node, LL128's links)
-is not modelled: an algorithm those rule out is still listed.
+Topology NCCL finds at run time (NVLS channel count, CollNet heads per node, LL128's links,
+CollNet's per-type support) is not modelled: an algorithm those rule out is still listed. A
+tuner plugin rewrites the costs between the two stages and may pick otherwise; nor is
+multi-node NVLink (MNNVL) modelled.
 """
 
 from __future__ import annotations
@@ -181,7 +183,7 @@ def _one_call(
             why[algo] = refusal
         else:
             left.append(algo)
-    notes = outcome.notes[function]
+    notes = list(outcome.notes[function])
     if not left and (2, 19, 0) <= comm.version < (2, 24, 0) and _ring_backup(comm, env, function):
         # enqueue getAlgoInfo/topoGetAlgoInfo, 2.19-2.23: the saved Ring bandwidth (ringbdw).
         left = ["Ring"]
