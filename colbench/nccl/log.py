@@ -160,6 +160,8 @@ class _Reader:
         self, line: Line, ptr: str, nranks: int, comm_id: str | None, rank: int
     ) -> Communicator:
         where = (line.host, line.pid, ptr)
+        if comm_id and self.ptr_key.get(where, comm_id) != comm_id:
+            self._rename(self.ptr_key[where], comm_id)
         key = comm_id or self.ptr_key.get(where) or self._by_size(line, nranks, rank)
         self.ptr_key[where] = key
         if key not in self.by_key:
@@ -169,6 +171,23 @@ class _Reader:
         comm.rank_hosts.setdefault(rank, line.host or "")
         self.members.setdefault(key, set()).add((line.host, line.pid, rank))
         return comm
+
+    def _rename(self, old: str, new: str) -> None:
+        """A communicator first seen without its commId (found by size) learns it."""
+        comm = self.by_key.pop(old)
+        if new in self.by_key:  # already known by its commId: fold the placeholder in
+            self.log.communicators.remove(comm)
+            known = self.by_key[new]
+            known.nnodes = known.nnodes or comm.nnodes
+            known.local_ranks = max(known.local_ranks or 0, comm.local_ranks or 0) or None
+            known.channels = known.channels or comm.channels
+            known.rank_hosts = {**comm.rank_hosts, **known.rank_hosts}
+        else:
+            comm.key = new
+            self.by_key[new] = comm
+        self.members.setdefault(new, set()).update(self.members.pop(old, set()))
+        self.ptr_key = {w: new if k == old else k for w, k in self.ptr_key.items()}
+        self.thread_key = {t: new if k == old else k for t, k in self.thread_key.items()}
 
     def _by_size(self, line: Line, nranks: int, rank: int) -> str:
         """Without a commId, ranks of one size share a communicator, unless a process
@@ -181,11 +200,12 @@ class _Reader:
 
     def _channels(self, line: Line, msg: str) -> bool:
         m = _COLL_CHANNELS.match(msg)
-        ring = _RING.match(msg) if m is None else None
-        if m is None and ring is None:
+        if m is not None:
+            count, nvls = int(m[1]), (int(m[2]) if m[2] else None)
+        elif (ring := _RING.match(msg)) is not None:
+            count, nvls = int(ring[1]), None
+        else:
             return self._transport(line, msg)
-        count = int((m or ring)[1])  # type: ignore[index]
-        nvls = int(m[2]) if m is not None and m[2] is not None else None
         self.log.channels[count] += 1
         if nvls is not None:
             self.log.nvls_channels.append(nvls)

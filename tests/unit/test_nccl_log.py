@@ -421,3 +421,12 @@ def test_the_main_communicator_is_the_largest_first() -> None:
     )  # fmt: skip
     assert data["communicators"] == comms((2, 1, 4), (8, 2, 16), (8, 4, None))
     assert data["nvls"] is False
+
+
+def test_a_communicator_seen_before_its_comm_id_is_one_communicator() -> None:
+    shapes = [line for line in SYNTHETIC if "nNodes" in line]
+    rest = [line for line in SYNTHETIC if "nNodes" not in line]
+    assert summary(parse_log("\n".join(shapes + rest))) == EXPECTED
+    # Two shape lines of one process holding rank 0 twice are two communicators.
+    twice = [shapes[0], shapes[0].replace("0xa0", "0xa9")]
+    assert len(parse_log("\n".join(twice)).communicators) == 2
