@@ -1,0 +1,139 @@
+"""What a log's lines prove about the fabric: transports, GDR, fallbacks, and verdicts.
+
+Every verdict is triggered by lines of the log, which it quotes; none by what is merely
+usual. The transport lines are NCCL's (src/transport/{p2p,shm,net,coll_net}.cc):
+``Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA``; the device index (and PXN's
+proxy rank in parentheses) is dropped, the rest kept as NCCL spells it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+_LINK = re.compile(
+    r"^Channel \d+(?:/\d+)? : (?P<a>\d+)\[[0-9a-f]+\] -> (?P<b>\d+)\[[0-9a-f]+\]"
+    r"(?: \[(?:send|receive)\])? via (?P<via>.+?)(?: comm 0x[0-9a-f]+ nRanks \d+)?\s*$"
+)
+_COLLNET = re.compile(
+    r"^CollNet \d+(?:/\d+)? : \d+ \[(?:send|receive)\] via (?P<via>COLLNET/.+?)\s*$"
+)
+_NET = re.compile(r"^(?P<kind>NET|COLLNET)/(?P<name>.+?)/\d+(?:\(\d+\))?(?P<rest>(?:/.*)?)$")
+_INDIRECT = re.compile(r"/\d+\[[0-9a-f]+\]")
+
+#: Lines that show NCCL tried InfiniBand or a network plugin and failed.
+_FAILED_ATTEMPTS = (
+    (re.compile(r"NET/IB\s*:\s*No device found"), "NET/IB: No device found"),
+    (re.compile(r"Failed to open libibverbs"), "libibverbs failed to load"),
+    (re.compile(r"Failed to initialize NET plugin (?!Socket)(\S+)"), "NET plugin {0} failed"),
+    (
+        re.compile(r"NET/(\w+) .*(?:initialization failed|Initializing plugin failed)"),
+        "network plugin NET/{0} failed to initialize",
+    ),
+    (re.compile(r"NET/Plugin\s*:\s*Plugin load returned"), "the network plugin failed to load"),
+    (re.compile(r"Failed to initialize any NET plugin"), "no NET plugin initialized"),
+)
+_GDR_CAPABLE = re.compile(r"GPU Direct RDMA Enabled for (?:HCA|GPU)")
+_GDR_DISTANCE = re.compile(r"GPU Direct RDMA Disabled for GPU \S+ / HCA \S+ \(distance \d+ > \d+\)")
+_NVSWITCH = re.compile(r"\bNVS/")
+
+
+@dataclass(frozen=True)
+class NetLink:
+    """A channel over the network between two ranks (of communicator ``comm``, if known)."""
+
+    a: int
+    b: int
+    transport: str
+    comm: str | None = None
+
+    def within(self, comm: str) -> NetLink:
+        return replace(self, comm=comm)
+
+
+def transport(message: str) -> tuple[str, NetLink | None] | None:
+    """(transport name, the network link if it is one) of a transport line, else None."""
+    m = _LINK.match(message) or _COLLNET.match(message)
+    if m is None:
+        return None
+    via = _INDIRECT.sub("", m["via"])
+    net = _NET.match(via)
+    if net is None:
+        return via, None
+    name = f"{net['kind']}/{net['name']}{net['rest']}"
+    link = NetLink(int(m["a"]), int(m["b"]), name) if "a" in m.groupdict() else None
+    return name, link
+
+
+def gdr(transports: list[str]) -> bool | None:
+    """True when a NET transport uses GDRDMA, False when NET transports run without it."""
+    net = [t for t in transports if t.startswith("NET/")]
+    if not net:
+        return None
+    return any("/GDRDMA" in t for t in net)
+
+
+def failed_attempts(messages: list[str]) -> list[str]:
+    """Each distinct failed attempt at InfiniBand or a network plugin the log shows."""
+    found: dict[str, None] = {}
+    for message in messages:
+        for pattern, text in _FAILED_ATTEMPTS:
+            m = pattern.search(message)
+            if m:
+                found.setdefault(text.format(*m.groups()))
+    return list(found)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the verdicts look at, already read from the log."""
+
+    network: str | None
+    gdr: bool | None
+    nvls: bool | None
+    attempts: list[str]
+    messages: list[str]
+    env: dict[str, str]
+    same_host_links: list[tuple[NetLink, str]]
+
+
+def verdicts(facts: Facts) -> list[str]:
+    """One line per problem the log proves; none where all is as expected."""
+    out = []
+    if facts.attempts and facts.network == "Socket":
+        out.append(
+            "network Socket although NCCL tried InfiniBand or a network plugin ("
+            + "; ".join(facts.attempts)
+            + ")"
+        )
+    elif facts.network == "IB" and any("plugin" in a.lower() for a in facts.attempts):
+        out.append(f"the network plugin failed; NCCL used its built-in {facts.network}")
+    out += _gdr_verdicts(facts)
+    if facts.nvls is False and any(_NVSWITCH.search(m) for m in facts.messages):
+        out.append("NVLS unavailable although the topology shows an NVSwitch")
+    if facts.env.get("NCCL_NVLS_ENABLE") == "0":
+        out.append("NVLS disabled by NCCL_NVLS_ENABLE=0")
+    if facts.same_host_links:
+        link, host = facts.same_host_links[0]
+        why = [
+            f"{k}={facts.env[k]}"
+            for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")
+            if k in facts.env
+        ]
+        out.append(
+            f"intra-node traffic over the network: ranks {link.a} and {link.b} on {host} use "
+            f"{link.transport}" + (f" ({', '.join(why)})" if why else "")
+        )
+    return out
+
+
+def _gdr_verdicts(facts: Facts) -> list[str]:
+    if facts.gdr is not False:
+        return []
+    capable = next((m for m in facts.messages if _GDR_CAPABLE.search(m)), None)
+    if capable:
+        return [f"GDR off although the NIC supports it ({capable})"]
+    distance = next((m for m in facts.messages if _GDR_DISTANCE.search(m)), None)
+    if distance:
+        return [f"GDR off: the GPU is farther from the NIC than NCCL_NET_GDR_LEVEL ({distance})"]
+    return []
