@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,6 +56,9 @@ class RunInfo:
     groups: int = 1
     #: Ranks sharing each GPU (--ranks-per-gpu): above 1 the fabric is emulated.
     ranks_per_gpu: int = 1
+    #: NCCL's choice per call, (op, bytes per rank) -> (algorithm, protocol), as a probe
+    #: world logged it (colbench.run.probe); empty when not recorded.
+    nccl_choices: Mapping[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
 
     @property
     def group_size(self) -> int:

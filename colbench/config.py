@@ -106,6 +106,9 @@ class LaunchConfig:
     interleave: bool = True
     """Variants' worlds alive at once, taking turns per (size, repeat); False runs them
     one after the other (see colbench.run.turns)."""
+    nccl_probe: bool = True
+    """NCCL worlds of 2+ ranks: a probe world per variant records NCCL's choice per call
+    first (colbench.run.probe)."""
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,7 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
         env_axes=parse_axes(opts.env or []),
         interpreters=parse_interpreters(opts.python),
         interleave=opts.interleave,
+        nccl_probe=opts.nccl_probe,
         plot=opts.plot,
         per_rank=opts.per_rank,
     )

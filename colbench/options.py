@@ -322,6 +322,14 @@ class SweepOptions:
         "share the machine's drift; --no-interleave runs one variant's sweep after another.",
         concern="launch",
     )
+    nccl_probe: bool = option(
+        True,
+        "--nccl-probe/--no-nccl-probe",
+        help="NCCL: before each variant, run a probe world (each row once, NCCL's TUNING log "
+        "on) so every row records the algorithm and protocol NCCL chose (nccl_algo, "
+        "nccl_proto); --no-nccl-probe saves its start-up and leaves them empty.",
+        concern="launch",
+    )
     plot: bool = option(
         False,
         "--plot/--no-plot",

@@ -13,10 +13,10 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from colbench import nccl_algo
 from colbench.config import SweepConfig, placements_for
 from colbench.dtypes import DTYPES, NO_REDOP, redop_supported
 from colbench.memory import buffer_bytes
+from colbench.nccl.algo import CommFacts, predict
 from colbench.ops.base import Collective, Layout
 
 
@@ -37,26 +37,36 @@ class Work:
 
 
 def refused_by_backend(
-    coll: Collective, world_size: int, backend: str, env: Mapping[str, str]
+    coll: Collective,
+    dtype: str,
+    redop: str,
+    backend: str,
+    env: Mapping[str, str],
+    facts: CommFacts | None,
 ) -> str:
-    """Why NCCL would refuse ``coll`` under this environment ("" if it would run).
+    """Why NCCL would refuse this call under this environment ("" if it would run).
 
-    A world of one never communicates, and NCCL ignores NCCL_ALGO there.
+    ``facts``: the measured communicator as the ranks found it at start-up (its ranks,
+    NCCL's nodes, version...); None (the parent, before any rank exists) judges nothing.
     """
-    if backend != "nccl" or world_size < 2 or not coll.nccl_algorithms:
+    if backend != "nccl" or facts is None or not coll.nccl_function:
         return ""
-    reason = nccl_algo.unsupported_reason(
-        env.get("NCCL_ALGO"), coll.nccl_name, coll.nccl_algorithms
-    )
-    return reason or ""
+    call_dtype, call_redop = coll.nccl_call_type or (dtype, redop)
+    prediction = predict(facts, coll.nccl_function, call_dtype, call_redop, env)
+    return prediction.reason or ""
 
 
 def plan(
-    cfg: SweepConfig, world_size: int, backend: str, env: Mapping[str, str] | None = None
+    cfg: SweepConfig,
+    world_size: int,
+    backend: str,
+    env: Mapping[str, str] | None = None,
+    facts: CommFacts | None = None,
 ) -> list[Work]:
     """Expand the config into the work this world runs, in table order.
 
-    ``env`` (default: this process's environment) is where NCCL's settings are read.
+    ``env`` (default: this process's environment) is where NCCL's settings are read;
+    ``facts`` what NCCL's rules depend on (see :func:`refused_by_backend`).
     """
     env = os.environ if env is None else env
     out: list[Work] = []
@@ -66,14 +76,11 @@ def plan(
             continue
         if cfg.measure.cuda_graph and not coll.graph_capturable:
             continue
-        refused = refused_by_backend(coll, world_size, backend, env)
         if not coll.sized:
             layout = coll.layout(0, 1, world_size)
-            out.append(
-                Work(
-                    coll, cfg.measure.dtypes[0], NO_REDOP, (0,), (layout,), placements, (), refused
-                )
-            )
+            dtype_name = cfg.measure.dtypes[0]
+            refused = refused_by_backend(coll, dtype_name, NO_REDOP, backend, env, facts)
+            out.append(Work(coll, dtype_name, NO_REDOP, (0,), (layout,), placements, (), refused))
             continue
         redops = cfg.measure.redops if coll.uses_redop else (NO_REDOP,)
         for dtype_name in cfg.measure.dtypes:
@@ -81,6 +88,7 @@ def plan(
             for redop in redops:
                 if redop != NO_REDOP and redop_supported(redop, dtype):
                     continue
+                refused = refused_by_backend(coll, dtype_name, redop, backend, env, facts)
                 pairs = [
                     (s, coll.layout(s, dtype.elem_bytes, world_size))
                     for s in cfg.measure.sizes_bytes
@@ -183,5 +191,6 @@ DIGEST_EXEMPT = frozenset(
         "env_axes",
         "interpreters",
         "interleave",
+        "nccl_probe",
     }
 )

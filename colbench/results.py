@@ -176,13 +176,14 @@ class Row(TableRow):
     )
     ranks_per_gpu: int = _column("ranks sharing each GPU (--ranks-per-gpu)", "ranks", 1)
     nccl_algo: str = _column(
-        "the algorithm NCCL's log says it chose for this call (RING, TREE, PAT, NVLS...); "
+        "the algorithm NCCL's log says it chose for this call, as NCCL names it (Ring, Tree, "
+        "PAT, NVLS...); "
         "empty where not recorded (gloo, a world of one, ops NCCL runs as point-to-point)",
         "",
         "",
     )
     nccl_proto: str = _column(
-        "the protocol NCCL's log says it chose (LL, LL128, SIMPLE); empty where not recorded",
+        "the protocol NCCL's log says it chose (LL, LL128, Simple); empty where not recorded",
         "",
         "",
     )

@@ -11,7 +11,10 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from colbench.dtypes import DTYPES
 from colbench.launch.emulation import fabric
+from colbench.nccl.names import FUNCTION_OP
+from colbench.nccl.tuning import printed_bytes
 from colbench.results import TIME_COLUMNS, Row
 from colbench.skew import RankTimes
 
@@ -61,6 +64,7 @@ def make_row(
     time_us = times["time_us"]
     algbw = None if time_us is None else coll.algbw_gbps(layout.size_bytes, time_us)
     busbw = None if algbw is None else algbw * coll.busbw_factor(info.group_size)
+    algo, proto = nccl_choice(info, work, layout)
     return Row(
         run_id=info.run_id,
         variant=info.variant,
@@ -97,7 +101,25 @@ def make_row(
         **_skew_cells(ranks),
         fabric=fabric(info.ranks_per_gpu),
         ranks_per_gpu=info.ranks_per_gpu,
+        nccl_algo=algo,
+        nccl_proto=proto,
     )
+
+
+def nccl_choice(info: RunInfo, work: Work, layout: Layout) -> tuple[str, str]:
+    """``nccl_algo`` and ``nccl_proto`` of the row's call, as NCCL's log said (the probe
+    world's, colbench.run.probe), keyed as NCCL prints a call: its function's op and
+    the bytes of one rank's share (TUNING lines of NCCL 2.24+)."""
+    coll = work.coll
+    if not info.nccl_choices or not coll.nccl_function:
+        return "", ""
+    # barrier: an all_reduce of one element of its own type, whatever the row's dtype.
+    dtype, count = (
+        (coll.nccl_call_type[0], 1) if coll.nccl_call_type else (work.dtype, layout.count)
+    )
+    op = FUNCTION_OP[coll.nccl_function]
+    key = (op, printed_bytes(op, count, DTYPES[dtype].elem_bytes, info.group_size, True))
+    return info.nccl_choices.get(key, ("", ""))
 
 
 def warmup_calls(info: RunInfo, cfg: SweepConfig) -> int:

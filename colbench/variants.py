@@ -48,6 +48,22 @@ class Variant:
         return tuple(key for key, _ in self.env)
 
 
+def variant_env(variant: str) -> dict[str, str]:
+    """A variant's name back to its variables: ``NCCL_ALGO=Ring,Tree,NCCL_PROTO=LL`` ->
+    ``{"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "LL"}``; a piece without ``=`` continues
+    the previous value (values may hold commas)."""
+    env: dict[str, str] = {}
+    last = None
+    for piece in variant.split(","):
+        key, sep, value = piece.partition("=")
+        if sep:
+            last = key.strip()
+            env[last] = value
+        elif last is not None:
+            env[last] += "," + piece
+    return env
+
+
 def parse_axis(spec: str) -> Axis:
     """``"NCCL_ALGO=Ring,Tree"`` -> ``("NCCL_ALGO", ("Ring", "Tree"))``."""
     key, sep, values_text = spec.partition("=")

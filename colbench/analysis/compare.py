@@ -29,6 +29,7 @@ from colbench.analysis.engine import (
     key_columns,
     read_meta,
 )
+from colbench.analysis.nccl_ran import ran_lines
 from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
 from colbench.errors import UsageError
 from colbench.report.plots import METRICS, metric, size_axis
@@ -116,6 +117,9 @@ def compare_runs(
     table = table.sort_values(order, kind="stable").drop(columns="unmeasured")
     table = table.reset_index(drop=True)
     context = [f"A = {_describe(run_a)}", f"B = {_describe(run_b)}"]
+    context += ran_lines("A", run_a.frame)
+    if run_b.path != run_a.path or variant_b != variant_a:
+        context += ran_lines("B", run_b.frame)
     if not join_on_variant and variants_a != variants_b:
         va, vb = next(iter(variants_a)), next(iter(variants_b))
         context.append(f"variant: A {va or '(none)'!r} vs B {vb or '(none)'!r}")

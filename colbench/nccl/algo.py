@@ -307,3 +307,17 @@ def check_matrix(
                     f"{env.get(variable)}, the parse gives {sorted(parsed.enabled[function])}"
                 )
     return out
+
+
+def asked(
+    value: str | None, collective: str, version: Version | None = None
+) -> frozenset[str] | None:
+    """The algorithms ``NCCL_ALGO=value`` allows ``collective`` (a colbench op or an NCCL
+    function), as NCCL spells them; None when it does not restrict it (unset, or a
+    per-function form that names other functions only)."""
+    function = function_of(collective)
+    if value is None or function is None:
+        return None
+    every = algorithms(version)
+    allowed = parse("NCCL_ALGO", value, every, version).enabled[function]
+    return None if allowed == frozenset(every) else allowed

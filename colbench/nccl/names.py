@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from colbench.ops import REGISTRY
+
 Version = tuple[int, int, int]
 
 #: The newest NCCL whose rules these modules were read from; a version of None means it.
@@ -22,23 +24,15 @@ FUNCTIONS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
 #: ncclProtoStr, in enum order (NCCL_PROTO_LL=0, LL128=1, SIMPLE=2 since 2.5).
 PROTOCOLS = ("LL", "LL128", "Simple")
 
-#: colbench op -> the NCCL function torch's NCCL backend calls. barrier is an all_reduce of
-#: one element; all_to_all, gather, scatter and sendrecv are sends and receives, which
-#: NCCL_ALGO does not govern.
-OP_FUNCTION = {
-    "all_reduce": "AllReduce",
-    "barrier": "AllReduce",
-    "all_gather": "AllGather",
-    "reduce_scatter": "ReduceScatter",
-    "broadcast": "Broadcast",
-    "reduce": "Reduce",
-}
+#: colbench op -> the NCCL function torch's NCCL backend calls, as each op's contract
+#: says (``Collective.nccl_function``). barrier is an all_reduce of one element;
+#: all_to_all, gather, scatter and sendrecv are sends and receives, which NCCL_ALGO does
+#: not govern.
+OP_FUNCTION = {op.name: op.nccl_function for op in REGISTRY if op.nccl_function}
+#: NCCL function -> the colbench op whose rows its TUNING lines describe (a barrier's own
+#: all_reduce of one float is not a row's call of AllReduce).
 FUNCTION_OP = {
-    "AllReduce": "all_reduce",
-    "AllGather": "all_gather",
-    "ReduceScatter": "reduce_scatter",
-    "Broadcast": "broadcast",
-    "Reduce": "reduce",
+    op.nccl_function: op.name for op in REGISTRY if op.nccl_function and not op.nccl_call_type
 }
 
 # First tag whose ncclAlgoStr holds the name (v2.14.3-1 split CollNet in two, v2.17.1-1

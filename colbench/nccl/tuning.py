@@ -186,3 +186,12 @@ def per_rank_form(version: Version | None) -> bool | None:
     if version is None or version >= (2, 24, 0):
         return True
     return False if version >= (2, 20, 0) else None
+
+
+def per_rank_bytes(call: TuningCall, nranks: int) -> int:
+    """A TUNING line's bytes in the 2.24+ form (one rank's share for AllGather and
+    ReduceScatter), whichever form printed them: what :func:`printed_bytes` gives a row
+    with ``per_rank`` true."""
+    if call.per_rank or call.op not in _PER_RANK_COUNT:
+        return call.size_bytes
+    return call.size_bytes // max(1, nranks)

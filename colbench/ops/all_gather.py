@@ -18,8 +18,7 @@ class AllGather(ChunkedCollective):
     busbw_rule = "busbw = algbw * (n-1)/n"
     torch_call = "dist.all_gather_single(output, input)"
     gathers = True
-    nccl_name = "allgather"
-    nccl_algorithms = ("Ring", "CollnetDirect", "NVLS", "PAT")
+    nccl_function = "AllGather"
     ring_cost = RingCost(1, True, False, "ring: N-1 steps, (N-1)/N*S sent")
 
     def busbw_factor(self, world_size: int) -> float:

@@ -17,8 +17,7 @@ class AllReduce(Collective):
     count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 2(n-1)/n"
     torch_call = "dist.all_reduce(tensor, op)"
-    nccl_name = "allreduce"
-    nccl_algorithms = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree")
+    nccl_function = "AllReduce"
     ring_cost = RingCost(2, True, True, "ring: 2(N-1) steps, 2(N-1)/N*S sent, (N-1)/N*S reduced")
     uses_redop = True
     # torch.distributed.all_reduce only exists in place; there is no separate output buffer.

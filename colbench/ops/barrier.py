@@ -21,10 +21,10 @@ class Barrier(Collective):
     # cannot capture.
     graph_capturable = False
     blocks_host = True
-    # On NCCL, torch's barrier is an all_reduce of one element: NCCL_ALGO governs it as
-    # it governs all_reduce.
-    nccl_name = AllReduce.nccl_name
-    nccl_algorithms = AllReduce.nccl_algorithms
+    # On NCCL, torch's barrier is an all_reduce of one float32 element, summed: NCCL_ALGO
+    # governs it as it governs all_reduce.
+    nccl_function = AllReduce.nccl_function
+    nccl_call_type = ("float32", "sum")
     placements = ("out",)
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:

@@ -141,11 +141,14 @@ class Collective:
     #: What a reader of this op's rows should know, shown under its section of the table
     #: and by ``colbench explain`` (a missing placement: why its columns say n/a).
     notes: ClassVar[str] = ""
-    #: NCCL's name for this collective and the algorithms NCCL implements it with, so
-    #: ``NCCL_ALGO`` variants that leave it none are reported, not run (see nccl_algo).
-    #: Empty: NCCL builds it from point-to-point calls, which ``NCCL_ALGO`` does not govern.
-    nccl_name: ClassVar[str] = ""
-    nccl_algorithms: ClassVar[tuple[str, ...]] = ()
+    #: The NCCL function this collective calls (AllReduce, AllGather...): NCCL's rules for
+    #: it decide which algorithms may run (colbench.nccl.algo) and its TUNING lines say
+    #: which one did. Empty: NCCL builds it from point-to-point calls, which ``NCCL_ALGO``
+    #: does not govern.
+    nccl_function: ClassVar[str] = ""
+    #: The (dtype, redop) of that NCCL call when the op makes a call of its own instead of
+    #: the row's (barrier: one float32 summed); None: the row's.
+    nccl_call_type: ClassVar[tuple[str, str] | None] = None
     #: The ring cost model of this collective (``colbench predict``); None: no model.
     ring_cost: ClassVar[RingCost | None] = None
     #: Whether the call can be captured in a CUDA graph (``--cuda-graph``).

@@ -17,8 +17,7 @@ class Broadcast(Collective):
     count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 1"
     torch_call = "dist.broadcast(tensor, src=root)"
-    nccl_name = "broadcast"
-    nccl_algorithms = ("Ring",)
+    nccl_function = "Broadcast"
     ring_cost = RingCost(1, False, False, "pipelined chain: N-1 steps, S sent")
     rooted = True
     # torch's broadcast has one tensor: the root's input is every rank's output.

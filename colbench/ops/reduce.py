@@ -17,8 +17,7 @@ class Reduce(Collective):
     count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 1"
     torch_call = "dist.reduce(tensor, dst=root, op)"
-    nccl_name = "reduce"
-    nccl_algorithms = ("Ring",)
+    nccl_function = "Reduce"
     ring_cost = RingCost(1, False, True, "pipelined chain: N-1 steps, S sent and reduced")
     uses_redop = True
     rooted = True

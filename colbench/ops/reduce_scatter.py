@@ -18,8 +18,7 @@ class ReduceScatter(ChunkedCollective):
     busbw_rule = "busbw = algbw * (n-1)/n"
     torch_call = "dist.reduce_scatter_single(output, input, op)"
     gathers = False
-    nccl_name = "reducescatter"
-    nccl_algorithms = ("Ring", "CollnetDirect", "NVLS", "PAT")
+    nccl_function = "ReduceScatter"
     ring_cost = RingCost(1, True, True, "ring: N-1 steps, (N-1)/N*S sent and reduced")
     uses_redop = True
 

@@ -16,14 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from colbench import nccl_algo, ops
 from colbench.analysis.series import Line, Run, lines, load_runs
 from colbench.errors import UsageError
+from colbench.nccl.algo import asked
 from colbench.predict.models import DOUBLE_TREE, RING, algorithms_for
 from colbench.rundir import RunDir
+from colbench.variants import variant_env
 
-#: NCCL_ALGO values (lower case) -> the model of that algorithm.
-_NCCL_ALGOS = {"ring": RING, "tree": DOUBLE_TREE}
+#: NCCL's algorithm -> the model of that algorithm.
+_NCCL_ALGOS = {"Ring": RING, "Tree": DOUBLE_TREE}
 
 
 @dataclass(frozen=True)
@@ -51,29 +52,13 @@ class Measured:
         return self.dtype if self.redop == "none" else f"{self.dtype} {self.redop}"
 
 
-def variant_env(variant: str) -> dict[str, str]:
-    """``NCCL_ALGO=Ring,Tree,NCCL_PROTO=LL`` -> its variables; a piece without ``=``
-    continues the previous value (values may hold commas)."""
-    env: dict[str, str] = {}
-    last = None
-    for piece in variant.split(","):
-        key, sep, value = piece.partition("=")
-        if sep:
-            last = key.strip()
-            env[last] = value
-        elif last is not None:
-            env[last] += "," + piece
-    return env
-
-
 def algo_of(line: Line, meta_env: dict[str, str], assumed: str | None) -> str:
     """The algorithm that measured ``line``; UsageError when it cannot be known."""
     if line.backend != "nccl":
         return RING
     value = variant_env(line.variant).get("NCCL_ALGO", meta_env.get("NCCL_ALGO"))
-    coll = ops.get(line.op)
-    spec = None if value is None else nccl_algo.selection_for(value, coll.nccl_name)
-    if spec is None:
+    allowed = asked(value, line.op)
+    if allowed is None:
         if assumed is not None:
             return assumed
         raise UsageError(
@@ -81,7 +66,7 @@ def algo_of(line: Line, meta_env: dict[str, str], assumed: str | None) -> str:
             "its algorithm per size, which no single model describes; measure with "
             "--env NCCL_ALGO=Ring,Tree, or say which it used with one --algo"
         )
-    algo = _NCCL_ALGOS.get(spec.strip().lower())
+    algo = _NCCL_ALGOS.get(next(iter(allowed))) if len(allowed) == 1 else None
     if algo is None or algo not in algorithms_for(line.op):
         raise UsageError(
             f"run {line.run} ran {line.op} under NCCL_ALGO={value}: predict models one "

@@ -50,6 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from colbench import ops
+from colbench.nccl.names import NEWEST_KNOWN
+from colbench.nccl.rules import function_algorithms
 from colbench.ops.base import RingCost
 
 RING = "ring"
@@ -88,7 +90,10 @@ def algorithms_for(op: str) -> tuple[str, ...]:
     collective = ops.BY_NAME.get(op)
     if collective is None or collective.ring_cost is None:
         return ()
-    return ALGORITHMS if "Tree" in collective.nccl_algorithms else (RING,)
+    with_tree = collective.nccl_function and "Tree" in function_algorithms(
+        collective.nccl_function, NEWEST_KNOWN
+    )
+    return ALGORITHMS if with_tree else (RING,)
 
 
 def nodes_of(world_size: int, ranks_per_node: int) -> int:

@@ -14,6 +14,7 @@ import csv
 import socket
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from colbench.launch import gpus
 from colbench.plan import plan
 from colbench.run import protocol, spawn, supervise, turns
 from colbench.run.interpreter import forget_job
-from colbench.run.outcome import finish_meta, rows_kept, tidy_logs
+from colbench.run.outcome import finish_meta, record_nccl_log, rows_kept, tidy_logs
+from colbench.run.probe import Choices
 from colbench.rundir import RunDir
 from colbench.variants import Variant, environment
 
@@ -77,7 +79,12 @@ def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) ->
 
 
 def run_interleaved(
-    cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variants: tuple[Variant, ...]
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    variants: tuple[Variant, ...],
+    choices: Mapping[str, Choices] | None = None,
 ) -> int:
     """Start every variant's world, let them take turns, report; the exit code."""
     for index, variant in enumerate(variants, 1):
@@ -98,7 +105,8 @@ def run_interleaved(
             # rank forked while a thread holds a lock would wait on it for ever.
             for index, variant in enumerate(variants):
                 spec = turns.TurnSpec(spawn.LOCAL_HOST, port, index, len(variants), variant.name)
-                worlds.append(_start(cfg, backend, world_size, run_dir, variant, spec))
+                chosen = (choices or {}).get(variant.name, {})
+                worlds.append(_start(cfg, backend, world_size, run_dir, variant, spec, chosen))
             for world in worlds:
                 world.serve()
             store = turns.serve(spawn.LOCAL_HOST, listener.fileno(), port)
@@ -156,6 +164,7 @@ def _start(
     run_dir: Path,
     variant: Variant,
     spec: turns.TurnSpec,
+    nccl_choices: Choices,
 ) -> spawn.World:
     sub = run_dir / "variants" / str(spec.world)
     sub.mkdir(parents=True)
@@ -164,6 +173,7 @@ def _start(
         return spawn.fork_world(
             cfg, backend, world_size, sub, variant,
             turns=spec, results_dir=str(run_dir.resolve()), run_id=run_dir.name,
+            nccl_choices=nccl_choices,
         )  # fmt: skip
 
 
@@ -208,6 +218,7 @@ def _report(
             finish_meta(world.run_dir, "failed", failure.meta())
         else:
             tidy_logs(world.run_dir)
+            record_nccl_log(world.run_dir)
         record = _record(variant, world.run_dir, failure, any(failures))
         # A failed world never wrote its counts: results.csv has its rows.
         record["rows"] = kept.get(variant.name, 0)

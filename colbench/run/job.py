@@ -54,6 +54,9 @@ class RankJob:
     #: Every rank on this one host (spawned, or a one-node launch): emulated nodes then
     #: talk over loopback.
     single_host: bool = True
+    #: NCCL's choice per call as a probe world logged it (colbench.run.probe): (op,
+    #: bytes per rank) -> (algorithm, protocol); rows carry it. Empty: not recorded.
+    nccl_choices: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
 
     def first_meta(
         self, config: dict[str, Any], hosts: list[str], peers: Sequence[Any], **more: Any

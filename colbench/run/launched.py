@@ -15,7 +15,7 @@ from colbench.inflight import InFlight
 from colbench.launch import LaunchEnv, gpus
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob, RankTask
-from colbench.run.outcome import finish_meta, report_done
+from colbench.run.outcome import finish_meta, record_nccl_log, report_done
 from colbench.run.prepare import checked_notes, make_run_dir, nccl_notes
 from colbench.run.rank import exit_now, rank_main
 
@@ -77,4 +77,5 @@ def run_launched(
     if run_dir is None:
         exit_now(int(ExitCode.OK))
     # The process group is gone: a task's report (a figure, say) holds no peer up.
+    record_nccl_log(run_dir)
     exit_now(report_done(run_dir) if task is None else task.report(run_dir))

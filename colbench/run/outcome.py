@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,25 @@ def rows_kept(run_dir: Path) -> int:
 def tidy_logs(run_dir: Path) -> None:
     """Empty rank logs of a clean run say nothing: remove them."""
     RunDir(run_dir).tidy_logs()
+
+
+def record_nccl_log(run_dir: Path) -> None:
+    """meta.json's ``nccl``: what NCCL's own start-up logs (nccl-rank*.log) say about the
+    run (version, ranks, nodes, channels, each transport, the network, verdicts). The
+    logs stay beside it; nothing is recorded where there are none (gloo, a user's own
+    NCCL_DEBUG)."""
+    from colbench.nccl.log import parse_log, summary
+
+    files = RunDir(run_dir)
+    logs = files.nccl_logs()
+    if not logs:
+        return
+    text = "".join(path.read_text(encoding="utf-8", errors="replace") for path in logs)
+    found = summary(parse_log(text))
+    found.pop("algorithms", None)  # start-up logs have no TUNING lines
+    # No meta.json to add to (a failed start): the logs stay, unread.
+    with contextlib.suppress(OSError, ValueError):
+        files.update_meta(nccl={"logs": [p.name for p in logs], **found})
 
 
 def report_done(run_dir: Path) -> int:

@@ -7,6 +7,7 @@ The parent's orchestration; :mod:`colbench.run.spawn` starts the ranks and
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from colbench.run.prepare import (
     one_gpu_note,
     spawned_world_size,
 )
+from colbench.run.probe import Choices, probe_variants
 from colbench.run.spawn import spawn_and_wait
 from colbench.rundir import RunDir
 from colbench.variants import Variant, environment, expand, ignored_by_backend
@@ -53,10 +55,22 @@ def run_sweep(cfg: SweepConfig) -> int:
 
 
 def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
-    """Run every variant in freshly spawned ranks; all rows go to one results.csv."""
+    """Run every variant in freshly spawned ranks; all rows go to one results.csv.
+
+    On NCCL each variant's probe world runs first and records NCCL's choice per call
+    (colbench.run.probe), which that variant's rows carry.
+    """
     variants = expand(cfg.launch.env_axes, cfg.launch.interpreters)
+    probed = probe_variants(cfg, backend, world_size, run_dir, variants)
+    failed = next((p for p in probed.values() if p.exit_code != ExitCode.OK), None)
+    if failed is not None:
+        print(f"colbench: {failed.note}; nothing measured", file=sys.stderr)
+        return failed.exit_code
+    for name, found in probed.items():
+        print(f"colbench: note: {name + ': ' if name else ''}{found.note}", file=sys.stderr)
+    choices = {name: found.choices for name, found in probed.items()}
     if len(variants) == 1 and not variants[0].env and variants[0].python is None:
-        code = spawn_and_wait(cfg, backend, world_size, run_dir)
+        code = spawn_and_wait(cfg, backend, world_size, run_dir, nccl_choices=choices.get(""))
     else:
         for key in ignored_by_backend(cfg.launch.env_axes, backend):
             print(
@@ -70,18 +84,23 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
             else "--no-interleave"
         )
         if note is None:
-            code = run_interleaved(cfg, backend, world_size, run_dir, variants)
+            code = run_interleaved(cfg, backend, world_size, run_dir, variants, choices)
         else:
             if note != "--no-interleave":
                 print(f"colbench: note: {note}", file=sys.stderr)
-            code = _sweep_variants(cfg, backend, world_size, run_dir, variants)
+            code = _sweep_variants(cfg, backend, world_size, run_dir, variants, choices)
     if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
         _write_plots(run_dir)
     return code
 
 
 def _sweep_variants(
-    cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variants: tuple[Variant, ...]
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    variants: tuple[Variant, ...],
+    choices: Mapping[str, Choices],
 ) -> int:
     records: list[dict[str, Any]] = []
     worst = ExitCode.OK
@@ -89,7 +108,9 @@ def _sweep_variants(
         print(f"colbench: variant {index}/{len(variants)}: {variant.name}", file=sys.stderr)
         # Spawned ranks inherit the parent's environment at start, before any process group.
         with environment(dict(variant.env)):
-            code = spawn_and_wait(cfg, backend, world_size, run_dir, variant)
+            code = spawn_and_wait(
+                cfg, backend, world_size, run_dir, variant, nccl_choices=choices.get(variant.name)
+            )
         try:
             meta = RunDir(run_dir).read_meta()
         except (OSError, ValueError):  # missing or broken: start afresh

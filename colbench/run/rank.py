@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, NoReturn, Protocol, TypeVar
 
@@ -15,6 +16,7 @@ from colbench.errors import UsageError
 from colbench.groups import Groups, SideGroup, split_world
 from colbench.inflight import InFlight
 from colbench.launch import emulation
+from colbench.nccl.algo import CommFacts
 from colbench.plan import Work, fit_to_memory, plan, plan_digest
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import Peer, RankJob
@@ -48,7 +50,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     in_flight.store = init_process_group(job, rank, device, in_flight)
     try:
         in_flight.step("setup")
-        body = _run_plan if job.task is None else job.task.run_rank
+        body = run_plan if job.task is None else job.task.run_rank
         body(job, rank, device, in_flight)
     except BaseException as exc:
         # Stamp the failure now: tearing down would close connections and make the
@@ -61,7 +63,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     dist.destroy_process_group()
 
 
-def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
+def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
     """Side group, plan agreement with the peers, groups, memory fit, then the bench."""
     cfg = job.cfg
     # Every group gets torch's timeout a little later than colbench's own, so the
@@ -69,7 +71,8 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
     group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
     side = SideGroup.create(job.world_size, group_timeout_s)
     group_size = cfg.measure.group_size or job.world_size
-    work = plan(cfg, group_size, job.backend)
+    facts = nccl_facts(side, device, group_size) if job.backend == "nccl" else None
+    work = plan(cfg, group_size, job.backend, facts=facts)
     me = _introduce(job, rank, device, work)
     # Ranks NCCL would refuse on one GPU were refused before the communicator started
     # (colbench.run.startup.prepare_nccl).
@@ -91,6 +94,7 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
         groups=subgroup.count if subgroup else 1,
         variant=job.variant,
         ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
+        nccl_choices=job.nccl_choices,
     )
     timer = make_timer(device.type, cfg.measure.cuda_graph, side.barrier)
     worlds = job.turns.worlds if job.turns is not None else 1
@@ -105,6 +109,31 @@ def _run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None
     else:
         notes = (_measurement_warnings(cfg, job.backend), memory_notes)
         lead_run(job, info, peers, hosts, work, notes, (device, timer, groups, in_flight, turns))
+
+
+def nccl_facts(side: SideGroup, device: Any, group_size: int) -> CommFacts:
+    """What NCCL's choice of algorithm depends on, for the measured communicator (the
+    first group of --group-size's), from every rank's view: NCCL's host identity (so
+    emulated nodes count as nodes), its version, the GPU's compute capability. Every
+    rank gathers the same facts, so every rank plans alike. What is not known here
+    (NVSwitch, NVLS multicast, a CollNet plugin) stays None: NCCL's rules are then read
+    both ways, and a row is refused only when no reading runs it."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    raw = torch.cuda.nccl.version()
+    version = tuple(raw) if isinstance(raw, tuple) else None
+    mine = (devices.nccl_host_identity(), 10 * major + minor, version)
+    every = side.gather_objects(mine)[:group_size]
+    per_node = Counter(host for host, _, _ in every)
+    versions = {v for _, _, v in every if v is not None}
+    return CommFacts(
+        ranks=group_size,
+        nodes=len(per_node),
+        ranks_per_node=max(per_node.values()),
+        version=versions.pop() if len(versions) == 1 else None,
+        compute_capability=min(cc for _, cc, _ in every),
+    )
 
 
 def _introduce(job: RankJob, rank: int, device: Any, work: list[Work]) -> Peer:

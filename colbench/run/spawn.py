@@ -29,7 +29,13 @@ from colbench.run import protocol, supervise
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.interpreter import forget_job
 from colbench.run.job import RankJob, RankTask
-from colbench.run.outcome import finish_meta, report_done, rows_kept, tidy_logs
+from colbench.run.outcome import (
+    finish_meta,
+    record_nccl_log,
+    report_done,
+    rows_kept,
+    tidy_logs,
+)
 from colbench.run.rank import exit_now, rank_main
 from colbench.rundir import RunDir
 from colbench.variants import Variant
@@ -91,10 +97,14 @@ def spawn_and_wait(
     run_dir: Path,
     variant: Variant | None = None,
     task: RankTask | None = None,
+    nccl_choices: dict[tuple[str, int], tuple[str, str]] | None = None,
 ) -> int:
-    """Start the ranks, wait for them, report. ``task``: run it instead of the sweep."""
+    """Start the ranks, wait for them, report. ``task``: run it instead of the sweep;
+    ``nccl_choices``: what NCCL chose per call, for the rows (colbench.run.probe)."""
     with supervise.StopSignals() as stop:
-        world = start_world(cfg, backend, world_size, run_dir, variant, task=task)
+        world = start_world(
+            cfg, backend, world_size, run_dir, variant, task=task, nccl_choices=nccl_choices or {}
+        )
         exit_codes = supervise.wait_for_ranks(world.processes, stop, world.watch)
         if stop.received is not None:
             supervise.stop_processes(world.processes)
@@ -177,6 +187,7 @@ def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
     forget_job(run_dir)
     if exit_codes is None:
         tidy_logs(run_dir)
+        record_nccl_log(run_dir)
         world.listener.close()
         return report_done(run_dir) if task is None else task.report(run_dir)
     return _report_failure(run_dir, diagnose_world(world, exit_codes))

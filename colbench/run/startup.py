@@ -138,10 +138,8 @@ def nccl_log_path(job: RankJob, rank: int, store: Any) -> Path:
     launched = job.store_host is None
     if launched and rank == 0:
         store.set(_RUN_DIR_KEY, job.run_dir or "")
-    if launched and rank != 0:
-        run_dir = store.get(_RUN_DIR_KEY).decode()
-    else:
-        run_dir = job.run_dir or ""
+    shared = store.get(_RUN_DIR_KEY).decode() if launched and rank != 0 else None
+    run_dir = job.run_dir or shared or ""
     if run_dir and os.access(run_dir, os.W_OK):
         return RunDir(run_dir).nccl_log(rank)
     return Path(tempfile.gettempdir()) / f"colbench-{job.run_id or 'run'}-nccl-rank{rank}.log"

@@ -22,7 +22,7 @@ import pytest
 from colbench.launch import free_port
 from tests.fakegpu import REPO, fake_env, gpu, records, run_on_fake_gpus
 
-SWEEP = ("sweep", "--backend", "nccl", "--sizes", "1K", "--no-table")
+SWEEP = ("sweep", "--backend", "nccl", "--sizes", "1K", "--no-table", "--no-nccl-probe")
 EMULATION_FIXED = {
     "NCCL_NET": "Socket",
     "NCCL_NET_PLUGIN": "none",
@@ -215,7 +215,8 @@ def test_launched_ranks_log_where_rank_0_runs(tmp_path: Path) -> None:
     inits = sorted((r for r in records(tmp_path) if r["call"] == "nccl_init"),
                    key=lambda r: r["rank"])  # fmt: skip
     assert [Path(r["env"]["NCCL_DEBUG_FILE"]).name for r in inits] == [
-        "nccl-rank0.log", "nccl-rank1.log"
+        "nccl-rank0.log",
+        "nccl-rank1.log",
     ]
     assert {Path(r["env"]["NCCL_DEBUG_FILE"]).parent for r in inits} == {
         (tmp_path / "run").resolve()
@@ -227,3 +228,27 @@ def test_a_users_nccl_debug_is_left_alone(tmp_path: Path) -> None:
                            env={"NCCL_DEBUG": "WARN"})  # fmt: skip
     assert {r["env"]["NCCL_DEBUG"] for r in run.inits()} == {"WARN"}
     assert all("NCCL_DEBUG_FILE" not in r["env"] for r in run.inits())
+
+
+def test_a_probe_world_records_nccls_choices_first(tmp_path: Path) -> None:
+    """On NCCL, each variant's probe world (TUNING log on, a file per process) starts
+    before the measured world; here it stops at NCCL's fake start, and the run says so
+    instead of measuring."""
+    run = run_on_fake_gpus(
+        tmp_path, [gpu(0)], "sweep", "--backend", "nccl", "--sizes", "1K", "--no-table",
+        "--ranks-per-gpu", "2", "--env", "NCCL_ALGO=Ring,Tree", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert run.returncode == 3, run.stderr
+    assert "colbench: probing NCCL's choices for NCCL_ALGO=Ring" in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        "colbench: the NCCL probe world failed (exit 3); nothing measured"
+    )
+    inits = run.inits()
+    assert len(inits) == 2  # the first variant's probe world only
+    probe_dir = (tmp_path / "run" / "nccl-probe" / "0").resolve()
+    for record in inits:
+        env = record["env"]
+        assert env["NCCL_ALGO"] == "Ring" and env["NCCL_DEBUG"] == "INFO"
+        assert env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,TUNING"
+        assert env["NCCL_DEBUG_FILE"] == str(probe_dir / "nccl-%h-%p.log")
+        assert env["NCCL_P2P_DISABLE"] == "1"  # the same emulated nodes as measured

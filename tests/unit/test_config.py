@@ -288,6 +288,7 @@ def test_every_option_reaches_the_config() -> None:
         "interleave": False,
         "plot": True,
         "per_rank": True,
+        "nccl_probe": False,
     }
     assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
     base = config.from_options(options.SweepOptions()).to_dict()

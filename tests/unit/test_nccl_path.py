@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 import torch
 
-from colbench import nccl_algo, ops
+from colbench import ops
 from colbench.bench import RankBench, RunInfo
 from colbench.config import SweepConfig, build, validate_for_world
 from colbench.dtypes import DTYPES
 from colbench.errors import UsageError
 from colbench.groups import Groups
 from colbench.inflight import InFlight
+from colbench.nccl.algo import CommFacts
 from colbench.ops.base import Collective, Context
 from colbench.plan import plan, plan_digest
 from colbench.run.rank import _measurement_warnings
@@ -23,46 +24,28 @@ from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Recorded, Rows
 EVERY_SIZED_OP = tuple(op.name for op in ops.REGISTRY if op.sized)
 
 
-@pytest.mark.parametrize(
-    ("value", "op", "runs"),
-    [
-        ("Tree", "all_reduce", True),
-        ("Tree", "all_gather", False),
-        ("Tree", "reduce_scatter", False),
-        ("Tree", "broadcast", False),
-        ("Tree", "reduce", False),
-        ("tree", "all_gather", False),
-        ("Ring", "all_gather", True),
-        ("Ring,Tree", "broadcast", True),
-        ("^Ring", "broadcast", False),
-        ("^Ring", "all_gather", True),
-        ("^Tree", "all_reduce", True),
-        # NCCL's per-collective form: collectives it does not name keep every algorithm.
-        ("allreduce:tree;allgather:ring", "all_reduce", True),
-        ("allreduce:tree;allgather:ring", "all_gather", True),
-        ("allreduce:tree;allgather:ring", "broadcast", True),
-        ("allgather:tree", "all_gather", False),
-        ("allreduce:tree", "all_gather", True),
-    ],
-)
-def test_which_collectives_nccl_algo_leaves_an_algorithm(value: str, op: str, runs: bool) -> None:
-    coll = ops.get(op)
-    reason = nccl_algo.unsupported_reason(value, coll.nccl_name, coll.nccl_algorithms)
-    assert (reason is None) is runs, reason
+#: A 4-rank communicator of one-GPU nodes (emulated nodes, or 4 real ones): NCCL's rules
+#: then leave AllGather Ring, PAT and CollNetDirect (without a CollNet plugin: Ring, PAT).
+FOUR_NODES = CommFacts(ranks=4, nodes=4, ranks_per_node=1, nvswitch=False, nvls=False,
+                       collnet=False, version=(2, 28, 9), compute_capability=90)  # fmt: skip
 
 
 def test_tree_rows_are_unsupported_and_call_nothing() -> None:
     cfg = SweepConfig.of(ops=EVERY_SIZED_OP, sizes_bytes=(1024, 4096), iters=2, warmup=1)
-    work = plan(cfg, 4, "nccl", env={"NCCL_ALGO": "Tree"})
+    work = plan(cfg, 4, "nccl", env={"NCCL_ALGO": "Tree"}, facts=FOUR_NODES)
     refused = {w.coll.name for w in work if w.unsupported}
     assert refused == {"all_gather", "reduce_scatter", "broadcast", "reduce"}
     # Point-to-point based collectives are not governed by NCCL_ALGO.
     assert {"all_to_all", "gather", "scatter", "sendrecv", "all_reduce"}.isdisjoint(refused)
     reason = next(w.unsupported for w in work if w.coll.name == "all_gather")
-    assert "allgather" in reason and "NCCL_ALGO=Tree" in reason
-    # gloo ignores NCCL_ALGO; a world of one never communicates, and NCCL ignores it there.
-    assert not any(w.unsupported for w in plan(cfg, 4, "gloo", env={"NCCL_ALGO": "Tree"}))
-    assert not any(w.unsupported for w in plan(cfg, 1, "nccl", env={"NCCL_ALGO": "Tree"}))
+    assert "AllGather" in reason and "NCCL_ALGO=Tree" in reason
+    # gloo ignores NCCL_ALGO; a world of one never communicates, and NCCL ignores it there;
+    # the parent, before any rank says what it found (facts None), judges nothing.
+    tree = {"NCCL_ALGO": "Tree"}
+    assert not any(w.unsupported for w in plan(cfg, 4, "gloo", env=tree, facts=FOUR_NODES))
+    one = CommFacts(ranks=1, nodes=1)
+    assert not any(w.unsupported for w in plan(cfg, 1, "nccl", env=tree, facts=one))
+    assert not any(w.unsupported for w in plan(cfg, 4, "nccl", env=tree))
 
     log = Log()
     refused_work = [w for w in work if w.unsupported]
@@ -77,7 +60,8 @@ def test_tree_rows_are_unsupported_and_call_nothing() -> None:
     assert {r["status"] for r in sink.written} == {"unsupported"}
     assert all(r["time_us"] is None and r["busbw_gbps"] is None for r in sink.written)
     assert len(sink.written) == sum(len(w.layouts) * len(w.placements) for w in refused_work)
-    assert any("all_gather float32: unsupported: NCCL has no algorithm" in n for n in sink.notes)
+    assert any(n.startswith("all_gather float32: unsupported: NCCL 2.28.9 has no algorithm")
+               for n in sink.notes), sink.notes  # fmt: skip
 
 
 def test_an_explicit_barrier_under_cuda_graph_is_refused() -> None:
@@ -209,13 +193,14 @@ def test_a_host_blocking_op_is_timed_by_the_host_clock() -> None:
 def test_barrier_blocks_the_host_and_follows_nccl_algo_as_all_reduce() -> None:
     barrier = ops.get("barrier")
     assert barrier.blocks_host and not ops.get("all_reduce").blocks_host
-    cfg = SweepConfig.of(ops=("barrier", "all_reduce"), sizes_bytes=(1024,))
-    # NCCL's barrier is a one-element all_reduce: an NCCL_ALGO that leaves all_reduce no
-    # algorithm leaves barrier none either (main never checked it).
-    refused = {w.coll.name for w in plan(cfg, 4, "nccl", env={"NCCL_ALGO": "allreduce:pat"})}
-    work = {w.coll.name: w.unsupported for w in plan(cfg, 4, "nccl", env={"NCCL_ALGO": "PAT"})}
-    assert refused == {"barrier", "all_reduce"}
+    cfg = SweepConfig.of(ops=("barrier", "all_reduce"), sizes_bytes=(1024,), dtypes=("int8",))
+    # NCCL's barrier is a one-element float32 all_reduce: an NCCL_ALGO that leaves
+    # all_reduce no algorithm leaves barrier none either (main never checked it).
+    pat = {"NCCL_ALGO": "allreduce:pat"}
+    work = {w.coll.name: w.unsupported for w in plan(cfg, 4, "nccl", env=pat, facts=FOUR_NODES)}
     assert work["barrier"] and work["all_reduce"]
+    assert "AllReduce float32" in work["barrier"]  # its own call's type, not the sweep's
+    assert not any(w.unsupported for w in plan(cfg, 4, "nccl", env={}, facts=FOUR_NODES))
 
 
 @pytest.mark.parametrize(("backend", "warmup", "calls"), [("nccl", 0, 1), ("nccl", 2, 2),
