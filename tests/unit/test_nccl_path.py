@@ -219,3 +219,36 @@ def test_nccl_never_times_a_first_call(backend: str, warmup: int, calls: int) ->
     before = log[: log.index("timer.time_batch(3)")]
     assert before.count("op.call") == calls
     assert [row["warmup"] for row in sink.written] == [calls]
+
+
+class GatheringSide:
+    """A side group whose gather returns what four ranks would have said."""
+
+    def __init__(self, said: list[tuple[str, int, tuple[int, int, int]]]) -> None:
+        self.said = said
+        self.asked: list[object] = []
+
+    def gather_objects(self, mine: object) -> list[object]:
+        self.asked.append(mine)
+        return list(self.said)
+
+
+def test_the_ranks_agree_on_nccls_facts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rank says its NCCL host identity, GPU generation and NCCL version; the plan's
+    facts count NCCL's nodes (emulated ones included) for the measured group."""
+    from colbench.run.rank import nccl_facts
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 28, 9))
+    monkeypatch.setenv("NCCL_HOSTID", "h-rank0")
+    v = (2, 28, 9)
+    side = GatheringSide([("h-rank0", 90, v), ("h-rank1", 90, v), ("h-rank2", 80, v),
+                          ("h-rank3", 90, v)])  # fmt: skip
+    facts = nccl_facts(side, torch.device("cpu"), 4)  # type: ignore[arg-type]
+    assert side.asked == [("h-rank0", 90, v)]
+    assert facts == CommFacts(ranks=4, nodes=4, ranks_per_node=1, version=v,
+                              compute_capability=80)  # fmt: skip
+    # --group-size 2: the first group's two ranks on one real node.
+    side = GatheringSide([("node1", 90, v)] * 2 + [("node2", 90, v)] * 2)
+    facts = nccl_facts(side, torch.device("cpu"), 2)  # type: ignore[arg-type]
+    assert (facts.ranks, facts.nodes, facts.ranks_per_node) == (2, 1, 2)
