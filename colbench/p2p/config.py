@@ -13,6 +13,9 @@ from colbench.options import BACKENDS, DEFAULT_INIT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.
 RUN_LABEL = "p2p"
+#: NCCL's default bandwidth window (see colbench.p2p.measure) and the most allowed.
+NCCL_WINDOW = 8
+MAX_WINDOW = 1024
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,9 @@ class P2PConfig:
     """Message size of the latency (ping-pong) measurement."""
     bidirectional: bool = False
     """Both ranks of a pair send at once (osu_bibw); default one direction at a time."""
+    window: int | None = None
+    """Messages per timed bandwidth iteration, back to back (osu_bw's window); None: 8 on
+    NCCL, whose every exchange is a kernel launch, 1 on gloo (colbench.p2p.measure)."""
     serial: bool = False
     """One pair at a time instead of rounds of disjoint pairs."""
     per_node: bool = False
@@ -64,6 +70,8 @@ class P2PConfig:
             )
         # The counts and timeouts p2p shares with sweep pass sweep's checks.
         validate_run(self.run_config())
+        if self.window is not None and not 1 <= self.window <= MAX_WINDOW:
+            raise UsageError(f"--window takes 1 to {MAX_WINDOW} messages, got {self.window}")
         if self.per_node and self.rail:
             raise UsageError("--per-node and --rail pick ranks differently: choose one")
         for flag, pct in (
@@ -77,6 +85,12 @@ class P2PConfig:
             raise UsageError("a bandwidth cannot be 100% or more below the median: use less")
         if self.backend not in BACKENDS:
             raise UsageError(f"bad --backend {self.backend!r}: use {', '.join(BACKENDS)}")
+
+    def window_for(self, backend: str) -> int:
+        """The bandwidth window this run uses on ``backend``."""
+        if self.window is not None:
+            return self.window
+        return NCCL_WINDOW if backend == "nccl" else 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

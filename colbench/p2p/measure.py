@@ -1,15 +1,17 @@
 """The measuring side of p2p, in every rank: one message size, pair by pair, step by step.
 
-Bandwidth (osu_bw's definition, one message in flight): the sender times one message
-of ``size_bytes`` plus a one-byte acknowledgement back from the receiver; bandwidth is
-size_bytes over that time. The acknowledgement is what makes it one-way time: a send
-returns once the data is in the sender's socket buffers or on the wire, not when it
-has arrived. It adds one small-message latency per message (about 0.1% at 64M on a
-10 GB/s link). osu_bw keeps a window of 64 messages in flight because its messages
-start at 1 byte; at the sizes a bandwidth is read at, one message is already far
-longer than the link's bandwidth-delay product, so a window would only multiply the
-memory. With ``bidirectional``, both ranks send a message and receive the other's at
-once (osu_bibw); each direction's bandwidth is its own bytes over the exchange time.
+Bandwidth (osu_bw's definition): the sender times a window of ``window`` back-to-back
+messages of ``size_bytes`` plus a one-byte acknowledgement back from the receiver;
+bandwidth is the window's bytes over that time. The acknowledgement is what makes it
+one-way time: a send returns once the data is in the sender's socket buffers or on the
+wire, not when it has arrived. On gloo the window is one message: each message is a
+blocking host call anyway, and at the sizes a bandwidth is read at one message is far
+longer than the link's bandwidth-delay product. On NCCL each exchange is a kernel launch
+and the acknowledgement a second one, a fixed cost of tens of microseconds against a
+64 MiB message's 160 us on NVLink: a window of messages in one group (osu_bw's window
+of 64, here 8 by default, ``--window``) pays it once per window. With ``bidirectional``,
+both ranks send a window and receive the other's at once (osu_bibw); each direction's
+bandwidth is its own bytes over the exchange time.
 
 Latency (osu_latency's definition): half the round trip of a ``latency_bytes``
 ping-pong, timed by the rank that starts it.
@@ -39,12 +41,14 @@ class Side(Protocol):
 class Transport:
     """Runs one exchange of point-to-point messages with peers and waits for it."""
 
-    def __init__(self, backend: str, group: Any = None, dist: Any = None) -> None:
+    def __init__(self, backend: str, group: Any = None, dist: Any = None, window: int = 1) -> None:
         if dist is None:
             import torch.distributed as dist
         self._dist = dist
         self._batched = backend == "nccl"
         self._group = group
+        #: Bandwidth messages per timed iteration (see the module's docstring).
+        self.window = window
 
     def exchange(
         self, sends: Sequence[tuple[Any, int]] = (), recvs: Sequence[tuple[Any, int]] = ()
@@ -90,13 +94,27 @@ class Buffers:
 
 
 def bandwidth_call(
-    link: Transport, me: str, peer: int, bufs: Buffers, bidirectional: bool
+    link: Transport, me: str, peer: int, bufs: Buffers, bidirectional: bool, window: int = 1
 ) -> Callable[[], None]:
-    """One timed bandwidth iteration for this rank: ``me`` is ``src`` or ``dst``."""
+    """One timed bandwidth iteration for this rank (``window`` messages): ``me`` is
+    ``src`` or ``dst``. The messages of a window share one buffer, as osu_bw's do."""
+    sends, recvs = [(bufs.send, peer)] * window, [(bufs.recv, peer)] * window
     if bidirectional:
-        return lambda: link.exchange(sends=[(bufs.send, peer)], recvs=[(bufs.recv, peer)])
-    # The message, then the one-byte acknowledgement back.
-    return round_trip(link, me, peer, (bufs.send, bufs.recv), (bufs.ack, bufs.ack))
+        return lambda: link.exchange(sends=sends, recvs=recvs)
+    # The window, then the one-byte acknowledgement back.
+    if me == "src":
+
+        def send_window() -> None:
+            link.exchange(sends=sends)
+            link.exchange(recvs=[(bufs.ack, peer)])
+
+        return send_window
+
+    def receive_window() -> None:
+        link.exchange(recvs=recvs)
+        link.exchange(sends=[(bufs.ack, peer)])
+
+    return receive_window
 
 
 def latency_call(link: Transport, me: str, peer: int, bufs: Buffers) -> Callable[[], None]:

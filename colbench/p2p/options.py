@@ -51,6 +51,12 @@ class P2POptions:
     bidirectional: bool = _measure(
         False, "--bidirectional", help="Both ranks of a pair send at once."
     )
+    window: int | None = _measure(
+        None,
+        "--window",
+        help="Bandwidth messages sent back to back per timed iteration (osu_bw's window; "
+        "default 8 on NCCL, 1 on gloo).",
+    )
     serial: bool = _measure(False, "--serial", help="One pair at a time (no concurrent pairs).")
     per_node: bool = _measure(False, "--per-node", help="One rank per node: a matrix of nodes.")
     rail: bool = _measure(

@@ -113,7 +113,7 @@ class P2PTask:
         )
         taking_part = rank in world.selection.ranks
         bufs = Buffers.allocate(cfg.size_bytes, cfg.latency_bytes, device) if taking_part else None
-        link = Transport(job.backend)
+        link = Transport(job.backend, window=cfg.window_for(job.backend))
         # Every pass measures the whole matrix once (sweep --repeat's interleaving): a
         # pair that was slow only while the host was busy is slow in one pass, not all.
         passes = [
@@ -138,12 +138,14 @@ class P2PTask:
         """One pass over the matrix: bandwidth of every pair, then latency of every pair."""
         cfg = self.cfg
         in_flight.size_bytes = cfg.size_bytes
-        bw = stepper.run(
+        windows = stepper.run(
             "bandwidth",
             (pair_steps if cfg.bidirectional else directed_steps)(selection, cfg.serial),
-            lambda me, peer: bandwidth_call(link, me, peer, bufs, cfg.bidirectional),
+            lambda me, peer: bandwidth_call(link, me, peer, bufs, cfg.bidirectional, link.window),
             both_report=cfg.bidirectional,
         )
+        # Rows report one message's time (a window's over its messages).
+        bw = {pair: [t / link.window for t in times] for pair, times in windows.items()}
         in_flight.size_bytes = cfg.latency_bytes
         lat = stepper.run(
             "latency",
@@ -178,6 +180,7 @@ class P2PTask:
         meta = job.first_meta(self.cfg.to_dict(), world.labels, world.members)
         meta.update(
             kind="p2p",
+            bandwidth_window=self.cfg.window_for(job.backend),
             p2p_schema_version=P2P.version,
             ranks_taking_part=list(world.selection.ranks),
         )

@@ -74,6 +74,37 @@ def test_nccl_sends_each_exchange_as_one_batch_on_the_measured_group() -> None:
     assert log == ["batch [send S 0, recv R 0] on measured", "wait batch"]
 
 
+def test_nccl_times_a_window_of_messages_then_one_acknowledgement() -> None:
+    """One message and an acknowledgement as two launches understate NVLink bandwidth
+    (main timed exactly that): a window of messages goes in one batch, acknowledged once."""
+    from colbench.p2p.config import NCCL_WINDOW, P2PConfig
+
+    assert P2PConfig().window_for("nccl") == NCCL_WINDOW > 1
+    assert P2PConfig().window_for("gloo") == 1
+    assert P2PConfig(window=3).window_for("nccl") == 3
+    log = Log()
+    link = Transport("nccl", group="measured", dist=FakeDist(log), window=3)
+    bandwidth_call(link, "src", 3, BUFS, False, link.window)()
+    assert log == [
+        "batch [send S 3, send S 3, send S 3] on measured",
+        "wait batch",
+        "batch [recv A 3] on measured",
+        "wait batch",
+    ]
+    log.clear()
+    bandwidth_call(link, "dst", 0, BUFS, False, link.window)()
+    assert log[0] == "batch [recv R 0, recv R 0, recv R 0] on measured"
+    assert log[2] == "batch [send A 0] on measured"
+
+
+def test_a_window_is_refused_outside_its_range() -> None:
+    from colbench.errors import UsageError
+    from colbench.p2p.config import P2PConfig
+
+    with pytest.raises(UsageError, match="--window takes 1 to 1024 messages, got 0"):
+        P2PConfig(window=0)
+
+
 def test_gloo_uses_send_and_recv_and_waits_for_each() -> None:
     log = Log()
     link = Transport("gloo", group=None, dist=FakeDist(log))
