@@ -80,7 +80,8 @@ cd "$out" || exit 2
 rm -rf probe
 if ! "$pr_py" -m colbench sweep --op all_reduce --sizes 1K -n 1 -w 0 --backend gloo \
     --nprocs 2 --no-table --python "base=$base_py,pr=$pr_py" --out probe > probe.log 2>&1; then
-    fallback "$(grep 'colbench: error' probe.log | tail -1 | cut -c1-300)"
+    why=$(grep 'colbench: error' probe.log | tail -1)
+    fallback "$(echo "${why:-$(tail -1 probe.log)}" | cut -c1-300)"
 fi
 
 rm -rf ab

@@ -26,9 +26,17 @@ JOB_FILE_VERSION = 1
 #: directory at the head of sys.path (``-m`` and ``-c`` both put it there): started from
 #: a checkout of another colbench, as a CI job in the pull request's checkout is, that
 #: checkout's package would shadow the one installed in the variant's interpreter.
+#: An interpreter whose colbench predates --python ranks says so in one line, not a
+#: traceback.
 _BOOT = (
-    "import runpy, sys; sys.path[:1] = [] if sys.path[:1] == [''] else sys.path[:1]; "
-    "runpy.run_module('colbench.run.interpreter', run_name='__main__')"
+    "import runpy, sys\n"
+    "sys.path[:1] = [] if sys.path[:1] == [''] else sys.path[:1]\n"
+    "try:\n"
+    "    runpy.run_module('colbench.run.interpreter', run_name='__main__')\n"
+    "except ImportError as exc:\n"
+    "    print(f'colbench: error: {sys.executable} cannot run a colbench rank ({exc}): '\n"
+    "          'install the same colbench in every --python interpreter', file=sys.stderr)\n"
+    "    sys.exit(2)\n"
 )
 #: The job file, in the world's run directory while its ranks run.
 JOB_FILE = ".rank-job.pickle"

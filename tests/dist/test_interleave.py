@@ -153,6 +153,30 @@ def test_python_variant_ranks_never_import_the_working_directorys_colbench(
     assert sorted(set(load(tmp_path / "run")["variant"])) == ["python=main", "python=pr"]
 
 
+def test_an_interpreter_without_python_ranks_is_one_clear_error(tmp_path: Path) -> None:
+    # Variant pr's interpreter finds a colbench that predates --python ranks (no
+    # colbench.run.interpreter), as an older checkout's environment would.
+    old = tmp_path / "old"
+    (old / "colbench" / "run").mkdir(parents=True)
+    (old / "colbench" / "__init__.py").write_text("")
+    (old / "colbench" / "run" / "__init__.py").write_text("")
+    wrapper = tmp_path / "python-old"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={old} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--backend", "gloo",
+        "--no-table", "--out", str(tmp_path / "run"),
+        "--python", f"main={sys.executable},pr={wrapper}",
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("colbench: error")]
+    assert (
+        errors
+        and "cannot run a colbench rank (No module named colbench.run.interpreter)" in errors[0]
+    )
+
+
 def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:
     # Variant pr's interpreter loads a colbench that speaks another turn protocol, as a
     # venv with another colbench version would.
