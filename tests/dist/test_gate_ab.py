@@ -10,10 +10,11 @@ as an older colbench would, is no verdict and says so.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.conftest import run_script
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = """\
@@ -48,22 +49,13 @@ def _gate_ab(tmp_path: Path, out: Path) -> subprocess.CompletedProcess[str]:
     suite = tmp_path / "ab.yaml"
     suite.write_text(SUITE)
     env = {
-        **os.environ,
-        "PY": sys.executable,
         "AB_SUITE": str(suite),
         "AB_CHECK": "busbw_gbps:-90%",
         "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        # No stored baseline to fall back on: the workflow's stored gate is a step of its own.
+        "STORED_BASELINE": "",
     }
-    env.pop("STORED_BASELINE", None)
-    return subprocess.run(
-        ["scripts/gate-ab.sh", "HEAD", str(out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_script("scripts/gate-ab.sh", "HEAD", str(out), env=env)
 
 
 def test_the_base_and_this_checkout_run_interleaved_and_the_paired_gate_judges(
