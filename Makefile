@@ -19,7 +19,7 @@ PYTEST_WORKERS ?= 2
 SMOKE_SUITE ?= configs/smoke-cpu.yaml
 SMOKE_BASELINE ?= results/baselines/gloo-smoke
 
-.PHONY: install run test lint format unit dist gpu bench clean gate-smoke gate-baseline docs
+.PHONY: install run test lint format unit dist gpu bench clean gate-smoke gate-baseline gate-ab docs
 
 install: $(VENV)/.installed
 
@@ -116,5 +116,17 @@ gate-baseline: install
 		--keep $(BASELINE_RUNS) > /dev/null; \
 	rm -rf $$tmp
 
+# The interleaved A/B gate (docs/gate.md): this checkout's colbench against BASE's (a git
+# ref; CI gives the pull request's merge base), each in its own environment, measured in
+# one run taking turns (configs/ab-cpu.yaml) and judged pair by pair by the paired gate.
+# BASE's environment is built in AB_OUT/base-<sha> and kept for the next run. A base that
+# cannot run interleaved is no verdict: it says so and gates the smoke suite against the
+# stored baseline instead. Exit 0 pass, 1 fail, 5 inconclusive.
+AB_OUT ?= .gate-ab
+gate-ab: install
+	@if [ -z "$(BASE)" ]; then echo "usage: make gate-ab BASE=<git ref>" >&2; exit 2; fi
+	@PY=$(PY) STORED_BASELINE=$(SMOKE_BASELINE) $(if $(TORCH_INDEX),TORCH_INDEX=$(TORCH_INDEX)) \
+		scripts/gate-ab.sh "$(BASE)" $(AB_OUT)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(AB_OUT) .pytest_cache .mypy_cache .ruff_cache *.egg-info

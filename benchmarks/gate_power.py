@@ -2,7 +2,10 @@
 
 A stored baseline of K runs (``--update-baseline --keep K``, the rolling window
 scripts/ci-gate.sh keeps) is measured first; with K >= 5 the gate judges performance
-on the between-run drift of those runs (colbench.analysis.drift). Then RUNS identical
+on the between-run drift of those runs (colbench.analysis.drift), with fewer on the
+samples' spread within the runs and the pooled test (colbench.analysis.pooled);
+``--fresh-baseline`` measures a new baseline before every pair of trials, so that each
+false alarm is a trial of its own. Then RUNS identical
 runs and RUNS runs slowed for real by a CPU quota on the ranks (a cgroup of our own:
 cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``), alternating so that the machine's
 drift hits both kinds alike, each gated with the real CLI. Every run, baseline ones
@@ -20,6 +23,7 @@ The runs measure the performance part of configs/smoke-cpu.yaml (the suite file,
 --op and --sizes narrowed by flags so that a run takes seconds, not a minute):
 
     .venv/bin/python benchmarks/gate_power.py --runs 20 --keep 10
+    .venv/bin/python benchmarks/gate_power.py --runs 20 --keep 1 --fresh-baseline
 
 Needs root (cgroups). The numbers in docs/gate.md, "How well it works", come from it.
 """
@@ -43,7 +47,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SUITE = REPO / "configs" / "smoke-cpu.yaml"
 _SENSITIVE = re.compile(r"sensitive to slowdowns >= (\d+)% on (\d+) rows")
-_OVERALL = re.compile(r"overall >= (\d+)%")
+_OVERALL = re.compile(r"(?:overall|pooled) >= (\d+)%")
 ROW = ["op", "in_place", "size_bytes"]
 
 
@@ -51,6 +55,12 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="identical and slowed runs, each")
     parser.add_argument("--keep", type=int, default=10, help="runs in the baseline window")
+    parser.add_argument(
+        "--fresh-baseline",
+        action="store_true",
+        help="measure a new baseline of --keep runs before each identical/slowed pair "
+        "(with --keep 1: the pooled test's false alarms against a single baseline run)",
+    )
     parser.add_argument("--cpus", type=float, default=0.25, help="CPU quota of slowed runs")
     parser.add_argument("--max-busy", type=int, default=2, help="busy loops: 0..this per run")
     parser.add_argument("--seed", type=int, default=13, help="seed of the busy-loop draws")
@@ -162,10 +172,12 @@ def run_statistic(baseline: dict[tuple, dict[str, float]], run: Path, min_bytes:
     return statistics.median(logs)
 
 
-def measure_baseline(args: argparse.Namespace, free: Path, rng: random.Random) -> Path:
-    baseline = args.out / "baseline"
+def measure_baseline(
+    args: argparse.Namespace, free: Path, rng: random.Random, name: str = "baseline"
+) -> Path:
+    baseline = args.out / name
     for i in range(args.keep):
-        run = args.out / f"base-{i}"
+        run = args.out / f"{name}-run-{i}"
         busy = rng.randint(0, args.max_busy)
         load = measured(args, run, free, busy)
         gate(args, baseline, run, "--update-baseline", f"--keep={args.keep}")
@@ -275,6 +287,8 @@ def main() -> int:
     with cpu_cgroup(f"{tag}-free", None) as free, cpu_cgroup(f"{tag}-slow", args.cpus) as slow:
         baseline = measure_baseline(args, free, rng)
         for i in range(args.runs):
+            if args.fresh_baseline and i:
+                baseline = measure_baseline(args, free, rng, f"baseline-{i}")
             for kind, group in (("identical", free), ("slowed", slow)):
                 busy = rng.randint(0, args.max_busy)
                 records.append(trial(args, baseline, kind, i, group, busy))

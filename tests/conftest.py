@@ -29,6 +29,22 @@ def run_colbench(
     )
 
 
+def run_script(
+    *argv: str, env: Mapping[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """A script of the repository (scripts/...) as CI runs it, from the checkout, with
+    ``env`` over this environment (PY: this interpreter)."""
+    return subprocess.run(
+        list(argv),
+        cwd=REPO,
+        env={**os.environ, "PY": sys.executable, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @pytest.fixture
 def colbench():
     return run_colbench

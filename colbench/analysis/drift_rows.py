@@ -6,65 +6,30 @@ within-run rank test, and one more hypothesis joins them: the run-level statisti
 each relative check (the median over the rows of log(current / baseline)).
 
 **Family-wise control.** The overall statistic and the rows form one family under
-weighted Holm (:func:`colbench.analysis.drift.weighted_holm`): the overall hypothesis
-carries half the weight, the m rows share the other half, so the chance that an
-unchanged run fails anything stays at alpha. The stated figures use each one's strictest
-level: alpha / 2 for the overall statistic, alpha / (2 m) for a row.
+weighted Holm (:func:`colbench.analysis.sensitivity.control_family`): the overall
+hypothesis carries half the weight, the m rows share the other half, so the chance that
+an unchanged run fails anything stays at alpha. The stated figures use each one's
+strictest level: alpha / 2 for the overall statistic, alpha / (2 m) for a row.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from colbench.analysis import drift, power, stats
-from colbench.analysis.checks import Check
+from colbench.analysis import drift, power, sensitivity, stats
 from colbench.analysis.engine import Pair, Sample, is_ok
+from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import CheckResult, RowResult, Verdict, gravest
 
-#: The overall statistic's share of alpha; the rows share the rest.
-OVERALL_WEIGHT = 0.5
-
 
 @dataclass
-class OverallResult:
-    """The run-level statistic of one relative check."""
+class DriftSummary(sensitivity.FamilySummary):
+    """What the drift pass did: the family, the overall results, and the baseline's runs."""
 
-    check: Check
-    rows: int
-    change: float
-    spread: drift.RunSpread
-    p_value: float | None
-    verdict: Verdict = Verdict.SAME
-    detectable: float | None = None
-    insensitive: bool = False
-
-    @property
-    def fails(self) -> bool:
-        return self.verdict is Verdict.WORSE
-
-
-@dataclass
-class DriftSummary:
-    """What the drift pass did: the baseline's runs, the family, the overall results."""
-
-    runs: int
-    family: int = 0
-    row_level: float = 0.0
-    overall_level: float = 0.0
-    overall: list[OverallResult] = field(default_factory=list)
-
-    @property
-    def fails(self) -> bool:
-        return any(o.fails for o in self.overall)
-
-    @property
-    def sensitive_overall(self) -> OverallResult | None:
-        """The overall result with the smallest stated slowdown that is not insensitive."""
-        usable = [o for o in self.overall if not o.insensitive and o.detectable is not None]
-        return min(usable, key=lambda o: o.detectable or 0.0, default=None)
+    runs: int = 0
 
 
 def baseline_runs(frame: Any) -> list[str]:
@@ -113,13 +78,14 @@ def judge_rows(
             case = _judge_check(pair, row, c, min_runs, alpha)
             if case is not None:
                 cases.append(case)
-    rows = list(dict.fromkeys(id(case.row) for case in cases))
-    summary.family = len(rows)
+    rows = list({id(case.row): case.row for case in cases}.values())
     summary.overall = _overall(cases, runs, alpha) if len(rows) >= 2 else []
-    _control(summary, cases, alpha, fwer)
+    sensitivity.control_family(summary, rows, alpha, fwer, "overall statistic")
     for case in cases:
         _state(case, summary.row_level, target_power)
     for o in summary.overall:
+        if o.spread is None:
+            continue
         margin = drift.detectable_margin(o.spread, summary.overall_level, target_power)
         o.detectable = power.detectable_slowdown(o.check.limit, o.check.worse_when, margin)
         o.insensitive = power.insensitive(o.check.limit, o.check.worse_when, margin)
@@ -175,48 +141,10 @@ def _overall(cases: Sequence[_Judged], runs: Sequence[str], alpha: float) -> lis
             continue
         current = drift.overall_current(base, [c.current_log for c in mine])
         j = drift.judge(spread, current, check.worse_when, check.limit)
-        out.append(OverallResult(check, len(mine), j.change, spread, j.p_value, _verdict(j, alpha)))
+        out.append(
+            OverallResult(check, len(mine), j.change, j.p_value, _verdict(j, alpha), spread=spread)
+        )
     return out
-
-
-def _control(summary: DriftSummary, cases: Sequence[_Judged], alpha: float, fwer: str) -> None:
-    """Weighted Holm over the rows and the overall statistics (``fwer`` none: each at
-    alpha); a worse verdict it does not back becomes noisy."""
-    rows = list(dict.fromkeys(id(case.row) for case in cases))
-    share = (1 - OVERALL_WEIGHT) if summary.overall else 1.0
-    weights = [share / max(len(rows), 1)] * len(rows)
-    weights.append(OVERALL_WEIGHT if summary.overall else 0.0)
-    holm = fwer != "none"
-    summary.row_level = alpha * weights[0] if holm and rows else alpha
-    summary.overall_level = alpha * OVERALL_WEIGHT if holm else alpha
-    worst: dict[int, float] = dict.fromkeys(rows, 1.0)
-    for case in cases:
-        if case.result.verdict is Verdict.WORSE and case.result.p_value is not None:
-            worst[id(case.row)] = min(worst[id(case.row)], case.result.p_value)
-    overall_p = min(
-        (
-            o.p_value
-            for o in summary.overall
-            if o.verdict is Verdict.WORSE and o.p_value is not None
-        ),
-        default=1.0,
-    )
-    p_values = [*worst.values(), overall_p]
-    kept = [p <= alpha for p in p_values]
-    if holm:
-        kept = drift.weighted_holm(p_values, weights, alpha)
-    backed = dict(zip(worst, kept, strict=False))
-    for case in cases:
-        c = case.result
-        if c.verdict is Verdict.WORSE and not backed[id(case.row)]:
-            c.verdict = Verdict.NOISY
-            case.row.notes.append(
-                f"p={c.p_value:.3g} is not significant after weighted Holm over "
-                f"{len(rows)} rows and the overall statistic"
-            )
-    for o in summary.overall:
-        if o.verdict is Verdict.WORSE and not kept[-1]:
-            o.verdict = Verdict.NOISY
 
 
 def _state(case: _Judged, level: float, target_power: float) -> None:

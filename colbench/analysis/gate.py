@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench import metadata
-from colbench.analysis import drift_rows, power, sensitivity, stats
+from colbench.analysis import drift_rows, pooled, power, sensitivity, stats
 from colbench.analysis.checks import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_CV,
@@ -86,11 +86,22 @@ class GateResult:
     baseline_runs: int = 0
     min_runs: int = DEFAULT_MIN_BASELINE_RUNS
     drift: drift_rows.DriftSummary | None = None
+    #: Otherwise the rows' rank tests and the pooled test (colbench.analysis.pooled).
+    pooled: sensitivity.FamilySummary | None = None
+
+    @property
+    def summary(self) -> sensitivity.FamilySummary | None:
+        return self.drift or self.pooled
+
+    @property
+    def overall(self) -> list[sensitivity.OverallResult]:
+        """One per relative check: the drift test's overall statistic, or the pooled test."""
+        return self.summary.overall if self.summary else []
 
     @property
     def failures(self) -> int:
-        """Failing rows, failing average-bandwidth floors and a failing overall statistic."""
-        overall = sum(o.fails for o in self.drift.overall) if self.drift else 0
+        """Failing rows, failing average-bandwidth floors and a failing overall result."""
+        overall = sum(o.fails for o in self.overall)
         return sum(r.fails for r in self.rows) + sum(f.fails for f in self.floors) + overall
 
     @property
@@ -117,14 +128,13 @@ class GateResult:
         overall statistic that could, over at least that many rows, is enough)."""
         if not self.performance_checked or len(self.sensitive) >= self.min_judged:
             return False
-        overall = self.drift.sensitive_overall if self.drift else None
+        overall = self.summary.sensitive_overall if self.summary else None
         return overall is None or overall.rows < self.min_judged
 
     @property
     def passed_on_presence_only(self) -> bool:
-        """Passed, but performance (asked for) was not judged or inconclusive."""
-        asked = any(c.relative for c in self.checks)
-        return self.passed and asked and bool(self.not_judged or self.inconclusive)
+        """Passed, but performance was not judged (whatever the checks) or inconclusive."""
+        return self.passed and bool(self.not_judged or self.inconclusive)
 
     def counts(self) -> dict[Verdict, int]:
         out = {v: 0 for v in Verdict}
@@ -170,9 +180,8 @@ def gate_frames(
         result.drift = drift_rows.judge_rows(joined, runs, min_runs, alpha, target_power, fwer)
         result.family = result.drift.family
     else:
-        result.family = sensitivity.control_family(result.rows, alpha, fwer)
-        level = alpha / result.family if fwer == "holm" and result.family else alpha
-        sensitivity.state_power(result.rows, level, target_power)
+        result.pooled = pooled.judge_rows(joined, alpha, target_power, fwer)
+        result.family = result.pooled.family
     result.rows.sort(key=_sort_key)
     _warn_about_samples(result, pairs)
     return result

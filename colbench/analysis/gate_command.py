@@ -64,13 +64,9 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
     result = judge(floor)
     _warn_if_self(baseline, current)
     print("\n".join(gate_report.console_lines(result)), flush=True)
-    reports = ((flags.report, gate_report.markdown), (flags.junit, gate_report.junit_xml))
-    for path, render in reports:
-        if path:
-            _write_text(Path(path), render(result))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        _write_text(Path(summary), gate_report.markdown(result) + "\n", append=True)
+    _write_reports(flags.report, gate_report.markdown(result))
+    if flags.junit:
+        _write_text(Path(flags.junit), gate_report.junit_xml(result))
     if not result.passed:
         return int(ExitCode.DATA_ERROR)
     if flags.fail_inconclusive and result.passed_on_presence_only:
@@ -118,14 +114,54 @@ def _warn_if_self(baseline: str, current: Sequence[str]) -> None:
 
 def _paired(run: str, current: Sequence[str], flags: GateFlags) -> int:
     """One interleaved run, variant B against A pair by pair (colbench.analysis.paired)."""
-    from colbench.analysis.paired import paired_command
+    from colbench.analysis.paired import paired_gate
+    from colbench.report import gate_paired
+    from colbench.rundir import RunDir
 
     if current:
         raise UsageError("--variant-a/--variant-b judge variants of ONE run: give one run")
-    return paired_command(
-        run, flags.variant_a, flags.variant_b, flags.check or (),
-        min_size=flags.min_size, max_size=flags.max_size, alpha=flags.alpha,
-    )  # fmt: skip
+    a, b = flags.variant_a, flags.variant_b
+    if not a or not b:
+        raise UsageError("the paired gate needs both --variant-a and --variant-b")
+    texts = flags.check or ()
+    relative = [c for c in parse_checks(texts) if c.relative]
+    if len(relative) != 1 or len(relative) != len(texts):
+        raise UsageError(
+            "the paired gate takes one relative check, e.g. --check busbw_gbps:-10% "
+            "(B may be at most 10% worse than A)"
+        )
+    _check_levels(flags)
+    window = SizeWindow.parse(flags.min_size, flags.max_size)
+    frame = RunDir.of(run).results()
+    result = paired_gate(frame, a, b, relative[0], window, flags.alpha, run, flags.power)
+    if not result.rows:
+        raise UsageError(
+            f"no pairs of {a} and {b} rows to judge in {run} "
+            "(an interleaved run, within --min-size/--max-size?)"
+        )
+    print("\n".join(gate_paired.console_lines(result)), flush=True)
+    _write_reports(flags.report, gate_paired.markdown(result))
+    if result.failures:
+        return int(ExitCode.DATA_ERROR)
+    if flags.fail_inconclusive and result.inconclusive:
+        return int(ExitCode.INCONCLUSIVE)
+    return int(ExitCode.OK)
+
+
+def _check_levels(flags: GateFlags) -> None:
+    if not 0 < flags.alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1, got {flags.alpha:g}")
+    if not 0 < flags.power < 1:
+        raise UsageError(f"--power must be between 0 and 1, got {flags.power:g}")
+
+
+def _write_reports(report: str | None, text: str) -> None:
+    """The Markdown report where asked, and into the job summary on GitHub Actions."""
+    if report:
+        _write_text(Path(report), text)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        _write_text(Path(summary), text + "\n", append=True)
 
 
 def _write_text(path: Path, text: str, append: bool = False) -> None:

@@ -55,19 +55,22 @@ class GateFlags:
     fwer: str = _judge(
         "holm",
         "--fwer",
-        help="Family-wise control over the rows: holm, or none (each row alone).",
+        help="Family-wise control over the rows and the pooled (or overall) test: holm "
+        "(weighted), or none (each alone).",
     )
     min_judged: int = _judge(
         1,
         "--min-judged",
-        help="Fewer rows sensitive enough to judge: performance inconclusive (exit 0, "
-        "or 5 with --fail-inconclusive).",
+        help="Fewer rows sensitive enough to judge (a sensitive pooled or overall result "
+        "over at least as many rows counts too): performance inconclusive (exit 0, or 5 "
+        "with --fail-inconclusive).",
     )
     fail_inconclusive: bool = _judge(
         False,
         "--fail-inconclusive",
         help="Exit 5 instead of 0 when the gate passes on correctness and presence only "
-        "(no baseline, another machine, or performance inconclusive).",
+        "(no baseline, another machine, or performance inconclusive; paired: no row could "
+        "have seen a slowdown).",
     )
     min_baseline_runs: int = _judge(
         DEFAULT_MIN_BASELINE_RUNS,

@@ -10,25 +10,37 @@ log). A vs an identical A therefore fails far less often than alpha, and a B rea
 than the limit fails once the pairs show it. The rows' p-values are adjusted by Holm's
 step-down method, so the chance that any row of an A-vs-A run fails stays at most alpha
 (family-wise), however many rows are judged.
+
+**What it could see.** Each row states the smallest slowdown of B its test would have
+caught with the gate's power at Holm's strictest level (alpha / rows), from the SD of its
+pairs' log-ratios (:func:`detectable_margin`, simulated like the stored-baseline gate's
+figures in :mod:`colbench.analysis.power`). A gate none of whose rows could see a
+slowdown of about twice its limit (too few pairs: R pairs cannot go below p = 2^-R) is
+*inconclusive*: it passes, says so, and exits 5 under ``--fail-inconclusive``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from colbench.analysis.checks import Check, SizeWindow, parse_checks
+from colbench.analysis import power
+from colbench.analysis.checks import DEFAULT_POWER, Check, SizeWindow
 from colbench.analysis.stats import median, midranks
-from colbench.errors import ExitCode, UsageError
+from colbench.errors import UsageError
 from colbench.results import KEY_COLUMNS, STATUS_OK
 
 #: Above this many pairs the signed-rank distribution is approximated by a normal one.
 EXACT_MAX_PAIRS = 60
+#: Simulated sets of pairs per power figure (the figure's own noise is about 2%).
+_TRIALS = 2000
 #: Columns that name a row of the paired table (every key but the variant).
 ROW_KEYS = tuple(c for c in KEY_COLUMNS if c != "variant")
 
@@ -85,6 +97,13 @@ class PairedRow:
     p_value: float
     p_holm: float = 1.0
     verdict: str = "pass"
+    #: SD of the pairs' log-ratios (row 'all': each row's about its own mean, pooled).
+    log_sd: float | None = None
+    #: The smallest slowdown of B its test would have caught at the gate's power, at
+    #: Holm's strictest level (None: its pairs cannot reach it); and whether that is
+    #: more than twice the limit (insensitive, as in colbench.analysis.power).
+    detectable: float | None = None
+    insensitive: bool = True
 
 
 @dataclass
@@ -98,10 +117,22 @@ class PairedResult:
     #: Rows of A without a B partner (or the reverse), and rows with wrong elements.
     missing: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)
+    #: The power the rows' detectable slowdowns are stated at.
+    power: float = DEFAULT_POWER
 
     @property
     def failures(self) -> int:
         return sum(r.verdict == "fail" for r in self.rows) + len(self.missing) + len(self.wrong)
+
+    @property
+    def sensitive(self) -> list[PairedRow]:
+        """Rows whose figure is within twice the limit: they could have seen a slowdown."""
+        return [r for r in self.rows if not r.insensitive and r.detectable is not None]
+
+    @property
+    def inconclusive(self) -> bool:
+        """Passed, but no row could have seen a slowdown (too few pairs, or too noisy)."""
+        return not self.failures and bool(self.rows) and not self.sensitive
 
     @property
     def pooled_change(self) -> float | None:
@@ -120,9 +151,10 @@ def paired_gate(
     window: SizeWindow,
     alpha: float,
     run: str = "",
+    target_power: float = DEFAULT_POWER,
 ) -> PairedResult:
     """Judge variant B against variant A of one run's rows (a results DataFrame)."""
-    result = PairedResult(run, variant_a, variant_b, check, alpha)
+    result = PairedResult(run, variant_a, variant_b, check, alpha, power=target_power)
     sides = {}
     for name in (variant_a, variant_b):
         rows = frame[frame["variant"] == name]
@@ -145,103 +177,92 @@ def paired_gate(
         if va and vb and va > 0 and vb > 0:
             groups.setdefault(k[:-1], []).append((float(va), float(vb)))
     limit = math.log(1 + check.limit) if check.worse_when > 0 else -math.log(1 - check.limit)
-    judged = []
-    for k, pairs in groups.items():
-        worse = [check.worse_when * math.log(vb / va) for va, vb in pairs]
-        change = math.exp(median([math.log(vb / va) for va, vb in pairs])) - 1
-        p = signed_rank_p_greater([d - limit for d in worse])
-        judged.append(PairedRow(dict(zip(ROW_KEYS, k, strict=True)), len(pairs), change, p))
+    ratios = {k: [math.log(vb / va) for va, vb in pairs] for k, pairs in groups.items()}
+    judged = [
+        _row(dict(zip(ROW_KEYS, k, strict=True)), logs, check.worse_when, limit, [logs])
+        for k, logs in ratios.items()
+    ]
     if len(judged) > 1:
         # Every pair of every row in one more test of the family: a slowdown spread over
         # all sizes shows there with many more pairs than any one row has.
-        every = [
-            check.worse_when * math.log(vb / va) - limit for ps in groups.values() for va, vb in ps
-        ]
-        pooled = [math.log(vb / va) for ps in groups.values() for va, vb in ps]
-        p = signed_rank_p_greater(every)
+        every = [x for logs in ratios.values() for x in logs]
         all_rows = dict.fromkeys(ROW_KEYS, "all")
-        judged.append(PairedRow(all_rows, len(every), math.exp(median(pooled)) - 1, p))
+        judged.append(_row(all_rows, every, check.worse_when, limit, list(ratios.values())))
     adjusted = holm([r.p_value for r in judged])
-    result.rows = [
-        PairedRow(r.key, r.pairs, r.change, r.p_value, q, "fail" if q < alpha else "pass")
-        for r, q in zip(judged, adjusted, strict=True)
-    ]
+    # Holm's strictest step: the level every row's figure holds at.
+    level = alpha / max(len(judged), 1)
+    result.rows = []
+    for r, q in zip(judged, adjusted, strict=True):
+        margin = None if r.log_sd is None else detectable_margin(r.log_sd, r.pairs, level,
+                                                                 target_power)  # fmt: skip
+        result.rows.append(
+            dataclasses.replace(
+                r,
+                p_holm=q,
+                verdict="fail" if q < alpha else "pass",
+                detectable=None
+                if margin is None
+                else power.detectable_slowdown(check.limit, check.worse_when, margin),
+                insensitive=power.insensitive(check.limit, check.worse_when, margin),
+            )
+        )
     return result
+
+
+def _row(
+    key: dict[str, Any],
+    logs: Sequence[float],
+    worse_when: int,
+    limit: float,
+    groups: Sequence[Sequence[float]],
+) -> PairedRow:
+    """One row's test (of ``logs``, the pairs' log(B/A)); its spread from ``groups``."""
+    p = signed_rank_p_greater([worse_when * x - limit for x in logs])
+    squares = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups)
+    dof = sum(len(g) - 1 for g in groups)
+    sd = math.sqrt(squares / dof) if dof else None
+    return PairedRow(key, len(logs), math.expm1(median(logs)), p, log_sd=sd)
+
+
+def detectable_margin(
+    sigma: float, pairs: int, level: float, target_power: float = DEFAULT_POWER
+) -> float | None:
+    """The log shift of B beyond the limit that the one-sided signed-rank test of
+    ``pairs`` log-ratios of SD ``sigma`` finds at ``level`` with ``target_power``; None
+    when ``pairs`` can never reach ``level`` (the smallest p is 2^-pairs)."""
+    if pairs < 1 or not 0 < level < 1 or 2.0**-pairs > level:
+        return None
+    return sigma * _standard_margin(pairs, round(level, 12), round(target_power, 12))
+
+
+@functools.lru_cache(maxsize=256)
+def _standard_margin(pairs: int, level: float, target_power: float) -> float:
+    """The shift, in SDs of a log-ratio, at which the signed-rank test of ``pairs``
+    normal differences rejects at ``level`` with ``target_power``: simulated over fixed
+    random numbers, the critical W+ from the exact null up to :data:`EXACT_MAX_PAIRS`
+    pairs and the normal one beyond (as :func:`signed_rank_p_greater` decides)."""
+    total = pairs * (pairs + 1) // 2
+    if pairs <= EXACT_MAX_PAIRS:
+        ways = np.zeros(total + 1)
+        ways[0] = 1.0
+        for r in range(1, pairs + 1):
+            ways[r:] = ways[r:] + ways[: total + 1 - r].copy()
+        tail = np.cumsum(ways[::-1])[::-1] / ways.sum()
+        critical = float(np.argmax(tail <= level))
+    else:
+        sd = math.sqrt(pairs * (pairs + 1) * (2 * pairs + 1) / 24)
+        critical = total / 2 + 0.5 + NormalDist().inv_cdf(1 - level) * sd
+    noise = np.random.default_rng(20261125).standard_normal((_TRIALS, pairs))
+    ranks = np.arange(1, pairs + 1)
+
+    def caught(shift: float) -> float:
+        d = noise + shift
+        ordered = np.take_along_axis(d, np.argsort(np.abs(d), axis=1), axis=1)
+        return float((((ordered > 0) * ranks).sum(axis=1) >= critical).mean())
+
+    return power.smallest_shift(caught, target_power)
 
 
 def _label(row: Any) -> str:
     place = "in" if int(row["in_place"]) else "out"
     return f"{row['op']} {row['dtype']} {int(row['size_bytes'])} B {place}-of-place"
-
-
-def console_lines(result: PairedResult) -> list[str]:
-    """The paired table and its verdict line."""
-    check = result.check
-    smallest = min((r.pairs for r in result.rows), default=0)
-    lines = [
-        f"# paired gate: {result.variant_b} (B) against {result.variant_a} (A) in {result.run}",
-        f"# {check.describe()}: a row fails when B is worse than that (one-sided Wilcoxon "
-        f"signed-rank on log(B/A) of same-size same-repeat pairs; row 'all' pools every "
-        f"pair; Holm over {len(result.rows)} rows, alpha {result.alpha:g})",
-        f"#{'op':>15} {'dtype':>9} {'size_bytes':>12} {'place':>5} {'pairs':>5} "
-        f"{'B vs A':>8} {'p_holm':>8}  verdict",
-    ]
-    for r in result.rows:
-        k = r.key
-        place = k["in_place"] if k["op"] == "all" else ("in" if int(k["in_place"]) else "out")
-        lines.append(
-            f"{k['op']:>16} {k['dtype']:>9} {k['size_bytes']!s:>12} {place:>5} {r.pairs:>5} "
-            f"{r.change:>+8.1%} {r.p_holm:>8.3g}  {r.verdict}"
-        )
-    lines += [f"missing: {m}" for m in result.missing]
-    lines += [f"wrong elements: {w}" for w in result.wrong]
-    if result.rows and 2.0**-smallest * len(result.rows) >= result.alpha:
-        lines.append(
-            f"# note: {smallest} pairs per row cannot reach alpha {result.alpha:g} over "
-            f"{len(result.rows)} rows: more --repeat, or fewer rows (--min-size/--max-size)"
-        )
-    pooled = result.pooled_change
-    pooled_text = f"; B's median change {pooled:+.1%}" if pooled is not None else ""
-    verdict = "FAILED" if result.failures else "passed"
-    lines.append(
-        f"paired gate {verdict}: {result.failures} failure(s) of {len(result.rows)} rows"
-        f"{pooled_text}"
-    )
-    return lines
-
-
-def paired_command(
-    run: str,
-    variant_a: str | None,
-    variant_b: str | None,
-    check_texts: Sequence[str],
-    *,
-    min_size: str | None = None,
-    max_size: str | None = None,
-    alpha: float = 0.05,
-) -> int:
-    """``colbench gate RUN --variant-a A --variant-b B --check METRIC:X%``; the exit code."""
-    from colbench.rundir import RunDir
-
-    if not variant_a or not variant_b:
-        raise UsageError("the paired gate needs both --variant-a and --variant-b")
-    relative = [c for c in parse_checks(check_texts) if c.relative]
-    if len(relative) != 1 or len(relative) != len(check_texts):
-        raise UsageError(
-            "the paired gate takes one relative check, e.g. --check busbw_gbps:-10% "
-            "(B may be at most 10% worse than A)"
-        )
-    if not 0 < alpha < 1:
-        raise UsageError(f"--alpha must be between 0 and 1, got {alpha:g}")
-    frame = RunDir.of(run).results()
-    result = paired_gate(
-        frame, variant_a, variant_b, relative[0], SizeWindow.parse(min_size, max_size), alpha, run
-    )
-    if not result.rows:
-        raise UsageError(
-            f"no pairs of {variant_a} and {variant_b} rows to judge in {run} "
-            "(an interleaved run, within --min-size/--max-size?)"
-        )
-    print("\n".join(console_lines(result)), flush=True)
-    sys.stdout.flush()
-    return int(ExitCode.DATA_ERROR) if result.failures else int(ExitCode.OK)

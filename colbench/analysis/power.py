@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -104,10 +104,16 @@ def _standard_margin(n_baseline: int, n_current: int, level: float, power: float
         u = ((cur - shift) > base).sum(axis=(1, 2))
         return float((u <= critical).mean())
 
+    return smallest_shift(caught, power, steps=40)
+
+
+def smallest_shift(caught: Callable[[float], float], power: float, steps: int = 30) -> float:
+    """The smallest shift at which ``caught`` (a simulated power curve over fixed random
+    numbers, rising with the shift) reaches ``power``: doubling, then bisection."""
     low, high = 0.0, 1.0
-    while caught(high) < power:
+    while caught(high) < power and high < 1e3:
         low, high = high, high * 2
-    for _ in range(40):
+    for _ in range(steps):
         mid = (low + high) / 2
         low, high = (low, mid) if caught(mid) >= power else (mid, high)
     return high
@@ -115,14 +121,9 @@ def _standard_margin(n_baseline: int, n_current: int, level: float, power: float
 
 def _critical_u(n: int, m: int, level: float) -> int:
     """The largest U with P(U <= u) <= level under the null, for untied samples."""
-    # ways[k][s]: subsets of k of the ranks 1..n+m so far whose rank sum is s.
-    total = (n + m) * (n + m + 1) // 2
-    ways = np.zeros((n + 1, total + 1), dtype=np.float64)
-    ways[0, 0] = 1
-    for r in range(1, n + m + 1):
-        for k in range(min(r, n), 0, -1):
-            ways[k, r:] += ways[k - 1, : total + 1 - r]
-    counts = ways[n, n * (n + 1) // 2 : n * (n + 1) // 2 + n * m + 1]
+    doubled = stats.rank_sum_counts(range(1, n + m + 1), n, np.float64)
+    # Untied doubled rank sums are even: every other entry, from n (n + 1) / 2 on, is U.
+    counts = doubled[n * (n + 1) :: 2][: n * m + 1]
     cdf = np.cumsum(counts) / counts.sum()
     return int(np.searchsorted(cdf, level, side="right")) - 1
 

@@ -94,18 +94,27 @@ def mann_whitney_u(
     return RankTest(u=u, p_value=p, exact=exact)
 
 
-def _exact_tails(ranks: Sequence[float], n: int, rank_sum_x: float) -> tuple[float, float]:
-    """P(rank sum >= observed) and P(<= observed) over all C(N, n) equally likely splits."""
-    # Mid-ranks are multiples of 1/2: doubled, they are integers and can index an array.
+def rank_sum_counts(ranks: Sequence[float], n: int, dtype: type = np.int64) -> np.ndarray:
+    """How many of the C(N, n) equally likely splits give each doubled rank sum of n.
+
+    Mid-ranks are multiples of 1/2: doubled, they are integers and index the result, so
+    ties are counted exactly. int64 counts are exact up to :data:`EXACT_MAX_N`; float64
+    counts (``dtype=np.float64``) serve larger samples as a distribution.
+    """
     doubled = [round(2 * r) for r in ranks]
     total = sum(doubled)
     # ways[k, s]: subsets of k of the ranks seen so far whose doubled ranks sum to s.
-    ways = np.zeros((n + 1, total + 1), dtype=np.int64)
+    ways: np.ndarray = np.zeros((n + 1, total + 1), dtype=dtype)
     ways[0, 0] = 1
     for seen, r in enumerate(doubled, start=1):
         for k in range(min(seen, n), 0, -1):
             ways[k, r:] += ways[k - 1, : total + 1 - r]
-    counts = ways[n]
+    return ways[n]
+
+
+def _exact_tails(ranks: Sequence[float], n: int, rank_sum_x: float) -> tuple[float, float]:
+    """P(rank sum >= observed) and P(<= observed) over all C(N, n) equally likely splits."""
+    counts = rank_sum_counts(ranks, n)
     observed = round(2 * rank_sum_x)
     splits = float(counts.sum())
     return float(counts[observed:].sum()) / splits, float(counts[: observed + 1].sum()) / splits

@@ -10,8 +10,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from colbench.analysis.drift_rows import OverallResult
 from colbench.analysis.gate import FloorResult, GateResult
+from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
 from colbench.report.gate_text import (
     overall_change,
@@ -108,7 +108,13 @@ def console_lines(result: GateResult) -> list[str]:
         + f"; performance judged at {result.window.describe()}",
         f"# {rule_text(result)}",
         "# change: (current - baseline) / baseline of the medians; p: one-sided "
-        + ("drift t test" if result.drift else "rank test"),
+        + (
+            "drift t test"
+            if result.drift
+            else "rank test (the pooled test's over the rows)"
+            if result.overall
+            else "rank test"
+        ),
         f"# {power_rule(result)}",
         "#",
         "# " + head.rstrip(),
@@ -259,7 +265,7 @@ def _md_floors(result: GateResult) -> list[str]:
 
 def junit_xml(result: GateResult) -> str:
     """One test case per row (and per average-busbw floor); failing verdicts are failures."""
-    overall = result.drift.overall if result.drift else []
+    overall = result.overall
     suite = ET.Element(
         "testsuite",
         name="colbench gate",
@@ -285,7 +291,7 @@ def junit_xml(result: GateResult) -> str:
     for floor in result.floors:
         _junit_floor(suite, floor)
     for o in overall:
-        _junit_overall(suite, o)
+        _junit_overall(suite, o, "overall" if result.drift else "pooled")
     root = ET.Element(
         "testsuites",
         name="colbench gate",
@@ -332,9 +338,9 @@ def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
         )
 
 
-def _junit_overall(suite: ET.Element, o: OverallResult) -> None:
+def _junit_overall(suite: ET.Element, o: OverallResult, name: str) -> None:
     case = _test_case(
-        suite, "colbench.gate.overall", f"{o.check.metric}: median change over {o.rows} rows"
+        suite, f"colbench.gate.{name}", f"{o.check.metric}: median change over {o.rows} rows"
     )
     detail = f"{o.verdict.value}: {overall_change(o)}"
     if o.fails:

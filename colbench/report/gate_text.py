@@ -6,9 +6,10 @@ One wording for the console table, the Markdown report and the JUnit properties
 
 from __future__ import annotations
 
-from colbench.analysis.drift_rows import OverallResult
+from colbench.analysis import stats
 from colbench.analysis.gate import GateResult
-from colbench.analysis.verdict import Verdict
+from colbench.analysis.sensitivity import OverallResult
+from colbench.analysis.verdict import CheckResult, RowResult, Verdict
 
 
 def rule_text(result: GateResult) -> str:
@@ -20,35 +21,47 @@ def rule_text(result: GateResult) -> str:
             f"(log scale, {result.drift.runs - 1} dof) finds it beyond the mean moved by the "
             f"limit (p <= {result.alpha:g})"
         )
-    return (
+    text = (
         "medians of the samples are compared; a change beyond its limit is real when a "
         "one-sided exact Mann-Whitney U test finds the current samples beyond the baseline's "
         f"moved by the limit (p <= {result.alpha:g}); with too few samples for that test, "
         "when every current sample lies beyond the moved baseline's range and the medians "
         "moved by more than twice the limit"
     )
+    if result.overall:
+        text += (
+            "; the pooled test sums that test's U over the rows (stratified, van Elteren) "
+            "and asks whether the rows together lie beyond their moved baselines"
+        )
+    return text
 
 
 def power_text(result: GateResult) -> str:
     """What the gate could see: the worst detectable slowdown over the rows that could
-    see one, and the rows too noisy to judge; or why performance was not judged."""
+    see one, the overall figure, the rows too noisy to judge, and what the figures
+    assume; or why performance was not judged."""
     if result.not_judged:
         return result.not_judged
     if not result.performance_checked:
         return ""
     sensitive = [r.detectable for r in result.sensitive if r.detectable is not None]
-    text = (
-        f"sensitive to slowdowns >= {max(sensitive):.0%} on {len(sensitive)} rows"
-        if sensitive
-        else "sensitive on no row"
-    )
-    text += _drift_text(result)
-    if result.too_noisy:
+    alone = _alone(result)
+    if sensitive:
+        text = f"sensitive to slowdowns >= {max(sensitive):.0%} on {len(sensitive)} rows"
+    elif alone:
+        text = f"no row can be judged alone ({alone})"
+    else:
+        text = "sensitive on no row"
+    if result.drift is not None:
+        text += f" (between-run drift of {result.drift.runs} baseline runs)"
+    text += _overall_text(result)
+    if result.too_noisy and not alone:
         text += f"; {result.too_noisy} rows too noisy to judge"
-    if result.drift is None and sensitive:
+    if result.drift is None and (sensitive or _overall_stated(result)):
         text += (
-            f"; within-run spread only: the baseline holds {result.baseline_runs} of the "
-            f"{result.min_runs} runs needed to know this runner's drift"
+            f"; within-run spread only: a baseline of {result.baseline_runs} run(s) (the "
+            f"drift test needs {result.min_runs}) cannot tell a slowdown from a busy "
+            "machine; gate variants run interleaved for that (--variant-a/--variant-b)"
         )
     if result.inconclusive and result.passed:
         text += (
@@ -58,18 +71,36 @@ def power_text(result: GateResult) -> str:
     return text
 
 
-def _drift_text(result: GateResult) -> str:
-    """Whose spread the figures come from, and the overall statistic's figure."""
-    drift = result.drift
-    if drift is None:
+def _alone(result: GateResult) -> str:
+    """Why the judged rows were left to the pooled test (their sample counts cannot reach
+    their level: colbench.analysis.sensitivity.control_family); "" when some row can."""
+    summary = result.pooled
+    if summary is None or not summary.overall or summary.alone < summary.family:
         return ""
-    text = f" (between-run drift of {drift.runs} baseline runs)"
-    for o in drift.overall:
+    counts = {(c.n_baseline, c.n_current) for r in result.rows for c in _relative(r)}
+    best = min(stats.smallest_one_sided_p(b, c) for b, c in counts)
+    shown = ", ".join(f"{b}/{c}" for b, c in sorted(counts))
+    return f"{shown} samples: p >= {best:.2g} > {summary.nominal_row_level:.2g}"
+
+
+def _relative(row: RowResult) -> list[CheckResult]:
+    return [c for c in row.checks if c.change is not None]
+
+
+def _overall_stated(result: GateResult) -> bool:
+    return any(o.detectable is not None for o in result.overall)
+
+
+def _overall_text(result: GateResult) -> str:
+    """The overall results' figures: the drift statistic's or the pooled test's."""
+    text = ""
+    name = "overall" if result.drift is not None else "pooled"
+    for o in result.overall:
         if o.detectable is None:
             continue
         state = ", too noisy to judge" if o.insensitive else ""
-        name = f" {o.check.metric}" if len(drift.overall) > 1 else ""
-        text += f"; overall{name} >= {o.detectable:.0%} over {o.rows} rows{state}"
+        metric = f" {o.check.metric}" if len(result.overall) > 1 else ""
+        text += f"; {name}{metric} >= {o.detectable:.0%} over {o.rows} rows{state}"
         if o.verdict is not Verdict.SAME:
             text += f" ({o.verdict.value}: {overall_change(o)})"
     return text
@@ -82,34 +113,58 @@ def overall_change(o: OverallResult) -> str:
 
 
 def power_rule(result: GateResult) -> str:
-    if result.drift is not None:
-        d = result.drift
-        return (
-            f"weighted Holm over the {result.family} rows judged and the overall statistic "
-            f"(family-wise false-alarm rate <= {result.alpha:g}; rows at >= "
-            f"{d.row_level:.2g}, overall at >= {d.overall_level:.2g}); detect: the smallest "
-            f"slowdown a row (or the run's median over rows) would have shown at "
-            f"{result.power:.0%} power, from the between-run spread of the baseline's "
-            f"{d.runs} runs"
+    summary = result.summary
+    if summary is not None and summary.overall and result.fwer == "holm":
+        name = "overall statistic" if result.drift is not None else "pooled test"
+        short = name.split()[0]
+        rows = f"rows at >= {summary.row_level:.2g}"
+        if summary.alone == summary.family:
+            rows = (
+                f"rows at >= {summary.nominal_row_level:.2g}, which no row's samples can "
+                f"reach: their share goes to the {short} test"
+            )
+        elif summary.alone:
+            rows += (
+                f" ({summary.alone} rows whose samples cannot reach it left to the {short} test)"
+            )
+        family = (
+            f"weighted Holm over the {result.family} rows judged and the {name} (family-wise "
+            f"false-alarm rate <= {result.alpha:g}; {rows}, {short} at >= "
+            f"{summary.overall_level:.2g})"
         )
-    family = (
-        f"Holm over the {result.family} rows judged (family-wise false-alarm rate "
-        f"<= {result.alpha:g})"
-        if result.fwer == "holm"
-        else f"no family-wise control (each row at {result.alpha:g})"
-    )
+    elif result.fwer == "holm":
+        family = (
+            f"Holm over the {result.family} rows judged (family-wise false-alarm rate "
+            f"<= {result.alpha:g})"
+        )
+    else:
+        family = f"no family-wise control (each row at {result.alpha:g})"
+    if result.drift is not None:
+        return (
+            f"{family}; detect: the smallest slowdown a row (or the run's median over rows) "
+            f"would have shown at {result.power:.0%} power, from the between-run spread of "
+            f"the baseline's {result.drift.runs} runs"
+        )
+    pooled = " (or every row alike, pooled)" if result.overall else ""
     return (
-        f"{family}; detect: the smallest slowdown a row would have shown at "
-        f"{result.power:.0%} power, from its samples' spread"
+        f"{family}; detect: the smallest slowdown a row{pooled} would have shown at "
+        f"{result.power:.0%} power, from the samples' spread"
     )
 
 
 def overall_lines(result: GateResult) -> list[str]:
-    """One line per overall statistic (drift test only): its change, p and verdict."""
-    if result.drift is None:
-        return []
+    """One line per overall result: its change, p and verdict."""
+    if result.drift is not None:
+        return [
+            f"overall {o.check.metric}: {o.verdict.value}, {overall_change(o)} over {o.rows} "
+            f"rows against {o.spread.runs} baseline runs (between-run SD "
+            f"{o.spread.sd_log:.3f} in logs)"
+            for o in result.drift.overall
+            if o.spread is not None
+        ]
     return [
-        f"overall {o.check.metric}: {o.verdict.value}, {overall_change(o)} over {o.rows} rows "
-        f"against {o.spread.runs} baseline runs (between-run SD {o.spread.sd_log:.3f} in logs)"
-        for o in result.drift.overall
+        f"pooled {o.check.metric}: {o.verdict.value}, {overall_change(o)} over {o.rows} rows "
+        "(stratified rank test of every row's samples against its baseline's moved by the "
+        "limit)"
+        for o in result.overall
     ]

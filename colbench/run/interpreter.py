@@ -2,7 +2,8 @@
 
 A CPU CI job compares a pull request's stack with main's by giving each its own virtual
 environment (another torch build, another gloo); the parent starts each variant's ranks
-with that variant's interpreter as ``PATH -m colbench.run.interpreter JOB RANK``. The
+with that variant's interpreter running ``colbench.run.interpreter JOB RANK`` (as ``-m``
+would, but never from the working directory: see ``_BOOT``). The
 job travels pickled in a file of the run directory; the rank then lives exactly as a
 forked one does (:func:`colbench.run.spawn._spawned_rank`).
 """
@@ -21,6 +22,22 @@ from colbench.run.job import RankJob
 
 #: Format of the job file; the rank refuses another before unpickling the job itself.
 JOB_FILE_VERSION = 1
+#: How a rank starts: like ``-m colbench.run.interpreter``, but without the working
+#: directory at the head of sys.path (``-m`` and ``-c`` both put it there): started from
+#: a checkout of another colbench, as a CI job in the pull request's checkout is, that
+#: checkout's package would shadow the one installed in the variant's interpreter.
+#: An interpreter whose colbench predates --python ranks says so in one line, not a
+#: traceback.
+_BOOT = (
+    "import runpy, sys\n"
+    "sys.path[:1] = [] if sys.path[:1] == [''] else sys.path[:1]\n"
+    "try:\n"
+    "    runpy.run_module('colbench.run.interpreter', run_name='__main__')\n"
+    "except ImportError as exc:\n"
+    "    print(f'colbench: error: {sys.executable} cannot run a colbench rank ({exc}): '\n"
+    "          'install the same colbench in every --python interpreter', file=sys.stderr)\n"
+    "    sys.exit(2)\n"
+)
 #: The job file, in the world's run directory while its ranks run.
 JOB_FILE = ".rank-job.pickle"
 
@@ -76,7 +93,7 @@ def start_in_interpreter(python: str, job: RankJob) -> InterpreterRanks:
     processes = [
         _RankProcess(
             subprocess.Popen(
-                [python, "-m", "colbench.run.interpreter", str(job_file), str(rank)],
+                [python, "-c", _BOOT, str(job_file), str(rank)],
                 stdin=subprocess.DEVNULL,
             )
         )

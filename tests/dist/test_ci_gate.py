@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from colbench.results import load
+from tests.conftest import run_script
 
-REPO = Path(__file__).resolve().parents[2]
 # A small suite of the same shape as configs/smoke-cpu.yaml, so the test takes seconds.
 SUITE = """\
 op: all_reduce
@@ -26,16 +25,10 @@ plot: false
 
 
 def _ci_gate(tmp_path: Path, out: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PY": sys.executable, "SMOKE_SUITE": str(tmp_path / "suite.yaml")}
-    return subprocess.run(
-        ["scripts/ci-gate.sh", "--accept", str(tmp_path / "baseline"), str(tmp_path / out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_script(
+        "scripts/ci-gate.sh", "--accept", str(tmp_path / "baseline"), str(tmp_path / out),
+        env={"SMOKE_SUITE": str(tmp_path / "suite.yaml")},
+    )  # fmt: skip
 
 
 def test_first_run_starts_the_baseline_and_the_second_is_judged(tmp_path: Path) -> None:

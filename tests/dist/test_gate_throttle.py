@@ -1,10 +1,13 @@
 """The gate against a real slowdown: a 2-rank gloo job over a veth pair shaped by tc.
 
 One rank runs in each of two network namespaces (colbench's launched mode, as under a
-real launcher on two hosts). The baseline is measured at RATE_MBIT; an honest rerun at
-the same rate must pass, a run at 0.7 x RATE_MBIT must fail with bus bandwidth worse,
-and a run with one wrong element must fail even though it is much faster (loopback,
-no shaping). Skipped, with the reason, where namespaces cannot be made.
+real launcher on two hosts). Issue 21's case: the baseline is measured at RATE_MBIT with
+3 samples a side; with the gate's default settings an honest rerun at the same rate and
+the run against itself must pass, a run at 0.7 x RATE_MBIT (every row about 30% slower,
+twice the limit) must fail although no row of 3 against 3 samples can be judged alone:
+the pooled test carries the verdict. A run with one wrong element must fail even though
+it is much faster (loopback, no shaping). Skipped, with the reason, where namespaces
+cannot be made. benchmarks/gate_throttle.py repeats the case 20 times (docs/gate.md).
 """
 
 from __future__ import annotations
@@ -39,22 +42,19 @@ from tests.corrupting import Corrupting
 #: the gate judges (1M and up take 20-80 ms per call at this rate).
 RATE_MBIT = 400.0
 SLOW_FACTOR = 0.7
-OPS = "all_reduce,all_gather,broadcast"
-SIZES = "512K-4M"
-#: Five samples a side let the rank test reach p <= 0.05 with a few overlaps, so a busy
-#: machine (other test suites on the same two cores) does not hide a real slowdown.
-REPEAT = 5
-SWEEP = ["--op", OPS, "--sizes", SIZES, "-n", "5", "-w", "1", "--repeat", str(REPEAT)]
-SWEEP += ["--backend", "gloo"]
-CHECKS = ["--check", "busbw_gbps:-15%", "--check", "time_p50_us:+25%", "--min-size", "1M"]
-#: Rows whose performance the gate judges: all_reduce and broadcast in-place, all_gather
-#: in both placements, at 1M, 2M and 4M.
-JUDGED_ROWS = 12
-#: ... and at 512K, outside the window.
-ROWS = 16
-#: The busbw change's field in a console line: mark, verdict, op, dtype, redop, place,
-#: size, n(b/c), detect, change.
-BUSBW_COLUMN = 9
+#: Issue 21's sweep: torch has no out-of-place all_reduce, so `--placement out` leaves
+#: the all_gather rows at 1M, 2M and 4M; 3 samples each (the README's --repeat).
+OPS = "all_reduce,all_gather"
+SIZES = "1M-4M"
+REPEAT = 3
+SWEEP = ["--op", OPS, "--sizes", SIZES, "-n", "4", "-w", "1", "--repeat", str(REPEAT)]
+SWEEP += ["--placement", "out", "--backend", "gloo"]
+CHECKS = ["--check", "busbw_gbps:-15%"]
+#: Rows whose performance the gate judges (every row: no size window).
+JUDGED_ROWS = 3
+#: The busbw change's field in a console line after its mark column: verdict, op,
+#: dtype, redop, place, size, n(b/c), detect, change.
+BUSBW_COLUMN = 8
 
 _reason = netns.unavailable()
 pytestmark = [
@@ -86,54 +86,62 @@ def _gate(*args: str) -> Any:
     return run_colbench("gate", *args, timeout=120)
 
 
+def _rows(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line[:1] in (" ", "!")]
+
+
+def _busbw_change_pct(line: str) -> float:
+    """A console row's busbw change, in percent ("!" marks a failing row, " " the rest)."""
+    return float(line[1:].split()[BUSBW_COLUMN].rstrip("%"))
+
+
 def test_a_run_passes_against_itself(baseline: Path) -> None:
     proc = _gate(str(baseline), str(baseline), *CHECKS)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    # Every judged row is within its limits: same, or insensitive where the shared CPU
-    # made even the shaped link's samples too noisy to have seen a slowdown.
     last = proc.stdout.splitlines()[-1]
-    assert proc.returncode == 0 and last.startswith("colbench gate: PASS"), last
-    verdicts = [line.split()[0] for line in proc.stdout.splitlines() if not line.startswith("#")]
-    verdicts = verdicts[:-1]
-    assert verdicts.count("ok") == ROWS - JUDGED_ROWS, proc.stdout
-    assert verdicts.count("same") + verdicts.count("insensitive") == JUDGED_ROWS, proc.stdout
+    assert proc.returncode == 0 and last.startswith("colbench gate: PASS"), proc.stdout
+    # No row can be judged alone (3 against 3): each is insensitive, the pooled test is
+    # what the gate could see with (on performance, or, when the shared CPU spread even
+    # the shaped link's samples beyond twice the limit, on correctness only, saying so).
+    verdicts = [line.split()[0] for line in _rows(proc.stdout)]
+    assert verdicts == ["insensitive"] * JUDGED_ROWS, proc.stdout
+    assert "no row can be judged alone (3/3 samples" in last and "; pooled >= " in last
+    assert "# pooled busbw_gbps: same, median change +0.0%" in proc.stdout
 
 
 def test_an_identical_rerun_passes(pair: netns.VethPair, baseline: Path, tmp_path: Path) -> None:
     rerun = _measure(pair, RATE_MBIT, tmp_path / "rerun")
     frame = load(rerun)
-    assert len(frame) == ROWS * REPEAT and sorted(set(frame["repeat"])) == list(range(REPEAT))
+    assert len(frame) == JUDGED_ROWS * REPEAT and sorted(set(frame["repeat"])) == [0, 1, 2]
     proc = _gate(str(baseline), str(rerun), *CHECKS)
     assert proc.returncode == 0, proc.stdout
-    assert " worse " not in proc.stdout
+    assert " worse" not in proc.stdout
 
 
-def test_a_slower_link_fails_with_bandwidth_worse(
+def test_a_slower_link_fails_with_the_default_settings(
     pair: netns.VethPair, baseline: Path, tmp_path: Path
 ) -> None:
     slow = _measure(pair, RATE_MBIT * SLOW_FACTOR, tmp_path / "slow")
-    # Each row's rank test on its own (--fwer none) finds most rows worse. The default,
-    # Holm over the 12 rows, needs 5 samples a side to separate completely (p = 0.004 <=
-    # 0.05 / 12); with the CPU shared by other suites the link's samples may not, and the
-    # gate then says its rows were too noisy to judge (test_gate_power.py covers Holm).
     junit = tmp_path / "gate.xml"
-    proc = _gate(str(baseline), str(slow), *CHECKS, "--fwer", "none", "--junit", str(junit))
+    proc = _gate(str(baseline), str(slow), *CHECKS, "--junit", str(junit))
     assert proc.returncode == 1, proc.stdout
-    worse = [line for line in proc.stdout.splitlines() if line.startswith("! worse")]
+    last = proc.stdout.splitlines()[-1]
+    assert last.startswith("colbench gate: FAIL (1 failure(s)): 3 rows: "), last
+    assert "no row can be judged alone (3/3 samples: p >= 0.05 > 0.0083)" in last
     # 0.7 x the rate: transfers take 1/0.7 as long, bus bandwidth drops by about 30%.
-    assert len(worse) >= JUDGED_ROWS // 2, proc.stdout
-    assert not any(" better " in line for line in proc.stdout.splitlines()), proc.stdout
-    for line in worse:
-        busbw_change = float(line.split()[BUSBW_COLUMN].rstrip("%"))
-        assert -45 < busbw_change < -15, line
+    (pooled,) = [line for line in proc.stdout.splitlines() if line.startswith("# pooled")]
+    assert pooled.startswith("# pooled busbw_gbps: worse, median change -"), pooled
+    assert -45 < float(pooled.split("median change ")[1].split("%")[0]) < -15, pooled
+    for line in _rows(proc.stdout):
+        assert -45 < _busbw_change_pct(line) < 0, line
     failures = ET.parse(junit).getroot().findall(".//failure")
-    assert len(failures) == len(worse)
-    assert all(f.get("type") == "worse" for f in failures)
+    assert len(failures) == 1 and failures[0].get("type") == "worse"
+    cases = ET.parse(junit).getroot().findall(".//testcase[@classname='colbench.gate.pooled']")
+    assert len(cases) == 1 and cases[0].find("failure") is not None
 
 
 # --- one wrong element, on a run that is faster than the baseline --------------------
 
-CORRUPT_OP, CORRUPT_BYTES, CORRUPT_RANK = "all_reduce", 1 << 20, 1
+CORRUPT_OP, CORRUPT_BYTES, CORRUPT_RANK = "all_gather", 1 << 20, 1
 
 
 def _one_row(coll: Collective, bufs: Buffers, ctx: Context) -> bool:
@@ -161,11 +169,12 @@ def _corrupted_rank(rank: int, port: int, csv_path: str) -> None:
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     try:
         cfg = SweepConfig.of(
-            ops=tuple(OPS.split(",")),
+            ops=(CORRUPT_OP,),
             sizes_bytes=tuple(parse_sizes(SIZES)),
-            iters=5,
+            iters=4,
             warmup=1,
             repeat=REPEAT,
+            placements=("out",),
         )
         work = [
             dataclasses.replace(w, coll=Corrupting(w.coll, _one_row)) for w in plan(cfg, 2, "gloo")
@@ -205,7 +214,7 @@ def test_one_wrong_element_fails_even_when_faster(baseline: Path, tmp_path: Path
     (line,) = worse
     assert f"{CORRUPT_OP} " in line and f" {CORRUPT_BYTES} " in line
     assert "1 wrong element(s)" in line
-    # Its bandwidth improved: it is judged better on speed and still fails.
-    assert float(line.split()[BUSBW_COLUMN].rstrip("%")) > 15, line
-    assert sum(" better " in line for line in lines) >= JUDGED_ROWS - 3, proc.stdout
+    # Its bandwidth improved: it is faster on every row and still fails.
+    assert _busbw_change_pct(line) > 15, line
+    assert all(_busbw_change_pct(x) > 15 for x in _rows(proc.stdout)), proc.stdout
     assert lines[-1].startswith("colbench gate: FAIL (1 failure(s))")

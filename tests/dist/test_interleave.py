@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -128,6 +129,52 @@ def test_python_variants_run_in_their_own_interpreters(tmp_path: Path) -> None:
     seen = [v["python_executable"] for v in meta["variants"]]
     assert seen == [sys.executable, str(other)]
     assert not list(out.rglob(".rank-job.pickle"))  # the ranks' job file is tidied away
+
+
+def test_python_variant_ranks_never_import_the_working_directorys_colbench(
+    tmp_path: Path,
+) -> None:
+    # CI runs in the pull request's checkout while the base's ranks must load the base's
+    # installed colbench: `-m` would put the working directory first on sys.path.
+    checkout = tmp_path / "checkout"
+    (checkout / "colbench").mkdir(parents=True)
+    (checkout / "colbench" / "__init__.py").write_text(
+        "raise ImportError('the colbench of the working directory')\n"
+    )
+    script = Path(sys.executable).parent / "colbench"  # the parent: not from the cwd
+    proc = subprocess.run(
+        [str(script), "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2",
+         "--backend", "gloo", "--no-table", "--out", str(tmp_path / "run"),
+         "--python", f"main={sys.executable},pr={sys.executable}"],
+        cwd=checkout, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "working directory" not in proc.stderr
+    assert sorted(set(load(tmp_path / "run")["variant"])) == ["python=main", "python=pr"]
+
+
+def test_an_interpreter_without_python_ranks_is_one_clear_error(tmp_path: Path) -> None:
+    # Variant pr's interpreter finds a colbench that predates --python ranks (no
+    # colbench.run.interpreter), as an older checkout's environment would.
+    old = tmp_path / "old"
+    (old / "colbench" / "run").mkdir(parents=True)
+    (old / "colbench" / "__init__.py").write_text("")
+    (old / "colbench" / "run" / "__init__.py").write_text("")
+    wrapper = tmp_path / "python-old"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={old} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--backend", "gloo",
+        "--no-table", "--out", str(tmp_path / "run"),
+        "--python", f"main={sys.executable},pr={wrapper}",
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("colbench: error")]
+    assert (
+        errors
+        and "cannot run a colbench rank (No module named colbench.run.interpreter)" in errors[0]
+    )
 
 
 def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:

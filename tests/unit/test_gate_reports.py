@@ -37,10 +37,16 @@ def mixed(tmp_path: Path) -> gate.GateResult:
 
 def test_console_table(mixed: gate.GateResult) -> None:
     lines = gate_report.console_lines(mixed)
+    # Two rows judged: each a 5/5 rank test at 0.05 / 4, and one pooled test per check
+    # (the slower row is beyond the limits, the other is not: the pooled busbw median of
+    # the two rows' changes is beyond -15%, but not shown real).
     assert lines[-1] == (
         "colbench gate: FAIL (2 failure(s)): 4 rows: 1 worse, 1 same, 1 missing, 1 new; "
-        "sensitive to slowdowns >= 17% on 2 rows; within-run spread only: the baseline "
-        "holds 1 of the 5 runs needed to know this runner's drift"
+        "sensitive to slowdowns >= 17% on 2 rows; pooled busbw_gbps >= 16% over 2 rows "
+        "(noisy: median change -18.4%, p=0.529); pooled time_p50_us >= 21% over 2 rows; "
+        "within-run spread only: a baseline of 1 run(s) (the drift test needs 5) cannot tell "
+        "a slowdown from a busy machine; gate variants run interleaved for that "
+        "(--variant-a/--variant-b)"
     )
     assert "busbw_gbps:-15%" in lines[1] and "all sizes" in lines[1]
     worse = next(line for line in lines if " worse " in line)
@@ -73,10 +79,16 @@ def test_junit_xml(mixed: gate.GateResult) -> None:
     root = ET.fromstring(gate_report.junit_xml(mixed))
     suite = root.find("testsuite")
     assert suite is not None
-    assert (suite.get("tests"), suite.get("failures")) == ("4", "2")
+    # The 4 rows and the pooled test of each of the 2 checks.
+    assert (suite.get("tests"), suite.get("failures")) == ("6", "2")
     cases = suite.findall("testcase")
     failures = {c.get("name"): c.find("failure") for c in cases}
-    assert len(cases) == 4
+    assert len(cases) == 6
+    pooled = [c for c in cases if c.get("classname") == "colbench.gate.pooled"]
+    assert [c.get("name") for c in pooled] == [
+        "busbw_gbps: median change over 2 rows",
+        "time_p50_us: median change over 2 rows",
+    ]
     worse = failures["all_reduce float32 sum in-place 65536 B"]
     assert worse is not None and worse.get("type") == "worse"
     assert "busbw_gbps: -33.3% p=0.004 (worse)" in (worse.get("message") or "")

@@ -102,6 +102,29 @@ def test_identical_variants_rarely_fail_and_a_quarter_slower_one_always_does() -
     assert all(r.pooled_change == pytest.approx(-0.25, abs=0.08) for r in slow)
 
 
+def test_a_slowdown_beyond_the_stated_figure_is_caught_at_the_stated_power() -> None:
+    # What the gate says it could see (the pooled row 'all', 30 pairs at Holm's 0.05/4)
+    # is what it catches: 80% power, three binomial standard errors (0.037) of slack.
+    rng = random.Random(8)
+    window = SizeWindow.parse(None, None)
+    told = paired_gate(_run(0.0, 0.1, rng), "A", "B", CHECK, window, 0.05)
+    pooled = next(r for r in told.rows if r.key["op"] == "all")
+    assert pooled.detectable is not None and not pooled.insensitive
+    assert 0.10 < pooled.detectable < 0.25
+    trials = 120
+    caught = sum(
+        paired_gate(
+            _run(pooled.detectable * 1.02, 0.1, rng), "A", "B", CHECK, window, 0.05
+        ).failures
+        > 0
+        for _ in range(trials)
+    )
+    assert caught / trials >= 0.80 - 0.1
+    # A row of 10 pairs alone states a larger figure than all 30 together.
+    alone = [r.detectable for r in told.rows if r.key["op"] != "all"]
+    assert all(d is not None and d > pooled.detectable for d in alone)
+
+
 def test_a_slowdown_within_the_limit_passes() -> None:
     rng = random.Random(2)
     window = SizeWindow.parse(None, None)

@@ -64,8 +64,8 @@ def by_op(result: gate.GateResult, op: str) -> Iterable[RowResult]:
 
 
 def test_unsupported_on_both_sides_is_skipped_and_passes(tmp_path: Path) -> None:
-    # Five repeats: enough for Holm over the two measured rows (3 against 3 reaches
-    # p = 0.05 at best, above 0.05 / 2, and would leave them insensitive).
+    # Five repeats: enough for the two measured rows beside the pooled test (3 against 3
+    # reaches p = 0.05 at best, above their 0.05 / 4, and would leave them to it).
     base, cur = tree_run(tmp_path / "base", repeats=5), tree_run(tmp_path / "cur", repeats=5)
     result = gate.run_gate(base, cur, parse_checks(["busbw_gbps:-15%", "time_p50_us:250"]))
     assert result.passed, gate_report.console_lines(result)
@@ -77,8 +77,9 @@ def test_unsupported_on_both_sides_is_skipped_and_passes(tmp_path: Path) -> None
     lines = gate_report.console_lines(result)
     assert lines[-1] == (
         "colbench gate: PASS: 4 rows: 2 same, 2 skipped; sensitive to slowdowns >= 18% on 2 rows"
-        "; within-run spread only: the baseline holds 1 of the 5 runs needed to know this "
-        "runner's drift"
+        "; pooled >= 16% over 2 rows; within-run spread only: a baseline of 1 run(s) (the "
+        "drift test needs 5) cannot tell a slowdown from a busy machine; gate variants run "
+        "interleaved for that (--variant-a/--variant-b)"
     )
     suite = ET.fromstring(gate_report.junit_xml(result)).find("testsuite")
     assert suite is not None and suite.get("skipped") == "2"

@@ -1,0 +1,256 @@
+"""Evidence pooled across rows: a stratified rank test beside each row's own.
+
+Against a baseline of fewer runs than the drift test needs, each row is judged by its own
+exact rank test (:func:`colbench.analysis.verdict.judge`), and with R samples a side that
+test cannot go below p = 1 / C(2R, R): 0.05 at R = 3, 0.004 at R = 5. The family's rows
+are judged at alpha / (2 m) each, so with 3 samples a side no row can ever be judged
+alone, however clearly every row moved. The evidence is in the rows together.
+
+**The test.** For each relative check every judged row is one stratum. On the log scale,
+oriented so that larger is worse (log time, -log bandwidth), the baseline's samples are
+moved toward worse by the limit, as the row test moves them, and U_i counts the pairs
+(current sample, moved baseline sample) in which the current one is worse, ties one
+half. The statistic is S = sum of the U_i. If no row is beyond its limit, each row's
+samples are exchangeable, so S's exact null distribution is the convolution of the
+rows' exact U distributions (ties counted exactly, as in
+:func:`colbench.analysis.stats.mann_whitney_u`), and p = P(S >= observed). This is van
+Elteren's stratified Wilcoxon test when every row has the same sample counts, the usual
+case (his weights 1/(N_i + 1) are then equal); with unequal counts the plain sum leans
+toward the rows with more samples and stays exact.
+
+**What it could see.** The smallest slowdown, the same in every row, that the test finds
+at its level with the gate's power: each row's samples simulated as normal on the log
+scale with that row's own log SD, the shift found by bisection over fixed random numbers
+(as :mod:`colbench.analysis.power` does for one row), the critical S from the exact null.
+
+**What it assumes.** Each sample is an independent draw about its row's centre. Within a
+run the interleaved repeats make that about as true as it is for one row's test. Between
+two runs it is not: a busier machine slows every row of a run alike, one event rather
+than m pieces of evidence, and the pooled test (sharper than any row) reads it as a
+slowdown. Only a baseline of several runs (the drift test) or variants measured
+interleaved in one run (the paired gate) can tell a slowdown from a busy machine; the
+gate's last line says so (docs/gate.md, "The pooled test").
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from colbench.analysis import drift, power, sensitivity, stats
+from colbench.analysis.checks import Check
+from colbench.analysis.engine import Pair, ok_values
+from colbench.analysis.sensitivity import FamilySummary, OverallResult
+from colbench.analysis.verdict import CheckResult, RowResult, Verdict
+
+#: Rows with more samples (both sides) than this are not counted exactly: the whole
+#: statistic then takes the normal approximation with the ties' correction.
+EXACT_MAX_N = 120
+#: Simulated runs per power figure, fewer for rows of many samples (memory); the figure's
+#: own noise is about 2%.
+_TRIALS = 2000
+_MAX_SIMULATED = 20_000_000
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """One row's samples, as oriented logs: larger is worse (or better, for that test)."""
+
+    moved: tuple[float, ...]
+    current: tuple[float, ...]
+
+    @classmethod
+    def of(
+        cls, baseline: Sequence[float], current: Sequence[float], orientation: int, limit: float
+    ) -> Stratum:
+        """``orientation`` * log of the values; the baseline moved that way by ``limit``."""
+        shift = drift.limit_log(limit, orientation > 0)
+        return cls(
+            tuple(orientation * math.log(v) + shift for v in baseline),
+            tuple(orientation * math.log(v) for v in current),
+        )
+
+    @property
+    def doubled_u(self) -> int:
+        """2 U: twice the pairs with the current sample beyond the moved baseline's."""
+        return sum(2 if c > b else int(c == b) for c in self.current for b in self.moved)
+
+
+def _null(ranks: Sequence[float], n_current: int, n_baseline: int) -> np.ndarray:
+    """P(2 U = k), k = 0 .. 2 n m, of a row whose pooled values have these mid-ranks."""
+    counts = stats.rank_sum_counts(ranks, n_current, np.float64)
+    offset = n_current * (n_current + 1)
+    pmf = counts[offset : offset + 2 * n_current * n_baseline + 1]
+    return pmf / pmf.sum()
+
+
+def pooled_p(strata: Sequence[Stratum]) -> float:
+    """One-sided p of S = sum of the rows' U: P(S >= observed) under exchangeability."""
+    observed = sum(s.doubled_u for s in strata)
+    if any(len(s.moved) + len(s.current) > EXACT_MAX_N for s in strata):
+        return _normal_p(strata, observed)
+    pmf = np.ones(1)
+    for s in strata:
+        ranks = stats.midranks([*s.current, *s.moved])
+        pmf = np.convolve(pmf, _null(ranks, len(s.current), len(s.moved)))
+    return float(min(1.0, pmf[observed:].sum()))
+
+
+def _normal_p(strata: Sequence[Stratum], observed: int) -> float:
+    """The normal approximation of P(S >= observed), ties corrected, continuity 1/2."""
+    mean, variance = 0.0, 0.0
+    for s in strata:
+        n, m = len(s.current), len(s.moved)
+        big_n = n + m
+        ranks = stats.midranks([*s.current, *s.moved])
+        ties = sum(t**3 - t for t in (ranks.count(r) for r in set(ranks)))
+        mean += n * m / 2
+        variance += n * m / 12 * ((big_n + 1) - ties / (big_n * (big_n - 1)))
+    if variance <= 0:
+        return 1.0
+    z = (observed / 2 - mean - 0.5) / math.sqrt(variance)
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def smallest_p(counts: Sequence[tuple[int, int]]) -> float:
+    """The smallest p the test of rows with these (baseline, current) counts can give."""
+    return math.prod(stats.smallest_one_sided_p(n_b, n_c) for n_b, n_c in counts)
+
+
+def uniform_margin(
+    rows: Sequence[tuple[float, int, int]], level: float, target_power: float
+) -> float | None:
+    """The log shift beyond the limit, the same in every row of (log SD, baseline
+    samples, current samples), that the test at ``level`` finds with ``target_power``;
+    None when it can never reach ``level``."""
+    if len(rows) < 2 or smallest_p([(n_b, n_c) for _, n_b, n_c in rows]) > level:
+        return None
+    key = tuple((round(sigma, 4), n_b, n_c) for sigma, n_b, n_c in rows)
+    return _uniform_margin(key, round(level, 12), round(target_power, 12))
+
+
+@functools.lru_cache(maxsize=64)
+def _uniform_margin(
+    rows: tuple[tuple[float, int, int], ...], level: float, target_power: float
+) -> float:
+    pmf = np.ones(1)
+    for _, n_b, n_c in rows:
+        ranks = list(range(1, n_b + n_c + 1))
+        pmf = np.convolve(pmf, _null(ranks, n_c, n_b))
+    tail = np.cumsum(pmf[::-1])[::-1]
+    critical = int(np.argmax(tail <= level))
+    pairs = sum(n_b * n_c for _, n_b, n_c in rows)
+    trials = max(200, min(_TRIALS, _MAX_SIMULATED // pairs))
+    rng = np.random.default_rng(20261125)
+    # z_b - z_c of every pair: with the current run moved by d SDs beyond the moved
+    # baseline, a pair is worse when z_c + d > z_b.
+    gaps = [
+        (rng.standard_normal((trials, n_b, 1)) - rng.standard_normal((trials, 1, n_c)))
+        .reshape(trials, -1)
+        .astype(np.float32)
+        for _, n_b, n_c in rows
+    ]
+
+    def caught(shift: float) -> float:
+        total = np.zeros(trials, dtype=np.int64)
+        for gap, (sigma, _, _) in zip(gaps, rows, strict=True):
+            scaled = shift / sigma if sigma > 0 else math.inf
+            total += 2 * (gap < scaled).sum(axis=1)
+        return float((total >= critical).mean())
+
+    return power.smallest_shift(caught, target_power)
+
+
+def judge_rows(
+    judged: Sequence[tuple[Pair, RowResult]], alpha: float, target_power: float, fwer: str
+) -> FamilySummary:
+    """The rows' rank tests and one pooled test per relative check, in one family under
+    weighted Holm (:func:`colbench.analysis.sensitivity.control_family`); the figures."""
+    summary = FamilySummary()
+    rows = [row for _, row in judged if row.judged]
+    if len(rows) >= 2:
+        checks = dict.fromkeys(c.check for row in rows for c in row.checks if c.change is not None)
+        found = (_pooled(check, judged, alpha) for check in checks)
+        summary.overall = [o for o in found if o is not None]
+    floors = [_floor(row) for row in rows]
+    sensitivity.control_family(summary, rows, alpha, fwer, "pooled test", floors)
+    kept = len(rows) - summary.alone
+    cut = sorted(floors)[kept - 1] if kept else -1.0
+    for row, floor in zip(rows, floors, strict=True):
+        # A row left out of the family states what it could not reach: its own level.
+        level = summary.row_level if floor <= cut else summary.nominal_row_level
+        sensitivity.state_power([row], level, target_power)
+    for o, sigmas in zip(summary.overall, _spreads(summary.overall, rows), strict=True):
+        margin = None if sigmas is None else uniform_margin(sigmas, summary.overall_level,
+                                                            target_power)  # fmt: skip
+        o.insensitive = power.insensitive(o.check.limit, o.check.worse_when, margin)
+        if margin is not None:
+            o.detectable = power.detectable_slowdown(o.check.limit, o.check.worse_when, margin)
+    return summary
+
+
+def _spreads(
+    overall: Sequence[OverallResult], rows: Sequence[RowResult]
+) -> list[list[tuple[float, int, int]] | None]:
+    """Each overall result's rows as (log SD, samples a side); None when a row has no SD."""
+    out: list[list[tuple[float, int, int]] | None] = []
+    for o in overall:
+        mine = [
+            c for row in rows for c in row.checks if c.check == o.check and c.change is not None
+        ]
+        if any(c.log_sd is None for c in mine):
+            out.append(None)
+        else:
+            out.append([(c.log_sd or 0.0, c.n_baseline, c.n_current) for c in mine])
+    return out
+
+
+def _pooled(
+    check: Check, judged: Sequence[tuple[Pair, RowResult]], alpha: float
+) -> OverallResult | None:
+    """One relative check's pooled test over every row it judged (at least two)."""
+    sides: list[tuple[list[float], list[float]]] = []
+    logs: list[float] = []
+    for pair, row in judged:
+        c = _result(row, check)
+        if c is None or c.baseline_median is None or c.current_median is None:
+            continue
+        base, cur = ok_values(pair.a, check.metric), ok_values(pair.b, check.metric)
+        if min(base + cur) <= 0:
+            continue
+        sides.append((base, cur))
+        logs.append(math.log(c.current_median / c.baseline_median))
+    if len(sides) < 2:
+        return None
+    change = math.expm1(stats.median(logs))
+    w = check.worse_when
+    p_worse = pooled_p([Stratum.of(b, c, w, check.limit) for b, c in sides])
+    beyond = abs(stats.median(logs)) - drift.limit_log(check.limit, stats.median(logs) > 0)
+    direction = 0 if beyond <= 0 else (1 if stats.median(logs) * w > 0 else -1)
+    if p_worse <= alpha or direction >= 0:
+        verdict = Verdict.WORSE if p_worse <= alpha else _within(direction)
+        return OverallResult(check, len(sides), change, p_worse, verdict)
+    p_better = pooled_p([Stratum.of(b, c, -w, check.limit) for b, c in sides])
+    verdict = Verdict.BETTER if p_better <= alpha else Verdict.NOISY
+    return OverallResult(check, len(sides), change, p_better, verdict)
+
+
+def _floor(row: RowResult) -> float:
+    """The smallest p any of the row's rank tests can give, from its sample counts."""
+    return min(
+        (stats.smallest_one_sided_p(c.n_baseline, c.n_current) for c in row.checks
+         if c.change is not None and c.n_baseline and c.n_current),
+        default=1.0,
+    )  # fmt: skip
+
+
+def _within(direction: int) -> Verdict:
+    return Verdict.NOISY if direction > 0 else Verdict.SAME
+
+
+def _result(row: RowResult, check: Check) -> CheckResult | None:
+    return next((c for c in row.checks if c.check == check and c.change is not None), None)
