@@ -310,14 +310,30 @@ def compare(
     path_b: str | os.PathLike[str],
     metric_name: str = "busbw",
     *,
-    out: str | os.PathLike[str] | None = "compare.png",
+    out: str | os.PathLike[str] | None = None,
     variant_a: str | None = None,
     variant_b: str | None = None,
-) -> tuple[Comparison, Path | None]:
-    """``colbench compare``: the comparison and the figure file written (if any)."""
-    from colbench.report.plots import save
+) -> tuple[Comparison, Path]:
+    """``colbench compare``: the comparison and the figure file written (``out`` None: a
+    new file here, named after the runs). Runs that share no comparable row are
+    refused: a table of x and an empty ratio panel would read as a result."""
+    from colbench.report.plots import save, unused_path
 
     comparison = compare_runs(path_a, path_b, metric_name, variant_a=variant_a, variant_b=variant_b)
-    if out is None:
-        return comparison, None
-    return comparison, save(figure(comparison), out)
+    if not comparison.table["comparable"].any():
+        raise UsageError(nothing_comparable(comparison))
+    path = (
+        out if out is not None else unused_path("compare", [comparison.a.label, comparison.b.label])
+    )
+    return comparison, save(figure(comparison), path)
+
+
+def nothing_comparable(comparison: Comparison) -> str:
+    """Why two runs have no row to compare, in one line."""
+    table = comparison.table
+    reasons = table["reason"].value_counts()
+    why = "; ".join(f"{count} {reason}" for reason, count in reasons.head(3).items())
+    return (
+        f"nothing to compare: {comparison.a.label} and {comparison.b.label} share no "
+        f"comparable row ({why or 'no rows'}); compare runs of the same ops and sizes"
+    )

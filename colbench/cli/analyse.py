@@ -20,7 +20,11 @@ def plot(
     metric: Annotated[str, typer.Option("--metric", help="busbw, algbw or time.")] = "busbw",
     out: Annotated[
         str | None,
-        typer.Option("--out", help="Figure file (.png/.svg/.pdf). Default: <run>/<metric>.png."),
+        typer.Option(
+            "--out",
+            help="Figure file (.png/.svg/.pdf). Default: <run>/<metric>.png for one run "
+            "directory, else <metric>-<run>-vs-<run>.png here (never overwritten: -2, -3...).",
+        ),
     ] = None,
     peak: Annotated[
         float | None,
@@ -50,8 +54,13 @@ def compare(
     run_b: Annotated[str, typer.Argument(help="Run B, compared with A (ratio = B / A).")],
     metric: Annotated[str, typer.Option("--metric", help="busbw, algbw or time.")] = "busbw",
     out: Annotated[
-        str, typer.Option("--out", help="Figure file: both runs above, B / A below.")
-    ] = "compare.png",
+        str | None,
+        typer.Option(
+            "--out",
+            help="Figure file: both runs above, B / A below. Default: compare-<A>-vs-<B>.png "
+            "here (never overwritten: -2, -3...).",
+        ),
+    ] = None,
     variant_a: Annotated[
         str | None, typer.Option("--variant-a", help="Use only this variant of run A.")
     ] = None,
@@ -77,8 +86,7 @@ def compare(
         run_a, run_b, metric, out=out, variant_a=variant_a, variant_b=variant_b
     )
     typer.echo(compare_module.format_table(comparison))
-    if path is not None:
-        typer.echo(f"colbench: wrote {path}", err=True)
+    typer.echo(f"colbench: wrote {path}", err=True)
 
 
 @app.command()

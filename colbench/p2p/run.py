@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from colbench.analysis.links import MIN_RANKS
 from colbench.errors import UsageError
 from colbench.p2p.config import P2PConfig
@@ -14,7 +16,13 @@ def run_p2p(cfg: P2PConfig) -> int:
 
     from colbench.launch import detect
     from colbench.run.launched import run_launched
-    from colbench.run.prepare import _gpu_count, default_nprocs, make_run_dir, resolve_backend
+    from colbench.run.prepare import (
+        _gpu_count,
+        default_nprocs,
+        make_run_dir,
+        resolve_backend,
+        spawn_notes,
+    )
     from colbench.run.spawn import spawn_and_wait
 
     launch_env = detect()
@@ -41,5 +49,8 @@ def run_p2p(cfg: P2PConfig) -> int:
             f"--nprocs {world_size} but only {_gpu_count()} GPU(s): NCCL needs one GPU per "
             f"rank; --backend gloo runs {world_size} ranks on the CPU"
         )
+    notes = spawn_notes(world_size)
     run_dir = make_run_dir(run_cfg, backend)
+    for note in notes:
+        print(f"colbench: note: {note}", file=sys.stderr)
     return spawn_and_wait(run_cfg, backend, world_size, run_dir, task=task)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +189,7 @@ def size_axis(ax: Any, low_bytes: float, high_bytes: float) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(format_size_tick))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlim(low_bytes / 1.25, high_bytes * 1.25)
-    ax.set_xlabel("message size (size_bytes; binary units, 1K = 1024 B)")
+    ax.set_xlabel("message size (binary units, 1K = 1024 B)")
 
 
 _STYLES = ("-", "--", "-.", ":")
@@ -263,6 +264,8 @@ def plot_runs(
 ) -> Path:
     """``colbench plot``: load runs, draw one figure, write it; returns the file written."""
     metric(metric_name)
+    if peak_gbps is not None and not (math.isfinite(peak_gbps) and peak_gbps > 0):
+        raise UsageError(f"--peak must be a bandwidth above 0 GB/s, got {peak_gbps:g}")
     runs = load_runs(paths)
     curves = [c for run in runs for c in lines(run)]
     fig = plot_lines(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
@@ -270,10 +273,25 @@ def plot_runs(
 
 
 def default_out(runs: Sequence[Run], metric_name: str) -> Path:
-    """One run: ``<run>/<metric>.png``; several: ``<metric>.png`` here."""
+    """One run directory: ``<run>/<metric>.png`` (the run's own figure, as sweep --plot
+    writes it); else a new file here named after the runs (:func:`unused_path`)."""
     if len(runs) == 1 and runs[0].path.is_dir():
         return RunDir(runs[0].path).figure_path(metric_name)
-    return Path(f"{metric_name}.png")
+    return unused_path(metric_name, [run.label for run in runs])
+
+
+def unused_path(kind: str, labels: Sequence[str], suffix: str = ".png") -> Path:
+    """``<kind>-<A>-vs-<B>.png`` in the current directory (``<A>-and-N-more`` for many),
+    stepping aside to ``-2``, ``-3``... from a file already there: a default name never
+    overwrites an earlier figure (an explicit --out does)."""
+    safe = [re.sub(r"[^A-Za-z0-9._+=-]+", "_", label).strip("_") or "run" for label in labels]
+    named = "-vs-".join(safe) if len(safe) <= 2 else f"{safe[0]}-and-{len(safe) - 1}-more"
+    stem = f"{kind}-{named}"[:120]
+    for attempt in range(1, 1000):
+        path = Path(f"{stem}{'' if attempt == 1 else f'-{attempt}'}{suffix}")
+        if not path.exists():
+            return path
+    raise UsageError(f"no free file name like {stem}{suffix} here: give --out")
 
 
 def write_run_plots(run_dir: str | os.PathLike[str]) -> list[Path]:

@@ -24,7 +24,7 @@ from colbench.errors import ExitCode, UsageError
 from colbench.plan import plan
 from colbench.run import protocol, spawn, supervise, turns
 from colbench.run.interpreter import forget_job
-from colbench.run.outcome import finish_meta, rows_kept, tidy_logs
+from colbench.run.outcome import finish_meta, kept_line, rows_kept, tidy_logs
 from colbench.rundir import RunDir
 from colbench.variants import Variant, environment
 
@@ -89,8 +89,8 @@ def run_interleaved(
             for index, variant in enumerate(variants):
                 spec = turns.TurnSpec(spawn.LOCAL_HOST, port, index, len(variants), variant.name)
                 worlds.append(_start(cfg, backend, world_size, run_dir, variant, spec))
-            for world in worlds:
-                world.serve()
+            for index, world in enumerate(worlds):
+                world.serve(show_joins=index == 0)
             store = turns.serve(spawn.LOCAL_HOST, listener.fileno(), port)
         except BaseException:
             for world in worlds:
@@ -211,7 +211,7 @@ def _report(
         variants=records,
         **{
             key: sum(int(r[key] or 0) for r in records)
-            for key in ("rows", "wrong_total", "rows_oom")
+            for key in ("rows", "wrong_total", "rows_oom", "rows_planned")
         },
     )
     RunDir(run_dir).write_meta(meta)
@@ -221,8 +221,7 @@ def _report(
             raise UsageError(first.message)
         print(f"colbench: {first.message}", file=sys.stderr)
         print(
-            f"colbench: {rows_kept(run_dir)} rows measured before the failure are in "
-            f"{run_dir}; rank logs: variants/*/rank*.log there",
+            f"colbench: {kept_line(run_dir)}; rank logs: variants/*/rank*.log there",
             file=sys.stderr,
         )
         return first.exit_code
@@ -264,6 +263,7 @@ def _record(
         "python_executable": meta.get("python_executable"),
         "status": status,
         "rows": meta.get("rows", 0),
+        "rows_planned": meta.get("rows_planned", 0),
         "wrong_total": meta.get("wrong_total", 0),
         "rows_oom": meta.get("rows_oom", 0),
         "duration_s": meta.get("duration_s"),

@@ -22,6 +22,7 @@ from colbench.run.prepare import (
     make_run_dir,
     one_gpu_note,
     resolve_backend,
+    spawn_notes,
 )
 from colbench.run.spawn import spawn_and_wait
 from colbench.rundir import RunDir
@@ -52,6 +53,9 @@ def run_sweep(cfg: SweepConfig) -> int:
         )
     notes = checked_notes(cfg, world_size, backend)
     chosen = one_gpu_note(cfg.launch.backend, backend, world_size)
+    # Interleaved variants' worlds are all alive at once.
+    variants = expand(cfg.launch.env_axes, cfg.launch.interpreters)
+    notes += spawn_notes(world_size, len(variants) if cfg.launch.interleave else 1)
     notes = notes + ([chosen] if chosen else [])
     run_dir = make_run_dir(cfg, backend)
     for note in notes:

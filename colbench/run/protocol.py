@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench import launch
+from colbench import launch, reading
 from colbench.errors import ExitCode
 from colbench.inflight import InFlight
 from colbench.rundir import RunDir
@@ -271,14 +271,16 @@ def read_reports(run_dir: Path) -> list[dict[str, Any]]:
     files = RunDir(run_dir)
     for path in files.error_reports():
         try:
-            reports.append(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError):
+            report = json.loads(reading.read_text(path, reading.REPORT))
+        except (ValueError, RecursionError):  # cut short by the rank's death; UsageError too
             continue
+        if isinstance(report, dict) and "rank" in report:
+            reports.append(report)
     reported = {int(r["rank"]) for r in reports}
     for rank, log in files.rank_logs().items():
         if rank in reported:
             continue
-        line = torch_watchdog_line(_tail(log, LOG_TAIL_BYTES))
+        line = torch_watchdog_line(reading.tail_text(log, LOG_TAIL_BYTES))
         if line is not None:
             reports.append(
                 {
@@ -293,15 +295,6 @@ def read_reports(run_dir: Path) -> list[dict[str, Any]]:
                 }
             )
     return reports
-
-
-def _tail(path: Path, max_bytes: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, path.stat().st_size - max_bytes))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def read_progress(store: Any, world_size: int) -> dict[int, InFlight]:

@@ -29,7 +29,7 @@ from colbench.run import protocol, supervise
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.interpreter import forget_job
 from colbench.run.job import RankJob, RankTask
-from colbench.run.outcome import finish_meta, report_done, rows_kept, tidy_logs
+from colbench.run.outcome import finish_meta, kept_line, report_done, rows_kept, tidy_logs
 from colbench.run.rank import exit_now, rank_main
 from colbench.rundir import RunDir
 from colbench.variants import Variant
@@ -120,8 +120,9 @@ class World:
     def processes(self) -> list[Any]:
         return list(self.context.processes)
 
-    def serve(self) -> None:
-        """Serve the store the ranks meet at (they queue on the listener until then)."""
+    def serve(self, show_joins: bool = True) -> None:
+        """Serve the store the ranks meet at (they queue on the listener until then);
+        ``show_joins``: count the ranks joining while the start-up is slow."""
         try:
             self.store = _serve_store(
                 self.listener, self.job.world_size, self.job.cfg.launch.timeout_s
@@ -134,7 +135,16 @@ class World:
             deadline=self.started + self.job.cfg.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
             arrived=lambda: launch.arrived_ranks(store, world_size),
             world_size=world_size,
+            counter=_join_counter(self.job.cfg.output.progress) if show_joins else None,
         )
+
+
+def _join_counter(progress: bool | None) -> supervise.JoinCounter | None:
+    """The start-up's count of ranks joined: redrawn on a terminal (as the progress bar
+    is), a line now and then in a log; none with --no-progress."""
+    if progress is False:
+        return None
+    return supervise.JoinCounter(terminal=sys.stderr.isatty() if progress is None else True)
 
 
 def start_world(
@@ -270,8 +280,7 @@ def _report_failure(run_dir: Path, failure: protocol.Failure) -> int:
     finish_meta(run_dir, "failed", failure.meta())
     print(f"colbench: {failure.message}", file=sys.stderr)
     print(
-        f"colbench: {rows_kept(run_dir)} rows measured before the failure are in {run_dir}; "
-        "rank logs: rank*.log there",
+        f"colbench: {kept_line(run_dir)}; rank logs: rank*.log there",
         file=sys.stderr,
     )
     return failure.exit_code

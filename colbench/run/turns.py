@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from colbench import reading
 from colbench.errors import UsageError
 
 #: Version of the key layout and values below. History:
@@ -212,4 +213,5 @@ def read_log(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path = Path(run_dir) / TURNS_FILE
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = reading.read_text(path, reading.TURNS)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
