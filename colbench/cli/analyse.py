@@ -44,7 +44,9 @@ def plot(
     """
     from colbench.report.plots import plot_runs
 
-    path = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit)
+    path, warnings = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit)
+    for warning in warnings:
+        typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: wrote {path}", err=True)
 
 

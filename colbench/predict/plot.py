@@ -42,8 +42,8 @@ def _time_panel(
             m.size_bytes, m.time_us, "o", markersize=3.5, color=colors[m.world_size],
             markerfacecolor="none", label=f"measured, {m.world_size} ranks ({m.algo})",
         )  # fmt: skip
-    sizes = [p.size_bytes for p in rows] + [float(s) for m in points for s in m.size_bytes]
-    size_axis(ax, max(1.0, min(sizes)), max(sizes))
+    spanned = [float(p.size_bytes) for p in rows] + [float(s) for m in points for s in m.size_bytes]
+    size_axis(ax, max(1.0, min(spanned)), max(spanned))
     ax.set_yscale("log")
     ax.set_ylabel("time per call (us), 95% interval shaded")
     ax.set_title(f"{op}: predicted time vs size")

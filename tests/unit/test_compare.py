@@ -45,8 +45,10 @@ def test_ratios_and_reasons(tmp_path: Path) -> None:
     text = format_table(comparison)
     assert "ratio = B / A" in text
     line = next(x for x in text.splitlines() if x.split()[:1] == ["all_reduce"] and " 64M " in x)
-    assert line.split()[-1] == f"{ar.loc[64 << 20, 'ratio']:.3f}"
-    assert "only in A" in text and "x  wrong results in B" in text
+    # One sample a side: the ratio, and a spread that cannot be known.
+    assert line.split()[-2:] == [f"{ar.loc[64 << 20, 'ratio']:.3f}", "-"]
+    assert "one sample per row on a side: each ratio's own noise is unknown" in text
+    assert "only in A" in text and "x             -  wrong results in B" in text
     assert "3 row(s) not comparable" in text
 
 
@@ -78,12 +80,16 @@ def test_figure_has_overlay_and_ratio_panel(tmp_path: Path) -> None:
     top, bottom = fig.axes[:2]
     labels = [line.get_label() for line in top.get_lines()]
     assert "all_reduce · a" in labels and "all_reduce · b" in labels
-    ratio_lines = [line for line in bottom.get_lines() if len(line.get_xdata()) > 2]
+    ratio_lines = [
+        line
+        for line in bottom.get_lines()
+        if len(line.get_xdata()) > 2 and line.get_marker() == "o"
+    ]
     assert len(ratio_lines) == 1
     xs, ys = ratio_lines[0].get_xdata(), ratio_lines[0].get_ydata()
     assert list(xs) == SIZES[:1] + SIZES[2:]  # SIZES[1]: wrong results in B
     assert np.all(np.asarray(ys) >= 1.0)
-    assert bottom.get_ylabel() == "B / A"
+    assert bottom.get_ylabel() == "B / A (bars: noise band)"
 
 
 def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
