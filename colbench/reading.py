@@ -73,7 +73,8 @@ def read_bytes(path: str | os.PathLike[str], kind: Kind) -> bytes:
     file = Path(path)
     limit = format_size(kind.limit_bytes)
     try:
-        with open(file, "rb") as f:
+        # Non-blocking: opening a FIFO to read waits for a writer, for ever if none comes.
+        with os.fdopen(os.open(file, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise UsageError(f"{file} is {_file_type(info.st_mode)}, not {kind.one} file")
@@ -98,7 +99,7 @@ def tail_text(path: str | os.PathLike[str], max_bytes: int) -> str:
     """The last ``max_bytes`` of a log ('' when it cannot be read): what a rank or a
     child process printed last, however much it printed before."""
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
                 return ""

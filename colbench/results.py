@@ -368,8 +368,12 @@ def _typed(file: Path, raw: Any) -> Any:
             ) from None
         if column in FLOAT_COLUMNS:
             frame[column] = numbers.astype("float64")
-        elif numbers.isna().any():
-            frame[column] = numbers.astype("Int64")
-        else:
-            frame[column] = numbers.astype("int64")
+            continue
+        try:
+            # Int64 keeps a missing count missing; int64 is what a whole column gives.
+            frame[column] = numbers.astype("Int64" if numbers.isna().any() else "int64")
+        except (ValueError, TypeError, OverflowError):  # 1.5, inf, 1e30 in a count
+            raise UsageError(
+                f"{file}: column {column} holds a value that is not a whole number"
+            ) from None
     return frame

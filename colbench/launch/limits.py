@@ -6,9 +6,9 @@ the command was typed. :func:`check_spawn` compares what the ranks will need wit
 limits before the first rank starts, raises the soft open-file limit where the hard
 one allows (the ranks inherit it), and refuses, in one line, what cannot work.
 
-The needs are measured, with room: 16 forked gloo ranks held 69 open files each (30
-sockets to their peers, in two process groups) and 8 threads each; their parent held
-62 files.
+The needs are measured, with room: forked gloo ranks held 24 open files plus 3 per
+peer (69 each at 16 ranks, 213 at 64) and 8 threads each; their parent 14 plus 3 per
+rank (62 at 16, 206 at 64).
 """
 
 from __future__ import annotations
@@ -20,21 +20,21 @@ from colbench.errors import UsageError
 
 #: Open files of a rank besides its sockets to peers: torch's libraries, pipes, its log.
 RANK_BASE_FILES = 64
-#: Process groups a rank may join, each a socket per peer: the measured one, the gloo
-#: side group, a --group-size subgroup.
-GROUPS_PER_RANK = 3
+#: Open files per peer: 3 measured (the measured group, the gloo side group, the
+#: store), one more for a --group-size subgroup.
+FILES_PER_PEER = 4
 #: The parent's files: its own, then per rank a store connection and a process pipe.
 PARENT_BASE_FILES = 64
 PARENT_FILES_PER_RANK = 4
-#: Threads of one rank (gloo's, torch's pools, the hang watchdog's), with room.
-THREADS_PER_RANK = 16
+#: Threads of one rank (gloo's, torch's pools, the hang watchdog's): 8 measured.
+THREADS_PER_RANK = 12
 #: More ranks than this many per core: start-up alone takes long, said at once.
 CROWDED_PER_CORE = 4
 
 
 def files_per_rank(world_size: int) -> int:
     """Open files one rank of a world of ``world_size`` needs at most."""
-    return RANK_BASE_FILES + GROUPS_PER_RANK * (world_size - 1)
+    return RANK_BASE_FILES + FILES_PER_PEER * (world_size - 1)
 
 
 def _raise_open_files(needed: int, what: str) -> None:

@@ -52,10 +52,6 @@ def _ranks_per_node(flags: PredictFlags, fitted: Sequence[data.Measured]) -> int
     """--ranks-per-node, else the one value of the fitted runs; None (each target on one
     node) when every fitted run ran on one node."""
     if flags.ranks_per_node is not None:
-        if not 1 <= flags.ranks_per_node <= MAX_TARGET_RANKS:
-            raise UsageError(
-                f"--ranks-per-node must be 1 to {MAX_TARGET_RANKS}, got {flags.ranks_per_node}"
-            )
         return flags.ranks_per_node
     if all(m.nnodes == 1 for m in fitted):
         return None
@@ -141,6 +137,10 @@ def _load(
 
 
 def _check_flags(flags: PredictFlags, targets: Sequence[int]) -> None:
+    if flags.ranks_per_node is not None and not 1 <= flags.ranks_per_node <= MAX_TARGET_RANKS:
+        raise UsageError(
+            f"--ranks-per-node must be 1 to {MAX_TARGET_RANKS}, got {flags.ranks_per_node}"
+        )
     if flags.plot and not targets:
         raise UsageError("--plot draws predictions: give --ranks")
     if flags.max_error is not None and not flags.against:

@@ -77,9 +77,25 @@ def plot_predictions(
     crossings: Sequence[CrossRow],
     measured: Sequence[Measured] = (),
 ) -> Path:
-    """Write predict.png into ``directory``; its path. A panel per op (the predictions,
-    and the ``measured`` points they come from), and the crossover against N only where
-    a crossover was found: an empty panel would read as a finding."""
+    """Write predict.png (:func:`figure`) into ``directory``; its path."""
+    fig = figure(predicted, crossings, measured)
+    path = directory / "predict.png"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    finally:
+        pyplot().close(fig)
+    return path
+
+
+def figure(
+    predicted: Sequence[Predicted], crossings: Sequence[CrossRow], measured: Sequence[Measured]
+) -> Any:
+    """A panel per op (the predictions, and the ``measured`` points they come from), and
+    the crossover against N only where a crossover was found: an empty panel would read
+    as a finding."""
     plt = pyplot()
     op_names = list(dict.fromkeys(p.op for p in predicted))
     crossed = [r for r in crossings if r.crossing.size_bytes is not None]
@@ -92,12 +108,4 @@ def plot_predictions(
     elif crossings:
         fig.suptitle("no tree/ring crossover at these N", fontsize="small")
     fig.tight_layout()
-    path = directory / "predict.png"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-    finally:
-        plt.close(fig)
-    return path
+    return fig

@@ -264,6 +264,16 @@ def startup_failure(
     return Failure(message, int(ExitCode.TIMEOUT), missing[0], None, None, message)
 
 
+def _well_formed(report: Any) -> bool:
+    """A report as :func:`make_report` writes it: what the verdict reads has its type."""
+    return (
+        isinstance(report, dict)
+        and type(report.get("rank")) is int
+        and isinstance(report.get("time"), int | float)
+        and isinstance(report.get("error"), str)
+    )
+
+
 def read_reports(run_dir: Path) -> list[dict[str, Any]]:
     """Every rank's error report, plus one of kind timeout for each rank that left none
     but whose log holds torch's NCCL watchdog message (it aborts the process first)."""
@@ -274,7 +284,7 @@ def read_reports(run_dir: Path) -> list[dict[str, Any]]:
             report = json.loads(reading.read_text(path, reading.REPORT))
         except (ValueError, RecursionError):  # cut short by the rank's death; UsageError too
             continue
-        if isinstance(report, dict) and "rank" in report:
+        if _well_formed(report):
             reports.append(report)
     reported = {int(r["rank"]) for r in reports}
     for rank, log in files.rank_logs().items():

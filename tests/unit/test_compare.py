@@ -122,3 +122,43 @@ def test_subgroup_columns_join_only_where_both_runs_record_them(tmp_path: Path) 
     split = compare_runs(write_run(tmp_path / "halves", halves), ours, "time")
     assert "group_size" in split.keys
     assert sorted(set(split.table["reason"])) == ["only in A", "only in B"]
+
+
+def _repeated(directory: Path, factor: float, spread: float, seed: int) -> Path:
+    """Five repeats per size of one model, ``factor`` slower, with lognormal noise."""
+    rng = np.random.default_rng(seed)
+    model = alpha_beta(20.0, 10.0)
+    rows = [
+        row("all_reduce", s, factor * model(s) * float(np.exp(rng.normal(0, spread))))
+        | {"repeat": r}
+        for r in range(5)
+        for s in SIZES
+    ]
+    return write_run(directory, rows)
+
+
+def test_identical_runs_of_noisy_samples_are_said_to_be_within_noise(tmp_path: Path) -> None:
+    # The issue's case: B/A from 0.43 to 2.78 for identical variants, no caveat.
+    a = _repeated(tmp_path / "a", 1.0, 0.4, seed=1)
+    b = _repeated(tmp_path / "b", 1.0, 0.4, seed=2)
+    comparison = compare_runs(a, b, "time")
+    assert comparison.table["within_noise"].all()
+    text = format_table(comparison)
+    rows = [line for line in text.splitlines() if line.startswith("  all_reduce")]
+    assert all(line.split()[-2].endswith("~") for line in rows)
+    assert all(line.split()[-1].count("±") == 2 for line in rows)
+    (summary,) = [line for line in text.splitlines() if "geometric mean" in line]
+    assert "95% interval" in summary and "noise could explain it (the interval holds 1)" in summary
+    assert f"{len(SIZES)} of {len(SIZES)} size(s) within their samples' noise (~)" in summary
+
+
+def test_a_real_change_stands_out_of_quiet_samples(tmp_path: Path) -> None:
+    a = _repeated(tmp_path / "a", 1.0, 0.02, seed=1)
+    b = _repeated(tmp_path / "b", 2.0, 0.02, seed=2)
+    comparison = compare_runs(a, b, "time")
+    assert not comparison.table["within_noise"].any()
+    (summary,) = [line for line in format_table(comparison).splitlines() if "geometric" in line]
+    assert "noise could explain" not in summary and "0 of " in summary
+    # The figure's bars are the band noise could explain: narrow here.
+    fig = figure(comparison)
+    assert fig.axes[1].get_ylabel() == "B / A (bars: noise band)"

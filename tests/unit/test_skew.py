@@ -197,3 +197,15 @@ def test_per_rank_csv_and_the_straggler_in_meta(tmp_path: Path) -> None:
     assert table["rank"].tolist()[:2] == [0, 1] and table["node"].tolist()[:2] == ["nodeA", "nodeB"]
     assert table["wait_us"].tolist()[:2] == [310.0, 10.0]
     assert table["slowest"].tolist()[:2] == [0, 1]
+
+
+def test_the_table_ends_with_its_summary_after_a_hundred_thousand_late_arrivals() -> None:
+    # The long sweep that crashed: its end-of-run summary, from the counts of a run far
+    # longer than it (10^5 late-arrival rows at 2 ranks, 4 at 8).
+    for counts in ([60_000, 40_000], [12_500] * 8):
+        echoed: list[str] = []
+        sink = TableSink(echo=echoed.append, warn=echoed.append)
+        sink.slowest.counts = list(counts)
+        sink.close()
+        assert echoed[-1].startswith("# Straggler            : none: no rank arrived last")
+        assert f"of the {sum(counts)} late-arrival rows" in echoed[-1]
