@@ -194,10 +194,13 @@ class RunDir:
         return dict(sorted(found.items()))
 
     def tidy_logs(self) -> None:
-        """Empty rank logs of a clean run say nothing: remove them."""
+        """Empty rank logs say nothing, whether the run ended well or not: remove them."""
         for log in self.rank_logs().values():
-            if log.stat().st_size == 0:
-                log.unlink()
+            try:
+                if log.stat().st_size == 0:
+                    log.unlink()
+            except OSError:  # gone already
+                continue
 
     def error_report(self, rank: int) -> Path:
         """Where rank ``rank`` leaves the report of how it failed."""

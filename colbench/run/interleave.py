@@ -194,10 +194,9 @@ def _report(
     kept = _rows_per_variant(run_dir)
     for variant, world, failure in zip(variants, worlds, failures, strict=True):
         forget_job(world.run_dir)
+        tidy_logs(world.run_dir)
         if failure is not None:
             finish_meta(world.run_dir, "failed", failure.meta())
-        else:
-            tidy_logs(world.run_dir)
         record = _record(variant, world.run_dir, failure, any(failures))
         # A failed world never wrote its counts: results.csv has its rows.
         record["rows"] = kept.get(variant.name, 0)

@@ -16,7 +16,7 @@ def rows_kept(run_dir: Path) -> int:
 
 
 def tidy_logs(run_dir: Path) -> None:
-    """Empty rank logs of a clean run say nothing: remove them."""
+    """Empty rank logs say nothing: remove them."""
     RunDir(run_dir).tidy_logs()
 
 

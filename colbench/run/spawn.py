@@ -262,6 +262,7 @@ def _start_ranks(job: RankJob, python: str | None = None) -> Any:
 
 
 def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
+    tidy_logs(run_dir)
     name = protocol.signal_name(stop.received or signal.SIGINT)
     finish_meta(
         run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
@@ -274,6 +275,9 @@ def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
 
 
 def _report_failure(run_dir: Path, failure: protocol.Failure) -> int:
+    # A start-up that failed at 1000 ranks left 1000 empty logs: only those that say
+    # something stay.
+    tidy_logs(run_dir)
     if failure.exit_code == ExitCode.USAGE:
         finish_meta(run_dir, "refused", failure.meta())
         raise UsageError(failure.message)
