@@ -184,23 +184,24 @@ def _reason(
     return ""
 
 
-def _spread(samples: Any, cv: Any) -> noise.Spread:
-    known = cv is not None and not (isinstance(cv, float) and math.isnan(cv))
-    return noise.Spread(int(samples), float(cv) if known else None)
+def _spreads(row: Any) -> tuple[noise.Spread, noise.Spread]:
+    """How each side's samples of a table row spread (a cv of NaN: unknown)."""
+
+    def one(samples: Any, cv: Any) -> noise.Spread:
+        return noise.Spread(int(samples), None if cv is None or math.isnan(cv) else float(cv))
+
+    return one(row.samples_a, row.cv_a), one(row.samples_b, row.cv_b)
 
 
 def _within_noise(row: Any) -> bool | None:
     """Whether the samples' own spread could explain a comparable row's ratio."""
-    if not row.comparable:
-        return None
-    a, b = _spread(row.samples_a, row.cv_a), _spread(row.samples_b, row.cv_b)
-    return noise.ratio_within_noise(float(row.ratio), a, b)
+    return noise.ratio_within_noise(float(row.ratio), *_spreads(row)) if row.comparable else None
 
 
 def _spread_text(row: Any) -> str:
     """Each side's spread over its repeats (``±4%/±12%``); ``-`` with one sample each,
     or for a row that cannot be compared."""
-    a, b = _spread(row.samples_a, row.cv_a), _spread(row.samples_b, row.cv_b)
+    a, b = _spreads(row)
     if not row.comparable or (a.cv is None and b.cv is None):
         return "-"
     return f"{a.text()}/{b.text()}"
@@ -319,19 +320,11 @@ def figure(comparison: Comparison) -> Any:
 
 
 def _noise_bars(rows: Any) -> Any:
-    """Error bars of the ratios: the band noise could explain (noise.ratio_within_noise),
-    below and above each ratio; none where a side has one sample."""
-    low, high = [], []
-    for row in rows.itertuples(index=False):
-        a, b = _spread(row.samples_a, row.cv_a), _spread(row.samples_b, row.cv_b)
-        if a.cv is None or b.cv is None:
-            low.append(0.0)
-            high.append(0.0)
-            continue
-        factor = math.exp(noise.BAND_SDS * math.hypot(a.cv, b.cv))
-        low.append(row.ratio - row.ratio / factor)
-        high.append(row.ratio * factor - row.ratio)
-    return np.array([low, high])
+    """Error bars of the ratios: the band noise could explain (noise.band_factor), below
+    and above each ratio; none where a side has one sample."""
+    factors = [noise.band_factor(*_spreads(row)) or 1.0 for row in rows.itertuples(index=False)]
+    ratios = rows["ratio"].to_numpy(dtype=float)
+    return np.array([ratios - ratios / factors, ratios * factors - ratios])
 
 
 def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], str]) -> None:

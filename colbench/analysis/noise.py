@@ -76,12 +76,21 @@ def spread(values: Sequence[float]) -> Spread:
     return Spread(len(values), stats.coefficient_of_variation(values))
 
 
+def band_factor(a: Spread, b: Spread) -> float | None:
+    """How far from 1 noise alone could move B / A, as a factor: :data:`BAND_SDS`
+    combined relative spreads; None when a side has one sample."""
+    if a.cv is None or b.cv is None:
+        return None
+    return math.exp(BAND_SDS * math.hypot(a.cv, b.cv))
+
+
 def ratio_within_noise(ratio: float, a: Spread, b: Spread) -> bool | None:
     """True when noise could explain ``ratio`` (B / A of two rows' medians): within
-    :data:`BAND_SDS` combined relative spreads of 1; None when a side has one sample."""
-    if a.cv is None or b.cv is None or not ratio > 0:
+    :func:`band_factor` of 1; None when a side has one sample."""
+    factor = band_factor(a, b)
+    if factor is None or not ratio > 0:
         return None
-    return abs(math.log(ratio)) <= BAND_SDS * math.hypot(a.cv, b.cv)
+    return 1 / factor <= ratio <= factor
 
 
 @dataclass(frozen=True)

@@ -135,16 +135,8 @@ class World:
             deadline=self.started + self.job.cfg.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
             arrived=lambda: launch.arrived_ranks(store, world_size),
             world_size=world_size,
-            counter=_join_counter(self.job.cfg.output.progress) if show_joins else None,
+            counter=supervise.join_counter(self.job.cfg.output.progress) if show_joins else None,
         )
-
-
-def _join_counter(progress: bool | None) -> supervise.JoinCounter | None:
-    """The start-up's count of ranks joined: redrawn on a terminal (as the progress bar
-    is), a line now and then in a log; none with --no-progress."""
-    if progress is False:
-        return None
-    return supervise.JoinCounter(terminal=sys.stderr.isatty() if progress is None else True)
 
 
 def start_world(

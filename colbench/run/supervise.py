@@ -131,6 +131,15 @@ class JoinCounter:
         self.finished = True
 
 
+def join_counter(progress: bool | None) -> JoinCounter | None:
+    """The start-up's count of ranks joined: redrawn on a terminal (as the progress bar
+    is; ``progress`` None: when stderr is one), a line now and then in a log; none with
+    --no-progress."""
+    if progress is False:
+        return None
+    return JoinCounter(terminal=sys.stderr.isatty() if progress is None else True)
+
+
 @dataclass
 class StartupWatch:
     """The parent's own deadline for every rank to check in at the rendezvous.
