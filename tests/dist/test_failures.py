@@ -157,13 +157,19 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _default_sigint() -> None:
+    # As from an interactive shell: pytest itself may run as a script's background job,
+    # whose children inherit an ignored SIGINT, and colbench keeps that one ignored.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(
     ("signum", "target", "preexec"),
     [
-        (signal.SIGINT, "parent", None),
-        (signal.SIGTERM, "parent", None),
-        (signal.SIGINT, "group", None),
-        (signal.SIGTERM, "group", None),
+        (signal.SIGINT, "parent", _default_sigint),
+        (signal.SIGTERM, "parent", _default_sigint),
+        (signal.SIGINT, "group", _default_sigint),
+        (signal.SIGTERM, "group", _default_sigint),
         # `colbench ... &` in a script starts with SIGINT ignored; SIGTERM stops it.
         (signal.SIGTERM, "parent", _ignore_sigint),
     ],
