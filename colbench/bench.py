@@ -299,7 +299,8 @@ class RankBench:
                 if self.sink is not None and self.cfg.output.per_rank:
                     self.sink.rank_times(rows[-1], ranks)
             yield rows
-        flight.op, flight.dtype, flight.size_bytes, flight.phase = "", "", None, "between ops"
+        flight.op, flight.dtype, flight.size_bytes = "", "", None
+        flight.phase = f"the pause after {coll.name}"
         del storages
 
     def _time(

@@ -299,9 +299,32 @@ RANKS_PER_GPU_NEEDS_NCCL = (
     "on a GPU machine). gloo ranks run on the CPU: --nprocs sets how many"
 )
 
+#: The largest count, seed or rank an option takes: the ranks compute with 32-bit
+#: counters and 64-bit element indices mixed with the seed, and a larger value is a typo.
+MAX_COUNT = 2**31 - 1
+
+
+def _positive_seconds(flag: str, value: float | None) -> None:
+    # ``not > 0`` refuses NaN too; an infinite wait cannot be set on a process group.
+    if value is not None and (not value > 0 or value == float("inf")):
+        raise UsageError(f"{flag} must be positive, got {value:g} (a finite number of seconds)")
+
 
 def validate_run(cfg: SweepConfig) -> None:
     """Checks of the options any run has, sweep or p2p: counts, ranks and timeouts."""
+    bounded = (
+        ("--iters", cfg.measure.iters),
+        ("--repeat", cfg.measure.repeat),
+        ("--warmup", cfg.measure.warmup),
+        ("--seed", cfg.measure.seed),
+        ("--root", cfg.measure.root),
+        ("--nprocs", cfg.launch.nprocs or 0),
+    )
+    for flag, value in bounded:
+        if value > MAX_COUNT:
+            raise UsageError(f"{flag} takes at most {MAX_COUNT}, got {value}")
+    if cfg.measure.seed < 0:
+        raise UsageError(f"--seed must be 0 or more, got {cfg.measure.seed}")
     if cfg.measure.iters < 1:
         raise UsageError(f"--iters must be at least 1, got {cfg.measure.iters}")
     if cfg.measure.repeat < 1:
@@ -315,10 +338,8 @@ def validate_run(cfg: SweepConfig) -> None:
             f"--ranks-per-gpu takes 1 to {MAX_RANKS_PER_GPU} ranks per GPU, "
             f"got {cfg.launch.ranks_per_gpu}"
         )
-    if cfg.launch.timeout_s <= 0:
-        raise UsageError(f"--timeout must be positive, got {cfg.launch.timeout_s:g}")
-    if cfg.launch.init_timeout_s <= 0:
-        raise UsageError(f"--init-timeout must be positive, got {cfg.launch.init_timeout_s:g}")
+    _positive_seconds("--timeout", cfg.launch.timeout_s)
+    _positive_seconds("--init-timeout", cfg.launch.init_timeout_s)
     if cfg.launch.ranks_per_gpu > 1 and cfg.launch.backend == "gloo":
         raise UsageError(RANKS_PER_GPU_NEEDS_NCCL.format(k=cfg.launch.ranks_per_gpu))
 
@@ -336,8 +357,7 @@ def validate(cfg: SweepConfig) -> None:
     if cfg.measure.cuda_graph and cfg.launch.backend == "gloo":
         # Also checked against the backend ``auto`` picks; this catches it before torch loads.
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
-    if cfg.measure.time_budget_s is not None and cfg.measure.time_budget_s <= 0:
-        raise UsageError(f"--time-budget must be positive, got {cfg.measure.time_budget_s:g}")
+    _positive_seconds("--time-budget", cfg.measure.time_budget_s)
     if not 1 <= cfg.measure.rotate <= 64:
         raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.measure.rotate}")
     if cfg.measure.group_size is not None and cfg.measure.group_size < 1:

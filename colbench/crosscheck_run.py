@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from colbench import reading
 from colbench.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -62,10 +63,7 @@ def run_child(
 
 
 def _tail(path: Path) -> str:
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
-    except OSError:
-        return ""
+    lines = [line.strip() for line in reading.tail_text(path, 4096).splitlines()]
     last = next((line for line in reversed(lines) if line), "")
     return f": {last[:200]}" if last else ""
 

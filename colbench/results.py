@@ -21,7 +21,8 @@ from typing import Any
 
 from colbench.errors import UsageError
 from colbench.launch.emulation import FABRIC_REAL
-from colbench.tables import Table, TableRow, TableWriter, format_cell, register
+from colbench.reading import warn
+from colbench.tables import Table, TableRow, TableWriter, format_cell, read_cells, register
 from colbench.tables import column as _column
 
 SCHEMA_VERSION = 5
@@ -345,14 +346,10 @@ def load(path: str | os.PathLike[str]) -> Any:
     import pandas as pd
 
     file = csv_path(path)
-    if not file.is_file():
+    if not file.exists():
         raise UsageError(f"no results file at {file}")
-    try:
-        raw = pd.read_csv(file, dtype=str, keep_default_na=False)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise UsageError(
-            f"{file} is not a colbench results CSV: {str(exc).splitlines()[0]}"
-        ) from None
+    header, cells = read_cells(file, "colbench results CSV")
+    raw = pd.DataFrame(cells, columns=header, dtype=str)
     if "schema_version" not in raw.columns:
         raise UsageError(f"{file} has no schema_version column: not a colbench results CSV")
     version = _file_version(file, raw["schema_version"])
@@ -368,7 +365,24 @@ def load(path: str | os.PathLike[str]) -> Any:
     for column in missing:
         raw[column] = _FILL[column](raw)
     extra = [c for c in raw.columns if c not in COLUMNS]
+    _check_count(file, raw["run_id"])
     return _typed(file, raw[[*COLUMNS, *extra]])
+
+
+def _check_count(file: Path, run_ids: Any) -> None:
+    """Say when the file holds fewer of its run's rows than meta.json says were written
+    (a copy cut at a row's end, rows deleted): what is left reads as a whole run."""
+    from colbench.rundir import RunDir
+
+    meta = RunDir(file.parent).meta_or_none() if file.name == RESULTS.file_name else None
+    if not meta or not isinstance(meta.get("rows"), int) or not meta.get("run_id"):
+        return
+    held = int((run_ids == str(meta["run_id"])).sum())
+    if held < meta["rows"]:
+        warn(
+            f"{file} holds {held} row(s) of run {meta['run_id']}, its meta.json says "
+            f"{meta['rows']} were written: the file is incomplete (cut short or edited)"
+        )
 
 
 def _typed(file: Path, raw: Any) -> Any:
@@ -389,8 +403,12 @@ def _typed(file: Path, raw: Any) -> Any:
             ) from None
         if column in FLOAT_COLUMNS:
             frame[column] = numbers.astype("float64")
-        elif numbers.isna().any():
-            frame[column] = numbers.astype("Int64")
-        else:
-            frame[column] = numbers.astype("int64")
+            continue
+        try:
+            # Int64 keeps a missing count missing; int64 is what a whole column gives.
+            frame[column] = numbers.astype("Int64" if numbers.isna().any() else "int64")
+        except (ValueError, TypeError, OverflowError):  # 1.5, inf, 1e30 in a count
+            raise UsageError(
+                f"{file}: column {column} holds a value that is not a whole number"
+            ) from None
     return frame

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from colbench import reading
 from colbench.errors import UsageError
 from colbench.results import RESULTS, SCHEMA_VERSION, csv_path, load
 from colbench.tables import TABLES as TABLES
@@ -139,23 +140,40 @@ class RunDir:
         os.replace(tmp, self.meta_path)
 
     def read_meta(self) -> dict[str, Any]:
-        """meta.json; raises OSError or ValueError when it is missing or broken, and
-        UsageError when a newer colbench wrote it."""
-        meta = json.loads(self.meta_path.read_text())
-        if not isinstance(meta, dict):
-            raise ValueError(f"{self.meta_path} is not a JSON object")
+        """meta.json; raises FileNotFoundError when it is missing, ValueError when it is
+        not a JSON object, and UsageError when it is no file to read (a device, too
+        large, binary) or a newer colbench wrote it."""
+        if not self.meta_path.exists():
+            raise FileNotFoundError(f"no {self.meta_path}")
+        meta = self._parse_meta(reading.read_text(self.meta_path, reading.META))
         check_version(self.meta_path, meta.get("schema_version"))
         return meta
 
-    def meta_or_none(self) -> dict[str, Any] | None:
-        """meta.json, or None when it is missing or unreadable (a CSV copied alone); one
-        a newer colbench wrote is still refused."""
+    def _parse_meta(self, text: str) -> dict[str, Any]:
         try:
-            return self.read_meta()
-        except UsageError:
-            raise
-        except (OSError, ValueError):
+            meta = json.loads(text)
+        except RecursionError:
+            raise ValueError(f"{self.meta_path} nests deeper than any meta.json") from None
+        except json.JSONDecodeError as exc:
+            where = f"{exc.msg}, line {exc.lineno}"
+            raise ValueError(f"{self.meta_path} is not JSON ({where})") from None
+        if not isinstance(meta, dict):
+            raise ValueError(f"{self.meta_path} is not a JSON object")
+        return meta
+
+    def meta_or_none(self) -> dict[str, Any] | None:
+        """meta.json, or None when it is missing (a CSV copied alone) or unreadable (cut
+        short, not JSON, not a file), which is said; one a newer colbench wrote is
+        refused: its fields may mean what this one cannot tell."""
+        if not self.meta_path.exists():
             return None
+        try:
+            meta = self._parse_meta(reading.read_text(self.meta_path, reading.META))
+        except ValueError as exc:  # UsageError is one too
+            reading.warn(f"{exc}; read without it")
+            return None
+        check_version(self.meta_path, meta.get("schema_version"))
+        return meta
 
     def update_meta(self, **fields: Any) -> None:
         meta = self.read_meta()
@@ -177,10 +195,13 @@ class RunDir:
         return dict(sorted(found.items()))
 
     def tidy_logs(self) -> None:
-        """Empty rank logs of a clean run say nothing: remove them."""
+        """Empty rank logs say nothing, whether the run ended well or not: remove them."""
         for log in self.rank_logs().values():
-            if log.stat().st_size == 0:
-                log.unlink()
+            try:
+                if log.stat().st_size == 0:
+                    log.unlink()
+            except OSError:  # gone already
+                continue
 
     def nccl_log(self, rank: int) -> Path:
         """Where rank ``rank``'s NCCL writes its INFO log (NCCL_DEBUG_FILE)."""

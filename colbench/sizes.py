@@ -87,9 +87,22 @@ def parse_sizes(spec: str, factor: float | None = None, step_bytes: int | None =
     if "," in spec:
         if factor is not None or step_bytes is not None:
             raise UsageError("a step factor or step applies to a size range (1K-1G), not a list")
-        return sorted({parse_size(part) for part in spec.split(",") if part.strip()})
+        parts = [part.strip() for part in spec.split(",")]
+        if parts[-1] == "" and len(parts) > 1:
+            parts.pop()  # "1K," is a list of one
+        if "" in parts:
+            raise UsageError(
+                f"bad size list {spec!r}: item {parts.index('') + 1} is empty; "
+                "separate sizes by single commas, e.g. 1K,4K,1M"
+            )
+        return sorted({parse_size(part) for part in parts})
     if "-" in spec:
-        low, _, high = spec.partition("-")
+        low, _, high = (part.strip() for part in spec.partition("-"))
+        if not low or not high or "-" in high:
+            raise UsageError(
+                f"bad size range {spec!r}: give MIN-MAX such as 1K-1G "
+                "(sizes are whole bytes, never negative)"
+            )
         return size_range(parse_size(low), parse_size(high), factor, step_bytes)
     return [parse_size(spec)]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from colbench import option_table, options, variants
+from colbench import option_table, options, reading, variants
 from colbench.errors import UsageError
 from colbench.sizes import parse_size
 
@@ -159,11 +159,9 @@ def _unknown(key: str) -> str:
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a suite file into ``sweep`` keyword arguments (raises UsageError)."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read suite {file}: {exc.strerror}") from None
-    return parse(text, str(file))
+    if not file.exists():
+        raise UsageError(f"cannot read suite {file}: no such file")
+    return parse(reading.read_text(file, reading.SUITE), str(file))
 
 
 def parse(text: str, source: str = "suite") -> dict[str, Any]:
@@ -196,8 +194,13 @@ def parse(text: str, source: str = "suite") -> dict[str, Any]:
         target, convert = SCHEMA[key]
         if target in values:
             raise UsageError(f"{source} line {line}: give variants or env, not both")
-        value = constructor.construct_object(value_node, deep=True)
         value_line = value_node.start_mark.line + 1
+        try:
+            # Safe construction only: a tag such as !!python/object is refused, never run.
+            value = constructor.construct_object(value_node, deep=True)
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise UsageError(f"{source} line {value_line}: {key}: {problem}") from None
         try:
             values[target] = convert(value, key)
         except _KeyError as exc:

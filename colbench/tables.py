@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from colbench import reading
 from colbench.errors import UsageError
 
 
@@ -179,6 +180,42 @@ class TableWriter:
                 f"{self.path} holds rows of another schema than version {self.table.version}: "
                 "appending would mix layouts; write to a new file"
             )
+
+
+def read_cells(file: Path, what: str) -> tuple[list[str], list[list[str]]]:
+    """A table file's header and rows of text cells, through the bounded reader.
+
+    Every row :class:`TableWriter` writes ends in a newline, so a file that does not
+    end in one was cut while written (a killed run, a copy stopped short) or edited:
+    its last row is dropped when it lacks cells, and said so either way. A row with
+    too few cells elsewhere, or too many anywhere, makes the file unreadable.
+    """
+    text = reading.read_text(file, reading.TABLE)
+    try:
+        lines = [row for row in csv.reader(text.splitlines(keepends=True)) if row]
+    except csv.Error as exc:
+        raise UsageError(f"{file} is not a {what}: {exc}") from None
+    if not lines:
+        raise UsageError(f"{file} is empty: not a {what}")
+    header, rows = lines[0], lines[1:]
+    if len(set(header)) != len(header):
+        raise UsageError(f"{file} is not a {what}: its header repeats a column name")
+    if rows and not text.endswith(("\n", "\r")):
+        if len(rows[-1]) < len(header):
+            rows.pop()
+            reading.warn(
+                f"{file}: its last row is cut short (a run killed while writing, or a "
+                f"copy stopped early); read without it: {len(rows)} row(s)"
+            )
+        else:
+            reading.warn(f"{file} does not end with a newline: its last row may be cut short")
+    for number, row in enumerate(rows, start=1):
+        if len(row) != len(header):
+            raise UsageError(
+                f"{file} row {number} has {len(row)} cells, its header {len(header)}: "
+                f"not a {what}, or edited by hand"
+            )
+    return header, rows
 
 
 def markdown(tables: list[Table]) -> str:

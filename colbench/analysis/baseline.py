@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from colbench import metadata
+from colbench import metadata, reading
 from colbench.analysis.checks import DEFAULT_KEEP
 from colbench.analysis.engine import load_pooled, read_meta
 from colbench.errors import UsageError
@@ -88,7 +88,7 @@ def _runs_to_keep(
 
 def _lines(path: str | os.PathLike[str], runs: Sequence[str] | None = None) -> list[str]:
     """results.csv's lines (header first), only those of ``runs`` when given."""
-    text = csv_path(path).read_text(encoding="utf-8").splitlines(keepends=True)
+    text = reading.read_text(csv_path(path), reading.TABLE).splitlines(keepends=True)
     if runs is None or not text:
         return text
     column = next(csv.reader(text[:1])).index("run_id")

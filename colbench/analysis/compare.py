@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from colbench.analysis import stats
+from colbench.analysis import noise, stats
 from colbench.analysis.engine import (
     Pair,
     Sample,
@@ -109,6 +109,7 @@ def compare_runs(
     columns = [*keys, *_SIDE_COLUMNS, "present", "reason", "ratio", "unmeasured"]
     table = pd.DataFrame(records, columns=columns)
     table["comparable"] = table["reason"] == ""
+    table["within_noise"] = [_within_noise(row) for row in table.itertuples(index=False)]
     if not join_on_variant:
         # One variant per run, named in the context lines; per row it would mislead.
         table["variant"] = ""
@@ -126,7 +127,9 @@ def compare_runs(
     return Comparison(run_a, run_b, metric_name, table, context, join_on_variant, keys, warnings)
 
 
-_SIDE_COLUMNS = [f"{c}_{s}" for s in "ab" for c in ("value", "wrong", "backend", "variant")]
+_SIDE_COLUMNS = [
+    f"{c}_{s}" for s in "ab" for c in ("value", "wrong", "backend", "variant", "samples", "cv")
+]
 
 
 def _measured(samples: Sequence[Sample]) -> list[Sample]:
@@ -135,13 +138,15 @@ def _measured(samples: Sequence[Sample]) -> list[Sample]:
 
 
 def _side(samples: Sequence[Sample], column: str) -> list[Any]:
-    """value (median of the repeats), wrong (summed), backend and variant of one side."""
+    """value (median of the repeats), wrong (summed), backend, variant, and how the
+    repeats spread (their count and coefficient of variation) of one side."""
     if not samples:
-        return [math.nan, math.nan, None, None]
+        return [math.nan, math.nan, None, None, 0, None]
     values = [float(s[column]) for s in samples if s.get(column) is not None]
     value = stats.median(values) if values else math.nan
     wrong = sum(int(s.get("wrong") or 0) for s in samples)
-    return [value, wrong, samples[0]["backend"], samples[0]["variant"]]
+    spread = noise.spread(values)
+    return [value, wrong, samples[0]["backend"], samples[0]["variant"], spread.samples, spread.cv]
 
 
 def _record(pair: Pair, keys: Sequence[str], column: str, across: bool) -> list[Any] | None:
@@ -172,7 +177,8 @@ def _reason(
     across_backends: bool,
 ) -> str:
     """Why this pair cannot be compared, or '' when it can."""
-    (value_a, wrong_a, backend_a, _), (value_b, wrong_b, backend_b, _) = side_a, side_b
+    value_a, wrong_a, backend_a = side_a[:3]
+    value_b, wrong_b, backend_b = side_b[:3]
     if status_a and status_b:
         return (
             f"{status_a} in A, {status_b} in B"
@@ -196,6 +202,29 @@ def _reason(
     return ""
 
 
+def _spreads(row: Any) -> tuple[noise.Spread, noise.Spread]:
+    """How each side's samples of a table row spread (a cv of NaN: unknown)."""
+
+    def one(samples: Any, cv: Any) -> noise.Spread:
+        return noise.Spread(int(samples), None if cv is None or math.isnan(cv) else float(cv))
+
+    return one(row.samples_a, row.cv_a), one(row.samples_b, row.cv_b)
+
+
+def _within_noise(row: Any) -> bool | None:
+    """Whether the samples' own spread could explain a comparable row's ratio."""
+    return noise.ratio_within_noise(float(row.ratio), *_spreads(row)) if row.comparable else None
+
+
+def _spread_text(row: Any) -> str:
+    """Each side's spread over its repeats (``±4%/±12%``); ``-`` with one sample each,
+    or for a row that cannot be compared."""
+    a, b = _spreads(row)
+    if not row.comparable or (a.cv is None and b.cv is None):
+        return "-"
+    return f"{a.text()}/{b.text()}"
+
+
 def _value(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -211,21 +240,26 @@ def format_table(comparison: Comparison) -> str:
     name = comparison.metric_name
     lines_out = [f"# {line}" for line in comparison.context]
     lines_out.append(f"# {name} in {unit}; ratio = B / A (above 1: {better}); x = not comparable")
+    lines_out.append(
+        f"# spread: each side's coefficient of variation over its samples (sweep --repeat); "
+        f"~ after B/A: within {noise.BAND_SDS:g} combined spreads of 1, noise could explain it"
+    )
     shown = comparison.join_on_variant
     width = max([len(str(v)) for v in table["variant"]] + [7]) + 2 if shown else 0
     variant_head = f"{'variant':<{width}}" if shown else ""
     lines_out.append(
         f"# {'op':<15}{variant_head}{'dtype':<10}{'redop':<6}{'placement':<14}{'size':>8}"
-        f"{'A ' + name:>12}{'B ' + name:>12}{'B/A':>8}  note"
+        f"{'A ' + name:>12}{'B ' + name:>12}{'B/A':>9}{'spread':>14}  note"
     )
     for row in table.itertuples(index=False):
         ratio = "x" if not row.comparable else f"{row.ratio:.3f}"
+        ratio += "~" if row.within_noise is True else ""
         variant = f"{str(row.variant) or '-':<{width}}" if shown else ""
         lines_out.append(
             f"  {row.op:<15}{variant}{row.dtype:<10}"
             f"{row.redop:<6}{PLACEMENT_NAMES[int(row.in_place)]:<14}"
             f"{format_size(int(row.size_bytes)):>8}{_value(row.value_a):>12}"
-            f"{_value(row.value_b):>12}{ratio:>8}  {row.reason}".rstrip()
+            f"{_value(row.value_b):>12}{ratio:>9}{_spread_text(row):>14}  {row.reason}".rstrip()
         )
     lines_out += [f"# {line}" for line in summary(comparison)]
     return "\n".join(lines_out)
@@ -239,11 +273,12 @@ def summary(comparison: Comparison) -> list[str]:
     groups = ["op", "variant", "dtype", "redop", "in_place"]
     for key, group in usable.groupby(groups, sort=False):
         op, variant, dtype, redop, in_place = key
-        gmean = float(np.exp(np.mean(np.log(group["ratio"].to_numpy(dtype=float)))))
         label = " ".join(str(p) for p in (op, variant, dtype, redop) if str(p))
+        out.append(f"{label} {PLACEMENT_NAMES[int(in_place)]}: {_group_summary(group)}")
+    if not usable.empty and usable["within_noise"].isna().all():
         out.append(
-            f"{label} {PLACEMENT_NAMES[int(in_place)]}: geometric mean B/A {gmean:.3f} over "
-            f"{len(group)} size(s), from {group['ratio'].min():.3f} to {group['ratio'].max():.3f}"
+            "one sample per row on a side: each ratio's own noise is unknown "
+            "(sweep --repeat 5 measures it)"
         )
     skipped = int((~table["comparable"]).sum())
     if skipped:
@@ -251,6 +286,23 @@ def summary(comparison: Comparison) -> list[str]:
     if usable.empty:
         out.append("nothing comparable: the runs share no (op, dtype, redop, placement, size)")
     return out
+
+
+def _group_summary(group: Any) -> str:
+    """A line's sizes summed up: the geometric mean of B/A with its 95% interval over
+    the sizes, the range, and whether noise could explain it."""
+    ratios = group["ratio"].to_numpy(dtype=float)
+    mean = noise.geometric_interval(ratios)
+    text = f"geometric mean B/A {mean.value:.3f}"
+    if len(ratios) > 1:
+        text += f" ({noise.LEVEL:.0%} interval {mean.low:.3g} to {mean.high:.3g})"
+    text += f" over {len(ratios)} size(s), from {ratios.min():.3f} to {ratios.max():.3f}"
+    judged = group["within_noise"].dropna()
+    if len(ratios) > 1 and mean.within_noise:
+        text += ": noise could explain it (the interval holds 1)"
+    if len(judged):
+        text += f"; {int(judged.sum())} of {len(judged)} size(s) within their samples' noise (~)"
+    return text
 
 
 def figure(comparison: Comparison) -> Any:
@@ -285,6 +337,14 @@ def figure(comparison: Comparison) -> Any:
     return fig
 
 
+def _noise_bars(rows: Any) -> Any:
+    """Error bars of the ratios: the band noise could explain (noise.band_factor), below
+    and above each ratio; none where a side has one sample."""
+    factors = [noise.band_factor(*_spreads(row)) or 1.0 for row in rows.itertuples(index=False)]
+    ratios = rows["ratio"].to_numpy(dtype=float)
+    return np.array([ratios - ratios / factors, ratios * factors - ratios])
+
+
 def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], str]) -> None:
     from matplotlib.ticker import FuncFormatter
 
@@ -297,11 +357,13 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
         placement = 0 if (group["in_place"] == 0).any() else 1
         chosen = group[group["in_place"] == placement].sort_values("size_bytes")
         label = " · ".join(str(k) for k in key[:2] if str(k))
-        ax.plot(
+        ax.errorbar(
             chosen["size_bytes"],
             chosen["ratio"],
+            yerr=_noise_bars(chosen),
             marker="o",
             markersize=3.5,
+            capsize=2,
             color=colors.get(
                 (str(key[0]), str(key[1])), colors.get((str(key[0]), ""), f"C{index}")
             ),
@@ -311,7 +373,7 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
     ax.axhline(1.0, color="black", linewidth=1, alpha=0.6)
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    ax.set_ylabel("B / A")
+    ax.set_ylabel("B / A (bars: noise band)")
     ax.grid(True, which="major", alpha=0.3)
     if drawn:
         values = usable["ratio"].to_numpy(dtype=float)
@@ -328,18 +390,34 @@ def compare(
     path_b: str | os.PathLike[str],
     metric_name: str = "busbw",
     *,
-    out: str | os.PathLike[str] | None = "compare.png",
+    out: str | os.PathLike[str] | None = None,
     variant_a: str | None = None,
     variant_b: str | None = None,
     allow_emulated: bool = False,
-) -> tuple[Comparison, Path | None]:
-    """``colbench compare``: the comparison and the figure file written (if any)."""
-    from colbench.report.plots import save
+) -> tuple[Comparison, Path]:
+    """``colbench compare``: the comparison and the figure file written (``out`` None: a
+    new file here, named after the runs). Runs that share no comparable row are
+    refused: a table of x and an empty ratio panel would read as a result."""
+    from colbench.report.plots import save, unused_path
 
     comparison = compare_runs(
         path_a, path_b, metric_name, variant_a=variant_a, variant_b=variant_b,
         allow_emulated=allow_emulated,
     )  # fmt: skip
-    if out is None:
-        return comparison, None
-    return comparison, save(figure(comparison), out)
+    if not comparison.table["comparable"].any():
+        raise UsageError(nothing_comparable(comparison))
+    path = (
+        out if out is not None else unused_path("compare", [comparison.a.label, comparison.b.label])
+    )
+    return comparison, save(figure(comparison), path)
+
+
+def nothing_comparable(comparison: Comparison) -> str:
+    """Why two runs have no row to compare, in one line."""
+    table = comparison.table
+    reasons = table["reason"].value_counts()
+    why = "; ".join(f"{count} {reason}" for reason, count in reasons.head(3).items())
+    return (
+        f"nothing to compare: {comparison.a.label} and {comparison.b.label} share no "
+        f"comparable row ({why or 'no rows'}); compare runs of the same ops and sizes"
+    )

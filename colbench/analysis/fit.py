@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from colbench import ops
+from colbench.analysis import noise, student_t
 from colbench.analysis.series import Line, labels
 
 HUBER_K = 1.345
@@ -99,6 +100,63 @@ def fit_time(
 
 
 @dataclass(frozen=True)
+class Uncertainty:
+    """Standard errors of a fit's parameters, from the scatter of its points about it
+    (least squares of relative residuals, as fitted), and their 95% intervals."""
+
+    alpha_us: float
+    alpha_se_us: float
+    slope_us_per_byte: float
+    slope_se: float
+    dof: int
+
+    @property
+    def alpha_interval(self) -> tuple[float, float]:
+        return noise.interval(self.alpha_us, self.alpha_se_us, self.dof)
+
+    @property
+    def beta_interval(self) -> tuple[float, float]:
+        """beta's interval: the slope's, inverted (a slope that may be 0 leaves beta
+        unbounded above)."""
+        low, high = noise.interval(self.slope_us_per_byte, self.slope_se, self.dof)
+        return (
+            1.0 / high / 1e3 if high > 0 else math.inf,
+            1.0 / low / 1e3 if low > 0 else math.inf,
+        )
+
+    def differs(self, other: Uncertainty) -> bool:
+        """True when the two fits differ beyond noise: in latency or in slope, by more
+        than the 95% half-width of the difference."""
+        t = student_t.t_two_sided(noise.LEVEL, min(self.dof, other.dof))
+        return abs(self.alpha_us - other.alpha_us) > t * math.hypot(
+            self.alpha_se_us, other.alpha_se_us
+        ) or abs(self.slope_us_per_byte - other.slope_us_per_byte) > t * math.hypot(
+            self.slope_se, other.slope_se
+        )
+
+
+def uncertainty(size_bytes: np.ndarray, time_us: np.ndarray, model: Model) -> Uncertainty | None:
+    """The intervals of ``model`` fitted to these points; None with two points or fewer
+    (no scatter to tell it by)."""
+    size, time = np.asarray(size_bytes, dtype=float), np.asarray(time_us, dtype=float)
+    keep = np.isfinite(size) & np.isfinite(time) & (time > 0)
+    size, time = size[keep], time[keep]
+    dof = len(size) - 2
+    if dof < 1:
+        return None
+    slope = 0.0 if math.isinf(model.beta_gbps) else 1.0 / (model.beta_gbps * 1e3)
+    design = np.column_stack([1.0 / time, size / time])
+    residuals = 1.0 - design @ np.array([model.alpha_us, slope])
+    variance = float(residuals @ residuals) / dof
+    try:
+        covariance = variance * np.linalg.inv(design.T @ design)
+    except np.linalg.LinAlgError:
+        return None
+    errors = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
+    return Uncertainty(model.alpha_us, float(errors[0]), slope, float(errors[1]), dof)
+
+
+@dataclass(frozen=True)
 class FitResult:
     line: Line
     label: str
@@ -106,6 +164,8 @@ class FitResult:
     """None when the line has fewer than two sizes."""
     rel_rms: float | None
     """Root-mean-square relative error of the model over the line's points."""
+    spread: Uncertainty | None = None
+    """The parameters' 95% intervals; None with too few points."""
 
     @property
     def bus_beta_gbps(self) -> float | None:
@@ -122,10 +182,22 @@ def fit_lines(curves: Sequence[Line]) -> list[FitResult]:
         except ValueError:
             results.append(FitResult(curve, label, None, None))
             continue
-        predicted = model.time_us(curve.size_bytes)
-        rel_rms = float(np.sqrt(np.mean(((curve.time_us - predicted) / curve.time_us) ** 2)))
-        results.append(FitResult(curve, label, model, rel_rms))
+        results.append(
+            FitResult(
+                curve,
+                label,
+                model,
+                relative_rms(curve.size_bytes, curve.time_us, model),
+                uncertainty(curve.size_bytes, curve.time_us, model),
+            )
+        )
     return results
+
+
+def relative_rms(size_bytes: np.ndarray, time_us: np.ndarray, model: Model) -> float:
+    """Root-mean-square relative error of ``model`` over the points."""
+    predicted = model.time_us(size_bytes)
+    return float(np.sqrt(np.mean(((time_us - predicted) / time_us) ** 2)))
 
 
 @dataclass(frozen=True)
@@ -137,6 +209,8 @@ class Crossover:
     size_bytes: float
     faster_below: FitResult
     in_range: bool
+    within_noise: bool = False
+    """The two fits do not differ beyond their 95% intervals: noise could make them cross."""
 
 
 def crossovers(results: Sequence[FitResult]) -> list[Crossover]:
@@ -158,7 +232,8 @@ def crossovers(results: Sequence[FitResult]) -> list[Crossover]:
         low = max(la.size_bytes.min(), lb.size_bytes.min())
         high = min(la.size_bytes.max(), lb.size_bytes.max())
         faster_below = a if a.model.alpha_us < b.model.alpha_us else b
-        found.append(Crossover(a, b, float(size), faster_below, bool(low <= size <= high)))
+        same = a.spread is None or b.spread is None or not a.spread.differs(b.spread)
+        found.append(Crossover(a, b, float(size), faster_below, bool(low <= size <= high), same))
     return found
 
 
@@ -173,39 +248,70 @@ def approx_size(size_bytes: float) -> str:
 
 
 def _number(value: float | None, spec: str) -> str:
+    """``value`` in ``spec`` (``10.2f``), or n/a / inf padded to the same width."""
+    width = int(spec.split(".")[0] or 0)
     if value is None:
-        return "n/a"
+        return f"{'n/a':>{width}}"
     if math.isinf(value):
-        return "inf"
+        return f"{'inf':>{width}}"
     return format(value, spec)
 
 
+def _short(value: float) -> str:
+    """Three significant digits, never an exponent below a million (1110, 0.255, inf)."""
+    if math.isinf(value):
+        return "inf"
+    return f"{value:.0f}" if 999.5 <= abs(value) < 1e6 else f"{value:.3g}"
+
+
+def _range(bounds: tuple[float, float] | None) -> str:
+    """A 95% interval as ``low-high`` (``-`` without one); parameters are not negative."""
+    if bounds is None:
+        return "-"
+    return f"{_short(max(bounds[0], 0.0))}-{_short(bounds[1])}"
+
+
 def report(results: Sequence[FitResult], found: Sequence[Crossover]) -> str:
-    """The fit as text: one line per curve, then the crossovers."""
+    """The fit as text: one line per curve with its parameters' 95% intervals, a warning
+    for each poor fit, then the crossovers (said when noise could explain one)."""
     width = max([len(r.label) for r in results] + [5])
     lines = [
         "# time = alpha + size / beta, fitted per line on relative error, outliers down-weighted",
         "# alpha: latency (us); beta: algorithm bandwidth (GB/s, 1e9 B/s); "
-        "bus beta = beta * the op's busbw factor",
-        f"# {'line':<{width}} {'alpha(us)':>10} {'beta(GB/s)':>11} {'bus beta':>9} "
-        f"{'rms err':>8} {'sizes':>6}",
+        "bus beta = beta * the op's busbw factor; 95% intervals from the points' scatter",
+        f"# {'line':<{width}} {'alpha(us)':>10} {'alpha 95%':>17} {'beta(GB/s)':>11} "
+        f"{'beta 95%':>17} {'bus beta':>9} {'rms err':>8} {'sizes':>6}",
     ]
+    warnings = []
     for r in results:
         sizes = len(r.line.size_bytes)
         if r.model is None:
             lines.append(f"  {r.label:<{width}} {'not enough sizes to fit':>40} {sizes:>6}")
             continue
+        spread = r.spread
         lines.append(
             f"  {r.label:<{width}} {_number(r.model.alpha_us, '10.2f')} "
-            f"{_number(r.model.beta_gbps, '11.4g')} {_number(r.bus_beta_gbps, '9.4g')} "
+            f"{_range(spread.alpha_interval if spread else None):>17} "
+            f"{_number(r.model.beta_gbps, '11.4g')} "
+            f"{_range(spread.beta_interval if spread else None):>17} "
+            f"{_number(r.bus_beta_gbps, '9.4g')} "
             f"{_number(None if r.rel_rms is None else 100 * r.rel_rms, '7.1f')}% {sizes:>6}"
         )
+        if noise.poor_fit(r.rel_rms):
+            assert r.rel_rms is not None
+            warnings.append(f"# warning: {noise.poor_fit_warning(r.label, r.rel_rms)}")
+    lines += warnings
     for c in found:
         other = c.second if c.faster_below is c.first else c.first
         where = "" if c.in_range else " (outside the measured sizes: extrapolated)"
         lines.append(
             f"# crossover at {approx_size(c.size_bytes)} ({c.size_bytes:.0f} B){where}: "
             f"{c.faster_below.label} is faster below, {other.label} above"
+            + (
+                "; noise could explain it: the two fits do not differ beyond their 95% intervals"
+                if c.within_noise
+                else ""
+            )
         )
     if len(results) > 1 and not found:
         lines.append("# no crossover: no two curves of one collective swap places at any size")

@@ -319,6 +319,10 @@ def run_gate(
     cur_frame = load_pooled(currents)
     no_baseline = missing_ok and not csv_path(baseline).is_file()
     base_frame = cur_frame.iloc[0:0] if no_baseline else load(baseline)
+    if base_frame.empty and not no_baseline:
+        raise UsageError(
+            f"baseline {csv_path(baseline)} holds no rows, only its header: nothing to judge by"
+        )
     base_meta = None if no_baseline else read_meta(baseline)
     first_meta = read_meta(currents[0])
     not_judged = f"performance not judged: no baseline at {baseline}" if no_baseline else ""

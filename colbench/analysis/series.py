@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from colbench.errors import UsageError
-from colbench.results import STATUS_OK, load
+from colbench.results import STATUS_OK, csv_path, load
 
 PLACEMENT_NAMES = {0: "out-of-place", 1: "in-place"}
 
@@ -69,6 +69,8 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> list[Run]:
     for raw in paths:
         path = Path(raw)
         frame = load(path)
+        if frame.empty:
+            raise UsageError(f"{csv_path(path)} holds no rows, only its header: nothing to read")
         name = (path if path.is_dir() else path.parent).resolve().name or str(path)
         seen[name] = seen.get(name, 0) + 1
         label = name if seen[name] == 1 else f"{name} ({seen[name]})"

@@ -20,7 +20,11 @@ def plot(
     metric: Annotated[str, typer.Option("--metric", help="busbw, algbw or time.")] = "busbw",
     out: Annotated[
         str | None,
-        typer.Option("--out", help="Figure file (.png/.svg/.pdf). Default: <run>/<metric>.png."),
+        typer.Option(
+            "--out",
+            help="Figure file (.png/.svg/.pdf). Default: <run>/<metric>.png for one run "
+            "directory, else <metric>-<run>-vs-<run>.png here (never overwritten: -2, -3...).",
+        ),
     ] = None,
     peak: Annotated[
         float | None,
@@ -40,7 +44,9 @@ def plot(
     """
     from colbench.report.plots import plot_runs
 
-    path = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit)
+    path, warnings = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit)
+    for warning in warnings:
+        typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: wrote {path}", err=True)
 
 
@@ -57,8 +63,13 @@ def compare(
     run_b: Annotated[str, typer.Argument(help="Run B, compared with A (ratio = B / A).")],
     metric: Annotated[str, typer.Option("--metric", help="busbw, algbw or time.")] = "busbw",
     out: Annotated[
-        str, typer.Option("--out", help="Figure file: both runs above, B / A below.")
-    ] = "compare.png",
+        str | None,
+        typer.Option(
+            "--out",
+            help="Figure file: both runs above, B / A below. Default: compare-<A>-vs-<B>.png "
+            "here (never overwritten: -2, -3...).",
+        ),
+    ] = None,
     variant_a: Annotated[
         str | None, typer.Option("--variant-a", help="Use only this variant of run A.")
     ] = None,
@@ -90,8 +101,7 @@ def compare(
     for warning in comparison.warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(compare_module.format_table(comparison))
-    if path is not None:
-        typer.echo(f"colbench: wrote {path}", err=True)
+    typer.echo(f"colbench: wrote {path}", err=True)
 
 
 @app.command()

@@ -81,9 +81,26 @@ def _exit(code: int) -> NoReturn:
     sys.exit(code)
 
 
+def contradictions(argv: list[str]) -> str | None:
+    """The first on/off flag given both ways (``--table --no-table``), or None.
+
+    Click lets the last one win without a word; a command line that says both was
+    written by mistake (a script's default and an override), so it is refused.
+    """
+    flags = argv[: argv.index("--")] if "--" in argv else argv
+    for token in flags:
+        if token.startswith("--no-") and f"--{token[5:]}" in flags:
+            return f"--{token[5:]}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every failure becomes one line on stderr and a documented exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    both = contradictions(argv)
+    if both is not None:
+        _error(f"{both} and --no-{both[2:]} contradict each other: give one of them")
+        sys.exit(int(ExitCode.USAGE))
     try:
         code = app(args=argv, prog_name="colbench", standalone_mode=False)
     except UsageError as exc:

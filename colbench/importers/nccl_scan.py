@@ -58,6 +58,21 @@ class Scan:
     warnings: list[str] = field(default_factory=list)
 
 
+#: Header columns whose cells are words, not numbers.
+_WORD_COLUMNS = frozenset({"type", "redop"})
+
+
+def _readable(column: str, token: str) -> bool:
+    """Whether a data cell can be what its column holds: a word, N/A, or a number."""
+    if column in _WORD_COLUMNS or token == "N/A":
+        return True
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
 def strip_prefix(line: str) -> str:
     """A log line without mpirun's ``--tag-output`` or srun's ``--label`` prefix."""
     tagged = _TAG_OUTPUT.match(line)
@@ -137,7 +152,15 @@ class _Scanner:
             return False
         if not _INT.match(tokens[1]):
             return False
-        if len(tokens) == len(table.columns):
+        garbled = next(
+            (t for c, t in zip(table.columns, tokens, strict=False) if not _readable(c, t)), None
+        )
+        if garbled is not None and len(tokens) == len(table.columns):
+            # A stray byte in a copied log ("6\x1439"): the row is skipped, not misread.
+            self.found.warnings.append(
+                f"{self.source} line {line_no}: {garbled!r} is not a number; row skipped"
+            )
+        elif len(tokens) == len(table.columns):
             table.lines.append((line_no, tokens))
         else:
             self.found.warnings.append(

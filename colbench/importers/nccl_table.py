@@ -104,7 +104,18 @@ def table_rows(table: RawTable, options: ImportOptions, found: Findings) -> list
     tally = _Tally()
     rows: list[Row] = []
     for index, (line_no, tokens) in enumerate(table.lines):
-        rows += _line_rows(meaning, options, tally, index, (line_no, tokens))
+        checked = len(tally.checks)
+        try:
+            rows += _line_rows(meaning, options, tally, index, (line_no, tokens))
+        except ValueError as exc:
+            if isinstance(exc, UsageError):
+                raise
+            # A line garbled in the log (a cut copy, a stray byte): skipped like one of
+            # the wrong width, and said.
+            del tally.checks[checked:]
+            found.warnings.append(
+                f"{options.source} line {line_no}: a cell is not a number ({exc}); row skipped"
+            )
     _warn_about(meaning, tally, found)
     found.tables.append(_facts(meaning, len(rows)))
     return rows

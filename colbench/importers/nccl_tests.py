@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from colbench import reading
 from colbench.errors import UsageError
 from colbench.importers.nccl_scan import scan, strip_prefix
 from colbench.importers.nccl_table import Findings, ImportOptions, table_rows
@@ -92,10 +93,11 @@ def import_log(
 ) -> tuple[Path, Imported]:
     """``colbench import nccl-tests``: write results.csv and meta.json for one log."""
     source = Path(path)
-    try:
-        data = source.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {source}: {exc.strerror}") from None
+    if not source.exists():
+        raise UsageError(f"cannot read {source}: no such file")
+    data = reading.read_bytes(source, reading.LOG)
+    if reading.is_binary(data):
+        raise UsageError(f"{source} holds binary data (NUL bytes), not {reading.LOG.one}")
     target = Path(out_dir) if out_dir is not None else default_out_dir(source, results_root)
     # Parse before creating anything, so a bad log leaves no directory behind.
     imported = parse_log(

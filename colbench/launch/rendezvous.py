@@ -22,6 +22,26 @@ def _arrival_key(rank: int) -> str:
     return f"colbench/arrived/{rank}"
 
 
+#: Ranks checked in so far, counted by the store (one round trip to poll, at any size).
+_ARRIVED_COUNT = "colbench/arrived-count"
+
+
+def _wait_for_all(store: Any, world_size: int, deadline: float) -> None:
+    """Poll the arrival count until every rank is in, or raise TimeoutError at ``deadline``.
+
+    Not ``store.wait``: torch's socket layer prints its own warnings when a wait times
+    out (``[c10d] waitForInput ... timed out``), ahead of colbench's one line that names
+    the missing ranks; polling leaves colbench's line the only one.
+    """
+    delay = 0.01
+    while store.add(_ARRIVED_COUNT, 0) < world_size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the other ranks never all checked in")
+        time.sleep(min(delay, left))
+        delay = min(delay * 1.5, 0.2)
+
+
 def arrived_ranks(store: Any, world_size: int) -> list[int]:
     """Ranks that have checked in at the rendezvous on ``store`` (raises if it is gone)."""
     return [r for r in range(world_size) if store.check([_arrival_key(r)])]
@@ -129,8 +149,8 @@ def rendezvous(
     try:
         store = _open_store(host, port, rank, world_size, deadline, where)
         store.set(_arrival_key(rank), socket.gethostname())
-        left_s = max(0.5, deadline - time.monotonic())
-        store.wait([_arrival_key(r) for r in range(world_size)], _dt.timedelta(seconds=left_s))
+        store.add(_ARRIVED_COUNT, 1)
+        _wait_for_all(store, world_size, deadline)
     except (RuntimeError, TimeoutError, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         missing = _missing_ranks(store, world_size) if store is not None else ""

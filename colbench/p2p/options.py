@@ -10,7 +10,7 @@ docs/options.md (colbench.docgen) are derived from :func:`table`.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
 from colbench.option_table import Option, option, rows_of
@@ -76,11 +76,26 @@ class P2POptions:
     plot: bool = _output(True, "--plot/--no-plot", help="Write the heatmap p2p.png.")
 
 
+#: Shared options whose sweep help speaks of sizes and sweeps: the same flag, said of pairs.
+SHARED_HELP = {
+    "iters": "Timed messages (round trips, for latency) per ordered pair.",
+    "warmup": "Untimed messages per ordered pair before timing.",
+    "repeat": "Measure the whole pair matrix this many times, one pass after the other; "
+    "each pair gets a row per pass, and the verdict judges its median over the passes.",
+}
+
+
+def _as_p2p(opt: Option) -> Option:
+    if opt.name not in SHARED_HELP:
+        return opt
+    return replace(opt, spec=replace(opt.spec, help=SHARED_HELP[opt.name]))
+
+
 @functools.cache
 def table() -> tuple[Option, ...]:
     """Every option of ``colbench p2p``, in the order ``--help`` lists them."""
     sweep = {opt.name: opt for opt in sweep_table()}
-    return (*(sweep[name] for name in SHARED), *rows_of(P2POptions))
+    return (*(_as_p2p(sweep[name]) for name in SHARED), *rows_of(P2POptions))
 
 
 def own() -> tuple[Option, ...]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from colbench.analysis.links import Verdict, judge
-from colbench.errors import ExitCode
+from colbench.errors import ExitCode, UsageError
 from colbench.p2p import results
 from colbench.p2p.config import P2PConfig
 from colbench.rundir import RunDir
@@ -55,6 +54,8 @@ def matrix_text(values: dict[tuple[int, int], float], nodes: dict[int, str], tit
 
 def report(run_dir: Path, cfg: P2PConfig) -> int:
     frame = results.load(run_dir)
+    if frame.empty:
+        raise UsageError(f"{run_dir / results.FILE_NAME} holds no rows: no pair was measured")
     bw, lat = matrices(frame)
     nodes = node_of(frame)
     verdict = verdict_of(frame, cfg)
@@ -84,7 +85,7 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
 def _record(run_dir: Path, verdict: Verdict) -> None:
     try:
         meta = RunDir(run_dir).read_meta()
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # missing, or not JSON
         return
     meta["verdict"] = {
         "judged": verdict.judged,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.tables import Table, TableRow, column, register
+from colbench.tables import Table, TableRow, column, read_cells, register
 
 P2P_SCHEMA_VERSION = 1
 
@@ -78,16 +78,14 @@ def load(path: str | os.PathLike[str]) -> Any:
 
     file = Path(path)
     file = file / FILE_NAME if file.is_dir() else file
-    if not file.is_file():
+    if not file.exists():
         raise UsageError(f"no p2p results at {file}")
-    try:
-        raw = pd.read_csv(file, dtype=str, keep_default_na=False)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{file} is not a p2p CSV: {str(exc).splitlines()[0]}") from None
+    header, cells = read_cells(file, "colbench p2p CSV")
+    raw = pd.DataFrame(cells, columns=header, dtype=str)
     missing = [c for c in COLUMNS if c not in raw.columns]
     if missing:
         raise UsageError(f"{file} is not a colbench p2p CSV: it lacks {', '.join(missing[:4])}")
-    versions = {int(v) for v in raw["schema_version"] if v.isdigit()}
+    versions = {int(v) for v in raw["schema_version"] if v.isascii() and v.isdigit()}
     if (
         len(versions) != len(set(raw["schema_version"]))
         or max(versions, default=1) > P2P_SCHEMA_VERSION
@@ -100,8 +98,10 @@ def load(path: str | os.PathLike[str]) -> Any:
     for name in COLUMNS:
         if name in TEXT_COLUMNS:
             frame[name] = raw[name].astype("string")
-        elif name in FLOAT_COLUMNS:
-            frame[name] = pd.to_numeric(raw[name]).astype("float64")
-        else:
-            frame[name] = pd.to_numeric(raw[name]).astype("int64")
+            continue
+        try:
+            numbers = pd.to_numeric(raw[name])
+            frame[name] = numbers.astype("float64" if name in FLOAT_COLUMNS else "int64")
+        except (ValueError, TypeError):
+            raise UsageError(f"{file}: column {name} holds a value that is not a number") from None
     return frame

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from colbench.analysis.links import MIN_RANKS
 from colbench.errors import UsageError
 from colbench.p2p.config import P2PConfig
@@ -10,11 +12,16 @@ from colbench.p2p.task import P2PTask
 
 def run_p2p(cfg: P2PConfig) -> int:
     """Measure the matrix in spawned or launched ranks; returns the process exit code."""
-    import sys
 
     from colbench.launch import detect
     from colbench.run.launched import run_launched
-    from colbench.run.prepare import choose_backend, make_run_dir, nccl_notes, spawned_world_size
+    from colbench.run.prepare import (
+        choose_backend,
+        make_run_dir,
+        nccl_notes,
+        spawn_notes,
+        spawned_world_size,
+    )
     from colbench.run.spawn import spawn_and_wait
 
     launch_env = detect()
@@ -36,7 +43,7 @@ def run_p2p(cfg: P2PConfig) -> int:
         )
     if launch_env is not None:
         return run_launched(run_cfg, launch_env, backend, task)
-    notes = nccl_notes(run_cfg.launch, backend)
+    notes = nccl_notes(run_cfg.launch, backend) + spawn_notes(world_size)
     run_dir = make_run_dir(run_cfg, backend)
     for note in notes:
         print(f"colbench: note: {note}", file=sys.stderr)

@@ -17,6 +17,10 @@ from colbench.predict.models import ALGORITHMS
 from colbench.predict.options import PredictFlags
 from colbench.sizes import parse_size, parse_sizes
 
+#: The largest world a target may have: beyond the largest jobs run (about 10^5 GPUs), a
+#: prediction extrapolates a model fitted at a few ranks by orders of magnitude.
+MAX_TARGET_RANKS = 2**20
+
 
 def _targets(text: str | None) -> list[int]:
     if text is None:
@@ -30,6 +34,11 @@ def _targets(text: str | None) -> list[int]:
         raise UsageError(f"bad --ranks {text!r}: give world sizes, e.g. 64,512,4096") from None
     if not worlds or worlds[0] < 2:
         raise UsageError(f"bad --ranks {text!r}: world sizes of 2 ranks or more, e.g. 64,512")
+    if worlds[-1] > MAX_TARGET_RANKS:
+        raise UsageError(
+            f"bad --ranks {text!r}: {worlds[-1]} ranks is beyond any job; colbench predicts "
+            f"up to {MAX_TARGET_RANKS} ranks"
+        )
     return worlds
 
 
@@ -44,8 +53,6 @@ def _ranks_per_node(flags: PredictFlags, fitted: Sequence[data.Measured]) -> int
     """--ranks-per-node, else the one value of the fitted runs; None (each target on one
     node) when every fitted run ran on one node."""
     if flags.ranks_per_node is not None:
-        if flags.ranks_per_node < 1:
-            raise UsageError(f"--ranks-per-node must be >= 1, got {flags.ranks_per_node}")
         return flags.ranks_per_node
     if all(m.nnodes == 1 for m in fitted):
         return None
@@ -133,6 +140,10 @@ def _load(
 
 
 def _check_flags(flags: PredictFlags, targets: Sequence[int]) -> None:
+    if flags.ranks_per_node is not None and not 1 <= flags.ranks_per_node <= MAX_TARGET_RANKS:
+        raise UsageError(
+            f"--ranks-per-node must be 1 to {MAX_TARGET_RANKS}, got {flags.ranks_per_node}"
+        )
     if flags.plot and not targets:
         raise UsageError("--plot draws predictions: give --ranks")
     if flags.max_error is not None and not flags.against:
@@ -180,7 +191,7 @@ def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
     if checked:
         lines += report.against_lines(checked, min_size, elem_bytes)
     print("\n".join(lines), flush=True)
-    _write(runs, flags, list(fits.values()), predicted, checked, crossings)
+    _write(runs, flags, list(fits.values()), predicted, checked, crossings, [*fitted, *against])
     return _verdict(flags, min_size, engine.largest_errors(checked, min_size, elem_bytes))
 
 
@@ -207,7 +218,7 @@ def _verdict(flags: PredictFlags, min_size: int, worst: dict[str, engine.Checked
 def _write(
     runs: Sequence[str], flags: PredictFlags, fits: Sequence[engine.Fit],
     predicted: Sequence[engine.Predicted], checked: Sequence[engine.Checked],
-    crossings: Sequence[engine.CrossRow],
+    crossings: Sequence[engine.CrossRow], measured: Sequence[data.Measured],
 ) -> None:  # fmt: skip
     from colbench.predict.files import write_outputs
 
@@ -219,5 +230,5 @@ def _write(
     if flags.plot:
         from colbench.predict.plot import plot_predictions
 
-        path = plot_predictions(Path(flags.out or "."), predicted, crossings)
+        path = plot_predictions(Path(flags.out or "."), predicted, crossings, measured)
         print(f"colbench: wrote {path}", file=sys.stderr)

@@ -216,6 +216,9 @@ class CrossRow:
     world_size: int
     tree_algo: str
     crossing: Crossing
+    #: False when, a factor of 4 below and above the crossover, the two predictions'
+    #: 95% intervals overlap: noise could put the crossover anywhere (or nowhere).
+    clear: bool = True
 
 
 def crossovers(
@@ -241,8 +244,30 @@ def crossovers(
                     ring[0].params,
                     tree[0].params,
                 )
-                rows.append(CrossRow(op, world_size, algo, crossing))
+                clear = _beyond_noise(crossing, (ring[0], tree[0]), op, algo, world_size, per_node)
+                rows.append(CrossRow(op, world_size, algo, crossing, clear))
     return rows
+
+
+#: How far from a crossover the two predictions are compared.
+_CROSSING_FACTOR = 4.0
+
+
+def _beyond_noise(
+    crossing: Crossing, fitted: tuple[Fit, Fit], op: str, algo: str, world_size: int,
+    per_node: int,
+) -> bool:  # fmt: skip
+    """Whether the ring and the tree separate beyond their 95% intervals on either side
+    of the crossover (a crossover noise alone could not have made)."""
+    if crossing.size_bytes is None:
+        return True
+    ring_fit, tree_fit = fitted
+    for size in (crossing.size_bytes / _CROSSING_FACTOR, crossing.size_bytes * _CROSSING_FACTOR):
+        ring = ring_fit.predict(terms(op, RING, world_size, per_node, max(1.0, size)))
+        tree = tree_fit.predict(terms(op, algo, world_size, per_node, max(1.0, size)))
+        if ring.high_us < tree.low_us or tree.high_us < ring.low_us:
+            return True
+    return False
 
 
 def _ends(op: str, algo: str, world_size: int, ranks_per_node: int) -> tuple[Terms, Terms]:

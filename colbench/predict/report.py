@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from colbench.analysis import noise
 from colbench.predict.engine import (
     Checked,
     CrossRow,
@@ -17,9 +18,6 @@ from colbench.predict.fit import Fit
 from colbench.predict.models import PARAMETERS, RING, SAME, describe, rate_gbps
 
 GAMMA = PARAMETERS.index("gamma_us_per_byte")
-#: A fit whose residuals spread more than this (relative rms) is flagged: on the shaped
-#: fabric the ring fits stay within 6-15% (docs/predict-validation.md).
-POOR_FIT_RMS = 0.25
 
 
 def _rate(us_per_byte: float) -> str:
@@ -51,7 +49,7 @@ def fit_lines(fits: Sequence[Fit]) -> list[str]:
         )
         for note in f.notes:
             out.append(f"#   {f.op} {f.algo}: {note}")
-        if f.residual_rms > POOR_FIT_RMS:
+        if noise.poor_fit(f.residual_rms):
             out.append(
                 f"#   warning: {f.op} {f.algo}: residual rms {100 * f.residual_rms:.0f}%: the "
                 "model does not describe these runs (a CPU-bound or loaded machine?); "
@@ -132,6 +130,11 @@ def crossover_lines(rows: Sequence[CrossRow]) -> list[str]:
                 f"{below} faster below {size_text(c.size_bytes)} "
                 f"({c.size_bytes:.0f} B), {above} above"
             )
+            if not r.clear:
+                text += (
+                    "; noise could explain it: the two predictions' 95% intervals overlap "
+                    "4x below and above it"
+                )
         out.append(f"  {r.op} {r.tree_algo} vs ring, {r.world_size} ranks: {text}")
     return out
 

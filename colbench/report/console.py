@@ -7,6 +7,7 @@ nccl-tests output read this without thinking.
 
 from __future__ import annotations
 
+import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -73,6 +74,9 @@ def format_time_us(time_us: float) -> str:
 
 
 def type_name(dtype: str) -> str:
+    """nccl-tests' name of a dtype (``float`` for float32): the table lines up with
+    nccl-tests' own, line for line; results.csv, compare and gate keep torch's names
+    (docs/output.md says so, and --dtype takes both)."""
     return DTYPES[dtype].nccl_name if dtype in DTYPES else dtype
 
 
@@ -193,12 +197,17 @@ class TableSink:
         self,
         echo: Callable[[str], None] | None = None,
         warn: Callable[[str], None] | None = None,
+        repeats: int = 1,
     ) -> None:
         self._echo = echo or (lambda line: print(line, file=sys.stdout, flush=True))
         self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
         self._op: str | None = None
         self._repeat = 0
+        #: sweep --repeat R: each repeat is a section of its own, and the summary gives
+        #: each op's median over them.
+        self.repeats = repeats
         self._busbw: list[float] = []
+        self._averages: dict[str, list[float]] = {}
         self.rows_shown = 0
         self.wrong_total = 0
         self.host_bound_rows = 0
@@ -225,7 +234,7 @@ class TableSink:
         if coll.name != self._op or repeat != self._repeat:
             self._footer()
             self._op, self._repeat = coll.name, repeat
-            self._echo(f"# {coll.name}" + (f"  (repeat {repeat})" if repeat else ""))
+            self._echo(f"# {coll.name}{self._repeat_label(repeat)}")
             if coll.notes:
                 self._echo(f"#   {coll.notes}")
             for line in column_header():
@@ -247,15 +256,34 @@ class TableSink:
             int(row.get("root", -1)),
         )
 
+    def _repeat_label(self, repeat: int) -> str:
+        """Which sample of --repeat a section shows (its ``repeat`` in results.csv)."""
+        if self.repeats > 1:
+            return f"  (repeat {repeat} of {self.repeats})"
+        return f"  (repeat {repeat})" if repeat else ""
+
     def _footer(self) -> None:
         if self._op is not None and self._busbw:
             avg = sum(self._busbw) / len(self._busbw)
+            self._averages.setdefault(self._op, []).append(avg)
             self._echo(f"# Avg bus bandwidth    : {avg:.4g} GB/s  ({self._op})")
             self._echo("#")
         self._busbw = []
 
+    def _repeat_medians(self) -> None:
+        """Each op's Avg bus bandwidth over the repeats: their median, and each one."""
+        for op, averages in self._averages.items():
+            if len(averages) < 2:
+                continue
+            each = ", ".join(f"{a:.4g}" for a in averages)
+            self._echo(
+                f"# Avg bus bandwidth    : {statistics.median(averages):.4g} GB/s  ({op}: "
+                f"median of {len(averages)} repeats; each {each})"
+            )
+
     def close(self) -> None:
         self._footer()
+        self._repeat_medians()
         verdict = "OK" if self.wrong_total == 0 else "FAILED"
         self._echo(f"# Wrong elements       : {self.wrong_total} {verdict}")
         if self.host_bound_rows:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from colbench.analysis import noise
 from colbench.analysis.series import Line, Run, labels, lines, load_runs
 from colbench.errors import UsageError
 from colbench.rundir import RunDir
@@ -120,6 +122,10 @@ def draw_lines(
     for curve, label, (color, style, marker) in zip(
         curves, labels(curves), styles(curves), strict=True
     ):
+        rms = _draw_fit(ax, curve, chosen, color) if fit else None
+        if rms is not None:
+            # The fit's uncertainty beside its line: a curve the model misses says so.
+            label += f" (fit rms {rms:.0%}{', poor fit' if noise.poor_fit(rms) else ''})"
         ax.plot(
             curve.size_bytes,
             curve.values(chosen.column),
@@ -130,8 +136,6 @@ def draw_lines(
             color=color,
             label=label,
         )
-        if fit:
-            _draw_fit(ax, curve, chosen, color)
     if peak_gbps is not None:
         ax.axhline(
             peak_gbps,
@@ -188,7 +192,7 @@ def size_axis(ax: Any, low_bytes: float, high_bytes: float) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(format_size_tick))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlim(low_bytes / 1.25, high_bytes * 1.25)
-    ax.set_xlabel("message size (size_bytes; binary units, 1K = 1024 B)")
+    ax.set_xlabel("message size (binary units, 1K = 1024 B)")
 
 
 _STYLES = ("-", "--", "-.", ":")
@@ -221,14 +225,15 @@ def styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
     ]
 
 
-def _draw_fit(ax: Any, curve: Line, chosen: Metric, color: str) -> None:
+def _draw_fit(ax: Any, curve: Line, chosen: Metric, color: str) -> float | None:
+    """Draw the curve's alpha-beta model; its relative rms error (None: no fit)."""
     from colbench import ops
     from colbench.analysis import fit
 
     try:
         model = fit.fit_time(curve.size_bytes, curve.time_us)
     except ValueError:
-        return
+        return None
     grid = np.geomspace(curve.size_bytes.min(), curve.size_bytes.max(), 200)
     if chosen.column == "time_us":
         values = model.time_us(grid)
@@ -237,6 +242,7 @@ def _draw_fit(ax: Any, curve: Line, chosen: Metric, color: str) -> None:
         if chosen.column == "busbw_gbps":
             values = values * ops.get(curve.op).busbw_factor(curve.world_size)
     ax.plot(grid, values, linestyle=":", linewidth=2, color=color, alpha=0.8, label="_model")
+    return fit.relative_rms(curve.size_bytes, curve.time_us, model)
 
 
 def save(fig: Any, path: str | os.PathLike[str]) -> Path:
@@ -260,20 +266,49 @@ def plot_runs(
     out: str | os.PathLike[str] | None = None,
     peak_gbps: float | None = None,
     fit: bool = False,
-) -> Path:
-    """``colbench plot``: load runs, draw one figure, write it; returns the file written."""
+) -> tuple[Path, list[str]]:
+    """``colbench plot``: load runs, draw one figure, write it; returns the file written
+    and warnings about it (with ``fit``: each fit that does not describe its curve)."""
     metric(metric_name)
+    if peak_gbps is not None and not (math.isfinite(peak_gbps) and peak_gbps > 0):
+        raise UsageError(f"--peak must be a bandwidth above 0 GB/s, got {peak_gbps:g}")
     runs = load_runs(paths)
     curves = [c for run in runs for c in lines(run)]
     fig = plot_lines(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
-    return save(fig, out if out is not None else default_out(runs, metric_name))
+    path = save(fig, out if out is not None else default_out(runs, metric_name))
+    return path, (_poor_fits(curves) if fit else [])
+
+
+def _poor_fits(curves: Sequence[Line]) -> list[str]:
+    from colbench.analysis.fit import fit_lines
+
+    return [
+        f"plot --fit: {noise.poor_fit_warning(r.label, r.rel_rms)}"
+        for r in fit_lines(curves)
+        if r.rel_rms is not None and noise.poor_fit(r.rel_rms)
+    ]
 
 
 def default_out(runs: Sequence[Run], metric_name: str) -> Path:
-    """One run: ``<run>/<metric>.png``; several: ``<metric>.png`` here."""
+    """One run directory: ``<run>/<metric>.png`` (the run's own figure, as sweep --plot
+    writes it); else a new file here named after the runs (:func:`unused_path`)."""
     if len(runs) == 1 and runs[0].path.is_dir():
         return RunDir(runs[0].path).figure_path(metric_name)
-    return Path(f"{metric_name}.png")
+    return unused_path(metric_name, [run.label for run in runs])
+
+
+def unused_path(kind: str, labels: Sequence[str], suffix: str = ".png") -> Path:
+    """``<kind>-<A>-vs-<B>.png`` in the current directory (``<A>-and-N-more`` for many),
+    stepping aside to ``-2``, ``-3``... from a file already there: a default name never
+    overwrites an earlier figure (an explicit --out does)."""
+    safe = [re.sub(r"[^A-Za-z0-9._+=-]+", "_", label).strip("_") or "run" for label in labels]
+    named = "-vs-".join(safe) if len(safe) <= 2 else f"{safe[0]}-and-{len(safe) - 1}-more"
+    stem = f"{kind}-{named}"[:120]
+    for attempt in range(1, 1000):
+        path = Path(f"{stem}{'' if attempt == 1 else f'-{attempt}'}{suffix}")
+        if not path.exists():
+            return path
+    raise UsageError(f"no free file name like {stem}{suffix} here: give --out")
 
 
 def write_run_plots(run_dir: str | os.PathLike[str]) -> list[Path]:

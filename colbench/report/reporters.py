@@ -74,9 +74,17 @@ class RowStream:
             reporter.on_rank_times(row, ranks)
 
     def end(self) -> None:
+        """Every reporter's end, each even when one before it failed (the table's summary
+        still prints when meta.json could not be finished); then the first failure."""
         summary = Summary(duration_s=round(time.monotonic() - self._started, 3))
+        failed: BaseException | None = None
         for reporter in self.reporters:
-            reporter.on_end(summary)
+            try:
+                reporter.on_end(summary)
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def close(self) -> None:
         for reporter in self.reporters:
@@ -230,9 +238,10 @@ class ConsoleReporter(Reporter):
         header: Sequence[str],
         echo: Callable[[str], None],
         warn: Callable[[str], None],
+        repeats: int = 1,
     ) -> None:
         self._header = list(header)
-        self._table = TableSink(echo=echo, warn=warn)
+        self._table = TableSink(echo=echo, warn=warn, repeats=repeats)
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
         self._table.nodes = list(meta.get("rank_hosts") or [])

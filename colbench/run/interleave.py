@@ -26,7 +26,7 @@ from colbench.launch import gpus
 from colbench.plan import plan
 from colbench.run import protocol, spawn, supervise, turns
 from colbench.run.interpreter import forget_job
-from colbench.run.outcome import finish_meta, record_nccl_log, rows_kept, tidy_logs
+from colbench.run.outcome import finish_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
 from colbench.run.probe import Choices
 from colbench.rundir import RunDir
 from colbench.variants import Variant, environment
@@ -107,8 +107,8 @@ def run_interleaved(
                 spec = turns.TurnSpec(spawn.LOCAL_HOST, port, index, len(variants), variant.name)
                 chosen = (choices or {}).get(variant.name, {})
                 worlds.append(_start(cfg, backend, world_size, run_dir, variant, spec, chosen))
-            for world in worlds:
-                world.serve()
+            for index, world in enumerate(worlds):
+                world.serve(show_joins=index == 0)
             store = turns.serve(spawn.LOCAL_HOST, listener.fileno(), port)
         except BaseException:
             for world in worlds:
@@ -214,10 +214,10 @@ def _report(
     kept = _rows_per_variant(run_dir)
     for variant, world, failure in zip(variants, worlds, failures, strict=True):
         forget_job(world.run_dir)
+        tidy_logs(world.run_dir)
         if failure is not None:
             finish_meta(world.run_dir, "failed", failure.meta())
         else:
-            tidy_logs(world.run_dir)
             record_nccl_log(world.run_dir)
         record = _record(variant, world.run_dir, failure, any(failures))
         # A failed world never wrote its counts: results.csv has its rows.
@@ -232,7 +232,7 @@ def _report(
         variants=records,
         **{
             key: sum(int(r[key] or 0) for r in records)
-            for key in ("rows", "wrong_total", "rows_oom")
+            for key in ("rows", "wrong_total", "rows_oom", "rows_planned")
         },
     )
     RunDir(run_dir).write_meta(meta)
@@ -242,8 +242,7 @@ def _report(
             raise UsageError(first.message)
         print(f"colbench: {first.message}", file=sys.stderr)
         print(
-            f"colbench: {rows_kept(run_dir)} rows measured before the failure are in "
-            f"{run_dir}; rank logs: variants/*/rank*.log there",
+            f"colbench: {kept_line(run_dir)}; rank logs: variants/*/rank*.log there",
             file=sys.stderr,
         )
         return first.exit_code
@@ -285,6 +284,7 @@ def _record(
         "python_executable": meta.get("python_executable"),
         "status": status,
         "rows": meta.get("rows", 0),
+        "rows_planned": meta.get("rows_planned", 0),
         "wrong_total": meta.get("wrong_total", 0),
         "rows_oom": meta.get("rows_oom", 0),
         "duration_s": meta.get("duration_s"),

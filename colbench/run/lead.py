@@ -3,12 +3,14 @@ meta.json, progress, table)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any, TextIO
 
 from colbench.bench import RankBench, RunInfo
+from colbench.faults import Fault
 from colbench.groups import Groups
 from colbench.inflight import InFlight
 from colbench.launch import emulation
@@ -51,12 +53,15 @@ def lead_run(
     # the run's one results.csv (in its turns: never two writers at once).
     results_dir = RunDir(job.results_dir or job.run_dir or ".")
     meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
+    rows_planned = count_units(work) * cfg.measure.repeat
+    # What a failure's verdict and a reader of results.csv check the rows kept against.
+    meta["rows_planned"] = rows_planned
     # Interleaved worlds share the terminal: one progress bar (world 0's), and each
     # world's table goes to its directory for the parent to print whole at the end.
     interleaved = job.turns is not None
     progress = cfg.output.progress and (job.turns is None or job.turns.world == 0)
     with (
-        progress_bar(count_units(work) * cfg.measure.repeat, progress) as hooks,
+        progress_bar(rows_planned, progress) as hooks,
         open(run_dir.path / TABLE_FILE, "w", encoding="utf-8")
         if interleaved
         else nullcontext() as table_file,
@@ -76,10 +81,13 @@ def lead_run(
         if cfg.output.table:
             header = _table_header(job, info, peers, hosts, warnings)
             echo = hooks.echo if table_file is None else _writer(table_file)
-            reporters.append(ConsoleReporter(header, echo, hooks.warn))
+            reporters.append(ConsoleReporter(header, echo, hooks.warn, cfg.measure.repeat))
         with RowStream(reporters, hooks.warn) as stream:
             stream.start(meta)
             RankBench(cfg, info, 0, device, timer, stream, groups, in_flight, turns).run(work)
+            # A failure from here on names this phase: every row is already on disk.
+            in_flight.phase = "the end-of-run summary, after the last row"
+            Fault(0, os.environ.get("COLBENCH_FAULT")).at_end()
             stream.end()
 
 

@@ -17,7 +17,7 @@ def rows_kept(run_dir: Path) -> int:
 
 
 def tidy_logs(run_dir: Path) -> None:
-    """Empty rank logs of a clean run say nothing: remove them."""
+    """Empty rank logs say nothing: remove them."""
     RunDir(run_dir).tidy_logs()
 
 
@@ -59,10 +59,35 @@ def report_done(run_dir: Path) -> int:
 
 
 def finish_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
+    """meta.json of a run that did not complete: its status, why, and the rows it kept
+    (a reader of results.csv checks the file against that count)."""
     files = RunDir(run_dir)
     try:
         meta = files.read_meta()
     except (OSError, ValueError):  # missing or broken: start afresh
         meta = {"run_id": files.name, "schema_version": SCHEMA_VERSION}
+    if files.has_table():
+        # An interleaved variant's world keeps its rows in the run's one results.csv.
+        kept, planned = files.rows_kept(), meta.get("rows_planned")
+        complete = isinstance(planned, int) and kept >= planned > 0
+        meta.update(rows=kept, rows_complete=complete)
     meta.update(status=status, **fields)
     files.write_meta(meta)
+
+
+def kept_line(run_dir: Path) -> str:
+    """What a failed or interrupted run kept, for its last words: every planned row (the
+    failure came after the last), or how many were measured before it."""
+    files = RunDir(run_dir)
+    kept = files.rows_kept()
+    try:
+        planned = files.read_meta().get("rows_planned")
+    except (OSError, ValueError):
+        planned = None
+    if isinstance(planned, int) and kept >= planned > 0:
+        return (
+            f"every row was measured before the failure: all {kept} are in "
+            f"{files.table_path()}, which is complete"
+        )
+    of = f" (of {planned} planned)" if isinstance(planned, int) else ""
+    return f"{kept} rows measured before the failure{of} are in {run_dir}"

@@ -22,6 +22,7 @@ from colbench.run.prepare import (
     make_run_dir,
     nccl_notes,
     one_gpu_note,
+    spawn_notes,
     spawned_world_size,
 )
 from colbench.run.probe import Choices, probe_variants
@@ -47,6 +48,9 @@ def run_sweep(cfg: SweepConfig) -> int:
     world_size = spawned_world_size(cfg.launch, backend)
     notes = checked_notes(cfg, world_size, backend) + nccl_notes(cfg.launch, backend)
     chosen = one_gpu_note(cfg.launch.backend, backend, world_size)
+    # Interleaved variants' worlds are all alive at once.
+    variants = expand(cfg.launch.env_axes, cfg.launch.interpreters)
+    notes += spawn_notes(world_size, len(variants) if cfg.launch.interleave else 1)
     notes = notes + ([chosen] if chosen else [])
     run_dir = make_run_dir(cfg, backend)
     for note in notes:

@@ -11,6 +11,7 @@ from pathlib import Path
 from colbench.config import LaunchConfig, SweepConfig, validate_for_world
 from colbench.errors import UsageError
 from colbench.launch import gpus as gpus_module
+from colbench.launch import limits
 from colbench.ops import REGISTRY
 from colbench.plan import count_units, plan
 from colbench.rundir import RunDir, stamped_name
@@ -95,6 +96,15 @@ def one_gpu_note(requested: str, backend: str, world_size: int) -> str | None:
         "one GPU: measuring NCCL with 1 rank, as nccl-tests -g 1 does (bus bandwidth is 0 "
         "for collectives that move data between ranks); --backend gloo runs 2 CPU ranks"
     )
+
+
+def spawn_notes(world_size: int, worlds: int = 1) -> list[str]:
+    """Refuse spawning ``worlds`` worlds of ``world_size`` ranks at once where this host's
+    limits cannot hold them (colbench.launch.limits); else what to say before they start."""
+    ranks = world_size * worlds
+    limits.check_spawn(ranks, world_size, f"--nprocs {world_size}")
+    crowded = limits.crowded_note(ranks)
+    return [crowded] if crowded else []
 
 
 def run_label(cfg: SweepConfig) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench import launch
+from colbench import launch, reading
 from colbench.errors import ExitCode
 from colbench.inflight import InFlight
 from colbench.rundir import RunDir
@@ -264,6 +264,16 @@ def startup_failure(
     return Failure(message, int(ExitCode.TIMEOUT), missing[0], None, None, message)
 
 
+def _well_formed(report: Any) -> bool:
+    """A report as :func:`make_report` writes it: what the verdict reads has its type."""
+    return (
+        isinstance(report, dict)
+        and type(report.get("rank")) is int
+        and isinstance(report.get("time"), int | float)
+        and isinstance(report.get("error"), str)
+    )
+
+
 def read_reports(run_dir: Path) -> list[dict[str, Any]]:
     """Every rank's error report, plus one of kind timeout for each rank that left none
     but whose log holds torch's NCCL watchdog message (it aborts the process first)."""
@@ -271,14 +281,16 @@ def read_reports(run_dir: Path) -> list[dict[str, Any]]:
     files = RunDir(run_dir)
     for path in files.error_reports():
         try:
-            reports.append(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError):
+            report = json.loads(reading.read_text(path, reading.REPORT))
+        except (ValueError, RecursionError):  # cut short by the rank's death; UsageError too
             continue
+        if _well_formed(report):
+            reports.append(report)
     reported = {int(r["rank"]) for r in reports}
     for rank, log in files.rank_logs().items():
         if rank in reported:
             continue
-        line = torch_watchdog_line(_tail(log, LOG_TAIL_BYTES))
+        line = torch_watchdog_line(reading.tail_text(log, LOG_TAIL_BYTES))
         if line is not None:
             reports.append(
                 {
@@ -293,15 +305,6 @@ def read_reports(run_dir: Path) -> list[dict[str, Any]]:
                 }
             )
     return reports
-
-
-def _tail(path: Path, max_bytes: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, path.stat().st_size - max_bytes))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def read_progress(store: Any, world_size: int) -> dict[int, InFlight]:

@@ -31,6 +31,7 @@ from colbench.run.interpreter import forget_job
 from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import (
     finish_meta,
+    kept_line,
     record_nccl_log,
     report_done,
     rows_kept,
@@ -130,8 +131,9 @@ class World:
     def processes(self) -> list[Any]:
         return list(self.context.processes)
 
-    def serve(self) -> None:
-        """Serve the store the ranks meet at (they queue on the listener until then)."""
+    def serve(self, show_joins: bool = True) -> None:
+        """Serve the store the ranks meet at (they queue on the listener until then);
+        ``show_joins``: count the ranks joining while the start-up is slow."""
         try:
             self.store = _serve_store(
                 self.listener, self.job.world_size, self.job.cfg.launch.timeout_s
@@ -144,6 +146,7 @@ class World:
             deadline=self.started + self.job.cfg.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
             arrived=lambda: launch.arrived_ranks(store, world_size),
             world_size=world_size,
+            counter=supervise.join_counter(self.job.cfg.output.progress) if show_joins else None,
         )
 
 
@@ -263,6 +266,7 @@ def _start_ranks(job: RankJob, python: str | None = None) -> Any:
 
 
 def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
+    tidy_logs(run_dir)
     name = protocol.signal_name(stop.received or signal.SIGINT)
     finish_meta(
         run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
@@ -275,14 +279,16 @@ def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
 
 
 def _report_failure(run_dir: Path, failure: protocol.Failure) -> int:
+    # A start-up that failed at 1000 ranks left 1000 empty logs: only those that say
+    # something stay.
+    tidy_logs(run_dir)
     if failure.exit_code == ExitCode.USAGE:
         finish_meta(run_dir, "refused", failure.meta())
         raise UsageError(failure.message)
     finish_meta(run_dir, "failed", failure.meta())
     print(f"colbench: {failure.message}", file=sys.stderr)
     print(
-        f"colbench: {rows_kept(run_dir)} rows measured before the failure are in {run_dir}; "
-        "rank logs: rank*.log there",
+        f"colbench: {kept_line(run_dir)}; rank logs: rank*.log there",
         file=sys.stderr,
     )
     return failure.exit_code

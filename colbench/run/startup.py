@@ -18,7 +18,7 @@ from colbench.launch import emulation, gpus
 from colbench.run import protocol
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob
-from colbench.run.outcome import finish_meta, rows_kept
+from colbench.run.outcome import finish_meta, kept_line
 from colbench.rundir import RunDir
 
 
@@ -193,7 +193,7 @@ def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
         if run_dir is not None:
             finish_meta(run_dir, "failed", failure.meta())
             print(
-                f"colbench: {rows_kept(run_dir)} rows measured before the failure are in {run_dir}",
+                f"colbench: {kept_line(run_dir)}",
                 file=sys.stderr,
             )
 

@@ -48,8 +48,12 @@ def die_with_parent() -> None:
 class StopSignals:
     """Turn SIGINT and SIGTERM into a flag the wait loop polls.
 
-    SIGINT is handled even when the shell started us with it ignored (``cmd &``), so
-    ``kill -INT`` still stops a background run cleanly.
+    A SIGINT that was ignored when colbench started stays ignored: a shell script starts
+    its background jobs (``colbench sweep ... &``) so, and by that convention Ctrl-C at
+    the script's terminal stops the script's foreground, not its background runs. Such a
+    run is stopped with SIGTERM (``kill PID``), its rows kept, like any other. Handling
+    SIGINT there would also make the answer depend on timing: one sent while Python
+    starts up, before this handler exists, is ignored anyway.
     """
 
     def __init__(self) -> None:
@@ -58,6 +62,8 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         for signum in (signal.SIGINT, signal.SIGTERM):
+            if signum == signal.SIGINT and signal.getsignal(signum) is signal.SIG_IGN:
+                continue
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
@@ -87,6 +93,53 @@ def stop_processes(processes: Sequence[Any], grace_s: float = 3.0) -> None:
             proc.join(1.0)
 
 
+class JoinCounter:
+    """``ranks joined 37/1000`` while a start-up is slow: redrawn in place on a terminal,
+    a line every :data:`LOG_EVERY_S` elsewhere (a job's log); nothing for a quick one."""
+
+    #: A start-up quicker than this shows nothing.
+    QUIET_S = 1.0
+    LOG_EVERY_S = 10.0
+
+    def __init__(self, terminal: bool) -> None:
+        self.terminal = terminal
+        self.started = time.monotonic()
+        self.finished = False
+        self._next = self.started + (self.QUIET_S if terminal else self.LOG_EVERY_S)
+        self._drawn = False
+
+    def due(self) -> bool:
+        return time.monotonic() >= self._next
+
+    def show(self, joined: int, world_size: int) -> None:
+        now = time.monotonic()
+        text = f"colbench: ranks joined {joined}/{world_size} ({now - self.started:.0f} s)"
+        if self.terminal:
+            sys.stderr.write(f"\r{text}\033[K")
+            self._drawn = True
+            self._next = now + 0.5
+        else:
+            sys.stderr.write(text + "\n")
+            self._next = now + self.LOG_EVERY_S
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        """Every rank joined (or the start-up ended): clear the redrawn line."""
+        if self._drawn:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+        self.finished = True
+
+
+def join_counter(progress: bool | None) -> JoinCounter | None:
+    """The start-up's count of ranks joined: redrawn on a terminal (as the progress bar
+    is; ``progress`` None: when stderr is one), a line now and then in a log; none with
+    --no-progress."""
+    if progress is False:
+        return None
+    return JoinCounter(terminal=sys.stderr.isatty() if progress is None else True)
+
+
 @dataclass
 class StartupWatch:
     """The parent's own deadline for every rank to check in at the rendezvous.
@@ -104,6 +157,23 @@ class StartupWatch:
     #: Set once the deadline passed with these ranks missing.
     missing: list[int] = field(default_factory=list)
     done: bool = False
+    #: Shows how many ranks have joined so far (:class:`JoinCounter`); None: nothing.
+    counter: JoinCounter | None = None
+
+    def show_progress(self) -> None:
+        """Count the ranks joined so far on the counter, until every rank has."""
+        if self.counter is None or self.counter.finished:
+            return
+        if not self.counter.due():
+            return
+        try:
+            joined = len(self.arrived())
+        except (RuntimeError, OSError):
+            return
+        if joined >= self.world_size:
+            self.counter.finish()
+        else:
+            self.counter.show(joined, self.world_size)
 
     def never_arrived(self) -> list[int]:
         """Ranks not checked in now ([] when the store cannot say)."""
@@ -145,6 +215,16 @@ def wait_for_ranks(
     returns rank -> exit code, None for ranks that had to be killed. When ``startup``
     expires (a rank never checked in), every rank is killed at once.
     """
+    try:
+        return _wait(processes, stop, startup)
+    finally:
+        if startup is not None and startup.counter is not None:
+            startup.counter.finish()
+
+
+def _wait(
+    processes: Sequence[Any], stop: StopSignals, startup: StartupWatch | None
+) -> dict[int, int | None] | None:
     while True:
         if stop.received is not None:
             return None
@@ -157,6 +237,8 @@ def wait_for_ranks(
             stopped = {rank: p.exitcode for rank, p in enumerate(processes)}
             stop_processes(processes, grace_s=0.5)
             return stopped
+        if startup is not None:
+            startup.show_progress()
         # Woken by the first rank to exit rather than the next poll: a short run ends
         # up to POLL_S sooner.
         multiprocessing.connection.wait(

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from colbench import reading
 from colbench.errors import UsageError
 
 #: Version of the key layout and values below. History:
@@ -208,8 +209,21 @@ class Turns:
 
 
 def read_log(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The turn log of an interleaved run, in the order written ([] when none)."""
+    """The turn log of an interleaved run, in the order written ([] when none or not a
+    turn log); a line that is not a record is skipped."""
     path = Path(run_dir) / TURNS_FILE
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    try:
+        text = reading.read_text(path, reading.TURNS, strict=False)
+    except UsageError:
+        return []
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # blank, or cut short by a killed world
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records

@@ -81,8 +81,9 @@ def test_rank_exception_is_named_and_rows_are_kept(tmp_path: Path) -> None:
     assert "timed batch of all_reduce float32 size 8192 B" in line
     assert "fault injected" in line
     assert len(load(out)) == 3  # 1K, 2K, 4K finished before the fault at 8K
+    assert "3 rows measured before the failure (of 11 planned)" in proc.stderr
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["status"] == "failed"
+    assert meta["status"] == "failed" and meta["rows_complete"] is False
     assert (meta["failed_rank"], meta["failed_op"], meta["failed_size_bytes"]) == (
         1,
         "all_reduce",
@@ -91,6 +92,24 @@ def test_rank_exception_is_named_and_rows_are_kept(tmp_path: Path) -> None:
     assert "fault injected" in meta["error"]
     # The other rank's consequential error is kept in its log, not printed.
     assert "Traceback" in (out / "rank1.log").read_text()
+
+
+def test_a_failure_after_the_last_row_says_the_rows_are_complete(tmp_path: Path) -> None:
+    # A long sweep once measured all of its rows, then failed in its end-of-run summary:
+    # the verdict must say that nothing measured is missing.
+    out = tmp_path / "run"
+    proc = run_colbench(
+        *SWEEP, "--sizes", "1K-4K", "--out", str(out), env={"COLBENCH_FAULT": "0:end"}
+    )
+    assert proc.returncode == 3
+    line = one_line(proc.stderr, "failed during")
+    assert "the end-of-run summary, after the last row" in line, line
+    kept = one_line(proc.stderr, "every row was measured before the failure")
+    assert "all 3 are in" in kept and "complete" in kept
+    assert len(load(out)) == 3
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["status"] == "failed" and meta["rows_complete"] is True
+    assert meta["rows"] == meta["rows_planned"] == 3
 
 
 def test_sigkilled_rank_is_named_with_oom_hint(tmp_path: Path) -> None:
@@ -138,17 +157,23 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _default_sigint() -> None:
+    # As from an interactive shell: pytest itself may run as a script's background job,
+    # whose children inherit an ignored SIGINT, and colbench keeps that one ignored.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(
     ("signum", "target", "preexec"),
     [
-        (signal.SIGINT, "parent", None),
-        (signal.SIGTERM, "parent", None),
-        (signal.SIGINT, "group", None),
-        (signal.SIGTERM, "group", None),
-        # `colbench ... &` in a script starts with SIGINT ignored; kill -INT must still work.
-        (signal.SIGINT, "parent", _ignore_sigint),
+        (signal.SIGINT, "parent", _default_sigint),
+        (signal.SIGTERM, "parent", _default_sigint),
+        (signal.SIGINT, "group", _default_sigint),
+        (signal.SIGTERM, "group", _default_sigint),
+        # `colbench ... &` in a script starts with SIGINT ignored; SIGTERM stops it.
+        (signal.SIGTERM, "parent", _ignore_sigint),
     ],
-    ids=["int-parent", "term-parent", "int-group", "term-group", "int-ignored-at-start"],
+    ids=["int-parent", "term-parent", "int-group", "term-group", "term-sigint-ignored"],
 )
 def test_interrupt_stops_cleanly(
     tmp_path: Path, signum: int, target: str, preexec: Callable[[], None] | None
@@ -168,6 +193,21 @@ def test_interrupt_stops_cleanly(
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "interrupted"
     assert len(load(out)) >= 2
+
+
+def test_an_ignored_sigint_stays_ignored(tmp_path: Path) -> None:
+    # A script's background job starts with SIGINT ignored; by the shell's convention it
+    # stays so (Ctrl-C at the script's terminal is not for it), at every moment of the
+    # run: sent at once (Python still starting) and again once rows are coming.
+    out = tmp_path / "run"
+    proc = start(out, preexec_fn=_ignore_sigint)
+    os.kill(proc.pid, signal.SIGINT)
+    wait_for_rows(out, 2, proc)
+    os.kill(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "interrupted" not in stderr
+    assert json.loads((out / "meta.json").read_text())["status"] == "complete"
 
 
 def test_ranks_die_with_a_killed_parent(tmp_path: Path) -> None:

@@ -36,8 +36,10 @@ def test_repeat_interleaves_over_the_whole_plan_and_keeps_every_sample(
     meta = json.loads((out / "meta.json").read_text())
     assert meta["config"]["repeat"] == 3 and meta["rows"] == 27
     # The table shows every repeat, each in its own sections.
-    assert table.count("# all_reduce  (repeat 2)") == 1
-    assert table.count("# all_gather\n") == 1
+    assert table.count("# all_reduce  (repeat 2 of 3)") == 1
+    assert table.count("# all_gather  (repeat 0 of 3)\n") == 1
+    # Each op's average over the repeats closes the table, each repeat's named.
+    assert table.count("(all_gather: median of 3 repeats; each ") == 1
 
 
 def test_gate_on_real_runs_checks_correctness_and_presence(

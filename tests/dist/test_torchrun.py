@@ -80,6 +80,9 @@ def test_a_rendezvous_that_never_completes_ends_within_init_timeout(tmp_path: Pa
         assert proc.returncode == 4, stderr
         line = stderr.strip().splitlines()[-1]
         assert line.startswith("colbench: error: rank ")
+        # colbench's line is what the user reads: no torch socket warning ahead of it
+        # ("[c10d] waitForInput ... timed out" once printed first).
+        assert all(other.startswith("colbench: ") for other in stderr.splitlines()), stderr
         assert f"start-up failed: rendezvous of 3 ranks at 127.0.0.1:{port}" in line
         took = re.search(r"did not complete after (\d+) s \(--init-timeout 3 s\)", line)
         # Rounded to whole seconds, and this 2-core machine is often busy.

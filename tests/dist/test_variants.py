@@ -90,7 +90,9 @@ def test_plots_written_and_variants_compare_and_fit(
     captured = capsys.readouterr()
     assert info.value.code == 0, captured.err
     rows = [line for line in captured.out.splitlines() if line.startswith("  all_reduce")]
-    assert len(rows) == 3 and all(float(line.split()[-1]) > 0 for line in rows)
+    # The last two columns: B/A, then its spread ("-": one sample a side).
+    assert len(rows) == 3 and all(float(line.split()[-2]) > 0 for line in rows)
+    assert all(line.split()[-1] == "-" for line in rows)
     assert figure.stat().st_size > 10_000
     with pytest.raises(SystemExit) as info:
         main(["fit", str(out)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -79,6 +80,32 @@ BAD = [
         ["sweep", "--op", "sendrecv", "--backend", "gloo", "--nprocs", "1"],
         "nothing to run",
     ),
+    # Issue 22: accepted silently before; each error quotes what was typed.
+    ("empty item in a size list", ["sweep", "--sizes", "1K,,2K"], "bad size list '1K,,2K'"),
+    ("negative size", ["sweep", "--sizes", "-1"], "bad size range '-1'"),
+    ("size range without a maximum", ["sweep", "--sizes", "1K-"], "bad size range '1K-'"),
+    ("negative seed", ["sweep", "--seed", "-1"], "--seed must be 0 or more, got -1"),
+    ("seed beyond 32 bits", ["sweep", "--seed", "99999999999"], "--seed takes at most"),
+    ("iters beyond 32 bits", ["sweep", "--iters", "99999999999999"], "--iters takes at most"),
+    ("ranks beyond 32 bits", ["sweep", "--nprocs", "99999999999999"], "--nprocs takes at most"),
+    ("infinite timeout", ["sweep", "--timeout", "inf"], "--timeout must be positive, got inf"),
+    ("timeout not a number", ["sweep", "--timeout", "nan"], "--timeout must be positive, got nan"),
+    ("time budget nan", ["sweep", "--time-budget", "nan"], "--time-budget must be positive"),
+    ("table and no table", ["sweep", "--table", "--no-table"], "--table and --no-table"),
+    ("plot and no plot", ["sweep", "--no-plot", "--plot"], "--plot and --no-plot"),
+    ("negative peak", ["plot", "results/none", "--peak", "-5"], "--peak must be a bandwidth"),
+    ("peak nan", ["plot", "results/none", "--peak", "nan"], "--peak must be a bandwidth"),
+    ("fit and no fit", ["plot", "results/none", "--fit", "--no-fit"], "--fit and --no-fit"),
+    (
+        "predict beyond any job",
+        ["predict", "results/none", "--ranks", "99999999999"],
+        "bad --ranks '99999999999': 99999999999 ranks is beyond any job",
+    ),
+    (
+        "predict ranks per node beyond any job",
+        ["predict", "results/none", "--ranks", "8", "--ranks-per-node", "99999999999"],
+        "--ranks-per-node must be 1 to",
+    ),
 ]
 
 
@@ -122,6 +149,22 @@ def test_bad_invocations_through_the_real_entry_point(
         procs = list(pool.map(lambda case: colbench(*case[0], timeout=120), cases))
     for (_, fragment), proc in zip(cases, procs, strict=True):
         assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, fragment)
+
+
+def test_more_ranks_than_the_open_file_limit_allows_are_refused_before_starting(
+    colbench: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    # A hard limit of 256 open files: 100 ranks need more each (a socket per peer in
+    # each process group), so they are refused at once instead of failing mid-start.
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        ["bash", "-c", f'ulimit -n 256 && exec "$0" -m colbench sweep --sizes 1K --nprocs 100 '
+         f'--backend gloo --out {out}', sys.executable],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, "--nprocs 100")
+    assert "more than the 256 this host allows (ulimit -Hn)" in proc.stderr
+    assert not out.exists()
 
 
 def test_explain_all_gather_worked_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,8 +45,10 @@ def test_ratios_and_reasons(tmp_path: Path) -> None:
     text = format_table(comparison)
     assert "ratio = B / A" in text
     line = next(x for x in text.splitlines() if x.split()[:1] == ["all_reduce"] and " 64M " in x)
-    assert line.split()[-1] == f"{ar.loc[64 << 20, 'ratio']:.3f}"
-    assert "only in A" in text and "x  wrong results in B" in text
+    # One sample a side: the ratio, and a spread that cannot be known.
+    assert line.split()[-2:] == [f"{ar.loc[64 << 20, 'ratio']:.3f}", "-"]
+    assert "one sample per row on a side: each ratio's own noise is unknown" in text
+    assert "only in A" in text and "x             -  wrong results in B" in text
     assert "3 row(s) not comparable" in text
 
 
@@ -78,12 +80,16 @@ def test_figure_has_overlay_and_ratio_panel(tmp_path: Path) -> None:
     top, bottom = fig.axes[:2]
     labels = [line.get_label() for line in top.get_lines()]
     assert "all_reduce · a" in labels and "all_reduce · b" in labels
-    ratio_lines = [line for line in bottom.get_lines() if len(line.get_xdata()) > 2]
+    ratio_lines = [
+        line
+        for line in bottom.get_lines()
+        if len(line.get_xdata()) > 2 and line.get_marker() == "o"
+    ]
     assert len(ratio_lines) == 1
     xs, ys = ratio_lines[0].get_xdata(), ratio_lines[0].get_ydata()
     assert list(xs) == SIZES[:1] + SIZES[2:]  # SIZES[1]: wrong results in B
     assert np.all(np.asarray(ys) >= 1.0)
-    assert bottom.get_ylabel() == "B / A"
+    assert bottom.get_ylabel() == "B / A (bars: noise band)"
 
 
 def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,3 +122,43 @@ def test_subgroup_columns_join_only_where_both_runs_record_them(tmp_path: Path) 
     split = compare_runs(write_run(tmp_path / "halves", halves), ours, "time")
     assert "group_size" in split.keys
     assert sorted(set(split.table["reason"])) == ["only in A", "only in B"]
+
+
+def _repeated(directory: Path, factor: float, spread: float, seed: int) -> Path:
+    """Five repeats per size of one model, ``factor`` slower, with lognormal noise."""
+    rng = np.random.default_rng(seed)
+    model = alpha_beta(20.0, 10.0)
+    rows = [
+        row("all_reduce", s, factor * model(s) * float(np.exp(rng.normal(0, spread))))
+        | {"repeat": r}
+        for r in range(5)
+        for s in SIZES
+    ]
+    return write_run(directory, rows)
+
+
+def test_identical_runs_of_noisy_samples_are_said_to_be_within_noise(tmp_path: Path) -> None:
+    # The issue's case: B/A from 0.43 to 2.78 for identical variants, no caveat.
+    a = _repeated(tmp_path / "a", 1.0, 0.4, seed=1)
+    b = _repeated(tmp_path / "b", 1.0, 0.4, seed=2)
+    comparison = compare_runs(a, b, "time")
+    assert comparison.table["within_noise"].all()
+    text = format_table(comparison)
+    rows = [line for line in text.splitlines() if line.startswith("  all_reduce")]
+    assert all(line.split()[-2].endswith("~") for line in rows)
+    assert all(line.split()[-1].count("±") == 2 for line in rows)
+    (summary,) = [line for line in text.splitlines() if "geometric mean" in line]
+    assert "95% interval" in summary and "noise could explain it (the interval holds 1)" in summary
+    assert f"{len(SIZES)} of {len(SIZES)} size(s) within their samples' noise (~)" in summary
+
+
+def test_a_real_change_stands_out_of_quiet_samples(tmp_path: Path) -> None:
+    a = _repeated(tmp_path / "a", 1.0, 0.02, seed=1)
+    b = _repeated(tmp_path / "b", 2.0, 0.02, seed=2)
+    comparison = compare_runs(a, b, "time")
+    assert not comparison.table["within_noise"].any()
+    (summary,) = [line for line in format_table(comparison).splitlines() if "geometric" in line]
+    assert "noise could explain" not in summary and "0 of " in summary
+    # The figure's bars are the band noise could explain: narrow here.
+    fig = figure(comparison)
+    assert fig.axes[1].get_ylabel() == "B / A (bars: noise band)"

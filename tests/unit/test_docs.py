@@ -218,3 +218,14 @@ def test_layout_page_names_every_module_and_only_those() -> None:
             named |= set(re.findall(r"`([\w.]+\.py|\w+/)`", first_cell))
     assert sorted(actual - named) == [], "modules missing from docs/layout.md"
     assert sorted(named - actual) == [], "docs/layout.md names modules that do not exist"
+
+
+def test_commands_page_names_every_suite_key() -> None:
+    """docs/commands.md lists a suite's keys by hand: each key the schema takes is there
+    (``repeat`` was once left out)."""
+    from colbench import suite
+
+    text = (DOCS / "commands.md").read_text()
+    section = text.split("## Suites", 1)[1].split("```", 1)[0]
+    named = set(re.findall(r"`(\w+)`", section))
+    assert sorted(set(suite.SCHEMA) - named) == []

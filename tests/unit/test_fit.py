@@ -9,7 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis.fit import approx_size, crossovers, fit_lines, fit_time, report
+from colbench.analysis.fit import (
+    approx_size,
+    crossovers,
+    fit_lines,
+    fit_time,
+    report,
+    uncertainty,
+)
 from colbench.analysis.series import lines, load_runs
 from colbench.cli import main
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
@@ -93,8 +100,10 @@ def test_cli_fit_prints_alpha_beta_and_crossover(
     out = capsys.readouterr().out
     assert info.value.code == 0
     ring_line = next(line for line in out.splitlines() if line.strip().startswith("NCCL_ALGO=Ring"))
-    assert ring_line.split()[1:3] == ["40.00", "20"]
-    assert "crossover at 586K" in out
+    # alpha, its 95% interval, beta, its interval: exact points, so a tight one.
+    assert ring_line.split()[1:5] == ["40.00", "40-40", "20", "20-20"]
+    assert "crossover at 586K" in out and "noise could explain" not in out
+    assert "warning" not in out
 
 
 def test_approx_size() -> None:
@@ -107,3 +116,50 @@ def test_approx_size() -> None:
     assert approx_size(1048512) == "1024K"
     assert approx_size(1000 * 1024**2) == "1000M"
     assert approx_size(999.4) == "999"
+
+
+def test_the_intervals_hold_the_true_parameters_about_as_often_as_they_say() -> None:
+    # 200 noisy runs (10% lognormal noise) of one model: a 95% interval that held the
+    # truth far less often would understate the noise it is there to show.
+    sizes = np.array(SIZES, dtype=float)
+    held_alpha = held_beta = 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        times = (200.0 + sizes / 1e3) * np.exp(rng.normal(0, 0.1, len(sizes)))
+        spread = uncertainty(sizes, times, fit_time(sizes, times))
+        assert spread is not None
+        low, high = spread.alpha_interval
+        held_alpha += low <= 200.0 <= high
+        low, high = spread.beta_interval
+        held_beta += low <= 1.0 <= high
+    assert held_alpha >= 0.85 * 200 and held_beta >= 0.85 * 200
+
+
+def test_a_crossover_of_noise_is_said_to_be_noise(
+    tmp_path: Path,
+) -> None:
+    # gloo, where NCCL_ALGO changes nothing: two variants of one model, each with its
+    # own 30% noise, still get two betas and cross somewhere. The fit must say that
+    # noise could explain it, and flag the poor fits, instead of reporting a finding.
+    rng = np.random.default_rng(2)  # a draw whose two fits cross
+    model = alpha_beta(200.0, 1.0)
+    rows = [
+        row("all_reduce", s, model(s) * math.exp(rng.normal(0, 0.3)), variant=f"NCCL_ALGO={v}")
+        for v in ("Ring", "Tree")
+        for s in SIZES
+    ]
+    results = fit_lines(lines(load_runs([write_run(tmp_path / "noisy", rows)])[0]))
+    assert all(r.spread is not None for r in results)
+    found = crossovers(results)
+    text = report(results, found)
+    assert found and all(c.within_noise for c in found)
+    assert "noise could explain it: the two fits do not differ beyond their 95% intervals" in text
+    poor = [r for r in results if r.rel_rms is not None and r.rel_rms > 0.25]
+    assert text.count("# warning: ") == len(poor)
+
+
+def test_two_models_apart_beyond_their_noise_cross_for_real(tmp_path: Path) -> None:
+    results = fit_lines(lines(load_runs([_two_variant_run(tmp_path)])[0]))
+    (found,) = crossovers(results)
+    assert not found.within_noise
+    assert "noise could explain" not in report(results, [found])

@@ -3,6 +3,8 @@ docs/options.md and the config all follow the table."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from colbench import docgen, options
@@ -19,7 +21,15 @@ def test_shared_options_are_sweeps_own_rows() -> None:
     sweep = {opt.name: opt for opt in options.table()}
     for name in p2p_options.SHARED:
         shared = next(opt for opt in p2p_options.table() if opt.name == name)
-        assert shared is sweep[name]
+        # The same flag, type, default and parser; only help said of sizes is said of pairs.
+        assert dataclasses.replace(shared.spec, help="") == dataclasses.replace(
+            sweep[name].spec, help=""
+        )
+        assert (shared.type, shared.default) == (sweep[name].type, sweep[name].default)
+        assert (shared is sweep[name]) == (name not in p2p_options.SHARED_HELP)
+    # p2p's --help speaks of pairs and passes, never of a sweep's sizes.
+    repeat = next(opt for opt in p2p_options.table() if opt.name == "repeat")
+    assert "pair" in repeat.spec.help and "sweep" not in repeat.spec.help
     own = {opt.spec.flags[0] for opt in p2p_options.own()}
     assert not own & {opt.spec.flags[0] for opt in options.table() if opt.name != "plot"}
 

@@ -109,3 +109,48 @@ def test_cli_plot_several_runs_and_errors(
         err = capsys.readouterr().err
         assert info.value.code == 2 and err.startswith("colbench: error: ") and message in err
         assert err.count("\n") == 1
+
+
+def test_default_figures_of_several_runs_never_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # plot A B and compare A B once wrote ./busbw.png and ./compare.png over whatever
+    # was there; now each default name says which runs, and a taken one steps aside.
+    monkeypatch.chdir(tmp_path)
+    a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
+    written = []
+    for argv in (["plot", str(a), str(b)], ["plot", str(a), str(b)], ["compare", str(a), str(b)]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        err = capsys.readouterr().err
+        assert info.value.code == 0, err
+        written.append(err.strip().removeprefix("colbench: wrote "))
+    assert written == ["busbw-a-vs-b.png", "busbw-a-vs-b-2.png", "compare-a-vs-b.png"]
+    assert all((tmp_path / name).read_bytes()[:8] == PNG_MAGIC for name in written)
+    # One run directory: its own figure, in it (what --help says).
+    with pytest.raises(SystemExit):
+        main(["plot", str(a)])
+    assert capsys.readouterr().err == f"colbench: wrote {a / 'busbw.png'}\n"
+
+
+def test_the_size_axis_names_no_internal_column(tmp_path: Path) -> None:
+    fig = plot_lines(lines(load_runs([_run(tmp_path)])[0]), "busbw")
+    label = fig.axes[0].get_xlabel()
+    assert label == "message size (binary units, 1K = 1024 B)" and "size_bytes" not in label
+
+
+def test_a_fit_that_misses_its_curve_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Times that zigzag by 3x around a flat line: no alpha-beta shape fits them.
+    rows = [row("all_reduce", s, 100.0 * (3 if i % 2 else 1)) for i, s in enumerate(SIZES)]
+    run = write_run(tmp_path / "zigzag", rows)
+    fig = plot_lines(lines(load_runs([run])[0]), "time", fit=True)
+    (label,) = [line.get_label() for line in _data_lines(fig.axes[0])]
+    assert label.startswith("all_reduce (fit rms ") and label.endswith(", poor fit)")
+    with pytest.raises(SystemExit) as info:
+        main(["plot", str(run), "--fit", "--out", str(tmp_path / "z.png")])
+    err = capsys.readouterr().err
+    assert info.value.code == 0
+    assert err.startswith("colbench: warning: plot --fit: all_reduce: rms error ")
+    assert "(over 25%): the model does not describe these points" in err

@@ -442,3 +442,29 @@ def test_a_fit_the_model_does_not_describe_is_flagged(
     clean = [str(model_run(tmp_path / f"c{n}", n)) for n in (2, 3, 4)]
     code, stdout, _ = run_main(capsys, "predict", *clean, "--ranks", "8")
     assert code == 0 and "warning:" not in stdout
+
+
+def test_the_figure_shows_binary_sizes_the_measured_points_and_no_empty_panel(
+    fabric_runs: dict[int, str],
+) -> None:
+    from colbench.predict import data, engine
+    from colbench.predict.plot import figure
+
+    measured = data.load_measured([fabric_runs[2], fabric_runs[3]], None, ["all_gather"])
+    fits = engine.fit_all(measured)
+    elem = {"all_gather": 4}
+    predicted = engine.predict_grid(fits, {"all_gather": [4096, 1 << 20]}, [64], None, [], elem)
+    # all_gather has only a ring: nothing to cross, so no crossover panel at all.
+    crossings = engine.crossovers(fits, ["all_gather"], [64], None, [])
+    fig = figure(predicted, crossings, measured)
+    assert len(fig.axes) == 1
+    ax = fig.axes[0]
+    ax.figure.canvas.draw()
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert "4K" in ticks and "1M" in ticks and not any("^" in t for t in ticks)
+    points = [line for line in ax.get_lines() if line.get_label().startswith("measured")]
+    assert sorted(line.get_label() for line in points) == [
+        "measured, 2 ranks (ring)",
+        "measured, 3 ranks (ring)",
+    ]
+    assert sum(len(line.get_xdata()) for line in points) == sum(len(m.size_bytes) for m in measured)

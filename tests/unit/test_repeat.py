@@ -56,6 +56,23 @@ def test_table_gives_each_repeat_its_own_sections() -> None:
     sink.close()
     titles = [line for line in lines if line.startswith("# all_reduce")]
     assert titles == ["# all_reduce", "# all_reduce  (repeat 1)"]
-    # Each repeat's average is its own: two footers, one per section.
-    assert sum(line.startswith("# Avg bus bandwidth") for line in lines) == 2
+    # Each repeat's average is its own: two footers, one per section, then their median.
+    averages = [line for line in lines if line.startswith("# Avg bus bandwidth")]
+    assert len(averages) == 3
+    assert averages[-1].endswith("(all_reduce: median of 2 repeats; each 0.01, 0.01)")
     assert sink.rows_shown == 4
+
+
+def test_with_the_repeat_count_every_section_says_which_repeat_it_is() -> None:
+    lines: list[str] = []
+    sink = TableSink(echo=lines.append, repeats=3)
+    coll = ops.get("all_reduce")
+    for repeat, busbw in ((0, 1.0), (1, 4.0), (2, 2.0)):
+        row = {**_row(repeat, 1024), "busbw_gbps": busbw}
+        sink.rows(coll, [row])
+    sink.close()
+    titles = [line for line in lines if line.startswith("# all_reduce")]
+    assert titles == [f"# all_reduce  (repeat {r} of 3)" for r in range(3)]
+    assert "# Avg bus bandwidth    : 2 GB/s  (all_reduce: median of 3 repeats; each 1, 4, 2)" in (
+        lines
+    )

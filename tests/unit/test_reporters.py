@@ -15,7 +15,9 @@ from colbench.report.reporters import (
     CsvReporter,
     MetaReporter,
     ProgressReporter,
+    Reporter,
     RowStream,
+    Summary,
 )
 from colbench.results import Row, load
 from colbench.rundir import RunDir
@@ -130,3 +132,22 @@ def test_notes_go_to_the_warning_line(tmp_path: Path) -> None:
     _, stream, echoed, _ = stream_for(tmp_path)
     stream.note("skipped 1G: does not fit")
     assert echoed == ["colbench: note: skipped 1G: does not fit"]
+
+
+def test_an_end_that_fails_still_ends_the_other_reporters(tmp_path: Path) -> None:
+    # Every row is measured when the end comes: one reporter's failure there (the
+    # straggler test once overflowed in meta.json's) must not silence the table's summary.
+    class Broken(Reporter):
+        def on_end(self, summary: Summary) -> None:
+            raise OverflowError("int too large to convert to float")
+
+    run = RunDir.create(tmp_path / "run", tmp_path)
+    echoed: list[str] = []
+    reporters = [CsvReporter(run), Broken(), ConsoleReporter(HEADER, echoed.append, echoed.append)]
+    with pytest.raises(OverflowError), RowStream(reporters, echoed.append) as stream:
+        stream.start({"run_id": run.name})
+        for rows in sizes():
+            stream.rows(None, rows)
+        stream.end()
+    assert run.rows_kept() == 6
+    assert "# Wrong elements       : 2 FAILED" in echoed

@@ -147,7 +147,7 @@ def test_compare_names_the_status_as_the_reason(tmp_path: Path) -> None:
     assert not gather["comparable"].any()
     assert table[table["op"] == "all_reduce"]["comparable"].all()
     text = format_table(comparison)
-    assert "x  unsupported in B" in text and "2 row(s) not comparable" in text
+    assert "x             -  unsupported in B" in text and "2 row(s) not comparable" in text
     back = compare_runs(tree, ring, "time").table
     assert back[back["op"] == "all_gather"]["reason"].tolist() == ["unsupported in A"] * 2
 
@@ -161,4 +161,4 @@ def test_compare_keeps_keys_neither_run_measured(tmp_path: Path) -> None:
     both = compare_runs(a, a, "busbw").table
     assert both[both["op"] == "all_gather"]["reason"].tolist() == ["unsupported in A and B"] * 2
     line = next(x for x in format_table(comparison).splitlines() if "all_gather" in x)
-    assert line.endswith("-           -       x  unsupported in A, oom in B")
+    assert line.endswith("-           -        x             -  unsupported in A, oom in B")

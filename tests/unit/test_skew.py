@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from colbench.skew import (
     min_share,
     rank_skewed,
     straggler,
+    summary_line,
     wait_in,
 )
 from tests.unit.rows import row as synthetic_row
@@ -73,6 +75,44 @@ def test_too_few_rows_name_nobody() -> None:
     # At 2 ranks the level asks more: 10 of 10 happens by chance 1 time in 1024.
     assert straggler([0, 10]) is None and straggler([0, 11]) is not None
     assert straggler([25]) is None  # one rank: nobody to wait for
+
+
+@pytest.mark.parametrize("trials", [1, 7, 20, 64, 200])
+def test_the_tail_is_the_exact_binomial_sum(trials: int) -> None:
+    for p in (1 / 2, 1 / 4, 1 / 8):
+        for successes in range(trials + 2):
+            exact = sum(
+                Fraction(math.comb(trials, k))
+                * Fraction(p) ** k
+                * (1 - Fraction(p)) ** (trials - k)
+                for k in range(successes, trials + 1)
+            )
+            assert binomial_tail(successes, trials, p) == pytest.approx(float(exact), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("counts", "named"),
+    [
+        ([50_000, 50_000], None),
+        ([49_000, 51_000], None),  # p = 1e-10, a share of 51%: a bias, not a straggler
+        ([1_000, 99_000], 1),
+        ([25_000] * 4, None),
+        ([1_000, 1_000, 97_000, 1_000], 2),
+    ],
+)
+def test_the_straggler_test_holds_at_a_hundred_thousand_rows(
+    counts: list[int], named: int | None
+) -> None:
+    # A long sweep with --repeat counts this many late-arrival rows; C(n, k) * p**k overflowed
+    # a float from about a thousand rows and failed the run after its last row.
+    found = straggler(counts)
+    assert (found.rank if found else None) == named
+    assert 0.0 <= binomial_tail(max(counts), sum(counts), 1 / len(counts)) <= 1.0
+    assert binomial_tail(51_000, 100_000, 0.5) == pytest.approx(1.2e-10, rel=0.1)
+    counter = SlowestCounter()
+    counter.counts = counts
+    line = summary_line(found, counter, [])
+    assert f"{sum(counts)}" in line and (found is None) == line.startswith("none")
 
 
 def test_the_straggler_of_a_row_is_the_rank_that_waited_least() -> None:
@@ -134,8 +174,8 @@ def test_the_table_marks_rank_skew_and_names_the_straggler() -> None:
     assert format_line([dict(rows[1])]).split()[5] == "100.0"
     assert echoed[-2].startswith(f"# Rank-skewed rows     : 1 (time marked {RANK_SKEW_MARK})")
     assert echoed[-1] == (
-        "# Straggler            : rank 1 on nodeB, the slowest in 12 of 12 skewed rows "
-        "(binomial p = 0.00024 < 0.001/2 against chance 1 in 2)"
+        "# Straggler            : rank 1 on nodeB, the last to arrive in 12 of 12 "
+        "late-arrival rows (binomial p = 0.00024 < 0.001/2 against chance 1 in 2)"
     )
 
 
@@ -157,3 +197,15 @@ def test_per_rank_csv_and_the_straggler_in_meta(tmp_path: Path) -> None:
     assert table["rank"].tolist()[:2] == [0, 1] and table["node"].tolist()[:2] == ["nodeA", "nodeB"]
     assert table["wait_us"].tolist()[:2] == [310.0, 10.0]
     assert table["slowest"].tolist()[:2] == [0, 1]
+
+
+def test_the_table_ends_with_its_summary_after_a_hundred_thousand_late_arrivals() -> None:
+    # The long sweep that crashed: its end-of-run summary, from the counts of a run far
+    # longer than it (10^5 late-arrival rows at 2 ranks, 4 at 8).
+    for counts in ([60_000, 40_000], [12_500] * 8):
+        echoed: list[str] = []
+        sink = TableSink(echo=echoed.append, warn=echoed.append)
+        sink.slowest.counts = list(counts)
+        sink.close()
+        assert echoed[-1].startswith("# Straggler            : none: no rank arrived last")
+        assert f"of the {sum(counts)} late-arrival rows" in echoed[-1]

@@ -1,0 +1,119 @@
+"""When noise could explain a figure: the one set of thresholds compare, fit, plot --fit
+and predict judge their figures by.
+
+A shared machine's numbers move 5-45% within a run. A ratio, a fitted latency or
+bandwidth, or a crossover of two fits is a result only where it stands out of that
+noise, so each comes with its uncertainty and a word when noise could explain it:
+
+- a fit whose relative rms error exceeds :data:`POOR_FIT_RMS` does not describe its
+  points (predict's warning, first; docs/predict-validation.md: good fits stay within
+  6-15%), and its parameters carry 95% intervals (:func:`interval`);
+- a row's samples (``sweep --repeat``) are noisy beyond :data:`NOISY_CV`, the gate's
+  ``--max-cv-pct`` default, and a ratio of two rows is within noise when it is within
+  :data:`BAND_SDS` combined relative spreads of 1 (:func:`ratio_within_noise`);
+- a summary ratio over sizes carries the 95% interval of its geometric mean
+  (:func:`geometric_interval`), and noise could explain it when that holds 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from colbench.analysis import stats, student_t
+from colbench.analysis.checks import DEFAULT_MAX_CV
+
+#: A fitted model whose relative rms residual exceeds this does not describe its points.
+POOR_FIT_RMS = 0.25
+#: A row's samples spread more than this (coefficient of variation): the gate's `noisy`.
+NOISY_CV = DEFAULT_MAX_CV
+#: The level of every interval shown.
+LEVEL = 0.95
+#: A ratio within this many combined relative spreads of 1 could be noise (about 95%).
+BAND_SDS = 2.0
+
+
+def poor_fit(rel_rms: float | None) -> bool:
+    return rel_rms is not None and rel_rms > POOR_FIT_RMS
+
+
+def poor_fit_warning(what: str, rel_rms: float) -> str:
+    """The one sentence for a fit that does not describe its points."""
+    return (
+        f"{what}: rms error {100 * rel_rms:.0f}% (over {POOR_FIT_RMS:.0%}): the model does "
+        "not describe these points (noise, or a shape it lacks); its numbers are unreliable"
+    )
+
+
+def interval(estimate: float, standard_error: float, dof: int) -> tuple[float, float]:
+    """The two-sided :data:`LEVEL` interval of an estimate (Student's t, ``dof``)."""
+    if dof < 1 or not math.isfinite(standard_error):
+        return -math.inf, math.inf
+    half = student_t.t_two_sided(LEVEL, dof) * standard_error
+    return estimate - half, estimate + half
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How a row's samples spread: their count and coefficient of variation."""
+
+    samples: int
+    cv: float | None
+    """None with one sample: its noise is unknown."""
+
+    @property
+    def noisy(self) -> bool:
+        return self.cv is not None and self.cv > NOISY_CV
+
+    def text(self) -> str:
+        return "1 sample" if self.cv is None else f"±{100 * self.cv:.0f}%"
+
+
+def spread(values: Sequence[float]) -> Spread:
+    return Spread(len(values), stats.coefficient_of_variation(values))
+
+
+def band_factor(a: Spread, b: Spread) -> float | None:
+    """How far from 1 noise alone could move B / A, as a factor: :data:`BAND_SDS`
+    combined relative spreads; None when a side has one sample."""
+    if a.cv is None or b.cv is None:
+        return None
+    return math.exp(BAND_SDS * math.hypot(a.cv, b.cv))
+
+
+def ratio_within_noise(ratio: float, a: Spread, b: Spread) -> bool | None:
+    """True when noise could explain ``ratio`` (B / A of two rows' medians): within
+    :func:`band_factor` of 1; None when a side has one sample."""
+    factor = band_factor(a, b)
+    if factor is None or not ratio > 0:
+        return None
+    return 1 / factor <= ratio <= factor
+
+
+@dataclass(frozen=True)
+class GeometricMean:
+    """The geometric mean of ratios over sizes, with its :data:`LEVEL` interval."""
+
+    value: float
+    low: float
+    high: float
+
+    @property
+    def within_noise(self) -> bool:
+        """The interval holds 1: noise alone could give this mean."""
+        return self.low <= 1.0 <= self.high
+
+
+def geometric_interval(ratios: Sequence[float]) -> GeometricMean:
+    """The geometric mean of ``ratios`` and its Student-t interval on their logs (the
+    sizes' ratios as samples of one ratio; unbounded with a single size)."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    mean = float(logs.mean())
+    if len(logs) < 2:
+        return GeometricMean(math.exp(mean), 0.0, math.inf)
+    error = float(logs.std(ddof=1)) / math.sqrt(len(logs))
+    low, high = interval(mean, error, len(logs) - 1)
+    return GeometricMean(math.exp(mean), math.exp(low), math.exp(high))

@@ -1,0 +1,141 @@
+"""Reading the files colbench is given: the one bounded reader every parser goes through.
+
+A path on the command line may name anything: a device that never ends (``/dev/zero``),
+a FIFO, a directory, a binary file, a log of many gigabytes. Each kind of file colbench
+reads is declared here with the most it will take in, and :func:`read_bytes` checks a
+file's type and size *before* reading it, then reads at most that much (a file that
+grows while read, or whose size the kernel does not report, is still bounded). Every
+problem is a :class:`~colbench.errors.UsageError` whose one line names the file and
+what is wrong with it, so the CLI exits 2 instead of running out of memory or printing
+a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from colbench.errors import UsageError
+from colbench.sizes import format_size
+
+#: Bytes scanned for NUL bytes to call a file binary (as grep and git do).
+_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of file colbench reads and the most it reads of one."""
+
+    what: str
+    """What a user calls it, for messages ("results CSV", "suite")."""
+    limit_bytes: int
+    """Larger files are refused before a byte is read: far beyond any real one."""
+    article: str = "a"
+
+    @property
+    def one(self) -> str:
+        """``a suite``, ``an nccl-tests log``."""
+        return f"{self.article} {self.what}"
+
+
+#: A YAML suite: a sweep's options. Real ones are a few hundred bytes.
+SUITE = Kind("suite", 1024**2)
+#: results.csv, p2p.csv and the other tables of a run (a baseline pools several runs):
+#: a row is about 400 bytes, so this is over a million rows.
+TABLE = Kind("results CSV", 512 * 1024**2)
+#: meta.json: its largest parts grow with the ranks (hosts, pids, env seen per rank).
+META = Kind("run's meta.json", 64 * 1024**2)
+#: nccl-tests or rccl-tests stdout, NCCL INFO lines of thousands of ranks included.
+LOG = Kind("nccl-tests log", 1024**3, "an")
+#: What a rank leaves for the parent when it fails.
+REPORT = Kind("rank error report", 16 * 1024**2)
+#: An interleaved run's turn log: a line of about 200 bytes per size, repeat and variant.
+TURNS = Kind("turn log", 512 * 1024**2)
+
+
+def _file_type(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_bytes(path: str | os.PathLike[str], kind: Kind) -> bytes:
+    """The whole file, once it is known to be a regular file within ``kind``'s limit."""
+    file = Path(path)
+    limit = format_size(kind.limit_bytes)
+    try:
+        # Non-blocking: opening a FIFO to read waits for a writer, for ever if none comes.
+        with os.fdopen(os.open(file, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise UsageError(f"{file} is {_file_type(info.st_mode)}, not {kind.one} file")
+            if info.st_size > kind.limit_bytes:
+                raise UsageError(
+                    f"{file} holds {info.st_size} bytes, more than the {limit} any "
+                    f"{kind.what} colbench reads"
+                )
+            data = f.read(kind.limit_bytes + 1)
+    except IsADirectoryError:
+        raise UsageError(f"{file} is a directory, not {kind.one} file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {kind.what} {file}: {exc.strerror or exc}") from None
+    if len(data) > kind.limit_bytes:
+        raise UsageError(
+            f"{file} grew past {limit} while read, more than any {kind.what} colbench reads"
+        )
+    return data
+
+
+def tail_text(path: str | os.PathLike[str], max_bytes: int) -> str:
+    """The last ``max_bytes`` of a log ('' when it cannot be read): what a rank or a
+    child process printed last, however much it printed before."""
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return ""
+            f.seek(max(0, info.st_size - max_bytes))
+            return f.read(max_bytes).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def is_binary(data: bytes) -> bool:
+    """True when the start of ``data`` holds a NUL byte: no text file colbench reads does."""
+    return b"\x00" in data[:_SNIFF_BYTES]
+
+
+def read_text(path: str | os.PathLike[str], kind: Kind, *, strict: bool = True) -> str:
+    """The file as text: UTF-8 (``strict``: refused where it is not; else undecodable
+    bytes replaced, as a log copied from a terminal may hold some), never binary."""
+    data = read_bytes(path, kind)
+    if is_binary(data):
+        raise UsageError(f"{path} holds binary data (NUL bytes), not {kind.one}")
+    try:
+        return data.decode("utf-8", errors="strict" if strict else "replace")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{path} is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x}), "
+            f"not {kind.one}"
+        ) from None
+
+
+#: Warnings already printed by this process: a command reads a run's files in several
+#: steps (its rows, then its meta.json for the context lines), and says each once.
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """A reader's note that a file is usable but not whole: one line on stderr."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"colbench: warning: {message}", file=sys.stderr)
