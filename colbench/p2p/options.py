@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
+from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
 from colbench.option_table import Option, option, rows_of
 from colbench.options import table as sweep_table
 from colbench.sizes import parse_size
@@ -23,7 +23,6 @@ SHARED = (
     "backend",
     "iters",
     "warmup",
-    "repeat",
     "timeout",
     "init_timeout",
     "out",
@@ -54,6 +53,13 @@ class P2POptions:
     per_node: bool = _measure(False, "--per-node", help="One rank per node: a matrix of nodes.")
     rail: bool = _measure(
         False, "--rail", help="Pair local rank k only with local rank k of other nodes."
+    )
+    # Sweep's --repeat, with a default of its own: the verdict needs repeated passes.
+    repeat: int = _measure(
+        DEFAULT_PASSES,
+        "--repeat",
+        help="Measure the whole matrix this many times; a link or node is named only when "
+        "its passes hold beyond the others' spread.",
     )
     threshold: float = _judge(
         DEFAULT_BW_PCT, "--threshold", help="Slow: bandwidth this % below the median."
