@@ -36,7 +36,7 @@ class Metric:
 
 
 @dataclass(frozen=True)
-class Test:
+class Question:
     """One question asked of a node's or a link's samples, and the answer."""
 
     metric: Metric
@@ -60,9 +60,9 @@ class Link:
     #: The worse direction's median over the passes.
     bw_gbps: float
     latency_us: float
-    tests: tuple[Test, ...] = ()
+    tests: tuple[Question, ...] = ()
     #: Judged against the fail-below limit (None: not asked).
-    fail: Test | None = None
+    fail: Question | None = None
 
     @property
     def slow(self) -> bool:
@@ -84,11 +84,11 @@ def link_samples(samples: Samples, metric: Metric) -> dict[Pair, list[float]]:
     return dict(sorted(out.items()))
 
 
-def ask(others: Sequence[float], mine: Sequence[float], metric: Metric) -> Test:
+def ask(others: Sequence[float], mine: Sequence[float], metric: Metric) -> Question:
     """The gate's question of ``mine`` against ``others`` moved by the threshold."""
     j = judge_samples(others, mine, metric.worse_when, metric.threshold, alpha=1.0)
     p = j.p_value if j.verdict is RowVerdict.WORSE and j.p_value is not None else 1.0
-    return Test(metric, j.change, j.baseline_median, p)
+    return Question(metric, j.change, j.baseline_median, p)
 
 
 def holm_adjusted(p_values: Sequence[float]) -> list[float]:
@@ -103,7 +103,7 @@ def holm_adjusted(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def settle(tests: Sequence[Test], alpha: float) -> list[Test]:
+def settle(tests: Sequence[Question], alpha: float) -> list[Question]:
     """The family's tests with their Holm-adjusted p-values and decisions."""
     p_values = [t.p_value for t in tests]
     kept = power.holm(p_values, alpha)
@@ -163,7 +163,7 @@ class Matrix:
         return kept or rest
 
 
-def ask_nodes(matrix: Matrix, labels: Sequence[str]) -> dict[str, tuple[Test, ...]]:
+def ask_nodes(matrix: Matrix, labels: Sequence[str]) -> dict[str, tuple[Question, ...]]:
     """Each node's links to other nodes against the links among the other nodes."""
     out = {}
     for node in labels:
@@ -221,8 +221,8 @@ def _link(matrix: Matrix, key: Pair, others: list[Pair], limit: Metric | None) -
 
 
 def settle_family(
-    node_tests: dict[str, tuple[Test, ...]], links: list[Link], alpha: float
-) -> tuple[dict[str, tuple[Test, ...]], list[Link]]:
+    node_tests: dict[str, tuple[Question, ...]], links: list[Link], alpha: float
+) -> tuple[dict[str, tuple[Question, ...]], list[Link]]:
     """Holm over every node's and link's questions at once."""
     family = [t for ts in node_tests.values() for t in ts] + [t for x in links for t in x.tests]
     settled = iter(settle(family, alpha))

@@ -41,8 +41,8 @@ from colbench.analysis.link_tests import (
     Matrix,
     Metric,
     Pair,
+    Question,
     Samples,
-    Test,
     ask_links,
     ask_nodes,
     link_samples,
@@ -149,7 +149,7 @@ def _through(link: Link, blamed: Sequence[str], matrix: Matrix) -> list[str]:
     return [n for n in blamed if matrix.crosses((link.low, link.high), n)]
 
 
-def _node_line(node: str, tests: Sequence[Test], matrix: Matrix, links: list[Link]) -> str:
+def _node_line(node: str, tests: Sequence[Question], matrix: Matrix, links: list[Link]) -> str:
     slow = [t for t in tests if t.slow]
     mine = [x for x in links if matrix.crosses((x.low, x.high), node)]
     beyond = [x for x in mine if any(_beyond(x, t) for t in slow)]
@@ -159,7 +159,7 @@ def _node_line(node: str, tests: Sequence[Test], matrix: Matrix, links: list[Lin
     return f"slow node {node} (ranks {ranks}): {len(beyond)} of {len(mine)} links slow, {shown}"
 
 
-def _beyond(link: Link, test: Test) -> bool:
+def _beyond(link: Link, test: Question) -> bool:
     """Whether the link's own median is beyond the node test's others by the threshold."""
     value = link.bw_gbps if test.metric.worse_when < 0 else link.latency_us
     change = (value - test.others_median) / test.others_median
@@ -188,7 +188,7 @@ def _fail_lines(links: list[Link], fail_below_pct: float | None, alpha: float) -
 def _all_clear(
     matrix: Matrix,
     links: list[Link],
-    node_tests: Mapping[str, Sequence[Test]],
+    node_tests: Mapping[str, Sequence[Question]],
     m: int,
     alpha: float,
 ) -> list[str]:
@@ -244,7 +244,7 @@ def _detectable(matrix: Matrix, metric: Metric, level: float) -> float | None:
 
 def _per_link(
     links: list[Link],
-    node_tests: Mapping[str, Sequence[Test]],
+    node_tests: Mapping[str, Sequence[Question]],
     blamed: Sequence[str],
     matrix: Matrix,
 ) -> dict[Pair, tuple[str, float | None]]:
