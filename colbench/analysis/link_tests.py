@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from colbench.analysis import power, stats
+from colbench.analysis import paired, power, stats
 from colbench.analysis.verdict import Verdict as RowVerdict
 from colbench.analysis.verdict import judge as judge_samples
 
@@ -91,23 +91,12 @@ def ask(others: Sequence[float], mine: Sequence[float], metric: Metric) -> Quest
     return Question(metric, j.change, j.baseline_median, p)
 
 
-def holm_adjusted(p_values: Sequence[float]) -> list[float]:
-    """Holm's adjusted p-values: each is rejected by power.holm at alpha iff <= alpha."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted = [1.0] * m
-    running = 0.0
-    for step, i in enumerate(order):
-        running = max(running, min(1.0, (m - step) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
-
-
 def settle(tests: Sequence[Question], alpha: float) -> list[Question]:
     """The family's tests with their Holm-adjusted p-values and decisions."""
     p_values = [t.p_value for t in tests]
     kept = power.holm(p_values, alpha)
-    adjusted = holm_adjusted(p_values)
+    # Holm's adjusted p-values: each at most alpha exactly where power.holm rejects.
+    adjusted = paired.holm(p_values)
     return [replace(t, adjusted=a, slow=k) for t, a, k in zip(tests, adjusted, kept, strict=True)]
 
 
