@@ -39,11 +39,11 @@ class P2PConfig:
     """Passes over the whole matrix, one after the other; each pair gets a row per pass,
     and the verdict judges the passes (colbench.analysis.links)."""
     bw_pct: float = DEFAULT_BW_PCT
-    """A link more than this % below the median bandwidth is slow."""
+    """A link more than this % below the others' median bandwidth, beyond their spread, is slow."""
     latency_pct: float = DEFAULT_LATENCY_PCT
-    """A link more than this % above the median latency is slow."""
+    """A link more than this % above the others' median latency, beyond their spread, is slow."""
     fail_below_pct: float | None = None
-    """Exit 1 when any link's bandwidth is more than this % below the median."""
+    """Exit 1 when any link's bandwidth holds more than this % below the others'."""
     plot: bool = True
     """Write the heatmap p2p.png into the run directory."""
     backend: str = "auto"

@@ -62,15 +62,19 @@ class P2POptions:
         "its passes hold beyond the others' spread.",
     )
     threshold: float = _judge(
-        DEFAULT_BW_PCT, "--threshold", help="Slow: bandwidth this % below the median."
+        DEFAULT_BW_PCT,
+        "--threshold",
+        help="Slow: bandwidth this % below the others' median, beyond their spread.",
     )
     latency_threshold: float = _judge(
-        DEFAULT_LATENCY_PCT, "--latency-threshold", help="Slow: latency this % above the median."
+        DEFAULT_LATENCY_PCT,
+        "--latency-threshold",
+        help="Slow: latency this % above the others' median, beyond their spread.",
     )
     fail_below: float | None = _judge(
         None,
         "--fail-below",
-        help="Exit 1 when a link's bandwidth is more than PCT below the median.",
+        help="Exit 1 when a link's bandwidth holds more than PCT below the others'.",
     )
     plot: bool = _output(True, "--plot/--no-plot", help="Write the heatmap p2p.png.")
 
