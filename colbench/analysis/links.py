@@ -1,191 +1,262 @@
-"""Naming the slow links and nodes of a p2p matrix.
+"""Naming the slow links and nodes of a p2p matrix: only what holds beyond the noise.
 
-A link is an unordered pair of ranks, judged by its worse direction: the lower of its
-two bandwidths, the higher of its two latencies. It is slow when its bandwidth is
-more than ``bw_pct`` below the median of all links, or its latency more than
-``latency_pct`` above theirs. The median needs enough links to stand for "normal",
-so fewer than :data:`MIN_RANKS` ranks are not judged at all.
+**Samples.** ``p2p --repeat R`` measures the whole matrix R times. Each pass gives every
+link (an unordered pair of ranks) one sample per metric, from its worse direction: the
+lower of its two bandwidths, the higher of its two latencies.
 
-A node is blamed when most (more than half) of its links to other nodes are slow;
-its links are then not listed one by one. A slow link whose nodes are not blamed is
-named as a link: one bad cable or port, not a bad node.
+**The question** is the gate's (:func:`colbench.analysis.verdict.judge`), with the
+other links in the baseline's place: is the median of these samples beyond the others'
+median by more than the threshold (``bw_pct`` below in bandwidth, ``latency_pct``
+above in latency), and do the samples lie beyond the others' samples moved by that
+threshold, by an exact one-sided Mann-Whitney U test? A link whose one pass met a busy
+host, or whose medians differ by the luck of one run, is not named: its samples are
+not beyond the others' spread.
+
+**Nodes first.** With 3 or more nodes, each node's links to other nodes are asked the
+question against the links among the other nodes. A node whose test passes the
+family's strictest level is left out of every link's "others": its slow links would
+otherwise hide the slowness of the rest. Then every link is asked against the other
+links that touch no such node.
+
+**How sure.** The m questions (nodes and links, bandwidth and latency) are one family:
+Holm's procedure at ``alpha`` (colbench.analysis.power.holm) keeps the chance that
+noise alone names anything at ``alpha``, and each named node or link carries its
+Holm-adjusted p-value. A node is named when its test holds; its links are then not
+listed one by one. A link is named when its test holds and neither of its nodes is.
+Too few passes for any test to reach Holm's level judge nothing, and say how many
+would. ``--fail-below PCT`` asks each link the same question at PCT, in bandwidth
+only, as a family of its own.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-#: Ranks (nodes with --per-node) the median rule needs to tell an outlier from normal.
+from colbench.analysis import power, stats
+from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_POWER
+from colbench.analysis.link_tests import (
+    Link,
+    Matrix,
+    Metric,
+    Pair,
+    Question,
+    Samples,
+    ask_links,
+    ask_nodes,
+    link_samples,
+    metrics,
+    passes_needed,
+    settle_family,
+    testable_nodes,
+)
+
+__all__ = ["Samples", "judge", "passes_needed"]
+
+#: Ranks (nodes with --per-node) needed to tell one link from the others.
 MIN_RANKS = 4
+#: Passes p2p measures by default. At 3 a link of 4 ranks can just be named, when all 3
+#: of its samples lie beyond all 15 of the others' (1/816 against the 0.0025 Holm asks
+#: over 20 tests); at 5 the best p is 7e-06, and a link is still named when one of its
+#: samples lands in the middle of the others' (p = 0.0014), a node of 4 whatever one of
+#: its 15 samples does (docs/p2p.md).
+DEFAULT_PASSES = 5
 DEFAULT_BW_PCT = 25.0
 #: Small-message latency on a busy host varies more than large-message bandwidth.
 DEFAULT_LATENCY_PCT = 100.0
 
-
-@dataclass(frozen=True)
-class Link:
-    low: int
-    high: int
-    bw_gbps: float
-    latency_us: float
-    #: How far below the median bandwidth, in percent (negative: above it).
-    bw_below_pct: float
-    #: How far above the median latency, in percent (negative: below it).
-    latency_above_pct: float
-    slow_bw: bool
-    slow_latency: bool
-
-    @property
-    def slow(self) -> bool:
-        return self.slow_bw or self.slow_latency
+#: What the verdict says of a link in p2p.csv's ``link_verdict``.
+SLOW_LINK, SLOW_NODE, LINK_OK, NOT_JUDGED = "slow link", "slow node", "ok", "not judged"
 
 
 @dataclass(frozen=True)
 class Verdict:
     lines: tuple[str, ...]
     judged: bool
-    #: Links slower than ``--fail-below`` (empty when not asked or not judged).
+    #: Links whose bandwidth holds below --fail-below (empty when not asked or not judged).
     failing: tuple[Link, ...] = ()
     slow_nodes: tuple[str, ...] = ()
-    slow_links: tuple[tuple[int, int], ...] = ()
-
-
-def links(
-    bw_gbps: Mapping[tuple[int, int], float],
-    latency_us: Mapping[tuple[int, int], float],
-    bw_pct: float = DEFAULT_BW_PCT,
-    latency_pct: float = DEFAULT_LATENCY_PCT,
-) -> list[Link]:
-    """Every measured unordered pair, its worse direction, and how far from the median."""
-    worst_bw: dict[tuple[int, int], float] = {}
-    worst_lat: dict[tuple[int, int], float] = {}
-    for (src, dst), bw in bw_gbps.items():
-        key = (min(src, dst), max(src, dst))
-        worst_bw[key] = min(bw, worst_bw.get(key, bw))
-        lat = latency_us[(src, dst)]
-        worst_lat[key] = max(lat, worst_lat.get(key, lat))
-    median_bw = statistics.median(worst_bw.values())
-    median_lat = statistics.median(worst_lat.values())
-    out = []
-    for key in sorted(worst_bw):
-        below = 100.0 * (median_bw - worst_bw[key]) / median_bw if median_bw > 0 else 0.0
-        above = 100.0 * (worst_lat[key] - median_lat) / median_lat if median_lat > 0 else 0.0
-        out.append(
-            Link(
-                *key,
-                worst_bw[key],
-                worst_lat[key],
-                below,
-                above,
-                below > bw_pct,
-                above > latency_pct,
-            )
-        )
-    return out
+    slow_links: tuple[Pair, ...] = ()
+    #: (low, high) -> what the verdict says of the link and the Holm-adjusted p-value
+    #: behind it (None: not judged), for p2p.csv's link_verdict and link_p_value.
+    per_link: Mapping[Pair, tuple[str, float | None]] | None = None
 
 
 def judge(
-    bw_gbps: Mapping[tuple[int, int], float],
-    latency_us: Mapping[tuple[int, int], float],
+    bw_gbps: Samples,
+    latency_us: Samples,
     nodes: Mapping[int, str],
     bw_pct: float = DEFAULT_BW_PCT,
     latency_pct: float = DEFAULT_LATENCY_PCT,
     fail_below_pct: float | None = None,
+    alpha: float = DEFAULT_ALPHA,
 ) -> Verdict:
-    """The verdict on one matrix: ``(src, dst)`` -> value, and each rank's node label."""
+    """The verdict on the passes of one matrix: ``(src, dst)`` -> one value per pass, and
+    each rank's node label."""
     ranks = sorted({r for pair in bw_gbps for r in pair})
     if len(ranks) < MIN_RANKS:
-        return Verdict(
-            (
-                f"verdict: not judged: the median rule needs at least {MIN_RANKS} ranks "
-                f"(nodes with --per-node); this matrix has {len(ranks)}",
-            ),
-            judged=False,
+        why = (
+            f"telling a slow link from the others needs at least {MIN_RANKS} ranks "
+            f"(nodes with --per-node); this matrix has {len(ranks)}"
         )
-    every = links(bw_gbps, latency_us, bw_pct, latency_pct)
-    blamed = _blamed_nodes(every, nodes)
-    lines = [_node_line(node, every, nodes) for node in blamed]
-    named = [
-        link
-        for link in every
-        if link.slow and nodes[link.low] not in blamed and nodes[link.high] not in blamed
-    ]
+        unjudged = {(min(p), max(p)): (NOT_JUDGED, None) for p in bw_gbps}
+        return Verdict((f"verdict: not judged: {why}",), judged=False, per_link=unjudged)
+    bw, lat = metrics(bw_pct, latency_pct)
+    per_metric = {bw: link_samples(bw_gbps, bw), lat: link_samples(latency_us, lat)}
+    passes = min(len(v) for v in per_metric[bw].values())
+    matrix = Matrix(per_metric, nodes, passes)
+    node_tests = ask_nodes(matrix, testable_nodes(ranks, nodes))
+    m = 2 * (len(node_tests) + len(matrix.keys))
+    # A node whose test passes Holm's strictest step is slow whatever else Holm finds:
+    # its links leave the others that every link is asked against.
+    nodes_out = {n for n, ts in node_tests.items() if min(t.p_value for t in ts) <= alpha / m}
+    links = ask_links(matrix, nodes_out, alpha / m, fail_below_pct, alpha)
+    fail_lines = _fail_lines(links, fail_below_pct, alpha)
+    failing = tuple(link for link in links if link.fail is not None and link.fail.slow)
+    need = passes_needed(len(matrix.keys), m, alpha)
+    if passes < need:
+        best = stats.smallest_one_sided_p((len(matrix.keys) - 1) * passes, passes)
+        line = (
+            f"verdict: not judged: {passes} pass(es) cannot show a link slower than the others "
+            f"beyond their spread (the rank test's best p, {best:.2g}, is above the "
+            f"{alpha / m:.2g} that Holm over {m} tests needs); measure with --repeat {need} "
+            "or more"
+        )
+        per_link = dict.fromkeys(matrix.keys, (NOT_JUDGED, None))
+        return Verdict((line, *fail_lines), False, failing, per_link=per_link)
+    node_tests, links = settle_family(node_tests, links, alpha)
+    blamed = [n for n, ts in node_tests.items() if any(t.slow for t in ts)]
+    named = [link for link in links if link.slow and not _through(link, blamed, matrix)]
+    lines = [_node_line(n, node_tests[n], matrix, links) for n in blamed]
     lines += [_link_line(link, nodes) for link in named]
+    suffix = f"; {passes} passes, Holm over {m} tests"
+    lines = [line + suffix for line in lines]
     if not lines:
-        lines.append(_all_clear(every, bw_pct, latency_pct))
-    failing: tuple[Link, ...] = ()
-    if fail_below_pct is not None:
-        failing = tuple(link for link in every if link.bw_below_pct > fail_below_pct)
-        if failing:
-            worst = max(failing, key=lambda link: link.bw_below_pct)
-            lines.append(
-                f"verdict: FAIL: {len(failing)} link(s) more than {fail_below_pct:g}% below the "
-                f"median bandwidth (worst {worst.low} <-> {worst.high}, "
-                f"{worst.bw_below_pct:.0f}% below)"
-            )
+        lines = _all_clear(matrix, links, node_tests, m, alpha)
     return Verdict(
-        tuple(lines),
+        (*lines, *fail_lines),
         judged=True,
         failing=failing,
         slow_nodes=tuple(blamed),
         slow_links=tuple((link.low, link.high) for link in named),
+        per_link=_per_link(links, node_tests, blamed, matrix),
     )
 
 
-def _cross_links(node: str, every: list[Link], nodes: Mapping[int, str]) -> list[Link]:
-    """The node's links to ranks of other nodes (its own ranks talk without its NIC)."""
-    return [link for link in every if (nodes[link.low] == node) != (nodes[link.high] == node)]
+def _through(link: Link, blamed: Sequence[str], matrix: Matrix) -> list[str]:
+    """The named nodes whose NIC the link goes through (not a link inside one)."""
+    return [n for n in blamed if matrix.crosses((link.low, link.high), n)]
 
 
-def _blamed_nodes(every: list[Link], nodes: Mapping[int, str]) -> list[str]:
-    ranked = sorted({r for link in every for r in (link.low, link.high)})
-    labels = list(dict.fromkeys(nodes[r] for r in ranked))
-    if len(labels) < 2:
-        return []
-    blamed = []
-    for node in labels:
-        mine = _cross_links(node, every, nodes)
-        if mine and 2 * sum(link.slow for link in mine) > len(mine):
-            blamed.append(node)
-    return blamed
+def _node_line(node: str, tests: Sequence[Question], matrix: Matrix, links: list[Link]) -> str:
+    slow = [t for t in tests if t.slow]
+    mine = [x for x in links if matrix.crosses((x.low, x.high), node)]
+    beyond = [x for x in mine if any(_beyond(x, t) for t in slow)]
+    own = {r for x in mine for r in (x.low, x.high) if matrix.nodes[r] == node}
+    ranks = ",".join(map(str, sorted(own)))
+    shown = ", ".join(t.shown() for t in slow)
+    return f"slow node {node} (ranks {ranks}): {len(beyond)} of {len(mine)} links slow, {shown}"
 
 
-def _node_line(node: str, every: list[Link], nodes: Mapping[int, str]) -> str:
-    mine = _cross_links(node, every, nodes)
-    slow = [link for link in mine if link.slow]
-    ranks = ",".join(str(r) for r in sorted(r for r in nodes if nodes[r] == node and _in(r, every)))
-    return f"slow node {node} (ranks {ranks}): {len(slow)} of {len(mine)} links {_how(slow)}"
-
-
-def _in(rank: int, every: list[Link]) -> bool:
-    return any(rank in (link.low, link.high) for link in every)
-
-
-def _how(slow: list[Link]) -> str:
-    """The typical shortfall of some slow links: median % below (or above, for latency)."""
-    parts = []
-    by_bw = [link.bw_below_pct for link in slow if link.slow_bw]
-    by_lat = [link.latency_above_pct for link in slow if link.slow_latency]
-    if by_bw:
-        parts.append(f"{statistics.median(by_bw):.0f}% below the median bandwidth")
-    if by_lat:
-        parts.append(f"latency {statistics.median(by_lat):.0f}% above the median")
-    return ", ".join(parts)
+def _beyond(link: Link, test: Question) -> bool:
+    """Whether the link's own median is beyond the node test's others by the threshold."""
+    value = link.bw_gbps if test.metric.worse_when < 0 else link.latency_us
+    change = (value - test.others_median) / test.others_median
+    return change * test.metric.worse_when > test.metric.threshold
 
 
 def _link_line(link: Link, nodes: Mapping[int, str]) -> str:
     where = f"{nodes[link.low]} <-> {nodes[link.high]}"
-    return f"slow link {link.low} <-> {link.high} ({where}): {_how([link])}"
+    shown = ", ".join(t.shown() for t in link.tests if t.slow)
+    return f"slow link {link.low} <-> {link.high} ({where}): {shown}"
 
 
-def _all_clear(every: list[Link], bw_pct: float, latency_pct: float) -> str:
-    median_bw = statistics.median(link.bw_gbps for link in every)
-    median_lat = statistics.median(link.latency_us for link in every)
-    lat = f"{median_lat:.3g}" if median_lat < 1000 else f"{median_lat:.0f}"
-    return (
-        f"verdict: no slow link or node among {len(every)} links: bandwidth within {bw_pct:g}% "
-        f"of the median {median_bw:.3g} GB/s, latency within {latency_pct:g}% of the median "
-        f"{lat} us"
+def _fail_lines(links: list[Link], fail_below_pct: float | None, alpha: float) -> list[str]:
+    failing = [x for x in links if x.fail is not None and x.fail.slow]
+    if fail_below_pct is None or not failing:
+        return []
+    worst = max(failing, key=lambda x: x.bw_below_pct)
+    return [
+        f"verdict: FAIL: {len(failing)} link(s) more than {fail_below_pct:g}% below the "
+        f"others' bandwidth (worst {worst.low} <-> {worst.high}, {worst.bw_below_pct:.0f}% "
+        f"below; p = {worst.fail.adjusted if worst.fail else 1.0:.2g} after Holm over "
+        f"{len(links)} links)"
+    ]
+
+
+def _all_clear(
+    matrix: Matrix,
+    links: list[Link],
+    node_tests: Mapping[str, Sequence[Question]],
+    m: int,
+    alpha: float,
+) -> list[str]:
+    bw, lat = matrix.samples
+    smallest = min([t.adjusted for ts in node_tests.values() for t in ts]
+                   + [t.adjusted for x in links for t in x.tests])  # fmt: skip
+    median_lat = statistics.median(x.latency_us for x in links)
+    shown_lat = f"{median_lat:.3g}" if median_lat < 1000 else f"{median_lat:.0f}"
+    first = (
+        f"verdict: no slow link or node among {len(links)} links over {matrix.passes} passes: "
+        f"none holds {bw.threshold:.0%} below the others' bandwidth or {lat.threshold:.0%} "
+        f"above their latency beyond their spread (lowest p = {smallest:.2g} after Holm over "
+        f"{m} tests)"
     )
+    second = (
+        f"verdict: median bandwidth {statistics.median(x.bw_gbps for x in links):.3g} GB/s, "
+        f"latency {shown_lat} us"
+    )
+    seen = _detectable(matrix, bw, alpha / m)
+    if seen is not None:
+        second += (
+            f"; a link {seen:.0%} below the others' bandwidth would be named "
+            f"{DEFAULT_POWER:.0%} of the time"
+        )
+    return [first, second]
+
+
+#: Above this many samples a side, the power figure comes from the normal approximation
+#: (power.normal_margin): the simulation's arrays grow with the product of the sides.
+_SIMULATED_MAX_SAMPLES = 400
+
+
+def _detectable(matrix: Matrix, metric: Metric, level: float) -> float | None:
+    """The bandwidth shortfall every link's test would catch at DEFAULT_POWER: the
+    largest of the links' figures (power.shift_margin, from each test's log spread)."""
+    worst = None
+    for key in matrix.keys:
+        others = matrix.pooled(metric, matrix.others(key, set(), set()))
+        mine = matrix.samples[metric][key]
+        sigma = power.log_spread(others, mine)
+        if sigma is None:
+            return None
+        if len(others) > _SIMULATED_MAX_SAMPLES:
+            margin: float | None = power.normal_margin(sigma, len(others), len(mine), level)
+        else:
+            margin = power.shift_margin(sigma, len(others), len(mine), level)
+        if margin is None:
+            return None
+        seen = power.detectable_slowdown(metric.threshold, metric.worse_when, margin)
+        worst = seen if worst is None else max(worst, seen)
+    return worst
+
+
+def _per_link(
+    links: list[Link],
+    node_tests: Mapping[str, Sequence[Question]],
+    blamed: Sequence[str],
+    matrix: Matrix,
+) -> dict[Pair, tuple[str, float | None]]:
+    """What p2p.csv says of each link, with the adjusted p-value behind it."""
+    out: dict[Pair, tuple[str, float | None]] = {}
+    for link in links:
+        mine = _through(link, blamed, matrix)
+        if mine:
+            p = min(t.adjusted for n in mine for t in node_tests[n] if t.slow)
+            out[(link.low, link.high)] = (SLOW_NODE, p)
+        elif link.slow:
+            out[(link.low, link.high)] = (SLOW_LINK, min(t.adjusted for t in link.tests if t.slow))
+        else:
+            out[(link.low, link.high)] = (LINK_OK, min(t.adjusted for t in link.tests))
+    return out

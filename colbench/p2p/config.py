@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
+from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
 from colbench.config import SweepConfig, default_timeout, validate_run
 from colbench.errors import UsageError
 from colbench.options import BACKENDS, DEFAULT_INIT_TIMEOUT_S, DEFAULT_TIMEOUT_S
@@ -41,15 +41,15 @@ class P2PConfig:
     """Timed messages (round trips, for latency) per ordered pair."""
     warmup: int = 5
     """Untimed messages per ordered pair before timing (at least one: connection set-up)."""
-    repeat: int = 1
+    repeat: int = DEFAULT_PASSES
     """Passes over the whole matrix, one after the other; each pair gets a row per pass,
-    and the verdict judges each pair's median over the passes."""
+    and the verdict judges the passes (colbench.analysis.links)."""
     bw_pct: float = DEFAULT_BW_PCT
-    """A link more than this % below the median bandwidth is slow."""
+    """A link more than this % below the others' median bandwidth, beyond their spread, is slow."""
     latency_pct: float = DEFAULT_LATENCY_PCT
-    """A link more than this % above the median latency is slow."""
+    """A link more than this % above the others' median latency, beyond their spread, is slow."""
     fail_below_pct: float | None = None
-    """Exit 1 when any link's bandwidth is more than this % below the median."""
+    """Exit 1 when any link's bandwidth holds more than this % below the others'."""
     plot: bool = True
     """Write the heatmap p2p.png into the run directory."""
     backend: str = "auto"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
-from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
+from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
 from colbench.option_table import Option, option, rows_of
 from colbench.options import table as sweep_table
 from colbench.sizes import parse_size
@@ -24,7 +24,6 @@ SHARED = (
     "ranks_per_gpu",
     "iters",
     "warmup",
-    "repeat",
     "timeout",
     "init_timeout",
     "out",
@@ -62,16 +61,27 @@ class P2POptions:
     rail: bool = _measure(
         False, "--rail", help="Pair local rank k only with local rank k of other nodes."
     )
+    # Sweep's --repeat, with a default of its own: the verdict needs repeated passes.
+    repeat: int = _measure(
+        DEFAULT_PASSES,
+        "--repeat",
+        help="Measure the whole pair matrix this many times, one pass after the other; a "
+        "link or node is named only when its passes hold beyond the others' spread.",
+    )
     threshold: float = _judge(
-        DEFAULT_BW_PCT, "--threshold", help="Slow: bandwidth this % below the median."
+        DEFAULT_BW_PCT,
+        "--threshold",
+        help="Slow: bandwidth this % below the others' median, beyond their spread.",
     )
     latency_threshold: float = _judge(
-        DEFAULT_LATENCY_PCT, "--latency-threshold", help="Slow: latency this % above the median."
+        DEFAULT_LATENCY_PCT,
+        "--latency-threshold",
+        help="Slow: latency this % above the others' median, beyond their spread.",
     )
     fail_below: float | None = _judge(
         None,
         "--fail-below",
-        help="Exit 1 when a link's bandwidth is more than PCT below the median.",
+        help="Exit 1 when a link's bandwidth holds more than PCT below the others'.",
     )
     plot: bool = _output(True, "--plot/--no-plot", help="Write the heatmap p2p.png.")
 
@@ -80,8 +90,6 @@ class P2POptions:
 SHARED_HELP = {
     "iters": "Timed messages (round trips, for latency) per ordered pair.",
     "warmup": "Untimed messages per ordered pair before timing.",
-    "repeat": "Measure the whole pair matrix this many times, one pass after the other; "
-    "each pair gets a row per pass, and the verdict judges its median over the passes.",
 }
 
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from colbench.analysis.links import Verdict, judge
+from colbench.analysis.links import Samples, Verdict, judge
 from colbench.errors import ExitCode, UsageError
 from colbench.p2p import results
 from colbench.p2p.config import P2PConfig
@@ -25,6 +25,17 @@ def matrices(frame: Any) -> tuple[dict[tuple[int, int], float], dict[tuple[int, 
     return bw, lat
 
 
+def samples_of(frame: Any) -> tuple[Samples, Samples]:
+    """(src, dst) -> bandwidth in GB/s, and -> latency in microseconds: one value per
+    pass, in pass order (what the verdict judges)."""
+    bw: dict[tuple[int, int], list[float]] = {}
+    lat: dict[tuple[int, int], list[float]] = {}
+    for (src, dst), rows in frame.sort_values("repeat").groupby(["src_rank", "dst_rank"]):
+        bw[(int(src), int(dst))] = [float(v) for v in rows["bw_gbps"]]
+        lat[(int(src), int(dst))] = [float(v) for v in rows["latency_us"]]
+    return bw, lat
+
+
 def node_of(frame: Any) -> dict[int, str]:
     nodes = {int(r.src_rank): str(r.src_node) for r in frame.itertuples()}
     nodes.update({int(r.dst_rank): str(r.dst_node) for r in frame.itertuples()})
@@ -32,7 +43,7 @@ def node_of(frame: Any) -> dict[int, str]:
 
 
 def verdict_of(frame: Any, cfg: P2PConfig) -> Verdict:
-    bw, lat = matrices(frame)
+    bw, lat = samples_of(frame)
     return judge(bw, lat, node_of(frame), cfg.bw_pct, cfg.latency_pct, cfg.fail_below_pct)
 
 
@@ -78,6 +89,8 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
     for line in verdict.lines:
         print(line)
     sys.stdout.flush()
+    if verdict.per_link is not None:
+        results.record_verdicts(run_dir, verdict.per_link)
     _record(run_dir, verdict)
     return FAIL_BELOW_EXIT if verdict.failing else int(ExitCode.OK)
 

@@ -38,7 +38,7 @@ def run_p2p(cfg: P2PConfig) -> int:
         )
     if cfg.fail_below_pct is not None and world_size < MIN_RANKS:
         raise UsageError(
-            f"--fail-below needs at least {MIN_RANKS} ranks for the median rule; "
+            f"--fail-below needs at least {MIN_RANKS} ranks to tell a slow link from the others; "
             f"this job has {world_size}"
         )
     if launch_env is not None:

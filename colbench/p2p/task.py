@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from colbench import __version__, launch
-from colbench.analysis.links import MIN_RANKS
+from colbench.analysis.checks import DEFAULT_ALPHA
+from colbench.analysis.links import MIN_RANKS, passes_needed
 from colbench.bench import combine_times
 from colbench.errors import UsageError
 from colbench.groups import SideGroup
@@ -169,12 +170,26 @@ class P2PTask:
         # An explicit label is the node: it also decides --per-node and --rail.
         keys = [m.label or m.node for m in members]
         selection = select(keys, self.cfg.per_node, self.cfg.rail)
-        if self.cfg.fail_below_pct is not None and len(selection.ranks) < MIN_RANKS:
+        if self.cfg.fail_below_pct is not None:
+            self._check_fail_below(selection)
+        return World(members, labels, selection)
+
+    def _check_fail_below(self, selection: Selection) -> None:
+        """Refuse, before measuring, a health check that could never fail."""
+        if len(selection.ranks) < MIN_RANKS:
             raise UsageError(
                 f"--fail-below needs at least {MIN_RANKS} ranks taking part (nodes with "
-                f"--per-node) for the median rule; this run has {len(selection.ranks)}"
+                f"--per-node) to tell a slow link from the others; this run has "
+                f"{len(selection.ranks)}"
             )
-        return World(members, labels, selection)
+        n_links = len({frozenset(pair) for step in pair_steps(selection) for pair in step})
+        need = passes_needed(n_links, n_links, DEFAULT_ALPHA)
+        if self.cfg.repeat < need:
+            raise UsageError(
+                f"--fail-below over {n_links} links needs --repeat {need} or more: with "
+                f"{self.cfg.repeat} pass(es) no link can be shown below the others beyond "
+                "their spread"
+            )
 
     def _meta(self, job: Any, world: World) -> dict[str, Any]:
         meta = job.first_meta(self.cfg.to_dict(), world.labels, world.members)

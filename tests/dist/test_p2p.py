@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from colbench.analysis.links import DEFAULT_PASSES
 from colbench.p2p import load
 from colbench.p2p.results import COLUMNS, P2P_SCHEMA_VERSION
 from tests.conftest import finish_ranks, run_colbench, start_ranks
@@ -24,7 +25,7 @@ def test_four_ranks_measure_every_ordered_pair(tmp_path: Path) -> None:
     frame = load(out)
     assert list(frame.columns) == list(COLUMNS)
     assert set(frame["schema_version"]) == {P2P_SCHEMA_VERSION}
-    pairs = sorted(zip(frame["src_rank"], frame["dst_rank"], strict=True))
+    pairs = sorted(set(zip(frame["src_rank"], frame["dst_rank"], strict=True)))
     assert pairs == sorted(itertools.permutations(range(4), 2))
     assert set(frame["size_bytes"]) == {1024**2} and set(frame["latency_bytes"]) == {8}
     assert set(frame["mode"]) == {"uni"} and set(frame["backend"]) == {"gloo"}
@@ -36,8 +37,13 @@ def test_four_ranks_measure_every_ordered_pair(tmp_path: Path) -> None:
     # One node: every rank carries the same label.
     assert frame["src_node"].nunique() == 1
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["kind"] == "p2p" and meta["status"] == "complete" and meta["rows"] == 12
+    assert meta["kind"] == "p2p" and meta["status"] == "complete"
+    # The default passes, each a row per ordered pair, and the verdict on every row.
+    assert meta["rows"] == 12 * DEFAULT_PASSES
+    assert sorted(set(frame["repeat"])) == list(range(DEFAULT_PASSES))
     assert meta["verdict"]["judged"] is True
+    assert set(frame["link_verdict"]) <= {"ok", "slow link"}
+    assert frame["link_p_value"].between(0, 1).all()
     assert (out / "p2p.png").stat().st_size > 0
     lines = proc.stdout.strip().splitlines()
     # The verdict comes last: a clean bill over 6 links, or names of slow ones.
@@ -52,18 +58,19 @@ def test_three_ranks_bidirectional_serial_are_measured_but_not_judged(tmp_path: 
     out = tmp_path / "run"
     proc = run_colbench(
         "p2p", "--nprocs", "3", "--backend", "gloo", "--size", "256K", "-n", "2", "-w", "1",
-        "--bidirectional", "--serial", "--no-plot", "--out", str(out),
+        "--bidirectional", "--serial", "--repeat", "1", "--no-plot", "--out", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     frame = load(out)
+    assert set(frame["link_verdict"]) == {"not judged"} and frame["link_p_value"].isna().all()
     assert sorted(zip(frame["src_rank"], frame["dst_rank"], strict=True)) == sorted(
         itertools.permutations(range(3), 2)
     )
     assert set(frame["mode"]) == {"bi"}
     assert not (out / "p2p.png").exists()
     assert proc.stdout.strip().splitlines()[-1] == (
-        "verdict: not judged: the median rule needs at least 4 ranks (nodes with --per-node); "
-        "this matrix has 3"
+        "verdict: not judged: telling a slow link from the others needs at least 4 ranks "
+        "(nodes with --per-node); this matrix has 3"
     )
 
 
@@ -71,6 +78,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     cases = [
         (["--nprocs", "1"], "--nprocs must be 2 or more"),
         (["--nprocs", "3", "--fail-below", "20"], "--fail-below needs at least 4 ranks"),
+        # A health check that could never fail is refused before measuring.
+        (
+            ["--nprocs", "4", "--fail-below", "20", "--repeat", "2"],
+            "--fail-below over 6 links needs --repeat 3 or more",
+        ),
         (["--size", "12Q"], "12Q"),
         (["--per-node", "--rail"], "choose one"),
         # Found in the ranks, once they know where they run: still one line, exit 2.
@@ -105,7 +117,9 @@ def test_per_node_and_rail_pick_their_ranks_and_the_others_idle(
     for rank, (code, stderr) in enumerate(finish_ranks(procs, 120)):
         assert code == 0, f"rank {rank}: {stderr[-2000:]}"
     frame = load(out)
-    assert sorted(zip(frame["src_rank"], frame["dst_rank"], strict=True)) == pairs
+    assert set(frame["repeat"]) == set(range(DEFAULT_PASSES))
+    first = frame[frame["repeat"] == 0]
+    assert sorted(zip(first["src_rank"], first["dst_rank"], strict=True)) == pairs
     assert all(frame["src_node"] != frame["dst_node"])
     meta = json.loads((out / "meta.json").read_text())
     assert meta["ranks_taking_part"] == sorted({r for pair in pairs for r in pair})

@@ -106,8 +106,12 @@ def test_p2p_matrix_at_3_ranks(tmp_path: Path) -> None:
         "--size", "4M", "-n", "5", "--out", str(tmp_path / "p2p"), timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = (tmp_path / "p2p" / "p2p.csv").read_text().splitlines()
-    assert len(rows) == 1 + 6  # every ordered pair of 3 ranks
+    from colbench.p2p.results import load as load_p2p
+
+    frame = load_p2p(tmp_path / "p2p")
+    pairs = set(zip(frame["src_rank"], frame["dst_rank"], strict=True))
+    assert len(pairs) == 6  # every ordered pair of 3 ranks, in every pass
+    assert (frame["bw_gbps"] > 0).all()
 
 
 def test_a_hung_rank_is_named_at_2_ranks(tmp_path: Path) -> None:

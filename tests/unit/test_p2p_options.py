@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from colbench import docgen, options
+from colbench.analysis.links import DEFAULT_PASSES
 from colbench.p2p import options as p2p_options
 from colbench.p2p.config import P2PConfig, from_options
 from tests.conftest import run_main
@@ -31,7 +32,11 @@ def test_shared_options_are_sweeps_own_rows() -> None:
     repeat = next(opt for opt in p2p_options.table() if opt.name == "repeat")
     assert "pair" in repeat.spec.help and "sweep" not in repeat.spec.help
     own = {opt.spec.flags[0] for opt in p2p_options.own()}
-    assert not own & {opt.spec.flags[0] for opt in options.table() if opt.name != "plot"}
+    # --repeat means what sweep's does, with a default of its own (the verdict's passes).
+    mine = {"plot", "repeat"}
+    assert not own & {opt.spec.flags[0] for opt in options.table() if opt.name not in mine}
+    repeat = next(opt for opt in p2p_options.own() if opt.name == "repeat")
+    assert repeat.default == DEFAULT_PASSES == P2PConfig().repeat > 1
 
 
 def test_help_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:

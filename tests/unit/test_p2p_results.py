@@ -11,7 +11,14 @@ from colbench.cli import main
 from colbench.errors import UsageError
 from colbench.p2p import load
 from colbench.p2p.report import matrix_text
-from colbench.p2p.results import COLUMNS, FILE_NAME, P2P, P2P_SCHEMA_VERSION, P2PRow
+from colbench.p2p.results import (
+    COLUMNS,
+    FILE_NAME,
+    P2P,
+    P2P_SCHEMA_VERSION,
+    P2PRow,
+    record_verdicts,
+)
 from colbench.p2p.task import pair_row
 from colbench.rundir import RunDir
 
@@ -56,7 +63,10 @@ def test_floats_are_written_with_six_significant_digits(tmp_path: Path) -> None:
 
 def test_a_newer_version_and_a_sweep_csv_are_refused(tmp_path: Path) -> None:
     _write(tmp_path, _row(0, 1, 5.0, version=P2P_SCHEMA_VERSION + 1))
-    with pytest.raises(UsageError, match="p2p schema version 2; this colbench reads 1 to 1"):
+    newer, now = P2P_SCHEMA_VERSION + 1, P2P_SCHEMA_VERSION
+    with pytest.raises(
+        UsageError, match=f"p2p schema version {newer}; this colbench reads 1 to {now}"
+    ):
         load(tmp_path)
     sweep = tmp_path / "results.csv"
     sweep.write_text("schema_version,run_id,op\n3,r,all_reduce\n")
@@ -64,6 +74,41 @@ def test_a_newer_version_and_a_sweep_csv_are_refused(tmp_path: Path) -> None:
         load(sweep)
     with pytest.raises(UsageError, match="no p2p results"):
         load(tmp_path / "nowhere")
+
+
+def test_a_version_1_file_loads_with_no_verdict(tmp_path: Path) -> None:
+    # What colbench wrote before the verdict had columns: version 1's header and cells.
+    v1 = [c for c in COLUMNS if P2P.added_in.get(c, 1) == 1]
+    row = _row(0, 1, 5.0, version=1)
+    (tmp_path / FILE_NAME).write_text(",".join(v1) + "\n" + ",".join(row.cells()[: len(v1)]) + "\n")
+    frame = load(tmp_path)
+    assert list(frame.columns) == list(COLUMNS)
+    assert frame["schema_version"].tolist() == [1] and frame["bw_gbps"].tolist() == [0.1]
+    assert frame["link_verdict"].tolist() == [""]
+    assert frame["link_p_value"].isna().all()
+
+
+def test_a_version_2_file_must_have_the_verdict_columns(tmp_path: Path) -> None:
+    v1 = [c for c in COLUMNS if P2P.added_in.get(c, 1) == 1]
+    row = _row(0, 1, 5.0)
+    (tmp_path / FILE_NAME).write_text(",".join(v1) + "\n" + ",".join(row.cells()[: len(v1)]) + "\n")
+    with pytest.raises(
+        UsageError, match="says p2p schema version 2 but lacks link_verdict, link_p_value"
+    ):
+        load(tmp_path)
+
+
+def test_verdicts_are_recorded_on_every_row_of_their_link(tmp_path: Path) -> None:
+    _write(tmp_path, _row(0, 1, 5.0), _row(1, 0, 10.0), _row(0, 2, 5.0), _row(2, 0, 5.0))
+    measured = load(tmp_path)
+    record_verdicts(tmp_path, {(0, 1): ("slow link", 0.00012), (0, 2): ("ok", 1.0)})
+    frame = load(tmp_path)
+    assert frame["link_verdict"].tolist() == ["slow link", "slow link", "ok", "ok"]
+    assert frame["link_p_value"].tolist() == [0.00012, 0.00012, 1.0, 1.0]
+    # The measured cells are the same, and no file is left beside.
+    same = [c for c in COLUMNS if not c.startswith("link_")]
+    assert frame[same].equals(measured[same])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME]
 
 
 def test_matrix_text_marks_what_was_not_measured() -> None:
