@@ -58,10 +58,13 @@ def test_three_ranks_bidirectional_serial_are_measured_but_not_judged(tmp_path: 
     out = tmp_path / "run"
     proc = run_colbench(
         "p2p", "--nprocs", "3", "--backend", "gloo", "--size", "256K", "-n", "2", "-w", "1",
-        "--bidirectional", "--serial", "--repeat", "1", "--no-plot", "--out", str(out),
+        "--bidirectional", "--serial", "--repeat", "1", "--no-plot", "--window", "2",
+        "--out", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     frame = load(out)
+    # Two messages per timed iteration each way, reported per message.
+    assert json.loads((out / "meta.json").read_text())["bandwidth_window"] == 2
     assert set(frame["link_verdict"]) == {"not judged"} and frame["link_p_value"].isna().all()
     assert sorted(zip(frame["src_rank"], frame["dst_rank"], strict=True)) == sorted(
         itertools.permutations(range(3), 2)
