@@ -45,10 +45,10 @@ format: install
 	$(PY) -m ruff format colbench tests benchmarks
 	$(PY) -m ruff check --fix colbench tests benchmarks
 
-# docs/options.md is generated from the options table (colbench/options.py); a unit test
+# docs/options.md is generated from the options table (colbench/config/options.py); a unit test
 # fails while the committed file is stale.
 docs: install
-	$(PY) -m colbench.docgen
+	$(PY) -m colbench.cli.docgen
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -53,7 +53,7 @@ from colbench.p2p.config import P2PConfig
 from colbench.p2p.report import report as p2p_report
 from colbench.p2p.results import P2P, P2PRow
 from colbench.run import protocol, turns
-from colbench.tables import TableWriter
+from colbench.store.tables import TableWriter
 from tests.unit.nccl_logs import new_all_reduce_log, old_all_gather_log
 from tests.unit.predict_runs import model_run
 

@@ -149,7 +149,7 @@ def gate(args: argparse.Namespace, baseline: Path, run: Path, *extra: str) -> tu
 
 def row_medians(run: Path, min_bytes: int) -> dict[tuple, dict[str, float]]:
     """Row -> run id -> that run's median bus bandwidth of the row (sizes >= min_bytes)."""
-    from colbench.results import load
+    from colbench.store.results import load
 
     frame = load(run)
     frame = frame[(frame["size_bytes"] >= min_bytes) & (frame["status"] == "ok")]
@@ -187,7 +187,7 @@ def measure_baseline(
 
 def trial(args: argparse.Namespace, baseline: Path, kind: str, i: int, group: Path,
           busy: int) -> dict:  # fmt: skip
-    from colbench.sizes import parse_size
+    from colbench.config.sizes import parse_size
 
     run = args.out / f"{kind}-{i}"
     load = measured(args, run, group, busy)

@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from colbench.results import load  # noqa: E402
+from colbench.store.results import load  # noqa: E402
 from tests import netns  # noqa: E402
 
 RATE_MBIT = 400.0

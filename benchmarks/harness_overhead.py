@@ -24,13 +24,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from colbench.bench import RankBench, RunInfo
-from colbench.config import SweepConfig
-from colbench.groups import Groups, SideGroup
+from colbench.config.model import SweepConfig
 from colbench.launch import free_port
-from colbench.plan import plan
 from colbench.run.startup import share_cpu_threads
-from colbench.timing import HostTimer
+from colbench.sweep.bench import RankBench, RunInfo
+from colbench.sweep.groups import Groups, SideGroup
+from colbench.sweep.plan import plan
+from colbench.sweep.timing import HostTimer
 
 CASES = ((1, 4, 1.05), (2, 1 << 20, 1.03), (2, 4 << 20, 1.03))
 

@@ -3,7 +3,7 @@
 Each rank runs colbench's real per-rank loop (RankBench) for one op at the largest size
 and reads its own peak RSS (VmHWM) before and after. The figure is
 (peak - baseline) / buffer bytes, where baseline is the rank's RSS after joining the
-process group (torch's own) and buffer bytes are what colbench.memory says the op needs.
+process group (torch's own) and buffer bytes are what colbench.sweep.memory says the op needs.
 
 Target (issue #6): <= 1.15 for all_reduce and all_gather up to 1 GiB.
 
@@ -21,16 +21,16 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from colbench.bench import RankBench, RunInfo
-from colbench.config import SweepConfig
-from colbench.dtypes import DTYPES
-from colbench.groups import Groups, SideGroup
+from colbench.config.model import SweepConfig
+from colbench.config.sizes import parse_size
 from colbench.launch import free_port
-from colbench.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
-from colbench.plan import plan
+from colbench.ops.dtypes import DTYPES
 from colbench.run.startup import share_cpu_threads
-from colbench.sizes import parse_size
-from colbench.timing import HostTimer
+from colbench.sweep.bench import RankBench, RunInfo
+from colbench.sweep.groups import Groups, SideGroup
+from colbench.sweep.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
+from colbench.sweep.plan import plan
+from colbench.sweep.timing import HostTimer
 
 TARGET = 1.15
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from colbench.results import load
+from colbench.store.results import load
 
 
 def sweep(out: Path, *args: str) -> None:

@@ -25,7 +25,7 @@ _HAND = textwrap.dedent(
     """
     import datetime, sys, time
     import torch, torch.distributed as dist, torch.multiprocessing as mp
-    from colbench.sizes import parse_sizes
+    from colbench.config.sizes import parse_sizes
 
     def rank(r, port, sizes):
         store = dist.TCPStore("127.0.0.1", port, 2, is_master=r == 0,

@@ -31,9 +31,9 @@ from colbench.analysis.engine import (
 )
 from colbench.analysis.nccl_ran import ran_lines
 from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
+from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.report.plots import METRICS, metric, size_axis
-from colbench.sizes import format_size
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.results import KEY_COLUMNS, STATUS_OK, csv_path, load
-from colbench.rundir import RunDir
+from colbench.store.results import KEY_COLUMNS, STATUS_OK, csv_path, load
+from colbench.store.rundir import RunDir
 
 #: One row of a run as plain Python values (None for an empty cell).
 Sample = dict[str, Any]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from colbench.config.variants import variant_env
 from colbench.nccl.algo import asked
-from colbench.variants import variant_env
 
 
 def ran_lines(label: str, frame: Any) -> list[str]:

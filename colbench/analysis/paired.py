@@ -35,7 +35,7 @@ from colbench.analysis import power
 from colbench.analysis.checks import DEFAULT_POWER, Check, SizeWindow
 from colbench.analysis.stats import median, midranks
 from colbench.errors import UsageError
-from colbench.results import KEY_COLUMNS, STATUS_OK
+from colbench.store.results import KEY_COLUMNS, STATUS_OK
 
 #: Above this many pairs the signed-rank distribution is approximated by a normal one.
 EXACT_MAX_PAIRS = 60

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from colbench.analysis import gate_options
+from colbench.analysis.gate import options as gate_options
 from colbench.cli.app import _param, _with_options, app
 from colbench.errors import UsageError
 from colbench.predict import options as predict_options
@@ -220,7 +220,7 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
     rows=gate_options.table(),
 )
 def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values: Any) -> None:
-    from colbench.analysis.gate_command import gate_command
+    from colbench.analysis.gate.command import gate_command
 
     flags = gate_options.GateFlags(**values)
     raise typer.Exit(gate_command(baseline, current or [], flags))

@@ -11,7 +11,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from colbench import option_table, options
+from colbench.config import option_table, options
 from colbench.errors import ExitCode, RankFailure, UsageError
 
 app = typer.Typer(
@@ -34,7 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _with_options(
     *leading: inspect.Parameter, rows: tuple[option_table.Option, ...] | None = None
 ) -> Callable[[F], F]:
-    """Give a command ``leading`` and then every option of the table (colbench.options),
+    """Give a command ``leading`` and then every option of the table (colbench.config.options),
     or the rows of another command's table."""
 
     def wrap(func: F) -> F:

@@ -1,5 +1,5 @@
 """Commands that measure: sweep, run (a suite), p2p, crosscheck. Their parameters come from
-the options tables (colbench.options, colbench.p2p.options)."""
+the options tables (colbench.config.options, colbench.p2p.options)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 import typer
 
-from colbench import config, options
 from colbench.cli.app import _error, _given, _option, _param, _with_options, app
+from colbench.config import model as config
+from colbench.config import options
 from colbench.errors import UsageError
 from colbench.p2p import options as p2p_options
 
@@ -37,7 +38,7 @@ Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 ran
 
 def _run_sweep(ctx: typer.Context, suite_file: str | None, values: dict[str, Any]) -> int:
     """One path for flags, a suite, or both: defaults < the file < the flags given."""
-    from colbench import suite
+    from colbench.config import suite
 
     file_values = suite.load(suite_file) if suite_file is not None else {}
     cfg = config.from_options(options.merge(file_values, _given(ctx, values)), tuple(sys.argv))
@@ -167,7 +168,7 @@ def crosscheck(
     nccl_tests_timeout: float = 3600.0,
     **values: Any,
 ) -> None:
-    from colbench import crosscheck as cross
+    from colbench.crosscheck import command as cross
 
     if nccl_tests_timeout <= 0:
         raise UsageError(f"--nccl-tests-timeout must be positive, got {nccl_tests_timeout:g}")

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colbench import ops
-from colbench.dtypes import DTYPES
 from colbench.errors import UsageError
 from colbench.importers.nccl_scan import RawTable
 from colbench.ops.base import Collective
+from colbench.ops.dtypes import DTYPES
 
 #: nccl-tests type names colbench's dtype table lacks -> (torch name, bytes per element).
 _EXTRA_TYPES = {

@@ -14,12 +14,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from colbench.dtypes import NO_REDOP, REDOPS
 from colbench.errors import UsageError
 from colbench.importers import nccl_infer as infer
 from colbench.importers.nccl_scan import RawTable
 from colbench.ops.base import Collective
-from colbench.results import Row
+from colbench.ops.dtypes import NO_REDOP, REDOPS
+from colbench.store.results import Row
 
 #: nccl-tests' DeltaMaxValue: an old ``error`` above this failed the check. Half uses the
 #: larger of the two values releases used, so nothing passing there is called wrong here.

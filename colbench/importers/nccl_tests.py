@@ -31,8 +31,8 @@ from colbench import reading
 from colbench.errors import UsageError
 from colbench.importers.nccl_scan import scan, strip_prefix
 from colbench.importers.nccl_table import Findings, ImportOptions, table_rows
-from colbench.results import SCHEMA_VERSION, Row
-from colbench.rundir import RunDir
+from colbench.store.results import SCHEMA_VERSION, Row
+from colbench.store.rundir import RunDir
 
 __all__ = ["Imported", "default_out_dir", "import_log", "parse_log", "strip_prefix"]
 

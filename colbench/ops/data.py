@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from colbench.ops.base import Context
 
 #: Elements per chunk when generating or comparing: bounds verification scratch memory
-#: (a few int64 temporaries of this length, about 40 MiB in all; see colbench.memory).
+#: (a few int64 temporaries of this length, about 40 MiB in all; see colbench.sweep.memory).
 CHUNK_ELEMS = 1 << 20
 
 

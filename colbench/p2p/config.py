@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
-from colbench.config import SweepConfig, default_timeout, validate_run
+from colbench.config.model import SweepConfig, default_timeout, validate_run
+from colbench.config.options import BACKENDS, DEFAULT_INIT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from colbench.errors import UsageError
-from colbench.options import BACKENDS, DEFAULT_INIT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.
 RUN_LABEL = "p2p"

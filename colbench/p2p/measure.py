@@ -18,7 +18,7 @@ ping-pong, timed by the rank that starts it.
 
 Messages go over the measured group: gloo's send/recv (torch's isend/irecv, waited
 on), or on NCCL one ``batch_isend_irecv`` per exchange. Barriers, and gathering the
-times, go over the side group (colbench.groups), as for sweeps.
+times, go over the side group (colbench.sweep.groups), as for sweeps.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from colbench.p2p.schedule import Step, role
-from colbench.timing import Timer
+from colbench.sweep.timing import Timer
 
 #: (src, dst) -> the sender's per-iteration times in microseconds.
 Times = dict[tuple[int, int], list[float]]

@@ -1,10 +1,10 @@
 """``colbench p2p``'s options: sweep's where they mean the same, and p2p's own.
 
 The shared ones (ranks, backend, counts, timeouts, where to write) are rows of the one
-options table (colbench.options), picked by name: same flags, help and defaults as
-sweep's. p2p's own are declared below with the same :func:`~colbench.option_table.option`
+options table (colbench.config.options), picked by name: same flags, help and defaults as
+sweep's. p2p's own are declared below with the same :func:`~colbench.config.option_table.option`
 machinery; the Typer parameters of ``colbench p2p`` and the p2p section of
-docs/options.md (colbench.docgen) are derived from :func:`table`.
+docs/options.md (colbench.cli.docgen) are derived from :func:`table`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import functools
 from dataclasses import dataclass, replace
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
-from colbench.option_table import Option, option, rows_of
-from colbench.options import table as sweep_table
-from colbench.sizes import parse_size
+from colbench.config.option_table import Option, option, rows_of
+from colbench.config.options import table as sweep_table
+from colbench.config.sizes import parse_size
 
 #: sweep's options that p2p takes as they are, in --help's order.
 SHARED = (

@@ -10,7 +10,7 @@ from colbench.analysis.links import Samples, Verdict, judge
 from colbench.errors import ExitCode, UsageError
 from colbench.p2p import results
 from colbench.p2p.config import P2PConfig
-from colbench.rundir import RunDir
+from colbench.store.rundir import RunDir
 
 #: Exit status when --fail-below finds a link below its limit (as a failed gate).
 FAIL_BELOW_EXIT = int(ExitCode.DATA_ERROR)

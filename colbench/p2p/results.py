@@ -1,7 +1,7 @@
 """The p2p result file, ``p2p.csv``: one row per ordered pair and pass, and its reader.
 
 :class:`P2PRow` is declared once: the column list, the CSV header, the writer's checks
-(colbench.tables) and docs/schema.md come from its fields. ``P2P.history`` says what
+(colbench.store.tables) and docs/schema.md come from its fields. ``P2P.history`` says what
 each version changed; bump P2P_SCHEMA_VERSION on any change of columns or their meaning.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.tables import Table, TableRow, TableWriter, column, read_cells, register
+from colbench.store.tables import Table, TableRow, TableWriter, column, read_cells, register
 
 P2P_SCHEMA_VERSION = 2
 

@@ -18,16 +18,16 @@ from typing import Any
 from colbench import __version__, launch
 from colbench.analysis.checks import DEFAULT_ALPHA
 from colbench.analysis.links import MIN_RANKS, passes_needed
-from colbench.bench import combine_times
 from colbench.errors import UsageError
-from colbench.groups import SideGroup
 from colbench.p2p.config import P2PConfig
 from colbench.p2p.measure import Buffers, Stepper, Times, Transport, bandwidth_call, latency_call
 from colbench.p2p.results import P2P, P2PRow
 from colbench.p2p.schedule import Selection, directed_steps, pair_steps, select
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.rank import meet_peers
-from colbench.rundir import RunDir
+from colbench.store.rundir import RunDir
+from colbench.sweep.bench import combine_times
+from colbench.sweep.groups import SideGroup
 
 #: Tests (and clusters whose host names say little) name each rank's node with this.
 NODE_LABEL_ENV = "COLBENCH_NODE_LABEL"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from colbench import ops
 from colbench.analysis.engine import fabric_warnings_of
-from colbench.dtypes import DTYPES, parse_dtypes, parse_redops
+from colbench.config.sizes import parse_size, parse_sizes
 from colbench.errors import ExitCode, UsageError
+from colbench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.predict import data, engine, report
 from colbench.predict.models import ALGORITHMS
 from colbench.predict.options import PredictFlags
-from colbench.sizes import parse_size, parse_sizes
 
 #: The largest world a target may have: beyond the largest jobs run (about 10^5 GPUs), a
 #: prediction extrapolates a model fitted at a few ranks by orders of magnitude.

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from colbench.analysis.series import Line, Run, lines, load_runs
+from colbench.config.variants import variant_env
 from colbench.errors import UsageError
 from colbench.nccl.algo import asked
 from colbench.predict.models import DOUBLE_TREE, RING, algorithms_for
-from colbench.rundir import RunDir
-from colbench.variants import variant_env
+from colbench.store.rundir import RunDir
 
 #: NCCL's algorithm -> the model of that algorithm.
 _NCCL_ALGOS = {"Ring": RING, "Tree": DOUBLE_TREE}

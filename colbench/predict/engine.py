@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from colbench import ops
 from colbench.analysis.fit import approx_size
+from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.predict import models
 from colbench.predict.data import Measured
@@ -21,7 +22,6 @@ from colbench.predict.models import (
     nodes_of,
     terms,
 )
-from colbench.sizes import format_size
 
 #: Fewest distinct sizes an (op, algorithm) needs: two give a line, the third a residual.
 MIN_SIZES = 3

@@ -1,6 +1,6 @@
 """What ``colbench predict --out DIR`` writes: predict.csv, against.csv and meta.json.
 
-The two tables are declared once as typed rows (colbench.tables), like results.csv.
+The two tables are declared once as typed rows (colbench.store.tables), like results.csv.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from colbench.errors import UsageError
 from colbench.predict.engine import Checked, CrossRow, Predicted
 from colbench.predict.fit import Fit
 from colbench.predict.models import PARAMETERS, describe
-from colbench.tables import Table, TableRow, TableWriter
-from colbench.tables import column as _column
+from colbench.store.tables import Table, TableRow, TableWriter
+from colbench.store.tables import column as _column
 
 #: Version of predict.csv and predict's meta.json (2: predict.csv's requested_bytes;
 #: meta.json's crossovers may say faster_below "same").

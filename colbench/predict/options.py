@@ -1,5 +1,5 @@
 """``colbench predict``'s options, declared once with the options-table machinery
-(colbench.option_table): its Typer parameters and its section of docs/options.md come from
+(colbench.config.option_table): its Typer parameters and its section of docs/options.md come from
 :class:`PredictFlags`. Kept free of pandas and numpy so ``--help`` stays quick.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from typer.core import TyperCommand
 
-from colbench.option_table import Option, option, rows_of
+from colbench.config.option_table import Option, option, rows_of
 
 _judge = functools.partial(option, concern="judge")
 _output = functools.partial(option, concern="output")

@@ -19,9 +19,9 @@ import numpy as np
 
 from colbench.analysis import noise
 from colbench.analysis.series import Line, Run, labels, lines, load_runs
+from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.rundir import RunDir
-from colbench.sizes import format_size
+from colbench.store.rundir import RunDir
 
 
 @dataclass(frozen=True)

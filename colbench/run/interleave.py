@@ -18,18 +18,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from colbench import memory
-from colbench.config import SweepConfig
-from colbench.dtypes import DTYPES
+from colbench.config.model import SweepConfig
+from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import gpus
-from colbench.plan import plan
+from colbench.ops.dtypes import DTYPES
 from colbench.run import protocol, spawn, supervise, turns
 from colbench.run.interpreter import forget_job
 from colbench.run.outcome import finish_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
 from colbench.run.probe import Choices
-from colbench.rundir import RunDir
-from colbench.variants import Variant, environment
+from colbench.store.rundir import RunDir
+from colbench.sweep import memory
+from colbench.sweep.plan import plan
 
 
 def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) -> str | None:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from colbench import metadata
-from colbench.config import SweepConfig
+from colbench.config.model import SweepConfig
 from colbench.run.turns import TurnSpec
+from colbench.store import metadata
 
 
 class RankTask(Protocol):

@@ -8,16 +8,16 @@ import socket
 import sys
 from pathlib import Path
 
-from colbench import launch, preflight
-from colbench.config import SweepConfig
+from colbench import launch
+from colbench.config.model import SweepConfig
 from colbench.errors import ExitCode, RankFailure, UsageError
-from colbench.inflight import InFlight
-from colbench.launch import LaunchEnv, gpus
+from colbench.launch import LaunchEnv, gpus, preflight
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import finish_meta, record_nccl_log, report_done
 from colbench.run.prepare import checked_notes, make_run_dir, nccl_notes
 from colbench.run.rank import exit_now, rank_main
+from colbench.sweep.inflight import InFlight
 
 
 def run_launched(

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from colbench.config import SweepConfig
+from colbench.config.model import SweepConfig
+from colbench.config.variants import Variant, environment, expand, ignored_by_backend
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import detect
 from colbench.run.interleave import memory_note, run_interleaved
@@ -27,8 +28,7 @@ from colbench.run.prepare import (
 )
 from colbench.run.probe import Choices, probe_variants
 from colbench.run.spawn import spawn_and_wait
-from colbench.rundir import RunDir
-from colbench.variants import Variant, environment, expand, ignored_by_backend
+from colbench.store.rundir import RunDir
 
 
 def run_sweep(cfg: SweepConfig) -> int:

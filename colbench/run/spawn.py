@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from colbench import launch
-from colbench.config import SweepConfig
+from colbench.config.model import SweepConfig
+from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
-from colbench.inflight import InFlight
 from colbench.run import protocol, supervise
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.interpreter import forget_job
@@ -38,8 +38,8 @@ from colbench.run.outcome import (
     tidy_logs,
 )
 from colbench.run.rank import exit_now, rank_main
-from colbench.rundir import RunDir
-from colbench.variants import Variant
+from colbench.store.rundir import RunDir
+from colbench.sweep.inflight import InFlight
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.

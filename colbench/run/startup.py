@@ -11,15 +11,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from colbench import devices, launch, memory
-from colbench.faults import Fault
-from colbench.inflight import InFlight
-from colbench.launch import emulation, gpus
+from colbench import launch
+from colbench.launch import devices, emulation, gpus
 from colbench.run import protocol
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import RankJob
 from colbench.run.outcome import finish_meta, kept_line
-from colbench.rundir import RunDir
+from colbench.store.rundir import RunDir
+from colbench.sweep import memory
+from colbench.sweep.faults import Fault
+from colbench.sweep.inflight import InFlight
 
 
 def _device_for(

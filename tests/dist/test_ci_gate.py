@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from colbench.results import load
+from colbench.store.results import load
 from tests.conftest import run_script
 
 # A small suite of the same shape as configs/smoke-cpu.yaml, so the test takes seconds.

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from colbench import ops
-from colbench.results import load
+from colbench.store.results import load
 from tests import nccl_tests_standin
 from tests.conftest import run_colbench
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from colbench.launch import free_port
-from colbench.results import load
+from colbench.store.results import load
 from tests.conftest import REPO, process_alive, run_colbench
 
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K-1M", "-n", "20", "--no-table"]

@@ -24,16 +24,16 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from colbench.bench import RankBench, RunInfo
-from colbench.config import SweepConfig
-from colbench.groups import Groups, SideGroup
+from colbench.config.model import SweepConfig
+from colbench.config.sizes import parse_sizes
 from colbench.launch import free_port
 from colbench.ops.base import Buffers, Collective, Context
-from colbench.plan import plan
-from colbench.results import RowWriter, load
 from colbench.run.rank import exit_now
-from colbench.sizes import parse_sizes
-from colbench.timing import HostTimer
+from colbench.store.results import RowWriter, load
+from colbench.sweep.bench import RankBench, RunInfo
+from colbench.sweep.groups import Groups, SideGroup
+from colbench.sweep.plan import plan
+from colbench.sweep.timing import HostTimer
 from tests import netns
 from tests.conftest import run_colbench
 from tests.corrupting import Corrupting

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.results import load
 from colbench.run import turns
+from colbench.store.results import load
 from tests.conftest import run_colbench
 
 PROBE = ["COLBENCH_PROBE=a", "COLBENCH_PROBE=b"]

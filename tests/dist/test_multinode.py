@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench import preflight
-from colbench.results import COLUMNS, load
+from colbench.launch import preflight
+from colbench.store.results import COLUMNS, load
 from tests.conftest import REPO
 
 #: Inside a namespace we just made nothing else can hold a port, so a fixed one is free.

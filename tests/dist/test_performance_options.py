@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from colbench.results import load
+from colbench.store.results import load
 from tests.conftest import run_colbench
 
 

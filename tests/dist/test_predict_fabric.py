@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from colbench.sizes import parse_size
+from colbench.config.sizes import parse_size
 from tests import netns
 from tests.conftest import REPO
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from colbench.report.console import format_line
-from colbench.results import load
+from colbench.store.results import load
 from tests.conftest import REPO
 
 # CSI sequences (colour, cursor moves, erase, cursor show/hide) and OSC titles.

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from colbench import ops
-from colbench.results import COLUMNS, load
+from colbench.store.results import COLUMNS, load
 from tests.conftest import run_colbench
 
 WORLD, GROUP = 4, 2

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from colbench.launch import free_port
-from colbench.results import COLUMNS, load
+from colbench.store.results import COLUMNS, load
 from tests.conftest import REPO
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from colbench.cli import main
-from colbench.results import load
+from colbench.store.results import load
 from tests.conftest import run_colbench
 
 SUITE = """\

@@ -12,15 +12,15 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from colbench.bench import RankBench, RunInfo
-from colbench.config import SweepConfig
-from colbench.groups import Groups, SideGroup
+from colbench.config.model import SweepConfig
 from colbench.launch import free_port
 from colbench.ops import BY_NAME
 from colbench.ops.base import Buffers, Collective, Context
-from colbench.plan import plan
-from colbench.results import RowWriter, load
-from colbench.timing import HostTimer
+from colbench.store.results import RowWriter, load
+from colbench.sweep.bench import RankBench, RunInfo
+from colbench.sweep.groups import Groups, SideGroup
+from colbench.sweep.plan import plan
+from colbench.sweep.timing import HostTimer
 from tests.corrupting import Corrupting
 
 CORRUPT_RANK = 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from colbench.results import load
+from colbench.store.results import load
 from tests.conftest import run_colbench
 
 

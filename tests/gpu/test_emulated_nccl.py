@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from colbench.results import load
+from colbench.store.results import load
 from tests.conftest import REPO, run_colbench
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

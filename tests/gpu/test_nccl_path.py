@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import torch
 
-from colbench.results import load
-from colbench.timing import GRAPH_REPLAYS
+from colbench.store.results import load
+from colbench.sweep.timing import GRAPH_REPLAYS
 from tests.conftest import finish_ranks, run_colbench, start_ranks
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

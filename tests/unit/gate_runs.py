@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from colbench import ops
-from colbench.analysis import gate
 from colbench.analysis.checks import parse_checks
-from colbench.bench import RunInfo
-from colbench.config import SweepConfig
-from colbench.plan import Work
-from colbench.results import STATUS_OOM, RowWriter
-from colbench.rows import make_row, unmeasured_row
+from colbench.analysis.gate import engine as gate
+from colbench.config.model import SweepConfig
+from colbench.store.results import STATUS_OOM, RowWriter
+from colbench.sweep.bench import RunInfo
+from colbench.sweep.plan import Work
+from colbench.sweep.rows import make_row, unmeasured_row
 
 KiB = 1024
 

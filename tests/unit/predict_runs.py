@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from colbench import ops as collectives
-from colbench.dtypes import DTYPES
+from colbench.ops.dtypes import DTYPES
 from colbench.predict import models
 from colbench.predict.models import Parameters
 from tests.unit.rows import row, write_run

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from colbench import rundir
-from colbench.config import SweepConfig
+from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 from colbench.ops import REGISTRY
 from colbench.run.prepare import default_nprocs, make_run_dir, resolve_backend, run_label
+from colbench.store import rundir
 
 
 @pytest.mark.parametrize(

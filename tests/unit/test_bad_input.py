@@ -16,7 +16,7 @@ import pytest
 
 from colbench import reading
 from colbench.cli import main
-from colbench.results import COLUMNS
+from colbench.store.results import COLUMNS
 from tests.conftest import run_main
 from tests.unit.predict_runs import model_run
 

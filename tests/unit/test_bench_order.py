@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import torch
 
-from colbench.bench import RankBench, RunInfo
-from colbench.config import SweepConfig
-from colbench.groups import Groups
-from colbench.inflight import InFlight
+from colbench.config.model import SweepConfig
 from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
-from colbench.plan import plan
+from colbench.sweep.bench import RankBench, RunInfo
+from colbench.sweep.groups import Groups
+from colbench.sweep.inflight import InFlight
+from colbench.sweep.plan import plan
 
 
 class Log(list[str]):

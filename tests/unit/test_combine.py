@@ -1,4 +1,4 @@
-"""Combining per-rank times and expanding a config into work (colbench.bench, colbench.plan)."""
+"""Combining per-rank times and expanding a config into work (sweep.bench, sweep.plan)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from colbench import ops
-from colbench.bench import combine_times, percentile
-from colbench.config import SweepConfig
+from colbench.config.model import SweepConfig
 from colbench.ops.base import Layout
-from colbench.plan import count_units, plan
+from colbench.sweep.bench import combine_times, percentile
+from colbench.sweep.plan import count_units, plan
 
 # Three ranks, four iterations each (microseconds).
 PER_RANK = [

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from colbench import crosscheck, ops
+from colbench import ops
 from colbench.cli import app, main
+from colbench.crosscheck import command as crosscheck
 from colbench.errors import UsageError
 from tests.unit.test_cli_errors import LAUNCHER_VARS
 
@@ -227,8 +228,8 @@ def test_existing_output_directory_is_refused(programs: Path, tmp_path: Path) ->
 def test_report_keeps_colbench_placements_and_flags_wrong_rows(
     programs: Path, tmp_path: Path
 ) -> None:
+    from colbench.crosscheck import report as report
     from colbench.importers.nccl_tests import import_log
-    from colbench.report import crosscheck as report
     from tests.unit import nccl_logs
 
     text = nccl_logs.new_all_reduce_log(world_size=4)

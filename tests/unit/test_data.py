@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from colbench.dtypes import DTYPES, REDOPS, DType, redop_supported
 from colbench.ops import data
 from colbench.ops.base import Context
+from colbench.ops.dtypes import DTYPES, REDOPS, DType, redop_supported
 
 CPU = torch.device("cpu")
 WORLD_SIZES = (1, 2, 3, 8, 300)

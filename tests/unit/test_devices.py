@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 import torch
 
-from colbench import devices, preflight
-from colbench.devices import check_distinct_gpus, gpu_uuid, pick_cuda_index
 from colbench.errors import UsageError
-from colbench.launch import LaunchEnv, gpus
+from colbench.launch import LaunchEnv, devices, gpus, preflight
+from colbench.launch.devices import check_distinct_gpus, gpu_uuid, pick_cuda_index
 from colbench.run import startup
 
 LOCAL_VARS = ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE",

@@ -223,7 +223,7 @@ def test_layout_page_names_every_module_and_only_those() -> None:
 def test_commands_page_names_every_suite_key() -> None:
     """docs/commands.md lists a suite's keys by hand: each key the schema takes is there
     (``repeat`` was once left out)."""
-    from colbench import suite
+    from colbench.config import suite
 
     text = (DOCS / "commands.md").read_text()
     section = text.split("## Suites", 1)[1].split("```", 1)[0]

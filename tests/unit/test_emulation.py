@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from colbench.config import SweepConfig, default_timeout, from_options
+from colbench.config.model import SweepConfig, default_timeout, from_options
+from colbench.config.options import SweepOptions
 from colbench.errors import UsageError
 from colbench.launch import emulation, gpus
-from colbench.options import SweepOptions
 
 
 def test_each_rank_is_a_node_of_its_own_over_loopback() -> None:

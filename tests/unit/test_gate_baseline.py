@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from colbench import ops
-from colbench.analysis.baseline import update_baseline
+from colbench.analysis.gate.baseline import update_baseline
 from colbench.errors import UsageError
-from colbench.results import load
+from colbench.store.results import load
 from tests.unit.gate_runs import (
     BIG,
     STEADY,

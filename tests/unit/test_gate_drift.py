@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 from colbench.analysis import drift, power
-from colbench.analysis.baseline import update_baseline
 from colbench.analysis.checks import DEFAULT_MIN_BASELINE_RUNS
-from colbench.analysis.gate_command import gate_command
-from colbench.analysis.gate_options import GateFlags
+from colbench.analysis.gate import report as gate_report
+from colbench.analysis.gate.baseline import update_baseline
+from colbench.analysis.gate.command import gate_command
+from colbench.analysis.gate.options import GateFlags
 from colbench.analysis.verdict import Verdict
-from colbench.report import gate_report
 from tests.unit.gate_runs import BIG, GATHER, KiB, run_gate, write_run
 
 BANDWIDTH = -1

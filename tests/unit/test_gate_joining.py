@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis import gate
 from colbench.analysis.checks import SizeWindow, parse_checks, parse_floor
+from colbench.analysis.gate import engine as gate
+from colbench.analysis.gate import report as gate_report
 from colbench.analysis.verdict import Verdict
 from colbench.errors import UsageError
-from colbench.report import gate_report
-from colbench.results import load
+from colbench.store.results import load
 from tests.unit.gate_runs import (
     BIG,
     GATHER,

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from colbench import metadata
-from colbench.analysis.baseline import update_baseline
+from colbench.analysis.gate import report as gate_report
+from colbench.analysis.gate.baseline import update_baseline
 from colbench.analysis.verdict import Verdict
-from colbench.report import gate_report
-from colbench.results import load
+from colbench.store import metadata
+from colbench.store.results import load
 from tests.conftest import run_main
 from tests.unit.gate_runs import BIG, STEADY, run_gate, scaled, write_run
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from colbench.analysis import drift, pooled, power, stats
+from colbench.analysis.gate import report as gate_report
 from colbench.analysis.verdict import Verdict
-from colbench.report import gate_report
 from tests.unit.gate_runs import KiB, run_gate, scaled, write_run
 
 BANDWIDTH = -1

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from colbench.analysis import drift, power, stats
+from colbench.analysis.gate import report as gate_report
 from colbench.analysis.verdict import Verdict, judge
-from colbench.report import gate_report
 from tests.unit.gate_runs import BIG, STEADY, KiB, run_gate, scaled, write_run
 
 

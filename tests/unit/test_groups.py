@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from colbench import cli, groups, ops
-from colbench.bench import RunInfo
-from colbench.config import SweepConfig, validate, validate_for_world
+from colbench import cli, ops
+from colbench.config.model import SweepConfig, validate, validate_for_world
 from colbench.errors import UsageError
-from colbench.plan import plan
-from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, load
-from colbench.rows import make_row
+from colbench.store.results import COLUMNS, SCHEMA_VERSION, RowWriter, load
+from colbench.sweep import groups
+from colbench.sweep.bench import RunInfo
+from colbench.sweep.plan import plan
+from colbench.sweep.rows import make_row
 
 
 def test_contiguous_groups() -> None:

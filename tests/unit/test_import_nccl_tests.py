@@ -11,7 +11,7 @@ import pytest
 from colbench.cli import main
 from colbench.errors import UsageError
 from colbench.importers.nccl_tests import import_log, parse_log, strip_prefix
-from colbench.results import COLUMNS, load
+from colbench.store.results import COLUMNS, load
 from tests.unit import nccl_logs
 
 SHARED_LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests-logs"

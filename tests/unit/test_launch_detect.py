@@ -7,7 +7,6 @@ import socket
 
 import pytest
 
-from colbench.envinfo import launch_lines
 from colbench.errors import UsageError
 from colbench.launch import (
     SLURM_PORT_BASE,
@@ -21,6 +20,7 @@ from colbench.launch import (
     node_labels,
     slurm_default_port,
 )
+from colbench.run.environment import launch_lines
 
 # What torchrun 2.x gives local rank 1 of node 1 in a 2 x 2 job.
 TORCHRUN = {

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
-from colbench.config import SweepConfig
+from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 from colbench.launch import gpus as gpus_module
 from colbench.ops import REGISTRY

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from colbench import memory
+from colbench.sweep import memory
 
 
 def cuda_oom() -> BaseException:

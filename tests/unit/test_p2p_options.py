@@ -7,8 +7,9 @@ import dataclasses
 
 import pytest
 
-from colbench import docgen, options
 from colbench.analysis.links import DEFAULT_PASSES
+from colbench.cli import docgen
+from colbench.config import options
 from colbench.p2p import options as p2p_options
 from colbench.p2p.config import P2PConfig, from_options
 from tests.conftest import run_main

@@ -20,7 +20,7 @@ from colbench.p2p.results import (
     record_verdicts,
 )
 from colbench.p2p.task import pair_row
-from colbench.rundir import RunDir
+from colbench.store.rundir import RunDir
 
 
 def _row(src: int, dst: int, time_us: float, version: int = P2P_SCHEMA_VERSION) -> P2PRow:

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from colbench.analysis.checks import Check, SizeWindow
-from colbench.analysis.gate_command import gate_command
-from colbench.analysis.gate_options import GateFlags
+from colbench.analysis.gate.command import gate_command
+from colbench.analysis.gate.options import GateFlags
 from colbench.analysis.paired import (
     holm,
     paired_gate,

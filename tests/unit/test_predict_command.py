@@ -362,7 +362,7 @@ def test_refusals_say_what_to_measure(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_the_algorithm_of_an_nccl_run_comes_from_nccl_algo(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from colbench.variants import variant_env
+    from colbench.config.variants import variant_env
 
     # Values may hold commas: a piece without "=" continues the previous value.
     assert variant_env("NCCL_ALGO=Ring,Tree,NCCL_PROTO=LL") == {

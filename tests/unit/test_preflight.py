@@ -6,10 +6,9 @@ import socket
 
 import pytest
 
-from colbench import preflight
 from colbench.errors import UsageError
-from colbench.launch import LaunchEnv
-from colbench.preflight import Interface, diagnose_gloo
+from colbench.launch import LaunchEnv, preflight
+from colbench.launch.preflight import Interface, diagnose_gloo
 
 IFACES = {
     "lo": Interface("lo", True, ("127.0.0.1", "::1")),

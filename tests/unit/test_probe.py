@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from colbench.bench import RunInfo
-from colbench.config import SweepConfig
+from colbench.config.model import SweepConfig
 from colbench.nccl.log import parse_log
-from colbench.plan import plan
-from colbench.rows import make_row
 from colbench.run.probe import choices_of, probe_config, probe_environment
+from colbench.sweep.bench import RunInfo
+from colbench.sweep.plan import plan
+from colbench.sweep.rows import make_row
 
 HEADER = "vm:101:101 [0] NCCL INFO "
 #: rank 0 of 4 ranks, NCCL 2.28: all_gather's bytes are one rank's share.
@@ -81,7 +81,7 @@ def test_the_probe_runs_each_row_once_with_tuning_on(tmp_path: Path) -> None:
 
 def test_compare_says_whether_each_variant_ran_what_it_asked(tmp_path: Path) -> None:
     from colbench.analysis.nccl_ran import ran_lines
-    from colbench.results import load
+    from colbench.store.results import load
     from tests.unit.rows import row, write_run
 
     def rows(variant: str, ran: list[str]) -> list[dict]:
@@ -108,7 +108,7 @@ def test_a_runs_nccl_logs_are_summed_up_in_meta(tmp_path: Path) -> None:
     import json
 
     from colbench.run.outcome import record_nccl_log
-    from colbench.rundir import RunDir
+    from colbench.store.rundir import RunDir
 
     run = RunDir.create(str(tmp_path / "run"), tmp_path)
     run.write_meta({"run_id": "run", "status": "complete"})

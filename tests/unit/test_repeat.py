@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from colbench import config, ops
+from colbench import ops
 from colbench.cli import main
-from colbench.config import SweepConfig
+from colbench.config import model as config
+from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.plan import plan, plan_digest
 from colbench.report.console import TableSink
+from colbench.sweep.plan import plan, plan_digest
 
 
 def test_repeat_is_validated() -> None:

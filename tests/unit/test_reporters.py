@@ -19,8 +19,8 @@ from colbench.report.reporters import (
     RowStream,
     Summary,
 )
-from colbench.results import Row, load
-from colbench.rundir import RunDir
+from colbench.store.results import Row, load
+from colbench.store.rundir import RunDir
 from tests.unit.rows import row as synthetic_row
 
 HEADER = ["# colbench test header", "#"]

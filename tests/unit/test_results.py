@@ -1,4 +1,4 @@
-"""The results CSV: writer, schema checks and reader (colbench.results)."""
+"""The results CSV: writer, schema checks and reader (colbench.store.results)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from colbench import ops
-from colbench.bench import RunInfo, combine_times
-from colbench.config import SweepConfig
+from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.plan import Work
-from colbench.results import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load
-from colbench.rows import make_row
+from colbench.store.results import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load
+from colbench.sweep.bench import RunInfo, combine_times
+from colbench.sweep.plan import Work
+from colbench.sweep.rows import make_row
 
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 

@@ -1,4 +1,4 @@
-"""Row: the typed results row whose fields are results.csv's columns (colbench.results)."""
+"""Row: the typed results row whose fields are results.csv's columns (colbench.store.results)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from colbench import ops
-from colbench.bench import RunInfo
-from colbench.config import SweepConfig
-from colbench.plan import Work
-from colbench.results import COLUMNS, SCHEMA_VERSION, Row, load
-from colbench.rows import make_row, unmeasured_row
-from colbench.rundir import RunDir
+from colbench.config.model import SweepConfig
+from colbench.store.results import COLUMNS, SCHEMA_VERSION, Row, load
+from colbench.store.rundir import RunDir
+from colbench.sweep.bench import RunInfo
+from colbench.sweep.plan import Work
+from colbench.sweep.rows import make_row, unmeasured_row
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"
 

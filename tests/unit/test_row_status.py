@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from colbench.analysis import gate
-from colbench.analysis.baseline import update_baseline
 from colbench.analysis.checks import parse_checks
 from colbench.analysis.compare import compare_runs, format_table
+from colbench.analysis.gate import engine as gate
+from colbench.analysis.gate import report as gate_report
+from colbench.analysis.gate.baseline import update_baseline
 from colbench.analysis.verdict import RowResult, Verdict
 from colbench.errors import UsageError
-from colbench.report import gate_report
-from colbench.results import STATUS_UNSUPPORTED, load
+from colbench.store.results import STATUS_UNSUPPORTED, load
 from tests.unit.rows import row, write_run
 
 TREE = "NCCL_ALGO=Tree"

@@ -1,4 +1,4 @@
-"""RunDir: the one owner of a run directory's files (colbench.rundir)."""
+"""RunDir: the one owner of a run directory's files (colbench.store.rundir)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from colbench.errors import UsageError
-from colbench.results import SCHEMA_VERSION, Row
-from colbench.rundir import RunDir, stamped_name
+from colbench.store.results import SCHEMA_VERSION, Row
+from colbench.store.rundir import RunDir, stamped_name
 from tests.conftest import run_main
 from tests.unit.rows import row as synthetic_row
 from tests.unit.rows import write_run

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from colbench import ops
-from colbench.dtypes import DTYPES, NO_REDOP, REDOPS, redop_supported
 from colbench.ops.base import Buffers, Collective, Context
+from colbench.ops.dtypes import DTYPES, NO_REDOP, REDOPS, redop_supported
 
 CPU = torch.device("cpu")
 N = 3

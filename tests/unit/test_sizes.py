@@ -1,11 +1,11 @@
-"""Size specs: binary units in, sorted byte lists out (colbench.sizes)."""
+"""Size specs: binary units in, sorted byte lists out (colbench.config.sizes)."""
 
 from __future__ import annotations
 
 import pytest
 
+from colbench.config.sizes import MAX_SIZE_BYTES, format_size, parse_size, parse_sizes, size_range
 from colbench.errors import UsageError
-from colbench.sizes import MAX_SIZE_BYTES, format_size, parse_size, parse_sizes, size_range
 
 K, M, G = 1024, 1024**2, 1024**3
 

@@ -15,9 +15,9 @@ import pytest
 from colbench import ops
 from colbench.report.console import RANK_SKEW_MARK, TableSink, format_line
 from colbench.report.reporters import MetaReporter, PerRankReporter, RowStream
-from colbench.results import Row
-from colbench.rundir import RunDir
-from colbench.skew import (
+from colbench.store.results import Row
+from colbench.store.rundir import RunDir
+from colbench.sweep.skew import (
     PER_RANK,
     STRAGGLER_ALPHA,
     STRAGGLER_MIN_ROWS,

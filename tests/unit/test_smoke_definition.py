@@ -10,7 +10,8 @@ import json
 import re
 from pathlib import Path
 
-from colbench import ops, suite
+from colbench import ops
+from colbench.config import suite
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = "configs/smoke-cpu.yaml"

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from colbench import cli, suite
+from colbench import cli
 from colbench.cli import main
+from colbench.config import suite
 from colbench.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,7 +86,7 @@ def test_shipped_configs_are_valid(name: str) -> None:
 
 
 def test_ring_vs_tree_has_four_variants() -> None:
-    from colbench.variants import expand, parse_axes
+    from colbench.config.variants import expand, parse_axes
 
     options = suite.load(REPO / "configs" / "ring-vs-tree.yaml")
     assert len(expand(parse_axes(options["env"]))) == 4

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from colbench.bench import _Rotation
-from colbench.timing import CudaGraphTimer
+from colbench.sweep.bench import _Rotation
+from colbench.sweep.timing import CudaGraphTimer
 
 
 class Device:

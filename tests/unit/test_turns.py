@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from colbench import memory
-from colbench.config import SweepConfig
-from colbench.dtypes import DTYPES
+from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.inflight import InFlight
-from colbench.plan import plan
+from colbench.ops.dtypes import DTYPES
 from colbench.run import turns
 from colbench.run.interleave import memory_note
+from colbench.sweep import memory
+from colbench.sweep.inflight import InFlight
+from colbench.sweep.plan import plan
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from colbench.cli import main
-from colbench.errors import UsageError
-from colbench.variants import (
+from colbench.config.variants import (
     environment,
     expand,
     ignored_by_backend,
@@ -19,6 +18,7 @@ from colbench.variants import (
     parse_axis,
     parse_interpreters,
 )
+from colbench.errors import UsageError
 
 
 def test_axis_parses_values_in_order() -> None:

@@ -20,9 +20,9 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from colbench.devices import pick_cuda_index
 from colbench.errors import UsageError
 from colbench.launch import LaunchEnv
+from colbench.launch.devices import pick_cuda_index
 
 _IFF_LOOPBACK = 0x8
 

@@ -1,13 +1,13 @@
 """What the gate's reports say about its statistics: the rule, the power, the family.
 
 One wording for the console table, the Markdown report and the JUnit properties
-(colbench.report.gate_report), so that the three never disagree about what was tested.
+(colbench.analysis.gate.report), so that the three never disagree about what was tested.
 """
 
 from __future__ import annotations
 
 from colbench.analysis import stats
-from colbench.analysis.gate import GateResult
+from colbench.analysis.gate.engine import GateResult
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import CheckResult, RowResult, Verdict
 

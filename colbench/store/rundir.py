@@ -3,8 +3,8 @@
 A run directory holds what one run (a sweep, an import) left::
 
     meta.json          what the run was: versions, hardware, launcher, env, status
-    results.csv        its rows (colbench.results.RESULTS); other tables beside it
-                       (p2p.csv), each a colbench.tables.Table with its own columns
+    results.csv        its rows (colbench.store.results.RESULTS); other tables beside it
+                       (p2p.csv), each a colbench.store.tables.Table with its own columns
                        and version (TABLES lists them)
     rank<N>.log        what rank N's libraries printed (removed when empty)
     rank<N>.error.json how rank N failed, for the parent's verdict
@@ -27,13 +27,13 @@ from typing import Any
 
 from colbench import reading
 from colbench.errors import UsageError
-from colbench.results import RESULTS, SCHEMA_VERSION, csv_path, load
-from colbench.tables import TABLES as TABLES
-from colbench.tables import Table, TableWriter
+from colbench.store.results import RESULTS, SCHEMA_VERSION, csv_path, load
+from colbench.store.tables import TABLES as TABLES
+from colbench.store.tables import Table, TableWriter
 
 # TABLES: every table a run directory may hold (docs/schema.md lists them). Each adds
-# itself from the module that declares it (colbench.tables.register), so this module
-# imports none of theirs; colbench.tables.every_table imports them all.
+# itself from the module that declares it (colbench.store.tables.register), so this module
+# imports none of theirs; colbench.store.tables.every_table imports them all.
 META_FILE = "meta.json"
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 

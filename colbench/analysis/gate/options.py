@@ -1,5 +1,5 @@
 """``colbench gate``'s options, declared once with the options-table machinery
-(colbench.options): the Typer parameters of ``gate`` and its section of docs/options.md
+(colbench.config.options): the Typer parameters of ``gate`` and its section of docs/options.md
 come from :class:`GateFlags`. Kept free of pandas and numpy so ``--help`` stays quick.
 """
 
@@ -15,7 +15,7 @@ from colbench.analysis.checks import (
     DEFAULT_MIN_BASELINE_RUNS,
     DEFAULT_POWER,
 )
-from colbench.option_table import Option, option, rows_of
+from colbench.config.option_table import Option, option, rows_of
 
 _judge = functools.partial(option, concern="judge")
 _output = functools.partial(option, concern="output")

@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from colbench import metadata, reading
+from colbench import reading
 from colbench.analysis.checks import DEFAULT_KEEP
 from colbench.analysis.engine import load_pooled, read_meta
 from colbench.errors import UsageError
-from colbench.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
-from colbench.rundir import RunDir
+from colbench.store import metadata
+from colbench.store.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
+from colbench.store.rundir import RunDir
 
 #: Runs a baseline keeps by default: the accepted run(s) alone replace it.
 

@@ -7,23 +7,23 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from colbench.analysis.baseline import update_baseline
 from colbench.analysis.checks import (
     SizeWindow,
     parse_checks,
     parse_floor,
 )
 from colbench.analysis.engine import fabric_warnings_of
-from colbench.analysis.gate import GateResult, run_gate
-from colbench.analysis.gate_options import GateFlags
+from colbench.analysis.gate.baseline import update_baseline
+from colbench.analysis.gate.engine import GateResult, run_gate
+from colbench.analysis.gate.options import GateFlags
 from colbench.errors import ExitCode, UsageError
-from colbench.results import csv_path, load
+from colbench.store.results import csv_path, load
 
 
 def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int:
     """``colbench gate``: judge (or accept) the current run(s), print the table, write the
     reports; the exit code. The floor defaults to $NCCL_TESTS_MIN_BW as in nccl-tests."""
-    from colbench.report import gate_report
+    from colbench.analysis.gate import report as gate_report
 
     check_texts = flags.check or ()
     if flags.variant_a is not None or flags.variant_b is not None:
@@ -114,9 +114,9 @@ def _warn_if_self(baseline: str, current: Sequence[str]) -> None:
 
 def _paired(run: str, current: Sequence[str], flags: GateFlags) -> int:
     """One interleaved run, variant B against A pair by pair (colbench.analysis.paired)."""
+    from colbench.analysis.gate import paired_report as gate_paired
     from colbench.analysis.paired import paired_gate
-    from colbench.report import gate_paired
-    from colbench.rundir import RunDir
+    from colbench.store.rundir import RunDir
 
     if current:
         raise UsageError("--variant-a/--variant-b judge variants of ONE run: give one run")

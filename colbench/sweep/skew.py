@@ -28,14 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from colbench.schedstat import (
+from colbench.store.tables import Table, TableRow, column, register
+from colbench.sweep.schedstat import (
     THREADS,
     BarrierThreads,
     run_delays_ns,
     starved_ns,
     thread_run_delays_ns,
 )
-from colbench.tables import Table, TableRow, column, register
 
 T = TypeVar("T")
 

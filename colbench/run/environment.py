@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from colbench import metadata
 from colbench.errors import UsageError
 from colbench.launch import LaunchEnv, detect
+from colbench.store import metadata
 
 
 def describe() -> str:

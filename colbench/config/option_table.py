@@ -1,7 +1,7 @@
 """The machinery of colbench's options tables: one declaration per option.
 
 A command's options are the fields of a frozen dataclass (``sweep``'s
-:class:`colbench.options.SweepOptions`, p2p's, gate's, predict's): each field's type and
+:class:`colbench.config.options.SweepOptions`, p2p's, gate's, predict's): each field's type and
 default are the option's, and :func:`option` attaches the rest (flags, help, how a YAML
 value is read, the parser its text must pass). :func:`rows_of` reads such a dataclass
 into :class:`Option` rows, from which the Typer parameters (:func:`typer_parameters`),

@@ -23,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench import config, launch, ops
-from colbench.crosscheck_run import (
+from colbench import launch, ops
+from colbench.config import model as config
+from colbench.config.sizes import format_size
+from colbench.crosscheck.report import MULTI_NODE, write_report
+from colbench.crosscheck.sides import (
     COLBENCH_RUN,
     COLBENCH_TABLE,
     NCCL_TESTS_RUN,
@@ -33,13 +36,11 @@ from colbench.crosscheck_run import (
     nccl_tests_side,
     run_child,
 )
-from colbench.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import gpus
 from colbench.ops.base import Collective
-from colbench.report.crosscheck import MULTI_NODE, write_report
-from colbench.rundir import RunDir, stamped_name
-from colbench.sizes import format_size
+from colbench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
+from colbench.store.rundir import RunDir, stamped_name
 
 BUILD_HINT = (
     "build nccl-tests (git clone https://github.com/NVIDIA/nccl-tests && make -C nccl-tests "
@@ -89,7 +90,7 @@ class Plan:
         # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
         argv += ["-a", next(d for d in "0123" if config.parse_average(d) == cfg.measure.average)]
         if cfg.measure.cuda_graph:
-            from colbench.timing import GRAPH_REPLAYS
+            from colbench.sweep.timing import GRAPH_REPLAYS
 
             # colbench times GRAPH_REPLAYS replays of its captured batch; -G N launches
             # nccl-tests' graph of -n calls N times.

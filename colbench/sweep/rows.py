@@ -1,7 +1,7 @@
 """Rows from a measurement: the one place bandwidth is computed from a combined time.
 
-Every rank's loop (colbench.bench) hands its combined times here; the columns are those of
-:class:`colbench.results.Row`.
+Every rank's loop (colbench.sweep.bench) hands its combined times here; the columns are those of
+:class:`colbench.store.results.Row`.
 """
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from colbench.dtypes import DTYPES
 from colbench.launch.emulation import fabric
 from colbench.nccl.names import FUNCTION_OP
 from colbench.nccl.tuning import printed_bytes
-from colbench.results import TIME_COLUMNS, Row
-from colbench.skew import RankTimes
+from colbench.ops.dtypes import DTYPES
+from colbench.store.results import TIME_COLUMNS, Row
+from colbench.sweep.skew import RankTimes
 
 if TYPE_CHECKING:
-    from colbench.bench import RunInfo
-    from colbench.config import SweepConfig
+    from colbench.config.model import SweepConfig
     from colbench.ops.base import Layout
-    from colbench.plan import Work
+    from colbench.sweep.bench import RunInfo
+    from colbench.sweep.plan import Work
 
 #: A row is host-bound when enqueuing a call took at least this share of the call's time:
 #: the GPU then finished each call about as fast as the host could queue the next one,

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from colbench import metadata
 from colbench.analysis import drift_rows, pooled, power, sensitivity, stats
 from colbench.analysis.checks import (
     DEFAULT_ALPHA,
@@ -36,7 +35,8 @@ from colbench.analysis.engine import (
 )
 from colbench.analysis.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
 from colbench.errors import UsageError
-from colbench.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
+from colbench.store import metadata
+from colbench.store.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 
 #: A row of the baseline that found no exact partner is looked for again by these alone:
 #: a partner found so is "not comparable" (other world size, backend, dtype or variant)

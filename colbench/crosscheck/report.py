@@ -14,14 +14,14 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from colbench import config
 from colbench.analysis import compare
 from colbench.analysis.series import PLACEMENT_NAMES, Run
+from colbench.config import model as config
+from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.sizes import format_size
 
 if TYPE_CHECKING:
-    from colbench.crosscheck import Plan
+    from colbench.crosscheck.command import Plan
 
 MULTI_NODE = (
     "across nodes, run nccl-tests built with MPI=1 under mpirun (mpirun -np 16 -N 8 "

@@ -10,16 +10,16 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from colbench.analysis.gate import FloorResult, GateResult
-from colbench.analysis.sensitivity import OverallResult
-from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
-from colbench.report.gate_text import (
+from colbench.analysis.gate.engine import FloorResult, GateResult
+from colbench.analysis.gate.text import (
     overall_change,
     overall_lines,
     power_rule,
     power_text,
     rule_text,
 )
+from colbench.analysis.sensitivity import OverallResult
+from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
 
 #: Rows with these verdicts are listed first in the Markdown report.
 _NEEDS_A_LOOK = (

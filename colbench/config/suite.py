@@ -2,7 +2,7 @@
 
 Keys are ``colbench sweep``'s long option names, values are what the flag takes (lists
 may replace comma-separated strings), and ``variants`` maps environment variables to
-their values like ``--env``. The schema is derived from colbench.options; :func:`load`
+their values like ``--env``. The schema is derived from colbench.config.options; :func:`load`
 returns the values the same flags would give (option name -> value), so a suite means
 exactly what the flags mean. Every error names the file, the
 line and the key.
@@ -19,9 +19,10 @@ from typing import Any
 
 import yaml
 
-from colbench import option_table, options, reading, variants
+from colbench import reading
+from colbench.config import option_table, options, variants
+from colbench.config.sizes import parse_size
 from colbench.errors import UsageError
-from colbench.sizes import parse_size
 
 
 class _KeyError(Exception):
@@ -141,7 +142,7 @@ def _converter(opt: option_table.Option) -> Callable[[Any, str], Any]:
     return by_type[only]
 
 
-#: YAML key -> (sweep keyword, converter), from the options table (colbench.options).
+#: YAML key -> (sweep keyword, converter), from the options table (colbench.config.options).
 SCHEMA: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     key: (opt.name, _converter(opt)) for opt in options.table() for key in opt.yaml_keys
 }

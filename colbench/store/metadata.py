@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench import __version__
-from colbench.results import SCHEMA_VERSION
+from colbench.store.results import SCHEMA_VERSION
 
 ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "GLOO_", "OMP_")
 #: Exceptions inside allowed prefixes: these can carry credentials or tokens.

@@ -1,7 +1,7 @@
 """Reference docs generated from the code: docs/options.md from the options tables
-(sweep's, colbench.options; then p2p's, colbench.p2p.options).
+(sweep's, colbench.config.options; then p2p's, colbench.p2p.options).
 
-``make docs`` (``python -m colbench.docgen``) rewrites them; tests/unit/test_options.py
+``make docs`` (``python -m colbench.cli.docgen``) rewrites them; tests/unit/test_options.py
 fails while the committed file differs from what this writes.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from colbench.option_table import CONCERNS, Option
-from colbench.options import table
+from colbench.config.option_table import CONCERNS, Option
+from colbench.config.options import table
 
 
 def _default_text(opt: Option) -> str:
@@ -27,7 +27,7 @@ def options_markdown() -> str:
     lines = [
         "# Options of `colbench sweep`",
         "",
-        "<!-- Generated from colbench/options.py by `make docs`; do not edit. -->",
+        "<!-- Generated from colbench/config/options.py by `make docs`; do not edit. -->",
         "",
         "The same options work as flags (`colbench sweep`, `colbench run FILE`, "
         "`colbench crosscheck`) and as keys of a YAML suite (`colbench run FILE`, "
@@ -73,14 +73,14 @@ def _p2p_lines() -> list[str]:
 
 
 def _gate_lines() -> list[str]:
-    """The gate section: its options (colbench.analysis.gate_options)."""
-    from colbench.analysis.gate_options import table
+    """The gate section: its options (colbench.analysis.gate.options)."""
+    from colbench.analysis.gate.options import table
 
     lines = [
         "",
         "# Options of `colbench gate`",
         "",
-        "<!-- Generated from colbench/analysis/gate_options.py by `make docs`; do not edit. -->",
+        "<!-- Generated from colbench/analysis/gate/options.py by `make docs`; do not edit. -->",
         "",
         "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):",
         "",
@@ -113,7 +113,7 @@ def _short_table(rows: tuple[Option, ...]) -> list[str]:
     return lines
 
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
 
 def main(argv: list[str]) -> int:
