@@ -18,7 +18,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 
 #: Bytes scanned for NUL bytes to call a file binary (as grep and git do).
@@ -34,6 +33,13 @@ class Kind:
     limit_bytes: int
     """Larger files are refused before a byte is read: far beyond any real one."""
     article: str = "a"
+
+    @property
+    def limit(self) -> str:
+        """The limit as sizes are typed (``1M``, ``512M``, ``1G``): every one is whole MiB,
+        so this needs no general size formatter (which sits above this module)."""
+        mib = self.limit_bytes // 1024**2
+        return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
 
     @property
     def one(self) -> str:
@@ -71,7 +77,7 @@ def _file_type(mode: int) -> str:
 def read_bytes(path: str | os.PathLike[str], kind: Kind) -> bytes:
     """The whole file, once it is known to be a regular file within ``kind``'s limit."""
     file = Path(path)
-    limit = format_size(kind.limit_bytes)
+    limit = kind.limit
     try:
         # Non-blocking: opening a FIFO to read waits for a writer, for ever if none comes.
         with os.fdopen(os.open(file, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:

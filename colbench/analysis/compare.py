@@ -33,7 +33,7 @@ from colbench.analysis.nccl_ran import ran_lines
 from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.report.plots import METRICS, metric, size_axis
+from colbench.report.figures import METRICS, metric, size_axis
 
 
 @dataclass(frozen=True)
@@ -307,7 +307,8 @@ def _group_summary(group: Any) -> str:
 
 def figure(comparison: Comparison) -> Any:
     """Top: both runs' curves; bottom: B/A per size for the comparable rows."""
-    from colbench.report.plots import context, draw_lines, pyplot, styles
+    from colbench.analysis.plots import context, draw_lines, styles
+    from colbench.report.figures import pyplot
 
     chosen = METRICS[comparison.metric_name]
     curves = lines(comparison.a) + lines(comparison.b)
@@ -398,7 +399,7 @@ def compare(
     """``colbench compare``: the comparison and the figure file written (``out`` None: a
     new file here, named after the runs). Runs that share no comparable row are
     refused: a table of x and an empty ratio panel would read as a result."""
-    from colbench.report.plots import save, unused_path
+    from colbench.report.figures import save, unused_path
 
     comparison = compare_runs(
         path_a, path_b, metric_name, variant_a=variant_a, variant_b=variant_b,

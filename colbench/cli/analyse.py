@@ -42,7 +42,7 @@ def plot(
       colbench plot results/a/ results/b/ --metric time --out a-vs-b.png
       colbench plot results/imported-ar/ --peak 400 --fit
     """
-    from colbench.report.plots import plot_runs
+    from colbench.analysis.plots import plot_runs
 
     path, warnings = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit)
     for warning in warnings:

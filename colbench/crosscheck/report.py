@@ -139,7 +139,7 @@ def write_report(
 ) -> tuple[str, bool]:
     """Write crosscheck.csv, crosscheck.txt and crosscheck.png; the text and whether either
     tool reported wrong elements."""
-    from colbench.report.plots import save
+    from colbench.report.figures import save
 
     run_dir = directory / colbench_name
     comparison, table = join(plan, directory / nccl_tests_name, run_dir)

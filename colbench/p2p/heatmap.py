@@ -50,7 +50,7 @@ def _panel(ax: Any, grid: list[list[float]], ranks: list[int], title: str, cmap:
 def write_heatmap(
     path: Path, bw_gbps: Matrix, latency_us: Matrix, nodes: dict[int, str], frame: Any
 ) -> Path:
-    from colbench.report.plots import pyplot
+    from colbench.report.figures import pyplot
 
     plt = pyplot()
     ranks = sorted(nodes)

@@ -10,7 +10,7 @@ from typing import Any
 from colbench.errors import UsageError
 from colbench.predict.data import Measured
 from colbench.predict.engine import CrossRow, Predicted
-from colbench.report.plots import format_size_tick, pyplot, size_axis
+from colbench.report.figures import format_size_tick, pyplot, size_axis
 
 _STYLES = {"ring": "-", "tree": ":", "double_tree": "--"}
 

@@ -5,7 +5,7 @@ environment (another torch build, another gloo); the parent starts each variant'
 with that variant's interpreter running ``colbench.run.interpreter JOB RANK`` (as ``-m``
 would, but never from the working directory: see ``_BOOT``). The
 job travels pickled in a file of the run directory; the rank then lives exactly as a
-forked one does (:func:`colbench.run.spawn._spawned_rank`).
+forked one does (:func:`colbench.run.child.spawned_rank`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from colbench import __version__
 from colbench.errors import ExitCode
+from colbench.run.child import spawned_rank
 from colbench.run.job import RankJob
 
 #: Format of the job file; the rank refuses another before unpickling the job itself.
@@ -117,8 +118,6 @@ def _load_job(path: str) -> RankJob:
 
 def main(argv: list[str]) -> None:
     """``python -m colbench.run.interpreter JOB RANK``: one rank's life."""
-    from colbench.run.spawn import _spawned_rank
-
     job_path, rank = argv[0], int(argv[1])
     try:
         job = _load_job(job_path)
@@ -131,7 +130,7 @@ def main(argv: list[str]) -> None:
             file=sys.stderr,
         )
         os._exit(int(ExitCode.USAGE))
-    _spawned_rank(rank, job)
+    spawned_rank(rank, job)
 
 
 if __name__ == "__main__":

@@ -152,7 +152,7 @@ def _sweep_variants(
 
 
 def _write_plots(run_dir: Path) -> None:
-    from colbench.report import plots
+    from colbench.analysis import plots
 
     try:
         paths = plots.write_run_plots(run_dir)

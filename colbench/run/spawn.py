@@ -9,24 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import logging
 import os
 import signal
 import socket
 import sys
 import time
-import traceback
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from colbench import launch
 from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
 from colbench.run import protocol, supervise
-from colbench.run import watchdog as hang_watchdog
+from colbench.run.child import spawned_rank
 from colbench.run.interpreter import forget_job
 from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import (
@@ -37,9 +34,6 @@ from colbench.run.outcome import (
     rows_kept,
     tidy_logs,
 )
-from colbench.run.rank import exit_now, rank_main
-from colbench.store.rundir import RunDir
-from colbench.sweep.inflight import InFlight
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
@@ -257,7 +251,7 @@ def _start_ranks(job: RankJob, python: str | None = None) -> Any:
 
         return start_in_interpreter(python, job)
     return mp.start_processes(
-        _spawned_rank,
+        spawned_rank,
         args=(job,),
         nprocs=job.world_size,
         join=False,
@@ -307,102 +301,3 @@ def _serve_store(listener: socket.socket, world_size: int, timeout_s: float) -> 
         wait_for_workers=False,
         master_listen_fd=listener.fileno(),
     )
-
-
-def _spawned_rank(local_rank: int, job: RankJob) -> None:
-    supervise.die_with_parent()
-    # Testing aid, COLBENCH_FAULT=RANK:start:hang: RANK stops here for good, like a rank
-    # stuck before its first line; it still has the parent's SIGTERM handler, so only
-    # SIGKILL ends it, as it would a rank stuck on a lock.
-    if os.environ.get("COLBENCH_FAULT", "").split(":") == [str(local_rank), "start", "hang"]:
-        while True:
-            time.sleep(3600)
-    # The parent decides what an interrupt means; ranks just get terminated.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A forked rank inherits the parent's SIGTERM handler; the parent's terminate()
-    # must end it.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.environ.update(job.env)
-    if job.run_dir is not None:
-        log = RunDir(job.run_dir).rank_log(local_rank)
-        _divert_stderr(log, keep_python=local_rank == 0)
-    in_flight = InFlight(rank=local_rank)
-    try:
-        rank_main(job, local_rank, local_rank, in_flight)
-    except BaseException as exc:
-        hang_watchdog.yield_to_verdict()
-        _record_failure(job, local_rank, in_flight, exc)
-        # Exit without torch's traceback print: the parent reports one line.
-        os._exit(int(ExitCode.RANK_FAILURE))
-    exit_now(int(ExitCode.OK))
-
-
-def _divert_stderr(log_path: Path, keep_python: bool) -> None:
-    """Send the C++ layers' stderr (gloo and NCCL warnings) to the rank's log file.
-
-    Rank 0 keeps Python's own stderr on the terminal for notes and the progress bar;
-    the other ranks print nothing but through the parent.
-    """
-    terminal = os.dup(2)
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
-    if keep_python:
-        sys.stderr = os.fdopen(terminal, "w", buffering=1)
-        _library_warnings_to(os.fdopen(os.dup(2), "w", buffering=1))
-    else:
-        os.close(terminal)
-        sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
-
-
-def _library_warnings_to(log: TextIO) -> None:
-    """Send rank 0's Python warnings and unhandled library log records to its log file.
-
-    Both would otherwise print on ``sys.stderr``, which rank 0 keeps on the terminal: torch
-    turns its C++ ``TORCH_WARN`` into Python warnings when called from Python, and its
-    ``logging`` records with no handler fall to ``logging.lastResort``. colbench's own notes
-    are plain prints to ``sys.stderr`` and stay on the terminal.
-    """
-
-    def show(
-        message: Warning | str,
-        category: type[Warning],
-        filename: str,
-        lineno: int,
-        file: TextIO | None = None,
-        line: str | None = None,
-    ) -> None:
-        log.write(warnings.formatwarning(message, category, filename, lineno, line))
-
-    warnings.showwarning = show
-    last_resort = logging.StreamHandler(log)
-    last_resort.setLevel(logging.WARNING)
-    logging.lastResort = last_resort
-
-
-def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseException) -> None:
-    # Stamped (if rank_main did not already): the hang watchdog leaves this rank alone now.
-    in_flight.failed(exc)
-    text = str(exc).strip()
-    error = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
-    kind = protocol.classify(exc)
-    if kind == protocol.KIND_USAGE:
-        error = text
-    report = protocol.make_report(
-        rank,
-        in_flight.failed_during or in_flight.describe(),
-        kind,
-        error,
-        in_flight.failed_at or time.time(),
-    )
-    if job.run_dir is None:
-        print(
-            f"colbench: rank {rank} on {report['host']} (pid {report['pid']}) failed during "
-            f"{report['doing']}: {report['error']}",
-            file=sys.stderr,
-        )
-        return
-    run_dir = RunDir(job.run_dir)
-    with open(run_dir.rank_log(rank), "a", encoding="utf-8") as log:
-        log.write(traceback.format_exc())
-    protocol.write_report(run_dir.path, report)

@@ -22,6 +22,7 @@ from typing import Any
 from colbench.errors import UsageError
 from colbench.launch.emulation import FABRIC_REAL
 from colbench.reading import warn
+from colbench.store import metafile
 from colbench.store.tables import Table, TableRow, TableWriter, format_cell, read_cells, register
 from colbench.store.tables import column as _column
 
@@ -372,9 +373,11 @@ def load(path: str | os.PathLike[str]) -> Any:
 def _check_count(file: Path, run_ids: Any) -> None:
     """Say when the file holds fewer of its run's rows than meta.json says were written
     (a copy cut at a row's end, rows deleted): what is left reads as a whole run."""
-    from colbench.store.rundir import RunDir
-
-    meta = RunDir(file.parent).meta_or_none() if file.name == RESULTS.file_name else None
+    meta = (
+        metafile.read_or_none(file.parent / metafile.META_FILE, SCHEMA_VERSION)
+        if file.name == RESULTS.file_name
+        else None
+    )
     if not meta or not isinstance(meta.get("rows"), int) or not meta.get("run_id"):
         return
     held = int((run_ids == str(meta["run_id"])).sum())

@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from colbench import reading
 from colbench.errors import UsageError
+from colbench.store import metafile
+from colbench.store.metafile import META_FILE
 from colbench.store.results import RESULTS, SCHEMA_VERSION, csv_path, load
 from colbench.store.tables import TABLES as TABLES
 from colbench.store.tables import Table, TableWriter
@@ -34,7 +35,6 @@ from colbench.store.tables import Table, TableWriter
 # TABLES: every table a run directory may hold (docs/schema.md lists them). Each adds
 # itself from the module that declares it (colbench.store.tables.register), so this module
 # imports none of theirs; colbench.store.tables.every_table imports them all.
-META_FILE = "meta.json"
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 
 
@@ -140,40 +140,12 @@ class RunDir:
         os.replace(tmp, self.meta_path)
 
     def read_meta(self) -> dict[str, Any]:
-        """meta.json; raises FileNotFoundError when it is missing, ValueError when it is
-        not a JSON object, and UsageError when it is no file to read (a device, too
-        large, binary) or a newer colbench wrote it."""
-        if not self.meta_path.exists():
-            raise FileNotFoundError(f"no {self.meta_path}")
-        meta = self._parse_meta(reading.read_text(self.meta_path, reading.META))
-        check_version(self.meta_path, meta.get("schema_version"))
-        return meta
-
-    def _parse_meta(self, text: str) -> dict[str, Any]:
-        try:
-            meta = json.loads(text)
-        except RecursionError:
-            raise ValueError(f"{self.meta_path} nests deeper than any meta.json") from None
-        except json.JSONDecodeError as exc:
-            where = f"{exc.msg}, line {exc.lineno}"
-            raise ValueError(f"{self.meta_path} is not JSON ({where})") from None
-        if not isinstance(meta, dict):
-            raise ValueError(f"{self.meta_path} is not a JSON object")
-        return meta
+        """meta.json (see :func:`colbench.store.metafile.read`)."""
+        return metafile.read(self.meta_path, SCHEMA_VERSION)
 
     def meta_or_none(self) -> dict[str, Any] | None:
-        """meta.json, or None when it is missing (a CSV copied alone) or unreadable (cut
-        short, not JSON, not a file), which is said; one a newer colbench wrote is
-        refused: its fields may mean what this one cannot tell."""
-        if not self.meta_path.exists():
-            return None
-        try:
-            meta = self._parse_meta(reading.read_text(self.meta_path, reading.META))
-        except ValueError as exc:  # UsageError is one too
-            reading.warn(f"{exc}; read without it")
-            return None
-        check_version(self.meta_path, meta.get("schema_version"))
-        return meta
+        """meta.json, or None when missing or unreadable (see :func:`metafile.read_or_none`)."""
+        return metafile.read_or_none(self.meta_path, SCHEMA_VERSION)
 
     def update_meta(self, **fields: Any) -> None:
         meta = self.read_meta()
@@ -219,18 +191,3 @@ class RunDir:
 
     def figure_path(self, metric: str) -> Path:
         return self.path / f"{metric}.png"
-
-
-def check_version(source: Path, version: Any) -> None:
-    """Refuse a file a newer colbench wrote: its fields may mean what this one cannot tell."""
-    if version is None:
-        return
-    try:
-        number = int(version)
-    except (TypeError, ValueError):
-        raise UsageError(f"{source}: schema_version {version!r} is not a version number") from None
-    if number > SCHEMA_VERSION:
-        raise UsageError(
-            f"{source} has schema version {number}, newer than this colbench reads "
-            f"(1 to {SCHEMA_VERSION}): upgrade colbench to read it"
-        )

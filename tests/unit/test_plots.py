@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from colbench.analysis.plots import plot_lines, write_run_plots
 from colbench.analysis.series import lines, load_runs
 from colbench.cli import main
-from colbench.report.plots import format_size_tick, plot_lines, size_ticks, write_run_plots
+from colbench.report.figures import format_size_tick, size_ticks
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,111 @@
+"""Figure primitives every figure of colbench shares: the metrics, the headless pyplot, the
+log2 size axis labelled as sizes are typed (1K, 1M, 1G), and saving.
+
+A leaf: it knows matplotlib and sizes, nothing of runs or analyses, so the analyses that draw
+(compare, plot, predict, p2p's heatmap, crosscheck) import it and it imports none of them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from colbench.config.sizes import format_size
+from colbench.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    axis_label: str
+    title: str
+    log_y: bool
+
+
+METRICS: dict[str, Metric] = {
+    "busbw": Metric("busbw_gbps", "bus bandwidth (GB/s)", "Bus bandwidth", False),
+    "algbw": Metric("algbw_gbps", "algorithm bandwidth (GB/s)", "Algorithm bandwidth", False),
+    "time": Metric("time_us", "time per call (µs)", "Time per call", True),
+}
+
+
+#: Most labelled ticks on the size axis before they are thinned to every 2nd, 5th... power.
+_MAX_SIZE_TICKS = 11
+
+
+def metric(name: str) -> Metric:
+    if name not in METRICS:
+        raise UsageError(f"bad --metric {name!r}: choose {', '.join(METRICS)}")
+    return METRICS[name]
+
+
+def pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def size_ticks(low_bytes: float, high_bytes: float) -> list[float]:
+    """Powers of two spanning [low, high], at most ~11 of them.
+
+    When they must be thinned, every 2nd, 5th or 10th power is kept: those steps divide
+    10, so the labels still land on 1K, 1M and 1G.
+    """
+    first = math.floor(math.log2(max(low_bytes, 1)))
+    last = math.ceil(math.log2(max(high_bytes, 1)))
+    step = next((s for s in (1, 2, 5, 10) if (last - first) // s + 1 <= _MAX_SIZE_TICKS), 20)
+    start = first - first % step
+    return [2.0**e for e in range(start, last + 1, step)]
+
+
+def format_size_tick(value: float, _pos: Any = None) -> str:
+    size = round(value)
+    return format_size(size) if size >= 1 and abs(value - size) < 1e-6 * value else ""
+
+
+def size_axis(ax: Any, low_bytes: float, high_bytes: float) -> None:
+    """A log2 x-axis labelled 1K, 4K, 1M... from low to high."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(size_ticks(low_bytes, high_bytes)))
+    ax.xaxis.set_major_formatter(FuncFormatter(format_size_tick))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlim(low_bytes / 1.25, high_bytes * 1.25)
+    ax.set_xlabel("message size (binary units, 1K = 1024 B)")
+
+
+def save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    out = Path(path)
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"--out {out}: use a .png, .svg or .pdf file name")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=110)
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    finally:
+        pyplot().close(fig)
+    return out
+
+
+def unused_path(kind: str, labels: Sequence[str], suffix: str = ".png") -> Path:
+    """``<kind>-<A>-vs-<B>.png`` in the current directory (``<A>-and-N-more`` for many),
+    stepping aside to ``-2``, ``-3``... from a file already there: a default name never
+    overwrites an earlier figure (an explicit --out does)."""
+    safe = [re.sub(r"[^A-Za-z0-9._+=-]+", "_", label).strip("_") or "run" for label in labels]
+    named = "-vs-".join(safe) if len(safe) <= 2 else f"{safe[0]}-and-{len(safe) - 1}-more"
+    stem = f"{kind}-{named}"[:120]
+    for attempt in range(1, 1000):
+        path = Path(f"{stem}{'' if attempt == 1 else f'-{attempt}'}{suffix}")
+        if not path.exists():
+            return path
+    raise UsageError(f"no free file name like {stem}{suffix} here: give --out")
