@@ -166,7 +166,7 @@ def styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
 def _draw_fit(ax: Any, curve: Line, chosen: Metric, color: str) -> float | None:
     """Draw the curve's alpha-beta model; its relative rms error (None: no fit)."""
     from colbench import ops
-    from colbench.analysis import fit
+    from colbench.analysis.fit import model as fit
 
     try:
         model = fit.fit_time(curve.size_bytes, curve.time_us)
@@ -204,7 +204,7 @@ def plot_runs(
 
 
 def _poor_fits(curves: Sequence[Line]) -> list[str]:
-    from colbench.analysis.fit import fit_lines
+    from colbench.analysis.fit.model import fit_lines
 
     return [
         f"plot --fit: {noise.poor_fit_warning(r.label, r.rel_rms)}"

@@ -10,7 +10,6 @@ import typer
 
 from colbench.analysis.gate import options as gate_options
 from colbench.cli.app import _param, _with_options, app
-from colbench.errors import UsageError
 from colbench.predict import options as predict_options
 
 
@@ -119,14 +118,9 @@ def fit(
       colbench fit results/20261122-022623-all_reduce-nccl/
       colbench fit results/ring/ results/tree/
     """
-    from colbench.analysis import fit as fit_module
-    from colbench.analysis.series import lines, load_runs
+    from colbench.analysis.fit.command import run as fit_run
 
-    curves = [c for run in load_runs(runs) for c in lines(run)]
-    if not curves:
-        raise UsageError("nothing to fit: no rows with a size above 0 bytes")
-    results = fit_module.fit_lines(curves)
-    typer.echo(fit_module.report(results, fit_module.crossovers(results)))
+    raise typer.Exit(fit_run(runs))
 
 
 PREDICT_HELP = """Fit cost models to runs at a few world sizes and predict larger ones.
@@ -160,10 +154,10 @@ Exit codes: 0 ok, 1 --max-error exceeded, 2 bad input or refused extrapolation.
     rows=predict_options.table(),
 )  # fmt: skip
 def predict(ctx: typer.Context, runs: list[str], **values: Any) -> None:
-    from colbench.predict.command import predict_command
+    from colbench.predict.command import run as predict_run
 
-    flags = predict_options.PredictFlags(**values)
-    raise typer.Exit(predict_command(runs, flags))
+    flags = predict_options.PredictOptions(**values)
+    raise typer.Exit(predict_run(runs, flags))
 
 
 BASELINE_HELP = "Baseline run directory (or its results.csv)."
@@ -220,7 +214,7 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
     rows=gate_options.table(),
 )
 def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values: Any) -> None:
-    from colbench.analysis.gate.command import gate_command
+    from colbench.analysis.gate.command import run as gate_run
 
-    flags = gate_options.GateFlags(**values)
-    raise typer.Exit(gate_command(baseline, current or [], flags))
+    flags = gate_options.GateOptions(**values)
+    raise typer.Exit(gate_run(baseline, current or [], flags))

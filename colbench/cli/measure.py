@@ -9,10 +9,7 @@ from typing import Any
 
 import typer
 
-from colbench.cli.app import _error, _given, _option, _param, _with_options, app
-from colbench.config import model as config
-from colbench.config import options
-from colbench.errors import UsageError
+from colbench.cli.app import _given, _option, _param, _with_options, app
 from colbench.p2p import options as p2p_options
 
 SWEEP_HELP = """Measure collectives over a range of message sizes.
@@ -37,16 +34,9 @@ Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 ran
 
 
 def _run_sweep(ctx: typer.Context, suite_file: str | None, values: dict[str, Any]) -> int:
-    """One path for flags, a suite, or both: defaults < the file < the flags given."""
-    from colbench.config import suite
+    from colbench.sweep import command
 
-    file_values = suite.load(suite_file) if suite_file is not None else {}
-    cfg = config.from_options(options.merge(file_values, _given(ctx, values)), tuple(sys.argv))
-    # Imported after the arguments are checked: the runner needs torch, whose import
-    # (1 s on CPU, 5 s with a CUDA build) a usage error should not wait for.
-    from colbench.run.parent import run_sweep
-
-    return run_sweep(cfg)
+    return command.run(command.options_of(suite_file, _given(ctx, values)), tuple(sys.argv))
 
 
 CONFIG_HELP = (
@@ -88,13 +78,9 @@ Exit codes: 0 ok, 1 --fail-below found a link below its limit, 2 usage error,
 @app.command(help=P2P_HELP)
 @_with_options(rows=p2p_options.table())
 def p2p(ctx: typer.Context, **values: Any) -> None:
-    from colbench.p2p.config import from_options
+    from colbench.p2p import command
 
-    cfg = from_options(values, tuple(sys.argv))
-    # Imported after the arguments are checked: the runner imports torch.
-    from colbench.p2p.run import run_p2p
-
-    raise typer.Exit(run_p2p(cfg))
+    raise typer.Exit(command.run(values, tuple(sys.argv)))
 
 
 RUN_HELP = """Run a YAML suite: the same options as sweep, from a file; flags given here win.
@@ -168,22 +154,7 @@ def crosscheck(
     nccl_tests_timeout: float = 3600.0,
     **values: Any,
 ) -> None:
-    from colbench.crosscheck import command as cross
+    from colbench.crosscheck import command
 
-    if nccl_tests_timeout <= 0:
-        raise UsageError(f"--nccl-tests-timeout must be positive, got {nccl_tests_timeout:g}")
-    plan = cross.make_plan(values, set(_given(ctx, values)), nccl_tests)
-    outcome = cross.run(
-        plan,
-        out=values["out"],
-        results_root=values["results_dir"],
-        timeout_s=nccl_tests_timeout,
-        say=lambda line: typer.echo(f"colbench: {line}", err=True),
-    )
-    if outcome.table is not None:
-        typer.echo(outcome.table)
-    if outcome.error is not None:
-        _error(outcome.error)
-    else:
-        typer.echo(f"colbench: cross-check in {outcome.directory}", err=True)
-    raise typer.Exit(outcome.exit_code)
+    code = command.run(values, _given(ctx, values), nccl_tests, nccl_tests_timeout)
+    raise typer.Exit(code)

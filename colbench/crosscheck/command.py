@@ -1,316 +1,36 @@
-"""``colbench crosscheck``: one sweep through nccl-tests and through colbench, side by side.
-
-A GPU user's first question is whether colbench's numbers match nccl-tests'. This runs
-the op's nccl-tests program (``all_reduce_perf``...) and ``colbench sweep`` with the same
-op, sizes, dtype, reduction, root, iterations, warm-up, check, averaging and ranks, imports
-nccl-tests' output with :mod:`colbench.importers.nccl_tests`, joins the two runs with
-:mod:`colbench.analysis.compare` and reports time and busbw of both per size with
-``colbench time / nccl-tests time``.
-
-nccl-tests runs here as one process driving N GPUs of this node (``-g N``), the form every
-build supports. Across nodes it needs an MPI build under mpirun, and colbench a launcher;
-this command starts neither: :data:`MULTI_NODE` says how to run both and compare.
-"""
+"""``colbench crosscheck`` as a plain function: plan both sides, run them, print the table."""
 
 from __future__ import annotations
 
-import itertools
-import os
-import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from colbench import launch, ops
-from colbench.config import model as config
-from colbench.config.sizes import format_size
-from colbench.crosscheck.report import MULTI_NODE, write_report
-from colbench.crosscheck.sides import (
-    COLBENCH_RUN,
-    COLBENCH_TABLE,
-    NCCL_TESTS_RUN,
-    Outcome,
-    failure_code,
-    nccl_tests_side,
-    run_child,
-)
-from colbench.errors import ExitCode, UsageError
-from colbench.launch import gpus
-from colbench.ops.base import Collective
-from colbench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
-from colbench.store.rundir import RunDir, stamped_name
-
-BUILD_HINT = (
-    "build nccl-tests (git clone https://github.com/NVIDIA/nccl-tests && make -C nccl-tests "
-    "CUDA_HOME=... NCCL_HOME=...) and pass --nccl-tests nccl-tests/build or put it on PATH"
-)
-#: sweep options that crosscheck maps onto nccl-tests flags (or uses itself).
-MAPPED = frozenset(
-    (
-        *("op", "sizes", "minbytes", "maxbytes", "factor", "step", "dtype", "redop", "root"),
-        *("placement", "iters", "warmup", "check", "average", "backend", "nprocs", "cuda_graph"),
-        *("out", "results_dir"),
-    )
-)
-#: sweep options that leave what is measured alone: passed to colbench's side as given.
-FORWARDED = ("timeout", "init_timeout", "seed", "progress", "memory_check", "memory_limit")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One validated cross-check: the sweep, the ranks, and the nccl-tests program."""
-
-    cfg: config.SweepConfig
-    coll: Collective
-    ranks: int
-    binary: Path
-    #: -b/-e with -f or -i, the same for both tools.
-    size_flags: tuple[str, ...]
-    #: Forwarded sweep flags, for colbench's side only.
-    forwarded: tuple[str, ...] = ()
-
-    def nccl_tests_argv(self) -> list[str]:
-        cfg = self.cfg
-        argv = [str(self.binary), *self.size_flags, "-g", str(self.ranks)]
-        argv += ["-d", DTYPES[cfg.measure.dtypes[0]].nccl_name]
-        if self.coll.uses_redop:
-            argv += ["-o", cfg.measure.redops[0]]
-        if self.coll.rooted:
-            argv += ["-r", str(cfg.measure.root)]
-        argv += [
-            "-n",
-            str(cfg.measure.iters),
-            "-w",
-            str(cfg.measure.warmup),
-            "-c",
-            str(int(cfg.measure.check)),
-        ]
-        # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
-        argv += ["-a", next(d for d in "0123" if config.parse_average(d) == cfg.measure.average)]
-        if cfg.measure.cuda_graph:
-            from colbench.sweep.timing import GRAPH_REPLAYS
-
-            # colbench times GRAPH_REPLAYS replays of its captured batch; -G N launches
-            # nccl-tests' graph of -n calls N times.
-            argv += ["-G", str(GRAPH_REPLAYS)]
-        return argv
-
-    def colbench_argv(self, run_dir: Path) -> list[str]:
-        cfg = self.cfg
-        argv = [sys.executable, "-m", "colbench", "sweep", "--op", self.coll.name]
-        argv += [*self.size_flags, "--dtype", cfg.measure.dtypes[0]]
-        if self.coll.uses_redop:
-            argv += ["--redop", cfg.measure.redops[0]]
-        if self.coll.rooted:
-            argv += ["--root", str(cfg.measure.root)]
-        argv += ["--placement", ",".join(cfg.measure.placements), "--iters", str(cfg.measure.iters)]
-        argv += ["--warmup", str(cfg.measure.warmup), "--check", str(int(cfg.measure.check))]
-        argv += [
-            "--average",
-            cfg.measure.average,
-            "--backend",
-            cfg.launch.backend,
-            "--nprocs",
-            str(self.ranks),
-        ]
-        if cfg.measure.cuda_graph:
-            argv.append("--cuda-graph")
-        return [*argv, *self.forwarded, "--out", str(run_dir)]
-
-
-def size_flags(sizes: Sequence[int]) -> tuple[str, ...]:
-    """nccl-tests' -b/-e and -f (a whole factor) or -i (a step in bytes) for these sizes."""
-    low, high = str(sizes[0]), str(sizes[-1])
-    if len(sizes) == 1:
-        return ("-b", low, "-e", high)
-    pairs = list(itertools.pairwise(sizes))
-    factor = sizes[1] // sizes[0]
-    if sizes[1] % sizes[0] == 0 and all(b == a * factor for a, b in pairs):
-        return ("-b", low, "-e", high, "-f", str(factor))
-    step = sizes[1] - sizes[0]
-    if all(b - a == step for a, b in pairs):
-        return ("-b", low, "-e", high, "-i", str(step))
-    shown = ", ".join(format_size(s) for s in sizes[:4]) + (", ..." if len(sizes) > 4 else "")
-    raise UsageError(
-        f"nccl-tests steps sizes by a whole factor (-f) or a fixed number of bytes (-i), and "
-        f"{shown} is neither; use e.g. --sizes 1K-1M or -b 1K -e 1M -f 4"
-    )
-
-
-def find_binary(coll: Collective, directory: str | None, path_env: str | None = None) -> Path:
-    """The op's nccl-tests program in ``directory`` (or its build/), else on PATH.
-
-    Builds with ``NAME_SUFFIX=_mpi`` (nccl-tests' README) are found too.
-    """
-    name = coll.nccl_tests_binary
-    if not name:
-        have = ", ".join(c.name for c in ops.REGISTRY if c.nccl_tests_binary)
-        raise UsageError(f"nccl-tests has no test for {coll.name}; crosscheck takes {have}")
-    names = (name, f"{name}_mpi")
-    if directory is not None:
-        base = Path(directory).expanduser()
-        if not base.is_dir():
-            raise UsageError(f"--nccl-tests {directory}: no such directory; {BUILD_HINT}")
-        for folder in (base, base / "build"):
-            for candidate in (folder / n for n in names):
-                if candidate.is_file() and os.access(candidate, os.X_OK):
-                    return candidate
-        where = f"{base} or {base / 'build'}"
-    else:
-        path_env = os.environ.get("PATH", "") if path_env is None else path_env
-        for n in names:
-            found = shutil.which(n, path=path_env)
-            if found:
-                return Path(found)
-        where = "PATH"
-    raise UsageError(f"no {name} (or {name}_mpi) in {where}; {BUILD_HINT}")
-
-
-def _one(kind: str, values: Sequence[object], text: str) -> None:
-    if len(values) != 1:
-        raise UsageError(f"crosscheck compares one {kind} at a time, got --{kind} {text}")
-
-
-def make_plan(
-    params: Mapping[str, Any],
-    given: set[str],
-    nccl_tests_dir: str | None,
-    gpu_count: Callable[[], int] | None = None,
-) -> Plan:
-    """Validate sweep-style options for a cross-check (raises UsageError before anything runs).
-
-    ``params`` are sweep's parsed options and ``given`` the names given on the command line.
-    """
-    refused = sorted(given - MAPPED - set(FORWARDED))
-    if refused:
-        flag = "--" + refused[0].replace("_", "-")
-        raise UsageError(
-            f"crosscheck cannot use {flag}: nccl-tests has nothing like it, so the two runs "
-            "would not measure the same thing"
-        )
-    found = launch.detect()
-    if found is not None:
-        raise UsageError(
-            f"crosscheck starts nccl-tests and colbench itself on one node, not under a "
-            f"launcher ({found.launcher}); {MULTI_NODE}"
-        )
-    op_text = str(params["op"])
-    if "," in op_text or op_text.strip() == "all":
-        raise UsageError(f"crosscheck compares one op at a time, got --op {op_text}")
-    coll = ops.get(op_text)
-    binary = find_binary(coll, nccl_tests_dir)
-    cfg = _sweep_config(coll, params)
-    sizes = size_flags(cfg.measure.sizes_bytes)
-    ranks = _ranks(cfg, gpu_count or gpus.gpu_count)
-    config.validate_for_world(cfg, ranks, cfg.launch.backend)
-    return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given))
-
-
-def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepConfig:
-    """What both tools measure, checked as sweep checks it, plus one dtype and one redop."""
-    _one("dtype", parse_dtypes(str(params["dtype"])), str(params["dtype"]))
-    _one("redop", parse_redops(str(params["redop"])), str(params["redop"]))
-    if params["check"] not in (0, 1):
-        raise UsageError(f"--check takes 0 or 1, got {params['check']}")
-    if params["backend"] not in ("auto", "nccl", "gloo"):
-        raise UsageError(f"bad --backend {params['backend']!r}: use nccl (default) or gloo")
-    return config.build(
-        op=coll.name,
-        sizes=config.resolve_sizes(
-            params["sizes"],
-            params["minbytes"],
-            params["maxbytes"],
-            params["factor"],
-            params["step"],
-        ),
-        dtype=str(params["dtype"]),
-        redop=str(params["redop"]),
-        root=params["root"],
-        placements=config.parse_placements(str(params["placement"])),
-        iters=params["iters"],
-        warmup=params["warmup"],
-        check=bool(params["check"]),
-        average=config.parse_average(str(params["average"])),
-        # nccl-tests is NCCL, so auto means NCCL; gloo only tests the cross-check on a CPU.
-        backend="gloo" if params["backend"] == "gloo" else "nccl",
-        nprocs=params["nprocs"],
-        cuda_graph=bool(params["cuda_graph"]),
-    )
-
-
-def _ranks(cfg: config.SweepConfig, gpu_count: Callable[[], int]) -> int:
-    """--nprocs, else every visible GPU (2 ranks on gloo); nccl-tests -g N needs N GPUs here."""
-    if cfg.launch.backend != "nccl":
-        return cfg.launch.nprocs if cfg.launch.nprocs is not None else 2
-    gpus = gpu_count()
-    if gpus == 0:
-        raise UsageError(
-            "no CUDA GPU is visible: nccl-tests and colbench's NCCL side need GPUs "
-            "(--backend gloo runs colbench on the CPU, to test the cross-check itself)"
-        )
-    ranks = cfg.launch.nprocs if cfg.launch.nprocs is not None else gpus
-    if ranks > gpus:
-        raise UsageError(
-            f"--nprocs {ranks} but {gpus} GPU(s) are visible: -g N drives N GPUs of this "
-            f"node; {MULTI_NODE}"
-        )
-    return ranks
-
-
-def _forward(params: Mapping[str, Any], given: set[str]) -> tuple[str, ...]:
-    flags: list[str] = []
-    for name in FORWARDED:
-        if name not in given:
-            continue
-        flag = "--" + name.replace("_", "-")
-        value = params[name]
-        if isinstance(value, bool):
-            flags.append(flag if value else f"--no-{name.replace('_', '-')}")
-        else:
-            flags += [flag, str(value)]
-    return tuple(flags)
-
-
-def out_dir(plan: Plan, out: str | None, results_root: str) -> Path:
-    """A new or empty directory: ``--out``, else ``<results>/<stamp>-crosscheck-<op>-<backend>``."""
-    default = Path(results_root) / stamped_name(
-        "crosscheck", plan.coll.name, plan.cfg.launch.backend
-    )
-    return RunDir.create(out, default).path.resolve()
+from colbench.crosscheck import plan as cross
+from colbench.errors import UsageError
 
 
 def run(
-    plan: Plan,
-    *,
-    out: str | None = None,
-    results_root: str = "results",
-    timeout_s: float | None = None,
-    say: Callable[[str], None] = print,
-) -> Outcome:
-    """nccl-tests, then colbench, then the join; each side's files stay in the directory."""
-    directory = out_dir(plan, out, results_root)
-    first = nccl_tests_side(plan, directory, timeout_s, say)
-    if first.error is not None:
-        return first
-    run_dir = directory / COLBENCH_RUN
-    argv = plan.colbench_argv(run_dir)
-    table = directory / COLBENCH_TABLE
-    say(f"running colbench {' '.join(argv[3:])} > {table}")
-    with open(table, "wb") as stdout:
-        # Its notes and progress bar stay on the terminal; its table goes to the file.
-        status = run_child(argv, stdout, None, merge_stderr=False)
-    failed = status not in (ExitCode.OK, ExitCode.DATA_ERROR)
-    error = (
-        f"colbench sweep exited with status {status} (its message is above); nccl-tests' "
-        f"run is kept in {directory / NCCL_TESTS_RUN}"
+    values: Mapping[str, Any],
+    given: Collection[str],
+    nccl_tests: str | None,
+    nccl_tests_timeout_s: float,
+) -> int:
+    """``values``: sweep's options (``given``: those the user typed); the exit code."""
+    if nccl_tests_timeout_s <= 0:
+        raise UsageError(f"--nccl-tests-timeout must be positive, got {nccl_tests_timeout_s:g}")
+    planned = cross.make_plan(values, set(given), nccl_tests)
+    outcome = cross.run(
+        planned,
+        out=values["out"],
+        results_root=values["results_dir"],
+        timeout_s=nccl_tests_timeout_s,
+        say=lambda line: print(f"colbench: {line}", file=sys.stderr, flush=True),
     )
-    if not RunDir(run_dir).has_table():
-        return Outcome(failure_code(status), directory, error=error)
-    # A sweep that failed midway keeps what it measured: join that much.
-    text, wrong = write_report(plan, directory, NCCL_TESTS_RUN, COLBENCH_RUN)
-    if failed:
-        return Outcome(failure_code(status), directory, text, error)
-    code = ExitCode.DATA_ERROR if wrong or status == ExitCode.DATA_ERROR else ExitCode.OK
-    return Outcome(int(code), directory, text)
+    if outcome.table is not None:
+        print(outcome.table, flush=True)
+    if outcome.error is not None:
+        print(f"colbench: error: {outcome.error}", file=sys.stderr)
+    else:
+        print(f"colbench: cross-check in {outcome.directory}", file=sys.stderr)
+    return outcome.exit_code

@@ -21,7 +21,7 @@ from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 
 if TYPE_CHECKING:
-    from colbench.crosscheck.command import Plan
+    from colbench.crosscheck.plan import Plan
 
 MULTI_NODE = (
     "across nodes, run nccl-tests built with MPI=1 under mpirun (mpirun -np 16 -N 8 "

@@ -18,7 +18,7 @@ from colbench import reading
 from colbench.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
-    from colbench.crosscheck.command import Plan
+    from colbench.crosscheck.plan import Plan
 
 #: Names of the files and directories a crosscheck writes.
 NCCL_TESTS_LOG = "nccl-tests.log"

@@ -6,7 +6,7 @@
 - :mod:`.results`: ``p2p.csv``, its schema version and :func:`load`.
 - :mod:`.report`, :mod:`.heatmap`: the matrices, the figure and the verdict
   (colbench.analysis.links judges the links).
-- :mod:`.run`: :func:`run_p2p`, what the CLI calls.
+- :mod:`.command`: :func:`~colbench.p2p.command.run`, what the CLI calls.
 """
 
 from __future__ import annotations

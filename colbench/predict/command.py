@@ -15,7 +15,7 @@ from colbench.errors import ExitCode, UsageError
 from colbench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.predict import data, engine, report
 from colbench.predict.models import ALGORITHMS
-from colbench.predict.options import PredictFlags
+from colbench.predict.options import PredictOptions
 
 #: The largest world a target may have: beyond the largest jobs run (about 10^5 GPUs), a
 #: prediction extrapolates a model fitted at a few ranks by orders of magnitude.
@@ -49,7 +49,7 @@ def _algos(given: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(given))
 
 
-def _ranks_per_node(flags: PredictFlags, fitted: Sequence[data.Measured]) -> int | None:
+def _ranks_per_node(flags: PredictOptions, fitted: Sequence[data.Measured]) -> int | None:
     """--ranks-per-node, else the one value of the fitted runs; None (each target on one
     node) when every fitted run ran on one node."""
     if flags.ranks_per_node is not None:
@@ -67,7 +67,7 @@ def _ranks_per_node(flags: PredictFlags, fitted: Sequence[data.Measured]) -> int
 
 
 def _op_sizes(
-    flags: PredictFlags, fitted: Sequence[data.Measured], elem_bytes: dict[str, int | None]
+    flags: PredictOptions, fitted: Sequence[data.Measured], elem_bytes: dict[str, int | None]
 ) -> dict[str, list[int]]:
     """Per op, the sizes to ask for at each target: --sizes, else those the runs asked
     for (all_gather's 4K, not the 4080 B of 3 ranks and the 4032 B of 6)."""
@@ -104,7 +104,7 @@ def _elem_bytes(fitted: Sequence[data.Measured]) -> dict[str, int | None]:
     return out
 
 
-def _kind(flags: PredictFlags) -> tuple[str | None, str | None]:
+def _kind(flags: PredictOptions) -> tuple[str | None, str | None]:
     """--dtype and --redop in the rows' spelling (bf16 -> bfloat16); one of each at most."""
     dtype = redop = None
     if flags.dtype is not None:
@@ -121,7 +121,7 @@ def _kind(flags: PredictFlags) -> tuple[str | None, str | None]:
 
 
 def _load(
-    runs: Sequence[str], flags: PredictFlags, algos: Sequence[str]
+    runs: Sequence[str], flags: PredictOptions, algos: Sequence[str]
 ) -> tuple[list[data.Measured], list[data.Measured]]:
     """The fitted and --against curves: one kind per op, never the same run twice."""
     for warning in fabric_warnings_of([*runs, *(flags.against or [])], flags.allow_emulated):
@@ -139,7 +139,7 @@ def _load(
     return fitted, against
 
 
-def _check_flags(flags: PredictFlags, targets: Sequence[int]) -> None:
+def _check_flags(flags: PredictOptions, targets: Sequence[int]) -> None:
     if flags.ranks_per_node is not None and not 1 <= flags.ranks_per_node <= MAX_TARGET_RANKS:
         raise UsageError(
             f"--ranks-per-node must be 1 to {MAX_TARGET_RANKS}, got {flags.ranks_per_node}"
@@ -166,7 +166,7 @@ def _check_writable(out: Path) -> None:
         raise UsageError(f"cannot write into --out {out}: {existing} is not a writable directory")
 
 
-def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
+def run(runs: Sequence[str], flags: PredictOptions) -> int:
     """Print the fits, predictions, crossovers and checks; write --out; the exit code."""
     algos = _algos(flags.algo or [])
     targets = _targets(flags.ranks)
@@ -195,7 +195,7 @@ def predict_command(runs: Sequence[str], flags: PredictFlags) -> int:
     return _verdict(flags, min_size, engine.largest_errors(checked, min_size, elem_bytes))
 
 
-def _verdict(flags: PredictFlags, min_size: int, worst: dict[str, engine.Checked]) -> int:
+def _verdict(flags: PredictOptions, min_size: int, worst: dict[str, engine.Checked]) -> int:
     """--max-error's verdict, one line on stderr for a CI log; OK without --max-error."""
     if flags.max_error is None:
         return int(ExitCode.OK)
@@ -216,7 +216,7 @@ def _verdict(flags: PredictFlags, min_size: int, worst: dict[str, engine.Checked
 
 
 def _write(
-    runs: Sequence[str], flags: PredictFlags, fits: Sequence[engine.Fit],
+    runs: Sequence[str], flags: PredictOptions, fits: Sequence[engine.Fit],
     predicted: Sequence[engine.Predicted], checked: Sequence[engine.Checked],
     crossings: Sequence[engine.CrossRow], measured: Sequence[data.Measured],
 ) -> None:  # fmt: skip

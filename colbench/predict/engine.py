@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from colbench import ops
-from colbench.analysis.fit import approx_size
+from colbench.analysis.fit.model import approx_size
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.predict import models

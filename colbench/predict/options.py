@@ -1,6 +1,6 @@
 """``colbench predict``'s options, declared once with the options-table machinery
 (colbench.config.option_table): its Typer parameters and its section of docs/options.md come from
-:class:`PredictFlags`. Kept free of pandas and numpy so ``--help`` stays quick.
+:class:`PredictOptions`. Kept free of pandas and numpy so ``--help`` stays quick.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _output = functools.partial(option, concern="output")
 
 
 @dataclass(frozen=True)
-class PredictFlags:
+class PredictOptions:
     """The options of ``colbench predict`` beyond the runs (see docs/predict.md)."""
 
     ranks: str | None = _judge(
@@ -89,7 +89,7 @@ class PredictFlags:
 @functools.cache
 def table() -> tuple[Option, ...]:
     """Every option of ``colbench predict``, in the order ``--help`` lists them."""
-    return rows_of(PredictFlags)
+    return rows_of(PredictOptions)
 
 
 AGAINST = "--against"

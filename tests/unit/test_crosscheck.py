@@ -13,7 +13,7 @@ import typer.main
 
 from colbench import ops
 from colbench.cli import app, main
-from colbench.crosscheck import command as crosscheck
+from colbench.crosscheck import plan as crosscheck
 from colbench.errors import UsageError
 from tests.unit.test_cli_errors import LAUNCHER_VARS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis.fit import (
+from colbench.analysis.fit.model import (
     approx_size,
     crossovers,
     fit_lines,

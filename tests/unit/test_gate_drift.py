@@ -21,8 +21,8 @@ from colbench.analysis import drift, power
 from colbench.analysis.checks import DEFAULT_MIN_BASELINE_RUNS
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.gate.baseline import update_baseline
-from colbench.analysis.gate.command import gate_command
-from colbench.analysis.gate.options import GateFlags
+from colbench.analysis.gate.command import run as gate_run
+from colbench.analysis.gate.options import GateOptions
 from colbench.analysis.verdict import Verdict
 from tests.unit.gate_runs import BIG, GATHER, KiB, run_gate, write_run
 
@@ -184,14 +184,16 @@ def test_too_few_baseline_runs_keep_the_rank_test_and_say_so(tmp_path: Path) -> 
 def test_fail_inconclusive_is_opt_in(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cur = _run(tmp_path / "cur", 1.0, np.random.default_rng(4))
     missing = str(tmp_path / "no-baseline-yet")
-    plain = GateFlags(check=["busbw_gbps:-25%"], missing_baseline_ok=True)
-    assert gate_command(missing, [str(cur)], plain) == 0
-    strict = GateFlags(check=["busbw_gbps:-25%"], missing_baseline_ok=True, fail_inconclusive=True)
-    assert gate_command(missing, [str(cur)], strict) == 5
+    plain = GateOptions(check=["busbw_gbps:-25%"], missing_baseline_ok=True)
+    assert gate_run(missing, [str(cur)], plain) == 0
+    strict = GateOptions(
+        check=["busbw_gbps:-25%"], missing_baseline_ok=True, fail_inconclusive=True
+    )
+    assert gate_run(missing, [str(cur)], strict) == 5
     assert "PASS on correctness and presence only" in capsys.readouterr().out
     # A gate that judged performance passes with 0 under the flag too.
     baseline = _window(tmp_path, 6)
-    assert gate_command(str(baseline), [str(cur)], GateFlags(
+    assert gate_run(str(baseline), [str(cur)], GateOptions(
         check=["busbw_gbps:-25%"], fail_inconclusive=True
     )) == 0  # fmt: skip
 
@@ -215,6 +217,6 @@ def test_too_small_a_minimum_is_a_usage_error(tmp_path: Path) -> None:
     from colbench.errors import UsageError
 
     cur = _run(tmp_path / "cur", 1.0, np.random.default_rng(6))
-    flags = GateFlags(check=["busbw_gbps:-25%"], min_baseline_runs=2)
+    flags = GateOptions(check=["busbw_gbps:-25%"], min_baseline_runs=2)
     with pytest.raises(UsageError, match="--min-baseline-runs must be >= 3, got 2"):
-        gate_command(str(cur), [str(cur)], flags)
+        gate_run(str(cur), [str(cur)], flags)

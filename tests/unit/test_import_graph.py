@@ -151,7 +151,9 @@ def test_at_most_four_modules_at_the_top() -> None:
         (
             {
                 "a.py": "import colbench.b",
-                "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import colbench.a",
+                "b.py": (
+                    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import colbench.a"
+                ),
             },
             0,
         ),

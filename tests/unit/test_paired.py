@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from colbench.analysis.checks import Check, SizeWindow
-from colbench.analysis.gate.command import gate_command
-from colbench.analysis.gate.options import GateFlags
+from colbench.analysis.gate.command import run as gate_run
+from colbench.analysis.gate.options import GateOptions
 from colbench.analysis.paired import (
     holm,
     paired_gate,
@@ -146,16 +146,14 @@ def test_gate_command_runs_the_paired_gate(
 ) -> None:
     rng = random.Random(4)
     run = write_run(tmp_path / "ab", _run(0.25, 0.05, rng).to_dict("records"))
-    code = gate_command(
-        str(run), [], GateFlags(check=["busbw_gbps:-10%"], variant_a="A", variant_b="B")
+    code = gate_run(
+        str(run), [], GateOptions(check=["busbw_gbps:-10%"], variant_a="A", variant_b="B")
     )
     out = capsys.readouterr().out
     assert code == 1
     assert "paired gate FAILED" in out and "Holm over 4 rows" in out
     assert (
-        gate_command(
-            str(run), [], GateFlags(check=["busbw_gbps:-10%"], variant_a="A", variant_b="A")
-        )
+        gate_run(str(run), [], GateOptions(check=["busbw_gbps:-10%"], variant_a="A", variant_b="A"))
         == 0
     )
 
@@ -174,8 +172,8 @@ def test_bad_paired_requests_are_one_line_errors(
 ) -> None:
     run = write_run(tmp_path / "ab", _run(0.0, 0.05, random.Random(1), 2).to_dict("records"))
     with pytest.raises(UsageError, match=message):
-        gate_command(
+        run(
             str(run),
             [],
-            GateFlags(check=list(checks), variant_a=variants[0], variant_b=variants[1]),
+            GateOptions(check=list(checks), variant_a=variants[0], variant_b=variants[1]),
         )

@@ -15,12 +15,12 @@ from colbench.analysis.checks import (
 from colbench.analysis.engine import fabric_warnings_of
 from colbench.analysis.gate.baseline import update_baseline
 from colbench.analysis.gate.engine import GateResult, run_gate
-from colbench.analysis.gate.options import GateFlags
+from colbench.analysis.gate.options import GateOptions
 from colbench.errors import ExitCode, UsageError
 from colbench.store.results import csv_path, load
 
 
-def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int:
+def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     """``colbench gate``: judge (or accept) the current run(s), print the table, write the
     reports; the exit code. The floor defaults to $NCCL_TESTS_MIN_BW as in nccl-tests."""
     from colbench.analysis.gate import report as gate_report
@@ -74,7 +74,7 @@ def gate_command(baseline: str, current: Sequence[str], flags: GateFlags) -> int
     return int(ExitCode.OK)
 
 
-def _check_arguments(baseline: str, current: Sequence[str], flags: GateFlags) -> None:
+def _check_arguments(baseline: str, current: Sequence[str], flags: GateOptions) -> None:
     if not current:
         raise UsageError("give the current run(s) after the baseline")
     if flags.max_cv_pct <= 0:
@@ -112,7 +112,7 @@ def _warn_if_self(baseline: str, current: Sequence[str]) -> None:
         )
 
 
-def _paired(run: str, current: Sequence[str], flags: GateFlags) -> int:
+def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
     """One interleaved run, variant B against A pair by pair (colbench.analysis.paired)."""
     from colbench.analysis.gate import paired_report as gate_paired
     from colbench.analysis.paired import paired_gate
@@ -148,7 +148,7 @@ def _paired(run: str, current: Sequence[str], flags: GateFlags) -> int:
     return int(ExitCode.OK)
 
 
-def _check_levels(flags: GateFlags) -> None:
+def _check_levels(flags: GateOptions) -> None:
     if not 0 < flags.alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {flags.alpha:g}")
     if not 0 < flags.power < 1:

@@ -1,6 +1,6 @@
 """``colbench gate``'s options, declared once with the options-table machinery
 (colbench.config.options): the Typer parameters of ``gate`` and its section of docs/options.md
-come from :class:`GateFlags`. Kept free of pandas and numpy so ``--help`` stays quick.
+come from :class:`GateOptions`. Kept free of pandas and numpy so ``--help`` stays quick.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _output = functools.partial(option, concern="output")
 
 
 @dataclass(frozen=True)
-class GateFlags:
+class GateOptions:
     """The options of ``colbench gate`` beyond the runs (see docs/gate.md)."""
 
     # A list because Typer repeats an option only into a list; the default is None.
@@ -121,4 +121,4 @@ class GateFlags:
 @functools.cache
 def table() -> tuple[Option, ...]:
     """Every option of ``colbench gate``, in the order ``--help`` lists them."""
-    return rows_of(GateFlags)
+    return rows_of(GateOptions)

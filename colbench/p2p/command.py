@@ -1,13 +1,22 @@
-"""Running ``colbench p2p``: the same start-up as a sweep (colbench.run), another task."""
+"""``colbench p2p`` as a plain function: the same start-up as a sweep (colbench.run), another
+task."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from colbench.analysis.links import MIN_RANKS
 from colbench.errors import UsageError
-from colbench.p2p.config import P2PConfig
+from colbench.p2p.config import P2PConfig, from_options
 from colbench.p2p.task import P2PTask
+
+
+def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
+    """Check the options (``values``: every row of colbench.p2p.options.table()), measure the
+    matrix in spawned or launched ranks, report; the exit code."""
+    return run_p2p(from_options(values, command_line))
 
 
 def run_p2p(cfg: P2PConfig) -> int:
