@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 from colbench.config.model import SweepConfig
 from colbench.launch import free_port
 from colbench.run.startup import share_cpu_threads
-from colbench.sweep.bench import RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.plan import plan
 from colbench.sweep.timing import HostTimer
@@ -83,7 +83,17 @@ def _rank(
             if which == 0:
                 hand.append(_hand_loop(x, iters, 5))
             else:
-                RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink, groups).run(work)
+                RankBench(
+                    BenchContext(
+                        cfg=cfg,
+                        info=info,
+                        rank=rank,
+                        device=torch.device("cpu"),
+                        timer=HostTimer(),
+                        groups=groups,
+                    ),
+                    sink,
+                ).run(work)
     if rank == 0:
         out.put((hand, sink.time_us))
     dist.destroy_process_group()

@@ -26,7 +26,7 @@ from colbench.config.sizes import parse_size
 from colbench.launch import free_port
 from colbench.ops.dtypes import DTYPES
 from colbench.run.startup import share_cpu_threads
-from colbench.sweep.bench import RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
 from colbench.sweep.plan import plan
@@ -63,7 +63,17 @@ def _rank(rank: int, port: int, op: str, size_bytes: int, out: Any) -> None:
     work = plan(cfg, 2, "gloo")
     info = RunInfo("bench", "gloo", "cpu", 2, 1)
     groups = Groups(SideGroup.create(2, 60))
-    RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), _Quiet(), groups).run(work)
+    RankBench(
+        BenchContext(
+            cfg=cfg,
+            info=info,
+            rank=rank,
+            device=torch.device("cpu"),
+            timer=HostTimer(),
+            groups=groups,
+        ),
+        _Quiet(),
+    ).run(work)
     item = work[0]
     need = buffer_bytes(item.coll, item.layouts[-1], DTYPES["float32"].elem_bytes, item.placements)
     need -= VERIFY_SCRATCH_BYTES

@@ -41,7 +41,7 @@ def plot(
       colbench plot results/a/ results/b/ --metric time --out a-vs-b.png
       colbench plot results/imported-ar/ --peak 400 --fit
     """
-    from colbench.analysis.plots import plot_runs
+    from colbench.analysis.plot.lines import plot_runs
 
     path, warnings = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit)
     for warning in warnings:
@@ -91,7 +91,7 @@ def compare(
       colbench compare results/imported-ar/ results/today/ --metric time --out t.png
       colbench compare results/x/ results/x/ --variant-a NCCL_ALGO=Ring --variant-b NCCL_ALGO=Tree
     """
-    from colbench.analysis import compare as compare_module
+    from colbench.analysis.compare import comparison as compare_module
 
     comparison, path = compare_module.compare(
         run_a, run_b, metric, out=out, variant_a=variant_a, variant_b=variant_b,

@@ -108,7 +108,7 @@ class LaunchConfig:
     one after the other (see colbench.run.turns)."""
     nccl_probe: bool = True
     """NCCL worlds of 2+ ranks: a probe world per variant records NCCL's choice per call
-    first (colbench.run.probe)."""
+    first (colbench.sweep.probe)."""
 
 
 @dataclass(frozen=True)
@@ -311,37 +311,49 @@ def _positive_seconds(flag: str, value: float | None) -> None:
 
 
 def validate_run(cfg: SweepConfig) -> None:
-    """Checks of the options any run has, sweep or p2p: counts, ranks and timeouts."""
+    """Checks of the options any run has: counts, ranks and timeouts."""
+    m = cfg.measure
+    validate_counts(iters=m.iters, repeat=m.repeat, warmup=m.warmup, seed=m.seed, root=m.root)
+    validate_launch(cfg.launch)
+
+
+def validate_counts(*, iters: int, repeat: int, warmup: int, seed: int, root: int) -> None:
+    """The counts a sweep and p2p share, by their flags' names."""
     bounded = (
-        ("--iters", cfg.measure.iters),
-        ("--repeat", cfg.measure.repeat),
-        ("--warmup", cfg.measure.warmup),
-        ("--seed", cfg.measure.seed),
-        ("--root", cfg.measure.root),
-        ("--nprocs", cfg.launch.nprocs or 0),
+        ("--iters", iters),
+        ("--repeat", repeat),
+        ("--warmup", warmup),
+        ("--seed", seed),
+        ("--root", root),
     )
     for flag, value in bounded:
         if value > MAX_COUNT:
             raise UsageError(f"{flag} takes at most {MAX_COUNT}, got {value}")
-    if cfg.measure.seed < 0:
-        raise UsageError(f"--seed must be 0 or more, got {cfg.measure.seed}")
-    if cfg.measure.iters < 1:
-        raise UsageError(f"--iters must be at least 1, got {cfg.measure.iters}")
-    if cfg.measure.repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {cfg.measure.repeat}")
-    if cfg.measure.warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {cfg.measure.warmup}")
-    if cfg.launch.nprocs is not None and cfg.launch.nprocs < 1:
-        raise UsageError(f"--nprocs must be at least 1, got {cfg.launch.nprocs}")
-    if not 1 <= cfg.launch.ranks_per_gpu <= MAX_RANKS_PER_GPU:
+    if seed < 0:
+        raise UsageError(f"--seed must be 0 or more, got {seed}")
+    if iters < 1:
+        raise UsageError(f"--iters must be at least 1, got {iters}")
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    if warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {warmup}")
+
+
+def validate_launch(launch: LaunchConfig) -> None:
+    """Ranks and timeouts, for any task."""
+    if launch.nprocs is not None and launch.nprocs > MAX_COUNT:
+        raise UsageError(f"--nprocs takes at most {MAX_COUNT}, got {launch.nprocs}")
+    if launch.nprocs is not None and launch.nprocs < 1:
+        raise UsageError(f"--nprocs must be at least 1, got {launch.nprocs}")
+    if not 1 <= launch.ranks_per_gpu <= MAX_RANKS_PER_GPU:
         raise UsageError(
             f"--ranks-per-gpu takes 1 to {MAX_RANKS_PER_GPU} ranks per GPU, "
-            f"got {cfg.launch.ranks_per_gpu}"
+            f"got {launch.ranks_per_gpu}"
         )
-    _positive_seconds("--timeout", cfg.launch.timeout_s)
-    _positive_seconds("--init-timeout", cfg.launch.init_timeout_s)
-    if cfg.launch.ranks_per_gpu > 1 and cfg.launch.backend == "gloo":
-        raise UsageError(RANKS_PER_GPU_NEEDS_NCCL.format(k=cfg.launch.ranks_per_gpu))
+    _positive_seconds("--timeout", launch.timeout_s)
+    _positive_seconds("--init-timeout", launch.init_timeout_s)
+    if launch.ranks_per_gpu > 1 and launch.backend == "gloo":
+        raise UsageError(RANKS_PER_GPU_NEEDS_NCCL.format(k=launch.ranks_per_gpu))
 
 
 CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"

@@ -1,9 +1,9 @@
 """The cross-check's report: nccl-tests and colbench per size, as text, CSV and a figure.
 
-The two runs are joined by :func:`colbench.analysis.compare.compare_runs` (A = nccl-tests,
-B = colbench) on time, the one metric that means something at every world size (busbw is
-0 at one rank); busbw of both is shown beside it. nccl-tests reports both placements of
-every op; rows in a placement colbench did not measure (torch has no out-of-place
+The two runs are joined by :func:`colbench.analysis.compare.comparison.compare_runs`
+(A = nccl-tests, B = colbench) on time, the one metric that means something at every world
+size (busbw is 0 at one rank); busbw of both is shown beside it. nccl-tests reports both
+placements of every op; rows in a placement colbench did not measure (torch has no out-of-place
 all_reduce) are left out of the table and the figure, with one line saying so.
 """
 
@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from colbench.analysis import compare
+from colbench.analysis.compare import comparison as compare
 from colbench.analysis.series import PLACEMENT_NAMES, Run
 from colbench.config import model as config
 from colbench.config.sizes import format_size

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
-from colbench.config.model import SweepConfig, default_timeout, validate_run
+from colbench.config.model import (
+    Backend,
+    LaunchConfig,
+    OutputConfig,
+    default_timeout,
+    validate_counts,
+    validate_launch,
+)
 from colbench.config.options import BACKENDS, DEFAULT_INIT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from colbench.errors import UsageError
 
@@ -69,7 +76,8 @@ class P2PConfig:
                 f"p2p measures pairs of ranks: --nprocs must be 2 or more, got {self.nprocs}"
             )
         # The counts and timeouts p2p shares with sweep pass sweep's checks.
-        validate_run(self.run_config())
+        validate_counts(iters=self.iters, repeat=self.repeat, warmup=self.warmup, seed=0, root=0)
+        validate_launch(self.launch)
         if self.window is not None and not 1 <= self.window <= MAX_WINDOW:
             raise UsageError(f"--window takes 1 to {MAX_WINDOW} messages, got {self.window}")
         if self.per_node and self.rail:
@@ -95,25 +103,22 @@ class P2PConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def run_config(self) -> SweepConfig:
-        """What the shared start-up (colbench.run) reads: timeouts, backend, run directory.
-
-        ``ops`` only names the run directory; no collective of the sweep runs.
-        """
-        return SweepConfig.of(
-            ops=(RUN_LABEL,),
-            sizes_bytes=(self.size_bytes,),
-            iters=self.iters,
-            warmup=self.warmup,
-            repeat=self.repeat,
-            backend=self.backend,
+    @property
+    def launch(self) -> LaunchConfig:
+        """How the run host (colbench.run) starts p2p's ranks."""
+        return LaunchConfig(
+            backend=cast(Backend, self.backend),
             nprocs=self.nprocs,
-            ranks_per_gpu=self.ranks_per_gpu,
             timeout_s=self.timeout_s,
             init_timeout_s=self.init_timeout_s,
-            out_dir=self.out_dir,
-            results_root=self.results_root,
-            command_line=self.command_line,
+            ranks_per_gpu=self.ranks_per_gpu,
+        )
+
+    @property
+    def output(self) -> OutputConfig:
+        """Where the run directory goes."""
+        return OutputConfig(
+            out_dir=self.out_dir, results_root=self.results_root, command_line=self.command_line
         )
 
 

@@ -18,16 +18,18 @@ from typing import Any
 from colbench import __version__, launch
 from colbench.analysis.checks import DEFAULT_ALPHA
 from colbench.analysis.links import MIN_RANKS, passes_needed
+from colbench.config.model import LaunchConfig, OutputConfig
 from colbench.errors import UsageError
-from colbench.p2p.config import P2PConfig
+from colbench.p2p.config import RUN_LABEL, P2PConfig
 from colbench.p2p.measure import Buffers, Stepper, Times, Transport, bandwidth_call, latency_call
 from colbench.p2p.results import P2P, P2PRow
 from colbench.p2p.schedule import Selection, directed_steps, pair_steps, select
 from colbench.run import watchdog as hang_watchdog
-from colbench.run.rank import meet_peers
+from colbench.run.rank import device_name, meet_peers
 from colbench.store.rundir import RunDir
 from colbench.sweep.bench import combine_times
 from colbench.sweep.groups import SideGroup
+from colbench.sweep.timing import make_timer
 
 #: Tests (and clusters whose host names say little) name each rank's node with this.
 NODE_LABEL_ENV = "COLBENCH_NODE_LABEL"
@@ -88,17 +90,40 @@ def pair_row(times_us: Sequence[float], round_trips_us: Sequence[float], **cells
 
 @dataclass(frozen=True)
 class P2PTask:
+    """p2p's ranks, as the run host (colbench.run) starts them."""
+
     cfg: P2PConfig
+    worlds = 1
+    label = RUN_LABEL
+
+    @property
+    def launch(self) -> LaunchConfig:
+        return self.cfg.launch
+
+    @property
+    def output(self) -> OutputConfig:
+        return self.cfg.output
+
+    def check(self, world_size: int, backend: str) -> list[str]:
+        """Pairs need two ranks; naming a slow link needs more."""
+        if world_size < 2:
+            raise UsageError(
+                f"p2p measures pairs of ranks: it needs at least 2, this job has {world_size}"
+            )
+        if self.cfg.fail_below_pct is not None and world_size < MIN_RANKS:
+            raise UsageError(
+                f"--fail-below needs at least {MIN_RANKS} ranks to tell a slow link from the "
+                f"others; this job has {world_size}"
+            )
+        return []
 
     def run_rank(self, job: Any, rank: int, device: Any, in_flight: Any) -> None:
         """This rank's share of the matrix; rank 0 also writes meta.json and p2p.csv."""
-        from colbench.run.rank import _device_name, make_timer
-
         cfg = self.cfg
         side = SideGroup.create(
             job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s)
         )
-        world = self._meet(side, rank, _device_name(device))
+        world = self._meet(side, rank, device_name(device))
         run_dir = Path(job.run_dir) if rank == 0 and job.run_dir is not None else None
         if run_dir is not None:
             RunDir(run_dir).write_meta(self._meta(job, world))
@@ -124,7 +149,7 @@ class P2PTask:
         in_flight.step("gathering the matrix")
         gathered: list[list[tuple[Times, Times]]] = side.gather_objects(passes)
         if run_dir is not None:
-            rows = self._rows(job, world, gathered, _device_name(device))
+            rows = self._rows(job, world, gathered, device_name(device))
             with RunDir(run_dir).writer(P2P) as writer:
                 writer.write_all(rows)
             meta = RunDir(run_dir).read_meta()

@@ -20,10 +20,10 @@ from typing import TextIO
 from colbench.errors import ExitCode
 from colbench.run import protocol, supervise
 from colbench.run import watchdog as hang_watchdog
+from colbench.run.inflight import InFlight
 from colbench.run.job import RankJob
 from colbench.run.rank import exit_now, rank_main
 from colbench.store.rundir import RunDir
-from colbench.sweep.inflight import InFlight
 
 
 def spawned_rank(local_rank: int, job: RankJob) -> None:

@@ -7,18 +7,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from colbench.config.model import SweepConfig
+from colbench.config.model import LaunchConfig, OutputConfig
 from colbench.run.turns import TurnSpec
 from colbench.store import metadata
 
 
 class RankTask(Protocol):
-    """Another job for the ranks than a sweep (``colbench p2p``): same start-up, own body.
+    """What the ranks run: the sweep (colbench.sweep.task), p2p (colbench.p2p.task), and
+    the tasks to come. The host (this package) starts, supervises and ends the ranks the
+    same way for every task; the task says how they start, what they do and what is left.
 
-    Picklable (spawned GPU ranks receive it). ``run_rank`` runs in every rank once its
-    process group exists; ``report`` runs once the ranks are done (in the parent, or in
-    a launched job's rank 0) and returns the exit code.
+    Picklable (spawned ranks receive it). ``run_rank`` runs in every rank once its process
+    group exists; ``report`` runs once the ranks are done (in the parent, or in a launched
+    job's rank 0) and returns the exit code.
     """
+
+    @property
+    def launch(self) -> LaunchConfig:
+        """How its ranks start and how long they may take."""
+        ...
+
+    @property
+    def output(self) -> OutputConfig:
+        """Where its run directory goes and what is shown."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """Names default run directories: ``<stamp>-<label>-<backend>``."""
+        ...
+
+    @property
+    def worlds(self) -> int:
+        """Worlds of its ranks alive at once (interleaved variants), for the host's limits."""
+        ...
+
+    def check(self, world_size: int, backend: str) -> list[str]:
+        """Refuse (UsageError) what cannot run at this world size and backend, before any
+        rank starts; else the notes to say."""
+        ...
 
     def run_rank(self, job: RankJob, rank: int, device: Any, in_flight: Any) -> None: ...
 
@@ -29,7 +56,7 @@ class RankTask(Protocol):
 class RankJob:
     """Everything a rank needs; pickled into spawned processes."""
 
-    cfg: SweepConfig
+    task: RankTask
     backend: str
     world_size: int
     launcher: str
@@ -44,8 +71,6 @@ class RankJob:
     variant: str = ""
     #: Variables of the variant; every rank reports the values it sees into meta.json.
     variant_keys: tuple[str, ...] = ()
-    #: What the ranks run instead of the sweep; None runs the sweep (``cfg``).
-    task: RankTask | None = None
     #: Interleaved variants: where this world takes its turns (None: it measures freely).
     turns: TurnSpec | None = None
     #: Where rank 0 appends its rows when not into ``run_dir`` (an interleaved world's
@@ -54,9 +79,14 @@ class RankJob:
     #: Every rank on this one host (spawned, or a one-node launch): emulated nodes then
     #: talk over loopback.
     single_host: bool = True
-    #: NCCL's choice per call as a probe world logged it (colbench.run.probe): (op,
-    #: bytes per rank) -> (algorithm, protocol); rows carry it. Empty: not recorded.
-    nccl_choices: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def launch(self) -> LaunchConfig:
+        return self.task.launch
+
+    @property
+    def output(self) -> OutputConfig:
+        return self.task.output
 
     def first_meta(
         self, config: dict[str, Any], hosts: list[str], peers: Sequence[Any], **more: Any

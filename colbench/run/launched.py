@@ -9,27 +9,21 @@ import sys
 from pathlib import Path
 
 from colbench import launch
-from colbench.config.model import SweepConfig
 from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.launch import LaunchEnv, gpus, preflight
 from colbench.run import watchdog as hang_watchdog
+from colbench.run.inflight import InFlight
 from colbench.run.job import RankJob, RankTask
-from colbench.run.outcome import finish_meta, record_nccl_log, report_done
-from colbench.run.prepare import checked_notes, make_run_dir, nccl_notes
+from colbench.run.outcome import finish_meta, record_nccl_log
+from colbench.run.prepare import make_run_dir, nccl_notes
 from colbench.run.rank import exit_now, rank_main
-from colbench.sweep.inflight import InFlight
 
 
-def run_launched(
-    cfg: SweepConfig, env: LaunchEnv, backend: str, task: RankTask | None = None
-) -> int:
-    """Join a job an external launcher started: this process is one rank.
-
-    ``task``: run it instead of the sweep (it checked its own input).
-    """
-    notes = checked_notes(cfg, env.world_size, backend) if task is None else []
+def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
+    """Join a job an external launcher started: this process is one rank of ``task``."""
+    notes = task.check(env.world_size, backend)
     # Every rank checks its own node's GPUs (compute mode); rank 0 says the notes.
-    notes += nccl_notes(cfg.launch, backend)
+    notes += nccl_notes(task.launch, backend)
     preflight.check(env, backend, gpus.gpu_count())
     # torch's env:// reads these; Slurm and MPI jobs get them from detect().
     launch.export(env)
@@ -38,17 +32,16 @@ def run_launched(
         os.environ.setdefault("LOCAL_WORLD_SIZE", str(env.local_world_size))
     run_dir: Path | None = None
     if env.rank == 0:
-        run_dir = make_run_dir(cfg, backend)
+        run_dir = make_run_dir(task.output, task.label, backend)
         for note in notes:
             print(f"colbench: note: {note}", file=sys.stderr)
     job = RankJob(
-        cfg=cfg,
+        task=task,
         backend=backend,
         world_size=env.world_size,
         launcher=env.launcher,
         run_dir=str(run_dir.resolve()) if run_dir else None,
         run_id=run_dir.name if run_dir else "",
-        task=task,
         single_host=env.multi_node is False,
     )
     # Each rank publishes its progress under its own rank, for the hang verdict.
@@ -78,4 +71,4 @@ def run_launched(
         exit_now(int(ExitCode.OK))
     # The process group is gone: a task's report (a figure, say) holds no peer up.
     record_nccl_log(run_dir)
-    exit_now(report_done(run_dir) if task is None else task.report(run_dir))
+    exit_now(task.report(run_dir))

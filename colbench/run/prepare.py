@@ -8,13 +8,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from colbench.config.model import LaunchConfig, SweepConfig, validate_for_world
+from colbench.config.model import LaunchConfig, OutputConfig
 from colbench.errors import UsageError
 from colbench.launch import gpus as gpus_module
 from colbench.launch import limits
-from colbench.ops import REGISTRY
 from colbench.store.rundir import RunDir, stamped_name
-from colbench.sweep.plan import count_units, plan
 
 
 def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_available: bool) -> str:
@@ -107,27 +105,8 @@ def spawn_notes(world_size: int, worlds: int = 1) -> list[str]:
     return [crowded] if crowded else []
 
 
-def run_label(cfg: SweepConfig) -> str:
-    if set(cfg.measure.ops) == {op.name for op in REGISTRY}:
-        return "all"
-    label = "-".join(cfg.measure.ops)
-    return label if len(label) <= 48 else label[:45] + "etc"
-
-
-def make_run_dir(cfg: SweepConfig, backend: str) -> Path:
+def make_run_dir(output: OutputConfig, label: str, backend: str) -> Path:
     """Create the run directory: --out (new or empty), else a new
-    ``<results>/<stamp>-<ops>-<backend>``."""
-    default = Path(cfg.output.results_root) / stamped_name(run_label(cfg), backend)
-    return RunDir.create(cfg.output.out_dir, default).path
-
-
-def checked_notes(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
-    """Validation that needs the world size; refuses a sweep that would measure nothing."""
-    notes = validate_for_world(cfg, world_size, backend)
-    n = cfg.measure.group_size or world_size
-    if count_units(plan(cfg, n, backend)) == 0:
-        raise UsageError(
-            f"nothing to run: at {n} ranks every size leaves less than one 16-byte "
-            "chunk per rank; use larger sizes"
-        )
-    return notes
+    ``<results>/<stamp>-<label>-<backend>``."""
+    default = Path(output.results_root) / stamped_name(label, backend)
+    return RunDir.create(output.out_dir, default).path

@@ -1,7 +1,7 @@
 """The parent<->rank protocol: what ranks report, and the verdict read from it.
 
 Every rank publishes its step in the rendezvous store (``progress/<rank>``, see
-:class:`colbench.sweep.inflight.InFlight`), so when a rank dies without a word (SIGKILL, the
+:class:`colbench.run.inflight.InFlight`), so when a rank dies without a word (SIGKILL, the
 OOM killer) or hangs, whoever reads the store still knows what it was doing. Ranks
 write ``rankN.error.json`` when they fail with an exception. :func:`diagnose` turns
 exit codes, reports and progress into one line and an exit code; the hang watchdog
@@ -21,8 +21,8 @@ from typing import Any
 
 from colbench import launch, reading
 from colbench.errors import ExitCode
+from colbench.run.inflight import InFlight
 from colbench.store.rundir import RunDir
-from colbench.sweep.inflight import InFlight
 
 #: Error kinds a rank reports (``kind`` in rankN.error.json).
 KIND_USAGE = "usage"

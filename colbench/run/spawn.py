@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench import launch
-from colbench.config.model import SweepConfig
+from colbench.config.model import LaunchConfig
 from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
 from colbench.run import protocol, supervise
@@ -30,7 +30,6 @@ from colbench.run.outcome import (
     finish_meta,
     kept_line,
     record_nccl_log,
-    report_done,
     rows_kept,
     tidy_logs,
 )
@@ -50,14 +49,14 @@ def loopback_interface() -> str:
 
 
 def rank_environment(
-    cfg: SweepConfig, backend: str, run_dir: Path, spawning: bool
+    launch_cfg: LaunchConfig, backend: str, run_dir: Path, spawning: bool
 ) -> dict[str, str]:
     """Variables every rank sets before its process group exists."""
     env: dict[str, str] = {}
     if spawning and "GLOO_SOCKET_IFNAME" not in os.environ:
         # A single-node run must not listen on the machine's public interfaces.
         env["GLOO_SOCKET_IFNAME"] = loopback_interface()
-    if cfg.launch.debug and backend == "nccl":
+    if launch_cfg.debug and backend == "nccl":
         # torch's NCCL flight recorder: keep the last collectives and dump them when a
         # collective times out, one file per rank in the run directory.
         env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
@@ -86,20 +85,15 @@ def _listen_loopback() -> socket.socket:
 
 
 def spawn_and_wait(
-    cfg: SweepConfig,
+    task: RankTask,
     backend: str,
     world_size: int,
     run_dir: Path,
     variant: Variant | None = None,
-    task: RankTask | None = None,
-    nccl_choices: dict[tuple[str, int], tuple[str, str]] | None = None,
 ) -> int:
-    """Start the ranks, wait for them, report. ``task``: run it instead of the sweep;
-    ``nccl_choices``: what NCCL chose per call, for the rows (colbench.run.probe)."""
+    """Start the task's ranks, wait for them, report."""
     with supervise.StopSignals() as stop:
-        world = start_world(
-            cfg, backend, world_size, run_dir, variant, task=task, nccl_choices=nccl_choices or {}
-        )
+        world = start_world(task, backend, world_size, run_dir, variant)
         exit_codes = supervise.wait_for_ranks(world.processes, stop, world.watch)
         if stop.received is not None:
             supervise.stop_processes(world.processes)
@@ -129,23 +123,21 @@ class World:
         """Serve the store the ranks meet at (they queue on the listener until then);
         ``show_joins``: count the ranks joining while the start-up is slow."""
         try:
-            self.store = _serve_store(
-                self.listener, self.job.world_size, self.job.cfg.launch.timeout_s
-            )
+            self.store = _serve_store(self.listener, self.job.world_size, self.job.launch.timeout_s)
         except BaseException:
             supervise.stop_processes(self.processes)
             raise
         store, world_size = self.store, self.job.world_size
         self.watch = supervise.StartupWatch(
-            deadline=self.started + self.job.cfg.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
+            deadline=self.started + self.job.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
             arrived=lambda: launch.arrived_ranks(store, world_size),
             world_size=world_size,
-            counter=supervise.join_counter(self.job.cfg.output.progress) if show_joins else None,
+            counter=supervise.join_counter(self.job.output.progress) if show_joins else None,
         )
 
 
 def start_world(
-    cfg: SweepConfig,
+    task: RankTask,
     backend: str,
     world_size: int,
     run_dir: Path,
@@ -153,13 +145,13 @@ def start_world(
     **fields: Any,
 ) -> World:
     """Start one world's ranks and serve its store; ``fields`` replace the job's."""
-    world = fork_world(cfg, backend, world_size, run_dir, variant, **fields)
+    world = fork_world(task, backend, world_size, run_dir, variant, **fields)
     world.serve()
     return world
 
 
 def fork_world(
-    cfg: SweepConfig,
+    task: RankTask,
     backend: str,
     world_size: int,
     run_dir: Path,
@@ -168,10 +160,10 @@ def fork_world(
 ) -> World:
     """Start one world's ranks, not yet its store (:meth:`World.serve`): several worlds
     are all started before any store thread exists (see :func:`_start_ranks`).
-    ``fields`` replace the job's (task, turns, results_dir, run_id)."""
+    ``fields`` replace the job's (turns, results_dir, run_id)."""
     listener = _listen_loopback()
     job = dataclasses.replace(
-        _spawn_job(cfg, backend, world_size, run_dir, listener, variant), **fields
+        _spawn_job(task, backend, world_size, run_dir, listener, variant), **fields
     )
     started = time.monotonic()
     context = _start_ranks(job, variant.python if variant else None)
@@ -186,13 +178,13 @@ def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
         tidy_logs(run_dir)
         record_nccl_log(run_dir)
         world.listener.close()
-        return report_done(run_dir) if task is None else task.report(run_dir)
+        return task.report(run_dir)
     return _report_failure(run_dir, diagnose_world(world, exit_codes))
 
 
 def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.Failure:
     """What went wrong in a world whose ranks did not all exit 0."""
-    cfg = world.job.cfg
+    launch_cfg = world.job.launch
     pids = dict(enumerate(world.context.pids()))
     failure = protocol.diagnose(
         exit_codes,
@@ -200,18 +192,18 @@ def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.
         protocol.read_progress(world.store, world.job.world_size),
         protocol.hostname(),
         pids,
-        cfg.launch.timeout_s,
+        launch_cfg.timeout_s,
     )
     if world.watch is not None:
         failure = world.watch.verdict(
-            failure, pids, cfg.launch.init_timeout_s, time.monotonic() - world.started
+            failure, pids, launch_cfg.init_timeout_s, time.monotonic() - world.started
         )
     world.listener.close()
     return failure
 
 
 def _spawn_job(
-    cfg: SweepConfig,
+    task: RankTask,
     backend: str,
     world_size: int,
     run_dir: Path,
@@ -220,7 +212,7 @@ def _spawn_job(
 ) -> RankJob:
     """The job every spawned rank gets: the parent's store on ``listener``, the run dir."""
     return RankJob(
-        cfg=cfg,
+        task=task,
         backend=backend,
         world_size=world_size,
         launcher="colbench-spawn",
@@ -228,7 +220,7 @@ def _spawn_job(
         run_id=run_dir.name,
         store_host=LOCAL_HOST,
         store_port=int(listener.getsockname()[1]),
-        env=rank_environment(cfg, backend, run_dir, spawning=True),
+        env=rank_environment(task.launch, backend, run_dir, spawning=True),
         variant=variant.name if variant else "",
         variant_keys=variant.keys if variant else (),
     )

@@ -13,14 +13,14 @@ from typing import Any
 
 from colbench import launch
 from colbench.launch import devices, emulation, gpus
+from colbench.launch.env import declared_local_world_size
 from colbench.run import protocol
 from colbench.run import watchdog as hang_watchdog
+from colbench.run.faults import Fault
+from colbench.run.inflight import InFlight
 from colbench.run.job import RankJob
 from colbench.run.outcome import finish_meta, kept_line
 from colbench.store.rundir import RunDir
-from colbench.sweep import memory
-from colbench.sweep.faults import Fault
-from colbench.sweep.inflight import InFlight
 
 
 def _device_for(
@@ -33,7 +33,7 @@ def _device_for(
         # size, which on several nodes over-counts the ranks sharing this node's GPUs.
         # Spawned ranks have none: local rank = rank, one GPU each (run_sweep checked).
         index = devices.pick_cuda_index(
-            local_rank, memory.declared_local_world_size(), gpus.gpu_count(), ranks_per_gpu
+            local_rank, declared_local_world_size(), gpus.gpu_count(), ranks_per_gpu
         )
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
@@ -67,7 +67,7 @@ def init_process_group(
     """
     import torch.distributed as dist
 
-    timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.cfg.launch.timeout_s))
+    timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.launch.timeout_s))
     kwargs: dict[str, Any] = {"rank": rank, "world_size": job.world_size, "timeout": timeout}
     if job.backend == "nccl":
         # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
@@ -78,8 +78,8 @@ def init_process_group(
         job.store_port,
         rank,
         job.world_size,
-        job.cfg.launch.init_timeout_s,
-        job.cfg.launch.timeout_s,
+        job.launch.init_timeout_s,
+        job.launch.timeout_s,
     )
     if in_flight is not None:
         in_flight.store = store
@@ -110,7 +110,7 @@ def blocking_wait_note(environ: Mapping[str, str]) -> str | None:
 
 #: NCCL's start-up subsystems: ranks, nodes, channels, each peer connection's transport,
 #: the network chosen, the environment it read. None of them logs per call (TUNING does:
-#: see colbench.run.probe), so the timed loop pays nothing for the log.
+#: see colbench.sweep.probe), so the timed loop pays nothing for the log.
 NCCL_LOG_SUBSYS = "INIT,ENV,NET,GRAPH"
 
 
@@ -158,7 +158,7 @@ def prepare_nccl(job: RankJob, rank: int, device: Any, store: Any) -> None:
         os.environ.pop(name, None)
     os.environ.update(nccl_log_environment(os.environ, nccl_log_path(job, rank, store)))
     host = socket.gethostname()
-    if job.cfg.launch.ranks_per_gpu > 1:
+    if job.launch.ranks_per_gpu > 1:
         to_set, _ = emulation.rank_environment(rank, host, job.single_host, os.environ)
         os.environ.update(to_set)
     mine = devices.GpuIdentity(
@@ -201,8 +201,8 @@ def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
     return hang_watchdog.Watchdog(
         in_flight,
         world_size=job.world_size,
-        timeout_s=job.cfg.launch.timeout_s,
-        init_timeout_s=job.cfg.launch.init_timeout_s,
+        timeout_s=job.launch.timeout_s,
+        init_timeout_s=job.launch.init_timeout_s,
         run_dir=run_dir,
         launched=launched,
         connect=connect,

@@ -26,6 +26,11 @@ from colbench.store import metafile
 from colbench.store.tables import Table, TableRow, TableWriter, format_cell, read_cells, register
 from colbench.store.tables import column as _column
 
+#: A row is host-bound when enqueuing a call took at least this share of the call's time:
+#: the GPU then finished each call about as fast as the host could queue the next one,
+#: so it idled between calls and time_us is the host's launch cost.
+HOST_BOUND_RATIO = 0.9
+
 SCHEMA_VERSION = 5
 
 #: What each version of results.csv changed.

@@ -18,14 +18,15 @@ import torch
 from colbench.config.model import SweepConfig
 from colbench.ops.base import Buffers, Collective, Context, Storage
 from colbench.ops.dtypes import DTYPES
+from colbench.report.stragglers import RankTimes
+from colbench.run.faults import Fault
+from colbench.run.inflight import InFlight
 from colbench.store.results import STATUS_OOM, STATUS_UNSUPPORTED, Row
-from colbench.sweep.faults import Fault
 from colbench.sweep.groups import Groups, SideGroup
-from colbench.sweep.inflight import InFlight
 from colbench.sweep.memory import is_out_of_memory
 from colbench.sweep.plan import Work
 from colbench.sweep.rows import make_row, unmeasured_row, warmup_calls
-from colbench.sweep.skew import RankTimes, wait_in
+from colbench.sweep.skew import wait_in
 from colbench.sweep.timing import HostTimer, Timer
 
 
@@ -57,7 +58,7 @@ class RunInfo:
     #: Ranks sharing each GPU (--ranks-per-gpu): above 1 the fabric is emulated.
     ranks_per_gpu: int = 1
     #: NCCL's choice per call, (op, bytes per rank) -> (algorithm, protocol), as a probe
-    #: world logged it (colbench.run.probe); empty when not recorded.
+    #: world logged it (colbench.sweep.probe); empty when not recorded.
     nccl_choices: Mapping[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
 
     @property
@@ -122,6 +123,22 @@ class _Rotation:
         self._next += 1
 
 
+@dataclass(frozen=True)
+class BenchContext:
+    """What one rank measures with, built once per rank: the config, the run's facts, the
+    device and its timer, the groups, what the rank is doing now, and its turns."""
+
+    cfg: SweepConfig
+    info: RunInfo
+    rank: int
+    device: torch.device
+    timer: Timer
+    groups: Groups
+    in_flight: InFlight = field(default_factory=InFlight)
+    #: An interleaved variant run's turns (colbench.run.turns.Turns); None measures freely.
+    turns: Any = None
+
+
 @dataclass
 class RankBench:
     """The loop of one rank over the whole plan.
@@ -131,43 +148,35 @@ class RankBench:
     wrong-element counts) goes over ``groups.side``.
     """
 
-    cfg: SweepConfig
-    info: RunInfo
-    rank: int
-    device: torch.device
-    timer: Timer
+    context: BenchContext
     #: Rank 0's; None in the other ranks, which measure but report nothing.
-    sink: RowSink | None
-    groups: Groups
-    in_flight: InFlight = field(default_factory=InFlight)
-    #: An interleaved variant run's turns (colbench.run.turns.Turns); None measures freely.
-    turns: Any = None
+    sink: RowSink | None = None
     #: The clock of ops that block the host (``Collective.blocks_host``) on any device.
     host_timer: Timer = field(default_factory=HostTimer)
     _fault: Fault = field(init=False)
 
     def __post_init__(self) -> None:
-        self._fault = Fault(self.rank, os.environ.get("COLBENCH_FAULT"))
+        self._fault = Fault(self.context.rank, os.environ.get("COLBENCH_FAULT"))
 
     @property
     def side(self) -> SideGroup:
-        return self.groups.side
+        return self.context.groups.side
 
     @property
     def warmup_calls(self) -> int:
         """Untimed calls before each batch (see :func:`colbench.sweep.rows.warmup_calls`)."""
-        return warmup_calls(self.info, self.cfg)
+        return warmup_calls(self.context.info, self.context.cfg)
 
     def run(self, work: Sequence[Work]) -> None:
         # Repeats go around the whole plan rather than back to back per size, so a slow
         # spell of the machine (another job, a frequency drop) lands in one sample of
         # many rows instead of in every sample of one row: the gate needs independent
         # samples per row to judge whether a change is real.
-        for repeat in range(self.cfg.measure.repeat):
+        for repeat in range(self.context.cfg.measure.repeat):
             for item in work:
                 if self.sink is not None and repeat == 0:
                     self._notes(item)
-                if self.turns is None:
+                if self.context.turns is None:
                     for rows in self._measure_work(item, repeat):
                         self._emit(item, rows)
                 elif not self._take_turns(item, repeat):
@@ -186,7 +195,7 @@ class RankBench:
         measured = self._measure_work(item, repeat)
         try:
             for _ in item.layouts:
-                with self.turns.turn(self.in_flight) as go:
+                with self.context.turns.turn(self.context.in_flight) as go:
                     if not go:
                         return False
                     self._emit(item, next(measured))
@@ -206,16 +215,16 @@ class RankBench:
             self.sink.note(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
 
     def _context(self, item: Work) -> Context:
-        sub = self.groups.subgroup
+        sub = self.context.groups.subgroup
         return Context(
-            rank=self.rank if sub is None else sub.rank,
-            world_size=self.info.world_size if sub is None else sub.size,
-            root=self.cfg.measure.root,
+            rank=self.context.rank if sub is None else sub.rank,
+            world_size=self.context.info.world_size if sub is None else sub.size,
+            root=self.context.cfg.measure.root,
             dtype=DTYPES[item.dtype],
             redop=item.redop,
-            seed=self.cfg.measure.seed,
-            device=self.device,
-            group=self.groups.measured,
+            seed=self.context.cfg.measure.seed,
+            device=self.context.device,
+            group=self.context.groups.measured,
             global_ranks=() if sub is None else sub.ranks,
         )
 
@@ -226,7 +235,7 @@ class RankBench:
         the others into a collective alone), so a size that fails anywhere fails
         everywhere, and smaller sizes are tried next.
         """
-        flight = self.in_flight
+        flight = self.context.in_flight
         for usable in range(len(item.layouts), 0, -1):
             layout = item.layouts[usable - 1]
             flight.size_bytes = layout.size_bytes
@@ -238,7 +247,7 @@ class RankBench:
                     # its data still in cache from the previous one.
                     storages[placement] = [
                         item.coll.allocate(layout, ctx, placement == "in")
-                        for _ in range(self.cfg.measure.rotate)
+                        for _ in range(self.context.cfg.measure.rotate)
                     ]
                 ok = 1
             except Exception as exc:
@@ -249,14 +258,14 @@ class RankBench:
             if self.side.min_int(ok) == 1:
                 return usable, storages
             storages.clear()
-            if self.device.type == "cuda":
+            if self.context.device.type == "cuda":
                 torch.cuda.empty_cache()
         return 0, {}
 
     def _measure_work(self, item: Work, repeat: int = 0) -> Generator[list[Row], None, None]:
         coll = item.coll
         ctx = self._context(item)
-        flight = self.in_flight
+        flight = self.context.in_flight
         flight.op, flight.dtype, flight.size_bytes = coll.name, item.dtype, None
         # One allocation per placement for the largest size; every size is a view of it.
         usable, storages = (0, {}) if item.unsupported else self._allocate(item, ctx)
@@ -269,7 +278,14 @@ class RankBench:
                 if index >= usable:
                     rows.append(
                         unmeasured_row(
-                            self.info, self.cfg, item, requested, layout, in_place, status, repeat
+                            self.context.info,
+                            self.context.cfg,
+                            item,
+                            requested,
+                            layout,
+                            in_place,
+                            status,
+                            repeat,
                         )
                     )
                     continue
@@ -277,13 +293,13 @@ class RankBench:
                 times, iters, enqueue_us, ranks = self._time(coll, sets, ctx)
                 wrong = (
                     self._verify(coll, sets[0], ctx)
-                    if self.cfg.measure.check and coll.sized
+                    if self.context.cfg.measure.check and coll.sized
                     else None
                 )
                 rows.append(
                     make_row(
-                        self.info,
-                        self.cfg,
+                        self.context.info,
+                        self.context.cfg,
                         item,
                         requested,
                         layout,
@@ -296,7 +312,7 @@ class RankBench:
                         ranks=ranks,
                     )
                 )
-                if self.sink is not None and self.cfg.output.per_rank:
+                if self.sink is not None and self.context.cfg.output.per_rank:
                     self.sink.rank_times(rows[-1], ranks)
             yield rows
         flight.op, flight.dtype, flight.size_bytes = "", "", None
@@ -308,25 +324,25 @@ class RankBench:
     ) -> tuple[dict[str, float], int, float | None, RankTimes]:
         """Warm up, then time one batch: (combined times, timed calls, enqueue time per
         call, every rank's batch mean and barrier wait)."""
-        flight = self.in_flight
+        flight = self.context.in_flight
         flight.step("fill")
         for bufs in sets:
             coll.fill(bufs, ctx)
         calls = [coll.bind(bufs, ctx) for bufs in sets]
         call = calls[0] if len(calls) == 1 else _Rotation(calls)
-        timer = self.host_timer if coll.blocks_host else self.timer
+        timer = self.host_timer if coll.blocks_host else self.context.timer
         flight.step("warm-up")
         for _ in range(self.warmup_calls):
             call()
-        self.timer.synchronize()
-        iter_us, waited = self._timed_batch(timer, call, self.cfg.measure.iters)
-        budget_s = self.cfg.measure.time_budget_s
+        self.context.timer.synchronize()
+        iter_us, waited = self._timed_batch(timer, call, self.context.cfg.measure.iters)
+        budget_s = self.context.cfg.measure.time_budget_s
         if budget_s is not None:
             # pyperf-style calibration: the fixed batch above estimates the cost of one
             # call; if the budget allows more, time a longer batch (all ranks agree on
             # its length) and keep that instead.
             iters = self._budget_iters(iter_us, budget_s)
-            if iters > self.cfg.measure.iters:
+            if iters > self.context.cfg.measure.iters:
                 iter_us, waited = self._timed_batch(timer, call, iters)
         enqueue_us = timer.enqueue_us
         flight.step("combining times")
@@ -336,7 +352,7 @@ class RankBench:
             [*iter_us, math.nan if enqueue_us is None else enqueue_us, *waited]
         )
         per_rank_iters = [rank[:-3] for rank in every]
-        times = combine_times(per_rank_iters, self.cfg.measure.average)
+        times = combine_times(per_rank_iters, self.context.cfg.measure.average)
         enqueues = [rank[-3] for rank in every]
         # The rank that waited longest to hand its calls over decides whether the GPU
         # was starved.
@@ -361,7 +377,7 @@ class RankBench:
         # barrier and the first timestamp would be timed, and would skew the ranks.
         # wait_in runs the batch straight after the barrier (one read of each barrier
         # thread's run delay in between, see colbench.sweep.skew).
-        self.in_flight.step("timed batch")
+        self.context.in_flight.step("timed batch")
         self._fault.tick()
         return wait_in(self.side.barrier, lambda: timer.time_batch(call, iters))
 
@@ -371,9 +387,9 @@ class RankBench:
         return min(MAX_BUDGET_ITERS, int(budget_s * 1e6 / per_call_us))
 
     def _verify(self, coll: Collective, bufs: Buffers, ctx: Context) -> int:
-        self.in_flight.step("verification")
+        self.context.in_flight.step("verification")
         coll.fill(bufs, ctx)
         # Run the way the timed batch ran: a replayed graph under --cuda-graph.
-        self.timer.run_once(coll.bind(bufs, ctx))
-        self.timer.synchronize()
+        self.context.timer.run_once(coll.bind(bufs, ctx))
+        self.context.timer.synchronize()
         return self.side.sum_int(coll.count_wrong(bufs, ctx))

@@ -20,6 +20,6 @@ def run(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> int:
     cfg = model.from_options(opts, command_line)
     # Imported after the options are checked: the runner needs torch, whose import (1 s
     # on CPU, 5 s with a CUDA build) a usage error should not wait for.
-    from colbench.run.parent import run_sweep
+    from colbench.sweep.parent import run_sweep
 
     return run_sweep(cfg)

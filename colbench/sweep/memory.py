@@ -7,7 +7,6 @@ which takes the whole job with it and leaves only a SIGKILL to explain it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from colbench.ops.base import Collective, Layout
@@ -149,26 +148,3 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and (
         "can't allocate memory" in text or "out of memory" in text
     )
-
-
-_LOCAL_WORLD_SIZE_VARS = (
-    "LOCAL_WORLD_SIZE",
-    "SLURM_NTASKS_PER_NODE",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "MPI_LOCALNRANKS",
-)
-
-
-def declared_local_world_size() -> int | None:
-    """Ranks on this node as the launcher's variables say, or None when none says."""
-    for var in _LOCAL_WORLD_SIZE_VARS:
-        value = os.environ.get(var, "").split("(")[0]
-        if value.isdigit():
-            return int(value)
-    return None
-
-
-def local_world_size_from_env(world_size: int) -> int:
-    """Ranks on this node; without a launcher's word, every rank is assumed local."""
-    declared = declared_local_world_size()
-    return world_size if declared is None else declared

@@ -15,19 +15,14 @@ from colbench.launch.emulation import fabric
 from colbench.nccl.names import FUNCTION_OP
 from colbench.nccl.tuning import printed_bytes
 from colbench.ops.dtypes import DTYPES
-from colbench.store.results import TIME_COLUMNS, Row
-from colbench.sweep.skew import RankTimes
+from colbench.report.stragglers import RankTimes
+from colbench.store.results import HOST_BOUND_RATIO, TIME_COLUMNS, Row
 
 if TYPE_CHECKING:
     from colbench.config.model import SweepConfig
     from colbench.ops.base import Layout
     from colbench.sweep.bench import RunInfo
     from colbench.sweep.plan import Work
-
-#: A row is host-bound when enqueuing a call took at least this share of the call's time:
-#: the GPU then finished each call about as fast as the host could queue the next one,
-#: so it idled between calls and time_us is the host's launch cost.
-HOST_BOUND_RATIO = 0.9
 
 
 def host_bound(enqueue_us: float | None, time_us: float | None) -> int | None:
@@ -108,7 +103,7 @@ def make_row(
 
 def nccl_choice(info: RunInfo, work: Work, layout: Layout) -> tuple[str, str]:
     """``nccl_algo`` and ``nccl_proto`` of the row's call, as NCCL's log said (the probe
-    world's, colbench.run.probe), keyed as NCCL prints a call: its function's op and
+    world's, colbench.sweep.probe), keyed as NCCL prints a call: its function's op and
     the bytes of one rank's share (TUNING lines of NCCL 2.24+)."""
     coll = work.coll
     if not info.nccl_choices or not coll.nccl_function:

@@ -220,3 +220,14 @@ class CudaGraphTimer:
 
     def synchronize(self) -> None:
         self._device_synchronize()
+
+
+def make_timer(device_type: str, cuda_graph: bool, barrier: Callable[[], None]) -> Timer:
+    """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph.
+
+    ``barrier`` aligns the ranks between graph capture and the timed replays (a side
+    group's barrier: the measured group carries nothing but the measured op).
+    """
+    if device_type != "cuda":
+        return HostTimer()
+    return CudaGraphTimer(barrier) if cuda_graph else CudaEventTimer()

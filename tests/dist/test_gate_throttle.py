@@ -30,7 +30,7 @@ from colbench.launch import free_port
 from colbench.ops.base import Buffers, Collective, Context
 from colbench.run.rank import exit_now
 from colbench.store.results import RowWriter, load
-from colbench.sweep.bench import RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.plan import plan
 from colbench.sweep.timing import HostTimer
@@ -183,7 +183,17 @@ def _corrupted_rank(rank: int, port: int, csv_path: str) -> None:
         writer = RowWriter(Path(csv_path)) if rank == 0 else None
         sink = _CsvSink(writer) if writer is not None else None
         groups = Groups(SideGroup.create(2, 60))
-        RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink, groups).run(work)
+        RankBench(
+            BenchContext(
+                cfg=cfg,
+                info=info,
+                rank=rank,
+                device=torch.device("cpu"),
+                timer=HostTimer(),
+                groups=groups,
+            ),
+            sink,
+        ).run(work)
         if writer is not None:
             writer.close()
     finally:

@@ -189,7 +189,7 @@ def test_two_node_torchrun_job(two_nodes: TwoNodes, tmp_path: Path) -> None:
 # what a sweep does before rendezvous; it runs the real CLI for each request on stdin.
 _WARM_RANK = r"""
 import contextlib, io, json, os, sys, time
-import colbench.cli, colbench.run.parent
+import colbench.cli, colbench.sweep.parent
 print("ready", flush=True)
 for line in sys.stdin:
     job = json.loads(line)

@@ -17,7 +17,7 @@ from colbench.launch import free_port
 from colbench.ops import BY_NAME
 from colbench.ops.base import Buffers, Collective, Context
 from colbench.store.results import RowWriter, load
-from colbench.sweep.bench import RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.plan import plan
 from colbench.sweep.timing import HostTimer
@@ -57,7 +57,17 @@ def _rank(rank: int, op_names: tuple[str, ...], port: int, csv_path: str) -> Non
 
             sink = Sink()
         groups = Groups(SideGroup.create(2, 60))
-        RankBench(cfg, info, rank, torch.device("cpu"), HostTimer(), sink, groups).run(work)
+        RankBench(
+            BenchContext(
+                cfg=cfg,
+                info=info,
+                rank=rank,
+                device=torch.device("cpu"),
+                timer=HostTimer(),
+                groups=groups,
+            ),
+            sink,
+        ).run(work)
         if writer is not None:
             writer.close()
     finally:

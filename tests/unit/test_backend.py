@@ -11,8 +11,10 @@ import pytest
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 from colbench.ops import REGISTRY
-from colbench.run.prepare import default_nprocs, make_run_dir, resolve_backend, run_label
+from colbench.run import prepare
+from colbench.run.prepare import default_nprocs, resolve_backend
 from colbench.store import rundir
+from colbench.sweep.task import SweepTask
 
 
 @pytest.mark.parametrize(
@@ -63,6 +65,14 @@ def cfg(tmp_path: Path, **kwargs: object) -> SweepConfig:
     base: dict = {"sizes_bytes": (1024,), "results_root": str(tmp_path / "results")}
     base.update(kwargs)
     return SweepConfig.of(**base)
+
+
+def make_run_dir(c: SweepConfig, backend: str) -> Path:
+    return prepare.make_run_dir(c.output, SweepTask(c).label, backend)
+
+
+def run_label(c: SweepConfig) -> str:
+    return SweepTask(c).label
 
 
 def test_out_dir_that_is_new_is_created(tmp_path: Path) -> None:

@@ -18,9 +18,9 @@ import torch
 
 from colbench.config.model import SweepConfig
 from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
-from colbench.sweep.bench import RankBench, RunInfo
+from colbench.run.inflight import InFlight
+from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups
-from colbench.sweep.inflight import InFlight
 from colbench.sweep.plan import plan
 
 
@@ -134,7 +134,18 @@ def run_bench(
     info = RunInfo("t", "gloo", "cpu", world_size=1, nnodes=1)
     groups = Groups(FakeSide(log))  # type: ignore[arg-type]
     timer = FakeTimer(log, per_call_us, enqueue_us)
-    RankBench(cfg, info, 0, torch.device("cpu"), timer, sink, groups, flight).run(work)
+    RankBench(
+        BenchContext(
+            cfg=cfg,
+            info=info,
+            rank=0,
+            device=torch.device("cpu"),
+            timer=timer,
+            groups=groups,
+            in_flight=flight,
+        ),
+        sink,
+    ).run(work)
     return sink
 
 

@@ -14,11 +14,11 @@ from colbench.errors import UsageError
 from colbench.nccl.algo import CommFacts
 from colbench.ops.base import Collective, Context
 from colbench.ops.dtypes import DTYPES
-from colbench.run.rank import _measurement_warnings
-from colbench.sweep.bench import RankBench, RunInfo
+from colbench.run.inflight import InFlight
+from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups
-from colbench.sweep.inflight import InFlight
 from colbench.sweep.plan import plan, plan_digest
+from colbench.sweep.task import _measurement_warnings
 from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Recorded, Rows
 
 EVERY_SIZED_OP = tuple(op.name for op in ops.REGISTRY if op.sized)
@@ -53,7 +53,18 @@ def test_tree_rows_are_unsupported_and_call_nothing() -> None:
     info = RunInfo("t", "nccl", "gpu", world_size=4, nnodes=1)
     timer = FakeTimer(log, 1.0, None)
     groups = Groups(FakeSide(log))  # type: ignore[arg-type]
-    bench = RankBench(cfg, info, 0, torch.device("cpu"), timer, sink, groups, InFlight())
+    bench = RankBench(
+        BenchContext(
+            cfg=cfg,
+            info=info,
+            rank=0,
+            device=torch.device("cpu"),
+            timer=timer,
+            groups=groups,
+            in_flight=InFlight(),
+        ),
+        sink,
+    )
     bench.run(refused_work)
     # Nothing is allocated, agreed, timed or gathered for them: the run goes on.
     assert log == []
@@ -166,9 +177,18 @@ def _bench_on_nccl(
     info = RunInfo("t", "nccl", "gpu", world_size=2, nnodes=1)
     groups = Groups(FakeSide(log))  # type: ignore[arg-type]
     bench = RankBench(
-        cfg, info, 0, torch.device("cpu"), cuda_timer, sink, groups, InFlight(),
+        BenchContext(
+            cfg=cfg,
+            info=info,
+            rank=0,
+            device=torch.device("cpu"),
+            timer=cuda_timer,
+            groups=groups,
+            in_flight=InFlight(),
+        ),
+        sink,
         host_timer=host_timer,
-    )  # fmt: skip
+    )
     bench.run(work)
     return sink
 
@@ -215,7 +235,18 @@ def test_nccl_never_times_a_first_call(backend: str, warmup: int, calls: int) ->
     info = RunInfo("t", backend, "gpu", world_size=2, nnodes=1)
     timer = FakeTimer(log, 5.0, None)
     groups = Groups(FakeSide(log))  # type: ignore[arg-type]
-    RankBench(cfg, info, 0, torch.device("cpu"), timer, sink, groups, InFlight()).run(work)
+    RankBench(
+        BenchContext(
+            cfg=cfg,
+            info=info,
+            rank=0,
+            device=torch.device("cpu"),
+            timer=timer,
+            groups=groups,
+            in_flight=InFlight(),
+        ),
+        sink,
+    ).run(work)
     before = log[: log.index("timer.time_batch(3)")]
     assert before.count("op.call") == calls
     assert [row["warmup"] for row in sink.written] == [calls]
@@ -236,7 +267,7 @@ class GatheringSide:
 def test_the_ranks_agree_on_nccls_facts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each rank says its NCCL host identity, GPU generation and NCCL version; the plan's
     facts count NCCL's nodes (emulated ones included) for the measured group."""
-    from colbench.run.rank import nccl_facts
+    from colbench.sweep.task import nccl_facts
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
     monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 28, 9))

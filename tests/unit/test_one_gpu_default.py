@@ -17,7 +17,8 @@ from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 from colbench.launch import gpus as gpus_module
 from colbench.ops import REGISTRY
-from colbench.run import parent
+from colbench.run import start
+from colbench.sweep import parent
 
 
 class Machine:
@@ -27,6 +28,7 @@ class Machine:
         self.spawned: list[tuple[str, int]] = []
         monkeypatch.setattr(gpus_module, "gpu_count", lambda: gpus)
         monkeypatch.setattr(parent, "detect", lambda: None)
+        monkeypatch.setattr(start, "detect", lambda: None)
         monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
         monkeypatch.setattr(parent, "_run_variants", self._spawn)
 

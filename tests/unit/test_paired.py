@@ -172,7 +172,7 @@ def test_bad_paired_requests_are_one_line_errors(
 ) -> None:
     run = write_run(tmp_path / "ab", _run(0.0, 0.05, random.Random(1), 2).to_dict("records"))
     with pytest.raises(UsageError, match=message):
-        run(
+        gate_run(
             str(run),
             [],
             GateOptions(check=list(checks), variant_a=variants[0], variant_b=variants[1]),

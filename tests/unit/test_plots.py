@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis.plots import plot_lines, write_run_plots
+from colbench.analysis.plot.lines import plot_lines, write_run_plots
 from colbench.analysis.series import lines, load_runs
 from colbench.cli import main
 from colbench.report.figures import format_size_tick, size_ticks

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from colbench.config.model import SweepConfig
 from colbench.nccl.log import parse_log
-from colbench.run.probe import choices_of, probe_config, probe_environment
 from colbench.sweep.bench import RunInfo
 from colbench.sweep.plan import plan
+from colbench.sweep.probe import choices_of, probe_config, probe_environment
 from colbench.sweep.rows import make_row
 
 HEADER = "vm:101:101 [0] NCCL INFO "
@@ -127,7 +127,7 @@ def test_nccls_own_tuning_table_checks_the_rules() -> None:
     as --ranks-per-gpu makes): NCCL's table enables PAT, which only one GPU per node
     allows; read as one node, the rules would disagree."""
     from colbench.nccl.log import Communicator, parse_log
-    from colbench.run.probe import rules_against_table
+    from colbench.sweep.probe import rules_against_table
 
     found = parse_log((LOGS / "ncclebpf-rtx5090-hostid-2ranks-1gpu-tuning-2.29.log").read_text())
     assert found.tables

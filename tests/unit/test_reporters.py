@@ -87,7 +87,7 @@ def test_one_stream_feeds_every_reporter(tmp_path: Path) -> None:
 
 
 def test_each_size_is_on_disk_and_counted_before_the_table_prints_it(tmp_path: Path) -> None:
-    # The reporters in the order the rank's lead gives them (colbench.run.lead): the CSV
+    # The reporters in the order the rank's lead gives them (colbench.sweep.lead): the CSV
     # first, so a row is on disk before anything else shows it.
     run = RunDir.create(tmp_path / "run", tmp_path)
     advanced: list[int] = []

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from colbench.analysis.checks import parse_checks
-from colbench.analysis.compare import compare_runs, format_table
+from colbench.analysis.compare.comparison import compare_runs, format_table
 from colbench.analysis.gate import engine as gate
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.gate.baseline import update_baseline

@@ -23,12 +23,13 @@ from colbench.analysis.gate.baseline import update_baseline
 from colbench.errors import UsageError
 from colbench.store.results import (
     COLUMNS,
+    HOST_BOUND_RATIO,
     SCHEMA_VERSION,
     RowWriter,
     load,
     may_lack,
 )
-from colbench.sweep.rows import HOST_BOUND_RATIO, host_bound
+from colbench.sweep.rows import host_bound
 from tests.conftest import run_main
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"

@@ -15,9 +15,7 @@ import pytest
 from colbench import ops
 from colbench.report.console import RANK_SKEW_MARK, TableSink, format_line
 from colbench.report.reporters import MetaReporter, PerRankReporter, RowStream
-from colbench.store.results import Row
-from colbench.store.rundir import RunDir
-from colbench.sweep.skew import (
+from colbench.report.stragglers import (
     PER_RANK,
     STRAGGLER_ALPHA,
     STRAGGLER_MIN_ROWS,
@@ -28,8 +26,10 @@ from colbench.sweep.skew import (
     rank_skewed,
     straggler,
     summary_line,
-    wait_in,
 )
+from colbench.store.results import Row
+from colbench.store.rundir import RunDir
+from colbench.sweep.skew import wait_in
 from tests.unit.rows import row as synthetic_row
 
 

@@ -12,9 +12,9 @@ from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 from colbench.ops.dtypes import DTYPES
 from colbench.run import turns
-from colbench.run.interleave import memory_note
+from colbench.run.inflight import InFlight
 from colbench.sweep import memory
-from colbench.sweep.inflight import InFlight
+from colbench.sweep.interleave import memory_note
 from colbench.sweep.plan import plan
 
 

@@ -20,8 +20,8 @@ from torch.distributed.elastic.utils.store import get_all
 from colbench.errors import ExitCode
 from colbench.launch import free_port
 from colbench.run import protocol, watchdog
+from colbench.run.inflight import InFlight
 from colbench.run.watchdog import COMM_STARTUP, Watchdog, deadline, main_thread_place
-from colbench.sweep.inflight import InFlight
 
 
 class Exits:

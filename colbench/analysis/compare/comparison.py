@@ -307,7 +307,7 @@ def _group_summary(group: Any) -> str:
 
 def figure(comparison: Comparison) -> Any:
     """Top: both runs' curves; bottom: B/A per size for the comparable rows."""
-    from colbench.analysis.plots import context, draw_lines, styles
+    from colbench.analysis.plot.lines import context, draw_lines, styles
     from colbench.report.figures import pyplot
 
     chosen = METRICS[comparison.metric_name]

@@ -26,10 +26,10 @@ from colbench.ops.dtypes import DTYPES
 from colbench.run import protocol, spawn, supervise, turns
 from colbench.run.interpreter import forget_job
 from colbench.run.outcome import finish_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
-from colbench.run.probe import Choices
 from colbench.store.rundir import RunDir
 from colbench.sweep import memory
 from colbench.sweep.plan import plan
+from colbench.sweep.task import Choices, SweepTask
 
 
 def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) -> str | None:
@@ -134,7 +134,7 @@ def run_interleaved(
 def _print_tables(worlds: list[spawn.World]) -> None:
     """Each world's console table, whole, one after the other (they were measured
     turn by turn, and two tables printed as they grew would interleave line by line)."""
-    from colbench.run.lead import TABLE_FILE
+    from colbench.sweep.lead import TABLE_FILE
 
     for world in worlds:
         table = world.run_dir / TABLE_FILE
@@ -171,9 +171,8 @@ def _start(
     # Started one after the other, so each inherits only its own variant's variables.
     with environment(dict(variant.env)):
         return spawn.fork_world(
-            cfg, backend, world_size, sub, variant,
+            SweepTask(cfg, nccl_choices), backend, world_size, sub, variant,
             turns=spec, results_dir=str(run_dir.resolve()), run_id=run_dir.name,
-            nccl_choices=nccl_choices,
         )  # fmt: skip
 
 

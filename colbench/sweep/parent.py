@@ -1,7 +1,8 @@
-"""Runs a sweep: picks the backend, makes the run directory, starts or joins ranks.
+"""Runs a sweep: its variants (each a world of fresh ranks, interleaved or one after the
+other), NCCL's probe worlds, the figures.
 
-The parent's orchestration; :mod:`colbench.run.spawn` starts the ranks and
-:mod:`colbench.run.launched` joins an external launcher's job instead.
+The host (:func:`colbench.run.start.start`) picks the backend and the world size, makes
+the run directory, and joins an external launcher's job or hands the spawned case here.
 """
 
 from __future__ import annotations
@@ -15,54 +16,37 @@ from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment, expand, ignored_by_backend
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import detect
-from colbench.run.interleave import memory_note, run_interleaved
-from colbench.run.launched import run_launched
-from colbench.run.prepare import (
-    checked_notes,
-    choose_backend,
-    make_run_dir,
-    nccl_notes,
-    one_gpu_note,
-    spawn_notes,
-    spawned_world_size,
-)
-from colbench.run.probe import Choices, probe_variants
 from colbench.run.spawn import spawn_and_wait
+from colbench.run.start import start
 from colbench.store.rundir import RunDir
+from colbench.sweep.interleave import memory_note, run_interleaved
+from colbench.sweep.probe import Choices, probe_variants
+from colbench.sweep.task import SweepTask
 
 
 def run_sweep(cfg: SweepConfig) -> int:
     """Run a sweep to completion; returns the process exit code."""
-    launch_env = detect()
-    spawning = launch_env is None
-    backend = choose_backend(cfg.launch, spawning)
-    if launch_env is not None:
-        if cfg.launch.env_axes or cfg.launch.interpreters:
-            raise UsageError(
-                f"--env variants need fresh ranks per variant (--python ones too), which "
-                f"colbench can start only itself; under {launch_env.launcher} export the "
-                "variable (or pick the interpreter) before launching instead"
-            )
-        return run_launched(cfg, launch_env, backend)
-
-    world_size = spawned_world_size(cfg.launch, backend)
-    notes = checked_notes(cfg, world_size, backend) + nccl_notes(cfg.launch, backend)
-    chosen = one_gpu_note(cfg.launch.backend, backend, world_size)
-    # Interleaved variants' worlds are all alive at once.
     variants = expand(cfg.launch.env_axes, cfg.launch.interpreters)
-    notes += spawn_notes(world_size, len(variants) if cfg.launch.interleave else 1)
-    notes = notes + ([chosen] if chosen else [])
-    run_dir = make_run_dir(cfg, backend)
-    for note in notes:
-        print(f"colbench: note: {note}", file=sys.stderr)
-    return _run_variants(cfg, backend, world_size, run_dir)
+    launch_env = detect()
+    if launch_env is not None and (cfg.launch.env_axes or cfg.launch.interpreters):
+        raise UsageError(
+            f"--env variants need fresh ranks per variant (--python ones too), which "
+            f"colbench can start only itself; under {launch_env.launcher} export the "
+            "variable (or pick the interpreter) before launching instead"
+        )
+    # Interleaved variants' worlds are all alive at once.
+    task = SweepTask(cfg, worlds=len(variants) if cfg.launch.interleave else 1)
+    return start(
+        task,
+        lambda _, backend, world_size, run_dir: _run_variants(cfg, backend, world_size, run_dir),
+    )
 
 
 def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
     """Run every variant in freshly spawned ranks; all rows go to one results.csv.
 
     On NCCL each variant's probe world runs first and records NCCL's choice per call
-    (colbench.run.probe), which that variant's rows carry.
+    (colbench.sweep.probe), which that variant's rows carry.
     """
     variants = expand(cfg.launch.env_axes, cfg.launch.interpreters)
     probed = probe_variants(cfg, backend, world_size, run_dir, variants)
@@ -74,7 +58,8 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
         print(f"colbench: note: {name + ': ' if name else ''}{found.note}", file=sys.stderr)
     choices = {name: found.choices for name, found in probed.items()}
     if len(variants) == 1 and not variants[0].env and variants[0].python is None:
-        code = spawn_and_wait(cfg, backend, world_size, run_dir, nccl_choices=choices.get(""))
+        one = SweepTask(cfg, choices.get("", {}))
+        code = spawn_and_wait(one, backend, world_size, run_dir)
     else:
         for key in ignored_by_backend(cfg.launch.env_axes, backend):
             print(
@@ -112,9 +97,8 @@ def _sweep_variants(
         print(f"colbench: variant {index}/{len(variants)}: {variant.name}", file=sys.stderr)
         # Spawned ranks inherit the parent's environment at start, before any process group.
         with environment(dict(variant.env)):
-            code = spawn_and_wait(
-                cfg, backend, world_size, run_dir, variant, nccl_choices=choices.get(variant.name)
-            )
+            task = SweepTask(cfg, choices.get(variant.name, {}))
+            code = spawn_and_wait(task, backend, world_size, run_dir, variant)
         try:
             meta = RunDir(run_dir).read_meta()
         except (OSError, ValueError):  # missing or broken: start afresh
@@ -152,7 +136,7 @@ def _sweep_variants(
 
 
 def _write_plots(run_dir: Path) -> None:
-    from colbench.analysis import plots
+    from colbench.analysis.plot import lines as plots
 
     try:
         paths = plots.write_run_plots(run_dir)

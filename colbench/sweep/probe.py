@@ -21,7 +21,6 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment
@@ -30,26 +29,12 @@ from colbench.nccl import log as nccl_log
 from colbench.nccl.algo import CommFacts, check_table
 from colbench.nccl.tuning import TuningCall, per_rank_bytes
 from colbench.store.rundir import RunDir
+from colbench.sweep.task import Choices, SweepTask
 
-#: A call's key, (colbench op, bytes NCCL printed for one rank) -> (algorithm, protocol).
-Choices = dict[tuple[str, int], tuple[str, str]]
 #: Where the probe worlds live inside the run directory.
 PROBE_DIR = "nccl-probe"
 #: NCCL's settings in a probe world: start-up facts and every call's choice.
 PROBE_SUBSYS = "INIT,ENV,TUNING"
-
-
-@dataclass(frozen=True)
-class ProbeTask:
-    """The sweep's own rank body on the probe's plan; reports nothing (colbench.run.job)."""
-
-    def run_rank(self, job: Any, rank: int, device: Any, in_flight: Any) -> None:
-        from colbench.run.rank import run_plan
-
-        run_plan(job, rank, device, in_flight)
-
-    def report(self, run_dir: Path) -> int:
-        return int(ExitCode.OK)
 
 
 @dataclass(frozen=True)
@@ -94,9 +79,8 @@ def run_probe(
         file=sys.stderr,
     )
     with environment(env):
-        code = spawn_and_wait(
-            probe_config(cfg, out_dir), "nccl", world_size, out_dir, variant, task=ProbeTask()
-        )
+        task = SweepTask(probe_config(cfg, out_dir), quiet=True)
+        code = spawn_and_wait(task, "nccl", world_size, out_dir, variant)
     if code != ExitCode.OK:
         return Probed({}, f"the NCCL probe world failed (exit {code})", code)
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in out_dir.glob("nccl-*.log")]

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from colbench.launch import emulation
@@ -21,38 +22,41 @@ from colbench.report.reporters import (
     Reporter,
     RowStream,
 )
+from colbench.run.faults import Fault
 from colbench.run.job import Peer, RankJob
 from colbench.store.rundir import RunDir
-from colbench.sweep.bench import RankBench, RunInfo
-from colbench.sweep.faults import Fault
-from colbench.sweep.groups import Groups
-from colbench.sweep.inflight import InFlight
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.plan import Work, count_units
-from colbench.sweep.timing import Timer
+
+
+@dataclass(frozen=True)
+class Met:
+    """Who the ranks are, as they introduced themselves: one :class:`Peer` per rank and its
+    node label."""
+
+    peers: list[Peer]
+    hosts: list[str]
 
 
 def lead_run(
     job: RankJob,
-    info: RunInfo,
-    peers: list[Peer],
-    hosts: list[str],
+    context: BenchContext,
+    met: Met,
     work: list[Work],
     notes: tuple[list[str], list[str]],
-    bench_args: tuple[Any, Timer, Groups, InFlight, Any],
 ) -> None:
     """Rank 0's share: the same loop as every rank, its rows fed to the reporters.
 
     ``notes``: warnings about the measurement (also in the table's header), and notes
     on sizes skipped for memory.
     """
-    cfg = job.cfg
-    device, timer, groups, in_flight, turns = bench_args
+    cfg = context.cfg
     warnings, memory_notes = notes
     run_dir = RunDir(job.run_dir or ".")
     # An interleaved world keeps its own meta.json and logs, and writes its rows into
     # the run's one results.csv (in its turns: never two writers at once).
     results_dir = RunDir(job.results_dir or job.run_dir or ".")
-    meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
+    meta = _first_meta(job, context, met, warnings + memory_notes)
     rows_planned = count_units(work) * cfg.measure.repeat
     # What a failure's verdict and a reader of results.csv check the rows kept against.
     meta["rows_planned"] = rows_planned
@@ -79,14 +83,14 @@ def lead_run(
         if cfg.output.per_rank:
             reporters.append(PerRankReporter(run_dir))
         if cfg.output.table:
-            header = _table_header(job, info, peers, hosts, warnings)
+            header = _table_header(job, context, met, warnings)
             echo = hooks.echo if table_file is None else _writer(table_file)
             reporters.append(ConsoleReporter(header, echo, hooks.warn, cfg.measure.repeat))
         with RowStream(reporters, hooks.warn) as stream:
             stream.start(meta)
-            RankBench(cfg, info, 0, device, timer, stream, groups, in_flight, turns).run(work)
+            RankBench(context, stream).run(work)
             # A failure from here on names this phase: every row is already on disk.
-            in_flight.phase = "the end-of-run summary, after the last row"
+            context.in_flight.phase = "the end-of-run summary, after the last row"
             Fault(0, os.environ.get("COLBENCH_FAULT")).at_end()
             stream.end()
 
@@ -104,10 +108,11 @@ def _writer(file: TextIO) -> Callable[[str], None]:
 
 
 def _first_meta(
-    job: RankJob, info: RunInfo, peers: list[Peer], hosts: list[str], warnings: list[str]
+    job: RankJob, context: BenchContext, met: Met, warnings: list[str]
 ) -> dict[str, Any]:
     """meta.json as it stands before the first row: the run, its ranks, its warnings."""
-    meta = job.first_meta(job.cfg.to_dict(), hosts, peers, group_size=info.group_size)
+    info, peers = context.info, met.peers
+    meta = job.first_meta(context.cfg.to_dict(), met.hosts, peers, group_size=info.group_size)
     meta.update(
         warnings=warnings,
         plan_digest=peers[0].digest[0],
@@ -123,11 +128,9 @@ def _first_meta(
     return meta
 
 
-def _table_header(
-    job: RankJob, info: RunInfo, peers: list[Peer], hosts: list[str], warnings: list[str]
-) -> list[str]:
+def _table_header(job: RankJob, context: BenchContext, met: Met, warnings: list[str]) -> list[str]:
     """The ``#`` lines above the table: variant, warnings, the run and its ranks."""
-    cfg = job.cfg
+    cfg, info, peers, hosts = context.cfg, context.info, met.peers, met.hosts
     fabric = emulation.header_line(info.ranks_per_gpu)
     return (
         ([f"# variant {job.variant}"] if job.variant else [])

@@ -1,0 +1,48 @@
+"""Starting any task: where its ranks come from, on which backend, how many, where it writes.
+
+One path for the sweep, p2p and the tasks to come: join an external launcher's job, or
+spawn the ranks here. A task that runs more than one world (the sweep's variants) passes
+its own way of running them once the host has chosen.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from colbench.launch import detect
+from colbench.run.job import RankTask
+from colbench.run.launched import run_launched
+from colbench.run.prepare import (
+    choose_backend,
+    make_run_dir,
+    nccl_notes,
+    one_gpu_note,
+    spawn_notes,
+    spawned_world_size,
+)
+from colbench.run.spawn import spawn_and_wait
+
+#: Runs a task's spawned ranks once the host chose (task, backend, world size, run dir);
+#: returns the exit code.
+Spawner = Callable[[RankTask, str, int, Path], int]
+
+
+def start(task: RankTask, spawner: Spawner | None = None) -> int:
+    """Run ``task`` to completion; returns the process exit code."""
+    launch_env = detect()
+    backend = choose_backend(task.launch, spawning=launch_env is None)
+    if launch_env is not None:
+        return run_launched(task, launch_env, backend)
+    world_size = spawned_world_size(task.launch, backend)
+    notes = task.check(world_size, backend) + nccl_notes(task.launch, backend)
+    notes += spawn_notes(world_size, task.worlds)
+    chosen = one_gpu_note(task.launch.backend, backend, world_size)
+    notes += [chosen] if chosen else []
+    run_dir = make_run_dir(task.output, task.label, backend)
+    for note in notes:
+        print(f"colbench: note: {note}", file=sys.stderr)
+    if spawner is None:
+        return spawn_and_wait(task, backend, world_size, run_dir)
+    return spawner(task, backend, world_size, run_dir)

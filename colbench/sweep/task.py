@@ -1,0 +1,238 @@
+"""The sweep as a task of the run host (colbench.run): how its ranks start, what each rank
+does once its process group exists, and what is left when they are done.
+
+In every rank: the side group, NCCL's facts, the plan agreed by digest with the peers,
+the --group-size subgroups, the memory fit, then the bench (rank 0 through its
+reporters, colbench.sweep.lead).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from colbench import __version__, launch
+from colbench.config.model import LaunchConfig, OutputConfig, SweepConfig, validate_for_world
+from colbench.errors import ExitCode, UsageError
+from colbench.launch import devices
+from colbench.launch.env import local_world_size_from_env
+from colbench.nccl.algo import CommFacts
+from colbench.ops import REGISTRY
+from colbench.run import watchdog as hang_watchdog
+from colbench.run.inflight import InFlight
+from colbench.run.job import Peer, RankJob
+from colbench.run.outcome import report_done
+from colbench.run.rank import device_name, gpu_record, meet_peers
+from colbench.run.turns import Turns
+from colbench.sweep import memory
+from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.groups import Groups, SideGroup, split_world
+from colbench.sweep.lead import Met, lead_run
+from colbench.sweep.plan import Work, count_units, fit_to_memory, plan, plan_digest
+from colbench.sweep.timing import make_timer
+
+#: What a sweep's rank says when its peers' plans differ from rank 0's.
+SWEEP_DISAGREES = (
+    "ranks disagree on the sweep: rank(s) {ranks} planned different collectives than rank 0 "
+    "(different arguments or colbench versions?)"
+)
+
+#: NCCL's choice per call as a probe world logged it (colbench.sweep.probe): (op, bytes
+#: per rank) -> (algorithm, protocol).
+Choices = dict[tuple[str, int], tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    """A sweep's ranks: ``cfg`` says what they measure; ``nccl_choices`` what NCCL chose
+    per call (the rows carry it; empty: not recorded); ``quiet``: a probe world's, which
+    reports nothing of its own."""
+
+    cfg: SweepConfig
+    nccl_choices: Choices = field(default_factory=dict)
+    worlds: int = 1
+    quiet: bool = False
+
+    @property
+    def launch(self) -> LaunchConfig:
+        return self.cfg.launch
+
+    @property
+    def output(self) -> OutputConfig:
+        return self.cfg.output
+
+    @property
+    def label(self) -> str:
+        ops = self.cfg.measure.ops
+        if set(ops) == {op.name for op in REGISTRY}:
+            return "all"
+        label = "-".join(ops)
+        return label if len(label) <= 48 else label[:45] + "etc"
+
+    def check(self, world_size: int, backend: str) -> list[str]:
+        """Validation that needs the world size; refuses a sweep that would measure nothing."""
+        notes = validate_for_world(self.cfg, world_size, backend)
+        n = self.cfg.measure.group_size or world_size
+        if count_units(plan(self.cfg, n, backend)) == 0:
+            raise UsageError(
+                f"nothing to run: at {n} ranks every size leaves less than one 16-byte "
+                "chunk per rank; use larger sizes"
+            )
+        return notes
+
+    def run_rank(self, job: RankJob, rank: int, device: Any, in_flight: Any) -> None:
+        _run_plan(self, job, rank, device, in_flight)
+
+    def report(self, run_dir: Path) -> int:
+        return int(ExitCode.OK) if self.quiet else report_done(run_dir)
+
+
+def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
+    """Side group, plan agreement with the peers, groups, memory fit, then the bench."""
+    cfg = task.cfg
+    # Every group gets torch's timeout a little later than colbench's own, so the
+    # hang watchdog names the stuck ranks before torch aborts or one rank raises.
+    group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
+    side = SideGroup.create(job.world_size, group_timeout_s)
+    group_size = cfg.measure.group_size or job.world_size
+    facts = nccl_facts(side, device, group_size) if job.backend == "nccl" else None
+    work = plan(cfg, group_size, job.backend, facts=facts)
+    me = _introduce(cfg, job, rank, device, work)
+    # Ranks NCCL would refuse on one GPU were refused before the communicator started
+    # (colbench.run.startup.prepare_nccl).
+    peers = meet_peers(side, me, SWEEP_DISAGREES)
+    subgroup = (
+        split_world(cfg.measure.group_size, job.world_size, rank, group_timeout_s)
+        if cfg.measure.group_size
+        else None
+    )
+    info = RunInfo(
+        run_id=job.run_id,
+        backend=job.backend,
+        device_name=me.device_name,
+        world_size=job.world_size,
+        nnodes=len({p.node for p in peers}),
+        groups=subgroup.count if subgroup else 1,
+        variant=job.variant,
+        ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
+        nccl_choices=task.nccl_choices,
+    )
+    worlds = job.turns.worlds if job.turns is not None else 1
+    work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
+    turns = None
+    if job.turns is not None:
+        turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
+        per_repeat = sum(len(item.layouts) for item in work)
+        turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
+    context = BenchContext(
+        cfg=cfg,
+        info=info,
+        rank=rank,
+        device=device,
+        timer=make_timer(device.type, cfg.measure.cuda_graph, side.barrier),
+        groups=Groups(side, subgroup),
+        in_flight=in_flight,
+        turns=turns,
+    )
+    if rank != 0 or job.run_dir is None:
+        RankBench(context).run(work)
+        return
+    # Node labels, not bare host names: namespaces and containers share a host name.
+    met = Met(peers, launch.node_labels([p.node for p in peers]))
+    lead_run(job, context, met, work, (_measurement_warnings(cfg, job.backend), memory_notes))
+
+
+def nccl_facts(side: SideGroup, device: Any, group_size: int) -> CommFacts:
+    """What NCCL's choice of algorithm depends on, for the measured communicator (the
+    first group of --group-size's), from every rank's view: NCCL's host identity (so
+    emulated nodes count as nodes), its version, the GPU's compute capability. Every
+    rank gathers the same facts, so every rank plans alike. What is not known here
+    (NVSwitch, NVLS multicast, a CollNet plugin) stays None: NCCL's rules are then read
+    both ways, and a row is refused only when no reading runs it."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    raw = torch.cuda.nccl.version()
+    version = tuple(raw) if isinstance(raw, tuple) else None
+    mine = (devices.nccl_host_identity(), 10 * major + minor, version)
+    every = side.gather_objects(mine)[:group_size]
+    per_node = Counter(host for host, _, _ in every)
+    versions = {v for _, _, v in every if v is not None}
+    return CommFacts(
+        ranks=group_size,
+        nodes=len(per_node),
+        ranks_per_node=max(per_node.values()),
+        version=versions.pop() if len(versions) == 1 else None,
+        compute_capability=min(cc for _, cc, _ in every),
+    )
+
+
+def _introduce(cfg: SweepConfig, job: RankJob, rank: int, device: Any, work: list[Work]) -> Peer:
+    """This rank's :class:`Peer`: its plan's digest, where it runs, what it saw."""
+    return Peer(
+        digest=(plan_digest(cfg, work), __version__),
+        rank=rank,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        device_name=device_name(device),
+        node=launch.node_id(),
+        # Proof, kept in meta.json, that every rank started with its variant's values.
+        env_seen={k: os.environ.get(k) for k in job.variant_keys},
+        gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",
+        gpu=gpu_record(device, cfg.launch.ranks_per_gpu),
+    )
+
+
+def _agreed_budget(
+    cfg: SweepConfig, device: Any, world_size: int, side: SideGroup, worlds: int = 1
+) -> int:
+    """Per-rank buffer budget, the minimum over all ranks so every plan is the same.
+
+    ``worlds``: the interleaved worlds alive at once, whose buffers share the memory.
+    """
+    import torch
+
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    if free is not None:
+        # --ranks-per-gpu: the GPU's free memory is every sharing rank's to split.
+        free //= cfg.launch.ranks_per_gpu
+    local = memory.rank_budget_bytes(
+        local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
+    )
+    return side.min_int(local // worlds)
+
+
+def _measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
+    warnings = []
+    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        warnings.append(
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
+            "several-fold; unset it for real measurements"
+        )
+    if cfg.launch.debug and backend == "nccl":
+        warnings.append(
+            "--debug: torch's NCCL flight recorder records every collective, which adds host "
+            "time to each call; measure without --debug for numbers to compare"
+        )
+    return warnings
+
+
+def _fit_plan(
+    cfg: SweepConfig,
+    work: list[Work],
+    device: Any,
+    world_size: int,
+    side: SideGroup,
+    worlds: int = 1,
+) -> tuple[list[Work], list[str]]:
+    if cfg.measure.memory_check == "off":
+        return work, []
+    budget = _agreed_budget(cfg, device, world_size, side, worlds)
+    fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
+    if notes and cfg.measure.memory_check == "refuse":
+        raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
+    return fitted, [f"{note}; skipped" for note in notes]
