@@ -81,4 +81,4 @@ def scaled(samples: Sequence[float], factor: float) -> list[float]:
 
 
 def run_gate(tmp_path: Path, base: Path, cur: Path, *checks: str, **kw: object) -> gate.GateResult:
-    return gate.run_gate(base, cur, parse_checks(checks), **kw)  # type: ignore[arg-type]
+    return gate.run_gate(base, cur, gate.GateRules(tuple(parse_checks(checks)), **kw))  # type: ignore[arg-type]

@@ -151,7 +151,9 @@ def test_pooled_runs_and_sample_warnings(tmp_path: Path) -> None:
     assert any("too few for the rank test" in w for w in result.warnings)
     assert result.rows[0].wide and any("spread" in w for w in result.warnings)
     other = write_run(tmp_path / "cur2", {BIG: [100.0, 101.0]})
-    pooled = gate.run_gate(base, [cur, other], parse_checks(["time_us:+10%"]))
+    pooled = gate.run_gate(
+        base, [cur, other], gate.GateRules(tuple(parse_checks(["time_us:+10%"])))
+    )
     assert pooled.rows[0].n_current == 5
     assert pooled.current == f"{cur} + {other}"
 
@@ -190,7 +192,9 @@ def test_nccl_tests_min_bw_floor(tmp_path: Path) -> None:
     assert floor.op == "all_reduce" and floor.avg_busbw_gbps == pytest.approx(expected, rel=0.01)
     assert not floor.fails
     assert gate.average_busbw_floors(frame, expected * 1.1)[0].fails
-    result = gate.run_gate(run, run, parse_checks([]), floor_gbps=expected * 1.1)
+    result = gate.run_gate(
+        run, run, gate.GateRules(tuple(parse_checks([])), floor_gbps=expected * 1.1)
+    )
     assert result.failures == 1 and not result.passed
     assert parse_floor("", "NCCL_TESTS_MIN_BW") is None
     with pytest.raises(UsageError, match="NCCL_TESTS_MIN_BW='fast'"):

@@ -67,7 +67,9 @@ def test_unsupported_on_both_sides_is_skipped_and_passes(tmp_path: Path) -> None
     # Five repeats: enough for the two measured rows beside the pooled test (3 against 3
     # reaches p = 0.05 at best, above their 0.05 / 4, and would leave them to it).
     base, cur = tree_run(tmp_path / "base", repeats=5), tree_run(tmp_path / "cur", repeats=5)
-    result = gate.run_gate(base, cur, parse_checks(["busbw_gbps:-15%", "time_p50_us:250"]))
+    result = gate.run_gate(
+        base, cur, gate.GateRules(tuple(parse_checks(["busbw_gbps:-15%", "time_p50_us:250"])))
+    )
     assert result.passed, gate_report.console_lines(result)
     assert {v for (op, _), v in verdicts(result).items() if op == "all_gather"} == {Verdict.SKIPPED}
     assert {v for (op, _), v in verdicts(result).items() if op == "all_reduce"} == {Verdict.SAME}
@@ -90,7 +92,7 @@ def test_unsupported_on_both_sides_is_skipped_and_passes(tmp_path: Path) -> None
 def test_unsupported_now_but_measured_before_fails(tmp_path: Path) -> None:
     base = tree_run(tmp_path / "base", gather=None)
     cur = tree_run(tmp_path / "cur")
-    result = gate.run_gate(base, cur, parse_checks(["busbw_gbps:-15%"]))
+    result = gate.run_gate(base, cur, gate.GateRules(tuple(parse_checks(["busbw_gbps:-15%"]))))
     assert result.failures == 2
     for r in by_op(result, "all_gather"):
         assert r.verdict is Verdict.NOT_COMPARABLE
@@ -100,23 +102,25 @@ def test_unsupported_now_but_measured_before_fails(tmp_path: Path) -> None:
 def test_measured_now_but_unsupported_before_is_new(tmp_path: Path) -> None:
     base = tree_run(tmp_path / "base")
     cur = tree_run(tmp_path / "cur", gather=None)
-    result = gate.run_gate(base, cur, parse_checks(["busbw_gbps:-15%"]))
+    result = gate.run_gate(base, cur, gate.GateRules(tuple(parse_checks(["busbw_gbps:-15%"]))))
     assert result.passed
     assert [r.verdict for r in by_op(result, "all_gather")] == [Verdict.NEW] * 2
     # ... but a wrong element fails it, as it fails every row.
     broken = tree_run(tmp_path / "broken", gather=None, wrong=4)
-    result = gate.run_gate(base, broken, parse_checks(["busbw_gbps:-15%"]))
+    result = gate.run_gate(base, broken, gate.GateRules(tuple(parse_checks(["busbw_gbps:-15%"]))))
     assert [r.verdict for r in by_op(result, "all_gather")] == [Verdict.WORSE] * 2
     assert all(r.notes[0] == "4 wrong element(s)" for r in by_op(result, "all_gather"))
 
 
 def test_oom_on_both_sides_is_skipped_oom_now_only_fails(tmp_path: Path) -> None:
     base = tree_run(tmp_path / "base", gather="oom")
-    result = gate.run_gate(base, tree_run(tmp_path / "cur", gather="oom"), parse_checks([]))
+    result = gate.run_gate(
+        base, tree_run(tmp_path / "cur", gather="oom"), gate.GateRules(tuple(parse_checks([])))
+    )
     assert [r.verdict for r in by_op(result, "all_gather")] == [Verdict.SKIPPED] * 2
     measured = tree_run(tmp_path / "measured", gather=None)
     oom = tree_run(tmp_path / "oom", gather="oom")
-    result = gate.run_gate(measured, oom, parse_checks(["busbw_gbps:-15%"]))
+    result = gate.run_gate(measured, oom, gate.GateRules(tuple(parse_checks(["busbw_gbps:-15%"]))))
     assert [r.verdict for r in by_op(result, "all_gather")] == [Verdict.WORSE] * 2
     assert all("status oom" in r.notes[0] for r in by_op(result, "all_gather"))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from colbench.analysis.checks import (
@@ -14,7 +15,7 @@ from colbench.analysis.checks import (
 )
 from colbench.analysis.engine import fabric_warnings_of
 from colbench.analysis.gate.baseline import update_baseline
-from colbench.analysis.gate.engine import GateResult, run_gate
+from colbench.analysis.gate.engine import GateRules, run_gate
 from colbench.analysis.gate.options import GateOptions
 from colbench.errors import ExitCode, UsageError
 from colbench.store.results import csv_path, load
@@ -38,30 +39,30 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     else:
         floor = parse_floor(os.environ.get("NCCL_TESTS_MIN_BW"), "NCCL_TESTS_MIN_BW")
 
-    def judge(floor_gbps: float | None) -> GateResult:
-        return run_gate(
-            baseline,
-            current,
-            checks,
-            window,
-            flags.alpha,
-            flags.max_cv_pct / 100,
-            floor_gbps,
-            fwer=flags.fwer,
-            target_power=flags.power,
-            min_judged=flags.min_judged,
-            any_machine=flags.any_machine,
-            missing_ok=flags.missing_baseline_ok,
-            min_runs=flags.min_baseline_runs,
-        )
-
+    rules = GateRules(
+        tuple(checks),
+        window,
+        flags.alpha,
+        flags.max_cv_pct / 100,
+        fwer=flags.fwer,
+        power=flags.power,
+        min_judged=flags.min_judged,
+        min_runs=flags.min_baseline_runs,
+        floor_gbps=floor,
+        any_machine=flags.any_machine,
+        missing_ok=flags.missing_baseline_ok,
+    )
     if flags.update:
         if csv_path(baseline).is_file():
-            print("\n".join(gate_report.console_lines(judge(None))), flush=True)
+            unfloored = replace(rules, floor_gbps=None)
+            print(
+                "\n".join(gate_report.console_lines(run_gate(baseline, current, unfloored))),
+                flush=True,
+            )
         target = update_baseline(current, baseline, keep=flags.keep)
         print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
         return int(ExitCode.OK)
-    result = judge(floor)
+    result = run_gate(baseline, current, rules)
     _warn_if_self(baseline, current)
     print("\n".join(gate_report.console_lines(result)), flush=True)
     _write_reports(flags.report, gate_report.markdown(result))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from colbench.analysis import drift_rows, pooled, power, sensitivity, stats
@@ -58,36 +58,95 @@ class FloorResult:
         return self.avg_busbw_gbps < self.floor_gbps
 
 
+@dataclass(frozen=True)
+class GateRules:
+    """How the gate judges, built once from its options (and checked then): the checks,
+    the size window, the tests' levels, and what a missing or foreign baseline means."""
+
+    checks: tuple[Check, ...]
+    window: SizeWindow = field(default_factory=SizeWindow)
+    alpha: float = DEFAULT_ALPHA
+    max_cv: float = DEFAULT_MAX_CV
+    #: The family-wise control over the rows, and the power detectable slowdowns are
+    #: stated at.
+    fwer: str = "holm"
+    power: float = power.DEFAULT_POWER
+    #: Rows that must be sensitive for performance to count as judged.
+    min_judged: int = 1
+    #: Runs in the baseline's window the drift test needs (colbench.analysis.drift_rows).
+    min_runs: int = DEFAULT_MIN_BASELINE_RUNS
+    #: nccl-tests' NCCL_TESTS_MIN_BW: every op's average bus bandwidth must reach it.
+    floor_gbps: float | None = None
+    #: Judge performance against a baseline from another machine too.
+    any_machine: bool = False
+    #: A baseline that does not exist yet (a fresh runner) judges the current run alone.
+    missing_ok: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise UsageError(f"--alpha must be between 0 and 1, got {self.alpha:g}")
+        if not 0 < self.power < 1:
+            raise UsageError(f"--power must be between 0 and 1, got {self.power:g}")
+        if self.fwer not in sensitivity.FWER_CHOICES:
+            raise UsageError(f"--fwer must be one of {', '.join(sensitivity.FWER_CHOICES)}")
+        if self.min_runs < 3:
+            raise UsageError(f"--min-baseline-runs must be >= 3, got {self.min_runs}")
+
+
 @dataclass
 class GateResult:
     """The whole verdict: every joined row, the floors, and what the reports print."""
 
     baseline: str
     current: str
-    checks: list[Check]
-    window: SizeWindow
-    alpha: float
-    max_cv: float
+    rules: GateRules
     rows: list[RowResult]
     floors: list[FloorResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     #: (what, baseline value, current value) for versions, CPU and environment.
     changes: list[tuple[str, str, str]] = field(default_factory=list)
-    #: The power the detectable slowdowns are stated at, and the family-wise control.
-    power: float = power.DEFAULT_POWER
-    fwer: str = "holm"
-    #: Rows judged on performance (Holm's m), and how many must be sensitive to pass on it.
+    #: Rows judged on performance (Holm's m).
     family: int = 0
-    min_judged: int = 1
     #: Why performance was not judged at all (no baseline, another machine); "" if it was.
     not_judged: str = ""
-    #: Runs in the baseline's window, and how many the drift test needs
-    #: (colbench.analysis.drift_rows); ``drift`` is set when it judged the rows.
+    #: Runs in the baseline's window; ``drift`` is set when the drift test judged the rows.
     baseline_runs: int = 0
-    min_runs: int = DEFAULT_MIN_BASELINE_RUNS
     drift: drift_rows.DriftSummary | None = None
     #: Otherwise the rows' rank tests and the pooled test (colbench.analysis.pooled).
     pooled: sensitivity.FamilySummary | None = None
+
+    # The rules, by the names the reports read them.
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        return self.rules.checks
+
+    @property
+    def window(self) -> SizeWindow:
+        return self.rules.window
+
+    @property
+    def alpha(self) -> float:
+        return self.rules.alpha
+
+    @property
+    def max_cv(self) -> float:
+        return self.rules.max_cv
+
+    @property
+    def power(self) -> float:
+        return self.rules.power
+
+    @property
+    def fwer(self) -> str:
+        return self.rules.fwer
+
+    @property
+    def min_judged(self) -> int:
+        return self.rules.min_judged
+
+    @property
+    def min_runs(self) -> int:
+        return self.rules.min_runs
 
     @property
     def summary(self) -> sensitivity.FamilySummary | None:
@@ -146,45 +205,53 @@ class GateResult:
 def gate_frames(
     baseline_frame: Any,
     current_frame: Any,
-    checks: Sequence[Check],
-    window: SizeWindow = SizeWindow(),
-    alpha: float = DEFAULT_ALPHA,
-    max_cv: float = DEFAULT_MAX_CV,
+    rules: GateRules,
     baseline: str = "baseline",
     current: str = "current",
-    fwer: str = "holm",
-    target_power: float = power.DEFAULT_POWER,
-    min_runs: int = DEFAULT_MIN_BASELINE_RUNS,
+    not_judged: str = "",
 ) -> GateResult:
     """Join two runs' rows and judge every one (frames as :func:`colbench.results.load` gives):
     each row's verdict, then Holm across the rows and what each row could have seen; on
-    the baseline runs' drift when the baseline holds at least ``min_runs`` runs."""
-    if not 0 < alpha < 1:
-        raise UsageError(f"--alpha must be between 0 and 1, got {alpha:g}")
-    if not 0 < target_power < 1:
-        raise UsageError(f"--power must be between 0 and 1, got {target_power:g}")
-    if fwer not in sensitivity.FWER_CHOICES:
-        raise UsageError(f"--fwer must be one of {', '.join(sensitivity.FWER_CHOICES)}")
+    the baseline runs' drift when the baseline holds at least ``rules.min_runs`` runs.
+    ``not_judged``: why performance is not judged at all (the size window is then shut)."""
+    if not_judged:
+        rules = replace(rules, window=SizeWindow.closed_because(not_judged))
     # An empty side (no baseline) has no say in which key columns the runs record.
     recorded = [f for f in (baseline_frame, current_frame) if len(f)] or [current_frame]
     pairs = join(baseline_frame, current_frame, key_columns(*recorded))
-    if min_runs < 3:
-        raise UsageError(f"--min-baseline-runs must be >= 3, got {min_runs}")
-    result = GateResult(baseline, current, list(checks), window, alpha, max_cv, rows=[])
-    joined = [(p, verdict(p, checks, window, alpha, max_cv)) for p in _pair_loosely(pairs)]
-    result.rows = [row for _, row in joined]
-    result.fwer, result.power = fwer, target_power
+    judged = [
+        (p, verdict(p, rules.checks, rules.window, rules.alpha, rules.max_cv))
+        for p in _pair_loosely(pairs)
+    ]
     runs = drift_rows.baseline_runs(baseline_frame)
-    result.baseline_runs, result.min_runs = len(runs), min_runs
-    if len(runs) >= min_runs:
-        result.drift = drift_rows.judge_rows(joined, runs, min_runs, alpha, target_power, fwer)
-        result.family = result.drift.family
+    drift, pooled_summary = None, None
+    if len(runs) >= rules.min_runs:
+        drift = drift_rows.judge_rows(
+            judged, runs, rules.min_runs, rules.alpha, rules.power, rules.fwer
+        )
+        family = drift.family
     else:
-        result.pooled = pooled.judge_rows(joined, alpha, target_power, fwer)
-        result.family = result.pooled.family
-    result.rows.sort(key=_sort_key)
-    _warn_about_samples(result, pairs)
-    return result
+        pooled_summary = pooled.judge_rows(judged, rules.alpha, rules.power, rules.fwer)
+        family = pooled_summary.family
+    rows = sorted((row for _, row in judged), key=_sort_key)
+    floors = (
+        average_busbw_floors(current_frame, rules.floor_gbps)
+        if rules.floor_gbps is not None
+        else []
+    )
+    return GateResult(
+        baseline,
+        current,
+        rules,
+        rows,
+        floors=floors,
+        warnings=_sample_warnings(rules, rows, pairs, drift is not None),
+        family=family,
+        not_judged=not_judged,
+        baseline_runs=len(runs),
+        drift=drift,
+        pooled=pooled_summary,
+    )
 
 
 def _pair_loosely(pairs: Sequence[Pair]) -> list[Pair]:
@@ -223,28 +290,32 @@ def _sort_key(row: RowResult) -> tuple[Any, ...]:
     )
 
 
-def _warn_about_samples(result: GateResult, pairs: Sequence[Pair]) -> None:
+def _sample_warnings(
+    rules: GateRules, rows: Sequence[RowResult], pairs: Sequence[Pair], drift: bool
+) -> list[str]:
+    warnings = []
     n_base = min((len(p.a) for p in pairs if p.a), default=0)
     n_cur = min((len(p.b) for p in pairs if p.b), default=0)
-    relative = any(c.relative for c in result.checks)
+    relative = any(c.relative for c in rules.checks)
     # The drift test compares run medians, not samples: the rank test's counts do not apply.
-    few = n_base and n_cur and stats.smallest_one_sided_p(n_base, n_cur) > result.alpha
-    if relative and few and result.drift is None:
-        result.warnings.append(
+    few = n_base and n_cur and stats.smallest_one_sided_p(n_base, n_cur) > rules.alpha
+    if relative and few and not drift:
+        warnings.append(
             f"only {n_base} baseline and {n_cur} current sample(s) per row: too few for the "
-            f"rank test at alpha {result.alpha:g}, so changes count only beyond "
+            f"rank test at alpha {rules.alpha:g}, so changes count only beyond "
             f"{SMALL_SAMPLE_MARGIN:g}x the threshold with no overlap; "
             "sweep --repeat 5 gives the gate real statistics"
         )
-    wide = sum(r.wide for r in result.rows)
+    wide = sum(r.wide for r in rows)
     if wide:
-        result.warnings.append(
+        warnings.append(
             f"{wide} row(s) have a spread (coefficient of variation) above "
-            f"{result.max_cv:.0%}: their verdicts rest on noisy samples"
+            f"{rules.max_cv:.0%}: their verdicts rest on noisy samples"
         )
     base_wrong = sum(wrong_counts(p.a)[0] > 0 for p in pairs if p.a)
     if base_wrong:
-        result.warnings.append(f"the baseline itself has {base_wrong} row(s) with wrong elements")
+        warnings.append(f"the baseline itself has {base_wrong} row(s) with wrong elements")
+    return warnings
 
 
 def average_busbw_floors(current_frame: Any, floor_gbps: float) -> list[FloorResult]:
@@ -295,29 +366,18 @@ def _what_changed(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[tuple
 def run_gate(
     baseline: str | os.PathLike[str],
     current: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    checks: Sequence[Check],
-    window: SizeWindow = SizeWindow(),
-    alpha: float = DEFAULT_ALPHA,
-    max_cv: float = DEFAULT_MAX_CV,
-    floor_gbps: float | None = None,
-    *,
-    fwer: str = "holm",
-    target_power: float = power.DEFAULT_POWER,
-    min_judged: int = 1,
-    any_machine: bool = False,
-    missing_ok: bool = False,
-    min_runs: int = DEFAULT_MIN_BASELINE_RUNS,
+    rules: GateRules,
 ) -> GateResult:
     """Load the baseline and the current run(s) (directories or CSV files) and judge.
 
-    With ``missing_ok`` a baseline directory that does not exist (a fresh runner) judges
-    the current run alone: correctness and presence, performance "not judged". Against
-    a baseline from another machine (metadata.MUST_MATCH) performance is "not
-    comparable" and only correctness and presence are judged, unless ``any_machine``.
+    With ``rules.missing_ok`` a baseline directory that does not exist (a fresh runner)
+    judges the current run alone: correctness and presence, performance "not judged".
+    Against a baseline from another machine (metadata.MUST_MATCH) performance is "not
+    comparable" and only correctness and presence are judged, unless ``rules.any_machine``.
     """
     currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)
     cur_frame = load_pooled(currents)
-    no_baseline = missing_ok and not csv_path(baseline).is_file()
+    no_baseline = rules.missing_ok and not csv_path(baseline).is_file()
     base_frame = cur_frame.iloc[0:0] if no_baseline else load(baseline)
     if base_frame.empty and not no_baseline:
         raise UsageError(
@@ -326,42 +386,32 @@ def run_gate(
     base_meta = None if no_baseline else read_meta(baseline)
     first_meta = read_meta(currents[0])
     not_judged = f"performance not judged: no baseline at {baseline}" if no_baseline else ""
-    if not no_baseline and not any_machine:
+    if not no_baseline and not rules.any_machine:
         not_judged = _other_machine(base_meta, first_meta)
-    if not_judged:
-        window = SizeWindow.closed_because(not_judged)
     result = gate_frames(
-        base_frame,
-        cur_frame,
-        checks,
-        window,
-        alpha,
-        max_cv,
-        str(baseline),
-        " + ".join(map(str, currents)),
-        fwer,
-        target_power,
-        min_runs,
+        base_frame, cur_frame, rules, str(baseline), " + ".join(map(str, currents)), not_judged
     )
-    result.not_judged, result.min_judged = not_judged, min_judged
     if no_baseline:
-        _judge_alone(result, cur_frame)
-    if floor_gbps is not None:
-        result.floors = average_busbw_floors(cur_frame, floor_gbps)
-    _warn_incomplete(result, currents)
+        _judge_alone(result.rows, cur_frame)
+    changes: list[tuple[str, str, str]] = []
+    machine_warnings: list[str] = []
     if base_meta is not None and first_meta is not None:
-        _note_machines(result, base_meta, first_meta)
-    return result
+        changes, machine_warnings = _machines(base_meta, first_meta)
+    return replace(
+        result,
+        warnings=_incomplete(currents) + result.warnings + machine_warnings,
+        changes=changes,
+    )
 
 
-def _warn_incomplete(result: GateResult, currents: Sequence[str | os.PathLike[str]]) -> None:
+def _incomplete(currents: Sequence[str | os.PathLike[str]]) -> list[str]:
     """A current run that did not finish is judged on what it measured, and says so first."""
-    for path in reversed(currents):
+    warnings = []
+    for path in currents:
         cur_meta = read_meta(path)
         if cur_meta is not None and cur_meta.get("status") not in (None, "complete"):
-            result.warnings.insert(
-                0, f"run {path} has status {cur_meta.get('status')!r}, not complete"
-            )
+            warnings.append(f"run {path} has status {cur_meta.get('status')!r}, not complete")
+    return warnings
 
 
 def _other_machine(base_meta: Any, cur_meta: Any) -> str:
@@ -377,7 +427,7 @@ def _other_machine(base_meta: Any, cur_meta: Any) -> str:
     return f"performance not comparable: the baseline's machine differs ({shown})"
 
 
-def _judge_alone(result: GateResult, cur_frame: Any) -> None:
+def _judge_alone(rows: Sequence[RowResult], cur_frame: Any) -> None:
     """Without a baseline every row is new: it must still be measured (or unsupported)
     and correct."""
     unmeasured = [
@@ -385,7 +435,7 @@ def _judge_alone(result: GateResult, cur_frame: Any) -> None:
         for samples in pool(cur_frame, key_columns(cur_frame)).values()
         if side_status(samples) not in (STATUS_OK, STATUS_UNSUPPORTED)
     ]
-    for row in result.rows:
+    for row in rows:
         if row.verdict is Verdict.NEW and not row.fails:
             row.notes = ["no baseline: correctness and presence only"]
             if row.key in unmeasured:
@@ -393,14 +443,17 @@ def _judge_alone(result: GateResult, cur_frame: Any) -> None:
                 row.notes.insert(0, "no measurement in the current run")
 
 
-def _note_machines(result: GateResult, base_meta: Any, cur_meta: Any) -> None:
-    result.changes = _what_changed(base_meta, cur_meta)
+def _machines(base_meta: Any, cur_meta: Any) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """What changed between the runs' machines and software, and a warning when their CPUs
+    differ."""
+    changes = _what_changed(base_meta, cur_meta)
     base_print, cur_print = metadata.fingerprint(base_meta), metadata.fingerprint(cur_meta)
-    for what, a, b in metadata.machine_differences(base_print, cur_print, metadata.SHOWN):
-        result.changes.append((what, a, b))
+    changes += metadata.machine_differences(base_print, cur_print, metadata.SHOWN)
     cpus = [(m.get("cpu") or {}).get("model") for m in (base_meta, cur_meta)]
+    warnings = []
     if None not in cpus and cpus[0] != cpus[1]:
-        result.warnings.append(
+        warnings.append(
             f"the runs were measured on different CPUs ({cpus[0]} vs {cpus[1]}): "
             "performance verdicts compare machines as much as software"
         )
+    return changes, warnings
