@@ -1,0 +1,1 @@
+"""``colbench crosscheck``: one sweep through nccl-tests and through colbench, per size."""

@@ -1,17 +1,21 @@
-"""Running a sweep, one module per role.
+"""The host: starts the ranks of any task, supervises them, and says how the run ended.
 
-- :mod:`.parent`: the parent's orchestration: backend, world size, variants, plots.
-- :mod:`.prepare`: what is decided before any rank starts (backend, world, run directory).
-- :mod:`.spawn`: starting our own ranks, waiting for them, and the parent's verdict.
+It knows tasks, not sweeps (:class:`~.job.RankTask`): the sweep (colbench.sweep.task) and
+p2p (colbench.p2p.task) are two.
+
+- :mod:`.start`: :func:`~.start.start`: launcher or spawn, backend, world size, run directory.
+- :mod:`.prepare`: the host's choices before any rank starts.
+- :mod:`.spawn` (the parent's side) and :mod:`.child` (a spawned rank's side);
+  :mod:`.interpreter` for ranks in another Python.
 - :mod:`.launched`: joining a job an external launcher (torchrun, Slurm, MPI) started.
-- :mod:`.job`: what a rank is given (:class:`~.job.RankJob`) and tells its peers; a
-  :class:`~.job.RankTask` runs instead of the sweep (``colbench p2p``).
-- :mod:`.rank`: a rank's life: join, agree on the plan, bench, leave.
-- :mod:`.startup`: a rank's device, process group and hang watchdog.
-- :mod:`.lead`: rank 0's share: its rows fed to the reporters (colbench.report.reporters).
+- :mod:`.job`: what a rank is given (:class:`~.job.RankJob`) and tells its peers.
+- :mod:`.rank`: a rank's life: join, run its task, leave; :mod:`.startup`: its device,
+  process group and hang watchdog.
 - :mod:`.outcome`: how a run ends, in meta.json and on the terminal.
 - :mod:`.protocol`: the parent<->rank protocol: progress in the rendezvous store,
   ``rankN.error.json`` reports, and the verdict read from them.
 - :mod:`.supervise`: the parent waiting on its ranks' processes, and stop signals.
-- :mod:`.watchdog`: the hang watchdog in every rank.
+- :mod:`.watchdog`, :mod:`.inflight`, :mod:`.faults`: hangs, what a rank is doing, and
+  injected faults for the tests.
+- :mod:`.turns`: the turn store interleaved worlds share.
 """

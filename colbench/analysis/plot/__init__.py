@@ -1,0 +1,1 @@
+"""``colbench plot`` and ``sweep --plot``: measured lines against message size."""
