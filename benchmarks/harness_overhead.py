@@ -30,7 +30,6 @@ from colbench.run.startup import share_cpu_threads
 from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.plan import plan
-from colbench.sweep.timing import HostTimer
 
 CASES = ((1, 4, 1.05), (2, 1 << 20, 1.03), (2, 4 << 20, 1.03))
 
@@ -83,17 +82,7 @@ def _rank(
             if which == 0:
                 hand.append(_hand_loop(x, iters, 5))
             else:
-                RankBench(
-                    BenchContext(
-                        cfg=cfg,
-                        info=info,
-                        rank=rank,
-                        device=torch.device("cpu"),
-                        timer=HostTimer(),
-                        groups=groups,
-                    ),
-                    sink,
-                ).run(work)
+                RankBench(BenchContext.on_cpu(cfg, info, rank, groups), sink).run(work)
     if rank == 0:
         out.put((hand, sink.time_us))
     dist.destroy_process_group()

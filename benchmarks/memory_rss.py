@@ -17,7 +17,6 @@ import datetime
 import sys
 from typing import Any
 
-import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
@@ -27,10 +26,8 @@ from colbench.launch import free_port
 from colbench.ops.dtypes import DTYPES
 from colbench.run.startup import share_cpu_threads
 from colbench.sweep.bench import BenchContext, RankBench, RunInfo
-from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
 from colbench.sweep.plan import plan
-from colbench.sweep.timing import HostTimer
 
 TARGET = 1.15
 
@@ -62,18 +59,7 @@ def _rank(rank: int, port: int, op: str, size_bytes: int, out: Any) -> None:
     cfg = SweepConfig.of(ops=(op,), sizes_bytes=(size_bytes,), iters=2, warmup=1)
     work = plan(cfg, 2, "gloo")
     info = RunInfo("bench", "gloo", "cpu", 2, 1)
-    groups = Groups(SideGroup.create(2, 60))
-    RankBench(
-        BenchContext(
-            cfg=cfg,
-            info=info,
-            rank=rank,
-            device=torch.device("cpu"),
-            timer=HostTimer(),
-            groups=groups,
-        ),
-        _Quiet(),
-    ).run(work)
+    RankBench(BenchContext.on_cpu(cfg, info, rank), _Quiet()).run(work)
     item = work[0]
     need = buffer_bytes(item.coll, item.layouts[-1], DTYPES["float32"].elem_bytes, item.placements)
     need -= VERIFY_SCRATCH_BYTES

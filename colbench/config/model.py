@@ -13,21 +13,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from colbench import ops as ops_registry
+from colbench.config.option_table import config_values
 from colbench.config.options import (
-    BACKENDS,
     DEFAULT_INIT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     EMULATED_INIT_TIMEOUT_S,
     EMULATED_TIMEOUT_S,
-    MEMORY_CHECKS,
     PLACEMENTS,
     Average,
     Backend,
     MemoryCheck,
     SweepOptions,
-    parse_average,
-    parse_placements,
 )
+from colbench.config.options import table as options_table
 from colbench.config.sizes import parse_size, parse_sizes, size_range
 from colbench.errors import UsageError
 from colbench.ops.base import Collective
@@ -229,51 +227,19 @@ def build(
 def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> SweepConfig:
     """Check and convert what the user gave (flags, a suite) into a SweepConfig.
 
-    Raises UsageError, in the order a user fixes things: flags' own values first, then
-    combinations (in :func:`build` and :func:`validate`).
+    Each option becomes the config field it declares (colbench.config.option_table's
+    ``config_values``); only what several options make together is written here: the
+    sizes, and the timeouts that depend on the fabric. Raises UsageError, in the order a
+    user fixes things: flags' own values first, then combinations (in :func:`build` and
+    :func:`validate`).
     """
-    from colbench.config.variants import parse_axes, parse_interpreters
-
-    if opts.check not in (0, 1):
-        raise UsageError(f"--check takes 0 or 1, got {opts.check}")
-    _choice("--backend", opts.backend, BACKENDS)
-    return build(
-        op=opts.op,
-        sizes=resolve_sizes(opts.sizes, opts.minbytes, opts.maxbytes, opts.factor, opts.step),
-        dtype=opts.dtype,
-        redop=opts.redop,
-        root=opts.root,
-        placements=parse_placements(opts.placement),
-        iters=opts.iters,
-        repeat=opts.repeat,
-        warmup=opts.warmup,
-        check=bool(opts.check),
-        average=parse_average(opts.average),
-        backend=_choice("--backend", opts.backend, BACKENDS),
-        nprocs=opts.nprocs,
-        ranks_per_gpu=opts.ranks_per_gpu,
-        timeout_s=default_timeout(opts.timeout, opts.ranks_per_gpu, init=False),
-        init_timeout_s=default_timeout(opts.init_timeout, opts.ranks_per_gpu, init=True),
-        group_size=opts.group_size,
-        seed=opts.seed,
-        out_dir=opts.out,
-        results_root=opts.results_dir,
-        progress=opts.progress,
-        table=opts.table,
-        memory_check=_choice("--memory-check", opts.memory_check, MEMORY_CHECKS),
-        memory_limit_bytes=parse_size(opts.memory_limit) if opts.memory_limit is not None else None,
-        time_budget_s=opts.time_budget,
-        rotate=opts.rotate,
-        cuda_graph=opts.cuda_graph,
-        debug=opts.debug,
-        command_line=command_line,
-        env_axes=parse_axes(opts.env or []),
-        interpreters=parse_interpreters(opts.python),
-        interleave=opts.interleave,
-        nccl_probe=opts.nccl_probe,
-        plot=opts.plot,
-        per_rank=opts.per_rank,
-    )
+    values = config_values(options_table(), asdict(opts))
+    for name in ("timeout_s", "init_timeout_s"):
+        values[name] = default_timeout(
+            values[name], opts.ranks_per_gpu, init=name == "init_timeout_s"
+        )
+    sizes = resolve_sizes(opts.sizes, opts.minbytes, opts.maxbytes, opts.factor, opts.step)
+    return build(sizes=sizes, command_line=command_line, **values)
 
 
 def default_timeout(given: float | None, ranks_per_gpu: int, *, init: bool) -> float:
@@ -283,12 +249,6 @@ def default_timeout(given: float | None, ranks_per_gpu: int, *, init: bool) -> f
     if ranks_per_gpu > 1:
         return EMULATED_INIT_TIMEOUT_S if init else EMULATED_TIMEOUT_S
     return DEFAULT_INIT_TIMEOUT_S if init else DEFAULT_TIMEOUT_S
-
-
-def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> Any:
-    if value not in allowed:
-        raise UsageError(f"bad {flag} {value!r}: use {', '.join(allowed)}")
-    return value
 
 
 #: Time-sliced ranks on one GPU: beyond this many, every step is mostly waiting for a turn.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Annotated, Any, Literal
 
@@ -46,6 +46,12 @@ class Spec:
     """Keys in a suite file; empty means the option's name."""
     nccl_tests: str = ""
     """The nccl-tests flag (or variable) that means the same, for the docs."""
+    to: str | None = ""
+    """The config field this option's value becomes (empty: the option's own name; None:
+    none by itself, the command combines it with others, as sweep's sizes)."""
+    convert: Callable[[Any], Any] | None = None
+    """Given value -> config value (a unit, a parsed list, a checked choice), called on
+    every value, an unset None too; None keeps the value."""
 
 
 def option(
@@ -58,9 +64,11 @@ def option(
     choices: tuple[str, ...] = (),
     yaml_keys: tuple[str, ...] = (),
     nccl_tests: str = "",
+    to: str | None = "",
+    convert: Callable[[Any], Any] | None = None,
 ) -> Any:
     """A field of an options dataclass carrying its :class:`Spec`."""
-    spec = Spec(flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests)
+    spec = Spec(flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests, to, convert)
     return field(default=default, metadata={"spec": spec})
 
 
@@ -91,6 +99,21 @@ def rows_of(options_type: type) -> tuple[Option, ...]:
         assert f.default is not MISSING, f"option {f.name} needs a default"
         rows.append(Option(f.name, hints[f.name], f.default, f.metadata["spec"]))
     return tuple(rows)
+
+
+def config_values(rows: tuple[Option, ...], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The one step from options to config: each option's value, converted, under the
+    config field it declares (``to``). Adding an option that feeds one config field is
+    then one row of its table and the field itself."""
+    out: dict[str, Any] = {}
+    for opt in rows:
+        if opt.spec.to is None:
+            continue
+        value = values[opt.name]
+        if opt.spec.convert is not None:
+            value = opt.spec.convert(value)
+        out[opt.spec.to or opt.name] = value
+    return out
 
 
 def typer_parameters(rows: tuple[Option, ...]) -> list[inspect.Parameter]:

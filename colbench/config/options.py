@@ -2,11 +2,13 @@
 
 Each option is a field of :class:`SweepOptions`: its type and default are the field's,
 and :func:`~colbench.config.option_table.option` (the machinery every options table shares)
-attaches the rest (flags, help, how a YAML value is read, the parser
-its text must pass). The Typer parameters of ``sweep``/``run``/``crosscheck``, the YAML
-schema of suites (colbench.config.suite) and docs/options.md are all derived from this table,
-so adding an option is one edit here (then ``make docs`` rewrites the docs, see
-colbench.cli.docgen; a test fails until it has).
+attaches the rest (flags, help, how a YAML value is read, the parser its text must pass,
+the config field it becomes and how). The Typer parameters of ``sweep``/``run``/
+``crosscheck``, the YAML schema of suites (colbench.config.suite), the config
+(colbench.config.model.from_options, through ``config_values``) and docs/options.md are all
+derived from this table, so adding an option is one row here beside the config field it
+feeds (then ``make docs`` rewrites the docs, see colbench.cli.docgen; a test fails until
+it has).
 
 Values here are what a user typed (``"1K-16M"``, ``"out,in"``); colbench.config.model turns
 them into the typed, validated sweep.
@@ -16,14 +18,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from colbench import ops
 from colbench.config import option_table
 from colbench.config.option_table import Option, option, rows_of
-from colbench.config.sizes import parse_sizes
+from colbench.config.sizes import parse_size, parse_sizes
+from colbench.config.variants import parse_axes, parse_interpreters
 from colbench.errors import UsageError
 from colbench.ops.dtypes import parse_dtypes, parse_redops
 
@@ -51,6 +54,29 @@ def parse_average(text: str) -> Average:
         if key == name:
             return name
     raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
+
+
+def check_flag(value: int) -> bool:
+    """``--check 0/1`` (nccl-tests' -c) as the config's bool."""
+    if value not in (0, 1):
+        raise UsageError(f"--check takes 0 or 1, got {value}")
+    return bool(value)
+
+
+def one_of(flag: str, allowed: tuple[str, ...]) -> Callable[[str], Any]:
+    """A converter that refuses a value outside ``allowed``, naming ``flag``."""
+
+    def checked(value: str) -> Any:
+        if value not in allowed:
+            raise UsageError(f"bad {flag} {value!r}: use {', '.join(allowed)}")
+        return value
+
+    return checked
+
+
+def optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``convert``, passing an unset (None) value through."""
+    return lambda value: None if value is None else convert(value)
 
 
 def parse_placements(text: str) -> tuple[str, ...]:
@@ -84,6 +110,7 @@ class SweepOptions:
         concern="measure",
         yaml="list",
         parse=parse_sizes,
+        to=None,
     )
     minbytes: str | None = option(
         None,
@@ -93,6 +120,7 @@ class SweepOptions:
         concern="measure",
         nccl_tests="-b",
         yaml="size",
+        to=None,
     )
     maxbytes: str | None = option(
         None,
@@ -102,6 +130,7 @@ class SweepOptions:
         concern="measure",
         nccl_tests="-e",
         yaml="size",
+        to=None,
     )
     factor: float | None = option(
         None,
@@ -111,6 +140,7 @@ class SweepOptions:
         help="Multiply size by this per step (default 2).",
         concern="measure",
         nccl_tests="-f",
+        to=None,
     )
     step: str | None = option(
         None,
@@ -121,6 +151,7 @@ class SweepOptions:
         concern="measure",
         nccl_tests="-i",
         yaml="size",
+        to=None,
     )
     dtype: str = option(
         "float32",
@@ -158,6 +189,8 @@ class SweepOptions:
         concern="measure",
         yaml="list",
         parse=parse_placements,
+        to="placements",
+        convert=parse_placements,
     )
     iters: int = option(
         20, "--iters", "-n", help="Timed calls per size.", concern="measure", nccl_tests="-n"
@@ -185,6 +218,7 @@ class SweepOptions:
         concern="measure",
         nccl_tests="-c",
         yaml="check",
+        convert=check_flag,
     )
     average: str = option(
         "avg",
@@ -195,6 +229,7 @@ class SweepOptions:
         nccl_tests="-a",
         yaml="list",
         parse=parse_average,
+        convert=parse_average,
     )
     backend: str = option(
         "auto",
@@ -202,6 +237,7 @@ class SweepOptions:
         help="auto (NCCL if GPUs, else gloo), nccl or gloo.",
         concern="launch",
         choices=BACKENDS,
+        convert=one_of("--backend", BACKENDS),
     )
     nprocs: int | None = option(
         None,
@@ -225,6 +261,7 @@ class SweepOptions:
         f"hang ends the run with exit 4 naming the stuck ranks, op and size. Default "
         f"{DEFAULT_TIMEOUT_S:g}, {EMULATED_TIMEOUT_S:g} with --ranks-per-gpu above 1.",
         concern="launch",
+        to="timeout_s",
     )
     init_timeout: float | None = option(
         None,
@@ -233,6 +270,7 @@ class SweepOptions:
         f"start. Default {DEFAULT_INIT_TIMEOUT_S:g}, {EMULATED_INIT_TIMEOUT_S:g} with "
         "--ranks-per-gpu above 1.",
         concern="launch",
+        to="init_timeout_s",
     )
     group_size: int | None = option(
         None,
@@ -244,10 +282,18 @@ class SweepOptions:
     )
     seed: int = option(0, "--seed", help="Seed of the deterministic input data.", concern="measure")
     out: str | None = option(
-        None, "--out", help="Run directory (must be new or empty).", concern="output"
+        None,
+        "--out",
+        help="Run directory (must be new or empty).",
+        concern="output",
+        to="out_dir",
     )
     results_dir: str = option(
-        "results", "--results-dir", help="Parent of default run directories.", concern="output"
+        "results",
+        "--results-dir",
+        help="Parent of default run directories.",
+        concern="output",
+        to="results_root",
     )
     progress: bool | None = option(
         None,
@@ -261,6 +307,7 @@ class SweepOptions:
         help="Before allocating: skip sizes that do not fit in memory, refuse the sweep, or off.",
         concern="measure",
         choices=MEMORY_CHECKS,
+        convert=one_of("--memory-check", MEMORY_CHECKS),
     )
     memory_limit: str | None = option(
         None,
@@ -268,6 +315,8 @@ class SweepOptions:
         help="Cap on buffer memory per rank, e.g. 512M (binary).",
         concern="measure",
         yaml="size",
+        to="memory_limit_bytes",
+        convert=optional(parse_size),
     )
     time_budget: float | None = option(
         None,
@@ -275,6 +324,7 @@ class SweepOptions:
         help="Seconds of timed calls per size: iterations adapt to fill it "
         "(--iters is then the minimum).",
         concern="measure",
+        to="time_budget_s",
     )
     rotate: int = option(
         1,
@@ -308,6 +358,8 @@ class SweepOptions:
         concern="launch",
         yaml="variants",
         yaml_keys=("variants", "env"),
+        to="env_axes",
+        convert=lambda given: parse_axes(given or []),
     )
     python: str | None = option(
         None,
@@ -315,6 +367,8 @@ class SweepOptions:
         help="Interpreter variants NAME=PATH,NAME=PATH: each variant's ranks run in that "
         "Python (e.g. two virtual environments with two torch builds).",
         concern="launch",
+        to="interpreters",
+        convert=parse_interpreters,
     )
     interleave: bool = option(
         True,

@@ -25,6 +25,7 @@ from typing import Any
 
 from colbench import launch, ops
 from colbench.config import model as config
+from colbench.config import options
 from colbench.config.sizes import format_size
 from colbench.crosscheck.report import MULTI_NODE, write_report
 from colbench.crosscheck.sides import (
@@ -88,7 +89,7 @@ class Plan:
             str(int(cfg.measure.check)),
         ]
         # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
-        argv += ["-a", next(d for d in "0123" if config.parse_average(d) == cfg.measure.average)]
+        argv += ["-a", next(d for d in "0123" if options.parse_average(d) == cfg.measure.average)]
         if cfg.measure.cuda_graph:
             from colbench.sweep.timing import GRAPH_REPLAYS
 
@@ -228,11 +229,11 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
         dtype=str(params["dtype"]),
         redop=str(params["redop"]),
         root=params["root"],
-        placements=config.parse_placements(str(params["placement"])),
+        placements=options.parse_placements(str(params["placement"])),
         iters=params["iters"],
         warmup=params["warmup"],
         check=bool(params["check"]),
-        average=config.parse_average(str(params["average"])),
+        average=options.parse_average(str(params["average"])),
         # nccl-tests is NCCL, so auto means NCCL; gloo only tests the cross-check on a CPU.
         backend="gloo" if params["backend"] == "gloo" else "nccl",
         nprocs=params["nprocs"],

@@ -15,6 +15,7 @@ from colbench.config.model import (
     validate_counts,
     validate_launch,
 )
+from colbench.config.option_table import config_values
 from colbench.config.options import BACKENDS, DEFAULT_INIT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from colbench.errors import UsageError
 
@@ -122,32 +123,12 @@ class P2PConfig:
         )
 
 
-#: P2PConfig's field for each option whose name differs (the options table's names are
-#: the flags'; the config's carry units, as meta.json records them).
-_FIELDS = {
-    "size": "size_bytes",
-    "latency_size": "latency_bytes",
-    "threshold": "bw_pct",
-    "latency_threshold": "latency_pct",
-    "fail_below": "fail_below_pct",
-    "timeout": "timeout_s",
-    "init_timeout": "init_timeout_s",
-    "out": "out_dir",
-    "results_dir": "results_root",
-}
-
-
 def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> P2PConfig:
-    """A config from the command line's values (colbench.p2p.options): each passes its
-    option's parser (sizes in binary units), then P2PConfig's checks."""
+    """A config from the command line's values (colbench.p2p.options): each option into the
+    field it declares (sizes in binary units), then P2PConfig's checks."""
     from colbench.p2p.options import table
 
-    fields: dict[str, Any] = {}
-    for opt in table():
-        value = values[opt.name]
-        if opt.spec.parse is not None and value is not None:
-            value = opt.spec.parse(value)
-        fields[_FIELDS.get(opt.name, opt.name)] = value
+    fields = config_values(table(), values)
     for name in ("timeout_s", "init_timeout_s"):
         fields[name] = default_timeout(
             fields[name], fields["ranks_per_gpu"], init=name == "init_timeout_s"

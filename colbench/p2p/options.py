@@ -42,10 +42,20 @@ class P2POptions:
     """p2p's own options, as given."""
 
     size: str = _measure(
-        "64M", "--size", help="Bandwidth message size (binary units).", parse=parse_size
+        "64M",
+        "--size",
+        help="Bandwidth message size (binary units).",
+        parse=parse_size,
+        to="size_bytes",
+        convert=parse_size,
     )
     latency_size: str = _measure(
-        "8", "--latency-size", help="Latency message size (binary units).", parse=parse_size
+        "8",
+        "--latency-size",
+        help="Latency message size (binary units).",
+        parse=parse_size,
+        to="latency_bytes",
+        convert=parse_size,
     )
     bidirectional: bool = _measure(
         False, "--bidirectional", help="Both ranks of a pair send at once."
@@ -72,16 +82,19 @@ class P2POptions:
         DEFAULT_BW_PCT,
         "--threshold",
         help="Slow: bandwidth this % below the others' median, beyond their spread.",
+        to="bw_pct",
     )
     latency_threshold: float = _judge(
         DEFAULT_LATENCY_PCT,
         "--latency-threshold",
         help="Slow: latency this % above the others' median, beyond their spread.",
+        to="latency_pct",
     )
     fail_below: float | None = _judge(
         None,
         "--fail-below",
         help="Exit 1 when a link's bandwidth holds more than PCT below the others'.",
+        to="fail_below_pct",
     )
     plot: bool = _output(True, "--plot/--no-plot", help="Write the heatmap p2p.png.")
 

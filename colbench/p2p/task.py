@@ -18,13 +18,13 @@ from typing import Any
 from colbench import __version__, launch
 from colbench.analysis.checks import DEFAULT_ALPHA
 from colbench.analysis.links import MIN_RANKS, passes_needed
-from colbench.config.model import LaunchConfig, OutputConfig
 from colbench.errors import UsageError
 from colbench.p2p.config import RUN_LABEL, P2PConfig
 from colbench.p2p.measure import Buffers, Stepper, Times, Transport, bandwidth_call, latency_call
 from colbench.p2p.results import P2P, P2PRow
 from colbench.p2p.schedule import Selection, directed_steps, pair_steps, select
 from colbench.run import watchdog as hang_watchdog
+from colbench.run.job import ConfiguredTask
 from colbench.run.rank import device_name, meet_peers
 from colbench.store.rundir import RunDir
 from colbench.sweep.bench import combine_times
@@ -89,20 +89,12 @@ def pair_row(times_us: Sequence[float], round_trips_us: Sequence[float], **cells
 
 
 @dataclass(frozen=True)
-class P2PTask:
+class P2PTask(ConfiguredTask):
     """p2p's ranks, as the run host (colbench.run) starts them."""
 
     cfg: P2PConfig
     worlds = 1
     label = RUN_LABEL
-
-    @property
-    def launch(self) -> LaunchConfig:
-        return self.cfg.launch
-
-    @property
-    def output(self) -> OutputConfig:
-        return self.cfg.output
 
     def check(self, world_size: int, backend: str) -> list[str]:
         """Pairs need two ranks; naming a slow link needs more."""

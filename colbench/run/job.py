@@ -52,6 +52,22 @@ class RankTask(Protocol):
     def report(self, run_dir: Path) -> int: ...
 
 
+class ConfiguredTask:
+    """A task whose ``cfg`` holds its launch and output config (the sweep's, p2p's)."""
+
+    cfg: Any
+
+    @property
+    def launch(self) -> LaunchConfig:
+        launch: LaunchConfig = self.cfg.launch
+        return launch
+
+    @property
+    def output(self) -> OutputConfig:
+        output: OutputConfig = self.cfg.output
+        return output
+
+
 @dataclass(frozen=True)
 class RankJob:
     """Everything a rank needs; pickled into spawned processes."""

@@ -93,7 +93,8 @@ def spawn_and_wait(
 ) -> int:
     """Start the task's ranks, wait for them, report."""
     with supervise.StopSignals() as stop:
-        world = start_world(task, backend, world_size, run_dir, variant)
+        world = fork_world(task, backend, world_size, run_dir, variant)
+        world.serve()
         exit_codes = supervise.wait_for_ranks(world.processes, stop, world.watch)
         if stop.received is not None:
             supervise.stop_processes(world.processes)
@@ -134,20 +135,6 @@ class World:
             world_size=world_size,
             counter=supervise.join_counter(self.job.output.progress) if show_joins else None,
         )
-
-
-def start_world(
-    task: RankTask,
-    backend: str,
-    world_size: int,
-    run_dir: Path,
-    variant: Variant | None = None,
-    **fields: Any,
-) -> World:
-    """Start one world's ranks and serve its store; ``fields`` replace the job's."""
-    world = fork_world(task, backend, world_size, run_dir, variant, **fields)
-    world.serve()
-    return world
 
 
 def fork_world(

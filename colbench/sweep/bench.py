@@ -138,6 +138,22 @@ class BenchContext:
     #: An interleaved variant run's turns (colbench.run.turns.Turns); None measures freely.
     turns: Any = None
 
+    @classmethod
+    def on_cpu(
+        cls, cfg: SweepConfig, info: RunInfo, rank: int, groups: Groups | None = None
+    ) -> BenchContext:
+        """A CPU rank timed by the host clock: the in-process harnesses of the tests and
+        benchmarks, which start the default process group themselves (``groups``: else a
+        side group over the whole world is made here)."""
+        if groups is None:
+            groups = Groups(SideGroup.create(info.world_size, SIDE_GROUP_TIMEOUT_S))
+        return cls(cfg, info, rank, torch.device("cpu"), HostTimer(), groups)
+
+
+#: The side group's timeout in the in-process harnesses (colbench's own ranks take it from
+#: --timeout, colbench.run.watchdog).
+SIDE_GROUP_TIMEOUT_S = 60.0
+
 
 @dataclass
 class RankBench:

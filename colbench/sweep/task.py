@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench import __version__, launch
-from colbench.config.model import LaunchConfig, OutputConfig, SweepConfig, validate_for_world
+from colbench.config.model import SweepConfig, validate_for_world
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import devices
 from colbench.launch.env import local_world_size_from_env
@@ -24,7 +24,7 @@ from colbench.nccl.algo import CommFacts
 from colbench.ops import REGISTRY
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.inflight import InFlight
-from colbench.run.job import Peer, RankJob
+from colbench.run.job import ConfiguredTask, Peer, RankJob
 from colbench.run.outcome import report_done
 from colbench.run.rank import device_name, gpu_record, meet_peers
 from colbench.run.turns import Turns
@@ -47,7 +47,7 @@ Choices = dict[tuple[str, int], tuple[str, str]]
 
 
 @dataclass(frozen=True)
-class SweepTask:
+class SweepTask(ConfiguredTask):
     """A sweep's ranks: ``cfg`` says what they measure; ``nccl_choices`` what NCCL chose
     per call (the rows carry it; empty: not recorded); ``quiet``: a probe world's, which
     reports nothing of its own."""
@@ -56,14 +56,6 @@ class SweepTask:
     nccl_choices: Choices = field(default_factory=dict)
     worlds: int = 1
     quiet: bool = False
-
-    @property
-    def launch(self) -> LaunchConfig:
-        return self.cfg.launch
-
-    @property
-    def output(self) -> OutputConfig:
-        return self.cfg.output
 
     @property
     def label(self) -> str:

@@ -20,17 +20,9 @@ from pathlib import Path
 import pytest
 
 from colbench.launch import free_port
-from tests.fakegpu import REPO, fake_env, gpu, records, run_on_fake_gpus
+from tests.fakegpu import EMULATION_FIXED, REPO, fake_env, gpu, records, run_on_fake_gpus
 
 SWEEP = ("sweep", "--backend", "nccl", "--sizes", "1K", "--no-table", "--no-nccl-probe")
-EMULATION_FIXED = {
-    "NCCL_NET": "Socket",
-    "NCCL_NET_PLUGIN": "none",
-    "NCCL_MNNVL_ENABLE": "0",
-    "NCCL_P2P_DISABLE": "1",
-    "NCCL_SHM_DISABLE": "1",
-    "NCCL_SOCKET_IFNAME": "lo",
-}
 
 
 def test_two_ranks_per_gpu_are_two_emulated_nodes(tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
@@ -31,9 +30,7 @@ from colbench.ops.base import Buffers, Collective, Context
 from colbench.run.rank import exit_now
 from colbench.store.results import RowWriter, load
 from colbench.sweep.bench import BenchContext, RankBench, RunInfo
-from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.plan import plan
-from colbench.sweep.timing import HostTimer
 from tests import netns
 from tests.conftest import run_colbench
 from tests.corrupting import Corrupting
@@ -182,18 +179,7 @@ def _corrupted_rank(rank: int, port: int, csv_path: str) -> None:
         info = RunInfo("corrupted", "gloo", "cpu", 2, 1)
         writer = RowWriter(Path(csv_path)) if rank == 0 else None
         sink = _CsvSink(writer) if writer is not None else None
-        groups = Groups(SideGroup.create(2, 60))
-        RankBench(
-            BenchContext(
-                cfg=cfg,
-                info=info,
-                rank=rank,
-                device=torch.device("cpu"),
-                timer=HostTimer(),
-                groups=groups,
-            ),
-            sink,
-        ).run(work)
+        RankBench(BenchContext.on_cpu(cfg, info, rank), sink).run(work)
         if writer is not None:
             writer.close()
     finally:

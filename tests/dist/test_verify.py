@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
@@ -18,9 +17,7 @@ from colbench.ops import BY_NAME
 from colbench.ops.base import Buffers, Collective, Context
 from colbench.store.results import RowWriter, load
 from colbench.sweep.bench import BenchContext, RankBench, RunInfo
-from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.plan import plan
-from colbench.sweep.timing import HostTimer
 from tests.corrupting import Corrupting
 
 CORRUPT_RANK = 1
@@ -56,18 +53,7 @@ def _rank(rank: int, op_names: tuple[str, ...], port: int, csv_path: str) -> Non
                     pass
 
             sink = Sink()
-        groups = Groups(SideGroup.create(2, 60))
-        RankBench(
-            BenchContext(
-                cfg=cfg,
-                info=info,
-                rank=rank,
-                device=torch.device("cpu"),
-                timer=HostTimer(),
-                groups=groups,
-            ),
-            sink,
-        ).run(work)
+        RankBench(BenchContext.on_cpu(cfg, info, rank), sink).run(work)
         if writer is not None:
             writer.close()
     finally:

@@ -11,6 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+#: What every emulated node's rank sets besides its own NCCL_HOSTID (one host, spawned).
+EMULATION_FIXED = {
+    "NCCL_NET": "Socket",
+    "NCCL_NET_PLUGIN": "none",
+    "NCCL_MNNVL_ENABLE": "0",
+    "NCCL_P2P_DISABLE": "1",
+    "NCCL_SHM_DISABLE": "1",
+    "NCCL_SOCKET_IFNAME": "lo",
+}
+
 FAKE_GPU = Path(__file__).resolve().parent
 REPO = FAKE_GPU.parent.parent
 

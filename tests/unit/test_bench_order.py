@@ -135,15 +135,7 @@ def run_bench(
     groups = Groups(FakeSide(log))  # type: ignore[arg-type]
     timer = FakeTimer(log, per_call_us, enqueue_us)
     RankBench(
-        BenchContext(
-            cfg=cfg,
-            info=info,
-            rank=0,
-            device=torch.device("cpu"),
-            timer=timer,
-            groups=groups,
-            in_flight=flight,
-        ),
+        BenchContext(cfg, info, 0, torch.device("cpu"), timer, groups, flight),
         sink,
     ).run(work)
     return sink

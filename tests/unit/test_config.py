@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from colbench.config import model as config
+from colbench.config import options
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 
@@ -149,13 +150,13 @@ def test_resolve_sizes_errors(
     ],
 )
 def test_parse_average(text: str, average: str) -> None:
-    assert config.parse_average(text) == average
+    assert options.parse_average(text) == average
 
 
 @pytest.mark.parametrize("text", ["bogus", "4", "-1", "", "mean"])
 def test_parse_average_errors(text: str) -> None:
     with pytest.raises(UsageError, match="--average"):
-        config.parse_average(text)
+        options.parse_average(text)
 
 
 @pytest.mark.parametrize(
@@ -172,13 +173,13 @@ def test_parse_average_errors(text: str) -> None:
     ],
 )
 def test_parse_placements(text: str, placements: tuple[str, ...]) -> None:
-    assert config.parse_placements(text) == placements
+    assert options.parse_placements(text) == placements
 
 
 @pytest.mark.parametrize("text", ["sideways", "", ",", "out,sideways"])
 def test_parse_placements_errors(text: str) -> None:
     with pytest.raises(UsageError, match="--placement"):
-        config.parse_placements(text)
+        options.parse_placements(text)
 
 
 def test_root_must_be_a_rank_of_the_world() -> None:
@@ -248,7 +249,6 @@ def test_sweep_config_is_three_parts_by_concern() -> None:
 
 def test_every_option_reaches_the_config() -> None:
     """Each option of the table changes the SweepConfig it is checked into."""
-    from colbench.config import options
 
     changed = {
         "op": "all_gather",

@@ -13,6 +13,7 @@ from colbench.config.model import SweepConfig, default_timeout, from_options
 from colbench.config.options import SweepOptions
 from colbench.errors import UsageError
 from colbench.launch import emulation, gpus
+from tests.fakegpu import EMULATION_FIXED
 
 
 def test_each_rank_is_a_node_of_its_own_over_loopback() -> None:
@@ -20,14 +21,7 @@ def test_each_rank_is_a_node_of_its_own_over_loopback() -> None:
     assert len({s["NCCL_HOSTID"] for s in sets}) == 4
     assert all(s["NCCL_HOSTID"].startswith("vm") for s in sets)
     for s in sets:
-        assert {k: v for k, v in s.items() if k != "NCCL_HOSTID"} == {
-            "NCCL_NET": "Socket",
-            "NCCL_NET_PLUGIN": "none",
-            "NCCL_MNNVL_ENABLE": "0",
-            "NCCL_P2P_DISABLE": "1",
-            "NCCL_SHM_DISABLE": "1",
-            "NCCL_SOCKET_IFNAME": "lo",
-        }
+        assert {k: v for k, v in s.items() if k != "NCCL_HOSTID"} == EMULATION_FIXED
     assert set(sets[0]) <= set(emulation.VARIABLES)
 
 

@@ -54,15 +54,7 @@ def test_tree_rows_are_unsupported_and_call_nothing() -> None:
     timer = FakeTimer(log, 1.0, None)
     groups = Groups(FakeSide(log))  # type: ignore[arg-type]
     bench = RankBench(
-        BenchContext(
-            cfg=cfg,
-            info=info,
-            rank=0,
-            device=torch.device("cpu"),
-            timer=timer,
-            groups=groups,
-            in_flight=InFlight(),
-        ),
+        BenchContext(cfg, info, 0, torch.device("cpu"), timer, groups, InFlight()),
         sink,
     )
     bench.run(refused_work)
@@ -177,15 +169,7 @@ def _bench_on_nccl(
     info = RunInfo("t", "nccl", "gpu", world_size=2, nnodes=1)
     groups = Groups(FakeSide(log))  # type: ignore[arg-type]
     bench = RankBench(
-        BenchContext(
-            cfg=cfg,
-            info=info,
-            rank=0,
-            device=torch.device("cpu"),
-            timer=cuda_timer,
-            groups=groups,
-            in_flight=InFlight(),
-        ),
+        BenchContext(cfg, info, 0, torch.device("cpu"), cuda_timer, groups, InFlight()),
         sink,
         host_timer=host_timer,
     )
@@ -236,15 +220,7 @@ def test_nccl_never_times_a_first_call(backend: str, warmup: int, calls: int) ->
     timer = FakeTimer(log, 5.0, None)
     groups = Groups(FakeSide(log))  # type: ignore[arg-type]
     RankBench(
-        BenchContext(
-            cfg=cfg,
-            info=info,
-            rank=0,
-            device=torch.device("cpu"),
-            timer=timer,
-            groups=groups,
-            in_flight=InFlight(),
-        ),
+        BenchContext(cfg, info, 0, torch.device("cpu"), timer, groups, InFlight()),
         sink,
     ).run(work)
     before = log[: log.index("timer.time_batch(3)")]

@@ -146,7 +146,10 @@ def test_waiting_in_a_barrier_is_waiting_for_the_others() -> None:
     # Sleeping needs no CPU: all of it is wait. Only the wake-up can starve (on a loaded
     # machine the thread may wait for a CPU after its sleep), and that is not waiting.
     batch, (wait_us, starved_us) = wait_in(lambda: time.sleep(0.02), lambda: "batch")
-    assert batch == "batch" and wait_us >= 19_000 and starved_us >= 0
+    # Only the wake-up's starvation is taken out of the sleep: a busy machine once starved
+    # it by 3 ms, so the wait is asserted with room for that, not to the microsecond.
+    assert batch == "batch" and starved_us >= 0 and wait_us + starved_us >= 19_000
+    assert wait_us >= 10_000
 
 
 def _row(size: int, slowest: int, skew_us: float, batch: tuple[float, float]) -> Row:
