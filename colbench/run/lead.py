@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from colbench.bench import RankBench, RunInfo
 from colbench.faults import Fault
 from colbench.groups import Groups
+from colbench.hardware import node
 from colbench.inflight import InFlight
 from colbench.launch import emulation
 from colbench.plan import Work, count_units
@@ -39,11 +40,13 @@ def lead_run(
     work: list[Work],
     notes: tuple[list[str], list[str]],
     bench_args: tuple[Any, Timer, Groups, InFlight, Any],
+    hardware: dict[str, Any] | None = None,
 ) -> None:
     """Rank 0's share: the same loop as every rank, its rows fed to the reporters.
 
     ``notes``: warnings about the measurement (also in the table's header), and notes
-    on sizes skipped for memory.
+    on sizes skipped for memory. ``hardware``: each node's facts by label
+    (colbench.hardware), in meta.json and one header line per node.
     """
     cfg = job.cfg
     device, timer, groups, in_flight, turns = bench_args
@@ -53,6 +56,8 @@ def lead_run(
     # the run's one results.csv (in its turns: never two writers at once).
     results_dir = RunDir(job.results_dir or job.run_dir or ".")
     meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
+    if hardware:
+        meta["hardware"] = hardware
     rows_planned = count_units(work) * cfg.measure.repeat
     # What a failure's verdict and a reader of results.csv check the rows kept against.
     meta["rows_planned"] = rows_planned
@@ -80,6 +85,7 @@ def lead_run(
             reporters.append(PerRankReporter(run_dir))
         if cfg.output.table:
             header = _table_header(job, info, peers, hosts, warnings)
+            header += [node.header_line(label, facts) for label, facts in (hardware or {}).items()]
             echo = hooks.echo if table_file is None else _writer(table_file)
             reporters.append(ConsoleReporter(header, echo, hooks.warn, cfg.measure.repeat))
         with RowStream(reporters, hooks.warn) as stream:

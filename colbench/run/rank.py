@@ -14,6 +14,7 @@ from colbench.bench import RankBench, RunInfo
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.groups import Groups, SideGroup, split_world
+from colbench.hardware import node as node_hardware
 from colbench.inflight import InFlight
 from colbench.launch import emulation
 from colbench.nccl.algo import CommFacts
@@ -79,6 +80,7 @@ def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
     peers = meet_peers(side, me)
     # Node labels, not bare host names: namespaces and containers share a host name.
     hosts = launch.node_labels([p.node for p in peers])
+    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank)
     subgroup = (
         split_world(cfg.measure.group_size, job.world_size, rank, group_timeout_s)
         if cfg.measure.group_size
@@ -108,7 +110,8 @@ def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
         RankBench(cfg, info, rank, device, timer, None, groups, in_flight, turns).run(work)
     else:
         notes = (_measurement_warnings(cfg, job.backend), memory_notes)
-        lead_run(job, info, peers, hosts, work, notes, (device, timer, groups, in_flight, turns))
+        bench_args = (device, timer, groups, in_flight, turns)
+        lead_run(job, info, peers, hosts, work, notes, bench_args, hardware)
 
 
 def nccl_facts(side: SideGroup, device: Any, group_size: int) -> CommFacts:
