@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from colbench.dtypes import DTYPES
+from colbench.hardware.ceiling import percent
 from colbench.launch.emulation import fabric
 from colbench.nccl.names import FUNCTION_OP
 from colbench.nccl.tuning import printed_bytes
@@ -103,6 +104,8 @@ def make_row(
         ranks_per_gpu=info.ranks_per_gpu,
         nccl_algo=algo,
         nccl_proto=proto,
+        ceiling_gbps=info.ceiling_gbps,
+        pct_of_ceiling=percent(busbw, info.ceiling_gbps),
     )
 
 

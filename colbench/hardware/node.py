@@ -9,18 +9,26 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from colbench.hardware import gpus, sysfs
+from colbench.hardware import gpus, route, sysfs, tc
 
 
-def read_node(root: Path = Path("/"), nvml: Any = None) -> dict[str, Any]:
+def read_node(
+    root: Path = Path("/"), nvml: Any = None, towards: str | None = None, shaped: Any = None
+) -> dict[str, Any]:
     """This node's CPU, NUMA nodes, GPUs (None without NVML: a CPU-only node) and NICs;
-    each NIC names the GPU nearest it on the PCI tree."""
+    each NIC names the GPU nearest it on the PCI tree, and a rate tc holds it to
+    replaces sysfs's. ``interface``: the one toward ``towards`` (the coordinator).
+    ``shaped`` replaces colbench.hardware.tc's reader (tests)."""
     from colbench.metadata import cpu_model
 
     found_gpus = gpus.read(nvml)
     nics = sysfs.nics(root)
+    shaped = shaped or tc.shaped_rate_gbit_s
     for nic in nics:
         nic["closest_gpu"] = _closest_gpu(root, nic.get("bus_id"), found_gpus or [])
+        rate = shaped(nic["name"]) if "netdevs" not in nic else None
+        if rate:
+            nic.update(rate_gbit_s=rate, rate_source=f"tc's rate on {nic['name']}")
     for gpu in found_gpus or []:
         gpu["numa_node"] = sysfs.numa_node(root, gpu["bus_id"])
         if gpu["pcie"] is None and gpu["bus_id"]:
@@ -31,6 +39,7 @@ def read_node(root: Path = Path("/"), nvml: Any = None) -> dict[str, Any]:
         "numa_nodes": sysfs.numa_nodes(root),
         "gpus": found_gpus,
         "nics": nics,
+        "interface": route.interface_towards(towards),
     }
 
 
@@ -97,9 +106,11 @@ def _nic_text(nic: dict[str, Any]) -> str:
     return f"{nic['name']} {nic['kind']}{rate}{state}"
 
 
-def gather(side: Any, node_ids: list[str], labels: list[str], rank: int) -> dict[str, Any]:
+def gather(
+    side: Any, node_ids: list[str], labels: list[str], rank: int, towards: str | None
+) -> dict[str, Any]:
     """Every node's facts by label: the first rank of each node reads its own, every rank
     takes part in the gather (a collective), so all ranks return the same."""
     first = node_ids.index(node_ids[rank]) == rank
-    every = side.gather_objects(read_node() if first else None)
+    every = side.gather_objects(read_node(towards=towards) if first else None)
     return {labels[r]: facts for r, facts in enumerate(every) if facts is not None}

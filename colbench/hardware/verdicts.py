@@ -21,8 +21,7 @@ def hardware_verdicts(hardware: dict[str, Any]) -> list[str]:
             link = gpu.get("pcie") or {}
             if _narrow(link):
                 out.append(
-                    f"GPU {gpu['index']} on {label}: PCIe x{link['width']} of "
-                    f"x{link['max_width']}"
+                    f"GPU {gpu['index']} on {label}: PCIe x{link['width']} of x{link['max_width']}"
                 )
         for nic in facts.get("nics") or []:
             link = nic.get("pcie") or {}

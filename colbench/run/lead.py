@@ -58,6 +58,7 @@ def lead_run(
     meta = _first_meta(job, info, peers, hosts, warnings + memory_notes)
     if hardware:
         meta["hardware"] = hardware
+    meta["ceiling"] = {"gbps": info.ceiling_gbps, "source": info.ceiling_source}
     rows_planned = count_units(work) * cfg.measure.repeat
     # What a failure's verdict and a reader of results.csv check the rows kept against.
     meta["rows_planned"] = rows_planned

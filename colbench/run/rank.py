@@ -15,6 +15,7 @@ from colbench.config import SweepConfig
 from colbench.errors import UsageError
 from colbench.groups import Groups, SideGroup, split_world
 from colbench.hardware import node as node_hardware
+from colbench.hardware.ceiling import ceiling
 from colbench.inflight import InFlight
 from colbench.launch import emulation
 from colbench.nccl.algo import CommFacts
@@ -80,7 +81,12 @@ def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
     peers = meet_peers(side, me)
     # Node labels, not bare host names: namespaces and containers share a host name.
     hosts = launch.node_labels([p.node for p in peers])
-    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank)
+    towards = job.store_host or os.environ.get("MASTER_ADDR")
+    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
+    emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
+    ceiling_gbps, ceiling_source = ceiling(
+        hardware, job.backend, hosts, cfg.output.ceiling_gbps, emulated
+    )
     subgroup = (
         split_world(cfg.measure.group_size, job.world_size, rank, group_timeout_s)
         if cfg.measure.group_size
@@ -97,6 +103,8 @@ def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
         variant=job.variant,
         ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
         nccl_choices=job.nccl_choices,
+        ceiling_gbps=ceiling_gbps,
+        ceiling_source=ceiling_source,
     )
     timer = make_timer(device.type, cfg.measure.cuda_graph, side.barrier)
     worlds = job.turns.worlds if job.turns is not None else 1

@@ -77,6 +77,11 @@ def recorded_tree(root: Path) -> Path:
     return root
 
 
+def _unshaped(interface: str) -> None:
+    """No interface of a recorded tree is shaped (tc reads this machine's)."""
+    return None
+
+
 class NotSupported(Exception):
     """Named as pynvml names its error for a call the GPU does not support."""
 
@@ -196,7 +201,7 @@ def test_no_nvml_is_no_gpu_facts() -> None:
 def test_a_node_names_each_nics_nearest_gpu_and_fills_pcie_from_sysfs(tmp_path: Path) -> None:
     root = recorded_tree(tmp_path)
     nvml = FakeNvml([_nvml_gpu(":03:00.0", 18), _nvml_gpu(":81:00.0", 0, pcie=False)])
-    facts = node.read_node(root, nvml)
+    facts = node.read_node(root, nvml, shaped=_unshaped)
     nearest = {n["name"]: n["closest_gpu"] for n in facts["nics"]}
     # mlx5_0 shares GPU 0's PCIe switch; eth0 shares only a root complex with GPU 1.
     assert nearest == {"mlx5_0": 0, "mlx5_1": None, "eth0": 1, "lo": None, "veth0": None}
@@ -206,13 +211,15 @@ def test_a_node_names_each_nics_nearest_gpu_and_fills_pcie_from_sysfs(tmp_path: 
     line = node.header_line("n1", facts)
     assert line.startswith("# node n1: 2x NVIDIA H100 80GB HBM3, NVLink4 x18 (NVSwitch), ")
     assert "PCIe ?/gen5 x8 of gen5 x16" in line
-    assert "NICs mlx5_0 InfiniBand 400 Gb/s, mlx5_1 RoCE 100 Gb/s DOWN, eth0 Ethernet 25 Gb/s" in line
+    assert (
+        "NICs mlx5_0 InfiniBand 400 Gb/s, mlx5_1 RoCE 100 Gb/s DOWN, eth0 Ethernet 25 Gb/s" in line
+    )
     assert line.endswith(", 2 NUMA node(s)")
 
 
 def test_a_cpu_only_node_has_nics_and_cpu(tmp_path: Path) -> None:
     root = recorded_tree(tmp_path)
-    facts = node.read_node(root, FakeNvml([]))
+    facts = node.read_node(root, FakeNvml([]), shaped=_unshaped)
     assert facts["gpus"] == [] and len(facts["nics"]) == 5
     assert node.header_line("c", facts).startswith("# node c: NICs mlx5_0 InfiniBand 400 Gb/s")
 
@@ -222,7 +229,7 @@ def test_hardware_verdicts_name_narrow_links_and_nothing_else(tmp_path: Path) ->
 
     root = recorded_tree(tmp_path)
     nvml = FakeNvml([_nvml_gpu(":03:00.0", 18), _nvml_gpu(":81:00.0", 0, pcie=False)])
-    facts = node.read_node(root, nvml)
+    facts = node.read_node(root, nvml, shaped=_unshaped)
     assert hardware_verdicts({"n1": facts}) == [
         "GPU 0 on n1: PCIe x8 of x16",
         "NIC mlx5_1 on n1: PCIe gen3 x8 of gen4 x16",
@@ -236,7 +243,7 @@ def test_hardware_verdicts_name_narrow_links_and_nothing_else(tmp_path: Path) ->
 def test_socket_although_rdma_nics_are_up(tmp_path: Path) -> None:
     from colbench.hardware.verdicts import network_verdicts
 
-    facts = node.read_node(recorded_tree(tmp_path), FakeNvml([]))
+    facts = node.read_node(recorded_tree(tmp_path), FakeNvml([]), shaped=_unshaped)
     socket = {"network": "Socket", "nnodes": 2, "fallback": False}
     assert network_verdicts({"n1": facts}, socket) == [
         "network Socket although n1 has RDMA NICs up: mlx5_0 (InfiniBand)"
