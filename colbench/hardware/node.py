@@ -18,15 +18,15 @@ def read_node(
     """This node's CPU, NUMA nodes, GPUs (None without NVML: a CPU-only node) and NICs;
     each NIC names the GPU nearest it on the PCI tree, and a rate tc holds it to
     replaces sysfs's. ``interface``: the one toward ``towards`` (the coordinator).
-    ``shaped`` replaces colbench.hardware.tc's reader (tests)."""
+    ``shaped``: interface -> tc's rate, in place of asking tc (tests)."""
     from colbench.metadata import cpu_model
 
     found_gpus = gpus.read(nvml)
     nics = sysfs.nics(root)
-    shaped = shaped or tc.shaped_rate_gbit_s
+    shaped = tc.shaped_rates_gbit_s() if shaped is None else shaped
     for nic in nics:
         nic["closest_gpu"] = _closest_gpu(root, nic.get("bus_id"), found_gpus or [])
-        rate = shaped(nic["name"]) if "netdevs" not in nic else None
+        rate = shaped.get(nic["name"]) if "netdevs" not in nic else None
         if rate:
             nic.update(rate_gbit_s=rate, rate_source=f"tc's rate on {nic['name']}")
     for gpu in found_gpus or []:

@@ -1,8 +1,10 @@
-"""A link's rate where tc shapes it (the rate sysfs cannot know): tbf's or netem's
-``rate`` on the interface's qdiscs, htb's on its classes, as ``tc`` prints them.
+"""Links' rates where tc shapes them (the rates sysfs cannot know): tbf's or netem's
+``rate`` on an interface's qdiscs, htb's on its classes, as ``tc`` prints them.
 
 htb classes that shape each destination apart (tests/netns.py) bound one destination
-each: the fastest is the interface's ceiling. A qdisc's rate bounds everything.
+each: the fastest is the interface's ceiling. A qdisc's rate bounds everything. One
+``tc qdisc show`` covers every interface (a GPU node may have hundreds of container
+veths); classes are asked for only where an htb qdisc holds them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import subprocess
 from collections.abc import Callable
 
 _RATE = re.compile(r"\brate (\d+(?:\.\d+)?)([KMGT]?)bit\b")
+_QDISC = re.compile(r"^qdisc (?P<kind>\S+) \S+ dev (?P<dev>\S+) ")
 _SCALE = {"": 1e-9, "K": 1e-6, "M": 1e-3, "G": 1.0, "T": 1e3}
 
 
@@ -30,9 +33,23 @@ def rates_gbit_s(text: str) -> list[float]:
     return [float(n) * _SCALE[unit] for n, unit in _RATE.findall(text)]
 
 
-def shaped_rate_gbit_s(interface: str, run: Callable[[list[str]], str] = _run) -> float | None:
-    """The rate tc holds ``interface`` to, or None where it shapes no rate."""
-    qdiscs = rates_gbit_s(run(["tc", "qdisc", "show", "dev", interface]))
-    classes = rates_gbit_s(run(["tc", "class", "show", "dev", interface]))
-    bounds = qdiscs + ([max(classes)] if classes else [])
-    return min(bounds) if bounds else None
+def shaped_rates_gbit_s(run: Callable[[list[str]], str] = _run) -> dict[str, float]:
+    """Each shaped interface of this network namespace -> the rate tc holds it to."""
+    qdisc_rates: dict[str, list[float]] = {}
+    with_classes: set[str] = set()
+    for line in run(["tc", "qdisc", "show"]).splitlines():
+        m = _QDISC.match(line)
+        if m is None:
+            continue
+        qdisc_rates.setdefault(m["dev"], []).extend(rates_gbit_s(line))
+        if m["kind"] in ("htb", "hfsc"):
+            with_classes.add(m["dev"])
+    out = {}
+    for dev, bounds in qdisc_rates.items():
+        classes = (
+            rates_gbit_s(run(["tc", "class", "show", "dev", dev])) if dev in with_classes else []
+        )
+        bounds = bounds + ([max(classes)] if classes else [])
+        if bounds:
+            out[dev] = min(bounds)
+    return out

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from colbench.hardware import ceiling, node, tc
-from tests.unit.test_hardware import FakeNvml, _nvml_gpu, _unshaped, recorded_tree
+from tests.unit.test_hardware import FakeNvml, _nvml_gpu, recorded_tree
 
 
 def facts(tmp_path: Path, *gpus: dict[str, Any], interface: str | None = None) -> dict[str, Any]:
-    found = node.read_node(recorded_tree(tmp_path), FakeNvml(list(gpus)), shaped=_unshaped)
+    found = node.read_node(recorded_tree(tmp_path), FakeNvml(list(gpus)), shaped={})
     found["interface"] = interface
     return found
 
@@ -83,22 +83,22 @@ def test_a_shaped_interface_takes_tcs_rate(tmp_path: Path) -> None:
     def run(argv: list[str]) -> str:
         asked.append(argv)
         if argv[1] == "qdisc":
-            return "qdisc htb 1: root refcnt 2 r2q 10 default 0x10\n"
+            return (
+                "qdisc noqueue 0: dev lo root refcnt 2\n"
+                "qdisc htb 1: dev veth1 root refcnt 3 r2q 10 default 0x10\n"
+                "qdisc tbf 8036: dev veth0 root refcnt 3 rate 1Gbit burst 65500b lat 50ms\n"
+                "qdisc netem 8037: dev veth2 root refcnt 3 limit 1000 delay 1ms rate 500Kbit\n"
+            )
         return (
             "class htb 1:11 root prio 0 rate 200Mbit ceil 200Mbit burst 1600b\n"
             "class htb 1:10 root prio 0 rate 300Mbit ceil 300Mbit burst 1537b\n"
         )
 
-    assert tc.shaped_rate_gbit_s("veth0", run) == pytest.approx(0.3)
-    assert asked == [
-        ["tc", "qdisc", "show", "dev", "veth0"],
-        ["tc", "class", "show", "dev", "veth0"],
-    ]
-    assert tc.rates_gbit_s("qdisc tbf 8001: root rate 1Gbit burst 64Kb lat 50ms") == [1.0]
-    assert tc.rates_gbit_s("qdisc netem 1: root limit 1000 delay 1ms rate 500Kbit") == [5e-4]
-    found = node.read_node(
-        recorded_tree(tmp_path), FakeNvml([]), shaped=lambda n: 0.3 if n == "veth0" else None
-    )
+    rates = tc.shaped_rates_gbit_s(run)
+    assert rates == pytest.approx({"veth0": 1.0, "veth1": 0.3, "veth2": 5e-4})
+    # Classes are asked for only where an htb qdisc holds them.
+    assert asked == [["tc", "qdisc", "show"], ["tc", "class", "show", "dev", "veth1"]]
+    found = node.read_node(recorded_tree(tmp_path), FakeNvml([]), shaped={"veth0": 0.3})
     veth = next(n for n in found["nics"] if n["name"] == "veth0")
     assert (veth["rate_gbit_s"], veth["rate_source"]) == (0.3, "tc's rate on veth0")
 

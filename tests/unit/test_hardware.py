@@ -77,11 +77,6 @@ def recorded_tree(root: Path) -> Path:
     return root
 
 
-def _unshaped(interface: str) -> None:
-    """No interface of a recorded tree is shaped (tc reads this machine's)."""
-    return None
-
-
 class NotSupported(Exception):
     """Named as pynvml names its error for a call the GPU does not support."""
 
@@ -201,7 +196,7 @@ def test_no_nvml_is_no_gpu_facts() -> None:
 def test_a_node_names_each_nics_nearest_gpu_and_fills_pcie_from_sysfs(tmp_path: Path) -> None:
     root = recorded_tree(tmp_path)
     nvml = FakeNvml([_nvml_gpu(":03:00.0", 18), _nvml_gpu(":81:00.0", 0, pcie=False)])
-    facts = node.read_node(root, nvml, shaped=_unshaped)
+    facts = node.read_node(root, nvml, shaped={})
     nearest = {n["name"]: n["closest_gpu"] for n in facts["nics"]}
     # mlx5_0 shares GPU 0's PCIe switch; eth0 shares only a root complex with GPU 1.
     assert nearest == {"mlx5_0": 0, "mlx5_1": None, "eth0": 1, "lo": None, "veth0": None}
@@ -219,7 +214,7 @@ def test_a_node_names_each_nics_nearest_gpu_and_fills_pcie_from_sysfs(tmp_path: 
 
 def test_a_cpu_only_node_has_nics_and_cpu(tmp_path: Path) -> None:
     root = recorded_tree(tmp_path)
-    facts = node.read_node(root, FakeNvml([]), shaped=_unshaped)
+    facts = node.read_node(root, FakeNvml([]), shaped={})
     assert facts["gpus"] == [] and len(facts["nics"]) == 5
     assert node.header_line("c", facts).startswith("# node c: NICs mlx5_0 InfiniBand 400 Gb/s")
 
@@ -229,7 +224,7 @@ def test_hardware_verdicts_name_narrow_links_and_nothing_else(tmp_path: Path) ->
 
     root = recorded_tree(tmp_path)
     nvml = FakeNvml([_nvml_gpu(":03:00.0", 18), _nvml_gpu(":81:00.0", 0, pcie=False)])
-    facts = node.read_node(root, nvml, shaped=_unshaped)
+    facts = node.read_node(root, nvml, shaped={})
     assert hardware_verdicts({"n1": facts}) == [
         "GPU 0 on n1: PCIe x8 of x16",
         "NIC mlx5_1 on n1: PCIe gen3 x8 of gen4 x16",
@@ -243,7 +238,7 @@ def test_hardware_verdicts_name_narrow_links_and_nothing_else(tmp_path: Path) ->
 def test_socket_although_rdma_nics_are_up(tmp_path: Path) -> None:
     from colbench.hardware.verdicts import network_verdicts
 
-    facts = node.read_node(recorded_tree(tmp_path), FakeNvml([]), shaped=_unshaped)
+    facts = node.read_node(recorded_tree(tmp_path), FakeNvml([]), shaped={})
     socket = {"network": "Socket", "nnodes": 2, "fallback": False}
     assert network_verdicts({"n1": facts}, socket) == [
         "network Socket although n1 has RDMA NICs up: mlx5_0 (InfiniBand)"
