@@ -31,8 +31,10 @@ def ceiling(
     node_of_rank: list[str],
     given: float | None = None,
     emulated: bool = False,
+    used_bus_ids: set[str] | None = None,
 ) -> Ceiling:
-    """(GB/s or None, its source or why none) for the run's rows."""
+    """(GB/s or None, its source or why none) for the run's rows. ``used_bus_ids``: the
+    GPUs the ranks drive, where known (a node's other GPUs bound nothing)."""
     if given is not None:
         return given, "--ceiling-gbps"
     if emulated:
@@ -43,7 +45,7 @@ def ceiling(
     if len(per_node) == 1:
         if backend != "nccl":
             return None, "all ranks on one node talk over loopback, which has no rate"
-        found = [_gpu_ceiling(hardware[label]) for label in per_node]
+        found = [_gpu_ceiling(hardware[label], used_bus_ids) for label in per_node]
     else:
         found = [_network_ceiling(hardware[lb], n, backend) for lb, n in per_node.items()]
     unknown = [why for rate, why in found if rate is None]
@@ -52,8 +54,8 @@ def ceiling(
     return min(found, key=lambda c: c[0] or 0.0)
 
 
-def _gpu_ceiling(facts: dict[str, Any]) -> Ceiling:
-    found = facts.get("gpus") or []
+def _gpu_ceiling(facts: dict[str, Any], used: set[str] | None) -> Ceiling:
+    found = [g for g in facts.get("gpus") or [] if not used or g.get("bus_id") in used]
     if not found:
         return None, "NVML reports no GPU on this node"
     rates = [_gpu_rate(gpu) for gpu in found]

@@ -84,8 +84,9 @@ def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
     towards = job.store_host or os.environ.get("MASTER_ADDR")
     hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
     emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
+    used = {p.gpu["bus_id"] for p in peers if p.gpu.get("bus_id")}
     ceiling_gbps, ceiling_source = ceiling(
-        hardware, job.backend, hosts, cfg.output.ceiling_gbps, emulated
+        hardware, job.backend, hosts, cfg.output.ceiling_gbps, emulated, used
     )
     subgroup = (
         split_world(cfg.measure.group_size, job.world_size, rank, group_timeout_s)

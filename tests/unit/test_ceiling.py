@@ -26,6 +26,15 @@ def test_one_node_of_nvlink_gpus_is_bound_by_nvlink(tmp_path: Path) -> None:
     )  # fmt: skip
 
 
+def test_only_the_gpus_the_ranks_drive_bound_the_run(tmp_path: Path) -> None:
+    hw = {"n1": facts(tmp_path, _nvml_gpu(":03:00.0", 18), _nvml_gpu(":04:00.0", None))}
+    # GPU 1 (PCIe only) is not in the run: GPU 0's NVLink bounds it.
+    rate, _ = ceiling.ceiling(hw, "nccl", ["n1"], used_bus_ids={"0000:03:00.0"})
+    assert rate == 450.0
+    rate, why = ceiling.ceiling(hw, "nccl", ["n1", "n1"])
+    assert (rate, why) == (31.504, "PCIe gen5 x8 (GPU 1)")
+
+
 def test_one_node_of_pcie_gpus_is_bound_by_the_narrowest_link(tmp_path: Path) -> None:
     hw = {"n1": facts(tmp_path, _nvml_gpu(":03:00.0", None))}
     # gen5 x8 (NVML): 8 lanes at 3.938 GB/s.
