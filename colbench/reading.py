@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colbench.errors import UsageError
-from colbench.sizes import format_size
+from colbench.config.sizes import format_size
 
 #: Bytes scanned for NUL bytes to call a file binary (as grep and git do).
 _SNIFF_BYTES = 8192

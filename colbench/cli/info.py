@@ -27,7 +27,7 @@ def env() -> None:
 
     Example: colbench env
     """
-    from colbench.envinfo import describe
+    from colbench.run.environment import describe
 
     typer.echo(describe())
 

@@ -144,12 +144,12 @@ class CeilingCounter:
 
     def lines(self) -> list[str]:
         """``all_reduce 43.1% at 64M``, per op, best row first measured."""
-        from colbench.sizes import format_size
+        from colbench.config.sizes import format_size
 
         return [f"{op} {pct:.3g}% at {format_size(size)}" for op, (pct, size) in self.best.items()]
 
     def verdicts(self) -> list[str]:
-        from colbench.sizes import format_size
+        from colbench.config.sizes import format_size
 
         return [
             f"{op}: busbw below half of the ceiling at the largest size ({pct:.3g}% of "

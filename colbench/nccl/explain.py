@@ -12,7 +12,7 @@ from typing import Any
 from colbench import reading
 from colbench.errors import UsageError
 from colbench.nccl.log import parse_log, summary
-from colbench.sizes import format_size
+from colbench.config.sizes import format_size
 
 _UNSAID = "-"
 

@@ -18,10 +18,10 @@ from typing import Any
 from colbench import ops
 from colbench.hardware.ceiling import CeilingCounter
 from colbench.report.console import TableSink
-from colbench.results import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
-from colbench.rundir import RunDir
-from colbench.skew import PER_RANK, RankRow, RankTimes, SlowestCounter
-from colbench.tables import TableWriter
+from colbench.store.results import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
+from colbench.store.rundir import RunDir
+from colbench.sweep.skew import PER_RANK, RankRow, RankTimes, SlowestCounter
+from colbench.store.tables import TableWriter
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ class MetaReporter(Reporter):
             rows_unsupported=self.status_counts.get(STATUS_UNSUPPORTED, 0),
             wrong_total=self.wrong_total,
             duration_s=summary.duration_s,
-            # Rows in which each rank arrived last, and the rank named (see colbench.skew).
+            # Rows in which each rank arrived last, and the rank named (see colbench.sweep.skew).
             slowest_rank_rows=self.slowest.counts,
             straggler=_straggler_meta(self.slowest, self.meta.get("rank_hosts") or []),
         )

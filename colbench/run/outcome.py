@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import ExitCode
-from colbench.results import SCHEMA_VERSION
-from colbench.rundir import RunDir
+from colbench.store.results import SCHEMA_VERSION
+from colbench.store.rundir import RunDir
 
 
 def rows_kept(run_dir: Path) -> int:

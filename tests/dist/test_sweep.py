@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from colbench import ops
-from colbench.results import COLUMNS, load
+from colbench.store.results import COLUMNS, load
 from tests.conftest import run_colbench
 
 ALL_SIZED = [op for op in ops.REGISTRY if op.sized]
