@@ -56,6 +56,8 @@ TABLE = Kind("results CSV", 512 * 1024**2)
 META = Kind("run's meta.json", 64 * 1024**2)
 #: nccl-tests or rccl-tests stdout, NCCL INFO lines of thousands of ranks included.
 LOG = Kind("nccl-tests log", 1024**3, "an")
+#: NCCL's own INFO/WARN log (NCCL_DEBUG=INFO) of any job, every rank's lines in one file.
+NCCL_LOG = Kind("NCCL log", 1024**3, "an")
 #: What a rank leaves for the parent when it fails.
 REPORT = Kind("rank error report", 16 * 1024**2)
 #: An interleaved run's turn log: a line of about 200 bytes per size, repeat and variant.

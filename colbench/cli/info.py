@@ -94,3 +94,36 @@ def import_(
     for warning in imported.warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: {importers.summary(run_dir, imported)}", err=True)
+
+
+@app.command("explain-log")
+def explain_log(
+    logs: Annotated[
+        list[str], typer.Argument(help="NCCL_DEBUG=INFO logs, each explained on its own.")
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per log (a list for several).")
+    ] = False,
+) -> None:
+    """Say what NCCL chose in a job, from its own INFO log, and what looks wrong.
+
+    Version, ranks, nodes, channels, the transport of each peer connection, the network,
+    GDR, NVLS, the algorithm and protocol per size (TUNING lines), and one verdict line per
+    problem the log's own lines prove (docs/explain.md). Any job's log reads: a training
+    job's, nccl-tests', one pasted in an issue, with launcher prefixes and ranks interleaved.
+
+    \b
+    Examples:
+      colbench explain-log nccl.log
+      colbench explain-log rank0.log rank1.log --json
+    """
+    import json
+
+    from colbench.nccl.explain import explain_logs, explain_text
+
+    found = explain_logs(logs)
+    if as_json:
+        data = [facts for _, facts in found]
+        typer.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
+        return
+    typer.echo("\n\n".join(explain_text(name, facts) for name, facts in found))

@@ -125,6 +125,8 @@ class OutputConfig:
     """Write busbw.png and time.png into the run directory when the sweep is done."""
     per_rank: bool = False
     """Write per_rank.csv beside results.csv: each rank's batch time and barrier wait."""
+    ceiling_gbps: float | None = None
+    """The user's rate bounding busbw (GB/s), replacing the hardware's (colbench.hardware)."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
 
@@ -330,6 +332,9 @@ def validate(cfg: SweepConfig) -> None:
         # Also checked against the backend ``auto`` picks; this catches it before torch loads.
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
     _positive_seconds("--time-budget", cfg.measure.time_budget_s)
+    ceiling = cfg.output.ceiling_gbps
+    if ceiling is not None and (not ceiling > 0 or ceiling == float("inf")):
+        raise UsageError(f"--ceiling-gbps must be a positive rate in GB/s, got {ceiling:g}")
     if not 1 <= cfg.measure.rotate <= 64:
         raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.measure.rotate}")
     if cfg.measure.group_size is not None and cfg.measure.group_size < 1:

@@ -397,6 +397,14 @@ class SweepOptions:
         help="Also write per_rank.csv: every rank's batch time and barrier wait per row.",
         concern="output",
     )
+    ceiling_gbps: float | None = option(
+        None,
+        "--ceiling-gbps",
+        help="The rate (GB/s, one direction, per rank) that bounds busbw, for the "
+        "ceiling_gbps and pct_of_ceiling columns, replacing the one read from the hardware "
+        "(docs/explain.md).",
+        concern="output",
+    )
 
 
 @functools.cache

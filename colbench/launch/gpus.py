@@ -90,7 +90,7 @@ def query(nvml: Any = None, run: Callable[[list[str]], str] | None = None) -> li
 
     ``nvml`` and ``run`` replace the ``pynvml`` module and running a command (tests).
     """
-    module = nvml if nvml is not None else _pynvml()
+    module = nvml if nvml is not None else pynvml_module()
     if module is not None:
         try:
             return _from_nvml(module)
@@ -107,7 +107,8 @@ def visible_gpus(
     return None if every is None else visible(every, os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
-def _pynvml() -> Any:
+def pynvml_module() -> Any:
+    """nvidia-ml-py's ``pynvml``, or None where it is not installed."""
     try:
         import pynvml
     except ImportError:

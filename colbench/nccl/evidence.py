@@ -9,7 +9,7 @@ proxy rank in parentheses) is dropped, the rest kept as NCCL spells it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 _LINK = re.compile(
     r"^Channel \d+(?:/\d+)? : (?P<a>\d+)\[[0-9a-f]+\] -> (?P<b>\d+)\[[0-9a-f]+\]"
@@ -95,6 +95,7 @@ class Facts:
     messages: list[str]
     env: dict[str, str]
     same_host_links: list[tuple[NetLink, str]]
+    transports: list[str] = field(default_factory=list)
 
 
 def verdicts(facts: Facts) -> list[str]:
@@ -124,7 +125,17 @@ def verdicts(facts: Facts) -> list[str]:
             f"intra-node traffic over the network: ranks {link.a} and {link.b} on {host} use "
             f"{link.transport}" + (f" ({', '.join(why)})" if why else "")
         )
+    out += _shm_verdicts(facts)
     return out
+
+
+def _shm_verdicts(facts: Facts) -> list[str]:
+    """GPUs of one node that NCCL connected through host memory rather than directly."""
+    if not any(t.startswith("SHM/") for t in facts.transports):
+        return []
+    why = [f"{k}={facts.env[k]}" for k in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL") if k in facts.env]
+    cause = ", ".join(why) if why else "NCCL found no peer-to-peer path between the GPUs"
+    return [f"intra-node traffic through host memory (SHM), not GPU peer-to-peer ({cause})"]
 
 
 def _gdr_verdicts(facts: Facts) -> list[str]:

@@ -303,6 +303,7 @@ def summary(log: NcclLog) -> dict[str, Any]:
         [line.message for line in log.lines if line.level],
         log.env,
         _same_host_links(log),
+        transports,
     )
     return {
         "nccl_version": _version(log),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench import ops
+from colbench.hardware.ceiling import CeilingCounter
 from colbench.report.console import TableSink
 from colbench.report.stragglers import PER_RANK, RankRow, RankTimes, SlowestCounter
 from colbench.store.results import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
@@ -171,6 +172,7 @@ class MetaReporter(Reporter):
         self.wrong_total = 0
         self.status_counts: dict[str, int] = {}
         self.slowest = SlowestCounter()
+        self.ceiling = CeilingCounter()
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
         self.meta = dict(meta)
@@ -181,6 +183,7 @@ class MetaReporter(Reporter):
             self.rows += 1
             self.wrong_total += int(row.wrong or 0)
             self.status_counts[row.status] = self.status_counts.get(row.status, 0) + 1
+            self.ceiling.add(row)
             if row.status == STATUS_OK:
                 self.slowest.add(
                     row.slowest_rank,
@@ -203,6 +206,12 @@ class MetaReporter(Reporter):
             slowest_rank_rows=self.slowest.counts,
             straggler=_straggler_meta(self.slowest, self.meta.get("rank_hosts") or []),
         )
+        if self.ceiling.best:
+            self.meta["ceiling"] = {
+                **(self.meta.get("ceiling") or {}),
+                "best": self.ceiling.best_meta(),
+                "verdicts": self.ceiling.verdicts(),
+            }
         self.run_dir.write_meta(self.meta)
 
 
@@ -241,14 +250,25 @@ class ConsoleReporter(Reporter):
         repeats: int = 1,
     ) -> None:
         self._header = list(header)
+        self._echo = echo
         self._table = TableSink(echo=echo, warn=warn, repeats=repeats)
+        self._ceiling = CeilingCounter()
+        self._ceiling_source = ""
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
         self._table.nodes = list(meta.get("rank_hosts") or [])
+        self._ceiling_source = (meta.get("ceiling") or {}).get("source") or ""
         self._table.header(self._header)
 
     def on_rows(self, rows: Sequence[Row]) -> None:
+        for row in rows:
+            self._ceiling.add(row)
         self._table.rows(ops.get(rows[0].op), rows)
 
     def on_end(self, summary: Summary) -> None:
         self._table.close()
+        if self._ceiling.best:
+            self._echo(
+                f"# Of the ceiling       : {', '.join(self._ceiling.lines())} (best; ceiling "
+                f"{self._ceiling.ceiling_gbps:.4g} GB/s: {self._ceiling_source})"
+            )

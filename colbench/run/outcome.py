@@ -25,19 +25,28 @@ def record_nccl_log(run_dir: Path) -> None:
     """meta.json's ``nccl``: what NCCL's own start-up logs (nccl-rank*.log) say about the
     run (version, ranks, nodes, channels, each transport, the network, verdicts). The
     logs stay beside it; nothing is recorded where there are none (gloo, a user's own
-    NCCL_DEBUG)."""
+    NCCL_DEBUG). Then meta.json's ``verdicts``, every one the run's evidence gives
+    (NCCL's log, the hardware, the ceiling: docs/explain.md), each also printed."""
+    from colbench.hardware.verdicts import run_verdicts
     from colbench.nccl.log import parse_log, summary
 
     files = RunDir(run_dir)
-    logs = files.nccl_logs()
-    if not logs:
+    try:
+        meta = files.read_meta()
+    except (OSError, ValueError):  # no meta.json to add to (a failed start): logs stay
         return
-    text = "".join(path.read_text(encoding="utf-8", errors="replace") for path in logs)
-    found = summary(parse_log(text))
-    found.pop("algorithms", None)  # start-up logs have no TUNING lines
-    # No meta.json to add to (a failed start): the logs stay, unread.
+    logs = files.nccl_logs()
+    found = None
+    if logs:
+        text = "".join(path.read_text(encoding="utf-8", errors="replace") for path in logs)
+        found = summary(parse_log(text))
+        found.pop("algorithms", None)  # start-up logs have no TUNING lines
+        meta["nccl"] = {"logs": [p.name for p in logs], **found}
+    verdicts = run_verdicts(meta)
+    for line in verdicts:
+        print(f"colbench: verdict: {line}", file=sys.stderr)
     with contextlib.suppress(OSError, ValueError):
-        files.update_meta(nccl={"logs": [p.name for p in logs], **found})
+        files.update_meta(verdicts=verdicts, **({"nccl": meta["nccl"]} if found else {}))
 
 
 def report_done(run_dir: Path) -> int:

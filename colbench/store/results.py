@@ -31,7 +31,7 @@ from colbench.store.tables import column as _column
 #: so it idled between calls and time_us is the host's launch cost.
 HOST_BOUND_RATIO = 0.9
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: What each version of results.csv changed.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -55,6 +55,10 @@ SCHEMA_HISTORY: dict[int, str] = {
     "`nccl_proto`, the algorithm and protocol NCCL's own log says it chose for the row's "
     "call (empty where not recorded). Older files read as fabric real, ranks_per_gpu 1, "
     "nccl_algo and nccl_proto empty.",
+    6: "the hardware's ceiling (last): `ceiling_gbps`, the rate of the link that bounds the "
+    "row (NVLink or PCIe within a node, the NICs per rank across nodes, the interface for "
+    "gloo; meta.json's `ceiling` says its source, or why there is none) or --ceiling-gbps, "
+    "and `pct_of_ceiling`, busbw as a percentage of it. Older files read as both empty.",
 }
 
 #: What makes two rows the same measurement: rows of two runs are compared only where
@@ -194,6 +198,18 @@ class Row(TableRow):
         "",
         "",
     )
+    ceiling_gbps: float | None = _column(
+        "the rate of the link that bounds the row's busbw, one direction, per rank "
+        "(docs/explain.md); empty where no rate can be known (meta.json's ceiling says why)",
+        "GB/s",
+        None,
+    )
+    pct_of_ceiling: float | None = _column(
+        "busbw_gbps as a percentage of ceiling_gbps; above 100 where NVLS or CollNet reduce "
+        "in the network",
+        "%",
+        None,
+    )
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
@@ -218,6 +234,8 @@ _ADDED_IN: dict[str, int] = {
     "ranks_per_gpu": 5,
     "nccl_algo": 5,
     "nccl_proto": 5,
+    "ceiling_gbps": 6,
+    "pct_of_ceiling": 6,
 }
 RESULTS = Table(
     "results.csv",
@@ -237,7 +255,7 @@ UNITS: dict[str, str] = RESULTS.units
 #: Columns read back as text and as floating point; the rest are integers.
 TEXT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if f.type in ("str", str))
 #: Every time and bandwidth column is a float, whatever is added later.
-FLOAT_COLUMNS = tuple(c for c in COLUMNS if c.endswith(("_us", "_gbps")))
+FLOAT_COLUMNS = tuple(c for c in COLUMNS if c.endswith(("_us", "_gbps")) or c.startswith("pct_"))
 #: The time columns bench's combine_times produces, in schema order.
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 
@@ -305,6 +323,8 @@ _FILL: dict[str, Callable[[Any], Any]] = {
     "ranks_per_gpu": lambda raw: "1",
     "nccl_algo": lambda raw: "",
     "nccl_proto": lambda raw: "",
+    "ceiling_gbps": lambda raw: "",
+    "pct_of_ceiling": lambda raw: "",
 }
 
 

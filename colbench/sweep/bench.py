@@ -60,6 +60,10 @@ class RunInfo:
     #: NCCL's choice per call, (op, bytes per rank) -> (algorithm, protocol), as a probe
     #: world logged it (colbench.sweep.probe); empty when not recorded.
     nccl_choices: Mapping[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
+    #: The rate that bounds every row's busbw (colbench.hardware.ceiling), GB/s; None
+    #: where none can be known, and ``ceiling_source`` says where it comes from or why.
+    ceiling_gbps: float | None = None
+    ceiling_source: str = ""
 
     @property
     def group_size(self) -> int:

@@ -7,9 +7,10 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from colbench.hardware import node
 from colbench.launch import emulation
 from colbench.report.console import run_header
 from colbench.report.progress import progress_bar
@@ -36,6 +37,9 @@ class Met:
 
     peers: list[Peer]
     hosts: list[str]
+    #: Each node's hardware facts by label (colbench.hardware): meta.json's ``hardware``
+    #: and one header line per node.
+    hardware: dict[str, Any] = field(default_factory=dict)
 
 
 def lead_run(
@@ -57,6 +61,9 @@ def lead_run(
     # the run's one results.csv (in its turns: never two writers at once).
     results_dir = RunDir(job.results_dir or job.run_dir or ".")
     meta = _first_meta(job, context, met, warnings + memory_notes)
+    if met.hardware:
+        meta["hardware"] = met.hardware
+    meta["ceiling"] = {"gbps": context.info.ceiling_gbps, "source": context.info.ceiling_source}
     rows_planned = count_units(work) * cfg.measure.repeat
     # What a failure's verdict and a reader of results.csv check the rows kept against.
     meta["rows_planned"] = rows_planned
@@ -84,6 +91,7 @@ def lead_run(
             reporters.append(PerRankReporter(run_dir))
         if cfg.output.table:
             header = _table_header(job, context, met, warnings)
+            header += [node.header_line(label, facts) for label, facts in met.hardware.items()]
             echo = hooks.echo if table_file is None else _writer(table_file)
             reporters.append(ConsoleReporter(header, echo, hooks.warn, cfg.measure.repeat))
         with RowStream(reporters, hooks.warn) as stream:

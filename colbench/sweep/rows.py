@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from colbench.hardware.ceiling import percent
 from colbench.launch.emulation import fabric
 from colbench.nccl.names import FUNCTION_OP
 from colbench.nccl.tuning import printed_bytes
@@ -98,6 +99,8 @@ def make_row(
         ranks_per_gpu=info.ranks_per_gpu,
         nccl_algo=algo,
         nccl_proto=proto,
+        ceiling_gbps=info.ceiling_gbps,
+        pct_of_ceiling=percent(busbw, info.ceiling_gbps),
     )
 
 

@@ -18,6 +18,8 @@ from typing import Any
 from colbench import __version__, launch
 from colbench.config.model import SweepConfig, validate_for_world
 from colbench.errors import ExitCode, UsageError
+from colbench.hardware import node as node_hardware
+from colbench.hardware.ceiling import ceiling
 from colbench.launch import devices
 from colbench.launch.env import local_world_size_from_env
 from colbench.nccl.algo import CommFacts
@@ -97,6 +99,15 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     # Ranks NCCL would refuse on one GPU were refused before the communicator started
     # (colbench.run.startup.prepare_nccl).
     peers = meet_peers(side, me, SWEEP_DISAGREES)
+    # Node labels, not bare host names: namespaces and containers share a host name.
+    hosts = launch.node_labels([p.node for p in peers])
+    towards = job.store_host or os.environ.get("MASTER_ADDR")
+    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
+    emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
+    used = {p.gpu["bus_id"] for p in peers if p.gpu.get("bus_id")}
+    ceiling_gbps, ceiling_source = ceiling(
+        hardware, job.backend, hosts, cfg.output.ceiling_gbps, emulated, used
+    )
     subgroup = (
         split_world(cfg.measure.group_size, job.world_size, rank, group_timeout_s)
         if cfg.measure.group_size
@@ -112,6 +123,8 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         variant=job.variant,
         ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
         nccl_choices=task.nccl_choices,
+        ceiling_gbps=ceiling_gbps,
+        ceiling_source=ceiling_source,
     )
     worlds = job.turns.worlds if job.turns is not None else 1
     work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
@@ -133,8 +146,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     if rank != 0 or job.run_dir is None:
         RankBench(context).run(work)
         return
-    # Node labels, not bare host names: namespaces and containers share a host name.
-    met = Met(peers, launch.node_labels([p.node for p in peers]))
+    met = Met(peers, hosts, hardware)
     lead_run(job, context, met, work, (_measurement_warnings(cfg, job.backend), memory_notes))
 
 

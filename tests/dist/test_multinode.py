@@ -140,8 +140,55 @@ def _torchrun_on_both(
     return procs, _wait_all(procs, JOB_TIMEOUT_S)
 
 
+def _tc(namespace: str, *args: str) -> None:
+    subprocess.run(
+        ["ip", "netns", "exec", namespace, "tc", *args], check=True, capture_output=True,
+        timeout=30,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _shaped(two_nodes: TwoNodes, rate: str) -> Iterator[None]:
+    """Each node's veth held to ``rate`` by a tbf, removed afterwards."""
+    if shutil.which("tc") is None:
+        pytest.skip("shaping needs iproute2's `tc`")
+    pairs = list(zip(two_nodes.namespaces, two_nodes.interfaces, strict=True))
+    for ns, iface in pairs:
+        _tc(ns, "qdisc", "add", "dev", iface, "root", "tbf", "rate", rate, "burst", "256kb",
+            "latency", "100ms")  # fmt: skip
+    try:
+        yield
+    finally:
+        for ns, iface in pairs:
+            subprocess.run(
+                ["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", iface, "root"],
+                capture_output=True, timeout=30,
+            )  # fmt: skip
+
+
 def test_two_node_torchrun_job(two_nodes: TwoNodes, tmp_path: Path) -> None:
     out = tmp_path / "run"
+    # A rate the job's small sizes never reach, for the ceiling to come from tc.
+    with _shaped(two_nodes, "4gbit"):
+        _two_node_job(two_nodes, tmp_path, out)
+    meta = json.loads((out / "meta.json").read_text())
+    # Each node's facts, read in its namespace: its veth (toward the coordinator) at tc's
+    # rate, shared by the node's 2 ranks: 4 Gb/s / 8 / 2 = 0.25 GB/s.
+    assert len(meta["hardware"]) == 2
+    for label, iface in zip(meta["hosts"], two_nodes.interfaces, strict=True):
+        facts = meta["hardware"][label]
+        assert facts["interface"] == iface
+        veth = next(n for n in facts["nics"] if n["name"] == iface)
+        assert (veth["kind"], veth["rate_gbit_s"]) == ("virtual", 4.0)
+    assert meta["ceiling"]["gbps"] == 0.25
+    assert meta["ceiling"]["source"].endswith("Gb/s (tc's rate on " + two_nodes.interfaces[0]
+                                              + ") over 2 rank(s)")  # fmt: skip
+    frame = load(out)
+    assert (frame["ceiling_gbps"] == 0.25).all()
+    assert (frame["pct_of_ceiling"] > 0).all()
+
+
+def _two_node_job(two_nodes: TwoNodes, tmp_path: Path, out: Path) -> None:
     procs, outputs = _torchrun_on_both(
         two_nodes,
         two_nodes.interfaces,

@@ -117,3 +117,45 @@ def test_existing_run_directory_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert (out / "results.csv").read_text() == "precious\n"
     assert proc.stderr.strip().count("\n") == 0 and "already exists" in proc.stderr
+
+
+def test_a_gloo_runs_hardware_comes_from_this_machines_sysfs_and_has_no_ceiling(
+    tmp_path: Path,
+) -> None:
+    """Spawned ranks on one node talk over loopback: no rate, so no ceiling, and why."""
+    from colbench.hardware import sysfs
+
+    out = tmp_path / "run"
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce", "--sizes", "1K,4K", "-n", "2", "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    ((label, facts),) = meta["hardware"].items()
+    here = sysfs.nics()
+    assert [n["name"] for n in facts["nics"]] == [n["name"] for n in here]
+    assert [(n["kind"], n["rate_gbit_s"]) for n in facts["nics"]] == [
+        (n["kind"], n["rate_gbit_s"]) for n in here
+    ]
+    assert facts["interface"] == "lo" and facts["numa_nodes"] == sysfs.numa_nodes()
+    assert f"# node {label}: " in proc.stdout and "| CPU " in proc.stdout
+    assert meta["ceiling"] == {
+        "gbps": None,
+        "source": "all ranks on one node talk over loopback, which has no rate",
+    }
+    frame = load(out)
+    assert frame["ceiling_gbps"].isna().all() and frame["pct_of_ceiling"].isna().all()
+    assert meta["verdicts"] == [] and "verdict" not in proc.stderr
+    # The user's ceiling fills both columns: busbw as a share of it.
+    again = tmp_path / "again"
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce", "--sizes", "4K", "-n", "2", "--ceiling-gbps", "0.25",
+        "--out", str(again),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    frame = load(again)
+    assert (frame["ceiling_gbps"] == 0.25).all()
+    assert (
+        abs(frame["pct_of_ceiling"] - 400 * frame["busbw_gbps"]) < 1e-3 * frame["pct_of_ceiling"]
+    ).all()
+    assert "# Of the ceiling       : all_reduce " in proc.stdout

@@ -31,6 +31,7 @@ def calls(op: str | None, algo: str, proto: str, *sizes: int) -> list[dict[str, 
 
 
 SOCKET_FALLBACK = "network Socket although NCCL tried InfiniBand or a network plugin ({})"
+SHM_INSTEAD = "intra-node traffic through host memory (SHM), not GPU peer-to-peer ({})"
 
 #: INDEX.md's truth, per file. Where INDEX says "unknown", the summary says null; "hosts"
 #: stand in for nNodes where NCCL printed none (and where it printed none, a table of
@@ -52,7 +53,8 @@ TRUTH: dict[str, dict[str, Any]] = {
     "nccl1781-k8s-pods-nohostid-socket.log": {
         "nccl_version": None, "nranks": 2, "nnodes": 2, "ranks_per_node": 1, "channels": 2,
         "network": None, "gdr": False, "nvls": False, "transports": ["NET/Socket"],
-        "algorithms": [], "verdicts": [], "fallback": False, "communicators": comms((2, 2, 2)),
+        "algorithms": [], "verdicts": [], "fallback": False,
+        "communicators": comms((2, 2, 2)),
     },
     "nccl1781-k8s-pods-hostid-cumem.log": {
         "nccl_version": None, "nranks": 2, "nnodes": 1, "ranks_per_node": 2, "channels": 24,
@@ -62,7 +64,8 @@ TRUTH: dict[str, dict[str, Any]] = {
     "gnosia-g6e-1pod-shm-2.27.log": {
         "nccl_version": "2.27.3", "nranks": 4, "nnodes": 1, "ranks_per_node": 4, "channels": 2,
         "network": "Libfabric", "gdr": None, "nvls": False, "transports": ["SHM/direct/direct"],
-        "algorithms": [], "verdicts": [], "fallback": False,
+        "algorithms": [], "verdicts": [SHM_INSTEAD.format("NCCL_P2P_LEVEL=NVL")],
+        "fallback": False,
         "communicators": comms((4, 1, 2), (4, 1, 2)),
     },
     "gnosia-g6e-4pods-efa-nogdr-2.27.log": {
@@ -370,6 +373,11 @@ def shape(ptr: str, nranks: int, nodes: int, local: int) -> str:
         (["+ NVL[480.0] - NVS/0", "NVLS multicast support is not available on dev 0"],
          "NVLS unavailable although the topology shows an NVSwitch"),
         (["NCCL_NVLS_ENABLE set by environment to 0."], "NVLS disabled by NCCL_NVLS_ENABLE=0"),
+        (["Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct"],
+         SHM_INSTEAD.format("NCCL found no peer-to-peer path between the GPUs")),
+        (["NCCL_P2P_DISABLE set by environment to 1",
+          "Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct"],
+         SHM_INSTEAD.format("NCCL_P2P_DISABLE=1")),
     ],
 )  # fmt: skip
 def test_each_verdict_from_its_evidence(lines: list[str], verdict: str) -> None:

@@ -31,6 +31,7 @@ SAMPLES: dict[str, Any] = {
     "time_budget": 0.5,
     "env": {"NCCL_ALGO": ["Ring", "Tree"]},
     "python": "main=/usr/bin/python3,pr=/usr/bin/python3",
+    "ceiling_gbps": 12.5,
 }
 
 

@@ -111,10 +111,12 @@ def test_every_column_since_version_1_says_how_old_files_read() -> None:
     assert may_lack(1) == set(COLUMNS) - set(V1_COLUMNS)
     v4 = {"slowest_rank", "skew_us", "time_ranks_avg_us", "time_ranks_max_us"}
     v5 = {"fabric", "ranks_per_gpu", "nccl_algo", "nccl_proto"}
+    v6 = {"ceiling_gbps", "pct_of_ceiling"}
     assert may_lack(2) == {"group_size", "groups", "aggbw_gbps", "repeat", "enqueue_us",
-                           "host_bound", *v4, *v5}  # fmt: skip
-    assert may_lack(3) == v4 | v5
-    assert may_lack(4) == v5
+                           "host_bound", *v4, *v5, *v6}  # fmt: skip
+    assert may_lack(3) == v4 | v5 | v6
+    assert may_lack(4) == v5 | v6
+    assert may_lack(5) == v6
     assert may_lack(SCHEMA_VERSION) == frozenset()
 
 
@@ -208,7 +210,7 @@ def test_rows_of_several_versions_in_one_file(tmp_path: Path) -> None:
     with v2.open("a", encoding="utf-8") as f:
         f.write(",".join([str(SCHEMA_VERSION), *lines[2].split(",")[1 : len(V2_COLUMNS)]]) + "\n")
     lacking = (
-        rf"lacks 10 column\(s\) of schema version {SCHEMA_VERSION} "
+        rf"lacks 12 column\(s\) of schema version {SCHEMA_VERSION} "
         r"\(enqueue_us, host_bound, slowest_rank,"
     )
     with pytest.raises(UsageError, match=lacking):
@@ -300,3 +302,12 @@ def test_update_baseline_pools_runs_of_two_versions(tmp_path: Path) -> None:
     assert pooled["schema_version"].tolist() == [2] * 20 + [SCHEMA_VERSION] * 10
     expected = pd.concat([load(old), load(new)], ignore_index=True)
     pd.testing.assert_frame_equal(pooled, expected)
+
+
+def test_version_5_reads_with_empty_ceilings(tmp_path: Path) -> None:
+    rows = smoke_rows()[:4]
+    v5_columns = [c for c in COLUMNS if c not in ("ceiling_gbps", "pct_of_ceiling")]
+    frame = load(write_old(tmp_path / "v5.csv", v5_columns, 5, rows))
+    assert list(frame.columns) == list(COLUMNS)
+    assert frame["ceiling_gbps"].isna().all() and frame["pct_of_ceiling"].isna().all()
+    assert frame["busbw_gbps"].tolist() == [float(r["busbw_gbps"]) for r in rows]

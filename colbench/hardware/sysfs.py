@@ -1,0 +1,150 @@
+"""NICs and PCIe links from sysfs, under a root that tests point at a recorded tree.
+
+- ``/sys/class/net/<if>``: ``speed`` (Mb/s; the kernel refuses it for loopback and
+  returns -1 when the link is down or the driver does not know), ``operstate``, and the
+  device link (none for virtual interfaces: lo, veth, bridges, ifb).
+- ``/sys/class/infiniband/<dev>/ports/<n>``: ``rate`` (``400 Gb/sec (4X NDR)``),
+  ``state`` (``4: ACTIVE``), ``link_layer`` (``InfiniBand``; ``Ethernet`` is RoCE); the
+  driver ``efa`` is AWS's Elastic Fabric Adapter; ``device/net/`` names its netdev.
+- ``/sys/bus/pci/devices/<bus id>``: ``current_link_speed`` (``16.0 GT/s PCIe``),
+  ``current_link_width``, ``max_link_speed``, ``max_link_width``, ``numa_node``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+#: PCIe transfer rate (GT/s) -> generation.
+_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+#: Bytes per second per lane and direction, after line coding (8b/10b to gen 2,
+#: 128b/130b from gen 3; gen 6's FLIT mode about 242/256), in GB/s.
+PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+_BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_ROOT_COMPLEX = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
+_IB_RATE = re.compile(r"^\s*([\d.]+) Gb/sec")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def pcie_generation(speed: str | None) -> int | None:
+    """``16.0 GT/s PCIe`` -> 4; None where unknown (``Unknown``, a VM's empty file)."""
+    m = re.match(r"^\s*([\d.]+) GT/s", speed or "")
+    return _GENERATIONS.get(float(m[1])) if m else None
+
+
+def pcie_link(root: Path, bus_id: str) -> dict[str, Any] | None:
+    """The PCIe link of device ``bus_id``: current and maximum generation and width."""
+    device = root / "sys/bus/pci/devices" / bus_id
+    if not device.is_dir():
+        return None
+    link = {
+        "gen": pcie_generation(_read(device / "current_link_speed")),
+        "width": _int(_read(device / "current_link_width")),
+        "max_gen": pcie_generation(_read(device / "max_link_speed")),
+        "max_width": _int(_read(device / "max_link_width")),
+    }
+    return link if any(v for v in link.values()) else None
+
+
+def numa_node(root: Path, bus_id: str | None) -> int | None:
+    """The NUMA node of a PCI device (None where the kernel says -1 or nothing)."""
+    if bus_id is None:
+        return None
+    node = _int(_read(root / "sys/bus/pci/devices" / bus_id / "numa_node"))
+    return node if node is not None and node >= 0 else None
+
+
+def pci_path(root: Path, bus_id: str) -> tuple[str, ...]:
+    """The chain of PCI bus ids from the root complex down to ``bus_id``: two devices'
+    common prefix is the switch or root port they share."""
+    real = os.path.realpath(root / "sys/bus/pci/devices" / bus_id)
+    return tuple(p for p in Path(real).parts if _BUS_ID.match(p) or _ROOT_COMPLEX.match(p))
+
+
+def _pci_parent(path: Path) -> str | None:
+    """The PCI device a class device (a netdev, an IB device) sits on."""
+    parts = Path(os.path.realpath(path)).parts
+    found = [p for p in parts if _BUS_ID.match(p)]
+    return found[-1] if found else None
+
+
+def _netdev(root: Path, name: str) -> dict[str, Any]:
+    path = root / "sys/class/net" / name
+    bus_id = _pci_parent(path)
+    speed_mbit = _int(_read(path / "speed"))
+    if name == "lo":
+        kind, rate, why = "loopback", None, "loopback has no rate (/sys/class/net/lo/speed)"
+    elif not (path / "device").exists():
+        kind, rate, why = "virtual", None, "a virtual interface's speed is made up or absent"
+    elif speed_mbit is None or speed_mbit <= 0:
+        kind, rate, why = "Ethernet", None, f"/sys/class/net/{name}/speed reports no rate"
+    else:
+        kind, rate, why = "Ethernet", speed_mbit / 1000, f"/sys/class/net/{name}/speed"
+    return {
+        "name": name,
+        "kind": kind,
+        "rate_gbit_s": rate,
+        "rate_source": why,
+        "state": _read(path / "operstate"),
+        "bus_id": bus_id,
+    }
+
+
+def _ib_device(root: Path, name: str) -> dict[str, Any]:
+    path = root / "sys/class/infiniband" / name
+    ports = sorted((path / "ports").glob("*")) if (path / "ports").is_dir() else []
+    port = ports[0] if ports else path / "ports/1"
+    layer = _read(port / "link_layer")
+    driver = os.path.basename(os.path.realpath(path / "device/driver"))
+    kind = "EFA" if driver == "efa" else "RoCE" if layer == "Ethernet" else "InfiniBand"
+    m = _IB_RATE.match(_read(port / "rate") or "")
+    state = _read(port / "state")
+    netdevs = sorted(p.name for p in (path / "device/net").glob("*"))
+    return {
+        "name": name,
+        "kind": kind,
+        "rate_gbit_s": float(m[1]) if m else None,
+        "rate_source": f"/sys/class/infiniband/{name}/ports/{port.name}/rate",
+        "state": state.split(":", 1)[-1].strip() if state else None,
+        "bus_id": _pci_parent(path),
+        "netdevs": netdevs,
+    }
+
+
+def nics(root: Path = Path("/")) -> list[dict[str, Any]]:
+    """Every network device: RDMA devices first (with the netdevs they own), then the
+    network interfaces that belong to none."""
+    ib_root = root / "sys/class/infiniband"
+    rdma = [_ib_device(root, p.name) for p in sorted(ib_root.glob("*"))] if ib_root.is_dir() else []
+    owned = {n for dev in rdma for n in dev["netdevs"]}
+    net_root = root / "sys/class/net"
+    names = sorted(p.name for p in net_root.glob("*")) if net_root.is_dir() else []
+    out = rdma + [_netdev(root, n) for n in names if n not in owned]
+    for nic in out:
+        nic["numa_node"] = numa_node(root, nic["bus_id"])
+        nic["pcie"] = pcie_link(root, nic["bus_id"]) if nic["bus_id"] else None
+    return out
+
+
+def numa_nodes(root: Path = Path("/")) -> int | None:
+    """NUMA nodes with CPUs."""
+    nodes = root / "sys/devices/system/node"
+    if not nodes.is_dir():
+        return None
+    found = [p for p in nodes.glob("node[0-9]*") if _read(p / "cpulist")]
+    return len(found) or None

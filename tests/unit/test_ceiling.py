@@ -1,0 +1,139 @@
+"""Each row's ceiling (colbench.hardware.ceiling): from recorded hardware facts, where
+no rate can be known, tc's rates, and the summary's best share and verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from colbench.hardware import ceiling, node, tc
+from tests.unit.test_hardware import FakeNvml, _nvml_gpu, recorded_tree
+
+
+def facts(tmp_path: Path, *gpus: dict[str, Any], interface: str | None = None) -> dict[str, Any]:
+    found = node.read_node(recorded_tree(tmp_path), FakeNvml(list(gpus)), shaped={})
+    found["interface"] = interface
+    return found
+
+
+def test_one_node_of_nvlink_gpus_is_bound_by_nvlink(tmp_path: Path) -> None:
+    hw = {"n1": facts(tmp_path, _nvml_gpu(":03:00.0", 18), _nvml_gpu(":04:00.0", 18))}
+    assert ceiling.ceiling(hw, "nccl", ["n1", "n1"]) == (
+        450.0, "NVLink4 x18 at 25 GB/s per link (NVML)",
+    )  # fmt: skip
+
+
+def test_only_the_gpus_the_ranks_drive_bound_the_run(tmp_path: Path) -> None:
+    hw = {"n1": facts(tmp_path, _nvml_gpu(":03:00.0", 18), _nvml_gpu(":04:00.0", None))}
+    # GPU 1 (PCIe only) is not in the run: GPU 0's NVLink bounds it.
+    rate, _ = ceiling.ceiling(hw, "nccl", ["n1"], used_bus_ids={"0000:03:00.0"})
+    assert rate == 450.0
+    rate, why = ceiling.ceiling(hw, "nccl", ["n1", "n1"])
+    assert (rate, why) == (31.504, "PCIe gen5 x8 (GPU 1)")
+
+
+def test_one_node_of_pcie_gpus_is_bound_by_the_narrowest_link(tmp_path: Path) -> None:
+    hw = {"n1": facts(tmp_path, _nvml_gpu(":03:00.0", None))}
+    # gen5 x8 (NVML): 8 lanes at 3.938 GB/s.
+    assert ceiling.ceiling(hw, "nccl", ["n1"]) == (31.504, "PCIe gen5 x8 (GPU 0)")
+    hw = {"n1": facts(tmp_path / "b", _nvml_gpu(":81:00.0", None, pcie=False))}
+    rate, why = ceiling.ceiling(hw, "nccl", ["n1"])
+    assert rate is None and "PCIe link" in why
+
+
+def test_across_nodes_the_rdma_nics_are_shared_by_the_nodes_ranks(tmp_path: Path) -> None:
+    one = facts(tmp_path / "a", _nvml_gpu(":03:00.0", 18))
+    hw = {"n1": one, "n2": one}
+    # mlx5_0: 400 Gb/s up (mlx5_1 is down), 2 ranks per node: 25 GB/s each.
+    assert ceiling.ceiling(hw, "nccl", ["n1", "n1", "n2", "n2"]) == (
+        25.0, "mlx5_0: 400 Gb/s (sysfs) over 2 rank(s)",
+    )  # fmt: skip
+
+
+def test_gloo_uses_the_interface_toward_the_coordinator(tmp_path: Path) -> None:
+    eth = facts(tmp_path / "a", interface="eth0")
+    assert ceiling.ceiling({"a": eth, "b": eth}, "gloo", ["a", "b"]) == (
+        3.125, "eth0: 25 Gb/s (/sys/class/net/eth0/speed) over 1 rank(s)",
+    )  # fmt: skip
+    veth = facts(tmp_path / "b", interface="veth0")
+    rate, why = ceiling.ceiling({"a": veth, "b": veth}, "gloo", ["a", "b"])
+    assert rate is None and why == "veth0: a virtual interface's speed is made up or absent"
+
+
+@pytest.mark.parametrize(
+    ("hardware", "backend", "nodes", "why"),
+    [
+        ({"a": {"nics": []}}, "gloo", ["a", "a"], "loopback, which has no rate"),
+        ({}, "gloo", ["a", "b"], "the hardware of some node is unknown"),
+        ({"a": {"gpus": None}}, "nccl", ["a"], "NVML reports no GPU"),
+        ({"a": {"nics": []}, "b": {"nics": []}}, "gloo", ["a", "b"],
+         "the interface toward the coordinator is unknown"),
+    ],
+)  # fmt: skip
+def test_no_ceiling_where_no_rate_can_be_known(
+    hardware: dict[str, Any], backend: str, nodes: list[str], why: str
+) -> None:
+    rate, reason = ceiling.ceiling(hardware, backend, nodes)
+    assert rate is None and why in reason
+
+
+def test_the_users_ceiling_wins_and_an_emulated_fabric_has_none() -> None:
+    assert ceiling.ceiling({}, "gloo", ["a", "a"], given=12.5) == (12.5, "--ceiling-gbps")
+    rate, why = ceiling.ceiling({}, "nccl", ["a", "a"], emulated=True)
+    assert rate is None and "emulated" in why
+
+
+def test_a_shaped_interface_takes_tcs_rate(tmp_path: Path) -> None:
+    asked: list[list[str]] = []
+
+    def run(argv: list[str]) -> str:
+        asked.append(argv)
+        if argv[1] == "qdisc":
+            return (
+                "qdisc noqueue 0: dev lo root refcnt 2\n"
+                "qdisc htb 1: dev veth1 root refcnt 3 r2q 10 default 0x10\n"
+                "qdisc tbf 8036: dev veth0 root refcnt 3 rate 1Gbit burst 65500b lat 50ms\n"
+                "qdisc netem 8037: dev veth2 root refcnt 3 limit 1000 delay 1ms rate 500Kbit\n"
+            )
+        return (
+            "class htb 1:11 root prio 0 rate 200Mbit ceil 200Mbit burst 1600b\n"
+            "class htb 1:10 root prio 0 rate 300Mbit ceil 300Mbit burst 1537b\n"
+        )
+
+    rates = tc.shaped_rates_gbit_s(run)
+    assert rates == pytest.approx({"veth0": 1.0, "veth1": 0.3, "veth2": 5e-4})
+    # Classes are asked for only where an htb qdisc holds them.
+    assert asked == [["tc", "qdisc", "show"], ["tc", "class", "show", "dev", "veth1"]]
+    found = node.read_node(recorded_tree(tmp_path), FakeNvml([]), shaped={"veth0": 0.3})
+    veth = next(n for n in found["nics"] if n["name"] == "veth0")
+    assert (veth["rate_gbit_s"], veth["rate_source"]) == (0.3, "tc's rate on veth0")
+
+
+def _row(op: str, size: int, pct: float | None) -> SimpleNamespace:
+    return SimpleNamespace(op=op, size_bytes=size, pct_of_ceiling=pct, ceiling_gbps=10.0)
+
+
+def test_the_summary_gives_each_ops_best_and_names_a_low_largest_size() -> None:
+    counter = ceiling.CeilingCounter()
+    big = 256 * 1024**2
+    for row in (
+        _row("all_reduce", 1024, 2.0), _row("all_reduce", big, 80.0), _row("all_reduce", big, 85.0),
+        _row("all_gather", 1024, 1.0), _row("all_gather", big, 40.0), _row("all_gather", big, 45.0),
+        _row("broadcast", 1024, 1.0), _row("gather", 1024, None),
+    ):  # fmt: skip
+        counter.add(row)
+    assert counter.lines() == [
+        "all_reduce 85% at 256M",
+        "all_gather 45% at 256M",
+        "broadcast 1% at 1K",
+    ]
+    # broadcast stopped at 1K: a latency-bound size says nothing of the link.
+    assert counter.verdicts() == [
+        "all_gather: busbw below half of the ceiling at the largest size (45% of 10 GB/s at 256M)"
+    ]
+    assert counter.best_meta()["all_reduce"] == {"pct_of_ceiling": 85.0, "size_bytes": big}
+    assert ceiling.percent(5.0, 10.0) == 50.0 and ceiling.percent(None, 10.0) is None
+    assert ceiling.percent(5.0, None) is None
