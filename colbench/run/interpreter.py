@@ -22,7 +22,8 @@ from colbench.run.child import spawned_rank
 from colbench.run.job import RankJob
 
 #: Format of the job file; the rank refuses another before unpickling the job itself.
-JOB_FILE_VERSION = 1
+#: 2: the job carries a task (colbench.run.job.RankTask), the sweep's among them.
+JOB_FILE_VERSION = 2
 #: How a rank starts: like ``-m colbench.run.interpreter``, but without the working
 #: directory at the head of sys.path (``-m`` and ``-c`` both put it there): started from
 #: a checkout of another colbench, as a CI job in the pull request's checkout is, that
