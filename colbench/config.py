@@ -16,6 +16,7 @@ from colbench import ops as ops_registry
 from colbench.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
 from colbench.errors import UsageError
 from colbench.ops.base import Collective
+from colbench.ops.splits import given as given_splits
 from colbench.options import (
     BACKENDS,
     DEFAULT_INIT_TIMEOUT_S,
@@ -62,7 +63,9 @@ class MeasureConfig:
     """Split the world into contiguous groups of this many ranks that run every
     collective at once (nccl-tests' NCCL_TESTS_SPLIT); None = one group of all ranks."""
     seed: int = 0
-    """Seed of the deterministic input data."""
+    """Seed of the deterministic input data (and of all_to_allv's split generators)."""
+    splits: str = "uniform"
+    """all_to_allv's traffic pattern (colbench.ops.splits): who sends how much to whom."""
     memory_check: MemoryCheck = "skip"
     """Before allocating: ``skip`` sizes that do not fit, ``refuse`` the sweep, or ``off``."""
     memory_limit_bytes: int | None = None
@@ -159,7 +162,7 @@ class SweepConfig:
         return type(self)(**parts)
 
     def collectives(self) -> tuple[Collective, ...]:
-        return tuple(ops_registry.get(name) for name in self.measure.ops)
+        return tuple(ops_registry.get(name).configured(self.measure) for name in self.measure.ops)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field by its own name, in one flat mapping (meta.json's ``config``)."""
@@ -256,6 +259,7 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
         init_timeout_s=default_timeout(opts.init_timeout, opts.ranks_per_gpu, init=True),
         group_size=opts.group_size,
         seed=opts.seed,
+        splits=given_splits(opts.splits),
         out_dir=opts.out,
         results_root=opts.results_dir,
         progress=opts.progress,

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from colbench import ops, option_table
 from colbench.dtypes import parse_dtypes, parse_redops
 from colbench.errors import UsageError
+from colbench.ops.splits import parse as parse_splits
 from colbench.option_table import Option, option, rows_of
 from colbench.sizes import parse_sizes
 
@@ -241,7 +242,24 @@ class SweepOptions:
         concern="measure",
         nccl_tests="NCCL_TESTS_SPLIT",
     )
-    seed: int = option(0, "--seed", help="Seed of the deterministic input data.", concern="measure")
+    seed: int = option(
+        0,
+        "--seed",
+        help="Seed of the deterministic input data and of all_to_allv's split generators.",
+        concern="measure",
+    )
+    splits: str = option(
+        "uniform",
+        "--splits",
+        help="all_to_allv's traffic pattern: uniform, spread:S (nccl-tests' generated "
+        "pattern, S 0-1), zipf:ALPHA (receivers skewed by expert popularity), "
+        "topk:TOKENS,HIDDEN,EXPERTS,K (top-k routing of each rank's tokens) or file:PATH "
+        "(an nccl-tests traffic matrix, rows = senders). A size S scales it so the mean "
+        "rank sends S bytes.",
+        concern="measure",
+        nccl_tests="NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
+        parse=parse_splits,
+    )
     out: str | None = option(
         None, "--out", help="Run directory (must be new or empty).", concern="output"
     )

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
 
+    from colbench.config import MeasureConfig
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -35,6 +37,12 @@ class Layout:
     #: Elements in one rank's input and output buffer (largest over ranks).
     send_numel: int
     recv_numel: int
+    #: Uneven exchanges (all_to_allv): what size_bytes, the busiest rank's, hides. Bytes
+    #: the mean rank sends (= receives), and the largest rank's bytes sent and received
+    #: over that mean; None where every rank moves the same.
+    mean_bytes: float | None = None
+    send_imbalance: float | None = None
+    recv_imbalance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +168,14 @@ class Collective:
     #: The nccl-tests program that measures this collective (``colbench crosscheck``);
     #: empty when nccl-tests has none.
     nccl_tests_binary: ClassVar[str] = ""
+
+    def configured(self, measure: MeasureConfig) -> Collective:
+        """This op as the sweep's options shape it (all_to_allv: its --splits); most
+        ops have nothing to configure and are their own registry entry."""
+        return self
+
+    #: One line for the row's ``splits`` column: the pattern of an uneven exchange.
+    splits_label: str = ""
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         raise NotImplementedError
