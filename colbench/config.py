@@ -31,6 +31,7 @@ from colbench.options import (
     SweepOptions,
     parse_average,
     parse_placements,
+    parse_split,
 )
 from colbench.sizes import parse_size, parse_sizes, size_range
 
@@ -61,7 +62,18 @@ class MeasureConfig:
     """How each rank's batch time is combined before bandwidth is computed."""
     group_size: int | None = None
     """Split the world into contiguous groups of this many ranks that run every
-    collective at once (nccl-tests' NCCL_TESTS_SPLIT); None = one group of all ranks."""
+    collective at once (nccl-tests' NCCL_TESTS_SPLIT="DIV k"); None = one group of all ranks."""
+    group_mod: int | None = None
+    """``--split mod:K``: K groups, each of the ranks with equal rank mod K, all running
+    every collective at once (nccl-tests' NCCL_TESTS_SPLIT="MOD K": on nodes of K GPUs,
+    one rail per group); None: see ``group_size``."""
+
+    def ranks_per_group(self, world_size: int) -> int:
+        """Ranks each collective runs on: the n of the bandwidth formulas."""
+        if self.group_mod:
+            return world_size // self.group_mod
+        return self.group_size or world_size
+
     seed: int = 0
     """Seed of the deterministic input data (and of all_to_allv's split generators)."""
     splits: str = "uniform"
@@ -257,7 +269,7 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
         ranks_per_gpu=opts.ranks_per_gpu,
         timeout_s=default_timeout(opts.timeout, opts.ranks_per_gpu, init=False),
         init_timeout_s=default_timeout(opts.init_timeout, opts.ranks_per_gpu, init=True),
-        group_size=opts.group_size,
+        **_groups(opts.group_size, opts.split),
         seed=opts.seed,
         splits=given_splits(opts.splits),
         out_dir=opts.out,
@@ -277,6 +289,20 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
         nccl_probe=opts.nccl_probe,
         plot=opts.plot,
         per_rank=opts.per_rank,
+    )
+
+
+def _groups(group_size: int | None, split: str | None) -> dict[str, int | None]:
+    """``--group-size`` or ``--split`` as the config's group_size and group_mod."""
+    if split is None:
+        return {"group_size": group_size, "group_mod": None}
+    if group_size is not None:
+        raise UsageError("give --split or --group-size, not both (--split div:K is --group-size K)")
+    kind, k = parse_split(split)
+    return (
+        {"group_size": k, "group_mod": None}
+        if kind == "div"
+        else {"group_size": None, "group_mod": k}
     )
 
 
@@ -366,6 +392,8 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.measure.rotate}")
     if cfg.measure.group_size is not None and cfg.measure.group_size < 1:
         raise UsageError(f"--group-size must be at least 1, got {cfg.measure.group_size}")
+    if cfg.measure.group_mod is not None and cfg.measure.group_mod < 1:
+        raise UsageError(f"--split mod:K needs K of 1 or more, got {cfg.measure.group_mod}")
     if all(c.uses_redop for c in cfg.collectives()):
         reasons = [
             why
@@ -393,6 +421,13 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
                 f"--group-size {cfg.measure.group_size} does not divide the world size {world_size}"
             )
         what, world_size = "group", cfg.measure.group_size
+    if cfg.measure.group_mod is not None:
+        k = cfg.measure.group_mod
+        if world_size % k:
+            raise UsageError(
+                f"--split mod:{k} needs a world size that is a multiple of {k}, got {world_size}"
+            )
+        what, world_size = "group", world_size // k
     if cfg.measure.root >= world_size and any(c.rooted for c in cfg.collectives()):
         raise UsageError(f"--root {cfg.measure.root} is not a rank of a {what} of {world_size}")
     if cfg.measure.cuda_graph and backend != "nccl":

@@ -53,6 +53,21 @@ def parse_average(text: str) -> Average:
     raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
 
 
+def parse_split(text: str) -> tuple[Literal["div", "mod"], int]:
+    """``--split``: ``mod:K`` or ``div:K`` (nccl-tests' NCCL_TESTS_SPLIT "MOD K", "%K",
+    "DIV K" and "/K" too) -> (kind, K)."""
+    key = text.strip().lower().replace(" ", "")
+    for kind, spellings in (("mod", ("mod:", "mod", "%")), ("div", ("div:", "div", "/"))):
+        for prefix in spellings:
+            rest = key.removeprefix(prefix)
+            if rest != key and rest.isdigit() and int(rest) >= 1:
+                return ("mod" if kind == "mod" else "div"), int(rest)
+    raise UsageError(
+        f"bad --split {text!r}: use mod:K (K groups of equal rank mod K) or div:K "
+        "(contiguous groups of K), K a whole number of 1 or more"
+    )
+
+
 def parse_placements(text: str) -> tuple[str, ...]:
     names = [p.strip().lower() for p in text.split(",") if p.strip()]
     aliases = {"out-of-place": "out", "in-place": "in", "oop": "out", "ip": "in", "both": "out,in"}
@@ -241,6 +256,16 @@ class SweepOptions:
         "each collective at once (busbw uses the group size as n).",
         concern="measure",
         nccl_tests="NCCL_TESTS_SPLIT",
+    )
+    split: str | None = option(
+        None,
+        "--split",
+        help="Split the world like nccl-tests' NCCL_TESTS_SPLIT: mod:K, K groups of the ranks "
+        "with equal rank mod K (on K-GPU nodes, one rail each); div:K, contiguous groups of "
+        "K (as --group-size K). Rows carry it in their split column.",
+        concern="measure",
+        nccl_tests="NCCL_TESTS_SPLIT",
+        parse=parse_split,
     )
     seed: int = option(
         0,

@@ -103,6 +103,16 @@ def make_row(
         ranks_per_gpu=info.ranks_per_gpu,
         nccl_algo=algo,
         nccl_proto=proto,
+        split=info.split,
+        splits=coll.splits_label,
+        mean_bytes=layout.mean_bytes,
+        meanbw_gbps=(
+            None
+            if time_us is None or layout.mean_bytes is None
+            else coll.algbw_gbps(layout.mean_bytes, time_us)
+        ),
+        send_imbalance=layout.send_imbalance,
+        recv_imbalance=layout.recv_imbalance,
     )
 
 

@@ -225,7 +225,7 @@ class Collective:
         """Wrong elements in this rank's output after one :meth:`run` on fresh :meth:`fill`."""
         raise NotImplementedError
 
-    def algbw_gbps(self, size_bytes: int, time_us: float) -> float:
+    def algbw_gbps(self, size_bytes: float, time_us: float) -> float:
         """nccl-tests' algorithm bandwidth: size / time, in GB/s (1e9 bytes/s)."""
         return size_bytes / time_us / 1e3 if time_us > 0 else 0.0
 

@@ -146,5 +146,6 @@ def _table_header(
             seed=cfg.measure.seed,
             ranks=[(p.rank, h, p.pid, p.device_name) for p, h in zip(peers, hosts, strict=True)],
             groups=info.groups,
+            split_by=info.split,
         )
     )

@@ -124,7 +124,7 @@ def make_run_dir(cfg: SweepConfig, backend: str) -> Path:
 def checked_notes(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
     """Validation that needs the world size; refuses a sweep that would measure nothing."""
     notes = validate_for_world(cfg, world_size, backend)
-    n = cfg.measure.group_size or world_size
+    n = cfg.measure.ranks_per_group(world_size)
     if count_units(plan(cfg, n, backend)) == 0:
         raise UsageError(
             f"nothing to run: at {n} ranks every size leaves less than one 16-byte "

@@ -13,7 +13,7 @@ from colbench import __version__, devices, launch, memory
 from colbench.bench import RankBench, RunInfo
 from colbench.config import SweepConfig
 from colbench.errors import UsageError
-from colbench.groups import Groups, SideGroup, split_world
+from colbench.groups import Groups, SideGroup, members, split_label, split_world
 from colbench.inflight import InFlight
 from colbench.launch import emulation
 from colbench.nccl.algo import CommFacts
@@ -70,8 +70,10 @@ def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
     # hang watchdog names the stuck ranks before torch aborts or one rank raises.
     group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
     side = SideGroup.create(job.world_size, group_timeout_s)
-    group_size = cfg.measure.group_size or job.world_size
-    facts = nccl_facts(side, device, group_size) if job.backend == "nccl" else None
+    group_size = cfg.measure.ranks_per_group(job.world_size)
+    layout = members(cfg.measure.group_size, cfg.measure.group_mod, job.world_size)
+    first = layout[0] if layout else tuple(range(job.world_size))
+    facts = nccl_facts(side, device, first) if job.backend == "nccl" else None
     work = plan(cfg, group_size, job.backend, facts=facts)
     me = _introduce(job, rank, device, work)
     # Ranks NCCL would refuse on one GPU were refused before the communicator started
@@ -79,11 +81,7 @@ def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
     peers = meet_peers(side, me)
     # Node labels, not bare host names: namespaces and containers share a host name.
     hosts = launch.node_labels([p.node for p in peers])
-    subgroup = (
-        split_world(cfg.measure.group_size, job.world_size, rank, group_timeout_s)
-        if cfg.measure.group_size
-        else None
-    )
+    subgroup = split_world(layout, rank, group_timeout_s) if layout else None
     groups = Groups(side, subgroup)
     info = RunInfo(
         run_id=job.run_id,
@@ -92,6 +90,7 @@ def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
         world_size=job.world_size,
         nnodes=len({p.node for p in peers}),
         groups=subgroup.count if subgroup else 1,
+        split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
         variant=job.variant,
         ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
         nccl_choices=job.nccl_choices,
@@ -111,9 +110,9 @@ def run_plan(job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
         lead_run(job, info, peers, hosts, work, notes, (device, timer, groups, in_flight, turns))
 
 
-def nccl_facts(side: SideGroup, device: Any, group_size: int) -> CommFacts:
+def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:
     """What NCCL's choice of algorithm depends on, for the measured communicator (the
-    first group of --group-size's), from every rank's view: NCCL's host identity (so
+    first group of --group-size or --split), from every rank's view: NCCL's host identity (so
     emulated nodes count as nodes), its version, the GPU's compute capability. Every
     rank gathers the same facts, so every rank plans alike. What is not known here
     (NVSwitch, NVLS multicast, a CollNet plugin) stays None: NCCL's rules are then read
@@ -124,11 +123,12 @@ def nccl_facts(side: SideGroup, device: Any, group_size: int) -> CommFacts:
     raw = torch.cuda.nccl.version()
     version = tuple(raw) if isinstance(raw, tuple) else None
     mine = (devices.nccl_host_identity(), 10 * major + minor, version)
-    every = side.gather_objects(mine)[:group_size]
+    everyone = side.gather_objects(mine)
+    every = [everyone[r] for r in first_group]
     per_node = Counter(host for host, _, _ in every)
     versions = {v for _, _, v in every if v is not None}
     return CommFacts(
-        ranks=group_size,
+        ranks=len(first_group),
         nodes=len(per_node),
         ranks_per_node=max(per_node.values()),
         version=versions.pop() if len(versions) == 1 else None,
