@@ -55,6 +55,55 @@ class AllToAllv(Collective):
     # As all_to_all: torch has no in-place form of it.
     placements = ("out",)
     notes = "out-of-place only (in-place all_to_all is not a torch API)"
+    details = (
+        (
+            "pattern",
+            "--splits uniform | spread:S | zipf:ALPHA | topk:TOKENS,HIDDEN,EXPERTS,K | "
+            "file:PATH; cell [i][j] is what rank i sends rank j",
+        ),
+        (
+            "scaling",
+            "a size S scales the whole matrix: cell = w[i][j] * S rounded down to 16 bytes, "
+            "the weights w normalised so the mean rank sends S (a file: its own bytes when S "
+            "is its mean row sum)",
+        ),
+        ("uniform", "every peer gets S/n: all_to_all's exchange through all_to_allv's call"),
+        (
+            "spread:S",
+            "nccl-tests' generated pattern (NCCL_TESTS_ALLTOALLV_SPREAD): the peer d = (j-i) "
+            "mod n ranks on gets (1-S)*T/n + S*d*T/(n(n-1)/2) of the rank's total T",
+        ),
+        (
+            "zipf:ALPHA",
+            "every sender weights the receiver of popularity rank r by 1/r^ALPHA, the order "
+            "a permutation drawn from --seed: senders even, receivers skewed (hot experts)",
+        ),
+        (
+            "topk",
+            "each rank routes TOKENS tokens to K distinct experts each (drawn from --seed), "
+            "EXPERTS/n experts per rank in blocks; at TOKENS*K*HIDDEN*element size bytes "
+            "every cell is whole tokens of HIDDEN elements",
+        ),
+        (
+            "file:PATH",
+            "as nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE: whitespace-separated bytes, one "
+            "row per sender, square, at least n rows (the top-left n x n is used); nccl-tests "
+            "runs it at one size (-b = -e), scaled by NCCL_TESTS_ALLTOALLV_MATRIX_SCALE",
+        ),
+        (
+            "columns",
+            "beside nccl-tests' numbers, what they hide (the slowest rank sets the time): "
+            "mean_bytes, the mean rank's bytes (total / n); meanbw_gbps = mean_bytes / time; "
+            "send_imbalance and recv_imbalance, the largest rank's bytes sent and received "
+            "over the mean; splits, the pattern",
+        ),
+        (
+            "nccl-tests",
+            "size and algbw as its 2.19 alltoallv, from the busiest rank's bytes; its count "
+            "is its generated pattern's per-peer elements (0 for a matrix file), colbench's "
+            "the uniform share for every pattern",
+        ),
+    )
 
     def __init__(self, pattern: splits.Splits) -> None:
         self.splits = pattern

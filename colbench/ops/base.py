@@ -149,6 +149,9 @@ class Collective:
     #: What a reader of this op's rows should know, shown under its section of the table
     #: and by ``colbench explain`` (a missing placement: why its columns say n/a).
     notes: ClassVar[str] = ""
+    #: More for ``colbench explain``, (label, text) per line: what an op's own options
+    #: mean (all_to_allv's patterns) and the columns only it fills.
+    details: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: The NCCL function this collective calls (AllReduce, AllGather...): NCCL's rules for
     #: it decide which algorithms may run (colbench.nccl.algo) and its TUNING lines say
     #: which one did. Empty: NCCL builds it from point-to-point calls, which ``NCCL_ALGO``
