@@ -452,6 +452,8 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
                     why = redop_supported(r, DTYPES[d])
                     if why:
                         notes.append(f"skipping {coll.name} {d} {r}: {why}")
+    if cfg.measure.splits != "uniform" and not any(c.splits_label for c in cfg.collectives()):
+        notes.append(f"--splits {cfg.measure.splits} has no effect: no op measured takes it")
     if all(
         c.unsupported(world_size, backend) or not placements_for(c, cfg) for c in cfg.collectives()
     ):

@@ -131,6 +131,17 @@ def test_plan_digest_tells_two_traffic_matrices_apart(tmp_path: Path) -> None:
     assert len(digests) == 2
 
 
+def test_splits_without_all_to_allv_say_they_do_nothing() -> None:
+    from colbench.config import validate_for_world
+
+    idle = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(1024,), splits="zipf:1")
+    assert "--splits zipf:1 has no effect: no op measured takes it" in validate_for_world(
+        idle, 2, "gloo"
+    )
+    used = idle.replace(ops=("all_reduce", "all_to_allv"))
+    assert not any("--splits" in note for note in validate_for_world(used, 2, "gloo"))
+
+
 def test_mod_split_makes_strided_groups() -> None:
     assert groups.strided(8, 4) == [(0, 4), (1, 5), (2, 6), (3, 7)]
     assert groups.members(None, 2, 4) == [(0, 2), (1, 3)]
