@@ -208,7 +208,7 @@ class RankBench:
         if item.unsupported:
             self.sink.note(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
         last = item.layouts[-1] if item.layouts else None
-        if last is not None and last.mean_bytes is not None:
+        if last is not None and {last.send_imbalance, last.recv_imbalance} - {None, 1.0}:
             # size_bytes is the busiest rank's: say how far from the mean it is.
             self.sink.note(
                 f"{item.coll.name} {item.coll.splits_label} {item.dtype}: at {last.size_bytes} B "
