@@ -15,18 +15,18 @@ from typing import Any, Protocol
 
 import torch
 
-from colbench.config import SweepConfig
-from colbench.dtypes import DTYPES
-from colbench.faults import Fault
-from colbench.groups import Groups, SideGroup
-from colbench.inflight import InFlight
-from colbench.memory import is_out_of_memory
+from colbench.config.model import SweepConfig
+from colbench.ops.dtypes import DTYPES
+from colbench.run.faults import Fault
+from colbench.sweep.groups import Groups, SideGroup
+from colbench.run.inflight import InFlight
+from colbench.sweep.memory import is_out_of_memory
 from colbench.ops.base import Buffers, Collective, Context, Storage
-from colbench.plan import Work
-from colbench.results import STATUS_OOM, STATUS_UNSUPPORTED, Row
-from colbench.rows import make_row, unmeasured_row, warmup_calls
-from colbench.skew import RankTimes, wait_in
-from colbench.timing import HostTimer, Timer
+from colbench.sweep.plan import Work
+from colbench.store.results import STATUS_OOM, STATUS_UNSUPPORTED, Row
+from colbench.sweep.rows import make_row, unmeasured_row, warmup_calls
+from colbench.sweep.skew import RankTimes, wait_in
+from colbench.sweep.timing import HostTimer, Timer
 
 
 class RowSink(Protocol):
@@ -55,12 +55,12 @@ class RunInfo:
     #: Groups the world is split into (--group-size, --split); each has world_size //
     #: groups ranks.
     groups: int = 1
-    #: How: ``div:K`` or ``mod:K`` (colbench.groups.split_label); empty for one group.
+    #: How: ``div:K`` or ``mod:K`` (colbench.sweep.groups.split_label); empty for one group.
     split: str = ""
     #: Ranks sharing each GPU (--ranks-per-gpu): above 1 the fabric is emulated.
     ranks_per_gpu: int = 1
     #: NCCL's choice per call, (op, bytes per rank) -> (algorithm, protocol), as a probe
-    #: world logged it (colbench.run.probe); empty when not recorded.
+    #: world logged it (colbench.sweep.probe); empty when not recorded.
     nccl_choices: Mapping[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
 
     @property
@@ -158,7 +158,7 @@ class RankBench:
 
     @property
     def warmup_calls(self) -> int:
-        """Untimed calls before each batch (see :func:`colbench.rows.warmup_calls`)."""
+        """Untimed calls before each batch (see :func:`colbench.sweep.rows.warmup_calls`)."""
         return warmup_calls(self.info, self.cfg)
 
     def run(self, work: Sequence[Work]) -> None:
@@ -366,12 +366,12 @@ class RankBench:
         CPU starvation) in the barrier), in us.
 
         The wait is a duration on this host's own clock, so ranks on hosts whose clocks
-        disagree still compare (see colbench.skew).
+        disagree still compare (see colbench.sweep.skew).
         """
         # Progress is published before the barrier: a store round trip between the
         # barrier and the first timestamp would be timed, and would skew the ranks.
         # wait_in runs the batch straight after the barrier (one read of each barrier
-        # thread's run delay in between, see colbench.skew).
+        # thread's run delay in between, see colbench.sweep.skew).
         self.in_flight.step("timed batch")
         self._fault.tick()
         return wait_in(self.side.barrier, lambda: timer.time_batch(call, iters))

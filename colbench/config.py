@@ -1,6 +1,6 @@
 """The one typed description of a sweep, and its validation.
 
-The CLI and YAML suites give :class:`colbench.options.SweepOptions`; :func:`from_options`
+The CLI and YAML suites give :class:`colbench.config.options.SweepOptions`; :func:`from_options`
 checks them into a :class:`SweepConfig` of three small parts (what to measure, how to
 launch, what to write), which everything downstream reads. Validation that needs no
 process group happens here, so bad input fails before any rank starts.
@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from colbench import ops as ops_registry
-from colbench.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
+from colbench.ops.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
 from colbench.errors import UsageError
 from colbench.ops.base import Collective
 from colbench.ops.splits import given as given_splits
-from colbench.options import (
+from colbench.config.options import (
     BACKENDS,
     DEFAULT_INIT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
@@ -33,7 +33,7 @@ from colbench.options import (
     parse_placements,
     parse_split,
 )
-from colbench.sizes import parse_size, parse_sizes, size_range
+from colbench.config.sizes import parse_size, parse_sizes, size_range
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class LaunchConfig:
     one after the other (see colbench.run.turns)."""
     nccl_probe: bool = True
     """NCCL worlds of 2+ ranks: a probe world per variant records NCCL's choice per call
-    first (colbench.run.probe)."""
+    first (colbench.sweep.probe)."""
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
     Raises UsageError, in the order a user fixes things: flags' own values first, then
     combinations (in :func:`build` and :func:`validate`).
     """
-    from colbench.variants import parse_axes, parse_interpreters
+    from colbench.config.variants import parse_axes, parse_interpreters
 
     if opts.check not in (0, 1):
         raise UsageError(f"--check takes 0 or 1, got {opts.check}")

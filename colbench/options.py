@@ -1,14 +1,14 @@
 """The one table of ``colbench sweep``'s options.
 
 Each option is a field of :class:`SweepOptions`: its type and default are the field's,
-and :func:`~colbench.option_table.option` (the machinery every options table shares)
+and :func:`~colbench.config.option_table.option` (the machinery every options table shares)
 attaches the rest (flags, help, how a YAML value is read, the parser
 its text must pass). The Typer parameters of ``sweep``/``run``/``crosscheck``, the YAML
-schema of suites (colbench.suite) and docs/options.md are all derived from this table,
+schema of suites (colbench.config.suite) and docs/options.md are all derived from this table,
 so adding an option is one edit here (then ``make docs`` rewrites the docs, see
-colbench.docgen; a test fails until it has).
+colbench.cli.docgen; a test fails until it has).
 
-Values here are what a user typed (``"1K-16M"``, ``"out,in"``); colbench.config turns
+Values here are what a user typed (``"1K-16M"``, ``"out,in"``); colbench.config.model turns
 them into the typed, validated sweep.
 """
 
@@ -20,12 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from colbench import ops, option_table
-from colbench.dtypes import parse_dtypes, parse_redops
+from colbench import ops
+from colbench.config import option_table
+from colbench.ops.dtypes import parse_dtypes, parse_redops
 from colbench.errors import UsageError
 from colbench.ops.splits import parse as parse_splits
-from colbench.option_table import Option, option, rows_of
-from colbench.sizes import parse_sizes
+from colbench.config.option_table import Option, option, rows_of
+from colbench.config.sizes import parse_sizes
 
 Average = Literal["avg", "min", "max", "rank0"]
 Backend = Literal["auto", "gloo", "nccl"]
@@ -403,7 +404,7 @@ def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOpti
 
     An ``--env`` flag replaces the file's values for its variable only.
     """
-    from colbench.variants import merge_axes, parse_axes
+    from colbench.config.variants import merge_axes, parse_axes
 
     values = {**file_values, **given}
     if "env" in given and file_values.get("env"):

@@ -13,9 +13,9 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from colbench.config import SweepConfig, placements_for
-from colbench.dtypes import DTYPES, NO_REDOP, redop_supported
-from colbench.memory import buffer_bytes
+from colbench.config.model import SweepConfig, placements_for
+from colbench.ops.dtypes import DTYPES, NO_REDOP, redop_supported
+from colbench.sweep.memory import buffer_bytes
 from colbench.nccl.algo import CommFacts, predict
 from colbench.ops.base import Collective, Layout
 

@@ -1,7 +1,7 @@
 """The results table: Row, whose fields are results.csv's columns, and its reader.
 
 Row is declared once: COLUMNS, the CSV header, the writer's checks and docs/schema.md
-(``python -m colbench.tables --markdown``) come from it. SCHEMA_HISTORY says what each
+(``python -m colbench.store.tables --markdown``) come from it. SCHEMA_HISTORY says what each
 version changed; bump SCHEMA_VERSION on any change of columns or of their meaning.
 
 load() reads every version: columns a file's version lacks get the value a row of that
@@ -22,8 +22,8 @@ from typing import Any
 from colbench.errors import UsageError
 from colbench.launch.emulation import FABRIC_REAL
 from colbench.reading import warn
-from colbench.tables import Table, TableRow, TableWriter, format_cell, read_cells, register
-from colbench.tables import column as _column
+from colbench.store.tables import Table, TableRow, TableWriter, format_cell, read_cells, register
+from colbench.store.tables import column as _column
 
 SCHEMA_VERSION = 6
 
@@ -429,7 +429,7 @@ def load(path: str | os.PathLike[str]) -> Any:
 def _check_count(file: Path, run_ids: Any) -> None:
     """Say when the file holds fewer of its run's rows than meta.json says were written
     (a copy cut at a row's end, rows deleted): what is left reads as a whole run."""
-    from colbench.rundir import RunDir
+    from colbench.store.rundir import RunDir
 
     meta = RunDir(file.parent).meta_or_none() if file.name == RESULTS.file_name else None
     if not meta or not isinstance(meta.get("rows"), int) or not meta.get("run_id"):

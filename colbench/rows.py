@@ -1,7 +1,7 @@
 """Rows from a measurement: the one place bandwidth is computed from a combined time.
 
-Every rank's loop (colbench.bench) hands its combined times here; the columns are those of
-:class:`colbench.results.Row`.
+Every rank's loop (colbench.sweep.bench) hands its combined times here; the columns are those of
+:class:`colbench.store.results.Row`.
 """
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from colbench.dtypes import DTYPES
+from colbench.ops.dtypes import DTYPES
 from colbench.launch.emulation import fabric
 from colbench.nccl.names import FUNCTION_OP
 from colbench.nccl.tuning import printed_bytes
-from colbench.results import TIME_COLUMNS, Row
-from colbench.skew import RankTimes
+from colbench.store.results import TIME_COLUMNS, Row
+from colbench.sweep.skew import RankTimes
 
 if TYPE_CHECKING:
-    from colbench.bench import RunInfo
-    from colbench.config import SweepConfig
+    from colbench.sweep.bench import RunInfo
+    from colbench.config.model import SweepConfig
     from colbench.ops.base import Layout
-    from colbench.plan import Work
+    from colbench.sweep.plan import Work
 
 #: A row is host-bound when enqueuing a call took at least this share of the call's time:
 #: the GPU then finished each call about as fast as the host could queue the next one,
@@ -118,7 +118,7 @@ def make_row(
 
 def nccl_choice(info: RunInfo, work: Work, layout: Layout) -> tuple[str, str]:
     """``nccl_algo`` and ``nccl_proto`` of the row's call, as NCCL's log said (the probe
-    world's, colbench.run.probe), keyed as NCCL prints a call: its function's op and
+    world's, colbench.sweep.probe), keyed as NCCL prints a call: its function's op and
     the bytes of one rank's share (TUNING lines of NCCL 2.24+)."""
     coll = work.coll
     if not info.nccl_choices or not coll.nccl_function:

@@ -15,7 +15,7 @@ from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per
 if TYPE_CHECKING:
     import numpy as np
 
-    from colbench.config import MeasureConfig
+    from colbench.config.model import MeasureConfig
 
 
 @dataclass(frozen=True)

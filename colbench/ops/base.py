@@ -1,6 +1,6 @@
 """The contract every collective fulfils (learned from nccl-tests' ``struct testColl``).
 
-The driver (:mod:`colbench.bench`) never branches on a collective's name: it asks the
+The driver (:mod:`colbench.sweep.bench`) never branches on a collective's name: it asks the
 op for its layout, bus-bandwidth factor, buffers, data, one call, and a wrong-element
 count. Each ``colbench/ops/<name>.py`` subclasses :class:`Collective` once.
 
@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from colbench.dtypes import DType, torch_redop
+from colbench.ops.dtypes import DType, torch_redop
 
 if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
 
-    from colbench.config import MeasureConfig
+    from colbench.config.model import MeasureConfig
 
 
 @dataclass(frozen=True)

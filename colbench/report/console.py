@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from colbench import __version__
-from colbench.dtypes import DTYPES
-from colbench.results import STATUS_OK
-from colbench.rows import HOST_BOUND_RATIO
-from colbench.skew import RANK_SKEW_RATIO, SlowestCounter, rank_skewed, summary_line
+from colbench.ops.dtypes import DTYPES
+from colbench.store.results import STATUS_OK
+from colbench.sweep.rows import HOST_BOUND_RATIO
+from colbench.sweep.skew import RANK_SKEW_RATIO, SlowestCounter, rank_skewed, summary_line
 
 _HEAD = (("size", 12), ("count", 14), ("type", 10), ("redop", 8), ("root", 8))
 _PER_PLACEMENT = (("time", 9), ("algbw", 8), ("busbw", 8), ("#wrong", 7))

@@ -18,18 +18,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from colbench import memory
-from colbench.config import SweepConfig
-from colbench.dtypes import DTYPES
+from colbench.sweep import memory
+from colbench.config.model import SweepConfig
+from colbench.ops.dtypes import DTYPES
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import gpus
-from colbench.plan import plan
+from colbench.sweep.plan import plan
 from colbench.run import protocol, spawn, supervise, turns
 from colbench.run.interpreter import forget_job
 from colbench.run.outcome import finish_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
-from colbench.run.probe import Choices
-from colbench.rundir import RunDir
-from colbench.variants import Variant, environment
+from colbench.sweep.probe import Choices
+from colbench.store.rundir import RunDir
+from colbench.config.variants import Variant, environment
 
 
 def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) -> str | None:
@@ -134,7 +134,7 @@ def run_interleaved(
 def _print_tables(worlds: list[spawn.World]) -> None:
     """Each world's console table, whole, one after the other (they were measured
     turn by turn, and two tables printed as they grew would interleave line by line)."""
-    from colbench.run.lead import TABLE_FILE
+    from colbench.sweep.lead import TABLE_FILE
 
     for world in worlds:
         table = world.run_dir / TABLE_FILE

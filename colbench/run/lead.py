@@ -9,12 +9,12 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any, TextIO
 
-from colbench.bench import RankBench, RunInfo
-from colbench.faults import Fault
-from colbench.groups import Groups
-from colbench.inflight import InFlight
+from colbench.sweep.bench import RankBench, RunInfo
+from colbench.run.faults import Fault
+from colbench.sweep.groups import Groups
+from colbench.run.inflight import InFlight
 from colbench.launch import emulation
-from colbench.plan import Work, count_units
+from colbench.sweep.plan import Work, count_units
 from colbench.report.console import run_header
 from colbench.report.progress import progress_bar
 from colbench.report.reporters import (
@@ -27,8 +27,8 @@ from colbench.report.reporters import (
     RowStream,
 )
 from colbench.run.job import Peer, RankJob
-from colbench.rundir import RunDir
-from colbench.timing import Timer
+from colbench.store.rundir import RunDir
+from colbench.sweep.timing import Timer
 
 
 def lead_run(

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from colbench.config import LaunchConfig, SweepConfig, validate_for_world
+from colbench.config.model import LaunchConfig, SweepConfig, validate_for_world
 from colbench.errors import UsageError
 from colbench.launch import gpus as gpus_module
 from colbench.launch import limits
 from colbench.ops import REGISTRY
-from colbench.plan import count_units, plan
-from colbench.rundir import RunDir, stamped_name
+from colbench.sweep.plan import count_units, plan
+from colbench.store.rundir import RunDir, stamped_name
 
 
 def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_available: bool) -> str:

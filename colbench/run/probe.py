@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench.config import SweepConfig
+from colbench.config.model import SweepConfig
 from colbench.errors import ExitCode
 from colbench.nccl import log as nccl_log
 from colbench.nccl.algo import CommFacts, check_table
 from colbench.nccl.tuning import TuningCall, per_rank_bytes
-from colbench.rundir import RunDir
-from colbench.variants import Variant, environment
+from colbench.store.rundir import RunDir
+from colbench.config.variants import Variant, environment
 
 #: A call's key, (colbench op, bytes NCCL printed for one rank) -> (algorithm, protocol).
 Choices = dict[tuple[str, int], tuple[str, str]]

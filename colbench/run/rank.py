@@ -9,21 +9,23 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, NoReturn, Protocol, TypeVar
 
-from colbench import __version__, devices, launch, memory
-from colbench.bench import RankBench, RunInfo
-from colbench.config import SweepConfig
+from colbench import __version__, launch
+from colbench.launch import devices
+from colbench.sweep import memory
+from colbench.sweep.bench import RankBench, RunInfo
+from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.groups import Groups, SideGroup, members, split_label, split_world
-from colbench.inflight import InFlight
+from colbench.sweep.groups import Groups, SideGroup, members, split_label, split_world
+from colbench.run.inflight import InFlight
 from colbench.launch import emulation
 from colbench.nccl.algo import CommFacts
-from colbench.plan import Work, fit_to_memory, plan, plan_digest
+from colbench.sweep.plan import Work, fit_to_memory, plan, plan_digest
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import Peer, RankJob
-from colbench.run.lead import lead_run
+from colbench.sweep.lead import lead_run
 from colbench.run.startup import _device_for, init_process_group
 from colbench.run.turns import Turns
-from colbench.timing import Timer
+from colbench.sweep.timing import Timer
 
 
 class _Introduction(Protocol):
@@ -182,7 +184,7 @@ def make_timer(device_type: str, cuda_graph: bool, barrier: Callable[[], None]) 
     ``barrier`` aligns the ranks between graph capture and the timed replays (a side
     group's barrier: the measured group carries nothing but the measured op).
     """
-    from colbench.timing import CudaEventTimer, CudaGraphTimer, HostTimer
+    from colbench.sweep.timing import CudaEventTimer, CudaGraphTimer, HostTimer
 
     if device_type != "cuda":
         return HostTimer()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.results import load
+from colbench.store.results import load
 from tests.conftest import run_colbench
 
 pytestmark = pytest.mark.dist

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from colbench.results import load
+from colbench.store.results import load
 from colbench.run.watchdog import process_group_timeout_s
 from tests.conftest import REPO
 

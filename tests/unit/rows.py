@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from colbench import ops
-from colbench.results import SCHEMA_VERSION, RowWriter
-from colbench.rows import host_bound
+from colbench.store.results import SCHEMA_VERSION, RowWriter
+from colbench.sweep.rows import host_bound
 
 
 def row(

@@ -15,12 +15,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from colbench import groups
-from colbench.config import SweepConfig
-from colbench.dtypes import DTYPES, NO_REDOP
+from colbench.sweep import groups
+from colbench.config.model import SweepConfig
+from colbench.ops.dtypes import DTYPES, NO_REDOP
 from colbench.ops.all_to_allv import AllToAllv
 from colbench.ops.base import Context
-from colbench.plan import plan
+from colbench.sweep.plan import plan
 from tests.unit.test_simulated_collectives import Ranks, sim_all_to_all_single
 
 CPU = torch.device("cpu")
@@ -115,7 +115,7 @@ def test_the_bound_call_passes_the_matrix_as_split_sizes(
 
 
 def test_plan_digest_tells_two_traffic_matrices_apart(tmp_path: Path) -> None:
-    from colbench.plan import plan_digest
+    from colbench.sweep.plan import plan_digest
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -132,7 +132,7 @@ def test_plan_digest_tells_two_traffic_matrices_apart(tmp_path: Path) -> None:
 
 
 def test_splits_without_all_to_allv_say_they_do_nothing() -> None:
-    from colbench.config import validate_for_world
+    from colbench.config.model import validate_for_world
 
     idle = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(1024,), splits="zipf:1")
     assert "--splits zipf:1 has no effect: no op measured takes it" in validate_for_world(

@@ -13,7 +13,7 @@ import torch
 import typer.main
 
 from colbench.cli import app
-from colbench.run import parent
+from colbench.sweep import parent
 from tests.conftest import run_main
 
 LAUNCHER_VARS = (

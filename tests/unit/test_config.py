@@ -1,4 +1,4 @@
-"""Building and validating a SweepConfig (colbench.config), no process group."""
+"""Building and validating a SweepConfig (colbench.config.model), no process group."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from colbench import config
-from colbench.config import SweepConfig
+from colbench.config import model as config
+from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 
 K, M = 1024, 1024**2
@@ -248,7 +248,7 @@ def test_sweep_config_is_three_parts_by_concern() -> None:
 
 def test_every_option_reaches_the_config() -> None:
     """Each option of the table changes the SweepConfig it is checked into."""
-    from colbench import options
+    from colbench.config import options
 
     changed = {
         "op": "all_gather",

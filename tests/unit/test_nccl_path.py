@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from colbench import ops
-from colbench.bench import RankBench, RunInfo
-from colbench.config import SweepConfig, build, validate_for_world
-from colbench.dtypes import DTYPES
+from colbench.sweep.bench import RankBench, RunInfo
+from colbench.config.model import SweepConfig, build, validate_for_world
+from colbench.ops.dtypes import DTYPES
 from colbench.errors import UsageError
-from colbench.groups import Groups
-from colbench.inflight import InFlight
+from colbench.sweep.groups import Groups
+from colbench.run.inflight import InFlight
 from colbench.nccl.algo import CommFacts
 from colbench.ops.base import Collective, Context
-from colbench.plan import plan, plan_digest
+from colbench.sweep.plan import plan, plan_digest
 from colbench.run.rank import _measurement_warnings
 from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Recorded, Rows
 

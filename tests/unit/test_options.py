@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from colbench import docgen, option_table, options, suite
+from colbench.cli import docgen
+from colbench.config import option_table
+from colbench.config import options
+from colbench.config import suite
 from colbench.errors import UsageError
 from tests.conftest import run_main
 
@@ -55,7 +58,7 @@ def test_sweep_help_shows_the_table_defaults(capsys: pytest.CaptureFixture[str])
 def test_committed_docs_are_what_the_table_generates() -> None:
     committed = docgen.DOCS.read_text(encoding="utf-8")
     assert committed == docgen.options_markdown(), (
-        "docs/options.md is stale: run `make docs` (python -m colbench.docgen) and commit it"
+        "docs/options.md is stale: run `make docs` (python -m colbench.cli.docgen) and commit it"
     )
 
 

@@ -1,7 +1,7 @@
 """Older results files stay readable: load(), the gate and --update-baseline across versions.
 
 Old files are made the way old colbench wrote them: the column lists of versions 1 and 2
-are facts of this project's history (``git log -p colbench/results.py``), kept here
+are facts of this project's history (``git log -p colbench/store/results.py``), kept here
 literally so that a later schema change cannot quietly change what "version 1" means.
 ``data/gloo-smoke-v2`` is a real version-2 run, frozen: the first of the three runs
 pooled in results/baselines/gloo-smoke as committed in a4e1dda (that baseline is
@@ -19,16 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.baseline import update_baseline
+from colbench.analysis.gate.baseline import update_baseline
 from colbench.errors import UsageError
-from colbench.results import (
+from colbench.store.results import (
     COLUMNS,
     SCHEMA_VERSION,
     RowWriter,
     load,
     may_lack,
 )
-from colbench.rows import HOST_BOUND_RATIO, host_bound
+from colbench.sweep.rows import HOST_BOUND_RATIO, host_bound
 from tests.conftest import run_main
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from colbench import ops
-from colbench.dtypes import DTYPES, NO_REDOP, REDOPS, redop_supported
+from colbench.ops.dtypes import DTYPES, NO_REDOP, REDOPS, redop_supported
 from colbench.ops.base import Buffers, Collective, Context
 
 CPU = torch.device("cpu")
