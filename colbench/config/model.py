@@ -24,6 +24,7 @@ from colbench.config.options import (
     Backend,
     MemoryCheck,
     SweepOptions,
+    parse_split,
 )
 from colbench.config.options import table as options_table
 from colbench.config.sizes import parse_size, parse_sizes, size_range
@@ -58,9 +59,22 @@ class MeasureConfig:
     """How each rank's batch time is combined before bandwidth is computed."""
     group_size: int | None = None
     """Split the world into contiguous groups of this many ranks that run every
-    collective at once (nccl-tests' NCCL_TESTS_SPLIT); None = one group of all ranks."""
+    collective at once (nccl-tests' NCCL_TESTS_SPLIT="DIV k"); None = one group of all ranks."""
+    group_mod: int | None = None
+    """``--split mod:K``: K groups, each of the ranks with equal rank mod K, all running
+    every collective at once (nccl-tests' NCCL_TESTS_SPLIT="MOD K": on nodes of K GPUs,
+    one rail per group); None: see ``group_size``."""
+
+    def ranks_per_group(self, world_size: int) -> int:
+        """Ranks each collective runs on: the n of the bandwidth formulas."""
+        if self.group_mod:
+            return world_size // self.group_mod
+        return self.group_size or world_size
+
     seed: int = 0
-    """Seed of the deterministic input data."""
+    """Seed of the deterministic input data (and of all_to_allv's split generators)."""
+    splits: str = "uniform"
+    """all_to_allv's traffic pattern (colbench.ops.splits): who sends how much to whom."""
     memory_check: MemoryCheck = "skip"
     """Before allocating: ``skip`` sizes that do not fit, ``refuse`` the sweep, or ``off``."""
     memory_limit_bytes: int | None = None
@@ -159,7 +173,7 @@ class SweepConfig:
         return type(self)(**parts)
 
     def collectives(self) -> tuple[Collective, ...]:
-        return tuple(ops_registry.get(name) for name in self.measure.ops)
+        return tuple(ops_registry.get(name).configured(self.measure) for name in self.measure.ops)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field by its own name, in one flat mapping (meta.json's ``config``)."""
@@ -241,7 +255,22 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
             values[name], opts.ranks_per_gpu, init=name == "init_timeout_s"
         )
     sizes = resolve_sizes(opts.sizes, opts.minbytes, opts.maxbytes, opts.factor, opts.step)
-    return build(sizes=sizes, command_line=command_line, **values)
+    groups = _groups(opts.group_size, opts.split)
+    return build(sizes=sizes, command_line=command_line, **groups, **values)
+
+
+def _groups(group_size: int | None, split: str | None) -> dict[str, Any]:
+    """``--group-size`` or ``--split`` as the config's group_size and group_mod."""
+    if split is None:
+        return {"group_size": group_size, "group_mod": None}
+    if group_size is not None:
+        raise UsageError("give --split or --group-size, not both (--split div:K is --group-size K)")
+    kind, k = parse_split(split)
+    return (
+        {"group_size": k, "group_mod": None}
+        if kind == "div"
+        else {"group_size": None, "group_mod": k}
+    )
 
 
 def default_timeout(given: float | None, ranks_per_gpu: int, *, init: bool) -> float:
@@ -339,6 +368,8 @@ def validate(cfg: SweepConfig) -> None:
         raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.measure.rotate}")
     if cfg.measure.group_size is not None and cfg.measure.group_size < 1:
         raise UsageError(f"--group-size must be at least 1, got {cfg.measure.group_size}")
+    if cfg.measure.group_mod is not None and cfg.measure.group_mod < 1:
+        raise UsageError(f"--split mod:K needs K of 1 or more, got {cfg.measure.group_mod}")
     if all(c.uses_redop for c in cfg.collectives()):
         reasons = [
             why
@@ -366,6 +397,13 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
                 f"--group-size {cfg.measure.group_size} does not divide the world size {world_size}"
             )
         what, world_size = "group", cfg.measure.group_size
+    if cfg.measure.group_mod is not None:
+        k = cfg.measure.group_mod
+        if world_size % k:
+            raise UsageError(
+                f"--split mod:{k} needs a world size that is a multiple of {k}, got {world_size}"
+            )
+        what, world_size = "group", world_size // k
     if cfg.measure.root >= world_size and any(c.rooted for c in cfg.collectives()):
         raise UsageError(f"--root {cfg.measure.root} is not a rank of a {what} of {world_size}")
     if cfg.measure.cuda_graph and backend != "nccl":
@@ -390,6 +428,8 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
                     why = redop_supported(r, DTYPES[d])
                     if why:
                         notes.append(f"skipping {coll.name} {d} {r}: {why}")
+    if cfg.measure.splits != "uniform" and not any(c.splits_label for c in cfg.collectives()):
+        notes.append(f"--splits {cfg.measure.splits} has no effect: no op measured takes it")
     if all(
         c.unsupported(world_size, backend) or not placements_for(c, cfg) for c in cfg.collectives()
     ):

@@ -29,6 +29,8 @@ from colbench.config.sizes import parse_size, parse_sizes
 from colbench.config.variants import parse_axes, parse_interpreters
 from colbench.errors import UsageError
 from colbench.ops.dtypes import parse_dtypes, parse_redops
+from colbench.ops.splits import given as given_splits
+from colbench.ops.splits import parse as parse_splits
 
 Average = Literal["avg", "min", "max", "rank0"]
 Backend = Literal["auto", "gloo", "nccl"]
@@ -77,6 +79,21 @@ def one_of(flag: str, allowed: tuple[str, ...]) -> Callable[[str], Any]:
 def optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``convert``, passing an unset (None) value through."""
     return lambda value: None if value is None else convert(value)
+
+
+def parse_split(text: str) -> tuple[Literal["div", "mod"], int]:
+    """``--split``: ``mod:K`` or ``div:K`` (nccl-tests' NCCL_TESTS_SPLIT "MOD K", "%K",
+    "DIV K" and "/K" too) -> (kind, K)."""
+    key = text.strip().lower().replace(" ", "")
+    for kind, spellings in (("mod", ("mod:", "mod", "%")), ("div", ("div:", "div", "/"))):
+        for prefix in spellings:
+            rest = key.removeprefix(prefix)
+            if rest != key and rest.isdigit() and int(rest) >= 1:
+                return ("mod" if kind == "mod" else "div"), int(rest)
+    raise UsageError(
+        f"bad --split {text!r}: use mod:K (K groups of equal rank mod K) or div:K "
+        "(contiguous groups of K), K a whole number of 1 or more"
+    )
 
 
 def parse_placements(text: str) -> tuple[str, ...]:
@@ -279,8 +296,38 @@ class SweepOptions:
         "each collective at once (busbw uses the group size as n).",
         concern="measure",
         nccl_tests="NCCL_TESTS_SPLIT",
+        to=None,
     )
-    seed: int = option(0, "--seed", help="Seed of the deterministic input data.", concern="measure")
+    split: str | None = option(
+        None,
+        "--split",
+        help="Split the world like nccl-tests' NCCL_TESTS_SPLIT: mod:K, K groups of the ranks "
+        "with equal rank mod K (on K-GPU nodes, one rail each); div:K, contiguous groups of "
+        "K (as --group-size K). Rows carry it in their split column.",
+        concern="measure",
+        nccl_tests="NCCL_TESTS_SPLIT",
+        parse=parse_split,
+        to=None,
+    )
+    seed: int = option(
+        0,
+        "--seed",
+        help="Seed of the deterministic input data and of all_to_allv's split generators.",
+        concern="measure",
+    )
+    splits: str = option(
+        "uniform",
+        "--splits",
+        help="all_to_allv's traffic pattern: uniform, spread:S (nccl-tests' generated "
+        "pattern, S 0-1), zipf:ALPHA (receivers skewed by expert popularity), "
+        "topk:TOKENS,HIDDEN,EXPERTS,K (top-k routing of each rank's tokens) or file:PATH "
+        "(an nccl-tests traffic matrix, rows = senders). A size S scales it so the mean "
+        "rank sends S bytes.",
+        concern="measure",
+        nccl_tests="NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
+        parse=parse_splits,
+        convert=given_splits,
+    )
     out: str | None = option(
         None,
         "--out",

@@ -7,6 +7,7 @@ from colbench.ops import (
     all_gather,
     all_reduce,
     all_to_all,
+    all_to_allv,
     barrier,
     broadcast,
     gather,
@@ -25,6 +26,7 @@ REGISTRY: tuple[Collective, ...] = (
     broadcast.OP,
     reduce.OP,
     all_to_all.OP,
+    all_to_allv.OP,
     gather.OP,
     scatter.OP,
     sendrecv.OP,
@@ -37,6 +39,7 @@ ALIASES = {
     "allgather": "all_gather",
     "reducescatter": "reduce_scatter",
     "alltoall": "all_to_all",
+    "alltoallv": "all_to_allv",
     "send_recv": "sendrecv",
     "bcast": "broadcast",
 }

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
 
+    from colbench.config.model import MeasureConfig
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -35,6 +37,12 @@ class Layout:
     #: Elements in one rank's input and output buffer (largest over ranks).
     send_numel: int
     recv_numel: int
+    #: Uneven exchanges (all_to_allv): what size_bytes, the busiest rank's, hides. Bytes
+    #: the mean rank sends (= receives), and the largest rank's bytes sent and received
+    #: over that mean; None where every rank moves the same.
+    mean_bytes: float | None = None
+    send_imbalance: float | None = None
+    recv_imbalance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,9 @@ class Collective:
     #: What a reader of this op's rows should know, shown under its section of the table
     #: and by ``colbench explain`` (a missing placement: why its columns say n/a).
     notes: ClassVar[str] = ""
+    #: More for ``colbench explain``, (label, text) per line: what an op's own options
+    #: mean (all_to_allv's patterns) and the columns only it fills.
+    details: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: The NCCL function this collective calls (AllReduce, AllGather...): NCCL's rules for
     #: it decide which algorithms may run (colbench.nccl.algo) and its TUNING lines say
     #: which one did. Empty: NCCL builds it from point-to-point calls, which ``NCCL_ALGO``
@@ -160,6 +171,14 @@ class Collective:
     #: The nccl-tests program that measures this collective (``colbench crosscheck``);
     #: empty when nccl-tests has none.
     nccl_tests_binary: ClassVar[str] = ""
+
+    def configured(self, measure: MeasureConfig) -> Collective:
+        """This op as the sweep's options shape it (all_to_allv: its --splits); most
+        ops have nothing to configure and are their own registry entry."""
+        return self
+
+    #: One line for the row's ``splits`` column: the pattern of an uneven exchange.
+    splits_label: str = ""
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
         raise NotImplementedError
@@ -209,7 +228,7 @@ class Collective:
         """Wrong elements in this rank's output after one :meth:`run` on fresh :meth:`fill`."""
         raise NotImplementedError
 
-    def algbw_gbps(self, size_bytes: int, time_us: float) -> float:
+    def algbw_gbps(self, size_bytes: float, time_us: float) -> float:
         """nccl-tests' algorithm bandwidth: size / time, in GB/s (1e9 bytes/s)."""
         return size_bytes / time_us / 1e3 if time_us > 0 else 0.0
 

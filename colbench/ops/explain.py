@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from colbench.ops.base import Collective
 
 FORMS = {"out": "out-of-place", "in": "in-place"}
@@ -33,4 +35,8 @@ def explain_text(coll: Collective) -> str:
         lines.append("  root       : --root (default 0)")
     if coll.notes:
         lines.append(f"  note       : {coll.notes}")
+    for label, text in coll.details:
+        lines.extend(
+            textwrap.wrap(text, 92, initial_indent=f"  {label:<10} : ", subsequent_indent=" " * 15)
+        )
     return "\n".join(lines)

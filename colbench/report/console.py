@@ -167,8 +167,11 @@ def run_header(
     seed: int,
     ranks: Sequence[tuple[int, str, int, str]] = (),
     groups: int = 1,
+    split_by: str = "",
 ) -> list[str]:
     split = f" in {groups} groups of {world_size // groups}" if groups > 1 else ""
+    if split_by.startswith("mod:"):
+        split += f" by rank mod {groups}"
     lines = [
         f"# colbench {__version__}: {', '.join(ops)} on {backend}, {world_size} rank(s){split} "
         f"on {nnodes} host(s), device {device}",

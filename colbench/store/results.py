@@ -31,7 +31,7 @@ from colbench.store.tables import column as _column
 #: so it idled between calls and time_us is the host's launch cost.
 HOST_BOUND_RATIO = 0.9
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: What each version of results.csv changed.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -59,6 +59,13 @@ SCHEMA_HISTORY: dict[int, str] = {
     "row (NVLink or PCIe within a node, the NICs per rank across nodes, the interface for "
     "gloo; meta.json's `ceiling` says its source, or why there is none) or --ceiling-gbps, "
     "and `pct_of_ceiling`, busbw as a percentage of it. Older files read as both empty.",
+    7: "uneven exchanges and strided groups (last): `split`, how the world was split into "
+    "groups (div:K, contiguous groups of K as with --group-size; mod:K, K groups of the "
+    "ranks with equal rank mod K; empty for one group); `splits`, all_to_allv's traffic "
+    "pattern; `mean_bytes`, `meanbw_gbps`, `send_imbalance` and `recv_imbalance`, what "
+    "all_to_allv's size_bytes (its busiest rank's) hides. Both `split` and `splits` are key "
+    "columns. Older files read as split div:group_size where groups > 1 (else empty), the "
+    "other five empty.",
 }
 
 #: What makes two rows the same measurement: rows of two runs are compared only where
@@ -76,6 +83,8 @@ KEY_COLUMNS = (
     "size_bytes",
     "group_size",
     "groups",
+    "split",
+    "splits",
 )
 
 #: Values of the ``status`` column.
@@ -210,6 +219,34 @@ class Row(TableRow):
         "%",
         None,
     )
+    split: str = _column(
+        "how the world was split into groups: div:K (contiguous groups of K ranks, "
+        "--group-size K), mod:K (K groups, each of the ranks with equal rank mod K: one rail "
+        "per group); empty for one group of all ranks",
+        "",
+        "",
+    )
+    splits: str = _column(
+        "all_to_allv's traffic pattern (--splits; a matrix file as file:NAME@SHA256-PREFIX); "
+        "empty for other ops",
+        "",
+        "",
+    )
+    mean_bytes: float | None = _column(
+        "all_to_allv: bytes the mean rank sends (and receives), the exchange's total over n; "
+        "size_bytes is the busiest rank's",
+        "B",
+        None,
+    )
+    meanbw_gbps: float | None = _column(
+        "all_to_allv: mean_bytes / time_us, the bandwidth the mean rank saw", "GB/s", None
+    )
+    send_imbalance: float | None = _column(
+        "all_to_allv: the most bytes one rank sends over the mean (1: balanced)", "", None
+    )
+    recv_imbalance: float | None = _column(
+        "all_to_allv: the most bytes one rank receives over the mean (1: balanced)", "", None
+    )
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
@@ -236,6 +273,12 @@ _ADDED_IN: dict[str, int] = {
     "nccl_proto": 5,
     "ceiling_gbps": 6,
     "pct_of_ceiling": 6,
+    "split": 7,
+    "splits": 7,
+    "mean_bytes": 7,
+    "meanbw_gbps": 7,
+    "send_imbalance": 7,
+    "recv_imbalance": 7,
 }
 RESULTS = Table(
     "results.csv",
@@ -254,8 +297,9 @@ UNITS: dict[str, str] = RESULTS.units
 
 #: Columns read back as text and as floating point; the rest are integers.
 TEXT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if f.type in ("str", str))
-#: Every time and bandwidth column is a float, whatever is added later.
-FLOAT_COLUMNS = tuple(c for c in COLUMNS if c.endswith(("_us", "_gbps")) or c.startswith("pct_"))
+#: Columns read back as floating point: those declared float (every time and bandwidth,
+#: the imbalance ratios), whatever is added later.
+FLOAT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if "float" in str(f.type))
 #: The time columns bench's combine_times produces, in schema order.
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 
@@ -306,7 +350,8 @@ _LATE_IN: dict[int, tuple[str, ...]] = {2: ("group_size", "groups", "aggbw_gbps"
 #: of all ranks, so group_size is world_size and aggbw_gbps is busbw_gbps; before
 #: --repeat a row was sample 0; before status every written row was measured; before
 #: version 3 the host's enqueue time was not measured, before version 4 rank skew; before
-#: version 5 every rank had a GPU (or a CPU) of its own and NCCL's choices were not read.
+#: version 5 every rank had a GPU (or a CPU) of its own and NCCL's choices were not read;
+#: before version 7 every split was contiguous and all_to_allv did not exist.
 _FILL: dict[str, Callable[[Any], Any]] = {
     "group_size": lambda raw: raw["world_size"],
     "groups": lambda raw: "1",
@@ -325,7 +370,19 @@ _FILL: dict[str, Callable[[Any], Any]] = {
     "nccl_proto": lambda raw: "",
     "ceiling_gbps": lambda raw: "",
     "pct_of_ceiling": lambda raw: "",
+    "split": lambda raw: _contiguous_split(raw),
+    "splits": lambda raw: "",
+    "mean_bytes": lambda raw: "",
+    "meanbw_gbps": lambda raw: "",
+    "send_imbalance": lambda raw: "",
+    "recv_imbalance": lambda raw: "",
 }
+
+
+def _contiguous_split(raw: Any) -> Any:
+    """Before version 7 every split was contiguous (--group-size)."""
+    several = raw["groups"].astype(str).str.strip().isin(("", "1")) == False  # noqa: E712
+    return ("div:" + raw["group_size"].astype(str)).where(several, "")
 
 
 def may_lack(version: int) -> frozenset[str]:

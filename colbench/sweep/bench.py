@@ -53,8 +53,11 @@ class RunInfo:
     world_size: int
     nnodes: int
     variant: str = ""
-    #: Groups the world is split into (--group-size); each has world_size // groups ranks.
+    #: Groups the world is split into (--group-size, --split); each has world_size //
+    #: groups ranks.
     groups: int = 1
+    #: How: ``div:K`` or ``mod:K`` (colbench.sweep.groups.split_label); empty for one group.
+    split: str = ""
     #: Ranks sharing each GPU (--ranks-per-gpu): above 1 the fabric is emulated.
     ranks_per_gpu: int = 1
     #: NCCL's choice per call, (op, bytes per rank) -> (algorithm, protocol), as a probe
@@ -233,6 +236,14 @@ class RankBench:
             )
         if item.unsupported:
             self.sink.note(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
+        last = item.layouts[-1] if item.layouts else None
+        if last is not None and {last.send_imbalance, last.recv_imbalance} - {None, 1.0}:
+            # size_bytes is the busiest rank's: say how far from the mean it is.
+            self.sink.note(
+                f"{item.coll.name} {item.coll.splits_label} {item.dtype}: at {last.size_bytes} B "
+                f"the busiest rank sends {last.send_imbalance or 0:.2f}x and receives "
+                f"{last.recv_imbalance or 0:.2f}x the mean rank's {last.mean_bytes:.0f} B"
+            )
 
     def _context(self, item: Work) -> Context:
         sub = self.context.groups.subgroup

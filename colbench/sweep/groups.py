@@ -3,9 +3,10 @@
 Two kinds, kept apart on every backend:
 
 - the **measured** group carries the measured collective and its warm-up, nothing
-  else: the default (world) group, or with ``--group-size`` this rank's subgroup of
-  contiguous ranks that run each collective at the same time (nccl-tests'
-  NCCL_TESTS_SPLIT);
+  else: the default (world) group, or with ``--group-size``/``--split`` this rank's
+  subgroup, all groups running each collective at the same time (nccl-tests'
+  NCCL_TESTS_SPLIT): contiguous ranks (``div:K``) or the ranks of equal rank mod K
+  (``mod:K``, one rail of K-GPU nodes per group);
 - the **side** group, a gloo group of the whole world made once at start-up, carries
   all bookkeeping: barriers, agreement on plans and budgets, gathering times and
   wrong-element counts.
@@ -48,9 +49,33 @@ def contiguous(world_size: int, group_size: int) -> list[tuple[int, ...]]:
     return [tuple(range(s, s + group_size)) for s in range(0, world_size, group_size)]
 
 
+def strided(world_size: int, groups: int) -> list[tuple[int, ...]]:
+    """``[0, k, 2k...], [1, k+1, ...], ...``: the ranks of equal rank mod ``groups``, the
+    group of each ordered by rank (nccl-tests' NCCL_TESTS_SPLIT="MOD k")."""
+    if groups < 1 or world_size % groups:
+        raise ValueError(f"{groups} groups do not divide world size {world_size}")
+    return [tuple(range(first, world_size, groups)) for first in range(groups)]
+
+
+def members(
+    group_size: int | None, group_mod: int | None, world_size: int
+) -> list[tuple[int, ...]] | None:
+    """Every group's ranks (--split mod:K, or --group-size / --split div:K); None: the
+    world is one group and needs no subgroup."""
+    if group_mod:
+        return strided(world_size, group_mod)
+    return contiguous(world_size, group_size) if group_size else None
+
+
+def split_label(group_size: int | None, group_mod: int | None, world_size: int) -> str:
+    """The rows' ``split`` column: ``div:K`` or ``mod:K``, empty for one group of all."""
+    if group_mod:
+        return f"mod:{group_mod}" if group_mod > 1 else ""
+    return f"div:{group_size}" if group_size and group_size < world_size else ""
+
+
 def split_world(
-    group_size: int,
-    world_size: int,
+    layout: list[tuple[int, ...]],
     rank: int,
     timeout_s: float,
     new_group: Callable[..., Any] | None = None,
@@ -66,7 +91,6 @@ def split_world(
         new_group = dist.new_group
     timeout = _dt.timedelta(seconds=timeout_s)
     mine: Subgroup | None = None
-    layout = contiguous(world_size, group_size)
     for ranks in layout:
         # new_group must be called by every rank for every group, in the same order.
         group = new_group(list(ranks), timeout=timeout)

@@ -51,7 +51,7 @@ def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) ->
         )
     if cfg.measure.memory_check == "off" or (backend == "nccl" and not known):
         return None
-    work = plan(cfg, cfg.measure.group_size or world_size, backend)
+    work = plan(cfg, cfg.measure.ranks_per_group(world_size), backend)
     need = max(
         (
             memory.buffer_bytes(
@@ -153,7 +153,7 @@ def _listen() -> socket.socket:
 
 def _turns_per_world(cfg: SweepConfig, world_size: int, backend: str) -> int:
     """An upper bound on any world's turns (the plan before memory fitting)."""
-    work = plan(cfg, cfg.measure.group_size or world_size, backend)
+    work = plan(cfg, cfg.measure.ranks_per_group(world_size), backend)
     return sum(len(item.layouts) for item in work) * cfg.measure.repeat
 
 

@@ -157,5 +157,6 @@ def _table_header(job: RankJob, context: BenchContext, met: Met, warnings: list[
             seed=cfg.measure.seed,
             ranks=[(p.rank, h, p.pid, p.device_name) for p, h in zip(peers, hosts, strict=True)],
             groups=info.groups,
+            split_by=info.split,
         )
     )

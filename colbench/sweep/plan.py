@@ -160,8 +160,19 @@ def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
     Ranks that disagree would call different collectives and hang or abort in the
     transport; comparing this first turns that into one clear message.
     """
+    # splits_label: a traffic matrix file's hash, so ranks that read two different
+    # copies of it disagree here rather than in the exchange.
     items = [
-        (w.coll.name, w.dtype, w.redop, w.requested, w.placements, w.unsupported) for w in work
+        (
+            w.coll.name,
+            w.coll.splits_label,
+            w.dtype,
+            w.redop,
+            w.requested,
+            w.placements,
+            w.unsupported,
+        )
+        for w in work
     ]
     # Every option counts unless it provably cannot change which collectives run, in
     # which order: a new option is then covered without anyone remembering to add it.

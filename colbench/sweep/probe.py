@@ -85,7 +85,7 @@ def run_probe(
         return Probed({}, f"the NCCL probe world failed (exit {code})", code)
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in out_dir.glob("nccl-*.log")]
     found = nccl_log.parse_log("".join(texts))
-    choices = choices_of(found.calls, cfg.measure.group_size or world_size)
+    choices = choices_of(found.calls, cfg.measure.ranks_per_group(world_size))
     if not choices:
         return Probed({}, "the NCCL probe's log holds no TUNING line")
     note = f"NCCL's choice recorded for {len(choices)} (op, size) calls by a probe world"
@@ -127,7 +127,7 @@ def probe_variants(
     world of 2 or more ranks per group); stops at the first that fails."""
     if not cfg.launch.nccl_probe or backend != "nccl":
         return {}
-    if (cfg.measure.group_size or world_size) < 2:
+    if cfg.measure.ranks_per_group(world_size) < 2:
         return {}
     found: dict[str, Probed] = {}
     for index, variant in enumerate(variants):

@@ -101,6 +101,16 @@ def make_row(
         nccl_proto=proto,
         ceiling_gbps=info.ceiling_gbps,
         pct_of_ceiling=percent(busbw, info.ceiling_gbps),
+        split=info.split,
+        splits=coll.splits_label,
+        mean_bytes=layout.mean_bytes,
+        meanbw_gbps=(
+            None
+            if time_us is None or layout.mean_bytes is None
+            else coll.algbw_gbps(layout.mean_bytes, time_us)
+        ),
+        send_imbalance=layout.send_imbalance,
+        recv_imbalance=layout.recv_imbalance,
     )
 
 

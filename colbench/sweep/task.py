@@ -32,7 +32,7 @@ from colbench.run.rank import device_name, gpu_record, meet_peers
 from colbench.run.turns import Turns
 from colbench.sweep import memory
 from colbench.sweep.bench import BenchContext, RankBench, RunInfo
-from colbench.sweep.groups import Groups, SideGroup, split_world
+from colbench.sweep.groups import Groups, SideGroup, members, split_label, split_world
 from colbench.sweep.lead import Met, lead_run
 from colbench.sweep.plan import Work, count_units, fit_to_memory, plan, plan_digest
 from colbench.sweep.timing import make_timer
@@ -70,7 +70,7 @@ class SweepTask(ConfiguredTask):
     def check(self, world_size: int, backend: str) -> list[str]:
         """Validation that needs the world size; refuses a sweep that would measure nothing."""
         notes = validate_for_world(self.cfg, world_size, backend)
-        n = self.cfg.measure.group_size or world_size
+        n = self.cfg.measure.ranks_per_group(world_size)
         if count_units(plan(self.cfg, n, backend)) == 0:
             raise UsageError(
                 f"nothing to run: at {n} ranks every size leaves less than one 16-byte "
@@ -92,8 +92,10 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     # hang watchdog names the stuck ranks before torch aborts or one rank raises.
     group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
     side = SideGroup.create(job.world_size, group_timeout_s)
-    group_size = cfg.measure.group_size or job.world_size
-    facts = nccl_facts(side, device, group_size) if job.backend == "nccl" else None
+    group_size = cfg.measure.ranks_per_group(job.world_size)
+    layout = members(cfg.measure.group_size, cfg.measure.group_mod, job.world_size)
+    first = layout[0] if layout else tuple(range(job.world_size))
+    facts = nccl_facts(side, device, first) if job.backend == "nccl" else None
     work = plan(cfg, group_size, job.backend, facts=facts)
     me = _introduce(cfg, job, rank, device, work)
     # Ranks NCCL would refuse on one GPU were refused before the communicator started
@@ -108,11 +110,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     ceiling_gbps, ceiling_source = ceiling(
         hardware, job.backend, hosts, cfg.output.ceiling_gbps, emulated, used
     )
-    subgroup = (
-        split_world(cfg.measure.group_size, job.world_size, rank, group_timeout_s)
-        if cfg.measure.group_size
-        else None
-    )
+    subgroup = split_world(layout, rank, group_timeout_s) if layout else None
     info = RunInfo(
         run_id=job.run_id,
         backend=job.backend,
@@ -120,6 +118,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         world_size=job.world_size,
         nnodes=len({p.node for p in peers}),
         groups=subgroup.count if subgroup else 1,
+        split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
         variant=job.variant,
         ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
         nccl_choices=task.nccl_choices,
@@ -150,10 +149,10 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     lead_run(job, context, met, work, (_measurement_warnings(cfg, job.backend), memory_notes))
 
 
-def nccl_facts(side: SideGroup, device: Any, group_size: int) -> CommFacts:
+def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:
     """What NCCL's choice of algorithm depends on, for the measured communicator (the
-    first group of --group-size's), from every rank's view: NCCL's host identity (so
-    emulated nodes count as nodes), its version, the GPU's compute capability. Every
+    first group of --group-size or --split), from every rank's view: NCCL's host identity
+    (so emulated nodes count as nodes), its version, the GPU's compute capability. Every
     rank gathers the same facts, so every rank plans alike. What is not known here
     (NVSwitch, NVLS multicast, a CollNet plugin) stays None: NCCL's rules are then read
     both ways, and a row is refused only when no reading runs it."""
@@ -163,11 +162,12 @@ def nccl_facts(side: SideGroup, device: Any, group_size: int) -> CommFacts:
     raw = torch.cuda.nccl.version()
     version = tuple(raw) if isinstance(raw, tuple) else None
     mine = (devices.nccl_host_identity(), 10 * major + minor, version)
-    every = side.gather_objects(mine)[:group_size]
+    everyone = side.gather_objects(mine)
+    every = [everyone[r] for r in first_group]
     per_node = Counter(host for host, _, _ in every)
     versions = {v for _, _, v in every if v is not None}
     return CommFacts(
-        ranks=group_size,
+        ranks=len(first_group),
         nodes=len(per_node),
         ranks_per_node=max(per_node.values()),
         version=versions.pop() if len(versions) == 1 else None,

@@ -37,6 +37,7 @@ OWN_CALLS = {
     "broadcast": {"broadcast"},
     "reduce": {"reduce"},
     "all_to_all": {"all_to_all_single"},
+    "all_to_allv": {"all_to_all_single"},
     "gather": {"gather"},
     "scatter": {"scatter"},
     "sendrecv": {"batch_isend_irecv"},

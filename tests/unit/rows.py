@@ -64,6 +64,8 @@ def row(
         "host_bound": host_bound(enqueue_us, time_us),
         "fabric": "emulated" if ranks_per_gpu > 1 else "real",
         "ranks_per_gpu": ranks_per_gpu,
+        "split": "",
+        "splits": coll.splits_label,
     }
 
 

@@ -20,7 +20,12 @@ from tests.unit.test_cli_errors import BAD
 
 # These need the world size, which a launcher's environment (torchrun, SLURM) can set:
 # they are not decidable from the arguments alone, and the runner checks them.
-NEEDS_THE_WORLD = {"root outside the world", "sendrecv alone in a world of one"}
+NEEDS_THE_WORLD = {
+    "root outside the world",
+    "sendrecv alone in a world of one",
+    "mod split beside the world",
+    "experts that do not split over the ranks",
+}
 
 COMMANDS = sorted(getattr(typer.main.get_command(app), "commands", {}))
 

@@ -36,7 +36,7 @@ def test_build_normalises_names() -> None:
 
 def test_build_all_expands() -> None:
     cfg = build(op="all", dtype="all", redop="all")
-    assert "barrier" in cfg.measure.ops and len(cfg.measure.ops) == 10
+    assert "barrier" in cfg.measure.ops and len(cfg.measure.ops) == 11
     assert len(cfg.measure.dtypes) == 8
     assert cfg.measure.redops == ("sum", "prod", "min", "max", "avg")
 
@@ -272,7 +272,9 @@ def test_every_option_reaches_the_config() -> None:
         "timeout": 9.0,
         "init_timeout": 8.0,
         "group_size": 1,
+        "split": "mod:2",
         "seed": 7,
+        "splits": "zipf:1.5",
         "out": "o",
         "results_dir": "r",
         "progress": True,

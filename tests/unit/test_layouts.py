@@ -35,6 +35,8 @@ def expected(name: str, requested: int, e: int, n: int) -> tuple[int, int, Fract
         "all_gather": (b * n * e, b, ring),
         "reduce_scatter": (b * n * e, b, ring),
         "all_to_all": (n * b * e, b, ring),
+        # Its default pattern (--splits uniform) is all_to_all's exchange.
+        "all_to_allv": (n * b * e, b, ring),
         "gather": (n * b * e, b, ring),
         "scatter": (n * b * e, b, ring),
         "broadcast": (elems * e, elems, Fraction(1)),
@@ -58,6 +60,7 @@ def expected_numel(name: str, requested: int, e: int, n: int) -> tuple[int, int]
         "reduce_scatter": (n * b, b),
         "scatter": (n * b, b),
         "all_to_all": (n * b, n * b),
+        "all_to_allv": (n * b, n * b),
     }
     return table[name]
 
@@ -72,6 +75,7 @@ def test_the_spec_covers_every_registered_op() -> None:
         "all_gather",
         "reduce_scatter",
         "all_to_all",
+        "all_to_allv",
         "gather",
         "scatter",
         "broadcast",

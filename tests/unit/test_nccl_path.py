@@ -251,11 +251,15 @@ def test_the_ranks_agree_on_nccls_facts(monkeypatch: pytest.MonkeyPatch) -> None
     v = (2, 28, 9)
     side = GatheringSide([("h-rank0", 90, v), ("h-rank1", 90, v), ("h-rank2", 80, v),
                           ("h-rank3", 90, v)])  # fmt: skip
-    facts = nccl_facts(side, torch.device("cpu"), 4)  # type: ignore[arg-type]
+    facts = nccl_facts(side, torch.device("cpu"), (0, 1, 2, 3))  # type: ignore[arg-type]
     assert side.asked == [("h-rank0", 90, v)]
     assert facts == CommFacts(ranks=4, nodes=4, ranks_per_node=1, version=v,
                               compute_capability=80)  # fmt: skip
     # --group-size 2: the first group's two ranks on one real node.
     side = GatheringSide([("node1", 90, v)] * 2 + [("node2", 90, v)] * 2)
-    facts = nccl_facts(side, torch.device("cpu"), 2)  # type: ignore[arg-type]
+    facts = nccl_facts(side, torch.device("cpu"), (0, 1))  # type: ignore[arg-type]
     assert (facts.ranks, facts.nodes, facts.ranks_per_node) == (2, 1, 2)
+    # --split mod:2: the first group is ranks 0 and 2, one per node (a rail).
+    side = GatheringSide([("node1", 90, v)] * 2 + [("node2", 90, v)] * 2)
+    facts = nccl_facts(side, torch.device("cpu"), (0, 2))  # type: ignore[arg-type]
+    assert (facts.ranks, facts.nodes, facts.ranks_per_node) == (2, 2, 1)

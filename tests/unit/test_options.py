@@ -25,6 +25,7 @@ SAMPLES: dict[str, Any] = {
     "timeout": 60,
     "init_timeout": 30,
     "group_size": 2,
+    "split": "mod:2",
     "out": "results/x",
     "progress": False,
     "memory_limit": "512M",

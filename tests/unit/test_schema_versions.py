@@ -112,11 +112,13 @@ def test_every_column_since_version_1_says_how_old_files_read() -> None:
     v4 = {"slowest_rank", "skew_us", "time_ranks_avg_us", "time_ranks_max_us"}
     v5 = {"fabric", "ranks_per_gpu", "nccl_algo", "nccl_proto"}
     v6 = {"ceiling_gbps", "pct_of_ceiling"}
+    v7 = {"split", "splits", "mean_bytes", "meanbw_gbps", "send_imbalance", "recv_imbalance"}
     assert may_lack(2) == {"group_size", "groups", "aggbw_gbps", "repeat", "enqueue_us",
-                           "host_bound", *v4, *v5, *v6}  # fmt: skip
-    assert may_lack(3) == v4 | v5 | v6
-    assert may_lack(4) == v5 | v6
-    assert may_lack(5) == v6
+                           "host_bound", *v4, *v5, *v6, *v7}  # fmt: skip
+    assert may_lack(3) == v4 | v5 | v6 | v7
+    assert may_lack(4) == v5 | v6 | v7
+    assert may_lack(5) == v6 | v7
+    assert may_lack(6) == v7
     assert may_lack(SCHEMA_VERSION) == frozenset()
 
 
@@ -210,7 +212,7 @@ def test_rows_of_several_versions_in_one_file(tmp_path: Path) -> None:
     with v2.open("a", encoding="utf-8") as f:
         f.write(",".join([str(SCHEMA_VERSION), *lines[2].split(",")[1 : len(V2_COLUMNS)]]) + "\n")
     lacking = (
-        rf"lacks 12 column\(s\) of schema version {SCHEMA_VERSION} "
+        rf"lacks 18 column\(s\) of schema version {SCHEMA_VERSION} "
         r"\(enqueue_us, host_bound, slowest_rank,"
     )
     with pytest.raises(UsageError, match=lacking):

@@ -7,6 +7,7 @@ the same views and chunk lists torch would write into) and ask each rank to veri
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
@@ -77,6 +78,19 @@ def sim_all_to_all(ranks: Ranks) -> None:
         b.recv.copy_(torch.cat([s[me * c : (me + 1) * c] for s in sends]))
 
 
+def sim_all_to_all_single(op: Collective, ranks: Ranks) -> None:
+    """torch's all_to_all_single(output, input, output_split_sizes, input_split_sizes) as
+    each rank's bound call asks for it: input chunk j goes to rank j, outputs concatenate
+    what each source sent, in source order."""
+    calls = [op.bind(b, ctx) for ctx, b in ranks]
+    ins = [c.args[1].clone().split(c.keywords["input_split_sizes"]) for c in calls]
+    for me, call in enumerate(calls):
+        sizes = call.keywords["output_split_sizes"]
+        got = [ins[src][me] for src in range(len(ranks))]
+        assert [g.numel() for g in got] == sizes
+        call.args[0].copy_(torch.cat(got))
+
+
 def sim_gather(ranks: Ranks) -> None:
     root = ranks[0][0].root
     sends = [b.send.clone() for _, b in ranks]
@@ -109,6 +123,7 @@ SIMULATORS: dict[str, Callable[[Ranks], None]] = {
     "all_gather": sim_all_gather,
     "reduce_scatter": sim_reduce_scatter,
     "all_to_all": sim_all_to_all,
+    "all_to_allv": functools.partial(sim_all_to_all_single, ops.get("all_to_allv")),
     "gather": sim_gather,
     "scatter": sim_scatter,
     "sendrecv": sim_sendrecv,
