@@ -11,7 +11,7 @@ sysctl), and ranks run as FIFO threads so that a woken rank does not wait for CP
 slices. all_reduce and all_gather are measured with gloo (ring algorithms) at 2, 3 and 4
 ranks, the ring model is fitted by the real CLI and checked against a real 6-rank run:
 the largest relative error of the predicted time from 4K up must be within
-MAX_ERROR_PCT (a miss is re-measured once, see the test). A smaller version of
+MAX_ERROR_PCT (a miss is measured once more, every run of it, see the test). A smaller version of
 benchmarks/predict_fabric.py (which also predicts 8 ranks, over more sizes). Skipped
 where namespaces cannot be made.
 """
@@ -69,12 +69,11 @@ def _predict(fitted: list[str], against: str, out: Path) -> subprocess.Completed
     return proc
 
 
-def _only_slower(out: Path) -> bool:
-    """Whether every row beyond the bound was measured slower than predicted."""
-    checked = pd.read_csv(out / "against.csv")
-    judged = checked[checked["requested_bytes"] >= parse_size(MIN_SIZE)]
-    missed = judged[judged["error_pct"].abs() > MAX_ERROR_PCT]
-    return bool(len(missed)) and bool((missed["error_pct"] < 0).all())
+def _measure_and_predict(fabric: netns.Fabric, out: Path) -> subprocess.CompletedProcess[str]:
+    """Sweep at 2, 3 and 4 ranks and at 6, then predict 6 from the others."""
+    fitted = [_sweep(fabric, n, out / f"{n}n") for n in FIT_RANKS]
+    against = _sweep(fabric, CHECK_RANKS, out / f"{CHECK_RANKS}n")
+    return _predict(fitted, against, out / "p")
 
 
 def test_ring_prediction_of_six_ranks_from_two_to_four_is_within_15_percent(
@@ -83,19 +82,16 @@ def test_ring_prediction_of_six_ranks_from_two_to_four_is_within_15_percent(
     with netns.fabric(CHECK_RANKS, "pr") as fabric:
         fabric.shape(RATE_MBIT, small_first=True, packet_cost_bytes=PACKET_COST_BYTES)
         fabric.sysctl("net.ipv4.tcp_slow_start_after_idle", 0)
-        fitted = [_sweep(fabric, n, tmp_path / f"{n}n") for n in FIT_RANKS]
-        against = _sweep(fabric, CHECK_RANKS, tmp_path / f"{CHECK_RANKS}n")
-        proc = _predict(fitted, against, tmp_path / "p")
-        if proc.returncode == 1 and _only_slower(tmp_path / "p"):
-            # A CI run once read one row (all_reduce 64K) 20% slow while every other row,
-            # and that row in every run here (30.6-30.9 ms), sat within 1% of the model:
-            # a slow spell of the shared machine, which only ever adds time. So a miss
-            # where every row beyond the bound was measured slower than predicted is
-            # measured once more and judged by the same bound; a model that is wrong
-            # misses both times, and a row faster than predicted is never retried.
-            print("retrying the 6-rank run after the miss above")
-            against = _sweep(fabric, CHECK_RANKS, tmp_path / f"{CHECK_RANKS}n-again")
-            proc = _predict(fitted, against, tmp_path / "p-again")
+        proc = _measure_and_predict(fabric, tmp_path / "first")
+        if proc.returncode == 1:
+            # A slow spell of the shared machine can land in any of the five runs. Once it
+            # landed in a fitted one (all_gather fitted with one point 28% off): both 6-rank
+            # runs measured all_gather 4K at 10.9 ms, and the fit predicted 9.2 ms (-15.4%).
+            # Re-measuring the 6-rank run alone cannot mend a fit, so a miss measures every
+            # run once more and is judged by the same bound: a model that is wrong misses
+            # both times, noise has to strike twice.
+            print("measuring every run again after the miss above")
+            proc = _measure_and_predict(fabric, tmp_path / "again")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     checked = pd.read_csv(Path(proc.args[-1]) / "against.csv")
