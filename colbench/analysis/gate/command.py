@@ -15,8 +15,9 @@ from colbench.analysis.checks import (
 )
 from colbench.analysis.engine import fabric_warnings_of
 from colbench.analysis.gate.baseline import update_baseline
-from colbench.analysis.gate.engine import GateRules, run_gate
+from colbench.analysis.gate.engine import run_gate
 from colbench.analysis.gate.options import GateOptions
+from colbench.analysis.gate.result import GateRules
 from colbench.errors import ExitCode, UsageError
 from colbench.store.results import csv_path, load
 

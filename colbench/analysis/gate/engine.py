@@ -11,17 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from colbench.analysis import drift_rows, pooled, power, sensitivity, stats
-from colbench.analysis.checks import (
-    DEFAULT_ALPHA,
-    DEFAULT_MAX_CV,
-    DEFAULT_MIN_BASELINE_RUNS,
-    Check,
-    SizeWindow,
-)
+from colbench.analysis import drift_rows, pooled, stats
+from colbench.analysis.checks import SizeWindow
 from colbench.analysis.engine import (
     Pair,
     join,
@@ -33,6 +27,7 @@ from colbench.analysis.engine import (
     side_status,
     wrong_counts,
 )
+from colbench.analysis.gate.result import FloorResult, GateResult, GateRules
 from colbench.analysis.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
 from colbench.errors import UsageError
 from colbench.store import metadata
@@ -42,164 +37,6 @@ from colbench.store.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 #: a partner found so is "not comparable" (other world size, backend, dtype or variant)
 #: rather than missing.
 LOOSE_KEY_COLUMNS = ("op", "redop", "root", "in_place", "requested_bytes")
-
-
-@dataclass(frozen=True)
-class FloorResult:
-    """nccl-tests' NCCL_TESTS_MIN_BW: one op's average bus bandwidth against a floor."""
-
-    op: str
-    variant: str
-    avg_busbw_gbps: float
-    floor_gbps: float
-
-    @property
-    def fails(self) -> bool:
-        return self.avg_busbw_gbps < self.floor_gbps
-
-
-@dataclass(frozen=True)
-class GateRules:
-    """How the gate judges, built once from its options (and checked then): the checks,
-    the size window, the tests' levels, and what a missing or foreign baseline means."""
-
-    checks: tuple[Check, ...]
-    window: SizeWindow = field(default_factory=SizeWindow)
-    alpha: float = DEFAULT_ALPHA
-    max_cv: float = DEFAULT_MAX_CV
-    #: The family-wise control over the rows, and the power detectable slowdowns are
-    #: stated at.
-    fwer: str = "holm"
-    power: float = power.DEFAULT_POWER
-    #: Rows that must be sensitive for performance to count as judged.
-    min_judged: int = 1
-    #: Runs in the baseline's window the drift test needs (colbench.analysis.drift_rows).
-    min_runs: int = DEFAULT_MIN_BASELINE_RUNS
-    #: nccl-tests' NCCL_TESTS_MIN_BW: every op's average bus bandwidth must reach it.
-    floor_gbps: float | None = None
-    #: Judge performance against a baseline from another machine too.
-    any_machine: bool = False
-    #: A baseline that does not exist yet (a fresh runner) judges the current run alone.
-    missing_ok: bool = False
-
-    def __post_init__(self) -> None:
-        if not 0 < self.alpha < 1:
-            raise UsageError(f"--alpha must be between 0 and 1, got {self.alpha:g}")
-        if not 0 < self.power < 1:
-            raise UsageError(f"--power must be between 0 and 1, got {self.power:g}")
-        if self.fwer not in sensitivity.FWER_CHOICES:
-            raise UsageError(f"--fwer must be one of {', '.join(sensitivity.FWER_CHOICES)}")
-        if self.min_runs < 3:
-            raise UsageError(f"--min-baseline-runs must be >= 3, got {self.min_runs}")
-
-
-@dataclass
-class GateResult:
-    """The whole verdict: every joined row, the floors, and what the reports print."""
-
-    baseline: str
-    current: str
-    rules: GateRules
-    rows: list[RowResult]
-    floors: list[FloorResult] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    #: (what, baseline value, current value) for versions, CPU and environment.
-    changes: list[tuple[str, str, str]] = field(default_factory=list)
-    #: Rows judged on performance (Holm's m).
-    family: int = 0
-    #: Why performance was not judged at all (no baseline, another machine); "" if it was.
-    not_judged: str = ""
-    #: Runs in the baseline's window; ``drift`` is set when the drift test judged the rows.
-    baseline_runs: int = 0
-    drift: drift_rows.DriftSummary | None = None
-    #: Otherwise the rows' rank tests and the pooled test (colbench.analysis.pooled).
-    pooled: sensitivity.FamilySummary | None = None
-
-    # The rules, by the names the reports read them.
-    @property
-    def checks(self) -> tuple[Check, ...]:
-        return self.rules.checks
-
-    @property
-    def window(self) -> SizeWindow:
-        return self.rules.window
-
-    @property
-    def alpha(self) -> float:
-        return self.rules.alpha
-
-    @property
-    def max_cv(self) -> float:
-        return self.rules.max_cv
-
-    @property
-    def power(self) -> float:
-        return self.rules.power
-
-    @property
-    def fwer(self) -> str:
-        return self.rules.fwer
-
-    @property
-    def min_judged(self) -> int:
-        return self.rules.min_judged
-
-    @property
-    def min_runs(self) -> int:
-        return self.rules.min_runs
-
-    @property
-    def summary(self) -> sensitivity.FamilySummary | None:
-        return self.drift or self.pooled
-
-    @property
-    def overall(self) -> list[sensitivity.OverallResult]:
-        """One per relative check: the drift test's overall statistic, or the pooled test."""
-        return self.summary.overall if self.summary else []
-
-    @property
-    def failures(self) -> int:
-        """Failing rows, failing average-bandwidth floors and a failing overall result."""
-        overall = sum(o.fails for o in self.overall)
-        return sum(r.fails for r in self.rows) + sum(f.fails for f in self.floors) + overall
-
-    @property
-    def passed(self) -> bool:
-        return self.failures == 0
-
-    @property
-    def sensitive(self) -> list[RowResult]:
-        """Judged rows that could have seen a slowdown (power.insensitive is false)."""
-        return [r for r in self.rows if r.judged and r.detectable is not None]
-
-    @property
-    def too_noisy(self) -> int:
-        return sum(r.judged and r.detectable is None for r in self.rows)
-
-    @property
-    def performance_checked(self) -> bool:
-        """True when a relative check was asked for and performance could be judged."""
-        return not self.not_judged and any(c.relative for c in self.checks)
-
-    @property
-    def inconclusive(self) -> bool:
-        """Performance was asked for, but too few rows could have seen a slowdown (an
-        overall statistic that could, over at least that many rows, is enough)."""
-        if not self.performance_checked or len(self.sensitive) >= self.min_judged:
-            return False
-        overall = self.summary.sensitive_overall if self.summary else None
-        return overall is None or overall.rows < self.min_judged
-
-    @property
-    def passed_on_presence_only(self) -> bool:
-        """Passed, but performance was not judged (whatever the checks) or inconclusive."""
-        return self.passed and bool(self.not_judged or self.inconclusive)
-
-    def counts(self) -> dict[Verdict, int]:
-        out = {v: 0 for v in Verdict}
-        for row in self.rows:
-            out[row.verdict] += 1
-        return {v: n for v, n in out.items() if n}
 
 
 def gate_frames(

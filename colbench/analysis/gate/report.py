@@ -10,7 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from colbench.analysis.gate.engine import FloorResult, GateResult
+from colbench.analysis.gate.result import FloorResult, GateResult
 from colbench.analysis.gate.text import (
     overall_change,
     overall_lines,

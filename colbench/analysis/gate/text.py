@@ -7,7 +7,7 @@ One wording for the console table, the Markdown report and the JUnit properties
 from __future__ import annotations
 
 from colbench.analysis import stats
-from colbench.analysis.gate.engine import GateResult
+from colbench.analysis.gate.result import GateResult
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import CheckResult, RowResult, Verdict
 
