@@ -1,4 +1,4 @@
-"""``colbench predict`` foresees 6 ranks from 2, 3 and 4 on a real shaped fabric.
+"""``colbench predict`` foresees 6 ranks from 3 and 4 on a real shaped fabric.
 
 One network namespace per rank behind one bridge (tests/netns.py), every node's link
 shaped to RATE_MBIT both ways, so each rank has its own NIC of known rate and the
@@ -8,12 +8,19 @@ which this kernel cannot add as a delay (no netem). The fabric is the one of
 docs/predict-validation.md, where each setting is explained: small packets pass queued
 data on a link, TCP does not restart slow start after idle gaps (a per-namespace
 sysctl), and ranks run as FIFO threads so that a woken rank does not wait for CPU time
-slices. all_reduce and all_gather are measured with gloo (ring algorithms) at 2, 3 and 4
+slices. all_reduce and all_gather are measured with gloo (ring algorithms) at 3 and 4
 ranks, the ring model is fitted by the real CLI and checked against a real 6-rank run:
 the largest relative error of the predicted time from 4K up must be within
-MAX_ERROR_PCT (a miss is measured once more, every run of it, see the test). A smaller version of
-benchmarks/predict_fabric.py (which also predicts 8 ranks, over more sizes). Skipped
-where namespaces cannot be made.
+MAX_ERROR_PCT. A smaller version of benchmarks/predict_fabric.py (which fits 2, 3 and 4
+ranks and predicts 6 and 8, over more sizes).
+
+Why not 2 ranks, as the benchmark does: on this fabric a 2-rank ring is not the ring of
+larger N (our reading: its one TCP connection per rank carries data both ways, so the
+acknowledgements of one direction ride on the other's data packets, which pay the
+per-packet cost); a 2-rank all_gather of 256K took 21.9 ms (median of 3) where 3 ranks, moving more,
+took 19.5 ms. Those points bent the all_gather fit (residuals 13% rms, 27% max) and the
+6-rank 4K prediction missed by 15.1%; fitted on 3 and 4 ranks, the same runs predict every
+6-rank point within 7.9%. Skipped where namespaces cannot be made.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ RATE_MBIT = 100.0
 MAX_ERROR_PCT = 15.0
 MIN_SIZE = "4K"
 PACKET_COST_BYTES = 12_500
-FIT_RANKS = (2, 3, 4)
+FIT_RANKS = (3, 4)
 CHECK_RANKS = 6
 SWEEP = ["sweep", "--op", "all_reduce,all_gather", "--sizes", "4K,64K,256K,1M", "--backend", "gloo"]
 # Medians of 3 repeats of 5 calls: a single call on 2 shared cores can lose milliseconds
@@ -70,28 +77,19 @@ def _predict(fitted: list[str], against: str, out: Path) -> subprocess.Completed
 
 
 def _measure_and_predict(fabric: netns.Fabric, out: Path) -> subprocess.CompletedProcess[str]:
-    """Sweep at 2, 3 and 4 ranks and at 6, then predict 6 from the others."""
+    """Sweep at 3 and 4 ranks and at 6, then predict 6 from the others."""
     fitted = [_sweep(fabric, n, out / f"{n}n") for n in FIT_RANKS]
     against = _sweep(fabric, CHECK_RANKS, out / f"{CHECK_RANKS}n")
     return _predict(fitted, against, out / "p")
 
 
-def test_ring_prediction_of_six_ranks_from_two_to_four_is_within_15_percent(
+def test_ring_prediction_of_six_ranks_from_three_and_four_is_within_15_percent(
     tmp_path: Path,
 ) -> None:
     with netns.fabric(CHECK_RANKS, "pr") as fabric:
         fabric.shape(RATE_MBIT, small_first=True, packet_cost_bytes=PACKET_COST_BYTES)
         fabric.sysctl("net.ipv4.tcp_slow_start_after_idle", 0)
-        proc = _measure_and_predict(fabric, tmp_path / "first")
-        if proc.returncode == 1:
-            # A slow spell of the shared machine can land in any of the five runs. Once it
-            # landed in a fitted one (all_gather fitted with one point 28% off): both 6-rank
-            # runs measured all_gather 4K at 10.9 ms, and the fit predicted 9.2 ms (-15.4%).
-            # Re-measuring the 6-rank run alone cannot mend a fit, so a miss measures every
-            # run once more and is judged by the same bound: a model that is wrong misses
-            # both times, noise has to strike twice.
-            print("measuring every run again after the miss above")
-            proc = _measure_and_predict(fabric, tmp_path / "again")
+        proc = _measure_and_predict(fabric, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     checked = pd.read_csv(Path(proc.args[-1]) / "against.csv")
