@@ -198,7 +198,9 @@ def replay(
     backend: Annotated[
         str | None, typer.Option("--backend", help="auto, nccl or gloo (as sweep).")
     ] = None,
-    iters: Annotated[int | None, typer.Option("--iters", "-n", help="Timed calls per size.")] = None,
+    iters: Annotated[
+        int | None, typer.Option("--iters", "-n", help="Timed calls per size.")
+    ] = None,
     warmup: Annotated[
         int | None, typer.Option("--warmup", "-w", help="Untimed calls per size.")
     ] = None,

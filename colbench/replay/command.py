@@ -65,7 +65,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
     suites.mkdir()
     sweeps_dir.mkdir()
     sources = ", ".join(Path(p).name for p in paths)
-    worst = ExitCode.OK
+    worst = int(ExitCode.OK)
     planned = measure.sweeps(plan, suites, settings)
     for sweep in planned:  # every config checked before anything runs
         sweep.config(sweeps_dir / sweep.name)
@@ -80,4 +80,4 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
     report.write_csv(plan, run_dir / "replay.csv")
     print("\n".join(report.result_text(plan)), flush=True)
     _say(f"replay: plan.json, replay.csv, sweeps/ and suites/ (one suite per kind) in {run_dir}")
-    return int(worst)
+    return worst

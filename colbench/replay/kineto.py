@@ -77,7 +77,8 @@ def read(doc: dict[str, Any], path: str) -> Trace:
     if not isinstance(events, list):
         raise BadTrace("a JSON object without a traceEvents list: not a torch profiler trace")
     events = [e for e in events if isinstance(e, dict) and isinstance(e.get("name"), str)]
-    info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    given = doc.get("distributedInfo")
+    info: dict[str, Any] = given if isinstance(given, dict) else {}
     sizes = {
         pg.get("pg_size")
         for pg in info.get("pg_config") or []

@@ -149,7 +149,9 @@ def build(traces: list[Trace]) -> Plan:
         Entry(key, max(count), steps, sum(times[key]) / len(times[key]) if times[key] else None)
         for key, count in counts.items()
     ]
-    entries.sort(key=lambda e: (bool(e.key.reason), e.key.op, e.key.dtype or "", e.key.size_bytes or 0))
+    entries.sort(
+        key=lambda e: (bool(e.key.reason), e.key.op, e.key.dtype or "", e.key.size_bytes or 0)
+    )
     found, _ = missing_ranks(traces)
     return Plan(entries, steps, found, tuple(sorted({t.format for t in traces})))
 
@@ -193,4 +195,3 @@ def _matrices(
         grouped[key] += 1
         recorded[key] += [c.duration_us for c in column if c.duration_us is not None]
     return [(key, count, recorded[key]) for key, count in grouped.items()]
-

@@ -40,7 +40,8 @@ def _parsed(data: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise BadTrace(f"not UTF-8 text (byte {exc.start}), not {FORMATS}") from None
     except json.JSONDecodeError as exc:
-        cut = " (it ends early: a trace cut short?)" if exc.pos >= len(data.rstrip()) else ""
+        ends = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated")
+        cut = " (it ends early: a trace cut short?)" if ends else f"; expected {FORMATS}"
         raise BadTrace(
             f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{cut}"
         ) from None
@@ -53,8 +54,11 @@ def read_one(path: str) -> Trace:
         return kineto.read(doc, path)
     if isinstance(doc, dict) and "entries" in doc and "version" in doc:
         return dumps.flight_recorder(doc, path)
-    if isinstance(doc, list) and doc and isinstance(doc[0], dict) and (
-        "comms" in doc[0] or "compute" in doc[0]
+    if (
+        isinstance(doc, list)
+        and doc
+        and isinstance(doc[0], dict)
+        and ("comms" in doc[0] or "compute" in doc[0])
     ):
         return dumps.param_basic(doc, path)
     if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "ph" in doc[0]:
