@@ -78,6 +78,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
             _say(f"replay: {sweep.name} ended with exit {code}; the sweeps after it not run")
             break
     report.write_csv(plan, run_dir / "replay.csv")
+    (run_dir / "plan.json").write_text(report.plan_json(plan) + "\n")  # now with measured_us
     print("\n".join(report.result_text(plan)), flush=True)
     _say(f"replay: plan.json, replay.csv, sweeps/ and suites/ (one suite per kind) in {run_dir}")
     return worst

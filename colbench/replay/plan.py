@@ -168,9 +168,10 @@ def _matrices(
     missing = missing or [r for r in range(n) if r not in uneven]
     if missing or len(uneven) < n:
         names = ", ".join(t.path for t in traces)
+        have = ", ".join(str(t.rank) for t in traces if t.rank is not None) or "none named"
         raise UsageError(
             f"{names}: all_to_allv with uneven splits needs every rank's trace: found rank "
-            f"{', '.join(map(str, sorted(uneven)))}, missing rank {', '.join(map(str, missing))}"
+            f"{have}, missing rank {', '.join(map(str, missing))}"
         )
     lengths = {r: len(c) for r, c in uneven.items()}
     if len(set(lengths.values())) > 1:

@@ -104,10 +104,28 @@ def result_text(plan: Plan) -> list[str]:
     job = [recorded(e) for e in rows]
     job_total = sum(r for r in job if r is not None) if any(r is not None for r in job) else None
     lines.append(f"  {'total':<44} {'':>9} {'':>9} {_us(total):>13} {'':>6} {_us(job_total):>12}")
+    lines.append("per op, us/step predicted (job's): " + _per_op(rows))
     top = [f"{_label(e)} {100 * (predicted(e) or 0) / total:.0f}%" for e in rows[:TOP] if total]
     if top:
         lines.append("top contributors: " + "; ".join(top))
     return lines + _unmeasurable(plan)
+
+
+def _per_op(rows: list[Entry]) -> str:
+    """Each op's kinds summed: predicted and recorded time per step, largest first."""
+    by_op: dict[str, list[Entry]] = {}
+    for e in rows:
+        by_op.setdefault(e.key.op, []).append(e)
+
+    def total(entries: list[Entry], of: Any) -> float | None:
+        values = [of(e) for e in entries]
+        return None if any(v is None for v in values) else sum(values)
+
+    ranked = sorted(by_op.items(), key=lambda item: -(total(item[1], predicted) or 0.0))
+    return "; ".join(
+        f"{op} {_us(total(entries, predicted))} ({_us(total(entries, recorded))})"
+        for op, entries in ranked
+    )
 
 
 def write_csv(plan: Plan, path: Path) -> None:

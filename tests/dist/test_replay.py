@@ -86,6 +86,10 @@ def test_replay_measures_the_plan_and_writes_suites(traces: list[str], tmp_path:
     proc = run_colbench("replay", *traces, "--iters", "2", "--warmup", "1", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "top contributors: " in proc.stdout
+    (per_op,) = (line for line in proc.stdout.splitlines() if line.startswith("per op, "))
+    assert {op for op, *_ in EXPECTED} == {
+        part.split()[0] for part in per_op.split(": ")[1].split("; ")
+    }
     plan = json.loads((out / "plan.json").read_text())
     with (out / "replay.csv").open() as f:
         rows = list(csv.DictReader(f))
