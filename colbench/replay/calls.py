@@ -90,6 +90,8 @@ class TracedCall:
     out_splits: tuple[int, ...] | None = None
     duration_us: float | None = None
     """How long the job's call took where the trace times it (the backend's own event)."""
+    splits_cut: bool = False
+    """The profiler kept only the first 30 split sizes (``[...,  ...]``, groups over 30)."""
 
     @property
     def key(self) -> str:
@@ -105,6 +107,8 @@ class TracedCall:
         op = OPS.get(key)
         if op is None:
             return None, "colbench has no such collective"
+        if op in ("all_to_all", "all_to_allv") and self.splits_cut:
+            return None, "the profiler cut its split sizes to the first 30 peers"
         if op in ("all_to_all", "all_to_allv") and self.uneven():
             return "all_to_allv", ""
         return ("all_to_all" if op == "all_to_allv" else op), ""

@@ -140,6 +140,8 @@ def _param_comms(events: list[dict[str, Any]]) -> list[TracedCall]:
                 splits(args.get("In split size")),
                 splits(args.get("Out split size")),
                 kernel_us.get((args.get("Process Group Name"), args.get("Seq"))),
+                # Over 30 peers torch writes "[s0, ..., s29, ...]" (kTruncatLength).
+                any("..." in str(args.get(k, "")) for k in ("In split size", "Out split size")),
             )
         )
     return calls

@@ -94,15 +94,27 @@ class Plan:
         return [e for e in self.entries if not e.key.reason]
 
 
+#: Why a call on an unknown group is not measured (gloo's events do not name the group).
+UNKNOWN_GROUP = "group size unknown: the trace does not say which of its process groups it used"
+
+
+def _bytes(call: TracedCall, op: str | None, n: int | None) -> int | None:
+    """The call's size in colbench's terms where the trace tells it, else None."""
+    if call.dtype not in DTYPES:
+        return None
+    numel = call.size_numel(op, n or 0) if op else max(call.in_numel, call.out_numel)
+    return numel * DTYPES[call.dtype].elem_bytes if numel else None
+
+
 def _key(call: TracedCall) -> Key:
     op, reason = call.op()
     n, dtype = call.group_size, call.dtype
     if op is None:
-        return Key(call.name, None, dtype, n, reason)
+        return Key(call.name, _bytes(call, op, n), dtype, n, reason)
     if op == "barrier":
-        return Key(op, 0, "float32", n) if n else Key(op, 0, "float32", n, "group size unknown")
+        return Key(op, 0, "float32", n) if n else Key(op, 0, "float32", n, UNKNOWN_GROUP)
     if n is None:
-        return Key(call.name, None, dtype, n, "group size unknown: the trace does not say")
+        return Key(call.name, _bytes(call, op, n), dtype, n, UNKNOWN_GROUP)
     if dtype is None or dtype not in DTYPES:
         why = "dtype not recorded" if dtype is None else f"colbench does not measure {dtype}"
         return Key(call.name, None, dtype, n, why)
