@@ -57,6 +57,9 @@ def _tuples(plan: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
     return {(e["op"], e["size_bytes"], e["dtype"], e["group_size"], e["calls"]) for e in plan}
 
 
+CUT_SPLITS = "[" + ", ".join(["1"] * 30) + ", ...]"
+
+
 def test_nccl_record_param_comms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events = [
         _rpc("allreduce", 1024, 1024, "Float", 1), _kernel(1, 40.0),
@@ -65,7 +68,7 @@ def test_nccl_record_param_comms(tmp_path: Path, capsys: pytest.CaptureFixture[s
         _rpc("_reduce_scatter_base", 4096, 1024, "Float", 4),
         _rpc("allreduce_coalesced", 10, 10, "Float", 5),
         # torch keeps 30 split sizes of a larger group's all_to_allv (kTruncatLength).
-        _rpc("all_to_allv", 40, 40, "Float", 6, **{"In split size": f"[{', '.join(['1'] * 30)}, ...]"}),
+        _rpc("all_to_allv", 40, 40, "Float", 6, **{"In split size": CUT_SPLITS}),
         {"ph": "X", "name": "ProfilerStep#7", "ts": 0, "dur": 9},
         {"ph": "X", "name": "ProfilerStep#8", "ts": 9, "dur": 9},
     ]  # fmt: skip
