@@ -124,7 +124,7 @@ def _key(call: TracedCall) -> Key:
     laid = ops.BY_NAME[op].layout(size, DTYPES[dtype].elem_bytes, n).size_bytes
     if laid != size:
         return Key(
-            op, size, dtype, n,
+            call.name, size, dtype, n,
             f"{size} B over {n} ranks is not whole 16-byte chunks per rank, as colbench "
             f"(like nccl-tests) lays {op} out; nearest it measures: {laid} B",
         )  # fmt: skip

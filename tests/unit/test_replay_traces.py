@@ -97,12 +97,17 @@ def test_param_basic_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         {"comms": "all_to_allv", "in_msg_size": 16, "out_msg_size": 16, "dtype": "float",
          "world_size": 4, "in_split": [4, 4, 4, 4], "out_split": [4, 4, 4, 4]},
         {"compute": "gemm", "mm_dim": 64, "dtype": "float"},
+        # 12 bytes per rank: colbench splits by rank in whole 16-byte chunks.
+        {"comms": "all_gather", "in_msg_size": 3, "out_msg_size": 12, "dtype": "float",
+         "world_size": 4},
         {"comms": "all_reduce", "in_msg_size": 2048, "out_msg_size": 2048, "dtype": "float",
          "world_size": 4},
     ]  # fmt: skip
     plan = _plan(capsys, _write(tmp_path / "param.json", trace))
+    (odd,) = (e for e in plan if "reason" in e)
+    assert (odd["op"], odd["size_bytes"]) == ("all_gather", 48) and "16-byte" in odd["reason"]
     # Equal splits are an all_to_all in colbench's terms.
-    assert _tuples(plan) == {
+    assert _tuples([e for e in plan if "reason" not in e]) == {
         ("all_reduce", 8192, "float32", 4, 2),
         ("all_gather", 512, "float16", 4, 1),
         ("all_to_all", 64, "float32", 4, 1),
