@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -158,3 +158,62 @@ def crosscheck(
 
     code = command.run(values, _given(ctx, values), nccl_tests, nccl_tests_timeout)
     raise typer.Exit(code)
+
+
+REPLAY_HELP = """Measure a job's own collective mix, read from its traces.
+
+TRACE: torch profiler traces (prof.export_chrome_trace; gloo needs record_shapes=True),
+torch flight-recorder dumps (pickle or JSON) or PARAM basic traces; one per rank, .gz too.
+An uneven all_to_allv needs every rank's trace. Each (op, size, dtype, group size) the
+job called is swept as colbench sweep would, on as many ranks as the job's group had;
+the report predicts the time per step from the measurements, beside the job's own
+recorded times, and names the top contributors. The run directory holds plan.json,
+replay.csv, sweeps/ (a run directory per kind) and suites/ (one YAML suite per kind,
+for `colbench run` and `colbench gate` in CI). See docs/replay.md.
+
+\b
+Examples:
+  colbench replay trace-rank0.json trace-rank1.json --dry-run --json
+  colbench replay trace-rank*.json --iters 20 --out results/replay
+  colbench replay fr_trace_0 fr_trace_1 --backend gloo
+
+Exit codes: 0 ok, 1 wrong results, 2 unreadable or partial traces (nothing measured),
+3 rank failure, 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
+"""
+
+
+@app.command(help=REPLAY_HELP)
+def replay(
+    trace: Annotated[list[str], typer.Argument(help="Trace files, one per rank.")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan; measure nothing.")
+    ] = False,
+    json: Annotated[
+        bool, typer.Option("--json", help="With --dry-run: the plan as a JSON list.")
+    ] = False,
+    out: Annotated[str | None, typer.Option("--out", help="Run directory (new or empty).")] = None,
+    results_dir: Annotated[
+        str, typer.Option("--results-dir", help="Where the default run directory goes.")
+    ] = "results",
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="auto, nccl or gloo (as sweep).")
+    ] = None,
+    iters: Annotated[
+        int | None, typer.Option("--iters", "-n", help="Timed calls per size.")
+    ] = None,
+    warmup: Annotated[
+        int | None, typer.Option("--warmup", "-w", help="Untimed calls per size.")
+    ] = None,
+    repeat: Annotated[
+        int | None, typer.Option("--repeat", help="Measure each sweep this many times.")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Seconds any one step may take.")
+    ] = None,
+) -> None:
+    from colbench.replay import command
+
+    opts = command.ReplayOptions(
+        dry_run, json, out, results_dir, backend, iters, warmup, repeat, timeout
+    )
+    raise typer.Exit(command.run(trace, opts))

@@ -1,0 +1,117 @@
+"""Reading a job's trace files: which format each is, whose rank, and whether they belong
+together. Each problem is one line naming the file, what was found and what is missing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from colbench import reading
+from colbench.errors import UsageError
+from colbench.replay import dumps, kineto
+from colbench.replay.calls import BadTrace, Trace
+
+#: A profiler trace of a long job runs to a few GiB of JSON; more is not a trace to replay.
+TRACE = reading.Kind("trace", 4 * 1024**3)
+FORMATS = "a torch profiler trace, a flight-recorder dump or a PARAM basic trace"
+
+
+def _decoded(data: bytes) -> bytes:
+    if data[:2] != b"\x1f\x8b":
+        return data
+    try:
+        # Bounded: a small .gz can hold far more than any trace.
+        out = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16).decompress(data, TRACE.limit_bytes)
+    except (zlib.error, gzip.BadGzipFile, EOFError) as exc:
+        raise BadTrace(f"a gzip file that does not decompress ({exc})") from None
+    return out
+
+
+def _parsed(data: bytes) -> Any:
+    if data[:1] == b"\x80":  # pickle's protocol opcode: torch's flight-recorder dump
+        return dumps.unpickle(data)
+    if reading.is_binary(data):
+        raise BadTrace(f"binary data, not {FORMATS}")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadTrace(f"not UTF-8 text (byte {exc.start}), not {FORMATS}") from None
+    except json.JSONDecodeError as exc:
+        ends = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated")
+        cut = " (it ends early: a trace cut short?)" if ends else f"; expected {FORMATS}"
+        raise BadTrace(
+            f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{cut}"
+        ) from None
+
+
+def read_one(path: str) -> Trace:
+    data = _decoded(reading.read_bytes(path, TRACE))
+    doc = _parsed(data)
+    if isinstance(doc, dict) and "traceEvents" in doc:
+        return kineto.read(doc, path)
+    if isinstance(doc, dict) and "entries" in doc and "version" in doc:
+        return dumps.flight_recorder(doc, path)
+    if (
+        isinstance(doc, list)
+        and doc
+        and isinstance(doc[0], dict)
+        and ("comms" in doc[0] or "compute" in doc[0])
+    ):
+        return dumps.param_basic(doc, path)
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "ph" in doc[0]:
+        return kineto.read({"traceEvents": doc}, path)
+    found = (
+        f"an object with keys {', '.join(list(doc)[:6])}"
+        if isinstance(doc, dict)
+        else f"a {type(doc).__name__}" + (" (empty)" if not doc else "")
+    )
+    raise BadTrace(f"{found}, not {FORMATS}")
+
+
+def read(paths: Sequence[str]) -> list[Trace]:
+    """Every file, checked to be one job's: one rank each, one world size."""
+    if not paths:
+        raise UsageError("give at least one trace file")
+    traces = []
+    for path in paths:
+        try:
+            traces.append(read_one(path))
+        except BadTrace as exc:
+            raise UsageError(f"{path}: {exc}") from None
+    _one_job(traces)
+    return traces
+
+
+def _one_job(traces: list[Trace]) -> None:
+    by_rank: dict[int, str] = {}
+    for trace in traces:
+        if trace.rank is None:
+            continue
+        if trace.rank in by_rank:
+            raise UsageError(
+                f"{by_rank[trace.rank]} and {trace.path} are both rank {trace.rank}'s trace: "
+                "give each rank's once"
+            )
+        by_rank[trace.rank] = trace.path
+    worlds = {t.world_size for t in traces if t.world_size is not None}
+    if len(worlds) > 1:
+        shown = ", ".join(f"{t.path}: {t.world_size}" for t in traces)
+        raise UsageError(f"the traces are of different jobs (world sizes {shown})")
+    if len(traces) > 1 and len(by_rank) < len(traces):
+        unnamed = next(t.path for t in traces if t.rank is None)
+        raise UsageError(
+            f"{unnamed}: several traces given but this one does not say its rank "
+            "(no distributedInfo, no rank digits in its name)"
+        )
+
+
+def missing_ranks(traces: list[Trace]) -> tuple[list[int], list[int]]:
+    """(ranks found, ranks missing) of the job: every rank up to its world size."""
+    found = sorted(t.rank for t in traces if t.rank is not None)
+    world = next((t.world_size for t in traces if t.world_size), None)
+    if world is None:
+        return found, []
+    return found, [r for r in range(world) if r not in found]
