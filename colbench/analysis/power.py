@@ -138,12 +138,6 @@ def detectable_slowdown(limit: float, worse_when: int, margin: float) -> float:
     return 1 - 1 / time_factor
 
 
-def slowdown_of(change: float, worse_when: int) -> float:
-    """A relative change of a metric, as a slowdown (negative: faster)."""
-    time_factor = 1 + change if worse_when > 0 else 1 / (1 + change)
-    return 1 - 1 / time_factor
-
-
 def insensitive(limit: float, worse_when: int, margin: float | None) -> bool:
     """True when the margin the samples need beyond the limit is larger than the limit
     itself (the row could not see even a slowdown of about twice its limit), or when no

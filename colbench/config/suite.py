@@ -162,7 +162,14 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     file = Path(path)
     if not file.exists():
         raise UsageError(f"cannot read suite {file}: no such file")
-    return parse(reading.read_text(file, reading.SUITE), str(file))
+    values = parse(reading.read_text(file, reading.SUITE), str(file))
+    splits = values.get("splits")
+    if isinstance(splits, str) and splits.startswith("file:"):
+        # A suite names its traffic matrix as it lies beside it, wherever it is run from.
+        matrix = Path(splits.removeprefix("file:"))
+        if matrix.parts and not matrix.is_absolute():
+            values["splits"] = f"file:{file.parent / matrix}"
+    return values
 
 
 def parse(text: str, source: str = "suite") -> dict[str, Any]:

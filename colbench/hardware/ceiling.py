@@ -4,9 +4,14 @@
 - One node, NCCL: the GPU's NVLink (active links x the per-link rate of its version,
   NVML) where it has any, else its PCIe link (current width x the per-lane rate of the
   slot's generation: GPUs lower the generation when idle).
-- Several nodes: the RDMA NICs (InfiniBand, RoCE, EFA) that are up, summed and shared by
-  the node's ranks (one rail each where there are as many as GPUs); without any, or for
-  gloo, the interface toward the coordinator, shared by the node's ranks.
+- Several nodes: the RDMA NICs (InfiniBand, RoCE, EFA) that are up, summed; without
+  any, or for gloo, the interface toward the coordinator. That is the node's whole rate,
+  not a share per rank: a ring or tree crosses each node boundary once per channel, and
+  NCCL spreads its channels over the NICs, so a collective's busbw can reach the node's
+  total (nccl-tests logs of 8-GPU nodes read busbw near their nodes' NIC total, far above
+  a per-GPU share). Exchanges are the exception: in all_to_all(v) every rank sends its
+  own bytes off the node, so their rows take the node's rate shared by its ranks
+  (:func:`for_op`).
 - One node, gloo: loopback, which has no rate: no ceiling.
 - A rate tc imposes on an interface replaces the one sysfs reports (colbench.hardware.tc).
 Where no rate can be known the ceiling is None and ``source`` says why. The slowest
@@ -67,7 +72,7 @@ def _gpu_rate(gpu: dict[str, Any]) -> Ceiling:
     links, version = gpu.get("nvlink_links"), gpu.get("nvlink_version")
     if links and version in NVLINK_LINK_GBPS:
         rate = NVLINK_LINK_GBPS[version]
-        return links * rate, f"NVLink{version} x{links} at {rate:g} GB/s per link (NVML)"
+        return links * rate, f"NVLink {version} x{links} at {rate:g} GB/s per link (NVML)"
     if links is None:
         return None, f"NVML does not say GPU {gpu['index']}'s NVLink links"
     pcie = gpu.get("pcie") or {}
@@ -91,15 +96,37 @@ def _network_ceiling(facts: dict[str, Any], ranks: int, backend: str) -> Ceiling
     if backend == "nccl" and rdma:
         total = sum(n["rate_gbit_s"] for n in rdma)
         names = "+".join(n["name"] for n in rdma)
-        return total / 8 / ranks, f"{names}: {total:g} Gb/s (sysfs) over {ranks} rank(s)"
+        return total / 8, f"{names}: {total:g} Gb/s (sysfs), the node's total"
     name = facts.get("interface")
-    nic = next((n for n in nics if n["name"] == name), None)
+    # An RDMA device's own netdev (IPoIB, RoCE) is listed under the device, not alone.
+    nic = next((n for n in nics if n["name"] == name), None) or next(
+        (n for n in nics if name in (n.get("netdevs") or [])), None
+    )
     if nic is None:
         return None, "the interface toward the coordinator is unknown"
     if not nic.get("rate_gbit_s"):
         return None, f"{name}: {nic.get('rate_source')}"
     rate = nic["rate_gbit_s"]
-    return rate / 8 / ranks, f"{name}: {rate:g} Gb/s ({nic['rate_source']}) over {ranks} rank(s)"
+    return rate / 8, f"{name}: {rate:g} Gb/s ({nic['rate_source']}), the node's total"
+
+
+#: Ops whose every rank sends its own bytes to every other: off a node they share its
+#: link, where a ring or tree's one crossing per channel does not.
+EXCHANGE_OPS = frozenset({"all_to_all", "all_to_allv"})
+
+
+def ranks_sharing(node_of_rank: list[str]) -> int:
+    """The most ranks on one node, where the run spans nodes (1 on one node: there each
+    GPU's own NVLink or PCIe link is the ceiling already)."""
+    per_node = Counter(node_of_rank)
+    return max(per_node.values()) if len(per_node) > 1 else 1
+
+
+def for_op(ceiling_gbps: float | None, op: str, sharing: int) -> float | None:
+    """A row's ceiling: the run's, or for an exchange its share per rank of a node."""
+    if ceiling_gbps is None or op not in EXCHANGE_OPS:
+        return ceiling_gbps
+    return ceiling_gbps / sharing
 
 
 def percent(busbw_gbps: float | None, ceiling_gbps: float | None) -> float | None:
@@ -122,6 +149,7 @@ class CeilingCounter:
 
     def __init__(self) -> None:
         self.ceiling_gbps: float | None = None
+        self.of_op: dict[str, float] = {}
         self.best: dict[str, tuple[float, int]] = {}
         self.largest: dict[str, tuple[int, float]] = {}
 
@@ -129,7 +157,9 @@ class CeilingCounter:
         pct = row.pct_of_ceiling
         if pct is None:
             return
-        self.ceiling_gbps = row.ceiling_gbps
+        # The run's ceiling is the largest: an exchange's rows take a share of it.
+        self.ceiling_gbps = max(self.ceiling_gbps or 0.0, row.ceiling_gbps)
+        self.of_op[row.op] = row.ceiling_gbps
         if row.op not in self.best or pct > self.best[row.op][0]:
             self.best[row.op] = (pct, row.size_bytes)
         size, top = self.largest.get(row.op, (-1, 0.0))
@@ -146,14 +176,22 @@ class CeilingCounter:
         """``all_reduce 43.1% at 64M``, per op, best row first measured."""
         from colbench.config.sizes import format_size
 
-        return [f"{op} {pct:.3g}% at {format_size(size)}" for op, (pct, size) in self.best.items()]
+        return [
+            f"{op} {_pct_text(pct)}% at {format_size(size)}"
+            for op, (pct, size) in self.best.items()
+        ]
 
     def verdicts(self) -> list[str]:
         from colbench.config.sizes import format_size
 
         return [
-            f"{op}: busbw below half of the ceiling at the largest size ({pct:.3g}% of "
-            f"{self.ceiling_gbps:g} GB/s at {format_size(size)})"
+            f"{op}: busbw below half of the ceiling at the largest size ({_pct_text(pct)}% of "
+            f"{self.of_op[op]:g} GB/s at {format_size(size)})"
             for op, (size, pct) in self.largest.items()
             if pct < self.LOW_SHARE_PCT and size >= self.LOW_SHARE_MIN_BYTES
         ]
+
+
+def _pct_text(pct: float) -> str:
+    """Three significant digits, never an exponent (1420, not 1.42e+03)."""
+    return f"{pct:.0f}" if pct >= 100 else f"{pct:.3g}"

@@ -16,9 +16,14 @@ from colbench.launch.gpus import normal_bus_id, pynvml_module
 _MAX_LINKS = 18
 #: nvmlNvLinkDeviceType_t: the far end of an NVLink is an NVSwitch.
 _SWITCH = 2
-#: Bytes per second per NVLink link and direction, by NVLink version as NVML numbers
-#: it (1: P100; 2: V100; 3: A100; 4: H100; 5: B200), in GB/s.
-NVLINK_LINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+#: nvmlDeviceGetNvLinkVersion answers a code of nvmlNvlinkVersion_t, not the version
+#: itself (an A100 answers 4, NVLink 3.0; an H100 6, NVLink 4.0): the version each code
+#: names. pynvml's NVML_NVLINK_VERSION_* constants hold the same table.
+NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0"}
+#: GB/s per link and direction, by version: P100 (1.0) 20; V100 (2.x), A100 (3.x) and
+#: H100 (4.0) 25, their larger totals coming from more links; B200 (5.0) 50.
+NVLINK_LINK_GBPS = {"1.0": 20.0, "2.0": 25.0, "2.2": 25.0, "3.0": 25.0, "3.1": 25.0,
+                    "4.0": 25.0, "5.0": 50.0}  # fmt: skip
 
 
 def _text(value: Any) -> str:
@@ -71,7 +76,7 @@ def _gpu(nvml: Any, index: int) -> dict[str, Any]:
     }
 
 
-def _nvlink(nvml: Any, handle: Any) -> tuple[int | None, int | None, bool | None]:
+def _nvlink(nvml: Any, handle: Any) -> tuple[int | None, str | None, bool | None]:
     """(active links, NVLink version, far end an NVSwitch) as NVML says them."""
     active, versions, switch = 0, set(), None
     for link in range(_MAX_LINKS):
@@ -90,4 +95,6 @@ def _nvlink(nvml: Any, handle: Any) -> tuple[int | None, int | None, bool | None
         far = _maybe(getattr(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", None), handle, link)
         if far is not None:
             switch = bool(switch) or int(far) == _SWITCH
-    return active, (max(versions) if versions else None), (switch if active else False)
+    # A code NVML adds later (NVLink 6 and on) is no version we know a rate for.
+    version = NVLINK_VERSIONS.get(max(versions)) if versions else None
+    return active, version, (switch if active else False)

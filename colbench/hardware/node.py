@@ -82,7 +82,7 @@ def _gpu_text(found: list[dict[str, Any]]) -> str:
     text = ", ".join(f"{n}x {name}" for name, n in names.items())
     first = found[0]
     if first.get("nvlink_links"):
-        text += f", NVLink{first.get('nvlink_version') or ''} x{first['nvlink_links']}"
+        text += f", NVLink {first.get('nvlink_version') or '?'} x{first['nvlink_links']}"
         text += " (NVSwitch)" if first.get("nvswitch") else ""
     links = {_pcie_text(g.get("pcie")) for g in found}
     return text + ", PCIe " + "/".join(sorted(links))

@@ -34,9 +34,12 @@ if TYPE_CHECKING:
 ALIGN_BYTES = 16
 #: A traffic matrix as nccl-tests reads one: a 1024-rank matrix of 12-digit cells is 13 MB.
 MATRIX = Kind("traffic matrix", 256 * 1024**2)
-#: Tokens a topk spec may route per rank: enough for any MoE layer, and bounded so the
-#: routing (TOKENS * EXPERTS hashes per rank) stays under a few seconds.
+#: Tokens a topk spec may route per rank: enough for any MoE layer.
 MAX_TOKENS = 1 << 20
+#: The routing hashes every (token, expert) of every sender, in the parent and again in
+#: every rank: 16M hashes took 0.23 s here, so 2^30 (about 15 s) is the most a spec may
+#: ask for at the run's world size (TOKENS x EXPERTS x ranks).
+MAX_ROUTING_HASHES = 1 << 30
 GENERATORS = ("uniform", "spread:S", "zipf:ALPHA", "topk:TOKENS,HIDDEN,EXPERTS,K", "file:PATH")
 
 
@@ -136,8 +139,11 @@ def _topk(text: str, rest: str) -> Splits:
         raise UsageError(f"bad --splits {text!r}: K={k} exceeds the {experts} experts")
     if tokens > MAX_TOKENS or experts > 65536 or hidden > 2**31 - 1:
         raise UsageError(
-            f"bad --splits {text!r}: at most {MAX_TOKENS} tokens and 65536 experts per rank"
+            f"bad --splits {text!r}: at most {MAX_TOKENS} tokens per rank, 65536 experts in "
+            f"all and a hidden size of {2**31 - 1}"
         )
+    if tokens * experts > MAX_ROUTING_HASHES:
+        raise UsageError(_too_much_routing(text, tokens * experts))
     return Splits(f"topk:{tokens},{hidden},{experts},{k}", "topk", (tokens, hidden, experts, k))
 
 
@@ -221,6 +227,8 @@ def _weights(splits: Splits, n: int) -> tuple[np.ndarray, float]:
         weights = _zipf(splits.params[0], n, splits.seed)
     elif splits.kind == "topk":
         tokens, _, experts, k = (int(v) for v in splits.params)
+        if tokens * experts * n > MAX_ROUTING_HASHES:
+            raise UsageError(_too_much_routing(splits.label, tokens * experts * n, n))
         weights = _topk_counts(tokens, experts, k, n, splits.seed).astype(np.float64)
     else:
         assert splits.matrix is not None
@@ -273,3 +281,11 @@ def _topk_counts(tokens: int, experts: int, k: int, n: int, seed: int) -> np.nda
             chosen = np.argpartition(keys, k - 1, axis=1)[:, :k]
             counts[sender] += np.bincount((chosen // per_rank).ravel(), minlength=n)
     return counts
+
+
+def _too_much_routing(spec: str, hashes: int, ranks: int = 1) -> str:
+    on = f" on {ranks} ranks" if ranks > 1 else ""
+    return (
+        f"bad --splits {spec!r}: routing TOKENS x EXPERTS{on} takes {hashes:.3g} hashes, "
+        f"at most {MAX_ROUTING_HASHES:.3g} (about 15 s); route fewer tokens or experts"
+    )

@@ -37,7 +37,7 @@ def _matrix_file(directory: Path, name: str, entry: Entry) -> str:
     assert entry.key.matrix is not None
     path = directory / f"{name}.matrix"
     path.write_text("\n".join(" ".join(map(str, row)) for row in entry.key.matrix) + "\n")
-    return f"file:{path}"
+    return f"file:{path.resolve()}"
 
 
 def sweeps(plan: Plan, directory: Path, settings: Mapping[str, Any]) -> list[Sweep]:

@@ -152,6 +152,9 @@ def suite_yaml(sweep: Sweep, sources: str) -> str:
         "description": f"{sweep.values['op']} as the job called it ({sources})",
         **{k: v for k, v in sweep.values.items() if k not in ("out", "table", "progress")},
     }
+    if str(values.get("splits", "")).startswith("file:"):
+        # The matrix lies beside the suite, and a suite's file: paths are read from there.
+        values["splits"] = "file:" + Path(values["splits"].removeprefix("file:")).name
     calls = ", ".join(f"{format_size(e.key.size_bytes or 0)} x{e.calls}" for e in sweep.entries)
     header = (
         f"# Replayed from {sources} by colbench replay: the job's calls of this kind\n"

@@ -211,7 +211,7 @@ def diagnose_timeout(
     ``reports``: every report of the ranks, at least one of kind timeout; ``silent``:
     ranks that left none and did not finish (stopped, wedged, or never started). The
     stuck ranks are the silent ones and those whose watchdog found them busy outside
-    communication (``waiting`` false: see :mod:`colbench.watchdog`); a rank that timed
+    communication (``waiting`` false: see :mod:`colbench.run.watchdog`); a rank that timed
     out waiting on its peers, or failed because a peer left, is not one of them.
     """
     timeouts = sorted(

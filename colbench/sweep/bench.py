@@ -67,6 +67,9 @@ class RunInfo:
     #: where none can be known, and ``ceiling_source`` says where it comes from or why.
     ceiling_gbps: float | None = None
     ceiling_source: str = ""
+    #: Ranks that share the ceiling's link in an exchange (all_to_all(v) rows: the most
+    #: ranks on one node of a multi-node run; 1 otherwise, or for --ceiling-gbps).
+    ceiling_sharing: int = 1
 
     @property
     def group_size(self) -> int:

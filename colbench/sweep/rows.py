@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from colbench.hardware.ceiling import percent
+from colbench.hardware.ceiling import for_op, percent
 from colbench.launch.emulation import fabric
 from colbench.nccl.names import FUNCTION_OP
 from colbench.nccl.tuning import printed_bytes
@@ -58,6 +58,7 @@ def make_row(
     """
     coll = work.coll
     time_us = times["time_us"]
+    ceiling_gbps = for_op(info.ceiling_gbps, coll.name, info.ceiling_sharing)
     algbw = None if time_us is None else coll.algbw_gbps(layout.size_bytes, time_us)
     busbw = None if algbw is None else algbw * coll.busbw_factor(info.group_size)
     algo, proto = nccl_choice(info, work, layout)
@@ -99,8 +100,8 @@ def make_row(
         ranks_per_gpu=info.ranks_per_gpu,
         nccl_algo=algo,
         nccl_proto=proto,
-        ceiling_gbps=info.ceiling_gbps,
-        pct_of_ceiling=percent(busbw, info.ceiling_gbps),
+        ceiling_gbps=ceiling_gbps,
+        pct_of_ceiling=percent(busbw, ceiling_gbps),
         split=info.split,
         splits=coll.splits_label,
         mean_bytes=layout.mean_bytes,

@@ -19,7 +19,7 @@ from colbench import __version__, launch
 from colbench.config.model import SweepConfig, validate_for_world
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
-from colbench.hardware.ceiling import ceiling
+from colbench.hardware.ceiling import ceiling, ranks_sharing
 from colbench.launch import devices
 from colbench.launch.env import local_world_size_from_env
 from colbench.nccl.algo import CommFacts
@@ -124,6 +124,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         nccl_choices=task.nccl_choices,
         ceiling_gbps=ceiling_gbps,
         ceiling_source=ceiling_source,
+        ceiling_sharing=1 if cfg.output.ceiling_gbps is not None else ranks_sharing(hosts),
     )
     worlds = job.turns.worlds if job.turns is not None else 1
     work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)

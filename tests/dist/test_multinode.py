@@ -173,18 +173,19 @@ def test_two_node_torchrun_job(two_nodes: TwoNodes, tmp_path: Path) -> None:
         _two_node_job(two_nodes, tmp_path, out)
     meta = json.loads((out / "meta.json").read_text())
     # Each node's facts, read in its namespace: its veth (toward the coordinator) at tc's
-    # rate, shared by the node's 2 ranks: 4 Gb/s / 8 / 2 = 0.25 GB/s.
+    # rate, the node's whole rate for a ring: 4 Gb/s / 8 = 0.5 GB/s (the ring of 4 ranks
+    # crosses each node's link once each way).
     assert len(meta["hardware"]) == 2
     for label, iface in zip(meta["hosts"], two_nodes.interfaces, strict=True):
         facts = meta["hardware"][label]
         assert facts["interface"] == iface
         veth = next(n for n in facts["nics"] if n["name"] == iface)
         assert (veth["kind"], veth["rate_gbit_s"]) == ("virtual", 4.0)
-    assert meta["ceiling"]["gbps"] == 0.25
+    assert meta["ceiling"]["gbps"] == 0.5
     assert meta["ceiling"]["source"].endswith("Gb/s (tc's rate on " + two_nodes.interfaces[0]
-                                              + ") over 2 rank(s)")  # fmt: skip
+                                              + "), the node's total")  # fmt: skip
     frame = load(out)
-    assert (frame["ceiling_gbps"] == 0.25).all()
+    assert (frame["ceiling_gbps"] == 0.5).all()
     assert (frame["pct_of_ceiling"] > 0).all()
 
 

@@ -22,7 +22,7 @@ def facts(tmp_path: Path, *gpus: dict[str, Any], interface: str | None = None) -
 def test_one_node_of_nvlink_gpus_is_bound_by_nvlink(tmp_path: Path) -> None:
     hw = {"n1": facts(tmp_path, _nvml_gpu(":03:00.0", 18), _nvml_gpu(":04:00.0", 18))}
     assert ceiling.ceiling(hw, "nccl", ["n1", "n1"]) == (
-        450.0, "NVLink4 x18 at 25 GB/s per link (NVML)",
+        450.0, "NVLink 4.0 x18 at 25 GB/s per link (NVML)",
     )  # fmt: skip
 
 
@@ -44,19 +44,39 @@ def test_one_node_of_pcie_gpus_is_bound_by_the_narrowest_link(tmp_path: Path) ->
     assert rate is None and "PCIe link" in why
 
 
-def test_across_nodes_the_rdma_nics_are_shared_by_the_nodes_ranks(tmp_path: Path) -> None:
+def test_across_nodes_a_collective_may_fill_the_nodes_rdma_nics(tmp_path: Path) -> None:
     one = facts(tmp_path / "a", _nvml_gpu(":03:00.0", 18))
     hw = {"n1": one, "n2": one}
-    # mlx5_0: 400 Gb/s up (mlx5_1 is down), 2 ranks per node: 25 GB/s each.
-    assert ceiling.ceiling(hw, "nccl", ["n1", "n1", "n2", "n2"]) == (
-        25.0, "mlx5_0: 400 Gb/s (sysfs) over 2 rank(s)",
+    # mlx5_0: 400 Gb/s up (mlx5_1 is down): 50 GB/s for the node, whatever its ranks, as
+    # a ring or tree crosses the node once per channel.
+    nodes = ["n1", "n1", "n2", "n2"]
+    assert ceiling.ceiling(hw, "nccl", nodes) == (
+        50.0, "mlx5_0: 400 Gb/s (sysfs), the node's total",
     )  # fmt: skip
+    # An exchange's every rank sends its own bytes off the node: the 2 ranks share it.
+    sharing = ceiling.ranks_sharing(nodes)
+    assert sharing == 2 and ceiling.ranks_sharing(["n1", "n1"]) == 1
+    assert ceiling.for_op(50.0, "all_to_all", sharing) == 25.0
+    assert ceiling.for_op(50.0, "all_to_allv", sharing) == 25.0
+    assert ceiling.for_op(50.0, "all_reduce", sharing) == 50.0
+    assert ceiling.for_op(None, "all_to_all", sharing) is None
+
+
+def test_the_netdev_of_an_rdma_device_is_found_under_it(tmp_path: Path) -> None:
+    one = facts(tmp_path / "a", interface="ens1np0")
+    # ens1np0 belongs to mlx5_1 (RoCE, 400 Gb/s, but DOWN): with gloo its rate is the
+    # device's, not "unknown".
+    for nic in one["nics"]:
+        if "ens1np0" in (nic.get("netdevs") or []):
+            nic["rate_gbit_s"] = 100.0
+    rate, why = ceiling.ceiling({"a": one, "b": one}, "gloo", ["a", "b"])
+    assert rate == 12.5 and why.startswith("ens1np0: 100 Gb/s"), why
 
 
 def test_gloo_uses_the_interface_toward_the_coordinator(tmp_path: Path) -> None:
     eth = facts(tmp_path / "a", interface="eth0")
     assert ceiling.ceiling({"a": eth, "b": eth}, "gloo", ["a", "b"]) == (
-        3.125, "eth0: 25 Gb/s (/sys/class/net/eth0/speed) over 1 rank(s)",
+        3.125, "eth0: 25 Gb/s (/sys/class/net/eth0/speed), the node's total",
     )  # fmt: skip
     veth = facts(tmp_path / "b", interface="veth0")
     rate, why = ceiling.ceiling({"a": veth, "b": veth}, "gloo", ["a", "b"])
@@ -112,8 +132,8 @@ def test_a_shaped_interface_takes_tcs_rate(tmp_path: Path) -> None:
     assert (veth["rate_gbit_s"], veth["rate_source"]) == (0.3, "tc's rate on veth0")
 
 
-def _row(op: str, size: int, pct: float | None) -> SimpleNamespace:
-    return SimpleNamespace(op=op, size_bytes=size, pct_of_ceiling=pct, ceiling_gbps=10.0)
+def _row(op: str, size: int, pct: float | None, ceiling_gbps: float = 10.0) -> SimpleNamespace:
+    return SimpleNamespace(op=op, size_bytes=size, pct_of_ceiling=pct, ceiling_gbps=ceiling_gbps)
 
 
 def test_the_summary_gives_each_ops_best_and_names_a_low_largest_size() -> None:
@@ -137,3 +157,31 @@ def test_the_summary_gives_each_ops_best_and_names_a_low_largest_size() -> None:
     assert counter.best_meta()["all_reduce"] == {"pct_of_ceiling": 85.0, "size_bytes": big}
     assert ceiling.percent(5.0, 10.0) == 50.0 and ceiling.percent(None, 10.0) is None
     assert ceiling.percent(5.0, None) is None
+
+
+def test_shares_of_a_thousand_percent_and_more_read_in_digits() -> None:
+    counter = ceiling.CeilingCounter()
+    counter.add(_row("all_reduce", 32 * 1024, 1420.0, ceiling_gbps=0.01))
+    assert counter.lines() == ["all_reduce 1420% at 32K"]
+
+
+def test_an_exchanges_verdict_names_its_own_share_of_the_ceiling() -> None:
+    counter = ceiling.CeilingCounter()
+    big = 256 * 1024**2
+    counter.add(_row("all_reduce", big, 80.0, ceiling_gbps=50.0))
+    counter.add(_row("all_to_all", big, 10.0, ceiling_gbps=25.0))
+    assert counter.ceiling_gbps == 50.0
+    assert counter.verdicts() == [
+        "all_to_all: busbw below half of the ceiling at the largest size (10% of 25 GB/s at 256M)"
+    ]
+
+
+def test_nvml_answers_a_code_of_the_nvlink_version_not_the_version() -> None:
+    from colbench.hardware import gpus
+
+    # nvmlNvlinkVersion_t, as pynvml's constants have it.
+    assert gpus.NVLINK_VERSIONS[4] == "3.0" and gpus.NVLINK_VERSIONS[6] == "4.0"
+    assert gpus.NVLINK_VERSIONS[7] == "5.0" and 8 not in gpus.NVLINK_VERSIONS
+    pynvml = pytest.importorskip("pynvml")
+    for code, version in gpus.NVLINK_VERSIONS.items():
+        assert getattr(pynvml, f"NVML_NVLINK_VERSION_{version.replace('.', '_')}") == code

@@ -113,7 +113,8 @@ class FakeNvml:
                 raise NotSupported()
             if args[1] >= links:
                 return 0 if key == "NvLinkState" else None
-            return {"NvLinkState": 1, "NvLinkVersion": 4, "NvLinkRemoteDeviceType": 2}[key]
+            # NVML's code 6 is NVLink 4.0, an H100's (nvmlNvlinkVersion_t).
+            return {"NvLinkState": 1, "NvLinkVersion": 6, "NvLinkRemoteDeviceType": 2}[key]
         if key not in gpu:
             raise RuntimeError(f"{name}: NVML error (a VM without this fact)")
         return gpu[key]
@@ -177,7 +178,7 @@ def test_gpus_through_nvml_with_nvlink_and_a_narrow_link() -> None:
     assert first == {
         "index": 0, "name": "NVIDIA H100 80GB HBM3", "bus_id": "0000:03:00.0",
         "pcie": {"gen": 5, "width": 8, "max_gen": 5, "max_width": 16},
-        "nvlink_links": 18, "nvlink_version": 4, "nvswitch": True,
+        "nvlink_links": 18, "nvlink_version": "4.0", "nvswitch": True,
     }  # fmt: skip
     # No NVLink (NotSupported) is 0 links; a VM's missing PCIe facts are unknown.
     assert (second["nvlink_links"], second["nvswitch"], second["pcie"]) == (0, False, None)
@@ -204,7 +205,7 @@ def test_a_node_names_each_nics_nearest_gpu_and_fills_pcie_from_sysfs(tmp_path: 
     assert facts["gpus"][1]["pcie"] is None
     assert facts["gpus"][0]["numa_node"] == 0 and facts["numa_nodes"] == 2
     line = node.header_line("n1", facts)
-    assert line.startswith("# node n1: 2x NVIDIA H100 80GB HBM3, NVLink4 x18 (NVSwitch), ")
+    assert line.startswith("# node n1: 2x NVIDIA H100 80GB HBM3, NVLink 4.0 x18 (NVSwitch), ")
     assert "PCIe ?/gen5 x8 of gen5 x16" in line
     assert (
         "NICs mlx5_0 InfiniBand 400 Gb/s, mlx5_1 RoCE 100 Gb/s DOWN, eth0 Ethernet 25 Gb/s" in line

@@ -52,7 +52,7 @@ AG, AR, RS = "all_gather", "all_reduce", "reduce_scatter"
 EVERY_AG = "excludes every algorithm it has (Ring, CollNetDirect, NVLS, PAT)"
 
 CASES = [
-    # The name-only rules of colbench.nccl_algo's tests, where NCCL 2.28 agrees.
+    # The name-only rules of colbench.nccl.algo's tests, where NCCL 2.28 agrees.
     case("tree-allreduce", PCIE8, AR, algo("Tree"), ("Tree",)),
     case("tree-allgather", PCIE8, AG, algo("Tree"), (),
          f"NCCL 2.28.9 has no algorithm for AllGather float32: NCCL_ALGO=Tree {EVERY_AG}"),

@@ -174,3 +174,13 @@ def test_given_makes_a_files_path_absolute(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     assert splits.given("file:m.txt") == f"file:{tmp_path / 'm.txt'}"
     assert splits.given(" ZIPF:1.50 ") == "zipf:1.5"
+
+
+def test_routing_that_would_take_minutes_is_refused_before_it_starts() -> None:
+    # 2^20 tokens x 65536 experts is 6.9e10 hashes per sender: refused when parsed.
+    with pytest.raises(UsageError, match=r"takes 6\.87e\+10 hashes, at most 1\.07e\+09"):
+        splits.parse("topk:1048576,1,65536,1")
+    # 2^30 hashes per sender is allowed alone, but not on 2 ranks (every sender is routed).
+    spec = splits.parse("topk:16384,1,65536,2")
+    with pytest.raises(UsageError, match=r"on 2 ranks takes 2\.15e\+09 hashes"):
+        spec.cells(1024**2, 2)

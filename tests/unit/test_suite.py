@@ -121,3 +121,18 @@ def test_cli_run_reports_bad_files_in_one_line(
     assert code == 2 and "cannot read suite" in err
     code, err = _run(["run", str(path.with_name("x.yaml")), "--bogus"], capsys)
     assert code == 2
+
+
+def test_a_suites_traffic_matrix_is_read_beside_it_from_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "traffic.txt").write_text("0 64\n32 0\n")
+    file = tmp_path / "a2av.yaml"
+    file.write_text("op: all_to_allv\nsizes: 1K\nsplits: file:traffic.txt\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert suite.load(file)["splits"] == f"file:{tmp_path / 'traffic.txt'}"
+    # An absolute path stays as it is.
+    file.write_text(f"op: all_to_allv\nsizes: 1K\nsplits: file:{tmp_path / 'traffic.txt'}\n")
+    assert suite.load(file)["splits"] == f"file:{tmp_path / 'traffic.txt'}"
