@@ -59,6 +59,25 @@ def ceiling(
     return min(found, key=lambda c: c[0] or 0.0)
 
 
+def group_ceiling(
+    hardware: dict[str, Any],
+    backend: str,
+    node_of_rank: list[str],
+    bus_id_of_rank: list[str | None],
+    group: tuple[int, ...],
+    given: float | None = None,
+    emulated: bool = False,
+) -> tuple[float | None, str, int]:
+    """(GB/s or None, source or why, ranks sharing it in an exchange) for the rows of a
+    run whose rows are ``group``'s (the first group of --split or --group-size): that
+    group's nodes and GPUs bound them, not the world's (a group of one node's GPUs runs
+    over NVLink, not the NICs; a rail group of one rank per node has a NIC each)."""
+    nodes = [node_of_rank[r] for r in group]
+    used = {bus for r in group if (bus := bus_id_of_rank[r])}
+    rate, source = ceiling(hardware, backend, nodes, given, emulated, used)
+    return rate, source, 1 if given is not None else ranks_sharing(nodes)
+
+
 def _gpu_ceiling(facts: dict[str, Any], used: set[str] | None) -> Ceiling:
     found = [g for g in facts.get("gpus") or [] if not used or g.get("bus_id") in used]
     if not found:

@@ -19,7 +19,7 @@ from colbench import __version__, launch
 from colbench.config.model import SweepConfig, validate_for_world
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
-from colbench.hardware.ceiling import ceiling, ranks_sharing
+from colbench.hardware.ceiling import group_ceiling
 from colbench.launch import devices
 from colbench.launch.env import local_world_size_from_env
 from colbench.nccl.algo import CommFacts
@@ -106,9 +106,9 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     towards = job.store_host or os.environ.get("MASTER_ADDR")
     hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
     emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
-    used = {p.gpu["bus_id"] for p in peers if p.gpu.get("bus_id")}
-    ceiling_gbps, ceiling_source = ceiling(
-        hardware, job.backend, hosts, cfg.output.ceiling_gbps, emulated, used
+    bus_ids = [p.gpu.get("bus_id") for p in peers]
+    ceiling_gbps, ceiling_source, sharing = group_ceiling(
+        hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
     )
     subgroup = split_world(layout, rank, group_timeout_s) if layout else None
     info = RunInfo(
@@ -124,7 +124,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         nccl_choices=task.nccl_choices,
         ceiling_gbps=ceiling_gbps,
         ceiling_source=ceiling_source,
-        ceiling_sharing=1 if cfg.output.ceiling_gbps is not None else ranks_sharing(hosts),
+        ceiling_sharing=sharing,
     )
     worlds = job.turns.worlds if job.turns is not None else 1
     work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)

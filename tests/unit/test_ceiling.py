@@ -185,3 +185,21 @@ def test_nvml_answers_a_code_of_the_nvlink_version_not_the_version() -> None:
     pynvml = pytest.importorskip("pynvml")
     for code, version in gpus.NVLINK_VERSIONS.items():
         assert getattr(pynvml, f"NVML_NVLINK_VERSION_{version.replace('.', '_')}") == code
+
+
+def test_a_groups_own_nodes_and_gpus_bound_its_rows(tmp_path: Path) -> None:
+    one = facts(tmp_path, _nvml_gpu(":03:00.0", 18), _nvml_gpu(":04:00.0", 18))
+    hw = {"n1": one, "n2": one}
+    nodes = ["n1", "n1", "n2", "n2"]
+    buses = ["0000:03:00.0", "0000:04:00.0", "0000:03:00.0", "0000:04:00.0"]
+    # --split div:2: the first group is one node's two GPUs, joined by NVLink.
+    assert ceiling.group_ceiling(hw, "nccl", nodes, buses, (0, 1)) == (
+        450.0, "NVLink 4.0 x18 at 25 GB/s per link (NVML)", 1,
+    )  # fmt: skip
+    # --split mod:2: one rank per node, over the NICs, which no other rank of it shares.
+    assert ceiling.group_ceiling(hw, "nccl", nodes, buses, (0, 2))[::2] == (50.0, 1)
+    # The whole world: the NICs, shared by 2 ranks per node in an exchange.
+    assert ceiling.group_ceiling(hw, "nccl", nodes, buses, (0, 1, 2, 3))[::2] == (50.0, 2)
+    assert ceiling.group_ceiling(hw, "nccl", nodes, buses, (0, 1, 2, 3), given=7.0)[::2] == (
+        7.0, 1,
+    )  # fmt: skip
