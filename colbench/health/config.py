@@ -10,21 +10,22 @@ speed. That is the time each level says at start.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from colbench.config.model import (
-    Backend,
-    LaunchConfig,
-    OutputConfig,
+    TaskRunFields,
     default_timeout,
     validate_launch,
 )
 from colbench.config.option_table import config_values
-from colbench.config.options import BACKENDS, DEFAULT_INIT_TIMEOUT_S, DEFAULT_TIMEOUT_S
+from colbench.config.options import BACKENDS
 from colbench.errors import UsageError
 
 RUN_LABEL = "health"
+#: Every timed batch of a run, as rank 0 gathered them; judged after the ranks are done.
+SAMPLES_FILE = "health.samples.json"
+SAMPLES_VERSION = 1
 MIB = 1024**2
 
 #: A step's cost beyond its timed batch: the barrier, the untimed first call, the
@@ -88,7 +89,7 @@ def estimate_s(level: Level, nodes: int, ranks_per_node: int) -> float:
 
 
 @dataclass(frozen=True)
-class HealthConfig:
+class HealthConfig(TaskRunFields):
     """A complete health request."""
 
     level: str = "quick"
@@ -96,14 +97,6 @@ class HealthConfig:
     """floors.json from `colbench health learn`; None: judged against the fleet's median."""
     drain_list: str | None = None
     """Where the CRITICAL nodes go, one per line."""
-    backend: str = "auto"
-    nprocs: int | None = None
-    ranks_per_gpu: int = 1
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S
-    out_dir: str | None = None
-    results_root: str = "results"
-    command_line: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -118,22 +111,6 @@ class HealthConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @property
-    def launch(self) -> LaunchConfig:
-        return LaunchConfig(
-            backend=cast(Backend, self.backend),
-            nprocs=self.nprocs,
-            timeout_s=self.timeout_s,
-            init_timeout_s=self.init_timeout_s,
-            ranks_per_gpu=self.ranks_per_gpu,
-        )
-
-    @property
-    def output(self) -> OutputConfig:
-        return OutputConfig(
-            out_dir=self.out_dir, results_root=self.results_root, command_line=self.command_line
-        )
 
 
 def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> HealthConfig:

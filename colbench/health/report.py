@@ -21,7 +21,7 @@ from typing import Any
 from colbench import reading
 from colbench.errors import ExitCode
 from colbench.health import floors as floor_files
-from colbench.health.config import HealthConfig
+from colbench.health.config import SAMPLES_FILE, HealthConfig
 from colbench.health.judge import (
     CRITICAL,
     FLEET,
@@ -33,7 +33,6 @@ from colbench.health.judge import (
     against_floors,
     samples_of,
 )
-from colbench.health.task import SAMPLES_FILE
 from colbench.p2p.report import matrix_text
 from colbench.store import metadata
 from colbench.store.rundir import RunDir

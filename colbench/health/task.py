@@ -23,8 +23,16 @@ from colbench import __version__, launch
 from colbench.errors import UsageError
 from colbench.hardware import node as node_hardware
 from colbench.health import checks
-from colbench.health.config import RUN_LABEL, HealthConfig, estimate_s, steps
+from colbench.health.config import (
+    RUN_LABEL,
+    SAMPLES_FILE,
+    SAMPLES_VERSION,
+    HealthConfig,
+    estimate_s,
+    steps,
+)
 from colbench.launch.nodes import node_name
+from colbench.p2p.task import Member
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import ConfiguredTask
 from colbench.run.rank import device_name, meet_peers
@@ -32,25 +40,8 @@ from colbench.store.rundir import RunDir
 from colbench.sweep.groups import SideGroup
 from colbench.sweep.timing import make_timer
 
-SAMPLES_FILE = "health.samples.json"
-SAMPLES_VERSION = 1
-
-HEALTH_DISAGREES = (
-    "ranks disagree on the health run: rank(s) {ranks} were started with other options than "
-    "rank 0 (or another colbench version)"
-)
-
-
-@dataclass(frozen=True)
-class Member:
-    """What each rank tells the others before measuring."""
-
-    digest: str
-    rank: int
-    pid: int
-    node: str
-    name: str
-    device_name: str
+#: What every rank says if the others' plans differ from rank 0's ({ranks}: theirs).
+HEALTH_DISAGREES = "health: rank(s) {ranks} run another level or colbench version than rank 0"
 
 
 def plan_digest(cfg: HealthConfig) -> str:
@@ -58,15 +49,16 @@ def plan_digest(cfg: HealthConfig) -> str:
 
 
 def names_of(members: list[Member]) -> list[str]:
-    """One name per rank: the launcher's (or the host's); ``name#k`` for the k-th of
-    several nodes that give one name (containers that share a host name)."""
+    """One name per rank: the launcher's (or the host's), each member's ``label``;
+    ``name#k`` for the k-th of several nodes that give one name (containers that share
+    a host name)."""
     seen: dict[str, list[str]] = {}
     for m in members:
-        ids = seen.setdefault(m.name, [])
+        ids = seen.setdefault(m.label, [])
         if m.node not in ids:
             ids.append(m.node)
     return [
-        m.name if len(seen[m.name]) == 1 else f"{m.name}#{seen[m.name].index(m.node)}"
+        m.label if len(seen[m.label]) == 1 else f"{m.label}#{seen[m.label].index(m.node)}"
         for m in members
     ]
 
