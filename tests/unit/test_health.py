@@ -203,3 +203,28 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("colbench: error: ") and proc.stderr.count("\n") == 1
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_rank_the_others_wait_for_is_a_warn_of_its_node() -> None:
+    doc = _doc({})
+    for p in range(4):
+        for r in range(6):
+            # Rank 3 arrives last at every call's barrier: it waits least, the others 5 ms.
+            waits = [50.0 if r == 3 else 5000.0 + 10 * r] * 4
+            doc["samples"].append({"check": "world", "size_bytes": 4 << 20, "where": [r],
+                                   "pass_index": p, "busbw_gbps": 0.04, "waits_us": waits,
+                                   "times_us": [20000.0] * 4})  # fmt: skip
+    findings = against_fleet(samples_of(doc))
+    late = [f for f in findings if f.check == "world_straggler"]
+    assert [(f.node, f.verdict, f.rank) for f in late] == [("nodeD", WARN, 3)]
+    assert "in 16 of 16 calls" in late[0].evidence
+    (fleet,) = [f for f in findings if f.check == "world"]
+    assert fleet.node == "fleet" and fleet.busbw_gbps == pytest.approx(0.04)
+
+
+def test_nodes_that_share_a_name_are_told_apart() -> None:
+    from colbench.health.task import names_of
+    from colbench.p2p.task import Member
+
+    members = [Member("d", r, 1, node, "vm", "cpu") for r, node in enumerate("aabc")]
+    assert names_of(members) == ["vm#0", "vm#0", "vm#1", "vm#2"]
