@@ -228,3 +228,25 @@ def test_nodes_that_share_a_name_are_told_apart() -> None:
 
     members = [Member("d", r, 1, node, "vm", "cpu") for r, node in enumerate("aabc")]
     assert names_of(members) == ["vm#0", "vm#0", "vm#1", "vm#2"]
+
+
+def test_report_against_floors_of_other_hardware_warns_and_drains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from colbench.health.config import HealthConfig
+    from colbench.health.report import report
+
+    runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
+    floor_files.learn(runs, str(tmp_path / "floors.json"))
+    run = _run(tmp_path, 10, 1.0, nics="virtual 10 Gb/s")
+    (run / "health.samples.json").write_text(json.dumps(_doc({2: 1 / 3})))
+    drain = tmp_path / "drain.txt"
+    cfg = HealthConfig(floors_path=str(tmp_path / "floors.json"), drain_list=str(drain))
+    assert report(run, cfg) == 1
+    err = capsys.readouterr().err
+    assert "was learned on nics virtual 0.4 Gb/s, this run has virtual 10.0 Gb/s" in err
+    assert drain.read_text() == "nodeC\n"
+    rows = [json.loads(line) for line in (run / "health.jsonl").read_text().splitlines()]
+    (slow,) = [r for r in rows if (r["node"], r["check"]) == ("nodeC", "pair")]
+    assert slow["verdict"] == CRITICAL and slow["judged_by"].startswith("floors ")
+    assert slow["floor_gbps"] < 0.05 and "false alarms 0.001" in slow["evidence"]
