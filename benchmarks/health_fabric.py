@@ -51,6 +51,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate-mbit", type=float, default=400.0, help="every node's link")
     parser.add_argument("--cpu-pct", type=float, default=20.0, help="node D's CPU quota")
     parser.add_argument("--level", default="quick")
+    parser.add_argument("--cases", default="uniform,link,cpu", help="which, comma-separated")
     return parser.parse_args(argv)
 
 
@@ -103,110 +104,123 @@ def named(findings: Sequence[dict[str, Any]], verdict: str) -> list[tuple[str, s
     return [(f["node"], f["check"]) for f in findings if f["verdict"] == verdict]
 
 
+def uniform(fabric: netns.Fabric, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Learn floors from uniform runs, then judge more uniform runs against them (and,
+    from the same samples, against the fleet)."""
+    fabric.shape(args.rate_mbit)
+    timing, learn = [], []
+    for i in range(args.learn_runs):
+        run = health(fabric, root / f"learn{i}", args.level)
+        timing.append((run["meta"]["measured_s"], run["meta"]["estimate_s"]))
+        learn.append(str(root / f"learn{i}"))
+        print(f"learn {i}: exit {run['exit']}; {run['lines'][0]}", flush=True)
+    floors = root / "floors.json"
+    floor_files.learn(learn, str(floors))
+    counts: Counter[str] = Counter()
+    for i in range(args.runs):
+        out = root / f"judge{i}"
+        run = health(fabric, out, args.level, "--floors", str(floors))
+        timing.append((run["meta"]["measured_s"], run["meta"]["estimate_s"]))
+        judged = [f for f in run["findings"] if f["floor_gbps"] is not None]
+        counts["judged"] += len(judged)
+        counts["WARN"] += len(named(judged, "WARN"))
+        counts["CRITICAL"] += len(named(judged, "CRITICAL"))
+        counts["exit 1"] += run["exit"] == 1
+        doc = json.loads((out / "health.samples.json").read_text())
+        by_fleet = [f for f in against_fleet(samples_of(doc)) if f.verdict == "CRITICAL"]
+        counts["fleet named"] += bool(by_fleet)
+        print(
+            f"judge {i}: exit {run['exit']}; WARN {named(judged, 'WARN')}, CRITICAL "
+            f"{named(judged, 'CRITICAL')}; against the fleet: "
+            f"{[(f.node, f.check) for f in by_fleet]}",
+            flush=True,
+        )
+    return {"counts": counts, "timing": timing, "floors": json.loads(floors.read_text())}
+
+
+def slow_link(fabric: netns.Fabric, root: Path, args: argparse.Namespace) -> list[bool]:
+    fabric.shape(args.rate_mbit, node_mbit={SLOW_LINK: args.rate_mbit / 3})
+    found = []
+    for i in range(args.slow_runs):
+        run = health(fabric, root / f"link{i}", args.level)
+        crit = sorted({n for n, _ in named(run["findings"], "CRITICAL")})
+        found.append(run["exit"] == 1 and crit == ["nodeC"] and run["drain"] == ["nodeC"])
+        print(
+            f"link at a third {i}: exit {run['exit']}, CRITICAL {crit}, drain "
+            f"{run['drain']}; {run['lines'][0]}",
+            flush=True,
+        )
+    return found
+
+
+def slow_cpu(fabric: netns.Fabric, root: Path, args: argparse.Namespace) -> list[bool]:
+    fabric.shape(None)
+    found = []
+    with cgroups.cpu_group("hb") as group:
+        group.limit(int(args.cpu_pct * 100), 10_000)
+        for i in range(args.slow_runs):
+            procs = {SLOW_CPU: group.procs}
+            run = health(fabric, root / f"cpu{i}", args.level, cgroup_procs=procs)
+            bad = sorted(
+                {n for n, _ in named(run["findings"], "CRITICAL")}
+                | {n for n, _ in named(run["findings"], "WARN")}
+            )
+            found.append(bad == ["nodeD"])
+            print(
+                f"cpu at {args.cpu_pct:g}% {i}: exit {run['exit']}, named {bad}; "
+                f"{' / '.join(run['lines'][:-1])}",
+                flush=True,
+            )
+    return found
+
+
+def summary(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    if "uniform" in results:
+        counts, n = results["uniform"]["counts"], results["uniform"]["counts"]["judged"]
+        rate = floor_files.WARN_RATE
+        print(
+            f"uniform, against floors learned from {args.learn_runs} runs: {args.runs} runs, "
+            f"{n} node-checks judged; CRITICAL {counts['CRITICAL']} (stated rate "
+            f"{floor_files.CRITICAL_RATE:g}, expected {n * floor_files.CRITICAL_RATE:.2f}); "
+            f"runs that exited 1: {counts['exit 1']}"
+        )
+        print(
+            f"  WARN {counts['WARN']} (stated rate {rate:g}: expected {n * rate:.2f}, 95% "
+            f"binomial bound {upper_95(n, rate)})"
+        )
+        print(
+            "uniform, the same samples against the fleet's median: runs naming a CRITICAL "
+            f"node: {counts['fleet named']} of {args.runs}"
+        )
+        timing = results["uniform"]["timing"]
+        within = sum(m <= e for m, e in timing)
+        print(
+            f"--level {args.level}: {within} of {len(timing)} uniform runs within their stated "
+            f"time (longest {max(m for m, _ in timing):.1f} s of {timing[0][1]:.0f} s stated)"
+        )
+        for f in results["uniform"]["floors"]["floors"]:
+            print("  floor " + floor_files.floor_line(floor_files.Floor(**f)).strip())
+    if "link" in results:
+        found = results["link"]
+        print(f"node C's link at a third: C alone CRITICAL, exit 1, drained: {sum(found)} of "
+              f"{len(found)}")  # fmt: skip
+    if "cpu" in results:
+        found = results["cpu"]
+        print(f"node D's CPU at {args.cpu_pct:g}%: D alone named: {sum(found)} of {len(found)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if (why := netns.unavailable()) or (why := cgroups.unavailable()):
         print(f"cannot run: {why}")
         return 2
-    timing: list[tuple[float, float]] = []
+    cases = {"uniform": uniform, "link": slow_link, "cpu": slow_cpu}
+    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp, netns.fabric(6, "hb") as fabric:
-        root = Path(tmp)
-        fabric.shape(args.rate_mbit)
-        learn = []
-        for i in range(args.learn_runs):
-            run = health(fabric, root / f"learn{i}", args.level)
-            timing.append((run["meta"]["measured_s"], run["meta"]["estimate_s"]))
-            learn.append(str(root / f"learn{i}"))
-            print(f"learn {i}: exit {run['exit']}; {run['lines'][0]}", flush=True)
-        floors = root / "floors.json"
-        floor_files.learn(learn, str(floors))
-        floors_doc = json.loads(floors.read_text())
-        counts: Counter[str] = Counter()
-        fleet_named = 0
-        for i in range(args.runs):
-            out = root / f"judge{i}"
-            run = health(fabric, out, args.level, "--floors", str(floors))
-            timing.append((run["meta"]["measured_s"], run["meta"]["estimate_s"]))
-            judged = [
-                f for f in run["findings"] if f["floor_gbps"] is not None or f["verdict"] == "OK"
-            ]
-            judged = [f for f in judged if f["check"] != "world_straggler"]
-            counts["judged"] += len(judged)
-            counts["WARN"] += len(named(judged, "WARN"))
-            counts["CRITICAL"] += len(named(judged, "CRITICAL"))
-            counts["exit 1"] += run["exit"] == 1
-            doc = json.loads((out / "health.samples.json").read_text())
-            by_fleet = [f for f in against_fleet(samples_of(doc)) if f.verdict == "CRITICAL"]
-            fleet_named += bool(by_fleet)
-            print(
-                f"judge {i}: exit {run['exit']}; WARN {named(judged, 'WARN')}, CRITICAL "
-                f"{named(judged, 'CRITICAL')}; against the fleet: "
-                f"{[(f.node, f.check) for f in by_fleet]}",
-                flush=True,
-            )
-        slow_link = []
-        fabric.shape(args.rate_mbit, node_mbit={SLOW_LINK: args.rate_mbit / 3})
-        for i in range(args.slow_runs):
-            run = health(fabric, root / f"link{i}", args.level)
-            crit = sorted({n for n, _ in named(run["findings"], "CRITICAL")})
-            slow_link.append(run["exit"] == 1 and crit == ["nodeC"] and run["drain"] == ["nodeC"])
-            print(
-                f"link at a third {i}: exit {run['exit']}, CRITICAL {crit}, drain "
-                f"{run['drain']}; {run['lines'][0]}",
-                flush=True,
-            )
-        slow_cpu = []
-        fabric.shape(None)
-        with cgroups.cpu_group("hb") as group:
-            group.limit(int(args.cpu_pct * 100), 10_000)
-            for i in range(args.slow_runs):
-                run = health(
-                    fabric, root / f"cpu{i}", args.level, cgroup_procs={SLOW_CPU: group.procs}
-                )
-                bad = sorted(
-                    {n for n, _ in named(run["findings"], "CRITICAL")}
-                    | {n for n, _ in named(run["findings"], "WARN")}
-                )
-                slow_cpu.append(bad == ["nodeD"])
-                print(
-                    f"cpu at {args.cpu_pct:g}% {i}: exit {run['exit']}, named {bad}; "
-                    f"{run['lines'][0]}",
-                    flush=True,
-                )
-    n = counts["judged"]
-    warn_rate = floor_files.WARN_RATE
+        for name in args.cases.split(","):
+            results[name] = cases[name](fabric, Path(tmp), args)
     print()
-    print(
-        f"uniform, against floors learned from {args.learn_runs} runs: {args.runs} runs, "
-        f"{n} node-checks judged; CRITICAL {counts['CRITICAL']} (stated rate "
-        f"{floor_files.CRITICAL_RATE:g}, expected {n * floor_files.CRITICAL_RATE:.2f}), runs "
-        f"that exited 1: {counts['exit 1']}"
-    )
-    print(
-        f"  WARN {counts['WARN']} (stated rate {warn_rate:g}: expected {n * warn_rate:.2f}, "
-        f"95% binomial bound {upper_95(n, warn_rate)})"
-    )
-    print(
-        "uniform, against the fleet's median: runs naming a CRITICAL node: "
-        f"{fleet_named} of {args.runs}"
-    )
-    print(
-        "node C's link at a third: C alone CRITICAL, exit 1, drained in "
-        f"{sum(slow_link)} of {len(slow_link)}"
-    )
-    print(f"node D's CPU at {args.cpu_pct:g}%: D alone named in {sum(slow_cpu)} of {len(slow_cpu)}")
-    over = [m for m, e in timing if m > e]
-    print(
-        f"--level {args.level}: {len(timing) - len(over)} of {len(timing)} uniform runs within "
-        f"their stated time (longest {max(m for m, _ in timing):.1f} s of "
-        f"{timing[0][1]:.0f} s stated)"
-    )
-    for f in floors_doc.get("floors", []):
-        print(
-            f"  floor {f['check']} {f['size_bytes']} B: typical {f['typical_gbps']:.4g}, WARN "
-            f"{f['warn_gbps']:.4g} (sees {f['warn_sees_pct']:.0f}%), CRITICAL "
-            f"{f['critical_gbps']:.4g} (sees {f['critical_sees_pct']:.0f}%)"
-        )
+    summary(args, results)
     return 0
 
 

@@ -46,12 +46,15 @@ def torchrun(
             "--rdzv-endpoint", f"{fabric.addresses[0]}:{TORCHRUN_PORT}",
             # The host name resolves to loopback here: say who hosts the store and
             # which address this node is reached at, as on any such cluster.
-            "--rdzv-conf", f"is_host={node == 0}".lower(),
+            # A node that never joins fails the others' rendezvous in 2 minutes, not 10.
+            "--rdzv-conf", f"is_host={node == 0},join_timeout=120".lower(),
             "--local-addr", fabric.addresses[node],
         ]  # fmt: skip
+        # The cgroup is joined before `ip netns exec`, which mounts a sysfs of its own.
         command = [
+            "sh", "-c", f'{join}exec "$@"', "sh",
             "ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
-            f'{join}hostname {label} && exec "$@"', "sh",
+            f'hostname {label} && exec "$@"', "sh",
             sys.executable, "-m", "torch.distributed.run", *rendezvous, "-m", "colbench", *argv,
         ]  # fmt: skip
         procs.append(
