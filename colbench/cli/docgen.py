@@ -50,7 +50,9 @@ def options_markdown() -> str:
             same = f"`{opt.spec.nccl_tests}`" if opt.spec.nccl_tests else ""
             cells = [f"`{opt.spec.flags[0]}`", flags, same, keys, _default_text(opt), meaning]
             lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines + _p2p_lines() + _gate_lines() + _predict_lines()) + "\n"
+    return (
+        "\n".join(lines + _p2p_lines() + _health_lines() + _gate_lines() + _predict_lines()) + "\n"
+    )
 
 
 def _p2p_lines() -> list[str]:
@@ -67,6 +69,25 @@ def _p2p_lines() -> list[str]:
         "`colbench p2p` takes these options of sweep as they are (above): "
         + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
         + ". Its own ([p2p.md](p2p.md)):",
+        "",
+    ]
+    return lines + _short_table(own())
+
+
+def _health_lines() -> list[str]:
+    """The health section: the sweep options it shares by name, then its own options."""
+    from colbench.health.options import own, table
+
+    shared = [opt for opt in table() if opt not in own()]
+    lines = [
+        "",
+        "# Options of `colbench health`",
+        "",
+        "<!-- Generated from colbench/health/options.py by `make docs`; do not edit. -->",
+        "",
+        "`colbench health` takes these options of sweep as they are (above): "
+        + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
+        + ". Its own ([health.md](health.md)):",
         "",
     ]
     return lines + _short_table(own())

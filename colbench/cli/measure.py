@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from colbench.cli.app import _given, _option, _param, _with_options, app
+from colbench.health import options as health_options
 from colbench.p2p import options as p2p_options
 
 SWEEP_HELP = """Measure collectives over a range of message sizes.
@@ -81,6 +82,55 @@ def p2p(ctx: typer.Context, **values: Any) -> None:
     from colbench.p2p import command
 
     raise typer.Exit(command.run(values, tuple(sys.argv)))
+
+
+HEALTH_HELP = """Check every node of a launched job at once; name the bad one.
+
+Runs, in order: each node alone (a local copy), every node's own ranks at once
+(all_reduce and all_gather; skipped with one rank per node), pairs of nodes (sendrecv
+between their first ranks, rounds of disjoint pairs) and the whole world (all_reduce),
+each repeated for --level's passes. Nodes are named by SLURMD_NODENAME, NODE_NAME, else
+the host name. Without --floors each node is judged against the fleet's median by p2p's
+rules: WARN 25% below, CRITICAL 50% below, beyond the samples' spread. Writes
+health.jsonl and health.prom (node_exporter's textfile collector) into the run directory
+and prints the table (docs/health.md).
+
+`colbench health learn RUN... --out floors.json` learns floors from 10 or more healthy
+runs; `--floors floors.json` judges against them.
+
+\b
+Examples:
+  srun -N 16 --ntasks-per-node 8 colbench health --drain-list drain.txt
+  torchrun --nnodes 6 --nproc-per-node 1 ... -m colbench health --level quick
+  colbench health learn results/health-* --out floors.json
+
+Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
+3 rank failure, 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
+"""
+
+
+@app.command(help=HEALTH_HELP)
+@_with_options(
+    _param(
+        "args",
+        list[str] | None,
+        None,
+        typer.Argument(
+            help="Nothing to check the nodes; `learn RUN...` to learn floors.",
+            metavar="[learn RUN...]",
+        ),
+    ),
+    rows=health_options.table(),
+)
+def health(ctx: typer.Context, args: list[str] | None = None, **values: Any) -> None:
+    from colbench.errors import UsageError
+    from colbench.health import command
+
+    if not args:
+        raise typer.Exit(command.run(values, tuple(sys.argv)))
+    if args[0] != "learn":
+        raise UsageError(f"health takes no argument {args[0]!r}: did you mean `health learn`?")
+    raise typer.Exit(command.learn(args[1:], values.get("out")))
 
 
 RUN_HELP = """Run a YAML suite: the same options as sweep, from a file; flags given here win.

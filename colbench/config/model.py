@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from colbench import ops as ops_registry
 from colbench.config.option_table import config_values
@@ -143,6 +143,39 @@ class OutputConfig:
     """The user's rate bounding busbw (GB/s), replacing the hardware's (colbench.hardware)."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
+
+
+@dataclass(frozen=True)
+class TaskRunFields:
+    """The launch and output fields a task's one flat config shares with sweep's options
+    (p2p's, health's), and their ``launch`` and ``output`` for the run host (colbench.run)."""
+
+    backend: str = "auto"
+    nprocs: int | None = None
+    ranks_per_gpu: int = 1
+    timeout_s: float = LaunchConfig.timeout_s
+    init_timeout_s: float = LaunchConfig.init_timeout_s
+    out_dir: str | None = None
+    results_root: str = "results"
+    command_line: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def launch(self) -> LaunchConfig:
+        """How the run host starts the task's ranks."""
+        return LaunchConfig(
+            backend=cast(Backend, self.backend),
+            nprocs=self.nprocs,
+            timeout_s=self.timeout_s,
+            init_timeout_s=self.init_timeout_s,
+            ranks_per_gpu=self.ranks_per_gpu,
+        )
+
+    @property
+    def output(self) -> OutputConfig:
+        """Where the run directory goes."""
+        return OutputConfig(
+            out_dir=self.out_dir, results_root=self.results_root, command_line=self.command_line
+        )
 
 
 _PARTS = {"measure": MeasureConfig, "launch": LaunchConfig, "output": OutputConfig}

@@ -44,3 +44,19 @@ def node_labels(node_ids: Sequence[str]) -> list[str]:
         seen = first_seen[host]
         labels.append(host if len(seen) == 1 else f"{host}#{seen.index(nid)}")
     return labels
+
+
+#: Where launchers say which node a process runs on: Slurm on every task, Kubernetes
+#: where the pod spec passes spec.nodeName down (the downward API's usual name).
+NODE_NAME_VARIABLES = ("SLURMD_NODENAME", "NODE_NAME")
+
+
+def node_name(env: dict[str, str] | None = None) -> str:
+    """The node's name as its launcher gives it, else the host name: what a drain list
+    must say for the scheduler to find the node."""
+    env = dict(os.environ) if env is None else env
+    for key in NODE_NAME_VARIABLES:
+        value = env.get(key, "").strip()
+        if value:
+            return value
+    return socket.gethostname()

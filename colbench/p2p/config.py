@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
 from colbench.config.model import (
-    Backend,
-    LaunchConfig,
-    OutputConfig,
+    TaskRunFields,
     default_timeout,
     validate_counts,
     validate_launch,
 )
 from colbench.config.option_table import config_values
-from colbench.config.options import BACKENDS, DEFAULT_INIT_TIMEOUT_S, DEFAULT_TIMEOUT_S
+from colbench.config.options import BACKENDS
 from colbench.errors import UsageError
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.
@@ -27,7 +25,7 @@ MAX_WINDOW = 1024
 
 
 @dataclass(frozen=True)
-class P2PConfig:
+class P2PConfig(TaskRunFields):
     """A complete p2p request."""
 
     size_bytes: int = 64 * 1024**2
@@ -60,14 +58,6 @@ class P2PConfig:
     """Exit 1 when any link's bandwidth holds more than this % below the others'."""
     plot: bool = True
     """Write the heatmap p2p.png into the run directory."""
-    backend: str = "auto"
-    nprocs: int | None = None
-    ranks_per_gpu: int = 1
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S
-    out_dir: str | None = None
-    results_root: str = "results"
-    command_line: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         if self.size_bytes < 1 or self.latency_bytes < 1:
@@ -103,24 +93,6 @@ class P2PConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @property
-    def launch(self) -> LaunchConfig:
-        """How the run host (colbench.run) starts p2p's ranks."""
-        return LaunchConfig(
-            backend=cast(Backend, self.backend),
-            nprocs=self.nprocs,
-            timeout_s=self.timeout_s,
-            init_timeout_s=self.init_timeout_s,
-            ranks_per_gpu=self.ranks_per_gpu,
-        )
-
-    @property
-    def output(self) -> OutputConfig:
-        """Where the run directory goes."""
-        return OutputConfig(
-            out_dir=self.out_dir, results_root=self.results_root, command_line=self.command_line
-        )
 
 
 def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> P2PConfig:

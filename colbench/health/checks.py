@@ -1,0 +1,220 @@
+"""The checks, as every rank runs them: each node alone, every node's own ranks at once,
+disjoint pairs of nodes, the whole world.
+
+Every rank walks the same steps (:class:`Walker`): a barrier over the side group, the
+step's ranks make one untimed call (connections, caches), all ranks agree on the
+iterations from the slowest first call so that the batch fits the level's budget, and
+the step's ranks time the batch. A rank not in a step only takes part in its barrier and
+agreement. Each timed batch gives one sample (:class:`Sample`); the passes of a level
+repeat every check, so a node is judged on samples that hold, not on one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from colbench.health.config import INTRA_OPS, MAX_ITERS, MIN_ITERS, Level
+from colbench.ops import get as get_op
+from colbench.p2p.measure import Buffers, Transport, bandwidth_call
+from colbench.p2p.schedule import Selection, pair_steps, role
+from colbench.sweep.skew import wait_in
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed batch's figure: ``where`` is a rank (node, intra, world) or the pair of
+    ranks of an inter-node link (its lower rank first)."""
+
+    check: str
+    size_bytes: int
+    where: tuple[int, ...]
+    pass_index: int
+    busbw_gbps: float
+    #: world only: how long this rank waited for the others before each timed call, us.
+    waits_us: tuple[float, ...] = ()
+    times_us: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Who is where: every rank's node index, and each node's ranks."""
+
+    node_of: tuple[int, ...]
+
+    @property
+    def nodes(self) -> list[tuple[int, ...]]:
+        count = max(self.node_of) + 1
+        return [tuple(r for r, n in enumerate(self.node_of) if n == k) for k in range(count)]
+
+    @property
+    def leaders(self) -> tuple[int, ...]:
+        """Each node's first rank: the one that speaks for its NIC in the pair check."""
+        return tuple(ranks[0] for ranks in self.nodes)
+
+
+def iterations(budget_s: float, first_us: float) -> int:
+    """Timed iterations that fill ``budget_s``, given the untimed first call's time."""
+    if first_us <= 0:
+        return MAX_ITERS
+    return max(MIN_ITERS, min(MAX_ITERS, int(budget_s * 1e6 / first_us)))
+
+
+@dataclass
+class Walker:
+    """Walks every rank through the same steps (see the module's docstring)."""
+
+    rank: int
+    side: Any
+    timer: Any
+    budget_s: float
+    on_step: Callable[[str], None]
+    samples: list[Sample] = field(default_factory=list)
+
+    def step(self, what: str, call: Callable[[], object] | None) -> list[float]:
+        """One step: this rank's per-iteration times (empty when it takes no part)."""
+        self.on_step(what)
+        self.side.barrier()
+        first_us = 0.0
+        if call is not None:
+            first_us = self.timer.time_batch(call, 1)[0]
+        iters = iterations(self.budget_s, self.side.max_float(first_us))
+        if call is None:
+            return []
+        self.timer.synchronize()
+        return list(self.timer.time_batch(call, iters))
+
+    def world_step(self, what: str, call: Callable[[], object]) -> tuple[list[float], list[float]]:
+        """Every rank times each call alone after a barrier, and says how long it waited
+        in it: the rank the others waited for is the straggler of that call."""
+        self.on_step(what)
+        self.side.barrier()
+        first_us = self.timer.time_batch(call, 1)[0]
+        iters = iterations(self.budget_s, self.side.max_float(first_us))
+        times, waits = [], []
+        for _ in range(iters):
+            timed, (wait_us, _starved) = wait_in(
+                self.side.barrier, lambda: self.timer.time_batch(call, 1)
+            )
+            times.append(timed[0])
+            waits.append(wait_us)
+        return times, waits
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def node_alone(
+    walker: Walker, place: Placement, level: Level, device: Any, pass_index: int
+) -> None:
+    """Each node in turn, alone: its ranks copy ``node_bytes`` in their own memory.
+
+    Alone, so that a node's figure is its own: at once, nodes that share a host (or a
+    switch) would be timed against each other's load."""
+    import torch
+
+    src = torch.ones(level.node_bytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    # Each pass starts one node further on: a slow spell of the host (or of whatever
+    # ran just before) meets a different node each pass, not the same one every time.
+    count = len(place.nodes)
+    for turn in range(count):
+        index = (turn + pass_index) % count
+        mine = walker.rank in place.nodes[index]
+        copy = functools.partial(dst.copy_, src)
+        times = walker.step(f"node {index} alone", copy if mine else None)
+        if times:
+            gbps = level.node_bytes / mean(times) / 1e3
+            walker.samples.append(
+                Sample("node", level.node_bytes, (walker.rank,), pass_index, gbps)
+            )
+
+
+def node_groups(place: Placement) -> dict[int, Any]:
+    """Each node's own process group (every rank creates every group, in one order)."""
+    import torch.distributed as dist
+
+    return {k: dist.new_group(list(ranks)) for k, ranks in enumerate(place.nodes) if len(ranks) > 1}
+
+
+def intra_node(
+    walker: Walker,
+    place: Placement,
+    groups: dict[int, Any],
+    level: Level,
+    device: Any,
+    pass_index: int,
+) -> None:
+    """all_reduce and all_gather on every node's own ranks, all nodes at once."""
+    import torch
+    import torch.distributed as dist
+
+    if not groups:
+        return
+    node = place.node_of[walker.rank]
+    group = groups.get(node)
+    n = len(place.nodes[node])
+    elems = level.intra_bytes // 4
+    chunk = max(1, elems // n)
+    send = torch.ones(elems, dtype=torch.float32, device=device)
+    part = torch.ones(chunk, dtype=torch.float32, device=device)
+    whole = torch.empty(chunk * n, dtype=torch.float32, device=device)
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    calls = {
+        "all_reduce": lambda: dist.all_reduce(send, group=group),
+        "all_gather": lambda: gather(whole, part, group=group),
+    }
+    for op in INTRA_OPS:
+        call = calls[op] if group is not None else None
+        times = walker.step(f"intra-node {op}", call)
+        if times:
+            algbw = level.intra_bytes / mean(times) / 1e3
+            gbps = algbw * get_op(op).busbw_factor(n)
+            walker.samples.append(
+                Sample(f"intra_{op}", level.intra_bytes, (walker.rank,), pass_index, gbps)
+            )
+
+
+def pairs(
+    walker: Walker, place: Placement, backend: str, level: Level, device: Any, pass_index: int
+) -> None:
+    """sendrecv both ways at once between the first ranks of two nodes, in rounds of
+    disjoint pairs (p2p's tournament): every node meets every other once a pass."""
+    if len(place.leaders) < 2:
+        return
+    link = Transport(backend)
+    bufs = Buffers.allocate(level.pair_bytes, 1, device) if walker.rank in place.leaders else None
+    for index, step in enumerate(pair_steps(Selection((place.leaders,)))):
+        where = role(step, walker.rank)
+        call = None
+        if where is not None and bufs is not None:
+            call = bandwidth_call(link, where[0], where[1], bufs, bidirectional=True)
+        times = walker.step(f"pairs round {index + 1}", call)
+        if times and where is not None:
+            gbps = level.pair_bytes / mean(times) / 1e3
+            key = tuple(sorted((walker.rank, where[1])))
+            walker.samples.append(Sample("pair", level.pair_bytes, key, pass_index, gbps))
+
+
+def whole_world(
+    walker: Walker, world_size: int, level: Level, device: Any, pass_index: int
+) -> None:
+    """all_reduce over every rank at the level's sizes; each call after a barrier whose
+    waits name the rank the others waited for (report/stragglers.py's question)."""
+    import torch
+    import torch.distributed as dist
+
+    factor = get_op("all_reduce").busbw_factor(world_size)
+    for size_bytes in level.world_bytes:
+        tensor = torch.ones(size_bytes // 4, dtype=torch.float32, device=device)
+        call = functools.partial(dist.all_reduce, tensor)
+        times, waits = walker.world_step(f"world all_reduce {size_bytes} B", call)
+        gbps = size_bytes / mean(times) / 1e3 * factor
+        walker.samples.append(
+            Sample(
+                "world", size_bytes, (walker.rank,), pass_index, gbps, tuple(waits), tuple(times)
+            )
+        )

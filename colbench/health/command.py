@@ -1,0 +1,33 @@
+"""``colbench health`` and ``colbench health learn`` as plain functions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from colbench.errors import UsageError
+from colbench.health.config import from_options
+
+
+def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
+    """Check the options (every row of colbench.health.options.table()), run the checks in
+    spawned or launched ranks, judge; the exit code."""
+    cfg = from_options(values, command_line)
+    if cfg.floors_path is not None:
+        from colbench.health.floors import load
+
+        load(cfg.floors_path)  # a bad floors file is refused before any rank starts
+    # Imported after the options are checked: the host imports torch.
+    from colbench.health.task import HealthTask
+    from colbench.run.start import start
+
+    return start(HealthTask(cfg))
+
+
+def learn(runs: Sequence[str], out: str | None) -> int:
+    """Floors from healthy runs (colbench.health.floors) into ``out``; the exit code."""
+    if not out:
+        raise UsageError("health learn writes its floors to --out FILE (e.g. floors.json)")
+    from colbench.health.floors import learn as learn_floors
+
+    return learn_floors(runs, out)

@@ -1,0 +1,250 @@
+"""The verdict on a health run's samples: WARN and CRITICAL nodes, with their evidence.
+
+**Against the fleet** (no floors), by p2p's rules (colbench.analysis.link_tests): for
+every check, a node's samples (one per pass) are asked the gate's question against the
+other nodes' samples: is its median more than the tier's threshold below theirs, and do
+its samples lie below theirs moved by that threshold (the exact one-sided rank test)?
+For the pair check, a node's samples are those of its links and the others' are the
+links that do not touch it: p2p's node question. Each tier is one family over every
+node and check, Holm at ``alpha``: the chance that noise alone names any node is at most
+``alpha`` per tier. WARN at p2p's threshold (25% below), CRITICAL at 50% below. Fewer
+than 3 nodes cannot tell a slow node from the others: nothing is judged.
+
+**Against floors** (``--floors``, colbench.health.floors): a node's figure of a check
+(the median of its samples) below the CRITICAL floor is CRITICAL, below the WARN floor
+WARN, each at the false-alarm rate the floors state.
+
+**The straggler** of the whole-world check is report/stragglers.py's: the rank the
+others waited for in significantly more calls than chance (a binomial test); its node
+is a WARN, never a CRITICAL: the calls say who was late, not by how much.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from colbench.analysis.checks import DEFAULT_ALPHA
+from colbench.analysis.link_tests import MIN_NODES, Matrix, Metric, Question, ask, ask_nodes, settle
+from colbench.analysis.links import DEFAULT_BW_PCT
+from colbench.report.stragglers import SlowestCounter
+
+OK, WARN, CRITICAL, NOT_JUDGED = "OK", "WARN", "CRITICAL", "not judged"
+#: Severity for the Prometheus gauge and for sorting.
+SEVERITY = {OK: 0, WARN: 1, CRITICAL: 2, NOT_JUDGED: -1}
+WARN_PCT = DEFAULT_BW_PCT
+CRITICAL_PCT = 50.0
+#: The whole world has no node: its figure is the fleet's.
+FLEET = "fleet"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What the run says of one node's check: one line of health.jsonl."""
+
+    node: str
+    check: str
+    size_bytes: int
+    busbw_gbps: float
+    fleet_gbps: float | None
+    floor_gbps: float | None
+    verdict: str
+    #: Holm-adjusted p of the gravest tier's test (fleet judging); None otherwise.
+    p_value: float | None = None
+    evidence: str = ""
+    #: The rank whose samples were the node's worst (which GPU, where a node has several).
+    rank: int | None = None
+
+
+@dataclass(frozen=True)
+class Samples:
+    """A run's samples by check: (check, size) -> key -> one value per pass."""
+
+    names: list[str]
+    node_of: list[int]
+    by_check: Mapping[tuple[str, int], Mapping[tuple[int, ...], list[float]]]
+    waits: Mapping[int, list[list[float]]]
+    times: Mapping[int, list[list[float]]]
+
+
+def samples_of(doc: Mapping[str, Any]) -> Samples:
+    """health.samples.json, grouped."""
+    by_check: dict[tuple[str, int], dict[tuple[int, ...], list[float]]] = defaultdict(dict)
+    waits: dict[int, list[list[float]]] = defaultdict(list)
+    times: dict[int, list[list[float]]] = defaultdict(list)
+    for s in sorted(doc["samples"], key=lambda s: s["pass_index"]):
+        where = tuple(s["where"])
+        by_check[(s["check"], s["size_bytes"])].setdefault(where, []).append(s["busbw_gbps"])
+        if s["waits_us"]:
+            waits[where[0]].append(list(s["waits_us"]))
+            times[where[0]].append(list(s["times_us"]))
+    return Samples(list(doc["names"]), list(doc["node_of"]), by_check, waits, times)
+
+
+def _node_values(
+    samples: Samples, values: Mapping[tuple[int, ...], list[float]]
+) -> dict[str, tuple[list[float], int]]:
+    """Per node: its worst rank's samples (lowest median), and that rank."""
+    out: dict[str, tuple[list[float], int]] = {}
+    for (rank,), vals in values.items():
+        node = samples.names[rank]
+        if node not in out or statistics.median(vals) < statistics.median(out[node][0]):
+            out[node] = (vals, rank)
+    return out
+
+
+def figures(samples: Samples) -> list[Finding]:
+    """Every node's figure per check, unjudged (the fleet's for the world check)."""
+    out = []
+    for (check, size), values in samples.by_check.items():
+        if check == "world":
+            ranks0 = values.get((0,), next(iter(values.values())))
+            out.append(
+                Finding(FLEET, check, size, statistics.median(ranks0), None, None, NOT_JUDGED)
+            )
+            continue
+        for node, vals in _per_node(samples, check, values).items():
+            out.append(
+                Finding(
+                    node,
+                    check,
+                    size,
+                    statistics.median(vals[0]),
+                    None,
+                    None,
+                    NOT_JUDGED,
+                    rank=vals[1],
+                )
+            )
+    return out
+
+
+def _per_node(
+    samples: Samples, check: str, values: Mapping[tuple[int, ...], list[float]]
+) -> dict[str, tuple[list[float], int | None]]:
+    if check != "pair":
+        return dict(_node_values(samples, values).items())
+    mine: dict[str, list[float]] = defaultdict(list)
+    for (a, b), vals in values.items():
+        for r in (a, b):
+            mine[samples.names[r]].extend(vals)
+    return {n: (v, None) for n, v in mine.items()}
+
+
+def against_fleet(samples: Samples, alpha: float = DEFAULT_ALPHA) -> list[Finding]:
+    """Each node's checks against the other nodes' (see the module's docstring)."""
+    tiers = (Metric("busbw", -1, WARN_PCT / 100), Metric("busbw", -1, CRITICAL_PCT / 100))
+    asked: list[tuple[Finding, tuple[Question, Question]]] = []
+    base = {(f.node, f.check, f.size_bytes): f for f in figures(samples)}
+    nodes = set(samples.names)
+    for (check, size), values in samples.by_check.items():
+        if check == "world" or len(nodes) < MIN_NODES:
+            continue
+        for node, questions in _questions(samples, check, values, tiers).items():
+            asked.append((base[(node, check, size)], questions))
+    settled = [settle([q[i] for _, q in asked], alpha) for i in range(len(tiers))]
+    judged: dict[tuple[str, str, int], Finding] = {}
+    for index, (finding, _) in enumerate(asked):
+        warn, crit = settled[0][index], settled[1][index]
+        gravest = crit if crit.slow else warn
+        verdict = CRITICAL if crit.slow else WARN if warn.slow else OK
+        judged[(finding.node, finding.check, finding.size_bytes)] = replace(
+            finding,
+            fleet_gbps=gravest.others_median,
+            verdict=verdict,
+            p_value=gravest.adjusted,
+            evidence=_evidence(gravest, verdict),
+        )
+    findings = [judged.get(k, f) for k, f in base.items()]
+    return findings + straggler_findings(samples)
+
+
+def _questions(
+    samples: Samples,
+    check: str,
+    values: Mapping[tuple[int, ...], list[float]],
+    tiers: Sequence[Metric],
+) -> dict[str, tuple[Question, Question]]:
+    if check == "pair":
+        links = {(k[0], k[1]): v for k, v in values.items()}
+        matrix = Matrix(
+            {m: links for m in tiers},
+            dict(enumerate(samples.names)),
+            min(len(v) for v in values.values()),
+        )
+        found = ask_nodes(matrix, list(dict.fromkeys(samples.names)))
+        return {n: (qs[0], qs[1]) for n, qs in found.items()}
+    per_node = _node_values(samples, values)
+    out = {}
+    for node, (mine, _) in per_node.items():
+        others = [v for n, (vals, _) in per_node.items() if n != node for v in vals]
+        if others:
+            out[node] = (ask(others, mine, tiers[0]), ask(others, mine, tiers[1]))
+    return out
+
+
+def _evidence(q: Question, verdict: str) -> str:
+    if verdict == OK:
+        return ""
+    return f"{-q.change:.0%} below the fleet's median, p = {q.adjusted:.2g}"
+
+
+def straggler_findings(samples: Samples) -> list[Finding]:
+    """The world check's straggler, if the counts name one, as a WARN of its node."""
+    ranks = sorted(samples.waits)
+    if len(ranks) < 2:
+        return []
+    counter = SlowestCounter()
+    world = len(ranks)
+    for batch in range(min(len(samples.waits[r]) for r in ranks)):
+        time_us = statistics.median(samples.times[ranks[0]][batch])
+        per_rank = [samples.waits[r][batch] for r in ranks]
+        for waits in zip(*per_rank, strict=False):
+            slowest = min(range(world), key=lambda r: (waits[r], r))
+            counter.add(ranks[slowest], world, max(waits) - min(waits), time_us)
+    found = counter.verdict()
+    if found is None:
+        return []
+    node = samples.names[found.rank]
+    return [
+        Finding(
+            node,
+            "world_straggler",
+            0,
+            0.0,
+            None,
+            None,
+            WARN,
+            found.p_value,
+            f"the others waited for rank {found.rank} in {found.rows} of {found.of_rows} "
+            f"calls (p = {found.p_value:.2g})",
+            found.rank,
+        )
+    ]
+
+
+def against_floors(samples: Samples, floors: Mapping[tuple[str, int], Any]) -> list[Finding]:
+    """Each node's figures against the learned floors; checks without a floor are
+    judged against the fleet."""
+    fleet = {(f.node, f.check, f.size_bytes): f for f in against_fleet(samples)}
+    out = []
+    for f in fleet.values():
+        floor = floors.get((f.check, f.size_bytes))
+        if floor is None:
+            out.append(f)
+            continue
+        verdict = OK
+        if f.busbw_gbps < floor.warn_gbps:
+            verdict = CRITICAL if f.busbw_gbps < floor.critical_gbps else WARN
+        if f.node == FLEET and verdict == CRITICAL:
+            verdict = WARN  # the whole world names no node to drain
+        below = floor.critical_gbps if verdict == CRITICAL else floor.warn_gbps
+        evidence = ""
+        if verdict != OK:
+            rate = floor.rate(verdict)
+            evidence = f"below the {verdict} floor {below:.4g} GB/s (false alarms {rate:.2g})"
+        out.append(replace(f, floor_gbps=below, verdict=verdict, p_value=None, evidence=evidence))
+    return out

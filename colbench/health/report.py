@@ -1,0 +1,203 @@
+"""After the ranks: the verdict, health.jsonl, health.prom, the table, the drain list.
+
+- ``health.jsonl``: one object per check per node (``node``, ``check``, ``size_bytes``,
+  ``busbw_gbps``, ``floor_gbps``, ``verdict``, and ``fleet_gbps``, ``p_value``,
+  ``evidence``, ``rank``, ``judged_by``); the whole world's figure under node ``fleet``.
+- ``health.prom``: Prometheus text format for node_exporter's textfile collector.
+- On the terminal: the human table, the pair matrix, one line per named node.
+- Exit code 1 when a node is CRITICAL (named in ``--drain-list``), else 0.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from colbench import reading
+from colbench.errors import ExitCode
+from colbench.health import floors as floor_files
+from colbench.health.config import SAMPLES_FILE, HealthConfig
+from colbench.health.judge import (
+    CRITICAL,
+    FLEET,
+    SEVERITY,
+    WARN,
+    Finding,
+    Samples,
+    against_fleet,
+    against_floors,
+    samples_of,
+)
+from colbench.p2p.report import matrix_text
+from colbench.store import metadata
+from colbench.store.rundir import RunDir
+
+JSONL_FILE, PROM_FILE = "health.jsonl", "health.prom"
+SAMPLES = reading.Kind("health samples file", 256 * 1024**2)
+
+
+def report(run_dir: Path, cfg: HealthConfig) -> int:
+    """Judge the run's samples, write the files, print; the exit code."""
+    doc = json.loads(reading.read_text(run_dir / SAMPLES_FILE, SAMPLES))
+    samples = samples_of(doc)
+    meta = RunDir(run_dir).read_meta()
+    if cfg.floors_path is not None:
+        floors, learned_on = floor_files.load(cfg.floors_path)
+        _warn_fingerprint(learned_on, floor_files.fingerprint(meta), cfg.floors_path)
+        findings, judged_by = against_floors(samples, floors), f"floors {cfg.floors_path}"
+    else:
+        findings, judged_by = against_fleet(samples), "the fleet's median"
+    write_jsonl(run_dir / JSONL_FILE, findings, judged_by)
+    write_prom(run_dir / PROM_FILE, findings, meta.get("run_id", run_dir.name))
+    critical = sorted({f.node for f in findings if f.verdict == CRITICAL and f.node != FLEET})
+    if cfg.drain_list is not None:
+        Path(cfg.drain_list).write_text("".join(f"{n}\n" for n in critical), encoding="utf-8")
+    print(table(findings))
+    pair_matrix = _pair_matrix(samples)
+    if pair_matrix:
+        print("\n" + pair_matrix)
+    lines = verdict_lines(findings, judged_by)
+    print("\n" + "\n".join(lines))
+    RunDir(run_dir).update_meta(
+        verdict={
+            "lines": lines,
+            "critical": critical,
+            "warn": sorted({f.node for f in findings if f.verdict == WARN}),
+        },
+        report_time=time.time(),
+    )
+    return int(ExitCode.DATA_ERROR) if critical else int(ExitCode.OK)
+
+
+def _warn_fingerprint(learned: Mapping[str, Any], now: Mapping[str, Any], path: str) -> None:
+    differ = metadata.machine_differences(learned, now, (*metadata.MUST_MATCH, "nics", "nodes"))
+    for name, then, current in differ:
+        print(
+            f"colbench: warning: --floors {path} was learned on {name} {then}, this run has "
+            f"{current}: its false-alarm rates may not hold",
+            file=sys.stderr,
+        )
+
+
+def _row(f: Finding, judged_by: str) -> dict[str, Any]:
+    row = asdict(f)
+    row["judged_by"] = judged_by
+    for key in ("busbw_gbps", "fleet_gbps", "floor_gbps"):
+        if row[key] is not None:
+            row[key] = round(row[key], 6)
+    return row
+
+
+def _order(findings: Sequence[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (f.node == FLEET, f.node, f.check, f.size_bytes))
+
+
+def write_jsonl(path: Path, findings: Sequence[Finding], judged_by: str) -> None:
+    text = "".join(json.dumps(_row(f, judged_by)) + "\n" for f in _order(findings))
+    path.write_text(text, encoding="utf-8")
+
+
+def _labels(f: Finding) -> str:
+    node = f.node.replace("\\", "\\\\").replace('"', '\\"')
+    return f'node="{node}",check="{f.check}",size_bytes="{f.size_bytes}"'
+
+
+def write_prom(path: Path, findings: Sequence[Finding], run_id: str) -> None:
+    """Prometheus text exposition format (node_exporter's textfile collector)."""
+    ordered = _order(findings)
+    lines = [
+        "# HELP colbench_health_busbw_gbps Bus bandwidth of a health check on a node, GB/s.",
+        "# TYPE colbench_health_busbw_gbps gauge",
+        *(
+            f"colbench_health_busbw_gbps{{{_labels(f)}}} {f.busbw_gbps:.6g}"
+            for f in ordered
+            if f.busbw_gbps
+        ),
+        "# HELP colbench_health_floor_gbps The floor the check was judged against, GB/s.",
+        "# TYPE colbench_health_floor_gbps gauge",
+        *(
+            f"colbench_health_floor_gbps{{{_labels(f)}}} {f.floor_gbps:.6g}"
+            for f in ordered
+            if f.floor_gbps
+        ),
+        "# HELP colbench_health_verdict 0 OK, 1 WARN, 2 CRITICAL, -1 not judged.",
+        "# TYPE colbench_health_verdict gauge",
+        *(f"colbench_health_verdict{{{_labels(f)}}} {SEVERITY[f.verdict]}" for f in ordered),
+        "# HELP colbench_health_run_timestamp_seconds When the run was judged.",
+        "# TYPE colbench_health_run_timestamp_seconds gauge",
+        f'colbench_health_run_timestamp_seconds{{run_id="{run_id}"}} {time.time():.0f}',
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def table(findings: Sequence[Finding]) -> str:
+    header = ("node", "check", "size_bytes", "busbw_gbps", "fleet_gbps", "floor_gbps", "verdict")
+    rows = [header] + [
+        (
+            f.node,
+            f.check,
+            str(f.size_bytes),
+            _gbps(f.busbw_gbps or None),
+            _gbps(f.fleet_gbps),
+            _gbps(f.floor_gbps),
+            f.verdict,
+        )
+        for f in _order(findings)
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:
+    """One line per named node, gravest first, with its evidence; else the all-clear."""
+    nodes = sorted({f.node for f in findings if f.node != FLEET})
+    judged = [f for f in findings if SEVERITY[f.verdict] >= 0 and f.node != FLEET]
+    lines = []
+    for tier in (CRITICAL, WARN):
+        for node in nodes:
+            mine = [f for f in judged if f.node == node]
+            bad = [f for f in mine if f.verdict == tier]
+            if not bad or (tier == WARN and any(f.verdict == CRITICAL for f in mine)):
+                continue
+            worst = bad[0]
+            lines.append(
+                f"health: {tier} {node}: {len(bad)} of {len(mine)} checks; {worst.check} "
+                f"{_gbps(worst.busbw_gbps or None)} GB/s against the fleet's "
+                f"{_gbps(worst.fleet_gbps)} ({worst.evidence})"
+            )
+    if not lines:
+        lines.append(
+            f"health: no node named among {len(nodes)} nodes ({len(judged)} checks judged)"
+        )
+    lines.append(
+        f"health: judged against {judged_by}"
+        + ("" if judged_by.startswith("floors") else " (no --floors given)")
+    )
+    return lines
+
+
+def _pair_matrix(samples: Samples) -> str:
+    """The pair check's links as p2p prints its matrix (median over the passes)."""
+    import statistics
+
+    values = {}
+    for (check, size), links in samples.by_check.items():
+        if check != "pair":
+            continue
+        for (a, b), vals in links.items():
+            values[(a, b)] = values[(b, a)] = statistics.median(vals)
+        if values:
+            nodes = {r: samples.names[r] for pair in values for r in pair}
+            return matrix_text(values, nodes, f"pair sendrecv busbw at {size} B, GB/s")
+    return ""

@@ -1,0 +1,146 @@
+"""A health run as a rank task: every rank's share of the checks, then the report.
+
+colbench.run starts the ranks (spawned, or under torchrun/Slurm/MPI) as for a sweep or
+p2p; :meth:`HealthTask.run_rank` meets the peers, says how long the level takes for
+this many nodes, runs the checks in order (each node alone, every node's own ranks at
+once, pairs of nodes, the whole world) and gathers the samples into rank 0's
+``health.samples.json``; :meth:`HealthTask.report` judges them
+(colbench.health.report).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from colbench import __version__, launch
+from colbench.errors import UsageError
+from colbench.hardware import node as node_hardware
+from colbench.health import checks
+from colbench.health.config import (
+    RUN_LABEL,
+    SAMPLES_FILE,
+    SAMPLES_VERSION,
+    HealthConfig,
+    estimate_s,
+    steps,
+)
+from colbench.launch.nodes import node_name
+from colbench.p2p.task import Member
+from colbench.run import watchdog as hang_watchdog
+from colbench.run.job import ConfiguredTask
+from colbench.run.rank import device_name, meet_peers
+from colbench.store.rundir import RunDir
+from colbench.sweep.groups import SideGroup
+from colbench.sweep.timing import make_timer
+
+#: What every rank says if the others' plans differ from rank 0's ({ranks}: theirs).
+HEALTH_DISAGREES = "health: rank(s) {ranks} run another level or colbench version than rank 0"
+
+
+def plan_digest(cfg: HealthConfig) -> str:
+    return hashlib.sha256(repr((cfg.level, __version__)).encode()).hexdigest()[:16]
+
+
+def names_of(members: list[Member]) -> list[str]:
+    """One name per rank: the launcher's (or the host's), each member's ``label``;
+    ``name#k`` for the k-th of several nodes that give one name (containers that share
+    a host name)."""
+    seen: dict[str, list[str]] = {}
+    for m in members:
+        ids = seen.setdefault(m.label, [])
+        if m.node not in ids:
+            ids.append(m.node)
+    return [
+        m.label if len(seen[m.label]) == 1 else f"{m.label}#{seen[m.label].index(m.node)}"
+        for m in members
+    ]
+
+
+def placement(members: list[Member]) -> checks.Placement:
+    order = list(dict.fromkeys(m.node for m in members))
+    return checks.Placement(tuple(order.index(m.node) for m in members))
+
+
+@dataclass(frozen=True)
+class HealthTask(ConfiguredTask):
+    cfg: HealthConfig
+    worlds = 1
+    label = RUN_LABEL
+
+    def check(self, world_size: int, backend: str) -> list[str]:
+        if world_size < 2:
+            raise UsageError(
+                f"health checks nodes against each other: it needs at least 2 ranks, this job "
+                f"has {world_size} (a node alone, as in a Slurm prolog: --nprocs 2 or more)"
+            )
+        return []
+
+    def run_rank(self, job: Any, rank: int, device: Any, in_flight: Any) -> None:
+        cfg, level = self.cfg, self.cfg.plan
+        side = SideGroup.create(
+            job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s)
+        )
+        me = Member(
+            plan_digest(cfg), rank, os.getpid(), launch.node_id(), node_name(), device_name(device)
+        )
+        members = meet_peers(side, me, HEALTH_DISAGREES)
+        names = names_of(members)
+        place = placement(members)
+        towards = job.store_host or os.environ.get("MASTER_ADDR")
+        hardware = node_hardware.gather(side, [m.node for m in members], names, rank, towards)
+        nodes = len(place.nodes)
+        per_node = max(len(r) for r in place.nodes)
+        expected_s = estimate_s(level, nodes, per_node)
+        run_dir = Path(job.run_dir) if rank == 0 and job.run_dir is not None else None
+        if run_dir is not None:
+            meta = job.first_meta(cfg.to_dict(), names, members)
+            meta.update(
+                kind="health",
+                level=level.name,
+                estimate_s=round(expected_s, 1),
+                steps=steps(level, nodes, per_node),
+                hardware=hardware,
+            )
+            RunDir(run_dir).write_meta(meta)
+            print(
+                f"colbench: health --level {level.name}: about {expected_s:.0f} s for {nodes} "
+                f"nodes ({job.world_size} ranks)",
+                file=sys.stderr,
+                flush=True,
+            )
+        started = time.monotonic()
+        in_flight.op, in_flight.dtype = "health", "uint8"
+        timer = make_timer(device.type, False, side.barrier)
+        walker = checks.Walker(rank, side, timer, level.step_s, in_flight.step)
+        groups = checks.node_groups(place)
+        for p in range(level.passes):
+            checks.node_alone(walker, place, level, device, p)
+            checks.intra_node(walker, place, groups, level, device, p)
+            checks.pairs(walker, place, job.backend, level, device, p)
+            checks.whole_world(walker, job.world_size, level, device, p)
+        in_flight.step("gathering the samples")
+        every = side.gather_objects(walker.samples)
+        if run_dir is not None:
+            samples = [asdict(s) for mine in every for s in mine]
+            doc = {
+                "version": SAMPLES_VERSION,
+                "names": names,
+                "node_of": list(place.node_of),
+                "samples": samples,
+            }
+            (run_dir / SAMPLES_FILE).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+            RunDir(run_dir).update_meta(
+                status="complete", measured_s=round(time.monotonic() - started, 2)
+            )
+
+    def report(self, run_dir: Path) -> int:
+        from colbench.health.report import report
+
+        return report(run_dir, self.cfg)

@@ -1,0 +1,252 @@
+"""colbench health's judging, floors and files, on samples built here (the fabric tests,
+tests/dist/test_health_fabric.py, measure real ones)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from colbench.errors import UsageError
+from colbench.health import floors as floor_files
+from colbench.health.config import LEVELS, estimate_s, steps
+from colbench.health.judge import CRITICAL, OK, WARN, against_fleet, against_floors, samples_of
+from colbench.health.report import table, write_prom
+from colbench.launch.nodes import node_name
+
+NAMES = [f"node{c}" for c in "ABCDEF"]
+
+
+def _doc(scale: dict[int, float], passes: int = 4, seed: int = 1) -> dict[str, Any]:
+    """health.samples.json of six one-rank nodes: node copies near 20 GB/s, links near
+    0.05 GB/s, each rank's (or link's) figures times ``scale``, with 5% noise."""
+    rng = random.Random(seed)
+    samples = []
+
+    def add(check: str, size: int, where: list[int], p: int, base: float) -> None:
+        factor = min(scale.get(r, 1.0) for r in where)
+        value = base * factor * rng.uniform(0.95, 1.05)
+        samples.append(
+            {
+                "check": check,
+                "size_bytes": size,
+                "where": where,
+                "pass_index": p,
+                "busbw_gbps": value,
+                "waits_us": [],
+                "times_us": [],
+            }
+        )
+
+    for p in range(passes):
+        for r in range(6):
+            add("node", 8 << 20, [r], p, 20.0)
+        for a in range(6):
+            for b in range(a + 1, 6):
+                add("pair", 1 << 20, [a, b], p, 0.05)
+    return {"version": 1, "names": NAMES, "node_of": list(range(6)), "samples": samples}
+
+
+def _verdicts(findings: list[Any]) -> dict[tuple[str, str], str]:
+    return {(f.node, f.check): f.verdict for f in findings}
+
+
+def test_uniform_nodes_are_all_ok() -> None:
+    verdicts = _verdicts(against_fleet(samples_of(_doc({}))))
+    assert set(verdicts.values()) == {OK} and len(verdicts) == 12
+
+
+def test_a_node_at_a_third_is_critical_and_its_peers_are_not() -> None:
+    findings = against_fleet(samples_of(_doc({2: 1 / 3})))
+    verdicts = _verdicts(findings)
+    assert verdicts[("nodeC", "pair")] == CRITICAL and verdicts[("nodeC", "node")] == CRITICAL
+    assert {v for (n, _), v in verdicts.items() if n != "nodeC"} == {OK}
+    (pair,) = [f for f in findings if (f.node, f.check) == ("nodeC", "pair")]
+    assert pair.fleet_gbps == pytest.approx(0.05, rel=0.06) and pair.p_value < 0.05
+
+
+def test_a_node_a_third_below_is_a_warn_only() -> None:
+    verdicts = _verdicts(against_fleet(samples_of(_doc({4: 0.62}))))
+    assert verdicts[("nodeE", "node")] == WARN and verdicts[("nodeE", "pair")] == WARN
+
+
+def test_one_slow_pass_names_nothing() -> None:
+    doc = _doc({})
+    for s in doc["samples"]:
+        if s["check"] == "node" and s["where"] == [1] and s["pass_index"] == 0:
+            s["busbw_gbps"] /= 10
+    assert set(_verdicts(against_fleet(samples_of(doc))).values()) == {OK}
+
+
+def _run(tmp_path: Path, index: int, scale: float, nics: str = "virtual 0.4 Gb/s") -> Path:
+    run = tmp_path / f"run{index}"
+    run.mkdir()
+    meta = {
+        "schema_version": 1,
+        "machine": {"cpu_model": "x", "torch": "2"},
+        "hardware": {
+            n: {
+                "interface": "eth0",
+                "nics": [
+                    {"name": "eth0", "kind": nics.split()[0], "rate_gbit_s": float(nics.split()[1])}
+                ],
+            }
+            for n in NAMES
+        },
+    }
+    (run / "meta.json").write_text(json.dumps(meta))
+    rows = [
+        {
+            "node": n,
+            "check": "pair",
+            "size_bytes": 1 << 20,
+            "verdict": OK,
+            "busbw_gbps": 0.05 * scale * (1 + 0.02 * i),
+        }
+        for i, n in enumerate(NAMES)
+    ]
+    (run / "health.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_learn_floors_states_rates_and_version(tmp_path: Path) -> None:
+    runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
+    out = tmp_path / "floors.json"
+    assert floor_files.learn(runs, str(out)) == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == floor_files.SCHEMA_VERSION
+    assert doc["fingerprint"]["nics"] == ["virtual 0.4 Gb/s"] and doc["fingerprint"]["nodes"] == 6
+    (floor,) = doc["floors"]
+    assert floor["critical_gbps"] < floor["warn_gbps"] < floor["typical_gbps"]
+    assert (floor["warn_rate"], floor["critical_rate"]) == (0.01, 0.001)
+    assert 0 < floor["warn_sees_pct"] < floor["critical_sees_pct"] < 100
+    floors, _ = floor_files.load(str(out))
+    findings = against_floors(samples_of(_doc({2: 1 / 3})), floors)
+    verdicts = _verdicts(findings)
+    assert verdicts[("nodeC", "pair")] == CRITICAL and verdicts[("nodeA", "pair")] == OK
+    assert all(f.floor_gbps for f in findings if f.check == "pair")
+
+
+def test_learn_refuses_too_few_runs_and_mixed_hardware(tmp_path: Path) -> None:
+    runs = [str(_run(tmp_path, i, 1.0)) for i in range(9)]
+    with pytest.raises(UsageError, match="at least 10 healthy runs"):
+        floor_files.learn(runs, str(tmp_path / "f.json"))
+    runs.append(str(_run(tmp_path, 9, 1.0, nics="virtual 10 Gb/s")))
+    with pytest.raises(UsageError, match="other hardware"):
+        floor_files.learn(runs, str(tmp_path / "f.json"))
+
+
+def test_floors_of_a_newer_schema_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "floors.json"
+    path.write_text(json.dumps({"kind": floor_files.KIND, "schema_version": 99, "floors": []}))
+    with pytest.raises(UsageError, match="schema_version 99"):
+        floor_files.load(str(path))
+    path.write_text("{}")
+    with pytest.raises(UsageError, match="not a floors file"):
+        floor_files.load(str(path))
+
+
+def test_prom_and_table(tmp_path: Path) -> None:
+    findings = against_fleet(samples_of(_doc({2: 1 / 3})))
+    write_prom(tmp_path / "health.prom", findings, "r1")
+    prom = (tmp_path / "health.prom").read_text()
+    assert 'colbench_health_verdict{node="nodeC",check="pair",size_bytes="1048576"} 2' in prom
+    assert "# TYPE colbench_health_busbw_gbps gauge" in prom
+    lines = table(findings).splitlines()
+    assert lines[0].split() == [
+        "node",
+        "check",
+        "size_bytes",
+        "busbw_gbps",
+        "fleet_gbps",
+        "floor_gbps",
+        "verdict",
+    ]
+    assert any(line.startswith("nodeC") and line.endswith("CRITICAL") for line in lines)
+
+
+def test_levels_say_their_time() -> None:
+    quick, standard, long = (estimate_s(LEVELS[n], 16, 8) for n in ("quick", "standard", "long"))
+    # About 1, 5 and 15 minutes at 16 nodes.
+    assert 20 < quick < 90 and 180 < standard < 420 and 600 < long < 1200
+    assert steps(LEVELS["quick"], 6, 1)["intra"] == 0
+
+
+def test_node_names_follow_the_launcher() -> None:
+    assert node_name({"SLURMD_NODENAME": "gpu17", "NODE_NAME": "k8s-3"}) == "gpu17"
+    assert node_name({"NODE_NAME": "k8s-3"}) == "k8s-3"
+    assert node_name({}) != ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--level", "forever"], "bad --level 'forever'"),
+        (["learn"], "at least 10 healthy runs"),
+        (["check"], "health takes no argument 'check'"),
+        (["--floors", "/nonexistent/floors.json"], "cannot read floors file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "colbench", "health", *argv, "--out", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("colbench: error: ") and proc.stderr.count("\n") == 1
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_rank_the_others_wait_for_is_a_warn_of_its_node() -> None:
+    doc = _doc({})
+    for p in range(4):
+        for r in range(6):
+            # Rank 3 arrives last at every call's barrier: it waits least, the others 5 ms.
+            waits = [50.0 if r == 3 else 5000.0 + 10 * r] * 4
+            doc["samples"].append({"check": "world", "size_bytes": 4 << 20, "where": [r],
+                                   "pass_index": p, "busbw_gbps": 0.04, "waits_us": waits,
+                                   "times_us": [20000.0] * 4})  # fmt: skip
+    findings = against_fleet(samples_of(doc))
+    late = [f for f in findings if f.check == "world_straggler"]
+    assert [(f.node, f.verdict, f.rank) for f in late] == [("nodeD", WARN, 3)]
+    assert "in 16 of 16 calls" in late[0].evidence
+    (fleet,) = [f for f in findings if f.check == "world"]
+    assert fleet.node == "fleet" and fleet.busbw_gbps == pytest.approx(0.04)
+
+
+def test_nodes_that_share_a_name_are_told_apart() -> None:
+    from colbench.health.task import names_of
+    from colbench.p2p.task import Member
+
+    members = [Member("d", r, 1, node, "vm", "cpu") for r, node in enumerate("aabc")]
+    assert names_of(members) == ["vm#0", "vm#0", "vm#1", "vm#2"]
+
+
+def test_report_against_floors_of_other_hardware_warns_and_drains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from colbench.health.config import HealthConfig
+    from colbench.health.report import report
+
+    runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
+    floor_files.learn(runs, str(tmp_path / "floors.json"))
+    run = _run(tmp_path, 10, 1.0, nics="virtual 10 Gb/s")
+    (run / "health.samples.json").write_text(json.dumps(_doc({2: 1 / 3})))
+    drain = tmp_path / "drain.txt"
+    cfg = HealthConfig(floors_path=str(tmp_path / "floors.json"), drain_list=str(drain))
+    assert report(run, cfg) == 1
+    err = capsys.readouterr().err
+    assert "was learned on nics virtual 0.4 Gb/s, this run has virtual 10.0 Gb/s" in err
+    assert drain.read_text() == "nodeC\n"
+    rows = [json.loads(line) for line in (run / "health.jsonl").read_text().splitlines()]
+    (slow,) = [r for r in rows if (r["node"], r["check"]) == ("nodeC", "pair")]
+    assert slow["verdict"] == CRITICAL and slow["judged_by"].startswith("floors ")
+    assert slow["floor_gbps"] < 0.05 and "false alarms 0.001" in slow["evidence"]
