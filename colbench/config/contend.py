@@ -68,7 +68,9 @@ def parse_contend(text: str) -> LoadSpec:
         except UsageError as exc:
             raise UsageError(f"bad --contend {text!r}: {exc}") from None
         except ValueError:  # several of them
-            raise UsageError(f"bad --contend {text!r}: one dtype, e.g. gemm:1024:bfloat16") from None
+            raise UsageError(
+                f"bad --contend {text!r}: one dtype, e.g. gemm:1024:bfloat16"
+            ) from None
         dtype = found.name
     kind = parts[0].lower()
     if kind == GEMM:
@@ -99,4 +101,3 @@ def parse_contend(text: str) -> LoadSpec:
     if size_bytes < 1:
         raise UsageError(f"bad --contend {text!r}: the size must be at least 1 byte")
     return LoadSpec(coll.name, dtype, size_bytes=size_bytes)
-

@@ -153,9 +153,7 @@ def expand(
     ]
     pythons: Sequence[tuple[str, str] | None] = tuple(interpreters) or (None,)
     loads: Sequence[str | None] = (None,) if contend is None else (CONTEND_NONE, contend)
-    return tuple(
-        Variant(env, python, load) for env in envs for python in pythons for load in loads
-    )
+    return tuple(Variant(env, python, load) for env in envs for python in pythons for load in loads)
 
 
 def ignored_by_backend(axes: Sequence[Axis], backend: str) -> list[str]:

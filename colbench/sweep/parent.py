@@ -93,6 +93,8 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
             code = _sweep_variants(cfg, backend, world_size, run_dir, variants, choices)
     if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
         _write_plots(run_dir)
+    if cfg.measure.contend is not None and cfg.output.table and code == ExitCode.OK:
+        _print_contend_summary(run_dir, variants, cfg.measure.contend.unit)
     return code
 
 
@@ -146,6 +148,18 @@ def _sweep_variants(
         file=sys.stderr,
     )
     return int(worst)
+
+
+def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: str) -> None:
+    """Each row alone and under load, after the tables (colbench.analysis.contend)."""
+    from colbench.analysis.contend import summary_lines
+    from colbench.store.results import load
+
+    unloaded = {(v.env, v.interpreter): v.name for v in variants if not v.loaded}
+    pairs = [(unloaded[(v.env, v.interpreter)], v.name) for v in variants if v.loaded]
+    for line in summary_lines(load(run_dir), pairs, unit, str(run_dir)):
+        print(line)
+    sys.stdout.flush()
 
 
 def _write_plots(run_dir: Path) -> None:

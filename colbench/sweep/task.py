@@ -144,9 +144,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     load = None
     if task.load is not None:
         in_flight.step("starting the --contend load")
-        load = make_load(
-            task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s
-        )
+        load = make_load(task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s)
     turns = None
     if job.turns is not None:
         turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
