@@ -3,11 +3,11 @@
 On this machine's unshaped loopback gloo's time is the CPU's: a rank's collective waits
 for its threads to be scheduled. A GEMM thread per rank takes those CPUs (2 ranks, 2
 matmul threads, 2 cores), so every call waits behind a matmul: the collective slows
-several-fold (+100% to +400% here, see benchmarks/contend_gloo.py), far beyond the
-5-45% gloo varies within a run. Yet one pair of batches (A's and B's same size and
-repeat) can still go either way when another job takes the CPU from A's turn: so the
-test asks only what 40 pairs show together, the gate's pooled row: B more than
-:data:`LIMIT_PCT` slower than A.
+several-fold (x1.7 to x5.5, the median of a run, in 10 runs of benchmarks/contend_gloo.py),
+far beyond the 5-45% gloo varies within a run. Yet one pair of batches (A's and B's same
+size and repeat) in five still goes the wrong way when another job takes the CPU from A's
+turn: so the test asks only what 40 pairs show together, the gate's pooled row: B more
+than :data:`LIMIT_PCT` slower than A.
 """
 
 from __future__ import annotations
