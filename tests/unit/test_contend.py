@@ -186,3 +186,24 @@ def test_a_failing_load_fails_the_rank_that_stops_it() -> None:
     broken = Broken(LoadSpec("gemm", n=1), SideStream(torch.device("cpu")))
     with pytest.raises(RuntimeError, match="fell off the bus"):
         broken.alone(0.0)
+
+
+def test_a_loaded_world_takes_its_unloaded_twins_nccl_probe(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from colbench.sweep import probe
+
+    probed: list[str] = []
+
+    def run_probe(cfg: Any, world_size: int, run_dir: Any, variant: Any, index: int) -> Any:
+        probed.append(variant.name if variant else "")
+        return probe.Probed({("AllReduce", 1024): ("Ring", "LL")}, f"probe {index}")
+
+    monkeypatch.setattr(probe, "run_probe", run_probe)
+    cfg = SweepConfig.of(sizes_bytes=(1024,), backend="nccl")
+    variants = expand((("NCCL_ALGO", ("Ring", "Tree")),), (), "gemm:8:float32")
+    found = probe.probe_variants(cfg, "nccl", 2, tmp_path, variants)
+    # One probe world per environment: the load does not change what NCCL chooses.
+    assert probed == ["NCCL_ALGO=Ring,contend=none", "NCCL_ALGO=Tree,contend=none"]
+    assert found["NCCL_ALGO=Tree,contend=gemm:8:float32"].note == "probe 2"
+    assert list(found) == [v.name for v in variants]
