@@ -14,11 +14,16 @@ and only the second world runs the load, during its own turns.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from colbench import ops
 from colbench.config.sizes import format_size, parse_size
 from colbench.errors import UsageError
 from colbench.ops.dtypes import DTYPES, parse_dtypes
+
+if TYPE_CHECKING:
+    from colbench.config.model import MeasureConfig
+    from colbench.ops.base import Collective
 
 #: A GEMM's kind; any other kind is a collective's name.
 GEMM = "gemm"
@@ -101,3 +106,23 @@ def parse_contend(text: str) -> LoadSpec:
     if size_bytes < 1:
         raise UsageError(f"bad --contend {text!r}: the size must be at least 1 byte")
     return LoadSpec(coll.name, dtype, size_bytes=size_bytes)
+
+
+def load_collective(spec: LoadSpec, measure: MeasureConfig) -> Collective:
+    """A collective load's op, configured as the sweep's own ops are."""
+    return ops.get(spec.kind).configured(measure)
+
+
+def check_load(spec: LoadSpec, measure: MeasureConfig, world_size: int, backend: str) -> None:
+    """Refuse, before any rank starts, a collective load that cannot run in this world."""
+    if spec.is_gemm:
+        return
+    coll = load_collective(spec, measure)
+    why = coll.unsupported(world_size, backend)
+    if why:
+        raise UsageError(f"--contend {spec.label}: {why}")
+    if coll.layout(spec.size_bytes, DTYPES[spec.dtype].elem_bytes, world_size).count == 0:
+        raise UsageError(
+            f"--contend {spec.label}: at {world_size} ranks the size leaves less than one "
+            "16-byte chunk per rank; use a larger size"
+        )

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from colbench import ops as ops_registry
-from colbench.config.contend import LoadSpec
+from colbench.config.contend import LoadSpec, check_load
 from colbench.config.option_table import config_values
 from colbench.config.options import (
     DEFAULT_INIT_TIMEOUT_S,
@@ -394,6 +394,8 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     With ``--group-size`` every collective runs in groups of that size, so the group
     size is what ops and roots are checked against.
     """
+    if cfg.measure.contend is not None:
+        check_load(cfg.measure.contend, cfg.measure, world_size, backend)
     what = "world"
     if cfg.measure.group_size is not None:
         if world_size % cfg.measure.group_size:

@@ -23,10 +23,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from colbench import ops
-from colbench.config.contend import LoadSpec
+from colbench.config.contend import LoadSpec, load_collective
 from colbench.config.model import SweepConfig
-from colbench.errors import UsageError
 from colbench.ops.base import Collective, Context
 from colbench.ops.dtypes import DTYPES
 from colbench.run.inflight import InFlight
@@ -194,25 +192,6 @@ class CollectiveLoad(Load):
         return algbw * self.coll.busbw_factor(self.ctx.world_size)
 
 
-def load_collective(spec: LoadSpec, cfg: SweepConfig) -> Collective:
-    return ops.get(spec.kind).configured(cfg.measure)
-
-
-def check_load(spec: LoadSpec, cfg: SweepConfig, world_size: int, backend: str) -> None:
-    """Refuse, before any rank starts, a collective load that cannot run in this world."""
-    if spec.is_gemm:
-        return
-    coll = load_collective(spec, cfg)
-    why = coll.unsupported(world_size, backend)
-    if why:
-        raise UsageError(f"--contend {spec.label}: {why}")
-    if coll.layout(spec.size_bytes, DTYPES[spec.dtype].elem_bytes, world_size).count == 0:
-        raise UsageError(
-            f"--contend {spec.label}: at {world_size} ranks the size leaves less than one "
-            "16-byte chunk per rank; use a larger size"
-        )
-
-
 def make_load(
     spec: LoadSpec,
     cfg: SweepConfig,
@@ -244,7 +223,7 @@ def make_load(
             device=device,
             group=group,
         )
-        load = CollectiveLoad(spec, load_collective(spec, cfg), ctx, control)
+        load = CollectiveLoad(spec, load_collective(spec, cfg.measure), ctx, control)
     load.alone(0.0)
     return load
 

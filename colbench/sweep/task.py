@@ -36,7 +36,7 @@ from colbench.sweep import memory
 from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups, SideGroup, members, split_label, split_world
 from colbench.sweep.lead import Met, lead_run
-from colbench.sweep.load import check_load, make_load
+from colbench.sweep.load import make_load
 from colbench.sweep.plan import Work, count_units, fit_to_memory, plan, plan_digest
 from colbench.sweep.timing import make_timer
 
@@ -76,8 +76,6 @@ class SweepTask(ConfiguredTask):
     def check(self, world_size: int, backend: str) -> list[str]:
         """Validation that needs the world size; refuses a sweep that would measure nothing."""
         notes = validate_for_world(self.cfg, world_size, backend)
-        if self.cfg.measure.contend is not None:
-            check_load(self.cfg.measure.contend, self.cfg, world_size, backend)
         n = self.cfg.measure.ranks_per_group(world_size)
         if count_units(plan(self.cfg, n, backend)) == 0:
             raise UsageError(
