@@ -84,9 +84,15 @@ def test_a_second_collective_as_the_load(tmp_path: Path) -> None:
         "--contend", "all_to_all:256K", "--out", str(tmp_path / "run"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    frame = load(tmp_path / "run")
-    loaded = frame[frame["load"] == "all_to_all:256K:float32"]
-    assert len(loaded) == 2 and (frame["wrong"] == 0).all()
+    assert_collective_load_rows(tmp_path / "run", "all_to_all:256K:float32", 2)
+
+
+def assert_collective_load_rows(run: Path, label: str, rows: int) -> None:
+    """``rows`` rows ran beside the collective load ``label``, every result right, and
+    they carry its busbw alone and beside, and no GEMM rate."""
+    frame = load(run)
+    loaded = frame[frame["load"] == label]
+    assert len(loaded) == rows and (frame["wrong"] == 0).all()
     assert (loaded["load_alone_busbw_gbps"] > 0).all()
     assert (loaded["load_beside_busbw_gbps"] > 0).all()
     assert loaded["load_alone_tflops"].isna().all()

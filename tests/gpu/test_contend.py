@@ -11,6 +11,7 @@ import torch
 
 from colbench.store.results import load
 from tests.conftest import run_colbench
+from tests.dist.test_contend import assert_collective_load_rows
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 needs_one = pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
@@ -40,8 +41,4 @@ def test_a_second_nccl_communicator_as_the_load_on_emulated_ranks(tmp_path: Path
         "--contend", "all_to_all:4M", "--out", str(tmp_path / "run"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    frame = load(tmp_path / "run")
-    loaded = frame[frame["load"] == "all_to_all:4M:float32"]
-    assert len(loaded) == 2 and (frame["wrong"] == 0).all()
-    assert (loaded["load_alone_busbw_gbps"] > 0).all()
-    assert (loaded["load_beside_busbw_gbps"] > 0).all()
+    assert_collective_load_rows(tmp_path / "run", "all_to_all:4M:float32", 2)
