@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 from colbench import ops as ops_registry
+from colbench.config.contend import LoadSpec, check_load
 from colbench.config.option_table import config_values
 from colbench.config.options import (
     DEFAULT_INIT_TIMEOUT_S,
@@ -88,6 +89,9 @@ class MeasureConfig:
     """NCCL: capture the timed batch in a CUDA graph and replay it (nccl-tests' -G)."""
     repeat: int = 1
     """Times the whole plan is measured, one sample per row each time (rows' ``repeat``)."""
+    contend: LoadSpec | None = None
+    """``--contend``: the load one of two interleaved variants runs beside the measured
+    collective (colbench.config.contend); None: no load, no such variants."""
 
 
 @dataclass(frozen=True)
@@ -423,6 +427,8 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     With ``--group-size`` every collective runs in groups of that size, so the group
     size is what ops and roots are checked against.
     """
+    if cfg.measure.contend is not None:
+        check_load(cfg.measure.contend, cfg.measure, world_size, backend)
     what = "world"
     if cfg.measure.group_size is not None:
         if world_size % cfg.measure.group_size:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from colbench import ops
 from colbench.config import option_table
+from colbench.config.contend import parse_contend
 from colbench.config.option_table import Option, option, rows_of
 from colbench.config.sizes import parse_size, parse_sizes
 from colbench.config.variants import parse_axes, parse_interpreters
@@ -387,6 +388,16 @@ class SweepOptions:
         "small-message latency without torch's per-call launch cost.",
         concern="measure",
         nccl_tests="-G",
+    )
+    contend: str | None = option(
+        None,
+        "--contend",
+        help="Measure beside a load, as two interleaved variants (contend=none and "
+        "contend=LOAD): gemm:N[:DTYPE], an N x N matmul loop (a second CUDA stream; a "
+        "thread per CPU rank), or OP:SIZE[:DTYPE], a second collective looping on its own "
+        "process group, e.g. all_to_all:1M (docs/contend.md).",
+        concern="measure",
+        convert=optional(parse_contend),
     )
     debug: bool = option(
         False,

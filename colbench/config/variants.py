@@ -20,6 +20,11 @@ from colbench.errors import UsageError
 #: POSIX-portable environment variable names.
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+#: The ``--contend`` axis in a variant's name (colbench.config.contend): ``contend=none``
+#: and ``contend=LOAD``.
+CONTEND_KEY = "contend"
+CONTEND_NONE = "none"
+
 #: One axis: a variable and the values it takes, in the order given.
 Axis = tuple[str, tuple[str, ...]]
 
@@ -31,13 +36,23 @@ class Variant:
     env: tuple[tuple[str, str], ...]
     #: ``--python`` variants: (name, interpreter path) the ranks run in; None: this one.
     interpreter: tuple[str, str] | None = None
+    #: ``--contend`` variants: the load this world runs beside the measured collective
+    #: (its label), or ``none``; None: the sweep has no --contend.
+    contend: str | None = None
 
     @property
     def name(self) -> str:
         parts = [f"{key}={value}" for key, value in self.env]
         if self.interpreter is not None:
             parts.append(f"python={self.interpreter[0]}")
+        if self.contend is not None:
+            parts.append(f"{CONTEND_KEY}={self.contend}")
         return ",".join(parts)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether this world runs the --contend load."""
+        return self.contend not in (None, CONTEND_NONE)
 
     @property
     def python(self) -> str | None:
@@ -124,17 +139,21 @@ def parse_interpreters(spec: str | None) -> tuple[tuple[str, str], ...]:
 
 
 def expand(
-    axes: Sequence[Axis], interpreters: Sequence[tuple[str, str]] = ()
+    axes: Sequence[Axis],
+    interpreters: Sequence[tuple[str, str]] = (),
+    contend: str | None = None,
 ) -> tuple[Variant, ...]:
-    """Cartesian product of the axes (first axis slowest), then of the interpreters;
-    neither -> one empty variant."""
+    """Cartesian product of the axes (first axis slowest), then of the interpreters, then
+    without and with the ``contend`` load (its label; None: no such axis); none of them
+    -> one empty variant."""
     keys = [key for key, _ in axes]
     envs = [
         tuple(zip(keys, combo, strict=True))
         for combo in itertools.product(*(values for _, values in axes))
     ]
     pythons: Sequence[tuple[str, str] | None] = tuple(interpreters) or (None,)
-    return tuple(Variant(env, python) for env in envs for python in pythons)
+    loads: Sequence[str | None] = (None,) if contend is None else (CONTEND_NONE, contend)
+    return tuple(Variant(env, python, load) for env in envs for python in pythons for load in loads)
 
 
 def ignored_by_backend(axes: Sequence[Axis], backend: str) -> list[str]:

@@ -31,7 +31,7 @@ from colbench.store.tables import column as _column
 #: so it idled between calls and time_us is the host's launch cost.
 HOST_BOUND_RATIO = 0.9
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: What each version of results.csv changed.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -66,6 +66,11 @@ SCHEMA_HISTORY: dict[int, str] = {
     "all_to_allv's size_bytes (its busiest rank's) hides. Both `split` and `splits` are key "
     "columns. Older files read as split div:group_size where groups > 1 (else empty), the "
     "other five empty.",
+    8: "collectives under load (last, `sweep --contend`): `load`, what ran beside the "
+    "measured collective (gemm:N:DTYPE or OP:SIZE:DTYPE; empty: nothing); the load's own "
+    "rate alone and beside the collective, `load_alone_tflops` and `load_beside_tflops` for "
+    "a GEMM, `load_alone_busbw_gbps` and `load_beside_busbw_gbps` for a collective. Older "
+    "files read as load empty, the rates empty.",
 }
 
 #: What makes two rows the same measurement: rows of two runs are compared only where
@@ -247,12 +252,41 @@ class Row(TableRow):
     recv_imbalance: float | None = _column(
         "all_to_allv: the most bytes one rank receives over the mean (1: balanced)", "", None
     )
+    load: str = _column(
+        "what ran beside the collective (--contend, docs/contend.md): gemm:N:DTYPE or "
+        "OP:SIZE:DTYPE; empty: nothing (the contend=none variant, or no --contend)",
+        "",
+        "",
+    )
+    load_alone_tflops: float | None = _column(
+        "a GEMM load's rate without the collective, mean rank", "TFLOP/s", None
+    )
+    load_beside_tflops: float | None = _column(
+        "a GEMM load's rate while the collective's warm-up and timed batch ran, mean rank",
+        "TFLOP/s",
+        None,
+    )
+    load_alone_busbw_gbps: float | None = _column(
+        "a collective load's busbw without the measured collective", "GB/s", None
+    )
+    load_beside_busbw_gbps: float | None = _column(
+        "a collective load's busbw while the measured collective ran", "GB/s", None
+    )
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
         """A Row from a loaded frame's record (pandas' missing values become None)."""
         return cls(**{name: _plain(record[name]) for name in COLUMNS})
 
+
+#: The --contend columns (version 8).
+LOAD_COLUMNS = (
+    "load",
+    "load_alone_tflops",
+    "load_beside_tflops",
+    "load_alone_busbw_gbps",
+    "load_beside_busbw_gbps",
+)
 
 #: The version that added each column after version 1.
 _ADDED_IN: dict[str, int] = {
@@ -279,6 +313,7 @@ _ADDED_IN: dict[str, int] = {
     "meanbw_gbps": 7,
     "send_imbalance": 7,
     "recv_imbalance": 7,
+    **dict.fromkeys(LOAD_COLUMNS, 8),
 }
 RESULTS = Table(
     "results.csv",
@@ -376,6 +411,8 @@ _FILL: dict[str, Callable[[Any], Any]] = {
     "meanbw_gbps": lambda raw: "",
     "send_imbalance": lambda raw: "",
     "recv_imbalance": lambda raw: "",
+    # Before version 8 nothing ran beside a collective.
+    **dict.fromkeys(LOAD_COLUMNS, lambda raw: ""),
 }
 
 

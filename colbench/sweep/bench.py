@@ -23,6 +23,7 @@ from colbench.run.faults import Fault
 from colbench.run.inflight import InFlight
 from colbench.store.results import STATUS_OOM, STATUS_UNSUPPORTED, Row
 from colbench.sweep.groups import Groups, SideGroup
+from colbench.sweep.load import row_cells, running
 from colbench.sweep.memory import is_out_of_memory
 from colbench.sweep.plan import Work
 from colbench.sweep.rows import make_row, unmeasured_row, warmup_calls
@@ -70,6 +71,8 @@ class RunInfo:
     #: Ranks that share the ceiling's link in an exchange (all_to_all(v) rows: the most
     #: ranks on one node of a multi-node run; 1 otherwise, or for --ceiling-gbps).
     ceiling_sharing: int = 1
+    #: The --contend load this world runs beside every collective (its label); empty: none.
+    load: str = ""
 
     @property
     def group_size(self) -> int:
@@ -147,6 +150,8 @@ class BenchContext:
     in_flight: InFlight = field(default_factory=InFlight)
     #: An interleaved variant run's turns (colbench.run.turns.Turns); None measures freely.
     turns: Any = None
+    #: The --contend load (colbench.sweep.load.Load) run beside every timed batch; None: none.
+    load: Any = None
 
     @classmethod
     def on_cpu(
@@ -304,9 +309,14 @@ class RankBench:
         # One allocation per placement for the largest size; every size is a view of it.
         usable, storages = (0, {}) if item.unsupported else self._allocate(item, ctx)
         status = STATUS_UNSUPPORTED if item.unsupported else STATUS_OOM
+        load = self.context.load
+        alone: float | None = None
         for index, (requested, layout) in enumerate(zip(item.requested, item.layouts, strict=True)):
             flight.size_bytes = layout.size_bytes
             rows = []
+            if load is not None and index < usable:
+                flight.step("the load alone")
+                alone = load.alone()
             for placement in item.placements:
                 in_place = placement == "in"
                 if index >= usable:
@@ -324,7 +334,8 @@ class RankBench:
                     )
                     continue
                 sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
-                times, iters, enqueue_us, ranks = self._time(coll, sets, ctx)
+                with running(load, flight) as beside:
+                    times, iters, enqueue_us, ranks = self._time(coll, sets, ctx)
                 wrong = (
                     self._verify(coll, sets[0], ctx)
                     if self.context.cfg.measure.check and coll.sized
@@ -344,6 +355,7 @@ class RankBench:
                         repeat=repeat,
                         enqueue_us=enqueue_us,
                         ranks=ranks,
+                        load_cells=self._load_cells(alone, beside.rate),
                     )
                 )
                 if self.sink is not None and self.context.cfg.output.per_rank:
@@ -352,6 +364,13 @@ class RankBench:
         flight.op, flight.dtype, flight.size_bytes = "", "", None
         flight.phase = f"the pause after {coll.name}"
         del storages
+
+    def _load_cells(self, alone: float | None, beside: float | None) -> dict[str, Any]:
+        """The rows' load columns: every rank's rates gathered over the side group."""
+        load = self.context.load
+        if load is None or alone is None or beside is None:
+            return row_cells(None, None)
+        return row_cells(load.spec, self.side.gather_floats([alone, beside]))
 
     def _time(
         self, coll: Collective, sets: Sequence[Buffers], ctx: Context

@@ -29,7 +29,7 @@ from colbench.run.outcome import finish_meta, kept_line, record_nccl_log, rows_k
 from colbench.store.rundir import RunDir
 from colbench.sweep import memory
 from colbench.sweep.plan import plan
-from colbench.sweep.task import Choices, SweepTask
+from colbench.sweep.task import Choices, SweepTask, variant_load
 
 
 def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) -> str | None:
@@ -171,7 +171,8 @@ def _start(
     # Started one after the other, so each inherits only its own variant's variables.
     with environment(dict(variant.env)):
         return spawn.fork_world(
-            SweepTask(cfg, nccl_choices), backend, world_size, sub, variant,
+            SweepTask(cfg, nccl_choices, load=variant_load(cfg, variant)), backend, world_size,
+            sub, variant,
             turns=spec, results_dir=str(run_dir.resolve()), run_id=run_dir.name,
         )  # fmt: skip
 

@@ -21,13 +21,18 @@ from colbench.run.start import start
 from colbench.store.rundir import RunDir
 from colbench.sweep.interleave import memory_note, run_interleaved
 from colbench.sweep.probe import Choices, probe_variants
-from colbench.sweep.task import SweepTask
+from colbench.sweep.task import SweepTask, variant_load
 
 
 def run_sweep(cfg: SweepConfig) -> int:
     """Run a sweep to completion; returns the process exit code."""
-    variants = expand(cfg.launch.env_axes, cfg.launch.interpreters)
+    variants = variants_of(cfg)
     launch_env = detect()
+    if launch_env is not None and cfg.measure.contend is not None:
+        raise UsageError(
+            f"--contend measures with and without the load in two worlds of fresh ranks, "
+            f"which colbench can start only itself, not under {launch_env.launcher}"
+        )
     if launch_env is not None and (cfg.launch.env_axes or cfg.launch.interpreters):
         raise UsageError(
             f"--env variants need fresh ranks per variant (--python ones too), which "
@@ -42,13 +47,21 @@ def run_sweep(cfg: SweepConfig) -> int:
     )
 
 
+def variants_of(cfg: SweepConfig) -> tuple[Variant, ...]:
+    """The sweep's variants: --env axes x --python interpreters x without/with --contend."""
+    contend = cfg.measure.contend
+    return expand(
+        cfg.launch.env_axes, cfg.launch.interpreters, None if contend is None else contend.label
+    )
+
+
 def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
     """Run every variant in freshly spawned ranks; all rows go to one results.csv.
 
     On NCCL each variant's probe world runs first and records NCCL's choice per call
     (colbench.sweep.probe), which that variant's rows carry.
     """
-    variants = expand(cfg.launch.env_axes, cfg.launch.interpreters)
+    variants = variants_of(cfg)
     probed = probe_variants(cfg, backend, world_size, run_dir, variants)
     failed = next((p for p in probed.values() if p.exit_code != ExitCode.OK), None)
     if failed is not None:
@@ -80,6 +93,8 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
             code = _sweep_variants(cfg, backend, world_size, run_dir, variants, choices)
     if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
         _write_plots(run_dir)
+    if cfg.measure.contend is not None and cfg.output.table and code == ExitCode.OK:
+        _print_contend_summary(run_dir, variants, cfg.measure.contend.unit)
     return code
 
 
@@ -97,7 +112,7 @@ def _sweep_variants(
         print(f"colbench: variant {index}/{len(variants)}: {variant.name}", file=sys.stderr)
         # Spawned ranks inherit the parent's environment at start, before any process group.
         with environment(dict(variant.env)):
-            task = SweepTask(cfg, choices.get(variant.name, {}))
+            task = SweepTask(cfg, choices.get(variant.name, {}), load=variant_load(cfg, variant))
             code = spawn_and_wait(task, backend, world_size, run_dir, variant)
         try:
             meta = RunDir(run_dir).read_meta()
@@ -133,6 +148,18 @@ def _sweep_variants(
         file=sys.stderr,
     )
     return int(worst)
+
+
+def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: str) -> None:
+    """Each row alone and under load, after the tables (colbench.analysis.contend)."""
+    from colbench.analysis.contend import summary_lines
+    from colbench.store.results import load
+
+    unloaded = {(v.env, v.interpreter): v.name for v in variants if not v.loaded}
+    pairs = [(unloaded[(v.env, v.interpreter)], v.name) for v in variants if v.loaded]
+    for line in summary_lines(load(run_dir), pairs, unit, str(run_dir)):
+        print(line)
+    sys.stdout.flush()
 
 
 def _write_plots(run_dir: Path) -> None:

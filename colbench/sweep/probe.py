@@ -16,6 +16,7 @@ so the probe's answer is the measured world's.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections import Counter
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colbench.config.model import SweepConfig
-from colbench.config.variants import Variant, environment
+from colbench.config.variants import CONTEND_NONE, Variant, environment
 from colbench.errors import ExitCode
 from colbench.nccl import log as nccl_log
 from colbench.nccl.algo import CommFacts, check_table
@@ -131,6 +132,12 @@ def probe_variants(
         return {}
     found: dict[str, Probed] = {}
     for index, variant in enumerate(variants):
+        # NCCL's choice for a call does not depend on what else runs: a --contend world
+        # takes its unloaded twin's.
+        twin = dataclasses.replace(variant, contend=CONTEND_NONE).name
+        if variant.loaded and twin in found:
+            found[variant.name] = found[twin]
+            continue
         probed = run_probe(cfg, world_size, run_dir, variant if variant.env else None, index)
         found[variant.name] = probed
         if probed.exit_code != ExitCode.OK:

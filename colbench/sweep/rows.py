@@ -49,12 +49,14 @@ def make_row(
     repeat: int = 0,
     enqueue_us: float | None = None,
     ranks: RankTimes | None = None,
+    load_cells: Mapping[str, Any] | None = None,
 ) -> Row:
     """One row of a measurement; bandwidth is computed only here, from the combined time.
 
     ``iters`` is the number of timed calls when it differs from ``cfg.measure.iters``
     (``--time-budget`` picks it per size; a CUDA graph is replayed several times).
-    ``times`` values are None for a row without a measurement.
+    ``times`` values are None for a row without a measurement. ``load_cells``: the
+    --contend load's rates (colbench.sweep.load.row_cells); none without a load.
     """
     coll = work.coll
     time_us = times["time_us"]
@@ -112,6 +114,8 @@ def make_row(
         ),
         send_imbalance=layout.send_imbalance,
         recv_imbalance=layout.recv_imbalance,
+        load=info.load,
+        **(load_cells or {}),
     )
 
 

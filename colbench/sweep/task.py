@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from colbench import __version__, launch
+from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig, validate_for_world
+from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
 from colbench.hardware.ceiling import group_ceiling
@@ -34,6 +36,7 @@ from colbench.sweep import memory
 from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups, SideGroup, members, split_label, split_world
 from colbench.sweep.lead import Met, lead_run
+from colbench.sweep.load import make_load
 from colbench.sweep.plan import Work, count_units, fit_to_memory, plan, plan_digest
 from colbench.sweep.timing import make_timer
 
@@ -58,6 +61,9 @@ class SweepTask(ConfiguredTask):
     nccl_choices: Choices = field(default_factory=dict)
     worlds: int = 1
     quiet: bool = False
+    #: The --contend load this world runs beside every timed batch (colbench.sweep.load);
+    #: None in the ``contend=none`` world and without --contend.
+    load: LoadSpec | None = None
 
     @property
     def label(self) -> str:
@@ -83,6 +89,11 @@ class SweepTask(ConfiguredTask):
 
     def report(self, run_dir: Path) -> int:
         return int(ExitCode.OK) if self.quiet else report_done(run_dir)
+
+
+def variant_load(cfg: SweepConfig, variant: Variant) -> LoadSpec | None:
+    """The load a variant's world runs: --contend's in its ``contend=LOAD`` world."""
+    return cfg.measure.contend if variant.loaded else None
 
 
 def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
@@ -125,9 +136,14 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         ceiling_gbps=ceiling_gbps,
         ceiling_source=ceiling_source,
         ceiling_sharing=sharing,
+        load=task.load.label if task.load is not None else "",
     )
     worlds = job.turns.worlds if job.turns is not None else 1
     work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
+    load = None
+    if task.load is not None:
+        in_flight.step("starting the --contend load")
+        load = make_load(task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s)
     turns = None
     if job.turns is not None:
         turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
@@ -142,6 +158,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         groups=Groups(side, subgroup),
         in_flight=in_flight,
         turns=turns,
+        load=load,
     )
     if rank != 0 or job.run_dir is None:
         RankBench(context).run(work)

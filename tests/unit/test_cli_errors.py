@@ -121,6 +121,26 @@ BAD = [
         ],
         "6 experts do not split evenly over 4 ranks",
     ),
+    # Issue 25 part 3: --contend LOAD.
+    ("contend gemm not a number", ["sweep", "--contend", "gemm:abc"], "bad --contend 'gemm:abc'"),
+    ("contend gemm 0", ["sweep", "--contend", "gemm:0"], "whole number from 1 to 65536"),
+    ("contend gemm on ints", ["sweep", "--contend", "gemm:64:int32"], "floating-point"),
+    ("contend unknown op", ["sweep", "--contend", "all_scream:1M"], "neither gemm nor"),
+    ("contend barrier", ["sweep", "--contend", "barrier:1K"], "barrier moves no data"),
+    ("contend bad size", ["sweep", "--contend", "all_to_all:1Q"], "bad size '1Q'"),
+    ("contend no amount", ["sweep", "--contend", "gemm"], "use gemm:N[:DTYPE]"),
+    ("contend two dtypes", ["sweep", "--contend", "gemm:8:float32,bfloat16"], "one dtype"),
+    ("contend bad dtype", ["sweep", "--contend", "gemm:8:float128"], "unknown dtype"),
+    (
+        "contend chunk below 16 bytes",
+        ["sweep", "--contend", "all_to_all:32", "--backend", "gloo", "--nprocs", "4"],
+        "--contend all_to_all:32:float32: at 4 ranks the size leaves less than one 16-byte",
+    ),
+    (
+        "contend with crosscheck",
+        ["crosscheck", "--contend", "gemm:64", "--backend", "gloo"],
+        "crosscheck cannot use --contend",
+    ),
     # Issue 22: accepted silently before; each error quotes what was typed.
     ("empty item in a size list", ["sweep", "--sizes", "1K,,2K"], "bad size list '1K,,2K'"),
     ("negative size", ["sweep", "--sizes", "-1"], "bad size range '-1'"),

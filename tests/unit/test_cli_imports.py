@@ -25,6 +25,7 @@ NEEDS_THE_WORLD = {
     "sendrecv alone in a world of one",
     "mod split beside the world",
     "experts that do not split over the ranks",
+    "contend chunk below 16 bytes",
 }
 
 COMMANDS = sorted(getattr(typer.main.get_command(app), "commands", {}))

@@ -33,6 +33,7 @@ SAMPLES: dict[str, Any] = {
     "env": {"NCCL_ALGO": ["Ring", "Tree"]},
     "python": "main=/usr/bin/python3,pr=/usr/bin/python3",
     "ceiling_gbps": 12.5,
+    "contend": "all_to_all:1M",
 }
 
 

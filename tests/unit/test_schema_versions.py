@@ -24,6 +24,7 @@ from colbench.errors import UsageError
 from colbench.store.results import (
     COLUMNS,
     HOST_BOUND_RATIO,
+    LOAD_COLUMNS,
     SCHEMA_VERSION,
     RowWriter,
     load,
@@ -113,12 +114,15 @@ def test_every_column_since_version_1_says_how_old_files_read() -> None:
     v5 = {"fabric", "ranks_per_gpu", "nccl_algo", "nccl_proto"}
     v6 = {"ceiling_gbps", "pct_of_ceiling"}
     v7 = {"split", "splits", "mean_bytes", "meanbw_gbps", "send_imbalance", "recv_imbalance"}
+    v8 = {"load", "load_alone_tflops", "load_beside_tflops", "load_alone_busbw_gbps",
+          "load_beside_busbw_gbps"}  # fmt: skip
     assert may_lack(2) == {"group_size", "groups", "aggbw_gbps", "repeat", "enqueue_us",
-                           "host_bound", *v4, *v5, *v6, *v7}  # fmt: skip
-    assert may_lack(3) == v4 | v5 | v6 | v7
-    assert may_lack(4) == v5 | v6 | v7
-    assert may_lack(5) == v6 | v7
-    assert may_lack(6) == v7
+                           "host_bound", *v4, *v5, *v6, *v7, *v8}  # fmt: skip
+    assert may_lack(3) == v4 | v5 | v6 | v7 | v8
+    assert may_lack(4) == v5 | v6 | v7 | v8
+    assert may_lack(5) == v6 | v7 | v8
+    assert may_lack(6) == v7 | v8
+    assert may_lack(7) == v8
     assert may_lack(SCHEMA_VERSION) == frozenset()
 
 
@@ -212,7 +216,7 @@ def test_rows_of_several_versions_in_one_file(tmp_path: Path) -> None:
     with v2.open("a", encoding="utf-8") as f:
         f.write(",".join([str(SCHEMA_VERSION), *lines[2].split(",")[1 : len(V2_COLUMNS)]]) + "\n")
     lacking = (
-        rf"lacks 18 column\(s\) of schema version {SCHEMA_VERSION} "
+        rf"lacks 23 column\(s\) of schema version {SCHEMA_VERSION} "
         r"\(enqueue_us, host_bound, slowest_rank,"
     )
     with pytest.raises(UsageError, match=lacking):
@@ -313,3 +317,14 @@ def test_version_5_reads_with_empty_ceilings(tmp_path: Path) -> None:
     assert list(frame.columns) == list(COLUMNS)
     assert frame["ceiling_gbps"].isna().all() and frame["pct_of_ceiling"].isna().all()
     assert frame["busbw_gbps"].tolist() == [float(r["busbw_gbps"]) for r in rows]
+
+
+def test_version_7_reads_as_nothing_beside_the_collective(tmp_path: Path) -> None:
+    rows = smoke_rows()[:4]
+    v7_columns = [c for c in COLUMNS if c not in LOAD_COLUMNS]
+    frame = load(write_old(tmp_path / "v7.csv", v7_columns, 7, rows))
+    assert list(frame.columns) == list(COLUMNS)
+    assert frame["load"].tolist() == [""] * 4
+    for column in LOAD_COLUMNS[1:]:
+        assert frame[column].isna().all()
+    assert frame["time_us"].tolist() == [float(r["time_us"]) for r in rows]

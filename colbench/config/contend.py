@@ -1,0 +1,128 @@
+"""``--contend LOAD``: what runs beside the measured collective ([contend.md](../docs/contend.md)).
+
+Two kinds of load, both parsed into one frozen :class:`LoadSpec`:
+
+- ``gemm:N[:DTYPE]``: an N x N matrix product in a loop (a second CUDA stream on a GPU,
+  a thread of its own in each CPU rank); its throughput is in TFLOP/s (2 N^3 per product).
+- ``OP:SIZE[:DTYPE]``: a second collective (any sized op colbench measures) looping on a
+  process group of its own over the same ranks; its throughput is its busbw.
+
+The sweep then runs as two interleaved variants, ``contend=none`` and ``contend=LABEL``,
+and only the second world runs the load, during its own turns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from colbench import ops
+from colbench.config.sizes import format_size, parse_size
+from colbench.errors import UsageError
+from colbench.ops.dtypes import DTYPES, parse_dtypes
+
+if TYPE_CHECKING:
+    from colbench.config.model import MeasureConfig
+    from colbench.ops.base import Collective
+
+#: A GEMM's kind; any other kind is a collective's name.
+GEMM = "gemm"
+#: Above this a matrix (three of them per rank) is surely a typo: 3 x 64K^2 x 8 B = 96 GiB.
+MAX_GEMM_N = 65536
+_USAGE = (
+    "use gemm:N[:DTYPE] (an N x N matmul loop, e.g. gemm:1024 or gemm:4096:bfloat16) or "
+    "OP:SIZE[:DTYPE] (a second collective looping, e.g. all_to_all:1M)"
+)
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """One load: a GEMM of ``n`` x ``n`` or the collective ``kind`` of ``size_bytes``."""
+
+    kind: str
+    dtype: str = "float32"
+    #: The GEMM's side (0 for a collective).
+    n: int = 0
+    #: The collective's requested size, as --sizes reads it (0 for a GEMM).
+    size_bytes: int = 0
+
+    @property
+    def is_gemm(self) -> bool:
+        return self.kind == GEMM
+
+    @property
+    def label(self) -> str:
+        """The canonical spelling: rows' ``load`` column and the variant's name carry it."""
+        amount = str(self.n) if self.is_gemm else format_size(self.size_bytes)
+        return f"{self.kind}:{amount}:{self.dtype}"
+
+    @property
+    def unit(self) -> str:
+        return "TFLOP/s" if self.is_gemm else "GB/s busbw"
+
+
+def parse_contend(text: str) -> LoadSpec:
+    """``--contend`` text -> :class:`LoadSpec`; a UsageError names what is wrong."""
+    parts = [p.strip() for p in text.strip().split(":")]
+    if len(parts) not in (2, 3) or not all(parts):
+        raise UsageError(f"bad --contend {text!r}: {_USAGE}")
+    dtype = "float32"
+    if len(parts) == 3:
+        try:
+            (found,) = parse_dtypes(parts[2])
+        except UsageError as exc:
+            raise UsageError(f"bad --contend {text!r}: {exc}") from None
+        except ValueError:  # several of them
+            raise UsageError(
+                f"bad --contend {text!r}: one dtype, e.g. gemm:1024:bfloat16"
+            ) from None
+        dtype = found.name
+    kind = parts[0].lower()
+    if kind == GEMM:
+        if not parts[1].isdigit() or not 1 <= int(parts[1]) <= MAX_GEMM_N:
+            raise UsageError(
+                f"bad --contend {text!r}: the GEMM's N is a whole number from 1 to "
+                f"{MAX_GEMM_N} (the matrices are N x N), got {parts[1]!r}"
+            )
+        if not DTYPES[dtype].is_float:
+            raise UsageError(
+                f"bad --contend {text!r}: a GEMM load multiplies floating-point matrices "
+                "(float32, bfloat16, float16, float64)"
+            )
+        return LoadSpec(GEMM, dtype, n=int(parts[1]))
+    try:
+        coll = ops.get(kind)
+    except UsageError:
+        raise UsageError(
+            f"bad --contend {text!r}: {parts[0]!r} is neither gemm nor a collective "
+            f"({', '.join(op.name for op in ops.REGISTRY if op.sized)}); {_USAGE}"
+        ) from None
+    if not coll.sized:
+        raise UsageError(f"bad --contend {text!r}: {coll.name} moves no data; pick a sized op")
+    try:
+        size_bytes = parse_size(parts[1])
+    except UsageError as exc:
+        raise UsageError(f"bad --contend {text!r}: {exc}") from None
+    if size_bytes < 1:
+        raise UsageError(f"bad --contend {text!r}: the size must be at least 1 byte")
+    return LoadSpec(coll.name, dtype, size_bytes=size_bytes)
+
+
+def load_collective(spec: LoadSpec, measure: MeasureConfig) -> Collective:
+    """A collective load's op, configured as the sweep's own ops are."""
+    return ops.get(spec.kind).configured(measure)
+
+
+def check_load(spec: LoadSpec, measure: MeasureConfig, world_size: int, backend: str) -> None:
+    """Refuse, before any rank starts, a collective load that cannot run in this world."""
+    if spec.is_gemm:
+        return
+    coll = load_collective(spec, measure)
+    why = coll.unsupported(world_size, backend)
+    if why:
+        raise UsageError(f"--contend {spec.label}: {why}")
+    if coll.layout(spec.size_bytes, DTYPES[spec.dtype].elem_bytes, world_size).count == 0:
+        raise UsageError(
+            f"--contend {spec.label}: at {world_size} ranks the size leaves less than one "
+            "16-byte chunk per rank; use a larger size"
+        )
