@@ -129,11 +129,6 @@ def _network_ceiling(facts: dict[str, Any], ranks: int, backend: str) -> Ceiling
     return rate / 8, f"{name}: {rate:g} Gb/s ({nic['rate_source']}), the node's total"
 
 
-#: Ops whose every rank sends its own bytes to every other: off a node they share its
-#: link, where a ring or tree's one crossing per channel does not.
-EXCHANGE_OPS = frozenset({"all_to_all", "all_to_allv"})
-
-
 def ranks_sharing(node_of_rank: list[str]) -> int:
     """The most ranks on one node, where the run spans nodes (1 on one node: there each
     GPU's own NVLink or PCIe link is the ceiling already)."""
@@ -141,9 +136,11 @@ def ranks_sharing(node_of_rank: list[str]) -> int:
     return max(per_node.values()) if len(per_node) > 1 else 1
 
 
-def for_op(ceiling_gbps: float | None, op: str, sharing: int) -> float | None:
-    """A row's ceiling: the run's, or for an exchange its share per rank of a node."""
-    if ceiling_gbps is None or op not in EXCHANGE_OPS:
+def for_op(ceiling_gbps: float | None, exchange: bool, sharing: int) -> float | None:
+    """A row's ceiling: the run's, or for an exchange (an op whose every rank sends its
+    own bytes to every other, ``Collective.exchange``: off a node they share its link,
+    where a ring or tree's one crossing per channel does not) its share per rank."""
+    if ceiling_gbps is None or not exchange:
         return ceiling_gbps
     return ceiling_gbps / sharing
 

@@ -11,6 +11,7 @@ from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost
 
 class AllGather(ChunkedCollective):
     name = "all_gather"
+    traced_names = ("allgatherbase", "allgatherintotensor", "allgathersingle")
     nccl_tests_binary = "all_gather_perf"
     summary = "every rank ends with the concatenation of every rank's chunk of b elements"
     size_rule = "size_bytes = total received bytes = b * n * element size"

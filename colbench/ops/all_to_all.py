@@ -11,6 +11,8 @@ from colbench.ops.base import Buffers, Collective, Context, Layout, per_rank_chu
 
 class AllToAll(Collective):
     name = "all_to_all"
+    traced_names = ("alltoallbase", "alltoallsingle")
+    exchange = True
     nccl_tests_binary = "alltoall_perf"
     summary = "rank r sends chunk j of its n*b elements to rank j and receives chunk r from each"
     size_rule = "size_bytes = n * b * element size (one rank's whole send buffer)"

@@ -42,6 +42,8 @@ class Segments:
 
 class AllToAllv(Collective):
     name = "all_to_allv"
+    exchange = True
+    uneven_splits = True
     summary = "rank i sends rank j cell [i][j] of a traffic matrix (--splits): uneven, MoE-shaped"
     size_rule = (
         "size_bytes = the busiest rank's bytes: the largest over ranks of max(sent, received), "

@@ -171,6 +171,17 @@ class Collective:
     #: The nccl-tests program that measures this collective (``colbench crosscheck``);
     #: empty when nccl-tests has none.
     nccl_tests_binary: ClassVar[str] = ""
+    #: Names traces give this call (torch's profiler, flight recorder, PARAM) beside the
+    #: op's own, folded as ``colbench replay`` compares them: lower case, no backend
+    #: prefix, no underscores (``_allgather_base`` -> ``allgatherbase``).
+    traced_names: ClassVar[tuple[str, ...]] = ()
+    #: Every rank sends its own bytes to every other: off a node they share its link
+    #: (colbench.hardware.ceiling), and a trace's split sizes tell its even form from
+    #: its uneven one (colbench.replay).
+    exchange: ClassVar[bool] = False
+    #: An exchange whose per-peer sizes come from a traffic matrix (--splits), not from
+    #: the size alone.
+    uneven_splits: ClassVar[bool] = False
 
     def configured(self, measure: MeasureConfig) -> Collective:
         """This op as the sweep's options shape it (all_to_allv: its --splits); most

@@ -11,6 +11,7 @@ from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost
 
 class ReduceScatter(ChunkedCollective):
     name = "reduce_scatter"
+    traced_names = ("reducescatterbase", "reducescattertensor", "reducescattersingle")
     nccl_tests_binary = "reduce_scatter_perf"
     summary = "rank r ends with chunk r (b elements) of the reduction of all ranks' n*b inputs"
     size_rule = "size_bytes = total bytes each rank sends = b * n * element size"

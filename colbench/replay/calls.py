@@ -13,20 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: Folded trace name -> colbench op. all_to_all with uneven splits becomes all_to_allv
-#: in plan.py, whatever the name.
+from colbench import ops
+
+#: Folded trace name -> colbench op: each op's own name and its ``traced_names``.
+#: all_to_all with uneven splits becomes all_to_allv in plan.py, whatever the name.
 OPS: dict[str, str] = {
-    **dict.fromkeys(("allreduce",), "all_reduce"),
-    **dict.fromkeys(
-        ("allgather", "allgatherbase", "allgatherintotensor", "allgathersingle"), "all_gather"
-    ),
-    **dict.fromkeys(
-        ("reducescatter", "reducescatterbase", "reducescattertensor", "reducescattersingle"),
-        "reduce_scatter",
-    ),
-    **dict.fromkeys(("alltoall", "alltoallbase", "alltoallsingle"), "all_to_all"),
-    **dict.fromkeys(("alltoallv",), "all_to_allv"),
-    **{name: name for name in ("broadcast", "reduce", "gather", "scatter", "barrier")},
+    folded: op.name
+    for op in ops.REGISTRY
+    for folded in (op.name.replace("_", ""), *op.traced_names)
 }
 #: Folded names that are bookkeeping, not traffic: left out of the plan.
 IGNORED = frozenset(("init", "wait", "abort", "shutdown", "processgroupinit"))
@@ -107,11 +101,13 @@ class TracedCall:
         op = OPS.get(key)
         if op is None:
             return None, "colbench has no such collective"
-        if op in ("all_to_all", "all_to_allv") and self.splits_cut:
+        if not ops.BY_NAME[op].exchange:
+            return op, ""
+        if self.splits_cut:
             return None, "the profiler cut its split sizes to the first 30 peers"
-        if op in ("all_to_all", "all_to_allv") and self.uneven():
-            return "all_to_allv", ""
-        return ("all_to_all" if op == "all_to_allv" else op), ""
+        # The splits, not the name, say which form ran: torch names both all_to_all.
+        uneven = self.uneven()
+        return next(o.name for o in ops.REGISTRY if o.exchange and o.uneven_splits == uneven), ""
 
     def uneven(self) -> bool:
         """Whether this all_to_all's splits differ between peers."""

@@ -119,7 +119,7 @@ def _key(call: TracedCall) -> Key:
         why = "dtype not recorded" if dtype is None else f"colbench does not measure {dtype}"
         return Key(call.name, None, dtype, n, why)
     size = call.size_numel(op, n) * DTYPES[dtype].elem_bytes
-    if op == "all_to_allv":
+    if ops.BY_NAME[op].uneven_splits:
         return Key(op, size, dtype, n)
     laid = ops.BY_NAME[op].layout(size, DTYPES[dtype].elem_bytes, n).size_bytes
     if laid != size:
@@ -142,7 +142,7 @@ def build(traces: list[Trace]) -> Plan:
         uneven[rank] = []
         for call in trace.calls:
             key = _key(call)
-            if key.op == "all_to_allv" and not key.reason:
+            if not key.reason and ops.BY_NAME[key.op].uneven_splits:
                 uneven[rank].append(call)
                 continue
             per_rank[key] += 1

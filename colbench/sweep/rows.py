@@ -60,7 +60,7 @@ def make_row(
     """
     coll = work.coll
     time_us = times["time_us"]
-    ceiling_gbps = for_op(info.ceiling_gbps, coll.name, info.ceiling_sharing)
+    ceiling_gbps = for_op(info.ceiling_gbps, coll.exchange, info.ceiling_sharing)
     algbw = None if time_us is None else coll.algbw_gbps(layout.size_bytes, time_us)
     busbw = None if algbw is None else algbw * coll.busbw_factor(info.group_size)
     algo, proto = nccl_choice(info, work, layout)

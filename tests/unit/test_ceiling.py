@@ -56,10 +56,9 @@ def test_across_nodes_a_collective_may_fill_the_nodes_rdma_nics(tmp_path: Path) 
     # An exchange's every rank sends its own bytes off the node: the 2 ranks share it.
     sharing = ceiling.ranks_sharing(nodes)
     assert sharing == 2 and ceiling.ranks_sharing(["n1", "n1"]) == 1
-    assert ceiling.for_op(50.0, "all_to_all", sharing) == 25.0
-    assert ceiling.for_op(50.0, "all_to_allv", sharing) == 25.0
-    assert ceiling.for_op(50.0, "all_reduce", sharing) == 50.0
-    assert ceiling.for_op(None, "all_to_all", sharing) is None
+    assert ceiling.for_op(50.0, True, sharing) == 25.0
+    assert ceiling.for_op(50.0, False, sharing) == 50.0
+    assert ceiling.for_op(None, True, sharing) is None
 
 
 def test_the_netdev_of_an_rdma_device_is_found_under_it(tmp_path: Path) -> None:
