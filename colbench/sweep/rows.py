@@ -60,19 +60,11 @@ def make_row(
     """
     coll = work.coll
     time_us = times["time_us"]
-    ceiling_gbps = for_op(info.ceiling_gbps, coll.exchange, info.ceiling_sharing)
     algbw = None if time_us is None else coll.algbw_gbps(layout.size_bytes, time_us)
     busbw = None if algbw is None else algbw * coll.busbw_factor(info.group_size)
     algo, proto = nccl_choice(info, work, layout)
     return Row(
-        run_id=info.run_id,
-        variant=info.variant,
-        backend=info.backend,
-        device=info.device_name,
-        world_size=info.world_size,
-        nnodes=info.nnodes,
-        group_size=info.group_size,
-        groups=info.groups,
+        **_run_cells(info),
         op=coll.name,
         dtype=work.dtype if coll.sized else "none",
         redop=work.redop,
@@ -98,25 +90,48 @@ def make_row(
         enqueue_us=enqueue_us,
         host_bound=host_bound(enqueue_us, time_us),
         **_skew_cells(ranks),
-        fabric=fabric(info.ranks_per_gpu),
-        ranks_per_gpu=info.ranks_per_gpu,
         nccl_algo=algo,
         nccl_proto=proto,
-        ceiling_gbps=ceiling_gbps,
-        pct_of_ceiling=percent(busbw, ceiling_gbps),
-        split=info.split,
-        splits=coll.splits_label,
-        mean_bytes=layout.mean_bytes,
-        meanbw_gbps=(
-            None
-            if time_us is None or layout.mean_bytes is None
-            else coll.algbw_gbps(layout.mean_bytes, time_us)
-        ),
-        send_imbalance=layout.send_imbalance,
-        recv_imbalance=layout.recv_imbalance,
-        load=info.load,
+        **_ceiling_cells(info, coll, busbw),
+        **_split_cells(coll, layout, time_us),
         **(load_cells or {}),
     )
+
+
+def _run_cells(info: RunInfo) -> dict[str, Any]:
+    """What every row of the run repeats."""
+    return {
+        "run_id": info.run_id,
+        "variant": info.variant,
+        "backend": info.backend,
+        "device": info.device_name,
+        "world_size": info.world_size,
+        "nnodes": info.nnodes,
+        "group_size": info.group_size,
+        "groups": info.groups,
+        "fabric": fabric(info.ranks_per_gpu),
+        "ranks_per_gpu": info.ranks_per_gpu,
+        "split": info.split,
+        "load": info.load,
+    }
+
+
+def _ceiling_cells(info: RunInfo, coll: Any, busbw: float | None) -> dict[str, Any]:
+    ceiling_gbps = for_op(info.ceiling_gbps, coll.exchange, info.ceiling_sharing)
+    return {"ceiling_gbps": ceiling_gbps, "pct_of_ceiling": percent(busbw, ceiling_gbps)}
+
+
+def _split_cells(coll: Any, layout: Layout, time_us: float | None) -> dict[str, Any]:
+    """all_to_allv's pattern and what nccl-tests' definition hides: the mean rank's bytes,
+    a bandwidth from them, the imbalance (empty for the other ops)."""
+    mean = layout.mean_bytes
+    return {
+        "splits": coll.splits_label,
+        "mean_bytes": mean,
+        "meanbw_gbps": None if time_us is None or mean is None else coll.algbw_gbps(mean, time_us),
+        "send_imbalance": layout.send_imbalance,
+        "recv_imbalance": layout.recv_imbalance,
+    }
 
 
 def nccl_choice(info: RunInfo, work: Work, layout: Layout) -> tuple[str, str]:
