@@ -36,7 +36,8 @@ def ran_lines(label: str, frame: Any) -> list[str]:
 def _verdict(ran: Counter[str], rows: int, allowed: frozenset[str] | None) -> str:
     shown = ", ".join(f"{algo} in {n}" for algo, n in ran.most_common())
     if allowed is None:
-        return f"ran {shown} of {rows} rows (NCCL's choice: no NCCL_ALGO for it)"
+        # NCCL_ALGO may still be in the ranks' environment (the shell's, not a variant's).
+        return f"ran {shown} of {rows} rows (its variant sets no NCCL_ALGO)"
     wanted = "/".join(sorted(allowed))
     good = sum(n for algo, n in ran.items() if algo in allowed)
     if good == rows:

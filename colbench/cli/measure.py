@@ -170,6 +170,12 @@ nccl-tests time per size. The directory (--out) keeps nccl-tests.log (raw), nccl
 (imported), colbench/ (the sweep), crosscheck.csv, crosscheck.txt and crosscheck.png.
 --backend gloo runs colbench's side on the CPU, to test the cross-check itself.
 
+--ranks-per-gpu K runs both sides as an emulated world of K ranks per GPU, each an NCCL
+node of its own (docs/gpu.md): colbench as `sweep --ranks-per-gpu K`, nccl-tests (built
+with MPI=1) as one process per rank under mpiexec (--mpiexec, else mpiexec or mpirun on
+PATH), each rank given the same NCCL_HOSTID, transport and GPU as colbench's. So one GPU
+cross-checks multi-rank all_reduce, ring and tree included.
+
 Several nodes: nccl-tests then needs an MPI build (make MPI=1) under mpirun and colbench
 a launcher; run both yourself with the same flags and compare them:
 
@@ -183,6 +189,7 @@ a launcher; run both yourself with the same flags and compare them:
 Examples:
   colbench crosscheck --op all_reduce -b 8 -e 1G -f 2 --nccl-tests ~/nccl-tests/build
   colbench crosscheck --op all_gather --sizes 1K-64M -n 50 --nprocs 4 -G
+  NCCL_ALGO=Tree colbench crosscheck --op all_reduce --sizes 1K-64M --ranks-per-gpu 4
 
 Exit codes: 0 ok, 1 wrong results, 2 usage error (nothing ran), 3 a tool failed,
 4 nccl-tests outran --nccl-tests-timeout (or colbench's --timeout).
@@ -191,22 +198,28 @@ Exit codes: 0 ok, 1 wrong results, 2 usage error (nothing ran), 3 a tool failed,
 
 NCCL_TESTS_HELP = "Directory holding nccl-tests' programs (or its build/); else PATH."
 NCCL_TESTS_TIMEOUT_HELP = "Seconds nccl-tests may run before it is stopped."
+MPIEXEC_HELP = (
+    'MPI launcher for nccl-tests under --ranks-per-gpu, with its flags ("mpiexec -launcher '
+    'fork"); default mpiexec or mpirun on PATH.'
+)
 
 
 @app.command(help=CROSSCHECK_HELP)
 @_with_options(
     _option("nccl_tests", str | None, None, "--nccl-tests", NCCL_TESTS_HELP),
     _option("nccl_tests_timeout", float, 3600.0, "--nccl-tests-timeout", NCCL_TESTS_TIMEOUT_HELP),
+    _option("mpiexec", str | None, None, "--mpiexec", MPIEXEC_HELP),
 )
 def crosscheck(
     ctx: typer.Context,
     nccl_tests: str | None = None,
     nccl_tests_timeout: float = 3600.0,
+    mpiexec: str | None = None,
     **values: Any,
 ) -> None:
     from colbench.crosscheck import command
 
-    code = command.run(values, _given(ctx, values), nccl_tests, nccl_tests_timeout)
+    code = command.run(values, _given(ctx, values), nccl_tests, nccl_tests_timeout, mpiexec)
     raise typer.Exit(code)
 
 

@@ -15,11 +15,12 @@ def run(
     given: Collection[str],
     nccl_tests: str | None,
     nccl_tests_timeout_s: float,
+    mpiexec: str | None = None,
 ) -> int:
     """``values``: sweep's options (``given``: those the user typed); the exit code."""
     if nccl_tests_timeout_s <= 0:
         raise UsageError(f"--nccl-tests-timeout must be positive, got {nccl_tests_timeout_s:g}")
-    planned = cross.make_plan(values, set(given), nccl_tests)
+    planned = cross.make_plan(values, set(given), nccl_tests, mpiexec=mpiexec)
     outcome = cross.run(
         planned,
         out=values["out"],

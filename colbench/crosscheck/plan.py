@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -52,9 +53,11 @@ MAPPED = frozenset(
     (
         *("op", "sizes", "minbytes", "maxbytes", "factor", "step", "dtype", "redop", "root"),
         *("placement", "iters", "warmup", "check", "average", "backend", "nprocs", "cuda_graph"),
-        *("out", "results_dir"),
+        *("out", "results_dir", "ranks_per_gpu"),
     )
 )
+#: The module that starts each nccl-tests rank of an emulated world under mpiexec.
+EMULATED_RANK = "colbench.crosscheck.emulated_rank"
 #: sweep options that leave what is measured alone: passed to colbench's side as given.
 FORWARDED = ("timeout", "init_timeout", "seed", "progress", "memory_check", "memory_limit")
 
@@ -71,10 +74,19 @@ class Plan:
     size_flags: tuple[str, ...]
     #: Forwarded sweep flags, for colbench's side only.
     forwarded: tuple[str, ...] = ()
+    #: Above 1: both sides run an emulated world (K ranks per GPU, each an NCCL node of
+    #: its own), nccl-tests as one process per rank under ``mpiexec``.
+    ranks_per_gpu: int = 1
+    mpiexec: tuple[str, ...] = ()
 
     def nccl_tests_argv(self) -> list[str]:
         cfg = self.cfg
-        argv = [str(self.binary), *self.size_flags, "-g", str(self.ranks)]
+        if self.ranks_per_gpu > 1:
+            argv = [*self.mpiexec, "-n", str(self.ranks), sys.executable, "-m"]
+            argv += [EMULATED_RANK, str(self.ranks_per_gpu), str(self.binary)]
+            argv += [*self.size_flags, "-g", "1"]
+        else:
+            argv = [str(self.binary), *self.size_flags, "-g", str(self.ranks)]
         argv += ["-d", DTYPES[cfg.measure.dtypes[0]].nccl_name]
         if self.coll.uses_redop:
             argv += ["-o", cfg.measure.redops[0]]
@@ -118,6 +130,8 @@ class Plan:
         ]
         if cfg.measure.cuda_graph:
             argv.append("--cuda-graph")
+        if self.ranks_per_gpu > 1:
+            argv += ["--ranks-per-gpu", str(self.ranks_per_gpu)]
         return [*argv, *self.forwarded, "--out", str(run_dir)]
 
 
@@ -179,6 +193,7 @@ def make_plan(
     given: set[str],
     nccl_tests_dir: str | None,
     gpu_count: Callable[[], int] | None = None,
+    mpiexec: str | None = None,
 ) -> Plan:
     """Validate sweep-style options for a cross-check (raises UsageError before anything runs).
 
@@ -204,9 +219,29 @@ def make_plan(
     binary = find_binary(coll, nccl_tests_dir)
     cfg = _sweep_config(coll, params)
     sizes = size_flags(cfg.measure.sizes_bytes)
+    per_gpu = cfg.launch.ranks_per_gpu
+    launcher = find_mpiexec(mpiexec) if per_gpu > 1 else ()
     ranks = _ranks(cfg, gpu_count or gpus.gpu_count)
     config.validate_for_world(cfg, ranks, cfg.launch.backend)
-    return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given))
+    return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given), per_gpu, launcher)
+
+
+def find_mpiexec(given: str | None, path_env: str | None = None) -> tuple[str, ...]:
+    """``--mpiexec`` split as a shell would (``"mpiexec -launcher fork"``), else mpiexec or
+    mpirun on PATH: an emulated nccl-tests world is one MPI process per rank."""
+    if given is not None:
+        words = tuple(shlex.split(given))
+        if not words or shutil.which(words[0], path=path_env) is None:
+            raise UsageError(f"--mpiexec {given!r}: no such program")
+        return words
+    for name in ("mpiexec", "mpirun"):
+        found = shutil.which(name, path=path_env)
+        if found:
+            return (found,)
+    raise UsageError(
+        "--ranks-per-gpu runs nccl-tests as one MPI process per rank: no mpiexec or mpirun "
+        "on PATH; pass --mpiexec, and build nccl-tests with MPI=1"
+    )
 
 
 def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepConfig:
@@ -238,6 +273,7 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
         backend="gloo" if params["backend"] == "gloo" else "nccl",
         nprocs=params["nprocs"],
         cuda_graph=bool(params["cuda_graph"]),
+        ranks_per_gpu=params.get("ranks_per_gpu") or 1,
     )
 
 
@@ -251,12 +287,16 @@ def _ranks(cfg: config.SweepConfig, gpu_count: Callable[[], int]) -> int:
             "no CUDA GPU is visible: nccl-tests and colbench's NCCL side need GPUs "
             "(--backend gloo runs colbench on the CPU, to test the cross-check itself)"
         )
-    ranks = cfg.launch.nprocs if cfg.launch.nprocs is not None else gpus
-    if ranks > gpus:
-        raise UsageError(
-            f"--nprocs {ranks} but {gpus} GPU(s) are visible: -g N drives N GPUs of this "
-            f"node; {MULTI_NODE}"
+    per_gpu = cfg.launch.ranks_per_gpu
+    slots = gpus * per_gpu
+    ranks = cfg.launch.nprocs if cfg.launch.nprocs is not None else slots
+    if ranks > slots:
+        where = (
+            f"--ranks-per-gpu {per_gpu} gives {slots} rank(s)"
+            if per_gpu > 1
+            else "-g N drives N GPUs of this node"
         )
+        raise UsageError(f"--nprocs {ranks} but {gpus} GPU(s) are visible: {where}; {MULTI_NODE}")
     return ranks
 
 

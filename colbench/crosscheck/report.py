@@ -130,7 +130,17 @@ def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir:
             f"  {row.note}".rstrip()
         )
     out += [f"# {line}" for line in compare.summary(comparison)]
-    out.append(f"# nccl-tests ran as one process driving {plan.ranks} GPU(s) (-g); {MULTI_NODE}")
+    if plan.ranks_per_gpu > 1:
+        out.append(
+            f"# both sides ran one emulated world: {plan.ranks} ranks, {plan.ranks_per_gpu} per "
+            "GPU, each an NCCL node of its own (nccl-tests under mpiexec); an emulated world's "
+            "time per call is a whole number of the GPU's time slices, which two worlds can "
+            "differ by (docs/gpu.md)"
+        )
+    else:
+        out.append(
+            f"# nccl-tests ran as one process driving {plan.ranks} GPU(s) (-g); {MULTI_NODE}"
+        )
     return "\n".join(out)
 
 

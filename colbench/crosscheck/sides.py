@@ -101,6 +101,16 @@ def nccl_tests_side(
         return Outcome(
             int(ExitCode.RANK_FAILURE), directory, error=f"cannot read nccl-tests' output: {exc}"
         )
+    worlds = {t["world_size"] for t in imported.facts["tables"]}
+    if worlds != {plan.ranks}:
+        # Without MPI=1 each process under mpiexec is a world of its own.
+        return Outcome(
+            int(ExitCode.RANK_FAILURE),
+            directory,
+            error=f"nccl-tests ran world(s) of {', '.join(map(str, sorted(worlds)))} rank(s), "
+            f"not one of {plan.ranks}: under mpiexec it needs an MPI build (make MPI=1 "
+            f"MPI_HOME=...); its output is in {log}",
+        )
     for line in imported.notes:
         say(f"note: {line}")
     for line in imported.warnings:

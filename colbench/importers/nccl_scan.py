@@ -17,7 +17,7 @@ _TAG_OUTPUT = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
 #: ``srun --label`` puts the task number, a colon and a space before every line.
 _SRUN_LABEL = re.compile(r"^\s*\d+: ?")
 _RANK = re.compile(
-    r"^Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$"
+    r"^Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[([^\]]*)\]\s*(.*)$"
 )
 _PARAMS = re.compile(
     r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\d+)\((factor|bytes)\)"
@@ -42,7 +42,7 @@ class RawTable:
     header_line: int
     columns: list[str]
     op_hint: str | None
-    ranks: dict[int, tuple[str, str]]
+    ranks: dict[int, tuple[str, str, str]]
     params: dict[str, int | str]
     world: WorldEvidence
     lines: list[tuple[int, list[str]]] = field(default_factory=list)
@@ -95,7 +95,8 @@ class _Scanner:
     def __init__(self, source: str) -> None:
         self.source = source
         self.found = Scan()
-        self.ranks: dict[int, tuple[str, str]] = {}
+        #: rank -> (host, device name, the GPU's bus id as printed: 0000:1b:00 or 0x1b).
+        self.ranks: dict[int, tuple[str, str, str]] = {}
         self.params: dict[str, int | str] = {}
         self.op_hint: str | None = None
         #: The table data lines go to; None outside a table.
@@ -119,7 +120,11 @@ class _Scanner:
         if body.startswith("Using devices"):
             self.ranks = {}
         elif match := _RANK.match(body):
-            self.ranks[int(match.group(1))] = (match.group(2), match.group(3).strip())
+            self.ranks[int(match.group(1))] = (
+                match.group(2),
+                match.group(4).strip(),
+                match.group(3).strip(),
+            )
         elif match := _PARAMS.search(body):
             self.params = {
                 "min_bytes": int(match.group(1)),

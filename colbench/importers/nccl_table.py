@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from colbench.errors import UsageError
 from colbench.importers import nccl_infer as infer
 from colbench.importers.nccl_scan import RawTable
+from colbench.launch.emulation import FABRIC_EMULATED, FABRIC_REAL
 from colbench.ops.base import Collective
 from colbench.ops.dtypes import NO_REDOP, REDOPS
 from colbench.store.results import Row
@@ -72,6 +74,10 @@ class _Meaning:
     n: int
     hosts: list[str]
     devices: list[str]
+    #: the most ranks on one GPU (one host, one bus id): above 1, ranks shared a GPU, each
+    #: its own NCCL node (NCCL_HOSTID), so the times measure that emulation, as colbench's
+    #: --ranks-per-gpu rows do; the rows say so and comparisons treat them alike.
+    ranks_per_gpu: int
     requested: list[int] | None
     #: size_bytes / (count * element size): 1, or n for ops whose size is per rank.
     ratio: int
@@ -139,11 +145,20 @@ def _meaning(table: RawTable, options: ImportOptions) -> _Meaning:
         coll=resolved[0],
         found_by=resolved[1],
         n=n,
-        hosts=[host for host, _ in ranked],
-        devices=[dev for _, dev in ranked],
+        hosts=[host for host, _, _ in ranked],
+        devices=[dev for _, dev, _ in ranked],
+        ranks_per_gpu=_ranks_per_gpu(ranked),
         requested=infer.requested_sizes(table),
         ratio=infer.size_ratio(resolved[0], n),
     )
+
+
+def _ranks_per_gpu(ranked: list[tuple[str, str, str]]) -> int:
+    """The most ranks sharing one GPU; 1 where the log names no full PCI address."""
+    # Older nccl-tests print the bus number alone ("0x01"), which GPUs in different PCI
+    # domains share (GH200 nodes: every GPU reads 0x01): only domain:bus:device tells.
+    gpus = Counter((host, bus) for host, _, bus in ranked if bus.count(":") == 2)
+    return max(gpus.values(), default=1)
 
 
 def _line_rows(
@@ -174,6 +189,8 @@ def _line_rows(
         "iters": m.table.params.get("iters"),
         # nccl-tests' default -a 1: ranks' times averaged.
         "average": "avg",
+        "fabric": FABRIC_EMULATED if m.ranks_per_gpu > 1 else FABRIC_REAL,
+        "ranks_per_gpu": m.ranks_per_gpu,
     }
     rows = []
     for placement, (t, alg, bus, wrong_at, is_error) in enumerate(cols.blocks):
@@ -257,6 +274,7 @@ def _facts(m: _Meaning, rows: int) -> dict[str, Any]:
         "world_size_from": infer.world_size_from(m.table),
         "hosts": sorted(set(m.hosts)),
         "devices": sorted(set(m.devices)),
+        "ranks_per_gpu": m.ranks_per_gpu,
         "lines": len(m.table.lines),
         "rows": rows,
         "requested_bytes_from": "the -b/-e/-f header" if m.requested else "size_bytes",

@@ -96,6 +96,9 @@ class Facts:
     env: dict[str, str]
     same_host_links: list[tuple[NetLink, str]]
     transports: list[str] = field(default_factory=list)
+    #: colbench's own --ranks-per-gpu run: ranks of one host are NCCL nodes of their own
+    #: by design, so their network traffic is what was asked for, not a finding.
+    emulated_nodes: bool = False
 
 
 def verdicts(facts: Facts) -> list[str]:
@@ -114,13 +117,17 @@ def verdicts(facts: Facts) -> list[str]:
         out.append("NVLS unavailable although the topology shows an NVSwitch")
     if facts.env.get("NCCL_NVLS_ENABLE") == "0":
         out.append("NVLS disabled by NCCL_NVLS_ENABLE=0")
-    if facts.same_host_links:
+    if facts.same_host_links and not facts.emulated_nodes:
         link, host = facts.same_host_links[0]
         why = [
             f"{k}={facts.env[k]}"
             for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")
             if k in facts.env
         ]
+        if "NCCL_HOSTID" in facts.env:
+            # Each rank's own NCCL_HOSTID makes it a node of its own: NCCL then has only
+            # its network transport between them, whatever P2P and SHM allow.
+            why.insert(0, "NCCL_HOSTID makes each rank a node of its own")
         out.append(
             f"intra-node traffic over the network: ranks {link.a} and {link.b} on {host} use "
             f"{link.transport}" + (f" ({', '.join(why)})" if why else "")

@@ -290,8 +290,9 @@ def parse_log(text: str) -> NcclLog:
     return reader.log
 
 
-def summary(log: NcclLog) -> dict[str, Any]:
-    """The JSON object of ``explain-log --json`` (issue 24 section 5): null where unknown."""
+def summary(log: NcclLog, *, emulated_nodes: bool = False) -> dict[str, Any]:
+    """The JSON object of ``explain-log --json`` (issue 24 section 5): null where unknown.
+    ``emulated_nodes``: the log is of colbench's own --ranks-per-gpu run."""
     main, network = log.main, _network(log)
     transports = list(log.transports)
     attempts = evidence.failed_attempts([line.message for line in log.lines if line.level])
@@ -304,6 +305,7 @@ def summary(log: NcclLog) -> dict[str, Any]:
         log.env,
         _same_host_links(log),
         transports,
+        emulated_nodes,
     )
     return {
         "nccl_version": _version(log),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import ExitCode
+from colbench.launch.emulation import FABRIC_EMULATED
 from colbench.store.results import SCHEMA_VERSION
 from colbench.store.rundir import RunDir
 
@@ -39,7 +40,8 @@ def record_nccl_log(run_dir: Path) -> None:
     found = None
     if logs:
         text = "".join(path.read_text(encoding="utf-8", errors="replace") for path in logs)
-        found = summary(parse_log(text))
+        emulated = (meta.get("fabric") or {}).get("kind") == FABRIC_EMULATED
+        found = summary(parse_log(text), emulated_nodes=emulated)
         found.pop("algorithms", None)  # start-up logs have no TUNING lines
         meta["nccl"] = {"logs": [p.name for p in logs], **found}
     verdicts = run_verdicts(meta)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from colbench.ops import parse_ops
 from colbench.store.results import load
 from colbench.sweep.timing import GRAPH_REPLAYS
 from tests.conftest import finish_ranks, run_colbench, start_ranks
@@ -44,23 +45,29 @@ def test_every_op_is_exact_under_both_timers(tmp_path: Path, graph: bool) -> Non
     )  # fmt: skip
     assert (frame["wrong"].fillna(0) == 0).all()
     assert (frame["status"] == "ok").all()
-    ops = set(frame["op"])
+    ran = set(frame["op"])
+    every = {c.name for c in parse_ops("all")}
     if graph:
-        assert "barrier" not in ops and len(ops) == 9
+        # barrier synchronises the host: a graph cannot hold it, so --op all skips it.
+        assert ran == every - {"barrier"}
         assert (frame["iters"] == 20 * GRAPH_REPLAYS).all()
     else:
-        assert len(ops) == 10
+        assert ran == every
 
 
 @needs_one
 def test_graph_latency_does_not_depend_on_the_batch_length(tmp_path: Path) -> None:
+    """Once the batch hides the host's launch of each replay. A replay of n calls costs the
+    device n x d plus a gap L while the host launches the next: per call d + L/n. One H200
+    (world of 1, all_gather 1K): -n 5 read 2.18 and 3.57 us, -n 80 0.81 and 0.88 us, so
+    d = 0.70 us and L = 7-14 us; -n 40 then reads at most 1.4x -n 80 (docs/gpu.md)."""
     per_call = {}
-    for iters in ("5", "80"):
+    for iters in ("40", "80"):
         frame = sweep(tmp_path, f"n{iters}", "--op", "all_gather", "--sizes", "1K", "-G",
                       "-n", iters, "--placement", "out")  # fmt: skip
         per_call[iters] = float(frame["time_us"].iloc[0])
     # Before the untimed first replay, -n 20 read 3.42 us and a long batch 1.08 us.
-    assert 0.67 < per_call["5"] / per_call["80"] < 1.5, per_call
+    assert 0.67 < per_call["40"] / per_call["80"] < 1.5, per_call
 
 
 @needs_one

@@ -6,6 +6,8 @@ tests/dist/test_crosscheck.py.
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,9 @@ import typer.main
 from colbench import ops
 from colbench.cli import app, main
 from colbench.crosscheck import plan as crosscheck
+from colbench.crosscheck.sides import nccl_tests_side
 from colbench.errors import UsageError
+from tests.nccl_tests_standin import SHARED_LOGS
 from tests.unit.test_cli_errors import LAUNCHER_VARS
 
 #: The real one: the fixture below makes reaching it a failure in every other test.
@@ -46,7 +50,9 @@ def programs(tmp_path: Path) -> Path:
     return build
 
 
-def plan(argv: list[str], nccl_tests: Path, gpus: int = 8) -> crosscheck.Plan:
+def plan(
+    argv: list[str], nccl_tests: Path, gpus: int = 8, mpiexec: str | None = None
+) -> crosscheck.Plan:
     """make_plan from sweep-style flags, parsed the way the CLI parses them."""
     sweep = getattr(typer.main.get_command(app), "commands", {})["sweep"]
     flags = sweep.make_context("colbench crosscheck", list(argv))
@@ -55,7 +61,9 @@ def plan(argv: list[str], nccl_tests: Path, gpus: int = 8) -> crosscheck.Plan:
         for name in flags.params
         if getattr(flags.get_parameter_source(name), "name", "") == "COMMANDLINE"
     }
-    return crosscheck.make_plan(flags.params, given, str(nccl_tests), gpu_count=lambda: gpus)
+    return crosscheck.make_plan(
+        flags.params, given, str(nccl_tests), gpu_count=lambda: gpus, mpiexec=mpiexec
+    )
 
 
 @pytest.mark.parametrize(
@@ -109,6 +117,75 @@ def test_colbench_side_gets_the_same_settings(programs: Path, tmp_path: Path) ->
     )
 
 
+@pytest.fixture
+def mpiexec(tmp_path: Path) -> Path:
+    """A stand-in launcher (this machine has no MPI): runs the command once per rank, in
+    turn, with MPICH's PMI_RANK and PMI_SIZE, as mpiexec -n N would, one after another."""
+    program = tmp_path / "bin" / "mpiexec"
+    program.parent.mkdir()
+    program.write_text(
+        '#!/bin/sh\n[ "$1" = -n ] || exit 9\nn=$2; shift 2; i=0\n'
+        'while [ $i -lt $n ]; do PMI_RANK=$i PMI_SIZE=$n "$@" || exit $?; i=$((i+1)); done\n'
+    )
+    program.chmod(0o755)
+    return program
+
+
+def test_an_emulated_cross_check_runs_both_sides_at_k_ranks_per_gpu(
+    programs: Path, tmp_path: Path, mpiexec: Path
+) -> None:
+    made = plan(["--op", "all_reduce", "--sizes", "1K-64M", "-f", "4", "--ranks-per-gpu", "4"],
+                programs.parent, gpus=1, mpiexec=f"{mpiexec} -launcher fork")  # fmt: skip
+    argv = made.nccl_tests_argv()
+    assert made.ranks == 4
+    assert argv[:6] == [str(mpiexec), "-launcher", "fork", "-n", "4", sys.executable]
+    assert argv[6:9] == ["-m", crosscheck.EMULATED_RANK, "4"]
+    assert Path(argv[9]) == programs / "all_reduce_perf"
+    assert " ".join(argv[10:]) == (
+        "-b 1024 -e 67108864 -f 4 -g 1 -d float -o sum -n 20 -w 5 -c 1 -a 1"
+    )
+    ours = made.colbench_argv(tmp_path / "run")
+    assert "--nprocs 4 --ranks-per-gpu 4 --out" in " ".join(ours)
+    # Two GPUs hold 8 such ranks, and no more; --nprocs picks fewer.
+    assert plan(["--op", "all_reduce", "--ranks-per-gpu", "4"], programs.parent, gpus=2,
+                mpiexec=str(mpiexec)).ranks == 8  # fmt: skip
+    with pytest.raises(UsageError, match="--ranks-per-gpu 4 gives 4 rank"):
+        plan(["--op", "all_reduce", "--ranks-per-gpu", "4", "--nprocs", "5"], programs.parent,
+             gpus=1, mpiexec=str(mpiexec))  # fmt: skip
+
+
+def test_an_emulated_cross_check_needs_an_mpi_launcher(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no mpiexec or mpirun on PATH; pass --mpiexec"):
+        crosscheck.find_mpiexec(None, path_env=str(tmp_path))
+    (tmp_path / "mpirun").write_text("#!/bin/sh\n")
+    (tmp_path / "mpirun").chmod(0o755)
+    assert crosscheck.find_mpiexec(None, path_env=str(tmp_path)) == (str(tmp_path / "mpirun"),)
+
+
+@pytest.mark.skipif(not SHARED_LOGS.is_dir(), reason="../shared/data not present")
+def test_nccl_tests_without_mpi_is_named_not_misread(
+    tmp_path: Path, mpiexec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build without MPI=1 under mpiexec runs one world of 1 rank per process: the side
+    says so, rather than importing four 1-rank tables as the cross-check."""
+    from tests import nccl_tests_standin
+
+    bin_dir = tmp_path / "nt"
+    bin_dir.mkdir()
+    nccl_tests_standin.write(bin_dir, "all_reduce", "all_reduce__a3mega-ztan-h100-2node.log",
+                             tmp_path / "args.json")  # fmt: skip
+    made = plan(["--op", "all_reduce", "--sizes", "1K-8K", "--ranks-per-gpu", "4"], bin_dir,
+                gpus=1, mpiexec=str(mpiexec))  # fmt: skip
+    (tmp_path / "out").mkdir()
+    said: list[str] = []
+    outcome = nccl_tests_side(made, tmp_path / "out", 60, said.append)
+    assert outcome.exit_code == 3 and outcome.error is not None
+    assert "world(s) of 1 rank(s), not one of 4" in outcome.error
+    assert "MPI=1" in outcome.error
+    # The stand-in ran as the last rank, with the emulation's environment.
+    assert json.loads((tmp_path / "args.json").read_text())[-2:] == ["-a", "1"]
+
+
 def test_size_flags() -> None:
     assert crosscheck.size_flags([8]) == ("-b", "8", "-e", "8")
     assert crosscheck.size_flags([1024, 3072, 9216]) == ("-b", "1024", "-e", "9216", "-f", "3")
@@ -157,6 +234,11 @@ def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
         (["--placement", "out"], "none of the chosen ops has a out form"),
         (["--nccl-tests-timeout", "0"], "--nccl-tests-timeout must be positive"),
         (["--bogus"], "No such option"),
+        (["--backend", "gloo", "--ranks-per-gpu", "2"], "--ranks-per-gpu"),
+        (
+            ["--ranks-per-gpu", "2", "--mpiexec", "no-such-mpiexec -n"],
+            "--mpiexec 'no-such-mpiexec -n': no such program",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(

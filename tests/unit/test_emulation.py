@@ -4,7 +4,12 @@ nvidia-smi's text)."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,3 +154,39 @@ def test_nothing_known_is_not_no_gpu() -> None:
         raise FileNotFoundError(argv[0])
 
     assert gpus.query(FakeNvml([0], fail=True), missing) is None
+
+
+# -- nccl-tests ranks of an emulated cross-check (colbench.crosscheck.emulated_rank) -------
+
+
+def test_an_nccl_tests_rank_gets_what_a_colbench_rank_gets() -> None:
+    from colbench.crosscheck import emulated_rank
+
+    env = emulated_rank.environment(4, {"PMI_RANK": "5", "PATH": "/bin"})
+    assert env["NCCL_HOSTID"] == emulation.host_id(socket.gethostname(), 5)
+    assert env["NCCL_TESTS_DEVICE"] == "1"  # rank 5 of 4 per GPU: the second GPU
+    assert env["NCCL_SOCKET_IFNAME"] == "lo" and env["PATH"] == "/bin"
+    assert {env[k] for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")} == {"1"}
+    # Open MPI's rank variable; the user's own values win.
+    mine = {"OMPI_COMM_WORLD_RANK": "2", "NCCL_TESTS_DEVICE": "0", "NCCL_NET": "IB"}
+    env = emulated_rank.environment(2, mine)
+    assert env["NCCL_TESTS_DEVICE"] == "0" and env["NCCL_NET"] == "IB"
+    assert env["NCCL_HOSTID"].endswith("rank2")
+    with pytest.raises(SystemExit, match="run nccl-tests under mpiexec"):
+        emulated_rank.environment(2, {})
+
+
+def test_an_nccl_tests_rank_becomes_the_program(tmp_path: Path) -> None:
+    """A real process: the module execs the program with the emulation's environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "colbench.crosscheck.emulated_rank", "2", "/usr/bin/env"],
+        env={**env, "PMI_RANK": "3"}, capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    seen = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    assert seen["NCCL_HOSTID"].endswith("-colbench-rank3") and seen["NCCL_TESTS_DEVICE"] == "1"
+    bad = subprocess.run(
+        [sys.executable, "-m", "colbench.crosscheck.emulated_rank", "x"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "usage:" in bad.stderr

@@ -253,6 +253,21 @@ def test_real_log_imports_every_row_without_false_warnings(name: str) -> None:
             assert factor == pytest.approx(ops.get(row["op"]).busbw_factor(row["world_size"]))
 
 
+#: Logs whose ranks shared a GPU (INDEX.md: "both ranks on the same device 0", separate
+#: NCCL_HOSTID per rank). GH200 nodes print every GPU's bus as 0x01 (PCI domains differ):
+#: the Alps log must stay a real fabric.
+SHARED_GPU = {"broadcast__nccl-ebpf-rtx5090-socket.log": 2}
+
+
+@needs_shared
+@pytest.mark.parametrize("name", sorted(set(REAL_WORLD_SIZES) - NO_RANK_LINES))
+def test_ranks_sharing_a_gpu_import_as_an_emulated_fabric(name: str) -> None:
+    imported = parse_log((SHARED_LOGS / name).read_text(), source=name)
+    shared = SHARED_GPU.get(name, 1)
+    assert {r["ranks_per_gpu"] for r in imported.rows} == {shared}
+    assert {r["fabric"] for r in imported.rows} == {"emulated" if shared > 1 else "real"}
+
+
 def _op_of(name: str) -> str:
     from colbench import ops
 

@@ -406,6 +406,43 @@ def test_intra_node_traffic_over_the_network_names_ranks_and_host() -> None:
     assert summary(parse_log(other))["verdicts"] == []
 
 
+def test_nccl_hostid_is_named_as_the_cause_and_an_emulated_run_is_silent() -> None:
+    """Ranks of one host with NCCL_HOSTID each (as --ranks-per-gpu sets it): explain-log
+    names the cause; colbench's own emulated run asked for exactly this, so says nothing
+    (on an H200 every --ranks-per-gpu run printed this verdict, once per variant)."""
+    text = "\n".join(
+        [
+            "vm:1:1 [0] NCCL INFO NCCL_HOSTID set by environment to vm-colbench-rank0",
+            "vm:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 "
+            "MNNVL 0",
+            "vm:2:2 [0] NCCL INFO comm 0x2 rank 1 nRanks 2 nNodes 2 localRanks 1 localRank 0 "
+            "MNNVL 0",
+            "vm:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0",
+        ]
+    )
+    assert summary(parse_log(text))["verdicts"] == [
+        "intra-node traffic over the network: ranks 0 and 1 on vm use NET/Socket "
+        "(NCCL_HOSTID makes each rank a node of its own)"
+    ]
+    assert summary(parse_log(text), emulated_nodes=True)["verdicts"] == []
+
+
+@pytest.mark.parametrize("fabric", ["emulated", "real"])
+def test_a_runs_verdicts_follow_its_fabric(tmp_path: Path, fabric: str) -> None:
+    from colbench.run.outcome import record_nccl_log
+
+    (tmp_path / "meta.json").write_text(json.dumps({"fabric": {"kind": fabric}}))
+    (tmp_path / "nccl-rank0.log").write_text(
+        "vm:1:1 [0] NCCL INFO NCCL_HOSTID set by environment to vm-colbench-rank0\n"
+        "vm:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0\n"
+        "vm:2:2 [0] NCCL INFO comm 0x2 rank 1 nRanks 2 nNodes 2 localRanks 1 localRank 0\n"
+        "vm:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n"
+    )
+    record_nccl_log(tmp_path)
+    verdicts = json.loads((tmp_path / "meta.json").read_text())["verdicts"]
+    assert len(verdicts) == (0 if fabric == "emulated" else 1), verdicts
+
+
 def test_silence_where_all_is_as_expected() -> None:
     assert summary(parse_log("\n".join(SYNTHETIC)))["verdicts"] == []
     data = _log("NET/Plugin: Could not find: libnccl-net.so.", "Using network IB")
