@@ -72,10 +72,17 @@ class Walker:
     budget_s: float
     on_step: Callable[[str], None]
     samples: list[Sample] = field(default_factory=list)
+    #: COLBENCH_FAULT's hook (colbench.run.faults): its WHEN counts steps here.
+    fault: Any = None
+
+    def _begin(self, what: str) -> None:
+        self.on_step(what)
+        if self.fault is not None:
+            self.fault.tick()
 
     def step(self, what: str, call: Callable[[], object] | None) -> list[float]:
         """One step: this rank's per-iteration times (empty when it takes no part)."""
-        self.on_step(what)
+        self._begin(what)
         self.side.barrier()
         first_us = 0.0
         if call is not None:
@@ -89,7 +96,7 @@ class Walker:
     def world_step(self, what: str, call: Callable[[], object]) -> tuple[list[float], list[float]]:
         """Every rank times each call alone after a barrier, and says how long it waited
         in it: the rank the others waited for is the straggler of that call."""
-        self.on_step(what)
+        self._begin(what)
         self.side.barrier()
         first_us = self.timer.time_batch(call, 1)[0]
         iters = iterations(self.budget_s, self.side.max_float(first_us))

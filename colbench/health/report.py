@@ -41,6 +41,28 @@ JSONL_FILE, PROM_FILE = "health.jsonl", "health.prom"
 SAMPLES = reading.Kind("health samples file", 256 * 1024**2)
 
 
+def drain_failed(run_dir: Path, cfg: HealthConfig, rank: int | None) -> str | None:
+    """A dead or hung rank's node into ``--drain-list`` (the run judged nothing else);
+    its name, None where the run cannot tell which rank failed or its node was never
+    named (the ranks had not met yet). The file is written either way: a scheduler
+    reading it after exit 3 or 4 finds what is known."""
+    try:
+        hosts = RunDir(run_dir).read_meta().get("rank_hosts") or []
+    except (OSError, ValueError):
+        hosts = []
+    node = hosts[rank] if rank is not None and 0 <= rank < len(hosts) else None
+    if cfg.drain_list is not None:
+        Path(cfg.drain_list).write_text(f"{node}\n" if node else "", encoding="utf-8")
+        if node:
+            print(
+                f"colbench: health: {node} (rank {rank}) written to {cfg.drain_list}",
+                file=sys.stderr,
+            )
+    if node:
+        RunDir(run_dir).update_meta(verdict={"lines": [], "critical": [node], "warn": []})
+    return node
+
+
 def report(run_dir: Path, cfg: HealthConfig) -> int:
     """Judge the run's samples, write the files, print; the exit code."""
     doc = json.loads(reading.read_text(run_dir / SAMPLES_FILE, SAMPLES))

@@ -34,7 +34,9 @@ from colbench.health.config import (
 from colbench.launch.nodes import node_name
 from colbench.p2p.task import Member
 from colbench.run import watchdog as hang_watchdog
+from colbench.run.faults import Fault
 from colbench.run.job import ConfiguredTask
+from colbench.run.protocol import Failure
 from colbench.run.rank import device_name, meet_peers
 from colbench.store.rundir import RunDir
 from colbench.sweep.groups import SideGroup
@@ -119,6 +121,7 @@ class HealthTask(ConfiguredTask):
         in_flight.op, in_flight.dtype = "health", "uint8"
         timer = make_timer(device.type, False, side.barrier)
         walker = checks.Walker(rank, side, timer, level.step_s, in_flight.step)
+        walker.fault = Fault(rank, os.environ.get("COLBENCH_FAULT"))
         groups = checks.node_groups(place)
         for p in range(level.passes):
             checks.node_alone(walker, place, level, device, p)
@@ -144,3 +147,8 @@ class HealthTask(ConfiguredTask):
         from colbench.health.report import report
 
         return report(run_dir, self.cfg)
+
+    def failed(self, run_dir: Path, failure: Failure) -> None:
+        from colbench.health.report import drain_failed
+
+        drain_failed(run_dir, self.cfg, failure.rank)

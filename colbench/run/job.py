@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from colbench.config.model import LaunchConfig, OutputConfig
 from colbench.run.turns import TurnSpec
 from colbench.store import metadata
+
+if TYPE_CHECKING:
+    from colbench.run.protocol import Failure
 
 
 class RankTask(Protocol):
@@ -51,6 +54,11 @@ class RankTask(Protocol):
 
     def report(self, run_dir: Path) -> int: ...
 
+    def failed(self, run_dir: Path, failure: Failure) -> None:
+        """The run ended in ``failure`` (a dead or hung rank, exit 3/4); called where the
+        verdict is made (the parent, or a launched job's rank 0), after meta.json says so."""
+        ...
+
 
 class ConfiguredTask:
     """A task whose ``cfg`` holds its launch and output config (the sweep's, p2p's)."""
@@ -66,6 +74,9 @@ class ConfiguredTask:
     def output(self) -> OutputConfig:
         output: OutputConfig = self.cfg.output
         return output
+
+    def failed(self, run_dir: Path, failure: Failure) -> None:
+        """Nothing beyond meta.json, for most tasks."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 from colbench import launch
 from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.launch import LaunchEnv, gpus, preflight
+from colbench.run import protocol
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.inflight import InFlight
 from colbench.run.job import RankJob, RankTask
@@ -63,9 +64,13 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
             f"rank {env.rank} on {socket.gethostname()} (pid {os.getpid()}) failed during "
             f"{in_flight.describe()}: {type(exc).__name__}: {exc}"
         )
+        code = exc.exit_code if isinstance(exc, RankFailure) else None
         if run_dir is not None:
             finish_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
-        code = exc.exit_code if isinstance(exc, RankFailure) else None
+            # Rank 0 sees its own exception, which a dead peer causes as often as rank 0
+            # itself: which rank failed is not known here.
+            failure = protocol.Failure(message, code or int(ExitCode.RANK_FAILURE))
+            task.failed(run_dir, failure)
         raise RankFailure(message, code) from None
     if run_dir is None:
         exit_now(int(ExitCode.OK))

@@ -44,6 +44,15 @@ TORCH_WATCHDOG_TEXTS = (
 #: an exception (blocking wait), and its non-blocking communicator start-up
 #: ("NCCL timeout when waiting for nonblocking call to become successful").
 TIMEOUT_TEXTS = (*TORCH_WATCHDOG_TEXTS, "timed out", "timeout when waiting for nonblocking")
+#: Exception texts of a rank that lost a peer (gloo's pair.cc "Connection closed by peer",
+#: a reset or broken socket, NCCL's remote error): the peer failed, not this rank.
+PEER_LOST_TEXTS = (
+    "closed by peer",
+    "connection reset",
+    "broken pipe",
+    "remote process exited",
+    "ncclremoteerror",
+)
 #: How much of a rank log's end is searched for torch's watchdog message.
 LOG_TAIL_BYTES = 1 << 20
 
@@ -179,6 +188,13 @@ def diagnose(
         # A rank that left no report and did not finish is one the others waited for.
         silent = [r for r, code in exit_codes.items() if r not in reported and code != 0]
         return diagnose_timeout(reports, silent, progress, timeout_s)
+    reported = {int(r["rank"]) for r in reports}
+    vanished = sorted(
+        r for r, code in exit_codes.items() if code not in (0, None) and r not in reported
+    )
+    if vanished and all(_lost_a_peer(r) for r in reports):
+        # A rank that exited without a word while the others only lost it is the culprit.
+        return _exited(vanished[0], exit_codes, progress, host, pids)
     if reports:
         first = min(reports, key=lambda r: float(r["time"]))
         rank = int(first["rank"])
@@ -190,14 +206,29 @@ def diagnose(
         return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, str(first["error"]))
     bad = sorted(r for r, code in exit_codes.items() if code not in (0, None))
     if bad:
-        rank = bad[0]
-        doing, op, size = _where(progress.get(rank))
-        message = (
-            f"rank {rank} on {host} (pid {pids.get(rank, '?')}) exited with code "
-            f"{exit_codes[rank]} during {doing}"
-        )
-        return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, message)
+        return _exited(bad[0], exit_codes, progress, host, pids)
     return Failure("ranks stopped for an unknown reason", int(ExitCode.RANK_FAILURE))
+
+
+def _lost_a_peer(report: Mapping[str, Any]) -> bool:
+    text = str(report.get("error", "")).lower()
+    return any(t in text for t in PEER_LOST_TEXTS)
+
+
+def _exited(
+    rank: int,
+    exit_codes: Mapping[int, int | None],
+    progress: Mapping[int, InFlight],
+    host: str,
+    pids: Mapping[int, int],
+) -> Failure:
+    """The verdict on a rank that exited with an error code and no report of its own."""
+    doing, op, size = _where(progress.get(rank))
+    message = (
+        f"rank {rank} on {host} (pid {pids.get(rank, '?')}) exited with code "
+        f"{exit_codes[rank]} during {doing}"
+    )
+    return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, message)
 
 
 def diagnose_timeout(

@@ -166,7 +166,10 @@ def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
         record_nccl_log(run_dir)
         world.listener.close()
         return task.report(run_dir)
-    return _report_failure(run_dir, diagnose_world(world, exit_codes))
+    failure = diagnose_world(world, exit_codes)
+    code = _report_failure(run_dir, failure)
+    task.failed(run_dir, failure)
+    return code
 
 
 def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.Failure:

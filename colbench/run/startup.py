@@ -197,6 +197,7 @@ def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
                 f"colbench: {kept_line(run_dir)}",
                 file=sys.stderr,
             )
+            job.task.failed(run_dir, failure)
 
     return hang_watchdog.Watchdog(
         in_flight,

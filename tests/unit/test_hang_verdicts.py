@@ -155,3 +155,20 @@ def test_silent_ranks_are_stuck_and_unstarted_ones_said_so() -> None:
         "rank(s) 1 (stuck inside it), 2 (never started) did not complete it"
     )
     assert failure.rank == 1
+
+
+def test_a_rank_that_vanished_is_named_over_the_ranks_that_lost_it() -> None:
+    """Rank 1 exited (code 7) without a report; rank 0 reported gloo's "Connection closed
+    by peer" (the text of a real run): rank 1 is the culprit, not the earliest report."""
+    lost = protocol.make_report(
+        0, "intra-node all_reduce", protocol.KIND_ERROR,
+        "RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+        "[127.0.0.1]:25793. This is typically caused by a remote worker crashing.", 1.0,
+    )  # fmt: skip
+    failure = protocol.diagnose({0: 3, 1: 7}, [lost], {1: step(2)}, "vm", {1: 42}, 60.0)
+    assert failure.rank == 1 and failure.exit_code == ExitCode.RANK_FAILURE
+    assert failure.message.startswith("rank 1 on vm (pid 42) exited with code 7 during")
+    # A report of a failure of its own still wins: the earliest exception.
+    own = {**lost, "error": "RuntimeError: fault injected by COLBENCH_FAULT"}
+    failure = protocol.diagnose({0: 3, 1: 7}, [own], {}, "vm", {}, 60.0)
+    assert failure.rank == 0
