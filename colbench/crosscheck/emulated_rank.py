@@ -4,9 +4,10 @@ K PROGRAM ARGS...`` under mpiexec.
 ``crosscheck --ranks-per-gpu K`` starts nccl-tests (an MPI build) under mpiexec with this
 module in front of the program. It gives the rank what a colbench rank of
 ``sweep --ranks-per-gpu K`` gives itself (:func:`colbench.launch.emulation.rank_environment`:
-its own NCCL_HOSTID, sockets over loopback, no P2P or SHM) and its GPU through
-``NCCL_TESTS_DEVICE`` (nccl-tests would otherwise take GPU ``local rank``, which does not
-exist when ranks outnumber GPUs), then becomes the program. So both sides of the
+its own NCCL_HOSTID, sockets over loopback, no P2P or SHM; the caller's values win) and
+its GPU through ``NCCL_TESTS_DEVICE`` (nccl-tests would otherwise take GPU ``local rank``,
+which does not exist when ranks outnumber GPUs; nccl-tests 2.13.4 and later read it),
+then becomes the program. So both sides of the
 cross-check run the same NCCL world: the same nodes, transport and algorithm choices.
 """
 
@@ -19,8 +20,15 @@ from collections.abc import Mapping, Sequence
 
 from colbench.launch import emulation
 
-#: Where MPI launchers put a process's rank (MPICH/Hydra, Open MPI, PMIx, Slurm).
-RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+#: Where MPI launchers put a process's rank: MPICH/Hydra, Open MPI, PMIx, MVAPICH's
+#: mpirun_rsh, Cray PALS. Not SLURM_PROCID: a batch script's every process inherits 0.
+RANK_VARIABLES = (
+    "PMI_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "MV2_COMM_WORLD_RANK",
+    "PALS_RANKID",
+)
 
 
 def mpi_rank(environ: Mapping[str, str]) -> int:
@@ -38,9 +46,10 @@ def environment(ranks_per_gpu: int, environ: Mapping[str, str]) -> dict[str, str
     """The environment the program runs in: the caller's, plus the emulation's."""
     rank = mpi_rank(environ)
     to_set, _ = emulation.rank_environment(rank, socket.gethostname(), True, environ)
-    if "NCCL_TESTS_DEVICE" not in environ:
-        # One host (crosscheck runs on one node): the world rank is the local rank.
-        to_set["NCCL_TESTS_DEVICE"] = str(rank // ranks_per_gpu)
+    # One host (crosscheck runs on one node): the world rank is the local rank. Always
+    # set, even over the caller's: colbench's side takes GPU rank // K, and the two sides
+    # must run one world.
+    to_set["NCCL_TESTS_DEVICE"] = str(rank // ranks_per_gpu)
     return {**environ, **to_set}
 
 

@@ -74,10 +74,18 @@ class Plan:
     size_flags: tuple[str, ...]
     #: Forwarded sweep flags, for colbench's side only.
     forwarded: tuple[str, ...] = ()
-    #: Above 1: both sides run an emulated world (K ranks per GPU, each an NCCL node of
-    #: its own), nccl-tests as one process per rank under ``mpiexec``.
-    ranks_per_gpu: int = 1
+    #: The MPI launcher (with its flags) of an emulated world's nccl-tests ranks.
     mpiexec: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.ranks_per_gpu > 1 and not self.mpiexec:
+            raise ValueError("an emulated cross-check needs its mpiexec")
+
+    @property
+    def ranks_per_gpu(self) -> int:
+        """Above 1: both sides run one emulated world (K ranks per GPU, each an NCCL node
+        of its own), nccl-tests as one process per rank under ``mpiexec``."""
+        return self.cfg.launch.ranks_per_gpu
 
     def nccl_tests_argv(self) -> list[str]:
         cfg = self.cfg
@@ -219,11 +227,15 @@ def make_plan(
     binary = find_binary(coll, nccl_tests_dir)
     cfg = _sweep_config(coll, params)
     sizes = size_flags(cfg.measure.sizes_bytes)
-    per_gpu = cfg.launch.ranks_per_gpu
-    launcher = find_mpiexec(mpiexec) if per_gpu > 1 else ()
+    if mpiexec is not None and cfg.launch.ranks_per_gpu <= 1:
+        raise UsageError(
+            "--mpiexec starts the nccl-tests ranks of an emulated world: it needs "
+            "--ranks-per-gpu 2 or more"
+        )
+    launcher = find_mpiexec(mpiexec) if cfg.launch.ranks_per_gpu > 1 else ()
     ranks = _ranks(cfg, gpu_count or gpus.gpu_count)
     config.validate_for_world(cfg, ranks, cfg.launch.backend)
-    return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given), per_gpu, launcher)
+    return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given), launcher)
 
 
 def find_mpiexec(given: str | None, path_env: str | None = None) -> tuple[str, ...]:

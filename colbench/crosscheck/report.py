@@ -54,12 +54,15 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.
     """The time comparison (for the summary and figure) and the joined table."""
     # colbench on gloo tests the cross-check itself against a real log, which may be of
     # ranks sharing a GPU (an emulated fabric): its times are not compared as a fabric's.
+    # An emulated cross-check ran both sides in one emulation, which older nccl-tests
+    # (bus number alone in its device table) cannot show in its log.
     across = plan.cfg.launch.backend != "nccl"
+    emulated = across or plan.ranks_per_gpu > 1
     by_time = compare.compare_runs(
-        nccl_tests_dir, colbench_dir, "time", across_backends=across, allow_emulated=across
+        nccl_tests_dir, colbench_dir, "time", across_backends=across, allow_emulated=emulated
     )
     by_busbw = compare.compare_runs(
-        nccl_tests_dir, colbench_dir, "busbw", across_backends=across, allow_emulated=across
+        nccl_tests_dir, colbench_dir, "busbw", across_backends=across, allow_emulated=emulated
     )
     kept = [int(p == "in") for p in config.placements_for(plan.coll, plan.cfg)]
 

@@ -7,6 +7,8 @@ disk stays there when it fails, and the error says where.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 from collections.abc import Callable
@@ -27,6 +29,8 @@ COLBENCH_RUN = "colbench"
 COLBENCH_TABLE = "colbench.txt"
 #: Seconds a child interrupted with the terminal's Ctrl-C gets to stop its own ranks.
 _INTERRUPT_GRACE_S = 30.0
+#: Seconds a timed-out process group gets after SIGTERM before SIGKILL.
+_TERM_GRACE_S = 10.0
 
 
 @dataclass
@@ -40,24 +44,46 @@ class Outcome:
 
 
 def run_child(
-    argv: list[str], stdout: IO[Any], timeout_s: float | None, merge_stderr: bool
+    argv: list[str],
+    stdout: IO[Any],
+    timeout_s: float | None,
+    merge_stderr: bool,
+    group: bool = False,
 ) -> int | None:
-    """The child's exit status; None when it outran ``timeout_s`` (and was killed)."""
+    """The child's exit status; None when it outran ``timeout_s`` (and was killed).
+
+    ``group``: the child leads a process group of its own, and every signal goes to the
+    whole group: mpiexec's ranks must not outlive a killed mpiexec on the GPU.
+    """
     stderr = subprocess.STDOUT if merge_stderr else None
-    child = subprocess.Popen(argv, stdout=stdout, stderr=stderr)
+    child = subprocess.Popen(argv, stdout=stdout, stderr=stderr, start_new_session=group)
+
+    def send(signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            if group:
+                os.killpg(child.pid, signum)
+            else:
+                child.send_signal(signum)
+
     try:
         return child.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        child.kill()
+        if group:
+            # mpiexec passes SIGTERM on to its ranks; what is left is killed.
+            send(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=_TERM_GRACE_S)
+        send(signal.SIGKILL)
         child.wait()
         return None
     except KeyboardInterrupt:
-        # Ctrl-C reached the child too: let it stop its own ranks before it is killed.
+        # Ctrl-C reached the child too (or, in a group of its own, is passed on): let it
+        # stop its own ranks before it is killed.
         try:
-            child.send_signal(signal.SIGINT)
+            send(signal.SIGINT)
             child.wait(timeout=_INTERRUPT_GRACE_S)
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
-            child.kill()
+            send(signal.SIGKILL)
             child.wait()
         raise
 
@@ -78,7 +104,7 @@ def nccl_tests_side(
     argv = plan.nccl_tests_argv()
     say(f"running {' '.join(argv)} > {log}")
     with open(log, "wb") as stdout:
-        status = run_child(argv, stdout, timeout_s, merge_stderr=True)
+        status = run_child(argv, stdout, timeout_s, merge_stderr=True, group=True)
     if status is None:
         return Outcome(
             int(ExitCode.TIMEOUT),
@@ -102,14 +128,18 @@ def nccl_tests_side(
             int(ExitCode.RANK_FAILURE), directory, error=f"cannot read nccl-tests' output: {exc}"
         )
     worlds = {t["world_size"] for t in imported.facts["tables"]}
-    if worlds != {plan.ranks}:
-        # Without MPI=1 each process under mpiexec is a world of its own.
+    hosts = {h for t in imported.facts["tables"] for h in t["hosts"]}
+    if plan.ranks_per_gpu > 1 and (worlds != {plan.ranks} or len(hosts) > 1):
+        # Without MPI=1 (or under another MPI's launcher) each process is a world of its
+        # own; a launcher that placed ranks on other nodes broke the one-node emulation.
+        where = f" on {len(hosts)} hosts" if len(hosts) > 1 else ""
         return Outcome(
             int(ExitCode.RANK_FAILURE),
             directory,
-            error=f"nccl-tests ran world(s) of {', '.join(map(str, sorted(worlds)))} rank(s), "
-            f"not one of {plan.ranks}: under mpiexec it needs an MPI build (make MPI=1 "
-            f"MPI_HOME=...); its output is in {log}",
+            error=f"nccl-tests ran world(s) of {', '.join(map(str, sorted(worlds)))} rank(s)"
+            f"{where}, not one of {plan.ranks} on this node: under mpiexec it needs an MPI "
+            "build (make MPI=1 MPI_HOME=...) started by that MPI's own mpiexec, on one node; "
+            f"its output is in {log}",
         )
     for line in imported.notes:
         say(f"note: {line}")

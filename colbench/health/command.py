@@ -18,9 +18,14 @@ def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
 
         load(cfg.floors_path)  # a bad floors file is refused before any rank starts
     # Imported after the options are checked: the host imports torch.
+    from colbench import launch
+    from colbench.health.report import start_drain_list
     from colbench.health.task import HealthTask
     from colbench.run.start import start
 
+    found = launch.detect()
+    if found is None or found.rank == 0:
+        start_drain_list(cfg)  # one writer: the parent, or a launched job's rank 0
     return start(HealthTask(cfg))
 
 

@@ -34,6 +34,7 @@ from colbench.health.judge import (
     samples_of,
 )
 from colbench.p2p.report import matrix_text
+from colbench.run.protocol import Failure
 from colbench.store import metadata
 from colbench.store.rundir import RunDir
 
@@ -41,26 +42,44 @@ JSONL_FILE, PROM_FILE = "health.jsonl", "health.prom"
 SAMPLES = reading.Kind("health samples file", 256 * 1024**2)
 
 
-def drain_failed(run_dir: Path, cfg: HealthConfig, rank: int | None) -> str | None:
-    """A dead or hung rank's node into ``--drain-list`` (the run judged nothing else);
-    its name, None where the run cannot tell which rank failed or its node was never
-    named (the ranks had not met yet). The file is written either way: a scheduler
-    reading it after exit 3 or 4 finds what is known."""
+def drain_failed(run_dir: Path, cfg: HealthConfig, failure: Failure) -> str | None:
+    """A dead or hung rank's node into ``--drain-list`` and meta.json's verdict (the run
+    judged nothing else); its name, or None where the run cannot tell which rank failed,
+    or the ranks had not met to name their nodes. Rank 0 emptied the list as the run
+    started, so a list left empty says that nothing is known. A list that cannot be
+    written is said in one line: the run's own exit code stands."""
+    rank = failure.rank
     try:
         hosts = RunDir(run_dir).read_meta().get("rank_hosts") or []
     except (OSError, ValueError):
         hosts = []
     node = hosts[rank] if rank is not None and 0 <= rank < len(hosts) else None
-    if cfg.drain_list is not None:
-        Path(cfg.drain_list).write_text(f"{node}\n" if node else "", encoding="utf-8")
-        if node:
-            print(
-                f"colbench: health: {node} (rank {rank}) written to {cfg.drain_list}",
-                file=sys.stderr,
-            )
-    if node:
-        RunDir(run_dir).update_meta(verdict={"lines": [], "critical": [node], "warn": []})
+    if node is None:
+        return None
+    what = "hung" if failure.exit_code == ExitCode.TIMEOUT else "failed"
+    line = f"health: CRITICAL {node}: rank {rank} {what} (exit {failure.exit_code})"
+    try:
+        if cfg.drain_list is not None:
+            Path(cfg.drain_list).write_text(f"{node}\n", encoding="utf-8")
+            line += f"; written to {cfg.drain_list}"
+        RunDir(run_dir).update_meta(
+            verdict={"lines": [line], "critical": [node], "warn": []}, report_time=time.time()
+        )
+    except (OSError, ValueError) as exc:
+        print(f"colbench: warning: health: cannot write the drain list: {exc}", file=sys.stderr)
+    print(f"colbench: {line}", file=sys.stderr)
     return node
+
+
+def start_drain_list(cfg: HealthConfig) -> None:
+    """Empty ``--drain-list`` as the run starts: a list left from an earlier run must not
+    outlive a run that ends before it writes its own (a launcher's SIGTERM, a crash)."""
+    if cfg.drain_list is None:
+        return
+    try:
+        Path(cfg.drain_list).write_text("", encoding="utf-8")
+    except OSError as exc:
+        print(f"colbench: warning: health: cannot write the drain list: {exc}", file=sys.stderr)
 
 
 def report(run_dir: Path, cfg: HealthConfig) -> int:

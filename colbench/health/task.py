@@ -151,4 +151,4 @@ class HealthTask(ConfiguredTask):
     def failed(self, run_dir: Path, failure: Failure) -> None:
         from colbench.health.report import drain_failed
 
-        drain_failed(run_dir, self.cfg, failure.rank)
+        drain_failed(run_dir, self.cfg, failure)

@@ -241,6 +241,12 @@ def _wrong(text: str, is_error: bool, dtype: str) -> int | None:
 
 def _warn_about(m: _Meaning, tally: _Tally, found: Findings) -> None:
     where, table = m.where, m.table
+    if m.ranks_per_gpu > 1:
+        found.notes.append(
+            f"{where}: up to {m.ranks_per_gpu} ranks share one GPU (same host and PCI address "
+            "in the device table): rows imported as an emulated fabric, as sweep "
+            "--ranks-per-gpu writes them"
+        )
     if tally.misfits:
         found.warnings.append(
             f"{where}: size and count do not fit {m.coll.name} at {m.n} ranks in "

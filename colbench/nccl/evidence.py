@@ -99,6 +99,8 @@ class Facts:
     #: colbench's own --ranks-per-gpu run: ranks of one host are NCCL nodes of their own
     #: by design, so their network traffic is what was asked for, not a finding.
     emulated_nodes: bool = False
+    #: NCCL counted more nodes than the log has host names (NCCL_HOSTID splits a host).
+    nodes_split: bool = False
 
 
 def verdicts(facts: Facts) -> list[str]:
@@ -124,9 +126,10 @@ def verdicts(facts: Facts) -> list[str]:
             for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")
             if k in facts.env
         ]
-        if "NCCL_HOSTID" in facts.env:
-            # Each rank's own NCCL_HOSTID makes it a node of its own: NCCL then has only
-            # its network transport between them, whatever P2P and SHM allow.
+        if "NCCL_HOSTID" in facts.env and facts.nodes_split:
+            # NCCL_HOSTID values that differ on one host make its ranks separate nodes:
+            # NCCL then has only its network transport between them. (A site's uniform
+            # NCCL_HOSTID splits nothing, and is not named.)
             why.insert(0, "NCCL_HOSTID makes each rank a node of its own")
         out.append(
             f"intra-node traffic over the network: ranks {link.a} and {link.b} on {host} use "

@@ -306,6 +306,7 @@ def summary(log: NcclLog, *, emulated_nodes: bool = False) -> dict[str, Any]:
         _same_host_links(log),
         transports,
         emulated_nodes,
+        _nodes_split(main),
     )
     return {
         "nccl_version": _version(log),
@@ -368,6 +369,12 @@ def _algorithms(log: NcclLog) -> list[dict[str, Any]]:
     for call in log.calls:
         seen.setdefault((call.op, call.size_bytes, call.algo, call.proto))
     return [dict(zip(("op", "size_bytes", "algo", "proto"), key, strict=True)) for key in seen]
+
+
+def _nodes_split(comm: Communicator | None) -> bool:
+    """NCCL counted more nodes than the host names its ranks' lines carry."""
+    hosts = set(comm.rank_hosts.values()) if comm else set()
+    return bool(comm and comm.nnodes and hosts and comm.nnodes > len(hosts))
 
 
 def _same_host_links(log: NcclLog) -> list[tuple[evidence.NetLink, str]]:

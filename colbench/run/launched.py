@@ -67,10 +67,12 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
         code = exc.exit_code if isinstance(exc, RankFailure) else None
         if run_dir is not None:
             finish_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
-            # Rank 0 sees its own exception, which a dead peer causes as often as rank 0
-            # itself: which rank failed is not known here.
-            failure = protocol.Failure(message, code or int(ExitCode.RANK_FAILURE))
-            task.failed(run_dir, failure)
+            if not hang_watchdog.fired():
+                # A lost peer's exception does not say which peer: then nobody is named.
+                # (A fired watchdog has given its own verdict on the hang.)
+                failed = None if protocol.lost_a_peer(message) else env.rank
+                failure = protocol.Failure(message, code or int(ExitCode.RANK_FAILURE), failed)
+                task.failed(run_dir, failure)
         raise RankFailure(message, code) from None
     if run_dir is None:
         exit_now(int(ExitCode.OK))

@@ -40,7 +40,9 @@ def record_nccl_log(run_dir: Path) -> None:
     found = None
     if logs:
         text = "".join(path.read_text(encoding="utf-8", errors="replace") for path in logs)
-        emulated = (meta.get("fabric") or {}).get("kind") == FABRIC_EMULATED
+        # The sweep writes ``fabric``; every task's config has ranks_per_gpu (p2p, health).
+        per_gpu = (meta.get("config") or {}).get("ranks_per_gpu") or 1
+        emulated = (meta.get("fabric") or {}).get("kind") == FABRIC_EMULATED or per_gpu > 1
         found = summary(parse_log(text), emulated_nodes=emulated)
         found.pop("algorithms", None)  # start-up logs have no TUNING lines
         meta["nccl"] = {"logs": [p.name for p in logs], **found}

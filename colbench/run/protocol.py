@@ -133,27 +133,29 @@ def _where(step: InFlight | None) -> tuple[str, str | None, int | None]:
     return step.describe(), step.op or None, step.size_bytes
 
 
-def _killed(
+def _ended(
     rank: int,
     exit_codes: Mapping[int, int | None],
     progress: Mapping[int, InFlight],
     host: str,
     pids: Mapping[int, int],
 ) -> Failure:
-    """The verdict on a rank killed by a signal."""
+    """The verdict on a rank killed by a signal, or one that exited with an error code
+    and no report of its own."""
     code = exit_codes[rank]
     assert code is not None
-    name = signal_name(-code)
     doing, op, size = _where(progress.get(rank))
+    who = f"rank {rank} on {host} (pid {pids.get(rank, '?')})"
+    if code >= 0:
+        message = f"{who} exited with code {code} during {doing}"
+        return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, message)
+    name = signal_name(-code)
     hint = (
         " (SIGKILL is what the kernel's out-of-memory killer sends: check memory limits and dmesg)"
         if -code == signal.SIGKILL
         else ""
     )
-    message = (
-        f"rank {rank} on {host} (pid {pids.get(rank, '?')}) was killed by {name} "
-        f"during {doing}{hint}"
-    )
+    message = f"{who} was killed by {name} during {doing}{hint}"
     return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, f"killed by {name}")
 
 
@@ -178,11 +180,13 @@ def diagnose(
         first = usage[0]
         return Failure(str(first["error"]), int(ExitCode.USAGE), error=str(first["error"]))
     timed_out = {int(r["rank"]) for r in reports if r.get("kind") == KIND_TIMEOUT}
+    # A rank aborted after it lost a peer (its log says so) is a survivor, not a culprit.
+    survivors = timed_out | {int(r["rank"]) for r in reports if _lost_a_peer(r)}
     killed = sorted(
-        r for r, code in exit_codes.items() if code is not None and code < 0 and r not in timed_out
+        r for r, code in exit_codes.items() if code is not None and code < 0 and r not in survivors
     )
     if killed:
-        return _killed(killed[0], exit_codes, progress, host, pids)
+        return _ended(killed[0], exit_codes, progress, host, pids)
     if timed_out:
         reported = {int(r["rank"]) for r in reports}
         # A rank that left no report and did not finish is one the others waited for.
@@ -194,7 +198,7 @@ def diagnose(
     )
     if vanished and all(_lost_a_peer(r) for r in reports):
         # A rank that exited without a word while the others only lost it is the culprit.
-        return _exited(vanished[0], exit_codes, progress, host, pids)
+        return _ended(vanished[0], exit_codes, progress, host, pids)
     if reports:
         first = min(reports, key=lambda r: float(r["time"]))
         rank = int(first["rank"])
@@ -206,29 +210,18 @@ def diagnose(
         return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, str(first["error"]))
     bad = sorted(r for r, code in exit_codes.items() if code not in (0, None))
     if bad:
-        return _exited(bad[0], exit_codes, progress, host, pids)
+        return _ended(bad[0], exit_codes, progress, host, pids)
     return Failure("ranks stopped for an unknown reason", int(ExitCode.RANK_FAILURE))
 
 
 def _lost_a_peer(report: Mapping[str, Any]) -> bool:
-    text = str(report.get("error", "")).lower()
+    return lost_a_peer(str(report.get("error", "")))
+
+
+def lost_a_peer(error: str) -> bool:
+    """Whether an error's text says a peer went away (not that this rank failed)."""
+    text = error.lower()
     return any(t in text for t in PEER_LOST_TEXTS)
-
-
-def _exited(
-    rank: int,
-    exit_codes: Mapping[int, int | None],
-    progress: Mapping[int, InFlight],
-    host: str,
-    pids: Mapping[int, int],
-) -> Failure:
-    """The verdict on a rank that exited with an error code and no report of its own."""
-    doing, op, size = _where(progress.get(rank))
-    message = (
-        f"rank {rank} on {host} (pid {pids.get(rank, '?')}) exited with code "
-        f"{exit_codes[rank]} during {doing}"
-    )
-    return Failure(message, int(ExitCode.RANK_FAILURE), rank, op, size, message)
 
 
 def diagnose_timeout(
@@ -321,21 +314,29 @@ def read_reports(run_dir: Path) -> list[dict[str, Any]]:
     for rank, log in files.rank_logs().items():
         if rank in reported:
             continue
-        line = torch_watchdog_line(reading.tail_text(log, LOG_TAIL_BYTES))
-        if line is not None:
+        tail = reading.tail_text(log, LOG_TAIL_BYTES)
+        line = torch_watchdog_line(tail)
+        # torch aborts an NCCL rank whose peer died (ncclRemoteError) before Python
+        # reports anything: its log says it lost a peer, and it is no culprit.
+        lost = None if line is not None else _peer_lost_line(tail)
+        if line is not None or lost is not None:
             reports.append(
                 {
                     "rank": rank,
                     "host": hostname(),
                     "pid": "?",
-                    "kind": KIND_TIMEOUT,
-                    "error": line[:500],
+                    "kind": KIND_TIMEOUT if line is not None else KIND_ERROR,
+                    "error": (line or lost or "")[:500],
                     "time": log.stat().st_mtime,
                     "waiting": True,
                     "source": log.name,
                 }
             )
     return reports
+
+
+def _peer_lost_line(log_text: str) -> str | None:
+    return next((x.strip() for x in log_text.splitlines() if lost_a_peer(x)), None)
 
 
 def read_progress(store: Any, world_size: int) -> dict[int, InFlight]:

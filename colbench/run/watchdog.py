@@ -201,6 +201,11 @@ class Watchdog:
 _FIRED = threading.Event()
 
 
+def fired() -> bool:
+    """Whether this process's hang watchdog has fired (its verdict stands)."""
+    return _FIRED.is_set()
+
+
 def yield_to_verdict(wait_s: float = 4 * EXCHANGE_S) -> None:
     """Called by a rank's failure path: if the hang watchdog has fired, wait for it to end
     the process with the hang's verdict (exit 4). The peers it exchanged reports with

@@ -37,6 +37,9 @@ def test_a_rank_that_hangs_names_its_node_launched(tmp_path: Path) -> None:
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
     assert (meta["status"], meta["failed_rank"]) == ("failed", 2)
     assert meta["verdict"]["critical"] == ["node-b"]
+    assert meta["verdict"]["lines"] == [
+        f"health: CRITICAL node-b: rank 2 hung (exit 4); written to {drain}"
+    ]
 
 
 def test_a_rank_that_dies_names_its_node_spawned(tmp_path: Path) -> None:
@@ -49,9 +52,11 @@ def test_a_rank_that_dies_names_its_node_spawned(tmp_path: Path) -> None:
     # Rank 0 only lost its peer ("Connection closed by peer"): rank 1 is named.
     assert "rank 1 on " in proc.stderr and "exited with code 7" in proc.stderr, proc.stderr
     assert drain.read_text() == "node-x\n"
-    assert "node-x (rank 1) written to" in proc.stderr
-    # Before the ranks meet, no rank has a node name yet: the list is written, empty.
+    assert "health: CRITICAL node-x: rank 1 failed (exit 3); written to" in proc.stderr
+    # Before the ranks meet, no rank has a node name yet: the list is left empty, and a
+    # list from an earlier run does not survive.
     early = tmp_path / "early.txt"
+    early.write_text("node-from-an-earlier-run\n")
     proc = run_colbench(
         *HEALTH, "--nprocs", "2", "--out", str(tmp_path / "early"), "--drain-list", str(early),
         env={"NODE_NAME": "node-x", "COLBENCH_FAULT": "1:init:exit"}, timeout=180,

@@ -6,7 +6,7 @@ here is copied from a real log.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 NEW_HEADER = "\n".join(
     [
@@ -29,7 +29,15 @@ OLD_HEADER = "\n".join(
 )
 
 
-def rank_lines(world_size: int, hosts: Sequence[str], device: str, group: bool = True) -> str:
+def rank_lines(
+    world_size: int,
+    hosts: Sequence[str],
+    device: str,
+    group: bool = True,
+    bus: Callable[[int], str] = lambda rank: f"0x{rank:02x}",
+) -> str:
+    """``bus``: the bracketed PCI address of each rank's GPU, as nccl-tests before 2.14.1
+    (``0x1b``, the bus alone) or since (``0000:1b:00``, domain:bus:device) prints it."""
     per_host = world_size // len(hosts)
     lines = ["# Using devices"]
     for rank in range(world_size):
@@ -37,7 +45,7 @@ def rank_lines(world_size: int, hosts: Sequence[str], device: str, group: bool =
         grp = "Group  0 " if group else ""
         lines.append(
             f"#  Rank {rank:2d} {grp}Pid {4000 + rank:6d} on {host:>10} device "
-            f"{rank % per_host:2d} [0x{rank:02x}] {device}"
+            f"{rank % per_host:2d} [{bus(rank)}] {device}"
         )
     return "\n".join(lines)
 
@@ -84,7 +92,12 @@ def model_time_us(size: int) -> float:
     return 20.0 + size / 12e3
 
 
-def new_all_reduce_log(world_size: int = 4, prefix: str = "") -> str:
+def new_all_reduce_log(
+    world_size: int = 4,
+    prefix: str = "",
+    hosts: Sequence[str] = ("node-a", "node-b"),
+    bus: Callable[[int], str] = lambda rank: f"0x{rank:02x}",
+) -> str:
     """nccl-tests 2.x all_reduce_perf -b 1K -e 1M -f 4 on two hosts, NCCL INFO noise inside."""
     factor = 2 * (world_size - 1) / world_size
     rows = []
@@ -97,7 +110,7 @@ def new_all_reduce_log(world_size: int = 4, prefix: str = "") -> str:
             "# nThread 1 nGpus 1 minBytes 1024 maxBytes 1048576 step: 4(factor) warmup iters: 5 "
             "iters: 20 agg iters: 1 validation: 1 graph: 0",
             "#",
-            rank_lines(world_size, ["node-a", "node-b"], "NVIDIA H100 80GB HBM3"),
+            rank_lines(world_size, hosts, "NVIDIA H100 80GB HBM3", bus=bus),
             "#",
             NEW_HEADER.splitlines()[0],
             "node-a:123:456 [0] NCCL INFO comm 0x1 rank 0 nranks 4 - Init COMPLETE",

@@ -182,8 +182,9 @@ def test_nccl_tests_without_mpi_is_named_not_misread(
     assert outcome.exit_code == 3 and outcome.error is not None
     assert "world(s) of 1 rank(s), not one of 4" in outcome.error
     assert "MPI=1" in outcome.error
-    # The stand-in ran as the last rank, with the emulation's environment.
-    assert json.loads((tmp_path / "args.json").read_text())[-2:] == ["-a", "1"]
+    # The stand-in ran (as the last of the four ranks), with -g 1: one GPU per process.
+    args = json.loads((tmp_path / "args.json").read_text())
+    assert args[args.index("-g") + 1] == "1" and args[-2:] == ["-a", "1"]
 
 
 def test_size_flags() -> None:
@@ -235,6 +236,7 @@ def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
         (["--nccl-tests-timeout", "0"], "--nccl-tests-timeout must be positive"),
         (["--bogus"], "No such option"),
         (["--backend", "gloo", "--ranks-per-gpu", "2"], "--ranks-per-gpu"),
+        (["--mpiexec", "mpiexec"], "--mpiexec starts the nccl-tests ranks of an emulated world"),
         (
             ["--ranks-per-gpu", "2", "--mpiexec", "no-such-mpiexec -n"],
             "--mpiexec 'no-such-mpiexec -n': no such program",

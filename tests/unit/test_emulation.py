@@ -167,13 +167,17 @@ def test_an_nccl_tests_rank_gets_what_a_colbench_rank_gets() -> None:
     assert env["NCCL_TESTS_DEVICE"] == "1"  # rank 5 of 4 per GPU: the second GPU
     assert env["NCCL_SOCKET_IFNAME"] == "lo" and env["PATH"] == "/bin"
     assert {env[k] for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")} == {"1"}
-    # Open MPI's rank variable; the user's own values win.
+    # Open MPI's rank variable; the user's own NCCL values win, but not the GPU: colbench's
+    # side takes GPU rank // K, and both sides must be one world.
     mine = {"OMPI_COMM_WORLD_RANK": "2", "NCCL_TESTS_DEVICE": "0", "NCCL_NET": "IB"}
     env = emulated_rank.environment(2, mine)
-    assert env["NCCL_TESTS_DEVICE"] == "0" and env["NCCL_NET"] == "IB"
+    assert env["NCCL_TESTS_DEVICE"] == "1" and env["NCCL_NET"] == "IB"
     assert env["NCCL_HOSTID"].endswith("rank2")
     with pytest.raises(SystemExit, match="run nccl-tests under mpiexec"):
         emulated_rank.environment(2, {})
+    # A batch script's SLURM_PROCID (0 in every process) is no MPI rank.
+    with pytest.raises(SystemExit, match="run nccl-tests under mpiexec"):
+        emulated_rank.environment(2, {"SLURM_PROCID": "0"})
 
 
 def test_an_nccl_tests_rank_becomes_the_program(tmp_path: Path) -> None:

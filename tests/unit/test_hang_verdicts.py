@@ -172,3 +172,28 @@ def test_a_rank_that_vanished_is_named_over_the_ranks_that_lost_it() -> None:
     own = {**lost, "error": "RuntimeError: fault injected by COLBENCH_FAULT"}
     failure = protocol.diagnose({0: 3, 1: 7}, [own], {}, "vm", {}, 60.0)
     assert failure.rank == 0
+
+
+def test_an_nccl_survivor_aborted_after_its_peer_died_is_no_culprit(tmp_path: Path) -> None:
+    """torch aborts (SIGABRT) an NCCL rank whose peer died before Python reports anything;
+    its log says it lost the peer. The rank that exited without a word is named."""
+    (tmp_path / "rank0.log").write_text(
+        "[rank0]: torch.distributed.DistBackendError: NCCL error: remote process exited or "
+        "there was a network error, NCCL version 2.28.9\nncclRemoteError\n"
+    )
+    failure = protocol.diagnose(
+        {0: -signal.SIGABRT, 1: 7},
+        protocol.read_reports(tmp_path),
+        {1: step(4)},
+        "node7",
+        {0: 100, 1: 101},
+        30,
+    )
+    assert failure.rank == 1, failure.message
+    assert failure.message.startswith("rank 1 on node7 (pid 101) exited with code 7")
+    # Without that log, the aborted rank is the one named, as before.
+    (tmp_path / "rank0.log").write_text("terminate called without an active exception\n")
+    failure = protocol.diagnose(
+        {0: -signal.SIGABRT, 1: 7}, protocol.read_reports(tmp_path), {}, "node7", {}, 30
+    )
+    assert failure.rank == 0

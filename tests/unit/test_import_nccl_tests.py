@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,6 +187,27 @@ def test_cli_import_then_reimport_is_refused(
         )
         assert code == 0, err
     assert sorted(p.name for p in (tmp_path / "res").iterdir()) == ["imported-ar", "imported-ar-2"]
+
+
+@pytest.mark.parametrize(
+    ("hosts", "bus", "shared"),
+    [
+        (("vm",), lambda rank: "0000:1b:00", 4),  # 4 ranks, one GPU: emulated
+        (("vm",), lambda rank: f"0000:{rank + 0x1B:02x}:00", 1),  # 4 GPUs of one node
+        (("vm",), lambda rank: "0x1b", 1),  # the bus alone cannot tell (PCI domains)
+        (("a", "b"), lambda rank: "0000:1b:00", 2),  # 2 ranks on each node's one GPU
+    ],
+    ids=["one-gpu", "four-gpus", "bus-only", "two-nodes"],
+)
+def test_ranks_sharing_a_gpu_are_an_emulated_fabric(
+    hosts: tuple[str, ...], bus: Any, shared: int
+) -> None:
+    text = nccl_logs.new_all_reduce_log(world_size=4, hosts=hosts, bus=bus)
+    imported = parse_log(text, source="ar.log")
+    assert {r["ranks_per_gpu"] for r in imported.rows} == {shared}
+    assert {r["fabric"] for r in imported.rows} == {"emulated" if shared > 1 else "real"}
+    assert any("share one GPU" in n for n in imported.notes) == (shared > 1)
+    assert imported.facts["tables"][0]["ranks_per_gpu"] == shared
 
 
 # -- the real logs in ../shared (third-party data: read in place, never copied) -------------

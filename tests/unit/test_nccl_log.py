@@ -425,13 +425,34 @@ def test_nccl_hostid_is_named_as_the_cause_and_an_emulated_run_is_silent() -> No
         "(NCCL_HOSTID makes each rank a node of its own)"
     ]
     assert summary(parse_log(text), emulated_nodes=True)["verdicts"] == []
+    # A site's one NCCL_HOSTID for the whole host splits nothing (NCCL counts 1 node):
+    # P2P and SHM off are then the cause, and NCCL_HOSTID is not named.
+    one_node = text.replace("nNodes 2 localRanks 1", "nNodes 1 localRanks 2").replace(
+        "NCCL_HOSTID set by environment to vm-colbench-rank0",
+        "NCCL_HOSTID set by environment to vm\nvm:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by "
+        "environment to 1",
+    )
+    assert summary(parse_log(one_node))["verdicts"] == [
+        "intra-node traffic over the network: ranks 0 and 1 on vm use NET/Socket "
+        "(NCCL_P2P_DISABLE=1)"
+    ]
 
 
-@pytest.mark.parametrize("fabric", ["emulated", "real"])
-def test_a_runs_verdicts_follow_its_fabric(tmp_path: Path, fabric: str) -> None:
+@pytest.mark.parametrize(
+    ("meta", "emulated"),
+    [
+        ({"fabric": {"kind": "emulated"}}, True),  # a sweep's
+        ({"config": {"ranks_per_gpu": 4}}, True),  # p2p's and health's
+        ({"fabric": {"kind": "real"}, "config": {"ranks_per_gpu": 1}}, False),
+    ],
+    ids=["sweep", "p2p-health", "real"],
+)
+def test_a_runs_verdicts_follow_its_fabric(
+    tmp_path: Path, meta: dict[str, Any], emulated: bool
+) -> None:
     from colbench.run.outcome import record_nccl_log
 
-    (tmp_path / "meta.json").write_text(json.dumps({"fabric": {"kind": fabric}}))
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
     (tmp_path / "nccl-rank0.log").write_text(
         "vm:1:1 [0] NCCL INFO NCCL_HOSTID set by environment to vm-colbench-rank0\n"
         "vm:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0\n"
@@ -440,7 +461,7 @@ def test_a_runs_verdicts_follow_its_fabric(tmp_path: Path, fabric: str) -> None:
     )
     record_nccl_log(tmp_path)
     verdicts = json.loads((tmp_path / "meta.json").read_text())["verdicts"]
-    assert len(verdicts) == (0 if fabric == "emulated" else 1), verdicts
+    assert len(verdicts) == (0 if emulated else 1), verdicts
 
 
 def test_silence_where_all_is_as_expected() -> None:
