@@ -14,6 +14,8 @@ In order, all at ``--level quick`` (or --level):
    in the drain list;
 4. --slow-runs with node D's CPU held to --cpu-pct of one core (a cgroup quota over a
    10 ms period), links unshaped: was node D named, and nothing else?
+5. --slow-runs uniform with two ranks per node (12 ranks): the intra-node checks and two
+   rails of sendrecv; was nothing named, and did each run keep to its stated time?
 
 Needs root (namespaces, cgroups). docs/health.md holds the figures of a run.
 
@@ -51,7 +53,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate-mbit", type=float, default=400.0, help="every node's link")
     parser.add_argument("--cpu-pct", type=float, default=20.0, help="node D's CPU quota")
     parser.add_argument("--level", default="quick")
-    parser.add_argument("--cases", default="uniform,link,cpu", help="which, comma-separated")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep every run directory here (a new folder)"
+    )
+    parser.add_argument("--cases", default="uniform,link,cpu,ranks2", help="which, comma-separated")
     return parser.parse_args(argv)
 
 
@@ -61,6 +66,7 @@ def health(
     level: str,
     *extra: str,
     cgroup_procs: dict[int, Path] | None = None,
+    nproc_per_node: int = 1,
 ) -> dict[str, Any]:
     """One run; what it said and wrote."""
     drain = out.parent / f"{out.name}.drain"
@@ -76,7 +82,7 @@ def health(
         str(drain),
         *extra,
     ]
-    results = torchrun(fabric, argv, timeout_s=600, cgroup_procs=cgroup_procs)
+    results = torchrun(fabric, argv, nproc_per_node, timeout_s=600, cgroup_procs=cgroup_procs)
     codes = [p.returncode for p in results]
     if codes[1:] != [0] * (len(codes) - 1) or codes[0] not in (0, 1):
         tails = "".join(f"\n[node {n}] {p.stderr[-1500:]}" for n, p in enumerate(results))
@@ -144,10 +150,17 @@ def slow_link(fabric: netns.Fabric, root: Path, args: argparse.Namespace) -> lis
     for i in range(args.slow_runs):
         run = health(fabric, root / f"link{i}", args.level)
         crit = sorted({n for n, _ in named(run["findings"], "CRITICAL")})
-        found.append(run["exit"] == 1 and crit == ["nodeC"] and run["drain"] == ["nodeC"])
+        meta = run["meta"]
+        found.append(
+            run["exit"] == 1
+            and crit == ["nodeC"]
+            and run["drain"] == ["nodeC"]
+            and meta["measured_s"] <= meta["estimate_s"]
+        )
         print(
             f"link at a third {i}: exit {run['exit']}, CRITICAL {crit}, drain "
-            f"{run['drain']}; {run['lines'][0]}",
+            f"{run['drain']}, {meta['measured_s']} s of {meta['estimate_s']} s stated; "
+            f"{run['lines'][0]}",
             flush=True,
         )
     return found
@@ -171,6 +184,26 @@ def slow_cpu(fabric: netns.Fabric, root: Path, args: argparse.Namespace) -> list
                 f"{' / '.join(run['lines'][:-1])}",
                 flush=True,
             )
+    return found
+
+
+def two_per_node(fabric: netns.Fabric, root: Path, args: argparse.Namespace) -> list[bool]:
+    fabric.shape(args.rate_mbit)
+    found = []
+    for i in range(args.slow_runs):
+        run = health(fabric, root / f"ranks2-{i}", args.level, nproc_per_node=2)
+        meta, bad = run["meta"], named(run["findings"], "CRITICAL") + named(run["findings"], "WARN")
+        within = meta["measured_s"] <= meta["estimate_s"]
+        checks = sorted({f["check"] for f in run["findings"]})
+        found.append(not bad and within and run["exit"] == 0)
+        print(
+            f"two ranks per node {i}: exit {run['exit']}, named {bad}, {meta['measured_s']} s "
+            f"of {meta['estimate_s']} s stated; checks {checks}",
+            flush=True,
+        )
+        for f in run["findings"]:
+            if f["check"].startswith(("intra", "pair")):
+                print(f"  {f['node']} {f['check']} {f['busbw_gbps']:.4g} GB/s", flush=True)
     return found
 
 
@@ -202,11 +235,15 @@ def summary(args: argparse.Namespace, results: dict[str, Any]) -> None:
             print("  floor " + floor_files.floor_line(floor_files.Floor(**f)).strip())
     if "link" in results:
         found = results["link"]
-        print(f"node C's link at a third: C alone CRITICAL, exit 1, drained: {sum(found)} of "
-              f"{len(found)}")  # fmt: skip
+        print(f"node C's link at a third: C alone CRITICAL, exit 1, drained, within the "
+              f"stated time: {sum(found)} of {len(found)}")  # fmt: skip
     if "cpu" in results:
         found = results["cpu"]
         print(f"node D's CPU at {args.cpu_pct:g}%: D alone named: {sum(found)} of {len(found)}")
+    if "ranks2" in results:
+        found = results["ranks2"]
+        print(f"two ranks per node, uniform: nothing named, exit 0, within the stated time: "
+              f"{sum(found)} of {len(found)}")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -214,11 +251,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (why := netns.unavailable()) or (why := cgroups.unavailable()):
         print(f"cannot run: {why}")
         return 2
-    cases = {"uniform": uniform, "link": slow_link, "cpu": slow_cpu}
+    cases = {"uniform": uniform, "link": slow_link, "cpu": slow_cpu, "ranks2": two_per_node}
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp, netns.fabric(6, "hb") as fabric:
+        root = Path(tmp)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True)
+            root = args.keep
         for name in args.cases.split(","):
-            results[name] = cases[name](fabric, Path(tmp), args)
+            results[name] = cases[name](fabric, root, args)
     print()
     summary(args, results)
     return 0

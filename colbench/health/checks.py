@@ -1,5 +1,6 @@
 """The checks, as every rank runs them: each node alone, every node's own ranks at once,
-disjoint pairs of nodes, the whole world.
+disjoint pairs of nodes (sendrecv rail by rail, then all_reduce over both nodes' ranks),
+the whole world.
 
 Every rank walks the same steps (:class:`Walker`): a barrier over the side group, the
 step's ranks make one untimed call (connections, caches), all ranks agree on the
@@ -51,8 +52,20 @@ class Placement:
 
     @property
     def leaders(self) -> tuple[int, ...]:
-        """Each node's first rank: the one that speaks for its NIC in the pair check."""
+        """Each node's first rank: its row in the pair matrix."""
         return tuple(ranks[0] for ranks in self.nodes)
+
+    def node_rounds(self) -> list[list[tuple[int, int]]]:
+        """Rounds of disjoint pairs of node indices (p2p's tournament over the nodes):
+        both pair checks walk these."""
+        nodes = tuple(range(len(self.nodes)))
+        return [list(rnd) for rnd in pair_steps(Selection((nodes,)))] if len(nodes) > 1 else []
+
+    def rails(self, pair: tuple[int, int]) -> list[tuple[int, int]]:
+        """Local rank k of one node with local rank k of the other, for every k both
+        have (rail k), lower rank first."""
+        a, b = self.nodes[pair[0]], self.nodes[pair[1]]
+        return [(min(x, y), max(x, y)) for x, y in zip(a, b, strict=False)]
 
 
 def iterations(budget_s: float, first_us: float) -> int:
@@ -188,22 +201,92 @@ def intra_node(
 def pairs(
     walker: Walker, place: Placement, backend: str, level: Level, device: Any, pass_index: int
 ) -> None:
-    """sendrecv both ways at once between the first ranks of two nodes, in rounds of
-    disjoint pairs (p2p's tournament): every node meets every other once a pass."""
-    if len(place.leaders) < 2:
+    """sendrecv both ways at once between two nodes' ranks of one local index (rail k:
+    local rank k of each node, as p2p's ``--rail``), every rail of a pair of nodes at
+    once, in rounds of disjoint pairs of nodes: every node meets every other once a
+    pass. Rail by rail, so that a slow NIC (the one nearest a GPU) shows in its own
+    rank's links, not spread over its node's. One sample per link, from its lower rank
+    (both ends time the same exchange)."""
+    rounds = place.node_rounds()
+    if not rounds:
         return
     link = Transport(backend)
-    bufs = Buffers.allocate(level.pair_bytes, 1, device) if walker.rank in place.leaders else None
-    for index, step in enumerate(pair_steps(Selection((place.leaders,)))):
+    bufs = Buffers.allocate(level.pair_bytes, 1, device)
+    for index, rnd in enumerate(rounds):
+        step = tuple(rail for pair in rnd for rail in place.rails(pair))
         where = role(step, walker.rank)
         call = None
-        if where is not None and bufs is not None:
+        if where is not None:
             call = bandwidth_call(link, where[0], where[1], bufs, bidirectional=True)
         times = walker.step(f"pairs round {index + 1}", call)
-        if times and where is not None:
+        if times and where is not None and walker.rank < where[1]:
             gbps = level.pair_bytes / mean(times) / 1e3
-            key = tuple(sorted((walker.rank, where[1])))
+            key = (walker.rank, where[1])
             walker.samples.append(Sample("pair", level.pair_bytes, key, pass_index, gbps))
+
+
+@dataclass
+class PairGroups:
+    """The process groups of pairs of nodes (all ranks of both), made as a round first
+    needs them and kept for the later passes. Every rank makes every group in one order
+    (torch's rule for new_group); a rank outside a pair gets torch's non-member. Each
+    rank holds its N-1 pairs' groups until :meth:`destroy` (on NCCL, each a
+    communicator with GPU buffers of its own)."""
+
+    place: Placement
+    made: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+    def ranks(self, pair: tuple[int, int]) -> list[int]:
+        nodes = self.place.nodes
+        return sorted(nodes[pair[0]] + nodes[pair[1]])
+
+    def group(self, pair: tuple[int, int]) -> Any:
+        import torch.distributed as dist
+
+        if pair not in self.made:
+            self.made[pair] = dist.new_group(self.ranks(pair))
+        return self.made[pair]
+
+    def destroy(self) -> None:
+        """Free the pairs' communicators, in the order they were made (every rank's)."""
+        import torch.distributed as dist
+
+        for group in self.made.values():
+            if group is not None and group != dist.GroupMember.NON_GROUP_MEMBER:
+                dist.destroy_process_group(group)
+        self.made.clear()
+
+
+def pair_all_reduce(
+    walker: Walker, pairs_of: PairGroups, level: Level, device: Any, pass_index: int
+) -> None:
+    """all_reduce of ``pair_bytes`` over all the ranks of two nodes, in the pair check's
+    rounds: every GPU and NIC of both nodes at once, as a job across them would use
+    them. One sample per pair, from its lowest rank, keyed by the two nodes' first
+    ranks (the pair matrix's rows)."""
+    import torch
+    import torch.distributed as dist
+
+    place = pairs_of.place
+    tensor = torch.ones(level.pair_bytes // 4, dtype=torch.float32, device=device)
+    node = place.node_of[walker.rank]
+    for index, rnd in enumerate(place.node_rounds()):
+        if any(pair not in pairs_of.made for pair in rnd):
+            # Said before the groups are made: a rank stuck in new_group is named there.
+            walker.on_step(f"pair all_reduce round {index + 1}: making its groups")
+        groups = {pair: pairs_of.group(pair) for pair in rnd}
+        mine = next((pair for pair in rnd if node in pair), None)
+        call = None
+        if mine is not None:
+            call = functools.partial(dist.all_reduce, tensor, group=groups[mine])
+        times = walker.step(f"pair all_reduce round {index + 1}", call)
+        if times and mine is not None and walker.rank == pairs_of.ranks(mine)[0]:
+            algbw = level.pair_bytes / mean(times) / 1e3
+            gbps = algbw * get_op("all_reduce").busbw_factor(len(pairs_of.ranks(mine)))
+            key = (place.leaders[mine[0]], place.leaders[mine[1]])
+            walker.samples.append(
+                Sample("pair_all_reduce", level.pair_bytes, key, pass_index, gbps)
+            )
 
 
 def whole_world(

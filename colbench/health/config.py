@@ -25,7 +25,9 @@ from colbench.errors import UsageError
 RUN_LABEL = "health"
 #: Every timed batch of a run, as rank 0 gathered them; judged after the ranks are done.
 SAMPLES_FILE = "health.samples.json"
-SAMPLES_VERSION = 1
+#: History: 1, the first; 2 adds ``gpu_bus_ids`` (each rank's GPU, null on CPU) and the
+#: pair check's all_reduce (``pair_all_reduce``).
+SAMPLES_VERSION = 2
 MIB = 1024**2
 
 #: A step's cost beyond its timed batch: the barrier, the untimed first call, the
@@ -33,8 +35,12 @@ MIB = 1024**2
 STEP_OVERHEAD_S = 0.1
 #: Gathering the samples, judging, writing the files.
 FIXED_S = 4.0
-#: Fewest timed iterations in a batch, whatever its first call took.
-MIN_ITERS = 3
+#: Fewest timed iterations in a batch, whatever its first call took: two, not one, since
+#: a slow round's batch sets every concurrent pair's (the ranks agree on one count), and
+#: one call per sample made the healthy pairs of that round too noisy to judge a slow
+#: node at p < 0.01 on this machine; not three, which made a run with one slow node
+#: overrun the level's stated time (20.4 s of 16 s at 6 nodes).
+MIN_ITERS = 2
 MAX_ITERS = 1000
 
 
@@ -49,7 +55,7 @@ class Level:
     node_bytes: int
     #: Intra-node all_reduce and all_gather on each node's own ranks.
     intra_bytes: int
-    #: Inter-node sendrecv between the first ranks of two nodes.
+    #: Inter-node sendrecv rail by rail, and all_reduce over two nodes' ranks.
     pair_bytes: int
     #: all_reduce over the whole world.
     world_bytes: tuple[int, ...]
@@ -57,12 +63,12 @@ class Level:
 
 LEVELS = {
     "quick": Level("quick", 4, 0.15, 8 * MIB, 1 * MIB, 1 * MIB, (4 * MIB,)),
-    "standard": Level("standard", 6, 1.2, 32 * MIB, 16 * MIB, 16 * MIB, (16 * MIB, 64 * MIB)),
-    "long": Level("long", 10, 2.5, 64 * MIB, 64 * MIB, 64 * MIB, (64 * MIB, 256 * MIB)),
+    "standard": Level("standard", 6, 0.9, 32 * MIB, 16 * MIB, 16 * MIB, (16 * MIB, 64 * MIB)),
+    "long": Level("long", 10, 1.7, 64 * MIB, 64 * MIB, 64 * MIB, (64 * MIB, 256 * MIB)),
 }
 
 #: The checks in the order they run, and the ops of the intra-node check.
-CHECKS = ("node", "intra", "pair", "world")
+CHECKS = ("node", "intra", "pair", "pair_all_reduce", "world")
 INTRA_OPS = ("all_reduce", "all_gather")
 
 
@@ -74,10 +80,12 @@ def pair_rounds(nodes: int) -> int:
 def steps(level: Level, nodes: int, ranks_per_node: int) -> dict[str, int]:
     """Timed batches per check for this shape of job."""
     intra = len(INTRA_OPS) if ranks_per_node > 1 else 0
+    rounds = pair_rounds(nodes) * level.passes if nodes > 1 else 0
     return {
         "node": nodes * level.passes,
         "intra": intra * level.passes,
-        "pair": pair_rounds(nodes) * level.passes if nodes > 1 else 0,
+        "pair": rounds,
+        "pair_all_reduce": rounds,
         "world": len(level.world_bytes) * level.passes,
     }
 

@@ -41,10 +41,14 @@ from colbench.store import metadata
 from colbench.store.metafile import read_or_none
 from colbench.store.results import SCHEMA_VERSION as RESULTS_VERSION
 
-#: floors.json's format. History: 1, the first.
-SCHEMA_VERSION = 1
+#: floors.json's format. History: 1, the first; 2 records ``health_version``, the
+#: health.samples.json version of the runs learned from (2 judges the pair sendrecv rank
+#: by rank and adds the pair all_reduce): floors of version 1 read as learned from 1.
+SCHEMA_VERSION = 2
 KIND = "colbench health floors"
 MIN_RUNS = 10
+#: What floors and the runs they judge must share, beyond the NICs.
+LEARNED_ON = (*metadata.MUST_MATCH, "health_version")
 WARN_RATE = 0.01
 CRITICAL_RATE = 0.001
 FLOORS = reading.Kind("floors file", 16 * 1024**2)
@@ -96,6 +100,9 @@ def fingerprint(meta: Mapping[str, Any]) -> dict[str, Any]:
                 nics.add(f"{nic.get('kind')} {nic.get('rate_gbit_s')} Gb/s")
     found["nics"] = sorted(nics)
     found["nodes"] = len(meta.get("hardware") or {})
+    # What a check's figure means changed with the samples' version: floors of another
+    # version state rates for another figure.
+    found["health_version"] = int(meta.get("health_version") or 1)
     return found
 
 
@@ -150,16 +157,16 @@ def learn(runs: Sequence[str], out: str) -> int:
             per_check[key].append(values)
     first_run, first = prints[0]
     for run, other in prints[1:]:
-        differ = metadata.machine_differences(first, other, (*metadata.MUST_MATCH, "nics"))
+        differ = metadata.machine_differences(first, other, (*LEARNED_ON, "nics"))
         if differ:
             name, a, b = differ[0]
-            raise UsageError(
-                f"{run} was measured on other hardware than {first_run}: {name} {b} vs {a}"
-            )
+            what = "by another colbench health" if name == "health_version" else "on other hardware"
+            raise UsageError(f"{run} was measured {what} than {first_run}: {name} {b} vs {a}")
     floors = [floor_of(c, s, v) for (c, s), v in sorted(per_check.items()) if len(v) >= MIN_RUNS]
     doc = {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
+        "health_version": first["health_version"],
         "fingerprint": first,
         "runs": [str(r) for r in runs],
         "floors": [asdict(f) for f in floors],
@@ -199,4 +206,6 @@ def load(path: str) -> tuple[dict[tuple[str, int], Floor], dict[str, Any]]:
             f"{SCHEMA_VERSION}"
         )
     floors = {(f["check"], int(f["size_bytes"])): Floor(**f) for f in doc["floors"]}
-    return floors, dict(doc.get("fingerprint") or {})
+    learned_on = dict(doc.get("fingerprint") or {})
+    learned_on["health_version"] = int(doc.get("health_version") or 1)
+    return floors, learned_on

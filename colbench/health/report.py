@@ -2,7 +2,8 @@
 
 - ``health.jsonl``: one object per check per node (``node``, ``check``, ``size_bytes``,
   ``busbw_gbps``, ``floor_gbps``, ``verdict``, and ``fleet_gbps``, ``p_value``,
-  ``evidence``, ``rank``, ``judged_by``); the whole world's figure under node ``fleet``.
+  ``evidence``, ``rank``, ``singled_out``, ``gpu``, ``nic``, ``judged_by``); the whole
+  world's figure under node ``fleet``.
 - ``health.prom``: Prometheus text format for node_exporter's textfile collector.
 - On the terminal: the human table, the pair matrix, one line per named node.
 - Exit code 1 when a node is CRITICAL (named in ``--drain-list``), else 0.
@@ -19,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from colbench import reading
+from colbench.analysis.link_tests import MIN_NODES
 from colbench.errors import ExitCode
 from colbench.health import floors as floor_files
+from colbench.health import naming
 from colbench.health.config import SAMPLES_FILE, HealthConfig
 from colbench.health.judge import (
     CRITICAL,
@@ -93,6 +96,7 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
         findings, judged_by = against_floors(samples, floors), f"floors {cfg.floors_path}"
     else:
         findings, judged_by = against_fleet(samples), "the fleet's median"
+    findings = naming.attach(findings, samples, meta.get("hardware") or {}, meta.get("backend"))
     write_jsonl(run_dir / JSONL_FILE, findings, judged_by)
     write_prom(run_dir / PROM_FILE, findings, meta.get("run_id", run_dir.name))
     critical = sorted({f.node for f in findings if f.verdict == CRITICAL and f.node != FLEET})
@@ -116,7 +120,7 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
 
 
 def _warn_fingerprint(learned: Mapping[str, Any], now: Mapping[str, Any], path: str) -> None:
-    differ = metadata.machine_differences(learned, now, (*metadata.MUST_MATCH, "nics", "nodes"))
+    differ = metadata.machine_differences(learned, now, (*floor_files.LEARNED_ON, "nics", "nodes"))
     for name, then, current in differ:
         print(
             f"colbench: warning: --floors {path} was learned on {name} {then}, this run has "
@@ -212,14 +216,17 @@ def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:
             if not bad or (tier == WARN and any(f.verdict == CRITICAL for f in mine)):
                 continue
             worst = bad[0]
+            where = naming.where_text(worst)
             lines.append(
                 f"health: {tier} {node}: {len(bad)} of {len(mine)} checks; {worst.check} "
                 f"{_gbps(worst.busbw_gbps or None)} GB/s against the fleet's "
-                f"{_gbps(worst.fleet_gbps)} ({worst.evidence})"
+                f"{_gbps(worst.fleet_gbps)} ({worst.evidence})" + (f"; {where}" if where else "")
             )
     if not lines:
+        few = f": fewer than {MIN_NODES} nodes" if len(nodes) < MIN_NODES and not judged else ""
         lines.append(
-            f"health: no node named among {len(nodes)} nodes ({len(judged)} checks judged)"
+            f"health: no node named among {len(nodes)} node{'' if len(nodes) == 1 else 's'} "
+            f"({len(judged)} checks judged{few})"
         )
     lines.append(
         f"health: judged against {judged_by}"
@@ -228,17 +235,35 @@ def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:
     return lines
 
 
+#: More ranks than this in the rail-by-rail matrix: it is printed node by node.
+MATRIX_RANKS = 16
+
+
 def _pair_matrix(samples: Samples) -> str:
-    """The pair check's links as p2p prints its matrix (median over the passes)."""
+    """The pair checks' links as p2p prints its matrix (median over the passes): the
+    sendrecv rank by rank (node by node, each pair's slowest rail, past MATRIX_RANKS
+    ranks), the all_reduce node by node; a node's row is its first rank."""
     import statistics
 
-    values = {}
-    for (check, size), links in samples.by_check.items():
-        if check != "pair":
+    titles = {
+        "pair": "pair sendrecv busbw, rail by rail",
+        "pair_all_reduce": "pair all_reduce busbw over both nodes' ranks",
+    }
+    first = {name: samples.names.index(name) for name in samples.names}
+    out = []
+    for (check, size), links in sorted(samples.by_check.items()):
+        if check not in titles or not links:
             continue
+        title = titles[check]
+        by_node = len({r for pair in links for r in pair}) > MATRIX_RANKS
+        if by_node:
+            title = "pair sendrecv busbw, each pair's slowest rail"
+        values: dict[tuple[int, int], float] = {}
         for (a, b), vals in links.items():
-            values[(a, b)] = values[(b, a)] = statistics.median(vals)
-        if values:
-            nodes = {r: samples.names[r] for pair in values for r in pair}
-            return matrix_text(values, nodes, f"pair sendrecv busbw at {size} B, GB/s")
-    return ""
+            if by_node:
+                a, b = first[samples.names[a]], first[samples.names[b]]
+            median = statistics.median(vals)
+            values[(a, b)] = values[(b, a)] = min(median, values.get((a, b), median))
+        nodes = {r: samples.names[r] for pair in values for r in pair}
+        out.append(matrix_text(values, nodes, f"{title} at {size} B, GB/s"))
+    return "\n\n".join(out)

@@ -3,9 +3,9 @@
 colbench.run starts the ranks (spawned, or under torchrun/Slurm/MPI) as for a sweep or
 p2p; :meth:`HealthTask.run_rank` meets the peers, says how long the level takes for
 this many nodes, runs the checks in order (each node alone, every node's own ranks at
-once, pairs of nodes, the whole world) and gathers the samples into rank 0's
-``health.samples.json``; :meth:`HealthTask.report` judges them
-(colbench.health.report).
+once, pairs of nodes rail by rail and then all their ranks together, the whole world)
+and gathers the samples into rank 0's ``health.samples.json``;
+:meth:`HealthTask.report` judges them (colbench.health.report).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from colbench.health.config import (
     estimate_s,
     steps,
 )
+from colbench.launch import devices
 from colbench.launch.nodes import node_name
 from colbench.p2p.task import Member
 from colbench.run import watchdog as hang_watchdog
@@ -105,6 +106,7 @@ class HealthTask(ConfiguredTask):
             meta = job.first_meta(cfg.to_dict(), names, members)
             meta.update(
                 kind="health",
+                health_version=SAMPLES_VERSION,
                 level=level.name,
                 estimate_s=round(expected_s, 1),
                 steps=steps(level, nodes, per_node),
@@ -123,19 +125,27 @@ class HealthTask(ConfiguredTask):
         walker = checks.Walker(rank, side, timer, level.step_s, in_flight.step)
         walker.fault = Fault(rank, os.environ.get("COLBENCH_FAULT"))
         groups = checks.node_groups(place)
+        pair_groups = checks.PairGroups(place)
         for p in range(level.passes):
             checks.node_alone(walker, place, level, device, p)
             checks.intra_node(walker, place, groups, level, device, p)
             checks.pairs(walker, place, job.backend, level, device, p)
+            checks.pair_all_reduce(walker, pair_groups, level, device, p)
             checks.whole_world(walker, job.world_size, level, device, p)
+        in_flight.step("destroying the pair groups")
+        pair_groups.destroy()
         in_flight.step("gathering the samples")
-        every = side.gather_objects(walker.samples)
+        # Each rank's GPU by PCI address: the report finds it, and the NIC nearest it,
+        # in the node's hardware facts (NVML's index need not be CUDA's).
+        bus_id = devices.gpu_bus_id(device) if device.type == "cuda" else ""
+        every = side.gather_objects((bus_id, walker.samples))
         if run_dir is not None:
-            samples = [asdict(s) for mine in every for s in mine]
+            samples = [asdict(s) for _, mine in every for s in mine]
             doc = {
                 "version": SAMPLES_VERSION,
                 "names": names,
                 "node_of": list(place.node_of),
+                "gpu_bus_ids": [bus or None for bus, _ in every],
                 "samples": samples,
             }
             (run_dir / SAMPLES_FILE).write_text(json.dumps(doc) + "\n", encoding="utf-8")

@@ -188,4 +188,5 @@ def normal_bus_id(text: str) -> str:
     domain, sep, rest = text.partition(":")
     if not sep:
         return text
-    return f"{int(domain, 16):04x}:{rest}" if all(c in "0123456789abcdef" for c in domain) else text
+    hexadecimal = domain and all(c in "0123456789abcdef" for c in domain)
+    return f"{int(domain, 16):04x}:{rest}" if hexadecimal else text

@@ -63,3 +63,32 @@ def test_a_rank_that_dies_names_its_node_spawned(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 3, proc.stderr
     assert early.read_text() == ""
+
+
+def test_one_node_alone_runs_its_own_checks_and_judges_nothing(tmp_path: Path) -> None:
+    """A Slurm prolog's case: the ranks of one node, no job-wide world. The node-alone
+    and intra-node checks run; there is no pair of nodes, and one node has no fleet."""
+    drain = tmp_path / "drain.txt"
+    drain.write_text("stale\n")
+    proc = run_colbench(
+        *HEALTH, "--nprocs", "2", "--out", str(tmp_path / "run"), "--drain-list", str(drain),
+        timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "health.jsonl").read_text().splitlines()
+    ]
+    assert sorted({r["check"] for r in rows}) == [
+        "intra_all_gather",
+        "intra_all_reduce",
+        "node",
+        "world",
+    ]
+    assert {r["verdict"] for r in rows} == {"not judged"}
+    assert drain.read_text() == ""
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["steps"]["pair"] == meta["steps"]["pair_all_reduce"] == 0
+    assert meta["measured_s"] <= meta["estimate_s"]
+    assert meta["verdict"]["lines"][0] == (
+        "health: no node named among 1 node (0 checks judged: fewer than 3 nodes)"
+    )

@@ -250,3 +250,155 @@ def test_report_against_floors_of_other_hardware_warns_and_drains(
     (slow,) = [r for r in rows if (r["node"], r["check"]) == ("nodeC", "pair")]
     assert slow["verdict"] == CRITICAL and slow["judged_by"].startswith("floors ")
     assert slow["floor_gbps"] < 0.05 and "false alarms 0.001" in slow["evidence"]
+
+
+def _rails_doc(per_node: int, slow: dict[int, float], passes: int = 4) -> dict[str, Any]:
+    """health.samples.json (version 2) of six nodes of ``per_node`` GPU ranks each: the
+    rail-by-rail sendrecv (local rank k of two nodes) and the pair all_reduce (keyed by
+    the nodes' first ranks), a rank's links times ``slow`` (the worse end's)."""
+    rng = random.Random(7)
+    names = [n for n in NAMES for _ in range(per_node)]
+    samples = []
+    for p in range(passes):
+        for a in range(len(names)):
+            for b in range(a + 1, len(names)):
+                if names[a] == names[b] or a % per_node != b % per_node:
+                    continue
+                factor = min(slow.get(a, 1.0), slow.get(b, 1.0))
+                value = 0.05 * factor * rng.uniform(0.95, 1.05)
+                samples.append({"check": "pair", "size_bytes": 1 << 20, "where": [a, b],
+                                "pass_index": p, "busbw_gbps": value, "waits_us": [],
+                                "times_us": []})  # fmt: skip
+        for a in range(0, len(names), per_node):
+            for b in range(a + per_node, len(names), per_node):
+                # A collective over both nodes runs at its slowest rank's pace.
+                ranks = [*range(a, a + per_node), *range(b, b + per_node)]
+                factor = min(slow.get(r, 1.0) for r in ranks)
+                samples.append({"check": "pair_all_reduce", "size_bytes": 1 << 20,
+                                "where": [a, b], "pass_index": p,
+                                "busbw_gbps": 0.08 * factor * rng.uniform(0.95, 1.05),
+                                "waits_us": [], "times_us": []})  # fmt: skip
+    buses = [f"0000:{0x18 + 0x10 * (r % per_node):02x}:00.0" for r in range(len(names))]
+    return {"version": 2, "names": names, "node_of": [r // per_node for r in range(len(names))],
+            "gpu_bus_ids": buses, "samples": samples}  # fmt: skip
+
+
+def _facts(per_node: int) -> dict[str, Any]:
+    """Every node's hardware facts: GPU k at bus 0x18 + 0x10 k, NIC mlx5_k nearest it."""
+    gpus = [
+        {
+            "index": k,
+            "name": "NVIDIA H100 80GB HBM3",
+            "bus_id": f"00000000:{0x18 + 0x10 * k:02X}:00.0",
+        }
+        for k in range(per_node)
+    ]
+    nics = [{"name": f"mlx5_{k}", "kind": "infiniband", "closest_gpu": k} for k in range(per_node)]
+    nics.append({"name": "lo", "kind": "loopback", "closest_gpu": None})
+    return {n: {"gpus": gpus, "nics": nics, "interface": "eth0"} for n in NAMES}
+
+
+def test_one_slow_nic_of_eight_names_its_node_its_gpu_and_its_nic() -> None:
+    from colbench.health.naming import attach, where_text
+
+    # Node C's local rank 5 (rank 21): its rail at a third; the other 7 of C's rails
+    # are healthy, so C's links pooled would hide it.
+    samples = samples_of(_rails_doc(8, {21: 1 / 3}))
+    findings = attach(against_fleet(samples), samples, _facts(8), "nccl")
+    named = {(f.node, f.check): f for f in findings if f.verdict != OK}
+    assert set(named) == {("nodeC", "pair"), ("nodeC", "pair_all_reduce")}
+    pair = named[("nodeC", "pair")]
+    assert pair.verdict == CRITICAL and pair.rank == 21 and pair.singled_out
+    assert pair.gpu == "GPU 5 (NVIDIA H100 80GB HBM3, 0000:68:00.0)" and pair.nic == "mlx5_5"
+    assert where_text(pair) == "rank 21: GPU 5 (NVIDIA H100 80GB HBM3, 0000:68:00.0), NIC mlx5_5"
+    # The all_reduce over both nodes waits for its slowest rank: it tells no rank.
+    reduce = named[("nodeC", "pair_all_reduce")]
+    assert reduce.verdict == CRITICAL and not reduce.singled_out and reduce.nic is None
+    # The peers of rank 21 have one slow link of five: not named.
+    assert {f.node for f in findings if f.verdict != OK} == {"nodeC"}
+
+
+def test_a_whole_slow_node_names_no_single_nic() -> None:
+    from colbench.health.naming import attach, where_text
+
+    samples = samples_of(_rails_doc(2, {4: 1 / 3, 5: 1 / 3}))
+    findings = attach(against_fleet(samples), samples, _facts(2), "nccl")
+    (pair,) = [f for f in findings if (f.node, f.check) == ("nodeC", "pair")]
+    assert pair.verdict == CRITICAL and not pair.singled_out
+    assert (pair.gpu, pair.nic, where_text(pair)) == (None, None, "")
+    assert {f.node for f in findings if f.verdict != OK} == {"nodeC"}
+
+
+def test_uniform_rails_name_nothing_and_old_sample_files_load() -> None:
+    samples = samples_of(_rails_doc(4, {}))
+    assert {f.verdict for f in against_fleet(samples)} == {OK}
+    old = samples_of(_doc({}))  # version 1: no GPUs recorded
+    assert old.gpu_bus_ids == [None] * 6
+    one_rank = [f for f in against_fleet(old) if f.check == "pair"]
+    assert all(f.singled_out and f.rank == NAMES.index(f.node) for f in one_rank)
+
+
+def test_a_link_timed_at_both_ends_counts_once() -> None:
+    """Version 1 files hold each link's sample from both of its ranks: one exchange."""
+    doc = _doc({2: 0.6})
+    twice = json.loads(json.dumps(doc))
+    for s in doc["samples"]:
+        if s["check"] == "pair":
+            twice["samples"].append({**s, "busbw_gbps": s["busbw_gbps"] * 1.01})
+    once, both = samples_of(doc), samples_of(twice)
+    assert {k: len(v) for k, v in both.by_check[("pair", 1 << 20)].items()} == {
+        k: 4 for k in once.by_check[("pair", 1 << 20)]
+    }
+    ask = {(f.node, f.check): f.p_value for f in against_fleet(once)}
+    assert {(f.node, f.check): f.p_value for f in against_fleet(both)} == pytest.approx(ask)
+
+
+def test_nodes_of_other_rank_counts_leave_the_pair_all_reduce_unjudged() -> None:
+    doc = _rails_doc(2, {})
+    doc["names"][11] = "nodeG"  # node F keeps one rank, G has one
+    findings = against_fleet(samples_of(doc))
+    assert {f.verdict for f in findings if f.check == "pair_all_reduce"} == {"not judged"}
+    assert {f.verdict for f in findings if f.check == "pair"} == {OK}
+
+
+def test_the_figure_the_verdict_and_the_gpu_are_one_ranks() -> None:
+    import statistics
+
+    from colbench.health.report import _pair_matrix
+
+    samples = samples_of(_rails_doc(8, {21: 1 / 3, 20: 0.9}))
+    (pair,) = [f for f in against_fleet(samples) if (f.node, f.check) == ("nodeC", "pair")]
+    links = [v for (a, b), vals in samples.by_check[("pair", 1 << 20)].items()
+             if 21 in (a, b) for v in vals]  # fmt: skip
+    assert pair.rank == 21 and pair.busbw_gbps == pytest.approx(statistics.median(links))
+    # 48 ranks: the matrix is printed node by node (each pair's slowest rail).
+    text = _pair_matrix(samples).split("\n\n")[0].splitlines()
+    assert "slowest rail" in text[0] and len(text) == 2 + 6
+
+
+def test_floors_of_another_health_version_warn_and_learn_does_not_mix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from colbench.health.config import SAMPLES_VERSION, HealthConfig
+    from colbench.health.report import report
+
+    runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
+    floor_files.learn(runs, str(tmp_path / "floors.json"))
+    learned = json.loads((tmp_path / "floors.json").read_text())
+    assert (learned["schema_version"], learned["health_version"]) == (2, 1)
+    run = _run(tmp_path, 10, 1.0)
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**meta, "health_version": SAMPLES_VERSION}))
+    (run / "health.samples.json").write_text(json.dumps(_doc({})))
+    assert report(run, HealthConfig(floors_path=str(tmp_path / "floors.json"))) == 0
+    err = capsys.readouterr().err
+    assert f"learned on health_version 1, this run has {SAMPLES_VERSION}" in err
+    with pytest.raises(UsageError, match="by another colbench health than"):
+        floor_files.learn([*runs[:9], str(run)], str(tmp_path / "mixed.json"))
+
+
+def test_pci_addresses_in_any_spelling() -> None:
+    from colbench.launch.gpus import normal_bus_id
+
+    assert normal_bus_id("00000000:8A:00.0") == normal_bus_id("0000:8a:00.0") == "0000:8a:00.0"
+    assert normal_bus_id(":8a:00.0") == ":8a:00.0"
