@@ -9,6 +9,7 @@
   straggler test) or against floors.
 - :mod:`.naming`: which GPU and NIC a finding is about, where the run can tell.
 - :mod:`.floors`: ``colbench health learn``: floors per check with their false-alarm rates.
-- :mod:`.report`: health.jsonl, health.prom, the table, the drain list.
+- :mod:`.report`, :mod:`.heatmap`: health.jsonl, health.prom, health.png, the table,
+  the drain list.
 - :mod:`.command`: what the CLI calls.
 """

@@ -105,6 +105,8 @@ class HealthConfig(TaskRunFields):
     """floors.json from `colbench health learn`; None: judged against the fleet's median."""
     drain_list: str | None = None
     """Where the CRITICAL nodes go, one per line."""
+    plot: bool = True
+    """Write the heatmap health.png."""
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

@@ -56,6 +56,7 @@ class HealthOptions:
         help="Write the CRITICAL nodes here, one per line (an empty file when none).",
         to="drain_list",
     )
+    plot: bool = _output(True, "--plot/--no-plot", help="Write the heatmap health.png.")
 
 
 @functools.cache

@@ -5,6 +5,8 @@
   ``evidence``, ``rank``, ``singled_out``, ``gpu``, ``nic``, ``judged_by``); the whole
   world's figure under node ``fleet``.
 - ``health.prom``: Prometheus text format for node_exporter's textfile collector.
+- ``health.png`` (unless ``--no-plot``): every node's checks against the fleet's, and
+  the pair matrix (colbench.health.heatmap).
 - On the terminal: the human table, the pair matrix, one line per named node.
 - Exit code 1 when a node is CRITICAL (named in ``--drain-list``), else 0.
 """
@@ -41,7 +43,7 @@ from colbench.run.protocol import Failure
 from colbench.store import metadata
 from colbench.store.rundir import RunDir
 
-JSONL_FILE, PROM_FILE = "health.jsonl", "health.prom"
+JSONL_FILE, PROM_FILE, PLOT_FILE = "health.jsonl", "health.prom", "health.png"
 SAMPLES = reading.Kind("health samples file", 256 * 1024**2)
 
 
@@ -102,6 +104,11 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
     critical = sorted({f.node for f in findings if f.verdict == CRITICAL and f.node != FLEET})
     if cfg.drain_list is not None:
         Path(cfg.drain_list).write_text("".join(f"{n}\n" for n in critical), encoding="utf-8")
+    if cfg.plot:
+        from colbench.health.heatmap import write_heatmap
+
+        path = write_heatmap(run_dir / PLOT_FILE, findings, samples)
+        print(f"colbench: heatmap: {path}", file=sys.stderr, flush=True)
     print(table(findings))
     pair_matrix = _pair_matrix(samples)
     if pair_matrix:

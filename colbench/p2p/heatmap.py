@@ -15,25 +15,26 @@ def short(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
-def _grid(values: Matrix, ranks: list[int]) -> list[list[float]]:
+def grid(values: Matrix, ranks: list[int]) -> list[list[float]]:
     return [[values.get((s, d), math.nan) for d in ranks] for s in ranks]
 
 
-def _boundaries(ranks: list[int], nodes: dict[int, str]) -> list[float]:
+def boundaries(ranks: list[int], nodes: dict[int, str]) -> list[float]:
     """Cell edges between consecutive ranks of different nodes."""
     return [i + 0.5 for i in range(len(ranks) - 1) if nodes[ranks[i]] != nodes[ranks[i + 1]]]
 
 
-def _panel(ax: Any, grid: list[list[float]], ranks: list[int], title: str, cmap: str) -> Any:
+def panel(ax: Any, cells: list[list[float]], ranks: list[int], title: str, cmap: str) -> Any:
+    """One annotated matrix of ranks (a p2p panel, or health's pair matrix)."""
     import numpy as np
 
-    data = np.ma.masked_invalid(np.array(grid, dtype=float))
+    data = np.ma.masked_invalid(np.array(cells, dtype=float))
     image = ax.imshow(data, cmap=cmap, aspect="equal")
-    finite = [v for row in grid for v in row if not math.isnan(v)]
+    finite = [v for row in cells for v in row if not math.isnan(v)]
     middle = (min(finite) + max(finite)) / 2 if finite else 0.0
     # Annotations only while they fit: past 16 ranks the colours carry it.
     if len(ranks) <= 16:
-        for i, row in enumerate(grid):
+        for i, row in enumerate(cells):
             for j, value in enumerate(row):
                 if not math.isnan(value):
                     dark = (value < middle) == (cmap == "viridis")
@@ -64,9 +65,9 @@ def write_heatmap(
             (latency_us, f"latency at {small} B (us)", "magma_r"),
         )
         for ax, (values, title, cmap) in zip(axes, panels, strict=True):
-            image = _panel(ax, _grid(values, ranks), ranks, title, cmap)
+            image = panel(ax, grid(values, ranks), ranks, title, cmap)
             fig.colorbar(image, ax=ax, shrink=0.8)
-            for edge in _boundaries(ranks, nodes):
+            for edge in boundaries(ranks, nodes):
                 ax.axhline(edge, color="red", linewidth=1.5)
                 ax.axvline(edge, color="red", linewidth=1.5)
         labels = ", ".join(

@@ -120,3 +120,4 @@ def test_a_node_at_a_third_is_critical_and_no_other(fabric: netns.Fabric, tmp_pa
         )
     assert meta["verdict"]["lines"][0].startswith("health: CRITICAL nodeC: ")
     assert meta["verdict"]["lines"][0].endswith("; rank 2: NIC eth0")
+    assert (tmp_path / "run" / "health.png").read_bytes()[:4] == b"\x89PNG"

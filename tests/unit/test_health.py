@@ -402,3 +402,18 @@ def test_pci_addresses_in_any_spelling() -> None:
 
     assert normal_bus_id("00000000:8A:00.0") == normal_bus_id("0000:8a:00.0") == "0000:8a:00.0"
     assert normal_bus_id(":8a:00.0") == ":8a:00.0"
+
+
+def test_the_heatmap_shows_each_node_against_the_fleet(tmp_path: Path) -> None:
+    from colbench.health.heatmap import ratios, write_heatmap
+
+    samples = samples_of(_doc({2: 1 / 3}))
+    findings = against_fleet(samples)
+    nodes, columns, cells = ratios(findings)
+    assert nodes == NAMES and columns == ["node 8M", "pair 1M"]
+    slow = cells[NAMES.index("nodeC")]
+    assert all(0.25 < r < 0.42 for r in slow), slow
+    assert all(0.85 < r < 1.15 for n, row in zip(nodes, cells, strict=True) if n != "nodeC"
+               for r in row)  # fmt: skip
+    path = write_heatmap(tmp_path / "health.png", findings, samples)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000

@@ -1,0 +1,111 @@
+"""health.png: every node's checks as a heatmap of figure over the fleet's, the verdicts
+marked, and beside it the pair sendrecv matrix as p2p draws its own. Headless.
+
+The colour is a node's figure over the fleet's: the other nodes' median the judge
+asked it against (``fleet_gbps``), or, for a check not judged, their median here. 1 is
+the fleet and red runs toward 0, one scale for every check, so a node's row reads at a
+glance whatever each check's size.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from colbench.health.judge import CRITICAL, FLEET, WARN, Finding, Samples
+
+#: Verdict marks in a cell, after the ratio.
+MARKS = {CRITICAL: "C", WARN: "W"}
+#: Nodes past this many: the cells carry colour alone.
+ANNOTATED_NODES = 24
+
+
+def ratios(findings: Sequence[Finding]) -> tuple[list[str], list[str], list[list[float]]]:
+    """(nodes, columns ``check size``, each node's figure over the others' median)."""
+    rows = [f for f in findings if f.node != FLEET and f.busbw_gbps > 0]
+    nodes = sorted({f.node for f in rows})
+    keys = sorted({(f.check, f.size_bytes) for f in rows})
+    by = {(f.node, f.check, f.size_bytes): f for f in rows}
+    cells = []
+    for node in nodes:
+        line = []
+        for check, size in keys:
+            mine = by.get((node, check, size))
+            others = [by[(n, check, size)].busbw_gbps for n in nodes if (n, check, size) in by
+                      and n != node]  # fmt: skip
+            reference = (mine.fleet_gbps if mine else None) or (
+                statistics.median(others) if others else None
+            )
+            line.append(mine.busbw_gbps / reference if mine and reference else math.nan)
+        cells.append(line)
+    return nodes, [f"{c} {_size(s)}" for c, s in keys], cells
+
+
+def _size(size_bytes: int) -> str:
+    from colbench.config.sizes import format_size
+
+    return format_size(size_bytes)
+
+
+def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> Path:
+    from colbench.p2p.heatmap import boundaries, grid, panel
+    from colbench.report.figures import pyplot
+
+    plt = pyplot()
+    nodes, columns, cells = ratios(findings)
+    links = next((v for (c, _), v in sorted(samples.by_check.items()) if c == "pair"), {})
+    ranks = sorted({r for pair in links for r in pair})
+    # Past some 40 rows the cells shrink rather than the figure growing without end.
+    side = min(20.0, max(4.0, 0.45 * max(len(nodes), len(ranks)) + 2))
+    panels = 2 if ranks else 1
+    fig, axes = plt.subplots(1, panels, figsize=(panels * side + 2, side), squeeze=False)
+    try:
+        _node_panel(axes[0][0], nodes, columns, cells, findings)
+        if ranks:
+            values = {}
+            for (a, b), vals in links.items():
+                values[(a, b)] = values[(b, a)] = statistics.median(vals)
+            names = {r: samples.names[r] for r in ranks}
+            ax = axes[0][1]
+            image = panel(ax, grid(values, ranks), ranks, "pair sendrecv (GB/s)", "viridis")
+            fig.colorbar(image, ax=ax, shrink=0.8)
+            for edge in boundaries(ranks, names):
+                ax.axhline(edge, color="red", linewidth=1.5)
+                ax.axvline(edge, color="red", linewidth=1.5)
+        title = f"colbench health: {len(nodes)} nodes"
+        if ranks and len(ranks) <= 16:
+            title += "; ranks " + ", ".join(f"{r}: {samples.names[r]}" for r in ranks)
+        fig.suptitle(title, fontsize=9)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _node_panel(
+    ax: Any,
+    nodes: list[str],
+    columns: list[str],
+    cells: list[list[float]],
+    findings: Sequence[Finding],
+) -> None:
+    import numpy as np
+
+    data = np.ma.masked_invalid(np.array(cells, dtype=float))
+    image = ax.imshow(data, cmap="RdYlGn", vmin=0.0, vmax=1.5, aspect="auto")
+    ax.figure.colorbar(image, ax=ax, shrink=0.8, label="figure / the fleet's median")
+    verdicts = {(f.node, f"{f.check} {_size(f.size_bytes)}"): f.verdict for f in findings}
+    if len(nodes) <= ANNOTATED_NODES:
+        for i, node in enumerate(nodes):
+            for j, column in enumerate(columns):
+                if not math.isnan(cells[i][j]):
+                    mark = MARKS.get(verdicts.get((node, column), ""), "")
+                    ax.text(j, i, f"{cells[i][j]:.2f}{' ' + mark if mark else ''}",
+                            ha="center", va="center", fontsize=7)  # fmt: skip
+    ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right")
+    ax.set_yticks(range(len(nodes)), nodes)
+    ax.set_title("each node against the fleet (C: CRITICAL, W: WARN)")
