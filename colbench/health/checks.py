@@ -227,32 +227,61 @@ def pairs(
 
 @dataclass
 class PairGroups:
-    """The process groups of pairs of nodes (all ranks of both), made as a round first
-    needs them and kept for the later passes. Every rank makes every group in one order
-    (torch's rule for new_group); a rank outside a pair gets torch's non-member. Each
-    rank holds its N-1 pairs' groups until :meth:`destroy` (on NCCL, each a
-    communicator with GPU buffers of its own)."""
+    """The process groups of pairs of nodes (all ranks of both), made a round at a time
+    as the first pass needs them and kept for the later passes; each rank holds its N-1
+    pairs' groups until :meth:`destroy` (on NCCL, each a communicator with GPU buffers
+    of its own).
+
+    Every rank makes every round's groups, in one order. On a world whose NCCL
+    communicator started eagerly (colbench binds each rank's device), torch makes each
+    ``new_group`` an ncclCommSplit of the whole world, every rank taking part: N(N-1)/2
+    of them for N nodes, 120 for 16. One ``split_group`` per round makes all of that
+    round's pairs in one split, N-1 in all. Elsewhere (gloo, or a lazily started NCCL)
+    a group per pair, which only its members connect."""
 
     place: Placement
+    backend: str
     made: dict[tuple[int, int], Any] = field(default_factory=dict)
+    #: torch.distributed, or a stand-in that records what was asked (tests).
+    dist: Any = None
+
+    def __post_init__(self) -> None:
+        if self.dist is None:
+            import torch.distributed as dist
+
+            self.dist = dist
 
     def ranks(self, pair: tuple[int, int]) -> list[int]:
         nodes = self.place.nodes
         return sorted(nodes[pair[0]] + nodes[pair[1]])
 
-    def group(self, pair: tuple[int, int]) -> Any:
-        import torch.distributed as dist
+    def _one_split(self) -> bool:
+        dist = self.dist
+        bound = getattr(dist.group.WORLD, "bound_device_id", None)
+        return self.backend == "nccl" and bound is not None and hasattr(dist, "split_group")
 
-        if pair not in self.made:
-            self.made[pair] = dist.new_group(self.ranks(pair))
-        return self.made[pair]
+    def make_round(self, rnd: Sequence[tuple[int, int]]) -> None:
+        """The round's groups, if not made yet (every rank calls this, in round order)."""
+        if all(pair in self.made for pair in rnd):
+            return
+        if self._one_split():
+            group = self.dist.split_group(split_ranks=[self.ranks(pair) for pair in rnd])
+            rank = self.dist.get_rank()
+            for pair in rnd:
+                self.made[pair] = group if rank in self.ranks(pair) else None
+            return
+        for pair in rnd:
+            self.made[pair] = self.dist.new_group(self.ranks(pair))
 
     def destroy(self) -> None:
         """Free the pairs' communicators, in the order they were made (every rank's)."""
-        import torch.distributed as dist
-
+        dist = self.dist
+        seen: list[Any] = []
         for group in self.made.values():
-            if group is not None and group != dist.GroupMember.NON_GROUP_MEMBER:
+            if group is None or group == dist.GroupMember.NON_GROUP_MEMBER:
+                continue
+            if not any(group is other for other in seen):
+                seen.append(group)
                 dist.destroy_process_group(group)
         self.made.clear()
 
@@ -272,13 +301,13 @@ def pair_all_reduce(
     node = place.node_of[walker.rank]
     for index, rnd in enumerate(place.node_rounds()):
         if any(pair not in pairs_of.made for pair in rnd):
-            # Said before the groups are made: a rank stuck in new_group is named there.
+            # Said before the groups are made: a rank stuck making them is named there.
             walker.on_step(f"pair all_reduce round {index + 1}: making its groups")
-        groups = {pair: pairs_of.group(pair) for pair in rnd}
+        pairs_of.make_round(rnd)
         mine = next((pair for pair in rnd if node in pair), None)
         call = None
         if mine is not None:
-            call = functools.partial(dist.all_reduce, tensor, group=groups[mine])
+            call = functools.partial(dist.all_reduce, tensor, group=pairs_of.made[mine])
         times = walker.step(f"pair all_reduce round {index + 1}", call)
         if times and mine is not None and walker.rank == pairs_of.ranks(mine)[0]:
             algbw = level.pair_bytes / mean(times) / 1e3

@@ -125,7 +125,7 @@ class HealthTask(ConfiguredTask):
         walker = checks.Walker(rank, side, timer, level.step_s, in_flight.step)
         walker.fault = Fault(rank, os.environ.get("COLBENCH_FAULT"))
         groups = checks.node_groups(place)
-        pair_groups = checks.PairGroups(place)
+        pair_groups = checks.PairGroups(place, job.backend)
         for p in range(level.passes):
             checks.node_alone(walker, place, level, device, p)
             checks.intra_node(walker, place, groups, level, device, p)

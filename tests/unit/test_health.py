@@ -417,3 +417,57 @@ def test_the_heatmap_shows_each_node_against_the_fleet(tmp_path: Path) -> None:
                for r in row)  # fmt: skip
     path = write_heatmap(tmp_path / "health.png", findings, samples)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+class _RecordingDist:
+    """What PairGroups asks of torch.distributed, recorded: NCCL cannot start here."""
+
+    class GroupMember:
+        NON_GROUP_MEMBER = object()
+
+    def __init__(self, rank: int, bound: bool) -> None:
+        self.rank, self.calls = rank, []
+        self.group = type(
+            "group", (), {"WORLD": type("pg", (), {"bound_device_id": 0 if bound else None})()}
+        )
+
+    def get_rank(self) -> int:
+        return self.rank
+
+    def split_group(self, split_ranks: list[list[int]]) -> Any:
+        self.calls.append(("split_group", split_ranks))
+        return next((("group", tuple(r)) for r in split_ranks if self.rank in r), None)
+
+    def new_group(self, ranks: list[int]) -> Any:
+        self.calls.append(("new_group", ranks))
+        return ("group", tuple(ranks)) if self.rank in ranks else self.GroupMember.NON_GROUP_MEMBER
+
+    def destroy_process_group(self, group: Any) -> None:
+        self.calls.append(("destroy", group))
+
+
+@pytest.mark.parametrize(("backend", "bound"), [("nccl", True), ("nccl", False), ("gloo", False)])
+def test_pair_groups_one_split_per_round_on_an_eager_nccl_world(backend: str, bound: bool) -> None:
+    from colbench.health.checks import PairGroups, Placement
+
+    # Five nodes (a bye each round), node 1 with two ranks: ranks 0 | 1 2 | 3 | 4 | 5.
+    place = Placement((0, 1, 1, 2, 3, 4))
+    dist = _RecordingDist(rank=2, bound=bound)
+    groups = PairGroups(place, backend, dist=dist)
+    rounds = place.node_rounds()
+    assert len(rounds) == 5 and all(len(rnd) == 2 for rnd in rounds)
+    for _ in range(3):  # passes: made once, then kept
+        for rnd in rounds:
+            groups.make_round(rnd)
+    made = [c for c in dist.calls if c[0] != "destroy"]
+    if backend == "nccl" and bound:
+        assert made == [("split_group", [groups.ranks(p) for p in rnd]) for rnd in rounds]
+    else:
+        assert made == [("new_group", groups.ranks(p)) for rnd in rounds for p in rnd]
+    # Rank 2 (node 1) is in the 4 pairs of node 1, one group each, destroyed once.
+    assert {groups.made[p] for p in groups.made if 1 in p} == {
+        ("group", tuple(groups.ranks(p))) for p in groups.made if 1 in p
+    }
+    groups.destroy()
+    destroyed = [c[1] for c in dist.calls if c[0] == "destroy"]
+    assert len(destroyed) == 4 and len(set(destroyed)) == 4
