@@ -115,7 +115,7 @@ class HealthTask(ConfiguredTask):
             RunDir(run_dir).write_meta(meta)
             print(
                 f"colbench: health --level {level.name}: about {expected_s:.0f} s for {nodes} "
-                f"nodes ({job.world_size} ranks)",
+                f"node{'' if nodes == 1 else 's'} ({job.world_size} ranks)",
                 file=sys.stderr,
                 flush=True,
             )

@@ -75,6 +75,7 @@ def test_one_node_alone_runs_its_own_checks_and_judges_nothing(tmp_path: Path) -
         timeout=180,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    assert " s for 1 node (2 ranks)" in proc.stderr
     rows = [
         json.loads(line) for line in (tmp_path / "run" / "health.jsonl").read_text().splitlines()
     ]
