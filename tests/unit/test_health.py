@@ -252,12 +252,14 @@ def test_report_against_floors_of_other_hardware_warns_and_drains(
     assert slow["floor_gbps"] < 0.05 and "false alarms 0.001" in slow["evidence"]
 
 
-def _rails_doc(per_node: int, slow: dict[int, float], passes: int = 4) -> dict[str, Any]:
+def _rails_doc(
+    per_node: int, slow: dict[int, float], passes: int = 4, nodes: list[str] = NAMES
+) -> dict[str, Any]:
     """health.samples.json (version 2) of six nodes of ``per_node`` GPU ranks each: the
     rail-by-rail sendrecv (local rank k of two nodes) and the pair all_reduce (keyed by
     the nodes' first ranks), a rank's links times ``slow`` (the worse end's)."""
     rng = random.Random(7)
-    names = [n for n in NAMES for _ in range(per_node)]
+    names = [n for n in nodes for _ in range(per_node)]
     samples = []
     for p in range(passes):
         for a in range(len(names)):
@@ -471,3 +473,17 @@ def test_pair_groups_one_split_per_round_on_an_eager_nccl_world(backend: str, bo
     groups.destroy()
     destroyed = [c[1] for c in dist.calls if c[0] == "destroy"]
     assert len(destroyed) == 4 and len(set(destroyed)) == 4
+
+
+def test_a_fleet_of_16_nodes_of_8_ranks_is_judged() -> None:
+    """--level long's passes at 16 nodes of 8 ranks: some 14,000 link samples against a
+    rank's 150 (once a float overflow in the exact test's smallest p; its tie count,
+    once quadratic, took 7 s here and now 0.2 s)."""
+    from colbench.analysis.stats import smallest_one_sided_p
+
+    assert smallest_one_sided_p(3, 3) == 1 / 20 and smallest_one_sided_p(600, 600) == 0.0
+    nodes = [f"n{i:02d}" for i in range(16)]
+    samples = samples_of(_rails_doc(8, {21: 1 / 3}, passes=10, nodes=nodes))
+    findings = against_fleet(samples)
+    named = {(f.node, f.check, f.rank, f.singled_out) for f in findings if f.verdict != OK}
+    assert named == {("n02", "pair", 21, True), ("n02", "pair_all_reduce", None, False)}
