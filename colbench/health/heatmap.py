@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from colbench.health.judge import CRITICAL, FLEET, WARN, Finding, Samples
+from colbench.health.judge import CRITICAL, FLEET, WARN, Finding, Samples, link_medians
 
 #: Verdict marks in a cell, after the ratio.
 MARKS = {CRITICAL: "C", WARN: "W"}
@@ -65,9 +65,7 @@ def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> 
     try:
         _node_panel(axes[0][0], nodes, columns, cells, findings)
         if ranks:
-            values = {}
-            for (a, b), vals in links.items():
-                values[(a, b)] = values[(b, a)] = statistics.median(vals)
+            values = link_medians(samples, links)
             names = {r: samples.names[r] for r in ranks}
             ax = axes[0][1]
             image = panel(ax, grid(values, ranks), ranks, "pair sendrecv (GB/s)", "viridis")

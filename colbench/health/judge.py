@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -132,6 +132,21 @@ def _node_values(
     return out
 
 
+def link_medians(
+    samples: Samples, links: Mapping[tuple[int, ...], list[float]], by_node: bool = False
+) -> dict[tuple[int, int], float]:
+    """Each link's median over the passes, both ways round (the pair matrices); by node,
+    each pair of nodes' slowest link, under the nodes' first ranks."""
+    first = {name: samples.names.index(name) for name in samples.names}
+    out: dict[tuple[int, int], float] = {}
+    for (a, b), vals in links.items():
+        if by_node:
+            a, b = first[samples.names[a]], first[samples.names[b]]
+        median = statistics.median(vals)
+        out[(a, b)] = out[(b, a)] = min(median, out.get((a, b), median))
+    return out
+
+
 def _rank_links(
     samples: Samples, values: Mapping[tuple[int, ...], list[float]]
 ) -> dict[tuple[int, ...], list[float]]:
@@ -151,12 +166,9 @@ def _per_node(
         return {n: (mine, r) for n, (r, mine, _) in _pair_ranks(samples, values).items()}
     if check != "pair_all_reduce":
         return dict(_node_values(samples, values).items())
-    # One sample per pair of nodes, all of their ranks at once: no rank's own.
-    mine: dict[str, list[float]] = defaultdict(list)
-    for (a, b), vals in values.items():
-        for r in (a, b):
-            mine[samples.names[r]].extend(vals)
-    return {n: (v, None) for n, v in mine.items()}
+    # One sample per pair of nodes, keyed by their first ranks, all of their ranks at
+    # once: the node's figure is no rank's own.
+    return {samples.names[r]: (v, None) for (r,), v in _rank_links(samples, values).items()}
 
 
 def figures(samples: Samples) -> list[Finding]:
@@ -205,28 +217,26 @@ def _singled_out(
     if check not in RANK_CHECKS:
         return False
     per_rank = _rank_links(samples, values) if check == "pair" else values
-    tier = Metric("busbw", -1, WARN_PCT / 100)
     asked = []
     for r in ranks:
         mates = [v for m in ranks if m != r for v in per_rank.get((m,), [])]
         if per_rank.get((r,)) and mates:
-            asked.append((r, ask(mates, per_rank[(r,)], tier)))
+            asked.append((r, ask(mates, per_rank[(r,)], TIERS[0])))
     settled = settle([q for _, q in asked], alpha)
     return any(r == rank and q.slow for (r, _), q in zip(asked, settled, strict=True))
 
 
 def against_fleet(samples: Samples, alpha: float = DEFAULT_ALPHA) -> list[Finding]:
     """Each node's checks against the other nodes' (see the module's docstring)."""
-    tiers = TIERS
     asked: list[tuple[Finding, tuple[Question, Question]]] = []
     base = {(f.node, f.check, f.size_bytes): f for f in figures(samples)}
     nodes = set(samples.names)
     for (check, size), values in samples.by_check.items():
         if check == "world" or len(nodes) < MIN_NODES:
             continue
-        for node, questions in _questions(samples, check, values, tiers).items():
+        for node, questions in _questions(samples, check, values).items():
             asked.append((base[(node, check, size)], questions))
-    settled = [settle([q[i] for _, q in asked], alpha) for i in range(len(tiers))]
+    settled = [settle([q[i] for _, q in asked], alpha) for i in range(len(TIERS))]
     judged: dict[tuple[str, str, int], Finding] = {}
     for index, (finding, _) in enumerate(asked):
         warn, crit = settled[0][index], settled[1][index]
@@ -247,7 +257,6 @@ def _questions(
     samples: Samples,
     check: str,
     values: Mapping[tuple[int, ...], list[float]],
-    tiers: Sequence[Metric],
 ) -> dict[str, tuple[Question, Question]]:
     if check == "pair":
         ranked = _pair_ranks(samples, values)
@@ -259,7 +268,7 @@ def _questions(
             return {}
         links = {(k[0], k[1]): v for k, v in values.items()}
         matrix = Matrix(
-            {m: links for m in tiers},
+            {m: links for m in TIERS},
             dict(enumerate(samples.names)),
             min(len(v) for v in values.values()),
         )
@@ -270,7 +279,7 @@ def _questions(
     for node, (mine, _) in per_node.items():
         others = [v for n, (vals, _) in per_node.items() if n != node for v in vals]
         if others:
-            out[node] = (ask(others, mine, tiers[0]), ask(others, mine, tiers[1]))
+            out[node] = (ask(others, mine, TIERS[0]), ask(others, mine, TIERS[1]))
     return out
 
 

@@ -36,6 +36,7 @@ from colbench.health.judge import (
     Samples,
     against_fleet,
     against_floors,
+    link_medians,
     samples_of,
 )
 from colbench.p2p.report import matrix_text
@@ -63,28 +64,34 @@ def drain_failed(run_dir: Path, cfg: HealthConfig, failure: Failure) -> str | No
         return None
     what = "hung" if failure.exit_code == ExitCode.TIMEOUT else "failed"
     line = f"health: CRITICAL {node}: rank {rank} {what} (exit {failure.exit_code})"
+    if cfg.drain_list is not None and _write_drain_list(cfg.drain_list, f"{node}\n"):
+        line += f"; written to {cfg.drain_list}"
     try:
-        if cfg.drain_list is not None:
-            Path(cfg.drain_list).write_text(f"{node}\n", encoding="utf-8")
-            line += f"; written to {cfg.drain_list}"
         RunDir(run_dir).update_meta(
             verdict={"lines": [line], "critical": [node], "warn": []}, report_time=time.time()
         )
     except (OSError, ValueError) as exc:
-        print(f"colbench: warning: health: cannot write the drain list: {exc}", file=sys.stderr)
+        print(f"colbench: warning: health: cannot write the verdict: {exc}", file=sys.stderr)
     print(f"colbench: {line}", file=sys.stderr)
     return node
+
+
+def _write_drain_list(path: str, text: str) -> bool:
+    """Write the list; a list that cannot be written is said in one line, and the run's
+    own exit code stands."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"colbench: warning: health: cannot write the drain list: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def start_drain_list(cfg: HealthConfig) -> None:
     """Empty ``--drain-list`` as the run starts: a list left from an earlier run must not
     outlive a run that ends before it writes its own (a launcher's SIGTERM, a crash)."""
-    if cfg.drain_list is None:
-        return
-    try:
-        Path(cfg.drain_list).write_text("", encoding="utf-8")
-    except OSError as exc:
-        print(f"colbench: warning: health: cannot write the drain list: {exc}", file=sys.stderr)
+    if cfg.drain_list is not None:
+        _write_drain_list(cfg.drain_list, "")
 
 
 def report(run_dir: Path, cfg: HealthConfig) -> int:
@@ -250,27 +257,17 @@ def _pair_matrix(samples: Samples) -> str:
     """The pair checks' links as p2p prints its matrix (median over the passes): the
     sendrecv rank by rank (node by node, each pair's slowest rail, past MATRIX_RANKS
     ranks), the all_reduce node by node; a node's row is its first rank."""
-    import statistics
-
     titles = {
         "pair": "pair sendrecv busbw, rail by rail",
         "pair_all_reduce": "pair all_reduce busbw over both nodes' ranks",
     }
-    first = {name: samples.names.index(name) for name in samples.names}
     out = []
     for (check, size), links in sorted(samples.by_check.items()):
         if check not in titles or not links:
             continue
-        title = titles[check]
         by_node = len({r for pair in links for r in pair}) > MATRIX_RANKS
-        if by_node:
-            title = "pair sendrecv busbw, each pair's slowest rail"
-        values: dict[tuple[int, int], float] = {}
-        for (a, b), vals in links.items():
-            if by_node:
-                a, b = first[samples.names[a]], first[samples.names[b]]
-            median = statistics.median(vals)
-            values[(a, b)] = values[(b, a)] = min(median, values.get((a, b), median))
+        title = "pair sendrecv busbw, each pair's slowest rail" if by_node else titles[check]
+        values = link_medians(samples, links, by_node)
         nodes = {r: samples.names[r] for pair in values for r in pair}
         out.append(matrix_text(values, nodes, f"{title} at {size} B, GB/s"))
     return "\n\n".join(out)
