@@ -26,7 +26,7 @@ from typing import Any
 
 from colbench import launch, ops
 from colbench.config import model as config
-from colbench.config import options
+from colbench.config import options, validate
 from colbench.config.sizes import format_size
 from colbench.crosscheck.report import MULTI_NODE, write_report
 from colbench.crosscheck.sides import (
@@ -234,7 +234,7 @@ def make_plan(
         )
     launcher = find_mpiexec(mpiexec) if cfg.launch.ranks_per_gpu > 1 else ()
     ranks = _ranks(cfg, gpu_count or gpus.gpu_count)
-    config.validate_for_world(cfg, ranks, cfg.launch.backend)
+    validate.validate_for_world(cfg, ranks, cfg.launch.backend)
     return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given), launcher)
 
 

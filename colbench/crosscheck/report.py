@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from colbench.analysis.compare import comparison as compare
 from colbench.analysis.series import PLACEMENT_NAMES, Run
-from colbench.config import model as config
+from colbench.config import validate
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 
@@ -64,7 +64,7 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.
     by_busbw = compare.compare_runs(
         nccl_tests_dir, colbench_dir, "busbw", across_backends=across, allow_emulated=emulated
     )
-    kept = [int(p == "in") for p in config.placements_for(plan.coll, plan.cfg)]
+    kept = [int(p == "in") for p in validate.placements_for(plan.coll, plan.cfg)]
 
     def placed(frame: Any) -> Any:
         return frame[frame["in_place"].isin(kept)]
@@ -115,7 +115,7 @@ def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir:
             f"# colbench ran on {cfg.launch.backend}, nccl-tests on NCCL: the ratios test the "
             "cross-check, they say nothing about NCCL"
         )
-    measured = config.placements_for(coll, cfg)
+    measured = validate.placements_for(coll, cfg)
     left_out = [PLACEMENT_NAMES[int(p == "in")] for p in ("out", "in") if p not in measured]
     if left_out:
         out.append(

@@ -78,7 +78,7 @@ def check_parent(ranks_per_gpu: int, backend: str, gpus: Sequence[Gpu] | None) -
         return []
     flag = f"--ranks-per-gpu {ranks_per_gpu}"
     if backend != "nccl":
-        from colbench.config.model import RANKS_PER_GPU_NEEDS_NCCL
+        from colbench.config.validate import RANKS_PER_GPU_NEEDS_NCCL
 
         raise UsageError(RANKS_PER_GPU_NEEDS_NCCL.format(k=ranks_per_gpu))
     if gpus is None:

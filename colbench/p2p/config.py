@@ -7,14 +7,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
-from colbench.config.model import (
-    TaskRunFields,
-    default_timeout,
-    validate_counts,
-    validate_launch,
-)
+from colbench.config.model import TaskRunFields, default_timeout
 from colbench.config.option_table import config_values
 from colbench.config.options import BACKENDS
+from colbench.config.validate import validate_counts, validate_launch
 from colbench.errors import UsageError
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.

@@ -13,7 +13,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from colbench.config.model import SweepConfig, placements_for
+from colbench.config.model import SweepConfig
+from colbench.config.validate import placements_for
 from colbench.nccl.algo import CommFacts, predict
 from colbench.ops.base import Collective, Layout
 from colbench.ops.dtypes import DTYPES, NO_REDOP, redop_supported

@@ -17,7 +17,8 @@ from typing import Any
 
 from colbench import __version__, launch
 from colbench.config.contend import LoadSpec
-from colbench.config.model import SweepConfig, validate_for_world
+from colbench.config.model import SweepConfig
+from colbench.config.validate import validate_for_world
 from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware

@@ -132,7 +132,7 @@ def test_plan_digest_tells_two_traffic_matrices_apart(tmp_path: Path) -> None:
 
 
 def test_splits_without_all_to_allv_say_they_do_nothing() -> None:
-    from colbench.config.model import validate_for_world
+    from colbench.config.validate import validate_for_world
 
     idle = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(1024,), splits="zipf:1")
     assert "--splits zipf:1 has no effect: no op measured takes it" in validate_for_world(

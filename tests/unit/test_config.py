@@ -10,6 +10,7 @@ import pytest
 from colbench.config import model as config
 from colbench.config import options
 from colbench.config.model import SweepConfig
+from colbench.config.validate import validate_for_world
 from colbench.errors import UsageError
 
 K, M = 1024, 1024**2
@@ -185,25 +186,25 @@ def test_parse_placements_errors(text: str) -> None:
 def test_root_must_be_a_rank_of_the_world() -> None:
     cfg = build(op="broadcast,all_reduce", root=2)
     with pytest.raises(UsageError, match="--root 2"):
-        config.validate_for_world(cfg, 2, "gloo")
-    assert config.validate_for_world(cfg, 3, "gloo") is not None
+        validate_for_world(cfg, 2, "gloo")
+    assert validate_for_world(cfg, 3, "gloo") is not None
 
 
 def test_root_is_ignored_when_no_op_is_rooted() -> None:
     cfg = build(op="all_reduce", root=5)
-    config.validate_for_world(cfg, 2, "gloo")
+    validate_for_world(cfg, 2, "gloo")
 
 
 def test_sendrecv_alone_at_world_one_on_gloo_is_nothing_to_run() -> None:
     cfg = build(op="sendrecv")
     with pytest.raises(UsageError, match="nothing to run at world size 1"):
-        config.validate_for_world(cfg, 1, "gloo")
+        validate_for_world(cfg, 1, "gloo")
     # NCCL can send to itself.
-    assert not any("skipping" in n for n in config.validate_for_world(cfg, 1, "nccl"))
+    assert not any("skipping" in n for n in validate_for_world(cfg, 1, "nccl"))
 
 
 def test_sendrecv_at_world_one_on_gloo_is_skipped_with_a_note() -> None:
-    notes = config.validate_for_world(build(op="sendrecv,all_gather"), 1, "gloo")
+    notes = validate_for_world(build(op="sendrecv,all_gather"), 1, "gloo")
     assert any(n.startswith("skipping sendrecv") for n in notes)
     assert not any("all_gather" in n for n in notes)
 
@@ -211,22 +212,20 @@ def test_sendrecv_at_world_one_on_gloo_is_skipped_with_a_note() -> None:
 def test_notes_say_all_reduce_out_of_place_is_na() -> None:
     # all_reduce has no out-of-place form: with out,in asked for it runs in place and the
     # table shows n/a; nothing may call that a skip, and a note, if any, says n/a.
-    notes = config.validate_for_world(build(op="all_reduce"), 2, "gloo")
+    notes = validate_for_world(build(op="all_reduce"), 2, "gloo")
     assert not any("skipping" in n for n in notes)
     assert all("n/a" in n for n in notes if "all_reduce" in n)
     # Asked for in-place only, there is nothing to say.
-    assert config.validate_for_world(build(op="all_reduce", placements=("in",)), 2, "gloo") == []
+    assert validate_for_world(build(op="all_reduce", placements=("in",)), 2, "gloo") == []
 
 
 def test_notes_for_an_op_without_the_requested_placement() -> None:
-    notes = config.validate_for_world(
-        build(op="all_to_all,all_gather", placements=("in",)), 2, "gloo"
-    )
+    notes = validate_for_world(build(op="all_to_all,all_gather", placements=("in",)), 2, "gloo")
     assert notes == ["skipping all_to_all: torch has no in-place form of it"]
 
 
 def test_notes_for_skipped_redop_combinations() -> None:
-    notes = config.validate_for_world(
+    notes = validate_for_world(
         build(op="all_reduce", dtype="float32,int8", redop="avg", placements=("in",)), 2, "gloo"
     )
     assert notes == ["skipping all_reduce int8 avg: avg needs a floating-point dtype, not int8"]

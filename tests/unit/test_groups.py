@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from colbench import cli, ops
-from colbench.config.model import SweepConfig, validate, validate_for_world
+from colbench.config.model import SweepConfig
+from colbench.config.validate import validate, validate_for_world
 from colbench.errors import UsageError
 from colbench.store.results import COLUMNS, SCHEMA_VERSION, RowWriter, load
 from colbench.sweep import groups

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from colbench import ops
-from colbench.config.model import SweepConfig, build, validate_for_world
+from colbench.config.model import SweepConfig, build
+from colbench.config.validate import validate_for_world
 from colbench.errors import UsageError
 from colbench.nccl.algo import CommFacts
 from colbench.ops.base import Collective, Context

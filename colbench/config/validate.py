@@ -1,0 +1,181 @@
+"""A sweep's validation: what no process group is needed to refuse, and what the world
+size decides (:func:`validate_for_world`), as one-line usage errors before any rank, or
+any call, starts. :func:`colbench.config.model.build` calls :func:`validate`; the other
+tasks (p2p, health) check their launch and counts with the same functions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from colbench.config.contend import check_load
+from colbench.errors import UsageError
+from colbench.ops.dtypes import DTYPES, redop_supported
+
+if TYPE_CHECKING:
+    from colbench.config.model import LaunchConfig, SweepConfig
+    from colbench.ops.base import Collective
+
+
+#: Time-sliced ranks on one GPU: beyond this many, every step is mostly waiting for a turn.
+MAX_RANKS_PER_GPU = 16
+
+RANKS_PER_GPU_NEEDS_NCCL = (
+    "--ranks-per-gpu {k} shares each GPU among NCCL ranks; it needs --backend nccl (or auto "
+    "on a GPU machine). gloo ranks run on the CPU: --nprocs sets how many"
+)
+
+#: The largest count, seed or rank an option takes: the ranks compute with 32-bit
+#: counters and 64-bit element indices mixed with the seed, and a larger value is a typo.
+MAX_COUNT = 2**31 - 1
+
+
+def _positive_seconds(flag: str, value: float | None) -> None:
+    # ``not > 0`` refuses NaN too; an infinite wait cannot be set on a process group.
+    if value is not None and (not value > 0 or value == float("inf")):
+        raise UsageError(f"{flag} must be positive, got {value:g} (a finite number of seconds)")
+
+
+def validate_run(cfg: SweepConfig) -> None:
+    """Checks of the options any run has: counts, ranks and timeouts."""
+    m = cfg.measure
+    validate_counts(iters=m.iters, repeat=m.repeat, warmup=m.warmup, seed=m.seed, root=m.root)
+    validate_launch(cfg.launch)
+
+
+def validate_counts(*, iters: int, repeat: int, warmup: int, seed: int, root: int) -> None:
+    """The counts a sweep and p2p share, by their flags' names."""
+    bounded = (
+        ("--iters", iters),
+        ("--repeat", repeat),
+        ("--warmup", warmup),
+        ("--seed", seed),
+        ("--root", root),
+    )
+    for flag, value in bounded:
+        if value > MAX_COUNT:
+            raise UsageError(f"{flag} takes at most {MAX_COUNT}, got {value}")
+    if seed < 0:
+        raise UsageError(f"--seed must be 0 or more, got {seed}")
+    if iters < 1:
+        raise UsageError(f"--iters must be at least 1, got {iters}")
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    if warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {warmup}")
+
+
+def validate_launch(launch: LaunchConfig) -> None:
+    """Ranks and timeouts, for any task."""
+    if launch.nprocs is not None and launch.nprocs > MAX_COUNT:
+        raise UsageError(f"--nprocs takes at most {MAX_COUNT}, got {launch.nprocs}")
+    if launch.nprocs is not None and launch.nprocs < 1:
+        raise UsageError(f"--nprocs must be at least 1, got {launch.nprocs}")
+    if not 1 <= launch.ranks_per_gpu <= MAX_RANKS_PER_GPU:
+        raise UsageError(
+            f"--ranks-per-gpu takes 1 to {MAX_RANKS_PER_GPU} ranks per GPU, "
+            f"got {launch.ranks_per_gpu}"
+        )
+    _positive_seconds("--timeout", launch.timeout_s)
+    _positive_seconds("--init-timeout", launch.init_timeout_s)
+    if launch.ranks_per_gpu > 1 and launch.backend == "gloo":
+        raise UsageError(RANKS_PER_GPU_NEEDS_NCCL.format(k=launch.ranks_per_gpu))
+
+
+CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"
+
+
+def validate(cfg: SweepConfig) -> None:
+    """Checks that need no process group."""
+    if not cfg.measure.sizes_bytes:
+        raise UsageError("no sizes to run")
+    validate_run(cfg)
+    if cfg.measure.root < 0:
+        raise UsageError(f"--root must be a rank (0 or more), got {cfg.measure.root}")
+    if cfg.measure.cuda_graph and cfg.launch.backend == "gloo":
+        # Also checked against the backend ``auto`` picks; this catches it before torch loads.
+        raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
+    _positive_seconds("--time-budget", cfg.measure.time_budget_s)
+    ceiling = cfg.output.ceiling_gbps
+    if ceiling is not None and (not ceiling > 0 or ceiling == float("inf")):
+        raise UsageError(f"--ceiling-gbps must be a positive rate in GB/s, got {ceiling:g}")
+    if not 1 <= cfg.measure.rotate <= 64:
+        raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.measure.rotate}")
+    if cfg.measure.group_size is not None and cfg.measure.group_size < 1:
+        raise UsageError(f"--group-size must be at least 1, got {cfg.measure.group_size}")
+    if cfg.measure.group_mod is not None and cfg.measure.group_mod < 1:
+        raise UsageError(f"--split mod:K needs K of 1 or more, got {cfg.measure.group_mod}")
+    if all(c.uses_redop for c in cfg.collectives()):
+        reasons = [
+            why
+            for d in cfg.measure.dtypes
+            for r in cfg.measure.redops
+            if (why := redop_supported(r, DTYPES[d]))
+        ]
+        if len(reasons) == len(cfg.measure.dtypes) * len(cfg.measure.redops):
+            raise UsageError(f"nothing to run: {reasons[0]}")
+    if not any(placements_for(c, cfg) for c in cfg.collectives()):
+        forms = "/".join(cfg.measure.placements)
+        raise UsageError(f"none of the chosen ops has a {forms} form; see colbench explain")
+
+
+def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
+    """Checks that need the world size; returns warnings for combinations that will be skipped.
+
+    With ``--group-size`` every collective runs in groups of that size, so the group
+    size is what ops and roots are checked against.
+    """
+    if cfg.measure.contend is not None:
+        check_load(cfg.measure.contend, cfg.measure, world_size, backend)
+    what = "world"
+    if cfg.measure.group_size is not None:
+        if world_size % cfg.measure.group_size:
+            raise UsageError(
+                f"--group-size {cfg.measure.group_size} does not divide the world size {world_size}"
+            )
+        what, world_size = "group", cfg.measure.group_size
+    if cfg.measure.group_mod is not None:
+        k = cfg.measure.group_mod
+        if world_size % k:
+            raise UsageError(
+                f"--split mod:{k} needs a world size that is a multiple of {k}, got {world_size}"
+            )
+        what, world_size = "group", world_size // k
+    if cfg.measure.root >= world_size and any(c.rooted for c in cfg.collectives()):
+        raise UsageError(f"--root {cfg.measure.root} is not a rank of a {what} of {world_size}")
+    if cfg.measure.cuda_graph and backend != "nccl":
+        raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
+    notes: list[str] = []
+    for coll in cfg.collectives():
+        reason = coll.unsupported(world_size, backend)
+        if reason:
+            notes.append(f"skipping {coll.name}: {reason}")
+            continue
+        if cfg.measure.cuda_graph and not coll.graph_capturable:
+            notes.append(f"skipping {coll.name}: a CUDA graph cannot capture it (--cuda-graph)")
+            continue
+        forms = {"out": "out-of-place", "in": "in-place"}
+        missing = [forms[p] for p in cfg.measure.placements if p not in coll.placements]
+        # With both placements asked for, the table's n/a columns say enough.
+        if coll.sized and missing and not placements_for(coll, cfg):
+            notes.append(f"skipping {coll.name}: torch has no {missing[0]} form of it")
+        if coll.uses_redop:
+            for d in cfg.measure.dtypes:
+                for r in cfg.measure.redops:
+                    why = redop_supported(r, DTYPES[d])
+                    if why:
+                        notes.append(f"skipping {coll.name} {d} {r}: {why}")
+    if cfg.measure.splits != "uniform" and not any(c.splits_label for c in cfg.collectives()):
+        notes.append(f"--splits {cfg.measure.splits} has no effect: no op measured takes it")
+    if all(
+        c.unsupported(world_size, backend) or not placements_for(c, cfg) for c in cfg.collectives()
+    ):
+        raise UsageError(f"nothing to run at {what} size {world_size}: " + "; ".join(notes))
+    return notes
+
+
+def placements_for(coll: Collective, cfg: SweepConfig) -> tuple[str, ...]:
+    """The requested placements this op has; size-less ops (barrier) run once regardless."""
+    if not coll.sized:
+        return coll.placements
+    return tuple(p for p in cfg.measure.placements if p in coll.placements)
