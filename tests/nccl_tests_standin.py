@@ -1,7 +1,7 @@
 """A stand-in for an nccl-tests program, for machines without GPUs.
 
 :func:`write` makes an executable ``<op>_perf`` that records the arguments it was given
-(JSON) and prints a real nccl-tests log (one of ../shared/data/nccl-tests-logs) cut down to
+(JSON) and prints a real nccl-tests log (one of tests/data/nccl-tests-logs) cut down to
 what it was asked for: the sizes its -b/-e/-f/-i name, the -g ranks' ``Rank`` lines, its
 -n/-w/-c/-G in the parameter line, its -r in the root column, and algbw/busbw recomputed
 from the real time for -g ranks (busbw with the op's factor, as nccl-tests prints it). The
@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from colbench import ops
-
-SHARED_LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-tests-logs"
+from tests.datadir import NCCL_TESTS_LOGS
 
 _PROGRAM = r"""#!{python}
 import getopt, json, sys
@@ -74,7 +73,7 @@ def write(directory: Path, op: str, real_log: str, record: Path, name: str | Non
     program.write_text(
         _PROGRAM.format(
             python=sys.executable,
-            real_log=str(SHARED_LOGS / real_log),
+            real_log=str(NCCL_TESTS_LOGS / real_log),
             record=str(record),
             factors=factors,
         )
@@ -87,7 +86,7 @@ def real_rows(real_log: str) -> dict[int, list[str]]:
     """The real log's table rows by size, as printed (to check the join against)."""
     rows: dict[int, list[str]] = {}
     columns: list[str] = []
-    for line in (SHARED_LOGS / real_log).read_text().splitlines():
+    for line in (NCCL_TESTS_LOGS / real_log).read_text().splitlines():
         tokens = line.lstrip("#").split()
         if line.startswith("#") and tokens[:3] == ["size", "count", "type"]:
             columns = tokens

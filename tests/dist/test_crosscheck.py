@@ -1,7 +1,7 @@
 """colbench crosscheck end to end: a stand-in nccl-tests program beside a real gloo sweep.
 
 The stand-in (tests/nccl_tests_standin.py) records the arguments it was given and prints a
-real nccl-tests log from ../shared/data cut to what it was asked for. The tests check the
+real nccl-tests log from tests/data cut to what it was asked for. The tests check the
 flags it got, and that the joined table pairs each size's real nccl-tests time with the
 time colbench measured for that size.
 """
@@ -21,10 +21,7 @@ from colbench import ops
 from colbench.store.results import load
 from tests import nccl_tests_standin
 from tests.conftest import run_colbench
-
-pytestmark = pytest.mark.skipif(
-    not nccl_tests_standin.SHARED_LOGS.is_dir(), reason="../shared/data not present"
-)
+from tests.datadir import NCCL_TESTS_LOGS
 
 CASES = {
     # op: (real log, crosscheck flags, nccl-tests flags it must get, placement kept)
@@ -102,7 +99,7 @@ def test_crosscheck_maps_flags_and_joins_size_by_size(tmp_path: Path, op: str) -
 
 
 def _columns(real_log: str) -> list[str]:
-    for line in (nccl_tests_standin.SHARED_LOGS / real_log).read_text().splitlines():
+    for line in (NCCL_TESTS_LOGS / real_log).read_text().splitlines():
         tokens = line.lstrip("#").split()
         if line.startswith("#") and tokens[:3] == ["size", "count", "type"]:
             return tokens

@@ -18,7 +18,6 @@ from colbench.cli import app, main
 from colbench.crosscheck import plan as crosscheck
 from colbench.crosscheck.sides import nccl_tests_side
 from colbench.errors import UsageError
-from tests.nccl_tests_standin import SHARED_LOGS
 from tests.unit.test_cli_errors import LAUNCHER_VARS
 
 #: The real one: the fixture below makes reaching it a failure in every other test.
@@ -162,7 +161,6 @@ def test_an_emulated_cross_check_needs_an_mpi_launcher(tmp_path: Path) -> None:
     assert crosscheck.find_mpiexec(None, path_env=str(tmp_path)) == (str(tmp_path / "mpirun"),)
 
 
-@pytest.mark.skipif(not SHARED_LOGS.is_dir(), reason="../shared/data not present")
 def test_nccl_tests_without_mpi_is_named_not_misread(
     tmp_path: Path, mpiexec: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,4 +1,4 @@
-"""``colbench explain-log``: every shared real log through the command, as its INDEX.md
+"""``colbench explain-log``: every real log (tests/data) through the command, as its INDEX.md
 truth table says (the reader's own tests are test_nccl_log.py), the text form, and bad
 input."""
 

@@ -1,4 +1,4 @@
-"""colbench import nccl-tests: hand-made logs in both layouts, and the real logs in ../shared."""
+"""colbench import nccl-tests: hand-made logs in both layouts, and the real logs in tests/data."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from colbench.cli import main
 from colbench.errors import UsageError
 from colbench.importers.nccl_tests import import_log, parse_log, strip_prefix
 from colbench.store.results import COLUMNS, load
+from tests.datadir import NCCL_TESTS_LOGS
 from tests.unit import nccl_logs
-
-SHARED_LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests-logs"
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -210,7 +209,7 @@ def test_ranks_sharing_a_gpu_are_an_emulated_fabric(
     assert imported.facts["tables"][0]["ranks_per_gpu"] == shared
 
 
-# -- the real logs in ../shared (third-party data: read in place, never copied) -------------
+# -- the real logs in tests/data/nccl-tests-logs (third-party data, sources in its INDEX.md) --
 
 #: World sizes from INDEX.md; of the two logs without Rank lines, one says nothing else.
 REAL_WORLD_SIZES = {
@@ -238,18 +237,14 @@ NO_RANK_LINES = {
 #: prefix, then size and count integers, a type word, and numbers after.
 _TABLE_ROW = re.compile(r"^(?:\[\d+,\d+\]<stdout>:|\d+: )?\s+\d+\s+\d+\s+[a-z]\w*\s+[-\w.]+\s")
 
-needs_shared = pytest.mark.skipif(not SHARED_LOGS.is_dir(), reason="../shared/data not present")
 
-
-@needs_shared
 def test_index_lists_every_real_log() -> None:
-    assert sorted(p.name for p in SHARED_LOGS.glob("*.log")) == sorted(REAL_WORLD_SIZES)
+    assert sorted(p.name for p in NCCL_TESTS_LOGS.glob("*.log")) == sorted(REAL_WORLD_SIZES)
 
 
-@needs_shared
 @pytest.mark.parametrize("name", sorted(REAL_WORLD_SIZES))
 def test_real_log_imports_every_row_without_false_warnings(name: str) -> None:
-    text = (SHARED_LOGS / name).read_text()
+    text = (NCCL_TESTS_LOGS / name).read_text()
     given = REAL_WORLD_SIZES[name] if name in NO_RANK_LINES else None
     if name == "all_reduce__azureml-nd40rs-v100-old-nccl-info.log":
         with pytest.raises(UsageError, match="--world-size"):
@@ -281,10 +276,9 @@ def test_real_log_imports_every_row_without_false_warnings(name: str) -> None:
 SHARED_GPU = {"broadcast__nccl-ebpf-rtx5090-socket.log": 2}
 
 
-@needs_shared
 @pytest.mark.parametrize("name", sorted(set(REAL_WORLD_SIZES) - NO_RANK_LINES))
 def test_ranks_sharing_a_gpu_import_as_an_emulated_fabric(name: str) -> None:
-    imported = parse_log((SHARED_LOGS / name).read_text(), source=name)
+    imported = parse_log((NCCL_TESTS_LOGS / name).read_text(), source=name)
     shared = SHARED_GPU.get(name, 1)
     assert {r["ranks_per_gpu"] for r in imported.rows} == {shared}
     assert {r["fabric"] for r in imported.rows} == {"emulated" if shared > 1 else "real"}
@@ -296,10 +290,9 @@ def _op_of(name: str) -> str:
     return ops.get(name.split("__")[0]).name
 
 
-@needs_shared
 def test_real_80_rank_log_round_trips_through_files(tmp_path: Path) -> None:
     name = "reduce_scatter__xxrjun-cluster01-h100-10node-80rank.log"
-    run_dir, imported = import_log(SHARED_LOGS / name, out_dir=tmp_path / "rs80")
+    run_dir, imported = import_log(NCCL_TESTS_LOGS / name, out_dir=tmp_path / "rs80")
     frame = load(run_dir)
     assert len(frame) == len(imported.rows) == 20
     meta = json.loads((run_dir / "meta.json").read_text())

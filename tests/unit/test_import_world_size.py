@@ -10,14 +10,13 @@ import pytest
 
 from colbench.errors import UsageError
 from colbench.importers.nccl_tests import parse_log
-from tests.unit.test_import_nccl_tests import SHARED_LOGS, needs_shared, run_cli
-
-pytestmark = needs_shared
+from tests.datadir import NCCL_TESTS_LOGS
+from tests.unit.test_import_nccl_tests import run_cli
 
 
 def _real(name: str) -> tuple[str, int]:
     """The cut log (no Rank lines) and the world size its Rank lines said."""
-    text = (SHARED_LOGS / name).read_text()
+    text = (NCCL_TESTS_LOGS / name).read_text()
     ranks = [line for line in text.splitlines() if re.search(r"#\s+Rank\s+\d", line)]
     assert ranks, name
     cut = [line for line in text.splitlines() if not re.search(r"#\s+Rank\s+\d", line)]

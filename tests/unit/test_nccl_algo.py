@@ -1,11 +1,10 @@
 """Which algorithms NCCL may run (colbench.nccl.algo), table-tested against the rules read
 from NCCL's sources, and checked against NCCL's own tuning tables and matrices in real logs
-(../shared/data/nccl-debug-logs)."""
+(tests/data/nccl-debug-logs)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +13,7 @@ from colbench.nccl.algo import CommFacts, check_matrix, check_table, predict, ta
 from colbench.nccl.log import parse_log
 from colbench.nccl.names import algorithms, function_of
 from colbench.nccl.spec import parse, strtoll
-
-LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-debug-logs"
+from tests.datadir import NCCL_DEBUG_LOGS as LOGS
 
 V28 = (2, 28, 9)
 #: One node of 8 GPUs on PCIe: no NVSwitch, so no NVLS and no CollNetDirect.

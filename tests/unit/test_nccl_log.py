@@ -1,4 +1,4 @@
-"""The NCCL-log reader (colbench.nccl.log): every shared real log against its INDEX.md truth
+"""The NCCL-log reader (colbench.nccl.log): every real log (tests/data) against its INDEX.md truth
 table, one test per log and fact, and synthetic logs for launcher prefixes, interleaved
 ranks, the TUNING forms of each release and each verdict."""
 
@@ -14,8 +14,8 @@ import pytest
 from colbench.nccl.lines import read_lines, strip_prefixes
 from colbench.nccl.log import parse_log, summary
 from colbench.nccl.tuning import parse_call, per_rank_form, printed_bytes
+from tests.datadir import NCCL_DEBUG_LOGS as LOGS
 
-LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-debug-logs"
 KEYS = [
     "nccl_version", "nranks", "nnodes", "ranks_per_node", "channels", "network", "gdr",
     "nvls", "transports", "algorithms", "verdicts", "fallback", "communicators",
@@ -113,7 +113,7 @@ def summary_of(name: str) -> dict[str, Any]:
     return _SUMMARIES[name]
 
 
-def test_every_shared_log_has_a_truth_table() -> None:
+def test_every_real_log_has_a_truth_table() -> None:
     index = (LOGS / "INDEX.md").read_text()
     documented = re.findall(r"^## \d+\. (\S+\.log)", index, flags=re.M)
     assert sorted(p.name for p in LOGS.glob("*.log")) == sorted(documented) == sorted(TRUTH)
@@ -122,7 +122,7 @@ def test_every_shared_log_has_a_truth_table() -> None:
 @pytest.mark.parametrize(
     ("name", "key"), [(name, key) for name in TRUTH for key in KEYS], ids=lambda v: str(v)
 )
-def test_a_shared_log_reads_as_its_truth_table_says(name: str, key: str) -> None:
+def test_a_real_log_reads_as_its_truth_table_says(name: str, key: str) -> None:
     value = summary_of(name)[key]
     if key == "transports":
         assert sorted(value) == sorted(TRUTH[name][key])
@@ -161,7 +161,7 @@ def test_the_rccl_abort_is_among_its_warnings() -> None:
     assert log.rccl and log.version == (2, 16, 5)
 
 
-def test_tuning_tables_of_the_shared_logs() -> None:
+def test_tuning_tables_of_the_real_logs() -> None:
     log = parse_log((LOGS / "timez-a100pcie-roce-nogdr-2.27.log").read_text())
     (table,) = log.tables
     assert table.cells[("AllReduce", "Tree", "LL128")] == (16.5, 112.0)

@@ -12,6 +12,7 @@ from colbench.sweep.bench import RunInfo
 from colbench.sweep.plan import plan
 from colbench.sweep.probe import choices_of, probe_config, probe_environment
 from colbench.sweep.rows import make_row
+from tests.datadir import NCCL_DEBUG_LOGS as LOGS
 
 HEADER = "vm:101:101 [0] NCCL INFO "
 #: rank 0 of 4 ranks, NCCL 2.28: all_gather's bytes are one rank's share.
@@ -97,9 +98,6 @@ def test_compare_says_whether_each_variant_ran_what_it_asked(tmp_path: Path) -> 
         "A (no variant): all_reduce ran Ring in 2, Tree in 1 of 3 rows (its variant sets no "
         "NCCL_ALGO)",
     ]
-
-
-LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-debug-logs"
 
 
 def test_a_runs_nccl_logs_are_summed_up_in_meta(tmp_path: Path) -> None:
