@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.store.results import KEY_COLUMNS, STATUS_OK, csv_path, load
+from colbench.store.results import KEY_COLUMNS, STATUS_INVALID, STATUS_OK, csv_path, load
 from colbench.store.rundir import RunDir
 
 #: One row of a run as plain Python values (None for an empty cell).
@@ -48,9 +48,13 @@ def plain(value: Any) -> Any:
 
 
 def pool(frame: Any, keys: Sequence[str]) -> dict[tuple[Any, ...], list[Sample]]:
-    """Key -> the run's samples of it, keys in the order the run first wrote them."""
+    """Key -> the run's samples of it, keys in the order the run first wrote them. An
+    invalid row (colbench.store.validity) is no sample: its key may itself be impossible
+    (a negative size), and would join as a row of its own."""
     out: dict[tuple[Any, ...], list[Sample]] = {}
     for record in frame.to_dict("records"):
+        if record.get("status") == STATUS_INVALID:
+            continue
         row = {k: plain(v) for k, v in record.items()}
         out.setdefault(tuple(row[c] for c in keys), []).append(row)
     return out
@@ -117,7 +121,23 @@ def load_pooled(paths: Sequence[str | os.PathLike[str]]) -> Any:
     if not paths:
         raise UsageError("no run to read")
     frames = [load(p) for p in paths]
+    _refuse_samples_twice(paths, frames)
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def _refuse_samples_twice(paths: Sequence[str | os.PathLike[str]], frames: Sequence[Any]) -> None:
+    """One run given twice (the same path, or a copy) would count each sample twice and
+    make any change look real: a sample is its run, its row key and its repeat."""
+    sample = ["run_id", *KEY_COLUMNS, "repeat"]
+    seen: dict[tuple[str, ...], str | os.PathLike[str]] = {}
+    for path, frame in zip(paths, frames, strict=True):
+        mine = set(frame[sample].astype(str).itertuples(index=False, name=None))
+        for key in mine & seen.keys():
+            raise UsageError(
+                f"{path} holds samples of run {key[0]} that {seen[key]} holds too (given "
+                "twice, or a copy): they would count twice"
+            )
+        seen.update(dict.fromkeys(mine, path))
 
 
 def read_meta(path: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from colbench.importers.nccl_scan import RawTable
 from colbench.launch.emulation import FABRIC_EMULATED, FABRIC_REAL
 from colbench.ops.base import Collective
 from colbench.ops.dtypes import NO_REDOP, REDOPS
-from colbench.store.results import Row
+from colbench.store.results import STATUS_INVALID, STATUS_OK, Row
 
 #: nccl-tests' DeltaMaxValue: an old ``error`` above this failed the check. Half uses the
 #: larger of the two values releases used, so nothing passing there is called wrong here.
@@ -102,6 +102,8 @@ class _Tally:
     checks: list[_Check] = field(default_factory=list)
     misfits: list[int] = field(default_factory=list)
     flagged_errors: int = 0
+    #: Lines whose time no measurement can have (inf, nan, negative).
+    impossible: list[int] = field(default_factory=list)
 
 
 def table_rows(table: RawTable, options: ImportOptions, found: Findings) -> list[Row]:
@@ -197,16 +199,20 @@ def _line_rows(
         if tokens[t] == "N/A":
             continue
         time_us = float(tokens[t])
-        algbw = coll.algbw_gbps(size, time_us)
+        possible = math.isfinite(time_us) and time_us >= 0
+        if not possible:
+            tally.impossible.append(line_no)
+        algbw = coll.algbw_gbps(size, time_us) if possible else None
         wrong = _wrong(tokens[wrong_at], is_error, dtype)
         tally.flagged_errors += (wrong or 0) if is_error else 0
-        tally.checks.append(
-            _Check(line_no, placement, "algbw", tokens[alg], size, tokens[t], algbw)
-        )
-        busbw = algbw * m.factor
-        tally.checks.append(
-            _Check(line_no, placement, "busbw", tokens[bus], size, tokens[t], busbw)
-        )
+        busbw = None if algbw is None else algbw * m.factor
+        if algbw is not None and busbw is not None:
+            tally.checks.append(
+                _Check(line_no, placement, "algbw", tokens[alg], size, tokens[t], algbw)
+            )
+            tally.checks.append(
+                _Check(line_no, placement, "busbw", tokens[bus], size, tokens[t], busbw)
+            )
         rows.append(
             Row(
                 **common,
@@ -215,6 +221,7 @@ def _line_rows(
                 algbw_gbps=algbw,
                 busbw_gbps=busbw,
                 wrong=wrong,
+                status=STATUS_OK if possible else STATUS_INVALID,
             )
         )
     return rows
@@ -254,6 +261,12 @@ def _warn_about(m: _Meaning, tally: _Tally, found: Findings) -> None:
             "--world-size"
         )
     _check_bandwidths(m, tally, found)
+    if tally.impossible:
+        found.warnings.append(
+            f"{where}: {len(tally.impossible)} time(s) no measurement can have (inf, nan or "
+            f"negative; first: line {tally.impossible[0]}): imported with status invalid, "
+            "never judged"
+        )
     if tally.flagged_errors:
         found.warnings.append(
             f"{where}: {tally.flagged_errors} value(s) exceed nccl-tests' error tolerance"

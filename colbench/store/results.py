@@ -22,7 +22,7 @@ from typing import Any
 from colbench.errors import UsageError
 from colbench.launch.emulation import FABRIC_REAL
 from colbench.reading import warn
-from colbench.store import metafile
+from colbench.store import metafile, validity
 from colbench.store.tables import Table, TableRow, TableWriter, format_cell, read_cells, register
 from colbench.store.tables import column as _column
 
@@ -96,6 +96,8 @@ KEY_COLUMNS = (
 STATUS_OK = "ok"
 STATUS_OOM = "oom"
 STATUS_UNSUPPORTED = "unsupported"
+#: A row whose values no measurement can have (colbench.store.validity): kept, not judged.
+STATUS_INVALID = validity.STATUS_INVALID
 
 
 # kw_only: fields keep the file's column order, whichever have defaults.
@@ -337,6 +339,17 @@ TEXT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if f.type in ("str"
 FLOAT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if "float" in str(f.type))
 #: The time columns bench's combine_times produces, in schema order.
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
+#: What a row that a measurement made holds (colbench.store.validity); root is -1 for ops
+#: without one, so it is not among the numbers that are never negative.
+_VALID = validity.Rules(
+    statuses=frozenset({STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, STATUS_INVALID}),
+    non_negative=(
+        *FLOAT_COLUMNS,
+        *("requested_bytes", "size_bytes", "count", "wrong", "warmup", "iters", "repeat"),
+        *("group_size", "groups"),
+    ),
+    key=KEY_COLUMNS,
+)
 
 
 class RowWriter(TableWriter):
@@ -484,47 +497,66 @@ def load(path: str | os.PathLike[str]) -> Any:
     raw = raw.copy()
     for column in missing:
         raw[column] = _FILL[column](raw)
-    extra = [c for c in raw.columns if c not in COLUMNS]
-    _check_count(file, raw["run_id"])
-    return _typed(file, raw[[*COLUMNS, *extra]])
+    extra = [c for c in raw.columns if c not in COLUMNS and c != validity.REASON_COLUMN]
+    meta = _meta_beside(file)
+    _check_count(file, raw["run_id"], meta)
+    frame, non_finite = _typed(file, raw[[*COLUMNS, *extra]])
+    world = meta.get("world_size") if meta else None
+    run_world = (str(meta["run_id"]), world) if isinstance(world, int) and meta else None
+    repeats_known = "repeat" not in missing
+    frame, invalid = validity.mark(frame, non_finite, _VALID, run_world, repeats_known)
+    if invalid:
+        warn(f"{file}: {validity.summary(invalid)}")
+    return frame
 
 
-def _check_count(file: Path, run_ids: Any) -> None:
-    """Say when the file holds fewer of its run's rows than meta.json says were written
-    (a copy cut at a row's end, rows deleted): what is left reads as a whole run."""
-    meta = (
-        metafile.read_or_none(file.parent / metafile.META_FILE, SCHEMA_VERSION)
-        if file.name == RESULTS.file_name
-        else None
-    )
-    if not meta or not isinstance(meta.get("rows"), int) or not meta.get("run_id"):
+def _meta_beside(file: Path) -> dict[str, Any] | None:
+    """The run's meta.json when ``file`` is a run directory's results.csv."""
+    if file.name != RESULTS.file_name:
+        return None
+    return metafile.read_or_none(file.parent / metafile.META_FILE, SCHEMA_VERSION)
+
+
+def _check_count(file: Path, run_ids: Any, meta: dict[str, Any] | None) -> None:
+    """Say when the file holds fewer of its run's rows than its run planned or wrote (a
+    run killed or failed part way, a copy cut at a row's end, rows deleted), or its run
+    never finished: what is left must not read as a whole run."""
+    if not meta or not meta.get("run_id"):
         return
     held = int((run_ids == str(meta["run_id"])).sum())
-    if held < meta["rows"]:
-        warn(
-            f"{file} holds {held} row(s) of run {meta['run_id']}, its meta.json says "
-            f"{meta['rows']} were written: the file is incomplete (cut short or edited)"
-        )
+    why = metafile.incomplete(meta, held)
+    if why:
+        warn(f"{file}: run {meta['run_id']} is incomplete: {why}")
 
 
-def _typed(file: Path, raw: Any) -> Any:
-    """Text columns as strings, the rest as numbers (an empty cell: a missing number)."""
+def _typed(file: Path, raw: Any) -> tuple[Any, dict[str, Any]]:
+    """Text columns as strings, the rest as numbers (an empty cell: a missing number);
+    and, per floating-point column, the cells that held inf or nan (validity's input)."""
+    import numpy as np
     import pandas as pd
 
     frame = raw.copy()
+    non_finite: dict[str, Any] = {}
     # Text columns keep empty strings (an empty variant means "no variant").
     for column in COLUMNS:
         if column in TEXT_COLUMNS:
             frame[column] = raw[column].astype("string")
             continue
+        text = raw[column].fillna("").astype(str).str.strip()
+        # pandas parses inf but not nan; a nan cell is no value, and unlike an empty
+        # cell (not measured) no measurement wrote it.
+        nan_cells = text.str.lower().isin(("nan", "+nan", "-nan")) & (column in FLOAT_COLUMNS)
         try:
-            numbers = pd.to_numeric(raw[column].replace("", None))
+            numbers = pd.to_numeric(raw[column].mask((text == "") | nan_cells, None))
         except (ValueError, TypeError):
             raise UsageError(
                 f"{file}: column {column} holds a value that is not a number"
             ) from None
         if column in FLOAT_COLUMNS:
             frame[column] = numbers.astype("float64")
+            bad = np.isinf(frame[column]) | nan_cells
+            if bad.any():
+                non_finite[column] = bad
             continue
         try:
             # Int64 keeps a missing count missing; int64 is what a whole column gives.
@@ -533,4 +565,4 @@ def _typed(file: Path, raw: Any) -> Any:
             raise UsageError(
                 f"{file}: column {column} holds a value that is not a whole number"
             ) from None
-    return frame
+    return frame, non_finite

@@ -61,7 +61,7 @@ def write_run(
                 )
                 bad = (wrong or {}).get(key, 0) if repeat == 0 else 0
                 row = make_row(
-                    info, cfg, work, requested, layout, placement == "in", times, bad, repeat
+                    info, cfg, work, requested, layout, placement == "in", times, bad, repeat=repeat
                 )
             writer.write(row)
     writer.close()

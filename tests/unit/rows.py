@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from colbench import ops
-from colbench.store.results import SCHEMA_VERSION, RowWriter
+from colbench.store.results import KEY_COLUMNS, SCHEMA_VERSION, RowWriter
 from colbench.sweep.rows import host_bound
 
 
@@ -79,9 +80,14 @@ SIZES = [1 << e for e in range(10, 27, 2)]  # 1K .. 64M
 def write_run(directory: Path, rows: Iterable[dict[str, Any]]) -> Path:
     directory.mkdir(parents=True)
     writer = RowWriter(directory / "results.csv")
+    # Samples of one key are repeats, as a sweep's --repeat writes them: a key repeated
+    # with the same repeat index is an invalid row.
+    samples: Counter[tuple[Any, ...]] = Counter()
     try:
         for r in rows:
-            writer.write({**r, "run_id": directory.name})
+            key = tuple(r.get(c) for c in KEY_COLUMNS)
+            writer.write({**r, "run_id": directory.name, "repeat": samples[key]})
+            samples[key] += 1
     finally:
         writer.close()
     return directory

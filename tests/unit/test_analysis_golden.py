@@ -62,13 +62,16 @@ def _edit(row: dict[str, str]) -> dict[str, str] | None:
     return row
 
 
-def _edited_copy(tmp_path: Path) -> Path:
+def _edited_copy(tmp_path: Path, suffix: str = "") -> Path:
+    """``suffix`` makes the copy's runs others (pooled with the baseline's copy, one run
+    may not come twice)."""
     target = tmp_path / "edited"
     target.mkdir()
     with open(BASELINE / "results.csv", newline="") as f:
         reader = csv.DictReader(f)
         columns = list(reader.fieldnames or [])
         rows = [r for r in (_edit(dict(x)) for x in reader) if r is not None]
+    rows = [{**r, "run_id": r["run_id"] + suffix} for r in rows]
     # A size the baseline never measured: new in the gate, only in B in compare.
     extra = [dict(r) for r in rows if r["op"] == "all_to_all" and r["size_bytes"] == "262144"]
     for r in extra:
@@ -80,6 +83,7 @@ def _edited_copy(tmp_path: Path) -> Path:
         writer.writerows(rows + extra)
     meta = json.loads((BASELINE / "meta.json").read_text())
     meta["versions"]["torch"] = "2.99.0+cpu"
+    meta["run_id"] += suffix
     # Another run, not a cut copy: its meta.json counts its own rows.
     meta["rows"] = sum(r["run_id"] == meta["run_id"] for r in rows + extra)
     (target / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -147,7 +151,7 @@ def test_gate_against_edited_numbers(
 def test_gate_absolute_check_on_pooled_runs(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, copy_of_baseline: Path
 ) -> None:
-    edited = _edited_copy(tmp_path)
+    edited = _edited_copy(tmp_path, suffix="-edited")
     _gate(
         capsys, tmp_path, "pooled", edited, "--check", "time_us:5000", str(copy_of_baseline),
         "--any-machine",

@@ -242,8 +242,8 @@ def test_a_file_cut_between_rows_is_said_incomplete_by_its_meta_json(
     code, _, err = run_main(capsys, "fit", str(run))
     assert code == 0, err
     assert (
-        "results.csv holds 22 row(s) of run a, its meta.json says 24 were written: the file "
-        "is incomplete" in err
+        "results.csv: run a is incomplete: it holds 22 of the 24 row(s) its meta.json says "
+        "were written (cut short or edited)" in err
     )
 
 

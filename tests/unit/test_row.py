@@ -18,7 +18,7 @@ from colbench.sweep.rows import make_row, unmeasured_row
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"
 
 
-def measured(in_place: bool = False, wrong: int | None = 0) -> Row:
+def measured(in_place: bool = False, wrong: int | None = 0, repeat: int = 1) -> Row:
     coll = ops.get("reduce_scatter")
     cfg = SweepConfig.of(ops=("reduce_scatter",), sizes_bytes=(4096,), iters=8, warmup=2)
     lay = coll.layout(4096, 4, 4)
@@ -32,7 +32,9 @@ def measured(in_place: bool = False, wrong: int | None = 0) -> Row:
         "time_p99_us": 20.5,
         "time_max_us": 21.0,
     }
-    return make_row(info, cfg, work, 4096, lay, in_place, times, wrong, repeat=1, enqueue_us=3.5)
+    return make_row(
+        info, cfg, work, 4096, lay, in_place, times, wrong, repeat=repeat, enqueue_us=3.5
+    )
 
 
 def test_fields_are_the_columns_in_order() -> None:
@@ -70,7 +72,8 @@ def test_unmeasured_row_has_a_status_and_no_numbers() -> None:
 
 
 def test_round_trip_through_csv_and_load(tmp_path: Path) -> None:
-    rows = [measured(), measured(in_place=True, wrong=None), measured(wrong=3)]
+    # A second sample of the first key is a later repeat (a repeated key is invalid).
+    rows = [measured(), measured(in_place=True, wrong=None), measured(wrong=3, repeat=2)]
     run = RunDir.create(tmp_path / "run", tmp_path)
     with run.writer() as writer:
         for row in rows:

@@ -93,7 +93,11 @@ def test_update_baseline_over_a_version_1_baseline(
     rows = smoke_rows()[:40]
     base = tmp_path / "base"
     write_old(base / "results.csv", V1_COLUMNS, 1, rows)
-    shutil.copy(V2_RUN / "meta.json", base / "meta.json")
+    # The version-2 run's meta.json, counting the rows this cut of it holds (a baseline
+    # that holds fewer rows than its meta.json says is incomplete, and refused).
+    meta = json.loads((V2_RUN / "meta.json").read_text())
+    meta.update(rows=len(rows), rows_planned=len(rows))
+    (base / "meta.json").write_text(json.dumps(meta))
     run = current_run(tmp_path / "run", rows)
     code, out, err = run_main(
         capsys, "gate", str(base), str(run), "--check", "busbw_gbps:-95%", "--update-baseline"

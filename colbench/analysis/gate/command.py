@@ -52,6 +52,7 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
         floor_gbps=floor,
         any_machine=flags.any_machine,
         missing_ok=flags.missing_baseline_ok,
+        accept_incomplete_baseline=flags.accept_incomplete_baseline,
     )
     if flags.update:
         if csv_path(baseline).is_file():

@@ -30,7 +30,7 @@ from colbench.analysis.engine import (
 from colbench.analysis.gate.result import FloorResult, GateResult, GateRules
 from colbench.analysis.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
 from colbench.errors import UsageError
-from colbench.store import metadata
+from colbench.store import metadata, metafile
 from colbench.store.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 
 #: A row of the baseline that found no exact partner is looked for again by these alone:
@@ -221,6 +221,8 @@ def run_gate(
             f"baseline {csv_path(baseline)} holds no rows, only its header: nothing to judge by"
         )
     base_meta = None if no_baseline else read_meta(baseline)
+    if base_meta is not None and not rules.accept_incomplete_baseline:
+        _refuse_incomplete_baseline(baseline, base_meta, base_frame)
     first_meta = read_meta(currents[0])
     not_judged = f"performance not judged: no baseline at {baseline}" if no_baseline else ""
     if not no_baseline and not rules.any_machine:
@@ -234,21 +236,46 @@ def run_gate(
     machine_warnings: list[str] = []
     if base_meta is not None and first_meta is not None:
         changes, machine_warnings = _machines(base_meta, first_meta)
+    incomplete, unfinished = _incomplete(currents, cur_frame)
     return replace(
         result,
-        warnings=_incomplete(currents) + result.warnings + machine_warnings,
+        warnings=unfinished + result.warnings + machine_warnings,
         changes=changes,
+        incomplete=incomplete,
     )
 
 
-def _incomplete(currents: Sequence[str | os.PathLike[str]]) -> list[str]:
-    """A current run that did not finish is judged on what it measured, and says so first."""
-    warnings = []
+def _held(frame: Any, meta: Mapping[str, Any]) -> int:
+    return int((frame["run_id"].astype(str) == str(meta.get("run_id"))).sum())
+
+
+def _incomplete(
+    currents: Sequence[str | os.PathLike[str]], cur_frame: Any
+) -> tuple[list[str], list[str]]:
+    """Current runs that are not whole (each fails the gate), and the warnings for runs
+    that did not end well but kept every planned row (judged on them, said first)."""
+    incomplete, warnings = [], []
     for path in currents:
         cur_meta = read_meta(path)
-        if cur_meta is not None and cur_meta.get("status") not in (None, "complete"):
+        if cur_meta is None:
+            continue
+        why = metafile.incomplete(cur_meta, _held(cur_frame, cur_meta))
+        if why:
+            incomplete.append(f"incomplete run {path}: {why}")
+        elif cur_meta.get("status") not in (None, "complete"):
             warnings.append(f"run {path} has status {cur_meta.get('status')!r}, not complete")
-    return warnings
+    return incomplete, warnings
+
+
+def _refuse_incomplete_baseline(baseline: Any, meta: Mapping[str, Any], frame: Any) -> None:
+    """A baseline killed part way holds only the rows it reached: every later row would
+    read as new, and pass."""
+    why = metafile.incomplete(dict(meta), _held(frame, meta))
+    if why:
+        raise UsageError(
+            f"baseline {baseline} is an incomplete run: {why}; "
+            "--accept-incomplete-baseline judges by it anyway"
+        )
 
 
 def _other_machine(base_meta: Any, cur_meta: Any) -> str:

@@ -90,6 +90,12 @@ class GateOptions:
         help="A BASELINE directory that does not exist judges the current run alone "
         "(correctness, presence); performance not judged.",
     )
+    accept_incomplete_baseline: bool = _judge(
+        False,
+        "--accept-incomplete-baseline",
+        help="Judge by a baseline whose run is incomplete (killed, failed or cut short: "
+        "fewer rows than it planned); refused without it (exit 2).",
+    )
     allow_emulated: bool = _judge(
         False,
         "--allow-emulated",

@@ -50,7 +50,9 @@ def summary_line(result: GateResult) -> str:
     parts = ", ".join(f"{n} {v.value}" for v, n in counts.items())
     floors = sum(f.fails for f in result.floors)
     floor_text = f", {floors} average-busbw floor(s) not met" if floors else ""
-    if not result.passed:
+    if result.incomplete:
+        verdict = f"FAIL (incomplete run; {result.failures} failure(s))"
+    elif not result.passed:
         verdict = f"FAIL ({result.failures} failure(s))"
     elif result.not_judged or result.inconclusive:
         verdict = "PASS on correctness and presence only"
@@ -140,6 +142,7 @@ def console_lines(result: GateResult) -> list[str]:
     for what, a, b in result.changes:
         lines.append(f"# changed: {what}: {a} -> {b}")
     lines.extend(f"# warning: {w}" for w in result.warnings)
+    lines.extend(f"# FAIL: {why}" for why in result.incomplete)
     lines.append(summary_line(result))
     return lines
 
@@ -216,6 +219,7 @@ def markdown(result: GateResult) -> str:
         "",
     ]
     lines += _md_floors(result)
+    lines += [f"- ❌ {_md_escape(why)}" for why in result.incomplete]
     look = [r for v in _NEEDS_A_LOOK for r in result.rows if r.verdict is v]
     if look:
         lines += ["### Rows that need a look", "", *_md_table(result, look), ""]
@@ -269,7 +273,7 @@ def junit_xml(result: GateResult) -> str:
     suite = ET.Element(
         "testsuite",
         name="colbench gate",
-        tests=str(len(result.rows) + len(result.floors) + len(overall)),
+        tests=str(len(result.rows) + len(result.floors) + len(overall) + len(result.incomplete)),
         failures=str(result.failures),
         errors="0",
         skipped=str(sum(r.verdict is Verdict.SKIPPED for r in result.rows)),
@@ -292,6 +296,9 @@ def junit_xml(result: GateResult) -> str:
         _junit_floor(suite, floor)
     for o in overall:
         _junit_overall(suite, o, "overall" if result.drift else "pooled")
+    for why in result.incomplete:
+        case = _test_case(suite, "colbench.gate.run", "the current run is complete")
+        ET.SubElement(case, "failure", message=why, type="incomplete")
     root = ET.Element(
         "testsuites",
         name="colbench gate",

@@ -58,6 +58,8 @@ class GateRules:
     any_machine: bool = False
     #: A baseline that does not exist yet (a fresh runner) judges the current run alone.
     missing_ok: bool = False
+    #: Judge by a baseline whose run is incomplete instead of refusing it.
+    accept_incomplete_baseline: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -91,6 +93,9 @@ class GateResult:
     drift: drift_rows.DriftSummary | None = None
     #: Otherwise the rows' rank tests and the pooled test (colbench.analysis.pooled).
     pooled: sensitivity.FamilySummary | None = None
+    #: Why each current run that is not whole is not: each one fails the gate, whatever
+    #: its rows say, since a run killed part way would pass on the rows it kept.
+    incomplete: list[str] = field(default_factory=list)
 
     # The rules, by the names the reports read them.
     @property
@@ -138,7 +143,8 @@ class GateResult:
     def failures(self) -> int:
         """Failing rows, failing average-bandwidth floors and a failing overall result."""
         overall = sum(o.fails for o in self.overall)
-        return sum(r.fails for r in self.rows) + sum(f.fails for f in self.floors) + overall
+        rows = sum(r.fails for r in self.rows) + sum(f.fails for f in self.floors)
+        return rows + overall + len(self.incomplete)
 
     @property
     def passed(self) -> bool:
