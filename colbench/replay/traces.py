@@ -4,10 +4,11 @@ together. Each problem is one line naming the file, what was found and what is m
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from colbench import reading
@@ -18,6 +19,8 @@ from colbench.replay.calls import BadTrace, Trace
 #: A profiler trace of a long job runs to a few GiB of JSON; more is not a trace to replay.
 TRACE = reading.Kind("trace", 4 * 1024**3)
 FORMATS = "a torch profiler trace, a flight-recorder dump or a PARAM basic trace"
+#: Missing ranks a message names before it says how many in all.
+_LISTED = 8
 
 
 def _decoded(data: bytes) -> bytes:
@@ -127,10 +130,18 @@ def _one_job(traces: list[Trace]) -> None:
         )
 
 
-def missing_ranks(traces: list[Trace]) -> tuple[list[int], list[int]]:
-    """(ranks found, ranks missing) of the job: every rank up to its world size."""
-    found = sorted(t.rank for t in traces if t.rank is not None)
-    world = next((t.world_size for t in traces if t.world_size), None)
-    if world is None:
-        return found, []
-    return found, [r for r in range(world) if r not in found]
+def found_ranks(traces: list[Trace]) -> list[int]:
+    """The ranks whose traces were given, in order."""
+    return sorted(t.rank for t in traces if t.rank is not None)
+
+
+def missing(present: Iterable[int], size: int) -> str:
+    """The ranks below ``size`` not in ``present``, as a message lists them ('' when
+    none): the first few and how many in all, never the whole of a 2^31-rank world."""
+    have = {r for r in present if 0 <= r < size}
+    count = size - len(have)
+    if count <= 0:
+        return ""
+    first = list(itertools.islice((r for r in range(size) if r not in have), _LISTED))
+    more = f", ... ({count} in all)" if count > len(first) else ""
+    return ", ".join(map(str, first)) + more

@@ -182,6 +182,34 @@ def test_a_trace_is_checked_against_the_other_traces_world(
     assert f"the job's world of 2 ranks ({profiled} says)" in line
 
 
+def test_names_and_sizes_that_are_odd_but_well_formed_are_planned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A world of 2^31 - 1 ranks once listed every missing rank (minutes, gigabytes); a
+    # file name's 200 digits were taken for a rank. Neither is a fault of the trace.
+    world = tmp_path / "world.json"
+    world.write_bytes(_info(world_size=2**31 - 1))
+    digits = tmp_path / ("fr_" + "7" * 200)
+    digits.write_bytes(_fr())
+    huge = tmp_path / "huge.json"  # 2 TiB: past the 1T sweep takes, so listed, not planned
+    huge.write_bytes(_param(in_msg_size=2**39, out_msg_size=2**39))
+    for path in (world, digits, huge):
+        code, out, err = run_main(capsys, "replay", str(path), "--dry-run", "--json")
+        assert code == 0, err
+    assert json.loads(out)[0]["reason"] == "larger than the 1T colbench measures"
+
+
+def test_missing_ranks_of_a_large_world_are_counted_not_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uneven = json.loads(dict(VALID["nccl-uneven-all-to-allv"])["rank0.json"])
+    uneven["distributedInfo"]["world_size"] = 2**31 - 1
+    path = tmp_path / "rank0.json"
+    path.write_bytes(_json(uneven))
+    line = _refused(capsys, path)
+    assert line.endswith("missing rank 1, 2, 3, 4, 5, 6, 7, 8, ... (2147483646 in all)")
+
+
 @pytest.mark.parametrize("name", sorted(VALID))
 def test_valid_traces_plan_exactly_as_before(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
