@@ -19,6 +19,7 @@ import yaml
 from colbench.config.sizes import format_size
 from colbench.replay.measure import Sweep
 from colbench.replay.plan import Entry, Plan
+from colbench.replay.schema import shown
 
 #: Contributors the text names after the table.
 TOP = 3
@@ -35,7 +36,9 @@ def plan_json(plan: Plan) -> str:
 def _label(entry: Entry) -> str:
     key = entry.key
     size = "-" if key.size_bytes is None else format_size(key.size_bytes)
-    return f"{key.op} {size} {key.dtype or '?'} x{key.group_size or '?'} ranks"
+    # op is the trace's own name where colbench cannot measure the call: whatever it holds
+    # (a newline, a terminal escape, what an ASCII stdout cannot print), one printable line.
+    return f"{shown(key.op)} {size} {key.dtype or '?'} x{key.group_size or '?'} ranks"
 
 
 def _us(value: float | None) -> str:
