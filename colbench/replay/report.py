@@ -151,6 +151,9 @@ def write_csv(plan: Plan, path: Path) -> None:
 
 def suite_yaml(sweep: Sweep, sources: str) -> str:
     """One sweep of the plan as a suite (``colbench run FILE``; configs/*.yaml's keys)."""
+    # The traces' names go into a UTF-8 file: one not UTF-8 on disk (a surrogate here)
+    # or holding a newline would fail the write or end the header's comment line.
+    sources = shown(sources)
     values: dict[str, Any] = {
         "description": f"{sweep.values['op']} as the job called it ({sources})",
         **{k: v for k, v in sweep.values.items() if k not in ("out", "table", "progress")},

@@ -1,6 +1,7 @@
 """Losing stdout is an exit code, never a traceback (colbench/output.py): a reader that
 stops early (``| head``) is exit 141 without a word, a full disk or a closed stream one
-line and exit 2; and names from a trace print on an ASCII-only stdout. Shown through
+line and exit 2; names from a trace print on an ASCII-only stdout, and go into the
+suites replay writes even when they are not UTF-8 on disk. Shown through
 ``colbench replay --dry-run``, whose only product is its stdout; each runs colbench as a
 process, since what matters is the real stream.
 """
@@ -66,3 +67,14 @@ def test_trace_names_print_on_an_ascii_stdout(plan_file: str) -> None:
     proc = _colbench("replay", plan_file, "--dry-run", env={"PYTHONIOENCODING": "ascii"})
     assert proc.returncode == 0, proc.stderr
     assert "  frob\\xe9\\n\\x1b[31m 16 float32 x2 ranks: 1 calls:" in proc.stdout
+
+
+def test_a_suite_names_traces_whose_names_are_not_utf8() -> None:
+    from colbench.replay import report
+    from colbench.replay.measure import Sweep
+
+    sweep = Sweep("01-all_reduce", {"op": "all_reduce", "sizes": "16", "nprocs": 2}, ())
+    # A file name of latin-1 bytes reaches Python as a surrogate (os.fsdecode).
+    text = report.suite_yaml(sweep, os.fsdecode(b"rank\xe9.json") + ", a\nb.json")
+    assert "# Replayed from rank\\udce9.json, a\\nb.json by colbench replay" in text
+    text.encode("utf-8")
