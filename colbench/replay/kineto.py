@@ -84,6 +84,9 @@ def _distributed_info(given: Any) -> dict[str, Any]:
         return {}
     schema.check({"distributedInfo": given}, {"distributedInfo": schema.OBJECT})
     schema.check(given, schema.DISTRIBUTED_INFO, "distributedInfo")
+    rank, world = given.get("rank"), given.get("world_size")
+    if rank is not None and world is not None and rank >= world:
+        raise BadTrace(f"rank {rank} is not a rank of its world of {world}", "distributedInfo")
     for number, group in enumerate(given.get("pg_config") or [], 1):
         at = f"distributedInfo pg_config {number}"
         schema.check({"group": group}, {"group": schema.OBJECT}, at)

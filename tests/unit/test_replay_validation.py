@@ -92,7 +92,7 @@ BAD: dict[str, tuple[bytes, str]] = {
     "group-past-ranks": (_rpc(**{"Group size": 2**31}), "is more ranks than colbench runs"),
     "world-zero": (_info(world_size=0), "distributedInfo: world_size 0 is not a group size"),
     "rank-negative": (_info(rank=-1), "distributedInfo: rank -1 is not a rank"),
-    "rank-past-world": (_info(rank=5), "rank 5 is not a rank of the job's world of 2 ranks"),
+    "rank-past-world": (_info(rank=5), "distributedInfo: rank 5 is not a rank of its world of 2"),
     "pg-size-zero": (_info(pg_config=[{"pg_size": 0}]), "pg_config 1: pg_size 0 is not a"),
     "count-past-int64": (_rpc(**{"In msg nelems": 2**63}), "than a tensor holds (2^63)"),
     "dims-past-int64": (_fr(input_sizes=[[2**32, 2**32]]), "than a tensor holds (2^63)"),
