@@ -135,8 +135,9 @@ def _arg_shapes(value: Any) -> str | None:
 
 
 def _group_ref(value: Any) -> str | None:
-    """The flight recorder's process_group: [name, description]."""
-    ok = isinstance(value, list) and (not value or isinstance(value[0], str | int))
+    """The flight recorder's process_group: (name, description), a tuple in torch's
+    pickle and a list in its JSON."""
+    ok = isinstance(value, list | tuple) and (not value or isinstance(value[0], str | int))
     return None if ok else "is not a process group's [name, description]"
 
 
