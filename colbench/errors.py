@@ -21,6 +21,9 @@ class ExitCode(enum.IntEnum):
     INCONCLUSIVE = 5
     #: SIGINT / SIGTERM: 128 + signal number, like a shell.
     INTERRUPTED = 130
+    #: stdout's reader closed it (``| head``): 128 + SIGPIPE, as a shell reports a
+    #: process that pipe ended; not 1, which says the results were wrong.
+    BROKEN_PIPE = 141
 
 
 class UsageError(ValueError):

@@ -11,6 +11,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from colbench import output
 from colbench.config import option_table, options
 from colbench.errors import ExitCode, RankFailure, UsageError
 
@@ -24,7 +25,8 @@ app = typer.Typer(
     "Sizes use binary units (1K = 1024 bytes); bandwidth is GB/s (1 GB/s = 1e9 bytes/s).\n\n"
     "Exit codes: 0 ok, 1 wrong results (or rows without memory), a failed gate or "
     "predict --max-error, 2 usage error, 3 rank failure, 4 timeout, 5 a gate that passed "
-    "on correctness only (--fail-inconclusive), 130/143 interrupted (SIGINT/SIGTERM).",
+    "on correctness only (--fail-inconclusive), 130/143 interrupted (SIGINT/SIGTERM), "
+    "141 the reader of its output closed it (| head).",
 )
 
 
@@ -81,6 +83,16 @@ def _exit(code: int) -> NoReturn:
     sys.exit(code)
 
 
+def _output_lost(exc: output.OutputLost) -> NoReturn:
+    """A reader that stopped reading (``| head``) asked for no more: 141, as a shell
+    reports SIGPIPE, without a word; stdout that cannot be written otherwise: one line."""
+    output.silence()
+    if exc.broken_pipe:
+        _exit(int(ExitCode.BROKEN_PIPE))
+    _error(f"cannot write to standard output: {exc}")
+    _exit(int(ExitCode.USAGE))
+
+
 def contradictions(argv: list[str]) -> str | None:
     """The first on/off flag given both ways (``--table --no-table``), or None.
 
@@ -103,6 +115,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(int(ExitCode.USAGE))
     try:
         code = app(args=argv, prog_name="colbench", standalone_mode=False)
+        output.flush()
+    except output.OutputLost as exc:
+        _output_lost(exc)
     except UsageError as exc:
         _error(str(exc))
         _exit(int(ExitCode.USAGE))

@@ -86,6 +86,9 @@ class TracedCall:
     """How long the job's call took where the trace times it (the backend's own event)."""
     splits_cut: bool = False
     """The profiler kept only the first 30 split sizes (``[...,  ...]``, groups over 30)."""
+    index: int | None = None
+    """Its position in the file's list (traceEvents, entries, PARAM's list), from 1: what
+    a message names it by."""
 
     @property
     def key(self) -> str:
@@ -122,8 +125,12 @@ class TracedCall:
 
 
 class BadTrace(Exception):
-    """A file that cannot be replayed: the message says what was found and what is missing
-    (the caller prefixes the file's name)."""
+    """A file that cannot be replayed: the message says what was found and what is missing,
+    ``at`` which call or event of the file (the caller prefixes the file's name)."""
+
+    def __init__(self, message: str, at: str = "") -> None:
+        super().__init__(message)
+        self.at = at
 
 
 @dataclass

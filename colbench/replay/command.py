@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from colbench import output
 from colbench.errors import ExitCode, UsageError
 from colbench.replay import plan as planning
 from colbench.replay import report, traces
@@ -38,7 +39,7 @@ def run(paths: Sequence[str], opts: ReplayOptions) -> int:
         raise UsageError("--json prints the plan: give it with --dry-run")
     plan = planning.build(traces.read(list(paths)))
     if opts.dry_run:
-        print(report.plan_json(plan) if opts.json else "\n".join(report.plan_text(plan)))
+        output.write(report.plan_json(plan) if opts.json else "\n".join(report.plan_text(plan)))
         return ExitCode.OK
     if not plan.measurable:
         raise UsageError(

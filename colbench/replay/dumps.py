@@ -25,8 +25,9 @@ import pickle
 import re
 from typing import Any, NoReturn
 
+from colbench.replay import schema
 from colbench.replay.calls import IGNORED, BadTrace, Trace, TracedCall, fold, torch_dtype
-from colbench.replay.kineto import numel, splits
+from colbench.replay.schema import numel, splits
 
 
 class _PlainData(pickle.Unpickler):
@@ -47,33 +48,41 @@ def unpickle(data: bytes) -> Any:
     except BadTrace:
         raise
     except Exception as exc:  # a damaged pickle raises almost anything
-        raise BadTrace(f"a pickle that does not load ({type(exc).__name__}: {exc})") from None
+        found = schema.shown(f"{type(exc).__name__}: {exc}")
+        raise BadTrace(f"a pickle that does not load ({found})") from None
 
 
 def file_rank(path: str) -> int | None:
-    """The rank in a dump's file name (``nccl_trace_rank_3`` -> 3), as torch's reader."""
+    """The rank in a dump's file name (``nccl_trace_rank_3`` -> 3), as torch's reader;
+    None where the name ends in no digits or in more than a rank has."""
     match = re.search(r"(\d+)(\.[A-Za-z]+)*$", path)
-    return int(match.group(1)) if match else None
+    digits = (match.group(1).lstrip("0") or "0") if match else ""
+    # Bounded before int(): a name of 5,000 digits is past int()'s limit.
+    if not digits or len(digits) > len(str(schema.MAX_RANKS)):
+        return None
+    rank = int(digits)
+    return rank if rank < schema.MAX_RANKS else None
 
 
-def _pg_sizes(config: Any) -> dict[str, int]:
+def _pg_sizes(config: dict[str, Any]) -> dict[str, int]:
     sizes: dict[str, int] = {}
-    for key, pg in (config or {}).items() if isinstance(config, dict) else ():
-        ranks = splits(pg.get("ranks")) if isinstance(pg, dict) else None
-        if ranks is not None:
+    for key, pg in config.items():
+        at = f"pg_config {schema.shown(str(key))}"
+        schema.check({"group": pg}, {"group": schema.OBJECT}, at)
+        schema.check(pg, schema.RECORDER_GROUP, at)
+        ranks = splits(pg.get("ranks"))
+        if ranks:  # a group that lists no ranks says nothing of its size
             sizes[str(key)] = len(ranks)
     return sizes
 
 
 def flight_recorder(dump: dict[str, Any], path: str) -> Trace:
-    entries = dump.get("entries")
-    if not isinstance(entries, list):
-        raise BadTrace(f"a flight-recorder dump without entries (keys: {', '.join(dump)})")
-    sizes = _pg_sizes(dump.get("pg_config"))
+    schema.check(dump, schema.FLIGHT_RECORDER)
+    entries = dump["entries"]
+    sizes = _pg_sizes(dump.get("pg_config") or {})
     calls = []
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("profiling_name"), str):
-            raise BadTrace("a flight-recorder entry without a profiling_name")
+    for index, entry in enumerate(entries, 1):
+        _check_entry(entry, index)
         if fold(entry["profiling_name"]) in IGNORED:
             continue
         group = entry.get("process_group") or ["", ""]
@@ -89,9 +98,8 @@ def flight_recorder(dump: dict[str, Any], path: str) -> Trace:
                 numel(entry.get("output_sizes")),
                 torch_dtype(dtypes[0]) if dtypes else None,
                 size,
-                duration_us=float(duration_ms) * 1e3
-                if isinstance(duration_ms, int | float)
-                else None,
+                duration_us=None if duration_ms is None else float(duration_ms) * 1e3,
+                index=index,
             )
         )
     if not calls:
@@ -99,21 +107,31 @@ def flight_recorder(dump: dict[str, Any], path: str) -> Trace:
     return Trace(path, "flight recorder", calls, file_rank(path))
 
 
+def _check_entry(entry: Any, index: int) -> None:
+    name = entry.get("profiling_name") if isinstance(entry, dict) else None
+    at = schema.call_at(index, name if isinstance(name, str) else "?")
+    schema.check({"entry": entry}, {"entry": schema.OBJECT}, at)
+    schema.check(entry, schema.RECORDER_ENTRY, at)
+
+
 def param_basic(items: list[Any], path: str) -> Trace:
     calls = []
     worlds = set()
-    for number, item in enumerate(items, 1):
+    for index, item in enumerate(items, 1):
         if not isinstance(item, dict) or not ("comms" in item or "compute" in item):
-            raise BadTrace(f"PARAM trace entry {number} has neither 'comms' nor 'compute'")
-        if "comms" not in item or fold(str(item["comms"])) in IGNORED:
+            raise BadTrace("has neither 'comms' nor 'compute'", f"entry {index}")
+        if "comms" not in item:
             continue
-        name = str(item["comms"])
+        name = item["comms"]
+        at = schema.call_at(index, name if isinstance(name, str) else "?")
+        schema.check(item, schema.PARAM_ENTRY, at)
+        if fold(name) in IGNORED:
+            continue
         world = item.get("world_size")
-        sized = fold(name) not in ("barrier",)
-        in_numel, out_numel = item.get("in_msg_size", 0), item.get("out_msg_size", 0)
-        if sized and not (isinstance(in_numel, int) and isinstance(out_numel, int)):
-            raise BadTrace(f"PARAM trace entry {number} ({name}) has no in/out_msg_size")
-        if isinstance(world, int):
+        in_numel, out_numel = item.get("in_msg_size"), item.get("out_msg_size")
+        if fold(name) != "barrier" and (in_numel is None or out_numel is None):
+            raise BadTrace("in_msg_size or out_msg_size is missing", at)
+        if world is not None:
             worlds.add(world)
         calls.append(
             TracedCall(
@@ -121,9 +139,10 @@ def param_basic(items: list[Any], path: str) -> Trace:
                 in_numel or 0,
                 out_numel or 0,
                 torch_dtype(item.get("dtype")),
-                world if isinstance(world, int) else None,
+                world,
                 splits(item.get("in_split")),
                 splits(item.get("out_split")),
+                index=index,
             )
         )
     if not calls:

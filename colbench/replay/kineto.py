@@ -22,11 +22,11 @@ is; ``ProfilerStep#N`` events how many steps it covers.
 
 from __future__ import annotations
 
-import ast
-import math
 from typing import Any
 
+from colbench.replay import schema
 from colbench.replay.calls import IGNORED, BadTrace, Trace, TracedCall, fold, torch_dtype
+from colbench.replay.schema import numel, splits
 
 RPC = "record_param_comms"
 #: c10d op (folded) -> (index of its output argument, of its input argument), from the
@@ -49,112 +49,131 @@ _C10D_ARGS: dict[str, tuple[int | None, int | None]] = {
 _A2A_SPLITS = (3, 4)
 #: Backend events a c10d call may have started, searched past the call's own start.
 _MATCH_WINDOW = 256
-
-
-def numel(dims: Any) -> int:
-    """Elements of a tensor's dims ([4, 8]) or a list's ([[4], [4]]); 0 when not recorded."""
-    if not isinstance(dims, list) or not dims:
-        return 0
-    if all(isinstance(d, int) for d in dims):
-        return math.prod(dims)
-    return sum(numel(d) for d in dims)
-
-
-def splits(value: Any) -> tuple[int, ...] | None:
-    """``[10, 20]`` or ``"[10, 20]"`` -> (10, 20); None when absent or not a list."""
-    if isinstance(value, str):
-        try:
-            value = ast.literal_eval(value) if value.strip() else None
-        except (ValueError, SyntaxError):
-            return None
-    if isinstance(value, list) and all(isinstance(v, int) for v in value):
-        return tuple(value)
-    return None
+#: The prefixes of the work events backends record (``gloo:all_reduce``).
+_BACKENDS = ("gloo", "nccl", "ucc", "mpi")
 
 
 def read(doc: dict[str, Any], path: str) -> Trace:
-    events = doc.get("traceEvents")
-    if not isinstance(events, list):
+    listed = doc.get("traceEvents")
+    if not isinstance(listed, list):
         raise BadTrace("a JSON object without a traceEvents list: not a torch profiler trace")
-    events = [e for e in events if isinstance(e, dict) and isinstance(e.get("name"), str)]
-    given = doc.get("distributedInfo")
-    info: dict[str, Any] = given if isinstance(given, dict) else {}
-    sizes = {
-        pg.get("pg_size")
-        for pg in info.get("pg_config") or []
-        if isinstance(pg, dict) and isinstance(pg.get("pg_size"), int)
-    }
+    # A message names an event by its place in traceEvents (from 1), as jq finds it.
+    events = [e for e in listed if isinstance(e, dict) and isinstance(e.get("name"), str)]
+    place = {id(e): index for index, e in enumerate(listed, 1)}
+    info = _distributed_info(doc.get("distributedInfo"))
+    _check_events(events, place)
+    sizes = {pg["pg_size"] for pg in info.get("pg_config") or [] if pg.get("pg_size")}
     if any(e["name"] == RPC for e in events):
-        calls = _param_comms(events)
+        calls = _param_comms(events, place)
     else:
-        calls = _c10d_calls(events, sizes)
+        calls = _c10d_calls(events, sizes, place)
     if not calls:
         raise BadTrace(
             f"{len(events)} events, no collective (no record_param_comms, c10d:: or gloo: "
             "event): was the profiler on while the job communicated?"
         )
     steps = len({e["name"] for e in events if e["name"].startswith("ProfilerStep#")})
-    rank, world = info.get("rank"), info.get("world_size")
     return Trace(
-        path,
-        "torch profiler",
-        calls,
-        rank if isinstance(rank, int) else None,
-        world if isinstance(world, int) else None,
-        max(steps, 1),
+        path, "torch profiler", calls, info.get("rank"), info.get("world_size"), max(steps, 1)
     )
 
 
-def _int(args: dict[str, Any], key: str, at: str) -> int:
-    value = args.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadTrace(f"{RPC} at {at} has no integer {key!r} (found {value!r})")
-    return value
+def _distributed_info(given: Any) -> dict[str, Any]:
+    """The trace's distributedInfo, its fields checked (an empty one when absent)."""
+    if given is None:
+        return {}
+    schema.check({"distributedInfo": given}, {"distributedInfo": schema.OBJECT})
+    schema.check(given, schema.DISTRIBUTED_INFO, "distributedInfo")
+    rank, world = given.get("rank"), given.get("world_size")
+    if rank is not None and world is not None and rank >= world:
+        raise BadTrace(f"rank {rank} is not a rank of its world of {world}", "distributedInfo")
+    for number, group in enumerate(given.get("pg_config") or [], 1):
+        at = f"distributedInfo pg_config {number}"
+        schema.check({"group": group}, {"group": schema.OBJECT}, at)
+        schema.check(group, schema.PROFILER_GROUP, at)
+    return given
 
 
-def _param_comms(events: list[dict[str, Any]]) -> list[TracedCall]:
+def _read_as(event: dict[str, Any]) -> tuple[str, dict[str, schema.Field]] | None:
+    """What replay reads ``event`` as (a call or another event, its args' schema), None
+    for events it skips (their fields may hold anything)."""
+    name = event["name"]
+    if name == RPC:
+        return "call", schema.PARAM_COMMS
+    if name.startswith("c10d::") and fold(name) not in IGNORED:
+        return "call", schema.C10D
+    if name.split(":", 1)[0] in _BACKENDS:
+        return "event", schema.C10D
+    return ("event", schema.KERNEL) if _kernel(event) else None
+
+
+def _kernel(event: dict[str, Any]) -> bool:
+    """A GPU kernel that carries its call's group and sequence number (torch 2.4+)."""
+    args = event.get("args")
+    return (
+        event["name"] != RPC and isinstance(args, dict) and "Collective name" in args
+        and "Seq" in args
+    )  # fmt: skip
+
+
+def _check_events(events: list[dict[str, Any]], place: dict[int, int]) -> None:
+    for event in events:
+        read_as = _read_as(event)
+        if read_as is None:
+            continue
+        what, args_schema = read_as
+        args = event.get("args")
+        given = args.get("Collective name") if isinstance(args, dict) else None
+        # A record_param_comms event is named by its call (allreduce), not by its kind.
+        call = given if event["name"] == RPC and isinstance(given, str) else None
+        at = schema.call_at(place[id(event)], event["name"] if call is None else call, what)
+        schema.check(event, schema.EVENT, at)
+        if call is not None and fold(call) in IGNORED:
+            continue  # bookkeeping (init, wait): none of its other fields is read
+        schema.check(args or {}, args_schema, at)
+
+
+def _param_comms(events: list[dict[str, Any]], place: dict[int, int]) -> list[TracedCall]:
     """One call per record_param_comms event; durations from the kernels that carry the
     same process group and sequence number."""
     kernel_us: dict[tuple[Any, Any], float] = {}
-    for e in events:
-        args = e.get("args") or {}
-        if e["name"] != RPC and "Collective name" in args and "Seq" in args:
-            kernel_us[(args.get("Process Group Name"), args["Seq"])] = float(e.get("dur", 0))
+    for e in filter(_kernel, events):
+        args = e["args"]
+        kernel_us[(args.get("Process Group Name"), args["Seq"])] = float(e.get("dur") or 0)
     calls = []
-    for e in sorted((e for e in events if e["name"] == RPC), key=lambda e: e.get("ts", 0)):
+    for e in sorted((e for e in events if e["name"] == RPC), key=lambda e: e.get("ts") or 0):
         args = e.get("args") or {}
-        name = args.get("Collective name")
-        at = f"ts {e.get('ts')}"
-        if not isinstance(name, str):
-            raise BadTrace(f"{RPC} at {at} has no 'Collective name'")
+        name = args["Collective name"]
         if fold(name) in IGNORED:
             continue
-        group = args.get("Group size")
         calls.append(
             TracedCall(
                 name,
-                _int(args, "In msg nelems", at),
-                _int(args, "Out msg nelems", at),
+                args["In msg nelems"],
+                args["Out msg nelems"],
                 torch_dtype(args.get("dtype")),
-                group if isinstance(group, int) and group > 0 else None,
+                args.get("Group size"),
                 splits(args.get("In split size")),
                 splits(args.get("Out split size")),
                 kernel_us.get((args.get("Process Group Name"), args.get("Seq"))),
                 # Over 30 peers torch writes "[s0, ..., s29, ...]" (kTruncatLength).
                 any("..." in str(args.get(k, "")) for k in ("In split size", "Out split size")),
+                place[id(e)],
             )
         )
     return calls
 
 
-def _c10d_calls(events: list[dict[str, Any]], sizes: set[Any]) -> list[TracedCall]:
+def _c10d_calls(
+    events: list[dict[str, Any]], sizes: set[Any], place: dict[int, int]
+) -> list[TracedCall]:
     ops = sorted(
         (e for e in events if e["name"].startswith("c10d::") and fold(e["name"]) not in IGNORED),
-        key=lambda e: e.get("ts", 0),
+        key=lambda e: e.get("ts") or 0,
     )
     backend = sorted(
-        (e for e in events if e["name"].split(":", 1)[0] in ("gloo", "nccl", "ucc", "mpi")),
-        key=lambda e: e.get("ts", 0),
+        (e for e in events if e["name"].split(":", 1)[0] in _BACKENDS),
+        key=lambda e: e.get("ts") or 0,
     )
     if ops and not any((e.get("args") or {}).get("Input Dims") for e in ops):
         raise BadTrace(
@@ -162,11 +181,15 @@ def _c10d_calls(events: list[dict[str, Any]], sizes: set[Any]) -> list[TracedCal
             "torch.profiler.profile(record_shapes=True)"
         )
     taken: set[int] = set()
-    return [_c10d_call(e, backend, taken, sizes) for e in ops]
+    return [_c10d_call(e, backend, taken, sizes, place[id(e)]) for e in ops]
 
 
 def _c10d_call(
-    event: dict[str, Any], backend: list[dict[str, Any]], taken: set[int], sizes: set[Any]
+    event: dict[str, Any],
+    backend: list[dict[str, Any]],
+    taken: set[int],
+    sizes: set[Any],
+    index: int,
 ) -> TracedCall:
     args = event.get("args") or {}
     dims, types = args.get("Input Dims") or [], args.get("Input type") or []
@@ -182,8 +205,13 @@ def _c10d_call(
     work_args = (work or {}).get("args") or {}
     dtype = torch_dtype(at(types, in_at)) or torch_dtype(at(types, out_at))
     dtype = dtype or torch_dtype(at(work_args.get("Input type") or [], 0))
-    out_splits, in_splits = (splits(at(concrete, i)) for i in _A2A_SPLITS)
     a2a = fold(event["name"]).startswith("alltoall")
+    if a2a:
+        given = {f"Concrete Inputs[{i}]": at(concrete, i) for i in _A2A_SPLITS}
+        schema.check(
+            given, dict.fromkeys(given, schema.SPLITS), schema.call_at(index, event["name"])
+        )
+    out_splits, in_splits = (splits(at(concrete, i)) for i in _A2A_SPLITS)
     return TracedCall(
         event["name"],
         in_numel,
@@ -192,7 +220,8 @@ def _c10d_call(
         _group_size(fold(event["name"]), in_numel, out_numel, sizes),
         in_splits if a2a else None,
         out_splits if a2a else None,
-        float(work["dur"]) if work and "dur" in work else None,
+        float(work["dur"]) if work and work.get("dur") is not None else None,
+        index=index,
     )
 
 
@@ -202,10 +231,10 @@ def _started(
     """The backend event this call started: the first not yet taken at or after the call's
     start whose input has the call's elements (a barrier: the next barrier)."""
     barrier = "barrier" in fold(call["name"])
-    start = call.get("ts", 0)
+    start = call.get("ts") or 0
     seen = 0
     for index, work in enumerate(backend):
-        if index in taken or work.get("ts", 0) < start:
+        if index in taken or (work.get("ts") or 0) < start:
             continue
         seen += 1
         if seen > _MATCH_WINDOW:

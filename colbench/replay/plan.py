@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench import ops
+from colbench.config.sizes import MAX_SIZE_BYTES, format_size
 from colbench.errors import UsageError
 from colbench.ops.dtypes import DTYPES
 from colbench.replay.calls import Trace, TracedCall
-from colbench.replay.traces import missing_ranks
+from colbench.replay.traces import found_ranks, missing
 
 Matrix = tuple[tuple[int, ...], ...]
 
@@ -96,6 +97,8 @@ class Plan:
 
 #: Why a call on an unknown group is not measured (gloo's events do not name the group).
 UNKNOWN_GROUP = "group size unknown: the trace does not say which of its process groups it used"
+#: Why a call past the largest size sweep takes is not measured.
+TOO_LARGE = f"larger than the {format_size(MAX_SIZE_BYTES)} colbench measures"
 
 
 def _bytes(call: TracedCall, op: str | None, n: int | None) -> int | None:
@@ -119,6 +122,8 @@ def _key(call: TracedCall) -> Key:
         why = "dtype not recorded" if dtype is None else f"colbench does not measure {dtype}"
         return Key(call.name, None, dtype, n, why)
     size = call.size_numel(op, n) * DTYPES[dtype].elem_bytes
+    if size > MAX_SIZE_BYTES:
+        return Key(call.name, size, dtype, n, TOO_LARGE)
     if ops.BY_NAME[op].uneven_splits:
         return Key(op, size, dtype, n)
     laid = ops.BY_NAME[op].layout(size, DTYPES[dtype].elem_bytes, n).size_bytes
@@ -164,8 +169,7 @@ def build(traces: list[Trace]) -> Plan:
     entries.sort(
         key=lambda e: (bool(e.key.reason), e.key.op, e.key.dtype or "", e.key.size_bytes or 0)
     )
-    found, _ = missing_ranks(traces)
-    return Plan(entries, steps, found, tuple(sorted({t.format for t in traces})))
+    return Plan(entries, steps, found_ranks(traces), tuple(sorted({t.format for t in traces})))
 
 
 def _matrices(
@@ -176,14 +180,15 @@ def _matrices(
         return []
     first = next(c for calls in uneven.values() for c in calls)
     n = first.group_size or 0
-    found, missing = missing_ranks(traces)
-    missing = missing or [r for r in range(n) if r not in uneven]
-    if missing or len(uneven) < n:
+    found = found_ranks(traces)
+    world = next((t.world_size for t in traces if t.world_size), None)
+    lacking = (missing(found, world) if world else "") or missing(uneven, n)
+    if lacking or len(uneven) < n:
         names = ", ".join(t.path for t in traces)
-        have = ", ".join(str(t.rank) for t in traces if t.rank is not None) or "none named"
+        have = ", ".join(map(str, found)) or "none named"
         raise UsageError(
             f"{names}: all_to_allv with uneven splits needs every rank's trace: found rank "
-            f"{have}, missing rank {', '.join(map(str, missing))}"
+            f"{have}, missing rank {lacking}"
         )
     lengths = {r: len(c) for r, c in uneven.items()}
     if len(set(lengths.values())) > 1:
@@ -205,6 +210,8 @@ def _matrices(
             )
         busiest = max(max(map(sum, rows)), max(sum(col) for col in zip(*rows, strict=True)))
         key = Key("all_to_allv", busiest, column[0].dtype, len(rows), matrix=rows)
+        if busiest > MAX_SIZE_BYTES:
+            key = Key(column[0].name, busiest, column[0].dtype, len(rows), TOO_LARGE)
         grouped[key] += 1
         recorded[key] += [c.duration_us for c in column if c.duration_us is not None]
     return [(key, count, recorded[key]) for key, count in grouped.items()]

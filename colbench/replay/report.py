@@ -19,6 +19,7 @@ import yaml
 from colbench.config.sizes import format_size
 from colbench.replay.measure import Sweep
 from colbench.replay.plan import Entry, Plan
+from colbench.replay.schema import shown
 
 #: Contributors the text names after the table.
 TOP = 3
@@ -35,7 +36,9 @@ def plan_json(plan: Plan) -> str:
 def _label(entry: Entry) -> str:
     key = entry.key
     size = "-" if key.size_bytes is None else format_size(key.size_bytes)
-    return f"{key.op} {size} {key.dtype or '?'} x{key.group_size or '?'} ranks"
+    # op is the trace's own name where colbench cannot measure the call: whatever it holds
+    # (a newline, a terminal escape, what an ASCII stdout cannot print), one printable line.
+    return f"{shown(key.op)} {size} {key.dtype or '?'} x{key.group_size or '?'} ranks"
 
 
 def _us(value: float | None) -> str:
@@ -148,6 +151,9 @@ def write_csv(plan: Plan, path: Path) -> None:
 
 def suite_yaml(sweep: Sweep, sources: str) -> str:
     """One sweep of the plan as a suite (``colbench run FILE``; configs/*.yaml's keys)."""
+    # The traces' names go into a UTF-8 file: one not UTF-8 on disk (a surrogate here)
+    # or holding a newline would fail the write or end the header's comment line.
+    sources = shown(sources)
     values: dict[str, Any] = {
         "description": f"{sweep.values['op']} as the job called it ({sources})",
         **{k: v for k, v in sweep.values.items() if k not in ("out", "table", "progress")},

@@ -4,33 +4,43 @@ together. Each problem is one line naming the file, what was found and what is m
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
+import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from colbench import reading
 from colbench.errors import UsageError
-from colbench.replay import dumps, kineto
+from colbench.replay import dumps, kineto, schema
 from colbench.replay.calls import BadTrace, Trace
 
 #: A profiler trace of a long job runs to a few GiB of JSON; more is not a trace to replay.
 TRACE = reading.Kind("trace", 4 * 1024**3)
 FORMATS = "a torch profiler trace, a flight-recorder dump or a PARAM basic trace"
+#: Missing ranks a message names before it says how many in all.
+_LISTED = 8
 
 
 def _decoded(data: bytes) -> bytes:
     if data[:2] != b"\x1f\x8b":
         return data
+    gunzip = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
     try:
         # Bounded: a small .gz can hold far more than any trace.
-        out = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16).decompress(data, TRACE.limit_bytes)
+        out = gunzip.decompress(data, TRACE.limit_bytes)
     except (zlib.error, gzip.BadGzipFile, EOFError) as exc:
         raise BadTrace(f"a gzip file that does not decompress ({exc})") from None
+    if not gunzip.eof and len(out) < TRACE.limit_bytes:
+        raise BadTrace(f"a gzip file cut short ({len(out)} bytes decompressed before its end)")
     return out
 
 
 def _parsed(data: bytes) -> Any:
+    if not data.strip():
+        found = f"only white space ({len(data)} bytes)" if data else "an empty file"
+        raise BadTrace(f"{found}, not {FORMATS}")
     if data[:1] == b"\x80":  # pickle's protocol opcode: torch's flight-recorder dump
         return dumps.unpickle(data)
     if reading.is_binary(data):
@@ -45,6 +55,17 @@ def _parsed(data: bytes) -> Any:
         raise BadTrace(
             f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{cut}"
         ) from None
+    except ValueError:  # Python's int() limit: no trace holds such a number
+        raise BadTrace(
+            f"a number of more than {sys.get_int_max_str_digits()} digits, not {FORMATS}"
+        ) from None
+    except RecursionError:
+        raise BadTrace(f"JSON nested deeper than Python's reader goes, not {FORMATS}") from None
+
+
+def _key(key: Any) -> str:
+    # A pickle's keys need not be strings (nor shallow): shown as short() bounds them.
+    return schema.shown(key) if isinstance(key, str) else schema.short(key)
 
 
 def read_one(path: str) -> Trace:
@@ -64,7 +85,7 @@ def read_one(path: str) -> Trace:
     if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "ph" in doc[0]:
         return kineto.read({"traceEvents": doc}, path)
     found = (
-        f"an object with keys {', '.join(list(doc)[:6])}"
+        f"an object with keys {', '.join(map(_key, list(doc)[:6]))}"
         if isinstance(doc, dict)
         else f"a {type(doc).__name__}" + (" (empty)" if not doc else "")
     )
@@ -80,8 +101,9 @@ def read(paths: Sequence[str]) -> list[Trace]:
         try:
             traces.append(read_one(path))
         except BadTrace as exc:
-            raise UsageError(f"{path}: {exc}") from None
+            raise UsageError(schema.refusal(path, exc)) from None
     _one_job(traces)
+    schema.check_job(traces)
     return traces
 
 
@@ -108,10 +130,18 @@ def _one_job(traces: list[Trace]) -> None:
         )
 
 
-def missing_ranks(traces: list[Trace]) -> tuple[list[int], list[int]]:
-    """(ranks found, ranks missing) of the job: every rank up to its world size."""
-    found = sorted(t.rank for t in traces if t.rank is not None)
-    world = next((t.world_size for t in traces if t.world_size), None)
-    if world is None:
-        return found, []
-    return found, [r for r in range(world) if r not in found]
+def found_ranks(traces: list[Trace]) -> list[int]:
+    """The ranks whose traces were given, in order."""
+    return sorted(t.rank for t in traces if t.rank is not None)
+
+
+def missing(present: Iterable[int], size: int) -> str:
+    """The ranks below ``size`` not in ``present``, as a message lists them ('' when
+    none): the first few and how many in all, never the whole of a 2^31-rank world."""
+    have = {r for r in present if 0 <= r < size}
+    count = size - len(have)
+    if count <= 0:
+        return ""
+    first = list(itertools.islice((r for r in range(size) if r not in have), _LISTED))
+    more = f", ... ({count} in all)" if count > len(first) else ""
+    return ", ".join(map(str, first)) + more

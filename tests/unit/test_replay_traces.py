@@ -23,23 +23,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_main
-
-
-def _rpc(name: str, nin: int, nout: int, dtype: str, seq: int, **extra: Any) -> dict[str, Any]:
-    args = {
-        "Collective name": name, "dtype": dtype, "In msg nelems": nin, "Out msg nelems": nout,
-        "Group size": 4, "In split size": "[]", "Out split size": "[]",
-        "Process Group Name": "0", "Process Group Description": "default_pg",
-        "Process Group Ranks": "[0, 1, 2, 3]", "Rank": 0, "Seq": seq, **extra,
-    }  # fmt: skip
-    return {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": seq, "dur": 3,
-            "args": args}  # fmt: skip
-
-
-def _kernel(seq: int, dur: float) -> dict[str, Any]:
-    args = {"Collective name": "allreduce", "Process Group Name": "0", "Seq": seq}
-    name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
-    return {"ph": "X", "cat": "kernel", "name": name, "ts": seq + 0.5, "dur": dur, "args": args}
+from tests.unit.replay_traces import CUT_SPLITS, kernel
+from tests.unit.replay_traces import rpc_event as _rpc
 
 
 def _write(path: Path, doc: Any) -> str:
@@ -57,13 +42,10 @@ def _tuples(plan: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
     return {(e["op"], e["size_bytes"], e["dtype"], e["group_size"], e["calls"]) for e in plan}
 
 
-CUT_SPLITS = "[" + ", ".join(["1"] * 30) + ", ...]"
-
-
 def test_nccl_record_param_comms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events = [
-        _rpc("allreduce", 1024, 1024, "Float", 1), _kernel(1, 40.0),
-        _rpc("allreduce", 1024, 1024, "Float", 2), _kernel(2, 60.0),
+        _rpc("allreduce", 1024, 1024, "Float", 1), kernel(1, 40.0),
+        _rpc("allreduce", 1024, 1024, "Float", 2), kernel(2, 60.0),
         _rpc("_allgather_base", 256, 1024, "BFloat16", 3),
         _rpc("_reduce_scatter_base", 4096, 1024, "Float", 4),
         _rpc("allreduce_coalesced", 10, 10, "Float", 5),
@@ -178,7 +160,7 @@ BAD = {
                      "1 events, no collective"),
     "rpc.json": (json.dumps({"traceEvents": [{"ph": "X", "name": "record_param_comms",
                                               "args": {"Collective name": "allreduce"}}]}),
-                 "no integer 'In msg nelems'"),
+                 "call 1 (allreduce): In msg nelems is missing"),
 }  # fmt: skip
 
 
@@ -191,7 +173,7 @@ def test_bad_traces_are_refused_in_one_line(
     code, out, err = run_main(capsys, "replay", str(tmp_path / name), "--dry-run")
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
-    assert line.startswith(f"colbench: error: {tmp_path / name}: ") and says in line
+    assert line.startswith(f"colbench: error: trace {tmp_path / name}") and says in line
 
 
 def _kineto(rank: int, world: int) -> dict[str, Any]:

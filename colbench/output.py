@@ -1,0 +1,60 @@
+"""A command's output on stdout, written so that losing it is one clear outcome.
+
+Where stdout goes is the user's choice: a pipe whose reader stops early
+(``colbench replay --dry-run TRACE | head -1``), a full disk (``> /dev/full``), or
+nothing at all (``>&-``). Each write here that fails raises :class:`OutputLost`, which
+is no OSError, so the CLI framework (which would turn a broken pipe into exit 1, colbench's
+"wrong results") passes it to ``colbench.cli.main``: a reader that went away is exit 141
+without a word, as a shell reports SIGPIPE; any other failure one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+
+
+class OutputLost(Exception):
+    """stdout cannot take what a command writes."""
+
+    def __init__(self, reason: str, broken_pipe: bool = False) -> None:
+        super().__init__(reason)
+        self.broken_pipe = broken_pipe
+
+
+def lost(exc: OSError) -> OutputLost:
+    """``exc`` (from writing or flushing stdout) as OutputLost."""
+    broken = exc.errno == errno.EPIPE
+    return OutputLost(exc.strerror or str(exc), broken_pipe=broken)
+
+
+def write(text: str) -> None:
+    """``text`` and a newline on stdout, flushed: a failure shows here, not at exit."""
+    if sys.stdout is None:  # Python's stdout when the process started with fd 1 closed
+        raise OutputLost("standard output is closed")
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except OSError as exc:
+        raise lost(exc) from None
+
+
+def flush() -> None:
+    """Flush what other code printed to stdout, as OutputLost if it cannot be."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except OSError as exc:
+        raise lost(exc) from None
+
+
+def silence() -> None:
+    """Point stdout at /dev/null, so the interpreter's own flush at exit does not fail
+    again on what is still buffered (it would print 'Exception ignored' and exit 120)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno() if sys.stdout is not None else 1)
+        os.close(null)
+    except (OSError, ValueError):
+        pass
