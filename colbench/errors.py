@@ -19,6 +19,9 @@ class ExitCode(enum.IntEnum):
     TIMEOUT = 4
     #: colbench gate --fail-inconclusive: it passed on correctness and presence only.
     INCONCLUSIVE = 5
+    #: A file of the run could not be written (disk full, directory gone); what was
+    #: already written stays readable.
+    WRITE_FAILED = 6
     #: SIGINT / SIGTERM: 128 + signal number, like a shell.
     INTERRUPTED = 130
     #: stdout's reader closed it (``| head``): 128 + SIGPIPE, as a shell reports a
@@ -28,6 +31,16 @@ class ExitCode(enum.IntEnum):
 
 class UsageError(ValueError):
     """Bad user input. The CLI prints the message on one line and exits with 2."""
+
+
+class WriteFailed(RuntimeError):
+    """A file could not be written; the message names it and the cause (exit 6)."""
+
+    exit_code: int = ExitCode.WRITE_FAILED
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class RankFailure(RuntimeError):

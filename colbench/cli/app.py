@@ -13,7 +13,7 @@ import typer
 
 from colbench import output
 from colbench.config import option_table, options
-from colbench.errors import ExitCode, RankFailure, UsageError
+from colbench.errors import ExitCode, RankFailure, UsageError, WriteFailed
 
 app = typer.Typer(
     add_completion=False,
@@ -25,8 +25,9 @@ app = typer.Typer(
     "Sizes use binary units (1K = 1024 bytes); bandwidth is GB/s (1 GB/s = 1e9 bytes/s).\n\n"
     "Exit codes: 0 ok, 1 wrong results (or rows without memory), a failed gate or "
     "predict --max-error, 2 usage error, 3 rank failure, 4 timeout, 5 a gate that passed "
-    "on correctness only (--fail-inconclusive), 130/143 interrupted (SIGINT/SIGTERM), "
-    "141 the reader of its output closed it (| head).",
+    "on correctness only (--fail-inconclusive), 6 a file of the run could not be written "
+    "(disk full, directory gone), 129/130/131/143 interrupted (SIGHUP/SIGINT/SIGQUIT/"
+    "SIGTERM), 141 the reader of its output closed it (| head).",
 )
 
 
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     except UsageError as exc:
         _error(str(exc))
         _exit(int(ExitCode.USAGE))
-    except RankFailure as exc:
+    except (RankFailure, WriteFailed) as exc:
         _error(str(exc))
         _exit(int(exc.exit_code))
     except KeyboardInterrupt:

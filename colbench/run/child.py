@@ -103,7 +103,7 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
     text = str(exc).strip()
     error = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
     kind = protocol.classify(exc)
-    if kind == protocol.KIND_USAGE:
+    if kind in (protocol.KIND_USAGE, protocol.KIND_WRITE):
         error = text
     report = protocol.make_report(
         rank,

@@ -28,6 +28,8 @@ from colbench.store.rundir import RunDir
 KIND_USAGE = "usage"
 KIND_TIMEOUT = "timeout"
 KIND_ERROR = "error"
+#: A file of the run could not be written: the run stops with exit 6, naming the file.
+KIND_WRITE = "write"
 
 #: What torch writes when its NCCL watchdog gives up on a hang (ProcessGroupNCCL.cpp:
 #: ``WorkNCCL::checkTimeout`` "Watchdog caught collective operation timeout: WorkNCCL(...)
@@ -85,10 +87,12 @@ def signal_name(signum: int) -> str:
 
 def classify(exc: BaseException) -> str:
     """The kind of a rank's exception, for the parent's verdict."""
-    from colbench.errors import UsageError
+    from colbench.errors import UsageError, WriteFailed
 
     if isinstance(exc, UsageError):
         return KIND_USAGE
+    if isinstance(exc, WriteFailed):
+        return KIND_WRITE
     text = str(exc).lower()
     if any(t in text for t in TIMEOUT_TEXTS) or "timeout" in type(exc).__name__.lower():
         return KIND_TIMEOUT
@@ -179,6 +183,11 @@ def diagnose(
     if usage:
         first = usage[0]
         return Failure(str(first["error"]), int(ExitCode.USAGE), error=str(first["error"]))
+    # A rank that could not write the run's files measured well: the file is the culprit.
+    unwritten = [r for r in reports if r.get("kind") == KIND_WRITE]
+    if unwritten:
+        first = unwritten[0]
+        return Failure(str(first["error"]), int(ExitCode.WRITE_FAILED), error=str(first["error"]))
     timed_out = {int(r["rank"]) for r in reports if r.get("kind") == KIND_TIMEOUT}
     # A rank aborted after it lost a peer (its log says so) is a survivor, not a culprit.
     survivors = timed_out | {int(r["rank"]) for r in reports if _lost_a_peer(r)}

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.store import metafile
+from colbench.store import metafile, writing
 from colbench.store.metafile import META_FILE
 from colbench.store.results import RESULTS, SCHEMA_VERSION, csv_path, load
 from colbench.store.tables import TABLES as TABLES
@@ -135,9 +135,9 @@ class RunDir:
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Atomically replace meta.json, so a reader never sees half a file."""
-        tmp = self.path / f".{META_FILE}.tmp"
-        tmp.write_text(json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n")
-        os.replace(tmp, self.meta_path)
+        writing.replace_text(
+            self.meta_path, json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n"
+        )
 
     def read_meta(self) -> dict[str, Any]:
         """meta.json (see :func:`colbench.store.metafile.read`)."""

@@ -8,6 +8,7 @@ writer's checks and docs/schema.md all come from that declaration.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import importlib
@@ -21,6 +22,7 @@ from typing import IO, Any
 
 from colbench import reading
 from colbench.errors import UsageError
+from colbench.store import writing
 
 
 def column(meaning: str, unit: str = "", default: Any = dataclasses.MISSING) -> Any:
@@ -132,39 +134,48 @@ class TableWriter:
         self.path = path
         self.table = table
         self._columns = list(table.columns)
-        new = not path.exists() or path.stat().st_size == 0
-        if not new:
-            self._check_header()
-        self._file: IO[str] = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        with writing.checked(path):
+            new = not path.exists() or path.stat().st_size == 0
+            if not new:
+                self._check_header()
+            self._file: IO[str] = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
         self._writer = csv.writer(self._file)
         if new:
-            self._writer.writerow(self._columns)
+            with writing.checked(path):
+                self._writer.writerow(self._columns)
             self._flush()
 
     def write(self, row: Mapping[str, Any]) -> None:
         """Append one row: a row of the table's type, or a mapping of its columns
         (columns it lacks are written empty)."""
         if isinstance(row, self.table.row_type):
-            self._writer.writerow(row.cells())
+            cells = row.cells()
         else:
             unknown = set(row) - set(self._columns)
             if unknown:
                 raise ValueError(f"row has columns outside the schema: {sorted(unknown)}")
-            self._writer.writerow([format_cell(row.get(c)) for c in self._columns])
+            cells = [format_cell(row.get(c)) for c in self._columns]
+        with writing.checked(self.path):
+            self._writer.writerow(cells)
         self._flush()
 
     def write_all(self, rows: Iterable[TableRow]) -> None:
         """Append rows made at once (a gathered matrix): one flush for all, not one each."""
-        for row in rows:
-            self._writer.writerow(row.cells())
+        with writing.checked(self.path):
+            for row in rows:
+                self._writer.writerow(row.cells())
         self._flush()
 
     def _flush(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        with writing.checked(self.path):
+            self._file.flush()
+            os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        self._file.close()
+        # A close that cannot flush (the disk filled after the last row) loses only
+        # what the failed write already said it lost.
+        with contextlib.suppress(OSError):
+            self._file.close()
 
     def __enter__(self) -> TableWriter:
         return self
