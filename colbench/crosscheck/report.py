@@ -19,6 +19,7 @@ from colbench.analysis.series import PLACEMENT_NAMES, Run
 from colbench.config import validate
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
+from colbench.store import writing
 
 if TYPE_CHECKING:
     from colbench.crosscheck.plan import Plan
@@ -168,6 +169,6 @@ def write_report(
         save(compare.figure(comparison), directory / FIGURE)
     except UsageError as exc:
         text += f"\n# no figure: {exc}"
-    (directory / JOINED_TEXT).write_text(text + "\n")
+    writing.write_text(directory / JOINED_TEXT, text + "\n")
     wrong = bool(table["wrong_a"].fillna(0).any() or table["wrong_b"].fillna(0).any())
     return text, wrong

@@ -37,7 +37,7 @@ from colbench import reading
 from colbench.analysis import drift
 from colbench.analysis.checks import DEFAULT_POWER
 from colbench.errors import UsageError
-from colbench.store import metadata
+from colbench.store import metadata, writing
 from colbench.store.metafile import read_or_none
 from colbench.store.results import SCHEMA_VERSION as RESULTS_VERSION
 
@@ -171,7 +171,7 @@ def learn(runs: Sequence[str], out: str) -> int:
         "runs": [str(r) for r in runs],
         "floors": [asdict(f) for f in floors],
     }
-    Path(out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    writing.write_text(out, json.dumps(doc, indent=1) + "\n")
     for floor in floors:
         print(floor_line(floor))
     print(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.health.judge import CRITICAL, FLEET, WARN, Finding, Samples, link_medians
+from colbench.store import writing
 
 #: Verdict marks in a cell, after the ratio.
 MARKS = {CRITICAL: "C", WARN: "W"}
@@ -78,7 +79,8 @@ def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> 
             title += "; ranks " + ", ".join(f"{r}: {samples.names[r]}" for r in ranks)
         fig.suptitle(title, fontsize=9)
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        with writing.checked(path):
+            fig.savefig(path, dpi=110)
     finally:
         plt.close(fig)
     return path

@@ -41,7 +41,7 @@ from colbench.health.judge import (
 )
 from colbench.p2p.report import matrix_text
 from colbench.run.protocol import Failure
-from colbench.store import metadata
+from colbench.store import metadata, writing
 from colbench.store.rundir import RunDir
 
 JSONL_FILE, PROM_FILE, PLOT_FILE = "health.jsonl", "health.prom", "health.png"
@@ -80,7 +80,7 @@ def _write_drain_list(path: str, text: str) -> bool:
     """Write the list; a list that cannot be written is said in one line, and the run's
     own exit code stands."""
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        writing.write_text(path, text)
     except OSError as exc:
         print(f"colbench: warning: health: cannot write the drain list: {exc}", file=sys.stderr)
         return False
@@ -110,7 +110,7 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
     write_prom(run_dir / PROM_FILE, findings, meta.get("run_id", run_dir.name))
     critical = sorted({f.node for f in findings if f.verdict == CRITICAL and f.node != FLEET})
     if cfg.drain_list is not None:
-        Path(cfg.drain_list).write_text("".join(f"{n}\n" for n in critical), encoding="utf-8")
+        writing.write_text(cfg.drain_list, "".join(f"{n}\n" for n in critical))
     if cfg.plot:
         from colbench.health.heatmap import write_heatmap
 
@@ -158,7 +158,7 @@ def _order(findings: Sequence[Finding]) -> list[Finding]:
 
 def write_jsonl(path: Path, findings: Sequence[Finding], judged_by: str) -> None:
     text = "".join(json.dumps(_row(f, judged_by)) + "\n" for f in _order(findings))
-    path.write_text(text, encoding="utf-8")
+    writing.write_text(path, text)
 
 
 def _labels(f: Finding) -> str:
@@ -191,7 +191,7 @@ def write_prom(path: Path, findings: Sequence[Finding], run_id: str) -> None:
         "# TYPE colbench_health_run_timestamp_seconds gauge",
         f'colbench_health_run_timestamp_seconds{{run_id="{run_id}"}} {time.time():.0f}',
     ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    writing.write_text(path, "\n".join(lines) + "\n")
 
 
 def _gbps(value: float | None) -> str:

@@ -39,6 +39,7 @@ from colbench.run.faults import Fault
 from colbench.run.job import ConfiguredTask
 from colbench.run.protocol import Failure
 from colbench.run.rank import device_name, meet_peers
+from colbench.store import writing
 from colbench.store.rundir import RunDir
 from colbench.sweep.groups import SideGroup
 from colbench.sweep.timing import make_timer
@@ -148,7 +149,7 @@ class HealthTask(ConfiguredTask):
                 "gpu_bus_ids": [bus or None for bus, _ in every],
                 "samples": samples,
             }
-            (run_dir / SAMPLES_FILE).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+            writing.write_text(run_dir / SAMPLES_FILE, json.dumps(doc) + "\n")
             RunDir(run_dir).update_meta(
                 status="complete", measured_s=round(time.monotonic() - started, 2)
             )

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from colbench.store import writing
+
 Matrix = dict[tuple[int, int], float]
 
 
@@ -76,7 +78,8 @@ def write_heatmap(
         )
         fig.suptitle(f"colbench p2p ({frame['backend'].iloc[0]}); nodes {labels}", fontsize=9)
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        with writing.checked(path):
+            fig.savefig(path, dpi=110)
     finally:
         plt.close(fig)
     return path

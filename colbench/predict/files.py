@@ -17,6 +17,7 @@ from colbench.errors import UsageError
 from colbench.predict.engine import Checked, CrossRow, Predicted
 from colbench.predict.fit import Fit
 from colbench.predict.models import PARAMETERS, describe
+from colbench.store import writing
 from colbench.store.tables import Table, TableRow, TableWriter
 from colbench.store.tables import column as _column
 
@@ -144,7 +145,7 @@ def write_outputs(
                 for r in crossings
             ],
         }
-        (directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        writing.replace_text(directory / "meta.json", json.dumps(meta, indent=2) + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write into {directory}: {exc.strerror}") from None
     return directory

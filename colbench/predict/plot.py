@@ -11,6 +11,7 @@ from colbench.errors import UsageError
 from colbench.predict.data import Measured
 from colbench.predict.engine import CrossRow, Predicted
 from colbench.report.figures import format_size_tick, pyplot, size_axis
+from colbench.store import writing
 
 _STYLES = {"ring": "-", "tree": ":", "double_tree": "--"}
 
@@ -82,7 +83,8 @@ def plot_predictions(
     path = directory / "predict.png"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100)
+        with writing.checked(path):
+            fig.savefig(path, dpi=100)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
     finally:

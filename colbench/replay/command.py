@@ -11,6 +11,7 @@ from colbench import output
 from colbench.errors import ExitCode, UsageError
 from colbench.replay import plan as planning
 from colbench.replay import report, traces
+from colbench.store import writing
 from colbench.store.rundir import RunDir, stamped_name
 
 
@@ -61,7 +62,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
         if v is not None
     }  # fmt: skip
     run_dir = RunDir.create(opts.out, Path(opts.results_dir) / stamped_name("replay")).path
-    (run_dir / "plan.json").write_text(report.plan_json(plan) + "\n")
+    writing.write_text(run_dir / "plan.json", report.plan_json(plan) + "\n")
     suites, sweeps_dir = run_dir / "suites", run_dir / "sweeps"
     suites.mkdir()
     sweeps_dir.mkdir()
@@ -71,7 +72,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
     for sweep in planned:  # every config checked before anything runs
         sweep.config(sweeps_dir / sweep.name)
     for sweep in planned:
-        (suites / f"{sweep.name}.yaml").write_text(report.suite_yaml(sweep, sources))
+        writing.write_text(suites / f"{sweep.name}.yaml", report.suite_yaml(sweep, sources))
         _say(f"replay: measuring {sweep.name}")
         code = measure.run(sweep, sweeps_dir / sweep.name)
         worst = max(worst, code)
@@ -79,7 +80,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
             _say(f"replay: {sweep.name} ended with exit {code}; the sweeps after it not run")
             break
     report.write_csv(plan, run_dir / "replay.csv")
-    (run_dir / "plan.json").write_text(report.plan_json(plan) + "\n")  # now with measured_us
+    writing.write_text(run_dir / "plan.json", report.plan_json(plan) + "\n")  # now with measured_us
     print("\n".join(report.result_text(plan)), flush=True)
     _say(f"replay: plan.json, replay.csv, sweeps/ and suites/ (one suite per kind) in {run_dir}")
     return worst

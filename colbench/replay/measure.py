@@ -16,6 +16,7 @@ from typing import Any
 from colbench import ops
 from colbench.config import model, options
 from colbench.replay.plan import Entry, Plan
+from colbench.store import writing
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ def _matrix_file(directory: Path, name: str, entry: Entry) -> str:
     """The entry's traffic matrix in the format ``--splits file:`` reads (rows = senders)."""
     assert entry.key.matrix is not None
     path = directory / f"{name}.matrix"
-    path.write_text("\n".join(" ".join(map(str, row)) for row in entry.key.matrix) + "\n")
+    writing.write_text(path, "\n".join(" ".join(map(str, row)) for row in entry.key.matrix) + "\n")
     return f"file:{path.resolve()}"
 
 

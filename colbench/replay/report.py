@@ -20,6 +20,7 @@ from colbench.config.sizes import format_size
 from colbench.replay.measure import Sweep
 from colbench.replay.plan import Entry, Plan
 from colbench.replay.schema import shown
+from colbench.store import writing
 
 #: Contributors the text names after the table.
 TOP = 3
@@ -133,7 +134,7 @@ def _per_op(rows: list[Entry]) -> str:
 
 def write_csv(plan: Plan, path: Path) -> None:
     total = sum(predicted(e) or 0.0 for e in plan.measurable)
-    with path.open("w", newline="") as f:
+    with writing.checked(path), path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(_CSV_COLUMNS)
         for e in plan.entries:

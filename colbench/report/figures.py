@@ -17,6 +17,7 @@ from typing import Any
 
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
+from colbench.store import writing
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def save(fig: Any, path: str | os.PathLike[str]) -> Path:
         raise UsageError(f"--out {out}: use a .png, .svg or .pdf file name")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=110)
+        with writing.checked(out):
+            fig.savefig(out, dpi=110)
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror}") from None
     finally:

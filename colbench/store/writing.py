@@ -51,3 +51,9 @@ def replace_text(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise failure(path, exc) from None
+
+
+def write_text(path: Path | str, text: str, append: bool = False) -> None:
+    """Write (or append) ``text`` to ``path``: a report, a list, a figure's companion."""
+    with checked(path), open(path, "a" if append else "w", encoding="utf-8") as f:
+        f.write(text)

@@ -12,7 +12,7 @@ from colbench import reading
 from colbench.analysis.checks import DEFAULT_KEEP
 from colbench.analysis.engine import load_pooled, read_meta
 from colbench.errors import UsageError
-from colbench.store import metadata
+from colbench.store import metadata, writing
 from colbench.store.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
 from colbench.store.rundir import RunDir
 
@@ -109,9 +109,7 @@ def pd_concat(frames: Sequence[Any]) -> Any:
 
 def _replace(path: Path, text: str) -> None:
     # Write next to the target, then rename: a reader never sees half a baseline file.
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    writing.replace_text(path, text)
 
 
 def _refuse_as_baseline(path: str | os.PathLike[str]) -> None:

@@ -19,6 +19,7 @@ from colbench.analysis.gate.engine import run_gate
 from colbench.analysis.gate.options import GateOptions
 from colbench.analysis.gate.result import GateRules
 from colbench.errors import ExitCode, UsageError
+from colbench.store import writing
 from colbench.store.results import csv_path, load
 
 
@@ -168,8 +169,4 @@ def _write_reports(report: str | None, text: str) -> None:
 
 
 def _write_text(path: Path, text: str, append: bool = False) -> None:
-    try:
-        with open(path, "a" if append else "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    writing.write_text(path, text, append)
