@@ -120,10 +120,11 @@ class RunDir:
         return load(self.table_path(RESULTS))
 
     def rows_kept(self, table: Table = RESULTS) -> int:
-        """Data rows in a table's file; 0 when it is missing."""
+        """Whole data rows in a table's file; 0 when it is missing. A last row cut short
+        by a failed write (no newline yet) is no row: the reader drops it too."""
         try:
-            with open(self.table_path(table), encoding="utf-8") as f:
-                return max(0, sum(1 for _ in f) - 1)
+            with open(self.table_path(table), encoding="utf-8", errors="replace") as f:
+                return max(0, sum(line.endswith("\n") for line in f) - 1)
         except OSError:
             return 0
 

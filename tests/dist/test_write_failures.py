@@ -1,0 +1,110 @@
+"""Writes that fail for real: a file-size limit, a run directory renamed mid-run, a full
+filesystem. Each ends in exit 6 and one line naming the file, with the rows already
+written still readable (issue 34)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from colbench.store.results import load
+from tests.conftest import REPO
+from tests.dist.test_failures import start, wait_for_rows
+
+pytestmark = pytest.mark.dist
+
+SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K-256K", "-n", "5", "-w", "1", "--no-table"]
+
+
+def _errors(stderr: str) -> list[str]:
+    """The lines that say what failed (a failure the parent reports has no "error:")."""
+    return [
+        line.replace("colbench: error: ", "colbench: ", 1)
+        for line in stderr.splitlines()
+        if "cannot write" in line
+    ]
+
+
+def _limited(limit_bytes: int) -> None:
+    # The kernel stops a write past RLIMIT_FSIZE with SIGXFSZ unless it is ignored; then
+    # the write fails with EFBIG, as it would on a quota. Both carry over to the ranks.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+
+def test_a_results_file_that_cannot_grow_is_exit_6_naming_it(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    # meta.json (about 4.5 KB) fits; results.csv outgrows it after about 20 rows.
+    proc = subprocess.run(
+        [sys.executable, "-m", "colbench", *SWEEP, "--repeat", "3", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        preexec_fn=lambda: _limited(6000),
+        check=False,
+    )
+    assert proc.returncode == 6, proc.stderr
+    assert _errors(proc.stderr) == [
+        f"colbench: cannot write {out / 'results.csv'}: File too large"
+    ], proc.stderr
+    assert "measured before the failure (of 27 planned)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    frame = load(out)  # every whole row stays readable; a torn last one is dropped
+    assert 5 <= len(frame) < 33 and (frame["status"] == "ok").all()
+
+
+def test_a_run_directory_renamed_mid_run_is_exit_6_and_keeps_its_rows(tmp_path: Path) -> None:
+    out, moved = tmp_path / "run", tmp_path / "moved"
+    proc = start(out, "--sizes", "1K-4M", "--repeat", "2")
+    pids = wait_for_rows(out, 2, proc)
+    # Held still while the directory moves, so the rename falls between two rows.
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        out.rename(moved)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 6, stderr
+    [line] = _errors(stderr)
+    assert line.startswith(f"colbench: cannot write {out}/") and "renamed" in line
+    frame = load(moved)
+    assert len(frame) >= 2
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="needs root and unshare for a private tmpfs",
+)
+def test_a_full_filesystem_is_exit_6_naming_the_file(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.mkdir()
+    command = " ".join(
+        [sys.executable, "-m", "colbench", *SWEEP, "--repeat", "3", "--out", str(small / "run")]
+    )
+    script = f"mount -t tmpfs -o size=16k tmpfs {small} && {command}; code=$?; "
+    script += f"cat {small}/run/results.csv > {tmp_path}/kept.csv; exit $code"
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 6, proc.stderr
+    [line] = _errors(proc.stderr)
+    assert line.startswith(f"colbench: cannot write {small}/run/")
+    assert line.endswith("No space left on device")
+    assert "Traceback" not in proc.stderr
+    kept = (tmp_path / "kept.csv").read_text().splitlines()
+    assert len(kept) > 5
