@@ -199,20 +199,9 @@ def _line_rows(
         if tokens[t] == "N/A":
             continue
         time_us = float(tokens[t])
-        possible = math.isfinite(time_us) and time_us >= 0
-        if not possible:
-            tally.impossible.append(line_no)
-        algbw = coll.algbw_gbps(size, time_us) if possible else None
+        algbw, busbw = _bandwidths(m, tally, (line_no, placement, tokens[t]), tokens, (alg, bus))
         wrong = _wrong(tokens[wrong_at], is_error, dtype)
         tally.flagged_errors += (wrong or 0) if is_error else 0
-        busbw = None if algbw is None else algbw * m.factor
-        if algbw is not None and busbw is not None:
-            tally.checks.append(
-                _Check(line_no, placement, "algbw", tokens[alg], size, tokens[t], algbw)
-            )
-            tally.checks.append(
-                _Check(line_no, placement, "busbw", tokens[bus], size, tokens[t], busbw)
-            )
         rows.append(
             Row(
                 **common,
@@ -221,10 +210,33 @@ def _line_rows(
                 algbw_gbps=algbw,
                 busbw_gbps=busbw,
                 wrong=wrong,
-                status=STATUS_OK if possible else STATUS_INVALID,
+                status=STATUS_INVALID if algbw is None else STATUS_OK,
             )
         )
     return rows
+
+
+def _bandwidths(
+    m: _Meaning,
+    tally: _Tally,
+    at: tuple[int, int, str],
+    tokens: list[str],
+    columns: tuple[int, int],
+) -> tuple[float | None, float | None]:
+    """algbw and busbw recomputed from one printed time (``at``: line, placement, time),
+    and queued for the check against the printed ones; none for a time no measurement can
+    have (inf, nan, negative), which the row then keeps as invalid."""
+    line_no, placement, time_text = at
+    time_us, size = float(time_text), int(tokens[m.cols.size])
+    if not (math.isfinite(time_us) and time_us >= 0):
+        tally.impossible.append(line_no)
+        return None, None
+    algbw = m.coll.algbw_gbps(size, time_us)
+    busbw = algbw * m.factor
+    for name, column, value in (("algbw", columns[0], algbw), ("busbw", columns[1], busbw)):
+        printed = tokens[column]
+        tally.checks.append(_Check(line_no, placement, name, printed, size, time_text, value))
+    return algbw, busbw
 
 
 def _redop(m: _Meaning, tokens: list[str], line_no: int) -> str:
