@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from colbench.launch import join_or_spawn
+from colbench.launch import join_or_spawn, preflight
 from colbench.run.job import RankTask
 from colbench.run.launched import run_launched
 from colbench.run.prepare import (
@@ -37,6 +37,7 @@ def start(task: RankTask, spawner: Spawner | None = None) -> int:
     if launch_env is not None:
         return run_launched(task, launch_env, backend)
     world_size = spawned_world_size(task.launch, backend)
+    preflight.check_socket_ifname()
     notes = [_set_aside(set_aside, world_size)] if set_aside else []
     notes += task.check(world_size, backend) + nccl_notes(task.launch, backend)
     notes += spawn_notes(world_size, task.worlds)

@@ -1,10 +1,14 @@
-"""A launcher's environment against an explicit --nprocs, with real ranks: a world of one
-left in the shell (or a single-task Slurm step) yields to --nprocs, which spawns its
-ranks and names the variables it ignored; a larger world refuses --nprocs in one line."""
+"""The environment is checked before ranks start, with real ranks and real commands.
+
+A launcher's world of one left in the shell (or a single-task Slurm step) yields to an
+explicit --nprocs, which spawns its ranks and names the variables it ignored; a larger
+world refuses --nprocs in one line. A GLOO_SOCKET_IFNAME gloo cannot use is one line,
+exit 2, spawned or launched, instead of gloo's C++ enforce message and exit 3."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -65,4 +69,28 @@ def test_nprocs_beside_a_larger_world_is_refused_before_anything_starts(
     assert "rank 0 of 2" in lines[0] and "drop --nprocs" in lines[0]
     assert not out.exists()
     # Refused before any rank or rendezvous: no --init-timeout to wait out.
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize("launched", [False, True], ids=["spawned", "launched"])
+def test_a_socket_interface_that_does_not_exist_is_one_line_before_any_rank(
+    tmp_path: Path, launched: bool
+) -> None:
+    out = tmp_path / "run"
+    env = {"GLOO_SOCKET_IFNAME": "nosuch0"}
+    if launched:
+        env |= {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29500"}  # fmt: skip
+    args = [*QUICK, "--out", str(out)] + ([] if launched else ["--nprocs", "2"])
+    started = time.monotonic()
+    proc = run_colbench(*args, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    prefix = "colbench: error: " + ("rank 1: " if launched else "")
+    said = "GLOO_SOCKET_IFNAME=nosuch0: no interface nosuch0 on this host (interfaces with"
+    assert lines[0].startswith(f"{prefix}{said} an address here: "), lines[0]
+    assert re.search(r"here: (.*, )?lo[,)]", lines[0]), lines[0]
+    assert not out.exists()
+    # Refused before the rendezvous: nothing waits for the (absent) rank 0.
     assert time.monotonic() - started < 60
