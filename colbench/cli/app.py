@@ -15,6 +15,10 @@ from colbench import output
 from colbench.config import option_table, options
 from colbench.errors import ExitCode, RankFailure, UsageError, WriteFailed
 
+# Imported now: the handler of torch failing to load under ``ulimit -v`` has no address
+# space left to import it then.
+from colbench.launch.limits import guard_torch_import, torch_load_failure
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -110,6 +114,7 @@ def contradictions(argv: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every failure becomes one line on stderr and a documented exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    guard_torch_import()
     both = contradictions(argv)
     if both is not None:
         _error(f"{both} and --no-{both[2:]} contradict each other: give one of them")
@@ -128,6 +133,12 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _error("interrupted")
         _exit(int(ExitCode.INTERRUPTED))
+    except (ImportError, SystemError, MemoryError) as exc:
+        said = torch_load_failure(exc)
+        if said is None:
+            raise
+        _error(said)
+        sys.exit(int(ExitCode.USAGE))
     except Exception as exc:
         # Typer's parser errors (click's UsageError, vendored in newer typer) carry
         # their own exit code and message: keep the code, print the message on one line.

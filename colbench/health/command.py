@@ -23,7 +23,7 @@ def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
     from colbench.health.task import HealthTask
     from colbench.run.start import start
 
-    found = launch.detect()
+    found, _ = launch.join_or_spawn(cfg.launch.nprocs)
     if found is None or found.rank == 0:
         start_drain_list(cfg)  # one writer: the parent, or a launched job's rank 0
     return start(HealthTask(cfg))

@@ -89,7 +89,7 @@ class HealthTask(ConfiguredTask):
     def run_rank(self, job: Any, rank: int, device: Any, in_flight: Any) -> None:
         cfg, level = self.cfg, self.cfg.plan
         side = SideGroup.create(
-            job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s)
+            job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s), in_flight
         )
         me = Member(
             plan_digest(cfg), rank, os.getpid(), launch.node_id(), node_name(), device_name(device)

@@ -16,6 +16,7 @@ from colbench.launch.detect import (
     SLURM_PORT_BASE,
     SLURM_PORT_SPAN,
     detect,
+    join_or_spawn,
     slurm_default_port,
 )
 from colbench.launch.env import LaunchEnv, export, quiet_other_ranks
@@ -40,6 +41,7 @@ __all__ = [
     "expand_tasks_per_node",
     "export",
     "free_port",
+    "join_or_spawn",
     "node_id",
     "node_labels",
     "quiet_other_ranks",

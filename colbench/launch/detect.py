@@ -257,3 +257,54 @@ def detect(env: Mapping[str, str] | None = None) -> LaunchEnv | None:
             return found
     _refuse_sbatch_without_srun(env)
     return None
+
+
+#: The variables that place a process in each launcher's job (what a stale shell or a
+#: single-task allocation leaves behind), besides MASTER_ADDR and MASTER_PORT.
+_PLACING = {
+    "torchrun": ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                 "GROUP_WORLD_SIZE", "TORCHELASTIC_USE_AGENT_STORE"),
+    "openmpi": ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    "mpich": ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    "slurm": ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+}  # fmt: skip
+_PLACING["env"] = _PLACING["torchrun"]
+_BY = {
+    "torchrun": "torchrun's variables",
+    "env": "the env:// variables",
+    "openmpi": "Open MPI's variables",
+    "mpich": "MPICH's variables",
+    "slurm": "srun's variables",
+}
+
+
+def placing_variables(found: LaunchEnv, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables of ``env`` that made ``found`` (``NAME=value``, in a fixed order)."""
+    names = (*_PLACING[found.launcher], "MASTER_ADDR", "MASTER_PORT")
+    return tuple(f"{name}={env[name]}" for name in names if name in env)
+
+
+def join_or_spawn(
+    nprocs: int | None, env: Mapping[str, str] | None = None
+) -> tuple[LaunchEnv | None, tuple[str, ...]]:
+    """(the launcher's job to join, or None to spawn; the launcher variables set aside).
+
+    An explicit ``--nprocs`` (or a suite's ``nprocs``) asks colbench to start the ranks.
+    Beside a launcher's world of one (a single-task allocation, or a shell left with
+    torchrun's variables) it wins, and the variables it sets aside are returned to be
+    named; beside a larger world it contradicts the launcher, and is refused.
+    """
+    env = os.environ if env is None else env
+    found = detect(env)
+    if found is None or nprocs is None:
+        return found, ()
+    placing = placing_variables(found, env)
+    if found.world_size > 1:
+        raise UsageError(
+            f"--nprocs {nprocs} asks colbench to start the ranks, but {_BY[found.launcher]} "
+            f"make this process rank {found.rank} of {found.world_size} "
+            f"({' '.join(placing)}): drop --nprocs to run as that rank, or unset "
+            f"{', '.join(p.split('=')[0] for p in placing)} to spawn {nprocs} ranks here"
+        )
+    return None, placing

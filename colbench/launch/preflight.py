@@ -231,12 +231,51 @@ def check_gloo(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> None:
         raise UsageError(f"rank {launch.rank}: {problem}")
 
 
+def socket_ifname_problem(value: str, ifaces: Mapping[str, Interface]) -> str | None:
+    """Why gloo cannot use the interfaces ``GLOO_SOCKET_IFNAME=value`` names, or None.
+
+    gloo binds the first address of each named interface (torch makes one device per
+    comma-separated name) and fails, past the rendezvous, with a C++ enforce message
+    when it finds none. Pure: the interfaces are an argument.
+    """
+    usable = sorted(name for name, iface in ifaces.items() if iface.addresses)
+    here = f"interfaces with an address here: {', '.join(usable) or 'none'}"
+    for name in (n.strip() for n in value.split(",") if n.strip()):
+        iface = ifaces.get(name)
+        if iface is None:
+            return f"GLOO_SOCKET_IFNAME={value}: no interface {name} on this host ({here})"
+        if not iface.addresses:
+            return (
+                f"GLOO_SOCKET_IFNAME={value}: interface {name} has no address for gloo to "
+                f"bind ({here})"
+            )
+    return None
+
+
+def check_socket_ifname(env: Mapping[str, str] | None = None) -> None:
+    """Refuse, before any rank starts, a GLOO_SOCKET_IFNAME that gloo cannot use here.
+
+    Every backend needs it: NCCL runs keep their bookkeeping on a gloo side group.
+    """
+    env = os.environ if env is None else env
+    value = env.get("GLOO_SOCKET_IFNAME", "")
+    ifaces = interfaces() if value.strip() else {}
+    # Without getifaddrs (not Linux) nothing is known, and nothing is refused.
+    problem = socket_ifname_problem(value, ifaces) if ifaces else None
+    if problem is not None:
+        raise UsageError(f"{problem}: name one of those, or unset GLOO_SOCKET_IFNAME")
+
+
 def check(launch: LaunchEnv, backend: str, gpu_count: int) -> None:
     """Everything a launched rank can verify alone before it waits on the others.
 
     gloo is checked on every backend: bookkeeping goes over a gloo side group on NCCL
     runs too, so a gloo that cannot reach the other nodes would hang them as well.
     """
+    try:
+        check_socket_ifname()
+    except UsageError as exc:
+        raise UsageError(f"rank {launch.rank}: {exc}") from None
     check_gloo(launch)
     if backend == "gloo":
         return

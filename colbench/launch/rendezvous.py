@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import socket
+import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from colbench.errors import ExitCode, RankFailure
+from colbench.errors import ExitCode, RankFailure, UsageError
+from colbench.launch import storeprobe
 
 
 class RendezvousTimeout(RankFailure):
@@ -68,30 +71,57 @@ def _agent_store() -> bool:
     return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
 
 
-def _wait_listening(host: str, port: int, deadline: float, what: str) -> None:
-    """Poll until something accepts TCP connections at host:port.
+#: How long past ``--init-timeout`` a rank stuck inside torch's store client is given
+#: before it ends itself: torch's own timeouts normally end the wait well within it.
+STUCK_GRACE_S = 5.0
 
-    torch's TCPStore client retries a refused connection for its whole timeout and then
-    once more, so it alone would overrun ``--init-timeout``; a bare connection that is
-    closed at once does not count as a store client.
-    """
-    delay = 0.05
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"nothing accepted connections at {what}")
-        try:
-            socket.create_connection((host, port), timeout=min(1.0, left)).close()
-            return
-        except socket.gaierror as exc:
-            raise OSError(f"cannot resolve {host!r}: {exc.strerror}") from None
-        except OSError:
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 1.0)
+
+def _probe(host: str, port: int, rank: int, deadline: float, init_timeout_s: float) -> None:
+    """Wait, within the deadline, until a torch store answers at host:port (see
+    :mod:`colbench.launch.storeprobe`), so that torch's client never meets anything else."""
+    try:
+        storeprobe.probe(host, port, deadline, init_timeout_s)
+    except storeprobe.NotAStore as exc:
+        raise UsageError(
+            f"rank {rank}: start-up failed: {exc}; MASTER_ADDR and MASTER_PORT must name the "
+            "store that rank 0 (or torchrun) hosts"
+        ) from None
+
+
+def _serve(host: str, port: int, world_size: int, left: _dt.timedelta) -> Any:
+    """Rank 0's store server, as env:// makes it minus its wait for every client inside
+    the constructor: rank 0 checks in like the others, so a timeout can name the missing
+    ranks."""
+    import torch.distributed as dist
+
+    try:
+        return dist.TCPStore(
+            host,
+            port,
+            world_size,
+            is_master=True,
+            timeout=left,
+            wait_for_workers=False,
+            multi_tenant=True,
+        )
+    except RuntimeError as exc:
+        if "listen" not in str(exc):
+            raise
+        there = storeprobe.who_answers(host or "127.0.0.1", port, 1.0)
+        taken = "another torch store (another job's?)" if "torch store answers" in there else there
+        raise UsageError(
+            f"rank 0: start-up failed: cannot host the rendezvous store on port {port}, "
+            f"which is taken: {taken}; set MASTER_PORT to a free port"
+        ) from None
 
 
 def _open_store(
-    host: str | None, port: int | None, rank: int, world_size: int, deadline: float, where: str
+    host: str | None,
+    port: int | None,
+    rank: int,
+    world_size: int,
+    deadline: float,
+    init_timeout_s: float,
 ) -> Any:
     """This rank's TCPStore, server or client, without waiting for the other ranks."""
     import torch.distributed as dist
@@ -102,27 +132,38 @@ def _open_store(
     env_host, env_port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
     if host is None and _agent_store():
         if env_port.isdigit():
-            _wait_listening(env_host, int(env_port), deadline, where)
+            _probe(env_host, int(env_port), rank, deadline, init_timeout_s)
         return next(dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=left()))[0]
     if host is None and world_size == 1 and not env_port:
         # A world of one needs no address; a private store keeps torch's init happy.
         return dist.TCPStore("127.0.0.1", 0, 1, is_master=True, timeout=left())
     if host is None and rank == 0:
-        # What env:// does, minus its wait for every client inside the constructor:
-        # rank 0 checks in like the others, so a timeout can name the missing ranks.
-        return dist.TCPStore(
-            env_host,
-            int(env_port),
-            world_size,
-            is_master=True,
-            timeout=left(),
-            wait_for_workers=False,
-            multi_tenant=True,
-        )
+        return _serve(env_host, int(env_port), world_size, left())
     host, port = (env_host, int(env_port)) if host is None else (host, port)
     assert port is not None
-    _wait_listening(host, port, deadline, where)
+    # torch's client alone would retry a refused connection past the deadline, and wait
+    # for ever on a peer that accepts and never answers.
+    _probe(host, port, rank, deadline, init_timeout_s)
     return dist.TCPStore(host, port, world_size, is_master=False, timeout=left())
+
+
+def _watch_stuck(deadline: float, say: Callable[[], str]) -> threading.Event:
+    """Set the returned event when the rendezvous is over; until then, a daemon thread
+    ends the process (exit 4, ``say()`` on stderr) once the deadline and a grace have
+    passed. torch's store client blocks without limit on a store that stops answering
+    mid-exchange (its host stopped, say), and nothing in Python can interrupt it."""
+    over = threading.Event()
+
+    def watch() -> None:
+        if over.wait(max(0.0, deadline - time.monotonic()) + STUCK_GRACE_S):
+            return
+        try:
+            print(f"colbench: error: {say()}", file=sys.stderr, flush=True)
+        finally:
+            os._exit(int(ExitCode.TIMEOUT))
+
+    threading.Thread(target=watch, name="colbench-rendezvous-deadline", daemon=True).start()
+    return over
 
 
 def rendezvous(
@@ -141,24 +182,43 @@ def rendezvous(
     """
     started = time.monotonic()
     deadline = started + init_timeout_s
-    if host is not None:
-        where = f"{host}:{port}"
+    if host is None:
+        host_at, port_at = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
     else:
-        where = f"{os.environ.get('MASTER_ADDR', '')}:{os.environ.get('MASTER_PORT', '')}"
+        host_at, port_at = host, str(port)
+    where = f"{host_at}:{port_at}"
+
+    def failed(why: str) -> str:
+        return (
+            f"start-up failed: rendezvous of {world_size} ranks at {where} did not complete "
+            f"after {time.monotonic() - started:.0f} s (--init-timeout {init_timeout_s:g} s)"
+            f"{why}"
+        )
+
+    def stuck() -> str:
+        there = storeprobe.who_answers(host_at, int(port_at), 1.0) if port_at.isdigit() else ""
+        if there.startswith("a torch store answers"):
+            there = "a new connection to it is answered"
+        return (
+            f"rank {rank} on {socket.gethostname()} (pid {os.getpid()}) failed during "
+            f"rendezvous: {failed(f': the store stopped answering this rank ({there})')}"
+        )
+
     store: Any = None
+    over = _watch_stuck(deadline, stuck)
     try:
-        store = _open_store(host, port, rank, world_size, deadline, where)
+        store = _open_store(host, port, rank, world_size, deadline, init_timeout_s)
         store.set(_arrival_key(rank), socket.gethostname())
         store.add(_ARRIVED_COUNT, 1)
         _wait_for_all(store, world_size, deadline)
+    except UsageError:
+        raise
     except (RuntimeError, TimeoutError, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         missing = _missing_ranks(store, world_size) if store is not None else ""
-        raise RendezvousTimeout(
-            f"start-up failed: rendezvous of {world_size} ranks at {where} did not complete after "
-            f"{time.monotonic() - started:.0f} s (--init-timeout {init_timeout_s:g} s)"
-            f"{missing}: {first}"
-        ) from None
+        raise RendezvousTimeout(failed(f"{missing}: {first}")) from None
+    finally:
+        over.set()
     store.set_timeout(_dt.timedelta(seconds=timeout_s))
     return store
 

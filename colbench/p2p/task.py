@@ -113,7 +113,7 @@ class P2PTask(ConfiguredTask):
         """This rank's share of the matrix; rank 0 also writes meta.json and p2p.csv."""
         cfg = self.cfg
         side = SideGroup.create(
-            job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s)
+            job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s), in_flight
         )
         world = self._meet(side, rank, device_name(device))
         run_dir = Path(job.run_dir) if rank == 0 and job.run_dir is not None else None

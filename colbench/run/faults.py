@@ -11,7 +11,8 @@ import torch
 class Fault:
     """``COLBENCH_FAULT=RANK:WHEN[:raise|exit|hang|device-hang]``: make RANK fail at its
     WHEN-th timed batch, with WHEN ``init`` as its communicator starts (see
-    :meth:`at_init`), or with WHEN ``end`` after its last row (:meth:`at_end`).
+    :meth:`at_init`), ``side`` as its side group starts (:meth:`at_side_group`), or
+    ``end`` after its last row (:meth:`at_end`).
 
     ``hang`` blocks the rank's main thread for ever, as a rank stuck outside any
     collective would; ``device-hang`` stalls its GPU instead (``hang`` on CPU).
@@ -22,6 +23,7 @@ class Fault:
     def __init__(self, rank: int, spec: str | None) -> None:
         self.at_step: int | None = None
         self.at_start = False
+        self.at_side = False
         self.at_finish = False
         self.action = "raise"
         self.count = 0
@@ -31,8 +33,10 @@ class Fault:
         # RANK:start:... is the spawned rank's own hook (run/spawn.py), read before this exists.
         if int(parts[0]) == rank and parts[1] != "start":
             self.at_start = parts[1] == "init"
+            self.at_side = parts[1] == "side"
             self.at_finish = parts[1] == "end"
-            self.at_step = None if self.at_start or self.at_finish else int(parts[1])
+            named = self.at_start or self.at_side or self.at_finish
+            self.at_step = None if named else int(parts[1])
             self.action = parts[2] if len(parts) > 2 else "raise"
 
     def tick(self) -> None:
@@ -46,6 +50,11 @@ class Fault:
         """Called as the rank's communicator starts, before ``init_process_group``."""
         if self.at_start:
             self._fail("communicator start-up")
+
+    def at_side_group(self) -> None:
+        """Called as the rank's side group starts, before its ``new_group``."""
+        if self.at_side:
+            self._fail("side group start-up")
 
     def at_end(self) -> None:
         """Called once every row is measured, before the end-of-run summary."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from colbench import launch
 from colbench.errors import ExitCode, RankFailure, UsageError
-from colbench.launch import LaunchEnv, gpus, preflight
+from colbench.launch import LaunchEnv, gpus, limits, preflight
 from colbench.run import protocol
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.inflight import InFlight
@@ -26,6 +26,8 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
     # Every rank checks its own node's GPUs (compute mode); rank 0 says the notes.
     notes += nccl_notes(task.launch, backend)
     preflight.check(env, backend, gpus.gpu_count())
+    address_space = limits.check_address_space(f"rank {env.rank}")
+    notes += [address_space] if address_space else []
     # torch's env:// reads these; Slurm and MPI jobs get them from detect().
     launch.export(env)
     if env.local_world_size is not None:

@@ -101,8 +101,8 @@ def spawn_notes(world_size: int, worlds: int = 1) -> list[str]:
     limits cannot hold them (colbench.launch.limits); else what to say before they start."""
     ranks = world_size * worlds
     limits.check_spawn(ranks, world_size, f"--nprocs {world_size}")
-    crowded = limits.crowded_note(ranks)
-    return [crowded] if crowded else []
+    notes = [limits.check_address_space(f"--nprocs {world_size}"), limits.crowded_note(ranks)]
+    return [note for note in notes if note]
 
 
 def make_run_dir(output: OutputConfig, label: str, backend: str) -> Path:

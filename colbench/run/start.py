@@ -7,11 +7,12 @@ its own way of running them once the host has chosen.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from colbench.launch import detect
+from colbench.launch import join_or_spawn, preflight
 from colbench.run.job import RankTask
 from colbench.run.launched import run_launched
 from colbench.run.prepare import (
@@ -31,12 +32,14 @@ Spawner = Callable[[RankTask, str, int, Path], int]
 
 def start(task: RankTask, spawner: Spawner | None = None) -> int:
     """Run ``task`` to completion; returns the process exit code."""
-    launch_env = detect()
+    launch_env, set_aside = join_or_spawn(task.launch.nprocs)
     backend = choose_backend(task.launch, spawning=launch_env is None)
     if launch_env is not None:
         return run_launched(task, launch_env, backend)
     world_size = spawned_world_size(task.launch, backend)
-    notes = task.check(world_size, backend) + nccl_notes(task.launch, backend)
+    preflight.check_socket_ifname()
+    notes = [_set_aside(set_aside, world_size)] if set_aside else []
+    notes += task.check(world_size, backend) + nccl_notes(task.launch, backend)
     notes += spawn_notes(world_size, task.worlds)
     chosen = one_gpu_note(task.launch.backend, backend, world_size)
     notes += [chosen] if chosen else []
@@ -46,3 +49,14 @@ def start(task: RankTask, spawner: Spawner | None = None) -> int:
     if spawner is None:
         return spawn_and_wait(task, backend, world_size, run_dir)
     return spawner(task, backend, world_size, run_dir)
+
+
+def _set_aside(placing: tuple[str, ...], world_size: int) -> str:
+    """Unset a launcher's world of one that --nprocs overrides, so that the spawned ranks
+    neither read its local world size (their memory share) nor pass it on; the note."""
+    for name in (p.split("=", 1)[0] for p in placing):
+        os.environ.pop(name, None)
+    return (
+        f"--nprocs {world_size}: spawning {world_size} ranks here, ignoring (and unsetting) "
+        f"the launcher variables of a world of one: {' '.join(placing)}"
+    )

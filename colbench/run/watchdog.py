@@ -38,6 +38,8 @@ from colbench.run.turns import WAITING_PHASE
 
 #: The phase between rendezvous and a working communicator (NCCL connects its peers).
 COMM_STARTUP = "communicator start-up"
+#: The gloo side group's start-up, right after: also held to --init-timeout.
+SIDE_GROUP_STARTUP = "side group start-up"
 #: How long a firing rank of a launched job waits for the other ranks' reports.
 EXCHANGE_S = 2.0
 #: Modules whose frames mean the main thread waits for other ranks.
@@ -66,13 +68,14 @@ def deadline(
     """Seconds a step may last and the option that set it; None for an unwatched one.
 
     Nothing is watched before the first step (seq 0): the rendezvous bounds itself.
-    ``--timeout`` bounds every step after communicator start-up, a timed batch as a
+    ``--init-timeout`` bounds the start-up of the communicator and of the side group.
+    ``--timeout`` bounds every step after them, a timed batch as a
     whole included, as NCCL's own watchdog times each call from when it was enqueued.
     """
     if seq == 0 or phase == WAITING_PHASE:
         # An interleaved world waiting for the other's turn is not stuck.
         return None
-    if phase == COMM_STARTUP:
+    if phase in (COMM_STARTUP, SIDE_GROUP_STARTUP):
         return init_timeout_s, "--init-timeout"
     return timeout_s, "--timeout"
 

@@ -108,10 +108,24 @@ class SideGroup:
         self.world_size = world_size
 
     @classmethod
-    def create(cls, world_size: int, timeout_s: float) -> SideGroup:
+    def create(cls, world_size: int, timeout_s: float, in_flight: Any = None) -> SideGroup:
+        """The side group; with ``in_flight`` (a rank's InFlight), its start-up is watched
+        as the communicator's is, within --init-timeout, and names itself if it hangs."""
         import torch.distributed as dist
 
-        group = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=timeout_s))
+        timeout = _dt.timedelta(seconds=timeout_s)
+        if in_flight is None:
+            return cls(dist.new_group(backend="gloo", timeout=timeout), world_size)
+        import os
+
+        from colbench.run.faults import Fault
+        from colbench.run.watchdog import SIDE_GROUP_STARTUP
+
+        setup = in_flight.phase
+        in_flight.phase = SIDE_GROUP_STARTUP
+        Fault(in_flight.rank, os.environ.get("COLBENCH_FAULT")).at_side_group()
+        group = dist.new_group(backend="gloo", timeout=timeout)
+        in_flight.phase = setup
         return cls(group, world_size)
 
     def barrier(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from colbench.launch import limits
 from colbench.ops.base import Collective, Layout
 
 #: Scratch the verification uses beyond the buffers (chunked temporaries, see ops.data).
@@ -106,18 +107,35 @@ def host_available_bytes() -> int:
     return min(candidates) if candidates else _UNLIMITED
 
 
+def address_space_room_bytes(threads_to_come: int) -> int | None:
+    """Address space this process may still map for buffers under ``ulimit -v``, or None
+    without a limit. ``threads_to_come``: threads not started yet (torch's intra-op pool
+    starts at the first parallel fill), each taking a stack."""
+    limit, used = limits.address_space_limit_bytes(), limits.address_space_used_bytes()
+    if limit is None or used is None:
+        return None
+    later = threads_to_come * limits.thread_stack_bytes() + limits.MALLOC_ARENA_BYTES
+    return max(0, limit - used - later)
+
+
 def rank_budget_bytes(
     local_world_size: int, limit_bytes: int | None, device_free_bytes: int | None
 ) -> int:
     """Bytes one rank may plan to allocate.
 
-    On GPU each rank has its own device; on CPU the ranks of a host share its memory.
-    ``limit_bytes`` (``--memory-limit``) caps it further.
+    On GPU each rank has its own device; on CPU the ranks of a host share its memory, and
+    each is held to its own address-space limit (``ulimit -v``): past it, the allocator
+    fails mid-fill or mid-verification. ``limit_bytes`` (``--memory-limit``) caps it further.
     """
     if device_free_bytes is not None:
         budget = int(device_free_bytes * USABLE_FRACTION)
     else:
+        import torch
+
         budget = int(host_available_bytes() * USABLE_FRACTION) // max(1, local_world_size)
+        room = address_space_room_bytes(torch.get_num_threads())
+        if room is not None:
+            budget = min(budget, int(room * USABLE_FRACTION))
     if limit_bytes is not None:
         budget = min(budget, limit_bytes)
     return budget

@@ -15,7 +15,7 @@ from typing import Any
 from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment, expand, ignored_by_backend
 from colbench.errors import ExitCode, UsageError
-from colbench.launch import detect
+from colbench.launch import join_or_spawn
 from colbench.run.spawn import spawn_and_wait
 from colbench.run.start import start
 from colbench.store.rundir import RunDir
@@ -27,7 +27,7 @@ from colbench.sweep.task import SweepTask, variant_load
 def run_sweep(cfg: SweepConfig) -> int:
     """Run a sweep to completion; returns the process exit code."""
     variants = variants_of(cfg)
-    launch_env = detect()
+    launch_env, _ = join_or_spawn(cfg.launch.nprocs)
     if launch_env is not None and cfg.measure.contend is not None:
         raise UsageError(
             f"--contend measures with and without the load in two worlds of fresh ranks, "

@@ -103,7 +103,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     # Every group gets torch's timeout a little later than colbench's own, so the
     # hang watchdog names the stuck ranks before torch aborts or one rank raises.
     group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
-    side = SideGroup.create(job.world_size, group_timeout_s)
+    side = SideGroup.create(job.world_size, group_timeout_s, in_flight)
     group_size = cfg.measure.ranks_per_group(job.world_size)
     layout = members(cfg.measure.group_size, cfg.measure.group_mod, job.world_size)
     first = layout[0] if layout else tuple(range(job.world_size))

@@ -62,17 +62,26 @@ def launch_by_hand(tmp_path: Path, fault: str, *args: str) -> list[tuple[int, st
 
 
 @pytest.mark.parametrize("launched", [False, True], ids=["spawned", "launched"])
-def test_communicator_start_up_is_bounded_by_init_timeout(tmp_path: Path, launched: bool) -> None:
-    """Rank 1 blocks as its communicator starts; rank 0 waits inside init_process_group.
-    --timeout (60 s, which gloo's start-up obeys) is far away: --init-timeout ends it."""
+@pytest.mark.parametrize(
+    ("stage", "phase"),
+    [("init", "communicator start-up"), ("side", "side group start-up")],
+    ids=["communicator", "side-group"],
+)
+def test_communicator_start_up_is_bounded_by_init_timeout(
+    tmp_path: Path, launched: bool, stage: str, phase: str
+) -> None:
+    """Rank 1 blocks as its communicator (or its gloo side group, right after) starts;
+    rank 0 waits inside init_process_group (new_group). --timeout (60 s, which gloo's
+    start-up obeys) is far away: --init-timeout ends it."""
     args = ("--init-timeout", "3", "--timeout", "60")
+    fault = f"1:{stage}:hang"
     started = time.monotonic()
     if launched:
-        results = launch_by_hand(tmp_path, "1:init:hang", *args)
+        results = launch_by_hand(tmp_path, fault, *args)
         codes, stderrs = [code for code, _ in results], [err for _, err in results]
     else:
         proc = run_colbench(
-            *SWEEP, *args, "--out", str(tmp_path / "run"), env={"COLBENCH_FAULT": "1:init:hang"}
+            *SWEEP, *args, "--out", str(tmp_path / "run"), env={"COLBENCH_FAULT": fault}
         )
         stderrs, codes = [proc.stderr], [proc.returncode]
     elapsed_s = time.monotonic() - started
@@ -83,7 +92,7 @@ def test_communicator_start_up_is_bounded_by_init_timeout(tmp_path: Path, launch
         assert len(lines) == 1 and "Traceback" not in stderr, stderr
         prefix = rf"colbench: error: rank {rank} on \S+ \(pid \d+\): " if launched else "colbench: "
         assert re.fullmatch(
-            rf"{prefix}timed out after 3 s \(--init-timeout\) during communicator start-up: "
+            rf"{prefix}timed out after 3 s \(--init-timeout\) during {phase}: "
             rf"{STUCK} did not complete it",
             lines[0],
         ), lines[0]

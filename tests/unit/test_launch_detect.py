@@ -16,6 +16,7 @@ from colbench.launch import (
     expand_hostlist,
     expand_tasks_per_node,
     export,
+    join_or_spawn,
     node_id,
     node_labels,
     slurm_default_port,
@@ -205,6 +206,64 @@ def test_sbatch_without_srun_fails_fast_with_a_hint() -> None:
 
 def test_single_task_allocation_spawns_locally() -> None:
     assert detect(without(SRUN, "SLURM_STEP_ID") | {"SLURM_NTASKS": "1"}) is None
+
+
+# A shell left with a torchrun worker's variables, and a step of one task inside an
+# allocation (`salloc` then `srun --pty bash`): launchers' worlds of one.
+STALE_SHELL = {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": "29500", "PATH": "/usr/bin"}  # fmt: skip
+ONE_TASK_STEP = SRUN | {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0",
+                        "SLURM_NODEID": "0", "SLURM_NNODES": "1", "SLURM_STEP_NUM_NODES": "1",
+                        "SLURM_STEP_TASKS_PER_NODE": "1", "SLURM_TASKS_PER_NODE": "1",
+                        "SLURM_JOB_NODELIST": "gpu-a07",
+                        "SLURM_STEP_NODELIST": "gpu-a07"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        (STALE_SHELL, ("RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1",
+                       "MASTER_PORT=29500")),
+        (ONE_TASK_STEP, ("SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_LOCALID=0")),
+    ],
+    ids=["stale-shell", "one-task-step"],
+)  # fmt: skip
+def test_explicit_nprocs_beside_a_world_of_one_spawns_and_names_what_it_ignores(
+    env: dict[str, str], named: tuple[str, ...]
+) -> None:
+    found, ignored = join_or_spawn(4, env)
+    assert found is None
+    assert ignored == named
+    # Without --nprocs the launcher's world of one is joined, as before.
+    joined, nothing = join_or_spawn(None, env)
+    assert joined is not None and joined.world_size == 1 and nothing == ()
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        (TORCHRUN, "torchrun's variables make this process rank 3 of 4 (RANK=3 WORLD_SIZE=4"),
+        (SRUN, "srun's variables make this process rank 5 of 8 (SLURM_PROCID=5 SLURM_NTASKS=8"),
+        (OPENMPI, "Open MPI's variables make this process rank 9 of 16"),
+        (STALE_SHELL | {"WORLD_SIZE": "2"}, "the env:// variables make this process rank 0 of 2"),
+    ],
+    ids=["torchrun", "srun", "openmpi", "env"],
+)
+def test_explicit_nprocs_beside_a_larger_world_is_refused_in_one_line(
+    env: dict[str, str], said: str
+) -> None:
+    with pytest.raises(UsageError) as info:
+        join_or_spawn(2, env)
+    message = str(info.value)
+    assert message.startswith("--nprocs 2 asks colbench to start the ranks, but ")
+    assert said in message and "drop --nprocs" in message and "\n" not in message
+    # The launcher alone is joined.
+    found, _ = join_or_spawn(None, env)
+    assert found is not None and found.world_size > 1
+
+
+def test_explicit_nprocs_without_a_launcher_spawns_and_ignores_nothing() -> None:
+    assert join_or_spawn(4, {"PATH": "/usr/bin", "MASTER_PORT": "29500"}) == (None, ())
 
 
 def test_openmpi() -> None:

@@ -27,8 +27,8 @@ class Machine:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, gpus: int) -> None:
         self.spawned: list[tuple[str, int]] = []
         monkeypatch.setattr(gpus_module, "gpu_count", lambda: gpus)
-        monkeypatch.setattr(parent, "detect", lambda: None)
-        monkeypatch.setattr(start, "detect", lambda: None)
+        monkeypatch.setattr(parent, "join_or_spawn", lambda nprocs: (None, ()))
+        monkeypatch.setattr(start, "join_or_spawn", lambda nprocs: (None, ()))
         monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
         monkeypatch.setattr(parent, "_run_variants", self._spawn)
 

@@ -124,3 +124,31 @@ def test_nccl_jobs_get_the_gloo_check_too() -> None:
     job = LaunchEnv("env", 2, 4, 0, 2, "127.0.0.1", 29500)
     with pytest.raises(UsageError, match="loopback"):
         preflight.check(job, "nccl", 8)
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("nosuch0", "GLOO_SOCKET_IFNAME=nosuch0: no interface nosuch0 on this host "
+                    "(interfaces with an address here: eth0, ib0, lo)"),
+        ("eth0,nosuch1", "GLOO_SOCKET_IFNAME=eth0,nosuch1: no interface nosuch1 on this host"),
+        ("dummy0", "GLOO_SOCKET_IFNAME=dummy0: interface dummy0 has no address for gloo to bind"),
+    ],
+)  # fmt: skip
+def test_a_socket_ifname_gloo_cannot_use_is_named_with_the_usable_ones(
+    value: str, said: str
+) -> None:
+    problem = preflight.socket_ifname_problem(value, IFACES)
+    assert problem is not None and problem.startswith(said), problem
+
+
+@pytest.mark.parametrize("value", ["eth0", "ib0,eth0", " lo ", ""])
+def test_usable_socket_ifnames_pass(value: str) -> None:
+    assert preflight.socket_ifname_problem(value, IFACES) is None
+
+
+def test_socket_ifname_is_checked_against_this_host_for_launched_ranks_too() -> None:
+    preflight.check_socket_ifname({"GLOO_SOCKET_IFNAME": "lo"})
+    preflight.check_socket_ifname({})
+    with pytest.raises(UsageError, match=r"no interface nosuch0 on this host \(.*\blo\b"):
+        preflight.check_socket_ifname({"GLOO_SOCKET_IFNAME": "nosuch0"})

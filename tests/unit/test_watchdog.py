@@ -262,3 +262,10 @@ def test_no_dump_without_debug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delattr(c10d, "_dump_nccl_trace", raising=False)
     assert watchdog.dump_flight_recorder(0) is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_side_group_start_up_is_held_to_init_timeout_too() -> None:
+    from colbench.run.watchdog import SIDE_GROUP_STARTUP
+
+    assert deadline(SIDE_GROUP_STARTUP, 2, 30, 10) == (10, "--init-timeout")
+    assert deadline("setup", 2, 30, 10) == (30, "--timeout")
