@@ -80,7 +80,7 @@ def colbench(*args: str, env: dict[str, str] | None = None, **kw: object) -> Out
 def rows_of(run: Path) -> int:
     try:
         return len(load(run))
-    except Exception:  # noqa: BLE001 -- a reader that fails is a row count of none
+    except Exception:
         return -1
 
 
@@ -97,10 +97,9 @@ def started(out: Path, *extra: str) -> subprocess.Popen[str]:
 def wait_rows(out: Path, rows: int, proc: subprocess.Popen[str]) -> list[int]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            with open(out / "results.csv") as f:
-                if sum(1 for _ in f) - 1 >= rows:
-                    return [int(p) for p in json.loads((out / "meta.json").read_text())["rank_pids"]]
+        with contextlib.suppress(OSError, ValueError, KeyError), open(out / "results.csv") as f:
+            if sum(1 for _ in f) - 1 >= rows:
+                return [int(p) for p in json.loads((out / "meta.json").read_text())["rank_pids"]]
         time.sleep(0.05)
     raise RuntimeError("the sweep wrote no rows in time")
 
@@ -285,7 +284,8 @@ def closed_pipe(tmp: Path) -> Outcome:
     events = [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": i, "dur": 5,
                "args": {"Collective name": "allreduce", "dtype": "Float",
                         "In msg nelems": 1 << (i % 20), "Out msg nelems": 1 << (i % 20),
-                        "Group size": 2, "Process Group Name": "0"}} for i in range(2000)]  # fmt: skip
+                        "Group size": 2, "Process Group Name": "0"}}
+              for i in range(2000)]  # fmt: skip
     trace.write_text(json.dumps({"traceEvents": events}))
     command = f"{PY} -m colbench replay {trace} --dry-run | head -1 > /dev/null; "
     command += "echo ${PIPESTATUS[0]} >&2"
@@ -370,14 +370,14 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix="colbench-fault-") as tmp:
                 try:
                     why = judge(case, case.run(Path(tmp)))
-                except Exception as exc:  # noqa: BLE001 -- the harness's own failure counts
+                except Exception as exc:
                     why = f"{type(exc).__name__}: {exc}"
             if why:
                 misses.append(why)
         good = args.runs - len(misses)
         failed += bool(misses)
         note = f"; first miss: {misses[0]}" if misses else ""
-        print(f"{case.name:<14} {case.what:<44} {str(case.code):>9}  {good} of {args.runs}{note}")
+        print(f"{case.name:<14} {case.what:<44} {case.code!s:>9}  {good} of {args.runs}{note}")
     print("PASS" if failed == 0 else f"FAIL: {failed} class(es) did not end as documented")
     return 1 if failed else 0
 
