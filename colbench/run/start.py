@@ -23,6 +23,7 @@ from colbench.run.prepare import (
     spawned_world_size,
 )
 from colbench.run.spawn import spawn_and_wait
+from colbench.run.streams import guard
 
 #: Runs a task's spawned ranks once the host chose (task, backend, world size, run dir);
 #: returns the exit code.
@@ -31,6 +32,8 @@ Spawner = Callable[[RankTask, str, int, Path], int]
 
 def start(task: RankTask, spawner: Spawner | None = None) -> int:
     """Run ``task`` to completion; returns the process exit code."""
+    # A long run outlives its terminal or its log's reader: what it prints must not end it.
+    guard()
     launch_env = detect()
     backend = choose_backend(task.launch, spawning=launch_env is None)
     if launch_env is not None:
