@@ -28,6 +28,7 @@ SHARED = (
     "init_timeout",
     "out",
     "results_dir",
+    "progress",
 )
 
 
