@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from colbench.config.sizes import format_size
 from colbench.p2p import budget
 from colbench.p2p.budget import Plan, Probe, Shape
 from colbench.p2p.config import P2PConfig
@@ -180,8 +181,8 @@ def say_cut(asked: Plan, planned: Plan, found: Probe, shape: Shape, max_time_s: 
     if found.elapsed_s + planned_s + budget.REPORT_S > max_time_s:
         still = f"; even this takes about {duration(planned_s)}: it cannot keep to the cap"
     print(
-        f"colbench: p2p: a {found.size_bytes} B message takes {found.message_s:.3g} s on the "
-        f"first step's pairs, so {asked.text()} would take about {duration(asked_s)}, past "
+        f"colbench: p2p: a {format_size(found.size_bytes)} message takes {found.message_s:.3g} s "
+        f"on the first step's pairs, so {asked.text()} would take about {duration(asked_s)}, past "
         f"--max-time {max_time_s:g} s: measuring {planned.text()} instead "
         f"({', '.join(budget.cuts(asked, planned))}){still}",
         file=sys.stderr,
