@@ -114,6 +114,18 @@ def test_a_sweep_without_a_terminal_gets_lines_in_rows(tmp_path: Path) -> None:
     assert any(" rows, " in line for _, line in _progress(lines)), lines
 
 
+def test_health_keeps_its_own_time_and_gets_the_lines(tmp_path: Path) -> None:
+    argv = ["health", "--nprocs", "2", "--backend", "gloo", "--no-plot",
+            "--out", str(tmp_path / "run")]  # fmt: skip
+    code, _, lines = _timed(argv)
+    assert code == 0, lines
+    said = [line for _, line in lines if line.startswith("colbench: health --level quick: about")]
+    assert len(said) == 1 and not any(line.startswith(STATED) for _, line in lines), lines
+    assert any(" steps, " in line for _, line in _progress(lines)), lines
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["timing"]["stated_s"] >= meta["estimate_s"]
+
+
 def test_a_launched_rank_0_keeps_the_cadence_and_the_others_stay_quiet(tmp_path: Path) -> None:
     out = str(tmp_path / "run")
     procs = start_ranks(
