@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from colbench.run.pace import KEY, Forecast, duration, every_s
+from colbench.run.protocol import read_progress
+from colbench.store.rundir import RunDir
 
 #: A run that takes more than this much longer than it stated says so at the end.
 OVERRUN_FRACTION = 0.5
@@ -103,7 +105,6 @@ class ProgressLines:
 
 def store_source(store: Any) -> Source:
     """The parent's view: rank 0's forecast and step from the rendezvous store."""
-    from colbench.run.protocol import read_progress
 
     def read() -> tuple[Forecast | None, str]:
         forecast = read_forecast(store)
@@ -152,8 +153,6 @@ def check_overrun(run_dir: Path | None, forecast: Forecast | None, taken_s: floa
         )
     if run_dir is None:
         return
-    from colbench.store.rundir import RunDir
-
     timing = {
         "stated_s": round(forecast.stated_s, 1),
         "stated_after_s": round(forecast.stated_at - forecast.started_at, 1),

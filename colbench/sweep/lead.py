@@ -56,8 +56,7 @@ def lead_run(
     ``notes``: warnings about the measurement (also in the table's header), and notes
     on sizes skipped for memory.
     """
-    cfg = context.cfg
-    warnings, memory_notes = notes
+    cfg, (warnings, memory_notes) = context.cfg, notes
     run_dir = RunDir(job.run_dir or ".")
     # An interleaved world keeps its own meta.json and logs, and writes its rows into
     # the run's one results.csv (in its turns: never two writers at once).
@@ -88,8 +87,8 @@ def lead_run(
             CsvReporter(results_dir),
             MetaReporter(run_dir),
             ProgressReporter(hooks.advance),
+            *_forecast(context, work, rows_planned),
         ]
-        reporters += _forecast(context, work, rows_planned)
         if cfg.output.per_rank:
             reporters.append(PerRankReporter(run_dir))
         if cfg.output.table:
