@@ -14,18 +14,30 @@ at 400 Mbit/s). Printed per run: the verdict's lines; then
   25% below the median bandwidth or 100% above the median latency) would have named
   something in the same passes of the uniform runs.
 
-Needs root (namespaces). docs/p2p.md, "How well it works", holds the figures of a run.
+With ``--defaults`` it runs instead what issue 33 saw hang: one run of ``colbench p2p``
+at every default (64M messages, 5 passes, --max-time 600 s) on the uniform fabric, and
+prints when rank 0 stated its time, the gaps between its progress lines, the time taken
+against the time stated, and the verdict. Goals: stated within 90 s, a line at least
+every 30 s, a verdict within 10 minutes, taken within 50% of stated.
+
+Needs root (namespaces). docs/p2p.md, "How well it works" and "Long runs", holds the
+figures of a run.
 
     .venv/bin/python benchmarks/p2p_fabric.py --runs 10 --slow-runs 5
+    .venv/bin/python benchmarks/p2p_fabric.py --defaults
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,12 +45,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from colbench.launch import free_port  # noqa: E402
 from colbench.p2p import load  # noqa: E402
 from colbench.p2p.report import samples_of  # noqa: E402
 from tests import netns  # noqa: E402
 
 SLOW_NODE = 2
 SLOW_LABEL = "nodeC"
+PROGRESS = "colbench: progress: "
+STATED = "colbench: this run takes about "
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -47,6 +62,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--slow-runs", type=int, default=5, help="runs with node C at 1/4")
     parser.add_argument("--rate-mbit", type=float, default=400.0, help="every node's link")
     parser.add_argument("--size", default="1M", help="p2p --size")
+    parser.add_argument(
+        "--defaults", action="store_true", help="one run at p2p's defaults: its time and lines"
+    )
     parser.add_argument("extra", nargs="*", help="more p2p arguments (after --)")
     return parser.parse_args(argv)
 
@@ -84,8 +102,95 @@ def former_rule_names(out: Path) -> tuple[int, int]:
     return named, passes
 
 
+def launch_timed(
+    fab: netns.Fabric, argv: Sequence[str], timeout_s: float
+) -> tuple[list[int], list[tuple[float, str]], str]:
+    """``colbench ARGV`` as one launched job across the fabric (as Fabric.colbench), with
+    rank 0's stderr lines timed as they arrive: exit codes, (seconds since the launch,
+    line), rank 0's stdout."""
+    port = str(free_port())
+    procs = []
+    begun = time.monotonic()
+    for rank, (ns, label) in enumerate(zip(fab.namespaces, fab.labels, strict=True)):
+        env = {
+            **os.environ, "PYTHONUNBUFFERED": "1", "RANK": str(rank),
+            "WORLD_SIZE": str(len(fab.namespaces)), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": fab.addresses[0], "MASTER_PORT": port, "GLOO_SOCKET_IFNAME": "eth0",
+            "COLBENCH_NODE_LABEL": label,
+        }  # fmt: skip
+        command = ["ip", "netns", "exec", ns, sys.executable, "-m", "colbench", *argv]
+        out = subprocess.PIPE if rank == 0 else subprocess.DEVNULL
+        procs.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=out,
+                                      stderr=out, text=True))  # fmt: skip
+    lines: list[tuple[float, str]] = []
+    stdout: list[str] = []
+    first = procs[0]
+    assert first.stderr is not None and first.stdout is not None
+    errs, outs = first.stderr, first.stdout
+
+    def read_err() -> None:
+        for line in errs:
+            lines.append((time.monotonic() - begun, line.rstrip("\n")))
+
+    readers = [threading.Thread(target=read_err),
+               threading.Thread(target=lambda: stdout.append(outs.read()))]  # fmt: skip
+    for reader in readers:
+        reader.start()
+    deadline = begun + timeout_s
+    try:
+        codes = [proc.wait(timeout=max(1.0, deadline - time.monotonic())) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for reader in readers:
+        reader.join()
+    return codes, lines, "".join(stdout)
+
+
+def run_defaults(rate_mbit: float, extra: Sequence[str]) -> int:
+    """One p2p run at its defaults: when it said its time, its lines, its end."""
+    with tempfile.TemporaryDirectory(prefix="p2p-fabric-") as tmp, netns.fabric(4, "pd") as fab:
+        fab.shape(rate_mbit)
+        out = Path(tmp) / "run"
+        argv = ["p2p", "--backend", "gloo", "--no-plot", *extra, "--out", str(out)]
+        begun = time.monotonic()
+        codes, lines, stdout = launch_timed(fab, argv, timeout_s=1200)
+        took_s = time.monotonic() - begun
+        for at, line in lines:
+            print(f"{at:7.1f} s  {line}")
+        print(stdout)
+        if codes != [0, 0, 0, 0]:
+            print(f"FAIL: exit codes {codes}")
+            return 1
+        meta = json.loads((out / "meta.json").read_text())
+    stated_at = next(at for at, line in lines if line.startswith(STATED))
+    progress = [at for at, line in lines if line.startswith(PROGRESS)]
+    gaps = [b - a for a, b in itertools.pairwise([stated_at, *progress])]
+    timing, plan = meta["timing"], meta["plan"]
+    ratio = took_s / timing["stated_s"]
+    print(f"plan asked: {plan['asked']} (about {plan['asked_s']:.0f} s); ran: {plan['ran']}")
+    print(f"cut: {', '.join(plan['cut']) or 'none'}")
+    print(f"stated {timing['stated_s']:.0f} s, {stated_at:.1f} s after the launch")
+    print(f"progress lines: {len(progress)}, gaps {min(gaps):.1f}-{max(gaps):.1f} s "
+          f"(median {statistics.median(gaps):.1f} s)")  # fmt: skip
+    print(f"took {took_s:.0f} s: {ratio:.2f} of the time stated")
+    goals = {
+        "stated within 90 s": stated_at <= 90,
+        "a line at least every 30 s": max(gaps) <= 30 + 1,
+        "a verdict within 10 minutes": took_s <= 600 and "verdict:" in stdout,
+        "taken within 50% of stated": abs(ratio - 1) <= 0.5,
+    }
+    for goal, met in goals.items():
+        print(f"{'PASS' if met else 'FAIL'}: {goal}")
+    return 0 if all(goals.values()) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.defaults:
+        return run_defaults(args.rate_mbit, args.extra)
     extra = ["--size", args.size, *args.extra]
     # Alternating while both last: uniform, slow, uniform, slow, ...
     kinds = [k for i in range(max(args.runs, args.slow_runs)) for k in ("uniform", "slow")

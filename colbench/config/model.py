@@ -162,6 +162,7 @@ class TaskRunFields:
     init_timeout_s: float = LaunchConfig.init_timeout_s
     out_dir: str | None = None
     results_root: str = "results"
+    progress: bool | None = None
     command_line: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -179,7 +180,10 @@ class TaskRunFields:
     def output(self) -> OutputConfig:
         """Where the run directory goes."""
         return OutputConfig(
-            out_dir=self.out_dir, results_root=self.results_root, command_line=self.command_line
+            out_dir=self.out_dir,
+            results_root=self.results_root,
+            progress=self.progress,
+            command_line=self.command_line,
         )
 
 

@@ -23,6 +23,7 @@ SHARED = (
     "init_timeout",
     "out",
     "results_dir",
+    "progress",
 )
 
 LEVELS = ("quick", "standard", "long")

@@ -24,10 +24,13 @@ from colbench.errors import UsageError
 from colbench.hardware import node as node_hardware
 from colbench.health import checks
 from colbench.health.config import (
+    FIXED_S,
     RUN_LABEL,
     SAMPLES_FILE,
     SAMPLES_VERSION,
+    STEP_OVERHEAD_S,
     HealthConfig,
+    Level,
     estimate_s,
     steps,
 )
@@ -37,6 +40,7 @@ from colbench.p2p.task import Member
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.faults import Fault
 from colbench.run.job import ConfiguredTask
+from colbench.run.pace import Pace, counting
 from colbench.run.protocol import Failure
 from colbench.run.rank import device_name, meet_peers
 from colbench.store import writing
@@ -65,6 +69,15 @@ def names_of(members: list[Member]) -> list[str]:
         m.label if len(seen[m.label]) == 1 else f"{m.label}#{seen[m.label].index(m.node)}"
         for m in members
     ]
+
+
+def _forecast(pace: Pace, level: Level, place: checks.Placement) -> None:
+    """The run's forecast (colbench.run.pace) from the level's own estimate, already said:
+    the forecast keeps the count of steps for the progress lines."""
+    nodes, per_node = len(place.nodes), max(len(r) for r in place.nodes)
+    total = sum(steps(level, nodes, per_node).values())
+    stated_s = time.time() - pace.started_at + estimate_s(level, nodes, per_node)
+    pace.plan(total, total, "steps", STEP_OVERHEAD_S + level.step_s, FIXED_S, stated_s)
 
 
 def placement(members: list[Member]) -> checks.Placement:
@@ -99,31 +112,18 @@ class HealthTask(ConfiguredTask):
         place = placement(members)
         towards = job.store_host or os.environ.get("MASTER_ADDR")
         hardware = node_hardware.gather(side, [m.node for m in members], names, rank, towards)
-        nodes = len(place.nodes)
-        per_node = max(len(r) for r in place.nodes)
-        expected_s = estimate_s(level, nodes, per_node)
         run_dir = Path(job.run_dir) if rank == 0 and job.run_dir is not None else None
+        pace = None
         if run_dir is not None:
-            meta = job.first_meta(cfg.to_dict(), names, members)
-            meta.update(
-                kind="health",
-                health_version=SAMPLES_VERSION,
-                level=level.name,
-                estimate_s=round(expected_s, 1),
-                steps=steps(level, nodes, per_node),
-                hardware=hardware,
-            )
-            RunDir(run_dir).write_meta(meta)
-            print(
-                f"colbench: health --level {level.name}: about {expected_s:.0f} s for {nodes} "
-                f"node{'' if nodes == 1 else 's'} ({job.world_size} ranks)",
-                file=sys.stderr,
-                flush=True,
-            )
+            self._write_plan(job, run_dir, members, names, place, hardware)
+            pace = in_flight.pace
+            if pace is not None:
+                _forecast(pace, level, place)
         started = time.monotonic()
         in_flight.op, in_flight.dtype = "health", "uint8"
         timer = make_timer(device.type, False, side.barrier)
-        walker = checks.Walker(rank, side, timer, level.step_s, in_flight.step)
+        on_step = counting(in_flight.step, pace)
+        walker = checks.Walker(rank, side, timer, level.step_s, on_step)
         walker.fault = Fault(rank, os.environ.get("COLBENCH_FAULT"))
         groups = checks.node_groups(place)
         pair_groups = checks.PairGroups(place, job.backend)
@@ -133,6 +133,8 @@ class HealthTask(ConfiguredTask):
             checks.pairs(walker, place, job.backend, level, device, p)
             checks.pair_all_reduce(walker, pair_groups, level, device, p)
             checks.whole_world(walker, job.world_size, level, device, p)
+        if pace is not None:
+            pace.end()
         in_flight.step("destroying the pair groups")
         pair_groups.destroy()
         in_flight.step("gathering the samples")
@@ -153,6 +155,31 @@ class HealthTask(ConfiguredTask):
             RunDir(run_dir).update_meta(
                 status="complete", measured_s=round(time.monotonic() - started, 2)
             )
+
+    def _write_plan(
+        self, job: Any, run_dir: Path, members: list[Member], names: list[str],
+        place: checks.Placement, hardware: dict[str, Any],
+    ) -> None:  # fmt: skip
+        """meta.json as the checks begin, and the level's time said."""
+        level = self.cfg.plan
+        nodes, per_node = len(place.nodes), max(len(r) for r in place.nodes)
+        expected_s = estimate_s(level, nodes, per_node)
+        meta = job.first_meta(self.cfg.to_dict(), names, members)
+        meta.update(
+            kind="health",
+            health_version=SAMPLES_VERSION,
+            level=level.name,
+            estimate_s=round(expected_s, 1),
+            steps=steps(level, nodes, per_node),
+            hardware=hardware,
+        )
+        RunDir(run_dir).write_meta(meta)
+        print(
+            f"colbench: health --level {level.name}: about {expected_s:.0f} s for {nodes} "
+            f"node{'' if nodes == 1 else 's'} ({job.world_size} ranks)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def report(self, run_dir: Path) -> int:
         from colbench.health.report import report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -12,6 +13,7 @@ from colbench.config.option_table import config_values
 from colbench.config.options import BACKENDS
 from colbench.config.validate import validate_counts, validate_launch
 from colbench.errors import UsageError
+from colbench.p2p.budget import DEFAULT_MAX_TIME_S
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.
 RUN_LABEL = "p2p"
@@ -52,6 +54,8 @@ class P2PConfig(TaskRunFields):
     """A link more than this % above the others' median latency, beyond their spread, is slow."""
     fail_below_pct: float | None = None
     """Exit 1 when any link's bandwidth holds more than this % below the others'."""
+    max_time_s: float = DEFAULT_MAX_TIME_S
+    """Cap on the whole run: a plan that would take longer is cut (colbench.p2p.budget)."""
     plot: bool = True
     """Write the heatmap p2p.png into the run directory."""
 
@@ -65,6 +69,8 @@ class P2PConfig(TaskRunFields):
         # The counts and timeouts p2p shares with sweep pass sweep's checks.
         validate_counts(iters=self.iters, repeat=self.repeat, warmup=self.warmup, seed=0, root=0)
         validate_launch(self.launch)
+        if not math.isfinite(self.max_time_s) or self.max_time_s <= 0:
+            raise UsageError(f"--max-time is a number of seconds above 0, got {self.max_time_s:g}")
         if self.window is not None and not 1 <= self.window <= MAX_WINDOW:
             raise UsageError(f"--window takes 1 to {MAX_WINDOW} messages, got {self.window}")
         if self.per_node and self.rail:

@@ -23,6 +23,7 @@ times, go over the side group (colbench.sweep.groups), as for sweeps.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,6 +37,8 @@ Times = dict[tuple[int, int], list[float]]
 
 class Side(Protocol):
     def barrier(self) -> None: ...
+
+    def gather_floats(self, values: list[float]) -> list[list[float]]: ...
 
 
 class Transport:
@@ -153,6 +156,8 @@ class Stepper:
     warmup: int
     #: Called with a description before each step (progress for the hang watchdog).
     on_step: Callable[[str], None] = lambda _: None
+    #: Called with the step's weight before each step (the run's forecast, colbench.run.pace).
+    on_weight: Callable[[float], None] = lambda _: None
 
     def run(
         self,
@@ -160,14 +165,17 @@ class Stepper:
         steps: Sequence[Step],
         make_call: Callable[[str, int], Callable[[], None]],
         both_report: bool = False,
+        weight: float = 1.0,
     ) -> Times:
         """Time each step's pairs; returns this rank's times as sender.
 
         ``both_report``: both ranks of a pair send (bidirectional), each reports its
-        own direction; otherwise only the step's source does.
+        own direction; otherwise only the step's source does. ``weight``: each step's,
+        for the forecast.
         """
         mine: Times = {}
         for index, step in enumerate(steps):
+            self.on_weight(weight)
             self.on_step(f"{what} step {index + 1}/{len(steps)}")
             # Pairs start together, so concurrent pairs of a round overlap as planned.
             self.side.barrier()
@@ -185,3 +193,34 @@ class Stepper:
                 mine[(self.rank, peer)] = times
         self.side.barrier()
         return mine
+
+
+def probe(
+    stepper: Stepper,
+    step: Step,
+    bandwidth: Callable[[str, int], Callable[[], None]],
+    latency: Callable[[str, int], Callable[[], None]],
+    trips: int,
+) -> tuple[float, float, float]:
+    """(one bandwidth iteration, one round trip, one barrier) in seconds on ``step``'s
+    pairs, after a message that sets each pair's connection up; every rank gets the
+    slowest rank's (colbench.p2p.budget prices the plan from them)."""
+    stepper.on_step("probe: one message per pair of the first step")
+    side, timer = stepper.side, stepper.timer
+    side.barrier()
+    begun = time.perf_counter()
+    side.barrier()
+    mine = [0.0, 0.0, time.perf_counter() - begun]
+    where = role(step, stepper.rank)
+    if where is not None:
+        me, peer = where
+        call = bandwidth(me, peer)
+        timer.run_once(call)
+        timer.synchronize()
+        mine[0] = timer.time_batch(call, 1)[0] / 1e6
+        ping = latency(me, peer)
+        timer.run_once(ping)
+        mine[1] = min(timer.time_batch(ping, trips)) / 1e6
+    every = side.gather_floats(mine)
+    slowest = [max(column) for column in zip(*every, strict=True)]
+    return slowest[0], slowest[1], slowest[2]

@@ -16,6 +16,7 @@ from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT
 from colbench.config.option_table import Option, option, rows_of
 from colbench.config.options import table as sweep_table
 from colbench.config.sizes import parse_size
+from colbench.p2p.budget import DEFAULT_MAX_TIME_S
 
 #: sweep's options that p2p takes as they are, in --help's order.
 SHARED = (
@@ -28,6 +29,7 @@ SHARED = (
     "init_timeout",
     "out",
     "results_dir",
+    "progress",
 )
 
 
@@ -77,6 +79,14 @@ class P2POptions:
         "--repeat",
         help="Measure the whole pair matrix this many times, one pass after the other; a "
         "link or node is named only when its passes hold beyond the others' spread.",
+    )
+    max_time: float = _measure(
+        DEFAULT_MAX_TIME_S,
+        "--max-time",
+        help="Cap on the whole run, in seconds: a probe prices a message first, and a plan "
+        "that would take longer is cut (warm-up, then timed messages, then passes, then "
+        "--size) and says so; meta.json's plan records it.",
+        to="max_time_s",
     )
     threshold: float = _judge(
         DEFAULT_BW_PCT,

@@ -9,6 +9,7 @@ from typing import Any
 from colbench.analysis.links import Samples, Verdict, judge
 from colbench.errors import ExitCode, UsageError
 from colbench.p2p import results
+from colbench.p2p.budget import Plan
 from colbench.p2p.config import P2PConfig
 from colbench.store.rundir import RunDir
 
@@ -86,23 +87,43 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
     of = f", median of {passes} passes" if passes > 1 else ""
     print(matrix_text(bw, nodes, f"bandwidth at {size} B, GB/s{of}"))
     print(matrix_text(lat, nodes, f"latency at {small} B, us{of}"))
-    for line in verdict.lines:
+    lines = [*verdict.lines, *cut_lines(_meta(run_dir).get("plan"))]
+    for line in lines:
         print(line)
     sys.stdout.flush()
     if verdict.per_link is not None:
         results.record_verdicts(run_dir, verdict.per_link)
-    _record(run_dir, verdict)
+    _record(run_dir, verdict, lines)
     return FAIL_BELOW_EXIT if verdict.failing else int(ExitCode.OK)
 
 
-def _record(run_dir: Path, verdict: Verdict) -> None:
+def cut_lines(plan: Any) -> list[str]:
+    """The verdict's word on a plan cut to keep to --max-time (meta.json's ``plan``; none
+    in files of runs before it, or when nothing was cut)."""
+    if not isinstance(plan, dict) or not plan.get("cut"):
+        return []
+    asked, ran = Plan(**plan["asked"]), Plan(**plan["ran"])
+    return [
+        f"verdict: measured {ran.text()}, cut from {asked.text()} to keep to --max-time "
+        f"{plan['max_time_s']:g} s ({', '.join(plan['cut'])}; meta.json's plan)"
+    ]
+
+
+def _meta(run_dir: Path) -> dict[str, Any]:
+    try:
+        return RunDir(run_dir).read_meta()
+    except (OSError, ValueError):  # missing, or not JSON
+        return {}
+
+
+def _record(run_dir: Path, verdict: Verdict, lines: list[str]) -> None:
     try:
         meta = RunDir(run_dir).read_meta()
     except (OSError, ValueError):  # missing, or not JSON
         return
     meta["verdict"] = {
         "judged": verdict.judged,
-        "lines": list(verdict.lines),
+        "lines": lines,
         "slow_nodes": list(verdict.slow_nodes),
         "slow_links": [list(pair) for pair in verdict.slow_links],
         "failing_links": [[link.low, link.high] for link in verdict.failing],

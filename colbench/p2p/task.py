@@ -19,10 +19,12 @@ from colbench import __version__, launch
 from colbench.analysis.checks import DEFAULT_ALPHA
 from colbench.analysis.links import MIN_RANKS, passes_needed
 from colbench.errors import UsageError
+from colbench.p2p.budget import Plan, passes_floor
 from colbench.p2p.config import RUN_LABEL, P2PConfig
-from colbench.p2p.measure import Buffers, Stepper, Times, Transport, bandwidth_call, latency_call
+from colbench.p2p.measure import Stepper, Times, Transport
+from colbench.p2p.passes import Matrix, measure
 from colbench.p2p.results import P2P, P2PRow
-from colbench.p2p.schedule import Selection, directed_steps, pair_steps, select
+from colbench.p2p.schedule import Selection, pair_steps, select
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.job import ConfiguredTask
 from colbench.run.rank import device_name, meet_peers
@@ -65,7 +67,8 @@ class World:
 def plan_digest(cfg: P2PConfig) -> str:
     """What every rank must agree on before the first message."""
     keys: tuple[object, ...] = (cfg.size_bytes, cfg.latency_bytes, cfg.bidirectional, cfg.serial)
-    keys += (cfg.per_node, cfg.rail, cfg.iters, cfg.warmup, cfg.repeat, __version__)
+    keys += (cfg.per_node, cfg.rail, cfg.iters, cfg.warmup, cfg.repeat, cfg.max_time_s)
+    keys += (__version__,)
     return hashlib.sha256(repr(keys).encode()).hexdigest()[:16]
 
 
@@ -121,56 +124,40 @@ class P2PTask(ConfiguredTask):
             RunDir(run_dir).write_meta(self._meta(job, world))
         started = time.time()
         in_flight.op, in_flight.dtype = "p2p", "uint8"
+        pace = in_flight.pace
         stepper = Stepper(
             rank,
             side,
             make_timer(device.type, False, side.barrier),
             cfg.iters,
-            cfg.warmup,
+            max(1, cfg.warmup),
             in_flight.step,
+            pace.step if pace is not None else lambda _: None,
         )
-        taking_part = rank in world.selection.ranks
-        bufs = Buffers.allocate(cfg.size_bytes, cfg.latency_bytes, device) if taking_part else None
         link = Transport(job.backend, window=cfg.window_for(job.backend))
+        matrix = Matrix(
+            cfg, stepper, link, side, world.selection, device, in_flight,
+            job.started_at or started,
+        )  # fmt: skip
+        matrix.allocate(cfg.size_bytes)
+        floor = passes_floor(world.selection, world.labels, cfg.fail_below_pct is not None)
         # Every pass measures the whole matrix once (sweep --repeat's interleaving): a
         # pair that was slow only while the host was busy is slow in one pass, not all.
-        passes = [
-            self._measure_pass(stepper, world.selection, link, bufs, in_flight)
-            for _ in range(cfg.repeat)
-        ]
+        passes, planned = measure(matrix, floor, speaks=run_dir is not None)
         in_flight.step("gathering the matrix")
         gathered: list[list[tuple[Times, Times]]] = side.gather_objects(passes)
         if run_dir is not None:
-            rows = self._rows(job, world, gathered, device_name(device))
+            rows = self._rows(job, world, gathered, device_name(device), planned.ran)
             with RunDir(run_dir).writer(P2P) as writer:
                 writer.write_all(rows)
             meta = RunDir(run_dir).read_meta()
             meta.update(
-                status="complete", rows=len(rows), duration_s=round(time.time() - started, 3)
+                status="complete",
+                rows=len(rows),
+                duration_s=round(time.time() - started, 3),
+                plan=planned.record(),
             )
             RunDir(run_dir).write_meta(meta)
-
-    def _measure_pass(
-        self, stepper: Stepper, selection: Selection, link: Transport, bufs: Any, in_flight: Any
-    ) -> tuple[Times, Times]:
-        """One pass over the matrix: bandwidth of every pair, then latency of every pair."""
-        cfg = self.cfg
-        in_flight.size_bytes = cfg.size_bytes
-        windows = stepper.run(
-            "bandwidth",
-            (pair_steps if cfg.bidirectional else directed_steps)(selection, cfg.serial),
-            lambda me, peer: bandwidth_call(link, me, peer, bufs, cfg.bidirectional, link.window),
-            both_report=cfg.bidirectional,
-        )
-        # Rows report one message's time (a window's over its messages).
-        bw = {pair: [t / link.window for t in times] for pair, times in windows.items()}
-        in_flight.size_bytes = cfg.latency_bytes
-        lat = stepper.run(
-            "latency",
-            directed_steps(selection, cfg.serial),
-            lambda me, peer: latency_call(link, me, peer, bufs),
-        )
-        return bw, lat
 
     def _meet(self, side: SideGroup, rank: int, device_name: str) -> World:
         me = Member(
@@ -219,8 +206,14 @@ class P2PTask(ConfiguredTask):
         return meta
 
     def _rows(
-        self, job: Any, world: World, gathered: list[list[tuple[Times, Times]]], device: str
+        self,
+        job: Any,
+        world: World,
+        gathered: list[list[tuple[Times, Times]]],
+        device: str,
+        ran: Plan,
     ) -> list[P2PRow]:
+        """Every pass's rows, as ``ran`` measured them (the plan after any cut)."""
         cfg = self.cfg
         common = {
             "run_id": job.run_id,
@@ -229,13 +222,13 @@ class P2PTask(ConfiguredTask):
             "world_size": job.world_size,
             "nnodes": len(set(world.labels)),
             "mode": "bi" if cfg.bidirectional else "uni",
-            "size_bytes": cfg.size_bytes,
-            "warmup": max(1, cfg.warmup),
-            "iters": cfg.iters,
+            "size_bytes": ran.size_bytes,
+            "warmup": ran.warmup,
+            "iters": ran.iters,
             "latency_bytes": cfg.latency_bytes,
         }
         rows = []
-        for repeat in range(cfg.repeat):
+        for repeat in range(ran.repeat):
             bw: Times = {k: v for passes in gathered for k, v in passes[repeat][0].items()}
             lat: Times = {k: v for passes in gathered for k, v in passes[repeat][1].items()}
             for src, dst in sorted(bw):

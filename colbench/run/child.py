@@ -23,6 +23,7 @@ from colbench.run import watchdog as hang_watchdog
 from colbench.run.inflight import InFlight
 from colbench.run.job import RankJob
 from colbench.run.rank import exit_now, rank_main
+from colbench.run.streams import guard
 from colbench.store.rundir import RunDir
 
 
@@ -43,6 +44,7 @@ def spawned_rank(local_rank: int, job: RankJob) -> None:
     if job.run_dir is not None:
         log = RunDir(job.run_dir).rank_log(local_rank)
         _divert_stderr(log, keep_python=local_rank == 0)
+    guard()
     in_flight = InFlight(rank=local_rank)
     try:
         rank_main(job, local_rank, local_rank, in_flight)

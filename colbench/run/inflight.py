@@ -29,6 +29,8 @@ class InFlight:
     failed_during: str | None = None
     #: When the current step or phase began (time.monotonic), for the hang watchdog.
     since_s: float = field(default_factory=time.monotonic)
+    #: Rank 0's forecast of the run (colbench.run.pace.Pace); None on the other ranks.
+    pace: Any = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         # colbench.run and the bench loop also assign ``phase`` directly: each phase, like

@@ -45,6 +45,12 @@ class RankTask(Protocol):
         """Worlds of its ranks alive at once (interleaved variants), for the host's limits."""
         ...
 
+    @property
+    def live_bar(self) -> bool:
+        """Whether its rank 0 draws a live progress bar on a terminal (the host's plain
+        progress lines then stay off that terminal, colbench.run.ticker)."""
+        ...
+
     def check(self, world_size: int, backend: str) -> list[str]:
         """Refuse (UsageError) what cannot run at this world size and backend, before any
         rank starts; else the notes to say."""
@@ -64,6 +70,7 @@ class ConfiguredTask:
     """A task whose ``cfg`` holds its launch and output config (the sweep's, p2p's)."""
 
     cfg: Any
+    live_bar = False
 
     @property
     def launch(self) -> LaunchConfig:
@@ -106,6 +113,9 @@ class RankJob:
     #: Every rank on this one host (spawned, or a one-node launch): emulated nodes then
     #: talk over loopback.
     single_host: bool = True
+    #: When the host started this job (time.time()): a run's stated time counts from it
+    #: (colbench.run.pace); 0: when the rank started.
+    started_at: float = 0.0
 
     @property
     def launch(self) -> LaunchConfig:

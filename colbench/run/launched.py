@@ -6,22 +6,25 @@ import os
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 
 from colbench import launch
 from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.launch import LaunchEnv, gpus, limits, preflight
-from colbench.run import protocol
+from colbench.run import protocol, ticker
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.inflight import InFlight
 from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import finish_meta, record_nccl_log
+from colbench.run.pace import command_started_at
 from colbench.run.prepare import make_run_dir, nccl_notes
 from colbench.run.rank import exit_now, rank_main
 
 
 def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
     """Join a job an external launcher started: this process is one rank of ``task``."""
+    started_at = command_started_at()
     notes = task.check(env.world_size, backend)
     # Every rank checks its own node's GPUs (compute mode); rank 0 says the notes.
     notes += nccl_notes(task.launch, backend)
@@ -46,6 +49,7 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
         run_dir=str(run_dir.resolve()) if run_dir else None,
         run_id=run_dir.name if run_dir else "",
         single_host=env.multi_node is False,
+        started_at=started_at,
     )
     # Each rank publishes its progress under its own rank, for the hang verdict.
     in_flight = InFlight(rank=env.rank)
@@ -78,6 +82,15 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
         raise RankFailure(message, code) from None
     if run_dir is None:
         exit_now(int(ExitCode.OK))
+    exit_now(_report(task, run_dir, in_flight, started_at))
+
+
+def _report(task: RankTask, run_dir: Path, in_flight: InFlight, started_at: float) -> int:
+    """Rank 0's end of a clean run: the task's report, then the time taken against the
+    time stated; the exit code."""
     # The process group is gone: a task's report (a figure, say) holds no peer up.
     record_nccl_log(run_dir)
-    exit_now(task.report(run_dir))
+    code = task.report(run_dir)
+    forecast = in_flight.pace.forecast if in_flight.pace is not None else None
+    ticker.check_overrun(run_dir, forecast, time.time() - started_at)
+    return code

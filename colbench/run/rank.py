@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from colbench.errors import UsageError
 from colbench.launch import devices, emulation
 from colbench.launch.env import local_world_size_from_env
+from colbench.run import ticker
 from colbench.run.inflight import InFlight
 from colbench.run.job import RankJob
+from colbench.run.pace import KEY, Pace
 from colbench.run.startup import _device_for, init_process_group
 
 if TYPE_CHECKING:
@@ -39,6 +44,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     )
     in_flight.phase = "rendezvous"
     in_flight.store = init_process_group(job, rank, device, in_flight)
+    stop_lines = keep_pace(job, rank, in_flight)
     try:
         in_flight.step("setup")
         job.task.run_rank(job, rank, device, in_flight)
@@ -47,10 +53,46 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
         # peers fail too, and the first failure must stay recognisable as the first.
         in_flight.failed(exc)
         raise
+    finally:
+        stop_lines()
     # Only a clean run tears down: after a failure the process exits at once, and a
     # teardown could block on peers that are gone.
     in_flight.phase = "shutdown"
     dist.destroy_process_group()
+
+
+def keep_pace(job: RankJob, rank: int, in_flight: InFlight) -> Callable[[], None]:
+    """Rank 0's forecast (``in_flight.pace``, colbench.run.pace), published for a spawning
+    parent's progress lines; a launched rank 0 prints them itself, from a thread. Returns
+    what stops that thread."""
+    if rank != 0:
+        return _nothing
+    started_at = job.started_at or time.time()
+    store = in_flight.store
+    spawned = job.store_host is not None and store is not None
+    in_flight.pace = pace = Pace(
+        started_at, say=ticker.say, publish=_publisher(store) if spawned else None
+    )
+    if spawned or not ticker.lines_wanted(job.output.progress, job.task.live_bar):
+        return _nothing
+
+    def source() -> tuple[Any, str]:
+        return pace.forecast, in_flight.describe() if in_flight.seq else ""
+
+    return ticker.in_thread(ticker.ProgressLines(source, started_at))
+
+
+def _nothing() -> None:
+    pass
+
+
+def _publisher(store: Any) -> Callable[[str], None]:
+    def publish(text: str) -> None:
+        # Failing, the parent's lines go without numbers; the run goes on.
+        with contextlib.suppress(RuntimeError, OSError):
+            store.set(KEY, text)
+
+    return publish
 
 
 def gpu_record(device: Any, ranks_per_gpu: int) -> dict[str, Any]:

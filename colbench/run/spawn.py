@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from colbench import launch
 from colbench.config.model import LaunchConfig
 from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
-from colbench.run import protocol, supervise
+from colbench.run import protocol, supervise, ticker
 from colbench.run.child import spawned_rank
 from colbench.run.interpreter import forget_job
 from colbench.run.job import RankJob, RankTask
@@ -33,6 +34,7 @@ from colbench.run.outcome import (
     rows_kept,
     tidy_logs,
 )
+from colbench.run.pace import command_started_at
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
@@ -95,7 +97,9 @@ def spawn_and_wait(
     with supervise.StopSignals() as stop:
         world = fork_world(task, backend, world_size, run_dir, variant)
         world.serve()
-        exit_codes = supervise.wait_for_ranks(world.processes, stop, world.watch)
+        exit_codes = supervise.wait_for_ranks(
+            world.processes, stop, world.watch, world.progress_lines()
+        )
         if stop.received is not None:
             supervise.stop_processes(world.processes)
             return _report_interrupted(run_dir, stop)
@@ -136,6 +140,14 @@ class World:
             counter=supervise.join_counter(self.job.output.progress) if show_joins else None,
         )
 
+    def progress_lines(self) -> Callable[[], None] | None:
+        """What draws this world's progress lines from its store (colbench.run.ticker), to
+        call as the parent waits; None where none are wanted."""
+        job = self.job
+        if self.store is None or not ticker.lines_wanted(job.output.progress, job.task.live_bar):
+            return None
+        return ticker.ProgressLines(ticker.store_source(self.store), job.started_at).tick
+
 
 def fork_world(
     task: RankTask,
@@ -165,7 +177,10 @@ def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
         tidy_logs(run_dir)
         record_nccl_log(run_dir)
         world.listener.close()
-        return task.report(run_dir)
+        code = task.report(run_dir)
+        forecast = ticker.read_forecast(world.store)
+        ticker.check_overrun(run_dir, forecast, time.time() - world.job.started_at)
+        return code
     failure = diagnose_world(world, exit_codes)
     code = _report_failure(run_dir, failure)
     task.failed(run_dir, failure)
@@ -213,6 +228,7 @@ def _spawn_job(
         env=rank_environment(task.launch, backend, run_dir, spawning=True),
         variant=variant.name if variant else "",
         variant_keys=variant.keys if variant else (),
+        started_at=command_started_at(),
     )
 
 

@@ -24,6 +24,7 @@ from colbench.run.prepare import (
     spawned_world_size,
 )
 from colbench.run.spawn import spawn_and_wait
+from colbench.run.streams import guard
 
 #: Runs a task's spawned ranks once the host chose (task, backend, world size, run dir);
 #: returns the exit code.
@@ -32,6 +33,8 @@ Spawner = Callable[[RankTask, str, int, Path], int]
 
 def start(task: RankTask, spawner: Spawner | None = None) -> int:
     """Run ``task`` to completion; returns the process exit code."""
+    # A long run outlives its terminal or its log's reader: what it prints must not end it.
+    guard()
     launch_env, set_aside = join_or_spawn(task.launch.nprocs)
     backend = choose_backend(task.launch, spawning=launch_env is None)
     if launch_env is not None:

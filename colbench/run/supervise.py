@@ -207,23 +207,30 @@ class StartupWatch:
 
 
 def wait_for_ranks(
-    processes: Sequence[Any], stop: StopSignals, startup: StartupWatch | None = None
+    processes: Sequence[Any],
+    stop: StopSignals,
+    startup: StartupWatch | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> dict[int, int | None] | None:
     """Block until every rank exits 0 (returns None), one fails, or a stop signal arrives.
 
     On failure, the others get :data:`GRACE_S` to fail on their own, then are killed;
     returns rank -> exit code, None for ranks that had to be killed. When ``startup``
-    expires (a rank never checked in), every rank is killed at once.
+    expires (a rank never checked in), every rank is killed at once. ``tick`` is called
+    at every poll (the progress lines, colbench.run.ticker).
     """
     try:
-        return _wait(processes, stop, startup)
+        return _wait(processes, stop, startup, tick)
     finally:
         if startup is not None and startup.counter is not None:
             startup.counter.finish()
 
 
 def _wait(
-    processes: Sequence[Any], stop: StopSignals, startup: StartupWatch | None
+    processes: Sequence[Any],
+    stop: StopSignals,
+    startup: StartupWatch | None,
+    tick: Callable[[], None] | None = None,
 ) -> dict[int, int | None] | None:
     while True:
         if stop.received is not None:
@@ -239,6 +246,8 @@ def _wait(
             return stopped
         if startup is not None:
             startup.show_progress()
+        if tick is not None:
+            tick()
         # Woken by the first rank to exit rather than the next poll: a short run ends
         # up to POLL_S sooner.
         multiprocessing.connection.wait(

@@ -14,6 +14,7 @@ import csv
 import socket
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import gpus
 from colbench.ops.dtypes import DTYPES
-from colbench.run import protocol, spawn, supervise, turns
+from colbench.run import protocol, spawn, supervise, ticker, turns
 from colbench.run.interpreter import forget_job
 from colbench.run.outcome import finish_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
 from colbench.store.rundir import RunDir
@@ -128,7 +129,12 @@ def run_interleaved(
             return stop.exit_code
     listener.close()
     _print_tables(worlds)
-    return _report(run_dir, variants, worlds, codes)
+    code = _report(run_dir, variants, worlds, codes)
+    if code in (ExitCode.OK, ExitCode.DATA_ERROR):
+        first = worlds[0]
+        forecast = ticker.read_forecast(first.store)
+        ticker.check_overrun(run_dir, forecast, time.time() - first.job.started_at)
+    return code
 
 
 def _print_tables(worlds: list[spawn.World]) -> None:
@@ -186,7 +192,9 @@ def _wait_all(
 
     def watch(index: int) -> None:
         world = worlds[index]
-        codes[index] = supervise.wait_for_ranks(world.processes, stop, world.watch)
+        # World 0's rank 0 keeps the run's forecast (colbench.sweep.task), as its bar.
+        tick = world.progress_lines() if index == 0 else None
+        codes[index] = supervise.wait_for_ranks(world.processes, stop, world.watch, tick)
         if codes[index] is not None:
             with lock:
                 turns.stop_all(store, len(worlds), turn_count)

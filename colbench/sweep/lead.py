@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -25,9 +25,11 @@ from colbench.report.reporters import (
 )
 from colbench.run.faults import Fault
 from colbench.run.job import Peer, RankJob
+from colbench.run.pace import Pace
+from colbench.store.results import Row
 from colbench.store.rundir import RunDir
 from colbench.sweep.bench import BenchContext, RankBench
-from colbench.sweep.plan import Work, count_units
+from colbench.sweep.plan import Work, count_units, row_weight, weight_total
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,7 @@ def lead_run(
     ``notes``: warnings about the measurement (also in the table's header), and notes
     on sizes skipped for memory.
     """
-    cfg = context.cfg
-    warnings, memory_notes = notes
+    cfg, (warnings, memory_notes) = context.cfg, notes
     run_dir = RunDir(job.run_dir or ".")
     # An interleaved world keeps its own meta.json and logs, and writes its rows into
     # the run's one results.csv (in its turns: never two writers at once).
@@ -86,6 +87,7 @@ def lead_run(
             CsvReporter(results_dir),
             MetaReporter(run_dir),
             ProgressReporter(hooks.advance),
+            *_forecast(context, work, rows_planned),
         ]
         if cfg.output.per_rank:
             reporters.append(PerRankReporter(run_dir))
@@ -101,6 +103,29 @@ def lead_run(
             context.in_flight.phase = "the end-of-run summary, after the last row"
             Fault(0, os.environ.get("COLBENCH_FAULT")).at_end()
             stream.end()
+
+
+def _forecast(context: BenchContext, work: list[Work], rows_planned: int) -> list[Reporter]:
+    """The run's forecast (colbench.run.pace) planned, and the reporter that keeps it."""
+    pace: Pace | None = context.in_flight.pace
+    if pace is None:
+        return []
+    measure = context.cfg.measure
+    budgeted = measure.time_budget_s is not None
+    pace.plan(rows_planned, weight_total(work, budgeted) * measure.repeat, "rows")
+    return [PaceReporter(pace, budgeted)]
+
+
+class PaceReporter(Reporter):
+    """Rows done, for the run's forecast (colbench.run.pace), each weighed as planned."""
+
+    def __init__(self, pace: Pace, budgeted: bool) -> None:
+        self._pace = pace
+        self._budgeted = budgeted
+
+    def on_rows(self, rows: Sequence[Row]) -> None:
+        weight = sum(row_weight(row.size_bytes, self._budgeted) for row in rows)
+        self._pace.done(weight, len(rows))
 
 
 #: An interleaved world's console table, printed by the parent after the run.

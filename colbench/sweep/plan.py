@@ -118,6 +118,27 @@ def count_units(work: Sequence[Work]) -> int:
     return sum(len(w.layouts) * len(w.placements) for w in work)
 
 
+#: A call's fixed cost, as bytes' worth of time, for the forecast of a sweep's time
+#: (colbench.run.pace): a size's time grows with its bytes, and small sizes still cost
+#: a launch, a barrier and a wake-up each (about 0.1 ms at a few GB/s).
+CALL_BYTES = 256 * 1024
+
+
+def row_weight(size_bytes: int, budgeted: bool) -> float:
+    """A row's share of the sweep's time: under --time-budget every size fills the same
+    time; else its bytes and a call's fixed cost, at the same iterations for every size."""
+    return 1.0 if budgeted else float(size_bytes + CALL_BYTES)
+
+
+def weight_total(work: Sequence[Work], budgeted: bool) -> float:
+    """The weight of one repeat of the plan's rows (:func:`row_weight`)."""
+    return sum(
+        len(w.placements) * row_weight(layout.size_bytes, budgeted)
+        for w in work
+        for layout in w.layouts
+    )
+
+
 def fit_to_memory(
     work: Sequence[Work], budget_bytes: int, sets: int = 1
 ) -> tuple[list[Work], list[str]]:

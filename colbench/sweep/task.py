@@ -65,6 +65,8 @@ class SweepTask(ConfiguredTask):
     #: The --contend load this world runs beside every timed batch (colbench.sweep.load);
     #: None in the ``contend=none`` world and without --contend.
     load: LoadSpec | None = None
+    #: Rank 0 draws the progress bar on a terminal (colbench.sweep.lead).
+    live_bar = True
 
     @property
     def label(self) -> str:
@@ -86,6 +88,9 @@ class SweepTask(ConfiguredTask):
         return notes
 
     def run_rank(self, job: RankJob, rank: int, device: Any, in_flight: Any) -> None:
+        if self.quiet or (job.turns is not None and job.turns.world != 0):
+            # A probe world's time, or another interleaved world's, is not the run's to state.
+            in_flight.pace = None
         _run_plan(self, job, rank, device, in_flight)
 
     def report(self, run_dir: Path) -> int:
