@@ -7,6 +7,7 @@ Apart from :mod:`colbench.run.spawn` (the parent's side), so that both the paren
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -35,8 +36,11 @@ def spawned_rank(local_rank: int, job: RankJob) -> None:
     if os.environ.get("COLBENCH_FAULT", "").split(":") == [str(local_rank), "start", "hang"]:
         while True:
             time.sleep(3600)
-    # The parent decides what an interrupt means; ranks just get terminated.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The parent decides what an interrupt means; ranks just get terminated. A hang-up
+    # or Ctrl-\ reaches the whole process group too: ranks that died of it would read as
+    # failed ranks, not an interrupted run.
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_IGN)
     # A forked rank inherits the parent's SIGTERM handler; the parent's terminate()
     # must end it.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -114,6 +118,9 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
         error,
         in_flight.failed_at or time.time(),
     )
+    # The store first: on a full disk the report's file is lost, and the parent would
+    # blame the rank for whatever it was doing.
+    protocol.publish_report(in_flight.store, report)
     if job.run_dir is None:
         print(
             f"colbench: rank {rank} on {report['host']} (pid {report['pid']}) failed during "
@@ -122,6 +129,7 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
         )
         return
     run_dir = RunDir(job.run_dir)
-    with open(run_dir.rank_log(rank), "a", encoding="utf-8") as log:
-        log.write(traceback.format_exc())
-    protocol.write_report(run_dir.path, report)
+    with contextlib.suppress(OSError):
+        with open(run_dir.rank_log(rank), "a", encoding="utf-8") as log:
+            log.write(traceback.format_exc())
+        protocol.write_report(run_dir.path, report)

@@ -16,7 +16,7 @@ from colbench.run import protocol, ticker
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.inflight import InFlight
 from colbench.run.job import RankJob, RankTask
-from colbench.run.outcome import finish_meta, record_nccl_log
+from colbench.run.outcome import end_meta, record_nccl_log
 from colbench.run.pace import command_started_at
 from colbench.run.prepare import make_run_dir, nccl_notes
 from colbench.run.rank import exit_now, rank_main
@@ -61,7 +61,7 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
         raise
     except KeyboardInterrupt:
         if run_dir is not None:
-            finish_meta(run_dir, "interrupted", {"error": "interrupted by the user"})
+            end_meta(run_dir, "interrupted", {"error": "interrupted by the user"})
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:
         hang_watchdog.yield_to_verdict()
@@ -72,7 +72,7 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
         )
         code = exc.exit_code if isinstance(exc, RankFailure) else None
         if run_dir is not None:
-            finish_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
+            end_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
             if not hang_watchdog.fired():
                 # A lost peer's exception does not say which peer: then nobody is named.
                 # (A fired watchdog has given its own verdict on the hang.)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from colbench.errors import ExitCode
+from colbench.errors import ExitCode, WriteFailed
 from colbench.launch.emulation import FABRIC_EMULATED
 from colbench.store.results import SCHEMA_VERSION
 from colbench.store.rundir import RunDir
@@ -86,6 +86,16 @@ def finish_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
         meta.update(rows=kept, rows_complete=complete)
     meta.update(status=status, **fields)
     files.write_meta(meta)
+
+
+def end_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
+    """:func:`finish_meta` for a run that already ends with its own exit code (a signal, a
+    failed rank): a write that fails now (a full disk) is said in one line, and the exit
+    code stays the run's, so a SIGTERM still reads as 143 to its job."""
+    try:
+        finish_meta(run_dir, status, fields)
+    except WriteFailed as exc:
+        print(f"colbench: {exc}: the run's end is not recorded in meta.json", file=sys.stderr)
 
 
 def kept_line(run_dir: Path) -> str:

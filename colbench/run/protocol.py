@@ -10,6 +10,7 @@ exit codes, reports and progress into one line and an exit code; the hang watchd
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -117,6 +118,31 @@ def make_report(
 
 def write_report(run_dir: Path, report: Mapping[str, Any]) -> None:
     RunDir(run_dir).error_report(int(report["rank"])).write_text(json.dumps(report))
+
+
+#: The store key of a rank's failure report (beside its file, which a full disk loses).
+REPORT_KEY = "failure/{rank}"
+
+
+def publish_report(store: Any, report: Mapping[str, Any]) -> None:
+    """Put a rank's report in the parent's store, if the rank has one and it answers."""
+    if store is None:
+        return
+    with contextlib.suppress(Exception):  # a store that is gone already: the file remains
+        store.set(REPORT_KEY.format(rank=report["rank"]), json.dumps(report))
+
+
+def store_reports(store: Any, world_size: int) -> list[dict[str, Any]]:
+    """The reports ranks published in ``store`` (see :func:`publish_report`)."""
+    found = []
+    for rank in range(world_size):
+        key = REPORT_KEY.format(rank=rank)
+        with contextlib.suppress(Exception):
+            if store.check([key]):
+                report = json.loads(store.get(key).decode())
+                if _well_formed(report):
+                    found.append(report)
+    return found
 
 
 def torch_watchdog_line(log_text: str) -> str | None:
@@ -307,9 +333,12 @@ def _well_formed(report: Any) -> bool:
     )
 
 
-def read_reports(run_dir: Path) -> list[dict[str, Any]]:
-    """Every rank's error report, plus one of kind timeout for each rank that left none
-    but whose log holds torch's NCCL watchdog message (it aborts the process first)."""
+def read_reports(
+    run_dir: Path, published: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """Every rank's error report (its file, else what it ``published`` in the store),
+    plus one of kind timeout for each rank that left none but whose log holds torch's
+    NCCL watchdog message (it aborts the process first)."""
     reports = []
     files = RunDir(run_dir)
     for path in files.error_reports():
@@ -319,6 +348,8 @@ def read_reports(run_dir: Path) -> list[dict[str, Any]]:
             continue
         if _well_formed(report):
             reports.append(report)
+    filed = {int(r["rank"]) for r in reports}
+    reports += [dict(r) for r in published if int(r["rank"]) not in filed]
     reported = {int(r["rank"]) for r in reports}
     for rank, log in files.rank_logs().items():
         if rank in reported:

@@ -28,7 +28,7 @@ from colbench.run.child import spawned_rank
 from colbench.run.interpreter import forget_job
 from colbench.run.job import RankJob, RankTask
 from colbench.run.outcome import (
-    finish_meta,
+    end_meta,
     kept_line,
     record_nccl_log,
     rows_kept,
@@ -193,7 +193,9 @@ def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.
     pids = dict(enumerate(world.context.pids()))
     failure = protocol.diagnose(
         exit_codes,
-        protocol.read_reports(world.run_dir),
+        protocol.read_reports(
+            world.run_dir, protocol.store_reports(world.store, world.job.world_size)
+        ),
         protocol.read_progress(world.store, world.job.world_size),
         protocol.hostname(),
         pids,
@@ -260,7 +262,7 @@ def _start_ranks(job: RankJob, python: str | None = None) -> Any:
 def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
     tidy_logs(run_dir)
     name = protocol.signal_name(stop.received or signal.SIGINT)
-    finish_meta(
+    end_meta(
         run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
     )
     print(
@@ -275,9 +277,9 @@ def _report_failure(run_dir: Path, failure: protocol.Failure) -> int:
     # something stay.
     tidy_logs(run_dir)
     if failure.exit_code == ExitCode.USAGE:
-        finish_meta(run_dir, "refused", failure.meta())
+        end_meta(run_dir, "refused", failure.meta())
         raise UsageError(failure.message)
-    finish_meta(run_dir, "failed", failure.meta())
+    end_meta(run_dir, "failed", failure.meta())
     print(f"colbench: {failure.message}", file=sys.stderr)
     print(
         f"colbench: {kept_line(run_dir)}; rank logs: rank*.log there",

@@ -19,7 +19,7 @@ from colbench.run import watchdog as hang_watchdog
 from colbench.run.faults import Fault
 from colbench.run.inflight import InFlight
 from colbench.run.job import RankJob
-from colbench.run.outcome import finish_meta, kept_line
+from colbench.run.outcome import end_meta, kept_line
 from colbench.store.rundir import RunDir
 
 
@@ -192,7 +192,7 @@ def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
 
     def on_verdict(failure: protocol.Failure) -> None:
         if run_dir is not None:
-            finish_meta(run_dir, "failed", failure.meta())
+            end_meta(run_dir, "failed", failure.meta())
             print(
                 f"colbench: {kept_line(run_dir)}",
                 file=sys.stderr,

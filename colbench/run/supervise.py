@@ -45,8 +45,18 @@ def die_with_parent() -> None:
         os._exit(int(ExitCode.RANK_FAILURE))
 
 
+#: The signals that stop a run as SIGTERM does (rows kept, meta.json ``interrupted``,
+#: exit 128 + n): SIGHUP when the terminal or the ssh session goes away, SIGQUIT from
+#: Ctrl-\, SIGINT from Ctrl-C. Without a handler SIGHUP and SIGQUIT ended the parent
+#: silently, its meta.json left ``running``.
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: Ignored when colbench started, these stay ignored: a background job of a script
+#: (SIGINT) or a run under nohup (SIGHUP) asked not to be stopped by them.
+IGNORED_STAYS = (signal.SIGINT, signal.SIGHUP)
+
+
 class StopSignals:
-    """Turn SIGINT and SIGTERM into a flag the wait loop polls.
+    """Turn the stopping signals (:data:`STOPPING`) into a flag the wait loop polls.
 
     A SIGINT that was ignored when colbench started stays ignored: a shell script starts
     its background jobs (``colbench sweep ... &``) so, and by that convention Ctrl-C at
@@ -61,8 +71,8 @@ class StopSignals:
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            if signum == signal.SIGINT and signal.getsignal(signum) is signal.SIG_IGN:
+        for signum in STOPPING:
+            if signum in IGNORED_STAYS and signal.getsignal(signum) is signal.SIG_IGN:
                 continue
             self._previous[signum] = signal.signal(signum, self._handle)
         return self

@@ -26,7 +26,7 @@ from colbench.launch import gpus
 from colbench.ops.dtypes import DTYPES
 from colbench.run import protocol, spawn, supervise, ticker, turns
 from colbench.run.interpreter import forget_job
-from colbench.run.outcome import finish_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
+from colbench.run.outcome import end_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
 from colbench.store.rundir import RunDir
 from colbench.sweep import memory
 from colbench.sweep.plan import plan
@@ -121,7 +121,7 @@ def run_interleaved(
             for world in worlds:
                 supervise.stop_processes(world.processes)
             name = protocol.signal_name(stop.received)
-            finish_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
+            end_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
             print(
                 f"colbench: interrupted by {name}; {rows_kept(run_dir)} rows kept in {run_dir}",
                 file=sys.stderr,
@@ -224,7 +224,7 @@ def _report(
         forget_job(world.run_dir)
         tidy_logs(world.run_dir)
         if failure is not None:
-            finish_meta(world.run_dir, "failed", failure.meta())
+            end_meta(world.run_dir, "failed", failure.meta())
         else:
             record_nccl_log(world.run_dir)
         record = _record(variant, world.run_dir, failure, any(failures))

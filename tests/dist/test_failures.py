@@ -172,8 +172,16 @@ def _default_sigint() -> None:
         (signal.SIGTERM, "group", _default_sigint),
         # `colbench ... &` in a script starts with SIGINT ignored; SIGTERM stops it.
         (signal.SIGTERM, "parent", _ignore_sigint),
+        # A terminal or ssh session that goes away, Ctrl-\: as SIGTERM (129, 131).
+        (signal.SIGHUP, "parent", _default_sigint),
+        (signal.SIGHUP, "group", _default_sigint),
+        (signal.SIGQUIT, "parent", _default_sigint),
+        (signal.SIGQUIT, "group", _default_sigint),
     ],
-    ids=["int-parent", "term-parent", "int-group", "term-group", "term-sigint-ignored"],
+    ids=[
+        *("int-parent", "term-parent", "int-group", "term-group", "term-sigint-ignored"),
+        *("hup-parent", "hup-group", "quit-parent", "quit-group"),
+    ],
 )
 def test_interrupt_stops_cleanly(
     tmp_path: Path, signum: int, target: str, preexec: Callable[[], None] | None
