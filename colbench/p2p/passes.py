@@ -132,7 +132,14 @@ class Matrix:
         return bw, lat
 
 
-def measure(matrix: Matrix, floor: int, speaks: bool) -> tuple[list[tuple[Times, Times]], Budgeted]:
+#: Called in every rank after each pass with its index, the plan and the pass's times:
+#: the rows of a pass are kept as soon as it is measured, as a sweep keeps each row.
+PassDone = Callable[[int, Plan, tuple[Times, Times]], None]
+
+
+def measure(
+    matrix: Matrix, floor: int, speaks: bool, done: PassDone
+) -> tuple[list[tuple[Times, Times]], Budgeted]:
     """Probe, plan, and every pass that fits; ``speaks``: this rank says the plan."""
     cfg = matrix.cfg
     asked = Plan(cfg.size_bytes, max(1, cfg.warmup), cfg.iters, cfg.repeat)
@@ -156,6 +163,7 @@ def measure(matrix: Matrix, floor: int, speaks: bool) -> tuple[list[tuple[Times,
     for index in range(planned.repeat):
         begun = time.time()
         passes.append(matrix.one_pass(planned, index, weights))
+        done(index, planned, passes[-1])
         if index + 1 == planned.repeat:
             break
         elapsed_s, pass_s = matrix.agreed_max(time.time() - matrix.started_at, time.time() - begun)

@@ -141,23 +141,33 @@ class P2PTask(ConfiguredTask):
         )  # fmt: skip
         matrix.allocate(cfg.size_bytes)
         floor = passes_floor(world.selection, world.labels, cfg.fail_below_pct is not None)
-        # Every pass measures the whole matrix once (sweep --repeat's interleaving): a
-        # pair that was slow only while the host was busy is slow in one pass, not all.
-        passes, planned = measure(matrix, floor, speaks=run_dir is not None)
-        in_flight.step("gathering the matrix")
-        gathered: list[list[tuple[Times, Times]]] = side.gather_objects(passes)
-        if run_dir is not None:
-            rows = self._rows(job, world, gathered, device_name(device), planned.ran)
-            with RunDir(run_dir).writer(P2P) as writer:
+        writer = RunDir(run_dir).writer(P2P) if run_dir is not None else None
+        written = 0
+
+        def keep(index: int, plan: Plan, one: tuple[Times, Times]) -> None:
+            # One gather a pass: a run stopped part way keeps every pass it finished.
+            nonlocal written
+            in_flight.step(f"gathering pass {index + 1}")
+            gathered: list[tuple[Times, Times]] = side.gather_objects(one)
+            if writer is not None:
+                rows = self._rows(job, world, gathered, device_name(device), plan, index)
                 writer.write_all(rows)
-            meta = RunDir(run_dir).read_meta()
-            meta.update(
+                written += len(rows)
+
+        try:
+            # Every pass measures the whole matrix once (sweep --repeat's interleaving): a
+            # pair that was slow only while the host was busy is slow in one pass, not all.
+            _, planned = measure(matrix, floor, run_dir is not None, keep)
+        finally:
+            if writer is not None:
+                writer.close()
+        if run_dir is not None:
+            RunDir(run_dir).update_meta(
                 status="complete",
-                rows=len(rows),
+                rows=written,
                 duration_s=round(time.time() - started, 3),
                 plan=planned.record(),
             )
-            RunDir(run_dir).write_meta(meta)
 
     def _meet(self, side: SideGroup, rank: int, device_name: str) -> World:
         me = Member(
@@ -209,11 +219,13 @@ class P2PTask(ConfiguredTask):
         self,
         job: Any,
         world: World,
-        gathered: list[list[tuple[Times, Times]]],
+        gathered: list[tuple[Times, Times]],
         device: str,
         ran: Plan,
+        repeat: int,
     ) -> list[P2PRow]:
-        """Every pass's rows, as ``ran`` measured them (the plan after any cut)."""
+        """Pass ``repeat``'s rows (``gathered``: every rank's times of it), as ``ran``
+        measured them (the plan after any cut)."""
         cfg = self.cfg
         common = {
             "run_id": job.run_id,
@@ -227,23 +239,22 @@ class P2PTask(ConfiguredTask):
             "iters": ran.iters,
             "latency_bytes": cfg.latency_bytes,
         }
+        bw: Times = {k: v for one in gathered for k, v in one[0].items()}
+        lat: Times = {k: v for one in gathered for k, v in one[1].items()}
         rows = []
-        for repeat in range(ran.repeat):
-            bw: Times = {k: v for passes in gathered for k, v in passes[repeat][0].items()}
-            lat: Times = {k: v for passes in gathered for k, v in passes[repeat][1].items()}
-            for src, dst in sorted(bw):
-                where = {"src_node": world.labels[src], "dst_node": world.labels[dst]}
-                rows.append(
-                    pair_row(
-                        bw[(src, dst)],
-                        lat[(src, dst)],
-                        src_rank=src,
-                        dst_rank=dst,
-                        repeat=repeat,
-                        **where,
-                        **common,
-                    )
+        for src, dst in sorted(bw):
+            where = {"src_node": world.labels[src], "dst_node": world.labels[dst]}
+            rows.append(
+                pair_row(
+                    bw[(src, dst)],
+                    lat[(src, dst)],
+                    src_rank=src,
+                    dst_rank=dst,
+                    repeat=repeat,
+                    **where,
+                    **common,
                 )
+            )
         return rows
 
     def report(self, run_dir: Path) -> int:

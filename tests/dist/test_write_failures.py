@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,28 @@ def test_a_full_filesystem_is_exit_6_naming_the_file(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     kept = (tmp_path / "kept.csv").read_text().splitlines()
     assert len(kept) > 5
+
+
+def test_p2p_keeps_every_finished_pass_when_stopped(tmp_path: Path) -> None:
+    """p2p writes each pass's rows as it is measured: a SIGTERM part way keeps them."""
+    out = tmp_path / "run"
+    args = ["p2p", "--nprocs", "2", "--backend", "gloo", "--size", "4M", "-n", "20", "-w", "1",
+            "--repeat", "200", "--no-plot", "--no-progress", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "colbench", *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    table = out / "p2p.csv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if table.exists() and table.read_text().count("\n") >= 1 + 2 * 2:  # two passes
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    rows = table.read_text().splitlines()[1:]
+    assert len(rows) >= 4 and len(rows) % 2 == 0  # whole passes of the 2 ordered pairs
