@@ -109,9 +109,7 @@ def console_lines(result: GateResult) -> list[str]:
     )
     lines = [
         f"# colbench gate: {result.current} against baseline {result.baseline}",
-        "# checks: "
-        + ", ".join(c.text for c in result.checks)
-        + f"; {_window_text(result)}",
+        "# checks: " + ", ".join(c.text for c in result.checks) + f"; {_window_text(result)}",
         f"# {rule_text(result)}",
         "# change: (current - baseline) / baseline of the medians; p: one-sided "
         + (
