@@ -87,7 +87,9 @@ bench: install
 	done; exit $$status
 
 # Measure the smoke suite and gate it against the committed baseline (docs/gate.md):
-# correctness and presence always, performance where the samples can see a slowdown.
+# correctness and presence always; performance only on the machine that measured the
+# baseline (its fingerprint in meta.json) and where the samples can see a slowdown. On
+# any other machine the last line says "performance not comparable" and why.
 gate-smoke: install
 	@tmp=$$(mktemp -d); \
 	PY=$(PY) SMOKE_SUITE=$(SMOKE_SUITE) scripts/ci-gate.sh $(SMOKE_BASELINE) $$tmp; status=$$?; \

@@ -4,11 +4,15 @@ Issue 21's case, repeated: a 2-rank gloo job over a veth pair shaped by ``tc`` (
 rank per network namespace, as on two hosts; tests/netns.py), where the link, not the
 shared CPU, sets the time. Each trial measures a fresh baseline at RATE_MBIT, then runs
 at 1.0x (an honest rerun), 0.7x, 0.8x and 0.85x the rate (in a shuffled order), each
-gated against that trial's baseline with the real CLI and nothing but the check:
+gated against that trial's baseline with the real CLI and nothing but the check; the
+rate, sweep and check are tests/dist/test_gate_throttle.py's:
 
-    colbench sweep --op all_reduce,all_gather --sizes 1M-4M -n 4 -w 1 --repeat 3 \\
+    colbench sweep --op all_reduce,all_gather --sizes 1M-4M -n 2 -w 1 --repeat 3 \\
         --placement out --backend gloo
     colbench gate BASELINE RUN --check busbw_gbps:-15%
+
+``--busy N`` measures every baseline beside N one-core busy loops and the runs beside
+none: issue 33's case, a baseline measured while another job had the CPU.
 
 Goals (issue 21): identical runs fail at most 1 of 20; 0.7x (about 30% less bus
 bandwidth, twice the limit) is caught at least 19 of 20; 0.8x is reported; 0.85x, at
@@ -17,6 +21,7 @@ busbw change (median over rows of the run's median against the baseline's) and t
 figures the gate stated (its last line). Needs root (namespaces):
 
     .venv/bin/python benchmarks/gate_throttle.py --trials 20
+    .venv/bin/python benchmarks/gate_throttle.py --trials 10 --busy 3
 
 The numbers in docs/gate.md, "How well it works", come from it.
 """
@@ -36,16 +41,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from dist_repeat import busy_loops  # noqa: E402
+
 from colbench.store.results import load  # noqa: E402
 from tests import netns  # noqa: E402
+from tests.dist.test_gate_throttle import CHECKS, RATE_MBIT  # noqa: E402
+from tests.dist.test_gate_throttle import SWEEP as TEST_SWEEP  # noqa: E402
 
-RATE_MBIT = 400.0
 FACTORS = (1.0, 0.7, 0.8, 0.85)
-SWEEP = [
-    "--op", "all_reduce,all_gather", "--sizes", "1M-4M", "-n", "4", "-w", "1",
-    "--repeat", "3", "--placement", "out", "--backend", "gloo", "--no-table",
-]  # fmt: skip
-CHECK = "busbw_gbps:-15%"
+SWEEP = [*TEST_SWEEP, "--no-table"]
 _POOLED = re.compile(r"pooled >= (\d+)%")
 _ROWS = re.compile(r"sensitive to slowdowns >= (\d+)%")
 
@@ -54,6 +58,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--seed", type=int, default=21, help="seed of the run order")
+    parser.add_argument("--busy", type=int, default=0, help="busy loops beside each baseline")
     parser.add_argument("--out", type=Path, default=Path("/tmp/colbench-gate-throttle"))
     return parser.parse_args()
 
@@ -66,7 +71,7 @@ def measure(pair: netns.VethPair, rate_mbit: float, out: Path) -> None:
 
 
 def gate(baseline: Path, run: Path) -> tuple[int, str]:
-    argv = [sys.executable, "-m", "colbench", "gate", str(baseline), str(run), "--check", CHECK]
+    argv = [sys.executable, "-m", "colbench", "gate", str(baseline), str(run), *CHECKS]
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"gate_throttle: the gate failed to run:\n{proc.stderr}")
@@ -84,7 +89,8 @@ def busbw_change(baseline: Path, run: Path) -> float:
 
 def trial(pair: netns.VethPair, i: int, args: argparse.Namespace, rng: random.Random) -> list:
     base = args.out / f"t{i}-base"
-    measure(pair, RATE_MBIT, base)
+    with busy_loops(args.busy):
+        measure(pair, RATE_MBIT, base)
     records = []
     for factor in rng.sample(FACTORS, len(FACTORS)):
         run = args.out / f"t{i}-x{factor:g}"

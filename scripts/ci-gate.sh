@@ -8,7 +8,8 @@
 # The suite is configs/smoke-cpu.yaml (SMOKE_SUITE overrides it, for tests); no sweep
 # flag lives here. A BASELINE_DIR that does not exist yet (a fresh runner) judges the run
 # alone: correctness and presence, performance "not judged"; --accept then starts the
-# baseline. Once the window holds 5 runs (the gate's --min-baseline-runs), performance is
+# baseline. A baseline from another machine (its fingerprint: CPU, cores, GPUs, versions)
+# judges correctness and presence, performance "not comparable". Once the window holds 5 runs (the gate's --min-baseline-runs), performance is
 # judged on their between-run drift rather than on one run's spread (docs/gate.md).
 # Exit status: the sweep's when it failed, else the gate's (0 pass, 1 fail).
 # Environment: PY (python with colbench, default .venv/bin/python), KEEP (runs in the

@@ -2,8 +2,7 @@
 
 - :func:`veth_pair`: two namespaces joined by a veth pair, each with a private /30
   address; ``tc`` shapes both ends with a token bucket, so the link rate, not the CPU,
-  sets how long a large collective takes. Used by the gate's throttle tests and by
-  benchmarks/gate_power.py.
+  sets how long a large collective takes (tests/dist/test_gate_throttle.py).
 - :func:`fabric`: N "nodes" (one namespace each) joined through a bridge in a switch
   namespace of their own, with ``tc`` shaping per node (both directions of its link)
   and per destination (htb with a u32 filter on the peer's address), optionally a
@@ -34,6 +33,8 @@ from colbench.launch import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 _IP_TIMEOUT_S = 30
+#: A veth pair's token bucket: 10 ms of link time at 100 Mbit/s (VethPair.set_rate).
+BURST_BYTES = 125_000
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -143,12 +144,16 @@ class VethPair:
     interfaces: tuple[str, str]
     addresses: tuple[str, str]
 
-    def set_rate(self, rate_mbit: float) -> None:
-        """Shape both directions to ``rate_mbit`` (token bucket; replaces any earlier rate)."""
+    def set_rate(self, rate_mbit: float, burst_bytes: int = BURST_BYTES) -> None:
+        """Shape both directions to ``rate_mbit`` (token bucket; replaces any earlier rate).
+        A stall of up to ``burst_bytes * 8 / rate`` (a busy core delaying the softirq that
+        sends) costs the link no time: the tokens saved meanwhile are spent after it. With
+        a bucket of a few packets every stall was link time lost (issue 33)."""
         for ns, iface in zip(self.namespaces, self.interfaces, strict=True):
             _must(
                 "ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", iface, "root",
-                "tbf", "rate", f"{rate_mbit:g}mbit", "burst", "32kbit", "latency", "50ms",
+                "tbf", "rate", f"{rate_mbit:g}mbit", "burst", str(burst_bytes),
+                "latency", "50ms",
             )  # fmt: skip
 
     def sweep(

@@ -43,6 +43,35 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+#: /proc/cpuinfo's fields that name a CPU's generation: x86's, then Arm's.
+_CPU_ID_FIELDS = (
+    ("vendor_id", "cpu family", "model", "stepping"),
+    ("CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision"),
+)
+
+
+def cpu_id() -> str | None:
+    """The CPU's generation as the processor itself reports it (x86's vendor, family,
+    model and stepping; Arm's implementer and part), or None where unknown.
+
+    A hypervisor may give every host the same generic model name ("AMD EPYC", "Intel(R)
+    Xeon(R) Processor"), so that two machines of different speed look alike by name;
+    these fields still tell them apart (issue 33)."""
+    first: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if not line.strip() and first:
+                break  # the first processor's block is enough
+            key, _, value = line.partition(":")
+            first[key.strip()] = value.strip()
+    except OSError:
+        return None
+    for names in _CPU_ID_FIELDS:
+        if all(first.get(name) for name in names):
+            return ", ".join(f"{name} {first[name]}" for name in names)
+    return None
+
+
 def versions() -> dict[str, str | None]:
     import torch
 
@@ -89,6 +118,7 @@ def machine() -> dict[str, Any]:
     vers = versions()
     return {
         "cpu_model": cpu_model(),
+        "cpu_id": cpu_id(),
         "cpu_cores": os.cpu_count(),
         "memory_bytes": memory_bytes(),
         "kernel": platform.release(),
@@ -102,7 +132,7 @@ def machine() -> dict[str, Any]:
 
 #: Fingerprint entries that must agree for performance to be comparable; the others
 #: (memory, kernel) are shown when they differ, not required to match.
-MUST_MATCH = ("cpu_model", "cpu_cores", "gpus", "torch", "cuda", "nccl")
+MUST_MATCH = ("cpu_model", "cpu_id", "cpu_cores", "gpus", "torch", "cuda", "nccl")
 SHOWN = ("memory_bytes", "kernel")
 
 

@@ -1,14 +1,21 @@
-"""scripts/ci-gate.sh as CI runs it, twice on a fresh runner: no baseline, then judged."""
+"""scripts/ci-gate.sh as CI and `make gate-smoke` run it: twice on a fresh runner (no
+baseline, then judged), and against a baseline from another machine (correctness and
+presence judged, performance not compared, as `make gate-smoke` on any machine but the
+one that measured results/baselines/gloo-smoke)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
+
 from colbench.store.results import load
-from tests.conftest import run_script
+from tests.conftest import REPO, run_script
 
 # A small suite of the same shape as configs/smoke-cpu.yaml, so the test takes seconds.
 SUITE = """\
@@ -48,3 +55,74 @@ def test_first_run_starts_the_baseline_and_the_second_is_judged(tmp_path: Path) 
     assert "sensitive" in report.splitlines()[-1] or "too noisy" in report.splitlines()[-1]
     # Both accepted runs now pool in the baseline's window.
     assert load(tmp_path / "baseline")["run_id"].nunique() == 2
+
+
+# --- a baseline measured on another machine (issue 33) -------------------------------
+
+#: A machine unlike any this test runs on: its CPU model and core count differ.
+OTHER_MACHINE = {"cpu_model": "colbench test CPU of another machine", "cpu_cores": 512}
+#: How much faster the other machine measured every row than this one will.
+FASTER = 20.0
+_TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
+_BANDWIDTH_COLUMNS = ("algbw_gbps", "busbw_gbps", "aggbw_gbps")
+#: Damages one element of all_reduce's output on rank 1, in every rank this Python
+#: starts (ranks are forked from the parent): a real wrong result, the op itself real.
+_CORRUPTING_SITE = """\
+import os
+from colbench import ops
+from tests.corrupting import Corrupting
+
+ops.BY_NAME["all_reduce"] = Corrupting(ops.BY_NAME["all_reduce"], lambda c, b, ctx: ctx.rank == 1)
+"""
+
+
+def _measured_elsewhere(ours: Path, to: Path, machine: dict[str, object]) -> Path:
+    """``ours`` as if measured on ``machine``, FASTER times faster on every row."""
+    shutil.copytree(ours, to)
+    frame = pd.read_csv(to / "results.csv")
+    for column in _TIME_COLUMNS:
+        frame[column] /= FASTER
+    for column in _BANDWIDTH_COLUMNS:
+        frame[column] *= FASTER
+    frame.to_csv(to / "results.csv", index=False)
+    meta = json.loads((to / "meta.json").read_text())
+    meta["machine"] = {**meta["machine"], **machine}
+    (to / "meta.json").write_text(json.dumps(meta))
+    return to
+
+
+def test_a_baseline_from_another_machine_judges_correctness_not_performance(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    first = _ci_gate(tmp_path, "one")
+    assert first.returncode == 0, first.stdout + first.stderr
+    ours = tmp_path / "baseline"
+    elsewhere = _measured_elsewhere(ours, tmp_path / "elsewhere", OTHER_MACHINE)
+    env = {"SMOKE_SUITE": str(tmp_path / "suite.yaml")}
+
+    def ci_gate(baseline: Path, out: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return run_script("scripts/ci-gate.sh", str(baseline), str(tmp_path / out),
+                          env={**env, **extra})  # fmt: skip
+
+    # 20 times slower than the other machine's baseline, and correct: it passes, on
+    # correctness and presence only, and says why performance was not compared.
+    slower = ci_gate(elsewhere, "slower")
+    assert slower.returncode == 0, slower.stdout + slower.stderr
+    last = slower.stdout.strip().splitlines()[-1]
+    assert last.startswith("colbench gate: PASS on correctness and presence only: "), last
+    assert "performance not comparable: the baseline's machine differs (cpu_model " in last
+    # The same baseline with this machine's facts: the slowdown is judged, and fails.
+    same = _measured_elsewhere(ours, tmp_path / "here-faster", {})
+    (run,) = (tmp_path / "slower").glob("run-*")
+    judged = run_script(sys.executable, "-m", "colbench", "gate", str(same), str(run),
+                        "--check", "busbw_gbps:-25%", "--min-size", "4M", env={})  # fmt: skip
+    assert judged.returncode == 1 and "! worse" in judged.stdout, judged.stdout
+
+    # One wrong element: the other machine's baseline still fails the run.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_CORRUPTING_SITE)
+    wrong = ci_gate(elsewhere, "wrong", PYTHONPATH=f"{site}{os.pathsep}{REPO}")
+    assert wrong.returncode == 1, wrong.stdout + wrong.stderr
+    assert "wrong element" in wrong.stdout and "performance not comparable" in wrong.stdout

@@ -94,6 +94,12 @@ def _place(row: RowResult) -> str:
     return "in" if int(row.key["in_place"]) else "out"
 
 
+def _window_text(result: GateResult) -> str:
+    """Where performance was judged, or why nowhere (another machine, no baseline)."""
+    window = result.window
+    return window.closed or f"performance judged at {window.describe()}"
+
+
 def console_lines(result: GateResult) -> list[str]:
     """The table on stdout: one line per row, failures marked, then warnings and the verdict."""
     metrics = _perf_metrics(result)
@@ -105,9 +111,7 @@ def console_lines(result: GateResult) -> list[str]:
     )
     lines = [
         f"# colbench gate: {result.current} against baseline {result.baseline}",
-        "# checks: "
-        + ", ".join(c.text for c in result.checks)
-        + f"; performance judged at {result.window.describe()}",
+        "# checks: " + ", ".join(c.text for c in result.checks) + f"; {_window_text(result)}",
         f"# {rule_text(result)}",
         "# change: (current - baseline) / baseline of the medians; p: one-sided "
         + (
@@ -206,7 +210,7 @@ def markdown(result: GateResult) -> str:
         "",
         "Checks: "
         + ", ".join(f"`{c.text}` ({c.describe()})" for c in result.checks)
-        + f"; performance judged at {result.window.describe()}.",
+        + f"; {_window_text(result)}.",
         "",
         f"Rule: {rule_text(result)}. Changes are (current - baseline) / baseline of medians.",
         "",
