@@ -80,7 +80,7 @@ test: lint gate-smoke
 	exit $$status
 
 # Figures with their targets (issues #6, #14); each script prints PASS/FAIL per figure.
-BENCHMARKS ?= harness_overhead startup cli_startup startup_hangs sweep_walltime memory_rss stability import_and_fit suite_walltime fuzz_inputs
+BENCHMARKS ?= harness_overhead startup cli_startup startup_hangs sweep_walltime memory_rss stability import_and_fit suite_walltime fuzz_inputs faults
 bench: install
 	@status=0; for b in $(BENCHMARKS); do \
 		echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || status=1; \

@@ -245,7 +245,8 @@ def infinite_time(tmp: Path) -> Outcome:
     base, cur = _two_runs(tmp)
     _edit_csv(base, "time_us", "inf")
     _edit_csv(cur, "time_us", "inf")
-    out = colbench("gate", str(base), str(cur), "--check", "time_us:+50%")
+    # Correctness and presence only: single samples on a shared machine are noise.
+    out = colbench("gate", str(base), str(cur), "--check", "wrong:0")
     compare = colbench("compare", str(base), str(cur), "--out", str(tmp / "c.png"))
     out.stderr += compare.stderr
     out.rows_ok = compare.code == 0 and "inf%" not in out.stderr
@@ -255,7 +256,9 @@ def infinite_time(tmp: Path) -> Outcome:
 def negative_size(tmp: Path) -> Outcome:
     base, cur = _two_runs(tmp)
     _edit_csv(cur, "size_bytes", "-1024")
-    return colbench("gate", str(base), str(cur), "--check", "time_us:+50%")
+    # The row is no longer a measurement of its key: the key is missing (once it was a
+    # "new" row that passed).
+    return colbench("gate", str(base), str(cur), "--check", "wrong:0")
 
 
 def run_given_twice(tmp: Path) -> Outcome:
@@ -280,21 +283,21 @@ def malformed_trace(tmp: Path) -> Outcome:
 
 
 def closed_pipe(tmp: Path) -> Outcome:
+    """`| head` that ended before colbench wrote: the read end is closed."""
     trace = tmp / "trace.json"
-    events = [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": i, "dur": 5,
-               "args": {"Collective name": "allreduce", "dtype": "Float",
-                        "In msg nelems": 1 << (i % 20), "Out msg nelems": 1 << (i % 20),
-                        "Group size": 2, "Process Group Name": "0"}}
-              for i in range(2000)]  # fmt: skip
-    trace.write_text(json.dumps({"traceEvents": events}))
-    command = f"{PY} -m colbench replay {trace} --dry-run | head -1 > /dev/null; "
-    command += "echo ${PIPESTATUS[0]} >&2"
-    proc = subprocess.run(
-        ["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=120,
-        check=False,
-    )  # fmt: skip
-    lines = proc.stderr.strip().splitlines()
-    return Outcome(int(lines[-1]) if lines else -1, "\n".join(lines[:-1]))
+    call = {"comms": "all_reduce", "in_msg_size": 4, "out_msg_size": 4, "dtype": "float",
+            "world_size": 2}  # fmt: skip
+    trace.write_text(json.dumps([call]))
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [PY, "-m", "colbench", "replay", str(trace), "--dry-run"], cwd=REPO, stdout=write,
+            stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    return Outcome(proc.returncode, proc.stderr)
 
 
 CASES = [
@@ -326,7 +329,7 @@ CASES = [
          r"address space|ulimit -v|memory"),
     Case("value-inf", "inf times in baseline and current", infinite_time, (0, 5),
          r"invalid and not judged"),
-    Case("value-size", "a negative size in the current run", negative_size, (0, 5),
+    Case("value-size", "a negative size in the current run", negative_size, 1,
          r"size_bytes is negative"),
     Case("value-twice", "one run given twice to the gate", run_given_twice, 2,
          r"would count twice"),
