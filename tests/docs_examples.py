@@ -120,12 +120,14 @@ def colbench_args(words: list[str]) -> list[str] | None:
 _NUMBER = re.compile(r"(?<![\w.])(?:[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?[*!]*|inf\b)")
 # The table's rank lines name the host that ran them.
 _HOST = re.compile(r"( on) +\S+( device)")
+# A `# node` line gives the machine's own NICs and CPU model: another machine's differ.
+_NODE = re.compile(r"^(\s*# node )\S+: .*$")
 
 
 def shape(line: str) -> str:
     """A line with its numbers and host name blanked and its spacing collapsed: what
     stays the same between two runs of one command."""
-    line = _HOST.sub(r"\1 <host>\2", line)
+    line = _NODE.sub(r"\1<host>: <its NICs and CPU>", _HOST.sub(r"\1 <host>\2", line))
     return " ".join(_NUMBER.sub("<n>", line).split())
 
 
