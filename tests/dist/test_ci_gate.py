@@ -9,13 +9,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from colbench.store.results import load
-from tests.conftest import REPO, run_script
+from tests.conftest import REPO, run_colbench, run_main, run_script
 
 # A small suite of the same shape as configs/smoke-cpu.yaml, so the test takes seconds.
 SUITE = """\
@@ -92,37 +92,37 @@ def _measured_elsewhere(ours: Path, to: Path, machine: dict[str, object]) -> Pat
 
 
 def test_a_baseline_from_another_machine_judges_correctness_not_performance(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "suite.yaml").write_text(SUITE)
-    first = _ci_gate(tmp_path, "one")
-    assert first.returncode == 0, first.stdout + first.stderr
-    ours = tmp_path / "baseline"
-    elsewhere = _measured_elsewhere(ours, tmp_path / "elsewhere", OTHER_MACHINE)
-    env = {"SMOKE_SUITE": str(tmp_path / "suite.yaml")}
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE)
+    # A run directory is a baseline of one run (what --accept would keep of it).
+    measured = run_colbench("run", str(suite), "--no-table", "--out", str(tmp_path / "ours"))
+    assert measured.returncode == 0, measured.stderr
+    elsewhere = _measured_elsewhere(tmp_path / "ours", tmp_path / "elsewhere", OTHER_MACHINE)
 
-    def ci_gate(baseline: Path, out: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return run_script("scripts/ci-gate.sh", str(baseline), str(tmp_path / out),
-                          env={**env, **extra})  # fmt: skip
+    def ci_gate(out: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return run_script("scripts/ci-gate.sh", str(elsewhere), str(tmp_path / out),
+                          env={"SMOKE_SUITE": str(suite), **extra})  # fmt: skip
 
     # 20 times slower than the other machine's baseline, and correct: it passes, on
     # correctness and presence only, and says why performance was not compared.
-    slower = ci_gate(elsewhere, "slower")
+    slower = ci_gate("slower")
     assert slower.returncode == 0, slower.stdout + slower.stderr
     last = slower.stdout.strip().splitlines()[-1]
     assert last.startswith("colbench gate: PASS on correctness and presence only: "), last
     assert "performance not comparable: the baseline's machine differs (cpu_model " in last
     # The same baseline with this machine's facts: the slowdown is judged, and fails.
-    same = _measured_elsewhere(ours, tmp_path / "here-faster", {})
+    same = _measured_elsewhere(tmp_path / "ours", tmp_path / "here-faster", {})
     (run,) = (tmp_path / "slower").glob("run-*")
-    judged = run_script(sys.executable, "-m", "colbench", "gate", str(same), str(run),
-                        "--check", "busbw_gbps:-25%", "--min-size", "4M", env={})  # fmt: skip
-    assert judged.returncode == 1 and "! worse" in judged.stdout, judged.stdout
+    code, out, _ = run_main(capsys, "gate", str(same), str(run), "--check", "busbw_gbps:-25%",
+                            "--min-size", "4M")  # fmt: skip
+    assert code == 1 and "! worse" in out, out
 
     # One wrong element: the other machine's baseline still fails the run.
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(_CORRUPTING_SITE)
-    wrong = ci_gate(elsewhere, "wrong", PYTHONPATH=f"{site}{os.pathsep}{REPO}")
+    wrong = ci_gate("wrong", PYTHONPATH=f"{site}{os.pathsep}{REPO}")
     assert wrong.returncode == 1, wrong.stdout + wrong.stderr
     assert "wrong element" in wrong.stdout and "performance not comparable" in wrong.stdout
