@@ -27,9 +27,10 @@ import torch.multiprocessing as mp
 from colbench.config.model import SweepConfig
 from colbench.launch import free_port
 from colbench.run.startup import share_cpu_threads
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.plan import plan
+from colbench.sweep.rows import RunInfo
 
 CASES = ((1, 4, 1.05), (2, 1 << 20, 1.03), (2, 4 << 20, 1.03))
 

@@ -1,6 +1,6 @@
 """A sweep's validation: what no process group is needed to refuse, and what the world
 size decides (:func:`validate_for_world`), as one-line usage errors before any rank, or
-any call, starts. :func:`colbench.config.model.build` calls :func:`validate`; the other
+any call, starts. :func:`colbench.config.build.build` calls :func:`validate`; the other
 tasks (p2p, health) check their launch and counts with the same functions.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from colbench.config.contend import check_load
+from colbench.config.model import LaunchConfig, SweepConfig
 from colbench.errors import UsageError
 from colbench.ops.dtypes import DTYPES, redop_supported
 
 if TYPE_CHECKING:
-    from colbench.config.model import LaunchConfig, SweepConfig
     from colbench.ops.base import Collective
 
 

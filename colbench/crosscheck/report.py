@@ -12,23 +12,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from colbench.analysis.compare import comparison as compare
 from colbench.analysis.series import PLACEMENT_NAMES, Run
 from colbench.config import validate
 from colbench.config.sizes import format_size
+from colbench.crosscheck.plan import MULTI_NODE, Plan
 from colbench.errors import UsageError
 from colbench.store import writing
 
-if TYPE_CHECKING:
-    from colbench.crosscheck.plan import Plan
-
-MULTI_NODE = (
-    "across nodes, run nccl-tests built with MPI=1 under mpirun (mpirun -np 16 -N 8 "
-    "all_reduce_perf -g 1 ...) and colbench under your launcher with the same flags, then "
-    "`colbench import nccl-tests LOG` and `colbench compare IMPORTED RUN --metric time`"
-)
 #: What a cross-check writes beside the two runs.
 JOINED_CSV = "crosscheck.csv"
 JOINED_TEXT = "crosscheck.txt"

@@ -10,12 +10,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from colbench.ops import data, splits
-from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    Layout,
+    OpSettings,
+    Storage,
+    per_rank_chunk,
+)
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from colbench.config.model import MeasureConfig
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ class AllToAllv(Collective):
         self.splits = pattern
         self.splits_label = pattern.label
 
-    def configured(self, measure: MeasureConfig) -> Collective:
+    def configured(self, measure: OpSettings) -> Collective:
         return AllToAllv(splits.parse(measure.splits).with_seed(measure.seed))
 
     def unsupported(self, world_size: int, backend: str) -> str | None:

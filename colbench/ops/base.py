@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from colbench.ops.dtypes import DType, torch_redop
 
@@ -23,7 +23,16 @@ if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
 
-    from colbench.config.model import MeasureConfig
+
+class OpSettings(Protocol):
+    """What of a sweep's settings an op is configured by (colbench.config.model's
+    ``MeasureConfig`` is one): declared here so the ops, which the config's registry
+    imports, need nothing from the config back."""
+
+    @property
+    def splits(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -183,7 +192,7 @@ class Collective:
     #: the size alone.
     uneven_splits: ClassVar[bool] = False
 
-    def configured(self, measure: MeasureConfig) -> Collective:
+    def configured(self, measure: OpSettings) -> Collective:
         """This op as the sweep's options shape it (all_to_allv: its --splits); most
         ops have nothing to configure and are their own registry entry."""
         return self

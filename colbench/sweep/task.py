@@ -34,11 +34,12 @@ from colbench.run.outcome import report_done
 from colbench.run.rank import device_name, gpu_record, meet_peers
 from colbench.run.turns import Turns
 from colbench.sweep import memory
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.groups import Groups, SideGroup, members, split_label, split_world
 from colbench.sweep.lead import Met, lead_run
 from colbench.sweep.load import make_load
 from colbench.sweep.plan import Work, count_units, fit_to_memory, plan, plan_digest
+from colbench.sweep.rows import RunInfo
 from colbench.sweep.timing import make_timer
 
 #: What a sweep's rank says when its peers' plans differ from rank 0's.
