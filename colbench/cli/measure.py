@@ -1,17 +1,19 @@
-"""Commands that measure: sweep, run (a suite), p2p, crosscheck. Their parameters come from
-the options tables (colbench.config.options, colbench.p2p.options)."""
+"""Commands that measure: sweep, run (a suite), p2p, health, crosscheck, replay. Their
+parameters come from the options tables (colbench.config.options, colbench.p2p.options,
+colbench.health.options), imported when the command is built."""
 
 from __future__ import annotations
 
 import inspect
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from colbench.cli.app import _given, _option, _param, _with_options, app
-from colbench.health import options as health_options
-from colbench.p2p import options as p2p_options
+from colbench.cli.app import MEASURE, _given, _option, _param, _with_options, app
+
+if TYPE_CHECKING:
+    from colbench.config.option_table import Option
 
 SWEEP_HELP = """Measure collectives over a range of message sizes.
 
@@ -45,7 +47,7 @@ CONFIG_HELP = (
 )
 
 
-@app.command(help=SWEEP_HELP)
+@app.command(help=SWEEP_HELP, rich_help_panel=MEASURE)
 @_with_options(_option("config_file", str | None, None, "--config", CONFIG_HELP))
 def sweep(ctx: typer.Context, config_file: str | None = None, **values: Any) -> None:
     raise typer.Exit(_run_sweep(ctx, config_file, values))
@@ -76,8 +78,20 @@ Exit codes: 0 ok, 1 --fail-below found a link below its limit, 2 usage error,
 """
 
 
-@app.command(help=P2P_HELP)
-@_with_options(rows=p2p_options.table())
+def _p2p_rows() -> tuple[Option, ...]:
+    from colbench.p2p import options
+
+    return options.table()
+
+
+def _health_rows() -> tuple[Option, ...]:
+    from colbench.health import options
+
+    return options.table()
+
+
+@app.command(help=P2P_HELP, rich_help_panel=MEASURE)
+@_with_options(rows=_p2p_rows)
 def p2p(ctx: typer.Context, **values: Any) -> None:
     from colbench.p2p import command
 
@@ -109,7 +123,7 @@ Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
 """
 
 
-@app.command(help=HEALTH_HELP)
+@app.command(help=HEALTH_HELP, rich_help_panel=MEASURE)
 @_with_options(
     _param(
         "args",
@@ -120,7 +134,7 @@ Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
             metavar="[learn RUN...]",
         ),
     ),
-    rows=health_options.table(),
+    rows=_health_rows,
 )
 def health(ctx: typer.Context, args: list[str] | None = None, **values: Any) -> None:
     from colbench.errors import UsageError
@@ -149,7 +163,7 @@ Examples:
 SUITE_HELP = "A suite file, e.g. configs/smoke-cpu.yaml."
 
 
-@app.command(help=RUN_HELP)
+@app.command(help=RUN_HELP, rich_help_panel=MEASURE)
 @_with_options(
     _param(
         "suite_file", str, inspect.Parameter.empty, typer.Argument(help=SUITE_HELP, metavar="FILE")
@@ -204,7 +218,7 @@ MPIEXEC_HELP = (
 )
 
 
-@app.command(help=CROSSCHECK_HELP)
+@app.command(help=CROSSCHECK_HELP, rich_help_panel=MEASURE)
 @_with_options(
     _option("nccl_tests", str | None, None, "--nccl-tests", NCCL_TESTS_HELP),
     _option("nccl_tests_timeout", float, 3600.0, "--nccl-tests-timeout", NCCL_TESTS_TIMEOUT_HELP),
@@ -245,7 +259,7 @@ Exit codes: 0 ok, 1 wrong results, 2 unreadable or partial traces (nothing measu
 """
 
 
-@app.command(help=REPLAY_HELP)
+@app.command(help=REPLAY_HELP, rich_help_panel=MEASURE)
 def replay(
     trace: Annotated[list[str], typer.Argument(help="Trace files, one per rank.")],
     dry_run: Annotated[

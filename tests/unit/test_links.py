@@ -10,8 +10,9 @@ import re
 import pytest
 
 from colbench.analysis import power
+from colbench.analysis.link_defaults import DEFAULT_PASSES
 from colbench.analysis.link_tests import link_samples, metrics, passes_needed
-from colbench.analysis.links import DEFAULT_PASSES, Samples, judge
+from colbench.analysis.links import Samples, judge
 from colbench.analysis.paired import holm as holm_adjusted
 
 Pair = tuple[int, int]
