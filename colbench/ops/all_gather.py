@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost
+from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost, bound_call
 
 
 class AllGather(ChunkedCollective):
@@ -34,7 +33,7 @@ class AllGather(ChunkedCollective):
 
         # torch >= 2.12 renamed all_gather_into_tensor; keep working on older releases.
         all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        return functools.partial(all_gather, bufs.recv, bufs.send, group=ctx.group)
+        return bound_call(all_gather, bufs.recv, bufs.send, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong_blocks(bufs.recv, bufs.layout.count, ctx)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, whole_buffer
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    Layout,
+    RingCost,
+    bound_call,
+    whole_buffer,
+)
 
 
 class AllReduce(Collective):
@@ -38,7 +45,7 @@ class AllReduce(Collective):
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist
 
-        return functools.partial(dist.all_reduce, bufs.recv, op=ctx.reduce_op, group=ctx.group)
+        return bound_call(dist.all_reduce, bufs.recv, op=ctx.reduce_op, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong(bufs.recv, lambda lo, hi: data.reduced_values(lo, hi, ctx), ctx)

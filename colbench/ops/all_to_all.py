@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, per_rank_chunk
+from colbench.ops.base import Buffers, Collective, Context, Layout, bound_call, per_rank_chunk
 
 
 class AllToAll(Collective):
@@ -38,7 +37,7 @@ class AllToAll(Collective):
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist
 
-        return functools.partial(dist.all_to_all_single, bufs.recv, bufs.send, group=ctx.group)
+        return bound_call(dist.all_to_all_single, bufs.recv, bufs.send, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         # Block `src` of my output is block `me` of rank src's input.

@@ -17,6 +17,7 @@ from colbench.ops.base import (
     Layout,
     OpSettings,
     Storage,
+    bound_call,
     per_rank_chunk,
 )
 
@@ -171,7 +172,7 @@ class AllToAllv(Collective):
         import torch.distributed as dist
 
         seg = self.segments(bufs.layout, ctx.rank)
-        return functools.partial(
+        return bound_call(
             dist.all_to_all_single,
             bufs.recv,
             bufs.send,

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops.all_reduce import AllReduce
-from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
+from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, bound_call
 
 
 class Barrier(Collective):
@@ -46,7 +45,7 @@ class Barrier(Collective):
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist
 
-        return functools.partial(dist.barrier, group=ctx.group)
+        return bound_call(dist.barrier, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return 0

@@ -13,6 +13,7 @@ resolves ``torch.distributed`` once, so the timed call never looks anything up.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -234,7 +235,7 @@ class Collective:
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         """The timed call with every argument resolved once, outside the timed region.
 
-        Ops that are one torch call return a ``functools.partial`` of it, so the timed
+        Ops that are one torch call return it through :func:`bound_call`, so the timed
         loop calls straight into torch, as a hand-written loop would. Override this or
         :meth:`run`.
         """
@@ -251,6 +252,35 @@ class Collective:
     def algbw_gbps(self, size_bytes: float, time_us: float) -> float:
         """nccl-tests' algorithm bandwidth: size / time, in GB/s (1e9 bytes/s)."""
         return size_bytes / time_us / 1e3 if time_us > 0 else 0.0
+
+
+def bound_call(fn: Callable[..., object], *args: Any, **kwargs: Any) -> Callable[[], object]:
+    """``fn`` with its arguments fixed, passed positionally, trailing defaults left out.
+
+    A ``functools.partial`` with keywords builds a dict on every call, and torch's
+    collectives take them again through their logging wrapper: at a 4-byte gloo all_reduce
+    that was 2% of the call (benchmarks/harness_overhead.py). ``all_reduce(t, op=SUM,
+    group=None)`` becomes ``all_reduce(t)``, the hand-written loop's call. Keyword-only
+    arguments stay keywords.
+    """
+    signature = inspect.signature(fn)
+    bound = signature.bind(*args, **kwargs)
+    positional: list[Any] = []
+    defaults: list[Any] = []
+    keywords: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        given = param.name in bound.arguments
+        if param.kind is inspect.Parameter.KEYWORD_ONLY:
+            if given:
+                keywords[param.name] = bound.arguments[param.name]
+        elif param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            positional.append(bound.arguments[param.name] if given else param.default)
+            defaults.append(param.default)
+        elif given:  # *args or **kwargs: a wrapper's own signature; keep the call as given
+            return functools.partial(fn, *args, **kwargs)
+    while positional and positional[-1] is defaults[len(positional) - 1]:
+        positional.pop()
+    return functools.partial(fn, *positional, **keywords)
 
 
 class ChunkedCollective(Collective):

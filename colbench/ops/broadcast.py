@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, whole_buffer
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    Layout,
+    RingCost,
+    bound_call,
+    whole_buffer,
+)
 
 
 class Broadcast(Collective):
@@ -42,7 +49,7 @@ class Broadcast(Collective):
         import torch.distributed as dist
 
         root = ctx.global_rank(ctx.root)
-        return functools.partial(dist.broadcast, bufs.recv, src=root, group=ctx.group)
+        return bound_call(dist.broadcast, bufs.recv, src=root, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong(

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context
+from colbench.ops.base import Buffers, ChunkedCollective, Context, bound_call
 
 
 class Gather(ChunkedCollective):
@@ -32,7 +31,7 @@ class Gather(ChunkedCollective):
 
         gather_list = bufs.chunks if ctx.rank == ctx.root else None
         root = ctx.global_rank(ctx.root)
-        return functools.partial(dist.gather, bufs.send, gather_list, dst=root, group=ctx.group)
+        return bound_call(dist.gather, bufs.send, gather_list, dst=root, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         if ctx.rank != ctx.root:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, whole_buffer
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    Layout,
+    RingCost,
+    bound_call,
+    whole_buffer,
+)
 
 
 class Reduce(Collective):
@@ -40,9 +47,7 @@ class Reduce(Collective):
         import torch.distributed as dist
 
         root = ctx.global_rank(ctx.root)
-        return functools.partial(
-            dist.reduce, bufs.recv, dst=root, op=ctx.reduce_op, group=ctx.group
-        )
+        return bound_call(dist.reduce, bufs.recv, dst=root, op=ctx.reduce_op, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         # Only the root's result is defined; other ranks' buffers are scratch.

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost
+from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost, bound_call
 
 
 class ReduceScatter(ChunkedCollective):
@@ -37,9 +36,7 @@ class ReduceScatter(ChunkedCollective):
 
         # torch >= 2.12 renamed reduce_scatter_tensor; keep working on older releases.
         reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-        return functools.partial(
-            reduce_scatter, bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group
-        )
+        return bound_call(reduce_scatter, bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         b = bufs.layout.count

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context
+from colbench.ops.base import Buffers, ChunkedCollective, Context, bound_call
 
 
 class Scatter(ChunkedCollective):
@@ -35,7 +34,7 @@ class Scatter(ChunkedCollective):
 
         scatter_list = bufs.chunks if ctx.rank == ctx.root else None
         root = ctx.global_rank(ctx.root)
-        return functools.partial(dist.scatter, bufs.recv, scatter_list, src=root, group=ctx.group)
+        return bound_call(dist.scatter, bufs.recv, scatter_list, src=root, group=ctx.group)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         b = bufs.layout.count
