@@ -209,6 +209,12 @@ class SweepConfig:
     def collectives(self) -> tuple[Collective, ...]:
         return tuple(ops_registry.get(name).configured(self.measure) for name in self.measure.ops)
 
+    def placements_for(self, coll: Collective) -> tuple[str, ...]:
+        """The requested placements this op has; size-less ops (barrier) run once regardless."""
+        if not coll.sized:
+            return coll.placements
+        return tuple(p for p in self.measure.placements if p in coll.placements)
+
     def to_dict(self) -> dict[str, Any]:
         """Every field by its own name, in one flat mapping (meta.json's ``config``)."""
         return {**asdict(self.measure), **asdict(self.launch), **asdict(self.output)}

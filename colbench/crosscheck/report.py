@@ -16,7 +16,6 @@ from typing import Any
 
 from colbench.analysis.compare import comparison as compare
 from colbench.analysis.series import PLACEMENT_NAMES, Run
-from colbench.config import validate
 from colbench.config.sizes import format_size
 from colbench.crosscheck.plan import MULTI_NODE, Plan
 from colbench.errors import UsageError
@@ -58,7 +57,7 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.
     by_busbw = compare.compare_runs(
         nccl_tests_dir, colbench_dir, "busbw", across_backends=across, allow_emulated=emulated
     )
-    kept = [int(p == "in") for p in validate.placements_for(plan.coll, plan.cfg)]
+    kept = [int(p == "in") for p in plan.cfg.placements_for(plan.coll)]
 
     def placed(frame: Any) -> Any:
         return frame[frame["in_place"].isin(kept)]
@@ -109,7 +108,7 @@ def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir:
             f"# colbench ran on {cfg.launch.backend}, nccl-tests on NCCL: the ratios test the "
             "cross-check, they say nothing about NCCL"
         )
-    measured = validate.placements_for(coll, cfg)
+    measured = cfg.placements_for(coll)
     left_out = [PLACEMENT_NAMES[int(p == "in")] for p in ("out", "in") if p not in measured]
     if left_out:
         out.append(
