@@ -94,6 +94,11 @@ def import_(
     for warning in imported.warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: {importers.summary(run_dir, imported)}", err=True)
+    from colbench.references.place import FIELD, lines
+
+    if FIELD in imported.facts:
+        for line in lines(imported.facts[FIELD]):
+            typer.echo(f"colbench: reference: {line}", err=True)
 
 
 @app.command("explain-log")

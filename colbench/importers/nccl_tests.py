@@ -31,6 +31,7 @@ from colbench import reading
 from colbench.errors import UsageError
 from colbench.importers.nccl_scan import scan, strip_prefix
 from colbench.importers.nccl_table import Findings, ImportOptions, table_rows
+from colbench.references import place as references
 from colbench.store.results import SCHEMA_VERSION, Row
 from colbench.store.rundir import RunDir
 
@@ -114,7 +115,12 @@ def import_log(
     with run_dir.writer() as writer:
         for row in imported.rows:
             writer.write(row)
-    run_dir.write_meta(_meta(run_dir, source, data, imported, variant))
+    meta = _meta(run_dir, source, data, imported, variant)
+    # Issue 38: the large rows beside the published results for this hardware.
+    meta[references.FIELD] = imported.facts[references.FIELD] = references.place_rows(
+        imported.rows, meta
+    )
+    run_dir.write_meta(meta)
     return run_dir.path, imported
 
 

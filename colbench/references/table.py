@@ -139,9 +139,8 @@ class Reference:
             gpus = f"{self.nodes} x {gpus}"
         parts = [gpus + (f" {hw['fabric']}" if hw.get("fabric") else "")]
         if hw.get("nic"):
-            rate = f" {hw['nics_per_node']} x" if hw.get("nics_per_node") else ""
-            rate += f" {hw['nic_gbps']:g} Gb/s" if hw.get("nic_gbps") else ""
-            parts.append(f"{hw['nic']}{rate}".strip())
+            nic = f"{hw['nics_per_node']} x {hw['nic']}" if hw.get("nics_per_node") else hw["nic"]
+            parts.append(nic + (f" {hw['nic_gbps']:g} Gb/s" if hw.get("nic_gbps") else ""))
         return ", ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
