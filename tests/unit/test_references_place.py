@@ -122,3 +122,28 @@ def test_emulated_nodes_and_unknown_ops_say_why_nothing_applies():
 def test_small_runs_name_their_largest_size():
     placement = place.place(_rows("NVIDIA H100 80GB HBM3", 8, 1, {GiB // 8: 100.0}), {}, REFS)
     assert "largest 128M" in place.lines(placement)[0]
+
+
+def test_health_places_each_nodes_own_checks_and_the_whole_world_apart():
+    meta = {"devices": ["NVIDIA H100 80GB HBM3"], "local_world_size": 8, "nnodes": 2,
+            "world_size": 16}  # fmt: skip
+    findings = [
+        {"node": "a", "check": "intra_all_reduce", "size_bytes": 16 * GiB, "busbw_gbps": 470.0},
+        {"node": "b", "check": "intra_all_reduce", "size_bytes": 16 * GiB, "busbw_gbps": 450.0},
+        {"node": "fleet", "check": "world", "size_bytes": 8 * GiB, "busbw_gbps": 470.0},
+        {"node": "a", "check": "pair", "size_bytes": GiB, "busbw_gbps": 40.0},
+    ]
+    placement = place.place_health(findings, meta)
+    (node,) = placement["node"]["rows"]
+    assert node["busbw_gbps"] == 460.0  # the median over the nodes
+    assert node["floors"][0] == {
+        "id": "azure-nhc-nd96isr-h100-v5-floor", "busbw_gbps": 460.0, "above": True
+    }  # fmt: skip
+    (world,) = placement["world"]["rows"]
+    assert placement["world"]["facts"]["nodes"] == 2
+    assert {s["id"] for s in world["sources"]} == {
+        "aws-p5-2node-allreduce-8g", "coreweave-pr92-h100-2node-allreduce-8g"
+    }  # fmt: skip
+    text = place.health_lines(placement)
+    assert text[0].startswith("each node's own ranks: all_reduce 16G: 460 GB/s")
+    assert any(line.startswith("the whole world: all_reduce 8G: 470 GB/s") for line in text)
