@@ -132,3 +132,68 @@ def explain_log(
         typer.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
         return
     typer.echo("\n\n".join(explain_text(name, facts) for name, facts in found))
+
+
+@app.command()
+def references(
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="GPU model, e.g. H100, GB200, MI300X.")
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option("--gpus-per-node", help="GPUs per node.", min=1)
+    ] = None,
+    nodes: Annotated[int | None, typer.Option("--nodes", help="Nodes.", min=1)] = None,
+    op: Annotated[str | None, typer.Option("--op", help="Collective, e.g. all_reduce.")] = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="measurement, floor or expectation.")
+    ] = None,
+    references_file: Annotated[
+        str | None,
+        typer.Option(
+            "--references",
+            help="A file in the same format (YAML or JSON) instead of the shipped table: "
+            "a fleet's golden runs.",
+        ),
+    ] = None,
+    from_floors: Annotated[
+        str | None,
+        typer.Option(
+            "--from-floors",
+            help="floors.json of `colbench health learn`, read as entries (typical figure "
+            "and WARN floor per collective check).",
+        ),
+    ] = None,
+    run_dir: Annotated[
+        str | None,
+        typer.Option("--run", help="Place this run (a sweep or import) against the entries."),
+    ] = None,
+    write: Annotated[
+        str | None, typer.Option("--write", help="Write the entries as a references file.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the entries as JSON.")] = False,
+) -> None:
+    """List published collective results for named hardware, each with its source.
+
+    The shipped table holds measurements, health-check floors and maintainers' figures
+    from public repositories and issues, each with the source's own line. Filters narrow
+    it; --references reads a fleet's own file instead; --run places a finished run
+    against the entries (as sweep and import do with the shipped table).
+
+    \b
+    Examples:
+      colbench references --gpu H100 --gpus-per-node 8
+      colbench references --gpu GB200 --kind floor
+      colbench references --references golden.yaml --run results/sweep-1
+      colbench references --from-floors floors.json --gpus-per-node 8 --write golden.json
+    """
+    from colbench.references.command import Filters, run
+
+    extra = []
+    if from_floors is not None:
+        from colbench.health.floors import as_references
+
+        extra = as_references(from_floors, gpus_per_node)
+    filters = Filters(gpu, gpus_per_node, nodes, op, kind)
+    code = run(filters, references_file, extra, run_dir, write, as_json)
+    if code:
+        raise typer.Exit(code)
