@@ -19,7 +19,7 @@ GiB = 1024**3
 
 
 def test_the_list_is_filtered_and_every_line_has_a_source(capsys):
-    code, out, err = run_main(capsys, "references", "--gpu", "h200", "--gpus-per-node", "8")
+    code, out, _ = run_main(capsys, "references", "--gpu", "h200", "--gpus-per-node", "8")
     assert code == 0
     lines = out.splitlines()[1:]
     expected = table.select(table.load(), gpu="H200", gpus_per_node=8)
@@ -42,7 +42,7 @@ def test_the_list_is_filtered_and_every_line_has_a_source(capsys):
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_main(capsys, "references", *argv)
+    code, _, err = run_main(capsys, "references", *argv)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
