@@ -43,8 +43,10 @@ def version() -> None:
 
 @app.command("import")
 def import_(
-    kind: Annotated[str, typer.Argument(help="Format of the log: nccl-tests.")],
-    log: Annotated[str, typer.Argument(help="The tool's stdout, saved to a file.")],
+    kind: Annotated[str, typer.Argument(help="Format: nccl-tests, or inspector.")],
+    log: Annotated[
+        str, typer.Argument(help="The tool's stdout saved to a file; the Inspector's dump dir.")
+    ],
     out: Annotated[
         str | None,
         typer.Option("--out", help="Run directory to create (default results/imported-<log>)."),
@@ -65,16 +67,27 @@ def import_(
     results_dir: Annotated[
         str, typer.Option("--results-dir", help="Parent of the default run directory.")
     ] = "results",
+    dtype: Annotated[
+        str | None,
+        typer.Option("--dtype", help="Inspector: the calls' element type (it records none)."),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option("--device", help="Inspector: the GPU model, e.g. 'NVIDIA H100 80GB HBM3'."),
+    ] = None,
 ) -> None:
     """Import another tool's results as a colbench run (results.csv + meta.json).
 
     nccl-tests and rccl-tests stdout in the old (error) and new (#wrong) layouts, with
     NCCL INFO lines, mpirun --tag-output or srun --label prefixes. algbw and busbw are
     recomputed with colbench's formulas; rows where the log disagrees are warned about.
+    inspector: NCCL Inspector's JSON output (a dump directory), one row per communicator,
+    op and size (docs/references.md).
 
     \b
     Examples:
       colbench import nccl-tests all_reduce_perf.log
+      colbench import inspector nccl-inspector-1234/ --dtype bfloat16
       colbench import nccl-tests ar.log --out results/imported-ar/ --variant NCCL_ALGO=Tree
       colbench import nccl-tests trimmed.log --world-size 16
     """
@@ -88,6 +101,8 @@ def import_(
         world_size=world_size,
         op=op,
         variant=variant,
+        dtype=dtype,
+        device=device or "",
     )
     for note in imported.notes:
         typer.echo(f"colbench: note: {note}", err=True)
