@@ -119,6 +119,9 @@ FIELDS: dict[str, Field] = {
     "source": Field(_OBJECT, "the imported file: format, path, sha256", ("import",)),
     "tables": Field(_LIST, "what each imported table says", ("import",)),
     "verdict": Field(_OBJECT, "the p2p verdict", ("p2p",)),
+    "communicators": Field(
+        _LIST, "an Inspector import's communicators, ranks and times", ("import",)
+    ),
     "references": Field(
         _OBJECT,
         "the large rows beside published results for the hardware, with their sources",
