@@ -357,6 +357,15 @@ def record(
     return placement
 
 
+def record_after_run(run_dir: Path) -> None:
+    """:func:`record` at the end of a sweep: a finished run is not failed by what it is
+    compared to, so a file it cannot read or write is one warning."""
+    try:
+        record(run_dir)
+    except (OSError, ValueError) as exc:  # UsageError and WriteFailed are both
+        print(f"colbench: warning: not placed against published results: {exc}", file=sys.stderr)
+
+
 #: Health's checks that are a collective of their own over a node or the world:
 #: check -> (op, whether it spans one node).
 HEALTH_CHECKS = {

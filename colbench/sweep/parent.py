@@ -40,7 +40,7 @@ def run_sweep(cfg: SweepConfig) -> int:
             "variable (or pick the interpreter) before launching instead"
         )
     # Interleaved variants' worlds are all alive at once.
-    task = SweepTask(cfg, worlds=len(variants) if cfg.launch.interleave else 1)
+    task = SweepTask(cfg, worlds=len(variants) if cfg.launch.interleave else 1, whole_run=True)
     return start(
         task,
         lambda _, backend, world_size, run_dir: _run_variants(cfg, backend, world_size, run_dir),
@@ -92,7 +92,9 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
                 print(f"colbench: note: {note}", file=sys.stderr)
             code = _sweep_variants(cfg, backend, world_size, run_dir, variants, choices)
     if code in (ExitCode.OK, ExitCode.DATA_ERROR):
-        _place_references(run_dir)
+        from colbench.references.place import record_after_run
+
+        record_after_run(run_dir)
     if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
         _write_plots(run_dir)
     if cfg.measure.contend is not None and cfg.output.table and code == ExitCode.OK:
@@ -150,17 +152,6 @@ def _sweep_variants(
         file=sys.stderr,
     )
     return int(worst)
-
-
-def _place_references(run_dir: Path) -> None:
-    """The run's large rows beside the published results for its hardware (issue 38):
-    printed, and kept in meta.json. A finished run is not failed by what it is compared to."""
-    from colbench.references.place import record
-
-    try:
-        record(run_dir)
-    except (OSError, ValueError) as exc:
-        print(f"colbench: warning: not placed against published results: {exc}", file=sys.stderr)
 
 
 def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: str) -> None:

@@ -65,6 +65,10 @@ class SweepTask(ConfiguredTask):
     #: The --contend load this world runs beside every timed batch (colbench.sweep.load);
     #: None in the ``contend=none`` world and without --contend.
     load: LoadSpec | None = None
+    #: The run's one task, reported only under an external launcher (spawned worlds get
+    #: tasks of their own, and the parent places the run once they are all done): its
+    #: report places the run against the published results (colbench.references).
+    whole_run: bool = False
     #: Rank 0 draws the progress bar on a terminal (colbench.sweep.lead).
     live_bar = True
 
@@ -94,7 +98,14 @@ class SweepTask(ConfiguredTask):
         _run_plan(self, job, rank, device, in_flight)
 
     def report(self, run_dir: Path) -> int:
-        return int(ExitCode.OK) if self.quiet else report_done(run_dir)
+        if self.quiet:
+            return int(ExitCode.OK)
+        code = report_done(run_dir)
+        if self.whole_run and code in (ExitCode.OK, ExitCode.DATA_ERROR):
+            from colbench.references.place import record_after_run
+
+            record_after_run(run_dir)
+        return code
 
 
 def variant_load(cfg: SweepConfig, variant: Variant) -> LoadSpec | None:
