@@ -33,6 +33,7 @@ from colbench.references.table import Reference, gpu_model, load
 #: published figure is a large-message one.
 LARGE_BYTES = 256 * 1024**2
 FIELD = "references"
+PCIE = "PCIe"
 
 
 def _number(text: Any) -> float | None:
@@ -73,6 +74,8 @@ def run_facts(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dic
     return {
         "device": device,
         "gpu": gpu_model(device),
+        # Only a PCIe card's name says its fabric ("NVIDIA H100 PCIe"); SXM parts' do not.
+        "fabric": PCIE if device and "pcie" in device.lower() else None,
         "gpus_per_node": gpus_per_node,
         "nodes": nodes,
         "emulated": emulated,
@@ -136,6 +139,16 @@ def _narrow(
         else:
             looser.append(f"none at {value} {name}")
         cands = same or cands
+    fabrics = {str(r.hardware["fabric"]) for r in cands if r.hardware.get("fabric")}
+    if facts.get("fabric") == PCIE:
+        # A PCIe card of the same model moves a fraction of an NVLink system's bytes.
+        same = [r for r in cands if str(r.hardware.get("fabric", "")).startswith(PCIE)]
+        if same:
+            cands = same
+        else:
+            looser.append(f"the run's GPUs are PCIe cards; published: {', '.join(sorted(fabrics))}")
+    elif len(fabrics) > 1:
+        missing.append(f"fabric (published: {', '.join(sorted(fabrics))})")
     nics = {str(r.hardware["nic"]) for r in cands if r.hardware.get("nic")}
     if len(nics) > 1:
         missing.append(f"NIC (published: {', '.join(sorted(nics))})")

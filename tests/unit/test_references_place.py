@@ -26,12 +26,9 @@ def _imported(tmp_path: Path, name: str) -> dict:
 def test_real_p5_log_stands_beside_the_published_p5_and_h100_runs(tmp_path: Path):
     placement = _imported(tmp_path, "all_reduce__p5-eks-efa-tuner-nccl-info.log")
     assert placement["facts"] | {"device": None} == {
-        "device": None,
-        "gpu": "H100",
-        "gpus_per_node": 8,
-        "nodes": 2,
+        "device": None, "gpu": "H100", "fabric": None, "gpus_per_node": 8, "nodes": 2,
         "emulated": False,
-    }
+    }  # fmt: skip
     by_size = {r["size_bytes"]: r for r in placement["rows"]}
     # The log's largest size (16 GiB) and every size a matching reference gives.
     assert 16 * GiB in by_size and 8 * GiB in by_size
@@ -147,3 +144,11 @@ def test_health_places_each_nodes_own_checks_and_the_whole_world_apart():
     text = place.health_lines(placement)
     assert text[0].startswith("each node's own ranks: all_reduce 16G: 460 GB/s")
     assert any(line.startswith("the whole world: all_reduce 8G: 470 GB/s") for line in text)
+
+
+def test_a_pcie_card_is_not_matched_as_an_nvswitch_system_without_saying_so():
+    placement = place.place(_rows("NVIDIA H100 PCIe", 8, 1, {8 * GiB: 100.0}), {}, REFS)
+    (row,) = placement["rows"]
+    assert placement["facts"]["fabric"] == "PCIe"
+    assert any("PCIe cards" in note for note in row["looser"])
+    assert "looser match" in place.lines(placement)[0]
