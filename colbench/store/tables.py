@@ -111,7 +111,9 @@ def every_table() -> list[Table]:
 
 
 def format_cell(value: Any) -> str:
-    """A value as its CSV cell: empty for a missing number, %.6g for a float."""
+    """A value as its CSV cell: empty for a missing number; a float as %.6g where that
+    reads back as the same number, else in full (repr), so a value read from another
+    tool's file (an nccl-tests report's 23418.697560) is kept exactly."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -119,7 +121,8 @@ def format_cell(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return ""
-        return f"{value:.6g}" if abs(value) < 1e15 else repr(value)
+        short = f"{value:.6g}"
+        return short if abs(value) < 1e15 and float(short) == value else repr(value)
     return str(value)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,7 +95,31 @@ class SweepTask(ConfiguredTask):
         _run_plan(self, job, rank, device, in_flight)
 
     def report(self, run_dir: Path) -> int:
-        return int(ExitCode.OK) if self.quiet else report_done(run_dir)
+        if self.quiet:
+            return int(ExitCode.OK)
+        return max(report_done(run_dir), min_bw_verdict(run_dir))
+
+
+def min_bw_verdict(run_dir: Path) -> int:
+    """NCCL_TESTS_MIN_BW as nccl-tests honours it: exit 1 (as wrong results: nccl-tests
+    fails both alike) when the run's average bus bandwidth, the mean over its rows, is
+    below 0.9x the value; nothing when it is unset."""
+    from colbench.report.nccl_tests_json import MIN_BW_VARIABLE, min_bw_okay, min_bw_threshold
+    from colbench.store.rundir import RunDir
+
+    threshold = min_bw_threshold()
+    if threshold is None:
+        return int(ExitCode.OK)
+    average = RunDir(run_dir).read_meta().get("busbw_avg_gbps")
+    if average is None:
+        return int(ExitCode.OK)
+    okay = min_bw_okay(average, threshold)
+    print(
+        f"colbench: average bus bandwidth {average:.4g} GB/s, {MIN_BW_VARIABLE}={threshold:g} "
+        f"(0.9x: {0.9 * threshold:.4g}): {'OK' if okay else 'FAILED'}",
+        file=sys.stderr,
+    )
+    return int(ExitCode.OK if okay else ExitCode.DATA_ERROR)
 
 
 def variant_load(cfg: SweepConfig, variant: Variant) -> LoadSpec | None:
