@@ -32,8 +32,8 @@ from colbench.errors import UsageError
 from colbench.importers import nccl_tests_json
 from colbench.importers.nccl_scan import scan, strip_prefix
 from colbench.importers.nccl_table import Findings, ImportOptions, table_rows
-from colbench.store.results import SCHEMA_VERSION, Row
 from colbench.store import writing
+from colbench.store.results import SCHEMA_VERSION, Row
 from colbench.store.rundir import RunDir
 
 __all__ = ["Imported", "default_out_dir", "import_log", "parse_json", "parse_log", "strip_prefix"]
@@ -122,7 +122,11 @@ def import_log(
         # The report itself too: its per-process times and environment are in no row.
         writing.write_text(run_dir.path / nccl_tests_json.COPY_NAME, data.decode("utf-8"))
         meta.update(
-            source={**meta["source"], "format": "nccl-tests JSON", "copy": nccl_tests_json.COPY_NAME},
+            source={
+                **meta["source"],
+                "format": "nccl-tests JSON",
+                "copy": nccl_tests_json.COPY_NAME,
+            },
             nccl_tests=imported.facts["nccl_tests"],
         )
     run_dir.write_meta(meta)

@@ -19,6 +19,7 @@ part way leaves a readable file whose ``errors`` say it stopped early.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -283,12 +284,12 @@ def _step(sizes: Sequence[int]) -> tuple[str, int]:
     ordered = sorted(set(sizes))
     if len(ordered) < 2:
         return "step_factor", 2
-    ratios = {b / a if a else math.inf for a, b in zip(ordered, ordered[1:], strict=False)}
+    ratios = {b / a if a else math.inf for a, b in itertools.pairwise(ordered)}
     if len(ratios) == 1:
         ratio = ratios.pop()
         if ratio == int(ratio) and ratio > 1:
             return "step_factor", int(ratio)
-    steps = {b - a for a, b in zip(ordered, ordered[1:], strict=False)}
+    steps = {b - a for a, b in itertools.pairwise(ordered)}
     return "step_bytes", steps.pop() if len(steps) == 1 else 0
 
 
@@ -366,8 +367,10 @@ def footer(
     elements (nccl-tests counts once per process that saw some; colbench keeps only the
     sum over ranks, so once per result)."""
     average = sum(busbw_gbps) / len(busbw_gbps) if busbw_gbps else math.nan
-    okay = text("unchecked") if threshold_gbps is None else boolean(
-        min_bw_okay(average, threshold_gbps)
+    okay = (
+        text("unchecked")
+        if threshold_gbps is None
+        else boolean(min_bw_okay(average, threshold_gbps))
     )
     pairs = [
         ("out_of_bounds", obj([("count", str(bad_results)), ("okay", boolean(bad_results == 0))])),

@@ -206,9 +206,7 @@ class MetaReporter(Reporter):
             wrong_total=self.wrong_total,
             # nccl-tests' "Avg bus bandwidth": the mean over every measured row (what
             # NCCL_TESTS_MIN_BW is checked against); None when no row was measured.
-            busbw_avg_gbps=sum(self.busbw_gbps) / len(self.busbw_gbps)
-            if self.busbw_gbps
-            else None,
+            busbw_avg_gbps=sum(self.busbw_gbps) / len(self.busbw_gbps) if self.busbw_gbps else None,
             duration_s=summary.duration_s,
             # Rows in which each rank arrived last, and the rank named (report/stragglers.py).
             slowest_rank_rows=self.slowest.counts,

@@ -156,7 +156,7 @@ def _nccl_version_code(backend: str) -> int:
     version = torch.cuda.nccl.version()
     if not isinstance(version, tuple):
         return int(version)
-    major, minor, patch = (list(version) + [0, 0, 0])[:3]
+    major, minor, patch = ([*list(version), 0, 0, 0])[:3]
     return int(major) * 10000 + int(minor) * 100 + int(patch)
 
 

@@ -1,0 +1,54 @@
+"""sweep -J -I 1 on real gloo ranks: nccl-tests' JSON report of the run, read back.
+
+One run (2 ranks, all_gather: torch has both placements of it) with NCCL_TESTS_MIN_BW
+far above any CPU's busbw: the report is whole, its per-iteration blocks hold each
+rank's times and the slowest per iteration, the run fails as nccl-tests fails it (exit 1,
+``okay`` "false"), and ``colbench import`` reads the report back as the run's samples.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from colbench.results import load
+from tests.conftest import run_colbench
+
+PER_PROCESS = "per_process_max_times_us"
+
+
+def test_report_of_a_real_run(tmp_path: Path) -> None:
+    path = tmp_path / "ag.json"
+    done = run_colbench(
+        *("sweep", "--backend", "gloo", "--nprocs", "2", "--op", "all_gather", "--no-table"),
+        *("-b", "1K", "-e", "4K", "-f", "4", "-n", "6", "-w", "1", "--out", str(tmp_path / "run")),
+        *("-I", "1", "-J", str(path)),
+        env={"NCCL_TESTS_MIN_BW": "1000000"},
+        timeout=240,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "NCCL_TESTS_MIN_BW=1e+06" in done.stderr and "FAILED" in done.stderr
+    report = json.loads(path.read_text())
+    assert report["errors"] == [""]
+    assert report["average_bus_bandwidth"]["okay"] == "false"
+    assert [d["rank"] for d in report["config"]["devices"]] == [0, 1]
+    rows = load(tmp_path / "run")
+    assert [r["size"] for r in report["results"]] == sorted(set(rows["size_bytes"]))
+    for entry in report["results"]:
+        for name, in_place in (("out_of_place", 0), ("in_place", 1)):
+            block = entry[f"{name}_per_iter"]
+            ranks = block[PER_PROCESS]
+            assert len(ranks) == 2 and all(len(times) == 6 for times in ranks)
+            assert block["times_us"] == [max(pair) for pair in zip(*ranks, strict=True)]
+            ordered = sorted(block["times_us"])
+            assert block["p50_us"] == ordered[3] and block["max_us"] == ordered[-1]
+            mine = rows[(rows["size_bytes"] == entry["size"]) & (rows["in_place"] == in_place)]
+            assert entry[name]["time"] == round(float(mine["time_us"].iloc[0]), 6)
+    average = sum(rows["busbw_gbps"]) / len(rows)
+    assert report["average_bus_bandwidth"]["bandwidth"] == round(average, 6)
+
+    back = run_colbench("import", "nccl-tests", str(path), "--out", str(tmp_path / "back"))
+    assert back.returncode == 0, back.stderr
+    samples = load(tmp_path / "back")
+    assert len(samples) == len(rows) * 6
+    assert set(samples["op"]) == {"all_gather"} and set(samples["world_size"]) == {2}
