@@ -104,7 +104,12 @@ def min_bw_verdict(run_dir: Path) -> int:
     """NCCL_TESTS_MIN_BW as nccl-tests honours it: exit 1 (as wrong results: nccl-tests
     fails both alike) when the run's average bus bandwidth, the mean over its rows, is
     below 0.9x the value; nothing when it is unset."""
-    from colbench.report.nccl_tests_json import MIN_BW_VARIABLE, min_bw_okay, min_bw_threshold
+    from colbench.report.nccl_tests_json import (
+        MIN_BW_SHARE,
+        MIN_BW_VARIABLE,
+        min_bw_okay,
+        min_bw_threshold,
+    )
     from colbench.store.rundir import RunDir
 
     threshold = min_bw_threshold()
@@ -116,7 +121,7 @@ def min_bw_verdict(run_dir: Path) -> int:
     okay = min_bw_okay(average, threshold)
     print(
         f"colbench: average bus bandwidth {average:.4g} GB/s, {MIN_BW_VARIABLE}={threshold:g} "
-        f"(0.9x: {0.9 * threshold:.4g}): {'OK' if okay else 'FAILED'}",
+        f"({MIN_BW_SHARE:g}x: {MIN_BW_SHARE * threshold:.4g}): {'OK' if okay else 'FAILED'}",
         file=sys.stderr,
     )
     return int(ExitCode.OK if okay else ExitCode.DATA_ERROR)

@@ -52,3 +52,14 @@ def test_report_of_a_real_run(tmp_path: Path) -> None:
     samples = load(tmp_path / "back")
     assert len(samples) == len(rows) * 6
     assert set(samples["op"]) == {"all_gather"} and set(samples["world_size"]) == {2}
+
+
+def test_report_that_cannot_be_written_is_exit_6(tmp_path: Path) -> None:
+    """The write-failure rules (colbench.store.writing): one line naming the file, exit 6."""
+    done = run_colbench(
+        *("sweep", "--backend", "gloo", "--nprocs", "2", "-b", "1K", "-e", "1K", "-n", "2"),
+        *("--no-table", "--out", str(tmp_path / "run"), "-J", "/proc/colbench-report.json"),
+        timeout=240,
+    )
+    assert done.returncode == 6, done.stderr
+    assert "cannot write /proc/colbench-report.json" in done.stderr
