@@ -114,7 +114,8 @@ def import_log(
     run_dir = RunDir.create(out_dir, target)
     if run_dir.name != target.name:
         imported.rows = [dataclasses.replace(r, run_id=run_dir.name) for r in imported.rows]
-    with run_dir.writer() as writer:
+    # A report's values are kept as written (a log's have no more digits than %.6g).
+    with run_dir.writer(exact="nccl_tests" in imported.facts) as writer:
         for row in imported.rows:
             writer.write(row)
     meta = _meta(run_dir, source, data, imported, variant)
