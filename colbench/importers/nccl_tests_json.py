@@ -136,7 +136,8 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _collective(report: Mapping[str, Any], op: str | None, source: str) -> tuple[Collective, str]:
-    """--op, else nccl-tests' program name in args, else colbench's --op there."""
+    """--op, else nccl-tests' program name in args, else colbench's --op there, else the
+    file name (all_gather-run3.json)."""
     if op is not None:
         return ops.get(op), "--op"
     args = [str(a) for a in report.get("args") or []]
@@ -154,9 +155,13 @@ def _collective(report: Mapping[str, Any], op: str | None, source: str) -> tuple
             return ops.get(arg.split("=", 1)[1]), "colbench's --op in args"
     if program.startswith("colbench") and args[1:2] == ["sweep"]:
         return ops.get(_SWEEP_DEFAULT_OP), "colbench sweep's default --op"
+    stem = Path(source).name.lower()
+    named = [c for c in ops.REGISTRY if stem.startswith(c.name)]
+    if named:
+        return max(named, key=lambda c: len(c.name)), "the file name"
     raise UsageError(
         f"{source}: the report does not say which collective it measured (no *_perf program "
-        "in args); give --op, e.g. --op all_reduce"
+        "in args, no op in the file name); give --op, e.g. --op all_reduce"
     )
 
 

@@ -393,13 +393,17 @@ def now_text() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
 
 
-def free_path(path: Path) -> Path:
-    """nccl-tests never overwrites a report: FILE, else FILE.0, FILE.1... the first free."""
+def open_new(path: Path) -> tuple[Path, Any]:
+    """nccl-tests never overwrites a report: FILE, else FILE.0, FILE.1..., the first that
+    can be created (exclusively, as its ``fopen(path, "wx")``); (the path, the file)."""
     candidate, tries = path, 0
-    while candidate.exists():
-        candidate = path.with_name(f"{path.name}.{tries}")
-        tries += 1
-    return candidate
+    while True:
+        try:
+            # Held open for the run; the caller closes it.
+            return candidate, open(candidate, "xb")
+        except FileExistsError:
+            candidate = path.with_name(f"{path.name}.{tries}")
+            tries += 1
 
 
 class NcclTestsJsonReporter(Reporter):
@@ -417,7 +421,7 @@ class NcclTestsJsonReporter(Reporter):
         threshold_gbps: float | None,
         say: Callable[[str], None],
     ) -> None:
-        self.path = free_path(path)
+        self.path = path
         self._header = header
         self._threshold = threshold_gbps
         self._say = say
@@ -429,10 +433,10 @@ class NcclTestsJsonReporter(Reporter):
         self._pending: dict[int, Sequence[Sequence[float]]] = {}
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
+        with writing.checked(self.path):
+            self.path, self._file = open_new(self.path)
         self._say(f"# Writing JSON output to {self.path}")
         with writing.checked(self.path):
-            # Exclusive, as nccl-tests opens its report ("wx"): never another's file.
-            self._file = open(self.path, "xb")  # noqa: SIM115 (held open for the run)
             head = self._header.json(now_text()).encode()
             self._file.write(head)
             self._records_end = len(head)

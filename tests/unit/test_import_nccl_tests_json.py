@@ -187,3 +187,11 @@ def test_torn_report_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
         capsys, "import", "nccl-tests", str(source), "--out", str(tmp_path / "r")
     )
     assert code == 2 and "not a JSON document" in err
+
+
+def test_collective_from_the_file_name_when_args_do_not_say(tmp_path: Path) -> None:
+    report = t4()
+    report["args"] = ["./a.out"]
+    rows = nccl_tests.parse_json(json.dumps(report), source="all_reduce-t4.json").rows
+    assert {r.op for r in rows} == {"all_reduce"}
+    assert nccl_tests.parse_json(json.dumps(report), source="x.json", op="all_reduce").rows
