@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from colbench.results import load
 from tests.conftest import run_colbench
 
@@ -43,9 +45,12 @@ def test_report_of_a_real_run(tmp_path: Path) -> None:
             ordered = sorted(block["times_us"])
             assert block["p50_us"] == ordered[3] and block["max_us"] == ordered[-1]
             mine = rows[(rows["size_bytes"] == entry["size"]) & (rows["in_place"] == in_place)]
-            assert entry[name]["time"] == round(float(mine["time_us"].iloc[0]), 6)
+            # results.csv holds 6 significant digits.
+            assert entry[name]["time"] == pytest.approx(mine["time_us"].iloc[0], rel=1e-5)
     average = sum(rows["busbw_gbps"]) / len(rows)
-    assert report["average_bus_bandwidth"]["bandwidth"] == round(average, 6)
+    # The report has six decimals, results.csv six significant digits.
+    expected = pytest.approx(average, rel=1e-5, abs=1e-6)
+    assert report["average_bus_bandwidth"]["bandwidth"] == expected
 
     back = run_colbench("import", "nccl-tests", str(path), "--out", str(tmp_path / "back"))
     assert back.returncode == 0, back.stderr
@@ -63,3 +68,22 @@ def test_report_that_cannot_be_written_is_exit_6(tmp_path: Path) -> None:
     )
     assert done.returncode == 6, done.stderr
     assert "cannot write /proc/colbench-report.json" in done.stderr
+
+
+def test_a_hang_keeps_every_size_measured_before_it(tmp_path: Path) -> None:
+    """Rank 1 hangs in its 5th timed batch (size 3 of all_gather's two placements a size):
+    the run times out (exit 4) and the report holds the two sizes before, whole, with
+    errors saying the run stopped early."""
+    path = tmp_path / "r.json"
+    done = run_colbench(
+        *("sweep", "--backend", "gloo", "--nprocs", "2", "--op", "all_gather", "--no-table"),
+        *("-b", "1K", "-e", "64K", "-f", "4", "-n", "3", "-w", "1", "--timeout", "4"),
+        *("--out", str(tmp_path / "run"), "-I", "1", "-J", str(path)),
+        env={"COLBENCH_FAULT": "1:5:hang"},
+        timeout=240,
+    )
+    assert done.returncode == 4, done.stderr
+    report = json.loads(path.read_text())
+    assert [r["size"] for r in report["results"]] == [1024, 4096]
+    assert report["errors"] != [""] and "stopped" in report["errors"][0]
+    assert all(len(r["in_place_per_iter"]["times_us"]) == 3 for r in report["results"])
