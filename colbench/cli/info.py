@@ -44,7 +44,7 @@ def version() -> None:
 @app.command("import")
 def import_(
     kind: Annotated[str, typer.Argument(help="Format of the log: nccl-tests.")],
-    log: Annotated[str, typer.Argument(help="The tool's stdout, saved to a file.")],
+    log: Annotated[str, typer.Argument(help="The tool's stdout saved to a file, or nccl-tests' -J JSON report.")],
     out: Annotated[
         str | None,
         typer.Option("--out", help="Run directory to create (default results/imported-<log>)."),
@@ -71,12 +71,15 @@ def import_(
     nccl-tests and rccl-tests stdout in the old (error) and new (#wrong) layouts, with
     NCCL INFO lines, mpirun --tag-output or srun --label prefixes. algbw and busbw are
     recomputed with colbench's formulas; rows where the log disagrees are warned about.
+    nccl-tests' JSON report (-J FILE.json) is read exactly: with -I 1 every iteration is a
+    sample row (compare and gate judge them), else the report's own figures.
 
     \b
     Examples:
       colbench import nccl-tests all_reduce_perf.log
       colbench import nccl-tests ar.log --out results/imported-ar/ --variant NCCL_ALGO=Tree
       colbench import nccl-tests trimmed.log --world-size 16
+      colbench import nccl-tests all_reduce.json --out results/imported-ar-json
     """
     from colbench import importers
 
