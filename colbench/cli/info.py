@@ -44,7 +44,9 @@ def version() -> None:
 @app.command("import")
 def import_(
     kind: Annotated[str, typer.Argument(help="Format of the log: nccl-tests.")],
-    log: Annotated[str, typer.Argument(help="The tool's stdout saved to a file, or nccl-tests' -J JSON report.")],
+    log: Annotated[
+        str, typer.Argument(help="The tool's stdout saved to a file, or nccl-tests' -J report.")
+    ],
     out: Annotated[
         str | None,
         typer.Option("--out", help="Run directory to create (default results/imported-<log>)."),
