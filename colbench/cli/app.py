@@ -27,7 +27,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Collective-communication benchmarks on torch.distributed with nccl-tests semantics.\n\n"
     "Sizes use binary units (1K = 1024 bytes); bandwidth is GB/s (1 GB/s = 1e9 bytes/s).\n\n"
-    "Exit codes: 0 ok, 1 wrong results (or rows without memory), a failed gate or "
+    "Exit codes: 0 ok, 1 wrong results (or rows without memory, or an average busbw "
+    "below 0.9x NCCL_TESTS_MIN_BW), a failed gate or "
     "predict --max-error, 2 usage error, 3 rank failure, 4 timeout, 5 a gate that passed "
     "on correctness only (--fail-inconclusive), 6 a file of the run could not be written "
     "(disk full, directory gone), 129/130/131/143 interrupted (SIGHUP/SIGINT/SIGQUIT/"

@@ -45,7 +45,10 @@ def version() -> None:
 def import_(
     kind: Annotated[str, typer.Argument(help="Format: nccl-tests, or inspector.")],
     log: Annotated[
-        str, typer.Argument(help="The tool's stdout saved to a file; the Inspector's dump dir.")
+        str,
+        typer.Argument(
+            help="The tool's stdout saved to a file, nccl-tests' -J report, or Inspector's dir."
+        ),
     ],
     out: Annotated[
         str | None,
@@ -83,6 +86,8 @@ def import_(
     recomputed with colbench's formulas; rows where the log disagrees are warned about.
     inspector: NCCL Inspector's JSON output (a dump directory), one row per communicator,
     op and size (docs/references.md).
+    nccl-tests' JSON report (-J FILE.json) is read exactly: with -I 1 every iteration is a
+    sample row (compare and gate judge them), else the report's own figures.
 
     \b
     Examples:
@@ -90,6 +95,7 @@ def import_(
       colbench import inspector nccl-inspector-1234/ --dtype bfloat16
       colbench import nccl-tests ar.log --out results/imported-ar/ --variant NCCL_ALGO=Tree
       colbench import nccl-tests trimmed.log --world-size 16
+      colbench import nccl-tests all_reduce.json --out results/imported-ar-json
     """
     from colbench import importers
 

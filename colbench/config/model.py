@@ -146,6 +146,10 @@ class OutputConfig:
     """Write per_rank.csv beside results.csv: each rank's batch time and barrier wait."""
     ceiling_gbps: float | None = None
     """The user's rate bounding busbw (GB/s), replacing the hardware's (colbench.hardware)."""
+    output_file: str | None = None
+    """``-J``: nccl-tests' JSON report, an absolute path ending in .json (None: none)."""
+    per_iter_timing: bool = False
+    """``-I 1``: the -J report's per-iteration blocks (every timed call, every rank)."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
 

@@ -20,6 +20,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from colbench import ops
@@ -63,6 +64,29 @@ def check_flag(value: int) -> bool:
     """``--check 0/1`` (nccl-tests' -c) as the config's bool."""
     if value not in (0, 1):
         raise UsageError(f"--check takes 0 or 1, got {value}")
+    return bool(value)
+
+
+def check_json_path(path: str) -> str:
+    """``-J FILE``: a name nccl-tests would write (it writes JSON only to ``*.json``, and
+    nothing at all for other names) in a directory that exists; made absolute, so every
+    process of the run names the same file."""
+    target = Path(path).expanduser()
+    if target.suffix.lower() != ".json":
+        raise UsageError(
+            f"-J {path}: nccl-tests writes its JSON report only to a name ending in .json "
+            f"(and nothing for others); name it {target.name}.json"
+        )
+    if not target.parent.resolve().is_dir():
+        raise UsageError(f"-J {path}: directory {target.parent} does not exist")
+    return str(target.resolve())
+
+
+def per_iter_flag(value: int) -> bool:
+    """``-I 0/1`` (nccl-tests' --per_iter_timing) as a bool; nccl-tests turns other
+    values into 0 with a warning, here they are refused."""
+    if value not in (0, 1):
+        raise UsageError(f"-I/--per-iter-timing takes 0 or 1, got {value}")
     return bool(value)
 
 
@@ -454,6 +478,30 @@ class SweepOptions:
         "--per-rank",
         help="Also write per_rank.csv: every rank's batch time and barrier wait per row.",
         concern="output",
+    )
+    # nccl-tests' JSON report (-J, -I): colbench.report.nccl_tests_json.
+    output_file: str | None = option(
+        None,
+        "--output-file",
+        "--output_file",
+        "-J",
+        help="Also write nccl-tests' JSON report to FILE.json (nccl-tests' layout and "
+        "quirks, docs/nccl-tests.md#json-report); an existing file is kept and FILE.json.0, "
+        ".1... written instead, as nccl-tests does. One --op, one repeat, no variants.",
+        concern="output",
+        nccl_tests="-J",
+        convert=optional(check_json_path),
+    )
+    per_iter_timing: int = option(
+        0,
+        "--per-iter-timing",
+        "--per_iter_timing",
+        "-I",
+        help="1: the -J report gets nccl-tests' per-iteration blocks (every timed call's "
+        "time, the slowest rank's and each rank's); needs -J, not --cuda-graph.",
+        concern="output",
+        nccl_tests="-I",
+        convert=per_iter_flag,
     )
     ceiling_gbps: float | None = option(
         None,

@@ -358,7 +358,8 @@ class RankBench:
                         load_cells=self._load_cells(alone, beside.rate),
                     )
                 )
-                if self.sink is not None and self.context.cfg.output.per_rank:
+                output = self.context.cfg.output
+                if self.sink is not None and (output.per_rank or output.per_iter_timing):
                     self.sink.rank_times(rows[-1], ranks)
             yield rows
         flight.op, flight.dtype, flight.size_bytes = "", "", None
@@ -414,6 +415,7 @@ class RankBench:
             batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
             wait_us=tuple(rank[-2] for rank in every),
             starved_us=tuple(rank[-1] for rank in every),
+            iters_us=tuple(tuple(times) for times in per_rank_iters),
         )
         return times, len(iter_us), slowest_enqueue, ranks
 

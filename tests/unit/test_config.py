@@ -292,13 +292,16 @@ def test_every_option_reaches_the_config() -> None:
         "nccl_probe": False,
         "ceiling_gbps": 12.5,
         "contend": "gemm:64",
+        "output_file": "report.json",
+        "per_iter_timing": 1,
     }
     assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
     base = config.from_options(options.SweepOptions()).to_dict()
     emulated = config.from_options(options.merge({}, {"ranks_per_gpu": 2, "backend": "nccl"}))
     assert emulated.launch.ranks_per_gpu == 2
     for name, value in changed.items():
-        if value is None or name in ("cuda_graph", "ranks_per_gpu"):
-            continue  # size flags: resolve_sizes; -G and --ranks-per-gpu need NCCL
+        if value is None or name in ("cuda_graph", "ranks_per_gpu", "per_iter_timing"):
+            # size flags: resolve_sizes; -G and --ranks-per-gpu need NCCL; -I needs -J
+            continue
         other = config.from_options(options.merge({}, {name: value})).to_dict()
         assert other != base, f"--{name} does not reach the config"
