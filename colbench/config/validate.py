@@ -90,8 +90,14 @@ def validate(cfg: SweepConfig) -> None:
     if not cfg.measure.sizes_bytes:
         raise UsageError("no sizes to run")
     validate_run(cfg)
-    if cfg.measure.root < 0:
-        raise UsageError(f"--root must be a rank (0 or more), got {cfg.measure.root}")
+    if cfg.measure.root < -1:
+        raise UsageError(
+            f"--root must be a rank (0 or more) or -1 (every rank in turn), got {cfg.measure.root}"
+        )
+    if cfg.measure.cuda_graph < 0:
+        raise UsageError(
+            f"--cuda-graph takes a number of graph launches, got {cfg.measure.cuda_graph}"
+        )
     if cfg.measure.cuda_graph and cfg.launch.backend == "gloo":
         # Also checked against the backend ``auto`` picks; this catches it before torch loads.
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
