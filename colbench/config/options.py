@@ -493,7 +493,9 @@ class SweepOptions:
     plot: bool = option(
         False,
         "--plot/--no-plot",
-        help="Write busbw.png and time.png into the run dir.",
+        help="Write busbw.png and time.png into the run dir. Off by default, as nccl-tests "
+        "draws nothing: a sweep is read as its table (p2p and health, read as heatmaps, "
+        "draw theirs by default).",
         concern="output",
     )
     per_rank: bool = option(
