@@ -346,3 +346,20 @@ def test_report_keeps_colbench_placements_and_flags_wrong_rows(
     assert all(float(r[8]) == 1.0 and r[-2] == "True" for r in rows[1:])
     assert "out-of-place rows are left out" in printed and "wrong results in B" in printed
     assert (directory / report.FIGURE).is_file()
+
+
+def test_help_lists_only_what_crosscheck_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["crosscheck", "--help"])
+    text = capsys.readouterr().out
+    options_part = text[text.index("Options:") :]
+    for refused in ("--repeat", "--env", "--time-budget", "--rotate", "--group-size", "--split"):
+        assert refused not in options_part, refused
+    for taken in ("--op", "-b, --minbytes", "-G, --cuda-graph", "-p, --parallel_init", "--mpiexec"):
+        assert taken in options_part, taken
+    # Still parsed, so that giving one is answered with the reason rather than "no such option".
+    code, err = run_main(capsys, "--rotate", "2")
+    assert code == 2 and "crosscheck cannot use --rotate: nccl-tests has nothing like it" in err
+    # nccl-tests' own flags that sweep refuses are refused here with the same reason.
+    code, err = run_main(capsys, "-g", "4")
+    assert code == 2 and "one rank per GPU here; use --nprocs" in err

@@ -258,3 +258,17 @@ def test_root_minus_one_runs_every_rank_as_root_in_turn() -> None:
     ]
     one = plan(parse(["--op", "broadcast", "-r", "2"]), 4, "gloo")
     assert [w.root for w in one] == [2]
+
+
+def test_sweep_help_lists_what_it_takes_not_what_it_refuses(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.conftest import run_main
+
+    code, out, _ = run_main(capsys, "sweep", "--help")
+    assert code == 0
+    for refusal in options.REFUSED:
+        # --memory is refused; --memory-check is colbench's own.
+        assert not re.search(rf"{refusal.flag.long}(?![-\w])", out), refusal.flag.long
+    for taken in ("--warmup_iters", "--datatype", "--cudagraph", "--run_cycles", "-T, --timeout"):
+        assert taken in out, taken
