@@ -117,14 +117,14 @@ rules: WARN 25% below, CRITICAL 50% below, beyond the samples' spread. Writes
 health.jsonl and health.prom (node_exporter's textfile collector) into the run directory
 and prints the table (docs/health.md).
 
-`colbench health learn RUN... --out floors.json` learns floors from 10 or more healthy
-runs; `--floors floors.json` judges against them.
+`colbench health learn RUN... --out floors` learns floors from 10 or more healthy
+runs into floors/floors.json; `--floors floors/floors.json` judges against them.
 
 \b
 Examples:
   srun -N 16 --ntasks-per-node 8 colbench health --drain-list drain.txt
   torchrun --nnodes 6 --nproc-per-node 1 ... -m colbench health --level quick
-  colbench health learn results/health-* --out floors.json
+  colbench health learn results/health-* --out floors
 
 Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
 3 rank failure, 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
