@@ -60,7 +60,11 @@ def validate_counts(*, iters: int, repeat: int, warmup: int, seed: int, root: in
     if iters < 1:
         raise UsageError(f"--iters must be at least 1, got {iters}")
     if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+        # nccl-tests' -N 0 runs until stopped; a run here ends, so its rows can be read.
+        forever = (
+            " (nccl-tests' -N 0, forever, is not offered: give a count)" if repeat == 0 else ""
+        )
+        raise UsageError(f"--repeat must be at least 1, got {repeat}{forever}")
     if warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {warmup}")
 

@@ -272,3 +272,8 @@ def test_sweep_help_lists_what_it_takes_not_what_it_refuses(
         assert not re.search(rf"{refusal.flag.long}(?![-\w])", out), refusal.flag.long
     for taken in ("--warmup_iters", "--datatype", "--cudagraph", "--run_cycles", "-T, --timeout"):
         assert taken in out, taken
+
+
+def test_run_cycles_zero_is_refused_with_the_reason() -> None:
+    with pytest.raises(UsageError, match=r"-N 0, forever, is not offered"):
+        parse(["-N", "0"])
