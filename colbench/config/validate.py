@@ -60,7 +60,11 @@ def validate_counts(*, iters: int, repeat: int, warmup: int, seed: int, root: in
     if iters < 1:
         raise UsageError(f"--iters must be at least 1, got {iters}")
     if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+        # nccl-tests' -N 0 runs until stopped; a run here ends, so its rows can be read.
+        forever = (
+            " (nccl-tests' -N 0, forever, is not offered: give a count)" if repeat == 0 else ""
+        )
+        raise UsageError(f"--repeat must be at least 1, got {repeat}{forever}")
     if warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {warmup}")
 
@@ -90,8 +94,14 @@ def validate(cfg: SweepConfig) -> None:
     if not cfg.measure.sizes_bytes:
         raise UsageError("no sizes to run")
     validate_run(cfg)
-    if cfg.measure.root < 0:
-        raise UsageError(f"--root must be a rank (0 or more), got {cfg.measure.root}")
+    if cfg.measure.root < -1:
+        raise UsageError(
+            f"--root must be a rank (0 or more) or -1 (every rank in turn), got {cfg.measure.root}"
+        )
+    if cfg.measure.cuda_graph < 0:
+        raise UsageError(
+            f"--cuda-graph takes a number of graph launches, got {cfg.measure.cuda_graph}"
+        )
     if cfg.measure.cuda_graph and cfg.launch.backend == "gloo":
         # Also checked against the backend ``auto`` picks; this catches it before torch loads.
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)

@@ -171,6 +171,7 @@ def learn(runs: Sequence[str], out: str) -> int:
         "runs": [str(r) for r in runs],
         "floors": [asdict(f) for f in floors],
     }
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     writing.write_text(out, json.dumps(doc, indent=1) + "\n")
     for floor in floors:
         print(floor_line(floor))
