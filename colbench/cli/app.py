@@ -126,7 +126,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Collective-communication benchmarks on torch.distributed with nccl-tests semantics.\n\n"
     "Sizes use binary units (1K = 1024 bytes); bandwidth is GB/s (1 GB/s = 1e9 bytes/s).\n\n"
-    "Exit codes: 0 ok, 1 wrong results (or rows without memory), a failed gate or "
+    "Exit codes: 0 ok, 1 wrong results (or rows without memory, or an average busbw "
+    "below 0.9x NCCL_TESTS_MIN_BW), a failed gate or "
     "predict --max-error, 2 usage error, 3 rank failure, 4 timeout, 5 a gate that passed "
     "on correctness only (--fail-inconclusive), 6 a file of the run could not be written "
     "(disk full, directory gone), 129/130/131/143 interrupted (SIGHUP/SIGINT/SIGQUIT/"
@@ -165,10 +166,15 @@ class _Deferred:
 
 
 def _with_options(
-    *leading: inspect.Parameter, rows: Callable[[], tuple[Option, ...]] | None = None
+    *leading: inspect.Parameter,
+    rows: Callable[[], tuple[Option, ...]] | None = None,
+    hidden: Callable[[], frozenset[str]] | None = None,
 ) -> Callable[[F], F]:
     """Give a command ``leading`` and then every option of the table (colbench.config.options),
-    or the rows ``rows()`` gives (another command's table), once the command is built."""
+    or the rows ``rows()`` gives (another command's table), once the command is built. With
+    sweep's table come nccl-tests' flags that sweep refuses (parsed, hidden, answered by
+    :func:`_refuse_nccl_tests_flags`); options named in ``hidden()`` are parsed but left out
+    of ``--help`` (the command refuses them)."""
 
     def wrap(func: F) -> F:
         def signature() -> inspect.Signature:
@@ -178,7 +184,10 @@ def _with_options(
                 "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
             )
             table = rows() if rows is not None else None
-            return inspect.Signature([ctx, *leading, *options.typer_parameters(table)])
+            refused = options.refused_parameters() if rows is None else []
+            unlisted = hidden() if hidden is not None else frozenset()
+            parameters = [ctx, *leading, *options.typer_parameters(table, unlisted), *refused]
+            return inspect.Signature(parameters)
 
         return cast(F, _Deferred(func, signature))
 
@@ -199,6 +208,17 @@ def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
     """The options given on the command line (not left at their defaults)."""
     source = ctx.get_parameter_source
     return {k: v for k, v in values.items() if getattr(source(k), "name", "") == "COMMANDLINE"}
+
+
+def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
+    """Take nccl-tests' refused flags out of ``values``; raise with the reason if one asks for
+    what colbench does not do (``-g 1``, what colbench does anyway, passes)."""
+    from colbench.config import options
+
+    given = {r.name: values.pop(r.name, None) for r in options.REFUSED}
+    said = options.refusal_message(given)
+    if said:
+        raise UsageError(said)
 
 
 def _error(message: str) -> None:

@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from colbench import ops as ops_registry
 from colbench.config.model import SweepConfig, default_timeout
 from colbench.config.option_table import config_values
-from colbench.config.options import SweepOptions, parse_split
+from colbench.config.options import SweepOptions, parse_collectives, parse_split
 from colbench.config.options import table as options_table
 from colbench.config.sizes import parse_size, parse_sizes, size_range
 from colbench.config.validate import validate
@@ -25,8 +24,18 @@ def resolve_sizes(
     factor: float | None,
     step: str | None,
 ) -> tuple[int, ...]:
-    """Merge ``--sizes`` with the nccl-tests flags -b/-e/-f/-i into one size list."""
+    """Merge ``--sizes`` with the nccl-tests flags -b/-e/-f/-i into one size list.
+
+    -b/-e mean what they mean in nccl-tests: without -f (or with -f 1) sizes step by -i,
+    1M unless given. ``--sizes MIN-MAX`` is colbench's own range and doubles.
+    """
     step_bytes = parse_size(step) if step is not None else None
+    if factor is not None and factor < 1:
+        raise UsageError(f"step factor must be a whole number of 1 or more, got {factor}")
+    if factor == 1:
+        # nccl-tests: a factor of 1 means "add -i each step".
+        factor = None
+        step_bytes = NCCL_TESTS_STEP_BYTES if step_bytes is None else step_bytes
     if sizes is not None:
         if minbytes is not None or maxbytes is not None:
             raise UsageError("give either --sizes or -b/--minbytes and -e/--maxbytes, not both")
@@ -34,12 +43,20 @@ def resolve_sizes(
     low = parse_size(minbytes) if minbytes is not None else None
     high = parse_size(maxbytes) if maxbytes is not None else None
     if low is None and high is None:
-        return tuple(parse_sizes("1K-16M", factor, step_bytes))
+        return tuple(parse_sizes(DEFAULT_SIZES, factor, step_bytes))
+    if factor is None and step_bytes is None:
+        step_bytes = NCCL_TESTS_STEP_BYTES
     # nccl-tests defaults both ends to 32M; one given end alone means a single size.
     low = high if low is None else low
     high = low if high is None else high
     assert low is not None and high is not None
     return tuple(size_range(low, high, factor, step_bytes))
+
+
+#: colbench's sizes when none are given (nccl-tests' are 32M only: -b 32M -e 32M).
+DEFAULT_SIZES = "1K-16M"
+#: nccl-tests' -i default: the step when -b/-e come without -f.
+NCCL_TESTS_STEP_BYTES = 1024**2
 
 
 def build(
@@ -51,7 +68,7 @@ def build(
     **kwargs: Any,
 ) -> SweepConfig:
     """Validate user choices into a SweepConfig (raises UsageError)."""
-    collectives = ops_registry.parse_ops(op)
+    collectives = parse_collectives(op)
     if kwargs.get("cuda_graph") and op.strip() != "all":
         # Asked for by name, it cannot be quietly left out: refuse. (``all`` skips it.)
         named = [c.name for c in collectives if not c.graph_capturable]

@@ -19,6 +19,7 @@ from colbench.config.options import (
     DEFAULT_TIMEOUT_S,
     EMULATED_INIT_TIMEOUT_S,
     EMULATED_TIMEOUT_S,
+    NO_TIMEOUT_S,
     PLACEMENTS,
     Average,
     Backend,
@@ -40,15 +41,17 @@ class MeasureConfig:
     redops: tuple[str, ...] = ("sum",)
     """Reduction operators for ops that reduce."""
     root: int = 0
-    """Root rank of broadcast, reduce, gather and scatter."""
+    """Root rank of broadcast, reduce, gather and scatter; ``EVERY_ROOT`` (-1) each rank
+    in turn, as nccl-tests' ``-r -1``."""
     placements: tuple[str, ...] = PLACEMENTS
     """``out`` (separate buffers) and/or ``in`` (in-place form), as nccl-tests reports both."""
     iters: int = 20
     """Timed calls per size."""
     warmup: int = 5
     """Untimed calls per size before timing (connection set-up, caches)."""
-    check: bool = True
-    """Verify every result bitwise after timing."""
+    check: int = 1
+    """Passes of fill, run once and verify bitwise after each size's timing (nccl-tests'
+    ``-c N``; a pass that finds wrong elements ends them); 0 verifies nothing."""
     average: Average = "avg"
     """How each rank's batch time is combined before bandwidth is computed."""
     group_size: int | None = None
@@ -78,8 +81,9 @@ class MeasureConfig:
     the minimum), instead of a fixed count."""
     rotate: int = 1
     """Buffer sets cycled call by call, so caches do not flatter repeated calls."""
-    cuda_graph: bool = False
-    """NCCL: capture the timed batch in a CUDA graph and replay it (nccl-tests' -G)."""
+    cuda_graph: int = 0
+    """NCCL: capture the timed batch in a CUDA graph and launch it this many times
+    (nccl-tests' -G N); 0 runs the calls eagerly."""
     repeat: int = 1
     """Times the whole plan is measured, one sample per row each time (rows' ``repeat``)."""
     contend: LoadSpec | None = None
@@ -138,6 +142,10 @@ class OutputConfig:
     """Write per_rank.csv beside results.csv: each rank's batch time and barrier wait."""
     ceiling_gbps: float | None = None
     """The user's rate bounding busbw (GB/s), replacing the hardware's (colbench.hardware)."""
+    output_file: str | None = None
+    """``-J``: nccl-tests' JSON report, an absolute path ending in .json (None: none)."""
+    per_iter_timing: bool = False
+    """``-I 1``: the -J report's per-iteration blocks (every timed call, every rank)."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
 
@@ -225,8 +233,15 @@ _FIELDS: dict[type, frozenset[str]] = {
 }
 
 
+#: ``--root -1``: every rank of the group is the root in turn (nccl-tests' ``-r -1``).
+EVERY_ROOT = -1
+
+
 def default_timeout(given: float | None, ranks_per_gpu: int, *, init: bool) -> float:
-    """``--timeout``/``--init-timeout`` as given, else the default for the fabric."""
+    """``--timeout``/``--init-timeout`` as given, else the default for the fabric;
+    ``--timeout 0`` is nccl-tests' "none", as long a limit as torch is given."""
+    if given == 0 and not init:
+        return NO_TIMEOUT_S
     if given is not None:
         return given
     if ranks_per_gpu > 1:
