@@ -19,7 +19,7 @@ otherwise hide the slowness of the rest. Then every link is asked against the ot
 links that touch no such node.
 
 **How sure.** The m questions (nodes and links, bandwidth and latency) are one family:
-Holm's procedure at ``alpha`` (colbench.analysis.power.holm) keeps the chance that
+Holm's procedure at ``alpha`` (colbench.stats.holm) keeps the chance that
 noise alone names anything at ``alpha``, and each named node or link carries its
 Holm-adjusted p-value. A node is named when its test holds; its links are then not
 listed one by one. A link is named when its test holds and neither of its nodes is.
@@ -34,7 +34,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from colbench.analysis import power, stats
 from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_POWER
 from colbench.analysis.link_tests import (
     Link,
@@ -51,6 +50,7 @@ from colbench.analysis.link_tests import (
     settle_family,
     testable_nodes,
 )
+from colbench.stats import power, rank_tests
 
 __all__ = ["Samples", "judge", "passes_needed"]
 
@@ -116,7 +116,7 @@ def judge(
     failing = tuple(link for link in links if link.fail is not None and link.fail.slow)
     need = passes_needed(len(matrix.keys), m, alpha)
     if passes < need:
-        best = stats.smallest_one_sided_p((len(matrix.keys) - 1) * passes, passes)
+        best = rank_tests.smallest_one_sided_p((len(matrix.keys) - 1) * passes, passes)
         line = (
             f"verdict: not judged: {passes} pass(es) cannot show a link slower than the others "
             f"beyond their spread (the rank test's best p, {best:.2g}, is above the "

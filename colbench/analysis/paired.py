@@ -14,7 +14,7 @@ step-down method, so the chance that any row of an A-vs-A run fails stays at mos
 **What it could see.** Each row states the smallest slowdown of B its test would have
 caught with the gate's power at Holm's strictest level (alpha / rows), from the SD of its
 pairs' log-ratios (:func:`detectable_margin`, simulated like the stored-baseline gate's
-figures in :mod:`colbench.analysis.power`). A gate none of whose rows could see a
+figures in :mod:`colbench.stats.power`). A gate none of whose rows could see a
 slowdown of about twice its limit (too few pairs: R pairs cannot go below p = 2^-R) is
 *inconclusive*: it passes, says so, and exits 5 under ``--fail-inconclusive``.
 """
@@ -31,10 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from colbench.analysis import power
 from colbench.analysis.checks import DEFAULT_POWER, Check, SizeWindow
-from colbench.analysis.stats import median, midranks
 from colbench.errors import UsageError
+from colbench.stats import power
+from colbench.stats.holm import holm
+from colbench.stats.rank_tests import median, midranks
 from colbench.store.results import KEY_COLUMNS, STATUS_OK
 
 #: Above this many pairs the signed-rank distribution is approximated by a normal one.
@@ -74,18 +75,6 @@ def signed_rank_p_greater(diffs: Sequence[float]) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (reject where adjusted < alpha)."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted = [1.0] * m
-    running = 0.0
-    for step, i in enumerate(order):
-        running = max(running, min(1.0, (m - step) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
-
-
 @dataclass(frozen=True)
 class PairedRow:
     """One row of the paired table: B's change against A and the verdict."""
@@ -101,7 +90,7 @@ class PairedRow:
     log_sd: float | None = None
     #: The smallest slowdown of B its test would have caught at the gate's power, at
     #: Holm's strictest level (None: its pairs cannot reach it); and whether that is
-    #: more than twice the limit (insensitive, as in colbench.analysis.power).
+    #: more than twice the limit (insensitive, as in colbench.stats.power).
     detectable: float | None = None
     insensitive: bool = True
 
@@ -188,18 +177,18 @@ def paired_gate(
         every = [x for logs in ratios.values() for x in logs]
         all_rows = dict.fromkeys(ROW_KEYS, "all")
         judged.append(_row(all_rows, every, check.worse_when, limit, list(ratios.values())))
-    adjusted = holm([r.p_value for r in judged])
+    family = holm([r.p_value for r in judged], alpha)
     # Holm's strictest step: the level every row's figure holds at.
     level = alpha / max(len(judged), 1)
     result.rows = []
-    for r, q in zip(judged, adjusted, strict=True):
+    for r, q, rejected in zip(judged, family.adjusted, family.rejected, strict=True):
         margin = None if r.log_sd is None else detectable_margin(r.log_sd, r.pairs, level,
                                                                  target_power)  # fmt: skip
         result.rows.append(
             dataclasses.replace(
                 r,
                 p_holm=q,
-                verdict="fail" if q < alpha else "pass",
+                verdict="fail" if rejected else "pass",
                 detectable=None
                 if margin is None
                 else power.detectable_slowdown(check.limit, check.worse_when, margin),

@@ -7,7 +7,7 @@ healthy node's figure in a new run varies by the run (the machine's drift) and b
 node (node-to-node spread). The runs' means give the between-run spread, the nodes'
 distance from their run's mean the within-run spread; a new figure's standard deviation
 about the grand mean is ``sqrt(between**2 + within**2)``, and it is treated as the gate's
-drift statistic (colbench.analysis.drift.RunSpread) with as many draws as runs: the
+drift statistic (colbench.stats.drift.RunSpread) with as many draws as runs: the
 prediction error ``* sqrt(1 + 1/K)`` and Student's t with K - 1 degrees of freedom, the
 conservative count (nodes of one run drift together).
 
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from colbench import reading
-from colbench.analysis import drift
 from colbench.analysis.checks import DEFAULT_POWER
 from colbench.errors import UsageError
+from colbench.stats import drift
 from colbench.store import metadata, writing
 from colbench.store.metafile import read_or_none
 from colbench.store.results import SCHEMA_VERSION as RESULTS_VERSION

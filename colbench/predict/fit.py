@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colbench.analysis import student_t
 from colbench.analysis.fit.model import BISQUARE_K, HUBER_K, robust_weights
 from colbench.predict.models import PARAMETERS, Parameters, Terms
+from colbench.stats import student_t
 
 #: A point is never dropped for being within this relative distance of the model.
 OUTLIER_FLOOR = 0.05

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from colbench.analysis import noise
 from colbench.predict.engine import (
     Checked,
     CrossRow,
@@ -16,6 +15,7 @@ from colbench.predict.engine import (
 )
 from colbench.predict.fit import Fit
 from colbench.predict.models import PARAMETERS, RING, SAME, describe, rate_gbps
+from colbench.stats import noise
 
 GAMMA = PARAMETERS.index("gamma_us_per_byte")
 

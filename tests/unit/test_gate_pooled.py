@@ -17,9 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis import drift, pooled, power, stats
+from colbench.analysis import pooled
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.verdict import Verdict
+from colbench.stats import power, rank_tests
+from colbench.stats.holm import holm
 from tests.unit.gate_runs import KiB, run_gate, scaled, write_run
 
 BANDWIDTH = -1
@@ -53,7 +55,7 @@ def test_exact_p_counts_every_split_ties_included() -> None:
     assert pooled.pooled_p(strata) == pytest.approx(_brute_force_p(strata))
     # One row is the row's own rank test.
     one = strata[:1]
-    test = stats.mann_whitney_u(one[0].current, one[0].moved, "greater")
+    test = rank_tests.mann_whitney_u(one[0].current, one[0].moved, "greater")
     assert pooled.pooled_p(one) == pytest.approx(test.p_value)
     # Every current sample beyond every moved one in 3 rows of 3 against 3: 1/20 cubed.
     apart = [pooled.Stratum((0.0, 0.1, 0.2), (1.0, 1.1, 1.2))] * 3
@@ -240,9 +242,9 @@ def test_the_weighted_family_keeps_alpha_for_unchanged_runs() -> None:
             pooled.Stratum.of(_lognormal(rng, 5, 0.1), _lognormal(rng, 5, 0.1, 0.85), -1, 0.15)
             for _ in range(12)
         ]
-        rows = [stats.mann_whitney_u(s.current, s.moved, "greater").p_value for s in strata]
+        rows = [rank_tests.mann_whitney_u(s.current, s.moved, "greater").p_value for s in strata]
         p_all = pooled.pooled_p(strata)
-        failed += any(drift.weighted_holm([*rows, p_all], [1 / 24] * 12 + [0.5], 0.05))
+        failed += any(holm([*rows, p_all], 0.05, [1 / 24] * 12 + [0.5]).rejected)
     assert failed / families <= 0.05 + 0.038
 
 

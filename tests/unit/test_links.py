@@ -7,12 +7,8 @@ import itertools
 import random
 import re
 
-import pytest
-
-from colbench.analysis import power
 from colbench.analysis.link_tests import link_samples, metrics, passes_needed
 from colbench.analysis.links import DEFAULT_PASSES, Samples, judge
-from colbench.analysis.paired import holm as holm_adjusted
 
 Pair = tuple[int, int]
 
@@ -197,16 +193,6 @@ def test_link_samples_take_the_worse_direction_of_each_pass() -> None:
     assert link_samples({(1, 0): [5.0, 9.0], (0, 1): [7.0, 3.0]}, lat_metric) == {
         (0, 1): [7.0, 9.0]
     }
-
-
-@pytest.mark.parametrize(
-    "p_values", [[0.01, 0.04, 0.03, 0.5], [0.001] * 5, [0.2, 0.0125, 0.013, 0.02], [1.0]]
-)
-def test_holm_adjusted_p_values_agree_with_holms_decisions(p_values: list[float]) -> None:
-    adjusted = holm_adjusted(p_values)
-    assert all(a >= p for a, p in zip(adjusted, p_values, strict=True))
-    for alpha in (0.01, 0.05, 0.1):
-        assert [a <= alpha for a in adjusted] == power.holm(p_values, alpha)
 
 
 def test_passes_needed_is_the_fewest_that_can_reach_holms_level() -> None:

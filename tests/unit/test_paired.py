@@ -15,7 +15,6 @@ from colbench.analysis.checks import Check, SizeWindow
 from colbench.analysis.gate.command import run as gate_run
 from colbench.analysis.gate.options import GateOptions
 from colbench.analysis.paired import (
-    holm,
     paired_gate,
     signed_rank_p_greater,
 )
@@ -67,11 +66,6 @@ def _exact_for_many(diffs: list[float]) -> float:
         return paired.signed_rank_p_greater(diffs)
     finally:
         paired.EXACT_MAX_PAIRS = saved
-
-
-def test_holm_step_down() -> None:
-    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert holm([0.5]) == [0.5]
 
 
 def _run(slowdown: float, noise: float, rng: random.Random, repeats: int = 10) -> pd.DataFrame:

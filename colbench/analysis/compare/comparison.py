@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from colbench.analysis import noise, stats
 from colbench.analysis.engine import (
     Pair,
     Sample,
@@ -34,6 +33,7 @@ from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, sel
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.report.figures import METRICS, metric, size_axis
+from colbench.stats import noise, rank_tests
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def _side(samples: Sequence[Sample], column: str) -> list[Any]:
     if not samples:
         return [math.nan, math.nan, None, None, 0, None]
     values = [float(s[column]) for s in samples if s.get(column) is not None]
-    value = stats.median(values) if values else math.nan
+    value = rank_tests.median(values) if values else math.nan
     wrong = sum(int(s.get("wrong") or 0) for s in samples)
     spread = noise.spread(values)
     return [value, wrong, samples[0]["backend"], samples[0]["variant"], spread.samples, spread.cv]

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from colbench import ops
-from colbench.analysis import noise, student_t
 from colbench.analysis.series import Line, labels
+from colbench.stats import noise, student_t
 
 HUBER_K = 1.345
 BISQUARE_K = 4.685

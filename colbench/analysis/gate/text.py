@@ -6,10 +6,10 @@ One wording for the console table, the Markdown report and the JUnit properties
 
 from __future__ import annotations
 
-from colbench.analysis import stats
 from colbench.analysis.gate.result import GateResult
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import CheckResult, RowResult, Verdict
+from colbench.stats import rank_tests
 
 
 def rule_text(result: GateResult) -> str:
@@ -78,7 +78,7 @@ def _alone(result: GateResult) -> str:
     if summary is None or not summary.overall or summary.alone < summary.family:
         return ""
     counts = {(c.n_baseline, c.n_current) for r in result.rows for c in _relative(r)}
-    best = min(stats.smallest_one_sided_p(b, c) for b, c in counts)
+    best = min(rank_tests.smallest_one_sided_p(b, c) for b, c in counts)
     shown = ", ".join(f"{b}/{c}" for b, c in sorted(counts))
     return f"{shown} samples: p >= {best:.2g} > {summary.nominal_row_level:.2g}"
 

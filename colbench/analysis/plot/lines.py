@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from colbench.analysis import noise
 from colbench.analysis.series import Line, Run, labels, lines, load_runs
 from colbench.errors import UsageError
 from colbench.report.figures import Metric, metric, pyplot, save, size_axis, unused_path
+from colbench.stats import noise
 from colbench.store.rundir import RunDir
 
 

@@ -20,8 +20,8 @@ whose smallest attainable p-value is above ``level`` can detect nothing: None.
 1 - before/after of the time (a time rise r is a slowdown of r / (1 + r); "25% slower"
 is bandwidth x 0.75, time x 1.33), so that busbw and time checks speak one language.
 
-**Family-wise control.** A gate judges many rows; :func:`holm` keeps the chance that
-any row of an unchanged run fails at ``alpha`` (Holm's step-down procedure).
+**Family-wise control.** A gate judges many rows; :mod:`colbench.stats.holm` keeps the
+chance that any row of an unchanged run fails at ``alpha``.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from colbench.analysis import stats
-from colbench.analysis.checks import DEFAULT_POWER
+from colbench.stats import rank_tests
+from colbench.stats.levels import DEFAULT_POWER
 
 #: The power every detectable-change figure is stated at.
 #: Mann-Whitney against the t-test on normal data: asymptotic relative efficiency 3/pi.
@@ -65,7 +65,7 @@ def shift_margin(
     None when the exact rank test of these sample counts can never reach ``level``."""
     if n_baseline < 1 or n_current < 1 or not 0 < level < 1 or not 0 < power < 1:
         return None
-    if stats.smallest_one_sided_p(n_baseline, n_current) > level:
+    if rank_tests.smallest_one_sided_p(n_baseline, n_current) > level:
         return None
     return sigma * _standard_margin(n_baseline, n_current, round(level, 12), round(power, 12))
 
@@ -121,7 +121,7 @@ def smallest_shift(caught: Callable[[float], float], power: float, steps: int = 
 
 def _critical_u(n: int, m: int, level: float) -> int:
     """The largest U with P(U <= u) <= level under the null, for untied samples."""
-    doubled = stats.rank_sum_counts(range(1, n + m + 1), n, np.float64)
+    doubled = rank_tests.rank_sum_counts(range(1, n + m + 1), n, np.float64)
     # Untied doubled rank sums are even: every other entry, from n (n + 1) / 2 on, is U.
     counts = doubled[n * (n + 1) :: 2][: n * m + 1]
     cdf = np.cumsum(counts) / counts.sum()
@@ -146,17 +146,3 @@ def insensitive(limit: float, worse_when: int, margin: float | None) -> bool:
         return True
     moved = math.exp(margin) - 1 if worse_when > 0 else 1 - math.exp(-margin)
     return moved > limit
-
-
-def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
-    """Holm's step-down procedure: which hypotheses are rejected with the family-wise
-    error rate kept at ``alpha``. The smallest p must be <= alpha/m, the next <=
-    alpha/(m-1), and so on; the first that is not stops the rejections."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    rejected = [False] * m
-    for step, i in enumerate(order):
-        if p_values[i] > alpha / (m - step):
-            break
-        rejected[i] = True
-    return rejected
