@@ -67,7 +67,7 @@ def shift_margin(
         return None
     if rank_tests.smallest_one_sided_p(n_baseline, n_current) > level:
         return None
-    return sigma * _standard_margin(n_baseline, n_current, round(level, 12), round(power, 12))
+    return sigma * _rank_sum_margin(n_baseline, n_current, round(level, 12), round(power, 12))
 
 
 def normal_margin(
@@ -78,38 +78,36 @@ def normal_margin(
     return z * sigma * math.sqrt(1 / n_baseline + 1 / n_current) * _RANK_TEST_INFLATION
 
 
-#: Simulated pairs of samples per power figure; the figure's own noise is about 2%.
-_TRIALS = 4000
+#: Simulated trials per power figure (fewer for strata of many samples: memory); a
+#: figure's own noise is about 2%.
+_TRIALS = {"rank sum": 4000, "signed rank": 2000, "stratified": 2000}
+_MAX_SIMULATED = 20_000_000
 
 
-@functools.lru_cache(maxsize=256)
-def _standard_margin(n_baseline: int, n_current: int, level: float, power: float) -> float:
-    """The shift, in standard deviations, at which the exact one-sided rank test of
-    n_baseline against n_current normal samples rejects at ``level`` with ``power``.
+def upper_critical(null_counts: np.ndarray, level: float) -> int:
+    """The smallest value k of a statistic (an index into its null distribution's counts)
+    with P(statistic >= k) <= ``level``; past the end when no value reaches ``level``."""
+    hits = np.flatnonzero(rank_tests.upper_tail(null_counts) <= level)
+    return int(hits[0]) if hits.size else len(null_counts)
+
+
+def simulated_margin(
+    statistic: Callable[[float], np.ndarray], critical: float, power: float, steps: int = 30
+) -> float:
+    """The one power simulation: the smallest shift at which a test rejects
+    (``statistic(shift) >= critical``, over fixed random numbers, so that the figure is
+    the same every time and rises with the shift) in ``power`` of the trials: doubling,
+    then bisection.
 
     Simulated, not read off the normal approximation: at R = 3..10 samples and the small
-    levels that Holm asks for, the test's discreteness makes the approximation promise
+    levels that Holm asks for, a rank test's discreteness makes the approximation promise
     power it does not have (5 against 5 at 0.004 catches about 40% of the shifts the
-    approximation says it catches 80% of). The critical U comes from the exact null
-    distribution; the random numbers are fixed, so the figure is the same every time.
+    approximation says it catches 80% of). The critical values come from exact nulls.
     """
-    critical = _critical_u(n_baseline, n_current, level)
-    rng = np.random.default_rng(20261123)
-    base = rng.standard_normal((_TRIALS, n_baseline, 1))
-    cur = rng.standard_normal((_TRIALS, 1, n_current))
 
     def caught(shift: float) -> float:
-        # U counts pairs with the current sample above the baseline's; a slowdown of
-        # bandwidth moves the current samples down, so small U rejects.
-        u = ((cur - shift) > base).sum(axis=(1, 2))
-        return float((u <= critical).mean())
+        return float((statistic(shift) >= critical).mean())
 
-    return smallest_shift(caught, power, steps=40)
-
-
-def smallest_shift(caught: Callable[[float], float], power: float, steps: int = 30) -> float:
-    """The smallest shift at which ``caught`` (a simulated power curve over fixed random
-    numbers, rising with the shift) reaches ``power``: doubling, then bisection."""
     low, high = 0.0, 1.0
     while caught(high) < power and high < 1e3:
         low, high = high, high * 2
@@ -119,13 +117,82 @@ def smallest_shift(caught: Callable[[float], float], power: float, steps: int = 
     return high
 
 
-def _critical_u(n: int, m: int, level: float) -> int:
-    """The largest U with P(U <= u) <= level under the null, for untied samples."""
+@functools.lru_cache(maxsize=256)
+def _rank_sum_margin(n_baseline: int, n_current: int, level: float, power: float) -> float:
+    """The shift, in standard deviations, at which the exact one-sided Mann-Whitney test
+    of n_baseline against n_current normal samples rejects at ``level`` with ``power``."""
+    n, m = n_baseline, n_current
     doubled = rank_tests.rank_sum_counts(range(1, n + m + 1), n, np.float64)
-    # Untied doubled rank sums are even: every other entry, from n (n + 1) / 2 on, is U.
-    counts = doubled[n * (n + 1) :: 2][: n * m + 1]
-    cdf = np.cumsum(counts) / counts.sum()
-    return int(np.searchsorted(cdf, level, side="right")) - 1
+    # Untied doubled rank sums are even: every other entry, from n (n + 1) / 2 on, is U;
+    # reversed, the counts of n m - U, which grows as the current samples fall behind.
+    critical = upper_critical(doubled[n * (n + 1) :: 2][: n * m + 1][::-1], level)
+    rng = np.random.default_rng(20261123)
+    base = rng.standard_normal((_TRIALS["rank sum"], n, 1))
+    cur = rng.standard_normal((_TRIALS["rank sum"], 1, m))
+
+    def behind(shift: float) -> np.ndarray:
+        # U counts pairs with the current sample above the baseline's; a slowdown of
+        # bandwidth moves the current samples down, so small U (large n m - U) rejects.
+        return n * m - ((cur - shift) > base).sum(axis=(1, 2))
+
+    return simulated_margin(behind, critical, power, steps=40)
+
+
+@functools.lru_cache(maxsize=256)
+def signed_rank_margin(pairs: int, level: float, power: float) -> float:
+    """The shift, in SDs of a difference, at which the one-sided signed-rank test of
+    ``pairs`` normal differences rejects at ``level`` with ``power``: the critical W+
+    from the exact null up to :data:`rank_tests.EXACT_MAX_PAIRS` pairs and the normal one
+    beyond (as :func:`rank_tests.signed_rank_p_greater` decides)."""
+    if pairs <= rank_tests.EXACT_MAX_PAIRS:
+        # Untied doubled ranks: the even entries are the counts of W+ itself.
+        counts = rank_tests.signed_rank_counts([2 * r for r in range(1, pairs + 1)])
+        critical = float(upper_critical(counts[::2], level))
+    else:
+        sd = math.sqrt(pairs * (pairs + 1) * (2 * pairs + 1) / 24)
+        critical = pairs * (pairs + 1) / 4 + 0.5 + NormalDist().inv_cdf(1 - level) * sd
+    noise = np.random.default_rng(20261125).standard_normal((_TRIALS["signed rank"], pairs))
+    ranks = np.arange(1, pairs + 1)
+
+    def w_plus(shift: float) -> np.ndarray:
+        d = noise + shift
+        ordered = np.take_along_axis(d, np.argsort(np.abs(d), axis=1), axis=1)
+        return ((ordered > 0) * ranks).sum(axis=1)
+
+    return simulated_margin(w_plus, critical, power)
+
+
+@functools.lru_cache(maxsize=64)
+def stratified_margin(
+    rows: tuple[tuple[float, int, int], ...], level: float, power: float
+) -> float:
+    """The log shift, the same in every stratum of (log SD, baseline samples, current
+    samples), at which the stratified rank test (the sum of the strata's U) rejects at
+    ``level`` with ``power``; the critical sum from the convolved exact nulls."""
+    pmf = np.ones(1)
+    for _, n_b, n_c in rows:
+        pmf = np.convolve(pmf, rank_tests.u_null(range(1, n_b + n_c + 1), n_c, n_b))
+    critical = upper_critical(pmf, level)
+    pairs = sum(n_b * n_c for _, n_b, n_c in rows)
+    trials = max(200, min(_TRIALS["stratified"], _MAX_SIMULATED // pairs))
+    rng = np.random.default_rng(20261125)
+    # z_b - z_c of every pair: with the current run moved by d SDs beyond the moved
+    # baseline, a pair is worse when z_c + d > z_b.
+    gaps = [
+        (rng.standard_normal((trials, n_b, 1)) - rng.standard_normal((trials, 1, n_c)))
+        .reshape(trials, -1)
+        .astype(np.float32)
+        for _, n_b, n_c in rows
+    ]
+
+    def doubled_u(shift: float) -> np.ndarray:
+        total = np.zeros(trials, dtype=np.int64)
+        for gap, (sigma, _, _) in zip(gaps, rows, strict=True):
+            scaled = shift / sigma if sigma > 0 else math.inf
+            total += 2 * (gap < scaled).sum(axis=1)
+        return total
+
+    return simulated_margin(doubled_u, critical, power)
 
 
 def detectable_slowdown(limit: float, worse_when: int, margin: float) -> float:

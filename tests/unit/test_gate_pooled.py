@@ -63,6 +63,22 @@ def test_exact_p_counts_every_split_ties_included() -> None:
     assert pooled.smallest_p([(3, 3)] * 3) == pytest.approx(0.05**3)
 
 
+def test_the_test_and_its_power_figure_read_one_tail_at_an_exact_level() -> None:
+    # Three rows of 3 against 3 whose U are 9, 9 and 5: P(S >= observed) is 80 / 8000,
+    # 0.01 exactly. The test rejected such a run at 0.01 while the power figure, its
+    # tail summed another way (0.010000000000000002), counted it as not caught and
+    # stated a larger figure; both read rank_tests.upper_tail now.
+    strata = [pooled.Stratum((0.0, 0.1, 0.2), (1.0, 1.1, 1.2))] * 2
+    strata.append(pooled.Stratum((0.0, 1.05, 1.25), (1.0, 1.1, 1.2)))
+    assert [s.doubled_u for s in strata] == [18, 18, 10]
+    assert _brute_force_p(strata) == 0.01
+    assert pooled.pooled_p(strata) == 0.01
+    # The figure at 0.01 uses that critical sum: the same as just above 0.01, not below.
+    figure = pooled.uniform_margin([(0.1, 3, 3)] * 3, 0.01, 0.8)
+    assert figure == pooled.uniform_margin([(0.1, 3, 3)] * 3, 0.0100001, 0.8)
+    assert figure != pooled.uniform_margin([(0.1, 3, 3)] * 3, 0.0099999, 0.8)
+
+
 def test_normal_approximation_for_many_samples_agrees_with_the_exact_count() -> None:
     rng = np.random.default_rng(2)
     strata = [
