@@ -170,9 +170,7 @@ def _row(
 ) -> PairedRow:
     """One row's test (of ``logs``, the pairs' log(B/A)); its spread from ``groups``."""
     p = rank_tests.signed_rank_p_greater([worse_when * x - limit for x in logs])
-    squares = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups)
-    dof = sum(len(g) - 1 for g in groups)
-    sd = math.sqrt(squares / dof) if dof else None
+    sd = rank_tests.pooled_sd(groups)
     return PairedRow(key, len(logs), math.expm1(median(logs)), p, log_sd=sd)
 
 

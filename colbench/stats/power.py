@@ -44,18 +44,9 @@ _RANK_TEST_INFLATION = math.sqrt(math.pi / 3)
 def log_spread(baseline: Sequence[float], current: Sequence[float]) -> float | None:
     """Pooled standard deviation of the log values, each side about its own mean;
     None when it cannot be estimated (a non-positive value, or no degree of freedom)."""
-    sides = [list(baseline), list(current)]
-    if any(v <= 0 for side in sides for v in side):
+    if any(v <= 0 for side in (baseline, current) for v in side):
         return None
-    squares, dof = 0.0, 0
-    for side in sides:
-        if len(side) < 2:
-            continue
-        logs = [math.log(v) for v in side]
-        mean = sum(logs) / len(logs)
-        squares += sum((x - mean) ** 2 for x in logs)
-        dof += len(logs) - 1
-    return math.sqrt(squares / dof) if dof else None
+    return rank_tests.pooled_sd([[math.log(v) for v in side] for side in (baseline, current)])
 
 
 def shift_margin(

@@ -43,6 +43,19 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
     return float(data.std(ddof=1)) / abs(mean)
 
 
+def pooled_sd(groups: Sequence[Sequence[float]]) -> float | None:
+    """The pooled standard deviation of groups, each about its own mean; None without a
+    degree of freedom (no group of two)."""
+    squares, dof = 0.0, 0
+    for group in groups:
+        if len(group) < 2:
+            continue
+        mean = sum(group) / len(group)
+        squares += sum((x - mean) ** 2 for x in group)
+        dof += len(group) - 1
+    return math.sqrt(squares / dof) if dof else None
+
+
 def midranks(values: Sequence[float]) -> list[float]:
     """1-based ranks, ties sharing the mean of the ranks they span."""
     order = sorted(range(len(values)), key=lambda i: values[i])
