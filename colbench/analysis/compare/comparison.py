@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from colbench import text
 from colbench.analysis.engine import (
     Pair,
     Sample,
@@ -34,6 +35,7 @@ from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.report.figures import METRICS, metric, size_axis
 from colbench.stats import noise, rank_tests
+from colbench.text import Column
 
 
 @dataclass(frozen=True)
@@ -245,22 +247,24 @@ def format_table(comparison: Comparison) -> str:
         f"~ after B/A: within {noise.BAND_SDS:g} combined spreads of 1, noise could explain it"
     )
     shown = comparison.join_on_variant
-    width = max([len(str(v)) for v in table["variant"]] + [7]) + 2 if shown else 0
-    variant_head = f"{'variant':<{width}}" if shown else ""
-    lines_out.append(
-        f"# {'op':<15}{variant_head}{'dtype':<10}{'redop':<6}{'placement':<14}{'size':>8}"
-        f"{'A ' + name:>12}{'B ' + name:>12}{'B/A':>9}{'spread':>14}  note"
-    )
+    width = max([len(str(v)) for v in table["variant"]] + [7]) + 2
+    columns = (
+        Column("op", 15, "<", ""), *([Column("variant", width, "<", "")] if shown else []),
+        Column("dtype", 10, "<", ""), Column("redop", 6, "<", ""),
+        Column("placement", 14, "<", ""), Column("size", 8, gap=""),
+        Column("A " + name, 12, gap=""), Column("B " + name, 12, gap=""),
+        Column("B/A", 9, gap=""), Column("spread", 14, gap=""), Column("note", gap="  "),
+    )  # fmt: skip
+    lines_out.append(text.header(columns))
     for row in table.itertuples(index=False):
         ratio = "x" if not row.comparable else f"{row.ratio:.3f}"
         ratio += "~" if row.within_noise is True else ""
-        variant = f"{str(row.variant) or '-':<{width}}" if shown else ""
-        lines_out.append(
-            f"  {row.op:<15}{variant}{row.dtype:<10}"
-            f"{row.redop:<6}{PLACEMENT_NAMES[int(row.in_place)]:<14}"
-            f"{format_size(int(row.size_bytes)):>8}{_value(row.value_a):>12}"
-            f"{_value(row.value_b):>12}{ratio:>9}{_spread_text(row):>14}  {row.reason}".rstrip()
-        )
+        cells = (
+            row.op, *([str(row.variant) or "-"] if shown else []), row.dtype, row.redop,
+            PLACEMENT_NAMES[int(row.in_place)], format_size(int(row.size_bytes)),
+            _value(row.value_a), _value(row.value_b), ratio, _spread_text(row), row.reason,
+        )  # fmt: skip
+        lines_out.append(text.line(cells, columns))
     lines_out += [f"# {line}" for line in summary(comparison)]
     return "\n".join(lines_out)
 
