@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colbench import ops
+from colbench import ops, text
 from colbench.analysis.series import Line, labels
 from colbench.stats import noise, robust, student_t
+from colbench.text import Column
 
 
 @dataclass(frozen=True)
@@ -203,13 +204,10 @@ def approx_size(size_bytes: float) -> str:
 
 
 def _number(value: float | None, spec: str) -> str:
-    """``value`` in ``spec`` (``10.2f``), or n/a / inf padded to the same width."""
-    width = int(spec.split(".")[0] or 0)
+    """``value`` in ``spec`` (``.2f``), or n/a, or inf."""
     if value is None:
-        return f"{'n/a':>{width}}"
-    if math.isinf(value):
-        return f"{'inf':>{width}}"
-    return format(value, spec)
+        return "n/a"
+    return "inf" if math.isinf(value) else format(value, spec)
 
 
 def _short(value: float) -> str:
@@ -229,29 +227,34 @@ def _range(bounds: tuple[float, float] | None) -> str:
 def report(results: Sequence[FitResult], found: Sequence[Crossover]) -> str:
     """The fit as text: one line per curve with its parameters' 95% intervals, a warning
     for each poor fit, then the crossovers (said when noise could explain one)."""
-    width = max([len(r.label) for r in results] + [5])
+    line = Column("line", max([len(r.label) for r in results] + [5]), "<")
+    sizes_column = Column("sizes", 6)
+    columns = (
+        line, Column("alpha(us)", 10), Column("alpha 95%", 17), Column("beta(GB/s)", 11),
+        Column("beta 95%", 17), Column("bus beta", 9), Column("rms err", 8), sizes_column,
+    )  # fmt: skip
     lines = [
         "# time = alpha + size / beta, fitted per line on relative error, outliers down-weighted",
         "# alpha: latency (us); beta: algorithm bandwidth (GB/s, 1e9 B/s); "
         "bus beta = beta * the op's busbw factor; 95% intervals from the points' scatter",
-        f"# {'line':<{width}} {'alpha(us)':>10} {'alpha 95%':>17} {'beta(GB/s)':>11} "
-        f"{'beta 95%':>17} {'bus beta':>9} {'rms err':>8} {'sizes':>6}",
+        text.header(columns),
     ]
     warnings = []
     for r in results:
         sizes = len(r.line.size_bytes)
         if r.model is None:
-            lines.append(f"  {r.label:<{width}} {'not enough sizes to fit':>40} {sizes:>6}")
+            short = (line, Column("", 40), sizes_column)
+            lines.append(text.line((r.label, "not enough sizes to fit", sizes), short))
             continue
         spread = r.spread
-        lines.append(
-            f"  {r.label:<{width}} {_number(r.model.alpha_us, '10.2f')} "
-            f"{_range(spread.alpha_interval if spread else None):>17} "
-            f"{_number(r.model.beta_gbps, '11.4g')} "
-            f"{_range(spread.beta_interval if spread else None):>17} "
-            f"{_number(r.bus_beta_gbps, '9.4g')} "
-            f"{_number(None if r.rel_rms is None else 100 * r.rel_rms, '7.1f')}% {sizes:>6}"
-        )
+        rms = None if r.rel_rms is None else 100 * r.rel_rms
+        cells = (
+            r.label, _number(r.model.alpha_us, ".2f"),
+            _range(spread.alpha_interval if spread else None),
+            _number(r.model.beta_gbps, ".4g"), _range(spread.beta_interval if spread else None),
+            _number(r.bus_beta_gbps, ".4g"), _number(rms, ".1f") + "%", sizes,
+        )  # fmt: skip
+        lines.append(text.line(cells, columns))
         if noise.poor_fit(r.rel_rms):
             assert r.rel_rms is not None
             warnings.append(f"# warning: {noise.poor_fit_warning(r.label, r.rel_rms)}")
