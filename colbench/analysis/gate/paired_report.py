@@ -6,7 +6,15 @@ and a job summary never disagree; every verdict comes from colbench.analysis.pai
 
 from __future__ import annotations
 
+from colbench import text
 from colbench.analysis.paired import PairedResult, PairedRow
+from colbench.text import Column
+
+_COLUMNS = (
+    Column("op", 16), Column("dtype", 9), Column("size_bytes", 12), Column("place", 5),
+    Column("pairs", 5), Column("B vs A", 8), Column("p_holm", 8), Column("detect", 7),
+    Column("verdict", gap="  "),
+)  # fmt: skip
 
 
 def _is_all(row: PairedRow) -> bool:
@@ -74,18 +82,12 @@ def _cells(row: PairedRow) -> tuple[str, ...]:
 
 def console_lines(result: PairedResult) -> list[str]:
     """The paired table and its verdict line."""
-    widths = (16, 9, 12, 5, 5, 8, 8, 7)
-    head = ("op", "dtype", "size_bytes", "place", "pairs", "B vs A", "p_holm", "detect")
     lines = [
         f"# paired gate: {result.variant_b} (B) against {result.variant_a} (A) in {result.run}",
         f"# {_rule(result)}",
-        "#" + " ".join(f"{h:>{w}}" for h, w in zip(head, widths, strict=True))[1:] + "  verdict",
+        text.header(_COLUMNS, lead=""),
     ]
-    for row in result.rows:
-        cells = _cells(row)
-        lines.append(
-            " ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=False)) + f"  {cells[-1]}"
-        )
+    lines += [text.line(_cells(row), _COLUMNS, lead="") for row in result.rows]
     lines += [f"missing: {m}" for m in result.missing]
     lines += [f"wrong elements: {w}" for w in result.wrong]
     lines.append(verdict_line(result))
@@ -104,9 +106,7 @@ def markdown(result: PairedResult) -> str:
         "",
         f"Rule: {_rule(result)}.",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
-        *("| " + " | ".join(_cells(r)) + " |" for r in result.rows),
+        *text.markdown(head, [_cells(r) for r in result.rows]),
         "",
         *(f"- missing: {m}" for m in result.missing),
         *(f"- wrong elements: {w}" for w in result.wrong),
