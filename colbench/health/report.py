@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from colbench import reading
+from colbench import reading, text
 from colbench.analysis.link_tests import MIN_NODES
 from colbench.errors import ExitCode
 from colbench.health import floors as floor_files
@@ -43,6 +43,7 @@ from colbench.p2p.report import matrix_text
 from colbench.run.protocol import Failure
 from colbench.store import metadata, writing
 from colbench.store.rundir import RunDir
+from colbench.text import Column
 
 JSONL_FILE, PROM_FILE, PLOT_FILE = "health.jsonl", "health.prom", "health.png"
 SAMPLES = reading.Kind("health samples file", 256 * 1024**2)
@@ -200,7 +201,7 @@ def _gbps(value: float | None) -> str:
 
 def table(findings: Sequence[Finding]) -> str:
     header = ("node", "check", "size_bytes", "busbw_gbps", "fleet_gbps", "floor_gbps", "verdict")
-    rows = [header] + [
+    rows = [
         (
             f.node,
             f.check,
@@ -212,10 +213,8 @@ def table(findings: Sequence[Finding]) -> str:
         )
         for f in _order(findings)
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
+    columns = text.fit([Column(h, align="<", gap="  ") for h in header], rows)
+    return "\n".join(text.line(r, columns, lead="") for r in [header, *rows])
 
 
 def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:

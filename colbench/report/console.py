@@ -136,7 +136,7 @@ def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
         str(first["redop"]),
         str(first["root"]),
     ]
-    columns = _HEAD
+    columns: tuple[Column, ...] = _HEAD
     by_place = {int(r["in_place"]): r for r in rows}
     for in_place in (0, 1):
         row = by_place.get(in_place)
