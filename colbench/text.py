@@ -59,6 +59,13 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[object]]) -> tuple[Co
     )
 
 
+def number(value: float | None) -> str:
+    """A measured value in 4 significant digits; ``-`` where there is none (None, NaN)."""
+    if value is None or value != value:  # NaN is the only value unequal to itself
+        return "-"
+    return f"{float(value):.4g}"
+
+
 def markdown(head: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     """A Markdown table (job summaries): the head, its rule, a line per row."""
     return [

@@ -50,7 +50,7 @@ def summary_lines(
             place = "in" if row["in_place"] else "out"
             cells = (
                 row["op"], row["dtype"], row["size_bytes"], place, f"{time_a:.1f}",
-                f"{time_b:.1f}", change, _rate(alone), _rate(beside),
+                f"{time_b:.1f}", change, text.number(alone), text.number(beside),
             )  # fmt: skip
             lines.append(text.line(cells, _COLUMNS, lead=""))
         lines.append(
@@ -79,7 +79,3 @@ def _rate_columns(group: Any) -> tuple[str, str]:
 def _median(values: Any) -> float | None:
     known = [float(v) for v in values.dropna()]
     return statistics.median(known) if known else None
-
-
-def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"

@@ -10,7 +10,6 @@ all_reduce) are left out of the table and the figure, with one line saying so.
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,12 +104,6 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.
     return comparison, table
 
 
-def _num(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{float(value):.4g}"
-
-
 def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir: Path) -> str:
     """The side-by-side table with what was run, what was left out and the summary."""
     cfg, coll = plan.cfg, plan.coll
@@ -140,8 +133,8 @@ def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir:
         ratio = f"{row.time_ratio:.3f}" if row.comparable else "x"
         cells = (
             PLACEMENT_NAMES[int(row.in_place)], format_size(int(row.size_bytes)),
-            _num(row.nccl_tests_time_us), _num(row.colbench_time_us), ratio,
-            _num(row.nccl_tests_busbw_gbps), _num(row.colbench_busbw_gbps), row.note,
+            text.number(row.nccl_tests_time_us), text.number(row.colbench_time_us), ratio,
+            text.number(row.nccl_tests_busbw_gbps), text.number(row.colbench_busbw_gbps), row.note,
         )  # fmt: skip
         out.append(text.line(cells, _COLUMNS))
     out += [f"# {line}" for line in compare.summary(comparison)]

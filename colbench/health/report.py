@@ -195,10 +195,6 @@ def write_prom(path: Path, findings: Sequence[Finding], run_id: str) -> None:
     writing.write_text(path, "\n".join(lines) + "\n")
 
 
-def _gbps(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
 def table(findings: Sequence[Finding]) -> str:
     header = ("node", "check", "size_bytes", "busbw_gbps", "fleet_gbps", "floor_gbps", "verdict")
     rows = [
@@ -206,9 +202,9 @@ def table(findings: Sequence[Finding]) -> str:
             f.node,
             f.check,
             str(f.size_bytes),
-            _gbps(f.busbw_gbps or None),
-            _gbps(f.fleet_gbps),
-            _gbps(f.floor_gbps),
+            text.number(f.busbw_gbps or None),
+            text.number(f.fleet_gbps),
+            text.number(f.floor_gbps),
             f.verdict,
         )
         for f in _order(findings)
@@ -232,8 +228,9 @@ def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:
             where = naming.where_text(worst)
             lines.append(
                 f"health: {tier} {node}: {len(bad)} of {len(mine)} checks; {worst.check} "
-                f"{_gbps(worst.busbw_gbps or None)} GB/s against the fleet's "
-                f"{_gbps(worst.fleet_gbps)} ({worst.evidence})" + (f"; {where}" if where else "")
+                f"{text.number(worst.busbw_gbps or None)} GB/s against the fleet's "
+                f"{text.number(worst.fleet_gbps)} ({worst.evidence})"
+                + (f"; {where}" if where else "")
             )
     if not lines:
         few = f": fewer than {MIN_NODES} nodes" if len(nodes) < MIN_NODES and not judged else ""

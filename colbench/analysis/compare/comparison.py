@@ -227,12 +227,6 @@ def _spread_text(row: Any) -> str:
     return f"{a.text()}/{b.text()}"
 
 
-def _value(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{float(value):.4g}"
-
-
 def format_table(comparison: Comparison) -> str:
     """The comparison as text for the terminal: both values, ratio, and a summary per line."""
     chosen = METRICS[comparison.metric_name]
@@ -262,7 +256,8 @@ def format_table(comparison: Comparison) -> str:
         cells = (
             row.op, *([str(row.variant) or "-"] if shown else []), row.dtype, row.redop,
             PLACEMENT_NAMES[int(row.in_place)], format_size(int(row.size_bytes)),
-            _value(row.value_a), _value(row.value_b), ratio, _spread_text(row), row.reason,
+            text.number(row.value_a), text.number(row.value_b), ratio, _spread_text(row),
+            row.reason,
         )  # fmt: skip
         lines_out.append(text.line(cells, columns))
     lines_out += [f"# {line}" for line in summary(comparison)]
