@@ -63,9 +63,7 @@ def spread_of(log_medians: Sequence[float]) -> RunSpread | None:
     k = len(log_medians)
     if k < 3:
         return None
-    mean = sum(log_medians) / k
-    sd = math.sqrt(sum((x - mean) ** 2 for x in log_medians) / (k - 1))
-    return RunSpread(mean, sd, k)
+    return RunSpread(sum(log_medians) / k, rank_tests.pooled_sd([log_medians]) or 0.0, k)
 
 
 def overall_spread(baseline_logs: Sequence[Sequence[float]]) -> RunSpread | None:

@@ -1,16 +1,11 @@
 """The one robust fit: relative least squares, reweighted Huber first, then bisquare.
 
-Both ``colbench fit`` (time = alpha + size / beta per line) and ``colbench predict``
-(overhead, alpha, beta, gamma over every (N, size)) fit times that span six or more
-orders of magnitude, so they minimise *relative* residuals (measured - model) /
-measured: an absolute fit would let the largest size decide everything. With ``relative``
-the design divided row by row by the measured time, the model of a point is
-``relative @ params`` and its relative residual ``1 - relative @ params``.
-
-Small sizes on a shared machine are noisy (gloo calls wander between 0.3 and 3 ms), so
-residuals are reweighted iteratively on a robust scale (their median absolute deviation):
-Huber weights first, for a stable start, then Tukey's bisquare, which gives gross
-outliers zero weight. Parameters are never negative (a latency or a time per byte).
+``fit`` and ``predict`` fit times spanning six orders of magnitude, so they minimise
+*relative* residuals: ``relative`` is the design divided row by row by the measured
+time, and a point's residual is ``1 - relative @ params``. Small sizes on a shared
+machine are noisy, so residuals are reweighted on their median absolute deviation:
+Huber first for a stable start, then Tukey's bisquare, which gives gross outliers zero
+weight. Parameters are never negative (a latency or a time per byte).
 """
 
 from __future__ import annotations
