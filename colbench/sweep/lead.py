@@ -31,7 +31,6 @@ from colbench.store.results import Row
 from colbench.store.rundir import RunDir
 from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.plan import Work, count_units, row_weight, weight_total
-from colbench.sweep.timing import GRAPH_REPLAYS
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ def _json_report(
         warmup_iters=cfg.measure.warmup,
         iterations=cfg.measure.iters,
         validation=cfg.measure.check,
-        graph=GRAPH_REPLAYS if cfg.measure.cuda_graph else 0,
+        graph=cfg.measure.cuda_graph,
         per_iter_timing=cfg.output.per_iter_timing,
         devices=devices,
     )
