@@ -59,6 +59,10 @@ def fit(value: float, text: str, width: int) -> str:
     return short
 
 
+#: One spelling for a cell with nothing to show: a placement torch lacks (no out-of-place
+#: all_reduce) and a #wrong not counted (--check 0), where nccl-tests prints N/A.
+NOT_AVAILABLE = "n/a"
+
 def _commented(line: str) -> str:
     return "#" + line[1:] if line.startswith(" ") else "#" + line
 
@@ -100,9 +104,9 @@ def _status_block(status: str) -> str:
     """A placement without a measurement: its status where the numbers would be."""
     widths = [w for _, w in _PER_PLACEMENT]
     if len(status) < min(widths[:3]):
-        return _cells([status] * 3 + ["N/A"], _PER_PLACEMENT)
+        return _cells([status] * 3 + [NOT_AVAILABLE], _PER_PLACEMENT)
     # Too long for one cell (unsupported): one span over time, algbw and busbw.
-    return _cells([status, "N/A"], (("", sum(widths[:3])), _PER_PLACEMENT[3]))
+    return _cells([status, NOT_AVAILABLE], (("", sum(widths[:3])), _PER_PLACEMENT[3]))
 
 
 def _measured_block(row: Mapping[str, Any]) -> str:
@@ -115,7 +119,7 @@ def _measured_block(row: Mapping[str, Any]) -> str:
             fit(time_us, format_time_us(time_us), time_w - len(mark)) + mark,
             fit(float(row["algbw_gbps"]), f"{float(row['algbw_gbps']):.2f}", algbw_w),
             fit(float(row["busbw_gbps"]), f"{float(row['busbw_gbps']):.2f}", busbw_w),
-            "N/A" if wrong is None else _number(wrong, wrong_w),
+            NOT_AVAILABLE if wrong is None else _number(wrong, wrong_w),
         ],
         _PER_PLACEMENT,
     )
@@ -145,7 +149,7 @@ def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
     for in_place in (0, 1):
         row = by_place.get(in_place)
         if row is None:
-            blocks.append(_cells(["n/a"] * 4, _PER_PLACEMENT))
+            blocks.append(_cells([NOT_AVAILABLE] * 4, _PER_PLACEMENT))
         elif row.get("status", STATUS_OK) != STATUS_OK:
             blocks.append(_status_block(str(row["status"])))
         else:

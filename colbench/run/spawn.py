@@ -35,6 +35,7 @@ from colbench.run.outcome import (
     tidy_logs,
 )
 from colbench.run.pace import command_started_at
+from colbench.words import plural
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
@@ -266,7 +267,7 @@ def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
         run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
     )
     print(
-        f"colbench: interrupted by {name}; {rows_kept(run_dir)} rows kept in {run_dir}",
+        f"colbench: interrupted by {name}; {plural(rows_kept(run_dir), 'row')} kept in {run_dir}",
         file=sys.stderr,
     )
     return stop.exit_code

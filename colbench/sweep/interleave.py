@@ -31,6 +31,7 @@ from colbench.store.rundir import RunDir
 from colbench.sweep import memory
 from colbench.sweep.plan import plan
 from colbench.sweep.task import Choices, SweepTask, variant_load
+from colbench.words import plural
 
 
 def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) -> str | None:
@@ -123,7 +124,8 @@ def run_interleaved(
             name = protocol.signal_name(stop.received)
             end_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
             print(
-                f"colbench: interrupted by {name}; {rows_kept(run_dir)} rows kept in {run_dir}",
+                f"colbench: interrupted by {name}; {plural(rows_kept(run_dir), 'row')} kept "
+                f"in {run_dir}",
                 file=sys.stderr,
             )
             return stop.exit_code
@@ -256,7 +258,7 @@ def _report(
         return first.exit_code
     total = meta["rows"]
     print(
-        f"colbench: {total} rows of {len(variants)} variants in {run_dir}/results.csv",
+        f"colbench: {plural(total, 'row')} of {len(variants)} variants in {run_dir}/results.csv",
         file=sys.stderr,
     )
     if meta["wrong_total"]:

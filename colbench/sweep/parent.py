@@ -22,6 +22,7 @@ from colbench.store.rundir import RunDir
 from colbench.sweep.interleave import memory_note, run_interleaved
 from colbench.sweep.probe import Choices, probe_variants
 from colbench.sweep.task import SweepTask, variant_load
+from colbench.words import plural
 
 
 def run_sweep(cfg: SweepConfig) -> int:
@@ -144,7 +145,7 @@ def _sweep_variants(
         worst = max(worst, ExitCode(code))
     total = sum(int(r["rows"] or 0) for r in records)
     print(
-        f"colbench: {total} rows of {len(variants)} variants in {run_dir}/results.csv",
+        f"colbench: {plural(total, 'row')} of {len(variants)} variants in {run_dir}/results.csv",
         file=sys.stderr,
     )
     return int(worst)

@@ -20,6 +20,7 @@ from colbench.analysis.gate.text import (
 )
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
+from colbench.words import plural
 
 #: Rows with these verdicts are listed first in the Markdown report.
 _NEEDS_A_LOOK = (
@@ -58,7 +59,7 @@ def summary_line(result: GateResult) -> str:
         verdict = "PASS on correctness and presence only"
     else:
         verdict = "PASS"
-    line = f"colbench gate: {verdict}: {len(result.rows)} rows: {parts}{floor_text}"
+    line = f"colbench gate: {verdict}: {plural(len(result.rows), 'row')}: {parts}{floor_text}"
     power = power_text(result)
     return f"{line}; {power}" if power else line
 
