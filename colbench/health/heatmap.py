@@ -17,6 +17,7 @@ from typing import Any
 
 from colbench.health.judge import CRITICAL, FLEET, WARN, Finding, Samples, link_medians
 from colbench.store import writing
+from colbench.words import plural
 
 #: Verdict marks in a cell, after the ratio.
 MARKS = {CRITICAL: "C", WARN: "W"}
@@ -51,13 +52,31 @@ def _size(size_bytes: int) -> str:
     return format_size(size_bytes)
 
 
+def nothing_to_draw(findings: Sequence[Finding], samples: Samples) -> str | None:
+    """Why health.png would be an empty frame, or None when it has something to show:
+    a node against the others needs two nodes, and the pair matrix a pair of them."""
+    _, _, cells = ratios(findings)
+    if any(not math.isnan(v) for row in cells for v in row) or _pair_links(samples):
+        return None
+    nodes = len({f.node for f in findings if f.node != FLEET})
+    return (
+        f"no heatmap: health.png draws each node against the others and pairs of nodes, "
+        f"and this run has {plural(nodes, 'node')}"
+    )
+
+
+def _pair_links(samples: Samples) -> Any:
+    return next((v for (c, _), v in sorted(samples.by_check.items()) if c == "pair"), {})
+
+
 def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> Path:
+    """health.png; call only when :func:`nothing_to_draw` finds something to draw."""
     from colbench.p2p.heatmap import boundaries, grid, panel
     from colbench.report.figures import pyplot
 
     plt = pyplot()
     nodes, columns, cells = ratios(findings)
-    links = next((v for (c, _), v in sorted(samples.by_check.items()) if c == "pair"), {})
+    links = _pair_links(samples)
     ranks = sorted({r for pair in links for r in pair})
     # Past some 40 rows the cells shrink rather than the figure growing without end.
     side = min(20.0, max(4.0, 0.45 * max(len(nodes), len(ranks)) + 2))
@@ -74,7 +93,7 @@ def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> 
             for edge in boundaries(ranks, names):
                 ax.axhline(edge, color="red", linewidth=1.5)
                 ax.axvline(edge, color="red", linewidth=1.5)
-        title = f"colbench health: {len(nodes)} nodes"
+        title = f"colbench health: {plural(len(nodes), 'node')}"
         if ranks and len(ranks) <= 16:
             title += "; ranks " + ", ".join(f"{r}: {samples.names[r]}" for r in ranks)
         fig.suptitle(title, fontsize=9)
