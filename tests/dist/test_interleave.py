@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import pytest
@@ -200,3 +203,33 @@ def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     meta = json.loads((out / "meta.json").read_text())
     assert [v["status"] for v in meta["variants"]] == ["stopped", "failed"]
+
+
+def test_a_log_file_gets_each_row_as_it_is_measured(tmp_path: Path) -> None:
+    # `colbench sweep --env ... > log` once printed nothing until the last turn: the
+    # worlds' tables waited to be printed whole. Into a file each line now arrives as it
+    # is measured, tagged with its variant; the run is still going when both variants'
+    # first rows are there (hundreds of turns remain). stdout stays block-buffered, as
+    # a user's redirect leaves it.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    log = tmp_path / "log.txt"
+    row = re.compile(r"\[COLBENCH_PROBE=([ab])\] +\d+ +\d+ ")
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "colbench", "sweep", "--op", "all_reduce", "--sizes", "1K-1M",
+             "--repeat", "20", "-n", "5", "-w", "1", "--backend", "gloo",
+             "--env", "COLBENCH_PROBE=a,b", "--out", str(tmp_path / "run")],
+            stdout=out, stderr=subprocess.DEVNULL, env=env,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        seen: set[str] = set()
+        while time.monotonic() < deadline and proc.poll() is None and len(seen) < 2:
+            seen = {m[1] for line in log.read_text().splitlines() if (m := row.match(line))}
+            time.sleep(0.1)
+        still_running = proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert seen == {"a", "b"}, log.read_text()[-2000:]
+    assert still_running, "the rows reached the log only when the run had ended"
