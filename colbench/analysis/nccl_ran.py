@@ -13,7 +13,7 @@ from typing import Any
 
 from colbench.config.variants import variant_env
 from colbench.nccl.algo import asked
-from colbench.words import plural
+from colbench.output import plural
 
 
 def ran_lines(label: str, frame: Any) -> list[str]:

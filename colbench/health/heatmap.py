@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from colbench.health.judge import CRITICAL, FLEET, WARN, Finding, Samples, link_medians
+from colbench.output import plural
 from colbench.store import writing
-from colbench.words import plural
 
 #: Verdict marks in a cell, after the ratio.
 MARKS = {CRITICAL: "C", WARN: "W"}

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from colbench.errors import UsageError
-from colbench.words import plural
+from colbench.output import plural
 
 if TYPE_CHECKING:
     from colbench.importers.nccl_tests import Imported

@@ -63,6 +63,7 @@ def fit(value: float, text: str, width: int) -> str:
 #: all_reduce) and a #wrong not counted (--check 0), where nccl-tests prints N/A.
 NOT_AVAILABLE = "n/a"
 
+
 def _commented(line: str) -> str:
     return "#" + line[1:] if line.startswith(" ") else "#" + line
 

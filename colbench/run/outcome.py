@@ -9,9 +9,9 @@ from typing import Any
 
 from colbench.errors import ExitCode, WriteFailed
 from colbench.launch.emulation import FABRIC_EMULATED
+from colbench.output import plural
 from colbench.store.results import SCHEMA_VERSION
 from colbench.store.rundir import RunDir
-from colbench.words import plural
 
 
 def rows_kept(run_dir: Path) -> int:

@@ -23,6 +23,7 @@ from colbench import launch
 from colbench.config.model import LaunchConfig
 from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
+from colbench.output import plural
 from colbench.run import protocol, supervise, ticker
 from colbench.run.child import spawned_rank
 from colbench.run.interpreter import forget_job
@@ -35,7 +36,6 @@ from colbench.run.outcome import (
     tidy_logs,
 )
 from colbench.run.pace import command_started_at
-from colbench.words import plural
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.

@@ -24,6 +24,7 @@ from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import gpus
 from colbench.ops.dtypes import DTYPES
+from colbench.output import plural
 from colbench.run import protocol, spawn, supervise, ticker, turns
 from colbench.run.interpreter import forget_job
 from colbench.run.outcome import end_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
@@ -31,7 +32,6 @@ from colbench.store.rundir import RunDir
 from colbench.sweep import memory
 from colbench.sweep.plan import plan
 from colbench.sweep.task import Choices, SweepTask, variant_load
-from colbench.words import plural
 
 
 def memory_note(cfg: SweepConfig, backend: str, world_size: int, worlds: int) -> str | None:

@@ -16,13 +16,13 @@ from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment, expand, ignored_by_backend
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import join_or_spawn
+from colbench.output import plural
 from colbench.run.spawn import spawn_and_wait
 from colbench.run.start import start
 from colbench.store.rundir import RunDir
 from colbench.sweep.interleave import memory_note, run_interleaved
 from colbench.sweep.probe import Choices, probe_variants
 from colbench.sweep.task import SweepTask, variant_load
-from colbench.words import plural
 
 
 def run_sweep(cfg: SweepConfig) -> int:

@@ -147,8 +147,8 @@ def test_out_naming_a_file_says_it_is_a_file(
 
 
 def test_one_row_is_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from colbench.output import plural
     from colbench.run.outcome import report_done
-    from colbench.words import plural
 
     assert [plural(n, "row") for n in (0, 1, 2)] == ["0 rows", "1 row", "2 rows"]
     assert plural(1, "pass", "passes") == "1 pass" and plural(3, "pass", "passes") == "3 passes"

@@ -7,7 +7,7 @@ and a job summary never disagree; every verdict comes from colbench.analysis.pai
 from __future__ import annotations
 
 from colbench.analysis.paired import PairedResult, PairedRow
-from colbench.words import plural
+from colbench.output import plural
 
 
 def _is_all(row: PairedRow) -> bool:

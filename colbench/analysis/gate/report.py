@@ -20,7 +20,7 @@ from colbench.analysis.gate.text import (
 )
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
-from colbench.words import plural
+from colbench.output import plural
 
 #: Rows with these verdicts are listed first in the Markdown report.
 _NEEDS_A_LOOK = (

@@ -10,7 +10,7 @@ from colbench.analysis import stats
 from colbench.analysis.gate.result import GateResult
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import CheckResult, RowResult, Verdict
-from colbench.words import plural
+from colbench.output import plural
 
 
 def rule_text(result: GateResult) -> str:
