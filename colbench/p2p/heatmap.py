@@ -85,7 +85,7 @@ def panel(
     return image
 
 
-def _median_ticks(bar: Any, norm: Any, unit: str) -> None:
+def median_ticks(bar: Any, norm: Any, unit: str) -> None:
     """The colour bar's ticks at the scale's ends and its middle, the fabric's median."""
     from matplotlib.ticker import NullLocator
 
@@ -118,7 +118,7 @@ def write_heatmap(
             image = panel(ax, grid(values, ranks), ranks, title, cmap, norm)
             bar = fig.colorbar(image, ax=ax, shrink=0.8)
             if norm is not None:
-                _median_ticks(bar, norm, unit)
+                median_ticks(bar, norm, unit)
             for edge in boundaries(ranks, nodes):
                 ax.axhline(edge, color="red", linewidth=1.5)
                 ax.axvline(edge, color="red", linewidth=1.5)
