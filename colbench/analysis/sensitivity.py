@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from colbench.analysis import drift, power
 from colbench.analysis.checks import Check
 from colbench.analysis.verdict import RowResult, Verdict, gravest
+from colbench.output import plural
 
 #: Family-wise control: weighted Holm over the rows and the overall hypothesis, or none
 #: (each at alpha on its own).
@@ -133,7 +134,11 @@ def control_family(
         if holm
         else [p <= alpha for p in p_values]
     )
-    family = f"weighted Holm over {m} rows and the {overall}" if weight else f"Holm over {m} rows"
+    family = (
+        f"weighted Holm over {plural(m, 'row')} and the {overall}"
+        if weight
+        else f"Holm over {plural(m, 'row')}"
+    )
     for row, p, backed in zip(rows, p_values, kept, strict=False):
         if backed or p >= 1.0:
             continue

@@ -243,7 +243,7 @@ def markdown(result: GateResult) -> str:
             "",
         ]
     lines += [
-        f"<details><summary>All {len(result.rows)} rows</summary>",
+        f"<details><summary>All {plural(len(result.rows), 'row')}</summary>",
         "",
         *_md_table(result, result.rows),
         "",
@@ -352,7 +352,9 @@ def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
 
 def _junit_overall(suite: ET.Element, o: OverallResult, name: str) -> None:
     case = _test_case(
-        suite, f"colbench.gate.{name}", f"{o.check.metric}: median change over {o.rows} rows"
+        suite,
+        f"colbench.gate.{name}",
+        f"{o.check.metric}: median change over {plural(o.rows, 'row')}",
     )
     detail = f"{o.verdict.value}: {overall_change(o)}"
     if o.fails:

@@ -130,13 +130,14 @@ def power_rule(result: GateResult) -> str:
                 f"{short} test)"
             )
         family = (
-            f"weighted Holm over the {result.family} rows judged and the {name} (family-wise "
+            f"weighted Holm over the {plural(result.family, 'row')} judged and the {name} "
+            "(family-wise "
             f"false-alarm rate <= {result.alpha:g}; {rows}, {short} at >= "
             f"{summary.overall_level:.2g})"
         )
     elif result.fwer == "holm":
         family = (
-            f"Holm over the {result.family} rows judged (family-wise false-alarm rate "
+            f"Holm over the {plural(result.family, 'row')} judged (family-wise false-alarm rate "
             f"<= {result.alpha:g})"
         )
     else:
