@@ -175,9 +175,12 @@ def labels(curves: Sequence[Line]) -> list[str]:
     all_gather's redop is ``none`` and all_reduce's is ``sum`` tells nobody anything.
     """
     variants = short_variants(curves)
+    # A run picked down to one variant (compare --variant-a) carries it in its label
+    # already: "ring-vs-tree [NCCL_ALGO=Ring]" needs no "NCCL_ALGO=Ring · " before it.
+    named = all(c.variant and c.run.endswith(f"[{c.variant}]") for c in curves)
     fields: list[tuple[bool, Any]] = [
         (False, lambda c: c.op),
-        (False, lambda c: variants[c.variant]),
+        (False, lambda c: "" if named else variants[c.variant]),
         (False, lambda c: c.run),
         (True, lambda c: c.dtype),
         (True, lambda c: c.redop),

@@ -122,6 +122,12 @@ def test_compare_of_a_run_with_itself_names_both_sides_by_the_run(tmp_path: Path
     comparison = compare_runs(run, run, variant_a="NCCL_ALGO=Ring", variant_b="NCCL_ALGO=Tree")
     assert comparison.a.label == "run [NCCL_ALGO=Ring]"
     assert comparison.b.label == "run [NCCL_ALGO=Tree]"
+    # The legend says each once: the variant is in the run's label already.
+    top = figure(comparison).axes[0]
+    assert [t.get_text() for t in top.get_legend().get_texts()] == [
+        "run [NCCL_ALGO=Ring]",
+        "run [NCCL_ALGO=Tree]",
+    ]
     # Two different runs of one name are still told apart.
     other = write_run(tmp_path / "elsewhere" / "run", [row("all_reduce", 1024, 30.0)])
     assert [r.label for r in load_runs([run, other, run])] == ["run", "run (2)", "run"]
