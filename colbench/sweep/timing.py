@@ -153,7 +153,7 @@ class CudaGraphTimer:
     launch cost from small-message latency. In the order nccl-tests uses: capture,
     let every rank finish capturing (capture takes each rank a different time),
     replay once untimed (a graph's first launch uploads it to the device and is
-    slower), align the ranks again, then time :data:`GRAPH_REPLAYS` replays. Each
+    slower), align the ranks again, then time ``replays`` launches (-G N). Each
     replay yields one mean per call, reported for each of its calls.
     """
 
@@ -222,7 +222,7 @@ class CudaGraphTimer:
         self._device_synchronize()
 
 
-def make_timer(device_type: str, cuda_graph: bool, barrier: Callable[[], None]) -> Timer:
+def make_timer(device_type: str, cuda_graph: int, barrier: Callable[[], None]) -> Timer:
     """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph.
 
     ``barrier`` aligns the ranks between graph capture and the timed replays (a side
@@ -230,4 +230,4 @@ def make_timer(device_type: str, cuda_graph: bool, barrier: Callable[[], None]) 
     """
     if device_type != "cuda":
         return HostTimer()
-    return CudaGraphTimer(barrier) if cuda_graph else CudaEventTimer()
+    return CudaGraphTimer(barrier, replays=cuda_graph) if cuda_graph else CudaEventTimer()
