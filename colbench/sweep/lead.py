@@ -148,7 +148,7 @@ def _json_report(
         sizes_bytes=cfg.measure.sizes_bytes,
         warmup_iters=cfg.measure.warmup,
         iterations=cfg.measure.iters,
-        validation=cfg.measure.check,
+        validation=cfg.measure.check > 0,
         graph=GRAPH_REPLAYS if cfg.measure.cuda_graph else 0,
         per_iter_timing=cfg.output.per_iter_timing,
         devices=devices,
