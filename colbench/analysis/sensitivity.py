@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from colbench.analysis.checks import Check
 from colbench.analysis.verdict import RowResult, Verdict, gravest
+from colbench.output import plural
 from colbench.stats import drift, power
 from colbench.stats.holm import holm as holm_procedure
 
@@ -134,7 +135,11 @@ def control_family(
         if holm
         else [p <= alpha for p in p_values]
     )
-    family = f"weighted Holm over {m} rows and the {overall}" if weight else f"Holm over {m} rows"
+    family = (
+        f"weighted Holm over {plural(m, 'row')} and the {overall}"
+        if weight
+        else f"Holm over {plural(m, 'row')}"
+    )
     for row, p, backed in zip(rows, p_values, kept, strict=False):
         if backed or p >= 1.0:
             continue

@@ -113,10 +113,14 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
     if cfg.drain_list is not None:
         writing.write_text(cfg.drain_list, "".join(f"{n}\n" for n in critical))
     if cfg.plot:
-        from colbench.health.heatmap import write_heatmap
+        from colbench.health.heatmap import nothing_to_draw, write_heatmap
 
-        path = write_heatmap(run_dir / PLOT_FILE, findings, samples)
-        print(f"colbench: heatmap: {path}", file=sys.stderr, flush=True)
+        empty = nothing_to_draw(findings, samples)
+        if empty is None:
+            path = write_heatmap(run_dir / PLOT_FILE, findings, samples)
+            print(f"colbench: heatmap: {path}", file=sys.stderr, flush=True)
+        else:
+            print(f"colbench: note: {empty}", file=sys.stderr, flush=True)
     print(table(findings))
     pair_matrix = _pair_matrix(samples)
     if pair_matrix:

@@ -63,6 +63,11 @@ def fit(value: float, text: str, width: int) -> str:
     return short
 
 
+#: One spelling for a cell with nothing to show: a placement torch lacks (no out-of-place
+#: all_reduce) and a #wrong not counted (--check 0), where nccl-tests prints N/A.
+NOT_AVAILABLE = "n/a"
+
+
 def format_time_us(time_us: float) -> str:
     # nccl-tests' precision: fewer decimals as the number grows, same column width.
     if time_us >= 10000:
@@ -102,9 +107,9 @@ def _status_block(status: str) -> Block:
     """A placement without a measurement: its status where the numbers would be."""
     widths = [c.width for c in _PER_PLACEMENT]
     if len(status) < min(widths[:3]):
-        return [status] * 3 + ["N/A"], _PER_PLACEMENT
+        return [status] * 3 + [NOT_AVAILABLE], _PER_PLACEMENT
     # Too long for one cell (unsupported): one span over time, algbw and busbw.
-    return [status, "N/A"], (Column("", sum(widths[:3]), gap=""), _PER_PLACEMENT[3])
+    return [status, NOT_AVAILABLE], (Column("", sum(widths[:3]), gap=""), _PER_PLACEMENT[3])
 
 
 def _measured_block(row: Mapping[str, Any]) -> Block:
@@ -116,7 +121,7 @@ def _measured_block(row: Mapping[str, Any]) -> Block:
         fit(time_us, format_time_us(time_us), time_w - len(mark)) + mark,
         fit(float(row["algbw_gbps"]), f"{float(row['algbw_gbps']):.2f}", algbw_w),
         fit(float(row["busbw_gbps"]), f"{float(row['busbw_gbps']):.2f}", busbw_w),
-        "N/A" if wrong is None else _number(wrong, wrong_w),
+        NOT_AVAILABLE if wrong is None else _number(wrong, wrong_w),
     ]
     return cells, _PER_PLACEMENT
 
@@ -141,7 +146,7 @@ def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
     for in_place in (0, 1):
         row = by_place.get(in_place)
         if row is None:
-            block: Block = (["n/a"] * 4, _PER_PLACEMENT)
+            block: Block = ([NOT_AVAILABLE] * 4, _PER_PLACEMENT)
         elif row.get("status", STATUS_OK) != STATUS_OK:
             block = _status_block(str(row["status"]))
         else:

@@ -148,8 +148,8 @@ def test_noisy_rows_are_insensitive_and_too_few_is_inconclusive(tmp_path: Path) 
     assert line.startswith("colbench gate: PASS on correctness and presence only")
     # A slowdown every row shows alike must show in the wild row too: pooling it with the
     # steady one cannot see twice the limit, so the pooled test does not count either.
-    pattern = r"sensitive to slowdowns >= 17% on 1 rows; pooled >= \d+% over 2 rows, too noisy"
-    assert re.search(pattern + " to judge; 1 rows too noisy to judge", line), line
+    pattern = r"sensitive to slowdowns >= 17% on 1 row; pooled >= \d+% over 2 rows, too noisy"
+    assert re.search(pattern + " to judge; 1 row too noisy to judge", line), line
     assert "performance inconclusive" in line
     enough = run_gate(tmp_path, base, base, "busbw_gbps:-15%", min_judged=1)
     assert not enough.inconclusive

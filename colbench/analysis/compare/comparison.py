@@ -324,9 +324,7 @@ def figure(comparison: Comparison) -> Any:
     )
     draw_lines(top, curves, comparison.metric_name)
     top.set_xlabel("")
-    top.set_title(
-        f"{chosen.title}: B = {comparison.b.label} vs A = {comparison.a.label}\n{context(curves)}"
-    )
+    top.set_title(_title(chosen.title, comparison, context(curves)), fontsize=10)
     # Each ratio line takes the color of its collective (and variant) in the panel above.
     pairs = list(zip(curves, styles(curves), strict=True))
     colors = {(c.op, ""): s[0] for c, s in reversed(pairs)}  # an op's first curve, by default
@@ -336,6 +334,25 @@ def figure(comparison: Comparison) -> Any:
     high = max(float(c.size_bytes.max()) for c in curves)
     size_axis(bottom, low, high)
     return fig
+
+
+#: Characters of a title line that fit the figure's width at its font size.
+_TITLE_WIDTH = 95
+
+
+def _title(metric_title: str, comparison: Comparison, context_text: str) -> str:
+    """The figure's title, wrapped: long run names (a path, a variant's variables) would
+    run past the figure's edges and be clipped."""
+    import textwrap
+
+    parts = [
+        f"{metric_title}: B = {comparison.b.label}",
+        f"vs A = {comparison.a.label}",
+        context_text,
+    ]
+    if len(parts[0]) + len(parts[1]) < _TITLE_WIDTH:
+        parts[:2] = [f"{parts[0]} {parts[1]}"]
+    return "\n".join(line for part in parts for line in textwrap.wrap(part, _TITLE_WIDTH))
 
 
 def _noise_bars(rows: Any) -> Any:
@@ -351,6 +368,9 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
 
     table = comparison.table
     usable = table[table["comparable"] & (table["size_bytes"] > 0)]
+    # One sample a side has no spread to draw a band from: no bars, and the panel says so
+    # rather than promising bars that never appear.
+    banded = any(noise.band_factor(*_spreads(row)) for row in usable.itertuples(index=False))
     drawn = 0
     groups = usable.groupby(["op", "variant", "dtype", "redop"], sort=False)
     for index, (key, group) in enumerate(groups):
@@ -361,7 +381,7 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
         ax.errorbar(
             chosen["size_bytes"],
             chosen["ratio"],
-            yerr=_noise_bars(chosen),
+            yerr=_noise_bars(chosen) if banded else None,
             marker="o",
             markersize=3.5,
             capsize=2,
@@ -374,7 +394,10 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
     ax.axhline(1.0, color="black", linewidth=1, alpha=0.6)
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    ax.set_ylabel("B / A (bars: noise band)")
+    ax.set_ylabel("B / A (bars: noise band)" if banded else "B / A")
+    if not banded and drawn:
+        ax.text(0.01, 0.97, "no noise band: one sample per row (sweep --repeat 5 measures it)",
+                transform=ax.transAxes, ha="left", va="top", fontsize="x-small")  # fmt: skip
     ax.grid(True, which="major", alpha=0.3)
     if drawn:
         values = usable["ratio"].to_numpy(dtype=float)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from colbench import text
 from colbench.analysis.paired import PairedResult, PairedRow
+from colbench.output import plural
 from colbench.text import Column
 
 _COLUMNS = (
@@ -28,7 +29,7 @@ def sensitivity_text(result: PairedResult) -> str:
         reach = 2.0 ** -max(r.pairs for r in result.rows) * len(result.rows)
         why = (
             f"{smallest} pairs per row cannot reach alpha {result.alpha:g} over "
-            f"{len(result.rows)} rows (more --repeat, or fewer rows)"
+            f"{plural(len(result.rows), 'row')} (more --repeat, or fewer rows)"
             if reach >= result.alpha
             else f"too noisy to see a slowdown of twice the limit at {result.power:.0%} power"
         )
@@ -41,7 +42,7 @@ def sensitivity_text(result: PairedResult) -> str:
         )
     alone = [r.detectable for r in result.sensitive if r is not pooled and r.detectable]
     if alone:
-        parts.append(f">= {max(alone):.0%} on {len(alone)} rows alone")
+        parts.append(f">= {max(alone):.0%} on {plural(len(alone), 'row')} alone")
     return ", ".join(parts) + f" ({result.power:.0%} power)"
 
 
@@ -55,7 +56,7 @@ def verdict_line(result: PairedResult) -> str:
     pooled = result.pooled_change
     pooled_text = f"; B's median change {pooled:+.1%}" if pooled is not None else ""
     return (
-        f"paired gate {verdict}: {result.failures} failure(s) of {len(result.rows)} rows"
+        f"paired gate {verdict}: {result.failures} failure(s) of {plural(len(result.rows), 'row')}"
         f"{pooled_text}; {sensitivity_text(result)}"
     )
 
@@ -64,7 +65,8 @@ def _rule(result: PairedResult) -> str:
     return (
         f"{result.check.describe()}: a row fails when B is worse than that (one-sided "
         "Wilcoxon signed-rank on log(B/A) of same-size same-repeat pairs; row 'all' pools "
-        f"every pair; Holm over {len(result.rows)} rows, alpha {result.alpha:g}); detect: "
+        f"every pair; Holm over {plural(len(result.rows), 'row')}, alpha {result.alpha:g}); "
+        "detect: "
         f"the smallest slowdown of B a row would have shown at {result.power:.0%} power "
         f"(at alpha/{len(result.rows)}, from its pairs' spread)"
     )

@@ -21,6 +21,7 @@ from colbench.analysis.gate.text import (
 )
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
+from colbench.output import plural
 from colbench.text import Column
 
 #: The console table's key columns; a column per judged metric and the notes follow.
@@ -67,7 +68,7 @@ def summary_line(result: GateResult) -> str:
         verdict = "PASS on correctness and presence only"
     else:
         verdict = "PASS"
-    line = f"colbench gate: {verdict}: {len(result.rows)} rows: {parts}{floor_text}"
+    line = f"colbench gate: {verdict}: {plural(len(result.rows), 'row')}: {parts}{floor_text}"
     power = power_text(result)
     return f"{line}; {power}" if power else line
 
@@ -248,7 +249,7 @@ def markdown(result: GateResult) -> str:
             "",
         ]
     lines += [
-        f"<details><summary>All {len(result.rows)} rows</summary>",
+        f"<details><summary>All {plural(len(result.rows), 'row')}</summary>",
         "",
         *_md_table(result, result.rows),
         "",
@@ -357,7 +358,9 @@ def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
 
 def _junit_overall(suite: ET.Element, o: OverallResult, name: str) -> None:
     case = _test_case(
-        suite, f"colbench.gate.{name}", f"{o.check.metric}: median change over {o.rows} rows"
+        suite,
+        f"colbench.gate.{name}",
+        f"{o.check.metric}: median change over {plural(o.rows, 'row')}",
     )
     detail = f"{o.verdict.value}: {overall_change(o)}"
     if o.fails:
