@@ -20,6 +20,7 @@ from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
 from colbench.config.variants import Variant
+from colbench.direct.engine import DIRECT, DirectEngine, Engine, TorchEngine, group_ranks
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
 from colbench.hardware.ceiling import group_ceiling
@@ -67,6 +68,18 @@ class SweepTask(ConfiguredTask):
     load: LoadSpec | None = None
     #: Rank 0 draws the progress bar on a terminal (colbench.sweep.lead).
     live_bar = True
+    #: ``--engine torch,nccl``: this world's engine; None: the config's one.
+    engine: str | None = None
+
+    @property
+    def engine_name(self) -> str:
+        return self.engine or self.cfg.measure.engines[0]
+
+    @property
+    def direct_nccl(self) -> bool:
+        """NCCL is called directly: torch's process group is then gloo, and this world
+        makes no torch NCCL communicator (colbench.run.startup)."""
+        return self.engine_name == DIRECT
 
     @property
     def label(self) -> str:
@@ -143,6 +156,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         ceiling_source=ceiling_source,
         ceiling_sharing=sharing,
         load=task.load.label if task.load is not None else "",
+        engine=task.engine_name,
     )
     worlds = job.turns.worlds if job.turns is not None else 1
     work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
@@ -155,22 +169,55 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
         per_repeat = sum(len(item.layouts) for item in work)
         turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
+    engine, stream = _engine(task, side, rank, job.world_size, subgroup, device, in_flight)
     context = BenchContext(
         cfg=cfg,
         info=info,
         rank=rank,
         device=device,
-        timer=make_timer(device.type, cfg.measure.cuda_graph, side.barrier),
+        timer=make_timer(device.type, cfg.measure.cuda_graph, side.barrier, stream),
         groups=Groups(side, subgroup),
         in_flight=in_flight,
         turns=turns,
         load=load,
+        engine=engine,
     )
-    if rank != 0 or job.run_dir is None:
-        RankBench(context).run(work)
-        return
-    met = Met(peers, hosts, hardware)
-    lead_run(job, context, met, work, (_measurement_warnings(cfg, job.backend), memory_notes))
+    try:
+        if rank != 0 or job.run_dir is None:
+            RankBench(context).run(work)
+            return
+        met = Met(peers, hosts, hardware)
+        warned = (_measurement_warnings(cfg, job.backend), memory_notes)
+        lead_run(job, context, met, work, warned)
+    finally:
+        engine.close()
+
+
+def _engine(
+    task: SweepTask,
+    side: SideGroup,
+    rank: int,
+    world_size: int,
+    subgroup: Any,
+    device: Any,
+    in_flight: InFlight,
+) -> tuple[Engine, Any]:
+    """This world's engine, and the CUDA stream its calls launch on (None: torch's own).
+
+    The direct engine launches on a stream of its own, made current for the whole run,
+    so the timers' CUDA events are recorded on the stream NCCL runs on and a CUDA graph
+    captures on it (colbench.sweep.timing)."""
+    if not task.direct_nccl:
+        return TorchEngine(), None
+    import torch
+
+    in_flight.step("starting NCCL (--engine nccl)")
+    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+    if stream is not None:
+        torch.cuda.set_stream(stream)
+    handle = 0 if stream is None else int(stream.cuda_stream)
+    ranks = group_ranks(subgroup, world_size)
+    return DirectEngine.create(side, rank, ranks, handle), stream
 
 
 def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:
