@@ -29,6 +29,7 @@ from colbench.store.results import RowWriter, load
 from colbench.sweep.bench import BenchContext, RankBench, RunInfo
 from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.plan import plan
+from tests.fakegpu import FAKE_GPU, REPO, gpu, run_on_fake_gpus
 from tests.fakenccl import FAKE_NCCL, records
 
 pytestmark = pytest.mark.dist
@@ -159,3 +160,46 @@ def test_exchanges_are_grouped_send_recv_before_nccl_2_28(grouped: Any) -> None:
     assert any(
         g == ["send", "recv", "recv"] for g in (c["calls"] for c in calls if c["call"] == "group")
     )
+
+
+# The whole command on fake GPUs (tests/fakegpu): the CLI, the parent's checks, spawned
+# ranks, their start-up. The ranks stop at the first fill (no CUDA memory here).
+SWEEP = ("sweep", "--engine", "nccl", "--sizes", "1K", "--no-table", "--no-nccl-probe")
+
+
+def test_a_direct_world_makes_no_torch_nccl_communicator(tmp_path: Path) -> None:
+    nccl_dir = tmp_path / "nccl"
+    nccl_dir.mkdir()
+    env = {
+        "PYTHONPATH": os.pathsep.join(map(str, (FAKE_GPU, FAKE_NCCL, REPO))),
+        "COLBENCH_FAKE_NCCL_DIR": str(nccl_dir),
+    }
+    run = run_on_fake_gpus(
+        tmp_path, [gpu(0), gpu(1)], *SWEEP, "--out", str(tmp_path / "run"), env=env
+    )
+    assert run.returncode == 3, run.stderr
+    assert "fill of all_reduce" in run.stderr
+    # torch's init_process_group("nccl") was never called: the ranks' group is gloo.
+    assert not run.inits()
+    calls = records(nccl_dir)
+    made = [c for c in calls if c["call"] == "get_unique_id"]
+    inits = [c for c in calls if c["call"] == "comm_init"]
+    assert len(made) == 1 and sorted(c["rank"] for c in inits) == [0, 1]
+    assert {c["id"] for c in inits} == {made[0]["id"]}
+    # Each rank made a stream of its own and made it current (the timers record there).
+    streams = run.calls("stream", role="rank")
+    assert sorted(s["index"] for s in streams) == [0, 1]
+    assert len(run.calls("set_stream", role="rank")) == 2
+    # Buffers from ncclMemAlloc; the communicator destroyed when the rank failed.
+    assert [c["numel"] for c in calls if c["call"] == "mem_alloc"] == [256, 256]
+    assert len([c for c in calls if c["call"] == "comm_destroy"]) == 2
+
+
+def test_without_nccl4py_engine_nccl_is_one_line_exit_2(tmp_path: Path) -> None:
+    run = run_on_fake_gpus(tmp_path, [gpu(0)], *SWEEP, "--out", str(tmp_path / "run"))
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert lines == ["colbench: error: --engine nccl needs nccl4py, which is not installed: "
+                     "pip install 'colbench[nccl]'"]  # fmt: skip
+    # Refused in the parent: no rank started.
+    assert not run.calls("set_device")
