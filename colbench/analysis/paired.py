@@ -41,8 +41,10 @@ from colbench.store.results import KEY_COLUMNS, STATUS_OK
 EXACT_MAX_PAIRS = 60
 #: Simulated sets of pairs per power figure (the figure's own noise is about 2%).
 _TRIALS = 2000
-#: Columns that name a row of the paired table (every key but the variant).
-ROW_KEYS = tuple(c for c in KEY_COLUMNS if c != "variant")
+#: Columns that name a row of the paired table: every key but the variant, and but the
+#: engine, which an ``--engine torch,nccl`` run's variants differ by (engine=torch vs
+#: engine=nccl: the torch tax, colbench.analysis.torch_tax).
+ROW_KEYS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "engine"))
 
 
 def signed_rank_p_greater(diffs: Sequence[float]) -> float:

@@ -100,6 +100,8 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
         _write_plots(run_dir)
     if cfg.measure.contend is not None and cfg.output.table and code == ExitCode.OK:
         _print_contend_summary(run_dir, variants, cfg.measure.contend.unit)
+    if len(cfg.measure.engines) > 1 and cfg.output.table and code == ExitCode.OK:
+        _print_torch_tax(run_dir)
     return code
 
 
@@ -168,6 +170,16 @@ def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: s
     unloaded = {(v.env, v.interpreter): v.name for v in variants if not v.loaded}
     pairs = [(unloaded[(v.env, v.interpreter)], v.name) for v in variants if v.loaded]
     for line in summary_lines(load(run_dir), pairs, unit, str(run_dir)):
+        print(line)
+    sys.stdout.flush()
+
+
+def _print_torch_tax(run_dir: Path) -> None:
+    """Both engines' rows, pair by pair, after the tables (colbench.analysis.torch_tax)."""
+    from colbench.analysis.torch_tax import summary_lines
+    from colbench.store.results import load
+
+    for line in summary_lines(load(run_dir), str(run_dir)):
         print(line)
     sys.stdout.flush()
 
