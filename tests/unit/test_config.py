@@ -292,6 +292,7 @@ def test_every_option_reaches_the_config() -> None:
         "nccl_probe": False,
         "ceiling_gbps": 12.5,
         "contend": "gemm:64",
+        "engine": "torch,nccl",
     }
     assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
     base = config.from_options(options.SweepOptions()).to_dict()
