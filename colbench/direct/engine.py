@@ -70,7 +70,9 @@ class Engine(Protocol):
         """The timed call, every argument resolved once, outside the timed region."""
         ...
 
-    def close(self) -> None: ...
+    def close(self, abort: bool = False) -> None:
+        """Release what the engine made; ``abort``: this rank failed, do not wait for peers."""
+        ...
 
 
 class TorchEngine:
@@ -87,7 +89,7 @@ class TorchEngine:
     def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         return coll.bind(bufs, ctx)
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         pass
 
 
@@ -137,8 +139,12 @@ class DirectEngine:
     def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         return coll.direct(bufs, ctx, self.comm)
 
-    def close(self) -> None:
-        """Destroy the communicator (abort it where destroy fails: a broken peer)."""
+    def close(self, abort: bool = False) -> None:
+        """Destroy the communicator; abort it when this rank failed (ncclCommDestroy waits
+        for the node's other ranks, ncclCommAbort does not) or destroying fails."""
+        if abort:
+            self.communicator.abort()
+            return
         try:
             self.communicator.destroy()
         except Exception:

@@ -190,9 +190,11 @@ def test_a_direct_world_makes_no_torch_nccl_communicator(tmp_path: Path) -> None
     streams = run.calls("stream", role="rank")
     assert sorted(s["index"] for s in streams) == [0, 1]
     assert len(run.calls("set_stream", role="rank")) == 2
-    # Buffers from ncclMemAlloc; the communicator destroyed when the rank failed.
+    # Buffers from ncclMemAlloc; the failed rank's communicator aborted, not destroyed
+    # (destroy would wait for the node's other ranks).
     assert [c["numel"] for c in calls if c["call"] == "mem_alloc"] == [256, 256]
-    assert len([c for c in calls if c["call"] == "comm_destroy"]) == 2
+    assert len([c for c in calls if c["call"] == "comm_abort"]) == 2
+    assert not [c for c in calls if c["call"] == "comm_destroy"]
 
 
 def test_without_nccl4py_engine_nccl_is_one_line_exit_2(tmp_path: Path) -> None:
