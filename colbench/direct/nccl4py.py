@@ -153,7 +153,9 @@ class Nccl:
     def empty(self, numel: int, dtype: Any, device: Any) -> Any:
         """A torch tensor over ncclMemAlloc'd memory (what buffer registration needs),
         freed when the tensor is."""
-        return self._nccl.core.torch.empty(numel, dtype=dtype, device=device)
+        # ncclMemAlloc of 0 bytes is an error: an empty buffer (a rank an uneven
+        # all_to_allv sends nothing) is a slice of one element.
+        return self._nccl.core.torch.empty(max(numel, 1), dtype=dtype, device=device)[:numel]
 
     def library_path(self) -> str:
         """The libnccl nccl4py loaded, to compare with torch's."""

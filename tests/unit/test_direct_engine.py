@@ -221,3 +221,12 @@ def test_meta_records_torch_settings_that_change_its_cost_per_call() -> None:
     assert seen["TORCH_NCCL_ENABLE_TIMING"] is None and "PATH" not in seen
     assert set(seen) >= {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_DESYNC_DEBUG",
                          "TORCH_NCCL_BLOCKING_WAIT"}  # fmt: skip
+
+
+def test_an_empty_buffer_is_never_a_zero_byte_ncclmemalloc(fake_nccl: Any) -> None:
+    from nccl import _fake
+
+    before = len(_fake.CALLS)
+    empty = Nccl(fake_nccl).empty(0, torch.float32, torch.device("cpu"))
+    assert empty.numel() == 0
+    assert [c["numel"] for c in _fake.CALLS[before:] if c["call"] == "mem_alloc"] == [1]
