@@ -338,3 +338,30 @@ def test_report_keeps_colbench_placements_and_flags_wrong_rows(
     assert all(float(r[8]) == 1.0 and r[-2] == "True" for r in rows[1:])
     assert "out-of-place rows are left out" in printed and "wrong results in B" in printed
     assert (directory / report.FIGURE).is_file()
+
+
+def test_colbench_side_calls_nccl_directly_where_nccl4py_is(
+    programs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakenccl import FAKE_NCCL
+
+    flags = ["--op", "all_gather", "--sizes", "1K-1M", "--nprocs", "2"]
+    # Without nccl4py (this machine): torch, and the sweep's argv is as before.
+    made = plan(flags, programs.parent)
+    assert made.cfg.measure.engines == ("torch",)
+    assert "--engine" not in made.colbench_argv(tmp_path / "a")
+    monkeypatch.syspath_prepend(str(FAKE_NCCL))
+    try:
+        made = plan(flags, programs.parent)
+        assert made.cfg.measure.engines == ("nccl",)
+        argv = made.colbench_argv(tmp_path / "b")
+        assert argv[argv.index("--engine") + 1] == "nccl"
+        # Asked for, torch it is; two engines are two measurements, not one cross-check.
+        assert plan([*flags, "--engine", "torch"], programs.parent).cfg.measure.engines == (
+            "torch",
+        )
+        with pytest.raises(UsageError, match="one engine at a time"):
+            plan([*flags, "--engine", "torch,nccl"], programs.parent)
+    finally:
+        for name in [m for m in sys.modules if m == "nccl" or m.startswith("nccl.")]:
+            del sys.modules[name]
