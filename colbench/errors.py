@@ -9,7 +9,8 @@ class ExitCode(enum.IntEnum):
     """Process exit status of every colbench command."""
 
     OK = 0
-    #: The run completed but some result had wrong elements (or a gate failed).
+    #: The run completed but some result had wrong elements (or a gate failed, or the
+    #: average busbw was below 0.9x NCCL_TESTS_MIN_BW: nccl-tests fails both alike).
     DATA_ERROR = 1
     #: Bad command line, config or input file: nothing was measured.
     USAGE = 2

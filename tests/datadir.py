@@ -17,3 +17,5 @@ NCCL_DEBUG_LOGS = DATA_DIR / "nccl-debug-logs"
 NCCL_TESTS_LOGS = DATA_DIR / "nccl-tests-logs"
 #: nccl-tests ``-J FILE`` JSON reports.
 NCCL_TESTS_JSON = DATA_DIR / "nccl-tests-json"
+#: NCCL Inspector JSON output: examples written from NCCL's source (see its INDEX.md).
+NCCL_INSPECTOR = DATA_DIR / "nccl-inspector"

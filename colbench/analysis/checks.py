@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from colbench.config.sizes import parse_size
 from colbench.errors import UsageError
+from colbench.store import metrics
 
 #: Metric -> +1 when a rise is a regression (times, wrong elements), -1 when a drop is.
 METRIC_WORSE_WHEN: dict[str, int] = {
@@ -60,7 +61,8 @@ class Check:
     def parse(cls, text: str) -> Check:
         """``metric:+X%``, ``metric:-X%``, ``metric:X%`` (the bad direction) or ``metric:V``."""
         metric, sep, spec = text.strip().partition(":")
-        metric, spec = metric.strip(), spec.strip().replace(" ", "")
+        # A metric by its column (busbw_gbps) or its short alias (busbw), as everywhere.
+        metric, spec = metrics.column(metric), spec.strip().replace(" ", "")
         if not sep or not metric or not spec:
             raise UsageError(
                 f"bad --check {text!r}: write METRIC:+X%, METRIC:-X% or METRIC:VALUE, "

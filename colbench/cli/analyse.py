@@ -12,17 +12,21 @@ from colbench.analysis.gate import options as gate_options
 from colbench.cli.app import _param, _with_options, app
 from colbench.predict import options as predict_options
 
+#: Every command names a metric by its column or its short alias (colbench.store.metrics).
+METRIC_HELP = "busbw, algbw or time (or their columns busbw_gbps, algbw_gbps, time_us)."
+
 
 @app.command()
 def plot(
     runs: Annotated[list[str], typer.Argument(help="Run directories (or results.csv files).")],
-    metric: Annotated[str, typer.Option("--metric", help="busbw, algbw or time.")] = "busbw",
+    metric: Annotated[str, typer.Option("--metric", help=METRIC_HELP)] = "busbw",
     out: Annotated[
         str | None,
         typer.Option(
             "--out",
-            help="Figure file (.png/.svg/.pdf). Default: <run>/<metric>.png for one run "
-            "directory, else <metric>-<run>-vs-<run>.png here (never overwritten: -2, -3...).",
+            help="Directory the figure goes into (made if missing). Default: the last run's "
+            "own folder. One run: <metric>.png; several: <metric>-<run>-vs-<run>.png (never "
+            "overwritten: -2, -3...).",
         ),
     ] = None,
     peak: Annotated[
@@ -38,7 +42,7 @@ def plot(
     \b
     Examples:
       colbench plot results/20261122-022623-all-gloo/
-      colbench plot results/a/ results/b/ --metric time --out a-vs-b.png
+      colbench plot results/a/ results/b/ --metric time --out figures/
       colbench plot results/imported-ar/ --peak 400 --fit
     """
     from colbench.analysis.plot.lines import plot_runs
@@ -60,13 +64,14 @@ ALLOW_EMULATED_HELP = (
 def compare(
     run_a: Annotated[str, typer.Argument(help="Run A, the reference.")],
     run_b: Annotated[str, typer.Argument(help="Run B, compared with A (ratio = B / A).")],
-    metric: Annotated[str, typer.Option("--metric", help="busbw, algbw or time.")] = "busbw",
+    metric: Annotated[str, typer.Option("--metric", help=METRIC_HELP)] = "busbw",
     out: Annotated[
         str | None,
         typer.Option(
             "--out",
-            help="Figure file: both runs above, B / A below. Default: compare-<A>-vs-<B>.png "
-            "here (never overwritten: -2, -3...).",
+            help="Directory the figure (both runs above, B / A below) goes into, as "
+            "compare-<A>-vs-<B>.png (never overwritten: -2, -3...). Default: run B's own "
+            "folder.",
         ),
     ] = None,
     variant_a: Annotated[
@@ -88,7 +93,7 @@ def compare(
     \b
     Examples:
       colbench compare results/a/ results/b/
-      colbench compare results/imported-ar/ results/today/ --metric time --out t.png
+      colbench compare results/imported-ar/ results/today/ --metric time --out figures/
       colbench compare results/x/ results/x/ --variant-a NCCL_ALGO=Ring --variant-b NCCL_ALGO=Tree
     """
     from colbench.analysis.compare import comparison as compare_module

@@ -27,7 +27,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Collective-communication benchmarks on torch.distributed with nccl-tests semantics.\n\n"
     "Sizes use binary units (1K = 1024 bytes); bandwidth is GB/s (1 GB/s = 1e9 bytes/s).\n\n"
-    "Exit codes: 0 ok, 1 wrong results (or rows without memory), a failed gate or "
+    "Exit codes: 0 ok, 1 wrong results (or rows without memory, or an average busbw "
+    "below 0.9x NCCL_TESTS_MIN_BW), a failed gate or "
     "predict --max-error, 2 usage error, 3 rank failure, 4 timeout, 5 a gate that passed "
     "on correctness only (--fail-inconclusive), 6 a file of the run could not be written "
     "(disk full, directory gone), 129/130/131/143 interrupted (SIGHUP/SIGINT/SIGQUIT/"
@@ -39,16 +40,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _with_options(
-    *leading: inspect.Parameter, rows: tuple[option_table.Option, ...] | None = None
+    *leading: inspect.Parameter,
+    rows: tuple[option_table.Option, ...] | None = None,
+    hidden: frozenset[str] = frozenset(),
 ) -> Callable[[F], F]:
     """Give a command ``leading`` and then every option of the table (colbench.config.options),
-    or the rows of another command's table."""
+    or the rows of another command's table. With sweep's table come nccl-tests' flags that
+    sweep refuses (parsed, hidden, answered by :func:`_refuse_nccl_tests_flags`); options
+    named in ``hidden`` are parsed but left out of ``--help`` (the command refuses them)."""
 
     def wrap(func: F) -> F:
         ctx = inspect.Parameter(
             "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
         )
-        parameters = [ctx, *leading, *options.typer_parameters(rows)]
+        refused = options.refused_parameters() if rows is None else []
+        parameters = [ctx, *leading, *options.typer_parameters(rows, hidden), *refused]
         setattr(func, "__signature__", inspect.Signature(parameters))  # noqa: B010
         return func
 
@@ -69,6 +75,15 @@ def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
     """The options given on the command line (not left at their defaults)."""
     source = ctx.get_parameter_source
     return {k: v for k, v in values.items() if getattr(source(k), "name", "") == "COMMANDLINE"}
+
+
+def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
+    """Take nccl-tests' refused flags out of ``values``; raise with the reason if one asks for
+    what colbench does not do (``-g 1``, what colbench does anyway, passes)."""
+    given = {r.name: values.pop(r.name, None) for r in options.REFUSED}
+    said = options.refusal_message(given)
+    if said:
+        raise UsageError(said)
 
 
 def _error(message: str) -> None:

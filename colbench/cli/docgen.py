@@ -1,5 +1,6 @@
 """Reference docs generated from the code: docs/options.md from the options tables
-(sweep's, colbench.config.options; then p2p's, colbench.p2p.options).
+(sweep's, colbench.config.options; then p2p's, colbench.p2p.options), and the table of
+nccl-tests' flags in docs/nccl-tests.md (colbench.config.nccl_flags beside sweep's table).
 
 ``make docs`` (``python -m colbench.cli.docgen``) rewrites them; tests/unit/test_options.py
 fails while the committed file differs from what this writes.
@@ -134,14 +135,84 @@ def _short_table(rows: tuple[Option, ...]) -> list[str]:
     return lines
 
 
+#: The generated part of docs/nccl-tests.md lies between these lines.
+NCCL_TESTS_BEGIN = (
+    "<!-- nccl-tests flags: generated from colbench/config/options.py and "
+    "colbench/config/nccl_flags.py by `make docs`; do not edit. -->"
+)
+NCCL_TESTS_END = "<!-- end of the generated nccl-tests flags -->"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def nccl_tests_markdown() -> str:
+    """The table of every nccl-tests flag: its meaning and default there, and what colbench
+    does with it (the option that takes it, or the refusal and its reason)."""
+    from colbench.config.nccl_flags import FLAGS, VERSION
+    from colbench.config.options import REFUSED
+
+    taken = {opt.spec.nccl_tests: opt for opt in table() if opt.spec.nccl_tests.startswith("-")}
+    refused = {r.short: r for r in REFUSED}
+    lines = [
+        NCCL_TESTS_BEGIN,
+        "",
+        f"Every option of nccl-tests {VERSION} (`src/common.cu`), and what `colbench sweep` "
+        "does with it. A taken flag means what it means there; a refused one is answered "
+        "with its reason and exit code 2, except for the values that ask for what colbench "
+        "does anyway (`-g 1`), which pass.",
+        "",
+        "| nccl-tests | meaning there | default there | colbench |",
+        "|---|---|---|---|",
+    ]
+    for flag in FLAGS:
+        name = f"`{flag.short}`, `{flag.long}`"
+        if flag.short in taken:
+            opt = taken[flag.short]
+            flags = ", ".join(f"`{f}`" for f in opt.spec.flags)
+            default = "" if opt.default is None else f" Default here: `{opt.default}`."
+            said = f"taken: {flags}. {opt.spec.help}{default}"
+            if flag.long not in opt.spec.flags:
+                said += f" (`{flag.long}` is colbench's own `--op`: the collective.)"
+        elif flag.short in refused:
+            r = refused[flag.short]
+            same = f" Taken when it is {', '.join(f'`{v}`' for v in r.same)}." if r.same else ""
+            said = f"refused: {r.reason}.{same}"
+        elif flag.short == "-h":
+            said = "taken: `-h`, `--help`."
+        else:
+            said = "neither taken nor refused"
+        lines.append(
+            "| " + " | ".join((name, _cell(flag.meaning), _cell(flag.default), _cell(said))) + " |"
+        )
+    lines += ["", NCCL_TESTS_END]
+    return "\n".join(lines)
+
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "options.md"
+NCCL_TESTS_DOC = DOCS.with_name("nccl-tests.md")
+
+
+def with_nccl_tests_table(text: str) -> str:
+    """docs/nccl-tests.md's text with its generated table replaced by the current one."""
+    head, begin, rest = text.partition(NCCL_TESTS_BEGIN)
+    _, end, tail = rest.partition(NCCL_TESTS_END)
+    if not begin or not end:
+        raise ValueError(f"{NCCL_TESTS_DOC} lacks the generated table's marker lines")
+    return head + nccl_tests_markdown() + tail
 
 
 def main(argv: list[str]) -> int:
-    """Write docs/options.md (or the path given)."""
+    """Write docs/options.md (or the path given) and, without a path, the table of
+    nccl-tests' flags in docs/nccl-tests.md."""
     path = Path(argv[0]) if argv else DOCS
     path.write_text(options_markdown(), encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
+    if not argv:
+        text = NCCL_TESTS_DOC.read_text(encoding="utf-8")
+        NCCL_TESTS_DOC.write_text(with_nccl_tests_table(text), encoding="utf-8")
+        print(f"wrote the nccl-tests flags in {NCCL_TESTS_DOC}", file=sys.stderr)
     return 0
 
 

@@ -43,8 +43,13 @@ def version() -> None:
 
 @app.command("import")
 def import_(
-    kind: Annotated[str, typer.Argument(help="Format of the log: nccl-tests.")],
-    log: Annotated[str, typer.Argument(help="The tool's stdout, saved to a file.")],
+    kind: Annotated[str, typer.Argument(help="Format: nccl-tests, or inspector.")],
+    log: Annotated[
+        str,
+        typer.Argument(
+            help="The tool's stdout saved to a file, nccl-tests' -J report, or Inspector's dir."
+        ),
+    ],
     out: Annotated[
         str | None,
         typer.Option("--out", help="Run directory to create (default results/imported-<log>)."),
@@ -65,18 +70,32 @@ def import_(
     results_dir: Annotated[
         str, typer.Option("--results-dir", help="Parent of the default run directory.")
     ] = "results",
+    dtype: Annotated[
+        str | None,
+        typer.Option("--dtype", help="Inspector: the calls' element type (it records none)."),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option("--device", help="Inspector: the GPU model, e.g. 'NVIDIA H100 80GB HBM3'."),
+    ] = None,
 ) -> None:
     """Import another tool's results as a colbench run (results.csv + meta.json).
 
     nccl-tests and rccl-tests stdout in the old (error) and new (#wrong) layouts, with
     NCCL INFO lines, mpirun --tag-output or srun --label prefixes. algbw and busbw are
     recomputed with colbench's formulas; rows where the log disagrees are warned about.
+    inspector: NCCL Inspector's JSON output (a dump directory), one row per communicator,
+    op and size (docs/references.md).
+    nccl-tests' JSON report (-J FILE.json) is read exactly: with -I 1 every iteration is a
+    sample row (compare and gate judge them), else the report's own figures.
 
     \b
     Examples:
       colbench import nccl-tests all_reduce_perf.log
+      colbench import inspector nccl-inspector-1234/ --dtype bfloat16
       colbench import nccl-tests ar.log --out results/imported-ar/ --variant NCCL_ALGO=Tree
       colbench import nccl-tests trimmed.log --world-size 16
+      colbench import nccl-tests all_reduce.json --out results/imported-ar-json
     """
     from colbench import importers
 
@@ -88,12 +107,19 @@ def import_(
         world_size=world_size,
         op=op,
         variant=variant,
+        dtype=dtype,
+        device=device or "",
     )
     for note in imported.notes:
         typer.echo(f"colbench: note: {note}", err=True)
     for warning in imported.warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: {importers.summary(run_dir, imported)}", err=True)
+    from colbench.references.place import FIELD, lines
+
+    if FIELD in imported.facts:
+        for line in lines(imported.facts[FIELD]):
+            typer.echo(f"colbench: reference: {line}", err=True)
 
 
 @app.command("explain-log")
@@ -127,3 +153,68 @@ def explain_log(
         typer.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
         return
     typer.echo("\n\n".join(explain_text(name, facts) for name, facts in found))
+
+
+@app.command()
+def references(
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="GPU model, e.g. H100, GB200, MI300X.")
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option("--gpus-per-node", help="GPUs per node.", min=1)
+    ] = None,
+    nodes: Annotated[int | None, typer.Option("--nodes", help="Nodes.", min=1)] = None,
+    op: Annotated[str | None, typer.Option("--op", help="Collective, e.g. all_reduce.")] = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="measurement, floor or expectation.")
+    ] = None,
+    references_file: Annotated[
+        str | None,
+        typer.Option(
+            "--references",
+            help="A file in the same format (YAML or JSON) instead of the shipped table: "
+            "a fleet's golden runs.",
+        ),
+    ] = None,
+    from_floors: Annotated[
+        str | None,
+        typer.Option(
+            "--from-floors",
+            help="floors.json of `colbench health learn`, read as entries (typical figure "
+            "and WARN floor per collective check).",
+        ),
+    ] = None,
+    run_dir: Annotated[
+        str | None,
+        typer.Option("--run", help="Place this run (a sweep or import) against the entries."),
+    ] = None,
+    write: Annotated[
+        str | None, typer.Option("--write", help="Write the entries as a references file.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the entries as JSON.")] = False,
+) -> None:
+    """List published collective results for named hardware, each with its source.
+
+    The shipped table holds measurements, health-check floors and maintainers' figures
+    from public repositories and issues, each with the source's own line. Filters narrow
+    it; --references reads a fleet's own file instead; --run places a finished run
+    against the entries (as sweep and import do with the shipped table).
+
+    \b
+    Examples:
+      colbench references --gpu H100 --gpus-per-node 8
+      colbench references --gpu GB200 --kind floor
+      colbench references --references golden.yaml --run results/sweep-1
+      colbench references --from-floors floors.json --gpus-per-node 8 --write golden.json
+    """
+    from colbench.references.command import Filters, run
+
+    extra = []
+    if from_floors is not None:
+        from colbench.health.floors import as_references
+
+        extra = as_references(from_floors, gpus_per_node)
+    filters = Filters(gpu, gpus_per_node, nodes, op, kind)
+    code = run(filters, references_file, extra, run_dir, write, as_json)
+    if code:
+        raise typer.Exit(code)

@@ -9,15 +9,23 @@ from typing import Annotated, Any
 
 import typer
 
-from colbench.cli.app import _given, _option, _param, _with_options, app
+from colbench.cli.app import _given, _option, _param, _refuse_nccl_tests_flags, _with_options, app
+from colbench.config import options as sweep_table
+from colbench.crosscheck import FORWARDED, MAPPED
 from colbench.health import options as health_options
 from colbench.p2p import options as p2p_options
 
 SWEEP_HELP = """Measure collectives over a range of message sizes.
 
-Sizes: --sizes 1K-1G (doubling; --factor/--step change that) or --sizes 1K,4K,1M;
-nccl-tests' -b/-e/-f/-i work too. Units are binary (1K = 1024 bytes); bandwidth is
-reported in GB/s (1 GB/s = 1e9 bytes/s).
+Sizes: --sizes 1K-1G (doubling; --factor/--step change that) or --sizes 1K,4K,1M.
+Units are binary (1K = 1024 bytes); bandwidth is reported in GB/s (1 GB/s = 1e9 bytes/s).
+
+nccl-tests' flags mean what they mean there, or are refused with the reason
+(docs/nccl-tests.md): -b/-e without -f step by -i (1M), -c N verifies N times, -r -1
+runs every root, -G N launches the graph N times, -T 0 is no timeout. --op names the
+collective; the reduction is -o/--redop. Defaults that differ from nccl-tests': sizes
+1K-16M (nccl-tests: 32M), -w 5 (nccl-tests: 1). Ranks: --nprocs (nccl-tests' -p is
+its parallel init, which changes nothing here).
 
 \b
 Examples:
@@ -34,10 +42,24 @@ Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 ran
 """
 
 
+def sweep_options(ctx: typer.Context, suite_file: str | None, values: dict[str, Any]) -> Any:
+    """The SweepOptions of a parsed ``sweep``/``run`` command line: nccl-tests' flags that
+    sweep does not take refused with their reason, notes on those that ran said."""
+    from colbench.config.options import command_line_notes
+    from colbench.sweep import command
+
+    _refuse_nccl_tests_flags(values)
+    given = _given(ctx, values)
+    opts = command.options_of(suite_file, given)
+    for note in command_line_notes(given):
+        print(f"colbench: note: {note}", file=sys.stderr)
+    return opts
+
+
 def _run_sweep(ctx: typer.Context, suite_file: str | None, values: dict[str, Any]) -> int:
     from colbench.sweep import command
 
-    return command.run(command.options_of(suite_file, _given(ctx, values)), tuple(sys.argv))
+    return command.run(sweep_options(ctx, suite_file, values), tuple(sys.argv))
 
 
 CONFIG_HELP = (
@@ -95,14 +117,14 @@ rules: WARN 25% below, CRITICAL 50% below, beyond the samples' spread. Writes
 health.jsonl and health.prom (node_exporter's textfile collector) into the run directory
 and prints the table (docs/health.md).
 
-`colbench health learn RUN... --out floors.json` learns floors from 10 or more healthy
-runs; `--floors floors.json` judges against them.
+`colbench health learn RUN... --out floors` learns floors from 10 or more healthy
+runs into floors/floors.json; `--floors floors/floors.json` judges against them.
 
 \b
 Examples:
   srun -N 16 --ntasks-per-node 8 colbench health --drain-list drain.txt
   torchrun --nnodes 6 --nproc-per-node 1 ... -m colbench health --level quick
-  colbench health learn results/health-* --out floors.json
+  colbench health learn results/health-* --out floors
 
 Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
 3 rank failure, 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
@@ -162,7 +184,7 @@ def run(ctx: typer.Context, suite_file: str, **values: Any) -> None:
 CROSSCHECK_HELP = """Run one sweep through nccl-tests and through colbench, and show both per size.
 
 Takes sweep's flags for what to measure (--op, --sizes or -b/-e/-f/-i, -d, -o, -r,
---placement, -n, -w, -c, -a, --nprocs, -G; one op, dtype and redop) and runs the op's
+--placement, -n, -w, -c, -a, --nprocs, -G N, -p; one op, dtype, redop and root) and runs the op's
 nccl-tests program (all_reduce_perf...) with the same settings as one process driving
 --nprocs GPUs of this node (-g N), then `colbench sweep` on NCCL with as many ranks. It
 imports nccl-tests' output and prints time and busbw of both with colbench time /
@@ -188,7 +210,7 @@ a launcher; run both yourself with the same flags and compare them:
 \b
 Examples:
   colbench crosscheck --op all_reduce -b 8 -e 1G -f 2 --nccl-tests ~/nccl-tests/build
-  colbench crosscheck --op all_gather --sizes 1K-64M -n 50 --nprocs 4 -G
+  colbench crosscheck --op all_gather --sizes 1K-64M -n 50 --nprocs 4 -G 5
   NCCL_ALGO=Tree colbench crosscheck --op all_reduce --sizes 1K-64M --ranks-per-gpu 4
 
 Exit codes: 0 ok, 1 wrong results, 2 usage error (nothing ran), 3 a tool failed,
@@ -204,11 +226,19 @@ MPIEXEC_HELP = (
 )
 
 
+#: sweep's options crosscheck refuses (nccl-tests has nothing like them): parsed, so the
+#: refusal can say why, but not listed in its --help.
+CROSSCHECK_REFUSES = frozenset(
+    opt.name for opt in sweep_table.table() if opt.name not in MAPPED | set(FORWARDED)
+)
+
+
 @app.command(help=CROSSCHECK_HELP)
 @_with_options(
     _option("nccl_tests", str | None, None, "--nccl-tests", NCCL_TESTS_HELP),
     _option("nccl_tests_timeout", float, 3600.0, "--nccl-tests-timeout", NCCL_TESTS_TIMEOUT_HELP),
     _option("mpiexec", str | None, None, "--mpiexec", MPIEXEC_HELP),
+    hidden=CROSSCHECK_REFUSES,
 )
 def crosscheck(
     ctx: typer.Context,
@@ -219,6 +249,7 @@ def crosscheck(
 ) -> None:
     from colbench.crosscheck import command
 
+    _refuse_nccl_tests_flags(values)
     code = command.run(values, _given(ctx, values), nccl_tests, nccl_tests_timeout, mpiexec)
     raise typer.Exit(code)
 

@@ -20,11 +20,13 @@ from colbench.config.options import (
     DEFAULT_TIMEOUT_S,
     EMULATED_INIT_TIMEOUT_S,
     EMULATED_TIMEOUT_S,
+    NO_TIMEOUT_S,
     PLACEMENTS,
     Average,
     Backend,
     MemoryCheck,
     SweepOptions,
+    parse_collectives,
     parse_split,
 )
 from colbench.config.options import table as options_table
@@ -48,15 +50,17 @@ class MeasureConfig:
     redops: tuple[str, ...] = ("sum",)
     """Reduction operators for ops that reduce."""
     root: int = 0
-    """Root rank of broadcast, reduce, gather and scatter."""
+    """Root rank of broadcast, reduce, gather and scatter; ``EVERY_ROOT`` (-1) each rank
+    in turn, as nccl-tests' ``-r -1``."""
     placements: tuple[str, ...] = PLACEMENTS
     """``out`` (separate buffers) and/or ``in`` (in-place form), as nccl-tests reports both."""
     iters: int = 20
     """Timed calls per size."""
     warmup: int = 5
     """Untimed calls per size before timing (connection set-up, caches)."""
-    check: bool = True
-    """Verify every result bitwise after timing."""
+    check: int = 1
+    """Passes of fill, run once and verify bitwise after each size's timing (nccl-tests'
+    ``-c N``; a pass that finds wrong elements ends them); 0 verifies nothing."""
     average: Average = "avg"
     """How each rank's batch time is combined before bandwidth is computed."""
     group_size: int | None = None
@@ -86,8 +90,9 @@ class MeasureConfig:
     the minimum), instead of a fixed count."""
     rotate: int = 1
     """Buffer sets cycled call by call, so caches do not flatter repeated calls."""
-    cuda_graph: bool = False
-    """NCCL: capture the timed batch in a CUDA graph and replay it (nccl-tests' -G)."""
+    cuda_graph: int = 0
+    """NCCL: capture the timed batch in a CUDA graph and launch it this many times
+    (nccl-tests' -G N); 0 runs the calls eagerly."""
     repeat: int = 1
     """Times the whole plan is measured, one sample per row each time (rows' ``repeat``)."""
     contend: LoadSpec | None = None
@@ -149,6 +154,10 @@ class OutputConfig:
     """Write per_rank.csv beside results.csv: each rank's batch time and barrier wait."""
     ceiling_gbps: float | None = None
     """The user's rate bounding busbw (GB/s), replacing the hardware's (colbench.hardware)."""
+    output_file: str | None = None
+    """``-J``: nccl-tests' JSON report, an absolute path ending in .json (None: none)."""
+    per_iter_timing: bool = False
+    """``-I 1``: the -J report's per-iteration blocks (every timed call, every rank)."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
 
@@ -237,8 +246,18 @@ def resolve_sizes(
     factor: float | None,
     step: str | None,
 ) -> tuple[int, ...]:
-    """Merge ``--sizes`` with the nccl-tests flags -b/-e/-f/-i into one size list."""
+    """Merge ``--sizes`` with the nccl-tests flags -b/-e/-f/-i into one size list.
+
+    -b/-e mean what they mean in nccl-tests: without -f (or with -f 1) sizes step by -i,
+    1M unless given. ``--sizes MIN-MAX`` is colbench's own range and doubles.
+    """
     step_bytes = parse_size(step) if step is not None else None
+    if factor is not None and factor < 1:
+        raise UsageError(f"step factor must be a whole number of 1 or more, got {factor}")
+    if factor == 1:
+        # nccl-tests: a factor of 1 means "add -i each step".
+        factor = None
+        step_bytes = NCCL_TESTS_STEP_BYTES if step_bytes is None else step_bytes
     if sizes is not None:
         if minbytes is not None or maxbytes is not None:
             raise UsageError("give either --sizes or -b/--minbytes and -e/--maxbytes, not both")
@@ -246,12 +265,22 @@ def resolve_sizes(
     low = parse_size(minbytes) if minbytes is not None else None
     high = parse_size(maxbytes) if maxbytes is not None else None
     if low is None and high is None:
-        return tuple(parse_sizes("1K-16M", factor, step_bytes))
+        return tuple(parse_sizes(DEFAULT_SIZES, factor, step_bytes))
+    if factor is None and step_bytes is None:
+        step_bytes = NCCL_TESTS_STEP_BYTES
     # nccl-tests defaults both ends to 32M; one given end alone means a single size.
     low = high if low is None else low
     high = low if high is None else high
     assert low is not None and high is not None
     return tuple(size_range(low, high, factor, step_bytes))
+
+
+#: colbench's sizes when none are given (nccl-tests' are 32M only: -b 32M -e 32M).
+DEFAULT_SIZES = "1K-16M"
+#: nccl-tests' -i default: the step when -b/-e come without -f.
+NCCL_TESTS_STEP_BYTES = 1024**2
+#: ``--root -1``: every rank of the group is the root in turn (nccl-tests' ``-r -1``).
+EVERY_ROOT = -1
 
 
 def build(
@@ -263,7 +292,7 @@ def build(
     **kwargs: Any,
 ) -> SweepConfig:
     """Validate user choices into a SweepConfig (raises UsageError)."""
-    collectives = ops_registry.parse_ops(op)
+    collectives = parse_collectives(op)
     if kwargs.get("cuda_graph") and op.strip() != "all":
         # Asked for by name, it cannot be quietly left out: refuse. (``all`` skips it.)
         named = [c.name for c in collectives if not c.graph_capturable]
@@ -319,7 +348,10 @@ def _groups(group_size: int | None, split: str | None) -> dict[str, Any]:
 
 
 def default_timeout(given: float | None, ranks_per_gpu: int, *, init: bool) -> float:
-    """``--timeout``/``--init-timeout`` as given, else the default for the fabric."""
+    """``--timeout``/``--init-timeout`` as given, else the default for the fabric;
+    ``--timeout 0`` is nccl-tests' "none", as long a limit as torch is given."""
+    if given == 0 and not init:
+        return NO_TIMEOUT_S
     if given is not None:
         return given
     if ranks_per_gpu > 1:

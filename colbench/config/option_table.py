@@ -116,8 +116,12 @@ def config_values(rows: tuple[Option, ...], values: Mapping[str, Any]) -> dict[s
     return out
 
 
-def typer_parameters(rows: tuple[Option, ...]) -> list[inspect.Parameter]:
-    """The rows as keyword parameters of a Typer command."""
+def typer_parameters(
+    rows: tuple[Option, ...], hidden: frozenset[str] = frozenset()
+) -> list[inspect.Parameter]:
+    """The rows as keyword parameters of a Typer command; those named in ``hidden`` are
+    parsed (so the command can refuse them with its reason) but left out of ``--help``,
+    which lists only what the command takes."""
     import typer
 
     return [
@@ -125,7 +129,10 @@ def typer_parameters(rows: tuple[Option, ...]) -> list[inspect.Parameter]:
             opt.name,
             inspect.Parameter.KEYWORD_ONLY,
             default=opt.default,
-            annotation=Annotated[opt.type, typer.Option(*opt.spec.flags, help=opt.spec.help)],
+            annotation=Annotated[
+                opt.type,
+                typer.Option(*opt.spec.flags, help=opt.spec.help, hidden=opt.name in hidden),
+            ],
         )
         for opt in rows
     ]

@@ -20,17 +20,19 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 from colbench import ops
 from colbench.config import option_table
 from colbench.config.contend import parse_contend
+from colbench.config.nccl_flags import Refusal
 from colbench.config.option_table import Option, option, rows_of
 from colbench.config.sizes import parse_size, parse_sizes
 from colbench.config.variants import parse_axes, parse_interpreters
 from colbench.direct.engine import parse_engines
 from colbench.errors import UsageError
-from colbench.ops.dtypes import parse_dtypes, parse_redops
+from colbench.ops.dtypes import REDOPS, parse_dtypes, parse_redops
 from colbench.ops.splits import given as given_splits
 from colbench.ops.splits import parse as parse_splits
 
@@ -43,9 +45,13 @@ MEMORY_CHECKS: tuple[MemoryCheck, ...] = ("skip", "refuse", "off")
 # nccl-tests' -a takes 0..3.
 _AVERAGE_DIGITS: dict[str, Average] = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
 PLACEMENTS = ("out", "in")
+#: nccl-tests' -c N verifies N times; beyond this a typo is likelier than intent.
+MAX_CHECK_PASSES = 100
 #: Default timeouts; ranks that share a GPU (--ranks-per-gpu) time-slice its kernels and
 #: talk over loopback sockets, so every step takes longer (see docs/gpu.md).
 DEFAULT_TIMEOUT_S = 300.0
+#: ``--timeout 0`` (nccl-tests: no timeout): torch's process groups need a finite one.
+NO_TIMEOUT_S = 7 * 86400.0
 DEFAULT_INIT_TIMEOUT_S = 120.0
 EMULATED_TIMEOUT_S = 900.0
 EMULATED_INIT_TIMEOUT_S = 300.0
@@ -60,10 +66,45 @@ def parse_average(text: str) -> Average:
     raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
 
 
-def check_flag(value: int) -> bool:
-    """``--check 0/1`` (nccl-tests' -c) as the config's bool."""
+def check_passes(value: int) -> int:
+    """``--check N`` (nccl-tests' -c): passes of fill, run once and verify; 0 none."""
+    if not 0 <= value <= MAX_CHECK_PASSES:
+        raise UsageError(f"--check takes 0 to {MAX_CHECK_PASSES} passes, got {value}")
+    return value
+
+
+def parse_collectives(text: str) -> tuple[ops.Collective, ...]:
+    """``--op``: collectives; a reduction's name (nccl-tests' ``--op sum``) is refused with
+    where the reduction goes here."""
+    for name in (n.strip().lower() for n in text.split(",")):
+        if name in (*REDOPS, "mulsum"):
+            raise UsageError(
+                f"--op {name}: --op names the collective here (e.g. --op all_reduce); the "
+                f"reduction, nccl-tests' -o/--op, is -o/--redop {name}"
+            )
+    return ops.parse_ops(text)
+
+
+def check_json_path(path: str) -> str:
+    """``-J FILE``: a name nccl-tests would write (it writes JSON only to ``*.json``, and
+    nothing at all for other names) in a directory that exists; made absolute, so every
+    process of the run names the same file."""
+    target = Path(path).expanduser()
+    if target.suffix.lower() != ".json":
+        raise UsageError(
+            f"-J {path}: nccl-tests writes its JSON report only to a name ending in .json "
+            f"(and nothing for others); name it {target.name}.json"
+        )
+    if not target.parent.resolve().is_dir():
+        raise UsageError(f"-J {path}: directory {target.parent} does not exist")
+    return str(target.resolve())
+
+
+def per_iter_flag(value: int) -> bool:
+    """``-I 0/1`` (nccl-tests' --per_iter_timing) as a bool; nccl-tests turns other
+    values into 0 with a warning, here they are refused."""
     if value not in (0, 1):
-        raise UsageError(f"--check takes 0 or 1, got {value}")
+        raise UsageError(f"-I/--per-iter-timing takes 0 or 1, got {value}")
     return bool(value)
 
 
@@ -116,16 +157,20 @@ class SweepOptions:
     op: str = option(
         "all_reduce",
         "--op",
-        help="Collectives, comma list or 'all': " + ", ".join(ops.BY_NAME),
+        help="Collectives, comma list or 'all': "
+        + ", ".join(ops.BY_NAME)
+        + ". Unlike nccl-tests' --op (the reduction, -o/--redop here), --op names the "
+        "collective.",
         concern="measure",
         yaml="list",
-        parse=ops.parse_ops,
+        parse=parse_collectives,
     )
     sizes: str | None = option(
         None,
         "--sizes",
         "-s",
-        help="Range 1K-1G or list 1K,4K,1M (binary units). Default 1K-16M.",
+        help="Range 1K-1G (doubling) or list 1K,4K,1M (binary units). Default 1K-16M "
+        "(nccl-tests' is 32M only).",
         concern="measure",
         yaml="list",
         parse=parse_sizes,
@@ -135,7 +180,8 @@ class SweepOptions:
         None,
         "--minbytes",
         "-b",
-        help="nccl-tests: smallest size (binary units).",
+        help="Smallest size (binary units), as nccl-tests' -b: with -e and no -f, sizes step "
+        "by -i (1M), as there.",
         concern="measure",
         nccl_tests="-b",
         yaml="size",
@@ -145,18 +191,19 @@ class SweepOptions:
         None,
         "--maxbytes",
         "-e",
-        help="nccl-tests: largest size (binary units).",
+        help="Largest size (binary units), as nccl-tests' -e.",
         concern="measure",
         nccl_tests="-e",
         yaml="size",
         to=None,
     )
-    factor: float | None = option(
+    factor: int | None = option(
         None,
         "--factor",
         "--stepfactor",
         "-f",
-        help="Multiply size by this per step (default 2).",
+        help="Multiply the size by this whole number per step; 1 steps by -i instead (as "
+        "nccl-tests). Default 2 with --sizes MIN-MAX, 1 with -b/-e (nccl-tests' default).",
         concern="measure",
         nccl_tests="-f",
         to=None,
@@ -166,7 +213,7 @@ class SweepOptions:
         "--step",
         "--stepbytes",
         "-i",
-        help="Add this many bytes per step instead.",
+        help="Add this many bytes per step instead (default 1M where -f is 1, as nccl-tests).",
         concern="measure",
         nccl_tests="-i",
         yaml="size",
@@ -175,9 +222,11 @@ class SweepOptions:
     dtype: str = option(
         "float32",
         "--dtype",
+        "--datatype",
         "-d",
         help="Element types, comma list or 'all': float32, float16, bfloat16, float64, "
-        "int8, uint8, int32, int64 (nccl-tests' float, half, double work too).",
+        "int8, uint8, int32, int64 (nccl-tests' float, half, double work too; its uint32, "
+        "uint64, f8e4m3, f8e5m2 are not here, nor in 'all').",
         concern="measure",
         nccl_tests="-d",
         yaml="list",
@@ -187,7 +236,8 @@ class SweepOptions:
         "sum",
         "--redop",
         "-o",
-        help="Reduction ops, comma list or 'all': sum, prod, min, max, avg (float only).",
+        help="Reduction ops, comma list or 'all': sum, prod, min, max, avg (float only); "
+        "nccl-tests' --op, whose mulsum is not here.",
         concern="measure",
         nccl_tests="-o",
         yaml="list",
@@ -197,7 +247,8 @@ class SweepOptions:
         0,
         "--root",
         "-r",
-        help="Root rank of broadcast, reduce, gather, scatter.",
+        help="Root rank of broadcast, reduce, gather, scatter; -1 every rank in turn (as "
+        "nccl-tests).",
         concern="measure",
         nccl_tests="-r",
     )
@@ -217,15 +268,20 @@ class SweepOptions:
     repeat: int = option(
         1,
         "--repeat",
+        "--run_cycles",
+        "-N",
         help="Measure the whole sweep this many times, interleaved (every size once, then "
-        "again); every sample is a CSV row with its repeat index (for colbench gate).",
+        "again); every sample is a CSV row with its repeat index (for colbench gate). "
+        "nccl-tests' -N; its 0 (forever) is refused.",
         concern="measure",
+        nccl_tests="-N",
     )
     warmup: int = option(
         5,
         "--warmup",
+        "--warmup_iters",
         "-w",
-        help="Untimed calls per size before timing.",
+        help="Untimed calls per size before timing. Default 5; nccl-tests' is 1.",
         concern="measure",
         nccl_tests="-w",
     )
@@ -233,11 +289,12 @@ class SweepOptions:
         1,
         "--check",
         "-c",
-        help="1: verify every result (default); 0: skip.",
+        help="Passes of fill, run once, verify after each size's timing (as nccl-tests): "
+        "1 (default), 0 none.",
         concern="measure",
         nccl_tests="-c",
         yaml="check",
-        convert=check_flag,
+        convert=check_passes,
     )
     average: str = option(
         "avg",
@@ -261,9 +318,18 @@ class SweepOptions:
     nprocs: int | None = option(
         None,
         "--nprocs",
-        "-p",
         help="Ranks to spawn without a launcher (default: GPUs for NCCL, 2 for gloo).",
         concern="launch",
+    )
+    parallel_init: int = option(
+        0,
+        "--parallel_init",
+        "-p",
+        help="nccl-tests' parallel init (0/1): taken, and changes nothing here, where every "
+        "rank is a process that starts its own communicator. Ranks: --nprocs.",
+        concern="launch",
+        nccl_tests="-p",
+        to=None,
     )
     ranks_per_gpu: int = option(
         1,
@@ -276,10 +342,13 @@ class SweepOptions:
     timeout: float | None = option(
         None,
         "--timeout",
+        "-T",
         help="Seconds any one step (a timed batch, a barrier, a verification) may take: a "
         f"hang ends the run with exit 4 naming the stuck ranks, op and size. Default "
-        f"{DEFAULT_TIMEOUT_S:g}, {EMULATED_TIMEOUT_S:g} with --ranks-per-gpu above 1.",
+        f"{DEFAULT_TIMEOUT_S:g}, {EMULATED_TIMEOUT_S:g} with --ranks-per-gpu above 1; 0 "
+        f"none, as nccl-tests (torch needs a limit: {NO_TIMEOUT_S / 86400:g} days).",
         concern="launch",
+        nccl_tests="-T",
         to="timeout_s",
     )
     init_timeout: float | None = option(
@@ -381,12 +450,14 @@ class SweepOptions:
         help="Cycle N buffer sets call by call so caches do not help.",
         concern="measure",
     )
-    cuda_graph: bool = option(
-        False,
+    cuda_graph: int = option(
+        0,
         "--cuda-graph",
+        "--cudagraph",
         "-G",
-        help="NCCL: capture the timed batch in a CUDA graph and replay it, to see "
-        "small-message latency without torch's per-call launch cost.",
+        help="NCCL: capture the timed batch (-n calls) in a CUDA graph and launch it this "
+        "many times (nccl-tests' -G N), to see small-message latency without torch's "
+        "per-call launch cost; 0 off.",
         concern="measure",
         nccl_tests="-G",
     )
@@ -458,7 +529,9 @@ class SweepOptions:
     plot: bool = option(
         False,
         "--plot/--no-plot",
-        help="Write busbw.png and time.png into the run dir.",
+        help="Write busbw.png and time.png into the run dir. Off by default, as nccl-tests "
+        "draws nothing: a sweep is read as its table (p2p and health, read as heatmaps, "
+        "draw theirs by default).",
         concern="output",
     )
     per_rank: bool = option(
@@ -466,6 +539,30 @@ class SweepOptions:
         "--per-rank",
         help="Also write per_rank.csv: every rank's batch time and barrier wait per row.",
         concern="output",
+    )
+    # nccl-tests' JSON report (-J, -I): colbench.report.nccl_tests_json.
+    output_file: str | None = option(
+        None,
+        "--output-file",
+        "--output_file",
+        "-J",
+        help="Also write nccl-tests' JSON report to FILE.json (nccl-tests' layout and "
+        "quirks, docs/nccl-tests.md#json-report); an existing file is kept and FILE.json.0, "
+        ".1... written instead, as nccl-tests does. One --op, one repeat, no variants.",
+        concern="output",
+        nccl_tests="-J",
+        convert=optional(check_json_path),
+    )
+    per_iter_timing: int = option(
+        0,
+        "--per-iter-timing",
+        "--per_iter_timing",
+        "-I",
+        help="1: the -J report gets nccl-tests' per-iteration blocks (every timed call's "
+        "time, the slowest rank's and each rank's); needs -J, not --cuda-graph.",
+        concern="output",
+        nccl_tests="-I",
+        convert=per_iter_flag,
     )
     ceiling_gbps: float | None = option(
         None,
@@ -477,15 +574,122 @@ class SweepOptions:
     )
 
 
+#: nccl-tests' flags that ``sweep`` does not take, each with why and what to use; the rest
+#: are options above (their ``nccl_tests``). docs/nccl-tests.md's table is made of both.
+_DIRECT_NCCL = "needs NCCL's own API, which torch.distributed does not expose; refused until "
+REFUSED: tuple[Refusal, ...] = (
+    Refusal("-t", "one rank per process here, one GPU each; use --nprocs", same=("1",)),
+    Refusal("-g", "one rank per GPU here; use --nprocs", same=("1",)),
+    Refusal(
+        "-m",
+        "torch.distributed issues one collective per call, with no NCCL group to aggregate "
+        "calls in",
+        same=("1",),
+    ),
+    Refusal(
+        "-z",
+        "colbench times a batch of -n calls and waits once, at its end (nccl-tests' -z 0)",
+        same=("0",),
+    ),
+    Refusal("-y", "torch runs each collective on its process group's own stream", same=("0",)),
+    Refusal(
+        "-C",
+        "colbench reports device time (and, on NCCL, the enqueue time of a call in enqueue_us)",
+        same=("0",),
+    ),
+    Refusal(
+        "-S",
+        "rows carry no clock time; meta.json records when the run started",
+        same=("0",),
+    ),
+    Refusal(
+        "-R",
+        _DIRECT_NCCL + "colbench drives NCCL directly (buffer registration)",
+        same=("0",),
+    ),
+    Refusal("-x", _DIRECT_NCCL + "colbench drives NCCL directly (the CTA policy)"),
+    Refusal(
+        "-D",
+        "NCCL's device API is not reachable through torch.distributed",
+        same=("0",),
+    ),
+    Refusal(
+        "-V",
+        "NCCL's device API (-D) is not reachable through torch.distributed",
+        same=("16",),
+    ),
+    Refusal(
+        "-M",
+        "colbench reports no device memory use; --memory-check and --memory-limit guard allocation",
+        same=("0",),
+    ),
+    Refusal("-u", "torch allocates aligned buffers; misaligned ones are not offered", same=("0",)),
+    Refusal(
+        "-K",
+        "-I's summary here counts every timed iteration (per_iter_skip 0); more warm-up "
+        "(-w) leaves the leading calls out of it",
+        same=("0",),
+    ),
+)
+
+
+def refusal_message(given: Mapping[str, Any]) -> str:
+    """The usage error for the first refused nccl-tests flag ``given`` holds (parsed into
+    :attr:`Refusal.name`), or "" when none asks for anything colbench does not do."""
+    for refusal in REFUSED:
+        value = given.get(refusal.name)
+        if value is not None and (said := refusal.message(str(value))):
+            return said
+    return ""
+
+
+def command_line_notes(given: Mapping[str, Any]) -> list[str]:
+    """What an nccl-tests user should be told about flags that ran, given on the command line."""
+    notes = []
+    op = given.get("op")
+    if op is not None and str(op).strip().lower() == "all" and "redop" not in given:
+        notes.append(
+            "--op all runs every collective: --op names the collective here; nccl-tests' "
+            "--op all (every reduction) is -o all / --redop all"
+        )
+    if "parallel_init" in given:
+        notes.append(
+            "-p/--parallel_init changes nothing here: every rank is a process that starts "
+            "its own communicator"
+        )
+    return notes
+
+
 @functools.cache
 def table() -> tuple[Option, ...]:
     """Every option, in the order ``--help`` lists them."""
     return rows_of(SweepOptions)
 
 
-def typer_parameters(rows: tuple[Option, ...] | None = None) -> list[inspect.Parameter]:
+def typer_parameters(
+    rows: tuple[Option, ...] | None = None, hidden: frozenset[str] = frozenset()
+) -> list[inspect.Parameter]:
     """The sweep table (or ``rows``) as keyword parameters of a Typer command."""
-    return option_table.typer_parameters(table() if rows is None else rows)
+    return option_table.typer_parameters(table() if rows is None else rows, hidden)
+
+
+def refused_parameters() -> list[inspect.Parameter]:
+    """nccl-tests' flags that sweep does not take (:data:`REFUSED`), as hidden parameters:
+    parsed like nccl-tests' (each takes a value), so the command can answer with the reason
+    instead of click's "no such option"."""
+    import typer
+
+    return [
+        inspect.Parameter(
+            refusal.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                str | None, typer.Option(refusal.short, refusal.flag.long, hidden=True)
+            ],
+        )
+        for refusal in REFUSED
+    ]
 
 
 def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOptions:

@@ -61,7 +61,11 @@ def validate_counts(*, iters: int, repeat: int, warmup: int, seed: int, root: in
     if iters < 1:
         raise UsageError(f"--iters must be at least 1, got {iters}")
     if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+        # nccl-tests' -N 0 runs until stopped; a run here ends, so its rows can be read.
+        forever = (
+            " (nccl-tests' -N 0, forever, is not offered: give a count)" if repeat == 0 else ""
+        )
+        raise UsageError(f"--repeat must be at least 1, got {repeat}{forever}")
     if warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {warmup}")
 
@@ -91,8 +95,14 @@ def validate(cfg: SweepConfig) -> None:
     if not cfg.measure.sizes_bytes:
         raise UsageError("no sizes to run")
     validate_run(cfg)
-    if cfg.measure.root < 0:
-        raise UsageError(f"--root must be a rank (0 or more), got {cfg.measure.root}")
+    if cfg.measure.root < -1:
+        raise UsageError(
+            f"--root must be a rank (0 or more) or -1 (every rank in turn), got {cfg.measure.root}"
+        )
+    if cfg.measure.cuda_graph < 0:
+        raise UsageError(
+            f"--cuda-graph takes a number of graph launches, got {cfg.measure.cuda_graph}"
+        )
     if cfg.measure.cuda_graph and cfg.launch.backend == "gloo":
         # Also checked against the backend ``auto`` picks; this catches it before torch loads.
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
@@ -118,6 +128,41 @@ def validate(cfg: SweepConfig) -> None:
     if not any(placements_for(c, cfg) for c in cfg.collectives()):
         forms = "/".join(cfg.measure.placements)
         raise UsageError(f"none of the chosen ops has a {forms} form; see colbench explain")
+    _check_json_report(cfg)
+
+
+def _check_json_report(cfg: SweepConfig) -> None:
+    """-J and -I: what nccl-tests' report can hold. It names no collective (nccl-tests is
+    one binary per collective) and holds one measurement per size, in one world."""
+    measure, launch = cfg.measure, cfg.launch
+    if cfg.output.per_iter_timing and cfg.output.output_file is None:
+        raise UsageError(
+            "-I 1 adds per-iteration blocks to the -J report; give -J FILE.json too "
+            "(colbench's table and results.csv always carry time_min_us..time_max_us)"
+        )
+    if cfg.output.per_iter_timing and measure.cuda_graph:
+        raise UsageError(
+            "-I 1 with --cuda-graph: a replayed graph has no per-call times (nccl-tests "
+            "turns -I off with -G); drop one of them"
+        )
+    if cfg.output.output_file is None:
+        return
+    if len(measure.ops) > 1:
+        raise UsageError(
+            f"-J: nccl-tests' report names no collective (one binary per collective), so it "
+            f"holds one --op; got {', '.join(measure.ops)}: run one sweep per op"
+        )
+    if measure.repeat > 1:
+        raise UsageError(
+            "-J: nccl-tests' report holds one measurement per size; --repeat "
+            f"{measure.repeat} measures each {measure.repeat} times (its rows are in "
+            "results.csv; -I 1 gives the report every iteration)"
+        )
+    if launch.env_axes or launch.interpreters or measure.contend is not None:
+        raise UsageError(
+            "-J: nccl-tests' report is one world's; --env, --python and --contend run "
+            "several (one sweep per variant, each with its own -J)"
+        )
 
 
 def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:

@@ -28,6 +28,7 @@ from colbench import launch, ops
 from colbench.config import model as config
 from colbench.config import options, validate
 from colbench.config.sizes import format_size
+from colbench.crosscheck import FORWARDED, MAPPED
 from colbench.crosscheck.report import MULTI_NODE, write_report
 from colbench.crosscheck.sides import (
     COLBENCH_RUN,
@@ -50,18 +51,8 @@ BUILD_HINT = (
     "build nccl-tests (git clone https://github.com/NVIDIA/nccl-tests && make -C nccl-tests "
     "CUDA_HOME=... NCCL_HOME=...) and pass --nccl-tests nccl-tests/build or put it on PATH"
 )
-#: sweep options that crosscheck maps onto nccl-tests flags (or uses itself).
-MAPPED = frozenset(
-    (
-        *("op", "sizes", "minbytes", "maxbytes", "factor", "step", "dtype", "redop", "root"),
-        *("placement", "iters", "warmup", "check", "average", "backend", "nprocs", "cuda_graph"),
-        *("out", "results_dir", "ranks_per_gpu", "engine"),
-    )
-)
 #: The module that starts each nccl-tests rank of an emulated world under mpiexec.
 EMULATED_RANK = "colbench.crosscheck.emulated_rank"
-#: sweep options that leave what is measured alone: passed to colbench's side as given.
-FORWARDED = ("timeout", "init_timeout", "seed", "progress", "memory_check", "memory_limit")
 
 
 @dataclass(frozen=True)
@@ -78,6 +69,8 @@ class Plan:
     forwarded: tuple[str, ...] = ()
     #: The MPI launcher (with its flags) of an emulated world's nccl-tests ranks.
     mpiexec: tuple[str, ...] = ()
+    #: nccl-tests' -p (parallel init), passed on to it; colbench's ranks start alike either way.
+    parallel_init: int = 0
 
     def __post_init__(self) -> None:
         if self.ranks_per_gpu > 1 and not self.mpiexec:
@@ -108,16 +101,15 @@ class Plan:
             "-w",
             str(cfg.measure.warmup),
             "-c",
-            str(int(cfg.measure.check)),
+            str(cfg.measure.check),
         ]
         # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
         argv += ["-a", next(d for d in "0123" if options.parse_average(d) == cfg.measure.average)]
         if cfg.measure.cuda_graph:
-            from colbench.sweep.timing import GRAPH_REPLAYS
-
-            # colbench times GRAPH_REPLAYS replays of its captured batch; -G N launches
-            # nccl-tests' graph of -n calls N times.
-            argv += ["-G", str(GRAPH_REPLAYS)]
+            # Both capture -n calls in one graph and launch it this many times.
+            argv += ["-G", str(cfg.measure.cuda_graph)]
+        if self.parallel_init:
+            argv += ["-p", str(self.parallel_init)]
         return argv
 
     def colbench_argv(self, run_dir: Path) -> list[str]:
@@ -129,7 +121,7 @@ class Plan:
         if self.coll.rooted:
             argv += ["--root", str(cfg.measure.root)]
         argv += ["--placement", ",".join(cfg.measure.placements), "--iters", str(cfg.measure.iters)]
-        argv += ["--warmup", str(cfg.measure.warmup), "--check", str(int(cfg.measure.check))]
+        argv += ["--warmup", str(cfg.measure.warmup), "--check", str(cfg.measure.check)]
         argv += [
             "--average",
             cfg.measure.average,
@@ -139,7 +131,7 @@ class Plan:
             str(self.ranks),
         ]
         if cfg.measure.cuda_graph:
-            argv.append("--cuda-graph")
+            argv += ["--cuda-graph", str(cfg.measure.cuda_graph)]
         if self.ranks_per_gpu > 1:
             argv += ["--ranks-per-gpu", str(self.ranks_per_gpu)]
         if cfg.measure.engines != ("torch",):
@@ -200,6 +192,15 @@ def _one(kind: str, values: Sequence[object], text: str) -> None:
         raise UsageError(f"crosscheck compares one {kind} at a time, got --{kind} {text}")
 
 
+_UNLIKE = "nccl-tests has nothing like it, so the two runs would not measure the same thing"
+# Options nccl-tests does have, but whose output a cross-check has no place for.
+_REFUSED_WHY = {
+    name: "its report is one run's, and a cross-check writes its own comparison; "
+    "run `colbench sweep -J FILE.json` (or nccl-tests -J) for it"
+    for name in ("output_file", "per_iter_timing")
+}
+
+
 def make_plan(
     params: Mapping[str, Any],
     given: set[str],
@@ -214,10 +215,7 @@ def make_plan(
     refused = sorted(given - MAPPED - set(FORWARDED))
     if refused:
         flag = "--" + refused[0].replace("_", "-")
-        raise UsageError(
-            f"crosscheck cannot use {flag}: nccl-tests has nothing like it, so the two runs "
-            "would not measure the same thing"
-        )
+        raise UsageError(f"crosscheck cannot use {flag}: " + _REFUSED_WHY.get(refused[0], _UNLIKE))
     found = launch.detect()
     if found is not None:
         raise UsageError(
@@ -240,7 +238,9 @@ def make_plan(
     launcher = find_mpiexec(mpiexec) if cfg.launch.ranks_per_gpu > 1 else ()
     ranks = _ranks(cfg, gpu_count or gpus.gpu_count)
     validate.validate_for_world(cfg, ranks, cfg.launch.backend)
-    return Plan(cfg, coll, ranks, binary, sizes, _forward(params, given), launcher)
+    forwarded = _forward(params, given)
+    parallel_init = int(params.get("parallel_init") or 0)
+    return Plan(cfg, coll, ranks, binary, sizes, forwarded, launcher, parallel_init)
 
 
 def find_mpiexec(given: str | None, path_env: str | None = None) -> tuple[str, ...]:
@@ -265,8 +265,8 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
     """What both tools measure, checked as sweep checks it, plus one dtype and one redop."""
     _one("dtype", parse_dtypes(str(params["dtype"])), str(params["dtype"]))
     _one("redop", parse_redops(str(params["redop"])), str(params["redop"]))
-    if params["check"] not in (0, 1):
-        raise UsageError(f"--check takes 0 or 1, got {params['check']}")
+    if params["root"] == -1 and coll.rooted:
+        raise UsageError("crosscheck compares one root at a time, got --root -1 (every root)")
     if params["backend"] not in ("auto", "nccl", "gloo"):
         raise UsageError(f"bad --backend {params['backend']!r}: use nccl (default) or gloo")
     return config.build(
@@ -284,12 +284,12 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
         placements=options.parse_placements(str(params["placement"])),
         iters=params["iters"],
         warmup=params["warmup"],
-        check=bool(params["check"]),
+        check=options.check_passes(params["check"]),
         average=options.parse_average(str(params["average"])),
         # nccl-tests is NCCL, so auto means NCCL; gloo only tests the cross-check on a CPU.
         backend="gloo" if params["backend"] == "gloo" else "nccl",
         nprocs=params["nprocs"],
-        cuda_graph=bool(params["cuda_graph"]),
+        cuda_graph=params["cuda_graph"],
         ranks_per_gpu=params.get("ranks_per_gpu") or 1,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
@@ -29,10 +30,20 @@ def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
     return start(HealthTask(cfg))
 
 
+#: The file ``health learn`` writes into its --out directory.
+FLOORS_FILE = "floors.json"
+
+
 def learn(runs: Sequence[str], out: str | None) -> int:
-    """Floors from healthy runs (colbench.health.floors) into ``out``; the exit code."""
+    """Floors from healthy runs (colbench.health.floors) into ``out``/floors.json (``--out``
+    is a directory, as for every command); the exit code."""
     if not out:
-        raise UsageError("health learn writes its floors to --out FILE (e.g. floors.json)")
+        raise UsageError(f"health learn writes {FLOORS_FILE} into --out DIR (e.g. --out floors)")
+    if Path(out).suffix.lower() == ".json":
+        raise UsageError(
+            f"--out {out}: --out is a directory (for every command); health learn writes "
+            f"{FLOORS_FILE} into it, e.g. --out {Path(out).with_suffix('')}"
+        )
     from colbench.health.floors import learn as learn_floors
 
-    return learn_floors(runs, out)
+    return learn_floors(runs, str(Path(out) / FLOORS_FILE))

@@ -171,6 +171,7 @@ def learn(runs: Sequence[str], out: str) -> int:
         "runs": [str(r) for r in runs],
         "floors": [asdict(f) for f in floors],
     }
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     writing.write_text(out, json.dumps(doc, indent=1) + "\n")
     for floor in floors:
         print(floor_line(floor))
@@ -209,3 +210,64 @@ def load(path: str) -> tuple[dict[tuple[str, int], Floor], dict[str, Any]]:
     learned_on = dict(doc.get("fingerprint") or {})
     learned_on["health_version"] = int(doc.get("health_version") or 1)
     return floors, learned_on
+
+
+#: Health checks that are a collective of their own, as a references file names them:
+#: check -> (op, whether it spans one node).
+_AS_REFERENCE = {
+    "intra_all_reduce": ("all_reduce", True),
+    "intra_all_gather": ("all_gather", True),
+    "world": ("all_reduce", False),
+}
+
+
+def as_references(path: str, gpus_per_node: int | None = None) -> list[Any]:
+    """floors.json as entries of a references file (colbench.references.table): per
+    check that is a collective of its own, the fleet's typical figure (a measurement)
+    and its WARN floor (a floor), on the hardware the floors were learned on."""
+    import datetime as dt
+
+    from colbench.references.table import Reference, gpu_model
+
+    floors, learned_on = load(path)
+    gpus = learned_on.get("gpus") or []
+    model = next((gpu_model(g) for g in gpus if gpu_model(str(g))), None)
+    if model is None:
+        raise UsageError(
+            f"--from-floors {path} was learned on no GPU colbench can name "
+            f"({', '.join(map(str, gpus)) or 'cpu'}): nothing to compare published results to"
+        )
+    mtime = Path(path).stat().st_mtime
+    date = dt.datetime.fromtimestamp(mtime, dt.timezone.utc).date().isoformat()
+    stem = Path(path).stem
+    source = {"url": Path(path).resolve().as_uri()}
+    out = []
+    for (check, size), floor in sorted(floors.items()):
+        if check not in _AS_REFERENCE:
+            continue
+        op, one_node = _AS_REFERENCE[check]
+        nodes = 1 if one_node else learned_on.get("nodes")
+        hardware: dict[str, Any] = {"gpu": model}
+        if gpus_per_node is not None:
+            hardware["gpus_per_node"] = gpus_per_node
+        if isinstance(nodes, int) and nodes > 0:
+            hardware["nodes"] = nodes
+        nics = learned_on.get("nics") or []
+        if len(nics) == 1:
+            hardware["nic"] = str(nics[0])
+        note = f"colbench health floors, {floor.runs} runs, {floor.figures} figures"
+        for kind, gbps in (("measurement", floor.typical_gbps), ("floor", floor.warn_gbps)):
+            out.append(
+                Reference(
+                    id=f"{stem}-{check}-{size}-{'typical' if kind == 'measurement' else 'warn'}",
+                    source=source,
+                    date=date,
+                    kind=kind,
+                    op=op,
+                    busbw_gbps=round(gbps, 3),
+                    size_bytes=size,
+                    hardware=hardware,
+                    note=note,
+                )
+            )
+    return out

@@ -57,7 +57,12 @@ class HealthOptions:
         help="Write the CRITICAL nodes here, one per line (an empty file when none).",
         to="drain_list",
     )
-    plot: bool = _output(True, "--plot/--no-plot", help="Write the heatmap health.png.")
+    plot: bool = _output(
+        True,
+        "--plot/--no-plot",
+        help="Write the heatmap health.png. On by default, unlike sweep's: the heatmap is "
+        "how a fleet of nodes is read.",
+    )
 
 
 @functools.cache

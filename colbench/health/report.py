@@ -122,7 +122,9 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
         print("\n" + pair_matrix)
     lines = verdict_lines(findings, judged_by)
     print("\n" + "\n".join(lines))
+    references = _references(findings, meta)
     RunDir(run_dir).update_meta(
+        references=references,
         verdict={
             "lines": lines,
             "critical": critical,
@@ -131,6 +133,17 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
         report_time=time.time(),
     )
     return int(ExitCode.DATA_ERROR) if critical else int(ExitCode.OK)
+
+
+def _references(findings: Sequence[Finding], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The checks that are a collective of their own beside the published results for
+    the hardware (issue 38), printed."""
+    from colbench.references.place import health_lines, place_health
+
+    placement = place_health([asdict(f) for f in findings], meta)
+    for line in health_lines(placement):
+        print(f"colbench: reference: {line}", file=sys.stderr)
+    return placement
 
 
 def _warn_fingerprint(learned: Mapping[str, Any], now: Mapping[str, Any], path: str) -> None:

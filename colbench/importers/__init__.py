@@ -12,14 +12,29 @@ if TYPE_CHECKING:
 
 #: Names ``colbench import KIND`` accepts; rccl-tests prints nccl-tests' layout.
 FORMATS = ("nccl-tests", "rccl-tests", "nccl_tests")
+#: NCCL's profiler plugin, the Inspector: a dump directory of JSON lines (importers.inspector).
+INSPECTOR = ("inspector", "nccl-inspector")
 
 
 def import_log(kind: str, log: str, **options: Any) -> tuple[Path, Imported]:
     """Read ``log``, written by the tool ``kind``, into a new run directory."""
-    if kind.strip().lower() not in FORMATS:
-        raise UsageError(f"unknown import format {kind!r}: colbench imports nccl-tests")
+    name = kind.strip().lower()
+    if name in INSPECTOR:
+        from colbench.importers import inspector
+
+        for key in ("world_size", "op", "variant"):
+            if options.pop(key, None):
+                raise UsageError(f"--{key.replace('_', '-')} does not apply to Inspector output")
+        return inspector.import_dir(log, **options)
+    if name not in FORMATS:
+        raise UsageError(
+            f"unknown import format {kind!r}: colbench imports nccl-tests and inspector"
+        )
     from colbench.importers import nccl_tests
 
+    for key in ("dtype", "device"):
+        if options.pop(key, None):
+            raise UsageError(f"--{key} applies to Inspector output only (nccl-tests logs say it)")
     return nccl_tests.import_log(log, **options)
 
 

@@ -29,12 +29,15 @@ from typing import Any
 
 from colbench import reading
 from colbench.errors import UsageError
+from colbench.importers import nccl_tests_json
 from colbench.importers.nccl_scan import scan, strip_prefix
 from colbench.importers.nccl_table import Findings, ImportOptions, table_rows
+from colbench.references import place as references
+from colbench.store import writing
 from colbench.store.results import SCHEMA_VERSION, Row
 from colbench.store.rundir import RunDir
 
-__all__ = ["Imported", "default_out_dir", "import_log", "parse_log", "strip_prefix"]
+__all__ = ["Imported", "default_out_dir", "import_log", "parse_json", "parse_log", "strip_prefix"]
 
 _VARIANT = re.compile(r"^[A-Za-z_]\w*=[^,=\s]+(?:,[A-Za-z_]\w*=[^,=\s]+)*$")
 
@@ -100,7 +103,8 @@ def import_log(
         raise UsageError(f"{source} holds binary data (NUL bytes), not {reading.LOG.one}")
     target = Path(out_dir) if out_dir is not None else default_out_dir(source, results_root)
     # Parse before creating anything, so a bad log leaves no directory behind.
-    imported = parse_log(
+    parse = parse_json if nccl_tests_json.is_report(data) else parse_log
+    imported = parse(
         data.decode("utf-8", errors="replace"),
         source=source.name,
         world_size=world_size,
@@ -111,11 +115,52 @@ def import_log(
     run_dir = RunDir.create(out_dir, target)
     if run_dir.name != target.name:
         imported.rows = [dataclasses.replace(r, run_id=run_dir.name) for r in imported.rows]
-    with run_dir.writer() as writer:
+    # A report's values are kept as written (a log's have no more digits than %.6g).
+    with run_dir.writer(exact="nccl_tests" in imported.facts) as writer:
         for row in imported.rows:
             writer.write(row)
-    run_dir.write_meta(_meta(run_dir, source, data, imported, variant))
+    meta = _meta(run_dir, source, data, imported, variant)
+    # Issue 38: the large rows beside the published results for this hardware.
+    meta[references.FIELD] = imported.facts[references.FIELD] = references.place_rows(
+        imported.rows, meta
+    )
+    if "nccl_tests" in imported.facts:
+        # The report itself too: its per-process times and environment are in no row.
+        writing.write_text(run_dir.path / nccl_tests_json.COPY_NAME, data.decode("utf-8"))
+        meta.update(
+            source={
+                **meta["source"],
+                "format": "nccl-tests JSON",
+                "copy": nccl_tests_json.COPY_NAME,
+            },
+            nccl_tests=imported.facts["nccl_tests"],
+        )
+    run_dir.write_meta(meta)
     return run_dir.path, imported
+
+
+def parse_json(
+    text: str,
+    *,
+    source: str = "report",
+    world_size: int | None = None,
+    op: str | None = None,
+    variant: str = "",
+    run_id: str = "imported",
+) -> Imported:
+    """Read an nccl-tests JSON report (``-J``) into colbench rows
+    (colbench.importers.nccl_tests_json)."""
+    if variant and not _VARIANT.match(variant):
+        raise UsageError(
+            f"bad --variant {variant!r}: use KEY=VALUE pairs joined by commas, e.g. NCCL_ALGO=Tree"
+        )
+    rows, report, notes = nccl_tests_json.parse_report(
+        text, source=source, world_size=world_size, op=op, variant=variant, run_id=run_id
+    )
+    if not rows:
+        raise UsageError(f"{source}: the report holds no measured result")
+    facts = {**nccl_tests_json.facts(report, rows), "nccl_tests": report}
+    return Imported(rows, [], notes, facts)
 
 
 def _meta(

@@ -78,7 +78,8 @@ class P2POptions:
         DEFAULT_PASSES,
         "--repeat",
         help="Measure the whole pair matrix this many times, one pass after the other; a "
-        "link or node is named only when its passes hold beyond the others' spread.",
+        "link or node is named only when its passes hold beyond the others' spread. Default "
+        f"{DEFAULT_PASSES}, not 1: one pass has no spread for the verdict to weigh.",
     )
     max_time: float = _measure(
         DEFAULT_MAX_TIME_S,
@@ -106,7 +107,12 @@ class P2POptions:
         help="Exit 1 when a link's bandwidth holds more than PCT below the others'.",
         to="fail_below_pct",
     )
-    plot: bool = _output(True, "--plot/--no-plot", help="Write the heatmap p2p.png.")
+    plot: bool = _output(
+        True,
+        "--plot/--no-plot",
+        help="Write the heatmap p2p.png. On by default, unlike sweep's: the heatmap is how "
+        "a matrix of links is read.",
+    )
 
 
 #: Shared options whose sweep help speaks of sizes and sweeps: the same flag, said of pairs.

@@ -153,6 +153,11 @@ def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
     return head + "".join(blocks)
 
 
+def _check_text(passes: int) -> str:
+    """--check in the header: on/off, or nccl-tests' -c N as N passes."""
+    return "off" if passes == 0 else "on" if passes == 1 else f"{passes} passes"
+
+
 def run_header(
     *,
     ops: Sequence[str],
@@ -163,7 +168,7 @@ def run_header(
     warmup: int,
     iters: int,
     average: str,
-    check: bool,
+    check: int,
     seed: int,
     ranks: Sequence[tuple[int, str, int, str]] = (),
     groups: int = 1,
@@ -175,7 +180,7 @@ def run_header(
     lines = [
         f"# colbench {__version__}: {', '.join(ops)} on {backend}, {world_size} rank(s){split} "
         f"on {nnodes} host(s), device {device}",
-        f"# warmup {warmup}, iters {iters}, average {average}, check {'on' if check else 'off'}, "
+        f"# warmup {warmup}, iters {iters}, average {average}, check {_check_text(check)}, "
         f"seed {seed}",
         f"# {UNITS_NOTE}",
         # Only a GPU has a host to wait on: gloo's calls block the host until done.

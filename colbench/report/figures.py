@@ -17,7 +17,7 @@ from typing import Any
 
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.store import writing
+from colbench.store import metrics, writing
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,46 @@ METRICS: dict[str, Metric] = {
 _MAX_SIZE_TICKS = 11
 
 
+def metric_key(name: str) -> str:
+    """The key of :data:`METRICS` a ``--metric`` names, by its short alias (``busbw``) or
+    its column (``busbw_gbps``), as every command accepts metrics."""
+    column = metrics.column(name)
+    for key, known in METRICS.items():
+        if known.column == column:
+            return key
+    choices = ", ".join(f"{key} ({m.column})" for key, m in METRICS.items())
+    raise UsageError(f"bad --metric {name!r}: choose {choices}")
+
+
 def metric(name: str) -> Metric:
-    if name not in METRICS:
-        raise UsageError(f"bad --metric {name!r}: choose {', '.join(METRICS)}")
-    return METRICS[name]
+    return METRICS[metric_key(name)]
+
+
+def out_dir(out: str | os.PathLike[str] | None, default: Path) -> Path:
+    """The directory a figure goes into: ``--out`` (a directory, as for every command;
+    made if missing), else ``default`` (the run's own folder): never the current
+    directory unless asked."""
+    if out is None:
+        return default
+    path = Path(out)
+    if path.suffix.lower() in (".png", ".svg", ".pdf"):
+        raise UsageError(
+            f"--out {out}: --out is a directory (for every command); the figure is written "
+            f"into it, e.g. --out {path.parent}"
+        )
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out {out}: not a directory; give a directory for the figure")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot make --out {out}: {exc.strerror}") from None
+    return path
+
+
+def run_folder(path: str | os.PathLike[str]) -> Path:
+    """The folder of a run given as its directory or its results.csv."""
+    given = Path(path)
+    return given if given.is_dir() else given.parent
 
 
 def pyplot() -> Any:
@@ -87,7 +123,7 @@ def size_axis(ax: Any, low_bytes: float, high_bytes: float) -> None:
 def save(fig: Any, path: str | os.PathLike[str]) -> Path:
     out = Path(path)
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise UsageError(f"--out {out}: use a .png, .svg or .pdf file name")
+        raise UsageError(f"{out}: use a .png, .svg or .pdf file name")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with writing.checked(out):
@@ -99,15 +135,15 @@ def save(fig: Any, path: str | os.PathLike[str]) -> Path:
     return out
 
 
-def unused_path(kind: str, labels: Sequence[str], suffix: str = ".png") -> Path:
-    """``<kind>-<A>-vs-<B>.png`` in the current directory (``<A>-and-N-more`` for many),
-    stepping aside to ``-2``, ``-3``... from a file already there: a default name never
-    overwrites an earlier figure (an explicit --out does)."""
+def unused_path(kind: str, labels: Sequence[str], directory: Path, suffix: str = ".png") -> Path:
+    """``<kind>-<A>-vs-<B>.png`` in ``directory`` (``<A>-and-N-more`` for many), stepping
+    aside to ``-2``, ``-3``... from a file already there: a figure never overwrites an
+    earlier one."""
     safe = [re.sub(r"[^A-Za-z0-9._+=-]+", "_", label).strip("_") or "run" for label in labels]
     named = "-vs-".join(safe) if len(safe) <= 2 else f"{safe[0]}-and-{len(safe) - 1}-more"
     stem = f"{kind}-{named}"[:120]
     for attempt in range(1, 1000):
-        path = Path(f"{stem}{'' if attempt == 1 else f'-{attempt}'}{suffix}")
+        path = directory / f"{stem}{'' if attempt == 1 else f'-{attempt}'}{suffix}"
         if not path.exists():
             return path
-    raise UsageError(f"no free file name like {stem}{suffix} here: give --out")
+    raise UsageError(f"no free file name like {stem}{suffix} in {directory}: give --out")

@@ -173,6 +173,7 @@ class MetaReporter(Reporter):
         self.status_counts: dict[str, int] = {}
         self.slowest = SlowestCounter()
         self.ceiling = CeilingCounter()
+        self.busbw_gbps: list[float] = []
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
         self.meta = dict(meta)
@@ -184,6 +185,8 @@ class MetaReporter(Reporter):
             self.wrong_total += int(row.wrong or 0)
             self.status_counts[row.status] = self.status_counts.get(row.status, 0) + 1
             self.ceiling.add(row)
+            if row.status == STATUS_OK and row.busbw_gbps is not None:
+                self.busbw_gbps.append(row.busbw_gbps)
             if row.status == STATUS_OK:
                 self.slowest.add(
                     row.slowest_rank,
@@ -201,6 +204,9 @@ class MetaReporter(Reporter):
             # Expected under a variant such as NCCL_ALGO=Tree: counted, not an error.
             rows_unsupported=self.status_counts.get(STATUS_UNSUPPORTED, 0),
             wrong_total=self.wrong_total,
+            # nccl-tests' "Avg bus bandwidth": the mean over every measured row (what
+            # NCCL_TESTS_MIN_BW is checked against); None when no row was measured.
+            busbw_avg_gbps=sum(self.busbw_gbps) / len(self.busbw_gbps) if self.busbw_gbps else None,
             duration_s=summary.duration_s,
             # Rows in which each rank arrived last, and the rank named (report/stragglers.py).
             slowest_rank_rows=self.slowest.counts,

@@ -65,6 +65,9 @@ class RankTimes:
     """How long each rank waited for the others in the barrier before its timed batch."""
     starved_us: tuple[float, ...] = ()
     """Time each rank was starved of CPU inside that barrier (left out of wait_us)."""
+    iters_us: tuple[tuple[float, ...], ...] = ()
+    """Each rank's time of every timed call, in call order (the -J report's per-iteration
+    blocks); empty where not kept."""
 
     @property
     def slowest_rank(self) -> int:

@@ -117,6 +117,9 @@ FIELDS: dict[str, Field] = {
     "rows": Field(_WHOLE, "rows written"),
     "rows_oom": Field(_WHOLE, "rows that could not allocate their buffers", ("sweep",)),
     "wrong_total": Field(_WHOLE, "wrong elements over all rows", ("sweep", "import")),
+    "busbw_avg_gbps": Field(
+        (*_NUMBER, *_NONE), "mean busbw over the measured rows (NCCL_TESTS_MIN_BW's)", ("sweep",)
+    ),
     "duration_s": Field(_NUMBER, "seconds the run took"),
     "warnings": Field(_LIST, "what the run warned about"),
     "verdicts": Field(_LIST, "what the run's evidence says (docs/explain.md)"),
@@ -124,7 +127,18 @@ FIELDS: dict[str, Field] = {
     "pooled_runs": Field(_LIST, "the runs a baseline pools", ("sweep",)),
     "source": Field(_OBJECT, "the imported file: format, path, sha256", ("import",)),
     "tables": Field(_LIST, "what each imported table says", ("import",)),
+    "nccl_tests": Field(
+        _OBJECT, "an imported nccl-tests JSON report's summaries, as written", ("import",)
+    ),
     "verdict": Field(_OBJECT, "the p2p verdict", ("p2p",)),
+    "communicators": Field(
+        _LIST, "an Inspector import's communicators, ranks and times", ("import",)
+    ),
+    "references": Field(
+        _OBJECT,
+        "the large rows beside published results for the hardware, with their sources",
+        ("sweep", "import", "health"),
+    ),
 }
 
 

@@ -111,9 +111,10 @@ class RunDir:
     def has_table(self, table: Table = RESULTS) -> bool:
         return self.table_path(table).is_file()
 
-    def writer(self, table: Table = RESULTS) -> TableWriter:
-        """Append rows to one of the run's tables (created with its header if new)."""
-        return TableWriter(self.table_path(table), table)
+    def writer(self, table: Table = RESULTS, exact: bool = False) -> TableWriter:
+        """Append rows to one of the run's tables (created with its header if new);
+        ``exact``: floats in full where %.6g would change them (imported values)."""
+        return TableWriter(self.table_path(table), table, exact)
 
     def results(self) -> Any:
         """results.csv as a DataFrame of this version's columns (see results.load)."""

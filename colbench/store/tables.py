@@ -45,9 +45,9 @@ class TableRow(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(_names(type(self)))
 
-    def cells(self) -> list[str]:
-        """The row as CSV cells, in column order."""
-        return [format_cell(getattr(self, name)) for name in _names(type(self))]
+    def cells(self, exact: bool = False) -> list[str]:
+        """The row as CSV cells, in column order (``exact``: see :func:`format_cell`)."""
+        return [format_cell(getattr(self, name), exact) for name in _names(type(self))]
 
 
 def _fields(row_type: type) -> tuple[dataclasses.Field[Any], ...]:
@@ -110,8 +110,11 @@ def every_table() -> list[Table]:
     return list(TABLES)
 
 
-def format_cell(value: Any) -> str:
-    """A value as its CSV cell: empty for a missing number, %.6g for a float."""
+def format_cell(value: Any, exact: bool = False) -> str:
+    """A value as its CSV cell: empty for a missing number, %.6g for a float; ``exact``:
+    in full (repr) where %.6g would not read back as the same number, for values read
+    from another tool's file (an nccl-tests report's 23418.697560) that must stay as
+    written."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -119,7 +122,10 @@ def format_cell(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return ""
-        return f"{value:.6g}" if abs(value) < 1e15 else repr(value)
+        short = f"{value:.6g}"
+        if abs(value) >= 1e15 or (exact and float(short) != value):
+            return repr(value)
+        return short
     return str(value)
 
 
@@ -130,9 +136,11 @@ class TableWriter:
     new rows, and a reader would read them shifted.
     """
 
-    def __init__(self, path: Path, table: Table) -> None:
+    def __init__(self, path: Path, table: Table, exact: bool = False) -> None:
         self.path = path
         self.table = table
+        #: Floats in full where %.6g would change them (:func:`format_cell`).
+        self.exact = exact
         self._columns = list(table.columns)
         with writing.checked(path):
             new = not path.exists() or path.stat().st_size == 0
@@ -149,12 +157,12 @@ class TableWriter:
         """Append one row: a row of the table's type, or a mapping of its columns
         (columns it lacks are written empty)."""
         if isinstance(row, self.table.row_type):
-            cells = row.cells()
+            cells = row.cells(self.exact)
         else:
             unknown = set(row) - set(self._columns)
             if unknown:
                 raise ValueError(f"row has columns outside the schema: {sorted(unknown)}")
-            cells = [format_cell(row.get(c)) for c in self._columns]
+            cells = [format_cell(row.get(c), self.exact) for c in self._columns]
         with writing.checked(self.path):
             self._writer.writerow(cells)
         self._flush()
@@ -163,7 +171,7 @@ class TableWriter:
         """Append rows made at once (a gathered matrix): one flush for all, not one each."""
         with writing.checked(self.path):
             for row in rows:
-                self._writer.writerow(row.cells())
+                self._writer.writerow(row.cells(self.exact))
         self._flush()
 
     def _flush(self) -> None:

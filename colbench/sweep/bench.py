@@ -268,7 +268,7 @@ class RankBench:
         return Context(
             rank=self.context.rank if sub is None else sub.rank,
             world_size=self.context.info.world_size if sub is None else sub.size,
-            root=self.context.cfg.measure.root,
+            root=max(item.root, 0),
             dtype=DTYPES[item.dtype],
             redop=item.redop,
             seed=self.context.cfg.measure.seed,
@@ -347,11 +347,7 @@ class RankBench:
                 sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
                 with running(load, flight) as beside:
                     times, iters, enqueue_us, ranks = self._time(coll, sets, ctx)
-                wrong = (
-                    self._verify(coll, sets[0], ctx)
-                    if self.context.cfg.measure.check and coll.sized
-                    else None
-                )
+                wrong = self._check(coll, sets[0], ctx) if coll.sized else None
                 rows.append(
                     make_row(
                         self.context.info,
@@ -369,7 +365,8 @@ class RankBench:
                         load_cells=self._load_cells(alone, beside.rate),
                     )
                 )
-                if self.sink is not None and self.context.cfg.output.per_rank:
+                output = self.context.cfg.output
+                if self.sink is not None and (output.per_rank or output.per_iter_timing):
                     self.sink.rank_times(rows[-1], ranks)
             yield rows
         flight.op, flight.dtype, flight.size_bytes = "", "", None
@@ -425,6 +422,7 @@ class RankBench:
             batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
             wait_us=tuple(rank[-2] for rank in every),
             starved_us=tuple(rank[-1] for rank in every),
+            iters_us=tuple(tuple(times) for times in per_rank_iters),
         )
         return times, len(iter_us), slowest_enqueue, ranks
 
@@ -449,6 +447,17 @@ class RankBench:
         """Iterations that fill ``budget_s`` at the slowest rank's pace (agreed by all)."""
         per_call_us = self.side.max_float(max(statistics.median(calibration_us), 1e-3))
         return min(MAX_BUDGET_ITERS, int(budget_s * 1e6 / per_call_us))
+
+    def _check(self, coll: Collective, bufs: Buffers, ctx: Context) -> int | None:
+        """nccl-tests' -c N: N passes of fill, run, verify, ending at the first pass that
+        finds wrong elements (their count is the row's); None when --check is 0."""
+        passes = self.context.cfg.measure.check
+        wrong = None
+        for _ in range(passes):
+            wrong = self._verify(coll, bufs, ctx)
+            if wrong:
+                break
+        return wrong
 
     def _verify(self, coll: Collective, bufs: Buffers, ctx: Context) -> int:
         self.context.in_flight.step("verification")

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from colbench.hardware import node
@@ -30,6 +31,7 @@ from colbench.store.results import Row
 from colbench.store.rundir import RunDir
 from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.plan import Work, count_units, row_weight, weight_total
+from colbench.sweep.timing import GRAPH_REPLAYS
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ def lead_run(
         ]
         if cfg.output.per_rank:
             reporters.append(PerRankReporter(run_dir))
+        if cfg.output.output_file is not None:
+            reporters.append(_json_report(job, context, met, hooks.warn))
         if cfg.output.table:
             header = _table_header(job, context, met, warnings)
             header += [node.header_line(label, facts) for label, facts in met.hardware.items()]
@@ -103,6 +107,57 @@ def lead_run(
             context.in_flight.phase = "the end-of-run summary, after the last row"
             Fault(0, os.environ.get("COLBENCH_FAULT")).at_end()
             stream.end()
+
+
+def _json_report(
+    job: RankJob, context: BenchContext, met: Met, say: Callable[[str], None]
+) -> Reporter:
+    """-J: nccl-tests' JSON report (colbench.report.nccl_tests_json), one device per rank."""
+    from colbench.report import nccl_tests_json as report
+
+    cfg = context.cfg
+    assert cfg.output.output_file is not None
+    k, mod = cfg.measure.group_size, cfg.measure.group_mod
+    devices = [
+        report.Device(
+            rank=p.rank,
+            # nccl-tests' "group" is the rank's NCCL_TESTS_SPLIT colour.
+            group=p.rank % mod if mod else (p.rank // k if k else 0),
+            pid=p.pid,
+            hostname=p.host,
+            device=int(p.gpu.get("index", -1)),
+            device_hex=report.device_hex(str(p.gpu.get("bus_id", ""))),
+            device_info=p.device_name,
+        )
+        for p in met.peers
+    ]
+    header = report.Header(
+        args=cfg.output.command_line or tuple(sys.argv),
+        env=report.environment(),
+        nccl_version=_nccl_version_code(job.backend),
+        sizes_bytes=cfg.measure.sizes_bytes,
+        warmup_iters=cfg.measure.warmup,
+        iterations=cfg.measure.iters,
+        validation=cfg.measure.check,
+        graph=GRAPH_REPLAYS if cfg.measure.cuda_graph else 0,
+        per_iter_timing=cfg.output.per_iter_timing,
+        devices=devices,
+    )
+    threshold = report.min_bw_threshold()
+    return report.NcclTestsJsonReporter(Path(cfg.output.output_file), header, threshold, say)
+
+
+def _nccl_version_code(backend: str) -> int:
+    """NCCL's version as nccl-tests records it (2.29.3 -> 22903); 0 on gloo (no NCCL)."""
+    if backend != "nccl":
+        return 0
+    import torch
+
+    version = torch.cuda.nccl.version()
+    if not isinstance(version, tuple):
+        return int(version)
+    major, minor, patch = ([*list(version), 0, 0, 0])[:3]
+    return int(major) * 10000 + int(minor) * 100 + int(patch)
 
 
 def _forecast(context: BenchContext, work: list[Work], rows_planned: int) -> list[Reporter]:

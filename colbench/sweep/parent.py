@@ -41,7 +41,7 @@ def run_sweep(cfg: SweepConfig) -> int:
             "variable (or pick the interpreter) before launching instead"
         )
     # Interleaved variants' worlds are all alive at once.
-    task = SweepTask(cfg, worlds=len(variants) if cfg.launch.interleave else 1)
+    task = SweepTask(cfg, worlds=len(variants) if cfg.launch.interleave else 1, whole_run=True)
     return start(
         task,
         lambda _, backend, world_size, run_dir: _run_variants(cfg, backend, world_size, run_dir),
@@ -96,6 +96,10 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
             if note != "--no-interleave":
                 print(f"colbench: note: {note}", file=sys.stderr)
             code = _sweep_variants(cfg, backend, world_size, run_dir, variants, choices)
+    if code in (ExitCode.OK, ExitCode.DATA_ERROR):
+        from colbench.references.place import record_after_run
+
+        record_after_run(run_dir)
     if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
         _write_plots(run_dir)
     if cfg.measure.contend is not None and cfg.output.table and code == ExitCode.OK:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from colbench.config.model import SweepConfig
+from colbench.config.model import EVERY_ROOT, SweepConfig
 from colbench.config.validate import placements_for
 from colbench.nccl.algo import CommFacts, predict
 from colbench.ops.base import Collective, Layout
@@ -35,6 +35,8 @@ class Work:
     #: Why the backend refuses this work under the run's settings (rows get status
     #: ``unsupported`` and no collective is called); empty when it runs.
     unsupported: str = ""
+    #: The root of a rooted collective (the group's rank); -1 for the others.
+    root: int = -1
 
 
 def refused_by_backend(
@@ -98,7 +100,7 @@ def plan(
                 skipped = tuple(s for s, lay in pairs if lay.count == 0)
                 # Kept even with no size left, so the skipped sizes are still reported.
                 if kept or skipped:
-                    out.append(
+                    out.extend(
                         Work(
                             coll,
                             dtype_name,
@@ -108,9 +110,21 @@ def plan(
                             placements,
                             skipped,
                             refused,
+                            root,
                         )
+                        for root in roots(coll, cfg, world_size)
                     )
     return out
+
+
+def roots(coll: Collective, cfg: SweepConfig, world_size: int) -> range:
+    """The roots ``coll`` runs with: --root, or each rank in turn under --root -1 (as
+    nccl-tests' ``-r -1``, every size of one root before the next); -1 when it has none."""
+    if not coll.rooted:
+        return range(-1, 0)
+    if cfg.measure.root == EVERY_ROOT:
+        return range(world_size)
+    return range(cfg.measure.root, cfg.measure.root + 1)
 
 
 def count_units(work: Sequence[Work]) -> int:

@@ -68,7 +68,7 @@ def make_row(
         op=coll.name,
         dtype=work.dtype if coll.sized else "none",
         redop=work.redop,
-        root=cfg.measure.root if coll.rooted else -1,
+        root=work.root,
         in_place=int(in_place),
         requested_bytes=requested_bytes,
         size_bytes=layout.size_bytes,

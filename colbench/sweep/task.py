@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,10 @@ class SweepTask(ConfiguredTask):
     #: The --contend load this world runs beside every timed batch (colbench.sweep.load);
     #: None in the ``contend=none`` world and without --contend.
     load: LoadSpec | None = None
+    #: The run's one task, reported only under an external launcher (spawned worlds get
+    #: tasks of their own, and the parent places the run once they are all done): its
+    #: report places the run against the published results (colbench.references).
+    whole_run: bool = False
     #: Rank 0 draws the progress bar on a terminal (colbench.sweep.lead).
     live_bar = True
     #: ``--engine torch,nccl``: this world's engine; None: the config's one.
@@ -107,7 +112,41 @@ class SweepTask(ConfiguredTask):
         _run_plan(self, job, rank, device, in_flight)
 
     def report(self, run_dir: Path) -> int:
-        return int(ExitCode.OK) if self.quiet else report_done(run_dir)
+        if self.quiet:
+            return int(ExitCode.OK)
+        code = max(report_done(run_dir), min_bw_verdict(run_dir))
+        if self.whole_run and code in (ExitCode.OK, ExitCode.DATA_ERROR):
+            from colbench.references.place import record_after_run
+
+            record_after_run(run_dir)
+        return code
+
+
+def min_bw_verdict(run_dir: Path) -> int:
+    """NCCL_TESTS_MIN_BW as nccl-tests honours it: exit 1 (as wrong results: nccl-tests
+    fails both alike) when the run's average bus bandwidth, the mean over its rows, is
+    below 0.9x the value; nothing when it is unset."""
+    from colbench.report.nccl_tests_json import (
+        MIN_BW_SHARE,
+        MIN_BW_VARIABLE,
+        min_bw_okay,
+        min_bw_threshold,
+    )
+    from colbench.store.rundir import RunDir
+
+    threshold = min_bw_threshold()
+    if threshold is None:
+        return int(ExitCode.OK)
+    average = RunDir(run_dir).read_meta().get("busbw_avg_gbps")
+    if average is None:
+        return int(ExitCode.OK)
+    okay = min_bw_okay(average, threshold)
+    print(
+        f"colbench: average bus bandwidth {average:.4g} GB/s, {MIN_BW_VARIABLE}={threshold:g} "
+        f"({MIN_BW_SHARE:g}x: {MIN_BW_SHARE * threshold:.4g}): {'OK' if okay else 'FAILED'}",
+        file=sys.stderr,
+    )
+    return int(ExitCode.OK if okay else ExitCode.DATA_ERROR)
 
 
 def variant_load(cfg: SweepConfig, variant: Variant) -> LoadSpec | None:

@@ -153,7 +153,7 @@ class CudaGraphTimer:
     launch cost from small-message latency. In the order nccl-tests uses: capture,
     let every rank finish capturing (capture takes each rank a different time),
     replay once untimed (a graph's first launch uploads it to the device and is
-    slower), align the ranks again, then time :data:`GRAPH_REPLAYS` replays. Each
+    slower), align the ranks again, then time ``replays`` launches (-G N). Each
     replay yields one mean per call, reported for each of its calls.
     """
 
@@ -223,9 +223,10 @@ class CudaGraphTimer:
 
 
 def make_timer(
-    device_type: str, cuda_graph: bool, barrier: Callable[[], None], stream: Any = None
+    device_type: str, cuda_graph: int, barrier: Callable[[], None], stream: Any = None
 ) -> Timer:
-    """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph.
+    """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph
+    (``cuda_graph``: the timed replays; 0: none).
 
     ``barrier`` aligns the ranks between graph capture and the timed replays (a side
     group's barrier: the measured group carries nothing but the measured op).
@@ -238,10 +239,12 @@ def make_timer(
     if not cuda_graph:
         return CudaEventTimer()
     if stream is None:
-        return CudaGraphTimer(barrier)
+        return CudaGraphTimer(barrier, replays=cuda_graph)
     import functools
 
     import torch
 
     capture = functools.partial(torch.cuda.graph, stream=stream)
-    return CudaGraphTimer(barrier, graph_factory=torch.cuda.CUDAGraph, capture=capture)
+    return CudaGraphTimer(
+        barrier, graph_factory=torch.cuda.CUDAGraph, capture=capture, replays=cuda_graph
+    )

@@ -39,7 +39,7 @@ CASES = {
     ),
     "sendrecv": (
         "sendrecv__xxrjun-cluster01-h100-10node.log",
-        ["-b", "32M", "-e", "64M", "-d", "double", "-n", "2", "-w", "1", "-c", "0"],
+        ["-b", "32M", "-e", "64M", "-f", "2", "-d", "double", "-n", "2", "-w", "1", "-c", "0"],
         "-b 33554432 -e 67108864 -f 2 -g 2 -d double -n 2 -w 1 -c 0 -a 1",
         0,
     ),

@@ -50,7 +50,7 @@ def test_rotate_counts_in_the_memory_check(tmp_path: Path) -> None:
 
 
 def test_cuda_graph_needs_nccl(tmp_path: Path) -> None:
-    proc = run_colbench("sweep", "--backend", "gloo", "--cuda-graph", "--sizes", "1K")
+    proc = run_colbench("sweep", "--backend", "gloo", "--cuda-graph", "5", "--sizes", "1K")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "colbench: error: --cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"

@@ -159,3 +159,17 @@ def test_a_gloo_runs_hardware_comes_from_this_machines_sysfs_and_has_no_ceiling(
         abs(frame["pct_of_ceiling"] - 400 * frame["busbw_gbps"]) < 1e-3 * frame["pct_of_ceiling"]
     ).all()
     assert "# Of the ceiling       : all_reduce " in proc.stdout
+
+
+def test_a_cpu_sweep_says_no_published_result_applies(tmp_path: Path) -> None:
+    """Issue 38: every sweep is placed against the published results; a CPU run has none."""
+    out = tmp_path / "run"
+    proc = run_colbench(
+        "sweep", "--op", "all_reduce", "--sizes", "1K", "-n", "2", "--nprocs", "2", "--out",
+        str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "reference: no published result for this hardware (cpu" in proc.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["references"]["facts"]["gpu"] is None
+    assert meta["references"]["none"].startswith("no published result for this hardware")

@@ -67,7 +67,7 @@ def test_group_size_2_at_4_ranks(tmp_path: Path) -> None:
 
 def test_cuda_graphs_at_4_ranks_sendrecv_included(tmp_path: Path) -> None:
     frame = emulated(tmp_path, "graph", 4, "--op", "all_reduce,all_gather,sendrecv",
-                     "--sizes", "1K-64K", "-G")  # fmt: skip
+                     "--sizes", "1K-64K", "-G", "5")  # fmt: skip
     assert set(frame["op"]) == {"all_reduce", "all_gather", "sendrecv"}
     assert (frame["wrong"].fillna(0) == 0).all()
 

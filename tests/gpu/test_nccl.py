@@ -62,7 +62,7 @@ def test_nccl_refuses_more_ranks_than_gpus(tmp_path: Path) -> None:
 def test_cuda_graph_and_rotate_on_one_gpu(tmp_path: Path) -> None:
     proc = run_colbench(
         "sweep", "--op", "all_reduce,all_gather", "--sizes", "1K-1M", "--backend", "nccl",
-        "--nprocs", "1", "--cuda-graph", "--rotate", "2", "--out", str(tmp_path / "run"),
+        "--nprocs", "1", "--cuda-graph", "5", "--rotate", "2", "--out", str(tmp_path / "run"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     frame = load(tmp_path / "run")

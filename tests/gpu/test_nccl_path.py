@@ -41,7 +41,7 @@ def sweep(tmp_path: Path, name: str, *args: str, nprocs: int = 1) -> Any:
 def test_every_op_is_exact_under_both_timers(tmp_path: Path, graph: bool) -> None:
     frame = sweep(
         tmp_path, "run", "--op", "all", "--sizes", "1K-4M", "--dtype", "float32,bfloat16",
-        *(["-G"] if graph else []),
+        *(["-G", "3"] if graph else []),
     )  # fmt: skip
     assert (frame["wrong"].fillna(0) == 0).all()
     assert (frame["status"] == "ok").all()
@@ -50,7 +50,8 @@ def test_every_op_is_exact_under_both_timers(tmp_path: Path, graph: bool) -> Non
     if graph:
         # barrier synchronises the host: a graph cannot hold it, so --op all skips it.
         assert ran == every - {"barrier"}
-        assert (frame["iters"] == 20 * GRAPH_REPLAYS).all()
+        # nccl-tests' -G 3: the graph of -n 20 calls launched 3 times, each call timed.
+        assert (frame["iters"] == 20 * 3).all()
     else:
         assert ran == every
 
@@ -63,7 +64,7 @@ def test_graph_latency_does_not_depend_on_the_batch_length(tmp_path: Path) -> No
     d = 0.70 us and L = 7-14 us; -n 40 then reads at most 1.4x -n 80 (docs/gpu.md)."""
     per_call = {}
     for iters in ("40", "80"):
-        frame = sweep(tmp_path, f"n{iters}", "--op", "all_gather", "--sizes", "1K", "-G",
+        frame = sweep(tmp_path, f"n{iters}", "--op", "all_gather", "--sizes", "1K", "-G", "5",
                       "-n", iters, "--placement", "out")  # fmt: skip
         per_call[iters] = float(frame["time_us"].iloc[0])
     # Before the untimed first replay, -n 20 read 3.42 us and a long batch 1.08 us.
@@ -75,7 +76,7 @@ def test_launch_cost_is_marked_and_graphs_remove_it(tmp_path: Path) -> None:
     eager = sweep(tmp_path, "eager", "--op", "all_gather", "--sizes", "16-1K",
                   "--placement", "out")  # fmt: skip
     graph = sweep(tmp_path, "graph", "--op", "all_gather", "--sizes", "16-1K",
-                  "--placement", "out", "-G")  # fmt: skip
+                  "--placement", "out", "-G", "5")  # fmt: skip
     assert (eager["enqueue_us"] > 0).all()
     # torch's eager launch (tens of microseconds) dwarfs a small all_gather on one GPU.
     assert (eager["host_bound"] == 1).all(), eager
@@ -84,7 +85,9 @@ def test_launch_cost_is_marked_and_graphs_remove_it(tmp_path: Path) -> None:
 
 @needs_one
 def test_barrier_under_cuda_graph_is_refused_in_one_line(tmp_path: Path) -> None:
-    proc = run_colbench("sweep", *NCCL_ONE, "--op", "barrier", "-G", "--out", str(tmp_path / "r"))
+    proc = run_colbench(
+        "sweep", *NCCL_ONE, "--op", "barrier", "-G", "5", "--out", str(tmp_path / "r")
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "colbench: error: --cuda-graph cannot capture barrier: it synchronises the host, "
@@ -131,7 +134,7 @@ def test_a_stalled_gpu_is_a_hang_not_a_crash(tmp_path: Path, graph: bool) -> Non
     in a CUDA synchronize, as in a collective or graph replay that never completes."""
     proc = run_colbench(
         "sweep", *NCCL_ONE, "--op", "all_reduce", "--sizes", "1K-64K", "--timeout", "5",
-        *(["-G"] if graph else []), "--out", str(tmp_path / "run"),
+        *(["-G", str(GRAPH_REPLAYS)] if graph else []), "--out", str(tmp_path / "run"),
         env={"COLBENCH_FAULT": "0:2:device-hang"}, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 4, proc.stderr[-3000:]

@@ -164,9 +164,10 @@ def test_compare_golden(
 ) -> None:
     edited = _edited_copy(tmp_path)
     for name, other in (("self", copy_of_baseline), ("edited", edited)):
-        figure = tmp_path / f"{name}.png"
+        folder = tmp_path / f"figures-{name}"
         code, out, err = run_main(
-            capsys, "compare", str(BASELINE), str(other), "--metric", metric, "--out", str(figure)
+            capsys, "compare", str(BASELINE), str(other), "--metric", metric, "--out", str(folder)
         )
-        assert figure.is_file()
+        # --out is a directory: the figure is named after the runs, inside it.
+        assert [f.name for f in folder.iterdir()] == [f"compare-gloo-smoke-vs-{other.name}.png"]
         _check(f"compare-{name}-{metric}.txt", f"exit {code}\n{out}--- stderr\n{err}", tmp_path)

@@ -209,8 +209,8 @@ def _cut(run: str, keep_bytes_of_last: int = 20) -> str:
 CUT = [
     # (name, argv builder, exit code): a cut file is read without its cut row, and said.
     ("compare", lambda t: ["compare", _cut(_run(t / "a")), _run(t / "b"), "--out",
-                           str(t / "c.png")], 0),
-    ("plot", lambda t: ["plot", _cut(_run(t / "a")), "--out", str(t / "p.png")], 0),
+                           str(t / "c")], 0),
+    ("plot", lambda t: ["plot", _cut(_run(t / "a")), "--out", str(t / "p")], 0),
     ("fit", lambda t: ["fit", _cut(_run(t / "a"))], 0),
     ("predict", lambda t: ["predict", _cut(_run(t / "a")), _run(t / "b", 3), "--ranks", "8"], 0),
     ("gate", lambda t: ["gate", _run(t / "a"), _cut(_run(t / "b"))], 1),  # its row is missing
@@ -253,7 +253,7 @@ def test_a_broken_meta_json_is_said_and_read_without(
     run = Path(_run(tmp_path / "a"))
     (run / "meta.json").write_bytes(_noise(300, seed=7).replace(b"\x00", b" "))
     code, _, err = run_main(capsys, "compare", str(run), _run(tmp_path / "b"), "--out",
-                              str(tmp_path / "c.png"))  # fmt: skip
+                              str(tmp_path / "c"))  # fmt: skip
     assert code == 0, err
     assert "colbench: warning: " in err and "meta.json" in err and "read without it" in err
     assert "Traceback" not in err

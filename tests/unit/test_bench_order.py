@@ -188,3 +188,46 @@ def test_host_bound_rows(enqueue_us: float | None, expected: int | None) -> None
         assert row["enqueue_us"] is None
     else:
         assert math.isclose(row["enqueue_us"], enqueue_us)
+
+
+class WrongOnPass(Recorded):
+    """A recorded collective whose verification finds ``wrong[i]`` elements on pass i."""
+
+    def __init__(self, log: Log, wrong: list[int]) -> None:
+        super().__init__(log)
+        self.wrong = wrong
+
+    def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
+        self.log.append("op.count_wrong")
+        return self.wrong.pop(0)
+
+
+@pytest.mark.parametrize(
+    ("passes", "wrong", "expected_passes", "expected_wrong"),
+    [(3, [0, 0, 0], 3, 0), (3, [0, 7, 0], 2, 7), (1, [0], 1, 0), (0, [], 0, None)],
+)
+def test_check_passes_like_nccl_tests(
+    passes: int, wrong: list[int], expected_passes: int, expected_wrong: int | None
+) -> None:
+    """nccl-tests' -c N: N passes of fill, one call, verify; the first wrong pass ends them
+    and its count is the row's; -c 0 verifies nothing."""
+    log = Log()
+    cfg = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(1024,), iters=1, warmup=0, check=passes)
+    op = WrongOnPass(log, wrong)
+    work = [w.__class__(**{**w.__dict__, "coll": op}) for w in plan(cfg, 1, "gloo")]
+    sink = Rows()
+    RankBench(
+        BenchContext(
+            cfg,
+            RunInfo("t", "gloo", "cpu", world_size=1, nnodes=1),
+            0,
+            torch.device("cpu"),
+            FakeTimer(log, 10.0, None),
+            Groups(FakeSide(log)),  # type: ignore[arg-type]
+            InFlight(store=FakeStore(log)),
+        ),
+        sink,
+    ).run(work)
+    assert log.count("store.set verification") == expected_passes
+    assert log.count("op.count_wrong") == expected_passes
+    assert [row["wrong"] for row in sink.written] == [expected_wrong]

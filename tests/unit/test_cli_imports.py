@@ -36,7 +36,7 @@ CASES: list[tuple[list[str], int]] = [
     (["explain", "all_reduce"], 0),
     (["explain", "barrier"], 0),
     (["version"], 0),
-    (["sweep", "--cuda-graph", "--backend", "gloo"], 2),
+    (["sweep", "--cuda-graph", "5", "--backend", "gloo"], 2),
     (["run", "configs/smoke-cpu.yaml", "--op", "all_scream"], 2),
     (["sweep", "--config", "configs/smoke-cpu.yaml", "--dtype", "float128"], 2),
     (["gate", "a", "b", "--check", "busbw_gbps"], 2),

@@ -94,12 +94,13 @@ def test_figure_has_overlay_and_ratio_panel(tmp_path: Path) -> None:
 
 def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = _pair(tmp_path)
-    out = tmp_path / "cmp.png"
+    out = tmp_path / "figures"
     with pytest.raises(SystemExit) as info:
         main(["compare", str(a), str(b), "--out", str(out)])
     captured = capsys.readouterr()
     assert info.value.code == 0, captured.err
-    assert "geometric mean B/A" in captured.out and out.stat().st_size > 10_000
+    figure = out / f"compare-{a.name}-vs-{b.name}.png"
+    assert "geometric mean B/A" in captured.out and figure.stat().st_size > 10_000
     with pytest.raises(SystemExit) as info:
         main(["compare", str(a), str(b), "--variant-a", "NCCL_ALGO=Tree"])
     err = capsys.readouterr().err

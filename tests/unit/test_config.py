@@ -56,7 +56,7 @@ def test_build_all_expands() -> None:
         ({"iters": 0}, "--iters"),
         ({"warmup": -1}, "--warmup"),
         ({"nprocs": 0}, "--nprocs"),
-        ({"root": -1}, "--root"),
+        ({"root": -2}, "--root"),
         ({"timeout_s": 0.0}, "--timeout"),
         ({"placements": ("out",)}, "none of the chosen ops"),
     ],
@@ -113,16 +113,25 @@ def test_resolve_sizes_b_or_e_alone_is_one_size() -> None:
 
 
 def test_resolve_sizes_b_e_f_i_like_nccl_tests() -> None:
-    assert config.resolve_sizes(None, "8", "128", None, None) == (8, 16, 32, 64, 128)
-    assert config.resolve_sizes(None, "1K", "1M", 32.0, None) == (K, 32 * K, M)
+    # nccl-tests' -f defaults to 1 (off): -b/-e alone step by -i, whose default is 1M.
+    assert config.resolve_sizes(None, "8", "128", None, None) == (8,)
+    assert config.resolve_sizes(None, "1K", "4K", None, None) == (K,)
+    assert config.resolve_sizes(None, "1M", "3M", None, None) == (M, 2 * M, 3 * M)
+    assert config.resolve_sizes(None, "8", "128", 2, None) == (8, 16, 32, 64, 128)
+    assert config.resolve_sizes(None, "1K", "1M", 32, None) == (K, 32 * K, M)
     assert config.resolve_sizes(None, "100", "400", None, "100") == (100, 200, 300, 400)
+    # -f 1 is nccl-tests' "step by -i", whichever way the range is given.
+    assert config.resolve_sizes(None, "100", "300", 1, "100") == (100, 200, 300)
+    assert config.resolve_sizes("1M-2M", None, None, 1, None) == (M, 2 * M)
+    # colbench's own --sizes MIN-MAX keeps doubling.
+    assert config.resolve_sizes("1K-4K", None, None, None, None) == (K, 2 * K, 4 * K)
 
 
 @pytest.mark.parametrize(
     ("minbytes", "maxbytes", "factor", "step", "fragment"),
     [
         ("1M", "1K", None, None, "larger than maximum"),
-        ("1K", "1M", 1.0, None, "greater than 1"),
+        ("1K", "1M", 0, None, "1 or more"),
         ("1K", "1M", 2.0, "1K", "not both"),
         ("1K", "1M", None, "zero", "bad size"),
         ("lots", None, None, None, "bad size"),
@@ -281,7 +290,8 @@ def test_every_option_reaches_the_config() -> None:
         "memory_limit": "1M",
         "time_budget": 0.5,
         "rotate": 2,
-        "cuda_graph": False,
+        "cuda_graph": 0,
+        "parallel_init": 1,
         "debug": True,
         "table": False,
         "env": ["A=1"],
@@ -292,6 +302,8 @@ def test_every_option_reaches_the_config() -> None:
         "nccl_probe": False,
         "ceiling_gbps": 12.5,
         "contend": "gemm:64",
+        "output_file": "report.json",
+        "per_iter_timing": 1,
         "engine": "torch,nccl",
     }
     assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
@@ -299,7 +311,14 @@ def test_every_option_reaches_the_config() -> None:
     emulated = config.from_options(options.merge({}, {"ranks_per_gpu": 2, "backend": "nccl"}))
     assert emulated.launch.ranks_per_gpu == 2
     for name, value in changed.items():
-        if value is None or name in ("cuda_graph", "ranks_per_gpu"):
-            continue  # size flags: resolve_sizes; -G and --ranks-per-gpu need NCCL
+        if value is None or name in (
+            "cuda_graph",
+            "ranks_per_gpu",
+            "per_iter_timing",
+            "parallel_init",
+        ):
+            # size flags: resolve_sizes; -G and --ranks-per-gpu need NCCL; -I needs -J;
+            # nccl-tests' parallel init changes nothing here, by design.
+            continue
         other = config.from_options(options.merge({}, {name: value})).to_dict()
         assert other != base, f"--{name} does not reach the config"

@@ -69,7 +69,7 @@ def plan(
     ("argv", "expected"),
     [
         (
-            ["--op", "all_gather", "--sizes", "8-128M", "-d", "bfloat16", "-a", "rank0", "-G"],
+            ["--op", "all_gather", "--sizes", "8-128M", "-d", "bfloat16", "-a", "rank0", "-G", "5"],
             "all_gather_perf -b 8 -e 134217728 -f 2 -g 8 -d bfloat16 -n 20 -w 5 -c 1 -a 0 -G 5",
         ),
         (
@@ -90,8 +90,15 @@ def plan(
             ["--op", "reduce_scatter", "--sizes", "1K-1M", "-f", "8", "-o", "avg", "-d", "fp16"],
             "reduce_scatter_perf -b 1024 -e 524288 -f 8 -g 8 -d half -o avg -n 20 -w 5 -c 1 -a 1",
         ),
+        (
+            # nccl-tests' -c N, -p and -b/-e without -f (a step of -i, 1M) pass through as given.
+            ["--op", "all_reduce", "-b", "1M", "-e", "3M", "-c", "3", "-p", "1", "--nprocs", "2"],
+            "all_reduce_perf -b 1048576 -e 3145728 -i 1048576 -g 2 -d float -o sum -n 20 -w 5 "
+            "-c 3 -a 1 -p 1",
+        ),
     ],
-    ids=["all_gather-graph", "reduce-root", "alltoall-step", "scatter-one-size", "rs-avg"],
+    ids=["all_gather-graph", "reduce-root", "alltoall-step", "scatter-one-size", "rs-avg",
+         "nccl-tests-meanings"],
 )  # fmt: skip
 def test_nccl_tests_flags(argv: list[str], expected: str, programs: Path) -> None:
     made = plan(argv, programs.parent)
@@ -104,14 +111,14 @@ def test_nccl_tests_flags(argv: list[str], expected: str, programs: Path) -> Non
 def test_colbench_side_gets_the_same_settings(programs: Path, tmp_path: Path) -> None:
     made = plan(
         ["--op", "all_gather", "-b", "1K", "-e", "64K", "-f", "4", "-d", "bf16", "-n", "9",
-         "-w", "3", "-a", "3", "--nprocs", "2", "-G", "--timeout", "60", "--no-progress"],
+         "-w", "3", "-a", "3", "--nprocs", "2", "-G", "3", "--timeout", "60", "--no-progress"],
         programs.parent,
     )  # fmt: skip
     argv = made.colbench_argv(tmp_path / "run")
     assert argv[1:4] == ["-m", "colbench", "sweep"]
     assert " ".join(argv[4:]) == (
         "--op all_gather -b 1024 -e 65536 -f 4 --dtype bfloat16 --placement out,in "
-        "--iters 9 --warmup 3 --check 1 --average max --backend nccl --nprocs 2 --cuda-graph "
+        "--iters 9 --warmup 3 --check 1 --average max --backend nccl --nprocs 2 --cuda-graph 3 "
         f"--timeout 60.0 --no-progress --out {tmp_path / 'run'}"
     )
 
@@ -222,12 +229,14 @@ def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
         (["--dtype", "float32,bfloat16"], "one dtype at a time"),
         (["--redop", "all"], "one redop at a time"),
         (["--sizes", "1K,4K,1M"], "nccl-tests steps sizes by a whole factor"),
-        (["--sizes", "1K-1M", "-f", "1.5"], "nccl-tests steps sizes by a whole factor"),
+        (["--sizes", "1K-1M", "-f", "1.5"], "valid integer"),
+        (["--op", "broadcast", "-r", "-1"], "one root at a time"),
         (["--time-budget", "1"], "cannot use --time-budget: nccl-tests has nothing like it"),
         (["--env", "NCCL_ALGO=Ring,Tree"], "cannot use --env"),
         (["--repeat", "3"], "cannot use --repeat"),
         (["--group-size", "2"], "cannot use --group-size"),
-        (["--backend", "gloo", "-G"], "--cuda-graph"),
+        (["-J", "report.json"], "cannot use --output-file: its report is one run's"),
+        (["--backend", "gloo", "-G", "5"], "--cuda-graph"),
         (["--backend", "mpi"], "bad --backend 'mpi'"),
         (["--op", "reduce", "--backend", "gloo", "--root", "2"], "--root 2 is not a rank"),
         (["--placement", "out"], "none of the chosen ops has a out form"),
@@ -338,6 +347,23 @@ def test_report_keeps_colbench_placements_and_flags_wrong_rows(
     assert all(float(r[8]) == 1.0 and r[-2] == "True" for r in rows[1:])
     assert "out-of-place rows are left out" in printed and "wrong results in B" in printed
     assert (directory / report.FIGURE).is_file()
+
+
+def test_help_lists_only_what_crosscheck_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["crosscheck", "--help"])
+    text = capsys.readouterr().out
+    options_part = text[text.index("Options:") :]
+    for refused in ("--repeat", "--env", "--time-budget", "--rotate", "--group-size", "--split"):
+        assert refused not in options_part, refused
+    for taken in ("--op", "-b, --minbytes", "-G, --cuda-graph", "-p, --parallel_init", "--mpiexec"):
+        assert taken in options_part, taken
+    # Still parsed, so that giving one is answered with the reason rather than "no such option".
+    code, err = run_main(capsys, "--rotate", "2")
+    assert code == 2 and "crosscheck cannot use --rotate: nccl-tests has nothing like it" in err
+    # nccl-tests' own flags that sweep refuses are refused here with the same reason.
+    code, err = run_main(capsys, "-g", "4")
+    assert code == 2 and "one rank per GPU here; use --nprocs" in err
 
 
 def test_colbench_side_calls_nccl_directly_where_nccl4py_is(

@@ -20,6 +20,9 @@ from colbench.errors import UsageError
         ("time_p99_us:5000", "time_p99_us", 5000.0, False, "time_p99_us:5000"),
         ("busbw_gbps:0.5", "busbw_gbps", 0.5, False, "busbw_gbps:0.5"),
         ("wrong:0", "wrong", 0.0, False, "wrong:0"),
+        # The short alias of a metric names its column, as in plot and compare.
+        ("busbw:-15%", "busbw_gbps", 0.15, True, "busbw_gbps:-15%"),
+        ("time_p50:+25%", "time_p50_us", 0.25, True, "time_p50_us:+25%"),
     ],
 )
 def test_checks_parse(text: str, metric: str, limit: float, relative: bool, normal: str) -> None:
@@ -33,7 +36,7 @@ def test_checks_parse(text: str, metric: str, limit: float, relative: bool, norm
     [
         ("busbw_gbps", "METRIC:+X%"),
         ("busbw_gbps:", "METRIC:+X%"),
-        ("busbw:-15%", "did you mean busbw_gbps"),
+        ("busbw_gpbs:-15%", "did you mean busbw_gbps"),
         ("latency:+5%", "unknown metric"),
         ("busbw_gbps:+15%", "a regression is a drop, so its limit is written busbw_gbps:-15%"),
         ("time_us:-10%", "a regression is a rise, so its limit is written time_us:+10%"),

@@ -487,3 +487,17 @@ def test_a_fleet_of_16_nodes_of_8_ranks_is_judged() -> None:
     findings = against_fleet(samples)
     named = {(f.node, f.check, f.rank, f.singled_out) for f in findings if f.verdict != OK}
     assert named == {("n02", "pair", 21, True), ("n02", "pair_all_reduce", None, False)}
+
+
+def test_learn_writes_floors_json_into_its_out_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from colbench.health.command import learn
+
+    runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
+    assert learn(runs, str(tmp_path / "floors")) == 0
+    assert floor_files.load(str(tmp_path / "floors" / "floors.json"))[0]
+    # --out is a directory for every command: a file name is refused with the way to say it.
+    with pytest.raises(UsageError, match="--out is a directory"):
+        learn(runs, str(tmp_path / "floors.json"))
+    assert not (tmp_path / "floors.json").exists()

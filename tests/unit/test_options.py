@@ -34,6 +34,7 @@ SAMPLES: dict[str, Any] = {
     "python": "main=/usr/bin/python3,pr=/usr/bin/python3",
     "ceiling_gbps": 12.5,
     "contend": "all_to_all:1M",
+    "output_file": "report.json",
 }
 
 

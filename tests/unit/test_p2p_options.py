@@ -74,7 +74,7 @@ def test_values_are_parsed_and_named_as_the_config_names_them() -> None:
     ("given", "message"),
     [
         (["--backend", "mpi"], "bad --backend 'mpi': use auto, gloo, nccl"),
-        (["--timeout", "0"], "--timeout must be positive, got 0"),
+        (["--timeout", "-1"], "--timeout must be positive, got -1"),
         (["--init-timeout", "-1"], "--init-timeout must be positive, got -1"),
         (["-n", "0"], "--iters must be at least 1, got 0"),
         (["--repeat", "0"], "--repeat must be at least 1, got 0"),

@@ -92,18 +92,23 @@ def test_cli_plot_several_runs_and_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
-    out = tmp_path / "fig" / "ab.png"
+    # --out is a directory (made if missing), and a metric's column names it as well.
+    folder = tmp_path / "fig"
+    argv = ["plot", str(a), str(b), "--metric", "algbw_gbps", "--out", str(folder), "--fit"]
     with pytest.raises(SystemExit) as info:
-        main(["plot", str(a), str(b), "--metric", "algbw", "--out", str(out), "--fit"])
+        main(argv)
     err = capsys.readouterr().err
     assert info.value.code == 0, err
+    out = folder / "algbw-a-vs-b.png"
     assert err == f"colbench: wrote {out}\n"
     assert out.read_bytes()[:8] == PNG_MAGIC
+    (tmp_path / "file").write_text("")
     for args, message in (
         (["plot", str(a), "--metric", "speed"], "bad --metric 'speed'"),
-        (["plot", str(a), "--metric", "time", "--peak", "10"], "--peak is a bandwidth"),
+        (["plot", str(a), "--metric", "time_us", "--peak", "10"], "--peak is a bandwidth"),
         (["plot", str(tmp_path / "missing")], "no results file"),
-        (["plot", str(a), "--out", str(tmp_path / "x.txt")], "use a .png, .svg or .pdf"),
+        (["plot", str(a), "--out", str(tmp_path / "x.png")], "--out is a directory"),
+        (["plot", str(a), "--out", str(tmp_path / "file")], "not a directory"),
     ):
         with pytest.raises(SystemExit) as info:
             main(args)
@@ -116,8 +121,11 @@ def test_default_figures_of_several_runs_never_overwrite(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # plot A B and compare A B once wrote ./busbw.png and ./compare.png over whatever
-    # was there; now each default name says which runs, and a taken one steps aside.
-    monkeypatch.chdir(tmp_path)
+    # was there; now each default name says which runs, a taken one steps aside, and
+    # the figures go into the last run's own folder, never the current directory.
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
     a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
     written = []
     for argv in (["plot", str(a), str(b)], ["plot", str(a), str(b)], ["compare", str(a), str(b)]):
@@ -126,8 +134,11 @@ def test_default_figures_of_several_runs_never_overwrite(
         err = capsys.readouterr().err
         assert info.value.code == 0, err
         written.append(err.strip().removeprefix("colbench: wrote "))
-    assert written == ["busbw-a-vs-b.png", "busbw-a-vs-b-2.png", "compare-a-vs-b.png"]
-    assert all((tmp_path / name).read_bytes()[:8] == PNG_MAGIC for name in written)
+    assert written == [
+        str(b / n) for n in ("busbw-a-vs-b.png", "busbw-a-vs-b-2.png", "compare-a-vs-b.png")
+    ]
+    assert all(Path(name).read_bytes()[:8] == PNG_MAGIC for name in written)
+    assert list(here.iterdir()) == []
     # One run directory: its own figure, in it (what --help says).
     with pytest.raises(SystemExit):
         main(["plot", str(a)])
@@ -150,7 +161,7 @@ def test_a_fit_that_misses_its_curve_says_so(
     (label,) = [line.get_label() for line in _data_lines(fig.axes[0])]
     assert label.startswith("all_reduce (fit rms ") and label.endswith(", poor fit)")
     with pytest.raises(SystemExit) as info:
-        main(["plot", str(run), "--fit", "--out", str(tmp_path / "z.png")])
+        main(["plot", str(run), "--fit", "--out", str(tmp_path / "z")])
     err = capsys.readouterr().err
     assert info.value.code == 0
     assert err.startswith("colbench: warning: plot --fit: all_reduce: rms error ")

@@ -51,7 +51,9 @@ def test_the_check_finds_a_reference() -> None:
     assert not _OUTSIDE.search("LOGS = ROOT / 'tests/data/x.log'")
 
 
-@pytest.mark.parametrize("folder", ["nccl-debug-logs", "nccl-tests-logs", "nccl-tests-json"])
+@pytest.mark.parametrize(
+    "folder", ["nccl-debug-logs", "nccl-tests-logs", "nccl-tests-json", "nccl-inspector"]
+)
 def test_every_data_file_has_its_source_in_the_index(folder: str) -> None:
     index = (DATA_DIR / folder / "INDEX.md").read_text()
     files = sorted(p.name for p in (DATA_DIR / folder).iterdir() if p.name != "INDEX.md")

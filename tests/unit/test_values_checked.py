@@ -114,9 +114,7 @@ def test_compare_and_fit_read_an_impossible_time(
 ) -> None:
     base, cur = _run(tmp_path / "base"), _run(tmp_path / "cur")
     _edit_rows(cur, _set(0, "time_us", "inf"))
-    code, _, err = run_main(
-        capsys, "compare", str(base), str(cur), "--out", str(tmp_path / "c.png")
-    )
+    code, _, err = run_main(capsys, "compare", str(base), str(cur), "--out", str(tmp_path / "c"))
     assert code == 0 and "Traceback" not in err
     assert "1 row(s) are invalid" in err
 
@@ -189,7 +187,7 @@ def test_every_reader_says_a_run_is_incomplete(
 ) -> None:
     cur = _killed(tmp_path / "cur")
     args = [str(_run(tmp_path / "base"))] if command == "compare" else []
-    out = ["--out", str(tmp_path / "x.png")] if command != "fit" else []
+    out = ["--out", str(tmp_path / "x")] if command != "fit" else []
     code, _, err = run_main(capsys, command, *args, str(cur), *out)
     assert code == 0 and "Traceback" not in err
     assert "run cur is incomplete: its meta.json still says 'running'" in err
@@ -231,7 +229,7 @@ def test_a_meta_json_of_the_wrong_shape_is_named(
     base, cur = _run(tmp_path / "base"), _run(tmp_path / "cur")
     meta = json.loads((cur / "meta.json").read_text())
     (cur / "meta.json").write_text(json.dumps({**meta, field: value}))
-    extra = ["--out", str(tmp_path / "c.png")] if command == "compare" else []
+    extra = ["--out", str(tmp_path / "c")] if command == "compare" else []
     code, _, err = run_main(capsys, command, str(base), str(cur), *extra)
     assert "Traceback" not in err and code in (0, 5), err
     assert f"{cur / 'meta.json'}: {said}" in err

@@ -33,7 +33,7 @@ from colbench.analysis.nccl_ran import ran_lines
 from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.report.figures import METRICS, metric, size_axis
+from colbench.report.figures import METRICS, metric, metric_key, size_axis
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ def compare_runs(
     """
     import pandas as pd
 
+    metric_name = metric_key(metric_name)
     chosen = metric(metric_name)
     run_a, run_b = load_runs([path_a, path_b])
     run_a, run_b = select_variant(run_a, variant_a), select_variant(run_b, variant_b)
@@ -414,10 +415,11 @@ def compare(
     variant_b: str | None = None,
     allow_emulated: bool = False,
 ) -> tuple[Comparison, Path]:
-    """``colbench compare``: the comparison and the figure file written (``out`` None: a
-    new file here, named after the runs). Runs that share no comparable row are
-    refused: a table of x and an empty ratio panel would read as a result."""
-    from colbench.report.figures import save, unused_path
+    """``colbench compare``: the comparison and the figure file written, named after the
+    runs, in ``out`` (a directory; default: run B's own folder). Runs that share no
+    comparable row are refused: a table of x and an empty ratio panel would read as a
+    result."""
+    from colbench.report.figures import out_dir, run_folder, save, unused_path
 
     comparison = compare_runs(
         path_a, path_b, metric_name, variant_a=variant_a, variant_b=variant_b,
@@ -425,9 +427,8 @@ def compare(
     )  # fmt: skip
     if not comparison.table["comparable"].any():
         raise UsageError(nothing_comparable(comparison))
-    path = (
-        out if out is not None else unused_path("compare", [comparison.a.label, comparison.b.label])
-    )
+    directory = out_dir(out, run_folder(path_b))
+    path = unused_path("compare", [comparison.a.label, comparison.b.label], directory)
     return comparison, save(figure(comparison), path)
 
 

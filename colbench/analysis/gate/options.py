@@ -30,7 +30,8 @@ class GateOptions:
         None,
         "--check",
         help="METRIC:+X%, METRIC:-X% or METRIC:VALUE; repeatable. Metrics: busbw_gbps, "
-        "algbw_gbps, time_us, time_min_us, time_p50_us, time_p99_us, time_max_us.",
+        "algbw_gbps, time_us, time_min_us, time_p50_us, time_p99_us, time_max_us (or "
+        "without the unit: busbw, time_p50, ...).",
     )
     min_size: str | None = _judge(
         None, "--min-size", help="Judge performance only at size_bytes >= this (1K=1024)."

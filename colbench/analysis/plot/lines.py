@@ -18,7 +18,17 @@ import numpy as np
 from colbench.analysis import noise
 from colbench.analysis.series import Line, Run, labels, lines, load_runs
 from colbench.errors import UsageError
-from colbench.report.figures import Metric, metric, pyplot, save, size_axis, unused_path
+from colbench.report.figures import (
+    Metric,
+    metric,
+    metric_key,
+    out_dir,
+    pyplot,
+    run_folder,
+    save,
+    size_axis,
+    unused_path,
+)
 from colbench.store.rundir import RunDir
 
 
@@ -191,15 +201,16 @@ def plot_runs(
     peak_gbps: float | None = None,
     fit: bool = False,
 ) -> tuple[Path, list[str]]:
-    """``colbench plot``: load runs, draw one figure, write it; returns the file written
-    and warnings about it (with ``fit``: each fit that does not describe its curve)."""
-    metric(metric_name)
+    """``colbench plot``: load runs, draw one figure, write it into ``out`` (a directory;
+    default: the last run's folder); returns the file written and warnings about it (with
+    ``fit``: each fit that does not describe its curve)."""
+    metric_name = metric_key(metric_name)
     if peak_gbps is not None and not (math.isfinite(peak_gbps) and peak_gbps > 0):
         raise UsageError(f"--peak must be a bandwidth above 0 GB/s, got {peak_gbps:g}")
     runs = load_runs(paths)
     curves = [c for run in runs for c in lines(run)]
     fig = plot_lines(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
-    path = save(fig, out if out is not None else default_out(runs, metric_name))
+    path = save(fig, figure_path(runs, metric_name, out))
     return path, (_poor_fits(curves) if fit else [])
 
 
@@ -213,12 +224,16 @@ def _poor_fits(curves: Sequence[Line]) -> list[str]:
     ]
 
 
-def default_out(runs: Sequence[Run], metric_name: str) -> Path:
-    """One run directory: ``<run>/<metric>.png`` (the run's own figure, as sweep --plot
-    writes it); else a new file here named after the runs (:func:`unused_path`)."""
-    if len(runs) == 1 and runs[0].path.is_dir():
-        return RunDir(runs[0].path).figure_path(metric_name)
-    return unused_path(metric_name, [run.label for run in runs])
+def figure_path(
+    runs: Sequence[Run], metric_name: str, out: str | os.PathLike[str] | None = None
+) -> Path:
+    """Where plot's figure goes: in ``--out`` (a directory), else in the last run's own
+    folder. One run: ``<metric>.png`` (in its folder, the figure sweep --plot writes);
+    several: a new file named after the runs (:func:`unused_path`)."""
+    directory = out_dir(out, run_folder(runs[-1].path))
+    if len(runs) == 1:
+        return directory / RunDir(directory).figure_path(metric_name).name
+    return unused_path(metric_name, [run.label for run in runs], directory)
 
 
 def write_run_plots(run_dir: str | os.PathLike[str]) -> list[Path]:

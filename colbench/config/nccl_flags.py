@@ -1,0 +1,113 @@
+"""nccl-tests' command line as nccl-tests 2.19.6 declares it, the facts colbench's flags answer to.
+
+A user arrives with an nccl-tests command line and swaps the program for ``colbench sweep``;
+each of its flags must then mean what it meant, or be refused with the reason. This module
+holds nccl-tests' side only: every option of its getopt table (``src/common.cu``), what it
+means there and its default there, in nccl-tests' own order. colbench's side is declared in
+:mod:`colbench.config.options`: an option that takes a flag names it (``nccl_tests="-w"``),
+and a flag colbench does not take is a :class:`Refusal` there, with its reason. A unit test
+checks that every flag here is answered exactly once, and docs/nccl-tests.md's table is
+generated from both (:func:`colbench.cli.docgen.nccl_tests_markdown`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The nccl-tests release whose command line :data:`FLAGS` describes.
+VERSION = "2.19.6"
+
+
+@dataclass(frozen=True)
+class NcclTestsFlag:
+    """One option of nccl-tests' getopt table."""
+
+    short: str
+    """``-b``."""
+    long: str
+    """``--minbytes``."""
+    meaning: str
+    """What it does there, in a few words."""
+    default: str
+    """nccl-tests' default, as its help and README give it."""
+
+
+FLAGS: tuple[NcclTestsFlag, ...] = (
+    NcclTestsFlag("-t", "--nthreads", "threads per process, each driving -g GPUs", "1"),
+    NcclTestsFlag("-g", "--ngpus", "GPUs driven by each thread", "1"),
+    NcclTestsFlag("-b", "--minbytes", "smallest size (binary suffixes)", "32M"),
+    NcclTestsFlag("-e", "--maxbytes", "largest size (binary suffixes)", "32M"),
+    NcclTestsFlag("-i", "--stepbytes", "bytes added per step, when -f is 1", "1M"),
+    NcclTestsFlag(
+        "-f", "--stepfactor", "whole factor per step; 1 steps by -i instead", "1 (off: use -i)"
+    ),
+    NcclTestsFlag("-n", "--iters", "timed iterations per size", "20"),
+    NcclTestsFlag(
+        "-m", "--agg_iters", "operations aggregated in one NCCL group per iteration", "1"
+    ),
+    NcclTestsFlag("-w", "--warmup_iters", "untimed iterations, run per size before timing", "1"),
+    NcclTestsFlag("-N", "--run_cycles", "run the whole size loop this many times; 0 forever", "1"),
+    NcclTestsFlag("-p", "--parallel_init", "0/1: each thread initialises NCCL itself", "0"),
+    NcclTestsFlag("-c", "--check", "passes of fill, run once, check the result; 0 none", "1"),
+    NcclTestsFlag("-o", "--op", "reduction: sum, prod, min, max, avg, mulsum or all", "sum"),
+    NcclTestsFlag(
+        "-d",
+        "--datatype",
+        "element type: int8, uint8, int32, uint32, int64, uint64, half, float, double, "
+        "bfloat16, f8e4m3, f8e5m2 or all",
+        "float",
+    ),
+    NcclTestsFlag("-r", "--root", "root rank of rooted collectives; -1 every rank in turn", "0"),
+    NcclTestsFlag("-z", "--blocking", "0-3: wait (and barrier) after each call or batch", "0"),
+    NcclTestsFlag("-y", "--stream_null", "0/1: run on CUDA's default stream", "0"),
+    NcclTestsFlag("-T", "--timeout", "seconds before a test is declared hung; 0 none", "0 (none)"),
+    NcclTestsFlag(
+        "-G", "--cudagraph", "capture the -n calls in a CUDA graph, launch it N times", "0 (off)"
+    ),
+    NcclTestsFlag("-C", "--report_cputime", "0/1: report CPU time instead of latency", "0"),
+    NcclTestsFlag("-S", "--report_timestamps", "0/1: a timestamp on each line", "0"),
+    NcclTestsFlag("-J", "--output_file", "write a JSON report to this file", "none"),
+    NcclTestsFlag(
+        "-a", "--average", "combine ranks' times: 0 rank 0, 1 average, 2 min, 3 max", "1"
+    ),
+    NcclTestsFlag("-R", "--local_register", "0/1/2: register buffers (local, symmetric)", "0"),
+    NcclTestsFlag("-x", "--cta_policy", "0/1/2: NCCL's CTA policy", "unset"),
+    NcclTestsFlag("-D", "--device_implementation", "a device-API implementation (needs -R 2)", "0"),
+    NcclTestsFlag("-V", "--device_cta_count", "CTAs of the device-API implementation", "16"),
+    NcclTestsFlag("-M", "--memory", "0/1: report device memory use", "0"),
+    NcclTestsFlag("-u", "--unalign", "misalign the buffers by this many elements", "0"),
+    NcclTestsFlag("-I", "--per_iter_timing", "0/1: time every iteration (CUDA events)", "0"),
+    NcclTestsFlag("-K", "--per_iter_skip", "leading iterations left out of -I's summary", "0"),
+    NcclTestsFlag("-h", "--help", "print the usage", ""),
+)
+
+BY_SHORT: dict[str, NcclTestsFlag] = {f.short: f for f in FLAGS}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An nccl-tests flag colbench does not take, and why (declared in
+    :data:`colbench.config.options.REFUSED`)."""
+
+    short: str
+    """The flag as :data:`FLAGS` names it; its long form is refused alike."""
+    reason: str
+    """Why, and what to use instead: the one line a user who gave it reads."""
+    same: tuple[str, ...] = ()
+    """Values that ask for what colbench does anyway (``-g 1``: one GPU per rank): taken
+    without a word, so a pasted nccl-tests line that sets them runs."""
+
+    @property
+    def flag(self) -> NcclTestsFlag:
+        return BY_SHORT[self.short]
+
+    @property
+    def name(self) -> str:
+        """The parameter name its CLI option is parsed into (hidden from ``--help``)."""
+        return "nccl_tests_" + self.flag.long.removeprefix("--")
+
+    def message(self, value: str) -> str:
+        """The usage error for ``value``, or "" when the value asks for colbench's own way."""
+        if value.strip() in self.same:
+            return ""
+        return f"nccl-tests' {self.short}/{self.flag.long} {value} is not taken here: {self.reason}"

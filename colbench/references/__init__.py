@@ -1,0 +1,1 @@
+"""Published results for named hardware, and a run placed against them (issue 38)."""
