@@ -163,7 +163,7 @@ def main() -> int:
     results = [
         step_library(out),
         exact(out, "exact-eager"),
-        exact(out, "exact-graph", "--cuda-graph"),
+        exact(out, "exact-graph", "--cuda-graph", "5"),
         step_all_gather(out, args.quick),
         step_tax(out),
         exact(out, "exact-emulated-4", "--ranks-per-gpu", "4", "--sizes", "1K-64K", nprocs=4),

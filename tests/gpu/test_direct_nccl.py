@@ -58,7 +58,7 @@ def test_every_op_exact_on_both_engines_eager(tmp_path: Path) -> None:
 
 @needs_direct
 def test_every_op_exact_on_both_engines_in_a_cuda_graph(tmp_path: Path) -> None:
-    _both_engines_exact(tmp_path, "--cuda-graph")
+    _both_engines_exact(tmp_path, "--cuda-graph", "5")
 
 
 @needs_direct

@@ -178,11 +178,12 @@ def test_barrier_has_no_direct_call() -> None:
 
 def test_a_graph_is_captured_on_the_engines_stream() -> None:
     stream = object()
-    timer = make_timer("cuda", True, lambda: None, stream)
+    timer = make_timer("cuda", 5, lambda: None, stream)
     assert isinstance(timer, CudaGraphTimer)
     capture = timer._capture
     assert isinstance(capture, functools.partial) and capture.keywords == {"stream": stream}
     assert capture.func is torch.cuda.graph
+    assert timer._replays == 5
 
 
 def _both(tmp_path: Path, times: dict[int, tuple[float, float]]) -> Path:
