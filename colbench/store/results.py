@@ -280,7 +280,8 @@ class Row(TableRow):
     )
     engine: str = _column(
         "what made the calls (--engine): torch (torch.distributed) or nccl (NCCL itself, "
-        "through nccl4py); both engines' rows of one size give torch's cost per call",
+        "through nccl4py, as nccl-tests, whose imported rows say nccl); both engines' rows "
+        "of one size give torch's cost per call",
         "",
         "torch",
     )

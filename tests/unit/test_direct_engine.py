@@ -231,3 +231,28 @@ def test_an_empty_buffer_is_never_a_zero_byte_ncclmemalloc(fake_nccl: Any) -> No
     empty = Nccl(fake_nccl).empty(0, torch.float32, torch.device("cpu"))
     assert empty.numel() == 0
     assert [c["numel"] for c in _fake.CALLS[before:] if c["call"] == "mem_alloc"] == [1]
+
+
+def test_an_imported_nccl_tests_log_is_nccls_own_calls(tmp_path: Path) -> None:
+    from colbench.importers.nccl_tests import import_log
+    from tests.unit import nccl_logs
+
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(nccl_logs.new_all_reduce_log())
+    run_dir, _ = import_log(log, out_dir=tmp_path / "ar")
+    # nccl-tests calls NCCL itself: its rows pair with the direct engine's, and against a
+    # torch run, compare gives the torch tax.
+    assert set(load(run_dir)["engine"]) == {"nccl"}
+
+
+def test_an_imported_json_report_says_whose_calls_it_timed() -> None:
+    from colbench.importers import nccl_tests
+    from colbench.importers.nccl_tests_json import _engine
+
+    real = Path(__file__).resolve().parents[1] / "data" / "nccl-tests-json"
+    report = next(real.glob("allreduce-t4-*.json")).read_text()
+    assert {r.engine for r in nccl_tests.parse_json(report).rows} == {"nccl"}
+    # colbench's own report (sweep -J) says its engine on its command line.
+    assert _engine({"args": ["colbench", "sweep", "--op", "all_gather"]}) == "torch"
+    assert _engine({"args": ["python", "-m", "colbench", "sweep", "--engine", "nccl"]}) == "nccl"
+    assert _engine({"args": ["./build/all_reduce_perf", "-b", "8"]}) == "nccl"
