@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 from colbench.config.sizes import parse_size
 from colbench.errors import UsageError
+from colbench.stats.levels import DEFAULT_ALPHA as DEFAULT_ALPHA
+from colbench.stats.levels import DEFAULT_MAX_CV as DEFAULT_MAX_CV
+from colbench.stats.levels import DEFAULT_POWER as DEFAULT_POWER
 from colbench.store import metrics
 
 #: Metric -> +1 when a rise is a regression (times, wrong elements), -1 when a drop is.
@@ -30,14 +33,10 @@ METRIC_WORSE_WHEN: dict[str, int] = {
     "wrong": +1,
 }
 
-DEFAULT_ALPHA = 0.05
-DEFAULT_MAX_CV = 0.10
-#: Power the gate's detectable-slowdown figures are stated at (colbench.analysis.power).
-DEFAULT_POWER = 0.80
 #: Accepted runs a baseline keeps pooled (--update-baseline --keep).
 DEFAULT_KEEP = 1
 #: Baseline runs the gate needs to judge performance on their between-run drift
-#: (--min-baseline-runs; colbench.analysis.drift): with fewer, the t test's 2-3 degrees
+#: (--min-baseline-runs; colbench.stats.drift): with fewer, the t test's 2-3 degrees
 #: of freedom inflate every stated figure (80% power at 0.025: 5.7 SDs at 3 runs, 3.8 at 5).
 DEFAULT_MIN_BASELINE_RUNS = 5
 

@@ -12,13 +12,16 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from colbench import text
 from colbench.analysis.paired import ROW_KEYS
 from colbench.store.results import STATUS_OK
+from colbench.text import Column
 
-_HEADER = (
-    f"#{'op':>13} {'dtype':>9} {'size_bytes':>12} {'place':>5} {'alone_us':>10} "
-    f"{'loaded_us':>10} {'change':>8} {'load_alone':>11} {'load_beside':>11}"
-)
+_COLUMNS = (
+    Column("op", 14), Column("dtype", 9), Column("size_bytes", 12), Column("place", 5),
+    Column("alone_us", 10), Column("loaded_us", 10), Column("change", 8),
+    Column("load_alone", 11), Column("load_beside", 11),
+)  # fmt: skip
 
 
 def summary_lines(
@@ -37,7 +40,7 @@ def summary_lines(
             f"# under load: {name_b} (B) against {name_a} (A), medians of {repeats} "
             f"repeat(s); the load's rate in {unit}"
         )
-        lines.append(_HEADER)
+        lines.append(text.header(_COLUMNS, lead=""))
         for key, (time_a, _, _) in a.items():
             if key not in b:
                 continue
@@ -45,11 +48,11 @@ def summary_lines(
             change = f"{time_b / time_a - 1:+.1%}" if time_a > 0 else "n/a"
             row = dict(zip(ROW_KEYS, key, strict=True))
             place = "in" if row["in_place"] else "out"
-            lines.append(
-                f"{row['op']:>14} {row['dtype']:>9} {row['size_bytes']:>12} {place:>5} "
-                f"{time_a:>10.1f} {time_b:>10.1f} {change:>8} {_rate(alone):>11} "
-                f"{_rate(beside):>11}"
-            )
+            cells = (
+                row["op"], row["dtype"], row["size_bytes"], place, f"{time_a:.1f}",
+                f"{time_b:.1f}", change, text.number(alone), text.number(beside),
+            )  # fmt: skip
+            lines.append(text.line(cells, _COLUMNS, lead=""))
         lines.append(
             f"# is it real? colbench gate {run} --variant-a {name_a} --variant-b {name_b} "
             "--check time_us:+10%"
@@ -76,7 +79,3 @@ def _rate_columns(group: Any) -> tuple[str, str]:
 def _median(values: Any) -> float | None:
     known = [float(v) for v in values.dropna()]
     return statistics.median(known) if known else None
-
-
-def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"

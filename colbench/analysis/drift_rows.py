@@ -1,4 +1,4 @@
-"""The gate's rows judged on the baseline window's between-run drift (colbench.analysis.drift).
+"""The gate's rows judged on the baseline window's between-run drift (colbench.stats.drift).
 
 When the baseline holds at least ``--min-baseline-runs`` runs (told apart by ``run_id``),
 every relative check of a judged row is decided by the drift test instead of the
@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from colbench.analysis import drift, power, sensitivity, stats
+from colbench.analysis import sensitivity
 from colbench.analysis.engine import Pair, Sample, is_ok
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import CheckResult, RowResult, Verdict, gravest
+from colbench.stats import drift, power, rank_tests
 
 
 @dataclass
@@ -46,7 +47,7 @@ def _run_medians(samples: Sequence[Sample], metric: str) -> dict[str, float]:
         value = s.get(metric)
         if is_ok(s) and value is not None and float(value) > 0:
             by_run.setdefault(str(s.get("run_id")), []).append(float(value))
-    return {run: stats.median(values) for run, values in by_run.items()}
+    return {run: rank_tests.median(values) for run, values in by_run.items()}
 
 
 @dataclass
@@ -108,7 +109,7 @@ def _judge_check(
         c.rule = f"the baseline holds this row in {len(medians)} of {min_runs} runs"
         row.notes.append(f"{c.check.metric}: {c.rule}")
         return None
-    current_log = math.log(stats.median(current))
+    current_log = math.log(rank_tests.median(current))
     j = drift.judge(spread, current_log, c.check.worse_when, c.check.limit)
     c.baseline_median, c.change = math.exp(spread.center_log), j.change
     c.current_median, c.p_value, c.log_sd = math.exp(current_log), j.p_value, spread.sd_log

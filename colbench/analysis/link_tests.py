@@ -7,9 +7,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from colbench.analysis import paired, power, stats
 from colbench.analysis.verdict import Verdict as RowVerdict
 from colbench.analysis.verdict import judge as judge_samples
+from colbench.stats import rank_tests
+from colbench.stats.holm import holm
 
 #: Nodes needed to ask a node's links against links that do not touch it.
 MIN_NODES = 3
@@ -94,17 +95,19 @@ def ask(others: Sequence[float], mine: Sequence[float], metric: Metric) -> Quest
 def settle(tests: Sequence[Question], alpha: float) -> list[Question]:
     """The family's tests with their Holm-adjusted p-values and decisions."""
     p_values = [t.p_value for t in tests]
-    kept = power.holm(p_values, alpha)
-    # Holm's adjusted p-values: each at most alpha exactly where power.holm rejects.
-    adjusted = paired.holm(p_values)
-    return [replace(t, adjusted=a, slow=k) for t, a, k in zip(tests, adjusted, kept, strict=True)]
+    family = holm(p_values, alpha)
+    return [
+        replace(t, adjusted=a, slow=k)
+        for t, a, k in zip(tests, family.adjusted, family.rejected, strict=True)
+    ]
 
 
 def passes_needed(n_links: int, family: int, alpha: float) -> int:
     """The fewest passes with which a link's test can reach Holm's strictest level."""
     passes = 1
     while (
-        n_links > 1 and stats.smallest_one_sided_p((n_links - 1) * passes, passes) > alpha / family
+        n_links > 1
+        and rank_tests.smallest_one_sided_p((n_links - 1) * passes, passes) > alpha / family
     ):
         passes += 1
     return passes

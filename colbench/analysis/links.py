@@ -19,7 +19,7 @@ otherwise hide the slowness of the rest. Then every link is asked against the ot
 links that touch no such node.
 
 **How sure.** The m questions (nodes and links, bandwidth and latency) are one family:
-Holm's procedure at ``alpha`` (colbench.analysis.power.holm) keeps the chance that
+Holm's procedure at ``alpha`` (colbench.stats.holm) keeps the chance that
 noise alone names anything at ``alpha``, and each named node or link carries its
 Holm-adjusted p-value. A node is named when its test holds; its links are then not
 listed one by one. A link is named when its test holds and neither of its nodes is.
@@ -34,7 +34,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from colbench.analysis import power, stats
 from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_POWER
 from colbench.analysis.link_tests import (
     Link,
@@ -51,6 +50,7 @@ from colbench.analysis.link_tests import (
     settle_family,
     testable_nodes,
 )
+from colbench.stats import power, rank_tests
 
 __all__ = ["Samples", "judge", "passes_needed"]
 
@@ -116,7 +116,7 @@ def judge(
     failing = tuple(link for link in links if link.fail is not None and link.fail.slow)
     need = passes_needed(len(matrix.keys), m, alpha)
     if passes < need:
-        best = stats.smallest_one_sided_p((len(matrix.keys) - 1) * passes, passes)
+        best = rank_tests.smallest_one_sided_p((len(matrix.keys) - 1) * passes, passes)
         line = (
             f"verdict: not judged: {passes} pass(es) cannot show a link slower than the others "
             f"beyond their spread (the rank test's best p, {best:.2g}, is above the "
@@ -133,7 +133,7 @@ def judge(
     suffix = f"; {passes} passes, Holm over {m} tests"
     lines = [line + suffix for line in lines]
     if not lines:
-        lines = _all_clear(matrix, links, node_tests, m, alpha)
+        lines = _all_clear(matrix, links, node_tests, m, alpha, (bw_gbps, latency_us))
     return Verdict(
         (*lines, *fail_lines),
         judged=True,
@@ -191,21 +191,31 @@ def _all_clear(
     node_tests: Mapping[str, Sequence[Question]],
     m: int,
     alpha: float,
+    directions: tuple[Samples, Samples],
 ) -> list[str]:
+    """The two lines of a verdict that names nothing: what was asked, then the fabric's
+    medians and what the passes could have seen.
+
+    The medians say which statistic they are: the verdict's (each link's worse direction,
+    its median over the passes, then the median over the links) sits above the median
+    of the printed matrices (every direction alone), by up to the spread between a
+    link's two directions, and a reader comparing the two must not think one is wrong.
+    """
     bw, lat = matrix.samples
     smallest = min([t.adjusted for ts in node_tests.values() for t in ts]
                    + [t.adjusted for x in links for t in x.tests])  # fmt: skip
-    median_lat = statistics.median(x.latency_us for x in links)
-    shown_lat = f"{median_lat:.3g}" if median_lat < 1000 else f"{median_lat:.0f}"
     first = (
         f"verdict: no slow link or node among {len(links)} links over {matrix.passes} passes: "
         f"none holds {bw.threshold:.0%} below the others' bandwidth or {lat.threshold:.0%} "
         f"above their latency beyond their spread (lowest p = {smallest:.2g} after Holm over "
         f"{m} tests)"
     )
+    bw_all, lat_all = (statistics.median(map(statistics.median, d.values())) for d in directions)
     second = (
-        f"verdict: median bandwidth {statistics.median(x.bw_gbps for x in links):.3g} GB/s, "
-        f"latency {shown_lat} us"
+        f"verdict: median of the {len(links)} links' worse directions (the lower bandwidth, the "
+        f"higher latency): {statistics.median(x.bw_gbps for x in links):.3g} GB/s, "
+        f"{_us(statistics.median(x.latency_us for x in links))} us; of every direction, as the "
+        f"matrices show them: {bw_all:.3g} GB/s, {_us(lat_all)} us"
     )
     seen = _detectable(matrix, bw, alpha / m)
     if seen is not None:
@@ -214,6 +224,11 @@ def _all_clear(
             f"{DEFAULT_POWER:.0%} of the time"
         )
     return [first, second]
+
+
+def _us(value: float) -> str:
+    """A latency in three significant digits, without an exponent in the thousands."""
+    return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
 
 
 #: Above this many samples a side, the power figure comes from the normal approximation

@@ -13,6 +13,7 @@ from typing import Any
 
 from colbench.config.variants import variant_env
 from colbench.nccl.algo import asked
+from colbench.output import plural
 
 
 def ran_lines(label: str, frame: Any) -> list[str]:
@@ -37,9 +38,9 @@ def _verdict(ran: Counter[str], rows: int, allowed: frozenset[str] | None) -> st
     shown = ", ".join(f"{algo} in {n}" for algo, n in ran.most_common())
     if allowed is None:
         # NCCL_ALGO may still be in the ranks' environment (the shell's, not a variant's).
-        return f"ran {shown} of {rows} rows (its variant sets no NCCL_ALGO)"
+        return f"ran {shown} of {plural(rows, 'row')} (its variant sets no NCCL_ALGO)"
     wanted = "/".join(sorted(allowed))
     good = sum(n for algo, n in ran.items() if algo in allowed)
     if good == rows:
-        return f"ran {shown} of {rows} rows, as asked"
-    return f"ran {shown} of {rows} rows: NOT {wanted} as asked in {rows - good}"
+        return f"ran {shown} of {plural(rows, 'row')}, as asked"
+    return f"ran {shown} of {plural(rows, 'row')}: NOT {wanted} as asked in {rows - good}"

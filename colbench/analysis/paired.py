@@ -14,7 +14,7 @@ step-down method, so the chance that any row of an A-vs-A run fails stays at mos
 **What it could see.** Each row states the smallest slowdown of B its test would have
 caught with the gate's power at Holm's strictest level (alpha / rows), from the SD of its
 pairs' log-ratios (:func:`detectable_margin`, simulated like the stored-baseline gate's
-figures in :mod:`colbench.analysis.power`). A gate none of whose rows could see a
+figures in :mod:`colbench.stats.power`). A gate none of whose rows could see a
 slowdown of about twice its limit (too few pairs: R pairs cannot go below p = 2^-R) is
 *inconclusive*: it passes, says so, and exits 5 under ``--fail-inconclusive``.
 """
@@ -22,70 +22,22 @@ slowdown of about twice its limit (too few pairs: R pairs cannot go below p = 2^
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any
 
-import numpy as np
-
-from colbench.analysis import power
 from colbench.analysis.checks import DEFAULT_POWER, Check, SizeWindow
-from colbench.analysis.stats import median, midranks
 from colbench.errors import UsageError
+from colbench.stats import power, rank_tests
+from colbench.stats.holm import holm
+from colbench.stats.rank_tests import median
 from colbench.store.results import KEY_COLUMNS, STATUS_OK
 
-#: Above this many pairs the signed-rank distribution is approximated by a normal one.
-EXACT_MAX_PAIRS = 60
-#: Simulated sets of pairs per power figure (the figure's own noise is about 2%).
-_TRIALS = 2000
 #: Columns that name a row of the paired table: every key but the variant, and but the
 #: engine, which an ``--engine torch,nccl`` run's variants differ by (engine=torch vs
 #: engine=nccl: the torch tax, colbench.analysis.torch_tax).
 ROW_KEYS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "engine"))
-
-
-def signed_rank_p_greater(diffs: Sequence[float]) -> float:
-    """One-sided Wilcoxon signed-rank p-value that ``diffs`` are centred above 0.
-
-    Zeros are dropped (Wilcoxon's convention); ties share mid-ranks. Exact (all 2^n sign
-    patterns counted by dynamic programming on doubled ranks) up to
-    :data:`EXACT_MAX_PAIRS`, normal with tie and continuity corrections beyond.
-    """
-    values = [float(d) for d in diffs if d != 0]
-    n = len(values)
-    if n == 0:
-        return 1.0
-    ranks = midranks([abs(v) for v in values])
-    w_plus = sum(r for r, v in zip(ranks, values, strict=True) if v > 0)
-    if n <= EXACT_MAX_PAIRS:
-        doubled = [round(2 * r) for r in ranks]
-        total = sum(doubled)
-        ways = np.zeros(total + 1, dtype=np.float64)
-        ways[0] = 1.0
-        for r in doubled:
-            ways[r:] = ways[r:] + ways[: total + 1 - r].copy()
-        observed = round(2 * w_plus)
-        return float(ways[observed:].sum() / ways.sum())
-    mean = n * (n + 1) / 4
-    ties = sum(t**3 - t for t in (ranks.count(r) for r in set(ranks)))
-    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24 - ties / 48)
-    z = (w_plus - mean - 0.5) / sd
-    return 0.5 * math.erfc(z / math.sqrt(2))
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (reject where adjusted < alpha)."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted = [1.0] * m
-    running = 0.0
-    for step, i in enumerate(order):
-        running = max(running, min(1.0, (m - step) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 @dataclass(frozen=True)
@@ -103,7 +55,7 @@ class PairedRow:
     log_sd: float | None = None
     #: The smallest slowdown of B its test would have caught at the gate's power, at
     #: Holm's strictest level (None: its pairs cannot reach it); and whether that is
-    #: more than twice the limit (insensitive, as in colbench.analysis.power).
+    #: more than twice the limit (insensitive, as in colbench.stats.power).
     detectable: float | None = None
     insensitive: bool = True
 
@@ -190,18 +142,18 @@ def paired_gate(
         every = [x for logs in ratios.values() for x in logs]
         all_rows = dict.fromkeys(ROW_KEYS, "all")
         judged.append(_row(all_rows, every, check.worse_when, limit, list(ratios.values())))
-    adjusted = holm([r.p_value for r in judged])
+    family = holm([r.p_value for r in judged], alpha)
     # Holm's strictest step: the level every row's figure holds at.
     level = alpha / max(len(judged), 1)
     result.rows = []
-    for r, q in zip(judged, adjusted, strict=True):
+    for r, q, rejected in zip(judged, family.adjusted, family.rejected, strict=True):
         margin = None if r.log_sd is None else detectable_margin(r.log_sd, r.pairs, level,
                                                                  target_power)  # fmt: skip
         result.rows.append(
             dataclasses.replace(
                 r,
                 p_holm=q,
-                verdict="fail" if q < alpha else "pass",
+                verdict="fail" if rejected else "pass",
                 detectable=None
                 if margin is None
                 else power.detectable_slowdown(check.limit, check.worse_when, margin),
@@ -219,10 +171,8 @@ def _row(
     groups: Sequence[Sequence[float]],
 ) -> PairedRow:
     """One row's test (of ``logs``, the pairs' log(B/A)); its spread from ``groups``."""
-    p = signed_rank_p_greater([worse_when * x - limit for x in logs])
-    squares = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups)
-    dof = sum(len(g) - 1 for g in groups)
-    sd = math.sqrt(squares / dof) if dof else None
+    p = rank_tests.signed_rank_p_greater([worse_when * x - limit for x in logs])
+    sd = rank_tests.pooled_sd(groups)
     return PairedRow(key, len(logs), math.expm1(median(logs)), p, log_sd=sd)
 
 
@@ -234,35 +184,7 @@ def detectable_margin(
     when ``pairs`` can never reach ``level`` (the smallest p is 2^-pairs)."""
     if pairs < 1 or not 0 < level < 1 or 2.0**-pairs > level:
         return None
-    return sigma * _standard_margin(pairs, round(level, 12), round(target_power, 12))
-
-
-@functools.lru_cache(maxsize=256)
-def _standard_margin(pairs: int, level: float, target_power: float) -> float:
-    """The shift, in SDs of a log-ratio, at which the signed-rank test of ``pairs``
-    normal differences rejects at ``level`` with ``target_power``: simulated over fixed
-    random numbers, the critical W+ from the exact null up to :data:`EXACT_MAX_PAIRS`
-    pairs and the normal one beyond (as :func:`signed_rank_p_greater` decides)."""
-    total = pairs * (pairs + 1) // 2
-    if pairs <= EXACT_MAX_PAIRS:
-        ways = np.zeros(total + 1)
-        ways[0] = 1.0
-        for r in range(1, pairs + 1):
-            ways[r:] = ways[r:] + ways[: total + 1 - r].copy()
-        tail = np.cumsum(ways[::-1])[::-1] / ways.sum()
-        critical = float(np.argmax(tail <= level))
-    else:
-        sd = math.sqrt(pairs * (pairs + 1) * (2 * pairs + 1) / 24)
-        critical = total / 2 + 0.5 + NormalDist().inv_cdf(1 - level) * sd
-    noise = np.random.default_rng(20261125).standard_normal((_TRIALS, pairs))
-    ranks = np.arange(1, pairs + 1)
-
-    def caught(shift: float) -> float:
-        d = noise + shift
-        ordered = np.take_along_axis(d, np.argsort(np.abs(d), axis=1), axis=1)
-        return float((((ordered > 0) * ranks).sum(axis=1) >= critical).mean())
-
-    return power.smallest_shift(caught, target_power)
+    return sigma * power.signed_rank_margin(pairs, round(level, 12), round(target_power, 12))
 
 
 def _label(row: Any) -> str:

@@ -13,7 +13,7 @@ moved toward worse by the limit, as the row test moves them, and U_i counts the 
 half. The statistic is S = sum of the U_i. If no row is beyond its limit, each row's
 samples are exchangeable, so S's exact null distribution is the convolution of the
 rows' exact U distributions (ties counted exactly, as in
-:func:`colbench.analysis.stats.mann_whitney_u`), and p = P(S >= observed). This is van
+:func:`colbench.stats.rank_tests.mann_whitney_u`), and p = P(S >= observed). This is van
 Elteren's stratified Wilcoxon test when every row has the same sample counts, the usual
 case (his weights 1/(N_i + 1) are then equal); with unequal counts the plain sum leans
 toward the rows with more samples and stays exact.
@@ -21,7 +21,7 @@ toward the rows with more samples and stays exact.
 **What it could see.** The smallest slowdown, the same in every row, that the test finds
 at its level with the gate's power: each row's samples simulated as normal on the log
 scale with that row's own log SD, the shift found by bisection over fixed random numbers
-(as :mod:`colbench.analysis.power` does for one row), the critical S from the exact null.
+(as :mod:`colbench.stats.power` does for one row), the critical S from the exact null.
 
 **What it assumes.** Each sample is an independent draw about its row's centre. Within a
 run the interleaved repeats make that about as true as it is for one row's test. Between
@@ -34,26 +34,22 @@ gate's last line says so (docs/gate.md, "The pooled test").
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from colbench.analysis import drift, power, sensitivity, stats
+from colbench.analysis import sensitivity
 from colbench.analysis.checks import Check
 from colbench.analysis.engine import Pair, ok_values
 from colbench.analysis.sensitivity import FamilySummary, OverallResult
 from colbench.analysis.verdict import CheckResult, RowResult, Verdict
+from colbench.stats import drift, power, rank_tests
 
 #: Rows with more samples (both sides) than this are not counted exactly: the whole
 #: statistic then takes the normal approximation with the ties' correction.
 EXACT_MAX_N = 120
-#: Simulated runs per power figure, fewer for rows of many samples (memory); the figure's
-#: own noise is about 2%.
-_TRIALS = 2000
-_MAX_SIMULATED = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -80,14 +76,6 @@ class Stratum:
         return sum(2 if c > b else int(c == b) for c in self.current for b in self.moved)
 
 
-def _null(ranks: Sequence[float], n_current: int, n_baseline: int) -> np.ndarray:
-    """P(2 U = k), k = 0 .. 2 n m, of a row whose pooled values have these mid-ranks."""
-    counts = stats.rank_sum_counts(ranks, n_current, np.float64)
-    offset = n_current * (n_current + 1)
-    pmf = counts[offset : offset + 2 * n_current * n_baseline + 1]
-    return pmf / pmf.sum()
-
-
 def pooled_p(strata: Sequence[Stratum]) -> float:
     """One-sided p of S = sum of the rows' U: P(S >= observed) under exchangeability."""
     observed = sum(s.doubled_u for s in strata)
@@ -95,21 +83,20 @@ def pooled_p(strata: Sequence[Stratum]) -> float:
         return _normal_p(strata, observed)
     pmf = np.ones(1)
     for s in strata:
-        ranks = stats.midranks([*s.current, *s.moved])
-        pmf = np.convolve(pmf, _null(ranks, len(s.current), len(s.moved)))
-    return float(min(1.0, pmf[observed:].sum()))
+        ranks = rank_tests.midranks([*s.current, *s.moved])
+        pmf = np.convolve(pmf, rank_tests.u_null(ranks, len(s.current), len(s.moved)))
+    return float(min(1.0, rank_tests.upper_tail(pmf)[observed]))
 
 
 def _normal_p(strata: Sequence[Stratum], observed: int) -> float:
     """The normal approximation of P(S >= observed), ties corrected, continuity 1/2."""
-    mean, variance = 0.0, 0.0
-    for s in strata:
-        n, m = len(s.current), len(s.moved)
-        big_n = n + m
-        ranks = stats.midranks([*s.current, *s.moved])
-        ties = sum(t**3 - t for t in (ranks.count(r) for r in set(ranks)))
-        mean += n * m / 2
-        variance += n * m / 12 * ((big_n + 1) - ties / (big_n * (big_n - 1)))
+    mean = sum(len(s.current) * len(s.moved) / 2 for s in strata)
+    variance = sum(
+        rank_tests.u_variance(
+            rank_tests.midranks([*s.current, *s.moved]), len(s.current), len(s.moved)
+        )
+        for s in strata
+    )
     if variance <= 0:
         return 1.0
     z = (observed / 2 - mean - 0.5) / math.sqrt(variance)
@@ -118,7 +105,7 @@ def _normal_p(strata: Sequence[Stratum], observed: int) -> float:
 
 def smallest_p(counts: Sequence[tuple[int, int]]) -> float:
     """The smallest p the test of rows with these (baseline, current) counts can give."""
-    return math.prod(stats.smallest_one_sided_p(n_b, n_c) for n_b, n_c in counts)
+    return math.prod(rank_tests.smallest_one_sided_p(n_b, n_c) for n_b, n_c in counts)
 
 
 def uniform_margin(
@@ -130,39 +117,7 @@ def uniform_margin(
     if len(rows) < 2 or smallest_p([(n_b, n_c) for _, n_b, n_c in rows]) > level:
         return None
     key = tuple((round(sigma, 4), n_b, n_c) for sigma, n_b, n_c in rows)
-    return _uniform_margin(key, round(level, 12), round(target_power, 12))
-
-
-@functools.lru_cache(maxsize=64)
-def _uniform_margin(
-    rows: tuple[tuple[float, int, int], ...], level: float, target_power: float
-) -> float:
-    pmf = np.ones(1)
-    for _, n_b, n_c in rows:
-        ranks = list(range(1, n_b + n_c + 1))
-        pmf = np.convolve(pmf, _null(ranks, n_c, n_b))
-    tail = np.cumsum(pmf[::-1])[::-1]
-    critical = int(np.argmax(tail <= level))
-    pairs = sum(n_b * n_c for _, n_b, n_c in rows)
-    trials = max(200, min(_TRIALS, _MAX_SIMULATED // pairs))
-    rng = np.random.default_rng(20261125)
-    # z_b - z_c of every pair: with the current run moved by d SDs beyond the moved
-    # baseline, a pair is worse when z_c + d > z_b.
-    gaps = [
-        (rng.standard_normal((trials, n_b, 1)) - rng.standard_normal((trials, 1, n_c)))
-        .reshape(trials, -1)
-        .astype(np.float32)
-        for _, n_b, n_c in rows
-    ]
-
-    def caught(shift: float) -> float:
-        total = np.zeros(trials, dtype=np.int64)
-        for gap, (sigma, _, _) in zip(gaps, rows, strict=True):
-            scaled = shift / sigma if sigma > 0 else math.inf
-            total += 2 * (gap < scaled).sum(axis=1)
-        return float((total >= critical).mean())
-
-    return power.smallest_shift(caught, target_power)
+    return power.stratified_margin(key, round(level, 12), round(target_power, 12))
 
 
 def judge_rows(
@@ -226,11 +181,13 @@ def _pooled(
         logs.append(math.log(c.current_median / c.baseline_median))
     if len(sides) < 2:
         return None
-    change = math.expm1(stats.median(logs))
+    change = math.expm1(rank_tests.median(logs))
     w = check.worse_when
     p_worse = pooled_p([Stratum.of(b, c, w, check.limit) for b, c in sides])
-    beyond = abs(stats.median(logs)) - drift.limit_log(check.limit, stats.median(logs) > 0)
-    direction = 0 if beyond <= 0 else (1 if stats.median(logs) * w > 0 else -1)
+    beyond = abs(rank_tests.median(logs)) - drift.limit_log(
+        check.limit, rank_tests.median(logs) > 0
+    )
+    direction = 0 if beyond <= 0 else (1 if rank_tests.median(logs) * w > 0 else -1)
     if p_worse <= alpha or direction >= 0:
         verdict = Verdict.WORSE if p_worse <= alpha else _within(direction)
         return OverallResult(check, len(sides), change, p_worse, verdict)
@@ -242,7 +199,7 @@ def _pooled(
 def _floor(row: RowResult) -> float:
     """The smallest p any of the row's rank tests can give, from its sample counts."""
     return min(
-        (stats.smallest_one_sided_p(c.n_baseline, c.n_current) for c in row.checks
+        (rank_tests.smallest_one_sided_p(c.n_baseline, c.n_current) for c in row.checks
          if c.change is not None and c.n_baseline and c.n_current),
         default=1.0,
     )  # fmt: skip

@@ -15,7 +15,7 @@ judged (both need the number of rows judged, m):
    A row the test alone would call worse but Holm does not back is ``noisy``.
 2. **Power** (:func:`state_power`). Each relative check states the smallest slowdown it
    would have caught with the gate's power at its strictest level (alpha (1 - w) / m for
-   a row), from the samples' spread (:mod:`colbench.analysis.power`); a row whose checks
+   a row), from the samples' spread (:mod:`colbench.stats.power`); a row whose checks
    all need a margin beyond their limit larger than the limit is ``insensitive``.
 """
 
@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from colbench.analysis import drift, power
 from colbench.analysis.checks import Check
 from colbench.analysis.verdict import RowResult, Verdict, gravest
+from colbench.output import plural
+from colbench.stats import drift, power
+from colbench.stats.holm import holm as holm_procedure
 
 #: Family-wise control: weighted Holm over the rows and the overall hypothesis, or none
 #: (each at alpha on its own).
@@ -129,11 +131,15 @@ def control_family(
     worse = [o.p_value for o in summary.overall if o.fails and o.p_value is not None]
     p_values = [*map(row_p, rows), min(worse, default=1.0)]
     kept = (
-        drift.weighted_holm(p_values, [*weights, weight], alpha)
+        holm_procedure(p_values, alpha, [*weights, weight]).rejected
         if holm
         else [p <= alpha for p in p_values]
     )
-    family = f"weighted Holm over {m} rows and the {overall}" if weight else f"Holm over {m} rows"
+    family = (
+        f"weighted Holm over {plural(m, 'row')} and the {overall}"
+        if weight
+        else f"Holm over {plural(m, 'row')}"
+    )
     for row, p, backed in zip(rows, p_values, kept, strict=False):
         if backed or p >= 1.0:
             continue

@@ -61,19 +61,26 @@ class Line:
 
 
 def load_runs(paths: Sequence[str | os.PathLike[str]]) -> list[Run]:
-    """Load run directories (or CSV files); labels are directory names, made unique."""
+    """Load run directories (or CSV files); labels are directory names, made unique
+    between different runs of one name (``a``, ``a (2)``). A run given twice keeps its
+    one name: compare of a run with itself (its Ring rows against its Tree rows) is
+    one run, not a second one called ``(2)``."""
     if not paths:
         raise UsageError("give at least one run directory")
     runs: list[Run] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, list[Path]] = {}
     for raw in paths:
         path = Path(raw)
         frame = load(path)
         if frame.empty:
             raise UsageError(f"{csv_path(path)} holds no rows, only its header: nothing to read")
+        where = csv_path(path).resolve()
         name = (path if path.is_dir() else path.parent).resolve().name or str(path)
-        seen[name] = seen.get(name, 0) + 1
-        label = name if seen[name] == 1 else f"{name} ({seen[name]})"
+        same_name = seen.setdefault(name, [])
+        if where not in same_name:
+            same_name.append(where)
+        index = same_name.index(where) + 1
+        label = name if index == 1 else f"{name} ({index})"
         runs.append(Run(label, path, frame))
     return runs
 
@@ -168,9 +175,12 @@ def labels(curves: Sequence[Line]) -> list[str]:
     all_gather's redop is ``none`` and all_reduce's is ``sum`` tells nobody anything.
     """
     variants = short_variants(curves)
+    # A run picked down to one variant (compare --variant-a) carries it in its label
+    # already: "ring-vs-tree [NCCL_ALGO=Ring]" needs no "NCCL_ALGO=Ring · " before it.
+    named = all(c.variant and c.run.endswith(f"[{c.variant}]") for c in curves)
     fields: list[tuple[bool, Any]] = [
         (False, lambda c: c.op),
-        (False, lambda c: variants[c.variant]),
+        (False, lambda c: "" if named else variants[c.variant]),
         (False, lambda c: c.run),
         (True, lambda c: c.dtype),
         (True, lambda c: c.redop),

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from colbench.analysis import power, stats
 from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_MAX_CV, Check, SizeWindow
 from colbench.analysis.engine import (
     Pair,
@@ -25,6 +24,7 @@ from colbench.analysis.engine import (
     side_status,
     wrong_counts,
 )
+from colbench.stats import power, rank_tests
 from colbench.store.results import KEY_COLUMNS, STATUS_OK, STATUS_UNSUPPORTED
 
 #: Columns outside the key that still make numbers incomparable when they differ.
@@ -48,7 +48,7 @@ class Verdict(str, Enum):
     #: Neither side has a measurement (unsupported or oom on both): nothing to judge.
     SKIPPED = "skipped"
     #: Within the limits, but the samples are too noisy to have seen a slowdown of about
-    #: twice the limit (colbench.analysis.power): not a pass on performance.
+    #: twice the limit (colbench.stats.power): not a pass on performance.
     INSENSITIVE = "insensitive"
 
 
@@ -105,7 +105,7 @@ def judge(
       the threshold.
     - Beyond the threshold but not shown real: ``noisy``.
     """
-    base_med, cur_med = stats.median(baseline), stats.median(current)
+    base_med, cur_med = rank_tests.median(baseline), rank_tests.median(current)
     if base_med == 0:
         raise ValueError("relative change against a baseline median of 0")
     change = (cur_med - base_med) / base_med
@@ -116,9 +116,9 @@ def judge(
     # The baseline moved by the threshold in the direction the medians went.
     factor = 1 + threshold if change > 0 else 1 - threshold
     moved = [v * factor for v in baseline]
-    alternative: stats.Alternative = "greater" if change > 0 else "less"
-    if stats.smallest_one_sided_p(len(baseline), len(current)) <= alpha:
-        p: float | None = stats.mann_whitney_u(current, moved, alternative).p_value
+    alternative: rank_tests.Alternative = "greater" if change > 0 else "less"
+    if rank_tests.smallest_one_sided_p(len(baseline), len(current)) <= alpha:
+        p: float | None = rank_tests.mann_whitney_u(current, moved, alternative).p_value
         real = p is not None and p <= alpha
         rule = "rank test"
     else:
@@ -331,7 +331,7 @@ def _check_one(
         row.notes.append(f"{check.metric}: no value in the current run")
         return []
     if not check.relative:
-        med = stats.median(cur_values)
+        med = rank_tests.median(cur_values)
         bad = (med - check.limit) * check.worse_when > 0
         detail = f"median {med:.4g} beyond {check.limit:g}" if bad else ""
         verdict = Verdict.WORSE if bad else Verdict.SAME
@@ -340,11 +340,11 @@ def _check_one(
     if not base_values:
         row.notes.append(f"{check.metric}: no baseline measurement to compare with")
         return []
-    if stats.median(base_values) == 0:
+    if rank_tests.median(base_values) == 0:
         # Barrier rows have no bandwidth: a relative change of 0 says nothing.
         return []
     j = judge(base_values, cur_values, check.worse_when, check.limit, alpha)
-    cvs = [stats.coefficient_of_variation(v) for v in (base_values, cur_values)]
+    cvs = [rank_tests.coefficient_of_variation(v) for v in (base_values, cur_values)]
     if any(cv is not None and cv > max_cv for cv in cvs):
         shown = "/".join("-" if cv is None else f"{cv:.0%}" for cv in cvs)
         spreads.append(f"{check.metric} {shown}")

@@ -10,16 +10,17 @@ all_reduce) are left out of the table and the figure, with one line saying so.
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from colbench import text
 from colbench.analysis.compare import comparison as compare
 from colbench.analysis.series import PLACEMENT_NAMES, Run
 from colbench.config import validate
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.store import writing
+from colbench.text import Column
 
 if TYPE_CHECKING:
     from colbench.crosscheck.plan import Plan
@@ -31,6 +32,12 @@ MULTI_NODE = (
 )
 #: What a cross-check writes beside the two runs.
 JOINED_CSV = "crosscheck.csv"
+_COLUMNS = (
+    Column("placement", 14, "<", ""), Column("size", 8, gap=""),
+    Column("nccl-tests us", 15, gap=""), Column("colbench us", 13, gap=""),
+    Column("ratio", 8, gap=""), Column("nccl-tests busbw", 18, gap=""),
+    Column("colbench busbw", 16, gap=""), Column("note", gap="  "),
+)  # fmt: skip
 JOINED_TEXT = "crosscheck.txt"
 FIGURE = "crosscheck.png"
 #: The joined table's columns, in the CSV's order.
@@ -97,12 +104,6 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.
     return comparison, table
 
 
-def _num(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{float(value):.4g}"
-
-
 def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir: Path) -> str:
     """The side-by-side table with what was run, what was left out and the summary."""
     cfg, coll = plan.cfg, plan.coll
@@ -127,18 +128,15 @@ def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir:
         "# time in us, busbw in GB/s; ratio = colbench time / nccl-tests time "
         "(above 1: colbench is slower); x = not comparable"
     )
-    out.append(
-        f"# {'placement':<14}{'size':>8}{'nccl-tests us':>15}{'colbench us':>13}"
-        f"{'ratio':>8}{'nccl-tests busbw':>18}{'colbench busbw':>16}  note"
-    )
+    out.append(text.header(_COLUMNS))
     for row in table.itertuples(index=False):
         ratio = f"{row.time_ratio:.3f}" if row.comparable else "x"
-        out.append(
-            f"  {PLACEMENT_NAMES[int(row.in_place)]:<14}{format_size(int(row.size_bytes)):>8}"
-            f"{_num(row.nccl_tests_time_us):>15}{_num(row.colbench_time_us):>13}{ratio:>8}"
-            f"{_num(row.nccl_tests_busbw_gbps):>18}{_num(row.colbench_busbw_gbps):>16}"
-            f"  {row.note}".rstrip()
-        )
+        cells = (
+            PLACEMENT_NAMES[int(row.in_place)], format_size(int(row.size_bytes)),
+            text.number(row.nccl_tests_time_us), text.number(row.colbench_time_us), ratio,
+            text.number(row.nccl_tests_busbw_gbps), text.number(row.colbench_busbw_gbps), row.note,
+        )  # fmt: skip
+        out.append(text.line(cells, _COLUMNS))
     out += [f"# {line}" for line in compare.summary(comparison)]
     if plan.ranks_per_gpu > 1:
         out.append(

@@ -7,7 +7,7 @@ healthy node's figure in a new run varies by the run (the machine's drift) and b
 node (node-to-node spread). The runs' means give the between-run spread, the nodes'
 distance from their run's mean the within-run spread; a new figure's standard deviation
 about the grand mean is ``sqrt(between**2 + within**2)``, and it is treated as the gate's
-drift statistic (colbench.analysis.drift.RunSpread) with as many draws as runs: the
+drift statistic (colbench.stats.drift.RunSpread) with as many draws as runs: the
 prediction error ``* sqrt(1 + 1/K)`` and Student's t with K - 1 degrees of freedom, the
 conservative count (nodes of one run drift together).
 
@@ -33,13 +33,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench import reading
-from colbench.analysis import drift
+from colbench import reading, text
 from colbench.analysis.checks import DEFAULT_POWER
 from colbench.errors import UsageError
+from colbench.stats import drift
 from colbench.store import metadata, writing
 from colbench.store.metafile import read_or_none
 from colbench.store.results import SCHEMA_VERSION as RESULTS_VERSION
+from colbench.text import Column
+
+_FLOOR_COLUMNS = (Column("check", 18), Column("size_bytes", 10), Column("floors"))
 
 #: floors.json's format. History: 1, the first; 2 records ``health_version``, the
 #: health.samples.json version of the runs learned from (2 judges the pair sendrecv rank
@@ -183,12 +186,12 @@ def learn(runs: Sequence[str], out: str) -> int:
 
 def floor_line(f: Floor) -> str:
     """One check's floors, as ``health learn`` prints them."""
-    return (
-        f"{f.check:>18} {f.size_bytes:>10} B: typical {f.typical_gbps:.4g} GB/s, WARN below "
-        f"{f.warn_gbps:.4g} ({f.warn_rate:.0%} false alarms, sees {f.warn_sees_pct:.0f}% "
-        f"less), CRITICAL below {f.critical_gbps:.4g} ({f.critical_rate:.1%}, sees "
-        f"{f.critical_sees_pct:.0f}% less)"
+    said = (
+        f"B: typical {f.typical_gbps:.4g} GB/s, WARN below {f.warn_gbps:.4g} ({f.warn_rate:.0%} "
+        f"false alarms, sees {f.warn_sees_pct:.0f}% less), CRITICAL below "
+        f"{f.critical_gbps:.4g} ({f.critical_rate:.1%}, sees {f.critical_sees_pct:.0f}% less)"
     )
+    return text.line((f.check, f.size_bytes, said), _FLOOR_COLUMNS, lead="")
 
 
 def load(path: str) -> tuple[dict[tuple[str, int], Floor], dict[str, Any]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.health.judge import CRITICAL, FLEET, WARN, Finding, Samples, link_medians
+from colbench.output import plural
 from colbench.store import writing
 
 #: Verdict marks in a cell, after the ratio.
@@ -51,13 +52,31 @@ def _size(size_bytes: int) -> str:
     return format_size(size_bytes)
 
 
+def nothing_to_draw(findings: Sequence[Finding], samples: Samples) -> str | None:
+    """Why health.png would be an empty frame, or None when it has something to show:
+    a node against the others needs two nodes, and the pair matrix a pair of them."""
+    _, _, cells = ratios(findings)
+    if any(not math.isnan(v) for row in cells for v in row) or _pair_links(samples):
+        return None
+    nodes = len({f.node for f in findings if f.node != FLEET})
+    return (
+        f"no heatmap: health.png draws each node against the others and pairs of nodes, "
+        f"and this run has {plural(nodes, 'node')}"
+    )
+
+
+def _pair_links(samples: Samples) -> Any:
+    return next((v for (c, _), v in sorted(samples.by_check.items()) if c == "pair"), {})
+
+
 def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> Path:
-    from colbench.p2p.heatmap import boundaries, grid, panel
+    """health.png; call only when :func:`nothing_to_draw` finds something to draw."""
+    from colbench.p2p.heatmap import boundaries, centred_norm, grid, median_ticks, panel
     from colbench.report.figures import pyplot
 
     plt = pyplot()
     nodes, columns, cells = ratios(findings)
-    links = next((v for (c, _), v in sorted(samples.by_check.items()) if c == "pair"), {})
+    links = _pair_links(samples)
     ranks = sorted({r for pair in links for r in pair})
     # Past some 40 rows the cells shrink rather than the figure growing without end.
     side = min(20.0, max(4.0, 0.45 * max(len(nodes), len(ranks)) + 2))
@@ -69,12 +88,16 @@ def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> 
             values = link_medians(samples, links)
             names = {r: samples.names[r] for r in ranks}
             ax = axes[0][1]
-            image = panel(ax, grid(values, ranks), ranks, "pair sendrecv (GB/s)", "viridis")
-            fig.colorbar(image, ax=ax, shrink=0.8)
+            # Coloured as p2p colours its matrix: around the median, red the slow pairs.
+            norm = centred_norm(values)
+            image = panel(ax, grid(values, ranks), ranks, "pair sendrecv (GB/s)", "RdYlGn", norm)
+            bar = fig.colorbar(image, ax=ax, shrink=0.8)
+            if norm is not None:
+                median_ticks(bar, norm, "GB/s")
             for edge in boundaries(ranks, names):
                 ax.axhline(edge, color="red", linewidth=1.5)
                 ax.axvline(edge, color="red", linewidth=1.5)
-        title = f"colbench health: {len(nodes)} nodes"
+        title = f"colbench health: {plural(len(nodes), 'node')}"
         if ranks and len(ranks) <= 16:
             title += "; ranks " + ", ".join(f"{r}: {samples.names[r]}" for r in ranks)
         fig.suptitle(title, fontsize=9)

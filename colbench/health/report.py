@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from colbench import reading
+from colbench import reading, text
 from colbench.analysis.link_tests import MIN_NODES
 from colbench.errors import ExitCode
 from colbench.health import floors as floor_files
@@ -43,6 +43,7 @@ from colbench.p2p.report import matrix_text
 from colbench.run.protocol import Failure
 from colbench.store import metadata, writing
 from colbench.store.rundir import RunDir
+from colbench.text import Column
 
 JSONL_FILE, PROM_FILE, PLOT_FILE = "health.jsonl", "health.prom", "health.png"
 SAMPLES = reading.Kind("health samples file", 256 * 1024**2)
@@ -112,10 +113,14 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
     if cfg.drain_list is not None:
         writing.write_text(cfg.drain_list, "".join(f"{n}\n" for n in critical))
     if cfg.plot:
-        from colbench.health.heatmap import write_heatmap
+        from colbench.health.heatmap import nothing_to_draw, write_heatmap
 
-        path = write_heatmap(run_dir / PLOT_FILE, findings, samples)
-        print(f"colbench: heatmap: {path}", file=sys.stderr, flush=True)
+        empty = nothing_to_draw(findings, samples)
+        if empty is None:
+            path = write_heatmap(run_dir / PLOT_FILE, findings, samples)
+            print(f"colbench: heatmap: {path}", file=sys.stderr, flush=True)
+        else:
+            print(f"colbench: note: {empty}", file=sys.stderr, flush=True)
     print(table(findings))
     pair_matrix = _pair_matrix(samples)
     if pair_matrix:
@@ -207,28 +212,22 @@ def write_prom(path: Path, findings: Sequence[Finding], run_id: str) -> None:
     writing.write_text(path, "\n".join(lines) + "\n")
 
 
-def _gbps(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
 def table(findings: Sequence[Finding]) -> str:
     header = ("node", "check", "size_bytes", "busbw_gbps", "fleet_gbps", "floor_gbps", "verdict")
-    rows = [header] + [
+    rows = [
         (
             f.node,
             f.check,
             str(f.size_bytes),
-            _gbps(f.busbw_gbps or None),
-            _gbps(f.fleet_gbps),
-            _gbps(f.floor_gbps),
+            text.number(f.busbw_gbps or None),
+            text.number(f.fleet_gbps),
+            text.number(f.floor_gbps),
             f.verdict,
         )
         for f in _order(findings)
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
+    columns = text.fit([Column(h, align="<", gap="  ") for h in header], rows)
+    return "\n".join(text.line(r, columns, lead="") for r in [header, *rows])
 
 
 def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:
@@ -246,8 +245,9 @@ def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:
             where = naming.where_text(worst)
             lines.append(
                 f"health: {tier} {node}: {len(bad)} of {len(mine)} checks; {worst.check} "
-                f"{_gbps(worst.busbw_gbps or None)} GB/s against the fleet's "
-                f"{_gbps(worst.fleet_gbps)} ({worst.evidence})" + (f"; {where}" if where else "")
+                f"{text.number(worst.busbw_gbps or None)} GB/s against the fleet's "
+                f"{text.number(worst.fleet_gbps)} ({worst.evidence})"
+                + (f"; {where}" if where else "")
             )
     if not lines:
         few = f": fewer than {MIN_NODES} nodes" if len(nodes) < MIN_NODES and not judged else ""

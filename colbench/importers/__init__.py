@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from colbench.errors import UsageError
+from colbench.output import plural
 
 if TYPE_CHECKING:
     from colbench.importers.nccl_tests import Imported
@@ -41,4 +42,4 @@ def import_log(kind: str, log: str, **options: Any) -> tuple[Path, Imported]:
 def summary(run_dir: Path, imported: Imported) -> str:
     """The last line ``colbench import`` prints: how many rows of which tables, where."""
     tables = ", ".join(f"{t['op']} at {t['world_size']} ranks" for t in imported.facts["tables"])
-    return f"imported {len(imported.rows)} rows ({tables}) into {run_dir}/results.csv"
+    return f"imported {plural(len(imported.rows), 'row')} ({tables}) into {run_dir}/results.csv"

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from colbench import reading
+from colbench import reading, text
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.nccl.log import parse_log, summary
+from colbench.text import Column
 
 _UNSAID = "-"
 
@@ -45,8 +46,8 @@ def explain_text(name: str, facts: dict[str, Any]) -> str:
     rows += [("algorithms", line) for line in algorithm_lines(facts["algorithms"])]
     verdicts = facts["verdicts"] or ["none: all the log shows is as expected"]
     rows += [("verdict", line) for line in verdicts]
-    width = max(len(key) for key, _ in rows)
-    return "\n".join([name] + [f"  {key:<{width}}  {value}" for key, value in rows])
+    columns = (*text.fit([Column("", align="<")], rows), Column("", gap="  "))
+    return "\n".join([name] + [text.line(row, columns) for row in rows])
 
 
 def _world(facts: dict[str, Any]) -> str:

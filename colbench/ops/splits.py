@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from colbench.errors import UsageError
+from colbench.output import plural
 from colbench.reading import Kind, read_text
 
 if TYPE_CHECKING:
@@ -66,7 +67,8 @@ class Splits:
             dim = len(self.matrix)
             if dim < world_size:
                 return (
-                    f"the traffic matrix {self.label} has {dim} rows, fewer than {world_size} ranks"
+                    f"the traffic matrix {self.label} has {plural(dim, 'row')}, "
+                    f"fewer than {world_size} ranks"
                 )
             if not any(any(row[:world_size]) for row in self.matrix[:world_size]):
                 return (

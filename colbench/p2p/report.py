@@ -6,12 +6,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from colbench import text
 from colbench.analysis.links import Samples, Verdict, judge
 from colbench.errors import ExitCode, UsageError
 from colbench.p2p import results
 from colbench.p2p.budget import Plan
 from colbench.p2p.config import P2PConfig
 from colbench.store.rundir import RunDir
+from colbench.text import Column
 
 #: Exit status when --fail-below finds a link below its limit (as a failed gate).
 FAIL_BELOW_EXIT = int(ExitCode.DATA_ERROR)
@@ -53,14 +55,13 @@ def matrix_text(values: dict[tuple[int, int], float], nodes: dict[int, str], tit
     ranks = sorted(nodes)
     # 4 significant digits fit in 9 characters ("0.0003988"), plus a space between.
     width = max(10, *(len(str(r)) + 1 for r in ranks))
+    columns = [Column("src", width, gap=""), *(Column(str(r), width, gap="") for r in ranks)]
+    columns.append(Column("node", gap="  "))
     lines = [f"# {title} (rows: src rank, columns: dst rank)"]
-    lines.append(f"{'src':>{width}}" + "".join(f"{r:>{width}}" for r in ranks) + "  node")
+    lines.append(text.line([c.title for c in columns], columns, lead=""))
     for src in ranks:
-        cells = "".join(
-            f"{values[(src, dst)]:>{width}.4g}" if (src, dst) in values else f"{'-':>{width}}"
-            for dst in ranks
-        )
-        lines.append(f"{src:>{width}}{cells}  {nodes[src]}")
+        cells = [f"{values[(src, dst)]:.4g}" if (src, dst) in values else "-" for dst in ranks]
+        lines.append(text.line([src, *cells, nodes[src]], columns, lead=""))
     return "\n".join(lines)
 
 

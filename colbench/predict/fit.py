@@ -3,8 +3,8 @@
 The fit minimises relative residuals (measured - model) / measured, as ``colbench fit``
 does and for the same reason: sizes span many orders of magnitude, and an absolute fit
 would let the largest size decide everything. Points that do not fit are found by
-iteratively reweighted least squares (Huber weights, then Tukey's bisquare, on a robust
-scale of the residuals) and dropped when their residual is beyond the bisquare's cut-off
+the one robust fit (:mod:`colbench.stats.robust`: Huber weights, then Tukey's bisquare)
+and dropped when their residual is beyond the bisquare's cut-off
 and above ``OUTLIER_FLOOR``; the final parameters are the plain relative least squares
 over the points kept, so their covariance has its textbook form.
 
@@ -26,13 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colbench.analysis import student_t
-from colbench.analysis.fit.model import BISQUARE_K, HUBER_K, robust_weights
 from colbench.predict.models import PARAMETERS, Parameters, Terms
+from colbench.stats import robust, student_t
 
 #: A point is never dropped for being within this relative distance of the model.
 OUTLIER_FLOOR = 0.05
-_ITERATIONS = 30
 _LEVEL = 0.95
 
 
@@ -126,39 +124,10 @@ def _identifiable(design: np.ndarray, time: np.ndarray) -> tuple[list[int], list
     return free, dependent
 
 
-def _solve(relative: np.ndarray, weights: np.ndarray, free: Sequence[int]) -> np.ndarray:
-    """Weighted least squares of relative residuals with every parameter >= 0: a column
-    whose parameter comes out negative is held at 0 and the rest refitted."""
-    active = list(free)
-    root_w = np.sqrt(weights)
-    while True:
-        params = np.zeros(relative.shape[1])
-        if active:
-            block = relative[:, active] * root_w[:, None]
-            solution, *_ = np.linalg.lstsq(block, root_w, rcond=None)
-            params[active] = solution
-        negative = [c for c in active if params[c] < 0]
-        if not negative:
-            return params
-        active.remove(min(negative, key=lambda c: params[c]))
-
-
 def _outliers(relative: np.ndarray, free: Sequence[int]) -> np.ndarray:
     """A mask of the points the robust fit gives no weight and that miss by more than
     OUTLIER_FLOOR."""
-    weights = np.ones(relative.shape[0])
-    params = _solve(relative, weights, free)
-    for iteration in range(_ITERATIONS):
-        residuals = 1.0 - relative @ params
-        bisquare = iteration >= _ITERATIONS // 3
-        weights = robust_weights(residuals, BISQUARE_K if bisquare else HUBER_K, bisquare)
-        if np.count_nonzero(weights) <= len(free):
-            break
-        new = _solve(relative, weights, free)
-        done = np.allclose(new, params, rtol=1e-10, atol=0)
-        params = new
-        if done and bisquare:
-            break
+    params, weights = robust.reweighted(relative, free)
     residuals = 1.0 - relative @ params
     return (weights == 0) & (np.abs(residuals) > OUTLIER_FLOOR)
 
@@ -180,7 +149,7 @@ def fit(op: str, algo: str, points: Sequence[Point]) -> Fit:
     relative = design / time[:, None]
     out = _outliers(relative, free)
     keep = ~out
-    params = _solve(relative[keep], np.ones(int(keep.sum())), free)
+    params = robust.solve(relative[keep], np.ones(int(keep.sum())), free)
     held = [c for c in free if params[c] == 0]
     if held:
         notes.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from colbench.analysis import noise
+from colbench import text
 from colbench.predict.engine import (
     Checked,
     CrossRow,
@@ -16,8 +16,25 @@ from colbench.predict.engine import (
 )
 from colbench.predict.fit import Fit
 from colbench.predict.models import PARAMETERS, RING, SAME, describe, rate_gbps
+from colbench.stats import noise
+from colbench.text import Column
 
 GAMMA = PARAMETERS.index("gamma_us_per_byte")
+_OP, _ALGO = Column("op", 14, "<"), Column("algo", 11, "<")
+_FITS = (
+    _OP, _ALGO, Column("overhead_us", 11), Column("alpha_us", 9), Column("link_GB/s", 10),
+    Column("reduce_GB/s", 11), Column("rms", 6), Column("max", 6), Column("points", 6),
+    Column("ranks", gap="  "),
+)  # fmt: skip
+_PREDICTIONS = (
+    _OP, _ALGO, Column("ranks", 6), Column("nodes", 5), Column("size", 6),
+    Column("time_us", 11), Column("low_us", 11), Column("high_us", 11),
+    Column("busbw_GB/s", 10), Column("basis", gap="  "),
+)  # fmt: skip
+_CHECKED = (
+    _OP, _ALGO, Column("ranks", 6), Column("size", 6), Column("predicted_us", 12),
+    Column("measured_us", 12), Column("error", 8),
+)  # fmt: skip
 
 
 def _rate(us_per_byte: float) -> str:
@@ -33,20 +50,18 @@ def fit_lines(fits: Sequence[Fit]) -> list[str]:
         "# models (N ranks, G per node, M nodes, S bytes):",
     ]
     out += [f"#   {f.op} {f.algo}: {describe(f.op, f.algo)}" for f in fits]
-    out.append(
-        f"# {'op':<14} {'algo':<11} {'overhead_us':>11} {'alpha_us':>9} {'link_GB/s':>10} "
-        f"{'reduce_GB/s':>11} {'rms':>6} {'max':>6} {'points':>6}  ranks"
-    )
+    out.append(text.header(_FITS))
     for f in fits:
         p = f.params
         worlds = ",".join(str(n) for n in f.world_sizes)
         # gamma not fitted: the op reduces nothing, or it is folded into beta (see notes).
         gamma = _rate(p.gamma_us_per_byte) if GAMMA in f.free else "-"
-        out.append(
-            f"  {f.op:<14} {f.algo:<11} {p.overhead_us:11.1f} {p.alpha_us:9.2f} "
-            f"{_rate(p.beta_us_per_byte):>10} {gamma:>11} "
-            f"{100 * f.residual_rms:5.1f}% {100 * f.residual_max:5.1f}% {len(f.kept):6d}  {worlds}"
-        )
+        cells = (
+            f.op, f.algo, f"{p.overhead_us:.1f}", f"{p.alpha_us:.2f}", _rate(p.beta_us_per_byte),
+            gamma, f"{100 * f.residual_rms:.1f}%", f"{100 * f.residual_max:.1f}%", len(f.kept),
+            worlds,
+        )  # fmt: skip
+        out.append(text.line(cells, _FITS))
         for note in f.notes:
             out.append(f"#   {f.op} {f.algo}: {note}")
         if noise.poor_fit(f.residual_rms):
@@ -73,15 +88,14 @@ def prediction_lines(predicted: Sequence[Predicted], ranks_per_node: int | None)
     )
     out = [
         f"# predictions ({where}): time_us with its 95% prediction interval (docs/predict.md)",
-        f"# {'op':<14} {'algo':<11} {'ranks':>6} {'nodes':>5} {'size':>6} {'time_us':>11} "
-        f"{'low_us':>11} {'high_us':>11} {'busbw_GB/s':>10}  basis",
+        text.header(_PREDICTIONS),
     ]
     for p in predicted:
-        out.append(
-            f"  {p.op:<14} {p.algo:<11} {p.world_size:6d} {p.nnodes:5d} "
-            f"{size_text(p.size_bytes):>6} {p.time_us:11.1f} {p.time_low_us:11.1f} "
-            f"{p.time_high_us:11.1f} {p.busbw_gbps:10.4g}  {p.basis}"
-        )
+        cells = (
+            p.op, p.algo, p.world_size, p.nnodes, size_text(p.size_bytes), f"{p.time_us:.1f}",
+            f"{p.time_low_us:.1f}", f"{p.time_high_us:.1f}", f"{p.busbw_gbps:.4g}", p.basis,
+        )  # fmt: skip
+        out.append(text.line(cells, _PREDICTIONS))
     if any(p.algo != RING and p.basis.startswith(RING) for p in predicted):
         out.append(
             "# tree predictions above use the ring runs' link parameters: no measured tree "
@@ -144,14 +158,14 @@ def against_lines(
 ) -> list[str]:
     out = [
         "# against measured runs: error = (predicted - measured) / measured",
-        f"# {'op':<14} {'algo':<11} {'ranks':>6} {'size':>6} {'predicted_us':>12} "
-        f"{'measured_us':>12} {'error':>8}",
+        text.header(_CHECKED),
     ]
     for c in checked:
-        out.append(
-            f"  {c.op:<14} {c.algo:<11} {c.world_size:6d} {size_text(c.size_bytes):>6} "
-            f"{c.predicted_time_us:12.1f} {c.measured_time_us:12.1f} {c.error_pct:+7.1f}%"
-        )
+        cells = (
+            c.op, c.algo, c.world_size, size_text(c.size_bytes), f"{c.predicted_time_us:.1f}",
+            f"{c.measured_time_us:.1f}", f"{c.error_pct:+.1f}%",
+        )  # fmt: skip
+        out.append(text.line(cells, _CHECKED))
     for op, worst in largest_errors(checked, min_size, elem_bytes).items():
         out.append(
             f"largest |error| from {size_text(min_size)}: {abs(worst.error_pct):.1f}% "

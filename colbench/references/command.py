@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from colbench import text
 from colbench.config.sizes import format_size
 from colbench.errors import ExitCode, UsageError
 from colbench.references import place as placing
 from colbench.references.table import Reference, dump, load, select
+from colbench.text import Column
 
 
 @dataclass(frozen=True)
@@ -42,11 +44,8 @@ def table_text(refs: Sequence[Reference]) -> str:
         )
         for r in refs
     ]
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-    return "\n".join(
-        "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-        for line in (header, *rows)
-    )
+    columns = text.fit([Column(h, align="<", gap="  ") for h in header], rows)
+    return "\n".join(text.line(line, columns, lead="") for line in (header, *rows))
 
 
 def run(

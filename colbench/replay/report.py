@@ -16,14 +16,21 @@ from typing import Any
 
 import yaml
 
+from colbench import text
 from colbench.config.sizes import format_size
 from colbench.replay.measure import Sweep
 from colbench.replay.plan import Entry, Plan
 from colbench.replay.schema import shown
 from colbench.store import writing
+from colbench.text import Column
 
 #: Contributors the text names after the table.
 TOP = 3
+_CALL = Column("call", 44, "<")
+_RESULT = (
+    _CALL, Column("per step", 9), Column("us/call", 9), Column("pred us/step", 13),
+    Column("share", 6), Column("job us/step", 12), Column("job/pred", 9),
+)  # fmt: skip
 _CSV_COLUMNS = (
     "op", "size_bytes", "dtype", "group_size", "calls", "calls_per_step", "measured_us",
     "predicted_us_per_step", "share", "recorded_us", "recorded_us_per_step", "reason",
@@ -48,13 +55,12 @@ def _us(value: float | None) -> str:
 
 def plan_text(plan: Plan) -> list[str]:
     """The dry run's table: what would be measured, and what cannot be."""
-    lines = [_heading(plan), f"  {'call':<44} {'calls':>7} {'per step':>9} {'recorded us':>12}"]
-    for entry in plan.entries:
-        if not entry.key.reason:
-            lines.append(
-                f"  {_label(entry):<44} {entry.calls:>7} {entry.calls / entry.steps:>9.3g}"
-                f" {_us(entry.recorded_us):>12}"
-            )
+    columns = (_CALL, Column("calls", 7), Column("per step", 9), Column("recorded us", 12))
+    lines = [_heading(plan), text.line([c.title for c in columns], columns)]
+    for e in plan.entries:
+        if not e.key.reason:
+            cells = (_label(e), e.calls, f"{e.calls / e.steps:.3g}", _us(e.recorded_us))
+            lines.append(text.line(cells, columns))
     return lines + _unmeasurable(plan)
 
 
@@ -92,22 +98,19 @@ def result_text(plan: Plan) -> list[str]:
     """The prediction per step against the job's own times, largest first."""
     rows = sorted(plan.measurable, key=lambda e: -(predicted(e) or 0.0))
     total = sum(predicted(e) or 0.0 for e in rows)
-    lines = [
-        _heading(plan),
-        f"  {'call':<44} {'per step':>9} {'us/call':>9} {'pred us/step':>13} {'share':>6}"
-        f" {'job us/step':>12} {'job/pred':>9}",
-    ]
+    lines = [_heading(plan), text.line([c.title for c in _RESULT], _RESULT)]
     for e in rows:
         p, r = predicted(e), recorded(e)
         share = f"{100 * p / total:.0f}%" if p is not None and total else "-"
         ratio = f"{r / p:.2f}" if p and r is not None else "-"
-        lines.append(
-            f"  {_label(e):<44} {e.calls / e.steps:>9.3g} {_us(e.measured_us):>9}"
-            f" {_us(p):>13} {share:>6} {_us(r):>12} {ratio:>9}"
-        )
+        cells = (
+            _label(e), f"{e.calls / e.steps:.3g}", _us(e.measured_us), _us(p), share, _us(r),
+            ratio,
+        )  # fmt: skip
+        lines.append(text.line(cells, _RESULT))
     job = [recorded(e) for e in rows]
     job_total = sum(r for r in job if r is not None) if any(r is not None for r in job) else None
-    lines.append(f"  {'total':<44} {'':>9} {'':>9} {_us(total):>13} {'':>6} {_us(job_total):>12}")
+    lines.append(text.line(("total", "", "", _us(total), "", _us(job_total)), _RESULT))
     lines.append("per op, us/step predicted (job's): " + _per_op(rows))
     top = [f"{_label(e)} {100 * (predicted(e) or 0) / total:.0f}%" for e in rows[:TOP] if total]
     if top:

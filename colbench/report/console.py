@@ -12,13 +12,22 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from colbench import __version__
+from colbench import __version__, text
 from colbench.ops.dtypes import DTYPES
 from colbench.report.stragglers import RANK_SKEW_RATIO, SlowestCounter, rank_skewed, summary_line
 from colbench.store.results import HOST_BOUND_RATIO, STATUS_OK
+from colbench.text import Column
 
-_HEAD = (("size", 12), ("count", 14), ("type", 10), ("redop", 8), ("root", 8))
-_PER_PLACEMENT = (("time", 9), ("algbw", 8), ("busbw", 8), ("#wrong", 7))
+# A value that still fills its column (text; numbers are fitted first) keeps a space
+# before it (text.line's ``apart``): the line shifts, but two values never read as one.
+_HEAD = (
+    Column("size", 12, gap=""), Column("count", 14, gap=""), Column("type", 10, gap=""),
+    Column("redop", 8, gap=""), Column("root", 8, gap=""),
+)  # fmt: skip
+_PER_PLACEMENT = (
+    Column("time", 9, gap=""), Column("algbw", 8, gap=""), Column("busbw", 8, gap=""),
+    Column("#wrong", 7, gap=""),
+)  # fmt: skip
 _UNITS_HEAD = ("(B)", "(elements)", "", "", "")
 _UNITS_PLACEMENT = ("(us)", "(GB/s)", "(GB/s)", "")
 PLACEMENT_TITLES = {0: "out-of-place", 1: "in-place"}
@@ -38,12 +47,7 @@ def _marks(row: Mapping[str, Any]) -> str:
     return (HOST_BOUND_MARK if row.get("host_bound") else "") + (RANK_SKEW_MARK if skewed else "")
 
 
-def _cells(values: Sequence[str], widths: Sequence[tuple[str, int]]) -> str:
-    # A value that still fills its column (text; numbers are fitted first) keeps a space
-    # before it: the line shifts, but two values never read as one.
-    return "".join(
-        f"{v:>{w}}" if len(v) < w else f" {v}" for v, (_, w) in zip(values, widths, strict=True)
-    )
+Block = tuple[list[str], tuple[Column, ...]]
 
 
 def fit(value: float, text: str, width: int) -> str:
@@ -59,8 +63,9 @@ def fit(value: float, text: str, width: int) -> str:
     return short
 
 
-def _commented(line: str) -> str:
-    return "#" + line[1:] if line.startswith(" ") else "#" + line
+#: One spelling for a cell with nothing to show: a placement torch lacks (no out-of-place
+#: all_reduce) and a #wrong not counted (--check 0), where nccl-tests prints N/A.
+NOT_AVAILABLE = "n/a"
 
 
 def format_time_us(time_us: float) -> str:
@@ -80,45 +85,45 @@ def type_name(dtype: str) -> str:
 
 
 def column_header() -> list[str]:
-    width_head = sum(w for _, w in _HEAD)
-    width_block = sum(w for _, w in _PER_PLACEMENT)
-    titles = " " * width_head + "".join(
-        f"{PLACEMENT_TITLES[i]:>{width_block - 2}}  " for i in (0, 1)
+    block = sum(c.width for c in _PER_PLACEMENT)
+    places = (
+        Column("", sum(c.width for c in _HEAD), gap=""),
+        *(Column(PLACEMENT_TITLES[i], block - 2, gap="  " if i else "") for i in (0, 1)),
     )
-    names = _cells([n for n, _ in _HEAD], _HEAD) + 2 * _cells(
-        [n for n, _ in _PER_PLACEMENT], _PER_PLACEMENT
-    )
-    units = _cells(_UNITS_HEAD, _HEAD) + 2 * _cells(_UNITS_PLACEMENT, _PER_PLACEMENT)
-    return [_commented(titles.rstrip()), _commented(names), _commented(units.rstrip())]
+    columns = _HEAD + 2 * _PER_PLACEMENT
+    units = _UNITS_HEAD + 2 * _UNITS_PLACEMENT
+    return [
+        text.header(places, lead="", apart=True),
+        text.header(columns, lead="", apart=True),
+        "#" + text.line(units, columns, lead="", apart=True)[1:],
+    ]
 
 
 def _number(value: Any, width: int) -> str:
     return fit(float(value), str(value), width)
 
 
-def _status_block(status: str) -> str:
+def _status_block(status: str) -> Block:
     """A placement without a measurement: its status where the numbers would be."""
-    widths = [w for _, w in _PER_PLACEMENT]
+    widths = [c.width for c in _PER_PLACEMENT]
     if len(status) < min(widths[:3]):
-        return _cells([status] * 3 + ["N/A"], _PER_PLACEMENT)
+        return [status] * 3 + [NOT_AVAILABLE], _PER_PLACEMENT
     # Too long for one cell (unsupported): one span over time, algbw and busbw.
-    return _cells([status, "N/A"], (("", sum(widths[:3])), _PER_PLACEMENT[3]))
+    return [status, NOT_AVAILABLE], (Column("", sum(widths[:3]), gap=""), _PER_PLACEMENT[3])
 
 
-def _measured_block(row: Mapping[str, Any]) -> str:
-    (_, time_w), (_, algbw_w), (_, busbw_w), (_, wrong_w) = _PER_PLACEMENT
+def _measured_block(row: Mapping[str, Any]) -> Block:
+    time_w, algbw_w, busbw_w, wrong_w = (c.width for c in _PER_PLACEMENT)
     time_us = float(row["time_us"])
     mark = _marks(row)
     wrong = row.get("wrong")
-    return _cells(
-        [
-            fit(time_us, format_time_us(time_us), time_w - len(mark)) + mark,
-            fit(float(row["algbw_gbps"]), f"{float(row['algbw_gbps']):.2f}", algbw_w),
-            fit(float(row["busbw_gbps"]), f"{float(row['busbw_gbps']):.2f}", busbw_w),
-            "N/A" if wrong is None else _number(wrong, wrong_w),
-        ],
-        _PER_PLACEMENT,
-    )
+    cells = [
+        fit(time_us, format_time_us(time_us), time_w - len(mark)) + mark,
+        fit(float(row["algbw_gbps"]), f"{float(row['algbw_gbps']):.2f}", algbw_w),
+        fit(float(row["busbw_gbps"]), f"{float(row['busbw_gbps']):.2f}", busbw_w),
+        NOT_AVAILABLE if wrong is None else _number(wrong, wrong_w),
+    ]
+    return cells, _PER_PLACEMENT
 
 
 def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -129,28 +134,26 @@ def format_line(rows: Sequence[Mapping[str, Any]]) -> str:
     rank-skewed one RANK_SKEW_MARK.
     """
     first = rows[0]
-    widths = dict(_HEAD)
-    head = _cells(
-        [
-            _number(first["size_bytes"], widths["size"]),
-            _number(first["count"], widths["count"]),
-            type_name(str(first["dtype"])),
-            str(first["redop"]),
-            str(first["root"]),
-        ],
-        _HEAD,
-    )
+    cells = [
+        _number(first["size_bytes"], _HEAD[0].width),
+        _number(first["count"], _HEAD[1].width),
+        type_name(str(first["dtype"])),
+        str(first["redop"]),
+        str(first["root"]),
+    ]
+    columns: tuple[Column, ...] = _HEAD
     by_place = {int(r["in_place"]): r for r in rows}
-    blocks = []
     for in_place in (0, 1):
         row = by_place.get(in_place)
         if row is None:
-            blocks.append(_cells(["n/a"] * 4, _PER_PLACEMENT))
+            block: Block = ([NOT_AVAILABLE] * 4, _PER_PLACEMENT)
         elif row.get("status", STATUS_OK) != STATUS_OK:
-            blocks.append(_status_block(str(row["status"])))
+            block = _status_block(str(row["status"]))
         else:
-            blocks.append(_measured_block(row))
-    return head + "".join(blocks)
+            block = _measured_block(row)
+        cells += block[0]
+        columns += block[1]
+    return text.line(cells, columns, lead="", apart=True)
 
 
 def _check_text(passes: int) -> str:

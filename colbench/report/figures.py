@@ -90,15 +90,17 @@ def pyplot() -> Any:
     return plt
 
 
-def size_ticks(low_bytes: float, high_bytes: float) -> list[float]:
-    """Powers of two spanning [low, high], at most ~11 of them.
+def size_ticks(
+    low_bytes: float, high_bytes: float, max_ticks: int = _MAX_SIZE_TICKS
+) -> list[float]:
+    """Powers of two spanning [low, high], at most ~``max_ticks`` of them.
 
     When they must be thinned, every 2nd, 5th or 10th power is kept: those steps divide
     10, so the labels still land on 1K, 1M and 1G.
     """
     first = math.floor(math.log2(max(low_bytes, 1)))
     last = math.ceil(math.log2(max(high_bytes, 1)))
-    step = next((s for s in (1, 2, 5, 10) if (last - first) // s + 1 <= _MAX_SIZE_TICKS), 20)
+    step = next((s for s in (1, 2, 5, 10) if (last - first) // s + 1 <= max_ticks), 20)
     start = first - first % step
     return [2.0**e for e in range(start, last + 1, step)]
 
@@ -108,12 +110,15 @@ def format_size_tick(value: float, _pos: Any = None) -> str:
     return format_size(size) if size >= 1 and abs(value - size) < 1e-6 * value else ""
 
 
-def size_axis(ax: Any, low_bytes: float, high_bytes: float) -> None:
-    """A log2 x-axis labelled 1K, 4K, 1M... from low to high."""
+def size_axis(
+    ax: Any, low_bytes: float, high_bytes: float, max_ticks: int = _MAX_SIZE_TICKS
+) -> None:
+    """A log2 x-axis labelled 1K, 4K, 1M... from low to high (fewer labels on a small
+    panel: ``max_ticks``)."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(size_ticks(low_bytes, high_bytes)))
+    ax.xaxis.set_major_locator(FixedLocator(size_ticks(low_bytes, high_bytes, max_ticks)))
     ax.xaxis.set_major_formatter(FuncFormatter(format_size_tick))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlim(low_bytes / 1.25, high_bytes * 1.25)

@@ -234,7 +234,7 @@ class Header:
     sizes_bytes: Sequence[int]
     warmup_iters: int
     iterations: int
-    validation: bool
+    validation: int
     graph: int
     per_iter_timing: bool
     devices: Sequence[Device]
@@ -254,7 +254,7 @@ class Header:
                 ("warmup_iters", str(self.warmup_iters)),
                 ("iterations", str(self.iterations)),
                 ("aggregated_iterations", "1"),
-                ("validation", str(int(self.validation))),
+                ("validation", str(self.validation)),
                 ("graph", str(self.graph)),
                 # colbench times back-to-back calls, as nccl-tests without -z.
                 ("blocking_collectives", boolean(False)),

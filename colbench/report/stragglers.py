@@ -26,10 +26,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from colbench.stats.holm import holm
 from colbench.store.tables import Table, TableRow, column, register
 
-#: Significance level of the straggler test, split over the ranks (Bonferroni): the test
-#: is asked of each rank, so the chance that any rank of a uniform run is named is at
+#: Significance level of the straggler test, kept over the ranks by Holm's procedure: the
+#: test is asked of each rank, so the chance that any rank of a uniform run is named is at
 #: most this.
 STRAGGLER_ALPHA = 0.001
 #: Fewer counted rows than this name no straggler, however lopsided (at 2 ranks, 7 of 7
@@ -142,7 +143,8 @@ def straggler(slowest_counts: Sequence[int]) -> Straggler | None:
 
     Under the null hypothesis every rank is equally likely to arrive last, so a rank's
     count is Binomial(rows, 1/N). The rank with the highest count is named when its
-    one-sided p-value is below STRAGGLER_ALPHA / N, its share is at least
+    one-sided p-value is rejected by Holm's procedure over the ranks at STRAGGLER_ALPHA
+    (the first step: p <= STRAGGLER_ALPHA / N), its share is at least
     :func:`min_share` and at least STRAGGLER_MIN_ROWS rows were counted. "Most rows"
     would not do: at 2 ranks one of them always has most.
     """
@@ -151,11 +153,11 @@ def straggler(slowest_counts: Sequence[int]) -> Straggler | None:
     if ranks < 2 or rows < STRAGGLER_MIN_ROWS:
         return None
     worst = max(range(ranks), key=lambda r: (slowest_counts[r], -r))
-    p_value = binomial_tail(slowest_counts[worst], rows, 1 / ranks)
-    threshold = STRAGGLER_ALPHA / ranks
-    if p_value >= threshold or slowest_counts[worst] < min_share(ranks) * rows:
+    p_values = [binomial_tail(count, rows, 1 / ranks) for count in slowest_counts]
+    named = holm(p_values, STRAGGLER_ALPHA).rejected[worst]
+    if not named or slowest_counts[worst] < min_share(ranks) * rows:
         return None
-    return Straggler(worst, slowest_counts[worst], rows, p_value, threshold)
+    return Straggler(worst, slowest_counts[worst], rows, p_values[worst], STRAGGLER_ALPHA / ranks)
 
 
 class SlowestCounter:

@@ -9,6 +9,7 @@ from typing import Any
 
 from colbench.errors import ExitCode, WriteFailed
 from colbench.launch.emulation import FABRIC_EMULATED
+from colbench.output import plural
 from colbench.store.results import SCHEMA_VERSION
 from colbench.store.rundir import RunDir
 
@@ -58,7 +59,7 @@ def report_done(run_dir: Path) -> int:
     meta = files.read_meta()
     wrong = int(meta.get("wrong_total") or 0)
     rows = meta.get("rows", 0)
-    print(f"colbench: {rows} rows in {files.table_path()}", file=sys.stderr)
+    print(f"colbench: {plural(int(rows), 'row')} in {files.table_path()}", file=sys.stderr)
     if wrong:
         print(f"colbench: {wrong} wrong element(s): results are not trustworthy", file=sys.stderr)
         return int(ExitCode.DATA_ERROR)
@@ -113,4 +114,5 @@ def kept_line(run_dir: Path) -> str:
             f"{files.table_path()}, which is complete"
         )
     of = f" (of {planned} planned)" if isinstance(planned, int) else ""
-    return f"{kept} rows measured before the failure{of} are in {run_dir}"
+    verb = "is" if kept == 1 else "are"
+    return f"{plural(kept, 'row')} measured before the failure{of} {verb} in {run_dir}"

@@ -23,6 +23,7 @@ from colbench import launch
 from colbench.config.model import LaunchConfig
 from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
+from colbench.output import plural
 from colbench.run import protocol, supervise, ticker
 from colbench.run.child import spawned_rank
 from colbench.run.interpreter import forget_job
@@ -266,7 +267,7 @@ def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
         run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
     )
     print(
-        f"colbench: interrupted by {name}; {rows_kept(run_dir)} rows kept in {run_dir}",
+        f"colbench: interrupted by {name}; {plural(rows_kept(run_dir), 'row')} kept in {run_dir}",
         file=sys.stderr,
     )
     return stop.exit_code

@@ -86,7 +86,12 @@ class RunDir:
 
     @classmethod
     def _create_explicit(cls, path: Path) -> RunDir:
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        if path.exists() and not path.is_dir():
+            raise UsageError(
+                f"--out {path} is a file: --out names the run directory (new or empty) that "
+                "results.csv and meta.json go into; pick another"
+            )
+        if path.exists() and any(path.iterdir()):
             raise UsageError(
                 f"run directory {path} already exists and is not empty; pick another --out"
             )

@@ -24,6 +24,7 @@ from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import gpus
 from colbench.ops.dtypes import DTYPES
+from colbench.output import plural
 from colbench.run import protocol, spawn, supervise, ticker, turns
 from colbench.run.interpreter import forget_job
 from colbench.run.outcome import end_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
@@ -123,7 +124,8 @@ def run_interleaved(
             name = protocol.signal_name(stop.received)
             end_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
             print(
-                f"colbench: interrupted by {name}; {rows_kept(run_dir)} rows kept in {run_dir}",
+                f"colbench: interrupted by {name}; {plural(rows_kept(run_dir), 'row')} kept "
+                f"in {run_dir}",
                 file=sys.stderr,
             )
             return stop.exit_code
@@ -257,7 +259,7 @@ def _report(
         return first.exit_code
     total = meta["rows"]
     print(
-        f"colbench: {total} rows of {len(variants)} variants in {run_dir}/results.csv",
+        f"colbench: {plural(total, 'row')} of {len(variants)} variants in {run_dir}/results.csv",
         file=sys.stderr,
     )
     if meta["wrong_total"]:

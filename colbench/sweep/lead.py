@@ -31,7 +31,6 @@ from colbench.store.results import Row
 from colbench.store.rundir import RunDir
 from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.plan import Work, count_units, row_weight, weight_total
-from colbench.sweep.timing import GRAPH_REPLAYS
 
 
 @dataclass(frozen=True)
@@ -72,12 +71,16 @@ def lead_run(
     meta["rows_planned"] = rows_planned
     # Interleaved worlds share the terminal: one progress bar (world 0's), and each
     # world's table goes to its directory for the parent to print whole at the end.
+    # Into a file or a pipe there is no bar, and a log that stays empty for the whole
+    # run says nothing of it: there each world prints its lines as it measures them,
+    # each tagged with its variant.
     interleaved = job.turns is not None
+    streamed = interleaved and not sys.stdout.isatty()
     progress = cfg.output.progress and (job.turns is None or job.turns.world == 0)
     with (
         progress_bar(rows_planned, progress) as hooks,
         open(run_dir.path / TABLE_FILE, "w", encoding="utf-8")
-        if interleaved
+        if interleaved and not streamed
         else nullcontext() as table_file,
     ):
         for line in warnings:
@@ -98,7 +101,13 @@ def lead_run(
         if cfg.output.table:
             header = _table_header(job, context, met, warnings)
             header += [node.header_line(label, facts) for label, facts in met.hardware.items()]
-            echo = hooks.echo if table_file is None else _writer(table_file)
+            echo = (
+                _tagged(job.variant)
+                if streamed
+                else hooks.echo
+                if table_file is None
+                else _writer(table_file)
+            )
             reporters.append(ConsoleReporter(header, echo, hooks.warn, cfg.measure.repeat))
         with RowStream(reporters, hooks.warn) as stream:
             stream.start(meta)
@@ -139,7 +148,7 @@ def _json_report(
         warmup_iters=cfg.measure.warmup,
         iterations=cfg.measure.iters,
         validation=cfg.measure.check,
-        graph=GRAPH_REPLAYS if cfg.measure.cuda_graph else 0,
+        graph=cfg.measure.cuda_graph,
         per_iter_timing=cfg.output.per_iter_timing,
         devices=devices,
     )
@@ -191,6 +200,19 @@ def _writer(file: TextIO) -> Callable[[str], None]:
     def echo(line: str) -> None:
         file.write(line + "\n")
         file.flush()
+
+    return echo
+
+
+def _tagged(variant: str) -> Callable[[str], None]:
+    """Echo a table line to stdout as it is measured, tagged with its variant: the
+    worlds take turns, so their lines alternate, and the tag says whose each is."""
+
+    def echo(line: str) -> None:
+        # One write per line: the worlds' ranks share stdout, and a line written in two
+        # pieces could be split by another world's.
+        sys.stdout.write(f"[{variant}] {line}\n")
+        sys.stdout.flush()
 
     return echo
 

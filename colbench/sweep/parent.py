@@ -16,6 +16,7 @@ from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment, expand, ignored_by_backend
 from colbench.errors import ExitCode, UsageError
 from colbench.launch import join_or_spawn
+from colbench.output import plural
 from colbench.run.spawn import spawn_and_wait
 from colbench.run.start import start
 from colbench.store.rundir import RunDir
@@ -160,7 +161,7 @@ def _sweep_variants(
         worst = max(worst, ExitCode(code))
     total = sum(int(r["rows"] or 0) for r in records)
     print(
-        f"colbench: {total} rows of {len(variants)} variants in {run_dir}/results.csv",
+        f"colbench: {plural(total, 'row')} of {len(variants)} variants in {run_dir}/results.csv",
         file=sys.stderr,
     )
     return int(worst)

@@ -51,7 +51,7 @@ def test_first_run_starts_the_baseline_and_the_second_is_judged(tmp_path: Path) 
     assert "no baseline" not in second.stdout
     # Judged: the 4M row was compared, and its power stated (sensitive or too noisy).
     report = (tmp_path / "two" / "gate.txt").read_text()
-    assert "Holm over the 1 rows judged" in report
+    assert "Holm over the 1 row judged" in report
     assert "sensitive" in report.splitlines()[-1] or "too noisy" in report.splitlines()[-1]
     # Both accepted runs now pool in the baseline's window.
     assert load(tmp_path / "baseline")["run_id"].nunique() == 2

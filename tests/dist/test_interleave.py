@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import pytest
@@ -118,11 +121,13 @@ def test_python_variants_run_in_their_own_interpreters(tmp_path: Path) -> None:
         "--python", f"main={sys.executable},pr={other}",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    # Each world's table printed whole, one after the other, not line by line.
-    lines = proc.stdout.splitlines()
-    first, second = lines.index("# variant python=main"), lines.index("# variant python=pr")
-    assert first < second
-    assert sum(line.startswith("# Wrong elements") for line in lines[first:second]) == 1
+    # Into a pipe each line comes as it is measured, tagged with its world's variant:
+    # each variant's lines are its whole table.
+    for name in ("python=main", "python=pr"):
+        tag = f"[{name}] "
+        table = [line[len(tag) :] for line in proc.stdout.splitlines() if line.startswith(tag)]
+        assert table[0] == f"# variant {name}"
+        assert sum(line.startswith("# Wrong elements") for line in table) == 1
     frame = load(out)
     assert list(frame["variant"]) == ["python=main", "python=pr", "python=pr", "python=main"]
     meta = json.loads((out / "meta.json").read_text())
@@ -200,3 +205,52 @@ def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     meta = json.loads((out / "meta.json").read_text())
     assert [v["status"] for v in meta["variants"]] == ["stopped", "failed"]
+
+
+def test_a_log_file_gets_each_row_as_it_is_measured(tmp_path: Path) -> None:
+    # `colbench sweep --env ... > log` once printed nothing until the last turn: the
+    # worlds' tables waited to be printed whole. Into a file each line now arrives as it
+    # is measured, tagged with its variant; the run is still going when both variants'
+    # first rows are there (hundreds of turns remain). stdout stays block-buffered, as
+    # a user's redirect leaves it.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    log = tmp_path / "log.txt"
+    row = re.compile(r"\[COLBENCH_PROBE=([ab])\] +\d+ +\d+ ")
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "colbench", "sweep", "--op", "all_reduce", "--sizes", "1K-1M",
+             "--repeat", "20", "-n", "5", "-w", "1", "--backend", "gloo",
+             "--env", "COLBENCH_PROBE=a,b", "--out", str(tmp_path / "run")],
+            stdout=out, stderr=subprocess.DEVNULL, env=env,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        seen: set[str] = set()
+        while time.monotonic() < deadline and proc.poll() is None and len(seen) < 2:
+            seen = {m[1] for line in log.read_text().splitlines() if (m := row.match(line))}
+            time.sleep(0.1)
+        still_running = proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert seen == {"a", "b"}, log.read_text()[-2000:]
+    assert still_running, "the rows reached the log only when the run had ended"
+
+
+def test_on_a_terminal_each_table_is_printed_whole(tmp_path: Path) -> None:
+    # A terminal has world 0's bar meanwhile; the tables come at the end, one after the
+    # other and untagged, rather than two tables interleaved line by line.
+    from tests.dist.test_progress_terminal import _ANSI, _run_in_terminal
+
+    raw = _run_in_terminal(
+        ["sweep", "--op", "all_reduce", "--sizes", "64K", "--repeat", "2", "-n", "3", "-w", "1",
+         "--backend", "gloo", "--env", "COLBENCH_PROBE=a,b", "--out", str(tmp_path / "run")],
+        columns=200,
+    )  # fmt: skip
+    text = _ANSI.sub("", raw)
+    assert "[COLBENCH_PROBE=" not in text
+    first, second = (
+        text.index("# variant COLBENCH_PROBE=a"),
+        text.index("# variant COLBENCH_PROBE=b"),
+    )
+    assert first < text.index("# Wrong elements", first) < second

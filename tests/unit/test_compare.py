@@ -89,7 +89,11 @@ def test_figure_has_overlay_and_ratio_panel(tmp_path: Path) -> None:
     xs, ys = ratio_lines[0].get_xdata(), ratio_lines[0].get_ydata()
     assert list(xs) == SIZES[:1] + SIZES[2:]  # SIZES[1]: wrong results in B
     assert np.all(np.asarray(ys) >= 1.0)
-    assert bottom.get_ylabel() == "B / A (bars: noise band)"
+    # One sample per row: no band to draw, and the panel says so instead of promising one.
+    assert bottom.get_ylabel() == "B / A"
+    assert [t.get_text() for t in bottom.texts] == [
+        "no noise band: one sample per row (sweep --repeat 5 measures it)"
+    ]
 
 
 def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,6 +62,16 @@ def test_time_flat_in_size_is_a_pure_latency_model() -> None:
     assert model.alpha_us == pytest.approx(50.0) and math.isinf(model.beta_gbps)
 
 
+def test_no_reweighting_once_the_weighted_points_are_no_more_than_the_parameters() -> None:
+    # Where fit's and predict's robust fitters disagreed: fit went on reweighting with
+    # as few weighted points as parameters. Two sizes whose time falls give a pure
+    # latency: the plain relative least squares, (1/200 + 1/150) / (1/200^2 + 1/150^2)
+    # = 168 us; reweighting the scatter of two points moved it to 167.7.
+    model = fit_time([1024, 1 << 20], [200.0, 150.0])
+    assert math.isinf(model.beta_gbps)
+    assert model.alpha_us == pytest.approx(168.0, rel=1e-12)
+
+
 def test_one_size_cannot_be_fitted() -> None:
     with pytest.raises(ValueError, match="two distinct sizes"):
         fit_time([1024, 1024], [5.0, 6.0])

@@ -1,6 +1,6 @@
 """The drift test against a rolling baseline: known distributions, then the real gate.
 
-The statistics (colbench.analysis.drift) are checked against Student-t quantiles from the
+The statistics (colbench.stats.drift) are checked against Student-t quantiles from the
 tables and against simulated lognormal runs of known between-run spread: an unchanged
 run fails at most alpha of the time, a run slowed by the stated detectable change fails
 about as often as the stated power. The gate is then run on run directories written the
@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis import drift, power
 from colbench.analysis.checks import DEFAULT_MIN_BASELINE_RUNS
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.gate.baseline import update_baseline
 from colbench.analysis.gate.command import run as gate_run
 from colbench.analysis.gate.options import GateOptions
 from colbench.analysis.verdict import Verdict
+from colbench.stats import drift, power
 from tests.unit.gate_runs import BIG, GATHER, KiB, run_gate, write_run
 
 BANDWIDTH = -1
@@ -105,21 +105,6 @@ def test_overall_statistic_keeps_alpha_and_states_its_power() -> None:
     assert float(np.mean(sds)) == pytest.approx(true_sd, rel=0.15)
     assert alarms / trials <= level
     assert 0.7 <= caught / trials <= 0.9
-
-
-def test_weighted_holm() -> None:
-    # Smallest p / w first: the row at 0.001 <= 0.05 * 0.25 / 1, then the overall
-    # hypothesis at 0.02 <= 0.05 * 0.5 / 0.75; the last row then has all of alpha left,
-    # and 0.06 > 0.05 keeps it.
-    assert drift.weighted_holm([0.02, 0.06, 0.001], [0.5, 0.25, 0.25], 0.05) == [
-        True,
-        False,
-        True,
-    ]
-    assert drift.weighted_holm([0.02, 0.04, 0.001], [0.5, 0.25, 0.25], 0.05) == [True] * 3
-    # Step one needs p <= alpha * w: 0.04 > 0.025 stops everything.
-    assert drift.weighted_holm([0.04, 0.9], [0.5, 0.5], 0.05) == [False, False]
-    assert drift.weighted_holm([0.001, 0.001], [0.5, 0.0], 0.05) == [True, False]
 
 
 KEYS = (BIG, GATHER, ("all_reduce", 256 * KiB, "out"), ("broadcast", 64 * KiB, "in"))

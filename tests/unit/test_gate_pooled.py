@@ -17,9 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis import drift, pooled, power, stats
+from colbench.analysis import pooled
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.verdict import Verdict
+from colbench.stats import power, rank_tests
+from colbench.stats.holm import holm
 from tests.unit.gate_runs import KiB, run_gate, scaled, write_run
 
 BANDWIDTH = -1
@@ -53,12 +55,28 @@ def test_exact_p_counts_every_split_ties_included() -> None:
     assert pooled.pooled_p(strata) == pytest.approx(_brute_force_p(strata))
     # One row is the row's own rank test.
     one = strata[:1]
-    test = stats.mann_whitney_u(one[0].current, one[0].moved, "greater")
+    test = rank_tests.mann_whitney_u(one[0].current, one[0].moved, "greater")
     assert pooled.pooled_p(one) == pytest.approx(test.p_value)
     # Every current sample beyond every moved one in 3 rows of 3 against 3: 1/20 cubed.
     apart = [pooled.Stratum((0.0, 0.1, 0.2), (1.0, 1.1, 1.2))] * 3
     assert pooled.pooled_p(apart) == pytest.approx(0.05**3)
     assert pooled.smallest_p([(3, 3)] * 3) == pytest.approx(0.05**3)
+
+
+def test_the_test_and_its_power_figure_read_one_tail_at_an_exact_level() -> None:
+    # Three rows of 3 against 3 whose U are 9, 9 and 5: P(S >= observed) is 80 / 8000,
+    # 0.01 exactly. The test rejected such a run at 0.01 while the power figure, its
+    # tail summed another way (0.010000000000000002), counted it as not caught and
+    # stated a larger figure; both read rank_tests.upper_tail now.
+    strata = [pooled.Stratum((0.0, 0.1, 0.2), (1.0, 1.1, 1.2))] * 2
+    strata.append(pooled.Stratum((0.0, 1.05, 1.25), (1.0, 1.1, 1.2)))
+    assert [s.doubled_u for s in strata] == [18, 18, 10]
+    assert _brute_force_p(strata) == 0.01
+    assert pooled.pooled_p(strata) == 0.01
+    # The figure at 0.01 uses that critical sum: the same as just above 0.01, not below.
+    figure = pooled.uniform_margin([(0.1, 3, 3)] * 3, 0.01, 0.8)
+    assert figure == pooled.uniform_margin([(0.1, 3, 3)] * 3, 0.0100001, 0.8)
+    assert figure != pooled.uniform_margin([(0.1, 3, 3)] * 3, 0.0099999, 0.8)
 
 
 def test_normal_approximation_for_many_samples_agrees_with_the_exact_count() -> None:
@@ -240,9 +258,9 @@ def test_the_weighted_family_keeps_alpha_for_unchanged_runs() -> None:
             pooled.Stratum.of(_lognormal(rng, 5, 0.1), _lognormal(rng, 5, 0.1, 0.85), -1, 0.15)
             for _ in range(12)
         ]
-        rows = [stats.mann_whitney_u(s.current, s.moved, "greater").p_value for s in strata]
+        rows = [rank_tests.mann_whitney_u(s.current, s.moved, "greater").p_value for s in strata]
         p_all = pooled.pooled_p(strata)
-        failed += any(drift.weighted_holm([*rows, p_all], [1 / 24] * 12 + [0.5], 0.05))
+        failed += any(holm([*rows, p_all], 0.05, [1 / 24] * 12 + [0.5]).rejected)
     assert failed / families <= 0.05 + 0.038
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis import drift, power, stats
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.verdict import Verdict, judge
+from colbench.stats import power, rank_tests
+from colbench.stats.holm import holm
 from tests.unit.gate_runs import BIG, STEADY, KiB, run_gate, scaled, write_run
 
 
@@ -87,8 +88,7 @@ def test_unreachable_levels_state_nothing() -> None:
 
 
 def _holm(p_values: list[float], alpha: float) -> list[bool]:
-    """Plain Holm: weighted Holm with equal weights."""
-    return drift.weighted_holm(p_values, [1.0] * len(p_values), alpha)
+    return holm(p_values, alpha).rejected
 
 
 def test_holm_step_down() -> None:
@@ -104,7 +104,9 @@ def test_holm_keeps_the_family_wise_rate_where_single_tests_do_not() -> None:
     families, any_single, any_holm = 200, 0, 0
     for _ in range(families):
         p_values = [
-            stats.mann_whitney_u(_lognormal(rng, 8, 0.1), _lognormal(rng, 8, 0.1), "less").p_value
+            rank_tests.mann_whitney_u(
+                _lognormal(rng, 8, 0.1), _lognormal(rng, 8, 0.1), "less"
+            ).p_value
             for _ in range(20)
         ]
         any_single += any(p <= 0.05 for p in p_values)
@@ -146,8 +148,8 @@ def test_noisy_rows_are_insensitive_and_too_few_is_inconclusive(tmp_path: Path) 
     assert line.startswith("colbench gate: PASS on correctness and presence only")
     # A slowdown every row shows alike must show in the wild row too: pooling it with the
     # steady one cannot see twice the limit, so the pooled test does not count either.
-    pattern = r"sensitive to slowdowns >= 17% on 1 rows; pooled >= \d+% over 2 rows, too noisy"
-    assert re.search(pattern + " to judge; 1 rows too noisy to judge", line), line
+    pattern = r"sensitive to slowdowns >= 17% on 1 row; pooled >= \d+% over 2 rows, too noisy"
+    assert re.search(pattern + " to judge; 1 row too noisy to judge", line), line
     assert "performance inconclusive" in line
     enough = run_gate(tmp_path, base, base, "busbw_gbps:-15%", min_judged=1)
     assert not enough.inconclusive

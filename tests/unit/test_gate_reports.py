@@ -99,7 +99,7 @@ def test_junit_xml(mixed: gate.GateResult) -> None:
 def test_passing_reports(tmp_path: Path) -> None:
     run = write_run(tmp_path / "a", {BIG: STEADY})
     result = run_gate(tmp_path, run, run, "busbw_gbps:-15%")
-    assert gate_report.markdown(result).startswith("## ✅ colbench gate: PASS: 1 rows: 1 same")
+    assert gate_report.markdown(result).startswith("## ✅ colbench gate: PASS: 1 row: 1 same")
     root = ET.fromstring(gate_report.junit_xml(result))
     assert root.get("failures") == "0" and root.find(".//failure") is None
 

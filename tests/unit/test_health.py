@@ -479,7 +479,7 @@ def test_a_fleet_of_16_nodes_of_8_ranks_is_judged() -> None:
     """--level long's passes at 16 nodes of 8 ranks: some 14,000 link samples against a
     rank's 150 (once a float overflow in the exact test's smallest p; its tie count,
     once quadratic, took 7 s here and now 0.2 s)."""
-    from colbench.analysis.stats import smallest_one_sided_p
+    from colbench.stats.rank_tests import smallest_one_sided_p
 
     assert smallest_one_sided_p(3, 3) == 1 / 20 and smallest_one_sided_p(600, 600) == 0.0
     nodes = [f"n{i:02d}" for i in range(16)]

@@ -137,9 +137,11 @@ def test_no_package_imports_one_that_imports_it_back() -> None:
     assert cycles(package_graph(module_graph())) == []
 
 
-def test_at_most_four_modules_at_the_top() -> None:
+def test_at_most_five_modules_at_the_top() -> None:
+    # errors, output, reading, text (the one table formatter, issue 35) and the
+    # results.py shim, which goes when the results/ package arrives (issue 35).
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert len(set(top) - {"__init__.py", "__main__.py"}) <= 4, top
+    assert len(set(top) - {"__init__.py", "__main__.py"}) <= 5, top
 
 
 @pytest.mark.parametrize(

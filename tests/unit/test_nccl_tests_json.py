@@ -40,7 +40,7 @@ def header(per_iter: bool = True, ranks: int = 2) -> report.Header:
         sizes_bytes=(1024, 4096),
         warmup_iters=5,
         iterations=4,
-        validation=True,
+        validation=1,
         graph=0,
         per_iter_timing=per_iter,
         devices=[

@@ -14,12 +14,10 @@ import pytest
 from colbench.analysis.checks import Check, SizeWindow
 from colbench.analysis.gate.command import run as gate_run
 from colbench.analysis.gate.options import GateOptions
-from colbench.analysis.paired import (
-    holm,
-    paired_gate,
-    signed_rank_p_greater,
-)
+from colbench.analysis.paired import paired_gate
 from colbench.errors import UsageError
+from colbench.stats import rank_tests
+from colbench.stats.rank_tests import signed_rank_p_greater
 from tests.unit.rows import row, write_run
 
 SIZES = [1 << 20, 1 << 22, 1 << 24]
@@ -49,29 +47,22 @@ def test_signed_rank_matches_counting_every_sign_pattern() -> None:
     assert signed_rank_p_greater([0, 0]) == 1.0
 
 
-def test_normal_approximation_agrees_with_exact_near_the_switch() -> None:
+def test_normal_approximation_agrees_with_exact_near_the_switch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     rng = random.Random(5)
     diffs = [rng.gauss(0.15, 1) for _ in range(70)]
-    exact = _exact_for_many(diffs)
+    exact = _exact_for_many(diffs, monkeypatch)
     assert 0.01 < exact < 0.5
     assert signed_rank_p_greater(diffs) == pytest.approx(exact, rel=0.05)
 
 
-def _exact_for_many(diffs: list[float]) -> float:
+def _exact_for_many(diffs: list[float], monkeypatch: pytest.MonkeyPatch) -> float:
     # The same DP as the module's exact branch, run past its switch-over.
-    import colbench.analysis.paired as paired
-
-    saved = paired.EXACT_MAX_PAIRS
-    paired.EXACT_MAX_PAIRS = 10_000
-    try:
-        return paired.signed_rank_p_greater(diffs)
-    finally:
-        paired.EXACT_MAX_PAIRS = saved
-
-
-def test_holm_step_down() -> None:
-    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert holm([0.5]) == [0.5]
+    monkeypatch.setattr(rank_tests, "EXACT_MAX_PAIRS", 10_000)
+    p = rank_tests.signed_rank_p_greater(diffs)
+    monkeypatch.undo()
+    return p
 
 
 def _run(slowdown: float, noise: float, rng: random.Random, repeats: int = 10) -> pd.DataFrame:

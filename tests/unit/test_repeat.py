@@ -29,7 +29,10 @@ def test_cli_refuses_repeat_zero(
         main(["sweep", "--repeat", "0"])
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert err.strip() == "colbench: error: --repeat must be at least 1, got 0"
+    assert err.strip() == (
+        "colbench: error: --repeat must be at least 1, got 0 "
+        "(nccl-tests' -N 0, forever, is not offered: give a count)"
+    )
     assert not (tmp_path / "results").exists()
 
 

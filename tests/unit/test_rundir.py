@@ -130,3 +130,29 @@ def test_cli_refuses_a_run_of_another_schema_version_with_one_line(
     assert len(lines) == 1 and "Traceback" not in err
     assert f"schema version {SCHEMA_VERSION + 1}" in lines[0]
     assert ("results.csv" if what == "csv" else "meta.json") in lines[0]
+
+
+def test_out_naming_a_file_says_it_is_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--out README.md` once said "run directory README.md already exists": the user
+    # named a file, and the line must say that --out wants a directory.
+    monkeypatch.chdir(tmp_path)
+    Path("README.md").write_text("# mine\n")
+    code, _, err = run_main(capsys, "sweep", "--backend", "gloo", "--out", "README.md")
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("colbench: error: --out README.md is a file: --out names the run ")
+    assert "already exists" not in err
+    assert Path("README.md").read_text() == "# mine\n"
+
+
+def test_one_row_is_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from colbench.output import plural
+    from colbench.run.outcome import report_done
+
+    assert [plural(n, "row") for n in (0, 1, 2)] == ["0 rows", "1 row", "2 rows"]
+    assert plural(1, "pass", "passes") == "1 pass" and plural(3, "pass", "passes") == "3 passes"
+    run = RunDir.create(tmp_path / "run", tmp_path)
+    run.write_meta({"rows": 1, "wrong_total": 0})
+    assert report_done(run.path) == 0
+    assert capsys.readouterr().err == f"colbench: 1 row in {run.table_path()}\n"

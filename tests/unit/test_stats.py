@@ -1,4 +1,4 @@
-"""colbench.analysis.stats: the exact rank test is checked against brute-force enumeration."""
+"""colbench.stats.rank_tests: the exact rank test is checked against brute-force enumeration."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from colbench.analysis import stats
+from colbench.stats import rank_tests
 
 
 def brute_force_p(x: list[float], y: list[float], alternative: str) -> float:
@@ -39,23 +39,30 @@ def brute_force_p(x: list[float], y: list[float], alternative: str) -> float:
 
 
 def test_midranks_share_ties() -> None:
-    assert stats.midranks([10.0, 20.0, 10.0, 30.0, 20.0, 20.0]) == [1.5, 4.0, 1.5, 6.0, 4.0, 4.0]
+    assert rank_tests.midranks([10.0, 20.0, 10.0, 30.0, 20.0, 20.0]) == [
+        1.5,
+        4.0,
+        1.5,
+        6.0,
+        4.0,
+        4.0,
+    ]
 
 
 def test_separated_samples_reach_the_smallest_p() -> None:
     slow = [5.0, 6.0, 7.0]
     fast = [1.0, 2.0, 3.0]
-    test = stats.mann_whitney_u(slow, fast, "greater")
+    test = rank_tests.mann_whitney_u(slow, fast, "greater")
     assert test.exact and test.u == 9
     assert test.p_value == pytest.approx(1 / 20)
-    assert stats.mann_whitney_u(slow, fast, "less").p_value == pytest.approx(1.0)
-    assert stats.mann_whitney_u(slow, fast).p_value == pytest.approx(2 / 20)
+    assert rank_tests.mann_whitney_u(slow, fast, "less").p_value == pytest.approx(1.0)
+    assert rank_tests.mann_whitney_u(slow, fast).p_value == pytest.approx(2 / 20)
 
 
 def test_a_sample_against_itself_is_not_significant() -> None:
     values = [3.0, 1.0, 2.0, 5.0, 4.0]
     for alternative in ("greater", "less", "two-sided"):
-        assert stats.mann_whitney_u(values, values, alternative).p_value > 0.5  # type: ignore[arg-type]
+        assert rank_tests.mann_whitney_u(values, values, alternative).p_value > 0.5  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -66,7 +73,7 @@ def test_exact_p_matches_brute_force_with_ties(seed: int) -> None:
     x = [float(rng.randint(0, 4)) for _ in range(n)]
     y = [float(rng.randint(1, 5)) for _ in range(m)]
     for alternative in ("greater", "less", "two-sided"):
-        got = stats.mann_whitney_u(x, y, alternative).p_value  # type: ignore[arg-type]
+        got = rank_tests.mann_whitney_u(x, y, alternative).p_value  # type: ignore[arg-type]
         assert got == pytest.approx(brute_force_p(x, y, alternative)), (x, y, alternative)
 
 
@@ -74,8 +81,8 @@ def test_normal_approximation_agrees_with_exact_near_the_switch() -> None:
     rng = random.Random(7)
     x = [rng.gauss(0.3, 1) for _ in range(30)]
     y = [rng.gauss(0.0, 1) for _ in range(30)]
-    exact = stats.mann_whitney_u(x, y, "greater")
-    approx = stats.mann_whitney_u([*x, 10.0], y, "greater")
+    exact = rank_tests.mann_whitney_u(x, y, "greater")
+    approx = rank_tests.mann_whitney_u([*x, 10.0], y, "greater")
     assert exact.exact and not approx.exact
     # One extra, large x barely moves the answer; both methods must agree on it.
     assert approx.p_value == pytest.approx(exact.p_value, abs=0.03)
@@ -83,22 +90,22 @@ def test_normal_approximation_agrees_with_exact_near_the_switch() -> None:
 
 def test_bad_input_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one"):
-        stats.mann_whitney_u([], [1.0])
+        rank_tests.mann_whitney_u([], [1.0])
     with pytest.raises(ValueError, match="NaN"):
-        stats.mann_whitney_u([math.nan], [1.0])
+        rank_tests.mann_whitney_u([math.nan], [1.0])
     with pytest.raises(ValueError, match="nothing"):
-        stats.median([])
+        rank_tests.median([])
 
 
 def test_smallest_one_sided_p() -> None:
-    assert stats.smallest_one_sided_p(1, 1) == 0.5
-    assert stats.smallest_one_sided_p(2, 2) == pytest.approx(1 / 6)
-    assert stats.smallest_one_sided_p(3, 3) == pytest.approx(0.05)
-    assert stats.smallest_one_sided_p(5, 5) == pytest.approx(1 / 252)
+    assert rank_tests.smallest_one_sided_p(1, 1) == 0.5
+    assert rank_tests.smallest_one_sided_p(2, 2) == pytest.approx(1 / 6)
+    assert rank_tests.smallest_one_sided_p(3, 3) == pytest.approx(0.05)
+    assert rank_tests.smallest_one_sided_p(5, 5) == pytest.approx(1 / 252)
 
 
 def test_coefficient_of_variation() -> None:
-    assert stats.coefficient_of_variation([1.0]) is None
-    assert stats.coefficient_of_variation([0.0, 0.0]) is None
-    assert stats.coefficient_of_variation([9.0, 11.0]) == pytest.approx(math.sqrt(2) / 10)
-    assert stats.median([3.0, 1.0, 2.0, 10.0]) == 2.5
+    assert rank_tests.coefficient_of_variation([1.0]) is None
+    assert rank_tests.coefficient_of_variation([0.0, 0.0]) is None
+    assert rank_tests.coefficient_of_variation([9.0, 11.0]) == pytest.approx(math.sqrt(2) / 10)
+    assert rank_tests.median([3.0, 1.0, 2.0, 10.0]) == 2.5

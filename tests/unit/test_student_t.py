@@ -1,13 +1,13 @@
-"""The one Student-t of colbench (analysis.student_t) against printed tables."""
+"""The one Student-t of colbench (stats.student_t) against printed tables."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from colbench.analysis import student_t
-from colbench.analysis.drift import t_critical
 from colbench.predict.fit import t_quantile
+from colbench.stats import student_t
+from colbench.stats.drift import t_critical
 
 # Two-sided 95% points of Student's t (any printed table).
 TWO_SIDED_95 = [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (5, 2.571), (8, 2.306)]

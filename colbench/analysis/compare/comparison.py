@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from colbench.analysis import noise, stats
+from colbench import text
 from colbench.analysis.engine import (
     Pair,
     Sample,
@@ -34,6 +34,8 @@ from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, sel
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.report.figures import METRICS, metric, metric_key, size_axis
+from colbench.stats import noise, rank_tests
+from colbench.text import Column
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ def _side(samples: Sequence[Sample], column: str) -> list[Any]:
     if not samples:
         return [math.nan, math.nan, None, None, 0, None]
     values = [float(s[column]) for s in samples if s.get(column) is not None]
-    value = stats.median(values) if values else math.nan
+    value = rank_tests.median(values) if values else math.nan
     wrong = sum(int(s.get("wrong") or 0) for s in samples)
     spread = noise.spread(values)
     return [value, wrong, samples[0]["backend"], samples[0]["variant"], spread.samples, spread.cv]
@@ -244,12 +246,6 @@ def _spread_text(row: Any) -> str:
     return f"{a.text()}/{b.text()}"
 
 
-def _value(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{float(value):.4g}"
-
-
 def format_table(comparison: Comparison) -> str:
     """The comparison as text for the terminal: both values, ratio, and a summary per line."""
     chosen = METRICS[comparison.metric_name]
@@ -264,22 +260,25 @@ def format_table(comparison: Comparison) -> str:
         f"~ after B/A: within {noise.BAND_SDS:g} combined spreads of 1, noise could explain it"
     )
     shown = comparison.join_on_variant
-    width = max([len(str(v)) for v in table["variant"]] + [7]) + 2 if shown else 0
-    variant_head = f"{'variant':<{width}}" if shown else ""
-    lines_out.append(
-        f"# {'op':<15}{variant_head}{'dtype':<10}{'redop':<6}{'placement':<14}{'size':>8}"
-        f"{'A ' + name:>12}{'B ' + name:>12}{'B/A':>9}{'spread':>14}  note"
-    )
+    width = max([len(str(v)) for v in table["variant"]] + [7]) + 2
+    columns = (
+        Column("op", 15, "<", ""), *([Column("variant", width, "<", "")] if shown else []),
+        Column("dtype", 10, "<", ""), Column("redop", 6, "<", ""),
+        Column("placement", 14, "<", ""), Column("size", 8, gap=""),
+        Column("A " + name, 12, gap=""), Column("B " + name, 12, gap=""),
+        Column("B/A", 9, gap=""), Column("spread", 14, gap=""), Column("note", gap="  "),
+    )  # fmt: skip
+    lines_out.append(text.header(columns))
     for row in table.itertuples(index=False):
         ratio = "x" if not row.comparable else f"{row.ratio:.3f}"
         ratio += "~" if row.within_noise is True else ""
-        variant = f"{str(row.variant) or '-':<{width}}" if shown else ""
-        lines_out.append(
-            f"  {row.op:<15}{variant}{row.dtype:<10}"
-            f"{row.redop:<6}{PLACEMENT_NAMES[int(row.in_place)]:<14}"
-            f"{format_size(int(row.size_bytes)):>8}{_value(row.value_a):>12}"
-            f"{_value(row.value_b):>12}{ratio:>9}{_spread_text(row):>14}  {row.reason}".rstrip()
-        )
+        cells = (
+            row.op, *([str(row.variant) or "-"] if shown else []), row.dtype, row.redop,
+            PLACEMENT_NAMES[int(row.in_place)], format_size(int(row.size_bytes)),
+            text.number(row.value_a), text.number(row.value_b), ratio, _spread_text(row),
+            row.reason,
+        )  # fmt: skip
+        lines_out.append(text.line(cells, columns))
     lines_out += [f"# {line}" for line in summary(comparison)]
     return "\n".join(lines_out)
 
@@ -343,9 +342,7 @@ def figure(comparison: Comparison) -> Any:
     )
     draw_lines(top, curves, comparison.metric_name)
     top.set_xlabel("")
-    top.set_title(
-        f"{chosen.title}: B = {comparison.b.label} vs A = {comparison.a.label}\n{context(curves)}"
-    )
+    top.set_title(_title(chosen.title, comparison, context(curves)), fontsize=10)
     # Each ratio line takes the color of its collective (and variant) in the panel above.
     pairs = list(zip(curves, styles(curves), strict=True))
     colors = {(c.op, ""): s[0] for c, s in reversed(pairs)}  # an op's first curve, by default
@@ -355,6 +352,25 @@ def figure(comparison: Comparison) -> Any:
     high = max(float(c.size_bytes.max()) for c in curves)
     size_axis(bottom, low, high)
     return fig
+
+
+#: Characters of a title line that fit the figure's width at its font size.
+_TITLE_WIDTH = 95
+
+
+def _title(metric_title: str, comparison: Comparison, context_text: str) -> str:
+    """The figure's title, wrapped: long run names (a path, a variant's variables) would
+    run past the figure's edges and be clipped."""
+    import textwrap
+
+    parts = [
+        f"{metric_title}: B = {comparison.b.label}",
+        f"vs A = {comparison.a.label}",
+        context_text,
+    ]
+    if len(parts[0]) + len(parts[1]) < _TITLE_WIDTH:
+        parts[:2] = [f"{parts[0]} {parts[1]}"]
+    return "\n".join(line for part in parts for line in textwrap.wrap(part, _TITLE_WIDTH))
 
 
 def _noise_bars(rows: Any) -> Any:
@@ -370,6 +386,9 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
 
     table = comparison.table
     usable = table[table["comparable"] & (table["size_bytes"] > 0)]
+    # One sample a side has no spread to draw a band from: no bars, and the panel says so
+    # rather than promising bars that never appear.
+    banded = any(noise.band_factor(*_spreads(row)) for row in usable.itertuples(index=False))
     drawn = 0
     groups = usable.groupby(["op", "variant", "dtype", "redop"], sort=False)
     for index, (key, group) in enumerate(groups):
@@ -380,7 +399,7 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
         ax.errorbar(
             chosen["size_bytes"],
             chosen["ratio"],
-            yerr=_noise_bars(chosen),
+            yerr=_noise_bars(chosen) if banded else None,
             marker="o",
             markersize=3.5,
             capsize=2,
@@ -393,7 +412,10 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
     ax.axhline(1.0, color="black", linewidth=1, alpha=0.6)
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    ax.set_ylabel("B / A (bars: noise band)")
+    ax.set_ylabel("B / A (bars: noise band)" if banded else "B / A")
+    if not banded and drawn:
+        ax.text(0.01, 0.97, "no noise band: one sample per row (sweep --repeat 5 measures it)",
+                transform=ax.transAxes, ha="left", va="top", fontsize="x-small")  # fmt: skip
     ax.grid(True, which="major", alpha=0.3)
     if drawn:
         values = usable["ratio"].to_numpy(dtype=float)

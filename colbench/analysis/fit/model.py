@@ -3,12 +3,10 @@
 alpha is the per-call latency in microseconds, beta the asymptotic algorithm bandwidth
 in GB/s (1e9 bytes/s), so ``time_us = alpha_us + size_bytes / (beta_gbps * 1e3)``.
 
-The fit minimises *relative* residuals, because message sizes span six or more orders
-of magnitude and an absolute least-squares fit would let the largest size decide
-everything, leaving alpha as noise. Small sizes on a shared machine are noisy (gloo
-calls wander between 0.3 and 3 ms here), so residuals are reweighted iteratively:
-Huber weights first for a stable start, then Tukey's bisquare, which gives gross
-outliers zero weight.
+The fit is the one robust fit (:mod:`colbench.stats.robust`): relative residuals,
+because message sizes span six or more orders of magnitude and an absolute fit would
+leave alpha as noise; Huber-then-bisquare reweighting, because small sizes on a shared
+machine are noisy (gloo calls wander between 0.3 and 3 ms here).
 """
 
 from __future__ import annotations
@@ -20,13 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colbench import ops
-from colbench.analysis import noise, student_t
+from colbench import ops, text
 from colbench.analysis.series import Line, labels
-
-HUBER_K = 1.345
-BISQUARE_K = 4.685
-_ITERATIONS = 30
+from colbench.stats import noise, robust, student_t
+from colbench.text import Column
 
 
 @dataclass(frozen=True)
@@ -45,31 +40,6 @@ class Model:
         return size / self.time_us(size) / 1e3
 
 
-def _solve(size: np.ndarray, time: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
-    """Weighted least squares of relative residuals; returns (alpha_us, us per byte) >= 0."""
-    root_w = np.sqrt(weights)
-    design = np.column_stack([1.0 / time, size / time]) * root_w[:, None]
-    (alpha, slope), *_ = np.linalg.lstsq(design, root_w, rcond=None)
-    if alpha < 0:  # latency cannot be negative: refit the slope alone through the origin
-        x = size / time
-        alpha, slope = 0.0, float(np.sum(weights * x) / np.sum(weights * x * x))
-    if slope < 0:  # time does not grow with size here: a pure latency model
-        slope = 0.0
-        alpha = float(np.sum(weights / time) / np.sum(weights / time**2))
-    return float(alpha), float(slope)
-
-
-def robust_weights(residuals: np.ndarray, k: float, bisquare: bool) -> np.ndarray:
-    """Huber (``bisquare`` False) or Tukey bisquare weights of residuals, scaled by their
-    median absolute deviation; the bisquare gives gross outliers zero weight."""
-    spread = np.median(np.abs(residuals - np.median(residuals))) * 1.4826
-    scale = max(float(spread), 1e-9)
-    u = np.abs(residuals) / (k * scale)
-    if bisquare:
-        return np.where(u < 1, (1 - u**2) ** 2, 0.0)
-    return np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
-
-
 def fit_time(
     size_bytes: Sequence[float] | np.ndarray, time_us: Sequence[float] | np.ndarray
 ) -> Model:
@@ -80,23 +50,9 @@ def fit_time(
     size, time = size[keep], time[keep]
     if len(np.unique(size)) < 2:
         raise ValueError("a latency-bandwidth fit needs at least two distinct sizes")
-    weights = np.ones_like(size)
-    alpha, slope = _solve(size, time, weights)
-    for iteration in range(_ITERATIONS):
-        residuals = (time - alpha - slope * size) / time
-        bisquare = iteration >= _ITERATIONS // 3
-        weights = robust_weights(residuals, BISQUARE_K if bisquare else HUBER_K, bisquare)
-        if np.count_nonzero(weights) < 2:
-            break
-        new_alpha, new_slope = _solve(size, time, weights)
-        done = math.isclose(new_alpha, alpha, rel_tol=1e-10, abs_tol=1e-12) and math.isclose(
-            new_slope, slope, rel_tol=1e-10, abs_tol=1e-18
-        )
-        alpha, slope = new_alpha, new_slope
-        if done and bisquare:
-            break
+    (alpha, slope), _ = robust.reweighted(np.column_stack([1.0 / time, size / time]), (0, 1))
     beta = math.inf if slope == 0 else 1.0 / slope / 1e3
-    return Model(alpha_us=alpha, beta_gbps=beta)
+    return Model(alpha_us=float(alpha), beta_gbps=beta)
 
 
 @dataclass(frozen=True)
@@ -248,13 +204,10 @@ def approx_size(size_bytes: float) -> str:
 
 
 def _number(value: float | None, spec: str) -> str:
-    """``value`` in ``spec`` (``10.2f``), or n/a / inf padded to the same width."""
-    width = int(spec.split(".")[0] or 0)
+    """``value`` in ``spec`` (``.2f``), or n/a, or inf."""
     if value is None:
-        return f"{'n/a':>{width}}"
-    if math.isinf(value):
-        return f"{'inf':>{width}}"
-    return format(value, spec)
+        return "n/a"
+    return "inf" if math.isinf(value) else format(value, spec)
 
 
 def _short(value: float) -> str:
@@ -274,29 +227,34 @@ def _range(bounds: tuple[float, float] | None) -> str:
 def report(results: Sequence[FitResult], found: Sequence[Crossover]) -> str:
     """The fit as text: one line per curve with its parameters' 95% intervals, a warning
     for each poor fit, then the crossovers (said when noise could explain one)."""
-    width = max([len(r.label) for r in results] + [5])
+    line = Column("line", max([len(r.label) for r in results] + [5]), "<")
+    sizes_column = Column("sizes", 6)
+    columns = (
+        line, Column("alpha(us)", 10), Column("alpha 95%", 17), Column("beta(GB/s)", 11),
+        Column("beta 95%", 17), Column("bus beta", 9), Column("rms err", 8), sizes_column,
+    )  # fmt: skip
     lines = [
         "# time = alpha + size / beta, fitted per line on relative error, outliers down-weighted",
         "# alpha: latency (us); beta: algorithm bandwidth (GB/s, 1e9 B/s); "
         "bus beta = beta * the op's busbw factor; 95% intervals from the points' scatter",
-        f"# {'line':<{width}} {'alpha(us)':>10} {'alpha 95%':>17} {'beta(GB/s)':>11} "
-        f"{'beta 95%':>17} {'bus beta':>9} {'rms err':>8} {'sizes':>6}",
+        text.header(columns),
     ]
     warnings = []
     for r in results:
         sizes = len(r.line.size_bytes)
         if r.model is None:
-            lines.append(f"  {r.label:<{width}} {'not enough sizes to fit':>40} {sizes:>6}")
+            short = (line, Column("", 40), sizes_column)
+            lines.append(text.line((r.label, "not enough sizes to fit", sizes), short))
             continue
         spread = r.spread
-        lines.append(
-            f"  {r.label:<{width}} {_number(r.model.alpha_us, '10.2f')} "
-            f"{_range(spread.alpha_interval if spread else None):>17} "
-            f"{_number(r.model.beta_gbps, '11.4g')} "
-            f"{_range(spread.beta_interval if spread else None):>17} "
-            f"{_number(r.bus_beta_gbps, '9.4g')} "
-            f"{_number(None if r.rel_rms is None else 100 * r.rel_rms, '7.1f')}% {sizes:>6}"
-        )
+        rms = None if r.rel_rms is None else 100 * r.rel_rms
+        cells = (
+            r.label, _number(r.model.alpha_us, ".2f"),
+            _range(spread.alpha_interval if spread else None),
+            _number(r.model.beta_gbps, ".4g"), _range(spread.beta_interval if spread else None),
+            _number(r.bus_beta_gbps, ".4g"), _number(rms, ".1f") + "%", sizes,
+        )  # fmt: skip
+        lines.append(text.line(cells, columns))
         if noise.poor_fit(r.rel_rms):
             assert r.rel_rms is not None
             warnings.append(f"# warning: {noise.poor_fit_warning(r.label, r.rel_rms)}")

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from colbench.analysis import drift_rows, pooled, stats
+from colbench.analysis import drift_rows, pooled
 from colbench.analysis.checks import SizeWindow
 from colbench.analysis.engine import (
     Pair,
@@ -30,6 +30,7 @@ from colbench.analysis.engine import (
 from colbench.analysis.gate.result import FloorResult, GateResult, GateRules
 from colbench.analysis.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
 from colbench.errors import UsageError
+from colbench.stats import rank_tests
 from colbench.store import metadata, metafile
 from colbench.store.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 
@@ -135,7 +136,7 @@ def _sample_warnings(
     n_cur = min((len(p.b) for p in pairs if p.b), default=0)
     relative = any(c.relative for c in rules.checks)
     # The drift test compares run medians, not samples: the rank test's counts do not apply.
-    few = n_base and n_cur and stats.smallest_one_sided_p(n_base, n_cur) > rules.alpha
+    few = n_base and n_cur and rank_tests.smallest_one_sided_p(n_base, n_cur) > rules.alpha
     if relative and few and not drift:
         warnings.append(
             f"only {n_base} baseline and {n_cur} current sample(s) per row: too few for the "
@@ -169,7 +170,7 @@ def average_busbw_floors(current_frame: Any, floor_gbps: float) -> list[FloorRes
         values = ok_values(samples, "busbw_gbps")
         if values and samples[0]["op"] != "barrier":
             per_op.setdefault((samples[0]["op"], samples[0]["variant"]), []).append(
-                stats.median(values)
+                rank_tests.median(values)
             )
     for (op, variant), medians in sorted(per_op.items()):
         out.append(FloorResult(op, variant, sum(medians) / len(medians), floor_gbps))

@@ -6,7 +6,16 @@ and a job summary never disagree; every verdict comes from colbench.analysis.pai
 
 from __future__ import annotations
 
+from colbench import text
 from colbench.analysis.paired import PairedResult, PairedRow
+from colbench.output import plural
+from colbench.text import Column
+
+_COLUMNS = (
+    Column("op", 16), Column("dtype", 9), Column("size_bytes", 12), Column("place", 5),
+    Column("pairs", 5), Column("B vs A", 8), Column("p_holm", 8), Column("detect", 7),
+    Column("verdict", gap="  "),
+)  # fmt: skip
 
 
 def _is_all(row: PairedRow) -> bool:
@@ -20,7 +29,7 @@ def sensitivity_text(result: PairedResult) -> str:
         reach = 2.0 ** -max(r.pairs for r in result.rows) * len(result.rows)
         why = (
             f"{smallest} pairs per row cannot reach alpha {result.alpha:g} over "
-            f"{len(result.rows)} rows (more --repeat, or fewer rows)"
+            f"{plural(len(result.rows), 'row')} (more --repeat, or fewer rows)"
             if reach >= result.alpha
             else f"too noisy to see a slowdown of twice the limit at {result.power:.0%} power"
         )
@@ -33,7 +42,7 @@ def sensitivity_text(result: PairedResult) -> str:
         )
     alone = [r.detectable for r in result.sensitive if r is not pooled and r.detectable]
     if alone:
-        parts.append(f">= {max(alone):.0%} on {len(alone)} rows alone")
+        parts.append(f">= {max(alone):.0%} on {plural(len(alone), 'row')} alone")
     return ", ".join(parts) + f" ({result.power:.0%} power)"
 
 
@@ -47,7 +56,7 @@ def verdict_line(result: PairedResult) -> str:
     pooled = result.pooled_change
     pooled_text = f"; B's median change {pooled:+.1%}" if pooled is not None else ""
     return (
-        f"paired gate {verdict}: {result.failures} failure(s) of {len(result.rows)} rows"
+        f"paired gate {verdict}: {result.failures} failure(s) of {plural(len(result.rows), 'row')}"
         f"{pooled_text}; {sensitivity_text(result)}"
     )
 
@@ -56,7 +65,8 @@ def _rule(result: PairedResult) -> str:
     return (
         f"{result.check.describe()}: a row fails when B is worse than that (one-sided "
         "Wilcoxon signed-rank on log(B/A) of same-size same-repeat pairs; row 'all' pools "
-        f"every pair; Holm over {len(result.rows)} rows, alpha {result.alpha:g}); detect: "
+        f"every pair; Holm over {plural(len(result.rows), 'row')}, alpha {result.alpha:g}); "
+        "detect: "
         f"the smallest slowdown of B a row would have shown at {result.power:.0%} power "
         f"(at alpha/{len(result.rows)}, from its pairs' spread)"
     )
@@ -74,18 +84,12 @@ def _cells(row: PairedRow) -> tuple[str, ...]:
 
 def console_lines(result: PairedResult) -> list[str]:
     """The paired table and its verdict line."""
-    widths = (16, 9, 12, 5, 5, 8, 8, 7)
-    head = ("op", "dtype", "size_bytes", "place", "pairs", "B vs A", "p_holm", "detect")
     lines = [
         f"# paired gate: {result.variant_b} (B) against {result.variant_a} (A) in {result.run}",
         f"# {_rule(result)}",
-        "#" + " ".join(f"{h:>{w}}" for h, w in zip(head, widths, strict=True))[1:] + "  verdict",
+        text.header(_COLUMNS, lead=""),
     ]
-    for row in result.rows:
-        cells = _cells(row)
-        lines.append(
-            " ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=False)) + f"  {cells[-1]}"
-        )
+    lines += [text.line(_cells(row), _COLUMNS, lead="") for row in result.rows]
     lines += [f"missing: {m}" for m in result.missing]
     lines += [f"wrong elements: {w}" for w in result.wrong]
     lines.append(verdict_line(result))
@@ -104,9 +108,7 @@ def markdown(result: PairedResult) -> str:
         "",
         f"Rule: {_rule(result)}.",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
-        *("| " + " | ".join(_cells(r)) + " |" for r in result.rows),
+        *text.markdown(head, [_cells(r) for r in result.rows]),
         "",
         *(f"- missing: {m}" for m in result.missing),
         *(f"- wrong elements: {w}" for w in result.wrong),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
+from colbench import text
 from colbench.analysis.gate.result import FloorResult, GateResult
 from colbench.analysis.gate.text import (
     overall_change,
@@ -20,6 +21,15 @@ from colbench.analysis.gate.text import (
 )
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
+from colbench.output import plural
+from colbench.text import Column
+
+#: The console table's key columns; a column per judged metric and the notes follow.
+_KEYS = (
+    Column("verdict", 15, "<", ""), Column("op", 16, "<", ""), Column("dtype", 10, "<", ""),
+    Column("redop", 6, "<", ""), Column("place", 6, "<", ""), Column("size(B)", 11, gap=""),
+    Column("n(b/c)", 8, gap=""), Column("detect", 8, gap=""),
+)  # fmt: skip
 
 #: Rows with these verdicts are listed first in the Markdown report.
 _NEEDS_A_LOOK = (
@@ -58,7 +68,7 @@ def summary_line(result: GateResult) -> str:
         verdict = "PASS on correctness and presence only"
     else:
         verdict = "PASS"
-    line = f"colbench gate: {verdict}: {len(result.rows)} rows: {parts}{floor_text}"
+    line = f"colbench gate: {verdict}: {plural(len(result.rows), 'row')}: {parts}{floor_text}"
     power = power_text(result)
     return f"{line}; {power}" if power else line
 
@@ -103,11 +113,10 @@ def _window_text(result: GateResult) -> str:
 def console_lines(result: GateResult) -> list[str]:
     """The table on stdout: one line per row, failures marked, then warnings and the verdict."""
     metrics = _perf_metrics(result)
-    head = (
-        f"{'verdict':<15}{'op':<16}{'dtype':<10}{'redop':<6}{'place':<6}"
-        f"{'size(B)':>11}{'n(b/c)':>8}{'detect':>8}  "
-        + "".join(f"{m:<24}" for m in metrics)
-        + "note"
+    columns = (
+        *_KEYS,
+        *(Column(m, 23, "<", " " if i else "  ") for i, m in enumerate(metrics)),
+        Column("note", gap=" " if metrics else "  "),
     )
     lines = [
         f"# colbench gate: {result.current} against baseline {result.baseline}",
@@ -123,18 +132,17 @@ def console_lines(result: GateResult) -> list[str]:
         ),
         f"# {power_rule(result)}",
         "#",
-        "# " + head.rstrip(),
+        text.header(columns),
     ]
     for row in result.rows:
         k = row.key
         mark = "!" if row.fails else " "
-        cells = "".join(f"{_cell(_by_metric(row, m)):<23} " for m in metrics)
-        n = f"{row.n_baseline}/{row.n_current}"
-        lines.append(
-            f"{mark} {row.verdict.value:<15}{k['op']:<16}{k['dtype']:<10}{k['redop']:<6}"
-            f"{_place(row):<6}{k['size_bytes']:>11}{n:>8}{_detect(row):>8}  "
-            f"{cells}{'; '.join(row.notes)}".rstrip()
-        )
+        cells = (
+            row.verdict.value, k["op"], k["dtype"], k["redop"], _place(row), k["size_bytes"],
+            f"{row.n_baseline}/{row.n_current}", _detect(row),
+            *(_cell(_by_metric(row, m)) for m in metrics), "; ".join(row.notes),
+        )  # fmt: skip
+        lines.append(text.line(cells, columns, lead=f"{mark} "))
     for floor in result.floors:
         state = "below" if floor.fails else "meets"
         lines.append(
@@ -180,11 +188,11 @@ def _md_table(result: GateResult, rows: Sequence[RowResult]) -> list[str]:
         "verdict", "op", "dtype", "redop", "place", "size (B)", "samples", "detect",
         *metrics, "note",
     ]  # fmt: skip
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    cells = []
     for row in rows:
         k = row.key
         verdict = f"**{row.verdict.value}**" if row.fails else row.verdict.value
-        cells = [
+        cells.append([
             verdict,
             str(k["op"]),
             str(k["dtype"]),
@@ -195,9 +203,8 @@ def _md_table(result: GateResult, rows: Sequence[RowResult]) -> list[str]:
             _detect(row),
             *(_md_cell(_by_metric(row, m)) for m in metrics),
             _md_escape("; ".join(row.notes)),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        ])  # fmt: skip
+    return text.markdown(head, cells)
 
 
 def markdown(result: GateResult) -> str:
@@ -242,7 +249,7 @@ def markdown(result: GateResult) -> str:
             "",
         ]
     lines += [
-        f"<details><summary>All {len(result.rows)} rows</summary>",
+        f"<details><summary>All {plural(len(result.rows), 'row')}</summary>",
         "",
         *_md_table(result, result.rows),
         "",
@@ -351,7 +358,9 @@ def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
 
 def _junit_overall(suite: ET.Element, o: OverallResult, name: str) -> None:
     case = _test_case(
-        suite, f"colbench.gate.{name}", f"{o.check.metric}: median change over {o.rows} rows"
+        suite,
+        f"colbench.gate.{name}",
+        f"{o.check.metric}: median change over {plural(o.rows, 'row')}",
     )
     detail = f"{o.verdict.value}: {overall_change(o)}"
     if o.fails:

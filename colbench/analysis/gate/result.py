@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from colbench.analysis import drift_rows, power, sensitivity
+from colbench.analysis import drift_rows, sensitivity
 from colbench.analysis.checks import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_CV,
@@ -19,6 +19,7 @@ from colbench.analysis.checks import (
 )
 from colbench.analysis.verdict import RowResult, Verdict
 from colbench.errors import UsageError
+from colbench.stats import power
 
 
 @dataclass(frozen=True)

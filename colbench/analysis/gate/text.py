@@ -6,10 +6,11 @@ One wording for the console table, the Markdown report and the JUnit properties
 
 from __future__ import annotations
 
-from colbench.analysis import stats
 from colbench.analysis.gate.result import GateResult
 from colbench.analysis.sensitivity import OverallResult
 from colbench.analysis.verdict import CheckResult, RowResult, Verdict
+from colbench.output import plural
+from colbench.stats import rank_tests
 
 
 def rule_text(result: GateResult) -> str:
@@ -47,7 +48,7 @@ def power_text(result: GateResult) -> str:
     sensitive = [r.detectable for r in result.sensitive if r.detectable is not None]
     alone = _alone(result)
     if sensitive:
-        text = f"sensitive to slowdowns >= {max(sensitive):.0%} on {len(sensitive)} rows"
+        text = f"sensitive to slowdowns >= {max(sensitive):.0%} on {plural(len(sensitive), 'row')}"
     elif alone:
         text = f"no row can be judged alone ({alone})"
     else:
@@ -56,7 +57,7 @@ def power_text(result: GateResult) -> str:
         text += f" (between-run drift of {result.drift.runs} baseline runs)"
     text += _overall_text(result)
     if result.too_noisy and not alone:
-        text += f"; {result.too_noisy} rows too noisy to judge"
+        text += f"; {plural(result.too_noisy, 'row')} too noisy to judge"
     if result.drift is None and (sensitive or _overall_stated(result)):
         text += (
             f"; within-run spread only: a baseline of {result.baseline_runs} run(s) (the "
@@ -78,7 +79,7 @@ def _alone(result: GateResult) -> str:
     if summary is None or not summary.overall or summary.alone < summary.family:
         return ""
     counts = {(c.n_baseline, c.n_current) for r in result.rows for c in _relative(r)}
-    best = min(stats.smallest_one_sided_p(b, c) for b, c in counts)
+    best = min(rank_tests.smallest_one_sided_p(b, c) for b, c in counts)
     shown = ", ".join(f"{b}/{c}" for b, c in sorted(counts))
     return f"{shown} samples: p >= {best:.2g} > {summary.nominal_row_level:.2g}"
 
@@ -100,7 +101,7 @@ def _overall_text(result: GateResult) -> str:
             continue
         state = ", too noisy to judge" if o.insensitive else ""
         metric = f" {o.check.metric}" if len(result.overall) > 1 else ""
-        text += f"; {name}{metric} >= {o.detectable:.0%} over {o.rows} rows{state}"
+        text += f"; {name}{metric} >= {o.detectable:.0%} over {plural(o.rows, 'row')}{state}"
         if o.verdict is not Verdict.SAME:
             text += f" ({o.verdict.value}: {overall_change(o)})"
     return text
@@ -125,16 +126,18 @@ def power_rule(result: GateResult) -> str:
             )
         elif summary.alone:
             rows += (
-                f" ({summary.alone} rows whose samples cannot reach it left to the {short} test)"
+                f" ({plural(summary.alone, 'row')} whose samples cannot reach it left to the "
+                f"{short} test)"
             )
         family = (
-            f"weighted Holm over the {result.family} rows judged and the {name} (family-wise "
+            f"weighted Holm over the {plural(result.family, 'row')} judged and the {name} "
+            "(family-wise "
             f"false-alarm rate <= {result.alpha:g}; {rows}, {short} at >= "
             f"{summary.overall_level:.2g})"
         )
     elif result.fwer == "holm":
         family = (
-            f"Holm over the {result.family} rows judged (family-wise false-alarm rate "
+            f"Holm over the {plural(result.family, 'row')} judged (family-wise false-alarm rate "
             f"<= {result.alpha:g})"
         )
     else:
@@ -163,7 +166,8 @@ def overall_lines(result: GateResult) -> list[str]:
             if o.spread is not None
         ]
     return [
-        f"pooled {o.check.metric}: {o.verdict.value}, {overall_change(o)} over {o.rows} rows "
+        f"pooled {o.check.metric}: {o.verdict.value}, {overall_change(o)} "
+        f"over {plural(o.rows, 'row')} "
         "(stratified rank test of every row's samples against its baseline's moved by the "
         "limit)"
         for o in result.overall

@@ -1,9 +1,12 @@
-"""Small, dependency-free statistics for the regression gate: medians, spread, a rank test.
+"""The rank tests every verdict uses, with medians and spread: Mann-Whitney for two
+samples (the gate's rows, p2p's and health's links, the pooled test's strata) and the
+Wilcoxon signed-rank test for pairs (the paired gate).
 
-The gate compares a handful of samples per row (``sweep --repeat R``), so the rank test
-is exact: the Mann-Whitney U p-value is counted over every way of splitting the pooled
-ranks, ties included (mid-ranks), rather than read off a normal curve that is wrong at
-R = 3..10. Only large samples fall back to the normal approximation.
+The gate compares a handful of samples per row (``sweep --repeat R``), so the rank tests
+are exact: a p-value is counted over every way of splitting the pooled ranks (or every
+sign pattern of the pairs), ties included (mid-ranks), rather than read off a normal
+curve that is wrong at R = 3..10. Only large samples fall back to the normal
+approximation.
 """
 
 from __future__ import annotations
@@ -38,6 +41,19 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
     if mean == 0:
         return None
     return float(data.std(ddof=1)) / abs(mean)
+
+
+def pooled_sd(groups: Sequence[Sequence[float]]) -> float | None:
+    """The pooled standard deviation of groups, each about its own mean; None without a
+    degree of freedom (no group of two)."""
+    squares, dof = 0.0, 0
+    for group in groups:
+        if len(group) < 2:
+            continue
+        mean = sum(group) / len(group)
+        squares += sum((x - mean) ** 2 for x in group)
+        dof += len(group) - 1
+    return math.sqrt(squares / dof) if dof else None
 
 
 def midranks(values: Sequence[float]) -> list[float]:
@@ -121,13 +137,34 @@ def _exact_tails(ranks: Sequence[float], n: int, rank_sum_x: float) -> tuple[flo
     return float(counts[observed:].sum()) / splits, float(counts[: observed + 1].sum()) / splits
 
 
-def _normal_tails(ranks: Sequence[float], n: int, m: int, u: float) -> tuple[float, float]:
-    """Normal approximation with the tie correction and a continuity correction of 1/2."""
+def u_variance(ranks: Sequence[float], n: int, m: int) -> float:
+    """The null variance of U for n against m samples with these mid-ranks (ties
+    corrected); its mean is n m / 2."""
     big_n = n + m
     # Counted in one pass: list.count per distinct value made this quadratic, seconds
     # for health's rank-by-rank links at 16 nodes of 8 ranks.
     tie_term = float(sum(t**3 - t for t in Counter(ranks).values()))
-    variance = n * m / 12 * ((big_n + 1) - tie_term / (big_n * (big_n - 1)))
+    return n * m / 12 * ((big_n + 1) - tie_term / (big_n * (big_n - 1)))
+
+
+def u_null(ranks: Sequence[float], n: int, m: int) -> np.ndarray:
+    """P(2 U = k), k = 0 .. 2 n m, for the n of n + m samples with these mid-ranks."""
+    counts = rank_sum_counts(ranks, n, np.float64)
+    offset = n * (n + 1)
+    pmf = counts[offset : offset + 2 * n * m + 1]
+    return pmf / pmf.sum()
+
+
+def upper_tail(null: np.ndarray) -> np.ndarray:
+    """P(statistic >= k) for every k, from its null counts or probabilities: the one tail
+    a test's p-value and its power figure's critical value are both read from, so that
+    the two agree at a level the tail reaches exactly."""
+    return np.cumsum(null[::-1])[::-1] / null.sum()
+
+
+def _normal_tails(ranks: Sequence[float], n: int, m: int, u: float) -> tuple[float, float]:
+    """Normal approximation with the tie correction and a continuity correction of 1/2."""
+    variance = u_variance(ranks, n, m)
     if variance <= 0:
         return 1.0, 1.0
     sd = math.sqrt(variance)
@@ -150,3 +187,41 @@ def smallest_one_sided_p(n: int, m: int) -> float:
         # C(n + m, n) past a float's range (some 1030 samples in all, as health's rank
         # by rank links at 16 nodes of 8 ranks): the p is 0 to any precision asked of it.
         return 0.0
+
+
+#: Above this many pairs the signed-rank distribution is approximated by a normal one.
+EXACT_MAX_PAIRS = 60
+
+
+def signed_rank_counts(doubled_ranks: Sequence[int]) -> np.ndarray:
+    """How many of the 2^n sign patterns give each doubled W+ (the doubled ranks of the
+    positive differences summed): dynamic programming on the doubled ranks."""
+    total = sum(doubled_ranks)
+    ways = np.zeros(total + 1, dtype=np.float64)
+    ways[0] = 1.0
+    for r in doubled_ranks:
+        ways[r:] = ways[r:] + ways[: total + 1 - r].copy()
+    return ways
+
+
+def signed_rank_p_greater(diffs: Sequence[float]) -> float:
+    """One-sided Wilcoxon signed-rank p-value that ``diffs`` are centred above 0.
+
+    Zeros are dropped (Wilcoxon's convention); ties share mid-ranks. Exact (all 2^n sign
+    patterns counted) up to :data:`EXACT_MAX_PAIRS`, normal with tie and continuity
+    corrections beyond.
+    """
+    values = [float(d) for d in diffs if d != 0]
+    n = len(values)
+    if n == 0:
+        return 1.0
+    ranks = midranks([abs(v) for v in values])
+    w_plus = sum(r for r, v in zip(ranks, values, strict=True) if v > 0)
+    if n <= EXACT_MAX_PAIRS:
+        ways = signed_rank_counts([round(2 * r) for r in ranks])
+        return float(ways[round(2 * w_plus) :].sum() / ways.sum())
+    mean = n * (n + 1) / 4
+    ties = sum(t**3 - t for t in Counter(ranks).values())
+    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24 - ties / 48)
+    z = (w_plus - mean - 0.5) / sd
+    return 0.5 * math.erfc(z / math.sqrt(2))

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colbench.analysis import stats, student_t
-from colbench.analysis.checks import DEFAULT_MAX_CV
+from colbench.stats import rank_tests, student_t
+from colbench.stats.levels import DEFAULT_MAX_CV
 
 #: A fitted model whose relative rms residual exceeds this does not describe its points.
 POOR_FIT_RMS = 0.25
@@ -73,7 +73,7 @@ class Spread:
 
 
 def spread(values: Sequence[float]) -> Spread:
-    return Spread(len(values), stats.coefficient_of_variation(values))
+    return Spread(len(values), rank_tests.coefficient_of_variation(values))
 
 
 def band_factor(a: Spread, b: Spread) -> float | None:

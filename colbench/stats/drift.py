@@ -2,7 +2,7 @@
 
 On a shared runner a row's median moves more between identical runs minutes apart than
 its samples spread within one run, so a test that knows only the within-run spread
-(:mod:`colbench.analysis.power`) cannot promise anything about a stored baseline. A
+(:mod:`colbench.stats.power`) cannot promise anything about a stored baseline. A
 baseline window of K accepted runs (``--update-baseline --keep K``) shows the drift
 itself: each run's median of a row is one draw of "what this runner measures".
 
@@ -18,7 +18,7 @@ one-sided p-value of t = (|c - m| - l) / (s * sqrt(1 + 1/K)), l the limit in log
 gives t a noncentral t distribution with K - 1 degrees of freedom and noncentrality
 delta / (s * sqrt(1 + 1/K)); the detectable margin is the delta at which the test rejects
 with the stated power. It is computed by numerical integration over the chi distribution
-of the sample SD (:func:`colbench.analysis.student_t.t_tail`), not simulated and not read
+of the sample SD (:func:`colbench.stats.student_t.t_tail`), not simulated and not read
 off a normal approximation, which at K = 5..10 promises power the t test lacks.
 
 **The overall statistic.** Drift is common mode: a slow spell of the runner moves every
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colbench.analysis import stats, student_t
+from colbench.stats import rank_tests, student_t
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,7 @@ def spread_of(log_medians: Sequence[float]) -> RunSpread | None:
     k = len(log_medians)
     if k < 3:
         return None
-    mean = sum(log_medians) / k
-    sd = math.sqrt(sum((x - mean) ** 2 for x in log_medians) / (k - 1))
-    return RunSpread(mean, sd, k)
+    return RunSpread(sum(log_medians) / k, rank_tests.pooled_sd([log_medians]) or 0.0, k)
 
 
 def overall_spread(baseline_logs: Sequence[Sequence[float]]) -> RunSpread | None:
@@ -93,7 +91,7 @@ def overall_current(
     baseline_logs: Sequence[Sequence[float]], current_logs: Sequence[float]
 ) -> float:
     """The current run's statistic: median over rows of (c_r - baseline mean of row r)."""
-    return stats.median(
+    return rank_tests.median(
         [c - sum(row) / len(row) for row, c in zip(baseline_logs, current_logs, strict=True)]
     )
 
@@ -158,19 +156,3 @@ def judge(spread: RunSpread, current_log: float, worse_when: int, limit: float) 
 def detectable_margin(spread: RunSpread, level: float, power: float) -> float:
     """The log shift beyond the limit that the test at ``level`` finds with ``power``."""
     return margin_in_scales(round(level, 12), round(power, 12), spread.dof) * spread.scale
-
-
-def weighted_holm(p_values: Sequence[float], weights: Sequence[float], alpha: float) -> list[bool]:
-    """Holm's step-down procedure with weights (Holm 1979): the hypothesis with the
-    smallest p / w is rejected when p <= alpha * w / (the weight still unrejected), and so
-    on; the family-wise error rate stays at alpha for any weights."""
-    remaining = [i for i in range(len(p_values)) if weights[i] > 0]
-    rejected = [False] * len(p_values)
-    while remaining:
-        total = sum(weights[i] for i in remaining)
-        best = min(remaining, key=lambda i: p_values[i] / weights[i])
-        if p_values[best] > alpha * weights[best] / total:
-            break
-        rejected[best] = True
-        remaining.remove(best)
-    return rejected
