@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from colbench.config.contend import check_load
+from colbench.direct.engine import refusal as engine_refusal
 from colbench.errors import UsageError
 from colbench.ops.dtypes import DTYPES, redop_supported
 
@@ -172,6 +173,9 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     """
     if cfg.measure.contend is not None:
         check_load(cfg.measure.contend, cfg.measure, world_size, backend)
+    engine_refused = engine_refusal(cfg.measure.engines, backend)
+    if engine_refused is not None:
+        raise UsageError(engine_refused)
     what = "world"
     if cfg.measure.group_size is not None:
         if world_size % cfg.measure.group_size:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, whole_buffer
+from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, ptr, whole_buffer
+
+if TYPE_CHECKING:
+    from colbench.direct.nccl4py import DirectComm
 
 
 class AllReduce(Collective):
@@ -39,6 +43,12 @@ class AllReduce(Collective):
         import torch.distributed as dist
 
         return functools.partial(dist.all_reduce, bufs.recv, op=ctx.reduce_op, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        return comm.call(
+            "all_reduce", ptr(bufs.send), ptr(bufs.recv), bufs.recv.numel(),
+            comm.dtype(ctx.dtype.name), comm.redop(ctx.redop),
+        )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong(bufs.recv, lambda lo, hi: data.reduced_values(lo, hi, ctx), ctx)

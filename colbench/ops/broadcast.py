@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, whole_buffer
+from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, ptr, whole_buffer
+
+if TYPE_CHECKING:
+    from colbench.direct.nccl4py import DirectComm
 
 
 class Broadcast(Collective):
@@ -43,6 +47,13 @@ class Broadcast(Collective):
 
         root = ctx.global_rank(ctx.root)
         return functools.partial(dist.broadcast, bufs.recv, src=root, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        # NCCL's root is a rank of the communicator, the group's rank (torch's is global).
+        return comm.call(
+            "broadcast", ptr(bufs.send), ptr(bufs.recv), bufs.recv.numel(),
+            comm.dtype(ctx.dtype.name), ctx.root,
+        )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong(

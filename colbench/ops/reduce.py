@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, whole_buffer
+from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, ptr, whole_buffer
+
+if TYPE_CHECKING:
+    from colbench.direct.nccl4py import DirectComm
 
 
 class Reduce(Collective):
@@ -43,6 +47,12 @@ class Reduce(Collective):
         return functools.partial(
             dist.reduce, bufs.recv, dst=root, op=ctx.reduce_op, group=ctx.group
         )
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        return comm.call(
+            "reduce", ptr(bufs.send), ptr(bufs.recv), bufs.send.numel(),
+            comm.dtype(ctx.dtype.name), comm.redop(ctx.redop), ctx.root,
+        )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         # Only the root's result is defined; other ranks' buffers are scratch.

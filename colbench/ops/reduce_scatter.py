@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost
+from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost, ptr
+
+if TYPE_CHECKING:
+    from colbench.direct.nccl4py import DirectComm
 
 
 class ReduceScatter(ChunkedCollective):
@@ -40,6 +44,13 @@ class ReduceScatter(ChunkedCollective):
         return functools.partial(
             reduce_scatter, bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group
         )
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        # ncclReduceScatter's count is one rank's share of the result.
+        return comm.call(
+            "reduce_scatter", ptr(bufs.send), ptr(bufs.recv), bufs.recv.numel(),
+            comm.dtype(ctx.dtype.name), comm.redop(ctx.redop),
+        )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         b = bufs.layout.count

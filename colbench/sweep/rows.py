@@ -113,6 +113,7 @@ def _run_cells(info: RunInfo) -> dict[str, Any]:
         "ranks_per_gpu": info.ranks_per_gpu,
         "split": info.split,
         "load": info.load,
+        "engine": info.engine,
     }
 
 
