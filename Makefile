@@ -19,7 +19,7 @@ PYTEST_WORKERS ?= 2
 SMOKE_SUITE ?= configs/smoke-cpu.yaml
 SMOKE_BASELINE ?= results/baselines/gloo-smoke
 
-.PHONY: install run test lint format unit dist gpu bench clean gate-smoke gate-baseline gate-ab docs
+.PHONY: install run test lint format unit dist gpu bench clean gate-smoke gate-baseline gate-ab docs gpu-wheels
 
 install: $(VENV)/.installed
 
@@ -70,6 +70,17 @@ gpu:
 	else \
 		$(MAKE) install && $(PY) -m pytest $(GPU_TESTS) -v -s -rs $(PYTEST_ARGS); \
 	fi
+
+# nccl4py and what it needs (about 18 MB) for a GPU machine without a package index, into
+# a git-ignored folder to carry there and install with --no-index (docs/gpu.md, "The
+# direct NCCL engine"). GPU_PYTHON and CUDA_MAJOR are the GPU machine's.
+GPU_PYTHON ?= 3.11
+CUDA_MAJOR ?= 12
+GPU_WHEELS ?= .gpu/wheels
+gpu-wheels: install
+	$(PY) -m pip download --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) \
+		--platform manylinux_2_28_x86_64 -d $(GPU_WHEELS) "nccl4py>=0.6,<0.7" "cuda-core~=1.0" \
+		"cuda-pathfinder>=1.5.4,<2" "cuda-bindings~=$(CUDA_MAJOR).0"
 
 # Both pytest runs always run; a serial run that selects nothing (exit 5) is no failure.
 test: lint gate-smoke

@@ -34,8 +34,10 @@ from colbench.stats.holm import holm
 from colbench.stats.rank_tests import median
 from colbench.store.results import KEY_COLUMNS, STATUS_OK
 
-#: Columns that name a row of the paired table (every key but the variant).
-ROW_KEYS = tuple(c for c in KEY_COLUMNS if c != "variant")
+#: Columns that name a row of the paired table: every key but the variant, and but the
+#: engine, which an ``--engine torch,nccl`` run's variants differ by (engine=torch vs
+#: engine=nccl: the torch tax, colbench.analysis.torch_tax).
+ROW_KEYS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "engine"))
 
 
 @dataclass(frozen=True)

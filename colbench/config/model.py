@@ -89,6 +89,9 @@ class MeasureConfig:
     contend: LoadSpec | None = None
     """``--contend``: the load one of two interleaved variants runs beside the measured
     collective (colbench.config.contend); None: no load, no such variants."""
+    engines: tuple[str, ...] = ("torch",)
+    """``--engine``: what makes the calls (colbench.direct.engine); two are two
+    interleaved variants, ``engine=torch`` and ``engine=nccl``."""
 
 
 @dataclass(frozen=True)

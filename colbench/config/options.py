@@ -30,6 +30,7 @@ from colbench.config.nccl_flags import Refusal
 from colbench.config.option_table import Option, option, rows_of
 from colbench.config.sizes import parse_size, parse_sizes
 from colbench.config.variants import parse_axes, parse_interpreters
+from colbench.direct.engine import parse_engines
 from colbench.errors import UsageError
 from colbench.ops.dtypes import REDOPS, parse_dtypes, parse_redops
 from colbench.ops.splits import given as given_splits
@@ -469,6 +470,17 @@ class SweepOptions:
         "process group, e.g. all_to_all:1M (docs/contend.md).",
         concern="measure",
         convert=optional(parse_contend),
+    )
+    # The direct-NCCL engine (issue 37; colbench.direct).
+    engine: str = option(
+        "torch",
+        "--engine",
+        help="What makes the calls: torch (torch.distributed) or nccl (NCCL itself through "
+        "nccl4py, as nccl-tests calls it: pip install 'colbench[nccl]'); torch,nccl runs "
+        "both as interleaved variants, and the summary gives torch's cost per call.",
+        concern="measure",
+        to="engines",
+        convert=parse_engines,
     )
     debug: bool = option(
         False,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from colbench.config.contend import check_load
 from colbench.config.model import LaunchConfig, SweepConfig
+from colbench.direct.engine import refusal as engine_refusal
 from colbench.errors import UsageError
 from colbench.ops.dtypes import DTYPES, redop_supported
 
@@ -166,6 +167,9 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     """
     if cfg.measure.contend is not None:
         check_load(cfg.measure.contend, cfg.measure, world_size, backend)
+    engine_refused = engine_refusal(cfg.measure.engines, backend)
+    if engine_refused is not None:
+        raise UsageError(engine_refused)
     what = "world"
     if cfg.measure.group_size is not None:
         if world_size % cfg.measure.group_size:

@@ -24,6 +24,8 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: and ``contend=LOAD``.
 CONTEND_KEY = "contend"
 CONTEND_NONE = "none"
+#: The ``--engine torch,nccl`` axis in a variant's name (colbench.direct.engine).
+ENGINE_KEY = "engine"
 
 #: One axis: a variable and the values it takes, in the order given.
 Axis = tuple[str, tuple[str, ...]]
@@ -39,6 +41,9 @@ class Variant:
     #: ``--contend`` variants: the load this world runs beside the measured collective
     #: (its label), or ``none``; None: the sweep has no --contend.
     contend: str | None = None
+    #: ``--engine torch,nccl`` variants: what this world's calls go through; None: the
+    #: sweep has one engine.
+    engine: str | None = None
 
     @property
     def name(self) -> str:
@@ -47,6 +52,8 @@ class Variant:
             parts.append(f"python={self.interpreter[0]}")
         if self.contend is not None:
             parts.append(f"{CONTEND_KEY}={self.contend}")
+        if self.engine is not None:
+            parts.append(f"{ENGINE_KEY}={self.engine}")
         return ",".join(parts)
 
     @property
@@ -142,10 +149,12 @@ def expand(
     axes: Sequence[Axis],
     interpreters: Sequence[tuple[str, str]] = (),
     contend: str | None = None,
+    engines: Sequence[str] = (),
 ) -> tuple[Variant, ...]:
     """Cartesian product of the axes (first axis slowest), then of the interpreters, then
-    without and with the ``contend`` load (its label; None: no such axis); none of them
-    -> one empty variant."""
+    without and with the ``contend`` load (its label; None: no such axis), then of the
+    ``engines`` when there are two or more (one is no axis); none of them -> one empty
+    variant."""
     keys = [key for key, _ in axes]
     envs = [
         tuple(zip(keys, combo, strict=True))
@@ -153,7 +162,14 @@ def expand(
     ]
     pythons: Sequence[tuple[str, str] | None] = tuple(interpreters) or (None,)
     loads: Sequence[str | None] = (None,) if contend is None else (CONTEND_NONE, contend)
-    return tuple(Variant(env, python, load) for env in envs for python in pythons for load in loads)
+    each: Sequence[str | None] = tuple(engines) if len(engines) > 1 else (None,)
+    return tuple(
+        Variant(env, python, load, engine)
+        for env in envs
+        for python in pythons
+        for load in loads
+        for engine in each
+    )
 
 
 def ignored_by_backend(axes: Sequence[Axis], backend: str) -> list[str]:

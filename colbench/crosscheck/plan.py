@@ -29,6 +29,8 @@ from colbench.config import build, options, validate
 from colbench.config import model as config
 from colbench.config.sizes import format_size
 from colbench.crosscheck import FORWARDED, MAPPED
+from colbench.direct.engine import DIRECT, TORCH, parse_engines
+from colbench.direct.nccl4py import missing
 from colbench.errors import UsageError
 from colbench.launch import gpus
 from colbench.ops.base import Collective
@@ -128,6 +130,8 @@ class Plan:
             argv += ["--cuda-graph", str(cfg.measure.cuda_graph)]
         if self.ranks_per_gpu > 1:
             argv += ["--ranks-per-gpu", str(self.ranks_per_gpu)]
+        if cfg.measure.engines != ("torch",):
+            argv += ["--engine", ",".join(cfg.measure.engines)]
         return [*argv, *self.forwarded, "--out", str(run_dir)]
 
 
@@ -220,6 +224,7 @@ def make_plan(
     coll = ops.get(op_text)
     binary = find_binary(coll, nccl_tests_dir)
     cfg = _sweep_config(coll, params)
+    cfg = cfg.replace(engines=_engine(params, given, cfg.launch.backend))
     sizes = size_flags(cfg.measure.sizes_bytes)
     if mpiexec is not None and cfg.launch.ranks_per_gpu <= 1:
         raise UsageError(
@@ -283,6 +288,18 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
         cuda_graph=params["cuda_graph"],
         ranks_per_gpu=params.get("ranks_per_gpu") or 1,
     )
+
+
+def _engine(params: Mapping[str, Any], given: set[str], backend: str) -> tuple[str, ...]:
+    """What colbench's side calls through: ``--engine`` as given (one); else, on NCCL
+    where nccl4py is installed, NCCL itself, as nccl-tests does, so the ratio compares
+    NCCL's time with NCCL's time at every size (through torch, torch's per-call cost fills
+    every small row: colbench.direct)."""
+    if "engine" in given:
+        engines = parse_engines(str(params["engine"]))
+        _one("engine", engines, str(params["engine"]))
+        return engines
+    return (DIRECT,) if backend == "nccl" and missing() is None else (TORCH,)
 
 
 def _ranks(cfg: config.SweepConfig, gpu_count: Callable[[], int]) -> int:

@@ -176,6 +176,8 @@ def _line_rows(
     common: dict[str, Any] = {
         "run_id": options.run_id,
         "variant": options.variant,
+        # nccl-tests calls NCCL itself, as colbench's direct engine does.
+        "engine": "nccl",
         "backend": "nccl",
         "device": m.device,
         "world_size": m.n,

@@ -89,6 +89,7 @@ def parse_report(
     common: dict[str, Any] = {
         "run_id": run_id,
         "variant": variant,
+        "engine": _engine(report),
         # colbench writes nccl_version 0 for a gloo run: no NCCL was there.
         "backend": "nccl" if nccl_version else "gloo",
         "device": statistics.mode(infos) if infos else "",
@@ -129,6 +130,16 @@ def _mapping(value: Any, source: str, key: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UsageError(f"{source}: {key} is not an object: not an nccl-tests JSON report")
     return value
+
+
+def _engine(report: Mapping[str, Any]) -> str:
+    """What made the calls: nccl-tests calls NCCL itself (colbench's direct engine does the
+    same); colbench's own report (``sweep -J``) says its engine on its command line."""
+    args = [str(a) for a in report.get("args") or [] if isinstance(a, str | int | float)]
+    if not any("colbench" in a for a in args):
+        return "nccl"
+    given = args[args.index("--engine") + 1] if "--engine" in args[:-1] else "torch"
+    return given if given in ("torch", "nccl") else "torch"
 
 
 def _int_or_none(value: Any) -> int | None:

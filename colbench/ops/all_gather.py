@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost, bound_call
+from colbench.ops.base import (
+    Buffers,
+    ChunkedCollective,
+    Context,
+    DirectComm,
+    RingCost,
+    bound_call,
+    ptr,
+)
 
 
 class AllGather(ChunkedCollective):
@@ -34,6 +42,13 @@ class AllGather(ChunkedCollective):
         # torch >= 2.12 renamed all_gather_into_tensor; keep working on older releases.
         all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         return bound_call(all_gather, bufs.recv, bufs.send, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        # ncclAllGather's count is one rank's share.
+        return comm.call(
+            "all_gather", ptr(bufs.send), ptr(bufs.recv), bufs.send.numel(),
+            comm.dtype(ctx.dtype.name),
+        )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong_blocks(bufs.recv, bufs.layout.count, ctx)

@@ -9,9 +9,11 @@ from colbench.ops.base import (
     Buffers,
     Collective,
     Context,
+    DirectComm,
     Layout,
     RingCost,
     bound_call,
+    ptr,
     whole_buffer,
 )
 
@@ -46,6 +48,12 @@ class AllReduce(Collective):
         import torch.distributed as dist
 
         return bound_call(dist.all_reduce, bufs.recv, op=ctx.reduce_op, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        return comm.call(
+            "all_reduce", ptr(bufs.send), ptr(bufs.recv), bufs.recv.numel(),
+            comm.dtype(ctx.dtype.name), comm.redop(ctx.redop),
+        )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong(bufs.recv, lambda lo, hi: data.reduced_values(lo, hi, ctx), ctx)

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, bound_call, per_rank_chunk
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    DirectComm,
+    Layout,
+    bound_call,
+    per_rank_chunk,
+    ptr,
+)
 
 
 class AllToAll(Collective):
@@ -38,6 +47,21 @@ class AllToAll(Collective):
         import torch.distributed as dist
 
         return bound_call(dist.all_to_all_single, bufs.recv, bufs.send, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        b, dtype = bufs.layout.count, comm.dtype(ctx.dtype.name)
+        if comm.native_exchange:
+            return comm.call("allto_all", ptr(bufs.send), ptr(bufs.recv), b, dtype)
+        # Before NCCL 2.28, as nccl-tests: one grouped send and receive per peer.
+        step = b * ctx.dtype.elem_bytes
+        send, recv = ptr(bufs.send), ptr(bufs.recv)
+        calls = []
+        for peer in range(ctx.world_size):
+            calls += [
+                comm.send(send + peer * step, b, dtype, peer),
+                comm.recv(recv + peer * step, b, dtype, peer),
+            ]
+        return comm.grouped(calls)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         # Block `src` of my output is block `me` of rank src's input.

@@ -14,11 +14,13 @@ from colbench.ops.base import (
     Buffers,
     Collective,
     Context,
+    DirectComm,
     Layout,
     OpSettings,
     Storage,
     bound_call,
     per_rank_chunk,
+    ptr,
 )
 
 if TYPE_CHECKING:
@@ -180,6 +182,21 @@ class AllToAllv(Collective):
             input_split_sizes=seg.send,
             group=ctx.group,
         )
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        # NCCL has no all_to_allv: nccl-tests groups a send and a receive per peer.
+        seg = self.segments(bufs.layout, ctx.rank)
+        dtype, elem = comm.dtype(ctx.dtype.name), ctx.dtype.elem_bytes
+        send, recv = ptr(bufs.send), ptr(bufs.recv)
+        calls = []
+        for peer in range(ctx.world_size):
+            if seg.send[peer]:
+                calls.append(comm.send(send, seg.send[peer], dtype, peer))
+            if seg.recv[peer]:
+                calls.append(comm.recv(recv, seg.recv[peer], dtype, peer))
+            send += seg.send[peer] * elem
+            recv += seg.recv[peer] * elem
+        return comm.grouped(calls)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         # From each source, in rank order: its elements for me, which begin where its

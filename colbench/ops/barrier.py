@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from colbench.ops.all_reduce import AllReduce
-from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, bound_call
+from colbench.ops.base import Allocator, Buffers, Collective, Context, Layout, Storage, bound_call
 
 
 class Barrier(Collective):
@@ -33,11 +33,13 @@ class Barrier(Collective):
         """No payload, so no bandwidth."""
         return 0.0
 
-    def allocate(self, layout: Layout, ctx: Context, in_place: bool) -> Storage:
+    def allocate(
+        self, layout: Layout, ctx: Context, in_place: bool, empty: Allocator | None = None
+    ) -> Storage:
         import torch
 
-        empty = torch.empty(0, device=ctx.device)
-        return Storage(empty, empty)
+        nothing = torch.empty(0, device=ctx.device)
+        return Storage(nothing, nothing)
 
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         pass
@@ -46,6 +48,9 @@ class Barrier(Collective):
         import torch.distributed as dist
 
         return bound_call(dist.barrier, group=ctx.group)
+
+    def direct_unsupported(self) -> str | None:
+        return "NCCL has no barrier call (torch's is an all_reduce of one element)"
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return 0

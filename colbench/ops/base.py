@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -23,6 +23,21 @@ from colbench.ops.dtypes import DType, torch_redop
 if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
+
+
+class DirectComm(Protocol):
+    """What an op asks of an NCCL communicator it calls directly (--engine direct;
+    colbench.direct.nccl4py's ``DirectComm`` is one): declared here so the ops need nothing
+    from colbench.direct, which imports them."""
+
+    @property
+    def native_exchange(self) -> bool: ...
+    def dtype(self, name: str) -> int: ...
+    def redop(self, name: str) -> int: ...
+    def call(self, function: str, *args: Any) -> Callable[[], object]: ...
+    def grouped(self, calls: Sequence[Callable[[], object]]) -> Callable[[], object]: ...
+    def send(self, ptr: int, count: int, dtype: int, peer: int) -> Callable[[], object]: ...
+    def recv(self, ptr: int, count: int, dtype: int, peer: int) -> Callable[[], object]: ...
 
 
 class OpSettings(Protocol):
@@ -102,6 +117,21 @@ class Storage:
 
     send: torch.Tensor
     recv: torch.Tensor
+
+
+#: Makes one flat tensor: (numel, torch dtype, device) -> tensor.
+Allocator = Callable[[int, Any, Any], Any]
+
+
+def _torch_empty(numel: int, dtype: Any, device: Any) -> Any:
+    import torch
+
+    return torch.empty(numel, dtype=dtype, device=device)
+
+
+def ptr(tensor: torch.Tensor) -> int:
+    """A tensor's device address, for NCCL's calls."""
+    return int(tensor.data_ptr())
 
 
 def whole_buffer(requested_bytes: int, elem_bytes: int) -> Layout:
@@ -211,15 +241,19 @@ class Collective:
         """Why this op cannot run at this world size on this backend, or None."""
         return None
 
-    def allocate(self, layout: Layout, ctx: Context, in_place: bool) -> Storage:
-        import torch
-
-        kwargs: dict[str, Any] = {"dtype": ctx.dtype.torch, "device": ctx.device}
+    def allocate(
+        self, layout: Layout, ctx: Context, in_place: bool, empty: Allocator | None = None
+    ) -> Storage:
+        """``empty(numel, dtype, device)`` makes each flat tensor (the direct engine's
+        comes from ncclMemAlloc); torch.empty without it."""
+        if empty is None:
+            empty = _torch_empty
+        dtype, device = ctx.dtype.torch, ctx.device
         if in_place:
-            flat = torch.empty(max(layout.send_numel, layout.recv_numel), **kwargs)
+            flat = empty(max(layout.send_numel, layout.recv_numel), dtype, device)
             return Storage(flat, flat)
         return Storage(
-            torch.empty(layout.send_numel, **kwargs), torch.empty(layout.recv_numel, **kwargs)
+            empty(layout.send_numel, dtype, device), empty(layout.recv_numel, dtype, device)
         )
 
     def views(self, storage: Storage, layout: Layout, ctx: Context, in_place: bool) -> Buffers:
@@ -244,6 +278,16 @@ class Collective:
     def run(self, bufs: Buffers, ctx: Context) -> None:
         """Exactly one blocking call of the collective: the only thing inside a timed region."""
         self.bind(bufs, ctx)()
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        """The timed call through NCCL itself (``--engine nccl``, colbench.direct): the same
+        buffers and semantics as :meth:`bind`, as nccl-tests makes the call, with pointers,
+        counts and NCCL's type numbers resolved here, once per size."""
+        raise NotImplementedError(f"{self.name} has no direct NCCL call")
+
+    def direct_unsupported(self) -> str | None:
+        """Why :meth:`direct` cannot measure this op, or None."""
+        return None
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         """Wrong elements in this rank's output after one :meth:`run` on fresh :meth:`fill`."""

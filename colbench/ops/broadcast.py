@@ -9,9 +9,11 @@ from colbench.ops.base import (
     Buffers,
     Collective,
     Context,
+    DirectComm,
     Layout,
     RingCost,
     bound_call,
+    ptr,
     whole_buffer,
 )
 
@@ -50,6 +52,13 @@ class Broadcast(Collective):
 
         root = ctx.global_rank(ctx.root)
         return bound_call(dist.broadcast, bufs.recv, src=root, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        # NCCL's root is a rank of the communicator, the group's rank (torch's is global).
+        return comm.call(
+            "broadcast", ptr(bufs.send), ptr(bufs.recv), bufs.recv.numel(),
+            comm.dtype(ctx.dtype.name), ctx.root,
+        )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return data.count_wrong(

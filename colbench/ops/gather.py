@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, bound_call
+from colbench.ops.base import Buffers, ChunkedCollective, Context, DirectComm, bound_call, ptr
 
 
 class Gather(ChunkedCollective):
@@ -32,6 +32,19 @@ class Gather(ChunkedCollective):
         gather_list = bufs.chunks if ctx.rank == ctx.root else None
         root = ctx.global_rank(ctx.root)
         return bound_call(dist.gather, bufs.send, gather_list, dst=root, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        b, dtype = bufs.layout.count, comm.dtype(ctx.dtype.name)
+        send, recv = ptr(bufs.send), ptr(bufs.recv)
+        if comm.native_exchange:
+            return comm.call("gather", send, recv, b, dtype, ctx.root)
+        # Before NCCL 2.28, as nccl-tests: every rank sends to the root, which receives
+        # each rank's chunk into its slot.
+        calls = [comm.send(send, b, dtype, ctx.root)]
+        if ctx.rank == ctx.root:
+            step = b * ctx.dtype.elem_bytes
+            calls += [comm.recv(recv + r * step, b, dtype, r) for r in range(ctx.world_size)]
+        return comm.grouped(calls)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         if ctx.rank != ctx.root:

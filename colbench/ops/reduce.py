@@ -9,9 +9,11 @@ from colbench.ops.base import (
     Buffers,
     Collective,
     Context,
+    DirectComm,
     Layout,
     RingCost,
     bound_call,
+    ptr,
     whole_buffer,
 )
 
@@ -48,6 +50,12 @@ class Reduce(Collective):
 
         root = ctx.global_rank(ctx.root)
         return bound_call(dist.reduce, bufs.recv, dst=root, op=ctx.reduce_op, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        return comm.call(
+            "reduce", ptr(bufs.send), ptr(bufs.recv), bufs.send.numel(),
+            comm.dtype(ctx.dtype.name), comm.redop(ctx.redop), ctx.root,
+        )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         # Only the root's result is defined; other ranks' buffers are scratch.

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost, bound_call
+from colbench.ops.base import (
+    Buffers,
+    ChunkedCollective,
+    Context,
+    DirectComm,
+    RingCost,
+    bound_call,
+    ptr,
+)
 
 
 class ReduceScatter(ChunkedCollective):
@@ -37,6 +45,13 @@ class ReduceScatter(ChunkedCollective):
         # torch >= 2.12 renamed reduce_scatter_tensor; keep working on older releases.
         reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
         return bound_call(reduce_scatter, bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        # ncclReduceScatter's count is one rank's share of the result.
+        return comm.call(
+            "reduce_scatter", ptr(bufs.send), ptr(bufs.recv), bufs.recv.numel(),
+            comm.dtype(ctx.dtype.name), comm.redop(ctx.redop),
+        )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         b = bufs.layout.count

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, bound_call
+from colbench.ops.base import Buffers, ChunkedCollective, Context, DirectComm, bound_call, ptr
 
 
 class Scatter(ChunkedCollective):
@@ -35,6 +35,19 @@ class Scatter(ChunkedCollective):
         scatter_list = bufs.chunks if ctx.rank == ctx.root else None
         root = ctx.global_rank(ctx.root)
         return bound_call(dist.scatter, bufs.recv, scatter_list, src=root, group=ctx.group)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        b, dtype = bufs.layout.count, comm.dtype(ctx.dtype.name)
+        send, recv = ptr(bufs.send), ptr(bufs.recv)
+        if comm.native_exchange:
+            return comm.call("scatter", send, recv, b, dtype, ctx.root)
+        # Before NCCL 2.28, as nccl-tests: the root sends each rank its slot.
+        calls = []
+        if ctx.rank == ctx.root:
+            step = b * ctx.dtype.elem_bytes
+            calls += [comm.send(send + r * step, b, dtype, r) for r in range(ctx.world_size)]
+        calls.append(comm.recv(recv, b, dtype, ctx.root))
+        return comm.grouped(calls)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         b = bufs.layout.count

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+from colbench.ops.base import Buffers, Collective, Context, DirectComm, Layout, ptr, whole_buffer
 
 if TYPE_CHECKING:
     import torch.distributed as dist
@@ -54,6 +54,16 @@ class SendRecv(Collective):
             dist.P2POp(dist.irecv, bufs.recv, from_peer, ctx.group),
         ]
         return functools.partial(_exchange, dist.batch_isend_irecv, ops)
+
+    def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
+        # Ranks of the communicator: the group's, not torch's global ones.
+        n, dtype, count = ctx.world_size, comm.dtype(ctx.dtype.name), bufs.send.numel()
+        return comm.grouped(
+            [
+                comm.send(ptr(bufs.send), count, dtype, (ctx.rank + 1) % n),
+                comm.recv(ptr(bufs.recv), count, dtype, (ctx.rank - 1) % n),
+            ]
+        )
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         src = (ctx.rank - 1) % ctx.world_size

@@ -69,7 +69,10 @@ def init_process_group(
 
     timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.launch.timeout_s))
     kwargs: dict[str, Any] = {"rank": rank, "world_size": job.world_size, "timeout": timeout}
-    if job.backend == "nccl":
+    # A direct-NCCL world (--engine nccl) makes its own communicator through nccl4py
+    # (colbench.direct); torch's group is then gloo and creates no NCCL communicator.
+    torch_backend = "gloo" if getattr(job.task, "direct_nccl", False) else job.backend
+    if torch_backend == "nccl":
         # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
         kwargs["device_id"] = device
     # store_host None: env:// (an external launcher's MASTER_ADDR, or torchrun's store).
@@ -88,7 +91,7 @@ def init_process_group(
         Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
     if job.backend == "nccl":
         prepare_nccl(job, rank, device, store)
-    dist.init_process_group(job.backend, store=store, **kwargs)
+    dist.init_process_group(torch_backend, store=store, **kwargs)
     return store
 
 

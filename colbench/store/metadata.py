@@ -91,6 +91,25 @@ def versions() -> dict[str, str | None]:
     }
 
 
+#: torch's settings that change its cost per NCCL call (the torch tax, colbench.direct):
+#: the flight recorder's ring of entries, CUDA timing events on every work, the watchdog's
+#: async error handling, desync debugging, and a host-side poll in every wait().
+TORCH_PER_CALL = (
+    "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    "TORCH_NCCL_ENABLE_TIMING",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_DESYNC_DEBUG",
+    "TORCH_NCCL_BLOCKING_WAIT",
+    "TORCH_DISTRIBUTED_DEBUG",
+)
+
+
+def torch_per_call(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """Each of :data:`TORCH_PER_CALL` as the rank saw it; None: unset (torch's default)."""
+    env = os.environ if env is None else env
+    return {name: env.get(name) for name in TORCH_PER_CALL}
+
+
 def gpus() -> list[str]:
     import torch
 
@@ -209,5 +228,6 @@ def collect(
         "platform": platform.platform(),
         "coordinator_host": socket.gethostname(),
         "env": allowed_env(),
+        "torch_per_call": torch_per_call(),
         "config": config,
     }

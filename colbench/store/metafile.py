@@ -103,6 +103,12 @@ FIELDS: dict[str, Field] = {
     "cpu": Field(_OBJECT, "CPU model and cores", ("sweep", "p2p", "health")),
     "machine": Field(_OBJECT, "the fingerprint a baseline is tied to", ("sweep", "p2p", "health")),
     "env": Field(_OBJECT, "allow-listed environment variables", values=(str,)),
+    "torch_per_call": Field(
+        _OBJECT,
+        "torch's settings that change its cost per NCCL call (null: torch's default)",
+        ("sweep", "p2p", "health"),
+        values=(str, *_NONE),
+    ),
     "config": Field(_OBJECT, "the run's options", ("sweep", "p2p", "health")),
     "fabric": Field(_OBJECT, "real, or emulated with ranks per GPU", ("sweep",)),
     "hardware": Field(_OBJECT, "each node's GPUs, links and NICs", ("sweep",)),

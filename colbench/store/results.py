@@ -31,7 +31,7 @@ from colbench.store.tables import column as _column
 #: so it idled between calls and time_us is the host's launch cost.
 HOST_BOUND_RATIO = 0.9
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: What each version of results.csv changed.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -71,6 +71,9 @@ SCHEMA_HISTORY: dict[int, str] = {
     "rate alone and beside the collective, `load_alone_tflops` and `load_beside_tflops` for "
     "a GEMM, `load_alone_busbw_gbps` and `load_beside_busbw_gbps` for a collective. Older "
     "files read as load empty, the rates empty.",
+    9: "`engine` (last, `sweep --engine`): what made the calls, torch (torch.distributed) or "
+    "nccl (NCCL called directly through nccl4py, as nccl-tests calls it); a key column. "
+    "Older files read as engine torch.",
 }
 
 #: What makes two rows the same measurement: rows of two runs are compared only where
@@ -90,6 +93,7 @@ KEY_COLUMNS = (
     "groups",
     "split",
     "splits",
+    "engine",
 )
 
 #: Values of the ``status`` column.
@@ -274,6 +278,13 @@ class Row(TableRow):
     load_beside_busbw_gbps: float | None = _column(
         "a collective load's busbw while the measured collective ran", "GB/s", None
     )
+    engine: str = _column(
+        "what made the calls (--engine): torch (torch.distributed) or nccl (NCCL itself, "
+        "through nccl4py, as nccl-tests, whose imported rows say nccl); both engines' rows "
+        "of one size give torch's cost per call",
+        "",
+        "torch",
+    )
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
@@ -316,6 +327,7 @@ _ADDED_IN: dict[str, int] = {
     "send_imbalance": 7,
     "recv_imbalance": 7,
     **dict.fromkeys(LOAD_COLUMNS, 8),
+    "engine": 9,
 }
 RESULTS = Table(
     "results.csv",
@@ -426,6 +438,8 @@ _FILL: dict[str, Callable[[Any], Any]] = {
     "recv_imbalance": lambda raw: "",
     # Before version 8 nothing ran beside a collective.
     **dict.fromkeys(LOAD_COLUMNS, lambda raw: ""),
+    # Before version 9 every call went through torch.distributed.
+    "engine": lambda raw: "torch",
 }
 
 

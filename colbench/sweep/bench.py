@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 
 from colbench.config.model import SweepConfig
+from colbench.direct.engine import Engine, TorchEngine
 from colbench.ops.base import Buffers, Collective, Context, Storage
 from colbench.ops.dtypes import DTYPES
 from colbench.report.stragglers import RankTimes
@@ -116,6 +117,8 @@ class BenchContext:
     turns: Any = None
     #: The --contend load (colbench.sweep.load.Load) run beside every timed batch; None: none.
     load: Any = None
+    #: What allocates the buffers and makes the timed call (--engine, colbench.direct).
+    engine: Engine = field(default_factory=TorchEngine)
 
     @classmethod
     def on_cpu(
@@ -208,6 +211,11 @@ class RankBench:
             )
         if item.unsupported:
             self.sink.note(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
+        elif (refused := self.context.engine.unsupported(item.coll)) is not None:
+            self.sink.note(
+                f"{item.coll.name} {item.dtype}: unsupported on --engine "
+                f"{self.context.engine.name}: {refused}"
+            )
         last = item.layouts[-1] if item.layouts else None
         if last is not None and {last.send_imbalance, last.recv_imbalance} - {None, 1.0}:
             # size_bytes is the busiest rank's: say how far from the mean it is.
@@ -249,7 +257,7 @@ class RankBench:
                     # --rotate: several buffer sets, cycled call by call, so no call finds
                     # its data still in cache from the previous one.
                     storages[placement] = [
-                        item.coll.allocate(layout, ctx, placement == "in")
+                        self.context.engine.allocate(item.coll, layout, ctx, placement == "in")
                         for _ in range(self.context.cfg.measure.rotate)
                     ]
                 ok = 1
@@ -271,8 +279,9 @@ class RankBench:
         flight = self.context.in_flight
         flight.op, flight.dtype, flight.size_bytes = coll.name, item.dtype, None
         # One allocation per placement for the largest size; every size is a view of it.
-        usable, storages = (0, {}) if item.unsupported else self._allocate(item, ctx)
-        status = STATUS_UNSUPPORTED if item.unsupported else STATUS_OOM
+        unsupported = item.unsupported or self.context.engine.unsupported(coll)
+        usable, storages = (0, {}) if unsupported else self._allocate(item, ctx)
+        status = STATUS_UNSUPPORTED if unsupported else STATUS_OOM
         load = self.context.load
         alone: float | None = None
         for index, (requested, layout) in enumerate(zip(item.requested, item.layouts, strict=True)):
@@ -342,7 +351,7 @@ class RankBench:
         flight.step("fill")
         for bufs in sets:
             coll.fill(bufs, ctx)
-        calls = [coll.bind(bufs, ctx) for bufs in sets]
+        calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
         call = calls[0] if len(calls) == 1 else _Rotation(calls)
         timer = self.host_timer if coll.blocks_host else self.context.timer
         flight.step("warm-up")
@@ -416,6 +425,6 @@ class RankBench:
         self.context.in_flight.step("verification")
         coll.fill(bufs, ctx)
         # Run the way the timed batch ran: a replayed graph under --cuda-graph.
-        self.context.timer.run_once(coll.bind(bufs, ctx))
+        self.context.timer.run_once(self.context.engine.bind(coll, bufs, ctx))
         self.context.timer.synchronize()
         return self.side.sum_int(coll.count_wrong(bufs, ctx))

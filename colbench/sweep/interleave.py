@@ -179,7 +179,8 @@ def _start(
     # Started one after the other, so each inherits only its own variant's variables.
     with environment(dict(variant.env)):
         return spawn.fork_world(
-            SweepTask(cfg, nccl_choices, load=variant_load(cfg, variant)), backend, world_size,
+            SweepTask(cfg, nccl_choices, load=variant_load(cfg, variant), engine=variant.engine),
+            backend, world_size,
             sub, variant,
             turns=spec, results_dir=str(run_dir.resolve()), run_id=run_dir.name,
         )  # fmt: skip

@@ -34,9 +34,10 @@ def run_sweep(cfg: SweepConfig) -> int:
             f"--contend measures with and without the load in two worlds of fresh ranks, "
             f"which colbench can start only itself, not under {launch_env.launcher}"
         )
-    if launch_env is not None and (cfg.launch.env_axes or cfg.launch.interpreters):
+    several = len(cfg.measure.engines) > 1
+    if launch_env is not None and (cfg.launch.env_axes or cfg.launch.interpreters or several):
         raise UsageError(
-            f"--env variants need fresh ranks per variant (--python ones too), which "
+            f"--env variants need fresh ranks per variant (--python and --engine ones too), which "
             f"colbench can start only itself; under {launch_env.launcher} export the "
             "variable (or pick the interpreter) before launching instead"
         )
@@ -52,7 +53,10 @@ def variants_of(cfg: SweepConfig) -> tuple[Variant, ...]:
     """The sweep's variants: --env axes x --python interpreters x without/with --contend."""
     contend = cfg.measure.contend
     return expand(
-        cfg.launch.env_axes, cfg.launch.interpreters, None if contend is None else contend.label
+        cfg.launch.env_axes,
+        cfg.launch.interpreters,
+        None if contend is None else contend.label,
+        cfg.measure.engines,
     )
 
 
@@ -72,6 +76,7 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
         print(f"colbench: note: {name + ': ' if name else ''}{found.note}", file=sys.stderr)
     choices = {name: found.choices for name, found in probed.items()}
     if len(variants) == 1 and not variants[0].env and variants[0].python is None:
+        # One engine is no axis: the task takes it from the config.
         one = SweepTask(cfg, choices.get("", {}))
         code = spawn_and_wait(one, backend, world_size, run_dir)
     else:
@@ -100,6 +105,8 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
         _write_plots(run_dir)
     if cfg.measure.contend is not None and cfg.output.table and code == ExitCode.OK:
         _print_contend_summary(run_dir, variants, cfg.measure.contend.unit)
+    if len(cfg.measure.engines) > 1 and cfg.output.table and code == ExitCode.OK:
+        _print_torch_tax(run_dir)
     return code
 
 
@@ -117,7 +124,12 @@ def _sweep_variants(
         print(f"colbench: variant {index}/{len(variants)}: {variant.name}", file=sys.stderr)
         # Spawned ranks inherit the parent's environment at start, before any process group.
         with environment(dict(variant.env)):
-            task = SweepTask(cfg, choices.get(variant.name, {}), load=variant_load(cfg, variant))
+            task = SweepTask(
+                cfg,
+                choices.get(variant.name, {}),
+                load=variant_load(cfg, variant),
+                engine=variant.engine,
+            )
             code = spawn_and_wait(task, backend, world_size, run_dir, variant)
         try:
             meta = RunDir(run_dir).read_meta()
@@ -163,6 +175,16 @@ def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: s
     unloaded = {(v.env, v.interpreter): v.name for v in variants if not v.loaded}
     pairs = [(unloaded[(v.env, v.interpreter)], v.name) for v in variants if v.loaded]
     for line in summary_lines(load(run_dir), pairs, unit, str(run_dir)):
+        print(line)
+    sys.stdout.flush()
+
+
+def _print_torch_tax(run_dir: Path) -> None:
+    """Both engines' rows, pair by pair, after the tables (colbench.analysis.torch_tax)."""
+    from colbench.analysis.torch_tax import summary_lines
+    from colbench.store.results import load
+
+    for line in summary_lines(load(run_dir), str(run_dir)):
         print(line)
     sys.stdout.flush()
 

@@ -80,7 +80,8 @@ def run_probe(
         file=sys.stderr,
     )
     with environment(env):
-        task = SweepTask(probe_config(cfg, out_dir), quiet=True)
+        # torch's calls: NCCL logs its choice alike for either engine's call.
+        task = SweepTask(probe_config(cfg, out_dir), quiet=True, engine="torch")
         code = spawn_and_wait(task, "nccl", world_size, out_dir, variant)
     if code != ExitCode.OK:
         return Probed({}, f"the NCCL probe world failed (exit {code})", code)
@@ -137,6 +138,18 @@ def probe_variants(
         twin = dataclasses.replace(variant, contend=CONTEND_NONE).name
         if variant.loaded and twin in found:
             found[variant.name] = found[twin]
+            continue
+        # Nor on the engine that makes it (the same libnccl): --engine torch,nccl probes once.
+        first = next(
+            (
+                v.name
+                for v in variants
+                if v.engine and (v.env, v.interpreter) == (variant.env, variant.interpreter)
+            ),
+            None,
+        )
+        if variant.engine and first in found:
+            found[variant.name] = found[first]
             continue
         probed = run_probe(cfg, world_size, run_dir, variant if variant.env else None, index)
         found[variant.name] = probed

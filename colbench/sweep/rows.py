@@ -55,6 +55,8 @@ class RunInfo:
     ceiling_sharing: int = 1
     #: The --contend load this world runs beside every collective (its label); empty: none.
     load: str = ""
+    #: What the calls go through (--engine): torch.distributed, or NCCL itself.
+    engine: str = "torch"
 
     @property
     def group_size(self) -> int:
@@ -149,6 +151,7 @@ def _run_cells(info: RunInfo) -> dict[str, Any]:
         "ranks_per_gpu": info.ranks_per_gpu,
         "split": info.split,
         "load": info.load,
+        "engine": info.engine,
     }
 
 

@@ -21,6 +21,7 @@ from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
 from colbench.config.variants import Variant
+from colbench.direct.engine import DIRECT, DirectEngine, Engine, TorchEngine, group_ranks
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
 from colbench.hardware.ceiling import group_ceiling
@@ -73,6 +74,18 @@ class SweepTask(ConfiguredTask):
     whole_run: bool = False
     #: Rank 0 draws the progress bar on a terminal (colbench.sweep.lead).
     live_bar = True
+    #: ``--engine torch,nccl``: this world's engine; None: the config's one.
+    engine: str | None = None
+
+    @property
+    def engine_name(self) -> str:
+        return self.engine or self.cfg.measure.engines[0]
+
+    @property
+    def direct_nccl(self) -> bool:
+        """NCCL is called directly: torch's process group is then gloo, and this world
+        makes no torch NCCL communicator (colbench.run.startup)."""
+        return self.engine_name == DIRECT
 
     @property
     def label(self) -> str:
@@ -168,49 +181,91 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
     )
     subgroup = split_world(layout, rank, group_timeout_s) if layout else None
-    info = RunInfo(
-        run_id=job.run_id,
-        backend=job.backend,
-        device_name=me.device_name,
-        world_size=job.world_size,
-        nnodes=len({p.node for p in peers}),
-        groups=subgroup.count if subgroup else 1,
-        split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
-        variant=job.variant,
-        ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
-        nccl_choices=task.nccl_choices,
-        ceiling_gbps=ceiling_gbps,
-        ceiling_source=ceiling_source,
-        ceiling_sharing=sharing,
-        load=task.load.label if task.load is not None else "",
-    )
-    worlds = job.turns.worlds if job.turns is not None else 1
-    work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
-    load = None
-    if task.load is not None:
-        in_flight.step("starting the --contend load")
-        load = make_load(task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s)
-    turns = None
-    if job.turns is not None:
-        turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
-        per_repeat = sum(len(item.layouts) for item in work)
-        turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
-    context = BenchContext(
-        cfg=cfg,
-        info=info,
-        rank=rank,
-        device=device,
-        timer=make_timer(device.type, cfg.measure.cuda_graph, side.barrier),
-        groups=Groups(side, subgroup),
-        in_flight=in_flight,
-        turns=turns,
-        load=load,
-    )
-    if rank != 0 or job.run_dir is None:
-        RankBench(context).run(work)
-        return
-    met = Met(peers, hosts, hardware)
-    lead_run(job, context, met, work, (_measurement_warnings(cfg, job.backend), memory_notes))
+    # The direct engine's communicator starts here, where torch's started in an NCCL
+    # world: before the memory fit (which then sees what NCCL took) and before any turn of
+    # an interleaved run (a start-up inside another world's timed batch would be timed).
+    engine, stream = _engine(task, side, rank, job.world_size, subgroup, device, in_flight)
+    try:
+        info = RunInfo(
+            run_id=job.run_id,
+            backend=job.backend,
+            device_name=me.device_name,
+            world_size=job.world_size,
+            nnodes=len({p.node for p in peers}),
+            groups=subgroup.count if subgroup else 1,
+            split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
+            variant=job.variant,
+            ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
+            nccl_choices=task.nccl_choices,
+            ceiling_gbps=ceiling_gbps,
+            ceiling_source=ceiling_source,
+            ceiling_sharing=sharing,
+            load=task.load.label if task.load is not None else "",
+            engine=task.engine_name,
+        )
+        worlds = job.turns.worlds if job.turns is not None else 1
+        work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
+        load = None
+        if task.load is not None:
+            in_flight.step("starting the --contend load")
+            load = make_load(
+                task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s
+            )
+        turns = None
+        if job.turns is not None:
+            turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
+            per_repeat = sum(len(item.layouts) for item in work)
+            turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
+        context = BenchContext(
+            cfg=cfg,
+            info=info,
+            rank=rank,
+            device=device,
+            timer=make_timer(device.type, cfg.measure.cuda_graph, side.barrier, stream),
+            groups=Groups(side, subgroup),
+            in_flight=in_flight,
+            turns=turns,
+            load=load,
+            engine=engine,
+        )
+        if rank != 0 or job.run_dir is None:
+            RankBench(context).run(work)
+            return
+        met = Met(peers, hosts, hardware)
+        warned = (_measurement_warnings(cfg, job.backend), memory_notes)
+        lead_run(job, context, met, work, warned)
+    except BaseException:
+        # ncclCommDestroy waits for the node's other ranks; a failing rank must not.
+        engine.close(abort=True)
+        raise
+    engine.close()
+
+
+def _engine(
+    task: SweepTask,
+    side: SideGroup,
+    rank: int,
+    world_size: int,
+    subgroup: Any,
+    device: Any,
+    in_flight: InFlight,
+) -> tuple[Engine, Any]:
+    """This world's engine, and the CUDA stream its calls launch on (None: torch's own).
+
+    The direct engine launches on a stream of its own, made current for the whole run,
+    so the timers' CUDA events are recorded on the stream NCCL runs on and a CUDA graph
+    captures on it (colbench.sweep.timing)."""
+    if not task.direct_nccl:
+        return TorchEngine(), None
+    import torch
+
+    in_flight.step("starting NCCL (--engine nccl)")
+    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+    if stream is not None:
+        torch.cuda.set_stream(stream)
+    handle = 0 if stream is None else int(stream.cuda_stream)
+    ranks = group_ranks(subgroup, world_size)
+    return DirectEngine.create(side, rank, ranks, handle), stream
 
 
 def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:

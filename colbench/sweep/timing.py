@@ -222,12 +222,29 @@ class CudaGraphTimer:
         self._device_synchronize()
 
 
-def make_timer(device_type: str, cuda_graph: int, barrier: Callable[[], None]) -> Timer:
-    """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph.
+def make_timer(
+    device_type: str, cuda_graph: int, barrier: Callable[[], None], stream: Any = None
+) -> Timer:
+    """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph
+    (``cuda_graph``: the timed replays; 0: none).
 
     ``barrier`` aligns the ranks between graph capture and the timed replays (a side
     group's barrier: the measured group carries nothing but the measured op).
+    ``stream``: the direct engine's (colbench.direct.engine), current for the whole run,
+    so the events are recorded on it already; a graph must be captured on it too, since
+    its calls name that stream (torch captures on a side stream of its own otherwise).
     """
     if device_type != "cuda":
         return HostTimer()
-    return CudaGraphTimer(barrier, replays=cuda_graph) if cuda_graph else CudaEventTimer()
+    if not cuda_graph:
+        return CudaEventTimer()
+    if stream is None:
+        return CudaGraphTimer(barrier, replays=cuda_graph)
+    import functools
+
+    import torch
+
+    capture = functools.partial(torch.cuda.graph, stream=stream)
+    return CudaGraphTimer(
+        barrier, graph_factory=torch.cuda.CUDAGraph, capture=capture, replays=cuda_graph
+    )

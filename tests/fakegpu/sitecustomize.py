@@ -7,6 +7,8 @@ interpreter) then sees the GPUs described by COLBENCH_FAKE_GPUS, a JSON list of
 through torch.cuda (is_available, device_count, set_device, get_device_properties,
 get_device_name) and through a ``pynvml`` module (NVML, as the parent reads it).
 
+Streams are numbers (``torch.cuda.Stream``, ``set_stream``: recorded).
+
 Nothing can run on these GPUs: ``torch.distributed.init_process_group("nccl")`` records
 what the rank asked for (its device, and every NCCL_* / TORCH_NCCL_* variable as NCCL
 would read it at that moment) and ends the rank with ``FakeNcclStop``. Every other
@@ -81,10 +83,25 @@ def _mem_get_info(device: Any = None) -> tuple[int, int]:
     return free, free
 
 
+class _Stream:
+    """A CUDA stream by number: the direct NCCL engine makes one and names it in its calls."""
+
+    _made = 0
+
+    def __init__(self, device: Any = None) -> None:
+        _Stream._made += 1
+        self.cuda_stream = 0x5EED0 + _Stream._made
+        record("stream", index=_index(device or 0), handle=self.cuda_stream)
+
+
 def _install_cuda() -> None:
     import torch
 
     cuda = torch.cuda
+    cuda.Stream = _Stream  # type: ignore[misc,assignment]
+    cuda.set_stream = lambda stream: record("set_stream", handle=stream.cuda_stream)
+    cuda.get_device_capability = lambda device=None: (9, 0)
+    cuda.nccl.version = lambda: (2, 28, 9)
     cuda.is_available = lambda: bool(_visible())
     cuda.device_count = lambda: len(_visible())
     cuda.set_device = lambda device: record("set_device", index=_index(device))

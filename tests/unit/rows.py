@@ -26,6 +26,7 @@ def row(
     run_id: str = "synthetic",
     enqueue_us: float | None = None,
     ranks_per_gpu: int = 1,
+    engine: str = "torch",
 ) -> dict[str, Any]:
     coll = ops.get(op)
     algbw = size_bytes / time_us / 1e3
@@ -67,6 +68,7 @@ def row(
         "ranks_per_gpu": ranks_per_gpu,
         "split": "",
         "splits": coll.splits_label,
+        "engine": engine,
     }
 
 

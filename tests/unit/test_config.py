@@ -304,6 +304,7 @@ def test_every_option_reaches_the_config() -> None:
         "contend": "gemm:64",
         "output_file": "report.json",
         "per_iter_timing": 1,
+        "engine": "torch,nccl",
     }
     assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
     base = config.from_options(options.SweepOptions()).to_dict()

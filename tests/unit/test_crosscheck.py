@@ -364,3 +364,30 @@ def test_help_lists_only_what_crosscheck_takes(capsys: pytest.CaptureFixture[str
     # nccl-tests' own flags that sweep refuses are refused here with the same reason.
     code, err = run_main(capsys, "-g", "4")
     assert code == 2 and "one rank per GPU here; use --nprocs" in err
+
+
+def test_colbench_side_calls_nccl_directly_where_nccl4py_is(
+    programs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakenccl import FAKE_NCCL
+
+    flags = ["--op", "all_gather", "--sizes", "1K-1M", "--nprocs", "2"]
+    # Without nccl4py (this machine): torch, and the sweep's argv is as before.
+    made = plan(flags, programs.parent)
+    assert made.cfg.measure.engines == ("torch",)
+    assert "--engine" not in made.colbench_argv(tmp_path / "a")
+    monkeypatch.syspath_prepend(str(FAKE_NCCL))
+    try:
+        made = plan(flags, programs.parent)
+        assert made.cfg.measure.engines == ("nccl",)
+        argv = made.colbench_argv(tmp_path / "b")
+        assert argv[argv.index("--engine") + 1] == "nccl"
+        # Asked for, torch it is; two engines are two measurements, not one cross-check.
+        assert plan([*flags, "--engine", "torch"], programs.parent).cfg.measure.engines == (
+            "torch",
+        )
+        with pytest.raises(UsageError, match="one engine at a time"):
+            plan([*flags, "--engine", "torch,nccl"], programs.parent)
+    finally:
+        for name in [m for m in sys.modules if m == "nccl" or m.startswith("nccl.")]:
+            del sys.modules[name]

@@ -135,7 +135,7 @@ def test_colbench_report_round_trips(tmp_path: Path) -> None:
         sizes_bytes=(4096,),
         warmup_iters=2,
         iterations=3,
-        validation=True,
+        validation=1,
         graph=0,
         per_iter_timing=True,
         devices=[writer.Device(r, 0, 10 + r, "vm", -1, "", "cpu") for r in range(4)],

@@ -98,7 +98,7 @@ def test_the_committed_baseline_rewrites_byte_for_byte(tmp_path: Path) -> None:
     # per GPU).
     added = [c for c in COLUMNS if c not in committed[0].split(",")]
     assert written[0] == ",".join([committed[0], *added])
-    filled = {"fabric": "real", "ranks_per_gpu": "1"}
+    filled = {"fabric": "real", "ranks_per_gpu": "1", "engine": "torch"}
     suffix = "".join("," + filled.get(c, "") for c in added)
     assert all(line.endswith(suffix) for line in written[1:])
     assert [line.removesuffix(suffix) for line in written[1:]] == committed[1:]

@@ -80,7 +80,9 @@ def current_run(run_dir: Path, rows: Sequence[dict[str, str]]) -> Path:
     writer = RowWriter(run_dir / "results.csv")
     try:
         for row in rows:
-            writer.write({c: row.get(c) for c in COLUMNS} | {"schema_version": SCHEMA_VERSION})
+            # This version writes every row's engine (a v2 row has none to copy).
+            current = {"schema_version": SCHEMA_VERSION, "engine": row.get("engine") or "torch"}
+            writer.write({c: row.get(c) for c in COLUMNS} | current)
     finally:
         writer.close()
     (run_dir / "meta.json").write_text(json.dumps({"run_id": run_dir.name, "status": "complete"}))
@@ -120,13 +122,15 @@ def test_every_column_since_version_1_says_how_old_files_read() -> None:
     v7 = {"split", "splits", "mean_bytes", "meanbw_gbps", "send_imbalance", "recv_imbalance"}
     v8 = {"load", "load_alone_tflops", "load_beside_tflops", "load_alone_busbw_gbps",
           "load_beside_busbw_gbps"}  # fmt: skip
+    v9 = {"engine"}
     assert may_lack(2) == {"group_size", "groups", "aggbw_gbps", "repeat", "enqueue_us",
-                           "host_bound", *v4, *v5, *v6, *v7, *v8}  # fmt: skip
-    assert may_lack(3) == v4 | v5 | v6 | v7 | v8
-    assert may_lack(4) == v5 | v6 | v7 | v8
-    assert may_lack(5) == v6 | v7 | v8
-    assert may_lack(6) == v7 | v8
-    assert may_lack(7) == v8
+                           "host_bound", *v4, *v5, *v6, *v7, *v8, *v9}  # fmt: skip
+    assert may_lack(3) == v4 | v5 | v6 | v7 | v8 | v9
+    assert may_lack(4) == v5 | v6 | v7 | v8 | v9
+    assert may_lack(5) == v6 | v7 | v8 | v9
+    assert may_lack(6) == v7 | v8 | v9
+    assert may_lack(7) == v8 | v9
+    assert may_lack(8) == v9
     assert may_lack(SCHEMA_VERSION) == frozenset()
 
 
@@ -220,7 +224,7 @@ def test_rows_of_several_versions_in_one_file(tmp_path: Path) -> None:
     with v2.open("a", encoding="utf-8") as f:
         f.write(",".join([str(SCHEMA_VERSION), *lines[2].split(",")[1 : len(V2_COLUMNS)]]) + "\n")
     lacking = (
-        rf"lacks 23 column\(s\) of schema version {SCHEMA_VERSION} "
+        rf"lacks 24 column\(s\) of schema version {SCHEMA_VERSION} "
         r"\(enqueue_us, host_bound, slowest_rank,"
     )
     with pytest.raises(UsageError, match=lacking):

@@ -102,7 +102,11 @@ def compare_runs(
     # pair variant with variant, since mixing Ring rows with Tree rows means nothing.
     join_on_variant = not (len(variants_a) == 1 and len(variants_b) == 1)
     # A backend differs by a row's reason (or not at all, across_backends), not by a key.
-    across = ("backend",) if join_on_variant else ("backend", "variant")
+    across: tuple[str, ...] = ("backend",) if join_on_variant else ("backend", "variant")
+    engines_a, engines_b = set(run_a.frame["engine"]), set(run_b.frame["engine"])
+    if not join_on_variant and len(engines_a) == len(engines_b) == 1 and engines_a != engines_b:
+        # torch's rows against NCCL's own (--engine torch,nccl): the torch tax.
+        across += ("engine",)
     keys = key_columns(run_a.frame, run_b.frame, across=across)
     records = [
         record
@@ -127,7 +131,21 @@ def compare_runs(
     if not join_on_variant and variants_a != variants_b:
         va, vb = next(iter(variants_a)), next(iter(variants_b))
         context.append(f"variant: A {va or '(none)'!r} vs B {vb or '(none)'!r}")
+    if "engine" in across:
+        context += _torch_tax(run_a.frame, run_b.frame)
     return Comparison(run_a, run_b, metric_name, table, context, join_on_variant, keys, warnings)
+
+
+def _torch_tax(frame_a: Any, frame_b: Any) -> list[str]:
+    """The torch tax of each row pair, when one side is torch's rows and the other NCCL's."""
+    import pandas as pd
+
+    from colbench.analysis.torch_tax import summary_lines
+
+    both = pd.concat([frame_a, frame_b], ignore_index=True)
+    # Each side's variant is one engine's: the pairs are the same rows but the engine.
+    both["variant"] = ""
+    return [line.removeprefix("# ") for line in summary_lines(both)[:-1]]
 
 
 _SIDE_COLUMNS = [

@@ -1,0 +1,1 @@
+"""Fake nccl4py (tests/fakenccl): the names colbench.direct.nccl4py uses, recorded."""

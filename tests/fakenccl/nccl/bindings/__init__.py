@@ -1,0 +1,1 @@
+"""Fake ``nccl.bindings``: see ``nccl.bindings.nccl``."""

@@ -1,0 +1,66 @@
+"""The direct NCCL engine (--engine nccl) on a real GPU. Skipped without CUDA or nccl4py.
+
+The order is the issue's (37): the library nccl4py loaded is torch's, every op exact on
+both engines in a world of one (eager and under -G), then 4 emulated ranks. The figures
+(direct engine against nccl-tests, the torch tax per setting) are
+benchmarks/direct_nccl_gpu.py's, which writes its raw output for docs/gpu.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from colbench.store.results import load
+from tests.conftest import run_colbench
+
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+HAS_NCCL4PY = importlib.util.find_spec("nccl") is not None
+needs_direct = pytest.mark.skipif(
+    GPUS < 1 or not HAS_NCCL4PY, reason="needs a CUDA GPU and nccl4py (docs/gpu.md)"
+)
+EXACT = ("--op", "all", "--dtype", "float32,bfloat16", "--redop", "sum,max",
+         "--sizes", "1K-1M", "--iters", "5", "--warmup", "2")  # fmt: skip
+
+
+@needs_direct
+def test_nccl4py_loads_the_nccl_torch_loaded() -> None:
+    from colbench.direct.nccl4py import Nccl, version_text
+
+    raw = torch.cuda.nccl.version()
+    ours = version_text(Nccl().version())
+    assert ours == ".".join(map(str, raw)), f"nccl4py loaded NCCL {ours}, torch has {raw}"
+
+
+def _both_engines_exact(tmp_path: Path, *more: str, nprocs: int = 1) -> None:
+    proc = run_colbench(
+        "sweep", "--engine", "torch,nccl", *EXACT, "--nprocs", str(nprocs),
+        "--out", str(tmp_path / "run"), *more, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    frame = load(tmp_path / "run")
+    assert set(frame["engine"]) == {"torch", "nccl"}
+    measured = frame[frame["status"] == "ok"]
+    assert (measured["wrong"] == 0).all(), measured[measured["wrong"] != 0]
+    # Every op NCCL has a call for is measured on both engines; barrier only on torch.
+    by_engine = measured.groupby("engine")["op"].agg(set)
+    assert by_engine["torch"] - by_engine["nccl"] <= {"barrier"}
+    assert "torch tax" in proc.stdout
+
+
+@needs_direct
+def test_every_op_exact_on_both_engines_eager(tmp_path: Path) -> None:
+    _both_engines_exact(tmp_path)
+
+
+@needs_direct
+def test_every_op_exact_on_both_engines_in_a_cuda_graph(tmp_path: Path) -> None:
+    _both_engines_exact(tmp_path, "--cuda-graph", "5")
+
+
+@needs_direct
+def test_four_emulated_ranks_on_both_engines_exact(tmp_path: Path) -> None:
+    _both_engines_exact(tmp_path, "--ranks-per-gpu", "4", "--sizes", "1K-64K", nprocs=4)
