@@ -7,9 +7,9 @@ many the parent, rank 0 and rank 1 work in (calls made by imports excluded: data
 generated methods, tables built at import), and beside it how many they enter at all, those
 calls included; with --list, which.
 
-Target (issue #35): parent <= 30, each rank <= 20. By this hook, at main a2c1457: parent 42
-(83 entered, import-time calls included), rank 0 51, rank 1 37; with the lazy CLI: 43 (73),
-50, 36 (tests/dist/test_job_rooms.py holds those). The issue's own hook read 86 / 43 / 33 at
+Target (issue #35): parent <= 30, each rank <= 20. By this hook, at main 4f9e018: parent 43
+(85 entered, import-time calls included), rank 0 52, rank 1 38; with the lazy CLI: 44 (75),
+51, 37 (tests/dist/test_job_rooms.py holds those). The issue's own hook read 86 / 43 / 33 at
 c2fc7e0.
 
     python benchmarks/job_rooms.py [--list]
