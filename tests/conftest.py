@@ -133,16 +133,17 @@ def _deadline(timeout: float) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _terminal_captured() -> Iterator[list[str]]:
+def _terminal_captured(merged: bool) -> Iterator[list[str]]:
     """File descriptors 1 and 2 (and sys.stdout, sys.stderr over them, unbuffered as
-    PYTHONUNBUFFERED makes them) into files; yields a list that gets [stdout, stderr].
+    PYTHONUNBUFFERED makes them) into files, or both into one (``merged``, as
+    ``stderr=STDOUT``); yields a list that gets [stdout, stderr].
 
     At the descriptors, so that what forked ranks write is caught as a pipe would catch
     it, in the order it was written, in a fixture of any scope."""
     sys.stdout.flush()
     sys.stderr.flush()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        yield from _into((out, err))
+        yield from _into((out, out) if merged else (out, err))
 
 
 def _into(files: tuple[IO[bytes], IO[bytes]]) -> Iterator[list[str]]:
@@ -164,13 +165,17 @@ def _into(files: tuple[IO[bytes], IO[bytes]]) -> Iterator[list[str]]:
         for fd, saved in zip((1, 2), saved_fds, strict=True):
             os.dup2(saved, fd)
             os.close(saved)
-        for file in files:
+        for i, file in enumerate(files):
             file.seek(0)
-            texts.append(file.read().decode(errors="backslashreplace"))
+            texts.append("" if i and file is files[0] else file.read().decode("utf-8", "replace"))
 
 
 def call_colbench(
-    *args: str, timeout: float = 300, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    *args: str,
+    timeout: float = 300,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    merged: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``colbench ARGS`` called in this process, answering as run_colbench does.
 
@@ -179,7 +184,8 @@ def call_colbench(
     descriptors. What it saves is an interpreter start and torch's import: seconds a
     call on a busy 2-core machine. For tests of what a command prints, writes and
     returns; signals, hangs, dying processes, launchers and what happens at import time
-    need run_colbench's real process. ``env`` and ``cwd`` hold for the call only.
+    need run_colbench's real process. ``env`` and ``cwd`` hold for the call only;
+    ``merged``: stderr goes where stdout goes, in the order written, as a terminal shows.
     """
     from colbench.cli import main
 
@@ -190,7 +196,7 @@ def call_colbench(
     try:
         os.environ.update(env or {})
         os.chdir(cwd or REPO)
-        with _terminal_captured() as texts, _deadline(timeout):
+        with _terminal_captured(merged) as texts, _deadline(timeout):
             main(list(args))
     except SystemExit as exc:
         code = exc.code
