@@ -17,6 +17,7 @@ PYTEST_WORKERS ?= 2
 # The tests marked `fabric` (network namespaces with shaped links, acceptance figures
 # compared across runs: minutes) are `make test-fabric`'s, one at a time; `.ci/run` runs
 # them after `make test`. A new test runs in `make test`'s parallel group unless marked.
+
 # The CPU smoke gate: configs/smoke-cpu.yaml is the suite and scripts/ci-gate.sh the gate
 # (its checks, the baseline window); the Makefile, the workflow and baseline re-measurement
 # hold no sweep flag of their own (tests/unit/test_smoke_definition.py keeps it so).
