@@ -8,18 +8,23 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 VENV_FLAGS ?= $(shell $(PYTHON) -c "import torch" >/dev/null 2>&1 && echo --system-site-packages)
 PYTEST_ARGS ?=
-# `make test` runs the tests marked `serial` (namespaces, shaped links, tight wall-clock
-# bounds) alone, then the rest over this many pytest-xdist workers (0: in one process),
-# a test file per worker at a time so module fixtures run once. Many tests wait on
-# timeouts and rank processes: two workers keep both cores of a 2-core machine busy.
+# `make test` runs the tests marked `serial` (tight wall-clock bounds) alone, then the
+# rest over this many pytest-xdist workers (0: in one process), a test file per worker at
+# a time so module fixtures run once, with `make lint` beside them: nothing but the serial
+# group needs the machine to itself. Many tests wait on timeouts and rank processes: two
+# workers keep both cores of a 2-core machine busy.
 PYTEST_WORKERS ?= 2
+# The tests marked `fabric` (network namespaces with shaped links, acceptance figures
+# compared across runs: minutes) are `make test-fabric`'s, one at a time; `.ci/run` runs
+# them after `make test`. A new test runs in `make test`'s parallel group unless marked.
+
 # The CPU smoke gate: configs/smoke-cpu.yaml is the suite and scripts/ci-gate.sh the gate
 # (its checks, the baseline window); the Makefile, the workflow and baseline re-measurement
 # hold no sweep flag of their own (tests/unit/test_smoke_definition.py keeps it so).
 SMOKE_SUITE ?= configs/smoke-cpu.yaml
 SMOKE_BASELINE ?= results/baselines/gloo-smoke
 
-.PHONY: install run test lint format unit dist gpu bench clean gate-smoke gate-baseline gate-ab docs gpu-wheels
+.PHONY: install run test test-fabric lint format unit dist gpu bench clean gate-smoke gate-baseline gate-ab docs gpu-wheels
 
 install: $(VENV)/.installed
 
@@ -36,10 +41,16 @@ $(VENV)/.installed: pyproject.toml
 run: install
 	$(PY) -m colbench sweep --op all --sizes 1K-1M --plot
 
+# mypy keeps its cache beside the user's other caches, not in the checkout: a fresh clone
+# then checks only what differs from the last checkout checked (seconds, where a cold
+# cache takes 30-110 s on a busy 2-core machine). A checkout of another commit sharing it
+# is what switching branches is to mypy: it rechecks every module whose source differs
+# from the cached one (size, mtime, then hash), and what depends on its interface.
+MYPY_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/colbench/mypy
 lint: install
 	$(PY) -m ruff check colbench tests benchmarks
 	$(PY) -m ruff format --check colbench tests benchmarks
-	$(PY) -m mypy
+	$(PY) -m mypy --cache-dir "$(MYPY_CACHE)"
 
 format: install
 	$(PY) -m ruff format colbench tests benchmarks
@@ -82,13 +93,20 @@ gpu-wheels: install
 		--platform manylinux_2_28_x86_64 -d $(GPU_WHEELS) "nccl4py>=0.6,<0.7" "cuda-core~=1.0" \
 		"cuda-pathfinder>=1.5.4,<2" "cuda-bindings~=$(CUDA_MAJOR).0"
 
-# Both pytest runs always run; a serial run that selects nothing (exit 5) is no failure.
-test: lint gate-smoke
-	@status=0; \
-	$(PY) -m pytest tests -m serial -p no:xdist $(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
-	$(PY) -m pytest tests -m "not serial" -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) \
-		|| status=1; \
+# Every part always runs, so one run shows every failure; a group that selects nothing
+# (exit 5) is no failure. Lint's output comes after the tests', in one piece.
+test: install
+	@status=0; lint_log=$$(mktemp); \
+	$(PY) -m pytest tests -m "serial and not fabric" -p no:xdist $(PYTEST_ARGS) \
+		|| [ $$? -eq 5 ] || status=1; \
+	$(MAKE) --no-print-directory lint > $$lint_log 2>&1 & lint_pid=$$!; \
+	$(PY) -m pytest tests -m "not serial and not fabric" -n $(PYTEST_WORKERS) --dist loadfile \
+		$(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
+	wait $$lint_pid || status=1; cat $$lint_log; rm -f $$lint_log; \
 	exit $$status
+
+test-fabric: install
+	$(PY) -m pytest tests -m fabric -p no:xdist $(PYTEST_ARGS)
 
 # Figures with their targets (issues #6, #14); each script prints PASS/FAIL per figure.
 BENCHMARKS ?= harness_overhead startup cli_startup startup_hangs sweep_walltime memory_rss stability import_and_fit suite_walltime fuzz_inputs faults

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from colbench.store.results import load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 
 pytestmark = pytest.mark.dist
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.dist
 )
 def test_every_pattern_and_dtype_is_exact(tmp_path: Path, spec: str, nprocs: int) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_to_allv", "--splits", spec, "--dtype", "all", "--sizes", "1K,64K",
         "--backend", "gloo", "--nprocs", str(nprocs), "-n", "2", "-w", "1", "--out", str(out),
     )  # fmt: skip
@@ -47,7 +47,7 @@ def test_a_traffic_matrix_by_hand(tmp_path: Path) -> None:
     matrix = tmp_path / "traffic.txt"
     matrix.write_text(MATRIX)
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "alltoallv", "--splits", f"file:{matrix}", "--sizes", "4352,8704",
         "--backend", "gloo", "--nprocs", "4", "-n", "3", "-w", "1", "--out", str(out),
     )  # fmt: skip
@@ -73,7 +73,7 @@ def test_a_traffic_matrix_by_hand(tmp_path: Path) -> None:
 
 def test_mod_split_runs_every_collective_in_rails(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_gather,all_to_allv,broadcast", "--splits", "zipf:1",
         "--split", "mod:2", "--sizes", "1K,16K", "--root", "1", "--backend", "gloo",
         "--nprocs", "4", "-n", "2", "-w", "1", "--out", str(out),
@@ -88,7 +88,7 @@ def test_mod_split_runs_every_collective_in_rails(tmp_path: Path) -> None:
 
 def test_div_split_is_group_size(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--split", "DIV 2", "--sizes", "1K", "--backend", "gloo",
         "--nprocs", "4", "-n", "1", "-w", "0", "--out", str(out),
     )  # fmt: skip

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from colbench.store.results import load
-from tests.conftest import REPO, run_colbench, run_main, run_script
+from tests.conftest import REPO, call_colbench, run_main, run_script
 
 # A small suite of the same shape as configs/smoke-cpu.yaml, so the test takes seconds.
 SUITE = """\
@@ -97,7 +97,7 @@ def test_a_baseline_from_another_machine_judges_correctness_not_performance(
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
     # A run directory is a baseline of one run (what --accept would keep of it).
-    measured = run_colbench("run", str(suite), "--no-table", "--out", str(tmp_path / "ours"))
+    measured = call_colbench("run", str(suite), "--no-table", "--out", str(tmp_path / "ours"))
     assert measured.returncode == 0, measured.stderr
     elsewhere = _measured_elsewhere(tmp_path / "ours", tmp_path / "elsewhere", OTHER_MACHINE)
 

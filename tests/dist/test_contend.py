@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from colbench.store.results import load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 
 #: What the test calls slower: far below the slowdown the load causes, far above the
 #: noise of one pair's ratio's median over the run's repeats.
@@ -32,13 +32,13 @@ SWEEP = (
 
 
 def contended_run(out: Path) -> Path:
-    proc = run_colbench(*SWEEP, "--contend", "gemm:384", "--out", str(out))
+    proc = call_colbench(*SWEEP, "--contend", "gemm:384", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     return out
 
 
 def paired_gate(run: Path, *more: str) -> tuple[int, str]:
-    proc = run_colbench(
+    proc = call_colbench(
         "gate", str(run), "--variant-a", "contend=none", "--variant-b", LOADED, *more
     )
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -78,7 +78,7 @@ def test_rows_carry_the_load_and_its_rates_in_the_loaded_world_only(contended: P
 
 
 def test_a_second_collective_as_the_load(tmp_path: Path) -> None:
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "64K", "--iters", "5", "--warmup", "1",
         "--repeat", "2", "--backend", "gloo", "--nprocs", "2", "--no-table",
         "--contend", "all_to_all:256K", "--out", str(tmp_path / "run"),

@@ -20,7 +20,7 @@ import pytest
 from colbench import ops
 from colbench.store.results import load
 from tests import nccl_tests_standin
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench, run_colbench
 from tests.datadir import NCCL_TESTS_LOGS
 
 CASES = {
@@ -54,7 +54,7 @@ def test_crosscheck_maps_flags_and_joins_size_by_size(tmp_path: Path, op: str) -
     record = tmp_path / "argv.json"
     nccl_tests_standin.write(bin_dir, op, real_log, record)
     out = tmp_path / "cross"
-    proc = run_colbench(
+    proc = call_colbench(
         "crosscheck", "--op", op, *flags, "--backend", "gloo", "--nprocs", "2",
         "--nccl-tests", str(tmp_path / "nccl-tests"), "--out", str(out), timeout=240,
     )  # fmt: skip
@@ -118,7 +118,7 @@ def test_crosscheck_finds_the_program_on_path_and_keeps_a_failing_log(tmp_path: 
     )  # fmt: skip
     out = tmp_path / "cross"
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = run_colbench(
+    proc = call_colbench(
         "crosscheck", "--sizes", "1000", "--backend", "gloo", "--out", str(out), env=env
     )
     assert proc.returncode == 3, proc.stderr

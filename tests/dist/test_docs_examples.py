@@ -4,13 +4,12 @@ Each must exit 0 and print output of the shape the page shows."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import call_colbench
 from tests.docs_examples import Block, all_blocks, console_examples, shape_mismatch, where
 
 # A console example is a few seconds of gloo; one that takes minutes is a hang.
@@ -20,19 +19,9 @@ CONSOLE_BLOCKS = [block for block in all_blocks() if block.language == "console"
 
 
 def _run(argv: tuple[str, ...], cwd: Path) -> subprocess.CompletedProcess[str]:
-    # One pipe for stdout and stderr, unbuffered: lines arrive in the order a terminal
-    # shows them, which is how the pages show them.
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "colbench", *argv[1:]],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-        env=env,
-        cwd=cwd,
-        check=False,
-    )
+    # One stream for stdout and stderr: lines arrive in the order a terminal shows them,
+    # which is how the pages show them.
+    return call_colbench(*argv[1:], timeout=COMMAND_TIMEOUT_S, cwd=cwd, merged=True)
 
 
 @pytest.mark.parametrize("block", CONSOLE_BLOCKS, ids=lambda b: where(b.path, b.line))

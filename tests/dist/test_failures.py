@@ -169,8 +169,10 @@ def _ignore_sigint() -> None:
 
 def _default_sigint() -> None:
     # As from an interactive shell: pytest itself may run as a script's background job,
-    # whose children inherit an ignored SIGINT, and colbench keeps that one ignored.
+    # whose children inherit an ignored SIGINT, or under nohup, whose children inherit an
+    # ignored SIGHUP; colbench keeps an ignored one ignored.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize(

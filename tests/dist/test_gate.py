@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from colbench.store.results import load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 
 SWEEP = ["sweep", "--op", "all_reduce,all_gather", "--sizes", "1K-4K", "-n", "2", "-w", "1"]
 
@@ -16,7 +16,7 @@ SWEEP = ["sweep", "--op", "all_reduce,all_gather", "--sizes", "1K-4K", "-n", "2"
 @pytest.fixture(scope="module")
 def repeated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("gate") / "repeated"
-    proc = run_colbench(*SWEEP, "--repeat", "3", "--out", str(out))
+    proc = call_colbench(*SWEEP, "--repeat", "3", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     return out, proc.stdout
 
@@ -47,20 +47,20 @@ def test_gate_on_real_runs_checks_correctness_and_presence(
 ) -> None:
     baseline, _ = repeated
     second = tmp_path / "second"
-    proc = run_colbench(*SWEEP, "--no-table", "--out", str(second))
+    proc = call_colbench(*SWEEP, "--no-table", "--out", str(second))
     assert proc.returncode == 0, proc.stderr
-    proc = run_colbench("gate", str(baseline), str(second))
+    proc = call_colbench("gate", str(baseline), str(second))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-1] == "colbench gate: PASS: 9 rows: 9 same"
     # Fewer ops at another world size: the rows it has are not comparable (and say why),
     # the ones it lacks are missing; both fail the gate.
     other = tmp_path / "other"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K-4K", "-n", "2", "-w", "1",
         "--nprocs", "3", "--no-table", "--out", str(other),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    proc = run_colbench("gate", str(baseline), str(other))
+    proc = call_colbench("gate", str(baseline), str(other))
     assert proc.returncode == 1
     assert proc.stdout.splitlines()[-1] == (
         "colbench gate: FAIL (9 failure(s)): 9 rows: 3 not comparable, 6 missing"

@@ -67,8 +67,9 @@ BUSBW_COLUMN = 8
 _reason = netns.unavailable()
 pytestmark = [
     pytest.mark.skipif(_reason is not None, reason=f"no network namespaces: {_reason}"),
-    # Bandwidths on a shaped link are compared: `make test` runs these with no other test.
-    pytest.mark.serial,
+    # Bandwidths on a shaped link are compared: `make test-fabric` runs these with no
+    # other test.
+    pytest.mark.fabric,
 ]
 
 

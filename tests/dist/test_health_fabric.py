@@ -27,7 +27,7 @@ NODES = 6
 
 _reason = netns.unavailable()
 pytestmark = [
-    pytest.mark.serial,  # namespaces, shaped links and a wall-clock bound
+    pytest.mark.fabric,  # namespaces, shaped links and a wall-clock bound
     pytest.mark.skipif(_reason is not None, reason=f"no network namespaces: {_reason}"),
 ]
 

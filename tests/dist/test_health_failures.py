@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import finish_ranks, run_colbench, start_ranks
+from tests.conftest import call_colbench, finish_ranks, start_ranks
 
 HEALTH = ["health", "--backend", "gloo", "--level", "quick"]
 
@@ -44,7 +44,7 @@ def test_a_rank_that_hangs_names_its_node_launched(tmp_path: Path) -> None:
 
 def test_a_rank_that_dies_names_its_node_spawned(tmp_path: Path) -> None:
     drain = tmp_path / "drain.txt"
-    proc = run_colbench(
+    proc = call_colbench(
         *HEALTH, "--nprocs", "2", "--out", str(tmp_path / "run"), "--drain-list", str(drain),
         env={"NODE_NAME": "node-x", "COLBENCH_FAULT": "1:2:exit"}, timeout=180,
     )  # fmt: skip
@@ -57,7 +57,7 @@ def test_a_rank_that_dies_names_its_node_spawned(tmp_path: Path) -> None:
     # list from an earlier run does not survive.
     early = tmp_path / "early.txt"
     early.write_text("node-from-an-earlier-run\n")
-    proc = run_colbench(
+    proc = call_colbench(
         *HEALTH, "--nprocs", "2", "--out", str(tmp_path / "early"), "--drain-list", str(early),
         env={"NODE_NAME": "node-x", "COLBENCH_FAULT": "1:init:exit"}, timeout=180,
     )  # fmt: skip
@@ -70,7 +70,7 @@ def test_one_node_alone_runs_its_own_checks_and_judges_nothing(tmp_path: Path) -
     and intra-node checks run; there is no pair of nodes, and one node has no fleet."""
     drain = tmp_path / "drain.txt"
     drain.write_text("stale\n")
-    proc = run_colbench(
+    proc = call_colbench(
         *HEALTH, "--nprocs", "2", "--out", str(tmp_path / "run"), "--drain-list", str(drain),
         timeout=180,
     )  # fmt: skip

@@ -17,7 +17,7 @@ import pytest
 
 from colbench.run import turns
 from colbench.store.results import load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 
 PROBE = ["COLBENCH_PROBE=a", "COLBENCH_PROBE=b"]
 
@@ -25,7 +25,7 @@ PROBE = ["COLBENCH_PROBE=a", "COLBENCH_PROBE=b"]
 @pytest.fixture(scope="module")
 def interleaved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("interleave") / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "64K,1M", "--repeat", "3", "--iters", "20",
         "--warmup", "2", "--backend", "gloo", "--env", "COLBENCH_PROBE=a,b", "--no-table",
         "--out", str(out),
@@ -76,7 +76,7 @@ def test_a_failing_world_keeps_what_was_measured_and_stops_the_other(tmp_path: P
     out = tmp_path / "run"
     # Variant 1's rank 1 fails at its 4th timed batch (repeat 1, first size); variant
     # 2's value names a rank that does not exist, so it never fails.
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K,64K,1M", "--repeat", "3", "--iters", "3",
         "--warmup", "1", "--backend", "gloo", "--env", "COLBENCH_FAULT=1:4,9:9", "--no-table",
         "--out", str(out),
@@ -115,7 +115,7 @@ def _second_venv(where: Path) -> Path:
 def test_python_variants_run_in_their_own_interpreters(tmp_path: Path) -> None:
     other = _second_venv(tmp_path / "venv-b")
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "64K", "--repeat", "2", "--iters", "3",
         "--warmup", "1", "--backend", "gloo", "--out", str(out),
         "--python", f"main={sys.executable},pr={other}",
@@ -168,7 +168,7 @@ def test_an_interpreter_without_python_ranks_is_one_clear_error(tmp_path: Path) 
     wrapper = tmp_path / "python-old"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={old} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--backend", "gloo",
         "--no-table", "--out", str(tmp_path / "run"),
         "--python", f"main={sys.executable},pr={wrapper}",
@@ -194,7 +194,7 @@ def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={patch} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--backend", "gloo",
         "--no-table", "--out", str(out), "--python", f"main={sys.executable},pr={wrapper}",
     )  # fmt: skip

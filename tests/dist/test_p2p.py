@@ -11,12 +11,12 @@ import pytest
 from colbench.analysis.link_defaults import DEFAULT_PASSES
 from colbench.p2p import load
 from colbench.p2p.results import COLUMNS, P2P_SCHEMA_VERSION
-from tests.conftest import finish_ranks, run_colbench, start_ranks
+from tests.conftest import call_colbench, finish_ranks, start_ranks
 
 
 def test_four_ranks_measure_every_ordered_pair(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "p2p", "--nprocs", "4", "--backend", "gloo", "--size", "1M", "-n", "3", "-w", "1",
         "--out", str(out),
     )  # fmt: skip
@@ -56,7 +56,7 @@ def test_four_ranks_measure_every_ordered_pair(tmp_path: Path) -> None:
 
 def test_three_ranks_bidirectional_serial_are_measured_but_not_judged(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "p2p", "--nprocs", "3", "--backend", "gloo", "--size", "256K", "-n", "2", "-w", "1",
         "--bidirectional", "--serial", "--repeat", "1", "--no-plot", "--window", "2",
         "--out", str(out),
@@ -93,7 +93,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     ]
     for index, (args, message) in enumerate(cases):
         out = tmp_path / f"run{index}"
-        proc = run_colbench("p2p", "--backend", "gloo", *args, "--out", str(out))
+        proc = call_colbench("p2p", "--backend", "gloo", *args, "--out", str(out))
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.startswith("colbench: error: "), proc.stderr
         assert message in proc.stderr, proc.stderr

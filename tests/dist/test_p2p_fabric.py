@@ -33,7 +33,7 @@ P2P = ["p2p", "--backend", "gloo", "--size", "1M", "-n", "4", "-w", "1", "--no-p
 
 _reason = netns.unavailable()
 pytestmark = [
-    pytest.mark.serial,  # namespaces and shaped links
+    pytest.mark.fabric,  # namespaces and shaped links
     pytest.mark.skipif(_reason is not None, reason=f"no network namespaces: {_reason}"),
 ]
 

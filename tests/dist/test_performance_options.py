@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from colbench.store.results import load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 
 
 def test_time_budget_adapts_iterations_per_size(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_gather", "--sizes", "1K,256K", "-n", "2", "-w", "1",
         "--time-budget", "0.3", "--out", str(out),
     )  # fmt: skip
@@ -27,7 +27,7 @@ def test_time_budget_adapts_iterations_per_size(tmp_path: Path) -> None:
 
 def test_rotate_keeps_results_correct(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce,all_gather,reduce_scatter", "--sizes", "4K,64K",
         "--rotate", "3", "-n", "5", "-w", "1", "--out", str(out),
     )  # fmt: skip
@@ -39,7 +39,7 @@ def test_rotate_keeps_results_correct(tmp_path: Path) -> None:
 
 def test_rotate_counts_in_the_memory_check(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1M,32M", "--rotate", "4",
         "--memory-limit", "160M", "-n", "1", "-w", "0", "--out", str(out),
     )  # fmt: skip
@@ -50,7 +50,7 @@ def test_rotate_counts_in_the_memory_check(tmp_path: Path) -> None:
 
 
 def test_cuda_graph_needs_nccl(tmp_path: Path) -> None:
-    proc = run_colbench("sweep", "--backend", "gloo", "--cuda-graph", "5", "--sizes", "1K")
+    proc = call_colbench("sweep", "--backend", "gloo", "--cuda-graph", "5", "--sizes", "1K")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "colbench: error: --cuda-graph captures NCCL calls in a CUDA graph; it needs --backend nccl"

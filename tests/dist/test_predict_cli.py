@@ -51,7 +51,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Path]
         yield runs
 
 
-@pytest.mark.serial  # namespaces and shaped links
+@pytest.mark.fabric  # namespaces and shaped links
 def test_predict_from_real_runs_checks_against_a_real_run(
     sweeps: dict[int, Path], tmp_path: Path
 ) -> None:

@@ -49,7 +49,7 @@ SWEEP += ["-n", "5", "-w", "2", "--repeat", "3", "--placement", "in", "--no-tabl
 
 _reason = netns.unavailable()
 pytestmark = [
-    pytest.mark.serial,  # namespaces, shaped links, and times compared across runs
+    pytest.mark.fabric,  # namespaces, shaped links, and times compared across runs
     pytest.mark.skipif(_reason is not None, reason=f"no network namespaces: {_reason}"),
 ]
 

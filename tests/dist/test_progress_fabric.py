@@ -25,7 +25,7 @@ STATED = "colbench: this run takes about "
 
 _reason = netns.unavailable()
 pytestmark = [
-    pytest.mark.serial,  # namespaces and shaped links
+    pytest.mark.fabric,  # namespaces and shaped links
     pytest.mark.skipif(_reason is not None, reason=f"no network namespaces: {_reason}"),
 ]
 

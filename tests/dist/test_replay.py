@@ -14,7 +14,7 @@ import pytest
 
 from colbench.config import suite
 from colbench.launch import free_port
-from tests.conftest import REPO, run_colbench
+from tests.conftest import REPO, call_colbench
 
 #: (op, size_bytes, dtype, group_size, calls) of the job's two steps, in colbench's sizes:
 #: all_gather's is its output, reduce_scatter's its input (replay_job.py's step()).
@@ -55,7 +55,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def test_dry_run_reproduces_the_jobs_calls(traces: list[str]) -> None:
-    proc = run_colbench("replay", *traces, "--dry-run", "--json", timeout=60)
+    proc = call_colbench("replay", *traces, "--dry-run", "--json", timeout=60)
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     measurable = [e for e in plan if "reason" not in e]
@@ -74,7 +74,7 @@ def test_dry_run_reproduces_the_jobs_calls(traces: list[str]) -> None:
 
 
 def test_one_ranks_trace_of_an_uneven_all_to_allv_is_refused(traces: list[str]) -> None:
-    proc = run_colbench("replay", traces[0], "--dry-run", timeout=60)
+    proc = call_colbench("replay", traces[0], "--dry-run", timeout=60)
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("colbench: error: ")
@@ -83,7 +83,7 @@ def test_one_ranks_trace_of_an_uneven_all_to_allv_is_refused(traces: list[str]) 
 
 def test_replay_measures_the_plan_and_writes_suites(traces: list[str], tmp_path: Path) -> None:
     out = tmp_path / "replay"
-    proc = run_colbench("replay", *traces, "--iters", "2", "--warmup", "1", "--out", str(out))
+    proc = call_colbench("replay", *traces, "--iters", "2", "--warmup", "1", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "top contributors: " in proc.stdout
     (per_op,) = (line for line in proc.stdout.splitlines() if line.startswith("per op, "))

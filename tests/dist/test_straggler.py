@@ -48,10 +48,10 @@ STRAGGLER_LINE = "# Straggler            : "
 _reason = netns.unavailable() or cgroups.unavailable()
 pytestmark = [
     pytest.mark.skipif(_reason is not None, reason=f"cannot run: {_reason}"),
-    # Alone, as make test runs the serial files: beside a second pytest worker's ranks
+    # Alone, as make test-fabric runs these files: beside a second pytest worker's ranks
     # and a busy loop on 2 cores, the unquota'd rank starved too and no rank stood out
     # (a lone-clone make test beside one busy loop: "Straggler: none").
-    pytest.mark.serial,
+    pytest.mark.fabric,
 ]
 
 

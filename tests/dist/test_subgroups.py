@@ -7,14 +7,14 @@ from pathlib import Path
 
 from colbench import ops
 from colbench.store.results import COLUMNS, load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 
 WORLD, GROUP = 4, 2
 
 
 def test_every_op_in_groups_of_two_is_correct(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all", "--sizes", "1K,16K", "--nprocs", str(WORLD),
         "--group-size", str(GROUP), "--root", "1", "-n", "2", "-w", "1", "--out", str(out),
     )  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 
 from colbench import ops
 from colbench.store.results import COLUMNS, load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench, run_colbench
 
 ALL_SIZED = [op for op in ops.REGISTRY if op.sized]
 
@@ -18,7 +18,7 @@ ALL_SIZED = [op for op in ops.REGISTRY if op.sized]
 @pytest.mark.parametrize("nprocs", [2, 3])
 def test_every_op_every_placement_is_correct(tmp_path: Path, nprocs: int) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all", "--sizes", "1K,64K", "--dtype", "float32,bfloat16",
         "--nprocs", str(nprocs), "-n", "3", "-w", "1", "--out", str(out),
     )  # fmt: skip
@@ -52,7 +52,7 @@ def test_every_op_every_placement_is_correct(tmp_path: Path, nprocs: int) -> Non
 
 def test_every_dtype_and_redop_is_exact_at_three_ranks(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce,reduce_scatter,reduce", "--sizes", "4K",
         "--dtype", "all", "--redop", "all", "--nprocs", "3", "-n", "2", "-w", "1",
         "--root", "2", "--out", str(out),
@@ -69,7 +69,7 @@ def test_every_dtype_and_redop_is_exact_at_three_ranks(tmp_path: Path) -> None:
 
 def test_nccl_tests_flags_and_unaligned_sizes(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_gather", "-b", "8", "-e", "4K", "-f", "4", "-n", "2", "-w", "1",
         "-c", "1", "--nprocs", "3", "-a", "max", "--out", str(out),
     )  # fmt: skip
@@ -84,7 +84,7 @@ def test_nccl_tests_flags_and_unaligned_sizes(tmp_path: Path) -> None:
 
 def test_no_check_leaves_wrong_empty(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "broadcast", "--sizes", "1K", "-c", "0", "-n", "2", "--out", str(out)
     )
     assert proc.returncode == 0, proc.stderr
@@ -113,7 +113,7 @@ def test_existing_run_directory_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "run"
     out.mkdir()
     (out / "results.csv").write_text("precious\n")
-    proc = run_colbench("sweep", "--sizes", "1K", "--out", str(out))
+    proc = call_colbench("sweep", "--sizes", "1K", "--out", str(out))
     assert proc.returncode == 2
     assert (out / "results.csv").read_text() == "precious\n"
     assert proc.stderr.strip().count("\n") == 0 and "already exists" in proc.stderr
@@ -126,7 +126,7 @@ def test_a_gloo_runs_hardware_comes_from_this_machines_sysfs_and_has_no_ceiling(
     from colbench.hardware import sysfs
 
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K,4K", "-n", "2", "--out", str(out)
     )
     assert proc.returncode == 0, proc.stderr
@@ -148,7 +148,7 @@ def test_a_gloo_runs_hardware_comes_from_this_machines_sysfs_and_has_no_ceiling(
     assert meta["verdicts"] == [] and "verdict" not in proc.stderr
     # The user's ceiling fills both columns: busbw as a share of it.
     again = tmp_path / "again"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "4K", "-n", "2", "--ceiling-gbps", "0.25",
         "--out", str(again),
     )  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 
 from colbench.cli import main
 from colbench.store.results import load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 
 SUITE = """\
 description: variant probe
@@ -32,7 +32,7 @@ def variant_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     suite.write_text(SUITE)
     out = root / "run"
     # Flags override the file: fewer iterations, plus an NCCL_* axis gloo ignores.
-    proc = run_colbench(
+    proc = call_colbench(
         "run", str(suite), "--iters", "3", "--env", "NCCL_ALGO=Ring", "--plot", "--no-table",
         "--out", str(out),
     )  # fmt: skip

@@ -10,12 +10,12 @@ import math
 from pathlib import Path
 
 from colbench.store.results import load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 
 
 def test_every_collective_gives_sane_rows_at_world_size_one(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--backend", "gloo", "--nprocs", "1", "--op", "all", "--sizes", "1K-4K",
         "-n", "2", "-w", "1", "--no-table", "--out", str(out),
     )  # fmt: skip
