@@ -177,7 +177,9 @@ busbw_gbps and algbw_gbps, a rise for times); METRIC:VALUE is an absolute bound.
 is always on. A change beyond a limit fails only when the samples show it is real
 (one-sided exact Mann-Whitney U test); otherwise the row is marked noisy. Rows missing
 from the current run, or measured at another world size, backend, dtype or variant,
-fail too. NCCL_TESTS_MIN_BW (GB/s) adds nccl-tests' average bus bandwidth floor.
+fail too. NCCL_TESTS_MIN_BW (GB/s) adds nccl-tests' average bus bandwidth floor, with
+nccl-tests' rule: each op's average must reach 0.9x the value; --min-avg-busbw-gbps X
+instead asks for X itself.
 
 Holm's procedure over the rows keeps the chance that an unchanged run fails any row at
 --alpha; each row states the smallest slowdown it would have caught at --power (the

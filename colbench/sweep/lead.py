@@ -122,6 +122,7 @@ def _json_report(
     job: RankJob, context: BenchContext, met: Met, say: Callable[[str], None]
 ) -> Reporter:
     """-J: nccl-tests' JSON report (colbench.report.nccl_tests_json), one device per rank."""
+    from colbench.config import min_bw
     from colbench.report import nccl_tests_json as report
 
     cfg = context.cfg
@@ -152,8 +153,8 @@ def _json_report(
         per_iter_timing=cfg.output.per_iter_timing,
         devices=devices,
     )
-    threshold = report.min_bw_threshold()
-    return report.NcclTestsJsonReporter(Path(cfg.output.output_file), header, threshold, say)
+    floor = min_bw.from_environment()
+    return report.NcclTestsJsonReporter(Path(cfg.output.output_file), header, floor, say)
 
 
 def _nccl_version_code(backend: str) -> int:

@@ -123,27 +123,22 @@ class SweepTask(ConfiguredTask):
 
 
 def min_bw_verdict(run_dir: Path) -> int:
-    """NCCL_TESTS_MIN_BW as nccl-tests honours it: exit 1 (as wrong results: nccl-tests
-    fails both alike) when the run's average bus bandwidth, the mean over its rows, is
-    below 0.9x the value; nothing when it is unset."""
-    from colbench.report.nccl_tests_json import (
-        MIN_BW_SHARE,
-        MIN_BW_VARIABLE,
-        min_bw_okay,
-        min_bw_threshold,
-    )
+    """NCCL_TESTS_MIN_BW as nccl-tests honours it (colbench.config.min_bw): exit 1 (as
+    wrong results: nccl-tests fails both alike) when the run's average bus bandwidth, the
+    mean over its rows, is below 0.9x the value; nothing when it is unset."""
+    from colbench.config.min_bw import from_environment
     from colbench.store.rundir import RunDir
 
-    threshold = min_bw_threshold()
-    if threshold is None:
+    floor = from_environment()
+    if floor is None:
         return int(ExitCode.OK)
     average = RunDir(run_dir).read_meta().get("busbw_avg_gbps")
     if average is None:
         return int(ExitCode.OK)
-    okay = min_bw_okay(average, threshold)
+    okay = floor.okay(average)
     print(
-        f"colbench: average bus bandwidth {average:.4g} GB/s, {MIN_BW_VARIABLE}={threshold:g} "
-        f"({MIN_BW_SHARE:g}x: {MIN_BW_SHARE * threshold:.4g}): {'OK' if okay else 'FAILED'}",
+        f"colbench: average bus bandwidth {average:.4g} GB/s, floor {floor.floor_gbps:.4g} GB/s "
+        f"({floor.describe()}): {'OK' if okay else 'FAILED'}",
         file=sys.stderr,
     )
     return int(ExitCode.OK if okay else ExitCode.DATA_ERROR)
