@@ -25,10 +25,19 @@ def plot(
         typer.Option(
             "--out",
             help="Directory the figure goes into (made if missing). Default: the last run's "
-            "own folder. One run: <metric>.png; several: <metric>-<run>-vs-<run>.png (never "
-            "overwritten: -2, -3...).",
+            "own folder. One run: <metric>.png (in the run's folder, the figure sweep --plot "
+            "writes, drawn the same); several: <metric>-<run>-vs-<run>.png (never "
+            "overwritten: -2, -3...). --one-chart puts -one-chart after <metric>.",
         ),
     ] = None,
+    one_chart: Annotated[
+        bool,
+        typer.Option(
+            "--one-chart/--panels",
+            help="Every line on one chart (<metric>-one-chart.png) instead of one small "
+            "panel per collective, the figure sweep --plot draws.",
+        ),
+    ] = False,
     peak: Annotated[
         float | None,
         typer.Option("--peak", help="Rated link bandwidth in GB/s, drawn as a horizontal line."),
@@ -37,17 +46,18 @@ def plot(
         bool, typer.Option("--fit/--no-fit", help="Overlay the latency-bandwidth model.")
     ] = False,
 ) -> None:
-    """Plot busbw, algbw or time against message size, one line per (op, variant, run).
+    """Plot busbw, algbw or time against message size: one panel per collective (as sweep
+    --plot draws), one line per variant and run; --one-chart puts every line on one chart.
 
     \b
     Examples:
       colbench plot results/20261122-022623-all-gloo/
       colbench plot results/a/ results/b/ --metric time --out figures/
-      colbench plot results/imported-ar/ --peak 400 --fit
+      colbench plot results/imported-ar/ --peak 400 --fit --one-chart
     """
     from colbench.analysis.plot.lines import plot_runs
 
-    path, warnings = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit)
+    path, warnings = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit, one_chart=one_chart)
     for warning in warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: wrote {path}", err=True)
