@@ -32,6 +32,9 @@ from colbench.store.rundir import RunDir
 from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.plan import Work, count_units, row_weight, weight_total
 
+#: What the table's header names instead of the ops under --init-only.
+INIT_ONLY_LABEL = "communicator set-up (--init-only)"
+
 
 @dataclass(frozen=True)
 class Met:
@@ -248,7 +251,10 @@ def _table_header(job: RankJob, context: BenchContext, met: Met, warnings: list[
         + ([fabric] if fabric else [])
         + [f"# warning: {line}" for line in warnings]
         + run_header(
-            ops=cfg.measure.ops,
+            # --init-only runs none of the ops: what it times is named instead.
+            ops=("communicator set-up (--init-only)",)
+            if cfg.measure.init_only
+            else cfg.measure.ops,
             backend=job.backend,
             world_size=job.world_size,
             nnodes=info.nnodes,
