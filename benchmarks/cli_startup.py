@@ -5,7 +5,10 @@ time) and reports the median wall time, and the median CPU time (user + system),
 figure a busy machine inflates less. For comparison it times `import torch` alone:
 what these commands paid before they stopped importing it.
 
-Target (issue #14): <= 0.3 s each, median of 5 runs.
+Targets, median of 5 runs: `colbench --help` <= 0.1 s (issue #35: it builds no command's
+parameters and imports none of numpy, pandas, matplotlib, torch); the others <= 0.3 s
+(issue #14). Running any command costs more than listing them: Typer converts parameters
+through pydantic, which it imports when it builds one (about 0.05 s here).
 
     python benchmarks/cli_startup.py [--repeats 5]
 """
@@ -20,15 +23,17 @@ import sys
 import time
 from pathlib import Path
 
-TARGET_S = 0.3
+TARGET_S = 0.1
+#: A command's own start-up, Typer's pydantic included.
+COMMAND_TARGET_S = 0.3
 REPO = Path(__file__).resolve().parent.parent
 
-#: (label, arguments, the exit code that shows the command did its job)
+#: (label, arguments, the exit code that shows the command did its job, target seconds)
 COMMANDS = (
-    ("colbench --help", ["--help"], 0),
-    ("colbench explain all_reduce", ["explain", "all_reduce"], 0),
-    ("colbench version", ["version"], 0),
-    ("colbench sweep --op bogus (usage error)", ["sweep", "--op", "bogus"], 2),
+    ("colbench --help", ["--help"], 0, TARGET_S),
+    ("colbench explain all_reduce", ["explain", "all_reduce"], 0, COMMAND_TARGET_S),
+    ("colbench version", ["version"], 0, COMMAND_TARGET_S),
+    ("colbench sweep --op bogus (usage error)", ["sweep", "--op", "bogus"], 2, COMMAND_TARGET_S),
 )
 
 
@@ -58,11 +63,11 @@ def main() -> int:
     args = parser.parse_args()
     print(f"{'figure':<44}{'median s':>10}{'cpu s':>8}{'target':>8}  verdict")
     status = 0
-    for label, cli_args, code in COMMANDS:
+    for label, cli_args, code, target in COMMANDS:
         wall, cpu = medians([sys.executable, "-m", "colbench", *cli_args], code, args.repeats)
-        verdict = "PASS" if wall <= TARGET_S else "FAIL"
-        status = status or int(wall > TARGET_S)
-        print(f"{label:<44}{wall:>10.2f}{cpu:>8.2f}{TARGET_S:>8.1f}  {verdict}")
+        verdict = "PASS" if wall <= target else "FAIL"
+        status = status or int(wall > target)
+        print(f"{label:<44}{wall:>10.3f}{cpu:>8.3f}{target:>8.1f}  {verdict}")
     wall, cpu = medians([sys.executable, "-c", "import torch"], 0, args.repeats)
     label = 'python -c "import torch"'
     print(f"{label:<44}{wall:>10.2f}{cpu:>8.2f}{'':>8}  (reference)")

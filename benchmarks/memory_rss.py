@@ -25,9 +25,10 @@ from colbench.config.sizes import parse_size
 from colbench.launch import free_port
 from colbench.ops.dtypes import DTYPES
 from colbench.run.startup import share_cpu_threads
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
 from colbench.sweep.plan import plan
+from colbench.sweep.rows import RunInfo
 
 TARGET = 1.15
 

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_POWER
+from colbench.analysis.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
 from colbench.analysis.link_tests import (
     Link,
     Matrix,
@@ -56,15 +57,6 @@ __all__ = ["Samples", "judge", "passes_needed"]
 
 #: Ranks (nodes with --per-node) needed to tell one link from the others.
 MIN_RANKS = 4
-#: Passes p2p measures by default. At 3 a link of 4 ranks can just be named, when all 3
-#: of its samples lie beyond all 15 of the others' (1/816 against the 0.0025 Holm asks
-#: over 20 tests); at 5 the best p is 7e-06, and a link is still named when one of its
-#: samples lands in the middle of the others' (p = 0.0014), a node of 4 whatever one of
-#: its 15 samples does (docs/p2p.md).
-DEFAULT_PASSES = 5
-DEFAULT_BW_PCT = 25.0
-#: Small-message latency on a busy host varies more than large-message bandwidth.
-DEFAULT_LATENCY_PCT = 100.0
 
 #: What the verdict says of a link in p2p.csv's ``link_verdict``.
 SLOW_LINK, SLOW_NODE, LINK_OK, NOT_JUDGED = "slow link", "slow node", "ok", "not judged"

@@ -4,19 +4,21 @@ colbench.predict do the work)."""
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
-from colbench.analysis.gate import options as gate_options
-from colbench.cli.app import _param, _with_options, app
-from colbench.predict import options as predict_options
+from colbench.cli.app import JUDGE, _param, _with_options, app
+
+if TYPE_CHECKING:
+    from colbench.config.option_table import Option
 
 #: Every command names a metric by its column or its short alias (colbench.store.metrics).
 METRIC_HELP = "busbw, algbw or time (or their columns busbw_gbps, algbw_gbps, time_us)."
 
 
-@app.command()
+@app.command(rich_help_panel=JUDGE)
 def plot(
     runs: Annotated[list[str], typer.Argument(help="Run directories (or results.csv files).")],
     metric: Annotated[str, typer.Option("--metric", help=METRIC_HELP)] = "busbw",
@@ -70,7 +72,7 @@ ALLOW_EMULATED_HELP = (
 )
 
 
-@app.command()
+@app.command(rich_help_panel=JUDGE)
 def compare(
     run_a: Annotated[str, typer.Argument(help="Run A, the reference.")],
     run_b: Annotated[str, typer.Argument(help="Run B, compared with A (ratio = B / A).")],
@@ -118,7 +120,7 @@ def compare(
     typer.echo(f"colbench: wrote {path}", err=True)
 
 
-@app.command()
+@app.command(rich_help_panel=JUDGE)
 def fit(
     runs: Annotated[list[str], typer.Argument(help="Run directories (or results.csv files).")],
 ) -> None:
@@ -160,18 +162,40 @@ Exit codes: 0 ok, 1 --max-error exceeded, 2 bad input or refused extrapolation.
 """
 
 
-@app.command(help=PREDICT_HELP, cls=predict_options.PredictCommand)
+class PredictCommand(TyperCommand):
+    """``colbench predict``'s command: ``--against`` takes several runs (spread_against)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from colbench.predict.options import spread_against
+
+        return super().parse_args(ctx, spread_against(args))
+
+
+def _predict_rows() -> tuple[Option, ...]:
+    from colbench.predict import options
+
+    return options.table()
+
+
+def _gate_rows() -> tuple[Option, ...]:
+    from colbench.analysis.gate import options
+
+    return options.table()
+
+
+@app.command(help=PREDICT_HELP, cls=PredictCommand, rich_help_panel=JUDGE)
 @_with_options(
     _param(
         "runs", list[str], inspect.Parameter.empty,
         typer.Argument(help="Run directories to fit (or results.csv files).", metavar="RUN"),
     ),
-    rows=predict_options.table(),
+    rows=_predict_rows,
 )  # fmt: skip
 def predict(ctx: typer.Context, runs: list[str], **values: Any) -> None:
     from colbench.predict.command import run as predict_run
+    from colbench.predict.options import PredictOptions
 
-    flags = predict_options.PredictOptions(**values)
+    flags = PredictOptions(**values)
     raise typer.Exit(predict_run(runs, flags))
 
 
@@ -219,7 +243,7 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
 """
 
 
-@app.command(help=GATE_HELP)
+@app.command(help=GATE_HELP, rich_help_panel=JUDGE)
 @_with_options(
     _param(
         "baseline",
@@ -228,10 +252,11 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
         typer.Argument(help=BASELINE_HELP, metavar="BASELINE"),
     ),
     _param("current", list[str] | None, None, typer.Argument(help=CURRENT_HELP, metavar="CURRENT")),
-    rows=gate_options.table(),
+    rows=_gate_rows,
 )
 def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values: Any) -> None:
     from colbench.analysis.gate.command import run as gate_run
+    from colbench.analysis.gate.options import GateOptions
 
-    flags = gate_options.GateOptions(**values)
+    flags = GateOptions(**values)
     raise typer.Exit(gate_run(baseline, current or [], flags))

@@ -1,25 +1,124 @@
-"""The Typer app, the helpers that generate commands' parameters from the options table, and
-the entry point that turns every failure into one line and a documented exit code."""
+"""The Typer app, the helpers that generate commands' parameters from the options tables, and
+the entry point that turns every failure into one line and a documented exit code.
+
+A command's parameters are built when it runs, not when the CLI is: ``colbench --help``
+lists the commands from their names and help texts alone, and ``colbench sweep`` builds
+sweep's parameters only. Building one means importing its options table (p2p's reads
+its defaults from its judging code, numpy and all) and calling into it.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any, NoReturn, TypeVar
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, cast
 
 import typer
+import typer.main
+from typer.core import TyperCommand, TyperGroup
+from typer.models import CommandInfo
 
 from colbench import output
-from colbench.config import option_table, options
 from colbench.errors import ExitCode, RankFailure, UsageError, WriteFailed
 
 # Imported now: the handler of torch failing to load under ``ulimit -v`` has no address
 # space left to import it then.
 from colbench.launch.limits import guard_torch_import, torch_load_failure
 
+if TYPE_CHECKING:
+    from colbench.config.option_table import Option
+
+#: ``colbench --help`` lists the commands under these headings, by what a user wants to do
+#: (each command's ``rich_help_panel``), in this order.
+MEASURE = "Measure"
+JUDGE = "Compare and judge"
+EXPLAIN = "Explain"
+IMPORT = "Import"
+PANELS = (MEASURE, JUDGE, EXPLAIN, IMPORT)
+
+
+class CommandGroup(TyperGroup):
+    """colbench's commands: listed under their panels (plain text, as the app sets no rich
+    markup), each built from its function on first use when ``commands`` is lazy."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        listed: dict[str, list[tuple[str, str]]] = {panel: [] for panel in PANELS}
+        commands = self.commands
+        summary = commands.summary if isinstance(commands, LazyCommands) else commands.get
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        for name in names:
+            cmd = summary(name)
+            if cmd is None or cmd.hidden:
+                continue
+            panel = getattr(cmd, "rich_help_panel", None) or "Commands"
+            listed.setdefault(panel, []).append((name, cmd.get_short_help_str(limit)))
+        for panel, rows in listed.items():
+            if rows:
+                with formatter.section(panel):
+                    formatter.write_dl(rows)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        # Typer's lists ``commands.items()``, which would build every command.
+        return list(self.commands)
+
+
+class LazyCommands(MutableMapping[str, Any]):
+    """The app's commands by name, each made into a click command when first looked up."""
+
+    def __init__(self, app: typer.Typer) -> None:
+        self._app = app
+        self._infos: dict[str, CommandInfo] = {}
+        for info in app.registered_commands:
+            assert info.callback is not None
+            self._infos[info.name or typer.main.get_command_name(info.callback.__name__)] = info
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in self._infos:
+                raise KeyError(name)
+            self._built[name] = typer.main.get_command_from_info(
+                self._infos[name],
+                pretty_exceptions_short=self._app.pretty_exceptions_short,
+                rich_markup_mode=self._app.rich_markup_mode,
+            )
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._infos.pop(name, None)
+        self._built.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._infos, **self._built})
+
+    def __len__(self) -> int:
+        return len({**self._infos, **self._built})
+
+    def summary(self, name: str) -> TyperCommand | None:
+        """A stand-in that knows the command's help and panel, and none of its parameters."""
+        info = self._infos.get(name)
+        if info is None:
+            return self._built.get(name)
+        # As Typer reads a command's help: given, else the function's docstring.
+        text = info.help if info.help is not None else inspect.getdoc(info.callback)
+        return TyperCommand(
+            name=name,
+            help=inspect.cleandoc(text or ""),
+            hidden=info.hidden,
+            rich_help_panel=info.rich_help_panel,
+        )
+
+
 app = typer.Typer(
+    cls=CommandGroup,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
@@ -36,27 +135,61 @@ app = typer.Typer(
 )
 
 
+def command_group() -> CommandGroup:
+    """The app as click runs it, its commands built lazily (``typer.main.get_command(app)``
+    builds every one: tests and the docs generator may afford that)."""
+    shell = copy.copy(app)
+    shell.registered_commands = []
+    group = typer.main.get_group(shell)
+    group.commands = LazyCommands(app)
+    return cast(CommandGroup, group)
+
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Deferred:
+    """A command function whose signature (its options) is made on first inspection: Typer
+    reads ``__signature__`` when it builds the command, which :class:`LazyCommands` does
+    only for the command that runs."""
+
+    def __init__(self, func: Callable[..., Any], make: Callable[[], inspect.Signature]) -> None:
+        functools.update_wrapper(self, func)
+        self._make = make
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:
+        return self._make()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__wrapped__(*args, **kwargs)  # type: ignore[attr-defined]
 
 
 def _with_options(
     *leading: inspect.Parameter,
-    rows: tuple[option_table.Option, ...] | None = None,
-    hidden: frozenset[str] = frozenset(),
+    rows: Callable[[], tuple[Option, ...]] | None = None,
+    hidden: Callable[[], frozenset[str]] | None = None,
 ) -> Callable[[F], F]:
     """Give a command ``leading`` and then every option of the table (colbench.config.options),
-    or the rows of another command's table. With sweep's table come nccl-tests' flags that
-    sweep refuses (parsed, hidden, answered by :func:`_refuse_nccl_tests_flags`); options
-    named in ``hidden`` are parsed but left out of ``--help`` (the command refuses them)."""
+    or the rows ``rows()`` gives (another command's table), once the command is built. With
+    sweep's table come nccl-tests' flags that sweep refuses (parsed, hidden, answered by
+    :func:`_refuse_nccl_tests_flags`); options named in ``hidden()`` are parsed but left out
+    of ``--help`` (the command refuses them)."""
 
     def wrap(func: F) -> F:
-        ctx = inspect.Parameter(
-            "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
-        )
-        refused = options.refused_parameters() if rows is None else []
-        parameters = [ctx, *leading, *options.typer_parameters(rows, hidden), *refused]
-        setattr(func, "__signature__", inspect.Signature(parameters))  # noqa: B010
-        return func
+        def signature() -> inspect.Signature:
+            from colbench.config import options
+
+            ctx = inspect.Parameter(
+                "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
+            )
+            table = rows() if rows is not None else None
+            refused = options.refused_parameters() if rows is None else []
+            unlisted = hidden() if hidden is not None else frozenset()
+            parameters = [ctx, *leading, *options.typer_parameters(table, unlisted), *refused]
+            return inspect.Signature(parameters)
+
+        return cast(F, _Deferred(func, signature))
 
     return wrap
 
@@ -80,6 +213,8 @@ def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
 def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
     """Take nccl-tests' refused flags out of ``values``; raise with the reason if one asks for
     what colbench does not do (``-g 1``, what colbench does anyway, passes)."""
+    from colbench.config import options
+
     given = {r.name: values.pop(r.name, None) for r in options.REFUSED}
     said = options.refusal_message(given)
     if said:
@@ -135,7 +270,7 @@ def main(argv: list[str] | None = None) -> None:
         _error(f"{both} and --no-{both[2:]} contradict each other: give one of them")
         sys.exit(int(ExitCode.USAGE))
     try:
-        code = app(args=argv, prog_name="colbench", standalone_mode=False)
+        code = command_group()(args=argv, prog_name="colbench", standalone_mode=False)
         output.flush()
     except output.OutputLost as exc:
         _output_lost(exc)

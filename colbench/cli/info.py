@@ -1,4 +1,4 @@
-"""Commands that describe or convert: explain, env, version, import."""
+"""Commands that describe or convert: explain, env, version, import, explain-log, references."""
 
 from __future__ import annotations
 
@@ -6,22 +6,23 @@ from typing import Annotated
 
 import typer
 
-from colbench import __version__, ops
-from colbench.cli.app import app
+from colbench import __version__
+from colbench.cli.app import EXPLAIN, IMPORT, JUDGE, app
 
 
-@app.command()
+@app.command(rich_help_panel=EXPLAIN)
 def explain(op: Annotated[str, typer.Argument(help="A collective, e.g. all_gather.")]) -> None:
     """Print how size, count, algbw and busbw are defined for OP.
 
     Example: colbench explain all_gather
     """
+    from colbench import ops
     from colbench.ops.explain import explain_text
 
     typer.echo(explain_text(ops.get(op)))
 
 
-@app.command()
+@app.command(rich_help_panel=EXPLAIN)
 def env() -> None:
     """Show backends, GPUs, versions and the launcher colbench would join.
 
@@ -32,7 +33,7 @@ def env() -> None:
     typer.echo(describe())
 
 
-@app.command()
+@app.command(rich_help_panel=EXPLAIN)
 def version() -> None:
     """Print the colbench version.
 
@@ -41,7 +42,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-@app.command("import")
+@app.command("import", rich_help_panel=IMPORT)
 def import_(
     kind: Annotated[str, typer.Argument(help="Format: nccl-tests, or inspector.")],
     log: Annotated[
@@ -122,7 +123,7 @@ def import_(
             typer.echo(f"colbench: reference: {line}", err=True)
 
 
-@app.command("explain-log")
+@app.command("explain-log", rich_help_panel=EXPLAIN)
 def explain_log(
     logs: Annotated[
         list[str], typer.Argument(help="NCCL_DEBUG=INFO logs, each explained on its own.")
@@ -155,7 +156,7 @@ def explain_log(
     typer.echo("\n\n".join(explain_text(name, facts) for name, facts in found))
 
 
-@app.command()
+@app.command(rich_help_panel=JUDGE)
 def references(
     gpu: Annotated[
         str | None, typer.Option("--gpu", help="GPU model, e.g. H100, GB200, MI300X.")

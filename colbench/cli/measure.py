@@ -1,19 +1,28 @@
-"""Commands that measure: sweep, run (a suite), p2p, crosscheck. Their parameters come from
-the options tables (colbench.config.options, colbench.p2p.options)."""
+"""Commands that measure: sweep, run (a suite), p2p, health, crosscheck, replay. Their
+parameters come from the options tables (colbench.config.options, colbench.p2p.options,
+colbench.health.options), imported when the command is built."""
 
 from __future__ import annotations
 
 import inspect
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from colbench.cli.app import _given, _option, _param, _refuse_nccl_tests_flags, _with_options, app
-from colbench.config import options as sweep_table
+from colbench.cli.app import (
+    MEASURE,
+    _given,
+    _option,
+    _param,
+    _refuse_nccl_tests_flags,
+    _with_options,
+    app,
+)
 from colbench.crosscheck import FORWARDED, MAPPED
-from colbench.health import options as health_options
-from colbench.p2p import options as p2p_options
+
+if TYPE_CHECKING:
+    from colbench.config.option_table import Option
 
 SWEEP_HELP = """Measure collectives over a range of message sizes.
 
@@ -67,7 +76,7 @@ CONFIG_HELP = (
 )
 
 
-@app.command(help=SWEEP_HELP)
+@app.command(help=SWEEP_HELP, rich_help_panel=MEASURE)
 @_with_options(_option("config_file", str | None, None, "--config", CONFIG_HELP))
 def sweep(ctx: typer.Context, config_file: str | None = None, **values: Any) -> None:
     raise typer.Exit(_run_sweep(ctx, config_file, values))
@@ -98,8 +107,20 @@ Exit codes: 0 ok, 1 --fail-below found a link below its limit, 2 usage error,
 """
 
 
-@app.command(help=P2P_HELP)
-@_with_options(rows=p2p_options.table())
+def _p2p_rows() -> tuple[Option, ...]:
+    from colbench.p2p import options
+
+    return options.table()
+
+
+def _health_rows() -> tuple[Option, ...]:
+    from colbench.health import options
+
+    return options.table()
+
+
+@app.command(help=P2P_HELP, rich_help_panel=MEASURE)
+@_with_options(rows=_p2p_rows)
 def p2p(ctx: typer.Context, **values: Any) -> None:
     from colbench.p2p import command
 
@@ -131,7 +152,7 @@ Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
 """
 
 
-@app.command(help=HEALTH_HELP)
+@app.command(help=HEALTH_HELP, rich_help_panel=MEASURE)
 @_with_options(
     _param(
         "args",
@@ -142,7 +163,7 @@ Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
             metavar="[learn RUN...]",
         ),
     ),
-    rows=health_options.table(),
+    rows=_health_rows,
 )
 def health(ctx: typer.Context, args: list[str] | None = None, **values: Any) -> None:
     from colbench.errors import UsageError
@@ -171,7 +192,7 @@ Examples:
 SUITE_HELP = "A suite file, e.g. configs/smoke-cpu.yaml."
 
 
-@app.command(help=RUN_HELP)
+@app.command(help=RUN_HELP, rich_help_panel=MEASURE)
 @_with_options(
     _param(
         "suite_file", str, inspect.Parameter.empty, typer.Argument(help=SUITE_HELP, metavar="FILE")
@@ -226,19 +247,20 @@ MPIEXEC_HELP = (
 )
 
 
-#: sweep's options crosscheck refuses (nccl-tests has nothing like them): parsed, so the
-#: refusal can say why, but not listed in its --help.
-CROSSCHECK_REFUSES = frozenset(
-    opt.name for opt in sweep_table.table() if opt.name not in MAPPED | set(FORWARDED)
-)
+def _crosscheck_refuses() -> frozenset[str]:
+    """sweep's options crosscheck refuses (nccl-tests has nothing like them): parsed, so the
+    refusal can say why, but not listed in its --help."""
+    from colbench.config import options
+
+    return frozenset(opt.name for opt in options.table() if opt.name not in MAPPED | set(FORWARDED))
 
 
-@app.command(help=CROSSCHECK_HELP)
+@app.command(help=CROSSCHECK_HELP, rich_help_panel=MEASURE)
 @_with_options(
     _option("nccl_tests", str | None, None, "--nccl-tests", NCCL_TESTS_HELP),
     _option("nccl_tests_timeout", float, 3600.0, "--nccl-tests-timeout", NCCL_TESTS_TIMEOUT_HELP),
     _option("mpiexec", str | None, None, "--mpiexec", MPIEXEC_HELP),
-    hidden=CROSSCHECK_REFUSES,
+    hidden=_crosscheck_refuses,
 )
 def crosscheck(
     ctx: typer.Context,
@@ -276,7 +298,7 @@ Exit codes: 0 ok, 1 wrong results, 2 unreadable or partial traces (nothing measu
 """
 
 
-@app.command(help=REPLAY_HELP)
+@app.command(help=REPLAY_HELP, rich_help_panel=MEASURE)
 def replay(
     trace: Annotated[list[str], typer.Argument(help="Trace files, one per rank.")],
     dry_run: Annotated[

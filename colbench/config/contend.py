@@ -22,8 +22,7 @@ from colbench.errors import UsageError
 from colbench.ops.dtypes import DTYPES, parse_dtypes
 
 if TYPE_CHECKING:
-    from colbench.config.model import MeasureConfig
-    from colbench.ops.base import Collective
+    from colbench.ops.base import Collective, OpSettings
 
 #: A GEMM's kind; any other kind is a collective's name.
 GEMM = "gemm"
@@ -108,12 +107,12 @@ def parse_contend(text: str) -> LoadSpec:
     return LoadSpec(coll.name, dtype, size_bytes=size_bytes)
 
 
-def load_collective(spec: LoadSpec, measure: MeasureConfig) -> Collective:
+def load_collective(spec: LoadSpec, measure: OpSettings) -> Collective:
     """A collective load's op, configured as the sweep's own ops are."""
     return ops.get(spec.kind).configured(measure)
 
 
-def check_load(spec: LoadSpec, measure: MeasureConfig, world_size: int, backend: str) -> None:
+def check_load(spec: LoadSpec, measure: OpSettings, world_size: int, backend: str) -> None:
     """Refuse, before any rank starts, a collective load that cannot run in this world."""
     if spec.is_gemm:
         return

@@ -1,22 +1,16 @@
 """A sweep's validation: what no process group is needed to refuse, and what the world
 size decides (:func:`validate_for_world`), as one-line usage errors before any rank, or
-any call, starts. :func:`colbench.config.model.build` calls :func:`validate`; the other
+any call, starts. :func:`colbench.config.build.build` calls :func:`validate`; the other
 tasks (p2p, health) check their launch and counts with the same functions.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from colbench.config.contend import check_load
+from colbench.config.model import LaunchConfig, SweepConfig
 from colbench.direct.engine import refusal as engine_refusal
 from colbench.errors import UsageError
 from colbench.ops.dtypes import DTYPES, redop_supported
-
-if TYPE_CHECKING:
-    from colbench.config.model import LaunchConfig, SweepConfig
-    from colbench.ops.base import Collective
-
 
 #: Time-sliced ranks on one GPU: beyond this many, every step is mostly waiting for a turn.
 MAX_RANKS_PER_GPU = 16
@@ -125,7 +119,7 @@ def validate(cfg: SweepConfig) -> None:
         ]
         if len(reasons) == len(cfg.measure.dtypes) * len(cfg.measure.redops):
             raise UsageError(f"nothing to run: {reasons[0]}")
-    if not any(placements_for(c, cfg) for c in cfg.collectives()):
+    if not any(cfg.placements_for(c) for c in cfg.collectives()):
         forms = "/".join(cfg.measure.placements)
         raise UsageError(f"none of the chosen ops has a {forms} form; see colbench explain")
     _check_json_report(cfg)
@@ -230,7 +224,7 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
         forms = {"out": "out-of-place", "in": "in-place"}
         missing = [forms[p] for p in cfg.measure.placements if p not in coll.placements]
         # With both placements asked for, the table's n/a columns say enough.
-        if coll.sized and missing and not placements_for(coll, cfg):
+        if coll.sized and missing and not cfg.placements_for(coll):
             notes.append(f"skipping {coll.name}: torch has no {missing[0]} form of it")
         if coll.uses_redop:
             for d in cfg.measure.dtypes:
@@ -241,14 +235,7 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     if cfg.measure.splits != "uniform" and not any(c.splits_label for c in cfg.collectives()):
         notes.append(f"--splits {cfg.measure.splits} has no effect: no op measured takes it")
     if all(
-        c.unsupported(world_size, backend) or not placements_for(c, cfg) for c in cfg.collectives()
+        c.unsupported(world_size, backend) or not cfg.placements_for(c) for c in cfg.collectives()
     ):
         raise UsageError(f"nothing to run at {what} size {world_size}: " + "; ".join(notes))
     return notes
-
-
-def placements_for(coll: Collective, cfg: SweepConfig) -> tuple[str, ...]:
-    """The requested placements this op has; size-less ops (barrier) run once regardless."""
-    if not coll.sized:
-        return coll.placements
-    return tuple(p for p in cfg.measure.placements if p in coll.placements)

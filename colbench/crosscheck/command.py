@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from colbench.crosscheck import plan as cross
-from colbench.errors import UsageError
+from colbench.crosscheck.report import write_report
+from colbench.crosscheck.sides import (
+    COLBENCH_RUN,
+    COLBENCH_TABLE,
+    NCCL_TESTS_RUN,
+    Outcome,
+    failure_code,
+    nccl_tests_side,
+    run_child,
+)
+from colbench.errors import ExitCode, UsageError
+from colbench.store.rundir import RunDir
 
 
 def run(
@@ -21,7 +32,7 @@ def run(
     if nccl_tests_timeout_s <= 0:
         raise UsageError(f"--nccl-tests-timeout must be positive, got {nccl_tests_timeout_s:g}")
     planned = cross.make_plan(values, set(given), nccl_tests, mpiexec=mpiexec)
-    outcome = cross.run(
+    outcome = run_both(
         planned,
         out=values["out"],
         results_root=values["results_dir"],
@@ -35,3 +46,38 @@ def run(
     else:
         print(f"colbench: cross-check in {outcome.directory}", file=sys.stderr)
     return outcome.exit_code
+
+
+def run_both(
+    plan: cross.Plan,
+    *,
+    out: str | None = None,
+    results_root: str = "results",
+    timeout_s: float | None = None,
+    say: Callable[[str], None] = print,
+) -> Outcome:
+    """nccl-tests, then colbench, then the join; each side's files stay in the directory."""
+    directory = cross.out_dir(plan, out, results_root)
+    first = nccl_tests_side(plan, directory, timeout_s, say)
+    if first.error is not None:
+        return first
+    run_dir = directory / COLBENCH_RUN
+    argv = plan.colbench_argv(run_dir)
+    table = directory / COLBENCH_TABLE
+    say(f"running colbench {' '.join(argv[3:])} > {table}")
+    with open(table, "wb") as stdout:
+        # Its notes and progress bar stay on the terminal; its table goes to the file.
+        status = run_child(argv, stdout, None, merge_stderr=False)
+    failed = status not in (ExitCode.OK, ExitCode.DATA_ERROR)
+    error = (
+        f"colbench sweep exited with status {status} (its message is above); nccl-tests' "
+        f"run is kept in {directory / NCCL_TESTS_RUN}"
+    )
+    if not RunDir(run_dir).has_table():
+        return Outcome(failure_code(status), directory, error=error)
+    # A sweep that failed midway keeps what it measured: join that much.
+    text, wrong = write_report(plan, directory, NCCL_TESTS_RUN, COLBENCH_RUN)
+    if failed:
+        return Outcome(failure_code(status), directory, text, error)
+    code = ExitCode.DATA_ERROR if wrong or status == ExitCode.DATA_ERROR else ExitCode.OK
+    return Outcome(int(code), directory, text)

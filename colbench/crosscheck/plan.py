@@ -25,23 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from colbench import launch, ops
+from colbench.config import build, options, validate
 from colbench.config import model as config
-from colbench.config import options, validate
 from colbench.config.sizes import format_size
 from colbench.crosscheck import FORWARDED, MAPPED
-from colbench.crosscheck.report import MULTI_NODE, write_report
-from colbench.crosscheck.sides import (
-    COLBENCH_RUN,
-    COLBENCH_TABLE,
-    NCCL_TESTS_RUN,
-    Outcome,
-    failure_code,
-    nccl_tests_side,
-    run_child,
-)
 from colbench.direct.engine import DIRECT, TORCH, parse_engines
 from colbench.direct.nccl4py import missing
-from colbench.errors import ExitCode, UsageError
+from colbench.errors import UsageError
 from colbench.launch import gpus
 from colbench.ops.base import Collective
 from colbench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
@@ -50,6 +40,12 @@ from colbench.store.rundir import RunDir, stamped_name
 BUILD_HINT = (
     "build nccl-tests (git clone https://github.com/NVIDIA/nccl-tests && make -C nccl-tests "
     "CUDA_HOME=... NCCL_HOME=...) and pass --nccl-tests nccl-tests/build or put it on PATH"
+)
+#: How to run both sides across nodes, which this command does not.
+MULTI_NODE = (
+    "across nodes, run nccl-tests built with MPI=1 under mpirun (mpirun -np 16 -N 8 "
+    "all_reduce_perf -g 1 ...) and colbench under your launcher with the same flags, then "
+    "`colbench import nccl-tests LOG` and `colbench compare IMPORTED RUN --metric time`"
 )
 #: The module that starts each nccl-tests rank of an emulated world under mpiexec.
 EMULATED_RANK = "colbench.crosscheck.emulated_rank"
@@ -269,9 +265,9 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
         raise UsageError("crosscheck compares one root at a time, got --root -1 (every root)")
     if params["backend"] not in ("auto", "nccl", "gloo"):
         raise UsageError(f"bad --backend {params['backend']!r}: use nccl (default) or gloo")
-    return config.build(
+    return build.build(
         op=coll.name,
-        sizes=config.resolve_sizes(
+        sizes=build.resolve_sizes(
             params["sizes"],
             params["minbytes"],
             params["maxbytes"],
@@ -349,38 +345,3 @@ def out_dir(plan: Plan, out: str | None, results_root: str) -> Path:
         "crosscheck", plan.coll.name, plan.cfg.launch.backend
     )
     return RunDir.create(out, default).path.resolve()
-
-
-def run(
-    plan: Plan,
-    *,
-    out: str | None = None,
-    results_root: str = "results",
-    timeout_s: float | None = None,
-    say: Callable[[str], None] = print,
-) -> Outcome:
-    """nccl-tests, then colbench, then the join; each side's files stay in the directory."""
-    directory = out_dir(plan, out, results_root)
-    first = nccl_tests_side(plan, directory, timeout_s, say)
-    if first.error is not None:
-        return first
-    run_dir = directory / COLBENCH_RUN
-    argv = plan.colbench_argv(run_dir)
-    table = directory / COLBENCH_TABLE
-    say(f"running colbench {' '.join(argv[3:])} > {table}")
-    with open(table, "wb") as stdout:
-        # Its notes and progress bar stay on the terminal; its table goes to the file.
-        status = run_child(argv, stdout, None, merge_stderr=False)
-    failed = status not in (ExitCode.OK, ExitCode.DATA_ERROR)
-    error = (
-        f"colbench sweep exited with status {status} (its message is above); nccl-tests' "
-        f"run is kept in {directory / NCCL_TESTS_RUN}"
-    )
-    if not RunDir(run_dir).has_table():
-        return Outcome(failure_code(status), directory, error=error)
-    # A sweep that failed midway keeps what it measured: join that much.
-    text, wrong = write_report(plan, directory, NCCL_TESTS_RUN, COLBENCH_RUN)
-    if failed:
-        return Outcome(failure_code(status), directory, text, error)
-    code = ExitCode.DATA_ERROR if wrong or status == ExitCode.DATA_ERROR else ExitCode.OK
-    return Outcome(int(code), directory, text)

@@ -11,25 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from colbench import text
 from colbench.analysis.compare import comparison as compare
 from colbench.analysis.series import PLACEMENT_NAMES, Run
-from colbench.config import validate
 from colbench.config.sizes import format_size
+from colbench.crosscheck.plan import MULTI_NODE, Plan
 from colbench.errors import UsageError
 from colbench.store import writing
 from colbench.text import Column
 
-if TYPE_CHECKING:
-    from colbench.crosscheck.plan import Plan
-
-MULTI_NODE = (
-    "across nodes, run nccl-tests built with MPI=1 under mpirun (mpirun -np 16 -N 8 "
-    "all_reduce_perf -g 1 ...) and colbench under your launcher with the same flags, then "
-    "`colbench import nccl-tests LOG` and `colbench compare IMPORTED RUN --metric time`"
-)
 #: What a cross-check writes beside the two runs.
 JOINED_CSV = "crosscheck.csv"
 _COLUMNS = (
@@ -72,7 +64,7 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.
     by_busbw = compare.compare_runs(
         nccl_tests_dir, colbench_dir, "busbw", across_backends=across, allow_emulated=emulated
     )
-    kept = [int(p == "in") for p in validate.placements_for(plan.coll, plan.cfg)]
+    kept = [int(p == "in") for p in plan.cfg.placements_for(plan.coll)]
 
     def placed(frame: Any) -> Any:
         return frame[frame["in_place"].isin(kept)]
@@ -117,7 +109,7 @@ def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir:
             f"# colbench ran on {cfg.launch.backend}, nccl-tests on NCCL: the ratios test the "
             "cross-check, they say nothing about NCCL"
         )
-    measured = validate.placements_for(coll, cfg)
+    measured = cfg.placements_for(coll)
     left_out = [PLACEMENT_NAMES[int(p == "in")] for p in ("out", "in") if p not in measured]
     if left_out:
         out.append(

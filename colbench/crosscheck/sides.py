@@ -14,13 +14,11 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from colbench import reading
+from colbench.crosscheck.plan import Plan
 from colbench.errors import ExitCode, UsageError
-
-if TYPE_CHECKING:
-    from colbench.crosscheck.plan import Plan
 
 #: Names of the files and directories a crosscheck writes.
 NCCL_TESTS_LOG = "nccl-tests.log"

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost, ptr
-
-if TYPE_CHECKING:
-    from colbench.direct.nccl4py import DirectComm
+from colbench.ops.base import (
+    Buffers,
+    ChunkedCollective,
+    Context,
+    DirectComm,
+    RingCost,
+    bound_call,
+    ptr,
+)
 
 
 class AllGather(ChunkedCollective):
@@ -38,7 +41,7 @@ class AllGather(ChunkedCollective):
 
         # torch >= 2.12 renamed all_gather_into_tensor; keep working on older releases.
         all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        return functools.partial(all_gather, bufs.recv, bufs.send, group=ctx.group)
+        return bound_call(all_gather, bufs.recv, bufs.send, group=ctx.group)
 
     def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
         # ncclAllGather's count is one rank's share.

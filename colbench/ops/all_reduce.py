@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, ptr, whole_buffer
-
-if TYPE_CHECKING:
-    from colbench.direct.nccl4py import DirectComm
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    DirectComm,
+    Layout,
+    RingCost,
+    bound_call,
+    ptr,
+    whole_buffer,
+)
 
 
 class AllReduce(Collective):
@@ -42,7 +47,7 @@ class AllReduce(Collective):
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist
 
-        return functools.partial(dist.all_reduce, bufs.recv, op=ctx.reduce_op, group=ctx.group)
+        return bound_call(dist.all_reduce, bufs.recv, op=ctx.reduce_op, group=ctx.group)
 
     def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
         return comm.call(

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, per_rank_chunk, ptr
-
-if TYPE_CHECKING:
-    from colbench.direct.nccl4py import DirectComm
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    DirectComm,
+    Layout,
+    bound_call,
+    per_rank_chunk,
+    ptr,
+)
 
 
 class AllToAll(Collective):
@@ -42,7 +46,7 @@ class AllToAll(Collective):
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist
 
-        return functools.partial(dist.all_to_all_single, bufs.recv, bufs.send, group=ctx.group)
+        return bound_call(dist.all_to_all_single, bufs.recv, bufs.send, group=ctx.group)
 
     def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
         b, dtype = bufs.layout.count, comm.dtype(ctx.dtype.name)

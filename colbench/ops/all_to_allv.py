@@ -10,13 +10,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from colbench.ops import data, splits
-from colbench.ops.base import Buffers, Collective, Context, Layout, Storage, per_rank_chunk, ptr
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    DirectComm,
+    Layout,
+    OpSettings,
+    Storage,
+    bound_call,
+    per_rank_chunk,
+    ptr,
+)
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from colbench.config.model import MeasureConfig
-    from colbench.direct.nccl4py import DirectComm
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ class AllToAllv(Collective):
         self.splits = pattern
         self.splits_label = pattern.label
 
-    def configured(self, measure: MeasureConfig) -> Collective:
+    def configured(self, measure: OpSettings) -> Collective:
         return AllToAllv(splits.parse(measure.splits).with_seed(measure.seed))
 
     def unsupported(self, world_size: int, backend: str) -> str | None:
@@ -166,7 +174,7 @@ class AllToAllv(Collective):
         import torch.distributed as dist
 
         seg = self.segments(bufs.layout, ctx.rank)
-        return functools.partial(
+        return bound_call(
             dist.all_to_all_single,
             bufs.recv,
             bufs.send,

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from colbench.ops.all_reduce import AllReduce
-from colbench.ops.base import Allocator, Buffers, Collective, Context, Layout, Storage
+from colbench.ops.base import Allocator, Buffers, Collective, Context, Layout, Storage, bound_call
 
 
 class Barrier(Collective):
@@ -48,7 +47,7 @@ class Barrier(Collective):
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist
 
-        return functools.partial(dist.barrier, group=ctx.group)
+        return bound_call(dist.barrier, group=ctx.group)
 
     def direct_unsupported(self) -> str | None:
         return "NCCL has no barrier call (torch's is an all_reduce of one element)"

@@ -13,9 +13,10 @@ resolves ``torch.distributed`` once, so the timed call never looks anything up.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from colbench.ops.dtypes import DType, torch_redop
 
@@ -23,8 +24,31 @@ if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
 
-    from colbench.config.model import MeasureConfig
-    from colbench.direct.nccl4py import DirectComm
+
+class DirectComm(Protocol):
+    """What an op asks of an NCCL communicator it calls directly (--engine direct;
+    colbench.direct.nccl4py's ``DirectComm`` is one): declared here so the ops need nothing
+    from colbench.direct, which imports them."""
+
+    @property
+    def native_exchange(self) -> bool: ...
+    def dtype(self, name: str) -> int: ...
+    def redop(self, name: str) -> int: ...
+    def call(self, function: str, *args: Any) -> Callable[[], object]: ...
+    def grouped(self, calls: Sequence[Callable[[], object]]) -> Callable[[], object]: ...
+    def send(self, ptr: int, count: int, dtype: int, peer: int) -> Callable[[], object]: ...
+    def recv(self, ptr: int, count: int, dtype: int, peer: int) -> Callable[[], object]: ...
+
+
+class OpSettings(Protocol):
+    """What of a sweep's settings an op is configured by (colbench.config.model's
+    ``MeasureConfig`` is one): declared here so the ops, which the config's registry
+    imports, need nothing from the config back."""
+
+    @property
+    def splits(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -199,7 +223,7 @@ class Collective:
     #: the size alone.
     uneven_splits: ClassVar[bool] = False
 
-    def configured(self, measure: MeasureConfig) -> Collective:
+    def configured(self, measure: OpSettings) -> Collective:
         """This op as the sweep's options shape it (all_to_allv: its --splits); most
         ops have nothing to configure and are their own registry entry."""
         return self
@@ -245,7 +269,7 @@ class Collective:
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         """The timed call with every argument resolved once, outside the timed region.
 
-        Ops that are one torch call return a ``functools.partial`` of it, so the timed
+        Ops that are one torch call return it through :func:`bound_call`, so the timed
         loop calls straight into torch, as a hand-written loop would. Override this or
         :meth:`run`.
         """
@@ -272,6 +296,35 @@ class Collective:
     def algbw_gbps(self, size_bytes: float, time_us: float) -> float:
         """nccl-tests' algorithm bandwidth: size / time, in GB/s (1e9 bytes/s)."""
         return size_bytes / time_us / 1e3 if time_us > 0 else 0.0
+
+
+def bound_call(fn: Callable[..., object], *args: Any, **kwargs: Any) -> Callable[[], object]:
+    """``fn`` with its arguments fixed, passed positionally, trailing defaults left out.
+
+    A ``functools.partial`` with keywords builds a dict on every call, and torch's
+    collectives take them again through their logging wrapper: at a 4-byte gloo all_reduce
+    that was 2% of the call (benchmarks/harness_overhead.py). ``all_reduce(t, op=SUM,
+    group=None)`` becomes ``all_reduce(t)``, the hand-written loop's call. Keyword-only
+    arguments stay keywords.
+    """
+    signature = inspect.signature(fn)
+    bound = signature.bind(*args, **kwargs)
+    positional: list[Any] = []
+    defaults: list[Any] = []
+    keywords: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        given = param.name in bound.arguments
+        if param.kind is inspect.Parameter.KEYWORD_ONLY:
+            if given:
+                keywords[param.name] = bound.arguments[param.name]
+        elif param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            positional.append(bound.arguments[param.name] if given else param.default)
+            defaults.append(param.default)
+        elif given:  # *args or **kwargs: a wrapper's own signature; keep the call as given
+            return functools.partial(fn, *args, **kwargs)
+    while positional and positional[-1] is defaults[len(positional) - 1]:
+        positional.pop()
+    return functools.partial(fn, *positional, **keywords)
 
 
 class ChunkedCollective(Collective):

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, ptr, whole_buffer
-
-if TYPE_CHECKING:
-    from colbench.direct.nccl4py import DirectComm
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    DirectComm,
+    Layout,
+    RingCost,
+    bound_call,
+    ptr,
+    whole_buffer,
+)
 
 
 class Broadcast(Collective):
@@ -46,7 +51,7 @@ class Broadcast(Collective):
         import torch.distributed as dist
 
         root = ctx.global_rank(ctx.root)
-        return functools.partial(dist.broadcast, bufs.recv, src=root, group=ctx.group)
+        return bound_call(dist.broadcast, bufs.recv, src=root, group=ctx.group)
 
     def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
         # NCCL's root is a rank of the communicator, the group's rank (torch's is global).

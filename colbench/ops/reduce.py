@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, RingCost, ptr, whole_buffer
-
-if TYPE_CHECKING:
-    from colbench.direct.nccl4py import DirectComm
+from colbench.ops.base import (
+    Buffers,
+    Collective,
+    Context,
+    DirectComm,
+    Layout,
+    RingCost,
+    bound_call,
+    ptr,
+    whole_buffer,
+)
 
 
 class Reduce(Collective):
@@ -44,9 +49,7 @@ class Reduce(Collective):
         import torch.distributed as dist
 
         root = ctx.global_rank(ctx.root)
-        return functools.partial(
-            dist.reduce, bufs.recv, dst=root, op=ctx.reduce_op, group=ctx.group
-        )
+        return bound_call(dist.reduce, bufs.recv, dst=root, op=ctx.reduce_op, group=ctx.group)
 
     def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
         return comm.call(

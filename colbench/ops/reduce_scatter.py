@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, RingCost, ptr
-
-if TYPE_CHECKING:
-    from colbench.direct.nccl4py import DirectComm
+from colbench.ops.base import (
+    Buffers,
+    ChunkedCollective,
+    Context,
+    DirectComm,
+    RingCost,
+    bound_call,
+    ptr,
+)
 
 
 class ReduceScatter(ChunkedCollective):
@@ -41,9 +44,7 @@ class ReduceScatter(ChunkedCollective):
 
         # torch >= 2.12 renamed reduce_scatter_tensor; keep working on older releases.
         reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-        return functools.partial(
-            reduce_scatter, bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group
-        )
+        return bound_call(reduce_scatter, bufs.recv, bufs.send, op=ctx.reduce_op, group=ctx.group)
 
     def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
         # ncclReduceScatter's count is one rank's share of the result.

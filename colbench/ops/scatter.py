@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, ChunkedCollective, Context, ptr
-
-if TYPE_CHECKING:
-    from colbench.direct.nccl4py import DirectComm
+from colbench.ops.base import Buffers, ChunkedCollective, Context, DirectComm, bound_call, ptr
 
 
 class Scatter(ChunkedCollective):
@@ -39,7 +34,7 @@ class Scatter(ChunkedCollective):
 
         scatter_list = bufs.chunks if ctx.rank == ctx.root else None
         root = ctx.global_rank(ctx.root)
-        return functools.partial(dist.scatter, bufs.recv, scatter_list, src=root, group=ctx.group)
+        return bound_call(dist.scatter, bufs.recv, scatter_list, src=root, group=ctx.group)
 
     def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
         b, dtype = bufs.layout.count, comm.dtype(ctx.dtype.name)

@@ -7,12 +7,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from colbench.ops import data
-from colbench.ops.base import Buffers, Collective, Context, Layout, ptr, whole_buffer
+from colbench.ops.base import Buffers, Collective, Context, DirectComm, Layout, ptr, whole_buffer
 
 if TYPE_CHECKING:
     import torch.distributed as dist
-
-    from colbench.direct.nccl4py import DirectComm
 
 
 class SendRecv(Collective):

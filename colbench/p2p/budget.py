@@ -29,8 +29,6 @@ from colbench.analysis.links import MIN_RANKS, passes_needed
 from colbench.config.sizes import format_size
 from colbench.p2p.schedule import Selection, pair_steps
 
-#: The default of --max-time: a p2p run's whole time, start-up to verdict.
-DEFAULT_MAX_TIME_S = 600.0
 #: Fewest timed messages per pair a cut leaves before it takes passes.
 MIN_ITERS = 5
 #: Smallest message a cut leaves: below it a "bandwidth" is mostly per-message latency.

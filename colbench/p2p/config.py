@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
+from colbench.analysis.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
 from colbench.config.model import TaskRunFields, default_timeout
 from colbench.config.option_table import config_values
 from colbench.config.options import BACKENDS
 from colbench.config.validate import validate_counts, validate_launch
 from colbench.errors import UsageError
-from colbench.p2p.budget import DEFAULT_MAX_TIME_S
+from colbench.p2p.options import DEFAULT_MAX_TIME_S
 
 #: A run label: run directories are named <timestamp>-p2p-<backend>.
 RUN_LABEL = "p2p"

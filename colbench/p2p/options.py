@@ -12,12 +12,14 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
-from colbench.analysis.links import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
+from colbench.analysis.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
 from colbench.config.option_table import Option, option, rows_of
 from colbench.config.options import table as sweep_table
 from colbench.config.sizes import parse_size
-from colbench.p2p.budget import DEFAULT_MAX_TIME_S
 
+#: The default of --max-time: a p2p run's whole time, start-up to verdict
+#: (colbench.p2p.budget fits the plan into it).
+DEFAULT_MAX_TIME_S = 600.0
 #: sweep's options that p2p takes as they are, in --help's order.
 SHARED = (
     "nprocs",

@@ -8,9 +8,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from typer.core import TyperCommand
 
 from colbench.config.option_table import Option, option, rows_of
 
@@ -117,10 +114,3 @@ def spread_against(args: Sequence[str]) -> list[str]:
         greedy = greedy or (bool(out) and out[-1] == AGAINST)
         out.append(word)
     return out
-
-
-class PredictCommand(TyperCommand):
-    """``colbench predict``'s command: ``--against`` takes several runs (spread_against)."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, spread_against(args))

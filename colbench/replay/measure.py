@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench import ops
-from colbench.config import model, options
+from colbench.config import build, model, options
 from colbench.replay.plan import Entry, Plan
 from colbench.store import writing
 
@@ -30,7 +30,7 @@ class Sweep:
     def config(self, run_dir: Path) -> model.SweepConfig:
         """The sweep's config, checked as ``colbench sweep`` checks its flags."""
         given = {**self.values, "out": str(run_dir), "table": False}
-        return model.from_options(options.merge({}, given), ("colbench", "replay"))
+        return build.from_options(options.merge({}, given), ("colbench", "replay"))
 
 
 def _matrix_file(directory: Path, name: str, entry: Entry) -> str:

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from colbench.errors import UsageError
 from colbench.launch import devices, emulation
@@ -18,8 +18,12 @@ from colbench.run.job import RankJob
 from colbench.run.pace import KEY, Pace
 from colbench.run.startup import _device_for, init_process_group
 
-if TYPE_CHECKING:
-    from colbench.sweep.groups import SideGroup
+
+class _Gathers(Protocol):
+    """The side group's one collective :func:`meet_peers` needs (colbench.sweep.groups'
+    ``SideGroup`` is one): the host knows tasks, not the sweep that makes one."""
+
+    def gather_objects(self, mine: Any) -> list[Any]: ...
 
 
 class _Introduction(Protocol):
@@ -125,7 +129,7 @@ def device_name(device: Any) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
-def meet_peers(side: SideGroup, me: PeerT, disagreement: str) -> list[PeerT]:
+def meet_peers(side: _Gathers, me: PeerT, disagreement: str) -> list[PeerT]:
     """Gather every rank's introduction (a :class:`Peer`, or another task's with a
     ``digest`` and a ``rank``); stop with ``disagreement`` (naming the ``{ranks}``) if
     their digests differ from rank 0's.

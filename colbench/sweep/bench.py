@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,7 +27,7 @@ from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.load import row_cells, running
 from colbench.sweep.memory import is_out_of_memory
 from colbench.sweep.plan import Work
-from colbench.sweep.rows import make_row, unmeasured_row, warmup_calls
+from colbench.sweep.rows import RunInfo, make_row, unmeasured_row, warmup_calls
 from colbench.sweep.skew import wait_in
 from colbench.sweep.timing import HostTimer, Timer
 
@@ -43,44 +43,6 @@ class RowSink(Protocol):
 
     def rank_times(self, row: Row, ranks: RankTimes) -> None:
         """Every rank's share of a measured row (asked for only with --per-rank)."""
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """Facts about the run that every row repeats."""
-
-    run_id: str
-    backend: str
-    device_name: str
-    world_size: int
-    nnodes: int
-    variant: str = ""
-    #: Groups the world is split into (--group-size, --split); each has world_size //
-    #: groups ranks.
-    groups: int = 1
-    #: How: ``div:K`` or ``mod:K`` (colbench.sweep.groups.split_label); empty for one group.
-    split: str = ""
-    #: Ranks sharing each GPU (--ranks-per-gpu): above 1 the fabric is emulated.
-    ranks_per_gpu: int = 1
-    #: NCCL's choice per call, (op, bytes per rank) -> (algorithm, protocol), as a probe
-    #: world logged it (colbench.sweep.probe); empty when not recorded.
-    nccl_choices: Mapping[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
-    #: The rate that bounds every row's busbw (colbench.hardware.ceiling), GB/s; None
-    #: where none can be known, and ``ceiling_source`` says where it comes from or why.
-    ceiling_gbps: float | None = None
-    ceiling_source: str = ""
-    #: Ranks that share the ceiling's link in an exchange (all_to_all(v) rows: the most
-    #: ranks on one node of a multi-node run; 1 otherwise, or for --ceiling-gbps).
-    ceiling_sharing: int = 1
-    #: The --contend load this world runs beside every collective (its label); empty: none.
-    load: str = ""
-    #: What the calls go through (--engine): torch.distributed, or NCCL itself.
-    engine: str = "torch"
-
-    @property
-    def group_size(self) -> int:
-        """Ranks one collective runs on: the n of the bandwidth formulas."""
-        return self.world_size // self.groups
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from colbench.config.model import EVERY_ROOT, SweepConfig
-from colbench.config.validate import placements_for
 from colbench.nccl.algo import CommFacts, predict
 from colbench.ops.base import Collective, Layout
 from colbench.ops.dtypes import DTYPES, NO_REDOP, redop_supported
@@ -74,7 +73,7 @@ def plan(
     env = os.environ if env is None else env
     out: list[Work] = []
     for coll in cfg.collectives():
-        placements = placements_for(coll, cfg)
+        placements = cfg.placements_for(coll)
         if coll.unsupported(world_size, backend) or not placements:
             continue
         if cfg.measure.cuda_graph and not coll.graph_capturable:

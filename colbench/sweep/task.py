@@ -39,11 +39,12 @@ from colbench.run.turns import Turns
 from colbench.store.init_rows import INIT
 from colbench.store.rundir import RunDir
 from colbench.sweep import memory
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.groups import Groups, SideGroup, members, split_label, split_world
 from colbench.sweep.lead import Met, lead_run
 from colbench.sweep.load import make_load
 from colbench.sweep.plan import Work, count_units, fit_to_memory, plan, plan_digest
+from colbench.sweep.rows import RunInfo
 from colbench.sweep.setup import measure_setups, setup_rows
 from colbench.sweep.timing import make_timer
 

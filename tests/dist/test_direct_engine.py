@@ -26,9 +26,10 @@ import torch.multiprocessing as mp
 from colbench.config.model import SweepConfig
 from colbench.launch import free_port
 from colbench.store.results import RowWriter, load
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.groups import Groups, SideGroup
 from colbench.sweep.plan import plan
+from colbench.sweep.rows import RunInfo
 from tests.fakegpu import FAKE_GPU, REPO, gpu, run_on_fake_gpus
 from tests.fakenccl import FAKE_NCCL, records
 

@@ -36,8 +36,9 @@ from colbench.launch import free_port
 from colbench.ops.base import Buffers, Collective, Context
 from colbench.run.rank import exit_now
 from colbench.store.results import RowWriter, load
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.plan import plan
+from colbench.sweep.rows import RunInfo
 from tests import netns
 from tests.conftest import run_colbench
 from tests.corrupting import Corrupting

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.links import DEFAULT_PASSES
+from colbench.analysis.link_defaults import DEFAULT_PASSES
 from colbench.p2p import load
 from colbench.p2p.results import COLUMNS, P2P_SCHEMA_VERSION
 from tests.conftest import finish_ranks, run_colbench, start_ranks

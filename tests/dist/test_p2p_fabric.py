@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from colbench.analysis.links import DEFAULT_PASSES
+from colbench.analysis.link_defaults import DEFAULT_PASSES
 from colbench.p2p import load
 from colbench.p2p.report import matrices
 from tests import netns

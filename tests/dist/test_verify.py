@@ -16,8 +16,9 @@ from colbench.launch import free_port
 from colbench.ops import BY_NAME
 from colbench.ops.base import Buffers, Collective, Context
 from colbench.store.results import RowWriter, load
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.plan import plan
+from colbench.sweep.rows import RunInfo
 from tests.corrupting import Corrupting
 
 CORRUPT_RANK = 1

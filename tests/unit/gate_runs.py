@@ -16,9 +16,8 @@ from colbench.analysis.checks import parse_checks
 from colbench.analysis.gate import engine as gate
 from colbench.config.model import SweepConfig
 from colbench.store.results import STATUS_OOM, RowWriter
-from colbench.sweep.bench import RunInfo
 from colbench.sweep.plan import Work
-from colbench.sweep.rows import make_row, unmeasured_row
+from colbench.sweep.rows import RunInfo, make_row, unmeasured_row
 
 KiB = 1024
 

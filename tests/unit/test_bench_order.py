@@ -19,9 +19,10 @@ import torch
 from colbench.config.model import SweepConfig
 from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
 from colbench.run.inflight import InFlight
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.groups import Groups
 from colbench.sweep.plan import plan
+from colbench.sweep.rows import RunInfo
 
 
 class Log(list[str]):

@@ -294,3 +294,24 @@ def test_top_level_help_names_every_exit_code() -> None:
     listed = text.split("Exit codes:")[1]
     for code in ExitCode:
         assert f" {int(code)} " in f" {listed.replace('/', ' ')} ", f"{code.name} missing"
+
+
+def test_top_level_help_lists_every_command_under_what_a_user_wants(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each command sits under one panel (measure; compare and judge; explain; import),
+    the panels in that order, every command listed once."""
+    from colbench.cli.app import PANELS
+
+    code, out, err = run_main(capsys, "--help")
+    assert code == 0, err
+    headings = [line[:-1] for line in out.splitlines() if line.endswith(":") and line[0] != " "]
+    assert headings == ["Options", *PANELS], headings
+    sections = dict(zip(PANELS, out.split("\n\n")[-len(PANELS) :], strict=True))
+    listed = {
+        line.split()[0]: panel for panel, text in sections.items() for line in text.splitlines()[1:]
+    }
+    assert sorted(listed) == COMMANDS
+    assert listed["sweep"] == listed["p2p"] == "Measure"
+    assert listed["gate"] == listed["compare"] == "Compare and judge"
+    assert listed["explain"] == "Explain" and listed["import"] == "Import"

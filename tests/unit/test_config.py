@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from colbench.config import model as config
+from colbench.config import build as config
 from colbench.config import options
 from colbench.config.model import SweepConfig
-from colbench.config.validate import validate_for_world
+from colbench.config.validate import validate, validate_for_world
 from colbench.errors import UsageError
 
 K, M = 1024, 1024**2
@@ -83,8 +83,8 @@ def test_ops_that_do_not_reduce_ignore_the_redop() -> None:
 
 def test_validate_checks_a_directly_built_config() -> None:
     with pytest.raises(UsageError, match="--iters"):
-        config.validate(SweepConfig.of(sizes_bytes=(K,), iters=0))
-    config.validate(SweepConfig.of(sizes_bytes=(K,)))
+        validate(SweepConfig.of(sizes_bytes=(K,), iters=0))
+    validate(SweepConfig.of(sizes_bytes=(K,)))
 
 
 def test_resolve_sizes_default_range() -> None:

@@ -21,10 +21,11 @@ from colbench.config.model import SweepConfig
 from colbench.config.variants import expand
 from colbench.run.inflight import InFlight
 from colbench.sweep import load as load_module
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.groups import Groups
 from colbench.sweep.load import GemmLoad, SideStream, row_cells
 from colbench.sweep.plan import plan
+from colbench.sweep.rows import RunInfo
 from tests.unit.test_bench_order import FakeSide, FakeStore, FakeTimer, Log, Recorded, Rows
 
 

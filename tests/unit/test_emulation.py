@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from colbench.config.model import SweepConfig, default_timeout, from_options
+from colbench.config.build import from_options
+from colbench.config.model import SweepConfig, default_timeout
 from colbench.config.options import SweepOptions
 from colbench.errors import UsageError
 from colbench.launch import emulation, gpus

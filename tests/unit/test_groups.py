@@ -12,9 +12,8 @@ from colbench.config.validate import validate, validate_for_world
 from colbench.errors import UsageError
 from colbench.store.results import COLUMNS, SCHEMA_VERSION, RowWriter, load
 from colbench.sweep import groups
-from colbench.sweep.bench import RunInfo
 from colbench.sweep.plan import plan
-from colbench.sweep.rows import make_row
+from colbench.sweep.rows import RunInfo, make_row
 
 
 def test_contiguous_groups() -> None:

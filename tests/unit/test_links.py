@@ -7,8 +7,9 @@ import itertools
 import random
 import re
 
+from colbench.analysis.link_defaults import DEFAULT_PASSES
 from colbench.analysis.link_tests import link_samples, metrics, passes_needed
-from colbench.analysis.links import DEFAULT_PASSES, Samples, judge
+from colbench.analysis.links import Samples, judge
 
 Pair = tuple[int, int]
 

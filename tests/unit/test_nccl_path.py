@@ -9,16 +9,18 @@ import pytest
 import torch
 
 from colbench import ops
-from colbench.config.model import SweepConfig, build
+from colbench.config.build import build
+from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
 from colbench.errors import UsageError
 from colbench.nccl.algo import CommFacts
 from colbench.ops.base import Collective, Context
 from colbench.ops.dtypes import DTYPES
 from colbench.run.inflight import InFlight
-from colbench.sweep.bench import BenchContext, RankBench, RunInfo
+from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.groups import Groups
 from colbench.sweep.plan import plan, plan_digest
+from colbench.sweep.rows import RunInfo
 from colbench.sweep.task import _measurement_warnings
 from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Recorded, Rows
 

@@ -7,6 +7,7 @@ import pytest
 
 from colbench.p2p import budget
 from colbench.p2p.budget import Plan, Probe, Shape, cost_s, cuts, fit, passes_floor
+from colbench.p2p.options import DEFAULT_MAX_TIME_S
 from colbench.p2p.report import cut_lines
 from colbench.p2p.schedule import select
 
@@ -27,12 +28,12 @@ def test_a_plan_that_fits_is_left_alone() -> None:
 
 
 def test_the_default_cap_keeps_five_passes_and_cuts_messages_first() -> None:
-    room = budget.budget_s(budget.DEFAULT_MAX_TIME_S, PROBE.elapsed_s)
+    room = budget.budget_s(DEFAULT_MAX_TIME_S, PROBE.elapsed_s)
     planned = fit(DEFAULTS, PROBE, SHAPE, room, floor=3)
     # Warm-up to one message (it measures nothing), then timed messages: passes stay.
     assert planned == Plan(64 * MIB, warmup=1, iters=11, repeat=5)
     assert cost_s(planned, PROBE, SHAPE) <= room
-    assert budget.DEFAULT_MAX_TIME_S - (PROBE.elapsed_s + cost_s(planned, PROBE, SHAPE)) > 60
+    assert DEFAULT_MAX_TIME_S - (PROBE.elapsed_s + cost_s(planned, PROBE, SHAPE)) > 60
     assert cuts(DEFAULTS, planned) == ["warm-up messages 5 -> 1", "timed messages 20 -> 11"]
 
 

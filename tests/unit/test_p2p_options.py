@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from colbench.analysis.links import DEFAULT_PASSES
+from colbench.analysis.link_defaults import DEFAULT_PASSES
 from colbench.cli import docgen
 from colbench.config import options
 from colbench.p2p import options as p2p_options

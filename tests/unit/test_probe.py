@@ -8,10 +8,9 @@ from pathlib import Path
 
 from colbench.config.model import SweepConfig
 from colbench.nccl.log import parse_log
-from colbench.sweep.bench import RunInfo
 from colbench.sweep.plan import plan
 from colbench.sweep.probe import choices_of, probe_config, probe_environment
-from colbench.sweep.rows import make_row
+from colbench.sweep.rows import RunInfo, make_row
 from tests.datadir import NCCL_DEBUG_LOGS as LOGS
 
 HEADER = "vm:101:101 [0] NCCL INFO "

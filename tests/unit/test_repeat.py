@@ -8,8 +8,8 @@ import pytest
 
 from colbench import ops
 from colbench.cli import main
-from colbench.config import model as config
 from colbench.config.model import SweepConfig
+from colbench.config.validate import validate
 from colbench.errors import UsageError
 from colbench.report.console import TableSink
 from colbench.sweep.plan import plan, plan_digest
@@ -18,7 +18,7 @@ from colbench.sweep.plan import plan, plan_digest
 def test_repeat_is_validated() -> None:
     assert SweepConfig.of().measure.repeat == 1
     with pytest.raises(UsageError, match="--repeat must be at least 1, got 0"):
-        config.validate(SweepConfig.of(sizes_bytes=(1024,), repeat=0))
+        validate(SweepConfig.of(sizes_bytes=(1024,), repeat=0))
 
 
 def test_cli_refuses_repeat_zero(

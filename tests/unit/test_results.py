@@ -13,9 +13,9 @@ from colbench import ops
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 from colbench.store.results import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load
-from colbench.sweep.bench import RunInfo, combine_times
+from colbench.sweep.bench import combine_times
 from colbench.sweep.plan import Work
-from colbench.sweep.rows import make_row
+from colbench.sweep.rows import RunInfo, make_row
 
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 

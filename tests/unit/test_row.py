@@ -11,9 +11,8 @@ from colbench import ops
 from colbench.config.model import SweepConfig
 from colbench.store.results import COLUMNS, SCHEMA_VERSION, Row, load
 from colbench.store.rundir import RunDir
-from colbench.sweep.bench import RunInfo
 from colbench.sweep.plan import Work
-from colbench.sweep.rows import make_row, unmeasured_row
+from colbench.sweep.rows import RunInfo, make_row, unmeasured_row
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"
 

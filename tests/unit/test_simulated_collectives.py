@@ -8,7 +8,9 @@ the same views and chunk lists torch would write into) and ask each rank to veri
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -82,13 +84,18 @@ def sim_all_to_all_single(op: Collective, ranks: Ranks) -> None:
     """torch's all_to_all_single(output, input, output_split_sizes, input_split_sizes) as
     each rank's bound call asks for it: input chunk j goes to rank j, outputs concatenate
     what each source sent, in source order."""
-    calls = [op.bind(b, ctx) for ctx, b in ranks]
-    ins = [c.args[1].clone().split(c.keywords["input_split_sizes"]) for c in calls]
+    calls = [_arguments(op.bind(b, ctx)) for ctx, b in ranks]
+    ins = [c["input"].clone().split(c["input_split_sizes"]) for c in calls]
     for me, call in enumerate(calls):
-        sizes = call.keywords["output_split_sizes"]
+        sizes = call["output_split_sizes"]
         got = [ins[src][me] for src in range(len(ranks))]
         assert [g.numel() for g in got] == sizes
-        call.args[0].copy_(torch.cat(got))
+        call["output"].copy_(torch.cat(got))
+
+
+def _arguments(call: Any) -> dict[str, Any]:
+    """A bound torch call's arguments by name, however ops.base.bound_call passed them."""
+    return dict(inspect.signature(call.func).bind(*call.args, **call.keywords).arguments)
 
 
 def sim_gather(ranks: Ranks) -> None:

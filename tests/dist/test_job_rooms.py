@@ -1,0 +1,50 @@
+"""Rooms on the main job's way (issue 35): the colbench modules each process of a small gloo
+sweep works in, counted by a profile hook in every process (benchmarks/job_rooms.py).
+
+The bounds are what the code reaches now, so a change that sends the job through more
+modules fails here and says which; the issue's targets (parent 30, each rank 20) need the
+sweep's rank side and host folded into fewer modules.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+
+from tests.conftest import REPO
+
+#: Modules each process works in (calls made by imports not counted), at most.
+REACHED = {"parent": 44, "rank 0": 51, "rank 1": 37}
+#: What the CLI once called into, imports included, while parsing a sweep: other
+#: commands' options and the judging behind them. (nccl.rules, also named in the issue, is
+#: still imported: by the sweep's NCCL probe, after the parsing.)
+NOT_ON_THE_WAY = (
+    "colbench.p2p.options",
+    "colbench.health.options",
+    "colbench.predict.options",
+    "colbench.analysis.gate.options",
+    "colbench.analysis.links",
+    "colbench.analysis.paired",
+)
+
+
+def _job_rooms() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("job_rooms", REPO / "benchmarks/job_rooms.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sweep_goes_through_no_more_modules_than_it_did() -> None:
+    job_rooms = _job_rooms()
+    found = job_rooms.rooms(timeout_s=240)
+    assert set(found) == set(REACHED), sorted(found)
+    for role, bound in REACHED.items():
+        worked = job_rooms.worked_in(found[role])
+        assert len(worked) <= bound, f"{role} works in {len(worked)} modules: {worked}"
+    entered = {line.split()[-1] for line in found["parent"]}
+    assert not entered & set(NOT_ON_THE_WAY), sorted(entered & set(NOT_ON_THE_WAY))
+    # The hook sees the job: the CLI, the host and the loop each in their process.
+    assert "colbench.cli.app" in found["parent"]
+    assert "colbench.sweep.bench" in found["rank 0"] and "colbench.sweep.bench" in found["rank 1"]
