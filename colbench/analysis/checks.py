@@ -184,16 +184,3 @@ class SizeWindow:
         if self.min_bytes is None:
             return f"sizes <= {self.max_bytes} B"
         return f"sizes {self.min_bytes}-{self.max_bytes} B"
-
-
-def parse_floor(text: str | None, source: str) -> float | None:
-    """A GB/s floor from ``--min-avg-busbw`` or ``NCCL_TESTS_MIN_BW``; empty means none."""
-    if text is None or not text.strip():
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{source}={text!r} is not a bandwidth in GB/s") from None
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"{source}={text!r} must be a bandwidth >= 0 GB/s")
-    return value

@@ -27,10 +27,19 @@ def plot(
         typer.Option(
             "--out",
             help="Directory the figure goes into (made if missing). Default: the last run's "
-            "own folder. One run: <metric>.png; several: <metric>-<run>-vs-<run>.png (never "
-            "overwritten: -2, -3...).",
+            "own folder. One run: <metric>.png (in the run's folder, the figure sweep --plot "
+            "writes, drawn the same); several: <metric>-<run>-vs-<run>.png (never "
+            "overwritten: -2, -3...). --one-chart puts -one-chart after <metric>.",
         ),
     ] = None,
+    one_chart: Annotated[
+        bool,
+        typer.Option(
+            "--one-chart/--panels",
+            help="Every line on one chart (<metric>-one-chart.png) instead of one small "
+            "panel per collective, the figure sweep --plot draws.",
+        ),
+    ] = False,
     peak: Annotated[
         float | None,
         typer.Option("--peak", help="Rated link bandwidth in GB/s, drawn as a horizontal line."),
@@ -39,17 +48,18 @@ def plot(
         bool, typer.Option("--fit/--no-fit", help="Overlay the latency-bandwidth model.")
     ] = False,
 ) -> None:
-    """Plot busbw, algbw or time against message size, one line per (op, variant, run).
+    """Plot busbw, algbw or time against message size: one panel per collective (as sweep
+    --plot draws), one line per variant and run; --one-chart puts every line on one chart.
 
     \b
     Examples:
       colbench plot results/20261122-022623-all-gloo/
       colbench plot results/a/ results/b/ --metric time --out figures/
-      colbench plot results/imported-ar/ --peak 400 --fit
+      colbench plot results/imported-ar/ --peak 400 --fit --one-chart
     """
     from colbench.analysis.plot.lines import plot_runs
 
-    path, warnings = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit)
+    path, warnings = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit, one_chart=one_chart)
     for warning in warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: wrote {path}", err=True)
@@ -201,7 +211,9 @@ busbw_gbps and algbw_gbps, a rise for times); METRIC:VALUE is an absolute bound.
 is always on. A change beyond a limit fails only when the samples show it is real
 (one-sided exact Mann-Whitney U test); otherwise the row is marked noisy. Rows missing
 from the current run, or measured at another world size, backend, dtype or variant,
-fail too. NCCL_TESTS_MIN_BW (GB/s) adds nccl-tests' average bus bandwidth floor.
+fail too. NCCL_TESTS_MIN_BW (GB/s) adds nccl-tests' average bus bandwidth floor, with
+nccl-tests' rule: each op's average must reach 0.9x the value; --min-avg-busbw-gbps X
+instead asks for X itself.
 
 Holm's procedure over the rows keeps the chance that an unchanged run fails any row at
 --alpha; each row states the smallest slowdown it would have caught at --power (the

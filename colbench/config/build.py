@@ -104,6 +104,10 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
         values[name] = default_timeout(
             values[name], opts.ranks_per_gpu, init=name == "init_timeout_s"
         )
+    if opts.init_only:
+        # A set-up is timed alone: no other world's turn beside it (interleaving), and
+        # no probe world, which records NCCL's choice for collectives not run here.
+        values.update(interleave=False, nccl_probe=False)
     sizes = resolve_sizes(opts.sizes, opts.minbytes, opts.maxbytes, opts.factor, opts.step)
     groups = _groups(opts.group_size, opts.split)
     return build(sizes=sizes, command_line=command_line, **groups, **values)

@@ -92,6 +92,9 @@ class MeasureConfig:
     engines: tuple[str, ...] = ("torch",)
     """``--engine``: what makes the calls (colbench.direct.engine); two are two
     interleaved variants, ``engine=torch`` and ``engine=nccl``."""
+    init_only: bool = False
+    """``--init-only``: time communicator set-up instead of collectives, ``repeat`` times
+    per world (colbench.sweep.setup); its rows go to init.csv."""
 
 
 @dataclass(frozen=True)

@@ -276,6 +276,16 @@ class SweepOptions:
         concern="measure",
         nccl_tests="-N",
     )
+    init_only: bool = option(
+        False,
+        "--init-only",
+        help="Measure communicator set-up only (PARAM's --init-only): each repeat makes a "
+        "fresh communicator of every rank (torch: a new group and its first call, where "
+        "torch starts NCCL lazily; --engine nccl: NCCL's unique-id bootstrap and "
+        "ncclCommInitRank), timed, with the device memory it took; rows in init.csv, no "
+        "collective rows. Variants run one after the other.",
+        concern="measure",
+    )
     warmup: int = option(
         5,
         "--warmup",

@@ -123,6 +123,30 @@ def validate(cfg: SweepConfig) -> None:
         forms = "/".join(cfg.measure.placements)
         raise UsageError(f"none of the chosen ops has a {forms} form; see colbench explain")
     _check_json_report(cfg)
+    _check_init_only(cfg)
+
+
+def _check_init_only(cfg: SweepConfig) -> None:
+    """--init-only times one communicator of every rank: what splits the world or runs
+    beside the collectives has nothing to act on, and is refused rather than ignored."""
+    measure = cfg.measure
+    if not measure.init_only:
+        return
+    given = [
+        flag
+        for flag, on in (
+            ("--group-size/--split", measure.group_size or measure.group_mod),
+            ("--contend", measure.contend is not None),
+            ("-J", cfg.output.output_file is not None),
+            ("--cuda-graph", measure.cuda_graph),
+        )
+        if on
+    ]
+    if given:
+        raise UsageError(
+            f"--init-only times the set-up of one communicator of every rank; {given[0]} "
+            "acts on collectives, which it does not run: drop one of them"
+        )
 
 
 def _check_json_report(cfg: SweepConfig) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench.errors import UsageError
+from colbench.config.min_bw import BusbwFloor
 from colbench.ops.dtypes import DTYPES
 from colbench.report.reporters import Reporter, Summary
 from colbench.report.stragglers import RankTimes
@@ -40,10 +40,6 @@ from colbench.store.results import STATUS_OK, Row
 JSON_FILE_VERSION = 3
 #: nccl-tests writes its report only to a name with this extension (others: nothing).
 JSON_SUFFIX = ".json"
-#: The variable whose value, times 0.9, the average bus bandwidth must reach.
-MIN_BW_VARIABLE = "NCCL_TESTS_MIN_BW"
-#: nccl-tests' share of NCCL_TESTS_MIN_BW the average must reach.
-MIN_BW_SHARE = 0.9
 #: ``errors`` of a report whose run has not reached its end (yet, or ever).
 INCOMPLETE = "colbench: the run stopped before its last size; the results above are complete"
 #: Environment variables whose values the report leaves out (nccl-tests writes every
@@ -107,33 +103,6 @@ def as_written(value_us: float) -> float:
     """A time as the report holds it (six decimals): summaries are computed from these,
     so a reader recomputing them from ``times_us`` finds the same figures."""
     return float(f"{value_us:f}")
-
-
-def min_bw_threshold(environ: Mapping[str, str] | None = None) -> float | None:
-    """NCCL_TESTS_MIN_BW as a number (GB/s), None when unset.
-
-    nccl-tests reads it with ``atof``, so a typo silently reads as 0 and never fails;
-    here a value that is not a number is refused. -1 is nccl-tests' "unchecked".
-    """
-    text = (os.environ if environ is None else environ).get(MIN_BW_VARIABLE)
-    if text is None or not text.strip():
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(
-            f"{MIN_BW_VARIABLE}={text!r} is not a number: give the bus bandwidth in GB/s "
-            "the run's average must reach (0.9x of it, as nccl-tests)"
-        ) from None
-    if not math.isfinite(value):
-        raise UsageError(f"{MIN_BW_VARIABLE}={text!r}: give a finite bandwidth in GB/s")
-    return None if value == -1 else value
-
-
-def min_bw_okay(average_gbps: float, threshold_gbps: float | None) -> bool:
-    """nccl-tests' verdict: fails only when the average is below 0.9x the threshold (a NaN
-    average, of a run with no result, does not fail, as in nccl-tests)."""
-    return threshold_gbps is None or not average_gbps < threshold_gbps * MIN_BW_SHARE
 
 
 # --- nccl-tests' text -------------------------------------------------------------------
@@ -359,7 +328,7 @@ def record(rows: Sequence[Row], iters_us: Mapping[int, Sequence[Sequence[float]]
 def footer(
     bad_results: int,
     busbw_gbps: Sequence[float],
-    threshold_gbps: float | None,
+    floor: BusbwFloor | None,
     errors: Sequence[str],
     end_time: str,
 ) -> str:
@@ -367,11 +336,8 @@ def footer(
     elements (nccl-tests counts once per process that saw some; colbench keeps only the
     sum over ranks, so once per result)."""
     average = sum(busbw_gbps) / len(busbw_gbps) if busbw_gbps else math.nan
-    okay = (
-        text("unchecked")
-        if threshold_gbps is None
-        else boolean(min_bw_okay(average, threshold_gbps))
-    )
+    # NCCL_TESTS_MIN_BW's verdict (colbench.config.min_bw), "unchecked" when unset.
+    okay = text("unchecked") if floor is None else boolean(floor.okay(average))
     pairs = [
         ("out_of_bounds", obj([("count", str(bad_results)), ("okay", boolean(bad_results == 0))])),
         ("average_bus_bandwidth", obj([("bandwidth", double(average)), ("okay", okay)])),
@@ -418,12 +384,12 @@ class NcclTestsJsonReporter(Reporter):
         self,
         path: Path,
         header: Header,
-        threshold_gbps: float | None,
+        floor: BusbwFloor | None,
         say: Callable[[str], None],
     ) -> None:
         self.path = path
         self._header = header
-        self._threshold = threshold_gbps
+        self._floor = floor
         self._say = say
         self._file: Any = None
         self._records_end = 0
@@ -470,7 +436,7 @@ class NcclTestsJsonReporter(Reporter):
             self._write_footer([""])
 
     def _write_footer(self, errors: Sequence[str]) -> None:
-        tail = footer(self._bad, self._busbw, self._threshold, errors, now_text()).encode()
+        tail = footer(self._bad, self._busbw, self._floor, errors, now_text()).encode()
         self._file.seek(self._records_end)
         self._file.write(tail)
         self._file.truncate()

@@ -90,7 +90,12 @@ class Table:
 #: modules imported so far; :func:`every_table` imports them all.
 TABLES: list[Table] = []
 #: The modules that declare a run directory's tables, in docs/schema.md's order.
-TABLE_MODULES = ("colbench.store.results", "colbench.report.stragglers", "colbench.p2p.results")
+TABLE_MODULES = (
+    "colbench.store.results",
+    "colbench.report.stragglers",
+    "colbench.store.init_rows",
+    "colbench.p2p.results",
+)
 
 
 def register(table: Table) -> None:

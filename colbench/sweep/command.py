@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from colbench.config import build, options, suite
+from colbench.config import build, min_bw, options, suite
 from colbench.config.options import SweepOptions
-from colbench.report.nccl_tests_json import min_bw_threshold
 
 
 def options_of(suite_file: str | None, given: Mapping[str, Any]) -> SweepOptions:
@@ -20,7 +19,7 @@ def run(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> int:
     """Check the options, measure, report; the exit code (docs/troubleshooting.md)."""
     cfg = build.from_options(opts, command_line)
     # Refused before any rank starts, not found wrong after the measuring.
-    min_bw_threshold()
+    min_bw.from_environment()
     # Imported after the options are checked: the runner needs torch, whose import (1 s
     # on CPU, 5 s with a CUDA build) a usage error should not wait for.
     from colbench.sweep.parent import run_sweep

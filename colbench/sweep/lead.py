@@ -32,6 +32,9 @@ from colbench.store.rundir import RunDir
 from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.plan import Work, count_units, row_weight, weight_total
 
+#: What the table's header names instead of the ops under --init-only.
+INIT_ONLY_LABEL = "communicator set-up (--init-only)"
+
 
 @dataclass(frozen=True)
 class Met:
@@ -122,6 +125,7 @@ def _json_report(
     job: RankJob, context: BenchContext, met: Met, say: Callable[[str], None]
 ) -> Reporter:
     """-J: nccl-tests' JSON report (colbench.report.nccl_tests_json), one device per rank."""
+    from colbench.config import min_bw
     from colbench.report import nccl_tests_json as report
 
     cfg = context.cfg
@@ -152,8 +156,8 @@ def _json_report(
         per_iter_timing=cfg.output.per_iter_timing,
         devices=devices,
     )
-    threshold = report.min_bw_threshold()
-    return report.NcclTestsJsonReporter(Path(cfg.output.output_file), header, threshold, say)
+    floor = min_bw.from_environment()
+    return report.NcclTestsJsonReporter(Path(cfg.output.output_file), header, floor, say)
 
 
 def _nccl_version_code(backend: str) -> int:
@@ -247,7 +251,10 @@ def _table_header(job: RankJob, context: BenchContext, met: Met, warnings: list[
         + ([fabric] if fabric else [])
         + [f"# warning: {line}" for line in warnings]
         + run_header(
-            ops=cfg.measure.ops,
+            # --init-only runs none of the ops: what it times is named instead.
+            ops=("communicator set-up (--init-only)",)
+            if cfg.measure.init_only
+            else cfg.measure.ops,
             backend=job.backend,
             world_size=job.world_size,
             nnodes=info.nnodes,

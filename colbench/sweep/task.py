@@ -29,12 +29,15 @@ from colbench.launch import devices
 from colbench.launch.env import local_world_size_from_env
 from colbench.nccl.algo import CommFacts
 from colbench.ops import REGISTRY
+from colbench.output import plural
 from colbench.run import watchdog as hang_watchdog
 from colbench.run.inflight import InFlight
 from colbench.run.job import ConfiguredTask, Peer, RankJob
 from colbench.run.outcome import report_done
 from colbench.run.rank import device_name, gpu_record, meet_peers
 from colbench.run.turns import Turns
+from colbench.store.init_rows import INIT
+from colbench.store.rundir import RunDir
 from colbench.sweep import memory
 from colbench.sweep.bench import BenchContext, RankBench
 from colbench.sweep.groups import Groups, SideGroup, members, split_label, split_world
@@ -42,6 +45,7 @@ from colbench.sweep.lead import Met, lead_run
 from colbench.sweep.load import make_load
 from colbench.sweep.plan import Work, count_units, fit_to_memory, plan, plan_digest
 from colbench.sweep.rows import RunInfo
+from colbench.sweep.setup import measure_setups, setup_rows
 from colbench.sweep.timing import make_timer
 
 #: What a sweep's rank says when its peers' plans differ from rank 0's.
@@ -115,6 +119,8 @@ class SweepTask(ConfiguredTask):
     def report(self, run_dir: Path) -> int:
         if self.quiet:
             return int(ExitCode.OK)
+        if self.cfg.measure.init_only:
+            report_setups(run_dir, self.cfg.output.table)
         code = max(report_done(run_dir), min_bw_verdict(run_dir))
         if self.whole_run and code in (ExitCode.OK, ExitCode.DATA_ERROR):
             from colbench.references.place import record_after_run
@@ -123,28 +129,37 @@ class SweepTask(ConfiguredTask):
         return code
 
 
-def min_bw_verdict(run_dir: Path) -> int:
-    """NCCL_TESTS_MIN_BW as nccl-tests honours it: exit 1 (as wrong results: nccl-tests
-    fails both alike) when the run's average bus bandwidth, the mean over its rows, is
-    below 0.9x the value; nothing when it is unset."""
-    from colbench.report.nccl_tests_json import (
-        MIN_BW_SHARE,
-        MIN_BW_VARIABLE,
-        min_bw_okay,
-        min_bw_threshold,
-    )
-    from colbench.store.rundir import RunDir
+def report_setups(run_dir: Path, table: bool) -> None:
+    """--init-only: the set-up rows on stdout (with the table), their count on stderr."""
+    from colbench.store.init_rows import load_init
+    from colbench.sweep.setup import table_lines
 
-    threshold = min_bw_threshold()
-    if threshold is None:
+    files = RunDir(run_dir)
+    frame = load_init(files.path)
+    if table:
+        print("\n".join(table_lines(frame)), flush=True)
+    print(
+        f"colbench: {plural(len(frame), 'communicator set-up')} in {files.table_path(INIT)}",
+        file=sys.stderr,
+    )
+
+
+def min_bw_verdict(run_dir: Path) -> int:
+    """NCCL_TESTS_MIN_BW as nccl-tests honours it (colbench.config.min_bw): exit 1 (as
+    wrong results: nccl-tests fails both alike) when the run's average bus bandwidth, the
+    mean over its rows, is below 0.9x the value; nothing when it is unset."""
+    from colbench.config.min_bw import from_environment
+
+    floor = from_environment()
+    if floor is None:
         return int(ExitCode.OK)
     average = RunDir(run_dir).read_meta().get("busbw_avg_gbps")
     if average is None:
         return int(ExitCode.OK)
-    okay = min_bw_okay(average, threshold)
+    okay = floor.okay(average)
     print(
-        f"colbench: average bus bandwidth {average:.4g} GB/s, {MIN_BW_VARIABLE}={threshold:g} "
-        f"({MIN_BW_SHARE:g}x: {MIN_BW_SHARE * threshold:.4g}): {'OK' if okay else 'FAILED'}",
+        f"colbench: average bus bandwidth {average:.4g} GB/s, floor {floor.floor_gbps:.4g} GB/s "
+        f"({floor.describe()}): {'OK' if okay else 'FAILED'}",
         file=sys.stderr,
     )
     return int(ExitCode.OK if okay else ExitCode.DATA_ERROR)
@@ -181,10 +196,22 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
     )
     subgroup = split_world(layout, rank, group_timeout_s) if layout else None
+    setups = None
+    if cfg.measure.init_only:
+        # Communicator set-up is what is measured: no collective, no engine of the run's.
+        in_flight.step(f"timing communicator set-up ({task.engine_name})")
+        setups = measure_setups(
+            task.engine_name, side, rank, job.world_size, device, cfg.measure.repeat
+        )
+        work = []
     # The direct engine's communicator starts here, where torch's started in an NCCL
     # world: before the memory fit (which then sees what NCCL took) and before any turn of
     # an interleaved run (a start-up inside another world's timed batch would be timed).
-    engine, stream = _engine(task, side, rank, job.world_size, subgroup, device, in_flight)
+    engine, stream = (
+        (TorchEngine(), None)
+        if setups is not None
+        else _engine(task, side, rank, job.world_size, subgroup, device, in_flight)
+    )
     try:
         info = RunInfo(
             run_id=job.run_id,
@@ -231,6 +258,9 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         if rank != 0 or job.run_dir is None:
             RankBench(context).run(work)
             return
+        if setups is not None:
+            with RunDir(job.run_dir).writer(INIT) as writer:
+                writer.write_all(setup_rows(setups, info))
         met = Met(peers, hosts, hardware)
         warned = (_measurement_warnings(cfg, job.backend), memory_notes)
         lead_run(job, context, met, work, warned)

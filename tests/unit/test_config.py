@@ -305,6 +305,7 @@ def test_every_option_reaches_the_config() -> None:
         "output_file": "report.json",
         "per_iter_timing": 1,
         "engine": "torch,nccl",
+        "init_only": True,
     }
     assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
     base = config.from_options(options.SweepOptions()).to_dict()

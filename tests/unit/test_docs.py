@@ -109,6 +109,22 @@ def test_example_is_a_real_invocation(
     assert info.value.code == 0, f"{place}: colbench {' '.join(args)}: {capsys.readouterr().err}"
 
 
+def test_example_outputs_go_under_the_ignored_results_folder() -> None:
+    # A reader who pastes an example from the repository's root must not be left with an
+    # untracked folder (`--out ab`): results/ is what .gitignore ignores.
+    assert "results/*" in (REPO / ".gitignore").read_text().splitlines()
+    outs = []
+    for place, args in _invocations():
+        for index, word in enumerate(args):
+            if word == "--out" and index + 1 < len(args):
+                outs.append((place, args[index + 1]))
+            elif word.startswith("--out="):
+                outs.append((place, word.removeprefix("--out=")))
+    assert len(outs) >= 10
+    for place, out in outs:
+        assert out.startswith(("results/", "/", "$")), f"{place}: --out {out} is outside results/"
+
+
 def test_console_examples_run_on_a_cpu() -> None:
     for block in all_blocks():
         if block.language != "console":

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.checks import SizeWindow, parse_checks, parse_floor
+from colbench.analysis.checks import SizeWindow, parse_checks
 from colbench.analysis.gate import engine as gate
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.verdict import Verdict
-from colbench.errors import UsageError
+from colbench.config.min_bw import BusbwFloor
 from colbench.store.results import load
 from tests.unit.gate_runs import (
     BIG,
@@ -188,17 +188,18 @@ def test_nccl_tests_min_bw_floor(tmp_path: Path) -> None:
     run = write_run(tmp_path / "a", {BIG: STEADY, ("all_reduce", 128 * KiB, "in"): STEADY})
     frame = load(run)
     expected = (65536 / 100e-6 + 131072 / 100e-6) / 2 / 1e9 * 2 * (2 - 1) / 2
-    (floor,) = gate.average_busbw_floors(frame, expected * 0.9)
+    # NCCL_TESTS_MIN_BW = 1.05x the average: nccl-tests' 0.9x rule passes it.
+    (floor,) = gate.average_busbw_floors(frame, BusbwFloor(expected * 1.05))
     assert floor.op == "all_reduce" and floor.avg_busbw_gbps == pytest.approx(expected, rel=0.01)
     assert not floor.fails
-    assert gate.average_busbw_floors(frame, expected * 1.1)[0].fails
+    assert gate.average_busbw_floors(frame, BusbwFloor(expected * 1.2))[0].fails
+    # The same value as colbench's explicit floor asks for itself: it fails.
+    explicit = BusbwFloor(expected * 1.05, "--min-avg-busbw-gbps", 1.0)
+    assert gate.average_busbw_floors(frame, explicit)[0].fails
     result = gate.run_gate(
-        run, run, gate.GateRules(tuple(parse_checks([])), floor_gbps=expected * 1.1)
+        run, run, gate.GateRules(tuple(parse_checks([])), floor=BusbwFloor(expected * 1.2))
     )
     assert result.failures == 1 and not result.passed
-    assert parse_floor("", "NCCL_TESTS_MIN_BW") is None
-    with pytest.raises(UsageError, match="NCCL_TESTS_MIN_BW='fast'"):
-        parse_floor("fast", "NCCL_TESTS_MIN_BW")
 
 
 def test_a_run_without_subgroup_columns_is_not_comparable_and_says_why(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from colbench.errors import UsageError, WriteFailed
+from colbench.config.min_bw import BusbwFloor
+from colbench.errors import WriteFailed
 from colbench.report import nccl_tests_json as report
 from colbench.report.reporters import Summary
 from colbench.report.stragglers import RankTimes
@@ -195,20 +196,13 @@ def test_unwritable_report_is_a_write_failure(tmp_path: Path) -> None:
         rep.on_start({})
 
 
-def test_min_bw_rule_is_nccl_tests() -> None:
-    assert report.min_bw_threshold({}) is None
-    assert report.min_bw_threshold({"NCCL_TESTS_MIN_BW": "-1"}) is None
-    assert report.min_bw_threshold({"NCCL_TESTS_MIN_BW": "100"}) == 100.0
-    with pytest.raises(UsageError, match="not a number"):
-        report.min_bw_threshold({"NCCL_TESTS_MIN_BW": "fast"})
-    assert report.min_bw_okay(90.0, 100.0)
-    assert not report.min_bw_okay(89.99, 100.0)
-    assert report.min_bw_okay(float("nan"), 100.0)
+def test_report_okay_is_nccl_tests_rule() -> None:
+    # The rule itself: tests/unit/test_min_bw.py.
     okay = [
-        json.loads("{" + report.footer(0, [90.0], t, [""], "x")[2:])["average_bus_bandwidth"][
+        json.loads("{" + report.footer(0, [90.0], f, [""], "x")[2:])["average_bus_bandwidth"][
             "okay"
         ]
-        for t in (None, 100.0, 101.0)
+        for f in (None, BusbwFloor(100.0), BusbwFloor(101.0))
     ]
     assert okay == ["unchecked", "true", "false"]
 

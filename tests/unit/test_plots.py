@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis.plot.lines import plot_lines, write_run_plots
+from colbench.analysis.plot.lines import plot_lines, plot_panels, plot_runs, write_run_plots
 from colbench.analysis.series import lines, load_runs
 from colbench.cli import main
+from colbench.errors import UsageError
 from colbench.report.figures import format_size_tick, size_ticks
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
@@ -143,6 +144,43 @@ def test_default_figures_of_several_runs_never_overwrite(
     with pytest.raises(SystemExit):
         main(["plot", str(a)])
     assert capsys.readouterr().err == f"colbench: wrote {a / 'busbw.png'}\n"
+
+
+def test_plot_of_one_run_draws_what_sweep_plot_draws_under_the_same_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # sweep --plot drew panels into busbw.png, plot RUN one combined chart into the same
+    # name: whichever ran last decided what the file showed. Now both draw the panels,
+    # byte for byte, and the one chart has a name of its own.
+    run = _run(tmp_path, variants=("NCCL_ALGO=Ring", "NCCL_ALGO=Tree"))
+    swept = {p.name: p.read_bytes() for p in write_run_plots(run)}
+    for metric in ("busbw", "time"):
+        (run / f"{metric}.png").unlink()
+        with pytest.raises(SystemExit) as info:
+            main(["plot", str(run), "--metric", metric])
+        assert info.value.code == 0
+        assert capsys.readouterr().err == f"colbench: wrote {run / f'{metric}.png'}\n"
+        assert (run / f"{metric}.png").read_bytes() == swept[f"{metric}.png"]
+    with pytest.raises(SystemExit) as info:
+        main(["plot", str(run), "--one-chart", "--peak", "30", "--fit"])
+    assert info.value.code == 0
+    assert capsys.readouterr().err.endswith(f"colbench: wrote {run / 'busbw-one-chart.png'}\n")
+    assert (run / "busbw.png").read_bytes() == swept["busbw.png"]
+    path, _ = plot_runs([run, run], one_chart=True)
+    assert path.name == "busbw-one-chart-run-vs-run.png"
+
+
+def test_panels_carry_the_peak_and_the_fit(tmp_path: Path) -> None:
+    curves = lines(load_runs([_run(tmp_path)])[0])
+    fig = plot_panels(curves, "busbw", peak_gbps=25.0, fit=True)
+    for ax in (ax for ax in fig.axes if ax.get_visible()):
+        drawn = ax.get_lines()
+        assert [line.get_linestyle() for line in drawn if line.get_label() == "_model"] == [":"]
+        assert any(list(line.get_ydata()) == [25.0, 25.0] for line in drawn)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["rated peak 25 GB/s", "model (fit)"]
+    with pytest.raises(UsageError, match="--peak is a bandwidth"):
+        plot_panels(curves, "time", peak_gbps=25.0)
 
 
 def test_the_size_axis_names_no_internal_column(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from colbench.analysis.gate import engine as gate
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.gate.baseline import update_baseline
 from colbench.analysis.verdict import RowResult, Verdict
+from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
 from colbench.store.results import STATUS_UNSUPPORTED, load
 from tests.unit.rows import row, write_run
@@ -135,7 +136,7 @@ def test_a_baseline_may_hold_unsupported_rows_but_not_oom(tmp_path: Path) -> Non
 
 def test_average_busbw_floor_leaves_unsupported_rows_out(tmp_path: Path) -> None:
     frame = load(tree_run(tmp_path / "run"))
-    assert [f.op for f in gate.average_busbw_floors(frame, 0.0)] == ["all_reduce"]
+    assert [f.op for f in gate.average_busbw_floors(frame, BusbwFloor(0.0))] == ["all_reduce"]
 
 
 # --- compare -------------------------------------------------------------------------

@@ -75,10 +75,10 @@ def test_rundir_imports_no_module_that_declares_another_table() -> None:
 
 def test_the_tables_keep_the_docs_order_whatever_imports_them_first() -> None:
     names = _in_a_fresh_interpreter(
-        "import colbench.p2p.results, colbench.report.stragglers, colbench.store.rundir as r; "
-        "print(' '.join(t.file_name for t in r.TABLES))"
+        "import colbench.p2p.results, colbench.store.init_rows, colbench.report.stragglers, "
+        "colbench.store.rundir as r; print(' '.join(t.file_name for t in r.TABLES))"
     )
-    assert names == "results.csv per_rank.csv p2p.csv"
+    assert names == "results.csv per_rank.csv init.csv p2p.csv"
     assert [t.file_name for t in TABLES] == names.split()
 
 

@@ -8,16 +8,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from colbench.analysis.checks import (
-    SizeWindow,
-    parse_checks,
-    parse_floor,
-)
+from colbench.analysis.checks import SizeWindow, parse_checks
 from colbench.analysis.engine import fabric_warnings_of
 from colbench.analysis.gate.baseline import update_baseline
 from colbench.analysis.gate.engine import run_gate
 from colbench.analysis.gate.options import GateOptions
 from colbench.analysis.gate.result import GateRules
+from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
 from colbench.store import writing
 from colbench.store.results import csv_path, load
@@ -25,7 +22,8 @@ from colbench.store.results import csv_path, load
 
 def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     """``colbench gate``: judge (or accept) the current run(s), print the table, write the
-    reports; the exit code. The floor defaults to $NCCL_TESTS_MIN_BW as in nccl-tests."""
+    reports; the exit code. The average-busbw floor is --min-avg-busbw-gbps (the value
+    itself), else $NCCL_TESTS_MIN_BW read as nccl-tests reads it (0.9x the value)."""
     from colbench.analysis.gate import report as gate_report
 
     check_texts = flags.check or ()
@@ -36,10 +34,9 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     _check_arguments(baseline, current, flags)
     checks = parse_checks(check_texts)
     window = SizeWindow.parse(flags.min_size, flags.max_size)
-    if flags.min_avg_busbw_gbps is not None:
-        floor = parse_floor(flags.min_avg_busbw_gbps, "--min-avg-busbw-gbps")
-    else:
-        floor = parse_floor(os.environ.get("NCCL_TESTS_MIN_BW"), "NCCL_TESTS_MIN_BW")
+    # The explicit flag wins; both are checked, so a bad variable is refused either way.
+    from_environment = min_bw.from_environment()
+    floor = min_bw.explicit(flags.min_avg_busbw_gbps) or from_environment
 
     rules = GateRules(
         tuple(checks),
@@ -50,14 +47,14 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
         power=flags.power,
         min_judged=flags.min_judged,
         min_runs=flags.min_baseline_runs,
-        floor_gbps=floor,
+        floor=floor,
         any_machine=flags.any_machine,
         missing_ok=flags.missing_baseline_ok,
         accept_incomplete_baseline=flags.accept_incomplete_baseline,
     )
     if flags.update:
         if csv_path(baseline).is_file():
-            unfloored = replace(rules, floor_gbps=None)
+            unfloored = replace(rules, floor=None)
             print(
                 "\n".join(gate_report.console_lines(run_gate(baseline, current, unfloored))),
                 flush=True,

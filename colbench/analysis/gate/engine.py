@@ -29,6 +29,7 @@ from colbench.analysis.engine import (
 )
 from colbench.analysis.gate.result import FloorResult, GateResult, GateRules
 from colbench.analysis.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
+from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
 from colbench.stats import rank_tests
 from colbench.store import metadata, metafile
@@ -72,11 +73,7 @@ def gate_frames(
         pooled_summary = pooled.judge_rows(judged, rules.alpha, rules.power, rules.fwer)
         family = pooled_summary.family
     rows = sorted((row for _, row in judged), key=_sort_key)
-    floors = (
-        average_busbw_floors(current_frame, rules.floor_gbps)
-        if rules.floor_gbps is not None
-        else []
-    )
+    floors = average_busbw_floors(current_frame, rules.floor) if rules.floor is not None else []
     return GateResult(
         baseline,
         current,
@@ -156,8 +153,9 @@ def _sample_warnings(
     return warnings
 
 
-def average_busbw_floors(current_frame: Any, floor_gbps: float) -> list[FloorResult]:
-    """nccl-tests' NCCL_TESTS_MIN_BW: each op's mean bus bandwidth over all its rows.
+def average_busbw_floors(current_frame: Any, floor: BusbwFloor) -> list[FloorResult]:
+    """Each op's mean bus bandwidth over all its rows, against the floor (nccl-tests'
+    average: one binary runs one op, so here each op, and each variant, is one average).
 
     As in nccl-tests, the average runs over every size and both placements (no size
     window); each (row key) counts once, with the median of its samples. Ops without
@@ -173,7 +171,7 @@ def average_busbw_floors(current_frame: Any, floor_gbps: float) -> list[FloorRes
                 rank_tests.median(values)
             )
     for (op, variant), medians in sorted(per_op.items()):
-        out.append(FloorResult(op, variant, sum(medians) / len(medians), floor_gbps))
+        out.append(FloorResult(op, variant, sum(medians) / len(medians), floor))
     return out
 
 

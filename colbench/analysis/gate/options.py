@@ -48,7 +48,9 @@ class GateOptions:
     min_avg_busbw_gbps: str | None = _judge(
         None,
         "--min-avg-busbw-gbps",
-        help="Fail when an op's average busbw is below this (default: NCCL_TESTS_MIN_BW).",
+        help="Fail when an op's average busbw is below this value itself (GB/s). Without "
+        "it, NCCL_TESTS_MIN_BW is the floor as in nccl-tests: the average must reach 0.9x "
+        "its value.",
     )
     power: float = _judge(
         DEFAULT_POWER, "--power", help="Power the detectable-slowdown figures are stated at."

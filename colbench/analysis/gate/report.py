@@ -147,8 +147,8 @@ def console_lines(result: GateResult) -> list[str]:
         state = "below" if floor.fails else "meets"
         lines.append(
             f"# {floor.op}{' [' + floor.variant + ']' if floor.variant else ''}: average busbw "
-            f"{floor.avg_busbw_gbps:.4g} GB/s {state} the floor {floor.floor_gbps:g} GB/s "
-            "(NCCL_TESTS_MIN_BW)"
+            f"{floor.avg_busbw_gbps:.4g} GB/s {state} the floor {floor.floor_gbps:.4g} GB/s "
+            f"({floor.floor.describe()})"
         )
     lines.extend(f"# {line}" for line in overall_lines(result))
     for what, a, b in result.changes:
@@ -265,13 +265,13 @@ def _md_floors(result: GateResult) -> list[str]:
     if not result.floors:
         return []
     return [
-        "### Average bus bandwidth floor (`NCCL_TESTS_MIN_BW`)",
+        f"### Average bus bandwidth floor (`{result.floors[0].floor.describe()}`)",
         "",
         "| op | average busbw (GB/s) | floor (GB/s) | |",
         "|---|---|---|---|",
         *(
             f"| {f.op}{' [' + f.variant + ']' if f.variant else ''} | {f.avg_busbw_gbps:.4g} "
-            f"| {f.floor_gbps:g} | {'**below**' if f.fails else 'ok'} |"
+            f"| {f.floor_gbps:.4g} | {'**below**' if f.fails else 'ok'} |"
             for f in result.floors
         ),
         "",
@@ -344,14 +344,16 @@ def _junit_row(suite: ET.Element, row: RowResult) -> None:
 
 def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
     case = _test_case(
-        suite, "colbench.gate.floor", f"{floor.op} average busbw >= {floor.floor_gbps:g} GB/s"
+        suite,
+        "colbench.gate.floor",
+        f"{floor.op} average busbw >= {floor.floor_gbps:.4g} GB/s ({floor.floor.describe()})",
     )
     if floor.fails:
         ET.SubElement(
             case,
             "failure",
             message=f"average busbw {floor.avg_busbw_gbps:.4g} GB/s below "
-            f"{floor.floor_gbps:g} GB/s (NCCL_TESTS_MIN_BW)",
+            f"{floor.floor_gbps:.4g} GB/s ({floor.floor.describe()})",
             type="floor",
         )
 

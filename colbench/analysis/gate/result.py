@@ -18,22 +18,28 @@ from colbench.analysis.checks import (
     SizeWindow,
 )
 from colbench.analysis.verdict import RowResult, Verdict
+from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
 from colbench.stats import power
 
 
 @dataclass(frozen=True)
 class FloorResult:
-    """nccl-tests' NCCL_TESTS_MIN_BW: one op's average bus bandwidth against a floor."""
+    """One op's average bus bandwidth against a floor (NCCL_TESTS_MIN_BW's 0.9x rule, or
+    --min-avg-busbw-gbps itself: :class:`colbench.config.min_bw.BusbwFloor` says which)."""
 
     op: str
     variant: str
     avg_busbw_gbps: float
-    floor_gbps: float
+    floor: BusbwFloor
+
+    @property
+    def floor_gbps(self) -> float:
+        return self.floor.floor_gbps
 
     @property
     def fails(self) -> bool:
-        return self.avg_busbw_gbps < self.floor_gbps
+        return not self.floor.okay(self.avg_busbw_gbps)
 
 
 @dataclass(frozen=True)
@@ -53,8 +59,9 @@ class GateRules:
     min_judged: int = 1
     #: Runs in the baseline's window the drift test needs (colbench.analysis.drift_rows).
     min_runs: int = DEFAULT_MIN_BASELINE_RUNS
-    #: nccl-tests' NCCL_TESTS_MIN_BW: every op's average bus bandwidth must reach it.
-    floor_gbps: float | None = None
+    #: Every op's average bus bandwidth must reach it: NCCL_TESTS_MIN_BW's (0.9x the
+    #: value, as nccl-tests) or --min-avg-busbw-gbps's (the value itself).
+    floor: BusbwFloor | None = None
     #: Judge performance against a baseline from another machine too.
     any_machine: bool = False
     #: A baseline that does not exist yet (a fresh runner) judges the current run alone.

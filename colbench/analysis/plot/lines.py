@@ -1,5 +1,10 @@
-"""Figures of measured lines: bandwidth or time against message size, one line per (op,
-variant, run); ``colbench plot`` and the figures ``sweep --plot`` leaves in a run directory.
+"""Figures of measured lines: bandwidth or time against message size; ``colbench plot`` and
+the figures ``sweep --plot`` leaves in a run directory.
+
+Both draw the same picture by default, one small panel per collective
+(:func:`plot_panels`), so ``busbw.png`` in a run folder means one thing whoever wrote it.
+``plot --one-chart`` draws every line on one chart (:func:`plot_lines`) into a name of its
+own, ``<metric>-one-chart.png``, so neither figure replaces the other.
 
 Headless (matplotlib's Agg backend), so plots work on a cluster node without a display.
 The primitives (axes, metrics, saving) are :mod:`colbench.report.figures`.
@@ -193,6 +198,11 @@ def _draw_fit(ax: Any, curve: Line, chosen: Metric, color: str) -> float | None:
     return fit.relative_rms(curve.size_bytes, curve.time_us, model)
 
 
+#: The stem ``plot --one-chart`` adds to the metric, so its file never takes the name of
+#: the panels that ``sweep --plot`` and ``plot RUN`` write.
+ONE_CHART = "one-chart"
+
+
 def plot_runs(
     paths: Sequence[str | os.PathLike[str]],
     metric_name: str = "busbw",
@@ -200,17 +210,24 @@ def plot_runs(
     out: str | os.PathLike[str] | None = None,
     peak_gbps: float | None = None,
     fit: bool = False,
+    one_chart: bool = False,
 ) -> tuple[Path, list[str]]:
-    """``colbench plot``: load runs, draw one figure, write it into ``out`` (a directory;
-    default: the last run's folder); returns the file written and warnings about it (with
-    ``fit``: each fit that does not describe its curve)."""
+    """``colbench plot``: load runs, draw one figure (a panel per collective, as ``sweep
+    --plot``; with ``one_chart`` every line on one chart), write it into ``out`` (a
+    directory; default: the last run's folder); returns the file written and warnings
+    about it (with ``fit``: each fit that does not describe its curve)."""
     metric_name = metric_key(metric_name)
     if peak_gbps is not None and not (math.isfinite(peak_gbps) and peak_gbps > 0):
         raise UsageError(f"--peak must be a bandwidth above 0 GB/s, got {peak_gbps:g}")
     runs = load_runs(paths)
     curves = [c for run in runs for c in lines(run)]
-    fig = plot_lines(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
-    path = save(fig, figure_path(runs, metric_name, out))
+    if one_chart:
+        fig = plot_lines(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
+        kind = f"{metric_name}-{ONE_CHART}"
+    else:
+        fig = plot_panels(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
+        kind = metric_name
+    path = save(fig, figure_path(runs, kind, out))
     return path, (_poor_fits(curves) if fit else [])
 
 
@@ -224,16 +241,15 @@ def _poor_fits(curves: Sequence[Line]) -> list[str]:
     ]
 
 
-def figure_path(
-    runs: Sequence[Run], metric_name: str, out: str | os.PathLike[str] | None = None
-) -> Path:
+def figure_path(runs: Sequence[Run], kind: str, out: str | os.PathLike[str] | None = None) -> Path:
     """Where plot's figure goes: in ``--out`` (a directory), else in the last run's own
-    folder. One run: ``<metric>.png`` (in its folder, the figure sweep --plot writes);
-    several: a new file named after the runs (:func:`unused_path`)."""
+    folder. One run: ``<kind>.png`` (``busbw.png`` in its folder is the figure sweep
+    --plot writes, drawn the same); several: a new file named after the runs
+    (:func:`unused_path`). ``kind`` is the metric, or ``<metric>-one-chart``."""
     directory = out_dir(out, run_folder(runs[-1].path))
     if len(runs) == 1:
-        return directory / RunDir(directory).figure_path(metric_name).name
-    return unused_path(metric_name, [run.label for run in runs], directory)
+        return directory / RunDir(directory).figure_path(kind).name
+    return unused_path(kind, [run.label for run in runs], directory)
 
 
 def write_run_plots(run_dir: str | os.PathLike[str]) -> list[Path]:
@@ -251,15 +267,24 @@ def write_run_plots(run_dir: str | os.PathLike[str]) -> list[Path]:
 _PANEL_COLUMNS = 5
 
 
-def plot_panels(curves: Sequence[Line], metric_name: str) -> Any:
+def plot_panels(
+    curves: Sequence[Line],
+    metric_name: str,
+    *,
+    peak_gbps: float | None = None,
+    fit: bool = False,
+) -> Any:
     """One small panel per collective, titled with the collective and the placement
     drawn, each with its own value axis: ten collectives on one chart are a tangle
     whose legend hides points, and a broadcast at 3 GB/s flattens a gather at 0.3.
-    Curves that share a collective (variants, dtypes) are told apart by colour, named
-    once in a legend beside the panels, where it covers nothing."""
+    Curves that share a collective (variants, dtypes, runs) are told apart by colour,
+    named once in a legend beside the panels, where it covers nothing. ``peak_gbps``
+    is drawn in every panel, ``fit`` overlays each curve's model (dotted)."""
     chosen = metric(metric_name)
     if not curves:
         raise UsageError("nothing to plot: no rows with a size above 0 bytes")
+    if peak_gbps is not None and chosen.column == "time_us":
+        raise UsageError("--peak is a bandwidth: use it with --metric busbw or algbw")
     ops = list(dict.fromkeys(c.op for c in curves))
     columns = min(len(ops), _PANEL_COLUMNS)
     rows = math.ceil(len(ops) / columns)
@@ -276,8 +301,13 @@ def plot_panels(curves: Sequence[Line], metric_name: str) -> Any:
         names = labels(mine) if len(mine) > 1 else [""] * len(mine)
         for curve, name in zip(mine, names, strict=True):
             colour = colours.setdefault(name, f"C{len(colours) % 10}")
+            if fit:
+                _draw_fit(ax, curve, chosen, colour)
             ax.plot(curve.size_bytes, curve.values(chosen.column), marker="o", markersize=3,
                     linewidth=1.4, color=colour, label=name or "_one")  # fmt: skip
+        if peak_gbps is not None:
+            ax.axhline(peak_gbps, color="black", linestyle="--", linewidth=1.0, alpha=0.7,
+                       label=f"rated peak {peak_gbps:g} GB/s")  # fmt: skip
         placements = sorted({PLACEMENT_NAMES[c.in_place] for c in mine})
         ax.set_title(f"{op} ({', '.join(placements)})", fontsize=9)
         size_axis(ax, low, high, max_ticks=6)
@@ -295,10 +325,15 @@ def plot_panels(curves: Sequence[Line], metric_name: str) -> Any:
         fontsize=10,
     )
     named = {name: colour for name, colour in colours.items() if name}
-    if named:
-        from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D
 
-        handles = [Line2D([], [], color=c, marker="o", markersize=3, label=n)
-                   for n, c in named.items()]  # fmt: skip
+    handles = [Line2D([], [], color=c, marker="o", markersize=3, label=n)
+               for n, c in named.items()]  # fmt: skip
+    if peak_gbps is not None:
+        handles.append(Line2D([], [], color="black", linestyle="--",
+                              label=f"rated peak {peak_gbps:g} GB/s"))  # fmt: skip
+    if fit:
+        handles.append(Line2D([], [], color="grey", linestyle=":", label="model (fit)"))
+    if handles:
         fig.legend(handles=handles, loc="outside right center", fontsize="small")
     return fig
