@@ -17,6 +17,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from colbench.errors import UsageError
 
@@ -76,6 +77,17 @@ def _file_type(mode: int) -> str:
     return "not a regular file"
 
 
+def _read_at_most(f: BinaryIO, size_bytes: int) -> bytes:
+    # In pieces: f.read(n) reserves n bytes first, and under an address-space limit
+    # (ulimit -v) reserving the kind's whole limit fails though the file is small.
+    chunks: list[bytes] = []
+    left_bytes = size_bytes
+    while left_bytes > 0 and (chunk := f.read(min(left_bytes, 1 << 20))):
+        chunks.append(chunk)
+        left_bytes -= len(chunk)
+    return b"".join(chunks)
+
+
 def read_bytes(path: str | os.PathLike[str], kind: Kind) -> bytes:
     """The whole file, once it is known to be a regular file within ``kind``'s limit."""
     file = Path(path)
@@ -91,7 +103,7 @@ def read_bytes(path: str | os.PathLike[str], kind: Kind) -> bytes:
                     f"{file} holds {info.st_size} bytes, more than the {limit} any "
                     f"{kind.what} colbench reads"
                 )
-            data = f.read(kind.limit_bytes + 1)
+            data = _read_at_most(f, kind.limit_bytes + 1)
     except IsADirectoryError:
         raise UsageError(f"{file} is a directory, not {kind.one} file") from None
     except OSError as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from colbench import ops
 from colbench.store.results import COLUMNS, load
 from tests.conftest import call_colbench
@@ -42,3 +44,7 @@ def test_every_op_in_groups_of_two_is_correct(tmp_path: Path) -> None:
     meta = json.loads((out / "meta.json").read_text())
     assert (meta["group_size"], meta["groups"], meta["config"]["group_size"]) == (2, 2, 2)
     assert f"{WORLD} rank(s) in {WORLD // GROUP} groups of {GROUP}" in proc.stdout
+
+
+def _close(a: pd.Series, b: pd.Series) -> bool:
+    return bool(((a - b).abs() <= 1e-5 * b.abs() + 1e-9).all())
