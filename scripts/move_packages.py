@@ -85,8 +85,14 @@ MOVES: tuple[tuple[str, str], ...] = (
 #: The shim folded into the new results package's __init__ (its dotted name stays).
 SHIM = "colbench/results.py"
 
-#: Packages the move creates, with the docstring each one's __init__ gets.
+#: Packages the move creates, with the docstring each one's __init__ gets; and the sweep's,
+#: whose docstring listed the rank side that moves to bench/ (it holds nothing else).
 NEW_PACKAGES = {
+    "colbench/commands/sweep/__init__.py": (
+        '"""``colbench sweep`` and ``colbench run``: options to config, variants, interleaved '
+        "worlds,\nthe NCCL probe, the sweep as a task of the host and rank 0's lead; the "
+        'measuring is\n:mod:`colbench.bench`\'s."""\n'
+    ),
     "colbench/bench/__init__.py": (
         '"""The rank side, used by every measuring command: the ops (one contract, one file '
         "per op),\nthe timers, the side group, skew, the plan and the per-size loop "
