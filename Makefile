@@ -57,11 +57,11 @@ format: install
 	$(PY) -m ruff check --fix colbench tests benchmarks
 
 # docs/options.md is generated from the options table (colbench/config/options.py), and
-# docs/schema.md from the tables' row types (colbench/store/); unit tests fail while either
+# docs/schema.md from the tables' row types (colbench/results/); unit tests fail while either
 # committed file is stale.
 docs: install
 	$(PY) -m colbench.cli.docgen
-	$(PY) -m colbench.store.tables --markdown > docs/schema.md
+	$(PY) -m colbench.results.tables --markdown > docs/schema.md
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from colbench.store.results import load  # noqa: E402
+from colbench.results.rows import load  # noqa: E402
 from tests.dist.test_contend import LIMIT_PCT, LOADED, SWEEP  # noqa: E402
 
 

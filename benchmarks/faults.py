@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from colbench.store.results import load  # noqa: E402
+from colbench.results.rows import load  # noqa: E402
 from tests.dist.test_rendezvous_address import _hold, _http, listener  # noqa: E402
 
 PY = sys.executable

@@ -18,7 +18,7 @@ it to the code that reads that kind, the way a user would:
   a run whose results.csv is mutated;
 - meta.json: ``compare`` and ``gate`` of a run whose meta.json is mutated;
 - nccl-tests log: ``colbench import nccl-tests FILE``;
-- p2p.csv: the p2p report of a run (colbench.p2p.report.report);
+- p2p.csv: the p2p report of a run (colbench.commands.p2p.report.report);
 - rank error reports and the turn log: the parent's verdict on a failed run
   (protocol.read_reports, protocol.diagnose) and interleaving's turn log reader.
 
@@ -48,12 +48,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from colbench import reading
 from colbench.cli import main
+from colbench.commands.p2p.config import P2PConfig
+from colbench.commands.p2p.report import report as p2p_report
+from colbench.commands.p2p.results import P2P, P2PRow
 from colbench.errors import UsageError
-from colbench.p2p.config import P2PConfig
-from colbench.p2p.report import report as p2p_report
-from colbench.p2p.results import P2P, P2PRow
-from colbench.run import protocol, turns
-from colbench.store.tables import TableWriter
+from colbench.host import protocol, turns
+from colbench.results.tables import TableWriter
 from tests.unit.nccl_logs import new_all_reduce_log, old_all_gather_log
 from tests.unit.predict_runs import model_run
 
@@ -340,7 +340,7 @@ SHARE = {"suite": 3, "results CSV": 6, "meta.json": 2, "nccl-tests log": 3, "p2p
 
 def _stand_in_for_the_run() -> None:
     """A suite the reader accepts would start ranks: measuring is not what is fuzzed here."""
-    import colbench.sweep.parent as parent
+    import colbench.commands.sweep.parent as parent
 
     parent.run_sweep = lambda cfg: 0  # type: ignore[assignment]
 

@@ -149,7 +149,7 @@ def gate(args: argparse.Namespace, baseline: Path, run: Path, *extra: str) -> tu
 
 def row_medians(run: Path, min_bytes: int) -> dict[tuple, dict[str, float]]:
     """Row -> run id -> that run's median bus bandwidth of the row (sizes >= min_bytes)."""
-    from colbench.store.results import load
+    from colbench.results.rows import load
 
     frame = load(run)
     frame = frame[(frame["size_bytes"] >= min_bytes) & (frame["status"] == "ok")]

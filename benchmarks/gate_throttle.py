@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from dist_repeat import busy_loops  # noqa: E402
 
-from colbench.store.results import load  # noqa: E402
+from colbench.results.rows import load  # noqa: E402
 from tests import netns  # noqa: E402
 from tests.dist.test_gate_throttle import CHECKS, RATE_MBIT  # noqa: E402
 from tests.dist.test_gate_throttle import SWEEP as TEST_SWEEP  # noqa: E402

@@ -36,9 +36,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from colbench.health import floors as floor_files  # noqa: E402
-from colbench.health.judge import against_fleet, samples_of  # noqa: E402
-from colbench.report.stragglers import binomial_tail  # noqa: E402
+from colbench.commands.health import floors as floor_files  # noqa: E402
+from colbench.commands.health.judge import against_fleet, samples_of  # noqa: E402
+from colbench.results.reporters.stragglers import binomial_tail  # noqa: E402
 from tests import cgroups, netns  # noqa: E402
 from tests.torchrun_fabric import torchrun  # noqa: E402
 

@@ -3,7 +3,7 @@
 Each rank runs colbench's real per-rank loop (RankBench) for one op at the largest size
 and reads its own peak RSS (VmHWM) before and after. The figure is
 (peak - baseline) / buffer bytes, where baseline is the rank's RSS after joining the
-process group (torch's own) and buffer bytes are what colbench.sweep.memory says the op needs.
+process group (torch's own) and buffer bytes are what colbench.bench.memory says the op needs.
 
 Target (issue #6): <= 1.15 for all_reduce and all_gather up to 1 GiB.
 
@@ -20,15 +20,15 @@ from typing import Any
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
+from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.plan import plan
+from colbench.bench.rowmaker import RunInfo
 from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_size
-from colbench.launch import free_port
-from colbench.ops.dtypes import DTYPES
-from colbench.run.startup import share_cpu_threads
-from colbench.sweep.bench import BenchContext, RankBench
-from colbench.sweep.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
-from colbench.sweep.plan import plan
-from colbench.sweep.rows import RunInfo
+from colbench.host.launchers import free_port
+from colbench.host.startup import share_cpu_threads
 
 TARGET = 1.15
 

@@ -45,9 +45,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from colbench.launch import free_port  # noqa: E402
-from colbench.p2p import load  # noqa: E402
-from colbench.p2p.report import samples_of  # noqa: E402
+from colbench.commands.p2p import load  # noqa: E402
+from colbench.commands.p2p.report import samples_of  # noqa: E402
+from colbench.host.launchers import free_port  # noqa: E402
 from tests import netns  # noqa: E402
 
 SLOW_NODE = 2

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from colbench.config.sizes import format_size, parse_size  # noqa: E402
-from colbench.store.results import load  # noqa: E402
+from colbench.results.rows import load  # noqa: E402
 from tests import netns  # noqa: E402
 
 OPS = ("all_reduce", "all_gather")

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from colbench.store.results import load
+from colbench.results.rows import load
 
 
 def sweep(out: Path, *args: str) -> None:

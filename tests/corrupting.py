@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from colbench.ops.base import Buffers, Collective, Context
+from colbench.bench.ops.base import Buffers, Collective, Context
 
 #: Whether this call, on this rank, gets its output damaged.
 Where = Callable[[Collective, Buffers, Context], bool]

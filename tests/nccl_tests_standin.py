@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from colbench import ops
+from colbench.bench import ops
 from tests.datadir import NCCL_TESTS_LOGS
 
 _PROGRAM = r"""#!{python}

@@ -14,7 +14,7 @@ from typing import Any
 
 from colbench import text
 from colbench.analysis.paired import ROW_KEYS
-from colbench.store.results import STATUS_OK
+from colbench.results.rows import STATUS_OK
 from colbench.text import Column
 
 _COLUMNS = (

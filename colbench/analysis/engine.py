@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.store.results import KEY_COLUMNS, STATUS_INVALID, STATUS_OK, csv_path, load
-from colbench.store.rundir import RunDir
+from colbench.results.rows import KEY_COLUMNS, STATUS_INVALID, STATUS_OK, csv_path, load
+from colbench.results.rundir import RunDir
 
 #: One row of a run as plain Python values (None for an empty cell).
 Sample = dict[str, Any]
@@ -49,7 +49,7 @@ def plain(value: Any) -> Any:
 
 def pool(frame: Any, keys: Sequence[str]) -> dict[tuple[Any, ...], list[Sample]]:
     """Key -> the run's samples of it, keys in the order the run first wrote them. An
-    invalid row (colbench.store.validity) is no sample: its key may itself be impossible
+    invalid row (colbench.results.validity) is no sample: its key may itself be impossible
     (a negative size), and would join as a row of its own."""
     out: dict[tuple[Any, ...], list[Sample]] = {}
     for record in frame.to_dict("records"):

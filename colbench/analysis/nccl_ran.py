@@ -3,7 +3,7 @@
 A ring-vs-tree comparison is true only where NCCL ran what was asked: NCCL may run
 another algorithm than the one named (older versions fall back to Ring, a tuner plugin
 may choose otherwise). The rows' ``nccl_algo`` (what NCCL's own log said it chose, see
-colbench.sweep.probe) against the request, per variant and op, in one line each.
+colbench.commands.sweep.probe) against the request, per variant and op, in one line each.
 """
 
 from __future__ import annotations

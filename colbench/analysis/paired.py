@@ -29,10 +29,10 @@ from typing import Any
 
 from colbench.analysis.checks import DEFAULT_POWER, Check, SizeWindow
 from colbench.errors import UsageError
+from colbench.results.rows import KEY_COLUMNS, STATUS_OK
 from colbench.stats import power, rank_tests
 from colbench.stats.holm import holm
 from colbench.stats.rank_tests import median
-from colbench.store.results import KEY_COLUMNS, STATUS_OK
 
 #: Columns that name a row of the paired table: every key but the variant, and but the
 #: engine, which an ``--engine torch,nccl`` run's variants differ by (engine=torch vs

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from colbench.errors import UsageError
-from colbench.store.results import STATUS_OK, csv_path, load
+from colbench.results.rows import STATUS_OK, csv_path, load
 
 PLACEMENT_NAMES = {0: "out-of-place", 1: "in-place"}
 
@@ -28,7 +28,7 @@ class Run:
 
     label: str
     path: Path
-    frame: Any  # pandas DataFrame with colbench.store.results.COLUMNS
+    frame: Any  # pandas DataFrame with colbench.results.rows.COLUMNS
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.config.sizes import format_size
-from colbench.store.results import STATUS_OK
+from colbench.results.rows import STATUS_OK
 
 TORCH, DIRECT = "torch", "nccl"
 _ENGINE_PART = re.compile(r"(^|,)engine=[^,]*")

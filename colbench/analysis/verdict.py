@@ -24,8 +24,8 @@ from colbench.analysis.engine import (
     side_status,
     wrong_counts,
 )
+from colbench.results.rows import KEY_COLUMNS, STATUS_OK, STATUS_UNSUPPORTED
 from colbench.stats import power, rank_tests
-from colbench.store.results import KEY_COLUMNS, STATUS_OK, STATUS_UNSUPPORTED
 
 #: Columns outside the key that still make numbers incomparable when they differ.
 COMPARABLE_COLUMNS = ("device", "average")

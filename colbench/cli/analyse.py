@@ -1,5 +1,5 @@
 """Commands that read runs: plot, compare, fit, predict, gate (colbench.analysis and
-colbench.predict do the work)."""
+colbench.commands.predict do the work)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from colbench.cli.app import JUDGE, _param, _with_options, app
 if TYPE_CHECKING:
     from colbench.config.option_table import Option
 
-#: Every command names a metric by its column or its short alias (colbench.store.metrics).
+#: Every command names a metric by its column or its short alias (colbench.results.metrics).
 METRIC_HELP = "busbw, algbw or time (or their columns busbw_gbps, algbw_gbps, time_us)."
 
 
@@ -166,13 +166,13 @@ class PredictCommand(TyperCommand):
     """``colbench predict``'s command: ``--against`` takes several runs (spread_against)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        from colbench.predict.options import spread_against
+        from colbench.commands.predict.options import spread_against
 
         return super().parse_args(ctx, spread_against(args))
 
 
 def _predict_rows() -> tuple[Option, ...]:
-    from colbench.predict import options
+    from colbench.commands.predict import options
 
     return options.table()
 
@@ -192,8 +192,8 @@ def _gate_rows() -> tuple[Option, ...]:
     rows=_predict_rows,
 )  # fmt: skip
 def predict(ctx: typer.Context, runs: list[str], **values: Any) -> None:
-    from colbench.predict.command import run as predict_run
-    from colbench.predict.options import PredictOptions
+    from colbench.commands.predict.command import run as predict_run
+    from colbench.commands.predict.options import PredictOptions
 
     flags = PredictOptions(**values)
     raise typer.Exit(predict_run(runs, flags))

@@ -1,5 +1,5 @@
 """Reference docs generated from the code: docs/options.md from the options tables
-(sweep's, colbench.config.options; then p2p's, colbench.p2p.options), and the table of
+(sweep's, colbench.config.options; then p2p's, colbench.commands.p2p.options), and the table of
 nccl-tests' flags in docs/nccl-tests.md (colbench.config.nccl_flags beside sweep's table).
 
 ``make docs`` (``python -m colbench.cli.docgen``) rewrites them; tests/unit/test_options.py
@@ -58,14 +58,14 @@ def options_markdown() -> str:
 
 def _p2p_lines() -> list[str]:
     """The p2p section: the sweep options it shares by name, then its own options."""
-    from colbench.p2p.options import own, table
+    from colbench.commands.p2p.options import own, table
 
     shared = [opt for opt in table() if opt not in own()]
     lines = [
         "",
         "# Options of `colbench p2p`",
         "",
-        "<!-- Generated from colbench/p2p/options.py by `make docs`; do not edit. -->",
+        "<!-- Generated from colbench/commands/p2p/options.py by `make docs`; do not edit. -->",
         "",
         "`colbench p2p` takes these options of sweep as they are (above): "
         + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
@@ -77,14 +77,14 @@ def _p2p_lines() -> list[str]:
 
 def _health_lines() -> list[str]:
     """The health section: the sweep options it shares by name, then its own options."""
-    from colbench.health.options import own, table
+    from colbench.commands.health.options import own, table
 
     shared = [opt for opt in table() if opt not in own()]
     lines = [
         "",
         "# Options of `colbench health`",
         "",
-        "<!-- Generated from colbench/health/options.py by `make docs`; do not edit. -->",
+        "<!-- Generated from colbench/commands/health/options.py by `make docs`; do not edit. -->",
         "",
         "`colbench health` takes these options of sweep as they are (above): "
         + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
@@ -111,14 +111,14 @@ def _gate_lines() -> list[str]:
 
 
 def _predict_lines() -> list[str]:
-    """The predict section: its options (colbench.predict.options)."""
-    from colbench.predict.options import table
+    """The predict section: its options (colbench.commands.predict.options)."""
+    from colbench.commands.predict.options import table
 
     lines = [
         "",
         "# Options of `colbench predict`",
         "",
-        "<!-- Generated from colbench/predict/options.py by `make docs`; do not edit. -->",
+        "<!-- Generated from colbench/commands/predict/options.py by `make docs`; do not edit. -->",
         "",
         "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):",
         "",

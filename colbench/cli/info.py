@@ -16,8 +16,8 @@ def explain(op: Annotated[str, typer.Argument(help="A collective, e.g. all_gathe
 
     Example: colbench explain all_gather
     """
-    from colbench import ops
-    from colbench.ops.explain import explain_text
+    from colbench.bench import ops
+    from colbench.bench.ops.explain import explain_text
 
     typer.echo(explain_text(ops.get(op)))
 
@@ -28,7 +28,7 @@ def env() -> None:
 
     Example: colbench env
     """
-    from colbench.run.environment import describe
+    from colbench.host.environment import describe
 
     typer.echo(describe())
 
@@ -116,7 +116,7 @@ def import_(
     for warning in imported.warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: {importers.summary(run_dir, imported)}", err=True)
-    from colbench.references.place import FIELD, lines
+    from colbench.commands.references.place import FIELD, lines
 
     if FIELD in imported.facts:
         for line in lines(imported.facts[FIELD]):
@@ -208,11 +208,11 @@ def references(
       colbench references --references golden.yaml --run results/sweep-1
       colbench references --from-floors floors.json --gpus-per-node 8 --write golden.json
     """
-    from colbench.references.command import Filters, run
+    from colbench.commands.references.command import Filters, run
 
     extra = []
     if from_floors is not None:
-        from colbench.health.floors import as_references
+        from colbench.commands.health.floors import as_references
 
         extra = as_references(from_floors, gpus_per_node)
     filters = Filters(gpu, gpus_per_node, nodes, op, kind)

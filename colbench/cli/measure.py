@@ -1,6 +1,6 @@
 """Commands that measure: sweep, run (a suite), p2p, health, crosscheck, replay. Their
-parameters come from the options tables (colbench.config.options, colbench.p2p.options,
-colbench.health.options), imported when the command is built."""
+parameters come from the options tables (colbench.config.options, colbench.commands.p2p.options,
+colbench.commands.health.options), imported when the command is built."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from colbench.cli.app import (
     _with_options,
     app,
 )
-from colbench.crosscheck import FORWARDED, MAPPED
+from colbench.commands.crosscheck import FORWARDED, MAPPED
 
 if TYPE_CHECKING:
     from colbench.config.option_table import Option
@@ -54,8 +54,8 @@ Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 ran
 def sweep_options(ctx: typer.Context, suite_file: str | None, values: dict[str, Any]) -> Any:
     """The SweepOptions of a parsed ``sweep``/``run`` command line: nccl-tests' flags that
     sweep does not take refused with their reason, notes on those that ran said."""
+    from colbench.commands.sweep import command
     from colbench.config.options import command_line_notes
-    from colbench.sweep import command
 
     _refuse_nccl_tests_flags(values)
     given = _given(ctx, values)
@@ -66,7 +66,7 @@ def sweep_options(ctx: typer.Context, suite_file: str | None, values: dict[str, 
 
 
 def _run_sweep(ctx: typer.Context, suite_file: str | None, values: dict[str, Any]) -> int:
-    from colbench.sweep import command
+    from colbench.commands.sweep import command
 
     return command.run(sweep_options(ctx, suite_file, values), tuple(sys.argv))
 
@@ -108,13 +108,13 @@ Exit codes: 0 ok, 1 --fail-below found a link below its limit, 2 usage error,
 
 
 def _p2p_rows() -> tuple[Option, ...]:
-    from colbench.p2p import options
+    from colbench.commands.p2p import options
 
     return options.table()
 
 
 def _health_rows() -> tuple[Option, ...]:
-    from colbench.health import options
+    from colbench.commands.health import options
 
     return options.table()
 
@@ -122,7 +122,7 @@ def _health_rows() -> tuple[Option, ...]:
 @app.command(help=P2P_HELP, rich_help_panel=MEASURE)
 @_with_options(rows=_p2p_rows)
 def p2p(ctx: typer.Context, **values: Any) -> None:
-    from colbench.p2p import command
+    from colbench.commands.p2p import command
 
     raise typer.Exit(command.run(values, tuple(sys.argv)))
 
@@ -166,8 +166,8 @@ Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
     rows=_health_rows,
 )
 def health(ctx: typer.Context, args: list[str] | None = None, **values: Any) -> None:
+    from colbench.commands.health import command
     from colbench.errors import UsageError
-    from colbench.health import command
 
     if not args:
         raise typer.Exit(command.run(values, tuple(sys.argv)))
@@ -269,7 +269,7 @@ def crosscheck(
     mpiexec: str | None = None,
     **values: Any,
 ) -> None:
-    from colbench.crosscheck import command
+    from colbench.commands.crosscheck import command
 
     _refuse_nccl_tests_flags(values)
     code = command.run(values, _given(ctx, values), nccl_tests, nccl_tests_timeout, mpiexec)
@@ -327,7 +327,7 @@ def replay(
         float | None, typer.Option("--timeout", help="Seconds any one step may take.")
     ] = None,
 ) -> None:
-    from colbench.replay import command
+    from colbench.commands.replay import command
 
     opts = command.ReplayOptions(
         dry_run, json, out, results_dir, backend, iters, warmup, repeat, timeout

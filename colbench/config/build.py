@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from colbench.bench.ops.dtypes import parse_dtypes, parse_redops
 from colbench.config.model import SweepConfig, default_timeout
 from colbench.config.option_table import config_values
 from colbench.config.options import SweepOptions, parse_collectives, parse_split
@@ -14,7 +15,6 @@ from colbench.config.options import table as options_table
 from colbench.config.sizes import parse_size, parse_sizes, size_range
 from colbench.config.validate import validate
 from colbench.errors import UsageError
-from colbench.ops.dtypes import parse_dtypes, parse_redops
 
 
 def resolve_sizes(

@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.bench.ops.dtypes import DTYPES, parse_dtypes
 from colbench.config.sizes import format_size, parse_size
 from colbench.errors import UsageError
-from colbench.ops.dtypes import DTYPES, parse_dtypes
 
 if TYPE_CHECKING:
-    from colbench.ops.base import Collective, OpSettings
+    from colbench.bench.ops.base import Collective, OpSettings
 
 #: A GEMM's kind; any other kind is a collective's name.
 GEMM = "gemm"

@@ -12,7 +12,8 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-from colbench import ops as ops_registry
+from colbench.bench import ops as ops_registry
+from colbench.bench.ops.base import Collective
 from colbench.config.contend import LoadSpec
 from colbench.config.options import (
     DEFAULT_INIT_TIMEOUT_S,
@@ -25,7 +26,6 @@ from colbench.config.options import (
     Backend,
     MemoryCheck,
 )
-from colbench.ops.base import Collective
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class MeasureConfig:
     seed: int = 0
     """Seed of the deterministic input data (and of all_to_allv's split generators)."""
     splits: str = "uniform"
-    """all_to_allv's traffic pattern (colbench.ops.splits): who sends how much to whom."""
+    """all_to_allv's traffic pattern (colbench.bench.ops.splits): who sends how much to whom."""
     memory_check: MemoryCheck = "skip"
     """Before allocating: ``skip`` sizes that do not fit, ``refuse`` the sweep, or ``off``."""
     memory_limit_bytes: int | None = None
@@ -94,7 +94,7 @@ class MeasureConfig:
     interleaved variants, ``engine=torch`` and ``engine=nccl``."""
     init_only: bool = False
     """``--init-only``: time communicator set-up instead of collectives, ``repeat`` times
-    per world (colbench.sweep.setup); its rows go to init.csv."""
+    per world (colbench.commands.sweep.setup); its rows go to init.csv."""
 
 
 @dataclass(frozen=True)
@@ -108,13 +108,13 @@ class LaunchConfig:
     timeout_s: float = 300.0
     """Longest any one step may take (a timed batch, a barrier); a hang past it ends the
     run with exit 4 naming the stuck ranks. torch's process groups get a little more, so
-    colbench reports first (see colbench.run.watchdog)."""
+    colbench reports first (see colbench.host.watchdog)."""
     init_timeout_s: float = 120.0
     """Every rank must have joined the rendezvous, and the communicator started, within
     this many seconds."""
     ranks_per_gpu: int = 1
     """NCCL ranks sharing each GPU; above 1 every rank is an emulated node of its own
-    (colbench.launch.emulation): a real multi-rank NCCL world on fewer GPUs."""
+    (colbench.host.launchers.emulation): a real multi-rank NCCL world on fewer GPUs."""
     debug: bool = False
     """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
     env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -124,10 +124,10 @@ class LaunchConfig:
     ranks run in that interpreter."""
     interleave: bool = True
     """Variants' worlds alive at once, taking turns per (size, repeat); False runs them
-    one after the other (see colbench.run.turns)."""
+    one after the other (see colbench.host.turns)."""
     nccl_probe: bool = True
     """NCCL worlds of 2+ ranks: a probe world per variant records NCCL's choice per call
-    first (colbench.sweep.probe)."""
+    first (colbench.commands.sweep.probe)."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class OutputConfig:
 @dataclass(frozen=True)
 class TaskRunFields:
     """The launch and output fields a task's one flat config shares with sweep's options
-    (p2p's, health's), and their ``launch`` and ``output`` for the run host (colbench.run)."""
+    (p2p's, health's), and their ``launch`` and ``output`` for the run host (colbench.host)."""
 
     backend: str = "auto"
     nprocs: int | None = None

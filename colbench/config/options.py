@@ -23,7 +23,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.bench.ops.dtypes import REDOPS, parse_dtypes, parse_redops
+from colbench.bench.ops.splits import given as given_splits
+from colbench.bench.ops.splits import parse as parse_splits
 from colbench.config import option_table
 from colbench.config.contend import parse_contend
 from colbench.config.nccl_flags import Refusal
@@ -32,9 +35,6 @@ from colbench.config.sizes import parse_size, parse_sizes
 from colbench.config.variants import parse_axes, parse_interpreters
 from colbench.direct.engine import parse_engines
 from colbench.errors import UsageError
-from colbench.ops.dtypes import REDOPS, parse_dtypes, parse_redops
-from colbench.ops.splits import given as given_splits
-from colbench.ops.splits import parse as parse_splits
 
 Average = Literal["avg", "min", "max", "rank0"]
 Backend = Literal["auto", "gloo", "nccl"]
@@ -550,7 +550,7 @@ class SweepOptions:
         help="Also write per_rank.csv: every rank's batch time and barrier wait per row.",
         concern="output",
     )
-    # nccl-tests' JSON report (-J, -I): colbench.report.nccl_tests_json.
+    # nccl-tests' JSON report (-J, -I): colbench.results.reporters.nccl_tests_json.
     output_file: str | None = option(
         None,
         "--output-file",

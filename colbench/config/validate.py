@@ -6,11 +6,11 @@ tasks (p2p, health) check their launch and counts with the same functions.
 
 from __future__ import annotations
 
+from colbench.bench.ops.dtypes import DTYPES, redop_supported
 from colbench.config.contend import check_load
 from colbench.config.model import LaunchConfig, SweepConfig
 from colbench.direct.engine import refusal as engine_refusal
 from colbench.errors import UsageError
-from colbench.ops.dtypes import DTYPES, redop_supported
 
 #: Time-sliced ranks on one GPU: beyond this many, every step is mostly waiting for a turn.
 MAX_RANKS_PER_GPU = 16

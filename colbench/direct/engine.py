@@ -1,12 +1,12 @@
 """The engines a sweep measures through: torch.distributed, or NCCL called directly.
 
-The per-rank loop (colbench.sweep.bench) asks its engine for buffers and for the timed
+The per-rank loop (colbench.bench.loop) asks its engine for buffers and for the timed
 call of each buffer set, and never learns which one it has: the layouts, the fill, the
 timers, the verification and the rows are the same code for both. The torch engine is
 the op contract's torch call; the direct engine is the op's NCCL call through nccl4py
 (colbench.direct.nccl4py), on a communicator of its own, made by NCCL's unique-id
 bootstrap over the gloo side group. A direct world's torch process group is gloo
-(colbench.run.startup): no torch NCCL communicator exists in it.
+(colbench.host.startup): no torch NCCL communicator exists in it.
 
 Comparing the two engines' rows gives what torch adds to every call (the torch tax,
 colbench.analysis.torch_tax).
@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
 from colbench.direct.nccl4py import DirectComm, Nccl
 from colbench.errors import UsageError
-from colbench.ops.base import Buffers, Collective, Context, Layout, Storage
 
 TORCH = "torch"
 DIRECT = "nccl"

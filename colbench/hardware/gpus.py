@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from colbench.launch.gpus import normal_bus_id, pynvml_module
+from colbench.host.launchers.gpus import normal_bus_id, pynvml_module
 
 #: NVML's largest NVLink count per GPU (NVML_NVLINK_MAX_LINKS).
 _MAX_LINKS = 18

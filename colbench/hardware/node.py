@@ -19,7 +19,7 @@ def read_node(
     each NIC names the GPU nearest it on the PCI tree, and a rate tc holds it to
     replaces sysfs's. ``interface``: the one toward ``towards`` (the coordinator).
     ``shaped``: interface -> tc's rate, in place of asking tc (tests)."""
-    from colbench.store.metadata import cpu_model
+    from colbench.results.metadata import cpu_model
 
     found_gpus = gpus.read(nvml)
     nics = sysfs.nics(root)

@@ -46,12 +46,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colbench import ops, reading
+from colbench import reading
+from colbench.bench import ops
+from colbench.bench.ops.dtypes import DTYPES, NO_REDOP
 from colbench.errors import UsageError
-from colbench.launch.emulation import FABRIC_REAL
-from colbench.ops.dtypes import DTYPES, NO_REDOP
-from colbench.store.results import SCHEMA_VERSION, STATUS_OK, Row
-from colbench.store.rundir import RunDir
+from colbench.host.launchers.emulation import FABRIC_REAL
+from colbench.results.rows import SCHEMA_VERSION, STATUS_OK, Row
+from colbench.results.rundir import RunDir
 
 #: NCCL's names of the collectives the Inspector records -> colbench's.
 OPS = {
@@ -294,8 +295,8 @@ def import_dir(
     device: str = "",
 ) -> tuple[Path, Any]:
     """``colbench import inspector DIR``: results.csv and meta.json of a job's calls."""
+    from colbench.commands.references import place as references
     from colbench.importers.nccl_tests import Imported
-    from colbench.references import place as references
 
     source = Path(path)
     found = read_dir(source)

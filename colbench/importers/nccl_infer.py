@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.bench.ops.base import Collective
+from colbench.bench.ops.dtypes import DTYPES
 from colbench.errors import UsageError
 from colbench.importers.nccl_scan import RawTable
-from colbench.ops.base import Collective
-from colbench.ops.dtypes import DTYPES
 
 #: nccl-tests type names colbench's dtype table lacks -> (torch name, bytes per element).
 _EXTRA_TYPES = {

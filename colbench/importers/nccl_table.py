@@ -15,13 +15,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from colbench.bench.ops.base import Collective
+from colbench.bench.ops.dtypes import NO_REDOP, REDOPS
 from colbench.errors import UsageError
+from colbench.host.launchers.emulation import FABRIC_EMULATED, FABRIC_REAL
 from colbench.importers import nccl_infer as infer
 from colbench.importers.nccl_scan import RawTable
-from colbench.launch.emulation import FABRIC_EMULATED, FABRIC_REAL
-from colbench.ops.base import Collective
-from colbench.ops.dtypes import NO_REDOP, REDOPS
-from colbench.store.results import STATUS_INVALID, STATUS_OK, Row
+from colbench.results.rows import STATUS_INVALID, STATUS_OK, Row
 
 #: nccl-tests' DeltaMaxValue: an old ``error`` above this failed the check. Half uses the
 #: larger of the two values releases used, so nothing passing there is called wrong here.

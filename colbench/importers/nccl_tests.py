@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from colbench import reading
+from colbench.commands.references import place as references
 from colbench.errors import UsageError
 from colbench.importers import nccl_tests_json
 from colbench.importers.nccl_scan import scan, strip_prefix
 from colbench.importers.nccl_table import Findings, ImportOptions, table_rows
-from colbench.references import place as references
-from colbench.store import writing
-from colbench.store.results import SCHEMA_VERSION, Row
-from colbench.store.rundir import RunDir
+from colbench.results import writing
+from colbench.results.rows import SCHEMA_VERSION, Row
+from colbench.results.rundir import RunDir
 
 __all__ = ["Imported", "default_out_dir", "import_log", "parse_json", "parse_log", "strip_prefix"]
 

@@ -28,13 +28,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.bench.ops.base import Collective
+from colbench.bench.ops.dtypes import NO_REDOP, REDOPS
 from colbench.errors import UsageError
+from colbench.host.launchers.emulation import FABRIC_REAL
 from colbench.importers.nccl_infer import dtype_of
-from colbench.launch.emulation import FABRIC_REAL
-from colbench.ops.base import Collective
-from colbench.ops.dtypes import NO_REDOP, REDOPS
-from colbench.store.results import STATUS_INVALID, STATUS_OK, Row
+from colbench.results.rows import STATUS_INVALID, STATUS_OK, Row
 
 #: The newest report layout this reader knows (nccl-tests 2.19.6 writes version 3).
 NEWEST_VERSION = 3

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from colbench.ops import REGISTRY
+from colbench.bench.ops import REGISTRY
 
 Version = tuple[int, int, int]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import call_colbench
 
 pytestmark = pytest.mark.dist

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import REPO, call_colbench, run_main, run_script
 
 # A small suite of the same shape as configs/smoke-cpu.yaml, so the test takes seconds.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import call_colbench
 
 #: What the test calls slower: far below the slowdown the load causes, far above the

@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from colbench import ops
-from colbench.store.results import load
+from colbench.bench import ops
+from colbench.results.rows import load
 from tests import nccl_tests_standin
 from tests.conftest import call_colbench, run_colbench
 from tests.datadir import NCCL_TESTS_LOGS

@@ -23,13 +23,13 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from colbench.bench.groups import Groups, SideGroup
+from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.plan import plan
+from colbench.bench.rowmaker import RunInfo
 from colbench.config.model import SweepConfig
-from colbench.launch import free_port
-from colbench.store.results import RowWriter, load
-from colbench.sweep.bench import BenchContext, RankBench
-from colbench.sweep.groups import Groups, SideGroup
-from colbench.sweep.plan import plan
-from colbench.sweep.rows import RunInfo
+from colbench.host.launchers import free_port
+from colbench.results.rows import RowWriter, load
 from tests.fakegpu import FAKE_GPU, REPO, gpu, run_on_fake_gpus
 from tests.fakenccl import FAKE_NCCL, records
 
@@ -53,7 +53,7 @@ def _rank(rank: int, port: int, out: str, nccl_version: int) -> None:
     store = dist.TCPStore(
         "127.0.0.1", port, 2, is_master=rank == 0, timeout=datetime.timedelta(seconds=60)
     )
-    # A direct world's torch group is gloo (colbench.run.startup).
+    # A direct world's torch group is gloo (colbench.host.startup).
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     try:
         cfg = SweepConfig.of(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.launch import free_port
+from colbench.host.launchers import free_port
 from tests.fakegpu import EMULATION_FIXED, REPO, fake_env, gpu, records, run_on_fake_gpus
 
 SWEEP = ("sweep", "--backend", "nccl", "--sizes", "1K", "--no-table", "--no-nccl-probe")

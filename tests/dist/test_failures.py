@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from colbench.launch import free_port
-from colbench.run.supervise import GRACE_S
-from colbench.run.watchdog import EXCHANGE_S
-from colbench.store.results import load
+from colbench.host.launchers import free_port
+from colbench.host.supervise import GRACE_S
+from colbench.host.watchdog import EXCHANGE_S
+from colbench.results.rows import load
 from tests.conftest import REPO, process_alive, run_colbench
 
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K-1M", "-n", "20", "--no-table"]

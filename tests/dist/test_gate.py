@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import call_colbench
 
 SWEEP = ["sweep", "--op", "all_reduce,all_gather", "--sizes", "1K-4K", "-n", "2", "-w", "1"]

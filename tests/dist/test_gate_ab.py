@@ -85,7 +85,7 @@ def test_a_base_that_cannot_take_turns_is_no_verdict(tmp_path: Path) -> None:
     patch = tmp_path / "patch"
     patch.mkdir()
     (patch / "sitecustomize.py").write_text(
-        "import colbench.run.turns as t\nt.PROTOCOL_VERSION = 99\n"
+        "import colbench.host.turns as t\nt.PROTOCOL_VERSION = 99\n"
     )
     sha = _head()
     out = tmp_path / "ab-out"

@@ -30,15 +30,15 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.ops.base import Buffers, Collective, Context
+from colbench.bench.plan import plan
+from colbench.bench.rowmaker import RunInfo
 from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_sizes
-from colbench.launch import free_port
-from colbench.ops.base import Buffers, Collective, Context
-from colbench.run.rank import exit_now
-from colbench.store.results import RowWriter, load
-from colbench.sweep.bench import BenchContext, RankBench
-from colbench.sweep.plan import plan
-from colbench.sweep.rows import RunInfo
+from colbench.host.launchers import free_port
+from colbench.host.rank import exit_now
+from colbench.results.rows import RowWriter, load
 from tests import netns
 from tests.conftest import run_colbench
 from tests.corrupting import Corrupting

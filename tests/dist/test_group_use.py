@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from colbench.run.watchdog import process_group_timeout_s
-from colbench.store.results import load
+from colbench.host.watchdog import process_group_timeout_s
+from colbench.results.rows import load
 from tests.conftest import REPO
 
 SPY = REPO / "tests" / "spy"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import REPO, finish_ranks, process_alive, run_colbench, start_ranks
 
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K-64K", "-n", "5", "-w", "1", "--no-table"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from colbench.results import load
-from colbench.store.init_rows import load_init
+from colbench.results.init_rows import load_init
 from tests.conftest import run_colbench
 from tests.fakegpu import FAKE_GPU, REPO, gpu, run_on_fake_gpus
 from tests.fakenccl import FAKE_NCCL, records

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.run import turns
-from colbench.store.results import load
+from colbench.host import turns
+from colbench.results.rows import load
 from tests.conftest import call_colbench
 
 PROBE = ["COLBENCH_PROBE=a", "COLBENCH_PROBE=b"]
@@ -160,7 +160,7 @@ def test_python_variant_ranks_never_import_the_working_directorys_colbench(
 
 def test_an_interpreter_without_python_ranks_is_one_clear_error(tmp_path: Path) -> None:
     # Variant pr's interpreter finds a colbench that predates --python ranks (no
-    # colbench.run.interpreter), as an older checkout's environment would.
+    # colbench.host.interpreter), as an older checkout's environment would.
     old = tmp_path / "old"
     (old / "colbench" / "run").mkdir(parents=True)
     (old / "colbench" / "__init__.py").write_text("")
@@ -178,7 +178,7 @@ def test_an_interpreter_without_python_ranks_is_one_clear_error(tmp_path: Path) 
     errors = [line for line in proc.stderr.splitlines() if line.startswith("colbench: error")]
     assert (
         errors
-        and "cannot run a colbench rank (No module named colbench.run.interpreter)" in errors[0]
+        and "cannot run a colbench rank (No module named colbench.host.interpreter)" in errors[0]
     )
 
 
@@ -188,7 +188,7 @@ def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:
     patch = tmp_path / "patch"
     patch.mkdir()
     (patch / "sitecustomize.py").write_text(
-        "import colbench.run.turns as t\nt.PROTOCOL_VERSION = 99\n"
+        "import colbench.host.turns as t\nt.PROTOCOL_VERSION = 99\n"
     )
     wrapper = tmp_path / "python-other"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={patch} exec {sys.executable} "$@"\n')

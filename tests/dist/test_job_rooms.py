@@ -19,9 +19,9 @@ REACHED = {"parent": 44, "rank 0": 51, "rank 1": 37}
 #: commands' options and the judging behind them. (nccl.rules, also named in the issue, is
 #: still imported: by the sweep's NCCL probe, after the parsing.)
 NOT_ON_THE_WAY = (
-    "colbench.p2p.options",
-    "colbench.health.options",
-    "colbench.predict.options",
+    "colbench.commands.p2p.options",
+    "colbench.commands.health.options",
+    "colbench.commands.predict.options",
     "colbench.analysis.gate.options",
     "colbench.analysis.links",
     "colbench.analysis.paired",
@@ -47,4 +47,4 @@ def test_the_sweep_goes_through_no_more_modules_than_it_did() -> None:
     assert not entered & set(NOT_ON_THE_WAY), sorted(entered & set(NOT_ON_THE_WAY))
     # The hook sees the job: the CLI, the host and the loop each in their process.
     assert "colbench.cli.app" in found["parent"]
-    assert "colbench.sweep.bench" in found["rank 0"] and "colbench.sweep.bench" in found["rank 1"]
+    assert "colbench.bench.loop" in found["rank 0"] and "colbench.bench.loop" in found["rank 1"]

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.launch import preflight
-from colbench.store.results import COLUMNS, load
+from colbench.host.launchers import preflight
+from colbench.results.rows import COLUMNS, load
 from tests.conftest import REPO
 
 #: Inside a namespace we just made nothing else can hold a port, so a fixed one is free.
@@ -237,7 +237,7 @@ def _two_node_job(two_nodes: TwoNodes, tmp_path: Path, out: Path) -> None:
 # what a sweep does before rendezvous; it runs the real CLI for each request on stdin.
 _WARM_RANK = r"""
 import contextlib, io, json, os, sys, time
-import colbench.cli, colbench.sweep.parent
+import colbench.cli, colbench.commands.sweep.parent
 print("ready", flush=True)
 for line in sys.stdin:
     job = json.loads(line)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import run_colbench
 
 

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from colbench.analysis.link_defaults import DEFAULT_PASSES
-from colbench.p2p import load
-from colbench.p2p.report import matrices
+from colbench.commands.p2p import load
+from colbench.commands.p2p.report import matrices
 from tests import netns
 
 RATE_MBIT = 400.0

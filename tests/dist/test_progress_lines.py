@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from colbench.p2p import load
+from colbench.commands.p2p import load
 from tests.conftest import REPO, finish_ranks, start_ranks
 
 PROGRESS = "colbench: progress: "

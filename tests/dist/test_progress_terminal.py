@@ -13,8 +13,8 @@ import termios
 import time
 from pathlib import Path
 
-from colbench.report.console import format_line
-from colbench.store.results import load
+from colbench.results.reporters.console import format_line
+from colbench.results.rows import load
 from tests.conftest import REPO
 
 # CSI sequences (colour, cursor moves, erase, cursor show/hide) and OSC titles.

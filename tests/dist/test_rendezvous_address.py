@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.launch import free_port, storeprobe
+from colbench.host.launchers import free_port, storeprobe
 from tests.conftest import run_colbench
 
 INIT_TIMEOUT_S = 5

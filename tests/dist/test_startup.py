@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.run.supervise import STARTUP_GRACE_S
+from colbench.host.supervise import STARTUP_GRACE_S
 from tests.conftest import REPO
 
 QUICK = ["sweep", "--backend", "gloo", "--op", "all_reduce", "--sizes", "1K", "-n", "1",

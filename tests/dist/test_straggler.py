@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from colbench.report.stragglers import PER_RANK
-from colbench.store.results import load
+from colbench.results.reporters.stragglers import PER_RANK
+from colbench.results.rows import load
 from tests import cgroups, netns
 
 SWEEP = ["--op", "all_reduce", "--sizes", "1K-32K", "-n", "5"]

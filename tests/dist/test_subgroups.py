@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from colbench import ops
-from colbench.store.results import COLUMNS, load
+from colbench.bench import ops
+from colbench.results.rows import COLUMNS, load
 from tests.conftest import call_colbench
 
 WORLD, GROUP = 4, 2

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench import ops
-from colbench.store.results import COLUMNS, load
+from colbench.bench import ops
+from colbench.results.rows import COLUMNS, load
 from tests.conftest import call_colbench, run_colbench
 
 ALL_SIZED = [op for op in ops.REGISTRY if op.sized]

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from colbench.launch import free_port
-from colbench.store.results import COLUMNS, load
+from colbench.host.launchers import free_port
+from colbench.results.rows import COLUMNS, load
 from tests.conftest import REPO
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from colbench.cli import main
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import call_colbench
 
 SUITE = """\

@@ -11,14 +11,14 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.ops import BY_NAME
+from colbench.bench.ops.base import Buffers, Collective, Context
+from colbench.bench.plan import plan
+from colbench.bench.rowmaker import RunInfo
 from colbench.config.model import SweepConfig
-from colbench.launch import free_port
-from colbench.ops import BY_NAME
-from colbench.ops.base import Buffers, Collective, Context
-from colbench.store.results import RowWriter, load
-from colbench.sweep.bench import BenchContext, RankBench
-from colbench.sweep.plan import plan
-from colbench.sweep.rows import RunInfo
+from colbench.host.launchers import free_port
+from colbench.results.rows import RowWriter, load
 from tests.corrupting import Corrupting
 
 CORRUPT_RANK = 1

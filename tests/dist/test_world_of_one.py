@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import call_colbench
 
 

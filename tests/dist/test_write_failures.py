@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import REPO
 from tests.dist.test_failures import start, wait_for_rows
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import run_colbench
 from tests.dist.test_contend import assert_collective_load_rows
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import torch
 
-from colbench import ops
-from colbench.store.results import load
+from colbench.bench import ops
+from colbench.results.rows import load
 from tests.conftest import REPO, run_colbench
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -108,7 +108,7 @@ def test_p2p_matrix_at_3_ranks(tmp_path: Path) -> None:
         "--size", "4M", "-n", "5", "--out", str(tmp_path / "p2p"), timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
-    from colbench.p2p.results import load as load_p2p
+    from colbench.commands.p2p.results import load as load_p2p
 
     frame = load_p2p(tmp_path / "p2p")
     pairs = set(zip(frame["src_rank"], frame["dst_rank"], strict=True))

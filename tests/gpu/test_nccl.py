@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from colbench.store.results import load
-from colbench.sweep.timing import GRAPH_REPLAYS, CudaEventTimer
+from colbench.bench.timing import GRAPH_REPLAYS, CudaEventTimer
+from colbench.results.rows import load
 from tests.conftest import run_colbench
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

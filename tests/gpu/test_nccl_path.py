@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from colbench.ops import parse_ops
-from colbench.store.results import load
-from colbench.sweep.timing import GRAPH_REPLAYS
+from colbench.bench.ops import parse_ops
+from colbench.bench.timing import GRAPH_REPLAYS
+from colbench.results.rows import load
 from tests.conftest import finish_ranks, run_colbench, start_ranks
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from colbench.p2p import load
+from colbench.commands.p2p import load
 from tests.conftest import run_colbench
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

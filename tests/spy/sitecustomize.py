@@ -51,7 +51,7 @@ def _group_name(dist: Any, group: Any) -> tuple[str, str]:
 
 
 def _op_in_flight() -> str | None:
-    from colbench.ops.base import Collective
+    from colbench.bench.ops.base import Collective
 
     frame = sys._getframe(2)
     while frame is not None:

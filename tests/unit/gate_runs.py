@@ -11,13 +11,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from colbench import ops
 from colbench.analysis.checks import parse_checks
 from colbench.analysis.gate import engine as gate
+from colbench.bench import ops
+from colbench.bench.plan import Work
+from colbench.bench.rowmaker import RunInfo, make_row, unmeasured_row
 from colbench.config.model import SweepConfig
-from colbench.store.results import STATUS_OOM, RowWriter
-from colbench.sweep.plan import Work
-from colbench.sweep.rows import RunInfo, make_row, unmeasured_row
+from colbench.results.rows import STATUS_OOM, RowWriter
 
 KiB = 1024
 

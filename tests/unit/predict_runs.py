@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from colbench import ops as collectives
-from colbench.ops.dtypes import DTYPES
-from colbench.predict import models
-from colbench.predict.models import Parameters
+from colbench.bench import ops as collectives
+from colbench.bench.ops.dtypes import DTYPES
+from colbench.commands.predict import models
+from colbench.commands.predict.models import Parameters
 from tests.unit.rows import row, write_run
 
 #: 4K .. 8M: the sizes of the fabric runs.

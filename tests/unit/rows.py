@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from colbench import ops
-from colbench.store.results import KEY_COLUMNS, SCHEMA_VERSION, RowWriter
-from colbench.sweep.rows import host_bound
+from colbench.bench import ops
+from colbench.bench.rowmaker import host_bound
+from colbench.results.rows import KEY_COLUMNS, SCHEMA_VERSION, RowWriter
 
 
 def row(

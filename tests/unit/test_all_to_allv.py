@@ -15,12 +15,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from colbench.bench import groups
+from colbench.bench.ops.all_to_allv import AllToAllv
+from colbench.bench.ops.base import Context
+from colbench.bench.ops.dtypes import DTYPES, NO_REDOP
+from colbench.bench.plan import plan
 from colbench.config.model import SweepConfig
-from colbench.ops.all_to_allv import AllToAllv
-from colbench.ops.base import Context
-from colbench.ops.dtypes import DTYPES, NO_REDOP
-from colbench.sweep import groups
-from colbench.sweep.plan import plan
 from tests.unit.test_simulated_collectives import Ranks, sim_all_to_all_single
 
 CPU = torch.device("cpu")
@@ -115,7 +115,7 @@ def test_the_bound_call_passes_the_matrix_as_split_sizes(
 
 
 def test_plan_digest_tells_two_traffic_matrices_apart(tmp_path: Path) -> None:
-    from colbench.sweep.plan import plan_digest
+    from colbench.bench.plan import plan_digest
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

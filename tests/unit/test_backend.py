@@ -1,4 +1,4 @@
-"""Backend choice and run directories (colbench.run.prepare), without starting ranks."""
+"""Backend choice and run directories (colbench.host.prepare), without starting ranks."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from colbench.bench.ops import REGISTRY
+from colbench.commands.sweep.task import SweepTask
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.ops import REGISTRY
-from colbench.run import prepare
-from colbench.run.prepare import default_nprocs, resolve_backend
-from colbench.store import rundir
-from colbench.sweep.task import SweepTask
+from colbench.host import prepare
+from colbench.host.prepare import default_nprocs, resolve_backend
+from colbench.results import rundir
 
 
 @pytest.mark.parametrize(

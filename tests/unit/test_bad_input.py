@@ -16,7 +16,7 @@ import pytest
 
 from colbench import reading
 from colbench.cli import main
-from colbench.store.results import COLUMNS
+from colbench.results.rows import COLUMNS
 from tests.conftest import run_main
 from tests.unit.predict_runs import model_run
 
@@ -261,7 +261,7 @@ def test_a_broken_meta_json_is_said_and_read_without(
 
 def test_a_row_count_in_meta_json_of_a_failed_run(tmp_path: Path) -> None:
     # A run that stopped says how many rows it kept, for the check above to use.
-    from colbench.run.outcome import finish_meta, kept_line
+    from colbench.host.outcome import finish_meta, kept_line
 
     run = Path(_run(tmp_path / "a"))
     (run / "meta.json").write_text('{"run_id": "a", "rows_planned": 30}\n')

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 import torch
 
+from colbench.bench.groups import Groups
+from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
+from colbench.bench.plan import plan
+from colbench.bench.rowmaker import RunInfo
 from colbench.config.model import SweepConfig
-from colbench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
-from colbench.run.inflight import InFlight
-from colbench.sweep.bench import BenchContext, RankBench
-from colbench.sweep.groups import Groups
-from colbench.sweep.plan import plan
-from colbench.sweep.rows import RunInfo
+from colbench.host.inflight import InFlight
 
 
 class Log(list[str]):

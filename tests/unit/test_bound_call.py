@@ -6,7 +6,7 @@ import functools
 
 import pytest
 
-from colbench.ops.base import bound_call
+from colbench.bench.ops.base import bound_call
 
 DEFAULT_OP = object()
 

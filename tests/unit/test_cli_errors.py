@@ -13,7 +13,7 @@ import torch
 import typer.main
 
 from colbench.cli import app
-from colbench.run import start
+from colbench.host import start
 from tests.conftest import run_main
 
 LAUNCHER_VARS = (

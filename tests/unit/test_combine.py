@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.bench.loop import combine_times, percentile
+from colbench.bench.ops.base import Layout
+from colbench.bench.plan import count_units, plan
 from colbench.config.model import SweepConfig
-from colbench.ops.base import Layout
-from colbench.sweep.bench import combine_times, percentile
-from colbench.sweep.plan import count_units, plan
 
 # Three ranks, four iterations each (microseconds).
 PER_RANK = [

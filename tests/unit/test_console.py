@@ -1,4 +1,4 @@
-"""The nccl-tests style table (colbench.report.console): golden lines and the sink."""
+"""The nccl-tests style table (colbench.results.reporters.console): golden lines and the sink."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from colbench import ops
-from colbench.report.console import (
+from colbench.bench import ops
+from colbench.results.reporters.console import (
     HOST_BOUND_NOTE,
     UNITS_NOTE,
     TableSink,

@@ -16,16 +16,16 @@ from typing import Any
 import pytest
 import torch
 
+from colbench.bench import load as load_module
+from colbench.bench.groups import Groups
+from colbench.bench.load import GemmLoad, SideStream, row_cells
+from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.plan import plan
+from colbench.bench.rowmaker import RunInfo
 from colbench.config.contend import LoadSpec, parse_contend
 from colbench.config.model import SweepConfig
 from colbench.config.variants import expand
-from colbench.run.inflight import InFlight
-from colbench.sweep import load as load_module
-from colbench.sweep.bench import BenchContext, RankBench
-from colbench.sweep.groups import Groups
-from colbench.sweep.load import GemmLoad, SideStream, row_cells
-from colbench.sweep.plan import plan
-from colbench.sweep.rows import RunInfo
+from colbench.host.inflight import InFlight
 from tests.unit.test_bench_order import FakeSide, FakeStore, FakeTimer, Log, Recorded, Rows
 
 
@@ -192,7 +192,7 @@ def test_a_failing_load_fails_the_rank_that_stops_it() -> None:
 def test_a_loaded_world_takes_its_unloaded_twins_nccl_probe(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    from colbench.sweep import probe
+    from colbench.commands.sweep import probe
 
     probed: list[str] = []
 

@@ -1,13 +1,13 @@
-"""Deterministic inputs and exact verification (colbench.ops.data), no process group."""
+"""Deterministic inputs and exact verification (colbench.bench.ops.data), no process group."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from colbench.ops import data
-from colbench.ops.base import Context
-from colbench.ops.dtypes import DTYPES, REDOPS, DType, redop_supported
+from colbench.bench.ops import data
+from colbench.bench.ops.base import Context
+from colbench.bench.ops.dtypes import DTYPES, REDOPS, DType, redop_supported
 
 CPU = torch.device("cpu")
 WORLD_SIZES = (1, 2, 3, 8, 300)

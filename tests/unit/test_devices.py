@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from colbench.errors import UsageError
-from colbench.launch import LaunchEnv, devices, gpus, preflight
-from colbench.launch.devices import check_distinct_gpus, gpu_uuid, pick_cuda_index
-from colbench.run import startup
+from colbench.host import startup
+from colbench.host.launchers import LaunchEnv, devices, gpus, preflight
+from colbench.host.launchers.devices import check_distinct_gpus, gpu_uuid, pick_cuda_index
 
 LOCAL_VARS = ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE",
               "MPI_LOCALNRANKS")  # fmt: skip

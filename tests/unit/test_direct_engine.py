@@ -16,16 +16,16 @@ import torch
 
 from colbench.analysis.compare.comparison import compare_runs
 from colbench.analysis.torch_tax import nccl_dominates_from, summary_lines, taxes, without_engine
+from colbench.bench.ops import BY_NAME
+from colbench.bench.ops.base import Context
+from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.timing import CudaGraphTimer, make_timer
 from colbench.config.variants import expand
 from colbench.direct.engine import DirectEngine, parse_engines, refusal
 from colbench.direct.nccl4py import DirectComm, Nccl, missing
 from colbench.errors import UsageError
-from colbench.ops import BY_NAME
-from colbench.ops.base import Context
-from colbench.ops.dtypes import DTYPES
-from colbench.store.metadata import torch_per_call
-from colbench.store.results import load
-from colbench.sweep.timing import CudaGraphTimer, make_timer
+from colbench.results.metadata import torch_per_call
+from colbench.results.rows import load
 from tests.conftest import run_main
 from tests.fakenccl import FAKE_NCCL
 from tests.unit.rows import row, write_run

@@ -233,7 +233,7 @@ def layout_names(text: str) -> set[str]:
 
 
 def package_members(package: Path) -> set[str]:
-    """Every module (``sweep/bench.py``) and package (``sweep/``) under ``package``, at
+    """Every module (``bench/loop.py``) and package (``sweep/``) under ``package``, at
     every depth, as the layout page names them."""
     found: set[str] = set()
     for path in package.rglob("*.py"):

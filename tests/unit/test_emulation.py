@@ -18,7 +18,7 @@ from colbench.config.build import from_options
 from colbench.config.model import SweepConfig, default_timeout
 from colbench.config.options import SweepOptions
 from colbench.errors import UsageError
-from colbench.launch import emulation, gpus
+from colbench.host.launchers import emulation, gpus
 from tests.fakegpu import EMULATION_FIXED
 
 
@@ -157,11 +157,12 @@ def test_nothing_known_is_not_no_gpu() -> None:
     assert gpus.query(FakeNvml([0], fail=True), missing) is None
 
 
-# -- nccl-tests ranks of an emulated cross-check (colbench.crosscheck.emulated_rank) -------
+# -- nccl-tests ranks of an emulated cross-check (colbench.commands.crosscheck.emulated_rank)
+# -------
 
 
 def test_an_nccl_tests_rank_gets_what_a_colbench_rank_gets() -> None:
-    from colbench.crosscheck import emulated_rank
+    from colbench.commands.crosscheck import emulated_rank
 
     env = emulated_rank.environment(4, {"PMI_RANK": "5", "PATH": "/bin"})
     assert env["NCCL_HOSTID"] == emulation.host_id(socket.gethostname(), 5)
@@ -185,13 +186,13 @@ def test_an_nccl_tests_rank_becomes_the_program(tmp_path: Path) -> None:
     """A real process: the module execs the program with the emulation's environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "colbench.crosscheck.emulated_rank", "2", "/usr/bin/env"],
+        [sys.executable, "-m", "colbench.commands.crosscheck.emulated_rank", "2", "/usr/bin/env"],
         env={**env, "PMI_RANK": "3"}, capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     seen = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
     assert seen["NCCL_HOSTID"].endswith("-colbench-rank3") and seen["NCCL_TESTS_DEVICE"] == "1"
     bad = subprocess.run(
-        [sys.executable, "-m", "colbench.crosscheck.emulated_rank", "x"],
+        [sys.executable, "-m", "colbench.commands.crosscheck.emulated_rank", "x"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert bad.returncode != 0 and "usage:" in bad.stderr

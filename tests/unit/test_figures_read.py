@@ -15,9 +15,9 @@ import pytest
 from colbench.analysis.compare.comparison import compare_runs, figure
 from colbench.analysis.plot.lines import plot_panels, write_run_plots
 from colbench.analysis.series import lines, load_runs
-from colbench.health.heatmap import nothing_to_draw
-from colbench.health.judge import against_fleet, samples_of
-from colbench.p2p.heatmap import MIN_SPAN_FACTOR, centred_norm, write_heatmap
+from colbench.commands.health.heatmap import nothing_to_draw
+from colbench.commands.health.judge import against_fleet, samples_of
+from colbench.commands.p2p.heatmap import MIN_SPAN_FACTOR, centred_norm, write_heatmap
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
 ALL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
@@ -105,8 +105,8 @@ def test_one_node_has_no_health_figure_and_says_why() -> None:
 def test_one_node_health_run_writes_no_empty_frame(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from colbench.health.config import HealthConfig
-    from colbench.health.report import report
+    from colbench.commands.health.config import HealthConfig
+    from colbench.commands.health.report import report
 
     run = tmp_path / "run"
     run.mkdir()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from colbench import ops
 from colbench.analysis.gate.baseline import update_baseline
+from colbench.bench import ops
 from colbench.errors import UsageError
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.unit.gate_runs import (
     BIG,
     STEADY,

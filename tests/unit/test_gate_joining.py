@@ -11,7 +11,7 @@ from colbench.analysis.gate import engine as gate
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.verdict import Verdict
 from colbench.config.min_bw import BusbwFloor
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.unit.gate_runs import (
     BIG,
     GATHER,

@@ -10,8 +10,8 @@ import pytest
 from colbench.analysis.gate import report as gate_report
 from colbench.analysis.gate.baseline import update_baseline
 from colbench.analysis.verdict import Verdict
-from colbench.store import metadata
-from colbench.store.results import load
+from colbench.results import metadata
+from colbench.results.rows import load
 from tests.conftest import run_main
 from tests.unit.gate_runs import BIG, STEADY, run_gate, scaled, write_run
 

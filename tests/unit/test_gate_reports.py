@@ -9,7 +9,7 @@ import pytest
 
 from colbench.analysis.gate import engine as gate
 from colbench.analysis.gate import report as gate_report
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import run_main
 from tests.unit.gate_runs import (
     BIG,

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from colbench import cli, ops
+from colbench import cli
+from colbench.bench import groups, ops
+from colbench.bench.plan import plan
+from colbench.bench.rowmaker import RunInfo, make_row
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate, validate_for_world
 from colbench.errors import UsageError
-from colbench.store.results import COLUMNS, SCHEMA_VERSION, RowWriter, load
-from colbench.sweep import groups
-from colbench.sweep.plan import plan
-from colbench.sweep.rows import RunInfo, make_row
+from colbench.results.rows import COLUMNS, SCHEMA_VERSION, RowWriter, load
 
 
 def test_contiguous_groups() -> None:

@@ -12,8 +12,8 @@ import signal
 from pathlib import Path
 
 from colbench.errors import ExitCode
-from colbench.run import protocol
-from colbench.run.inflight import InFlight
+from colbench.host import protocol
+from colbench.host.inflight import InFlight
 
 NCCL_WATCHDOG_LOG = """\
 [rank1]:[E1123 10:20:01.482326987 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught \

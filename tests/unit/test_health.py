@@ -12,12 +12,19 @@ from typing import Any
 
 import pytest
 
+from colbench.commands.health import floors as floor_files
+from colbench.commands.health.config import LEVELS, estimate_s, steps
+from colbench.commands.health.judge import (
+    CRITICAL,
+    OK,
+    WARN,
+    against_fleet,
+    against_floors,
+    samples_of,
+)
+from colbench.commands.health.report import table, write_prom
 from colbench.errors import UsageError
-from colbench.health import floors as floor_files
-from colbench.health.config import LEVELS, estimate_s, steps
-from colbench.health.judge import CRITICAL, OK, WARN, against_fleet, against_floors, samples_of
-from colbench.health.report import table, write_prom
-from colbench.launch.nodes import node_name
+from colbench.host.launchers.nodes import node_name
 
 NAMES = [f"node{c}" for c in "ABCDEF"]
 
@@ -223,8 +230,8 @@ def test_the_rank_the_others_wait_for_is_a_warn_of_its_node() -> None:
 
 
 def test_nodes_that_share_a_name_are_told_apart() -> None:
-    from colbench.health.task import names_of
-    from colbench.p2p.task import Member
+    from colbench.commands.health.task import names_of
+    from colbench.commands.p2p.task import Member
 
     members = [Member("d", r, 1, node, "vm", "cpu") for r, node in enumerate("aabc")]
     assert names_of(members) == ["vm#0", "vm#0", "vm#1", "vm#2"]
@@ -233,8 +240,8 @@ def test_nodes_that_share_a_name_are_told_apart() -> None:
 def test_report_against_floors_of_other_hardware_warns_and_drains(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from colbench.health.config import HealthConfig
-    from colbench.health.report import report
+    from colbench.commands.health.config import HealthConfig
+    from colbench.commands.health.report import report
 
     runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
     floor_files.learn(runs, str(tmp_path / "floors.json"))
@@ -301,7 +308,7 @@ def _facts(per_node: int) -> dict[str, Any]:
 
 
 def test_one_slow_nic_of_eight_names_its_node_its_gpu_and_its_nic() -> None:
-    from colbench.health.naming import attach, where_text
+    from colbench.commands.health.naming import attach, where_text
 
     # Node C's local rank 5 (rank 21): its rail at a third; the other 7 of C's rails
     # are healthy, so C's links pooled would hide it.
@@ -321,7 +328,7 @@ def test_one_slow_nic_of_eight_names_its_node_its_gpu_and_its_nic() -> None:
 
 
 def test_a_whole_slow_node_names_no_single_nic() -> None:
-    from colbench.health.naming import attach, where_text
+    from colbench.commands.health.naming import attach, where_text
 
     samples = samples_of(_rails_doc(2, {4: 1 / 3, 5: 1 / 3}))
     findings = attach(against_fleet(samples), samples, _facts(2), "nccl")
@@ -366,7 +373,7 @@ def test_nodes_of_other_rank_counts_leave_the_pair_all_reduce_unjudged() -> None
 def test_the_figure_the_verdict_and_the_gpu_are_one_ranks() -> None:
     import statistics
 
-    from colbench.health.report import _pair_matrix
+    from colbench.commands.health.report import _pair_matrix
 
     samples = samples_of(_rails_doc(8, {21: 1 / 3, 20: 0.9}))
     (pair,) = [f for f in against_fleet(samples) if (f.node, f.check) == ("nodeC", "pair")]
@@ -381,8 +388,8 @@ def test_the_figure_the_verdict_and_the_gpu_are_one_ranks() -> None:
 def test_floors_of_another_health_version_warn_and_learn_does_not_mix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from colbench.health.config import SAMPLES_VERSION, HealthConfig
-    from colbench.health.report import report
+    from colbench.commands.health.config import SAMPLES_VERSION, HealthConfig
+    from colbench.commands.health.report import report
 
     runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
     floor_files.learn(runs, str(tmp_path / "floors.json"))
@@ -400,14 +407,14 @@ def test_floors_of_another_health_version_warn_and_learn_does_not_mix(
 
 
 def test_pci_addresses_in_any_spelling() -> None:
-    from colbench.launch.gpus import normal_bus_id
+    from colbench.host.launchers.gpus import normal_bus_id
 
     assert normal_bus_id("00000000:8A:00.0") == normal_bus_id("0000:8a:00.0") == "0000:8a:00.0"
     assert normal_bus_id(":8a:00.0") == ":8a:00.0"
 
 
 def test_the_heatmap_shows_each_node_against_the_fleet(tmp_path: Path) -> None:
-    from colbench.health.heatmap import ratios, write_heatmap
+    from colbench.commands.health.heatmap import ratios, write_heatmap
 
     samples = samples_of(_doc({2: 1 / 3}))
     findings = against_fleet(samples)
@@ -450,7 +457,7 @@ class _RecordingDist:
 
 @pytest.mark.parametrize(("backend", "bound"), [("nccl", True), ("nccl", False), ("gloo", False)])
 def test_pair_groups_one_split_per_round_on_an_eager_nccl_world(backend: str, bound: bool) -> None:
-    from colbench.health.checks import PairGroups, Placement
+    from colbench.commands.health.checks import PairGroups, Placement
 
     # Five nodes (a bye each round), node 1 with two ranks: ranks 0 | 1 2 | 3 | 4 | 5.
     place = Placement((0, 1, 1, 2, 3, 4))
@@ -492,7 +499,7 @@ def test_a_fleet_of_16_nodes_of_8_ranks_is_judged() -> None:
 def test_learn_writes_floors_json_into_its_out_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from colbench.health.command import learn
+    from colbench.commands.health.command import learn
 
     runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
     assert learn(runs, str(tmp_path / "floors")) == 0

@@ -13,7 +13,7 @@ import pytest
 from colbench.errors import UsageError
 from colbench.importers import import_log
 from colbench.importers.inspector import read_dir, rows_of
-from colbench.store.results import load
+from colbench.results.rows import load
 from tests.conftest import run_main
 from tests.datadir import NCCL_INSPECTOR
 

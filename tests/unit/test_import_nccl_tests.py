@@ -12,7 +12,7 @@ import pytest
 from colbench.cli import main
 from colbench.errors import UsageError
 from colbench.importers.nccl_tests import import_log, parse_log, strip_prefix
-from colbench.store.results import COLUMNS, load
+from colbench.results.rows import COLUMNS, load
 from tests.datadir import NCCL_TESTS_LOGS
 from tests.unit import nccl_logs
 
@@ -265,7 +265,7 @@ def test_real_log_imports_every_row_without_false_warnings(name: str) -> None:
     for row in imported.rows:
         factor = row["busbw_gbps"] / row["algbw_gbps"] if row["algbw_gbps"] else None
         if factor is not None:
-            from colbench import ops
+            from colbench.bench import ops
 
             assert factor == pytest.approx(ops.get(row["op"]).busbw_factor(row["world_size"]))
 
@@ -285,7 +285,7 @@ def test_ranks_sharing_a_gpu_import_as_an_emulated_fabric(name: str) -> None:
 
 
 def _op_of(name: str) -> str:
-    from colbench import ops
+    from colbench.bench import ops
 
     return ops.get(name.split("__")[0]).name
 

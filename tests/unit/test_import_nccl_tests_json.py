@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from colbench.importers import nccl_tests
-from colbench.report import nccl_tests_json as writer
 from colbench.results import load
-from colbench.store.results import Row
+from colbench.results.reporters import nccl_tests_json as writer
+from colbench.results.rows import Row
 from tests.conftest import run_main
 from tests.unit.rows import row
 

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from colbench.store.init_rows import INIT, INIT_VERSION, load_init
-from colbench.store.rundir import RunDir
-from colbench.sweep.setup import SetupSample, setup_rows, table_lines
+from colbench.commands.sweep.setup import SetupSample, setup_rows, table_lines
+from colbench.results.init_rows import INIT, INIT_VERSION, load_init
+from colbench.results.rundir import RunDir
 from tests.conftest import run_main
 
 INFO = SimpleNamespace(

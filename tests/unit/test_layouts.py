@@ -1,6 +1,6 @@
 """Every op's layout against an independent restatement of nccl-tests' rules.
 
-The table below is written from the spec, not from colbench.ops: b is the per-rank
+The table below is written from the spec, not from colbench.bench.ops: b is the per-rank
 chunk in elements, the requested bytes split by rank and rounded down to a multiple
 of 16 bytes.
 """
@@ -11,8 +11,8 @@ from fractions import Fraction
 
 import pytest
 
-from colbench import ops
-from colbench.ops.base import Layout
+from colbench.bench import ops
+from colbench.bench.ops.base import Layout
 
 WORLD_SIZES = (1, 2, 3, 8)
 ELEM_BYTES = (1, 2, 4, 8)

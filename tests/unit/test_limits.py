@@ -9,8 +9,8 @@ import time
 import pytest
 
 from colbench.errors import UsageError
-from colbench.launch import limits
-from colbench.run import supervise
+from colbench.host import supervise
+from colbench.host.launchers import limits
 
 
 def test_each_rank_needs_a_few_files_per_peer() -> None:

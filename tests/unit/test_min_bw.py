@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from colbench.analysis.gate.engine import average_busbw_floors
+from colbench.commands.sweep.task import min_bw_verdict
 from colbench.config import min_bw
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
-from colbench.store.results import load
-from colbench.store.rundir import RunDir
-from colbench.sweep.task import min_bw_verdict
+from colbench.results.rows import load
+from colbench.results.rundir import RunDir
 from tests.conftest import run_main
 from tests.unit.gate_runs import BIG, STEADY, write_run
 

@@ -8,20 +8,20 @@ from typing import Any
 import pytest
 import torch
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.bench.groups import Groups
+from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.ops.base import Collective, Context
+from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.plan import plan, plan_digest
+from colbench.bench.rowmaker import RunInfo
+from colbench.commands.sweep.task import _measurement_warnings
 from colbench.config.build import build
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
 from colbench.errors import UsageError
+from colbench.host.inflight import InFlight
 from colbench.nccl.algo import CommFacts
-from colbench.ops.base import Collective, Context
-from colbench.ops.dtypes import DTYPES
-from colbench.run.inflight import InFlight
-from colbench.sweep.bench import BenchContext, RankBench
-from colbench.sweep.groups import Groups
-from colbench.sweep.plan import plan, plan_digest
-from colbench.sweep.rows import RunInfo
-from colbench.sweep.task import _measurement_warnings
 from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Recorded, Rows
 
 EVERY_SIZED_OP = tuple(op.name for op in ops.REGISTRY if op.sized)
@@ -246,7 +246,7 @@ class GatheringSide:
 def test_the_ranks_agree_on_nccls_facts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each rank says its NCCL host identity, GPU generation and NCCL version; the plan's
     facts count NCCL's nodes (emulated ones included) for the measured group."""
-    from colbench.sweep.task import nccl_facts
+    from colbench.commands.sweep.task import nccl_facts
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
     monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 28, 9))

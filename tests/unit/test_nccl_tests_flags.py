@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import typer.main
 
-from colbench import ops
+from colbench.bench import ops
 from colbench.cli import app, docgen
 from colbench.cli.measure import sweep_options
 from colbench.config import build, model, nccl_flags, options
@@ -248,7 +248,7 @@ def test_the_committed_table_is_what_the_options_generate() -> None:
 
 
 def test_root_minus_one_runs_every_rank_as_root_in_turn() -> None:
-    from colbench.sweep.plan import plan
+    from colbench.bench.plan import plan
 
     cfg = parse(["--op", "broadcast,all_reduce", "-r", "-1", "-b", "1K", "-e", "1K"])
     work = plan(cfg, 4, "gloo")

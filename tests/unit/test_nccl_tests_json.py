@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from colbench.bench.loop import percentile
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import WriteFailed
-from colbench.report import nccl_tests_json as report
-from colbench.report.reporters import Summary
-from colbench.report.stragglers import RankTimes
-from colbench.store.results import Row
-from colbench.sweep.bench import percentile
+from colbench.results.reporters import nccl_tests_json as report
+from colbench.results.reporters.stragglers import RankTimes
+from colbench.results.reporters.stream import Summary
+from colbench.results.rows import Row
 from tests.conftest import run_main
 from tests.unit.rows import row
 

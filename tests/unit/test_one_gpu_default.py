@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
+from colbench.bench.ops import REGISTRY
+from colbench.commands.sweep import parent
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.launch import gpus as gpus_module
-from colbench.ops import REGISTRY
-from colbench.run import start
-from colbench.sweep import parent
+from colbench.host import start
+from colbench.host.launchers import gpus as gpus_module
 
 
 class Machine:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from colbench.sweep import memory
+from colbench.bench import memory
 
 
 def cuda_oom() -> BaseException:

@@ -1,15 +1,15 @@
-"""Keeping p2p to --max-time (colbench.p2p.budget): a plan priced from a probe, cut in
+"""Keeping p2p to --max-time (colbench.commands.p2p.budget): a plan priced from a probe, cut in
 the documented order, and the verdict's word on it."""
 
 from __future__ import annotations
 
 import pytest
 
-from colbench.p2p import budget
-from colbench.p2p.budget import Plan, Probe, Shape, cost_s, cuts, fit, passes_floor
-from colbench.p2p.options import DEFAULT_MAX_TIME_S
-from colbench.p2p.report import cut_lines
-from colbench.p2p.schedule import select
+from colbench.commands.p2p import budget
+from colbench.commands.p2p.budget import Plan, Probe, Shape, cost_s, cuts, fit, passes_floor
+from colbench.commands.p2p.options import DEFAULT_MAX_TIME_S
+from colbench.commands.p2p.report import cut_lines
+from colbench.commands.p2p.schedule import select
 
 MIB = 1024**2
 #: 64 MiB at 400 Mbit/s, 4 nodes one rank each: the issue's run.

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from colbench.p2p.measure import Buffers, Stepper, Transport, bandwidth_call, latency_call
-from colbench.p2p.schedule import directed_steps, pair_steps, select
+from colbench.commands.p2p.measure import Buffers, Stepper, Transport, bandwidth_call, latency_call
+from colbench.commands.p2p.schedule import directed_steps, pair_steps, select
 
 
 class Log(list[str]):
@@ -77,7 +77,7 @@ def test_nccl_sends_each_exchange_as_one_batch_on_the_measured_group() -> None:
 def test_nccl_times_a_window_of_messages_then_one_acknowledgement() -> None:
     """One message and an acknowledgement as two launches understate NVLink bandwidth
     (main timed exactly that): a window of messages goes in one batch, acknowledged once."""
-    from colbench.p2p.config import NCCL_WINDOW, P2PConfig
+    from colbench.commands.p2p.config import NCCL_WINDOW, P2PConfig
 
     assert P2PConfig().window_for("nccl") == NCCL_WINDOW > 1
     assert P2PConfig().window_for("gloo") == 1
@@ -98,8 +98,8 @@ def test_nccl_times_a_window_of_messages_then_one_acknowledgement() -> None:
 
 
 def test_a_window_is_refused_outside_its_range() -> None:
+    from colbench.commands.p2p.config import P2PConfig
     from colbench.errors import UsageError
-    from colbench.p2p.config import P2PConfig
 
     with pytest.raises(UsageError, match="--window takes 1 to 1024 messages, got 0"):
         P2PConfig(window=0)

@@ -9,9 +9,9 @@ import pytest
 
 from colbench.analysis.link_defaults import DEFAULT_PASSES
 from colbench.cli import docgen
+from colbench.commands.p2p import options as p2p_options
+from colbench.commands.p2p.config import P2PConfig, from_options
 from colbench.config import options
-from colbench.p2p import options as p2p_options
-from colbench.p2p.config import P2PConfig, from_options
 from tests.conftest import run_main
 
 

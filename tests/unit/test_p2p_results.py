@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from colbench.cli import main
-from colbench.errors import UsageError
-from colbench.p2p import load
-from colbench.p2p.report import matrix_text
-from colbench.p2p.results import (
+from colbench.commands.p2p import load
+from colbench.commands.p2p.report import matrix_text
+from colbench.commands.p2p.results import (
     COLUMNS,
     FILE_NAME,
     P2P,
@@ -19,8 +18,9 @@ from colbench.p2p.results import (
     P2PRow,
     record_verdicts,
 )
-from colbench.p2p.task import pair_row
-from colbench.store.rundir import RunDir
+from colbench.commands.p2p.task import pair_row
+from colbench.errors import UsageError
+from colbench.results.rundir import RunDir
 
 
 def _row(src: int, dst: int, time_us: float, version: int = P2P_SCHEMA_VERSION) -> P2PRow:

@@ -6,8 +6,7 @@ import itertools
 
 import pytest
 
-from colbench.errors import UsageError
-from colbench.p2p.schedule import (
+from colbench.commands.p2p.schedule import (
     Selection,
     directed_steps,
     local_indices,
@@ -16,6 +15,7 @@ from colbench.p2p.schedule import (
     select,
     tournament,
 )
+from colbench.errors import UsageError
 
 
 def _every_ordered_pair(ranks: list[int]) -> list[tuple[int, int]]:

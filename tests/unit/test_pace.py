@@ -1,4 +1,4 @@
-"""A run's forecast and what it says (colbench.run.pace, colbench.run.ticker), on a fake
+"""A run's forecast and what it says (colbench.host.pace, colbench.host.ticker), on a fake
 clock: when the time is stated and what it says, the progress line, the cadence knob, the
 word on an overrun and meta.json's record of it."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from colbench.run import pace as pacing
-from colbench.run import ticker
-from colbench.run.pace import Forecast, Pace, duration, every_s
+from colbench.host import pace as pacing
+from colbench.host import ticker
+from colbench.host.pace import Forecast, Pace, duration, every_s
 
 
 class Clock:

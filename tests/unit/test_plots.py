@@ -11,7 +11,7 @@ from colbench.analysis.plot.lines import plot_lines, plot_panels, plot_runs, wri
 from colbench.analysis.series import lines, load_runs
 from colbench.cli import main
 from colbench.errors import UsageError
-from colbench.report.figures import format_size_tick, size_ticks
+from colbench.results.reporters.figures import format_size_tick, size_ticks
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

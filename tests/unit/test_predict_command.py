@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from colbench.predict import files, models
+from colbench.commands.predict import files, models
 from tests.conftest import run_main
 from tests.unit.predict_runs import SIZES, TRUE, model_run
 
@@ -412,7 +412,7 @@ def test_help_shows_examples_and_the_docs_document_predict(
 
 
 def test_against_takes_every_run_up_to_the_next_option() -> None:
-    from colbench.predict.options import spread_against
+    from colbench.commands.predict.options import spread_against
 
     assert spread_against(["r2", "r3", "--against", "r6", "r8", "--out", "d"]) == [
         "r2", "r3", "--against", "r6", "--against", "r8", "--out", "d",
@@ -447,8 +447,8 @@ def test_a_fit_the_model_does_not_describe_is_flagged(
 def test_the_figure_shows_binary_sizes_the_measured_points_and_no_empty_panel(
     fabric_runs: dict[int, str],
 ) -> None:
-    from colbench.predict import data, engine
-    from colbench.predict.plot import figure
+    from colbench.commands.predict import data, engine
+    from colbench.commands.predict.plot import figure
 
     measured = data.load_measured([fabric_runs[2], fabric_runs[3]], None, ["all_gather"])
     fits = engine.fit_all(measured)

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from colbench.commands.predict import data, engine, models
+from colbench.commands.predict.fit import OUTLIER_FLOOR, Point, fit, t_quantile
+from colbench.commands.predict.models import RING, Parameters, terms
 from colbench.errors import UsageError
-from colbench.predict import data, engine, models
-from colbench.predict.fit import OUTLIER_FLOOR, Point, fit, t_quantile
-from colbench.predict.models import RING, Parameters, terms
 from tests.unit.predict_runs import SIZES, TRUE, model_run
 
 EIGHT_MIB = 8 << 20

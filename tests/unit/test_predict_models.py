@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from colbench.predict import models, report
-from colbench.predict.engine import CrossRow
-from colbench.predict.models import (
+from colbench.commands.predict import models, report
+from colbench.commands.predict.engine import CrossRow
+from colbench.commands.predict.models import (
     DOUBLE_TREE,
     RING,
     SAME,

@@ -7,8 +7,8 @@ import socket
 import pytest
 
 from colbench.errors import UsageError
-from colbench.launch import LaunchEnv, preflight
-from colbench.launch.preflight import Interface, diagnose_gloo
+from colbench.host.launchers import LaunchEnv, preflight
+from colbench.host.launchers.preflight import Interface, diagnose_gloo
 
 IFACES = {
     "lo": Interface("lo", True, ("127.0.0.1", "::1")),

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from colbench.bench.plan import plan
+from colbench.bench.rowmaker import RunInfo, make_row
+from colbench.commands.sweep.probe import choices_of, probe_config, probe_environment
 from colbench.config.model import SweepConfig
 from colbench.nccl.log import parse_log
-from colbench.sweep.plan import plan
-from colbench.sweep.probe import choices_of, probe_config, probe_environment
-from colbench.sweep.rows import RunInfo, make_row
 from tests.datadir import NCCL_DEBUG_LOGS as LOGS
 
 HEADER = "vm:101:101 [0] NCCL INFO "
@@ -81,7 +81,7 @@ def test_the_probe_runs_each_row_once_with_tuning_on(tmp_path: Path) -> None:
 
 def test_compare_says_whether_each_variant_ran_what_it_asked(tmp_path: Path) -> None:
     from colbench.analysis.nccl_ran import ran_lines
-    from colbench.store.results import load
+    from colbench.results.rows import load
     from tests.unit.rows import row, write_run
 
     def rows(variant: str, ran: list[str]) -> list[dict]:
@@ -104,8 +104,8 @@ def test_a_runs_nccl_logs_are_summed_up_in_meta(tmp_path: Path) -> None:
     run's nccl-rank*.log: meta.json says what NCCL chose."""
     import json
 
-    from colbench.run.outcome import record_nccl_log
-    from colbench.store.rundir import RunDir
+    from colbench.host.outcome import record_nccl_log
+    from colbench.results.rundir import RunDir
 
     run = RunDir.create(str(tmp_path / "run"), tmp_path)
     run.write_meta({"run_id": "run", "status": "complete"})
@@ -123,8 +123,8 @@ def test_nccls_own_tuning_table_checks_the_rules() -> None:
     """A 2.29 log of two ranks on one GPU with their own NCCL_HOSTID (emulated nodes,
     as --ranks-per-gpu makes): NCCL's table enables PAT, which only one GPU per node
     allows; read as one node, the rules would disagree."""
+    from colbench.commands.sweep.probe import rules_against_table
     from colbench.nccl.log import Communicator, parse_log
-    from colbench.sweep.probe import rules_against_table
 
     found = parse_log((LOGS / "ncclebpf-rtx5090-hostid-2ranks-1gpu-tuning-2.29.log").read_text())
     assert found.tables

@@ -1,5 +1,5 @@
 """The shipped table of published results holds together, and its reader refuses what
-its format does not hold (colbench/references/table.py)."""
+its format does not hold (colbench/commands/references/table.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.commands.references import table
 from colbench.errors import UsageError
-from colbench.references import table
 
 REFS = table.load()
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from colbench.health import floors as floor_files
+from colbench.commands.health import floors as floor_files
+from colbench.commands.references import table
 from colbench.importers.nccl_tests import import_log
-from colbench.references import table
 from tests.conftest import run_main
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "nccl-tests-logs"

@@ -1,4 +1,4 @@
-"""A run placed against the published results (colbench/references/place.py): the real
+"""A run placed against the published results (colbench/commands/references/place.py): the real
 H100 nccl-tests logs in tests/data beside the shipped table, a CPU run beside nothing."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from colbench.commands.references import place
+from colbench.commands.references.table import load
 from colbench.importers.nccl_tests import import_log
-from colbench.references import place
-from colbench.references.table import load
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "nccl-tests-logs"
 REFS = load()

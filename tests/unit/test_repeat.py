@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.bench.plan import plan, plan_digest
 from colbench.cli import main
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate
 from colbench.errors import UsageError
-from colbench.report.console import TableSink
-from colbench.sweep.plan import plan, plan_digest
+from colbench.results.reporters.console import TableSink
 
 
 def test_repeat_is_validated() -> None:

@@ -1,4 +1,4 @@
-"""colbench replay checks every trace before planning (colbench/replay/schema.py): each
+"""colbench replay checks every trace before planning (colbench/commands/replay/schema.py): each
 malformed shape is one line naming the trace, the call and the field, exit 2, never a
 traceback; and valid traces plan exactly as they did before the check existed (a golden
 plan of each, written by the code before it).

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from colbench import ops
-from colbench.report.console import TableSink, format_line
-from colbench.report.reporters import (
+from colbench.bench import ops
+from colbench.results.reporters.console import TableSink, format_line
+from colbench.results.reporters.stream import (
     ConsoleReporter,
     CsvReporter,
     MetaReporter,
@@ -19,8 +19,8 @@ from colbench.report.reporters import (
     RowStream,
     Summary,
 )
-from colbench.store.results import Row, load
-from colbench.store.rundir import RunDir
+from colbench.results.rows import Row, load
+from colbench.results.rundir import RunDir
 from tests.unit.rows import row as synthetic_row
 
 HEADER = ["# colbench test header", "#"]
@@ -87,7 +87,7 @@ def test_one_stream_feeds_every_reporter(tmp_path: Path) -> None:
 
 
 def test_each_size_is_on_disk_and_counted_before_the_table_prints_it(tmp_path: Path) -> None:
-    # The reporters in the order the rank's lead gives them (colbench.sweep.lead): the CSV
+    # The reporters in the order the rank's lead gives them (colbench.commands.sweep.lead): the CSV
     # first, so a row is on disk before anything else shows it.
     run = RunDir.create(tmp_path / "run", tmp_path)
     advanced: list[int] = []

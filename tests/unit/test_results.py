@@ -1,4 +1,4 @@
-"""The results CSV: writer, schema checks and reader (colbench.store.results)."""
+"""The results CSV: writer, schema checks and reader (colbench.results.rows)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.bench.loop import combine_times
+from colbench.bench.plan import Work
+from colbench.bench.rowmaker import RunInfo, make_row
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.store.results import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load
-from colbench.sweep.bench import combine_times
-from colbench.sweep.plan import Work
-from colbench.sweep.rows import RunInfo, make_row
+from colbench.results.rows import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load
 
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 

@@ -1,4 +1,4 @@
-"""Row: the typed results row whose fields are results.csv's columns (colbench.store.results)."""
+"""Row: the typed results row whose fields are results.csv's columns (colbench.results.rows)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from colbench import ops
+from colbench.bench import ops
+from colbench.bench.plan import Work
+from colbench.bench.rowmaker import RunInfo, make_row, unmeasured_row
 from colbench.config.model import SweepConfig
-from colbench.store.results import COLUMNS, SCHEMA_VERSION, Row, load
-from colbench.store.rundir import RunDir
-from colbench.sweep.plan import Work
-from colbench.sweep.rows import RunInfo, make_row, unmeasured_row
+from colbench.results.rows import COLUMNS, SCHEMA_VERSION, Row, load
+from colbench.results.rundir import RunDir
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"
 

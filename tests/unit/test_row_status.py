@@ -24,7 +24,7 @@ from colbench.analysis.gate.baseline import update_baseline
 from colbench.analysis.verdict import RowResult, Verdict
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
-from colbench.store.results import STATUS_UNSUPPORTED, load
+from colbench.results.rows import STATUS_UNSUPPORTED, load
 from tests.unit.rows import row, write_run
 
 TREE = "NCCL_ALGO=Tree"

@@ -1,4 +1,4 @@
-"""RunDir: the one owner of a run directory's files (colbench.store.rundir)."""
+"""RunDir: the one owner of a run directory's files (colbench.results.rundir)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from colbench.errors import UsageError
-from colbench.store.results import SCHEMA_VERSION, Row
-from colbench.store.rundir import RunDir, stamped_name
+from colbench.results.rows import SCHEMA_VERSION, Row
+from colbench.results.rundir import RunDir, stamped_name
 from tests.conftest import run_main
 from tests.unit.rows import row as synthetic_row
 from tests.unit.rows import write_run
@@ -147,8 +147,8 @@ def test_out_naming_a_file_says_it_is_a_file(
 
 
 def test_one_row_is_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from colbench.host.outcome import report_done
     from colbench.output import plural
-    from colbench.run.outcome import report_done
 
     assert [plural(n, "row") for n in (0, 1, 2)] == ["0 rows", "1 row", "2 rows"]
     assert plural(1, "pass", "passes") == "1 pass" and plural(3, "pass", "passes") == "3 passes"

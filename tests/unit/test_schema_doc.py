@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.store.tables import TABLE_MODULES, Table, TableRow, every_table, markdown, register
+from colbench.results.tables import TABLE_MODULES, Table, TableRow, every_table, markdown, register
 
 SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
 TABLES = every_table()
@@ -17,7 +17,7 @@ TABLES = every_table()
 
 def test_committed_schema_doc_is_current() -> None:
     assert SCHEMA_DOC.read_text() == markdown(TABLES), (
-        "docs/schema.md is stale: python -m colbench.store.tables --markdown > docs/schema.md"
+        "docs/schema.md is stale: python -m colbench.results.tables --markdown > docs/schema.md"
     )
 
 
@@ -46,7 +46,7 @@ def test_units_follow_the_names(table: Table) -> None:
 
 def test_the_module_prints_the_doc() -> None:
     made = subprocess.run(
-        [sys.executable, "-m", "colbench.store.tables", "--markdown"],
+        [sys.executable, "-m", "colbench.results.tables", "--markdown"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -67,16 +67,17 @@ def _in_a_fresh_interpreter(code: str) -> str:
 def test_rundir_imports_no_module_that_declares_another_table() -> None:
     # The registry lets rundir name TABLES without importing p2p (or skew).
     imported = _in_a_fresh_interpreter(
-        "import sys, colbench.store.rundir; print(sorted(m for m in sys.modules if m in "
+        "import sys, colbench.results.rundir; print(sorted(m for m in sys.modules if m in "
         f"{TABLE_MODULES!r}))"
     )
-    assert imported == "['colbench.store.results']"
+    assert imported == "['colbench.results.rows']"
 
 
 def test_the_tables_keep_the_docs_order_whatever_imports_them_first() -> None:
     names = _in_a_fresh_interpreter(
-        "import colbench.p2p.results, colbench.store.init_rows, colbench.report.stragglers, "
-        "colbench.store.rundir as r; print(' '.join(t.file_name for t in r.TABLES))"
+        "import colbench.commands.p2p.results, colbench.results.init_rows, "
+        "colbench.results.reporters.stragglers, "
+        "colbench.results.rundir as r; print(' '.join(t.file_name for t in r.TABLES))"
     )
     assert names == "results.csv per_rank.csv init.csv p2p.csv"
     assert [t.file_name for t in TABLES] == names.split()

@@ -1,7 +1,7 @@
 """Older results files stay readable: load(), the gate and --update-baseline across versions.
 
 Old files are made the way old colbench wrote them: the column lists of versions 1 and 2
-are facts of this project's history (``git log -p colbench/store/results.py``), kept here
+are facts of this project's history (``git log -p colbench/results/rows.py``), kept here
 literally so that a later schema change cannot quietly change what "version 1" means.
 ``data/gloo-smoke-v2`` is a real version-2 run, frozen: the first of the three runs
 pooled in results/baselines/gloo-smoke as committed in a4e1dda (that baseline is
@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from colbench.analysis.gate.baseline import update_baseline
+from colbench.bench.rowmaker import host_bound
 from colbench.errors import UsageError
-from colbench.store.results import (
+from colbench.results.rows import (
     COLUMNS,
     HOST_BOUND_RATIO,
     LOAD_COLUMNS,
@@ -30,7 +31,6 @@ from colbench.store.results import (
     load,
     may_lack,
 )
-from colbench.sweep.rows import host_bound
 from tests.conftest import run_main
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import torch
 
-from colbench import ops
-from colbench.ops.base import Buffers, Collective, Context
-from colbench.ops.dtypes import DTYPES, NO_REDOP, REDOPS, redop_supported
+from colbench.bench import ops
+from colbench.bench.ops.base import Buffers, Collective, Context
+from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, REDOPS, redop_supported
 
 CPU = torch.device("cpu")
 N = 3

@@ -12,10 +12,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from colbench import ops
-from colbench.report.console import RANK_SKEW_MARK, TableSink, format_line
-from colbench.report.reporters import MetaReporter, PerRankReporter, RowStream
-from colbench.report.stragglers import (
+from colbench.bench import ops
+from colbench.bench.skew import wait_in
+from colbench.results.reporters.console import RANK_SKEW_MARK, TableSink, format_line
+from colbench.results.reporters.stragglers import (
     PER_RANK,
     STRAGGLER_ALPHA,
     STRAGGLER_MIN_ROWS,
@@ -27,9 +27,9 @@ from colbench.report.stragglers import (
     straggler,
     summary_line,
 )
-from colbench.store.results import Row
-from colbench.store.rundir import RunDir
-from colbench.sweep.skew import wait_in
+from colbench.results.reporters.stream import MetaReporter, PerRankReporter, RowStream
+from colbench.results.rows import Row
+from colbench.results.rundir import RunDir
 from tests.unit.rows import row as synthetic_row
 
 

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from colbench import ops
+from colbench.bench import ops
 from colbench.config import suite
 
 REPO = Path(__file__).resolve().parents[2]

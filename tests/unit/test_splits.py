@@ -1,7 +1,7 @@
 """all_to_allv's traffic patterns (--splits) and nccl-tests' traffic matrix files.
 
 The expected cells are restated here from each pattern's definition (nccl-tests'
-src/alltoallv.cu for spread and the matrix format), not taken from colbench.ops.splits.
+src/alltoallv.cu for spread and the matrix format), not taken from colbench.bench.ops.splits.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from colbench.bench.ops import splits
+from colbench.bench.ops.all_to_allv import AllToAllv
 from colbench.errors import UsageError
-from colbench.ops import splits
-from colbench.ops.all_to_allv import AllToAllv
 
 MIB = 1 << 20
 

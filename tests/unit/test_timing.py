@@ -1,10 +1,10 @@
-"""Timers with fake clocks and fake CUDA events (colbench.sweep.timing)."""
+"""Timers with fake clocks and fake CUDA events (colbench.bench.timing)."""
 
 from __future__ import annotations
 
 import pytest
 
-from colbench.sweep.timing import CudaEventTimer, HostTimer
+from colbench.bench.timing import CudaEventTimer, HostTimer
 
 
 class ScriptedClock:

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from colbench.sweep.bench import _Rotation
-from colbench.sweep.timing import CudaGraphTimer
+from colbench.bench.loop import _Rotation
+from colbench.bench.timing import CudaGraphTimer
 
 
 class Device:

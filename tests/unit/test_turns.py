@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
+from colbench.bench import memory
+from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.plan import plan
+from colbench.commands.sweep.interleave import memory_note
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.ops.dtypes import DTYPES
-from colbench.run import turns
-from colbench.run.inflight import InFlight
-from colbench.sweep import memory
-from colbench.sweep.interleave import memory_note
-from colbench.sweep.plan import plan
+from colbench.host import turns
+from colbench.host.inflight import InFlight
 
 
 @pytest.fixture

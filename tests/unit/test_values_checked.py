@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from colbench.importers.nccl_tests import parse_log
-from colbench.store import metafile
-from colbench.store.results import load
+from colbench.results import metafile
+from colbench.results.rows import load
 from tests.conftest import run_main
 from tests.unit import nccl_logs
 from tests.unit.gate_runs import BIG, GATHER, SMALL, STEADY, write_run

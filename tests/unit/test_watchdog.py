@@ -18,10 +18,10 @@ import torch.distributed as dist
 from torch.distributed.elastic.utils.store import get_all
 
 from colbench.errors import ExitCode
-from colbench.launch import free_port
-from colbench.run import protocol, watchdog
-from colbench.run.inflight import InFlight
-from colbench.run.watchdog import COMM_STARTUP, Watchdog, deadline, main_thread_place
+from colbench.host import protocol, watchdog
+from colbench.host.inflight import InFlight
+from colbench.host.launchers import free_port
+from colbench.host.watchdog import COMM_STARTUP, Watchdog, deadline, main_thread_place
 
 
 class Exits:
@@ -265,7 +265,7 @@ def test_no_dump_without_debug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_side_group_start_up_is_held_to_init_timeout_too() -> None:
-    from colbench.run.watchdog import SIDE_GROUP_STARTUP
+    from colbench.host.watchdog import SIDE_GROUP_STARTUP
 
     assert deadline(SIDE_GROUP_STARTUP, 2, 30, 10) == (10, "--init-timeout")
     assert deadline("setup", 2, 30, 10) == (30, "--timeout")

@@ -33,7 +33,7 @@ from colbench.analysis.nccl_ran import ran_lines
 from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.report.figures import METRICS, metric, metric_key, size_axis
+from colbench.results.reporters.figures import METRICS, metric, metric_key, size_axis
 from colbench.stats import noise, rank_tests
 from colbench.text import Column
 
@@ -326,7 +326,7 @@ def _group_summary(group: Any) -> str:
 def figure(comparison: Comparison) -> Any:
     """Top: both runs' curves; bottom: B/A per size for the comparable rows."""
     from colbench.analysis.plot.lines import context, draw_lines, styles
-    from colbench.report.figures import pyplot
+    from colbench.results.reporters.figures import pyplot
 
     chosen = METRICS[comparison.metric_name]
     curves = lines(comparison.a) + lines(comparison.b)
@@ -441,7 +441,7 @@ def compare(
     runs, in ``out`` (a directory; default: run B's own folder). Runs that share no
     comparable row are refused: a table of x and an empty ratio panel would read as a
     result."""
-    from colbench.report.figures import out_dir, run_folder, save, unused_path
+    from colbench.results.reporters.figures import out_dir, run_folder, save, unused_path
 
     comparison = compare_runs(
         path_a, path_b, metric_name, variant_a=variant_a, variant_b=variant_b,

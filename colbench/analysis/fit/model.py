@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colbench import ops, text
+from colbench import text
 from colbench.analysis.series import Line, labels
+from colbench.bench import ops
 from colbench.stats import noise, robust, student_t
 from colbench.text import Column
 

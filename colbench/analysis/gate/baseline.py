@@ -12,9 +12,9 @@ from colbench import reading
 from colbench.analysis.checks import DEFAULT_KEEP
 from colbench.analysis.engine import load_pooled, read_meta
 from colbench.errors import UsageError
-from colbench.store import metadata, writing
-from colbench.store.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
-from colbench.store.rundir import RunDir
+from colbench.results import metadata, writing
+from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
+from colbench.results.rundir import RunDir
 
 #: Runs a baseline keeps by default: the accepted run(s) alone replace it.
 

@@ -16,8 +16,8 @@ from colbench.analysis.gate.options import GateOptions
 from colbench.analysis.gate.result import GateRules
 from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
-from colbench.store import writing
-from colbench.store.results import csv_path, load
+from colbench.results import writing
+from colbench.results.rows import csv_path, load
 
 
 def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
@@ -117,7 +117,7 @@ def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
     """One interleaved run, variant B against A pair by pair (colbench.analysis.paired)."""
     from colbench.analysis.gate import paired_report as gate_paired
     from colbench.analysis.paired import paired_gate
-    from colbench.store.rundir import RunDir
+    from colbench.results.rundir import RunDir
 
     if current:
         raise UsageError("--variant-a/--variant-b judge variants of ONE run: give one run")

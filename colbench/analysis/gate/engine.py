@@ -31,9 +31,9 @@ from colbench.analysis.gate.result import FloorResult, GateResult, GateRules
 from colbench.analysis.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
+from colbench.results import metadata, metafile
+from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 from colbench.stats import rank_tests
-from colbench.store import metadata, metafile
-from colbench.store.results import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 
 #: A row of the baseline that found no exact partner is looked for again by these alone:
 #: a partner found so is "not comparable" (other world size, backend, dtype or variant)

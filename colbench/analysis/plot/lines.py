@@ -7,7 +7,7 @@ Both draw the same picture by default, one small panel per collective
 own, ``<metric>-one-chart.png``, so neither figure replaces the other.
 
 Headless (matplotlib's Agg backend), so plots work on a cluster node without a display.
-The primitives (axes, metrics, saving) are :mod:`colbench.report.figures`.
+The primitives (axes, metrics, saving) are :mod:`colbench.results.reporters.figures`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 from colbench.analysis.series import PLACEMENT_NAMES, Line, Run, labels, lines, load_runs
 from colbench.errors import UsageError
-from colbench.report.figures import (
+from colbench.results.reporters.figures import (
     Metric,
     metric,
     metric_key,
@@ -33,8 +33,8 @@ from colbench.report.figures import (
     size_axis,
     unused_path,
 )
+from colbench.results.rundir import RunDir
 from colbench.stats import noise
-from colbench.store.rundir import RunDir
 
 
 def context(curves: Sequence[Line]) -> str:
@@ -180,8 +180,8 @@ def styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
 
 def _draw_fit(ax: Any, curve: Line, chosen: Metric, color: str) -> float | None:
     """Draw the curve's alpha-beta model; its relative rms error (None: no fit)."""
-    from colbench import ops
     from colbench.analysis.fit import model as fit
+    from colbench.bench import ops
 
     try:
         model = fit.fit_time(curve.size_bytes, curve.time_us)

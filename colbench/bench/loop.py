@@ -1,0 +1,430 @@
+"""The per-rank loop: layout -> fill -> warm up -> barrier -> time -> combine -> verify -> rows.
+
+Runs identically in every rank. It treats every collective alike through the op
+contract (:mod:`colbench.bench.ops.base`); only rank 0 receives a sink for the rows.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from colbench.bench.groups import Groups, SideGroup
+from colbench.bench.load import row_cells, running
+from colbench.bench.memory import is_out_of_memory
+from colbench.bench.ops.base import Buffers, Collective, Context, Storage
+from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.plan import Work
+from colbench.bench.rowmaker import RunInfo, make_row, unmeasured_row, warmup_calls
+from colbench.bench.skew import wait_in
+from colbench.bench.timing import HostTimer, Timer
+from colbench.config.model import SweepConfig
+from colbench.direct.engine import Engine, TorchEngine
+from colbench.host.faults import Fault
+from colbench.host.inflight import InFlight
+from colbench.results.reporters.stragglers import RankTimes
+from colbench.results.rows import STATUS_OOM, STATUS_UNSUPPORTED, Row
+
+
+class RowSink(Protocol):
+    """Where rank 0 sends rows; the CSV writer, the table and the progress bar hang off it."""
+
+    def rows(self, coll: Collective, rows: Sequence[Row]) -> None:
+        """All placements of one (op, dtype, redop, size), as soon as they are measured."""
+
+    def note(self, message: str) -> None:
+        """A one-line remark (skipped sizes and the like)."""
+
+    def rank_times(self, row: Row, ranks: RankTimes) -> None:
+        """Every rank's share of a measured row (asked for only with --per-rank)."""
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default) of an ascending sequence."""
+    if not sorted_values:
+        raise ValueError("percentile of nothing")
+    pos = (len(sorted_values) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) -> dict[str, float]:
+    """Combine every rank's per-iteration times into one row's time columns.
+
+    ``time_us`` is nccl-tests' number: each rank's batch mean, combined across ranks by
+    ``average`` (avg, min, max or rank0). The per-iteration statistics use, for each
+    iteration, the slowest rank's time, since a collective is done only when all are.
+    """
+    batch_means = [sum(times) / len(times) for times in per_rank_iters_us]
+    if average == "avg":
+        time_us = sum(batch_means) / len(batch_means)
+    elif average == "min":
+        time_us = min(batch_means)
+    elif average == "max":
+        time_us = max(batch_means)
+    elif average == "rank0":
+        time_us = batch_means[0]
+    else:
+        raise ValueError(f"unknown average {average!r}")
+    slowest = sorted(max(column) for column in zip(*per_rank_iters_us, strict=True))
+    return {
+        "time_us": time_us,
+        "time_min_us": slowest[0],
+        "time_p50_us": percentile(slowest, 50),
+        "time_p99_us": percentile(slowest, 99),
+        "time_max_us": slowest[-1],
+    }
+
+
+#: Upper bound on a --time-budget batch, so a sub-microsecond call cannot run for ever.
+MAX_BUDGET_ITERS = 100_000
+
+
+class _Rotation:
+    """Calls each buffer set's collective in turn (``--rotate``)."""
+
+    __slots__ = ("_calls", "_next")
+
+    def __init__(self, calls: Sequence[Any]) -> None:
+        self._calls = tuple(calls)
+        self._next = 0
+
+    def __call__(self) -> None:
+        self._calls[self._next % len(self._calls)]()
+        self._next += 1
+
+
+@dataclass(frozen=True)
+class BenchContext:
+    """What one rank measures with, built once per rank: the config, the run's facts, the
+    device and its timer, the groups, what the rank is doing now, and its turns."""
+
+    cfg: SweepConfig
+    info: RunInfo
+    rank: int
+    device: torch.device
+    timer: Timer
+    groups: Groups
+    in_flight: InFlight = field(default_factory=InFlight)
+    #: An interleaved variant run's turns (colbench.host.turns.Turns); None measures freely.
+    turns: Any = None
+    #: The --contend load (colbench.bench.load.Load) run beside every timed batch; None: none.
+    load: Any = None
+    #: What allocates the buffers and makes the timed call (--engine, colbench.direct).
+    engine: Engine = field(default_factory=TorchEngine)
+
+    @classmethod
+    def on_cpu(
+        cls, cfg: SweepConfig, info: RunInfo, rank: int, groups: Groups | None = None
+    ) -> BenchContext:
+        """A CPU rank timed by the host clock: the in-process harnesses of the tests and
+        benchmarks, which start the default process group themselves (``groups``: else a
+        side group over the whole world is made here)."""
+        if groups is None:
+            groups = Groups(SideGroup.create(info.world_size, SIDE_GROUP_TIMEOUT_S))
+        return cls(cfg, info, rank, torch.device("cpu"), HostTimer(), groups)
+
+
+#: The side group's timeout in the in-process harnesses (colbench's own ranks take it from
+#: --timeout, colbench.host.watchdog).
+SIDE_GROUP_TIMEOUT_S = 60.0
+
+
+@dataclass
+class RankBench:
+    """The loop of one rank over the whole plan.
+
+    The measured collective (and its warm-up) runs on the measured group; everything
+    else that talks to other ranks (barriers, agreements, gathering times and
+    wrong-element counts) goes over ``groups.side``.
+    """
+
+    context: BenchContext
+    #: Rank 0's; None in the other ranks, which measure but report nothing.
+    sink: RowSink | None = None
+    #: The clock of ops that block the host (``Collective.blocks_host``) on any device.
+    host_timer: Timer = field(default_factory=HostTimer)
+    _fault: Fault = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._fault = Fault(self.context.rank, os.environ.get("COLBENCH_FAULT"))
+
+    @property
+    def side(self) -> SideGroup:
+        return self.context.groups.side
+
+    @property
+    def warmup_calls(self) -> int:
+        """Untimed calls before each batch (see :func:`colbench.bench.rowmaker.warmup_calls`)."""
+        return warmup_calls(self.context.info, self.context.cfg)
+
+    def run(self, work: Sequence[Work]) -> None:
+        # Repeats go around the whole plan rather than back to back per size, so a slow
+        # spell of the machine (another job, a frequency drop) lands in one sample of
+        # many rows instead of in every sample of one row: the gate needs independent
+        # samples per row to judge whether a change is real.
+        for repeat in range(self.context.cfg.measure.repeat):
+            for item in work:
+                if self.sink is not None and repeat == 0:
+                    self._notes(item)
+                if self.context.turns is None:
+                    for rows in self._measure_work(item, repeat):
+                        self._emit(item, rows)
+                elif not self._take_turns(item, repeat):
+                    return
+
+    def _emit(self, item: Work, rows: list[Row]) -> None:
+        if self.sink is not None:
+            self.sink.rows(item.coll, rows)
+
+    def _take_turns(self, item: Work, repeat: int) -> bool:
+        """Measure ``item`` one size per turn of an interleaved run; False: stopped.
+
+        The size's rows are on disk before the turn passes, so the other world never
+        measures while this one writes, and a failure loses no row already measured.
+        """
+        measured = self._measure_work(item, repeat)
+        try:
+            for _ in item.layouts:
+                with self.context.turns.turn(self.context.in_flight) as go:
+                    if not go:
+                        return False
+                    self._emit(item, next(measured))
+        finally:
+            measured.close()
+        return True
+
+    def _notes(self, item: Work) -> None:
+        assert self.sink is not None
+        if item.skipped_sizes:
+            self.sink.note(
+                f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up "
+                f"to {max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; "
+                "skipped"
+            )
+        if item.unsupported:
+            self.sink.note(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
+        elif (refused := self.context.engine.unsupported(item.coll)) is not None:
+            self.sink.note(
+                f"{item.coll.name} {item.dtype}: unsupported on --engine "
+                f"{self.context.engine.name}: {refused}"
+            )
+        last = item.layouts[-1] if item.layouts else None
+        if last is not None and {last.send_imbalance, last.recv_imbalance} - {None, 1.0}:
+            # size_bytes is the busiest rank's: say how far from the mean it is.
+            self.sink.note(
+                f"{item.coll.name} {item.coll.splits_label} {item.dtype}: at {last.size_bytes} B "
+                f"the busiest rank sends {last.send_imbalance or 0:.2f}x and receives "
+                f"{last.recv_imbalance or 0:.2f}x the mean rank's {last.mean_bytes:.0f} B"
+            )
+
+    def _context(self, item: Work) -> Context:
+        sub = self.context.groups.subgroup
+        return Context(
+            rank=self.context.rank if sub is None else sub.rank,
+            world_size=self.context.info.world_size if sub is None else sub.size,
+            root=max(item.root, 0),
+            dtype=DTYPES[item.dtype],
+            redop=item.redop,
+            seed=self.context.cfg.measure.seed,
+            device=self.context.device,
+            group=self.context.groups.measured,
+            global_ranks=() if sub is None else sub.ranks,
+        )
+
+    def _allocate(self, item: Work, ctx: Context) -> tuple[int, dict[str, list[Storage]]]:
+        """Storage for the largest size every rank could allocate: (sizes usable, storages).
+
+        All ranks agree on the outcome (a failed allocation on one rank must not send
+        the others into a collective alone), so a size that fails anywhere fails
+        everywhere, and smaller sizes are tried next.
+        """
+        flight = self.context.in_flight
+        for usable in range(len(item.layouts), 0, -1):
+            layout = item.layouts[usable - 1]
+            flight.size_bytes = layout.size_bytes
+            flight.step("allocation")
+            storages: dict[str, list[Storage]] = {}
+            try:
+                for placement in item.placements:
+                    # --rotate: several buffer sets, cycled call by call, so no call finds
+                    # its data still in cache from the previous one.
+                    storages[placement] = [
+                        self.context.engine.allocate(item.coll, layout, ctx, placement == "in")
+                        for _ in range(self.context.cfg.measure.rotate)
+                    ]
+                ok = 1
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                storages.clear()
+                ok = 0
+            if self.side.min_int(ok) == 1:
+                return usable, storages
+            storages.clear()
+            if self.context.device.type == "cuda":
+                torch.cuda.empty_cache()
+        return 0, {}
+
+    def _measure_work(self, item: Work, repeat: int = 0) -> Generator[list[Row], None, None]:
+        coll = item.coll
+        ctx = self._context(item)
+        flight = self.context.in_flight
+        flight.op, flight.dtype, flight.size_bytes = coll.name, item.dtype, None
+        # One allocation per placement for the largest size; every size is a view of it.
+        unsupported = item.unsupported or self.context.engine.unsupported(coll)
+        usable, storages = (0, {}) if unsupported else self._allocate(item, ctx)
+        status = STATUS_UNSUPPORTED if unsupported else STATUS_OOM
+        load = self.context.load
+        alone: float | None = None
+        for index, (requested, layout) in enumerate(zip(item.requested, item.layouts, strict=True)):
+            flight.size_bytes = layout.size_bytes
+            rows = []
+            if load is not None and index < usable:
+                flight.step("the load alone")
+                alone = load.alone()
+            for placement in item.placements:
+                in_place = placement == "in"
+                if index >= usable:
+                    rows.append(
+                        unmeasured_row(
+                            self.context.info,
+                            self.context.cfg,
+                            item,
+                            requested,
+                            layout,
+                            in_place,
+                            status,
+                            repeat,
+                        )
+                    )
+                    continue
+                sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
+                with running(load, flight) as beside:
+                    times, iters, enqueue_us, ranks = self._time(coll, sets, ctx)
+                wrong = self._check(coll, sets[0], ctx) if coll.sized else None
+                rows.append(
+                    make_row(
+                        self.context.info,
+                        self.context.cfg,
+                        item,
+                        requested,
+                        layout,
+                        in_place,
+                        times,
+                        wrong,
+                        iters=iters,
+                        repeat=repeat,
+                        enqueue_us=enqueue_us,
+                        ranks=ranks,
+                        load_cells=self._load_cells(alone, beside.rate),
+                    )
+                )
+                output = self.context.cfg.output
+                if self.sink is not None and (output.per_rank or output.per_iter_timing):
+                    self.sink.rank_times(rows[-1], ranks)
+            yield rows
+        flight.op, flight.dtype, flight.size_bytes = "", "", None
+        flight.phase = f"the pause after {coll.name}"
+        del storages
+
+    def _load_cells(self, alone: float | None, beside: float | None) -> dict[str, Any]:
+        """The rows' load columns: every rank's rates gathered over the side group."""
+        load = self.context.load
+        if load is None or alone is None or beside is None:
+            return row_cells(None, None)
+        return row_cells(load.spec, self.side.gather_floats([alone, beside]))
+
+    def _time(
+        self, coll: Collective, sets: Sequence[Buffers], ctx: Context
+    ) -> tuple[dict[str, float], int, float | None, RankTimes]:
+        """Warm up, then time one batch: (combined times, timed calls, enqueue time per
+        call, every rank's batch mean and barrier wait)."""
+        flight = self.context.in_flight
+        flight.step("fill")
+        for bufs in sets:
+            coll.fill(bufs, ctx)
+        calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
+        call = calls[0] if len(calls) == 1 else _Rotation(calls)
+        timer = self.host_timer if coll.blocks_host else self.context.timer
+        flight.step("warm-up")
+        for _ in range(self.warmup_calls):
+            call()
+        self.context.timer.synchronize()
+        iter_us, waited = self._timed_batch(timer, call, self.context.cfg.measure.iters)
+        budget_s = self.context.cfg.measure.time_budget_s
+        if budget_s is not None:
+            # pyperf-style calibration: the fixed batch above estimates the cost of one
+            # call; if the budget allows more, time a longer batch (all ranks agree on
+            # its length) and keep that instead.
+            iters = self._budget_iters(iter_us, budget_s)
+            if iters > self.context.cfg.measure.iters:
+                iter_us, waited = self._timed_batch(timer, call, iters)
+        enqueue_us = timer.enqueue_us
+        flight.step("combining times")
+        # The enqueue time and the barrier's wait and starvation ride along as three more
+        # columns (the enqueue time NaN where calls block).
+        every = self.side.gather_floats(
+            [*iter_us, math.nan if enqueue_us is None else enqueue_us, *waited]
+        )
+        per_rank_iters = [rank[:-3] for rank in every]
+        times = combine_times(per_rank_iters, self.context.cfg.measure.average)
+        enqueues = [rank[-3] for rank in every]
+        # The rank that waited longest to hand its calls over decides whether the GPU
+        # was starved.
+        slowest_enqueue = None if enqueue_us is None else max(enqueues)
+        ranks = RankTimes(
+            batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
+            wait_us=tuple(rank[-2] for rank in every),
+            starved_us=tuple(rank[-1] for rank in every),
+            iters_us=tuple(tuple(times) for times in per_rank_iters),
+        )
+        return times, len(iter_us), slowest_enqueue, ranks
+
+    def _timed_batch(
+        self, timer: Timer, call: Any, iters: int
+    ) -> tuple[list[float], tuple[float, float]]:
+        """Align the ranks, then time the batch: (per-call times, (wait for the others,
+        CPU starvation) in the barrier), in us.
+
+        The wait is a duration on this host's own clock, so ranks on hosts whose clocks
+        disagree still compare (see colbench.bench.skew).
+        """
+        # Progress is published before the barrier: a store round trip between the
+        # barrier and the first timestamp would be timed, and would skew the ranks.
+        # wait_in runs the batch straight after the barrier (one read of each barrier
+        # thread's run delay in between, see colbench.bench.skew).
+        self.context.in_flight.step("timed batch")
+        self._fault.tick()
+        return wait_in(self.side.barrier, lambda: timer.time_batch(call, iters))
+
+    def _budget_iters(self, calibration_us: list[float], budget_s: float) -> int:
+        """Iterations that fill ``budget_s`` at the slowest rank's pace (agreed by all)."""
+        per_call_us = self.side.max_float(max(statistics.median(calibration_us), 1e-3))
+        return min(MAX_BUDGET_ITERS, int(budget_s * 1e6 / per_call_us))
+
+    def _check(self, coll: Collective, bufs: Buffers, ctx: Context) -> int | None:
+        """nccl-tests' -c N: N passes of fill, run, verify, ending at the first pass that
+        finds wrong elements (their count is the row's); None when --check is 0."""
+        passes = self.context.cfg.measure.check
+        wrong = None
+        for _ in range(passes):
+            wrong = self._verify(coll, bufs, ctx)
+            if wrong:
+                break
+        return wrong
+
+    def _verify(self, coll: Collective, bufs: Buffers, ctx: Context) -> int:
+        self.context.in_flight.step("verification")
+        coll.fill(bufs, ctx)
+        # Run the way the timed batch ran: a replayed graph under --cuda-graph.
+        self.context.timer.run_once(self.context.engine.bind(coll, bufs, ctx))
+        self.context.timer.synchronize()
+        return self.side.sum_int(coll.count_wrong(bufs, ctx))

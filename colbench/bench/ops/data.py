@@ -1,0 +1,198 @@
+"""Deterministic test data and exact verification, shared by every collective.
+
+Every rank can compute every other rank's input from (rank, element index, seed), so
+the expected output of any collective is known without communication. Values are
+small non-negative integers, chosen per reduction so that the exact result is
+representable in every supported dtype at any world size: then a bitwise comparison
+is a fair test (nccl-tests does the same with its own generators). Only ``avg`` on
+floats, where the backend's rounding of the division may differ, uses a tolerance.
+
+Work is done in chunks so that verifying a 1 GiB buffer needs a bounded extra amount
+of memory.
+
+torch is imported inside the functions: the op modules import this one, and the op
+registry (names, layouts, ``explain`` texts) must load without torch so that
+``colbench --help`` and usage errors do not pay for torch's import.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from colbench.bench.ops.base import Context
+
+#: Elements per chunk when generating or comparing: bounds verification scratch memory
+#: (a few int64 temporaries of this length, about 40 MiB in all; see colbench.bench.memory).
+CHUNK_ELEMS = 1 << 20
+
+
+def int_view(elem_bytes: int) -> torch.dtype:
+    """The integer dtype of this width, for bitwise comparison of any dtype."""
+    import torch
+
+    return {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[elem_bytes]
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """A cheap integer hash (multiply-xorshift; int64 wraps the same way on every
+    device) to 31 bits, so patterns have no short period that a misplaced chunk could
+    match. In place where it can be: on CPU every new tensor costs page faults."""
+    x = x * 0x9E3779B1
+    x.bitwise_xor_(x >> 16).mul_(0x85EBCA6B)
+    x.bitwise_xor_(x >> 13)
+    return x.bitwise_and_(0x7FFFFFFF)
+
+
+def _below(h: torch.Tensor, bound: int, bits: int = 31) -> torch.Tensor:
+    """Map ``bits``-bit hashes onto 0..bound-1 by a multiply and shift: integer division
+    (``%``) is several times slower on CPU."""
+    return (h * bound).bitwise_right_shift_(bits)
+
+
+def _window(idx: torch.Tensor, src_rank: int, ctx: Context, widest: int) -> torch.Tensor:
+    """1 where ``src_rank`` lies in a per-element window of 0..``widest`` ranks, else 0.
+
+    The window's start and width vary per element, so the count of contributing ranks
+    (the reduced value) varies too, yet never exceeds ``widest``.
+    """
+    import torch
+
+    n = ctx.world_size
+    h = _mix(idx + ctx.seed * 0x632BE5AB)
+    start = _below(h, n)
+    width = _below(h & 0xFFFF, widest + 1, 16)
+    return (((src_rank - start) % n) < width).to(torch.int64)
+
+
+def raw_values(kind: str, src_rank: int, start: int, stop: int, ctx: Context) -> torch.Tensor:
+    """int64 values that rank ``src_rank`` contributes at element indices [start, stop).
+
+    ``kind`` is ``copy`` for data-movement collectives, else the reduction name. Values
+    are small non-negative integers, pseudo-random per (element, rank), bounded so the
+    reduction over every rank stays exact in the dtype.
+    """
+    import torch
+
+    n = ctx.world_size
+    # One below the exact limit: uint8's limit (255) is its poison value.
+    limit = ctx.dtype.exact_limit - 1
+    idx = torch.arange(start, stop, dtype=torch.int64, device=ctx.device)
+    if kind in ("sum", "avg"):
+        # Largest per-rank value whose n-fold sum stays exact in this dtype.
+        top = min(7, limit // n)
+        if top < 1:
+            # More ranks than exact integers: at most `limit` ranks contribute a 1.
+            return _window(idx, src_rank, ctx, limit)
+        return _below(_rank_hash(idx, src_rank, ctx), top + 1)
+    if kind == "prod":
+        # Factors of 2 on at most `widest` ranks: the product is an exact power of two.
+        widest = min(6, n, limit.bit_length() - 1)
+        return _window(idx, src_rank, ctx, widest).add_(1)
+    if kind in ("min", "max"):
+        # A per-element base keeps the extreme varying even when n is large.
+        base = _below(_mix(idx + ctx.seed * 0x632BE5AB), 50)
+        return base.add_(_below(_rank_hash(idx, src_rank, ctx), 50))
+    return _below(_rank_hash(idx, src_rank, ctx), min(limit, 100) + 1)
+
+
+def _rank_hash(idx: torch.Tensor, src_rank: int, ctx: Context) -> torch.Tensor:
+    return _mix(idx * 1031 + ((src_rank + 1) * 0x27D4EB2F + ctx.seed))
+
+
+def values(kind: str, src_rank: int, start: int, stop: int, ctx: Context) -> torch.Tensor:
+    """:func:`raw_values` cast to the run's dtype."""
+    return raw_values(kind, src_rank, start, stop, ctx).to(ctx.dtype.torch)
+
+
+def reduced_values(start: int, stop: int, ctx: Context) -> torch.Tensor:
+    """The exact reduction over all ranks of their ``ctx.redop`` inputs at [start, stop)."""
+    import torch
+
+    kind = ctx.redop
+    acc = raw_values(kind, 0, start, stop, ctx)
+    for rank in range(1, ctx.world_size):
+        nxt = raw_values(kind, rank, start, stop, ctx)
+        if kind in ("sum", "avg"):
+            acc += nxt
+        elif kind == "prod":
+            acc *= nxt
+        elif kind == "min":
+            acc = torch.minimum(acc, nxt)
+        else:
+            acc = torch.maximum(acc, nxt)
+    if kind == "avg":
+        return (acc.to(torch.float64) / ctx.world_size).to(ctx.dtype.torch)
+    return acc.to(ctx.dtype.torch)
+
+
+def fill(tensor: torch.Tensor, make: Callable[[int, int], torch.Tensor], offset: int = 0) -> None:
+    """Write ``make(offset + i, offset + j)`` into ``tensor[i:j]``, chunk by chunk."""
+    numel = tensor.numel()
+    for lo in range(0, numel, CHUNK_ELEMS):
+        hi = min(lo + CHUNK_ELEMS, numel)
+        tensor[lo:hi].copy_(make(offset + lo, offset + hi))
+
+
+def poison(tensor: torch.Tensor) -> None:
+    """Fill an output with a value no generator produces, so an unwritten element is caught."""
+    import torch
+
+    tensor.fill_(255 if tensor.dtype == torch.uint8 else -1)
+
+
+def fill_own_copy(send: torch.Tensor, recv: torch.Tensor, ctx: Context) -> None:
+    """For ops that move data without reducing it: the output poisoned, the input this
+    rank's "copy" values, so every element received shows which rank it came from."""
+    poison(recv)
+    fill(send, lambda lo, hi: values("copy", ctx.rank, lo, hi, ctx))
+
+
+def count_wrong(
+    actual: torch.Tensor,
+    expect: Callable[[int, int], torch.Tensor],
+    ctx: Context,
+    offset: int = 0,
+) -> int:
+    """Elements of ``actual`` that differ from ``expect(offset + i, offset + j)``.
+
+    Bitwise, except float ``avg``, which allows the rounding of n scaled additions.
+    """
+    import torch
+
+    approx = ctx.redop == "avg" and ctx.dtype.is_float
+    numel = actual.numel()
+    wrong = 0
+    for lo in range(0, numel, CHUNK_ELEMS):
+        hi = min(lo + CHUNK_ELEMS, numel)
+        got = actual[lo:hi]
+        want = expect(offset + lo, offset + hi)
+        if approx:
+            # Backends may scale each input by 1/n before summing: n roundings at most.
+            # Capped, so a wrong value is still caught with bf16 at hundreds of ranks.
+            tolerance = min((ctx.world_size + 2) * torch.finfo(got.dtype).eps, 0.25)
+            want64 = want.to(torch.float64)
+            bad = (got.to(torch.float64) - want64).abs() > tolerance * want64.abs().clamp(min=1.0)
+        else:
+            view = int_view(got.element_size())
+            bad = got.view(view) != want.view(view)
+        wrong += int(bad.sum().item())
+    return wrong
+
+
+def _copy_values(src_rank: int, ctx: Context, start: int, stop: int) -> torch.Tensor:
+    return values("copy", src_rank, start, stop, ctx)
+
+
+def count_wrong_blocks(actual: torch.Tensor, block: int, ctx: Context, offset: int = 0) -> int:
+    """Wrong elements of an output made of one ``block`` per rank, in rank order, where
+    block j must equal rank j's ``copy`` data from element ``offset`` on."""
+    wrong = 0
+    for src in range(ctx.world_size):
+        expect = functools.partial(_copy_values, src, ctx)
+        wrong += count_wrong(actual[src * block : (src + 1) * block], expect, ctx, offset)
+    return wrong

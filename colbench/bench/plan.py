@@ -1,0 +1,242 @@
+"""What every rank runs, in order: the config expanded into work, agreed by all.
+
+Ranks that disagree on the plan would call different collectives and hang, so the
+plan is a pure function of the config and the world, its digest is compared before
+anything runs, and the memory limit that trims it is the minimum over ranks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from colbench.bench.memory import buffer_bytes
+from colbench.bench.ops.base import Collective, Layout
+from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, redop_supported
+from colbench.config.model import EVERY_ROOT, SweepConfig
+from colbench.nccl.algo import CommFacts, predict
+
+
+@dataclass(frozen=True)
+class Work:
+    """One (op, dtype, redop) combination and the sizes it runs."""
+
+    coll: Collective
+    dtype: str
+    redop: str
+    requested: tuple[int, ...]
+    layouts: tuple[Layout, ...]
+    placements: tuple[str, ...]
+    skipped_sizes: tuple[int, ...] = field(default=())
+    #: Why the backend refuses this work under the run's settings (rows get status
+    #: ``unsupported`` and no collective is called); empty when it runs.
+    unsupported: str = ""
+    #: The root of a rooted collective (the group's rank); -1 for the others.
+    root: int = -1
+
+
+def refused_by_backend(
+    coll: Collective,
+    dtype: str,
+    redop: str,
+    backend: str,
+    env: Mapping[str, str],
+    facts: CommFacts | None,
+) -> str:
+    """Why NCCL would refuse this call under this environment ("" if it would run).
+
+    ``facts``: the measured communicator as the ranks found it at start-up (its ranks,
+    NCCL's nodes, version...); None (the parent, before any rank exists) judges nothing.
+    """
+    if backend != "nccl" or facts is None or not coll.nccl_function:
+        return ""
+    call_dtype, call_redop = coll.nccl_call_type or (dtype, redop)
+    prediction = predict(facts, coll.nccl_function, call_dtype, call_redop, env)
+    return prediction.reason or ""
+
+
+def plan(
+    cfg: SweepConfig,
+    world_size: int,
+    backend: str,
+    env: Mapping[str, str] | None = None,
+    facts: CommFacts | None = None,
+) -> list[Work]:
+    """Expand the config into the work this world runs, in table order.
+
+    ``env`` (default: this process's environment) is where NCCL's settings are read;
+    ``facts`` what NCCL's rules depend on (see :func:`refused_by_backend`).
+    """
+    env = os.environ if env is None else env
+    out: list[Work] = []
+    for coll in cfg.collectives():
+        placements = cfg.placements_for(coll)
+        if coll.unsupported(world_size, backend) or not placements:
+            continue
+        if cfg.measure.cuda_graph and not coll.graph_capturable:
+            continue
+        if not coll.sized:
+            layout = coll.layout(0, 1, world_size)
+            dtype_name = cfg.measure.dtypes[0]
+            refused = refused_by_backend(coll, dtype_name, NO_REDOP, backend, env, facts)
+            out.append(Work(coll, dtype_name, NO_REDOP, (0,), (layout,), placements, (), refused))
+            continue
+        redops = cfg.measure.redops if coll.uses_redop else (NO_REDOP,)
+        for dtype_name in cfg.measure.dtypes:
+            dtype = DTYPES[dtype_name]
+            for redop in redops:
+                if redop != NO_REDOP and redop_supported(redop, dtype):
+                    continue
+                refused = refused_by_backend(coll, dtype_name, redop, backend, env, facts)
+                pairs = [
+                    (s, coll.layout(s, dtype.elem_bytes, world_size))
+                    for s in cfg.measure.sizes_bytes
+                ]
+                kept = [(s, lay) for s, lay in pairs if lay.count > 0]
+                skipped = tuple(s for s, lay in pairs if lay.count == 0)
+                # Kept even with no size left, so the skipped sizes are still reported.
+                if kept or skipped:
+                    out.extend(
+                        Work(
+                            coll,
+                            dtype_name,
+                            redop,
+                            tuple(s for s, _ in kept),
+                            tuple(lay for _, lay in kept),
+                            placements,
+                            skipped,
+                            refused,
+                            root,
+                        )
+                        for root in roots(coll, cfg, world_size)
+                    )
+    return out
+
+
+def roots(coll: Collective, cfg: SweepConfig, world_size: int) -> range:
+    """The roots ``coll`` runs with: --root, or each rank in turn under --root -1 (as
+    nccl-tests' ``-r -1``, every size of one root before the next); -1 when it has none."""
+    if not coll.rooted:
+        return range(-1, 0)
+    if cfg.measure.root == EVERY_ROOT:
+        return range(world_size)
+    return range(cfg.measure.root, cfg.measure.root + 1)
+
+
+def count_units(work: Sequence[Work]) -> int:
+    """Measured rows the plan will produce (for the progress bar)."""
+    return sum(len(w.layouts) * len(w.placements) for w in work)
+
+
+#: A call's fixed cost, as bytes' worth of time, for the forecast of a sweep's time
+#: (colbench.host.pace): a size's time grows with its bytes, and small sizes still cost
+#: a launch, a barrier and a wake-up each (about 0.1 ms at a few GB/s).
+CALL_BYTES = 256 * 1024
+
+
+def row_weight(size_bytes: int, budgeted: bool) -> float:
+    """A row's share of the sweep's time: under --time-budget every size fills the same
+    time; else its bytes and a call's fixed cost, at the same iterations for every size."""
+    return 1.0 if budgeted else float(size_bytes + CALL_BYTES)
+
+
+def weight_total(work: Sequence[Work], budgeted: bool) -> float:
+    """The weight of one repeat of the plan's rows (:func:`row_weight`)."""
+    return sum(
+        len(w.placements) * row_weight(layout.size_bytes, budgeted)
+        for w in work
+        for layout in w.layouts
+    )
+
+
+def fit_to_memory(
+    work: Sequence[Work], budget_bytes: int, sets: int = 1
+) -> tuple[list[Work], list[str]]:
+    """Drop the sizes whose buffers would not fit in ``budget_bytes`` per rank.
+
+    Every rank must call this with the same budget (the minimum over ranks) so that
+    the plans stay identical.
+    """
+    kept: list[Work] = []
+    notes: list[str] = []
+    for item in work:
+        if not item.layouts:
+            kept.append(item)
+            continue
+        elem = DTYPES[item.dtype].elem_bytes
+        fits = [
+            buffer_bytes(item.coll, lay, elem, item.placements, sets) <= budget_bytes
+            for lay in item.layouts
+        ]
+        n_fit = sum(fits)
+        if n_fit < len(fits):
+            first_bad = item.layouts[n_fit]
+            need = buffer_bytes(item.coll, first_bad, elem, item.placements, sets)
+            notes.append(
+                f"{item.coll.name} {item.dtype}: sizes from {item.requested[n_fit]} B need "
+                f"{need / 2**20:.0f} MiB per rank, more than the {budget_bytes / 2**20:.0f} MiB "
+                "available"
+            )
+        if n_fit:
+            kept.append(
+                dataclasses.replace(
+                    item, requested=item.requested[:n_fit], layouts=item.layouts[:n_fit]
+                )
+            )
+    return kept, notes
+
+
+def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
+    """A hash of everything that decides which collectives a rank will call, in order.
+
+    Ranks that disagree would call different collectives and hang or abort in the
+    transport; comparing this first turns that into one clear message.
+    """
+    # splits_label: a traffic matrix file's hash, so ranks that read two different
+    # copies of it disagree here rather than in the exchange.
+    items = [
+        (
+            w.coll.name,
+            w.coll.splits_label,
+            w.dtype,
+            w.redop,
+            w.requested,
+            w.placements,
+            w.unsupported,
+        )
+        for w in work
+    ]
+    # Every option counts unless it provably cannot change which collectives run, in
+    # which order: a new option is then covered without anyone remembering to add it.
+    fields = {
+        name: value for name, value in sorted(cfg.to_dict().items()) if name not in DIGEST_EXEMPT
+    }
+    return hashlib.sha256(repr((items, fields)).encode()).hexdigest()[:16]
+
+
+#: SweepConfig fields that never change the sequence of collectives a rank calls:
+#: where output goes and how it is shown, limits that ranks agree on by a minimum
+#: (memory) or that only bound waiting (timeouts), and what only the parent reads.
+DIGEST_EXEMPT = frozenset(
+    {
+        "out_dir",
+        "results_root",
+        "progress",
+        "table",
+        "plot",
+        "command_line",
+        "debug",
+        "timeout_s",
+        "init_timeout_s",
+        "memory_limit_bytes",
+        "nprocs",
+        "backend",
+        "env_axes",
+        "interpreters",
+        "interleave",
+        "nccl_probe",
+    }
+)

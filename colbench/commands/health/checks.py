@@ -1,0 +1,339 @@
+"""The checks, as every rank runs them: each node alone, every node's own ranks at once,
+disjoint pairs of nodes (sendrecv rail by rail, then all_reduce over both nodes' ranks),
+the whole world.
+
+Every rank walks the same steps (:class:`Walker`): a barrier over the side group, the
+step's ranks make one untimed call (connections, caches), all ranks agree on the
+iterations from the slowest first call so that the batch fits the level's budget, and
+the step's ranks time the batch. A rank not in a step only takes part in its barrier and
+agreement. Each timed batch gives one sample (:class:`Sample`); the passes of a level
+repeat every check, so a node is judged on samples that hold, not on one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from colbench.bench.ops import get as get_op
+from colbench.bench.skew import wait_in
+from colbench.commands.health.config import INTRA_OPS, MAX_ITERS, MIN_ITERS, Level
+from colbench.commands.p2p.measure import Buffers, Transport, bandwidth_call
+from colbench.commands.p2p.schedule import Selection, pair_steps, role
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed batch's figure: ``where`` is a rank (node, intra, world) or the pair of
+    ranks of an inter-node link (its lower rank first)."""
+
+    check: str
+    size_bytes: int
+    where: tuple[int, ...]
+    pass_index: int
+    busbw_gbps: float
+    #: world only: how long this rank waited for the others before each timed call, us.
+    waits_us: tuple[float, ...] = ()
+    times_us: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Who is where: every rank's node index, and each node's ranks."""
+
+    node_of: tuple[int, ...]
+
+    @property
+    def nodes(self) -> list[tuple[int, ...]]:
+        count = max(self.node_of) + 1
+        return [tuple(r for r, n in enumerate(self.node_of) if n == k) for k in range(count)]
+
+    @property
+    def leaders(self) -> tuple[int, ...]:
+        """Each node's first rank: its row in the pair matrix."""
+        return tuple(ranks[0] for ranks in self.nodes)
+
+    def node_rounds(self) -> list[list[tuple[int, int]]]:
+        """Rounds of disjoint pairs of node indices (p2p's tournament over the nodes):
+        both pair checks walk these."""
+        nodes = tuple(range(len(self.nodes)))
+        return [list(rnd) for rnd in pair_steps(Selection((nodes,)))] if len(nodes) > 1 else []
+
+    def rails(self, pair: tuple[int, int]) -> list[tuple[int, int]]:
+        """Local rank k of one node with local rank k of the other, for every k both
+        have (rail k), lower rank first."""
+        a, b = self.nodes[pair[0]], self.nodes[pair[1]]
+        return [(min(x, y), max(x, y)) for x, y in zip(a, b, strict=False)]
+
+
+def iterations(budget_s: float, first_us: float) -> int:
+    """Timed iterations that fill ``budget_s``, given the untimed first call's time."""
+    if first_us <= 0:
+        return MAX_ITERS
+    return max(MIN_ITERS, min(MAX_ITERS, int(budget_s * 1e6 / first_us)))
+
+
+@dataclass
+class Walker:
+    """Walks every rank through the same steps (see the module's docstring)."""
+
+    rank: int
+    side: Any
+    timer: Any
+    budget_s: float
+    on_step: Callable[[str], None]
+    samples: list[Sample] = field(default_factory=list)
+    #: COLBENCH_FAULT's hook (colbench.host.faults): its WHEN counts steps here.
+    fault: Any = None
+
+    def _begin(self, what: str) -> None:
+        self.on_step(what)
+        if self.fault is not None:
+            self.fault.tick()
+
+    def step(self, what: str, call: Callable[[], object] | None) -> list[float]:
+        """One step: this rank's per-iteration times (empty when it takes no part)."""
+        self._begin(what)
+        self.side.barrier()
+        first_us = 0.0
+        if call is not None:
+            first_us = self.timer.time_batch(call, 1)[0]
+        iters = iterations(self.budget_s, self.side.max_float(first_us))
+        if call is None:
+            return []
+        self.timer.synchronize()
+        return list(self.timer.time_batch(call, iters))
+
+    def world_step(self, what: str, call: Callable[[], object]) -> tuple[list[float], list[float]]:
+        """Every rank times each call alone after a barrier, and says how long it waited
+        in it: the rank the others waited for is the straggler of that call."""
+        self._begin(what)
+        self.side.barrier()
+        first_us = self.timer.time_batch(call, 1)[0]
+        iters = iterations(self.budget_s, self.side.max_float(first_us))
+        times, waits = [], []
+        for _ in range(iters):
+            timed, (wait_us, _starved) = wait_in(
+                self.side.barrier, lambda: self.timer.time_batch(call, 1)
+            )
+            times.append(timed[0])
+            waits.append(wait_us)
+        return times, waits
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def node_alone(
+    walker: Walker, place: Placement, level: Level, device: Any, pass_index: int
+) -> None:
+    """Each node in turn, alone: its ranks copy ``node_bytes`` in their own memory.
+
+    Alone, so that a node's figure is its own: at once, nodes that share a host (or a
+    switch) would be timed against each other's load."""
+    import torch
+
+    src = torch.ones(level.node_bytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    # Each pass starts one node further on: a slow spell of the host (or of whatever
+    # ran just before) meets a different node each pass, not the same one every time.
+    count = len(place.nodes)
+    for turn in range(count):
+        index = (turn + pass_index) % count
+        mine = walker.rank in place.nodes[index]
+        copy = functools.partial(dst.copy_, src)
+        times = walker.step(f"node {index} alone", copy if mine else None)
+        if times:
+            gbps = level.node_bytes / mean(times) / 1e3
+            walker.samples.append(
+                Sample("node", level.node_bytes, (walker.rank,), pass_index, gbps)
+            )
+
+
+def node_groups(place: Placement) -> dict[int, Any]:
+    """Each node's own process group (every rank creates every group, in one order)."""
+    import torch.distributed as dist
+
+    return {k: dist.new_group(list(ranks)) for k, ranks in enumerate(place.nodes) if len(ranks) > 1}
+
+
+def intra_node(
+    walker: Walker,
+    place: Placement,
+    groups: dict[int, Any],
+    level: Level,
+    device: Any,
+    pass_index: int,
+) -> None:
+    """all_reduce and all_gather on every node's own ranks, all nodes at once."""
+    import torch
+    import torch.distributed as dist
+
+    if not groups:
+        return
+    node = place.node_of[walker.rank]
+    group = groups.get(node)
+    n = len(place.nodes[node])
+    elems = level.intra_bytes // 4
+    chunk = max(1, elems // n)
+    send = torch.ones(elems, dtype=torch.float32, device=device)
+    part = torch.ones(chunk, dtype=torch.float32, device=device)
+    whole = torch.empty(chunk * n, dtype=torch.float32, device=device)
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    calls = {
+        "all_reduce": lambda: dist.all_reduce(send, group=group),
+        "all_gather": lambda: gather(whole, part, group=group),
+    }
+    for op in INTRA_OPS:
+        call = calls[op] if group is not None else None
+        times = walker.step(f"intra-node {op}", call)
+        if times:
+            algbw = level.intra_bytes / mean(times) / 1e3
+            gbps = algbw * get_op(op).busbw_factor(n)
+            walker.samples.append(
+                Sample(f"intra_{op}", level.intra_bytes, (walker.rank,), pass_index, gbps)
+            )
+
+
+def pairs(
+    walker: Walker, place: Placement, backend: str, level: Level, device: Any, pass_index: int
+) -> None:
+    """sendrecv both ways at once between two nodes' ranks of one local index (rail k:
+    local rank k of each node, as p2p's ``--rail``), every rail of a pair of nodes at
+    once, in rounds of disjoint pairs of nodes: every node meets every other once a
+    pass. Rail by rail, so that a slow NIC (the one nearest a GPU) shows in its own
+    rank's links, not spread over its node's. One sample per link, from its lower rank
+    (both ends time the same exchange)."""
+    rounds = place.node_rounds()
+    if not rounds:
+        return
+    link = Transport(backend)
+    bufs = Buffers.allocate(level.pair_bytes, 1, device)
+    for index, rnd in enumerate(rounds):
+        step = tuple(rail for pair in rnd for rail in place.rails(pair))
+        where = role(step, walker.rank)
+        call = None
+        if where is not None:
+            call = bandwidth_call(link, where[0], where[1], bufs, bidirectional=True)
+        times = walker.step(f"pairs round {index + 1}", call)
+        if times and where is not None and walker.rank < where[1]:
+            gbps = level.pair_bytes / mean(times) / 1e3
+            key = (walker.rank, where[1])
+            walker.samples.append(Sample("pair", level.pair_bytes, key, pass_index, gbps))
+
+
+@dataclass
+class PairGroups:
+    """The process groups of pairs of nodes (all ranks of both), made a round at a time
+    as the first pass needs them and kept for the later passes; each rank holds its N-1
+    pairs' groups until :meth:`destroy` (on NCCL, each a communicator with GPU buffers
+    of its own).
+
+    Every rank makes every round's groups, in one order. On a world whose NCCL
+    communicator started eagerly (colbench binds each rank's device), torch makes each
+    ``new_group`` an ncclCommSplit of the whole world, every rank taking part: N(N-1)/2
+    of them for N nodes, 120 for 16. One ``split_group`` per round makes all of that
+    round's pairs in one split, N-1 in all. Elsewhere (gloo, or a lazily started NCCL)
+    a group per pair, which only its members connect."""
+
+    place: Placement
+    backend: str
+    made: dict[tuple[int, int], Any] = field(default_factory=dict)
+    #: torch.distributed, or a stand-in that records what was asked (tests).
+    dist: Any = None
+
+    def __post_init__(self) -> None:
+        if self.dist is None:
+            import torch.distributed as dist
+
+            self.dist = dist
+
+    def ranks(self, pair: tuple[int, int]) -> list[int]:
+        nodes = self.place.nodes
+        return sorted(nodes[pair[0]] + nodes[pair[1]])
+
+    def _one_split(self) -> bool:
+        dist = self.dist
+        bound = getattr(dist.group.WORLD, "bound_device_id", None)
+        return self.backend == "nccl" and bound is not None and hasattr(dist, "split_group")
+
+    def make_round(self, rnd: Sequence[tuple[int, int]]) -> None:
+        """The round's groups, if not made yet (every rank calls this, in round order)."""
+        if all(pair in self.made for pair in rnd):
+            return
+        if self._one_split():
+            group = self.dist.split_group(split_ranks=[self.ranks(pair) for pair in rnd])
+            rank = self.dist.get_rank()
+            for pair in rnd:
+                self.made[pair] = group if rank in self.ranks(pair) else None
+            return
+        for pair in rnd:
+            self.made[pair] = self.dist.new_group(self.ranks(pair))
+
+    def destroy(self) -> None:
+        """Free the pairs' communicators, in the order they were made (every rank's)."""
+        dist = self.dist
+        seen: list[Any] = []
+        for group in self.made.values():
+            if group is None or group == dist.GroupMember.NON_GROUP_MEMBER:
+                continue
+            if not any(group is other for other in seen):
+                seen.append(group)
+                dist.destroy_process_group(group)
+        self.made.clear()
+
+
+def pair_all_reduce(
+    walker: Walker, pairs_of: PairGroups, level: Level, device: Any, pass_index: int
+) -> None:
+    """all_reduce of ``pair_bytes`` over all the ranks of two nodes, in the pair check's
+    rounds: every GPU and NIC of both nodes at once, as a job across them would use
+    them. One sample per pair, from its lowest rank, keyed by the two nodes' first
+    ranks (the pair matrix's rows)."""
+    import torch
+    import torch.distributed as dist
+
+    place = pairs_of.place
+    tensor = torch.ones(level.pair_bytes // 4, dtype=torch.float32, device=device)
+    node = place.node_of[walker.rank]
+    for index, rnd in enumerate(place.node_rounds()):
+        if any(pair not in pairs_of.made for pair in rnd):
+            # Said before the groups are made: a rank stuck making them is named there.
+            walker.on_step(f"pair all_reduce round {index + 1}: making its groups")
+        pairs_of.make_round(rnd)
+        mine = next((pair for pair in rnd if node in pair), None)
+        call = None
+        if mine is not None:
+            call = functools.partial(dist.all_reduce, tensor, group=pairs_of.made[mine])
+        times = walker.step(f"pair all_reduce round {index + 1}", call)
+        if times and mine is not None and walker.rank == pairs_of.ranks(mine)[0]:
+            algbw = level.pair_bytes / mean(times) / 1e3
+            gbps = algbw * get_op("all_reduce").busbw_factor(len(pairs_of.ranks(mine)))
+            key = (place.leaders[mine[0]], place.leaders[mine[1]])
+            walker.samples.append(
+                Sample("pair_all_reduce", level.pair_bytes, key, pass_index, gbps)
+            )
+
+
+def whole_world(
+    walker: Walker, world_size: int, level: Level, device: Any, pass_index: int
+) -> None:
+    """all_reduce over every rank at the level's sizes; each call after a barrier whose
+    waits name the rank the others waited for (results/reporters/stragglers.py's question)."""
+    import torch
+    import torch.distributed as dist
+
+    factor = get_op("all_reduce").busbw_factor(world_size)
+    for size_bytes in level.world_bytes:
+        tensor = torch.ones(size_bytes // 4, dtype=torch.float32, device=device)
+        call = functools.partial(dist.all_reduce, tensor)
+        times, waits = walker.world_step(f"world all_reduce {size_bytes} B", call)
+        gbps = size_bytes / mean(times) / 1e3 * factor
+        walker.samples.append(
+            Sample(
+                "world", size_bytes, (walker.rank,), pass_index, gbps, tuple(waits), tuple(times)
+            )
+        )

@@ -1,0 +1,286 @@
+"""After the ranks: the verdict, health.jsonl, health.prom, the table, the drain list.
+
+- ``health.jsonl``: one object per check per node (``node``, ``check``, ``size_bytes``,
+  ``busbw_gbps``, ``floor_gbps``, ``verdict``, and ``fleet_gbps``, ``p_value``,
+  ``evidence``, ``rank``, ``singled_out``, ``gpu``, ``nic``, ``judged_by``); the whole
+  world's figure under node ``fleet``.
+- ``health.prom``: Prometheus text format for node_exporter's textfile collector.
+- ``health.png`` (unless ``--no-plot``): every node's checks against the fleet's, and
+  the pair matrix (colbench.commands.health.heatmap).
+- On the terminal: the human table, the pair matrix, one line per named node.
+- Exit code 1 when a node is CRITICAL (named in ``--drain-list``), else 0.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from colbench import reading, text
+from colbench.analysis.link_tests import MIN_NODES
+from colbench.commands.health import floors as floor_files
+from colbench.commands.health import naming
+from colbench.commands.health.config import SAMPLES_FILE, HealthConfig
+from colbench.commands.health.judge import (
+    CRITICAL,
+    FLEET,
+    SEVERITY,
+    WARN,
+    Finding,
+    Samples,
+    against_fleet,
+    against_floors,
+    link_medians,
+    samples_of,
+)
+from colbench.commands.p2p.report import matrix_text
+from colbench.errors import ExitCode
+from colbench.host.protocol import Failure
+from colbench.results import metadata, writing
+from colbench.results.rundir import RunDir
+from colbench.text import Column
+
+JSONL_FILE, PROM_FILE, PLOT_FILE = "health.jsonl", "health.prom", "health.png"
+SAMPLES = reading.Kind("health samples file", 256 * 1024**2)
+
+
+def drain_failed(run_dir: Path, cfg: HealthConfig, failure: Failure) -> str | None:
+    """A dead or hung rank's node into ``--drain-list`` and meta.json's verdict (the run
+    judged nothing else); its name, or None where the run cannot tell which rank failed,
+    or the ranks had not met to name their nodes. Rank 0 emptied the list as the run
+    started, so a list left empty says that nothing is known. A list that cannot be
+    written is said in one line: the run's own exit code stands."""
+    rank = failure.rank
+    try:
+        hosts = RunDir(run_dir).read_meta().get("rank_hosts") or []
+    except (OSError, ValueError):
+        hosts = []
+    node = hosts[rank] if rank is not None and 0 <= rank < len(hosts) else None
+    if node is None:
+        return None
+    what = "hung" if failure.exit_code == ExitCode.TIMEOUT else "failed"
+    line = f"health: CRITICAL {node}: rank {rank} {what} (exit {failure.exit_code})"
+    if cfg.drain_list is not None and _write_drain_list(cfg.drain_list, f"{node}\n"):
+        line += f"; written to {cfg.drain_list}"
+    try:
+        RunDir(run_dir).update_meta(
+            verdict={"lines": [line], "critical": [node], "warn": []}, report_time=time.time()
+        )
+    except (OSError, ValueError) as exc:
+        print(f"colbench: warning: health: cannot write the verdict: {exc}", file=sys.stderr)
+    print(f"colbench: {line}", file=sys.stderr)
+    return node
+
+
+def _write_drain_list(path: str, text: str) -> bool:
+    """Write the list; a list that cannot be written is said in one line, and the run's
+    own exit code stands."""
+    try:
+        writing.write_text(path, text)
+    except OSError as exc:
+        print(f"colbench: warning: health: cannot write the drain list: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def start_drain_list(cfg: HealthConfig) -> None:
+    """Empty ``--drain-list`` as the run starts: a list left from an earlier run must not
+    outlive a run that ends before it writes its own (a launcher's SIGTERM, a crash)."""
+    if cfg.drain_list is not None:
+        _write_drain_list(cfg.drain_list, "")
+
+
+def report(run_dir: Path, cfg: HealthConfig) -> int:
+    """Judge the run's samples, write the files, print; the exit code."""
+    doc = json.loads(reading.read_text(run_dir / SAMPLES_FILE, SAMPLES))
+    samples = samples_of(doc)
+    meta = RunDir(run_dir).read_meta()
+    if cfg.floors_path is not None:
+        floors, learned_on = floor_files.load(cfg.floors_path)
+        _warn_fingerprint(learned_on, floor_files.fingerprint(meta), cfg.floors_path)
+        findings, judged_by = against_floors(samples, floors), f"floors {cfg.floors_path}"
+    else:
+        findings, judged_by = against_fleet(samples), "the fleet's median"
+    findings = naming.attach(findings, samples, meta.get("hardware") or {}, meta.get("backend"))
+    write_jsonl(run_dir / JSONL_FILE, findings, judged_by)
+    write_prom(run_dir / PROM_FILE, findings, meta.get("run_id", run_dir.name))
+    critical = sorted({f.node for f in findings if f.verdict == CRITICAL and f.node != FLEET})
+    if cfg.drain_list is not None:
+        writing.write_text(cfg.drain_list, "".join(f"{n}\n" for n in critical))
+    if cfg.plot:
+        from colbench.commands.health.heatmap import nothing_to_draw, write_heatmap
+
+        empty = nothing_to_draw(findings, samples)
+        if empty is None:
+            path = write_heatmap(run_dir / PLOT_FILE, findings, samples)
+            print(f"colbench: heatmap: {path}", file=sys.stderr, flush=True)
+        else:
+            print(f"colbench: note: {empty}", file=sys.stderr, flush=True)
+    print(table(findings))
+    pair_matrix = _pair_matrix(samples)
+    if pair_matrix:
+        print("\n" + pair_matrix)
+    lines = verdict_lines(findings, judged_by)
+    print("\n" + "\n".join(lines))
+    references = _references(findings, meta)
+    RunDir(run_dir).update_meta(
+        references=references,
+        verdict={
+            "lines": lines,
+            "critical": critical,
+            "warn": sorted({f.node for f in findings if f.verdict == WARN}),
+        },
+        report_time=time.time(),
+    )
+    return int(ExitCode.DATA_ERROR) if critical else int(ExitCode.OK)
+
+
+def _references(findings: Sequence[Finding], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The checks that are a collective of their own beside the published results for
+    the hardware (issue 38), printed."""
+    from colbench.commands.references.place import health_lines, place_health
+
+    placement = place_health([asdict(f) for f in findings], meta)
+    for line in health_lines(placement):
+        print(f"colbench: reference: {line}", file=sys.stderr)
+    return placement
+
+
+def _warn_fingerprint(learned: Mapping[str, Any], now: Mapping[str, Any], path: str) -> None:
+    differ = metadata.machine_differences(learned, now, (*floor_files.LEARNED_ON, "nics", "nodes"))
+    for name, then, current in differ:
+        print(
+            f"colbench: warning: --floors {path} was learned on {name} {then}, this run has "
+            f"{current}: its false-alarm rates may not hold",
+            file=sys.stderr,
+        )
+
+
+def _row(f: Finding, judged_by: str) -> dict[str, Any]:
+    row = asdict(f)
+    row["judged_by"] = judged_by
+    for key in ("busbw_gbps", "fleet_gbps", "floor_gbps"):
+        if row[key] is not None:
+            row[key] = round(row[key], 6)
+    return row
+
+
+def _order(findings: Sequence[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (f.node == FLEET, f.node, f.check, f.size_bytes))
+
+
+def write_jsonl(path: Path, findings: Sequence[Finding], judged_by: str) -> None:
+    text = "".join(json.dumps(_row(f, judged_by)) + "\n" for f in _order(findings))
+    writing.write_text(path, text)
+
+
+def _labels(f: Finding) -> str:
+    node = f.node.replace("\\", "\\\\").replace('"', '\\"')
+    return f'node="{node}",check="{f.check}",size_bytes="{f.size_bytes}"'
+
+
+def write_prom(path: Path, findings: Sequence[Finding], run_id: str) -> None:
+    """Prometheus text exposition format (node_exporter's textfile collector)."""
+    ordered = _order(findings)
+    lines = [
+        "# HELP colbench_health_busbw_gbps Bus bandwidth of a health check on a node, GB/s.",
+        "# TYPE colbench_health_busbw_gbps gauge",
+        *(
+            f"colbench_health_busbw_gbps{{{_labels(f)}}} {f.busbw_gbps:.6g}"
+            for f in ordered
+            if f.busbw_gbps
+        ),
+        "# HELP colbench_health_floor_gbps The floor the check was judged against, GB/s.",
+        "# TYPE colbench_health_floor_gbps gauge",
+        *(
+            f"colbench_health_floor_gbps{{{_labels(f)}}} {f.floor_gbps:.6g}"
+            for f in ordered
+            if f.floor_gbps
+        ),
+        "# HELP colbench_health_verdict 0 OK, 1 WARN, 2 CRITICAL, -1 not judged.",
+        "# TYPE colbench_health_verdict gauge",
+        *(f"colbench_health_verdict{{{_labels(f)}}} {SEVERITY[f.verdict]}" for f in ordered),
+        "# HELP colbench_health_run_timestamp_seconds When the run was judged.",
+        "# TYPE colbench_health_run_timestamp_seconds gauge",
+        f'colbench_health_run_timestamp_seconds{{run_id="{run_id}"}} {time.time():.0f}',
+    ]
+    writing.write_text(path, "\n".join(lines) + "\n")
+
+
+def table(findings: Sequence[Finding]) -> str:
+    header = ("node", "check", "size_bytes", "busbw_gbps", "fleet_gbps", "floor_gbps", "verdict")
+    rows = [
+        (
+            f.node,
+            f.check,
+            str(f.size_bytes),
+            text.number(f.busbw_gbps or None),
+            text.number(f.fleet_gbps),
+            text.number(f.floor_gbps),
+            f.verdict,
+        )
+        for f in _order(findings)
+    ]
+    columns = text.fit([Column(h, align="<", gap="  ") for h in header], rows)
+    return "\n".join(text.line(r, columns, lead="") for r in [header, *rows])
+
+
+def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:
+    """One line per named node, gravest first, with its evidence; else the all-clear."""
+    nodes = sorted({f.node for f in findings if f.node != FLEET})
+    judged = [f for f in findings if SEVERITY[f.verdict] >= 0 and f.node != FLEET]
+    lines = []
+    for tier in (CRITICAL, WARN):
+        for node in nodes:
+            mine = [f for f in judged if f.node == node]
+            bad = [f for f in mine if f.verdict == tier]
+            if not bad or (tier == WARN and any(f.verdict == CRITICAL for f in mine)):
+                continue
+            worst = bad[0]
+            where = naming.where_text(worst)
+            lines.append(
+                f"health: {tier} {node}: {len(bad)} of {len(mine)} checks; {worst.check} "
+                f"{text.number(worst.busbw_gbps or None)} GB/s against the fleet's "
+                f"{text.number(worst.fleet_gbps)} ({worst.evidence})"
+                + (f"; {where}" if where else "")
+            )
+    if not lines:
+        few = f": fewer than {MIN_NODES} nodes" if len(nodes) < MIN_NODES and not judged else ""
+        lines.append(
+            f"health: no node named among {len(nodes)} node{'' if len(nodes) == 1 else 's'} "
+            f"({len(judged)} checks judged{few})"
+        )
+    lines.append(
+        f"health: judged against {judged_by}"
+        + ("" if judged_by.startswith("floors") else " (no --floors given)")
+    )
+    return lines
+
+
+#: More ranks than this in the rail-by-rail matrix: it is printed node by node.
+MATRIX_RANKS = 16
+
+
+def _pair_matrix(samples: Samples) -> str:
+    """The pair checks' links as p2p prints its matrix (median over the passes): the
+    sendrecv rank by rank (node by node, each pair's slowest rail, past MATRIX_RANKS
+    ranks), the all_reduce node by node; a node's row is its first rank."""
+    titles = {
+        "pair": "pair sendrecv busbw, rail by rail",
+        "pair_all_reduce": "pair all_reduce busbw over both nodes' ranks",
+    }
+    out = []
+    for (check, size), links in sorted(samples.by_check.items()):
+        if check not in titles or not links:
+            continue
+        by_node = len({r for pair in links for r in pair}) > MATRIX_RANKS
+        title = "pair sendrecv busbw, each pair's slowest rail" if by_node else titles[check]
+        values = link_medians(samples, links, by_node)
+        nodes = {r: samples.names[r] for pair in values for r in pair}
+        out.append(matrix_text(values, nodes, f"{title} at {size} B, GB/s"))
+    return "\n\n".join(out)

@@ -1,0 +1,110 @@
+"""What a p2p run measures and how it judges: one frozen dataclass, checked on creation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from colbench.analysis.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
+from colbench.commands.p2p.options import DEFAULT_MAX_TIME_S
+from colbench.config.model import TaskRunFields, default_timeout
+from colbench.config.option_table import config_values
+from colbench.config.options import BACKENDS
+from colbench.config.validate import validate_counts, validate_launch
+from colbench.errors import UsageError
+
+#: A run label: run directories are named <timestamp>-p2p-<backend>.
+RUN_LABEL = "p2p"
+#: NCCL's default bandwidth window (see colbench.commands.p2p.measure) and the most allowed.
+NCCL_WINDOW = 8
+MAX_WINDOW = 1024
+
+
+@dataclass(frozen=True)
+class P2PConfig(TaskRunFields):
+    """A complete p2p request."""
+
+    size_bytes: int = 64 * 1024**2
+    """Message size of the bandwidth measurement (binary units)."""
+    latency_bytes: int = 8
+    """Message size of the latency (ping-pong) measurement."""
+    bidirectional: bool = False
+    """Both ranks of a pair send at once (osu_bibw); default one direction at a time."""
+    window: int | None = None
+    """Messages per timed bandwidth iteration, back to back (osu_bw's window); None: 8 on
+    NCCL, whose every exchange is a kernel launch, 1 on gloo (colbench.commands.p2p.measure)."""
+    serial: bool = False
+    """One pair at a time instead of rounds of disjoint pairs."""
+    per_node: bool = False
+    """Only the first rank of each node takes part: a matrix of nodes."""
+    rail: bool = False
+    """Local rank k pairs only with local rank k of the other nodes (one NIC per rail)."""
+    iters: int = 20
+    """Timed messages (round trips, for latency) per ordered pair."""
+    warmup: int = 5
+    """Untimed messages per ordered pair before timing (at least one: connection set-up)."""
+    repeat: int = DEFAULT_PASSES
+    """Passes over the whole matrix, one after the other; each pair gets a row per pass,
+    and the verdict judges the passes (colbench.analysis.links)."""
+    bw_pct: float = DEFAULT_BW_PCT
+    """A link more than this % below the others' median bandwidth, beyond their spread, is slow."""
+    latency_pct: float = DEFAULT_LATENCY_PCT
+    """A link more than this % above the others' median latency, beyond their spread, is slow."""
+    fail_below_pct: float | None = None
+    """Exit 1 when any link's bandwidth holds more than this % below the others'."""
+    max_time_s: float = DEFAULT_MAX_TIME_S
+    """Cap on the whole run: a plan that would take longer is cut (colbench.commands.p2p.budget)."""
+    plot: bool = True
+    """Write the heatmap p2p.png into the run directory."""
+
+    def __post_init__(self) -> None:
+        if self.size_bytes < 1 or self.latency_bytes < 1:
+            raise UsageError("--size and --latency-size must be at least 1 byte")
+        if self.nprocs is not None and self.nprocs < 2:
+            raise UsageError(
+                f"p2p measures pairs of ranks: --nprocs must be 2 or more, got {self.nprocs}"
+            )
+        # The counts and timeouts p2p shares with sweep pass sweep's checks.
+        validate_counts(iters=self.iters, repeat=self.repeat, warmup=self.warmup, seed=0, root=0)
+        validate_launch(self.launch)
+        if not math.isfinite(self.max_time_s) or self.max_time_s <= 0:
+            raise UsageError(f"--max-time is a number of seconds above 0, got {self.max_time_s:g}")
+        if self.window is not None and not 1 <= self.window <= MAX_WINDOW:
+            raise UsageError(f"--window takes 1 to {MAX_WINDOW} messages, got {self.window}")
+        if self.per_node and self.rail:
+            raise UsageError("--per-node and --rail pick ranks differently: choose one")
+        for flag, pct in (
+            ("--threshold", self.bw_pct),
+            ("--latency-threshold", self.latency_pct),
+            ("--fail-below", self.fail_below_pct),
+        ):
+            if pct is not None and pct <= 0:
+                raise UsageError(f"{flag} is a percentage above 0, got {pct:g}")
+        if self.bw_pct >= 100 or (self.fail_below_pct or 0) >= 100:
+            raise UsageError("a bandwidth cannot be 100% or more below the median: use less")
+        if self.backend not in BACKENDS:
+            raise UsageError(f"bad --backend {self.backend!r}: use {', '.join(BACKENDS)}")
+
+    def window_for(self, backend: str) -> int:
+        """The bandwidth window this run uses on ``backend``."""
+        if self.window is not None:
+            return self.window
+        return NCCL_WINDOW if backend == "nccl" else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> P2PConfig:
+    """A config from the command line's values (colbench.commands.p2p.options): each option into the
+    field it declares (sizes in binary units), then P2PConfig's checks."""
+    from colbench.commands.p2p.options import table
+
+    fields = config_values(table(), values)
+    for name in ("timeout_s", "init_timeout_s"):
+        fields[name] = default_timeout(
+            fields[name], fields["ranks_per_gpu"], init=name == "init_timeout_s"
+        )
+    return P2PConfig(**fields, command_line=command_line)

@@ -1,0 +1,151 @@
+"""What ``colbench predict --out DIR`` writes: predict.csv, against.csv and meta.json.
+
+The two tables are declared once as typed rows (colbench.results.tables), like results.csv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from colbench import __version__
+from colbench.commands.predict.engine import Checked, CrossRow, Predicted
+from colbench.commands.predict.fit import Fit
+from colbench.commands.predict.models import PARAMETERS, describe
+from colbench.errors import UsageError
+from colbench.results import writing
+from colbench.results.tables import Table, TableRow, TableWriter
+from colbench.results.tables import column as _column
+
+#: Version of predict.csv and predict's meta.json (2: predict.csv's requested_bytes;
+#: meta.json's crossovers may say faster_below "same").
+PREDICT_VERSION = 2
+#: Version of against.csv.
+AGAINST_VERSION = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictRow(TableRow):
+    op: str = _column("collective")
+    algo: str = _column("ring, tree or double_tree")
+    world_size: int = _column("target ranks", "ranks")
+    nnodes: int = _column("nodes the target spans at the ranks per node", "nodes")
+    size_bytes: int = _column("size as nccl-tests counts it, at the target's ranks", "B")
+    requested_bytes: int = _column("size asked for (--sizes, or the runs' requests)", "B")
+    time_us: float = _column("predicted time", "us")
+    time_low_us: float = _column("low end of the 95% prediction interval", "us")
+    time_high_us: float = _column("high end of the 95% prediction interval", "us")
+    busbw_gbps: float = _column("predicted bus bandwidth", "GB/s")
+    basis: str = _column("fitted on this algorithm's runs, or whose link parameters it uses")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgainstRow(TableRow):
+    op: str = _column("collective")
+    algo: str = _column("algorithm of the measured run")
+    world_size: int = _column("ranks of the measured run", "ranks")
+    size_bytes: int = _column("size as nccl-tests counts it", "B")
+    requested_bytes: int = _column("size asked for on the command line (1K = 1024)", "B")
+    predicted_time_us: float = _column("predicted time", "us")
+    measured_time_us: float = _column("measured time (median over repeats)", "us")
+    error_pct: float = _column("(predicted - measured) / measured", "%")
+
+
+PREDICT_TABLE = Table(
+    "predict.csv",
+    PredictRow,
+    PREDICT_VERSION,
+    {
+        1: "first release.",
+        2: "requested_bytes; size_bytes is what a sweep at the target's ranks would report.",
+    },
+)
+AGAINST_TABLE = Table(
+    "against.csv",
+    AgainstRow,
+    AGAINST_VERSION,
+    {
+        1: "first release.",
+        2: "requested_bytes: --min-size judges the size asked for, as the sweep's was.",
+    },
+)
+
+
+def _fit_meta(f: Fit) -> dict[str, Any]:
+    return {
+        "op": f.op,
+        "algo": f.algo,
+        "model": describe(f.op, f.algo),
+        "parameters": dict(zip(PARAMETERS, f.params.vector().tolist(), strict=True)),
+        "fitted": [PARAMETERS[i] for i in f.free],
+        "residual_rms": f.residual_rms,
+        "residual_max": f.residual_max,
+        "points": len(f.kept),
+        "world_sizes": list(f.world_sizes),
+        "dropped": [
+            {
+                "run": d.point.run,
+                "world_size": d.point.world_size,
+                "size_bytes": d.point.size_bytes,
+                "time_us": d.point.time_us,
+                "residual": d.residual,
+            }
+            for d in f.dropped
+        ],
+        "notes": list(f.notes),
+    }
+
+
+def _against_row(c: Checked) -> AgainstRow:
+    # Every column is a field or property of Checked (error_pct is computed there).
+    return AgainstRow(**{name: getattr(c, name) for name in AGAINST_TABLE.columns})
+
+
+def _write_table(path: Path, table: Table, rows: Sequence[TableRow]) -> None:
+    path.unlink(missing_ok=True)
+    with TableWriter(path, table) as writer:
+        writer.write_all(rows)
+
+
+def write_outputs(
+    out: str | os.PathLike[str], runs: Sequence[str], against_runs: Sequence[str],
+    fits: Sequence[Fit], predicted: Sequence[Predicted], checked: Sequence[Checked],
+    crossings: Sequence[CrossRow],
+) -> Path:  # fmt: skip
+    """Write the tables and meta.json into ``out`` (created if missing); the directory."""
+    directory = Path(out)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_table(
+            directory / PREDICT_TABLE.file_name,
+            PREDICT_TABLE,
+            [PredictRow(**vars(p)) for p in predicted],
+        )
+        if checked:
+            rows = [_against_row(c) for c in checked]
+            _write_table(directory / AGAINST_TABLE.file_name, AGAINST_TABLE, rows)
+        meta = {
+            "schema_version": PREDICT_VERSION,
+            "colbench": __version__,
+            "runs": list(runs),
+            "against": list(against_runs),
+            "fits": [_fit_meta(f) for f in fits],
+            "crossovers": [
+                {
+                    "op": r.op,
+                    "world_size": r.world_size,
+                    "tree_algo": r.tree_algo,
+                    "size_bytes": r.crossing.size_bytes,
+                    "faster_below": r.crossing.faster_below,
+                }
+                for r in crossings
+            ],
+        }
+        writing.replace_text(directory / "meta.json", json.dumps(meta, indent=2) + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write into {directory}: {exc.strerror}") from None
+    return directory

@@ -1,0 +1,215 @@
+"""Cost models of collectives, written so that time is LINEAR in the link parameters.
+
+Every model gives, for one (op, algorithm, world size N, ranks per node G, size S), three
+terms, and the time is
+
+    time_us = overhead_us + steps * alpha_us + link_bytes * beta_us_per_byte
+              + reduced_bytes * gamma_us_per_byte
+
+- ``steps``: hops on the critical path, each paying the per-message latency alpha
+  (Hockney's alpha-beta model; NCCL's tuning model likewise charges a base latency plus
+  a per-step hardware latency, ``nsteps`` of them for a ring).
+- ``link_bytes``: bytes that leave the busiest rank through its link (its NIC) in one
+  direction. Every rank owns one full-duplex link of one rate, as on the shaped fabric
+  and as NCCL's per-algorithm bus bandwidth assumes; with several ranks per node only
+  the network link between nodes is counted (the links inside a node are taken to be
+  faster).
+- ``reduced_bytes``: bytes the busiest rank must combine with its own (the reduction's
+  cost per byte, gamma, of Thakur, Rabenseifner and Gropp's collective costs).
+
+Because the terms are linear in (overhead, alpha, beta, gamma), one weighted least
+squares over every measured (N, size) point fits all four, and a model fitted on one
+algorithm predicts another from the same link parameters.
+
+Models (S is the size as nccl-tests counts it: the full buffer of all_reduce, the
+gathered output of all_gather, the input of reduce_scatter):
+
+ring (NCCL Ring, gloo): all_reduce is a reduce-scatter then an all-gather around the
+ring: 2(N-1) steps, each rank sends 2(N-1)/N*S and reduces (N-1)/N*S. all_gather and
+reduce_scatter are one pass: N-1 steps, (N-1)/N*S sent (reduce_scatter reduces it too).
+broadcast and reduce are a pipelined chain: N-1 steps, S sent (reduce reduces S).
+
+tree (a binary tree, pipelined: reduce up, broadcast down at once), all_reduce only.
+NCCL's hierarchy: a chain of G ranks inside each node, a binary tree across the M =
+ceil(N/G) nodes, so 2*((G-1) + floor(log2 M)) steps (up and down). On one node it is a
+chain: an inner rank sends S up and S down (2S; S for N=2) and reduces its child's S.
+Across nodes a node's head sends S to its parent and S to each of up to two remote
+children: min(M-1, 3)*S at the busiest head; it reduces its children's data.
+
+double_tree (NCCL's Tree algorithm since 2.4): two such trees, each carrying half the
+data, built so that a rank inner in one tree is a leaf in the other. Same steps; the
+busiest head sends S/2 * min(M, 4) (2S from 4 nodes on: NCCL's tree bus bandwidth is
+half its algorithm bandwidth for the same reason); on one node, two chains: 2S as one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from colbench.bench import ops
+from colbench.bench.ops.base import RingCost
+from colbench.nccl.names import NEWEST_KNOWN
+from colbench.nccl.rules import function_algorithms
+
+RING = "ring"
+TREE = "tree"
+DOUBLE_TREE = "double_tree"
+ALGORITHMS = (RING, TREE, DOUBLE_TREE)
+#: Crossing.faster_below when both lines are the same: neither is faster anywhere.
+SAME = "same"
+
+
+#: Names of the fitted parameters, in the order of the design matrix's columns.
+PARAMETERS = ("overhead_us", "alpha_us", "beta_us_per_byte", "gamma_us_per_byte")
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The cost terms of one design point; multiply by the parameters to get time."""
+
+    steps: float
+    link_bytes: float
+    reduced_bytes: float
+
+    def vector(self) -> np.ndarray:
+        """The design-matrix row: (1, steps, link_bytes, reduced_bytes)."""
+        return np.array([1.0, self.steps, self.link_bytes, self.reduced_bytes])
+
+
+def _ring_cost(op: str) -> RingCost | None:
+    collective = ops.BY_NAME.get(op)
+    return None if collective is None else collective.ring_cost
+
+
+def algorithms_for(op: str) -> tuple[str, ...]:
+    """The algorithms that have a model for ``op``; empty when none does. The op contract
+    says which: its ring cost, and whether NCCL implements it as a tree."""
+    collective = ops.BY_NAME.get(op)
+    if collective is None or collective.ring_cost is None:
+        return ()
+    with_tree = collective.nccl_function and "Tree" in function_algorithms(
+        collective.nccl_function, NEWEST_KNOWN
+    )
+    return ALGORITHMS if with_tree else (RING,)
+
+
+def nodes_of(world_size: int, ranks_per_node: int) -> int:
+    """Nodes that N ranks fill at G ranks per node (the last may be partly filled)."""
+    return math.ceil(world_size / ranks_per_node)
+
+
+def terms(op: str, algo: str, world_size: int, ranks_per_node: int, size_bytes: float) -> Terms:
+    """The cost terms of ``op`` by ``algo`` on ``world_size`` ranks at ``size_bytes``."""
+    if world_size < 2:
+        raise ValueError("a collective model needs at least 2 ranks")
+    if algo not in algorithms_for(op):
+        raise ValueError(f"no {algo} model for {op}")
+    if algo == RING:
+        cost = _ring_cost(op)
+        assert cost is not None  # algorithms_for has checked it
+        return Terms(*cost.terms(world_size, float(size_bytes)))
+    group = min(ranks_per_node, world_size)
+    return _tree(algo, world_size, group, float(size_bytes))
+
+
+def _tree(algo: str, n: int, group: int, size: float) -> Terms:
+    nodes = nodes_of(n, group)
+    # floor(log2 M): the depth of a balanced binary tree over M nodes (NCCL's log2i).
+    depth = nodes.bit_length() - 1
+    steps = 2 * ((group - 1) + depth)
+    local_child = 1 if group > 1 else 0
+    if nodes == 1:
+        # A chain: an inner rank sends up and down; the two chains of a double tree
+        # each carry half, so the busiest rank's load is the same.
+        return Terms(steps, size * min(n - 1, 2), size)
+    remote_children = min(nodes - 1, 2)
+    if algo == TREE:
+        return Terms(steps, size * min(nodes - 1, 3), size * (remote_children + local_child))
+    half = size / 2
+    return Terms(steps, half * min(nodes, 4), half * (remote_children + 2 * local_child))
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """Fitted link parameters; time_us = terms . (overhead, alpha, beta, gamma)."""
+
+    overhead_us: float
+    alpha_us: float
+    beta_us_per_byte: float
+    gamma_us_per_byte: float
+
+    def vector(self) -> np.ndarray:
+        return np.array(
+            [self.overhead_us, self.alpha_us, self.beta_us_per_byte, self.gamma_us_per_byte]
+        )
+
+    def time_us(self, t: Terms) -> float:
+        return float(t.vector() @ self.vector())
+
+
+def rate_gbps(us_per_byte: float) -> float:
+    """A per-byte time as a rate in GB/s (1e9 B/s); inf for zero."""
+    return math.inf if us_per_byte <= 0 else 1.0 / (us_per_byte * 1e3)
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Where the tree and ring lines of one op and N cross."""
+
+    size_bytes: float | None
+    """The crossover size; None when the lines never cross at a positive size."""
+    faster_below: str
+    """The algorithm faster below the crossover (everywhere, when there is none), or
+    SAME when the two lines coincide (a fit whose terms all cancel, e.g. beta and alpha
+    held at 0)."""
+
+
+def crossover(
+    ring_at: tuple[Terms, Terms], tree_at: tuple[Terms, Terms], ring: Parameters, tree: Parameters
+) -> Crossing:
+    """Solve ring time = tree time for the size.
+
+    Both times are straight lines in the size (a + b*S): ``ring_at`` and ``tree_at`` are
+    each model's terms at size 0 and at size 1 byte, which give a and b. The lines cross
+    at S* = (a_ring - a_tree) / (b_tree - b_ring) when that is positive; the algorithm
+    with the lower a is faster below S*. Otherwise one is faster at every size.
+    """
+    a_ring = ring.time_us(ring_at[0])
+    b_ring = ring.time_us(ring_at[1]) - a_ring
+    a_tree = tree.time_us(tree_at[0])
+    b_tree = tree.time_us(tree_at[1]) - a_tree
+    same_latency = math.isclose(a_tree, a_ring, rel_tol=1e-9, abs_tol=1e-9)
+    same_per_byte = math.isclose(b_tree, b_ring, rel_tol=1e-9, abs_tol=1e-12)
+    if same_latency and same_per_byte:
+        return Crossing(None, SAME)
+    low_latency = TREE if a_tree < a_ring else RING
+    if not same_per_byte:
+        size = (a_ring - a_tree) / (b_tree - b_ring)
+        if size > 0:
+            return Crossing(size, low_latency)
+    # No positive crossing: the one with the lower latency (or, on a tie, the lower cost
+    # per byte) is faster at every size.
+    if same_latency:
+        return Crossing(None, TREE if b_tree < b_ring else RING)
+    return Crossing(None, low_latency)
+
+
+_TREE_DESCRIPTIONS = {
+    TREE: "binary tree, pipelined, chain in a node: 2((G-1)+log2 M) steps, "
+    "min(M-1,3)*S sent (2S on one node)",
+    DOUBLE_TREE: "double binary tree (NCCL Tree): 2((G-1)+log2 M) steps, "
+    "S/2*min(M,4) sent (2S on one node)",
+}
+
+
+def describe(op: str, algo: str) -> str:
+    """One line naming the model of ``op`` by ``algo`` (N ranks, G per node, M nodes)."""
+    if algo != RING:
+        return _TREE_DESCRIPTIONS[algo]
+    cost = _ring_cost(op)
+    if cost is None:
+        raise KeyError(f"no ring model for {op}")
+    return cost.description

@@ -1,0 +1,258 @@
+"""torch profiler traces (Chrome/Kineto JSON, ``prof.export_chrome_trace``).
+
+Two shapes, by backend (both checked against torch 2.13's own output):
+
+- NCCL (and any backend that records them): a ``record_param_comms`` event per call with
+  ``Collective name``, ``dtype``, ``In msg nelems``, ``Out msg nelems``, ``Group size``,
+  ``In split size``/``Out split size`` and ``Process Group Name``/``Seq`` (torch's
+  ``torch/csrc/profiler/util.h`` names these keys; ``ParamCommsUtils.hpp`` fills them).
+  Since torch 2.4 the GPU kernel event of the call carries the same keys: its duration
+  is the collective's own time.
+- gloo: no ``record_param_comms``. The call is the dispatcher's ``c10d::allreduce_``,
+  ``c10d::_allgather_base_``... (``cpu_op``, with ``Input Dims`` and ``Input type`` when
+  recorded with ``record_shapes=True``), and the work the backend then ran is a
+  ``gloo:all_reduce``-style event on its worker thread, with the input's dims and type and
+  the collective's duration. The backend's name can differ from the call's (gloo runs
+  ``reduce_scatter_tensor`` as ``gloo:all_reduce``), so the call comes from the c10d event
+  and the dtype and time from the backend event it started.
+
+``distributedInfo`` (rank, world size, process groups and their sizes) says whose trace it
+is; ``ProfilerStep#N`` events how many steps it covers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from colbench.commands.replay import schema
+from colbench.commands.replay.calls import IGNORED, BadTrace, Trace, TracedCall, fold, torch_dtype
+from colbench.commands.replay.schema import numel, splits
+
+RPC = "record_param_comms"
+#: c10d op (folded) -> (index of its output argument, of its input argument), from the
+#: schemas in torch/csrc/distributed/c10d/Ops.cpp: in-place ops have no separate output.
+_C10D_ARGS: dict[str, tuple[int | None, int | None]] = {
+    **dict.fromkeys(("allreduce", "allreducecoalesced", "broadcast", "reduce"), (None, 0)),
+    **dict.fromkeys(
+        ("allgatherbase", "allgather", "allgatherintotensorcoalesced", "allgathercoalesced"),
+        (0, 1),
+    ),
+    **dict.fromkeys(("reducescatterbase", "reducescatter", "reducescattertensorcoalesced"), (0, 1)),
+    **dict.fromkeys(("alltoallbase", "alltoall", "gather", "scatter"), (0, 1)),
+    "barrier": (None, None),
+    "monitoredbarrier": (None, None),
+    "send": (None, 0),
+    "recv": (0, None),
+    "recvanysource": (0, None),
+}
+#: alltoall_base_'s concrete arguments: output_split_sizes, then input_split_sizes.
+_A2A_SPLITS = (3, 4)
+#: Backend events a c10d call may have started, searched past the call's own start.
+_MATCH_WINDOW = 256
+#: The prefixes of the work events backends record (``gloo:all_reduce``).
+_BACKENDS = ("gloo", "nccl", "ucc", "mpi")
+
+
+def read(doc: dict[str, Any], path: str) -> Trace:
+    listed = doc.get("traceEvents")
+    if not isinstance(listed, list):
+        raise BadTrace("a JSON object without a traceEvents list: not a torch profiler trace")
+    # A message names an event by its place in traceEvents (from 1), as jq finds it.
+    events = [e for e in listed if isinstance(e, dict) and isinstance(e.get("name"), str)]
+    place = {id(e): index for index, e in enumerate(listed, 1)}
+    info = _distributed_info(doc.get("distributedInfo"))
+    _check_events(events, place)
+    sizes = {pg["pg_size"] for pg in info.get("pg_config") or [] if pg.get("pg_size")}
+    if any(e["name"] == RPC for e in events):
+        calls = _param_comms(events, place)
+    else:
+        calls = _c10d_calls(events, sizes, place)
+    if not calls:
+        raise BadTrace(
+            f"{len(events)} events, no collective (no record_param_comms, c10d:: or gloo: "
+            "event): was the profiler on while the job communicated?"
+        )
+    steps = len({e["name"] for e in events if e["name"].startswith("ProfilerStep#")})
+    return Trace(
+        path, "torch profiler", calls, info.get("rank"), info.get("world_size"), max(steps, 1)
+    )
+
+
+def _distributed_info(given: Any) -> dict[str, Any]:
+    """The trace's distributedInfo, its fields checked (an empty one when absent)."""
+    if given is None:
+        return {}
+    schema.check({"distributedInfo": given}, {"distributedInfo": schema.OBJECT})
+    schema.check(given, schema.DISTRIBUTED_INFO, "distributedInfo")
+    rank, world = given.get("rank"), given.get("world_size")
+    if rank is not None and world is not None and rank >= world:
+        raise BadTrace(f"rank {rank} is not a rank of its world of {world}", "distributedInfo")
+    for number, group in enumerate(given.get("pg_config") or [], 1):
+        at = f"distributedInfo pg_config {number}"
+        schema.check({"group": group}, {"group": schema.OBJECT}, at)
+        schema.check(group, schema.PROFILER_GROUP, at)
+    return given
+
+
+def _read_as(event: dict[str, Any]) -> tuple[str, dict[str, schema.Field]] | None:
+    """What replay reads ``event`` as (a call or another event, its args' schema), None
+    for events it skips (their fields may hold anything)."""
+    name = event["name"]
+    if name == RPC:
+        return "call", schema.PARAM_COMMS
+    if name.startswith("c10d::") and fold(name) not in IGNORED:
+        return "call", schema.C10D
+    if name.split(":", 1)[0] in _BACKENDS:
+        return "event", schema.C10D
+    return ("event", schema.KERNEL) if _kernel(event) else None
+
+
+def _kernel(event: dict[str, Any]) -> bool:
+    """A GPU kernel that carries its call's group and sequence number (torch 2.4+)."""
+    args = event.get("args")
+    return (
+        event["name"] != RPC and isinstance(args, dict) and "Collective name" in args
+        and "Seq" in args
+    )  # fmt: skip
+
+
+def _check_events(events: list[dict[str, Any]], place: dict[int, int]) -> None:
+    for event in events:
+        read_as = _read_as(event)
+        if read_as is None:
+            continue
+        what, args_schema = read_as
+        args = event.get("args")
+        given = args.get("Collective name") if isinstance(args, dict) else None
+        # A record_param_comms event is named by its call (allreduce), not by its kind.
+        call = given if event["name"] == RPC and isinstance(given, str) else None
+        at = schema.call_at(place[id(event)], event["name"] if call is None else call, what)
+        schema.check(event, schema.EVENT, at)
+        if call is not None and fold(call) in IGNORED:
+            continue  # bookkeeping (init, wait): none of its other fields is read
+        schema.check(args or {}, args_schema, at)
+
+
+def _param_comms(events: list[dict[str, Any]], place: dict[int, int]) -> list[TracedCall]:
+    """One call per record_param_comms event; durations from the kernels that carry the
+    same process group and sequence number."""
+    kernel_us: dict[tuple[Any, Any], float] = {}
+    for e in filter(_kernel, events):
+        args = e["args"]
+        kernel_us[(args.get("Process Group Name"), args["Seq"])] = float(e.get("dur") or 0)
+    calls = []
+    for e in sorted((e for e in events if e["name"] == RPC), key=lambda e: e.get("ts") or 0):
+        args = e.get("args") or {}
+        name = args["Collective name"]
+        if fold(name) in IGNORED:
+            continue
+        calls.append(
+            TracedCall(
+                name,
+                args["In msg nelems"],
+                args["Out msg nelems"],
+                torch_dtype(args.get("dtype")),
+                args.get("Group size"),
+                splits(args.get("In split size")),
+                splits(args.get("Out split size")),
+                kernel_us.get((args.get("Process Group Name"), args.get("Seq"))),
+                # Over 30 peers torch writes "[s0, ..., s29, ...]" (kTruncatLength).
+                any("..." in str(args.get(k, "")) for k in ("In split size", "Out split size")),
+                place[id(e)],
+            )
+        )
+    return calls
+
+
+def _c10d_calls(
+    events: list[dict[str, Any]], sizes: set[Any], place: dict[int, int]
+) -> list[TracedCall]:
+    ops = sorted(
+        (e for e in events if e["name"].startswith("c10d::") and fold(e["name"]) not in IGNORED),
+        key=lambda e: e.get("ts") or 0,
+    )
+    backend = sorted(
+        (e for e in events if e["name"].split(":", 1)[0] in _BACKENDS),
+        key=lambda e: e.get("ts") or 0,
+    )
+    if ops and not any((e.get("args") or {}).get("Input Dims") for e in ops):
+        raise BadTrace(
+            f"{len(ops)} c10d calls but no input shapes: record with "
+            "torch.profiler.profile(record_shapes=True)"
+        )
+    taken: set[int] = set()
+    return [_c10d_call(e, backend, taken, sizes, place[id(e)]) for e in ops]
+
+
+def _c10d_call(
+    event: dict[str, Any],
+    backend: list[dict[str, Any]],
+    taken: set[int],
+    sizes: set[Any],
+    index: int,
+) -> TracedCall:
+    args = event.get("args") or {}
+    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    concrete = args.get("Concrete Inputs") or []
+    out_at, in_at = _C10D_ARGS.get(fold(event["name"]), (None, None))
+
+    def at(items: list[Any], index: int | None) -> Any:
+        return items[index] if index is not None and index < len(items) else None
+
+    in_numel = numel(at(dims, in_at))
+    out_numel = numel(at(dims, out_at)) if out_at is not None else in_numel
+    work = _started(event, in_numel, backend, taken)
+    work_args = (work or {}).get("args") or {}
+    dtype = torch_dtype(at(types, in_at)) or torch_dtype(at(types, out_at))
+    dtype = dtype or torch_dtype(at(work_args.get("Input type") or [], 0))
+    a2a = fold(event["name"]).startswith("alltoall")
+    if a2a:
+        given = {f"Concrete Inputs[{i}]": at(concrete, i) for i in _A2A_SPLITS}
+        schema.check(
+            given, dict.fromkeys(given, schema.SPLITS), schema.call_at(index, event["name"])
+        )
+    out_splits, in_splits = (splits(at(concrete, i)) for i in _A2A_SPLITS)
+    return TracedCall(
+        event["name"],
+        in_numel,
+        out_numel,
+        dtype,
+        _group_size(fold(event["name"]), in_numel, out_numel, sizes),
+        in_splits if a2a else None,
+        out_splits if a2a else None,
+        float(work["dur"]) if work and work.get("dur") is not None else None,
+        index=index,
+    )
+
+
+def _started(
+    call: dict[str, Any], in_numel: int, backend: list[dict[str, Any]], taken: set[int]
+) -> dict[str, Any] | None:
+    """The backend event this call started: the first not yet taken at or after the call's
+    start whose input has the call's elements (a barrier: the next barrier)."""
+    barrier = "barrier" in fold(call["name"])
+    start = call.get("ts") or 0
+    seen = 0
+    for index, work in enumerate(backend):
+        if index in taken or (work.get("ts") or 0) < start:
+            continue
+        seen += 1
+        if seen > _MATCH_WINDOW:
+            break
+        dims = ((work.get("args") or {}).get("Input Dims") or [None])[0]
+        if ("barrier" in work["name"]) == barrier and (barrier or numel(dims) == in_numel):
+            taken.add(index)
+            return work
+    return None
+
+
+def _group_size(key: str, in_numel: int, out_numel: int, sizes: set[Any]) -> int | None:
+    """The group's size: the trace's only one, else what the shapes imply (an all_gather's
+    output holds n inputs), else unknown."""
+    if len(sizes) == 1:
+        return int(next(iter(sizes)))
+    if key.startswith("allgather") and in_numel and out_numel % in_numel == 0:
+        return out_numel // in_numel
+    if key.startswith("reducescatter") and out_numel and in_numel % out_numel == 0:
+        return in_numel // out_numel
+    return None

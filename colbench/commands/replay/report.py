@@ -1,0 +1,175 @@
+"""What replay says and leaves: the plan as text or JSON, the prediction per step against
+the job's own durations, the top contributors, replay.csv and the suites for CI.
+
+Predicted time per step of an entry = the job's calls per step x colbench's time per call
+measured here. Recorded = the job's mean time per call (the backend's own event: gloo's
+work event, the NCCL kernel, the flight recorder's duration) x calls per step. The share
+is of the predicted total; contributors are listed largest first.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from colbench import text
+from colbench.commands.replay.measure import Sweep
+from colbench.commands.replay.plan import Entry, Plan
+from colbench.commands.replay.schema import shown
+from colbench.config.sizes import format_size
+from colbench.results import writing
+from colbench.text import Column
+
+#: Contributors the text names after the table.
+TOP = 3
+_CALL = Column("call", 44, "<")
+_RESULT = (
+    _CALL, Column("per step", 9), Column("us/call", 9), Column("pred us/step", 13),
+    Column("share", 6), Column("job us/step", 12), Column("job/pred", 9),
+)  # fmt: skip
+_CSV_COLUMNS = (
+    "op", "size_bytes", "dtype", "group_size", "calls", "calls_per_step", "measured_us",
+    "predicted_us_per_step", "share", "recorded_us", "recorded_us_per_step", "reason",
+)  # fmt: skip
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps([e.as_json() for e in plan.entries], indent=2)
+
+
+def _label(entry: Entry) -> str:
+    key = entry.key
+    size = "-" if key.size_bytes is None else format_size(key.size_bytes)
+    # op is the trace's own name where colbench cannot measure the call: whatever it holds
+    # (a newline, a terminal escape, what an ASCII stdout cannot print), one printable line.
+    return f"{shown(key.op)} {size} {key.dtype or '?'} x{key.group_size or '?'} ranks"
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def plan_text(plan: Plan) -> list[str]:
+    """The dry run's table: what would be measured, and what cannot be."""
+    columns = (_CALL, Column("calls", 7), Column("per step", 9), Column("recorded us", 12))
+    lines = [_heading(plan), text.line([c.title for c in columns], columns)]
+    for e in plan.entries:
+        if not e.key.reason:
+            cells = (_label(e), e.calls, f"{e.calls / e.steps:.3g}", _us(e.recorded_us))
+            lines.append(text.line(cells, columns))
+    return lines + _unmeasurable(plan)
+
+
+def _heading(plan: Plan) -> str:
+    ranks = ", ".join(map(str, plan.ranks)) or "?"
+    kinds = len(plan.measurable)
+    return (
+        f"replay: {kinds} kind{'s' * (kinds != 1)} of call to measure, from "
+        f"{' and '.join(plan.formats)} of rank {ranks}; {plan.steps} step"
+        f"{'s' * (plan.steps != 1)}"
+    )
+
+
+def _unmeasurable(plan: Plan) -> list[str]:
+    left = [e for e in plan.entries if e.key.reason]
+    if not left:
+        return []
+    lines = [f"not measured ({sum(e.calls for e in left)} calls):"]
+    return lines + [f"  {_label(e)}: {e.calls} calls: {e.key.reason}" for e in left]
+
+
+def predicted(entry: Entry) -> float | None:
+    if entry.measured_us is None:
+        return None
+    return entry.measured_us * entry.calls / entry.steps
+
+
+def recorded(entry: Entry) -> float | None:
+    if entry.recorded_us is None:
+        return None
+    return entry.recorded_us * entry.calls / entry.steps
+
+
+def result_text(plan: Plan) -> list[str]:
+    """The prediction per step against the job's own times, largest first."""
+    rows = sorted(plan.measurable, key=lambda e: -(predicted(e) or 0.0))
+    total = sum(predicted(e) or 0.0 for e in rows)
+    lines = [_heading(plan), text.line([c.title for c in _RESULT], _RESULT)]
+    for e in rows:
+        p, r = predicted(e), recorded(e)
+        share = f"{100 * p / total:.0f}%" if p is not None and total else "-"
+        ratio = f"{r / p:.2f}" if p and r is not None else "-"
+        cells = (
+            _label(e), f"{e.calls / e.steps:.3g}", _us(e.measured_us), _us(p), share, _us(r),
+            ratio,
+        )  # fmt: skip
+        lines.append(text.line(cells, _RESULT))
+    job = [recorded(e) for e in rows]
+    job_total = sum(r for r in job if r is not None) if any(r is not None for r in job) else None
+    lines.append(text.line(("total", "", "", _us(total), "", _us(job_total)), _RESULT))
+    lines.append("per op, us/step predicted (job's): " + _per_op(rows))
+    top = [f"{_label(e)} {100 * (predicted(e) or 0) / total:.0f}%" for e in rows[:TOP] if total]
+    if top:
+        lines.append("top contributors: " + "; ".join(top))
+    return lines + _unmeasurable(plan)
+
+
+def _per_op(rows: list[Entry]) -> str:
+    """Each op's kinds summed: predicted and recorded time per step, largest first."""
+    by_op: dict[str, list[Entry]] = {}
+    for e in rows:
+        by_op.setdefault(e.key.op, []).append(e)
+
+    def total(entries: list[Entry], of: Any) -> float | None:
+        values = [of(e) for e in entries]
+        return None if any(v is None for v in values) else sum(values)
+
+    ranked = sorted(by_op.items(), key=lambda item: -(total(item[1], predicted) or 0.0))
+    return "; ".join(
+        f"{op} {_us(total(entries, predicted))} ({_us(total(entries, recorded))})"
+        for op, entries in ranked
+    )
+
+
+def write_csv(plan: Plan, path: Path) -> None:
+    total = sum(predicted(e) or 0.0 for e in plan.measurable)
+    with writing.checked(path), path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(_CSV_COLUMNS)
+        for e in plan.entries:
+            p, r = predicted(e), recorded(e)
+            key = e.key
+            writer.writerow(
+                (
+                    key.op, key.size_bytes, key.dtype, key.group_size, e.calls,
+                    e.calls / e.steps, e.measured_us, p,
+                    p / total if p is not None and total else None,
+                    e.recorded_us, r, key.reason,
+                )
+            )  # fmt: skip
+
+
+def suite_yaml(sweep: Sweep, sources: str) -> str:
+    """One sweep of the plan as a suite (``colbench run FILE``; configs/*.yaml's keys)."""
+    # The traces' names go into a UTF-8 file: one not UTF-8 on disk (a surrogate here)
+    # or holding a newline would fail the write or end the header's comment line.
+    sources = shown(sources)
+    values: dict[str, Any] = {
+        "description": f"{sweep.values['op']} as the job called it ({sources})",
+        **{k: v for k, v in sweep.values.items() if k not in ("out", "table", "progress")},
+    }
+    if str(values.get("splits", "")).startswith("file:"):
+        # The matrix lies beside the suite, and a suite's file: paths are read from there.
+        values["splits"] = "file:" + Path(values["splits"].removeprefix("file:")).name
+    calls = ", ".join(f"{format_size(e.key.size_bytes or 0)} x{e.calls}" for e in sweep.entries)
+    header = (
+        f"# Replayed from {sources} by colbench replay: the job's calls of this kind\n"
+        f"# (size x calls): {calls}.\n"
+        f"#   colbench run THIS_FILE --out results/ci-replay && colbench gate BASELINE "
+        "results/ci-replay\n"
+    )
+    return header + yaml.safe_dump(values, sort_keys=False)

@@ -1,0 +1,147 @@
+"""Reading a job's trace files: which format each is, whose rank, and whether they belong
+together. Each problem is one line naming the file, what was found and what is missing."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import sys
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from colbench import reading
+from colbench.commands.replay import dumps, kineto, schema
+from colbench.commands.replay.calls import BadTrace, Trace
+from colbench.errors import UsageError
+
+#: A profiler trace of a long job runs to a few GiB of JSON; more is not a trace to replay.
+TRACE = reading.Kind("trace", 4 * 1024**3)
+FORMATS = "a torch profiler trace, a flight-recorder dump or a PARAM basic trace"
+#: Missing ranks a message names before it says how many in all.
+_LISTED = 8
+
+
+def _decoded(data: bytes) -> bytes:
+    if data[:2] != b"\x1f\x8b":
+        return data
+    gunzip = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
+    try:
+        # Bounded: a small .gz can hold far more than any trace.
+        out = gunzip.decompress(data, TRACE.limit_bytes)
+    except (zlib.error, gzip.BadGzipFile, EOFError) as exc:
+        raise BadTrace(f"a gzip file that does not decompress ({exc})") from None
+    if not gunzip.eof and len(out) < TRACE.limit_bytes:
+        raise BadTrace(f"a gzip file cut short ({len(out)} bytes decompressed before its end)")
+    return out
+
+
+def _parsed(data: bytes) -> Any:
+    if not data.strip():
+        found = f"only white space ({len(data)} bytes)" if data else "an empty file"
+        raise BadTrace(f"{found}, not {FORMATS}")
+    if data[:1] == b"\x80":  # pickle's protocol opcode: torch's flight-recorder dump
+        return dumps.unpickle(data)
+    if reading.is_binary(data):
+        raise BadTrace(f"binary data, not {FORMATS}")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadTrace(f"not UTF-8 text (byte {exc.start}), not {FORMATS}") from None
+    except json.JSONDecodeError as exc:
+        ends = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated")
+        cut = " (it ends early: a trace cut short?)" if ends else f"; expected {FORMATS}"
+        raise BadTrace(
+            f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{cut}"
+        ) from None
+    except ValueError:  # Python's int() limit: no trace holds such a number
+        raise BadTrace(
+            f"a number of more than {sys.get_int_max_str_digits()} digits, not {FORMATS}"
+        ) from None
+    except RecursionError:
+        raise BadTrace(f"JSON nested deeper than Python's reader goes, not {FORMATS}") from None
+
+
+def _key(key: Any) -> str:
+    # A pickle's keys need not be strings (nor shallow): shown as short() bounds them.
+    return schema.shown(key) if isinstance(key, str) else schema.short(key)
+
+
+def read_one(path: str) -> Trace:
+    data = _decoded(reading.read_bytes(path, TRACE))
+    doc = _parsed(data)
+    if isinstance(doc, dict) and "traceEvents" in doc:
+        return kineto.read(doc, path)
+    if isinstance(doc, dict) and "entries" in doc and "version" in doc:
+        return dumps.flight_recorder(doc, path)
+    if (
+        isinstance(doc, list)
+        and doc
+        and isinstance(doc[0], dict)
+        and ("comms" in doc[0] or "compute" in doc[0])
+    ):
+        return dumps.param_basic(doc, path)
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "ph" in doc[0]:
+        return kineto.read({"traceEvents": doc}, path)
+    found = (
+        f"an object with keys {', '.join(map(_key, list(doc)[:6]))}"
+        if isinstance(doc, dict)
+        else f"a {type(doc).__name__}" + (" (empty)" if not doc else "")
+    )
+    raise BadTrace(f"{found}, not {FORMATS}")
+
+
+def read(paths: Sequence[str]) -> list[Trace]:
+    """Every file, checked to be one job's: one rank each, one world size."""
+    if not paths:
+        raise UsageError("give at least one trace file")
+    traces = []
+    for path in paths:
+        try:
+            traces.append(read_one(path))
+        except BadTrace as exc:
+            raise UsageError(schema.refusal(path, exc)) from None
+    _one_job(traces)
+    schema.check_job(traces)
+    return traces
+
+
+def _one_job(traces: list[Trace]) -> None:
+    by_rank: dict[int, str] = {}
+    for trace in traces:
+        if trace.rank is None:
+            continue
+        if trace.rank in by_rank:
+            raise UsageError(
+                f"{by_rank[trace.rank]} and {trace.path} are both rank {trace.rank}'s trace: "
+                "give each rank's once"
+            )
+        by_rank[trace.rank] = trace.path
+    worlds = {t.world_size for t in traces if t.world_size is not None}
+    if len(worlds) > 1:
+        shown = ", ".join(f"{t.path}: {t.world_size}" for t in traces)
+        raise UsageError(f"the traces are of different jobs (world sizes {shown})")
+    if len(traces) > 1 and len(by_rank) < len(traces):
+        unnamed = next(t.path for t in traces if t.rank is None)
+        raise UsageError(
+            f"{unnamed}: several traces given but this one does not say its rank "
+            "(no distributedInfo, no rank digits in its name)"
+        )
+
+
+def found_ranks(traces: list[Trace]) -> list[int]:
+    """The ranks whose traces were given, in order."""
+    return sorted(t.rank for t in traces if t.rank is not None)
+
+
+def missing(present: Iterable[int], size: int) -> str:
+    """The ranks below ``size`` not in ``present``, as a message lists them ('' when
+    none): the first few and how many in all, never the whole of a 2^31-rank world."""
+    have = {r for r in present if 0 <= r < size}
+    count = size - len(have)
+    if count <= 0:
+        return ""
+    first = list(itertools.islice((r for r in range(size) if r not in have), _LISTED))
+    more = f", ... ({count} in all)" if count > len(first) else ""
+    return ", ".join(map(str, first)) + more

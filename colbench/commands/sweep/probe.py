@@ -1,0 +1,158 @@
+"""What NCCL ran: a short-lived probe world that logs NCCL's choice for every call.
+
+A ring-vs-tree comparison is true only if NCCL ran what was asked. NCCL says which
+algorithm and protocol it chose for each call in its TUNING log (rank 0 only, one line
+per call; src/enqueue.cc), and it reads its debug settings once per process. Keeping
+TUNING on in the measured world would put a formatted write to a file into every timed
+call of rank 0 alone, which slows that rank and skews the ranks against each other;
+so before each variant's measured world, a probe world with the same ranks, environment
+and plan runs every (op, dtype, redop, size, placement) once, untimed and unchecked,
+with TUNING on. Its rank 0 log gives a choice per (op, bytes), which the measured
+world's rows carry in ``nccl_algo`` and ``nccl_proto``. Cost: one more start of the
+world and one call per row, paid once per variant. NCCL's choice for a size is a pure
+function of the communicator and the size (no tuner plugin: see colbench.nccl.algo),
+so the probe's answer is the measured world's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from colbench.commands.sweep.task import Choices, SweepTask
+from colbench.config.model import SweepConfig
+from colbench.config.variants import CONTEND_NONE, Variant, environment
+from colbench.errors import ExitCode
+from colbench.nccl import log as nccl_log
+from colbench.nccl.algo import CommFacts, check_table
+from colbench.nccl.tuning import TuningCall, per_rank_bytes
+from colbench.results.rundir import RunDir
+
+#: Where the probe worlds live inside the run directory.
+PROBE_DIR = "nccl-probe"
+#: NCCL's settings in a probe world: start-up facts and every call's choice.
+PROBE_SUBSYS = "INIT,ENV,TUNING"
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What a probe found: the choices, and a line for meta.json and the terminal."""
+
+    choices: Choices
+    note: str
+    exit_code: int = int(ExitCode.OK)
+
+
+def probe_config(cfg: SweepConfig, out_dir: Path) -> SweepConfig:
+    """The sweep's plan, each row once: one untimed warm-up call NCCL always gets and one
+    timed call, no check, no repeat, nothing shown."""
+    return cfg.replace(
+        iters=1, warmup=0, repeat=1, check=False, time_budget_s=None, rotate=1,
+        out_dir=str(out_dir), table=False, progress=False, plot=False, per_rank=False,
+    )  # fmt: skip
+
+
+def probe_environment(out_dir: Path) -> dict[str, str]:
+    # %h and %p: NCCL names each process's file (host, pid), as the probe's ranks share
+    # these variables.
+    return {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": PROBE_SUBSYS,
+        "NCCL_DEBUG_FILE": str(out_dir / "nccl-%h-%p.log"),
+    }
+
+
+def run_probe(
+    cfg: SweepConfig, world_size: int, run_dir: Path, variant: Variant | None, index: int
+) -> Probed:
+    """Run one variant's probe world and read NCCL's choices from its log."""
+    from colbench.host.spawn import spawn_and_wait
+
+    out_dir = RunDir.create(str(run_dir / PROBE_DIR / str(index)), run_dir).path
+    env = {**dict(variant.env if variant else ()), **probe_environment(out_dir)}
+    print(
+        f"colbench: probing NCCL's choices{f' for {variant.name}' if variant else ''} "
+        "(each row once, TUNING log on)",
+        file=sys.stderr,
+    )
+    with environment(env):
+        # torch's calls: NCCL logs its choice alike for either engine's call.
+        task = SweepTask(probe_config(cfg, out_dir), quiet=True, engine="torch")
+        code = spawn_and_wait(task, "nccl", world_size, out_dir, variant)
+    if code != ExitCode.OK:
+        return Probed({}, f"the NCCL probe world failed (exit {code})", code)
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in out_dir.glob("nccl-*.log")]
+    found = nccl_log.parse_log("".join(texts))
+    choices = choices_of(found.calls, cfg.measure.ranks_per_group(world_size))
+    if not choices:
+        return Probed({}, "the NCCL probe's log holds no TUNING line")
+    note = f"NCCL's choice recorded for {len(choices)} (op, size) calls by a probe world"
+    differ = rules_against_table(found, dict(variant.env if variant else ()))
+    if differ:
+        note += "; NCCL's own tuning table disagrees with colbench's rules: " + "; ".join(differ)
+    return Probed(choices, note)
+
+
+def rules_against_table(found: nccl_log.NcclLog, env: dict[str, str]) -> list[str]:
+    """Where NCCL's own tuning table (which algorithms it enabled per function, printed
+    under TUNING at start-up) disagrees with colbench's prediction (colbench.nccl.algo)
+    for the communicator the log describes."""
+    comm = found.main
+    if comm is None or comm.nranks is None or comm.nnodes is None or not found.tables:
+        return []
+    facts = CommFacts(
+        ranks=comm.nranks, nodes=comm.nnodes, ranks_per_node=comm.local_ranks,
+        version=found.version,
+    )  # fmt: skip
+    return check_table(facts, found.tables[0].available(), {**os.environ, **env})
+
+
+def choices_of(calls: list[TuningCall], nranks: int) -> Choices:
+    """The most frequent (algorithm, protocol) per (op, per-rank bytes)."""
+    seen: dict[tuple[str, int], Counter[tuple[str, str]]] = {}
+    for call in calls:
+        if call.op is None:
+            continue
+        key = (call.op, per_rank_bytes(call, nranks))
+        seen.setdefault(key, Counter())[(call.algo, call.proto)] += 1
+    return {key: counts.most_common(1)[0][0] for key, counts in seen.items()}
+
+
+def probe_variants(
+    cfg: SweepConfig, backend: str, world_size: int, run_dir: Path, variants: tuple[Variant, ...]
+) -> dict[str, Probed]:
+    """Each variant's probe, by variant name, where NCCL has a choice to make (an NCCL
+    world of 2 or more ranks per group); stops at the first that fails."""
+    if not cfg.launch.nccl_probe or backend != "nccl":
+        return {}
+    if cfg.measure.ranks_per_group(world_size) < 2:
+        return {}
+    found: dict[str, Probed] = {}
+    for index, variant in enumerate(variants):
+        # NCCL's choice for a call does not depend on what else runs: a --contend world
+        # takes its unloaded twin's.
+        twin = dataclasses.replace(variant, contend=CONTEND_NONE).name
+        if variant.loaded and twin in found:
+            found[variant.name] = found[twin]
+            continue
+        # Nor on the engine that makes it (the same libnccl): --engine torch,nccl probes once.
+        first = next(
+            (
+                v.name
+                for v in variants
+                if v.engine and (v.env, v.interpreter) == (variant.env, variant.interpreter)
+            ),
+            None,
+        )
+        if variant.engine and first in found:
+            found[variant.name] = found[first]
+            continue
+        probed = run_probe(cfg, world_size, run_dir, variant if variant.env else None, index)
+        found[variant.name] = probed
+        if probed.exit_code != ExitCode.OK:
+            break
+    return found

@@ -1,0 +1,392 @@
+"""The sweep as a task of the run host (colbench.host): how its ranks start, what each rank
+does once its process group exists, and what is left when they are done.
+
+In every rank: the side group, NCCL's facts, the plan agreed by digest with the peers,
+the --group-size subgroups, the memory fit, then the bench (rank 0 through its
+reporters, colbench.commands.sweep.lead).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from colbench import __version__
+from colbench.bench import memory
+from colbench.bench.groups import Groups, SideGroup, members, split_label, split_world
+from colbench.bench.load import make_load
+from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.ops import REGISTRY
+from colbench.bench.plan import Work, count_units, fit_to_memory, plan, plan_digest
+from colbench.bench.rowmaker import RunInfo
+from colbench.bench.timing import make_timer
+from colbench.commands.sweep.lead import Met, lead_run
+from colbench.commands.sweep.setup import measure_setups, setup_rows
+from colbench.config.contend import LoadSpec
+from colbench.config.model import SweepConfig
+from colbench.config.validate import validate_for_world
+from colbench.config.variants import Variant
+from colbench.direct.engine import DIRECT, DirectEngine, Engine, TorchEngine, group_ranks
+from colbench.errors import ExitCode, UsageError
+from colbench.hardware import node as node_hardware
+from colbench.hardware.ceiling import group_ceiling
+from colbench.host import launchers as launch
+from colbench.host import watchdog as hang_watchdog
+from colbench.host.inflight import InFlight
+from colbench.host.job import ConfiguredTask, Peer, RankJob
+from colbench.host.launchers import devices
+from colbench.host.launchers.env import local_world_size_from_env
+from colbench.host.outcome import report_done
+from colbench.host.rank import device_name, gpu_record, meet_peers
+from colbench.host.turns import Turns
+from colbench.nccl.algo import CommFacts
+from colbench.output import plural
+from colbench.results.init_rows import INIT
+from colbench.results.rundir import RunDir
+
+#: What a sweep's rank says when its peers' plans differ from rank 0's.
+SWEEP_DISAGREES = (
+    "ranks disagree on the sweep: rank(s) {ranks} planned different collectives than rank 0 "
+    "(different arguments or colbench versions?)"
+)
+
+#: NCCL's choice per call as a probe world logged it (colbench.commands.sweep.probe): (op, bytes
+#: per rank) -> (algorithm, protocol).
+Choices = dict[tuple[str, int], tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class SweepTask(ConfiguredTask):
+    """A sweep's ranks: ``cfg`` says what they measure; ``nccl_choices`` what NCCL chose
+    per call (the rows carry it; empty: not recorded); ``quiet``: a probe world's, which
+    reports nothing of its own."""
+
+    cfg: SweepConfig
+    nccl_choices: Choices = field(default_factory=dict)
+    worlds: int = 1
+    quiet: bool = False
+    #: The --contend load this world runs beside every timed batch (colbench.bench.load);
+    #: None in the ``contend=none`` world and without --contend.
+    load: LoadSpec | None = None
+    #: The run's one task, reported only under an external launcher (spawned worlds get
+    #: tasks of their own, and the parent places the run once they are all done): its
+    #: report places the run against the published results (colbench.commands.references).
+    whole_run: bool = False
+    #: Rank 0 draws the progress bar on a terminal (colbench.commands.sweep.lead).
+    live_bar = True
+    #: ``--engine torch,nccl``: this world's engine; None: the config's one.
+    engine: str | None = None
+
+    @property
+    def engine_name(self) -> str:
+        return self.engine or self.cfg.measure.engines[0]
+
+    @property
+    def direct_nccl(self) -> bool:
+        """NCCL is called directly: torch's process group is then gloo, and this world
+        makes no torch NCCL communicator (colbench.host.startup)."""
+        return self.engine_name == DIRECT
+
+    @property
+    def label(self) -> str:
+        ops = self.cfg.measure.ops
+        if set(ops) == {op.name for op in REGISTRY}:
+            return "all"
+        label = "-".join(ops)
+        return label if len(label) <= 48 else label[:45] + "etc"
+
+    def check(self, world_size: int, backend: str) -> list[str]:
+        """Validation that needs the world size; refuses a sweep that would measure nothing."""
+        notes = validate_for_world(self.cfg, world_size, backend)
+        n = self.cfg.measure.ranks_per_group(world_size)
+        if count_units(plan(self.cfg, n, backend)) == 0:
+            raise UsageError(
+                f"nothing to run: at {n} ranks every size leaves less than one 16-byte "
+                "chunk per rank; use larger sizes"
+            )
+        return notes
+
+    def run_rank(self, job: RankJob, rank: int, device: Any, in_flight: Any) -> None:
+        if self.quiet or (job.turns is not None and job.turns.world != 0):
+            # A probe world's time, or another interleaved world's, is not the run's to state.
+            in_flight.pace = None
+        _run_plan(self, job, rank, device, in_flight)
+
+    def report(self, run_dir: Path) -> int:
+        if self.quiet:
+            return int(ExitCode.OK)
+        if self.cfg.measure.init_only:
+            report_setups(run_dir, self.cfg.output.table)
+        code = max(report_done(run_dir), min_bw_verdict(run_dir))
+        if self.whole_run and code in (ExitCode.OK, ExitCode.DATA_ERROR):
+            from colbench.commands.references.place import record_after_run
+
+            record_after_run(run_dir)
+        return code
+
+
+def report_setups(run_dir: Path, table: bool) -> None:
+    """--init-only: the set-up rows on stdout (with the table), their count on stderr."""
+    from colbench.commands.sweep.setup import table_lines
+    from colbench.results.init_rows import load_init
+
+    files = RunDir(run_dir)
+    frame = load_init(files.path)
+    if table:
+        print("\n".join(table_lines(frame)), flush=True)
+    print(
+        f"colbench: {plural(len(frame), 'communicator set-up')} in {files.table_path(INIT)}",
+        file=sys.stderr,
+    )
+
+
+def min_bw_verdict(run_dir: Path) -> int:
+    """NCCL_TESTS_MIN_BW as nccl-tests honours it (colbench.config.min_bw): exit 1 (as
+    wrong results: nccl-tests fails both alike) when the run's average bus bandwidth, the
+    mean over its rows, is below 0.9x the value; nothing when it is unset."""
+    from colbench.config.min_bw import from_environment
+
+    floor = from_environment()
+    if floor is None:
+        return int(ExitCode.OK)
+    average = RunDir(run_dir).read_meta().get("busbw_avg_gbps")
+    if average is None:
+        return int(ExitCode.OK)
+    okay = floor.okay(average)
+    print(
+        f"colbench: average bus bandwidth {average:.4g} GB/s, floor {floor.floor_gbps:.4g} GB/s "
+        f"({floor.describe()}): {'OK' if okay else 'FAILED'}",
+        file=sys.stderr,
+    )
+    return int(ExitCode.OK if okay else ExitCode.DATA_ERROR)
+
+
+def variant_load(cfg: SweepConfig, variant: Variant) -> LoadSpec | None:
+    """The load a variant's world runs: --contend's in its ``contend=LOAD`` world."""
+    return cfg.measure.contend if variant.loaded else None
+
+
+def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
+    """Side group, plan agreement with the peers, groups, memory fit, then the bench."""
+    cfg = task.cfg
+    # Every group gets torch's timeout a little later than colbench's own, so the
+    # hang watchdog names the stuck ranks before torch aborts or one rank raises.
+    group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
+    side = SideGroup.create(job.world_size, group_timeout_s, in_flight)
+    group_size = cfg.measure.ranks_per_group(job.world_size)
+    layout = members(cfg.measure.group_size, cfg.measure.group_mod, job.world_size)
+    first = layout[0] if layout else tuple(range(job.world_size))
+    facts = nccl_facts(side, device, first) if job.backend == "nccl" else None
+    work = plan(cfg, group_size, job.backend, facts=facts)
+    me = _introduce(cfg, job, rank, device, work)
+    # Ranks NCCL would refuse on one GPU were refused before the communicator started
+    # (colbench.host.startup.prepare_nccl).
+    peers = meet_peers(side, me, SWEEP_DISAGREES)
+    # Node labels, not bare host names: namespaces and containers share a host name.
+    hosts = launch.node_labels([p.node for p in peers])
+    towards = job.store_host or os.environ.get("MASTER_ADDR")
+    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
+    emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
+    bus_ids = [p.gpu.get("bus_id") for p in peers]
+    ceiling_gbps, ceiling_source, sharing = group_ceiling(
+        hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
+    )
+    subgroup = split_world(layout, rank, group_timeout_s) if layout else None
+    setups = None
+    if cfg.measure.init_only:
+        # Communicator set-up is what is measured: no collective, no engine of the run's.
+        in_flight.step(f"timing communicator set-up ({task.engine_name})")
+        setups = measure_setups(
+            task.engine_name, side, rank, job.world_size, device, cfg.measure.repeat
+        )
+        work = []
+    # The direct engine's communicator starts here, where torch's started in an NCCL
+    # world: before the memory fit (which then sees what NCCL took) and before any turn of
+    # an interleaved run (a start-up inside another world's timed batch would be timed).
+    engine, stream = (
+        (TorchEngine(), None)
+        if setups is not None
+        else _engine(task, side, rank, job.world_size, subgroup, device, in_flight)
+    )
+    try:
+        info = RunInfo(
+            run_id=job.run_id,
+            backend=job.backend,
+            device_name=me.device_name,
+            world_size=job.world_size,
+            nnodes=len({p.node for p in peers}),
+            groups=subgroup.count if subgroup else 1,
+            split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
+            variant=job.variant,
+            ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
+            nccl_choices=task.nccl_choices,
+            ceiling_gbps=ceiling_gbps,
+            ceiling_source=ceiling_source,
+            ceiling_sharing=sharing,
+            load=task.load.label if task.load is not None else "",
+            engine=task.engine_name,
+        )
+        worlds = job.turns.worlds if job.turns is not None else 1
+        work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
+        load = None
+        if task.load is not None:
+            in_flight.step("starting the --contend load")
+            load = make_load(
+                task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s
+            )
+        turns = None
+        if job.turns is not None:
+            turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
+            per_repeat = sum(len(item.layouts) for item in work)
+            turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
+        context = BenchContext(
+            cfg=cfg,
+            info=info,
+            rank=rank,
+            device=device,
+            timer=make_timer(device.type, cfg.measure.cuda_graph, side.barrier, stream),
+            groups=Groups(side, subgroup),
+            in_flight=in_flight,
+            turns=turns,
+            load=load,
+            engine=engine,
+        )
+        if rank != 0 or job.run_dir is None:
+            RankBench(context).run(work)
+            return
+        if setups is not None:
+            with RunDir(job.run_dir).writer(INIT) as writer:
+                writer.write_all(setup_rows(setups, info))
+        met = Met(peers, hosts, hardware)
+        warned = (_measurement_warnings(cfg, job.backend), memory_notes)
+        lead_run(job, context, met, work, warned)
+    except BaseException:
+        # ncclCommDestroy waits for the node's other ranks; a failing rank must not.
+        engine.close(abort=True)
+        raise
+    engine.close()
+
+
+def _engine(
+    task: SweepTask,
+    side: SideGroup,
+    rank: int,
+    world_size: int,
+    subgroup: Any,
+    device: Any,
+    in_flight: InFlight,
+) -> tuple[Engine, Any]:
+    """This world's engine, and the CUDA stream its calls launch on (None: torch's own).
+
+    The direct engine launches on a stream of its own, made current for the whole run,
+    so the timers' CUDA events are recorded on the stream NCCL runs on and a CUDA graph
+    captures on it (colbench.bench.timing)."""
+    if not task.direct_nccl:
+        return TorchEngine(), None
+    import torch
+
+    in_flight.step("starting NCCL (--engine nccl)")
+    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+    if stream is not None:
+        torch.cuda.set_stream(stream)
+    handle = 0 if stream is None else int(stream.cuda_stream)
+    ranks = group_ranks(subgroup, world_size)
+    return DirectEngine.create(side, rank, ranks, handle), stream
+
+
+def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:
+    """What NCCL's choice of algorithm depends on, for the measured communicator (the
+    first group of --group-size or --split), from every rank's view: NCCL's host identity
+    (so emulated nodes count as nodes), its version, the GPU's compute capability. Every
+    rank gathers the same facts, so every rank plans alike. What is not known here
+    (NVSwitch, NVLS multicast, a CollNet plugin) stays None: NCCL's rules are then read
+    both ways, and a row is refused only when no reading runs it."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    raw = torch.cuda.nccl.version()
+    version = tuple(raw) if isinstance(raw, tuple) else None
+    mine = (devices.nccl_host_identity(), 10 * major + minor, version)
+    everyone = side.gather_objects(mine)
+    every = [everyone[r] for r in first_group]
+    per_node = Counter(host for host, _, _ in every)
+    versions = {v for _, _, v in every if v is not None}
+    return CommFacts(
+        ranks=len(first_group),
+        nodes=len(per_node),
+        ranks_per_node=max(per_node.values()),
+        version=versions.pop() if len(versions) == 1 else None,
+        compute_capability=min(cc for _, cc, _ in every),
+    )
+
+
+def _introduce(cfg: SweepConfig, job: RankJob, rank: int, device: Any, work: list[Work]) -> Peer:
+    """This rank's :class:`Peer`: its plan's digest, where it runs, what it saw."""
+    return Peer(
+        digest=(plan_digest(cfg, work), __version__),
+        rank=rank,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        device_name=device_name(device),
+        node=launch.node_id(),
+        # Proof, kept in meta.json, that every rank started with its variant's values.
+        env_seen={k: os.environ.get(k) for k in job.variant_keys},
+        gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",
+        gpu=gpu_record(device, cfg.launch.ranks_per_gpu),
+    )
+
+
+def _agreed_budget(
+    cfg: SweepConfig, device: Any, world_size: int, side: SideGroup, worlds: int = 1
+) -> int:
+    """Per-rank buffer budget, the minimum over all ranks so every plan is the same.
+
+    ``worlds``: the interleaved worlds alive at once, whose buffers share the memory.
+    """
+    import torch
+
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    if free is not None:
+        # --ranks-per-gpu: the GPU's free memory is every sharing rank's to split.
+        free //= cfg.launch.ranks_per_gpu
+    local = memory.rank_budget_bytes(
+        local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
+    )
+    return side.min_int(local // worlds)
+
+
+def _measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
+    warnings = []
+    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        warnings.append(
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
+            "several-fold; unset it for real measurements"
+        )
+    if cfg.launch.debug and backend == "nccl":
+        warnings.append(
+            "--debug: torch's NCCL flight recorder records every collective, which adds host "
+            "time to each call; measure without --debug for numbers to compare"
+        )
+    return warnings
+
+
+def _fit_plan(
+    cfg: SweepConfig,
+    work: list[Work],
+    device: Any,
+    world_size: int,
+    side: SideGroup,
+    worlds: int = 1,
+) -> tuple[list[Work], list[str]]:
+    if cfg.measure.memory_check == "off":
+        return work, []
+    budget = _agreed_budget(cfg, device, world_size, side, worlds)
+    fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
+    if notes and cfg.measure.memory_check == "refuse":
+        raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
+    return fitted, [f"{note}; skipped" for note in notes]

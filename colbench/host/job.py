@@ -1,0 +1,163 @@
+"""What a rank is given (:class:`RankJob`) and what it tells its peers (:class:`Peer`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from colbench.config.model import LaunchConfig, OutputConfig
+from colbench.host.turns import TurnSpec
+from colbench.results import metadata
+
+if TYPE_CHECKING:
+    from colbench.host.protocol import Failure
+
+
+class RankTask(Protocol):
+    """What the ranks run: the sweep (colbench.commands.sweep.task), p2p
+    (colbench.commands.p2p.task), and
+    the tasks to come. The host (this package) starts, supervises and ends the ranks the
+    same way for every task; the task says how they start, what they do and what is left.
+
+    Picklable (spawned ranks receive it). ``run_rank`` runs in every rank once its process
+    group exists; ``report`` runs once the ranks are done (in the parent, or in a launched
+    job's rank 0) and returns the exit code.
+    """
+
+    @property
+    def launch(self) -> LaunchConfig:
+        """How its ranks start and how long they may take."""
+        ...
+
+    @property
+    def output(self) -> OutputConfig:
+        """Where its run directory goes and what is shown."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """Names default run directories: ``<stamp>-<label>-<backend>``."""
+        ...
+
+    @property
+    def worlds(self) -> int:
+        """Worlds of its ranks alive at once (interleaved variants), for the host's limits."""
+        ...
+
+    @property
+    def live_bar(self) -> bool:
+        """Whether its rank 0 draws a live progress bar on a terminal (the host's plain
+        progress lines then stay off that terminal, colbench.host.ticker)."""
+        ...
+
+    def check(self, world_size: int, backend: str) -> list[str]:
+        """Refuse (UsageError) what cannot run at this world size and backend, before any
+        rank starts; else the notes to say."""
+        ...
+
+    def run_rank(self, job: RankJob, rank: int, device: Any, in_flight: Any) -> None: ...
+
+    def report(self, run_dir: Path) -> int: ...
+
+    def failed(self, run_dir: Path, failure: Failure) -> None:
+        """The run ended in ``failure`` (a dead or hung rank, exit 3/4); called where the
+        verdict is made (the parent, or a launched job's rank 0), after meta.json says so."""
+        ...
+
+
+class ConfiguredTask:
+    """A task whose ``cfg`` holds its launch and output config (the sweep's, p2p's)."""
+
+    cfg: Any
+    live_bar = False
+
+    @property
+    def launch(self) -> LaunchConfig:
+        launch: LaunchConfig = self.cfg.launch
+        return launch
+
+    @property
+    def output(self) -> OutputConfig:
+        output: OutputConfig = self.cfg.output
+        return output
+
+    def failed(self, run_dir: Path, failure: Failure) -> None:
+        """Nothing beyond meta.json, for most tasks."""
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """Everything a rank needs; pickled into spawned processes."""
+
+    task: RankTask
+    backend: str
+    world_size: int
+    launcher: str
+    run_dir: str | None
+    run_id: str
+    #: The parent's TCPStore; None means env:// (an external launcher's rendezvous).
+    store_host: str | None = None
+    store_port: int | None = None
+    #: Environment variables each rank sets before creating its process group.
+    env: dict[str, str] = field(default_factory=dict)
+    #: The environment variant these ranks were started with ("" when none).
+    variant: str = ""
+    #: Variables of the variant; every rank reports the values it sees into meta.json.
+    variant_keys: tuple[str, ...] = ()
+    #: Interleaved variants: where this world takes its turns (None: it measures freely).
+    turns: TurnSpec | None = None
+    #: Where rank 0 appends its rows when not into ``run_dir`` (an interleaved world's
+    #: rows go into the run's one results.csv).
+    results_dir: str | None = None
+    #: Every rank on this one host (spawned, or a one-node launch): emulated nodes then
+    #: talk over loopback.
+    single_host: bool = True
+    #: When the host started this job (time.time()): a run's stated time counts from it
+    #: (colbench.host.pace); 0: when the rank started.
+    started_at: float = 0.0
+
+    @property
+    def launch(self) -> LaunchConfig:
+        return self.task.launch
+
+    @property
+    def output(self) -> OutputConfig:
+        return self.task.output
+
+    def first_meta(
+        self, config: dict[str, Any], hosts: list[str], peers: Sequence[Any], **more: Any
+    ) -> dict[str, Any]:
+        """meta.json as the job starts: ``config`` (the task's), one node label per rank
+        and what each rank introduced itself with (its ``device_name`` and ``pid``)."""
+        return metadata.collect(
+            run_id=self.run_id,
+            config=config,
+            launcher=self.launcher,
+            backend=self.backend,
+            world_size=self.world_size,
+            hosts=hosts,
+            devices=[p.device_name for p in peers],
+            pids=[p.pid for p in peers],
+            **more,
+        )
+
+
+@dataclass(frozen=True)
+class Peer:
+    """What every rank tells the others at start-up, in one gather."""
+
+    digest: tuple[str, str]
+    """The plan digest and colbench version: compared before anything else."""
+    rank: int
+    host: str
+    pid: int
+    device_name: str
+    node: str
+    env_seen: dict[str, str | None]
+    gpu_uuid: str
+    """The GPU's physical identity ("" on CPU or when unknown)."""
+    gpu: dict[str, Any] = field(default_factory=dict)
+    """The GPU this rank drives: CUDA index, PCI bus id, and the NCCL variables that
+    made it an emulated node (--ranks-per-gpu), as this rank saw them."""

@@ -1,0 +1,200 @@
+"""RunDir: the one owner of a run directory's files.
+
+A run directory holds what one run (a sweep, an import) left::
+
+    meta.json          what the run was: versions, hardware, launcher, env, status
+    results.csv        its rows (colbench.results.rows.RESULTS); other tables beside it
+                       (p2p.csv), each a colbench.results.tables.Table with its own columns
+                       and version (TABLES lists them)
+    rank<N>.log        what rank N's libraries printed (removed when empty)
+    rank<N>.error.json how rank N failed, for the parent's verdict
+    nccl-rank<N>.log   NCCL's own start-up log of rank N (NCCL runs): what it chose
+    <metric>.png       figures of sweep --plot
+
+Every module that makes a run directory or reads or writes one of these files goes
+through this class, so the layout is written down once.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from colbench.errors import UsageError
+from colbench.results import metafile, writing
+from colbench.results.metafile import META_FILE
+from colbench.results.rows import RESULTS, SCHEMA_VERSION, csv_path, load
+from colbench.results.tables import TABLES as TABLES
+from colbench.results.tables import Table, TableWriter
+
+# TABLES: every table a run directory may hold (docs/schema.md lists them). Each adds
+# itself from the module that declares it (colbench.results.tables.register), so this module
+# imports none of theirs; colbench.results.tables.every_table imports them all.
+_RANK_LOG = re.compile(r"^rank(\d+)\.log$")
+
+
+def stamped_name(*parts: str) -> str:
+    """``<YYYYmmdd-HHMMSS>-<parts joined by ->``: the default name of a new directory."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return "-".join((stamp, *parts))
+
+
+class RunDir:
+    """A run directory: its tables, meta.json, rank logs and figures."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    @property
+    def name(self) -> str:
+        """The run's id, as its rows and meta.json carry it."""
+        return self.path.name
+
+    # -- creating ----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, out: str | os.PathLike[str] | None, default: Path) -> RunDir:
+        """A new, empty run directory: ``out`` (an explicit --out, which must be new or
+        empty), else ``default``, stepping aside to ``-2``, ``-3``... from a taken name."""
+        if out is not None:
+            return cls._create_explicit(Path(out))
+        for attempt in range(1, 1000):
+            path = default if attempt == 1 else default.with_name(f"{default.name}-{attempt}")
+            try:
+                # mkdir claims the name atomically: two runs started in the same second
+                # never share a directory.
+                path.mkdir(parents=True)
+                return cls(path)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot create run directory under {default.parent}: {exc.strerror}"
+                ) from None
+        raise UsageError(f"could not find a free run directory name next to {default}")
+
+    @classmethod
+    def _create_explicit(cls, path: Path) -> RunDir:
+        if path.exists() and not path.is_dir():
+            raise UsageError(
+                f"--out {path} is a file: --out names the run directory (new or empty) that "
+                "results.csv and meta.json go into; pick another"
+            )
+        if path.exists() and any(path.iterdir()):
+            raise UsageError(
+                f"run directory {path} already exists and is not empty; pick another --out"
+            )
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create run directory {path}: {exc.strerror}") from None
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"run directory {path} is not writable")
+        return cls(path)
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> RunDir:
+        """The run a path names: the directory itself, or the one holding a results CSV."""
+        return cls(csv_path(path).parent)
+
+    # -- tables ------------------------------------------------------------------------
+
+    def table_path(self, table: Table = RESULTS) -> Path:
+        return self.path / table.file_name
+
+    def has_table(self, table: Table = RESULTS) -> bool:
+        return self.table_path(table).is_file()
+
+    def writer(self, table: Table = RESULTS, exact: bool = False) -> TableWriter:
+        """Append rows to one of the run's tables (created with its header if new);
+        ``exact``: floats in full where %.6g would change them (imported values)."""
+        return TableWriter(self.table_path(table), table, exact)
+
+    def results(self) -> Any:
+        """results.csv as a DataFrame of this version's columns (see results.load)."""
+        return load(self.table_path(RESULTS))
+
+    def rows_kept(self, table: Table = RESULTS) -> int:
+        """Whole data rows in a table's file; 0 when it is missing. A last row cut short
+        by a failed write (no newline yet) is no row: the reader drops it too."""
+        try:
+            with open(self.table_path(table), encoding="utf-8", errors="replace") as f:
+                return max(0, sum(line.endswith("\n") for line in f) - 1)
+        except OSError:
+            return 0
+
+    # -- meta.json ---------------------------------------------------------------------
+
+    @property
+    def meta_path(self) -> Path:
+        return self.path / META_FILE
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        """Atomically replace meta.json, so a reader never sees half a file."""
+        writing.replace_text(
+            self.meta_path, json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n"
+        )
+
+    def read_meta(self) -> dict[str, Any]:
+        """meta.json (see :func:`colbench.results.metafile.read`)."""
+        return metafile.read(self.meta_path, SCHEMA_VERSION)
+
+    def meta_or_none(self) -> dict[str, Any] | None:
+        """meta.json, or None when missing or unreadable (see :func:`metafile.read_or_none`)."""
+        return metafile.read_or_none(self.meta_path, SCHEMA_VERSION)
+
+    def update_meta(self, **fields: Any) -> None:
+        meta = self.read_meta()
+        meta.update(fields)
+        self.write_meta(meta)
+
+    # -- rank logs and figures ---------------------------------------------------------
+
+    def rank_log(self, rank: int) -> Path:
+        return self.path / f"rank{rank}.log"
+
+    def rank_logs(self) -> dict[int, Path]:
+        """Rank -> its log file, for the logs that exist, in rank order."""
+        found = {}
+        for path in self.path.glob("rank*.log"):
+            match = _RANK_LOG.match(path.name)
+            if match:
+                found[int(match.group(1))] = path
+        return dict(sorted(found.items()))
+
+    def tidy_logs(self) -> None:
+        """Empty rank logs say nothing, whether the run ended well or not: remove them."""
+        for log in self.rank_logs().values():
+            try:
+                if log.stat().st_size == 0:
+                    log.unlink()
+            except OSError:  # gone already
+                continue
+
+    def nccl_log(self, rank: int) -> Path:
+        """Where rank ``rank``'s NCCL writes its INFO log (NCCL_DEBUG_FILE)."""
+        return self.path / f"nccl-rank{rank}.log"
+
+    def nccl_logs(self) -> list[Path]:
+        return sorted(self.path.glob("nccl-rank*.log"), key=lambda p: int(p.stem[9:]))
+
+    def error_report(self, rank: int) -> Path:
+        """Where rank ``rank`` leaves the report of how it failed."""
+        return self.path / f"rank{rank}.error.json"
+
+    def error_reports(self) -> list[Path]:
+        return sorted(self.path.glob("rank*.error.json"))
+
+    def figure_path(self, metric: str) -> Path:
+        return self.path / f"{metric}.png"

@@ -1,2 +1,0 @@
-"""The files of a run: tables declared once and versioned (old files filled in), the run
-directory that owns them, and meta.json."""
