@@ -1,3 +1,5 @@
+"""``python -m colbench``: the same command line as ``colbench``."""
+
 from colbench.cli import main
 
 main()

@@ -222,48 +222,6 @@ def test_shape_ellipsis_stands_for_lines_and_line_ends() -> None:
     assert shape_mismatch(shown, ["# head", "colbench gate: FAIL (1 failure(s)): 7"]) is not None
 
 
-def layout_names(text: str) -> set[str]:
-    """The modules and packages docs/layout.md's tables name in their first column."""
-    named: set[str] = set()
-    for line in text.splitlines():
-        if line.startswith("| `"):
-            first_cell = line.split("|")[1]
-            named |= set(re.findall(r"`([\w/]+\.py|[\w/]+/)`", first_cell))
-    return named
-
-
-def package_members(package: Path) -> set[str]:
-    """Every module (``bench/loop.py``) and package (``sweep/``) under ``package``, at
-    every depth, as the layout page names them."""
-    found: set[str] = set()
-    for path in package.rglob("*.py"):
-        relative = path.relative_to(package)
-        if path.name == "__init__.py":
-            if relative.parent != Path("."):
-                found.add(f"{relative.parent.as_posix()}/")
-        else:
-            found.add(relative.as_posix())
-    return found
-
-
-def test_layout_page_names_every_module_and_only_those() -> None:
-    """docs/layout.md's module tables are the newcomer's map: they must match colbench/
-    at every depth (a module of a subpackage left out fails too)."""
-    actual = package_members(REPO / "colbench")
-    named = layout_names((DOCS / "layout.md").read_text())
-    assert sorted(actual - named) == [], "modules missing from docs/layout.md"
-    assert sorted(named - actual) == [], "docs/layout.md names modules that do not exist"
-
-
-def test_the_layout_check_sees_a_module_of_a_subpackage(tmp_path: Path) -> None:
-    (tmp_path / "analysis" / "gate").mkdir(parents=True)
-    for name in ("analysis/__init__.py", "analysis/gate/__init__.py", "analysis/gate/text.py"):
-        (tmp_path / name).write_text("")
-    assert package_members(tmp_path) == {"analysis/", "analysis/gate/", "analysis/gate/text.py"}
-    page = "| `analysis/` | x |\n| `analysis/gate/` | y |\n"
-    assert package_members(tmp_path) - layout_names(page) == {"analysis/gate/text.py"}
-
-
 def test_commands_page_names_every_suite_key() -> None:
     """docs/commands.md lists a suite's keys by hand: each key the schema takes is there
     (``repeat`` was once left out)."""
