@@ -69,7 +69,7 @@ _BANDWIDTH_COLUMNS = ("algbw_gbps", "busbw_gbps", "aggbw_gbps")
 #: starts (ranks are forked from the parent): a real wrong result, the op itself real.
 _CORRUPTING_SITE = """\
 import os
-from colbench import ops
+from colbench.bench import ops
 from tests.corrupting import Corrupting
 
 ops.BY_NAME["all_reduce"] = Corrupting(ops.BY_NAME["all_reduce"], lambda c, b, ctx: ctx.rank == 1)

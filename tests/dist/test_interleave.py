@@ -162,9 +162,9 @@ def test_an_interpreter_without_python_ranks_is_one_clear_error(tmp_path: Path) 
     # Variant pr's interpreter finds a colbench that predates --python ranks (no
     # colbench.host.interpreter), as an older checkout's environment would.
     old = tmp_path / "old"
-    (old / "colbench" / "run").mkdir(parents=True)
+    (old / "colbench" / "host").mkdir(parents=True)
     (old / "colbench" / "__init__.py").write_text("")
-    (old / "colbench" / "run" / "__init__.py").write_text("")
+    (old / "colbench" / "host" / "__init__.py").write_text("")
     wrapper = tmp_path / "python-old"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={old} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
