@@ -287,7 +287,7 @@ def _serve_store(listener: socket.socket, world_size: int, timeout_s: float) -> 
     """The parent's TCPStore, serving on ``listener`` (connections already queued there)."""
     import torch.distributed as dist
 
-    return dist.TCPStore(
+    store = dist.TCPStore(
         LOCAL_HOST,
         int(listener.getsockname()[1]),
         world_size,
@@ -296,3 +296,16 @@ def _serve_store(listener: socket.socket, world_size: int, timeout_s: float) -> 
         wait_for_workers=False,
         master_listen_fd=listener.fileno(),
     )
+    hand_over(listener)
+    return store
+
+
+def hand_over(listener: socket.socket) -> None:
+    """Leave a listening socket to the store now serving on it.
+
+    The store's server thread closes the descriptor when the store goes. Closed from
+    Python as well, the second close lands on whatever reused the number in between: a
+    font file matplotlib holds, a subprocess's error pipe (EBADF in a later
+    ``subprocess.run``). After this, ``listener.close()`` closes nothing.
+    """
+    listener.detach()

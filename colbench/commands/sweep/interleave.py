@@ -112,6 +112,7 @@ def run_interleaved(
             for index, world in enumerate(worlds):
                 world.serve(show_joins=index == 0)
             store = turns.serve(spawn.LOCAL_HOST, listener.fileno(), port)
+            spawn.hand_over(listener)
         except BaseException:
             for world in worlds:
                 supervise.stop_processes(world.processes)
