@@ -77,7 +77,7 @@ SCHEMA_HISTORY: dict[int, str] = {
 }
 
 #: What makes two rows the same measurement: rows of two runs are compared only where
-#: these are equal (colbench.analysis joins on them). ``requested_bytes`` is left out on
+#: these are equal (colbench.results.join joins on them). ``requested_bytes`` is left out on
 #: purpose: ``size_bytes`` follows from it at a given world size.
 KEY_COLUMNS = (
     "variant",

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis.fit.model import (
+from colbench.cli import main
+from colbench.commands.fit.model import (
     approx_size,
     crossovers,
     fit_lines,
@@ -17,8 +18,7 @@ from colbench.analysis.fit.model import (
     report,
     uncertainty,
 )
-from colbench.analysis.series import lines, load_runs
-from colbench.cli import main
+from colbench.results.series import lines, load_runs
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
 SIZES_WIDE = 2.0 ** np.arange(3, 31)  # 8 B .. 1 G

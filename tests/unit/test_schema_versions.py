@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.gate.baseline import update_baseline
 from colbench.bench.rowmaker import host_bound
+from colbench.commands.gate.baseline import update_baseline
 from colbench.errors import UsageError
 from colbench.results.rows import (
     COLUMNS,

@@ -1,6 +1,6 @@
 """The cross-check's report: nccl-tests and colbench per size, as text, CSV and a figure.
 
-The two runs are joined by :func:`colbench.analysis.compare.comparison.compare_runs`
+The two runs are joined by :func:`colbench.commands.compare.comparison.compare_runs`
 (A = nccl-tests, B = colbench) on time, the one metric that means something at every world
 size (busbw is 0 at one rank); busbw of both is shown beside it. nccl-tests reports both
 placements of every op; rows in a placement colbench did not measure (torch has no out-of-place
@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from colbench import text
-from colbench.analysis.compare import comparison as compare
-from colbench.analysis.series import PLACEMENT_NAMES, Run
+from colbench.commands.compare import comparison as compare
 from colbench.commands.crosscheck.plan import MULTI_NODE, Plan
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.results import writing
+from colbench.results.series import PLACEMENT_NAMES, Run
 from colbench.text import Column
 
 #: What a cross-check writes beside the two runs.

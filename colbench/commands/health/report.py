@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from colbench import reading, text
-from colbench.analysis.link_tests import MIN_NODES
 from colbench.commands.health import floors as floor_files
 from colbench.commands.health import naming
 from colbench.commands.health.config import SAMPLES_FILE, HealthConfig
@@ -38,6 +37,7 @@ from colbench.commands.health.judge import (
     link_medians,
     samples_of,
 )
+from colbench.commands.p2p.link_tests import MIN_NODES
 from colbench.commands.p2p.report import matrix_text
 from colbench.errors import ExitCode
 from colbench.host.protocol import Failure

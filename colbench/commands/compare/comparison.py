@@ -1,6 +1,6 @@
 """Two runs side by side: the comparison engine with no checks, and one figure.
 
-Rows are joined on the schema's key columns (:mod:`colbench.analysis.engine`) but the
+Rows are joined on the schema's key columns (:mod:`colbench.results.join`) but the
 backend, which a row names as its reason instead, and, when each run has one variant,
 the variant (a Ring run against its Tree run). Rows that cannot be judged are kept and
 marked ``x`` with the reason (the way asv marks "not comparable"): present in one run
@@ -20,7 +20,10 @@ from typing import Any
 import numpy as np
 
 from colbench import text
-from colbench.analysis.engine import (
+from colbench.commands.compare.nccl_ran import ran_lines
+from colbench.config.sizes import format_size
+from colbench.errors import UsageError
+from colbench.results.join import (
     Pair,
     Sample,
     fabric_warnings,
@@ -29,11 +32,8 @@ from colbench.analysis.engine import (
     key_columns,
     read_meta,
 )
-from colbench.analysis.nccl_ran import ran_lines
-from colbench.analysis.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
-from colbench.config.sizes import format_size
-from colbench.errors import UsageError
 from colbench.results.reporters.figures import METRICS, metric, metric_key, size_axis
+from colbench.results.series import PLACEMENT_NAMES, Run, lines, load_runs, select_variant
 from colbench.stats import noise, rank_tests
 from colbench.text import Column
 
@@ -140,7 +140,7 @@ def _torch_tax(frame_a: Any, frame_b: Any) -> list[str]:
     """The torch tax of each row pair, when one side is torch's rows and the other NCCL's."""
     import pandas as pd
 
-    from colbench.analysis.torch_tax import summary_lines
+    from colbench.results.torch_tax import summary_lines
 
     both = pd.concat([frame_a, frame_b], ignore_index=True)
     # Each side's variant is one engine's: the pairs are the same rows but the engine.
@@ -325,7 +325,7 @@ def _group_summary(group: Any) -> str:
 
 def figure(comparison: Comparison) -> Any:
     """Top: both runs' curves; bottom: B/A per size for the comparable rows."""
-    from colbench.analysis.plot.lines import context, draw_lines, styles
+    from colbench.commands.plot.lines import context, draw_lines, styles
     from colbench.results.reporters.figures import pyplot
 
     chosen = METRICS[comparison.metric_name]

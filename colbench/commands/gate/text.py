@@ -1,14 +1,14 @@
 """What the gate's reports say about its statistics: the rule, the power, the family.
 
 One wording for the console table, the Markdown report and the JUnit properties
-(colbench.analysis.gate.report), so that the three never disagree about what was tested.
+(colbench.commands.gate.report), so that the three never disagree about what was tested.
 """
 
 from __future__ import annotations
 
-from colbench.analysis.gate.result import GateResult
-from colbench.analysis.sensitivity import OverallResult
-from colbench.analysis.verdict import CheckResult, RowResult, Verdict
+from colbench.commands.gate.result import GateResult
+from colbench.commands.gate.sensitivity import OverallResult
+from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict
 from colbench.output import plural
 from colbench.stats import rank_tests
 
@@ -74,7 +74,7 @@ def power_text(result: GateResult) -> str:
 
 def _alone(result: GateResult) -> str:
     """Why the judged rows were left to the pooled test (their sample counts cannot reach
-    their level: colbench.analysis.sensitivity.control_family); "" when some row can."""
+    their level: colbench.commands.gate.sensitivity.control_family); "" when some row can."""
     summary = result.pooled
     if summary is None or not summary.overall or summary.alone < summary.family:
         return ""

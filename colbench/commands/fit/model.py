@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from colbench import text
-from colbench.analysis.series import Line, labels
 from colbench.bench import ops
+from colbench.results.series import Line, labels
 from colbench.stats import noise, robust, student_t
 from colbench.text import Column
 

@@ -2,7 +2,7 @@
 
 The console table is for the person at the terminal, the Markdown for a pull request
 or ``$GITHUB_STEP_SUMMARY``, the JUnit XML for CI systems that list failed tests. They
-never judge anything themselves: every verdict comes from :mod:`colbench.analysis.verdict`.
+never judge anything themselves: every verdict comes from :mod:`colbench.commands.gate.verdict`.
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from colbench import text
-from colbench.analysis.gate.result import FloorResult, GateResult
-from colbench.analysis.gate.text import (
+from colbench.commands.gate.result import FloorResult, GateResult
+from colbench.commands.gate.sensitivity import OverallResult
+from colbench.commands.gate.text import (
     overall_change,
     overall_lines,
     power_rule,
     power_text,
     rule_text,
 )
-from colbench.analysis.sensitivity import OverallResult
-from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
+from colbench.commands.gate.verdict import FAILING, CheckResult, RowResult, Verdict
 from colbench.output import plural
 from colbench.text import Column
 

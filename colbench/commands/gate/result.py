@@ -1,7 +1,7 @@
 """What the gate judges by and what it finds: its rules (checked once, when built from the
 options), a floor's result, and the whole verdict with the figures the reports read.
 
-Apart from :mod:`colbench.analysis.gate.engine`, which joins runs and judges rows into a
+Apart from :mod:`colbench.commands.gate.engine`, which joins runs and judges rows into a
 :class:`GateResult`, so that the reports depend on the result alone.
 """
 
@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from colbench.analysis import drift_rows, sensitivity
-from colbench.analysis.checks import (
+from colbench.commands.gate import drift_rows, sensitivity
+from colbench.commands.gate.checks import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_CV,
     DEFAULT_MIN_BASELINE_RUNS,
     Check,
     SizeWindow,
 )
-from colbench.analysis.verdict import RowResult, Verdict
+from colbench.commands.gate.verdict import RowResult, Verdict
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
 from colbench.stats import power
@@ -57,7 +57,7 @@ class GateRules:
     power: float = power.DEFAULT_POWER
     #: Rows that must be sensitive for performance to count as judged.
     min_judged: int = 1
-    #: Runs in the baseline's window the drift test needs (colbench.analysis.drift_rows).
+    #: Runs in the baseline's window the drift test needs (colbench.commands.gate.drift_rows).
     min_runs: int = DEFAULT_MIN_BASELINE_RUNS
     #: Every op's average bus bandwidth must reach it: NCCL_TESTS_MIN_BW's (0.9x the
     #: value, as nccl-tests) or --min-avg-busbw-gbps's (the value itself).
@@ -99,7 +99,7 @@ class GateResult:
     #: Runs in the baseline's window; ``drift`` is set when the drift test judged the rows.
     baseline_runs: int = 0
     drift: drift_rows.DriftSummary | None = None
-    #: Otherwise the rows' rank tests and the pooled test (colbench.analysis.pooled).
+    #: Otherwise the rows' rank tests and the pooled test (colbench.commands.gate.pooled).
     pooled: sensitivity.FamilySummary | None = None
     #: Why each current run that is not whole is not: each one fails the gate, whatever
     #: its rows say, since a run killed part way would pass on the rows it kept.

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from colbench.analysis.checks import DEFAULT_POWER, Check, SizeWindow
+from colbench.commands.gate.checks import DEFAULT_POWER, Check, SizeWindow
 from colbench.errors import UsageError
 from colbench.results.rows import KEY_COLUMNS, STATUS_OK
 from colbench.stats import power, rank_tests
@@ -36,7 +36,7 @@ from colbench.stats.rank_tests import median
 
 #: Columns that name a row of the paired table: every key but the variant, and but the
 #: engine, which an ``--engine torch,nccl`` run's variants differ by (engine=torch vs
-#: engine=nccl: the torch tax, colbench.analysis.torch_tax).
+#: engine=nccl: the torch tax, colbench.results.torch_tax).
 ROW_KEYS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "engine"))
 
 

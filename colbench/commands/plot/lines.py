@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from colbench.analysis.series import PLACEMENT_NAMES, Line, Run, labels, lines, load_runs
 from colbench.errors import UsageError
 from colbench.results.reporters.figures import (
     Metric,
@@ -34,6 +33,7 @@ from colbench.results.reporters.figures import (
     unused_path,
 )
 from colbench.results.rundir import RunDir
+from colbench.results.series import PLACEMENT_NAMES, Line, Run, labels, lines, load_runs
 from colbench.stats import noise
 
 
@@ -180,8 +180,8 @@ def styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
 
 def _draw_fit(ax: Any, curve: Line, chosen: Metric, color: str) -> float | None:
     """Draw the curve's alpha-beta model; its relative rms error (None: no fit)."""
-    from colbench.analysis.fit import model as fit
     from colbench.bench import ops
+    from colbench.commands.fit import model as fit
 
     try:
         model = fit.fit_time(curve.size_bytes, curve.time_us)
@@ -232,7 +232,7 @@ def plot_runs(
 
 
 def _poor_fits(curves: Sequence[Line]) -> list[str]:
-    from colbench.analysis.fit.model import fit_lines
+    from colbench.commands.fit.model import fit_lines
 
     return [
         f"plot --fit: {noise.poor_fit_warning(r.label, r.rel_rms)}"
