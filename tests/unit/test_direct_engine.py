@@ -18,7 +18,7 @@ from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Context
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.timing import CudaGraphTimer, make_timer
-from colbench.commands.compare.comparison import compare_runs
+from colbench.commands.compare.pairs import compare_runs
 from colbench.config.variants import expand
 from colbench.direct.engine import DirectEngine, parse_engines, refusal
 from colbench.direct.nccl4py import DirectComm, Nccl, missing

@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from colbench.commands.compare.comparison import compare_runs, figure
+from colbench.commands.compare.comparison import figure
+from colbench.commands.compare.pairs import compare_runs
 from colbench.commands.health.heatmap import nothing_to_draw
 from colbench.commands.health.judge import against_fleet, samples_of
 from colbench.commands.p2p.heatmap import MIN_SPAN_FACTOR, centred_norm, write_heatmap

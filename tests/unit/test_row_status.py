@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from colbench.commands.compare.comparison import compare_runs, format_table
+from colbench.commands.compare.comparison import format_table
+from colbench.commands.compare.pairs import compare_runs
 from colbench.commands.gate import engine as gate
 from colbench.commands.gate import report as gate_report
 from colbench.commands.gate.baseline import update_baseline
