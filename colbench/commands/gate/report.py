@@ -97,7 +97,7 @@ def _by_metric(row: RowResult, metric: str) -> CheckResult | None:
 
 
 def _perf_metrics(result: GateResult) -> list[str]:
-    return [c.metric for c in result.checks if c.metric != "wrong"]
+    return [c.metric for c in result.rules.checks if c.metric != "wrong"]
 
 
 def _place(row: RowResult) -> str:
@@ -106,7 +106,7 @@ def _place(row: RowResult) -> str:
 
 def _window_text(result: GateResult) -> str:
     """Where performance was judged, or why nowhere (another machine, no baseline)."""
-    window = result.window
+    window = result.rules.window
     return window.closed or f"performance judged at {window.describe()}"
 
 
@@ -120,7 +120,7 @@ def console_lines(result: GateResult) -> list[str]:
     )
     lines = [
         f"# colbench gate: {result.current} against baseline {result.baseline}",
-        "# checks: " + ", ".join(c.text for c in result.checks) + f"; {_window_text(result)}",
+        "# checks: " + ", ".join(c.text for c in result.rules.checks) + f"; {_window_text(result)}",
         f"# {rule_text(result)}",
         "# change: (current - baseline) / baseline of the medians; p: one-sided "
         + (
@@ -216,7 +216,7 @@ def markdown(result: GateResult) -> str:
         f"Current run `{result.current}` against baseline `{result.baseline}`.",
         "",
         "Checks: "
-        + ", ".join(f"`{c.text}` ({c.describe()})" for c in result.checks)
+        + ", ".join(f"`{c.text}` ({c.describe()})" for c in result.rules.checks)
         + f"; {_window_text(result)}.",
         "",
         f"Rule: {rule_text(result)}. Changes are (current - baseline) / baseline of medians.",
@@ -293,11 +293,11 @@ def junit_xml(result: GateResult) -> str:
     for name, value in (
         ("baseline", result.baseline),
         ("current", result.current),
-        ("checks", " ".join(c.text for c in result.checks)),
-        ("window", result.window.describe()),
-        ("alpha", f"{result.alpha:g}"),
-        ("power", f"{result.power:g}"),
-        ("fwer", result.fwer),
+        ("checks", " ".join(c.text for c in result.rules.checks)),
+        ("window", result.rules.window.describe()),
+        ("alpha", f"{result.rules.alpha:g}"),
+        ("power", f"{result.rules.power:g}"),
+        ("fwer", result.rules.fwer),
         ("sensitivity", power_text(result)),
     ):
         ET.SubElement(props, "property", name=name, value=value)

@@ -105,39 +105,6 @@ class GateResult:
     #: its rows say, since a run killed part way would pass on the rows it kept.
     incomplete: list[str] = field(default_factory=list)
 
-    # The rules, by the names the reports read them.
-    @property
-    def checks(self) -> tuple[Check, ...]:
-        return self.rules.checks
-
-    @property
-    def window(self) -> SizeWindow:
-        return self.rules.window
-
-    @property
-    def alpha(self) -> float:
-        return self.rules.alpha
-
-    @property
-    def max_cv(self) -> float:
-        return self.rules.max_cv
-
-    @property
-    def power(self) -> float:
-        return self.rules.power
-
-    @property
-    def fwer(self) -> str:
-        return self.rules.fwer
-
-    @property
-    def min_judged(self) -> int:
-        return self.rules.min_judged
-
-    @property
-    def min_runs(self) -> int:
-        return self.rules.min_runs
-
     @property
     def summary(self) -> sensitivity.FamilySummary | None:
         return self.drift or self.pooled
@@ -170,16 +137,16 @@ class GateResult:
     @property
     def performance_checked(self) -> bool:
         """True when a relative check was asked for and performance could be judged."""
-        return not self.not_judged and any(c.relative for c in self.checks)
+        return not self.not_judged and any(c.relative for c in self.rules.checks)
 
     @property
     def inconclusive(self) -> bool:
         """Performance was asked for, but too few rows could have seen a slowdown (an
         overall statistic that could, over at least that many rows, is enough)."""
-        if not self.performance_checked or len(self.sensitive) >= self.min_judged:
+        if not self.performance_checked or len(self.sensitive) >= self.rules.min_judged:
             return False
         overall = self.summary.sensitive_overall if self.summary else None
-        return overall is None or overall.rows < self.min_judged
+        return overall is None or overall.rows < self.rules.min_judged
 
     @property
     def passed_on_presence_only(self) -> bool:
