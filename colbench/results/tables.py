@@ -23,6 +23,7 @@ from typing import IO, Any
 from colbench import reading
 from colbench.errors import UsageError
 from colbench.results import writing
+from colbench.text import markdown as markdown_rows
 
 
 def column(meaning: str, unit: str = "", default: Any = dataclasses.MISSING) -> Any:
@@ -313,11 +314,14 @@ def markdown(tables: list[Table]) -> str:
         if table.title:
             out += [table.title, ""]
         out += [f"Schema version {table.version}.", ""]
-        out += ["| column | unit | since | meaning |", "|---|---|---|---|"]
-        for name, meaning in table.columns.items():
-            cell = meaning.replace("|", "\\|")
-            since = table.added_in.get(name, 1)
-            out.append(f"| `{name}` | {table.units[name] or '-'} | {since} | {cell} |")
+        rows = [
+            (f"`{name}`", table.units[name] or "-", table.added_in.get(name, 1), meaning)
+            for name, meaning in table.columns.items()
+        ]
+        out += markdown_rows(
+            ["column", "unit", "since", "meaning"],
+            [(*row[:3], row[3].replace("|", "\\|")) for row in rows],
+        )
         out += ["", f"### {table.file_name} schema versions", ""]
         out += [f"- **{v}**: {text}" for v, text in sorted(table.history.items())]
     return "\n".join(out) + "\n"

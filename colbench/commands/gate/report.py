@@ -224,9 +224,7 @@ def markdown(result: GateResult) -> str:
         f"Power: {power_rule(result)}.",
         "",
         *(f"{line[0].upper()}{line[1:]}.\n" for line in overall_lines(result)),
-        "| verdict | rows |",
-        "|---|---|",
-        *(f"| {v.value} | {n} |" for v, n in result.counts().items()),
+        *text.markdown(["verdict", "rows"], [(v.value, n) for v, n in result.counts().items()]),
         "",
     ]
     lines += _md_floors(result)
@@ -240,11 +238,9 @@ def markdown(result: GateResult) -> str:
         lines += [
             "### What changed between the runs",
             "",
-            "| what | baseline | current |",
-            "|---|---|---|",
-            *(
-                f"| {_md_escape(w)} | {_md_escape(a)} | {_md_escape(b)} |"
-                for w, a, b in result.changes
+            *text.markdown(
+                ["what", "baseline", "current"],
+                [[_md_escape(cell) for cell in change] for change in result.changes],
             ),
             "",
         ]
