@@ -3,7 +3,7 @@
 A stored baseline of K runs (``--update-baseline --keep K``, the rolling window
 scripts/ci-gate.sh keeps) is measured first; with K >= 5 the gate judges performance
 on the between-run drift of those runs (colbench.stats.drift), with fewer on the
-samples' spread within the runs and the pooled test (colbench.analysis.pooled);
+samples' spread within the runs and the pooled test (colbench.commands.gate.pooled);
 ``--fresh-baseline`` measures a new baseline before every pair of trials, so that each
 false alarm is a trial of its own. Then RUNS identical
 runs and RUNS runs slowed for real by a CPU quota on the ranks (a cgroup of our own:

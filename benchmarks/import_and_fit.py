@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from colbench.analysis.fit.model import fit_time
+from colbench.commands.fit.model import fit_time
 from colbench.importers.nccl_tests import parse_log
 
 HEADER = (

@@ -1,5 +1,5 @@
-"""Commands that read runs: plot, compare, fit, predict, gate (colbench.analysis and
-colbench.commands.predict do the work)."""
+"""Commands that read runs: plot, compare, fit, predict, gate (their packages in
+colbench.commands do the work)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def plot(
       colbench plot results/a/ results/b/ --metric time --out figures/
       colbench plot results/imported-ar/ --peak 400 --fit --one-chart
     """
-    from colbench.analysis.plot.lines import plot_runs
+    from colbench.commands.plot.lines import plot_runs
 
     path, warnings = plot_runs(runs, metric, out=out, peak_gbps=peak, fit=fit, one_chart=one_chart)
     for warning in warnings:
@@ -108,7 +108,7 @@ def compare(
       colbench compare results/imported-ar/ results/today/ --metric time --out figures/
       colbench compare results/x/ results/x/ --variant-a NCCL_ALGO=Ring --variant-b NCCL_ALGO=Tree
     """
-    from colbench.analysis.compare import comparison as compare_module
+    from colbench.commands.compare import comparison as compare_module
 
     comparison, path = compare_module.compare(
         run_a, run_b, metric, out=out, variant_a=variant_a, variant_b=variant_b,
@@ -135,7 +135,7 @@ def fit(
       colbench fit results/20261122-022623-all_reduce-nccl/
       colbench fit results/ring/ results/tree/
     """
-    from colbench.analysis.fit.command import run as fit_run
+    from colbench.commands.fit.command import run as fit_run
 
     raise typer.Exit(fit_run(runs))
 
@@ -178,7 +178,7 @@ def _predict_rows() -> tuple[Option, ...]:
 
 
 def _gate_rows() -> tuple[Option, ...]:
-    from colbench.analysis.gate import options
+    from colbench.commands.gate import options
 
     return options.table()
 
@@ -255,8 +255,8 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
     rows=_gate_rows,
 )
 def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values: Any) -> None:
-    from colbench.analysis.gate.command import run as gate_run
-    from colbench.analysis.gate.options import GateOptions
+    from colbench.commands.gate.command import run as gate_run
+    from colbench.commands.gate.options import GateOptions
 
     flags = GateOptions(**values)
     raise typer.Exit(gate_run(baseline, current or [], flags))

@@ -95,14 +95,14 @@ def _health_lines() -> list[str]:
 
 
 def _gate_lines() -> list[str]:
-    """The gate section: its options (colbench.analysis.gate.options)."""
-    from colbench.analysis.gate.options import table
+    """The gate section: its options (colbench.commands.gate.options)."""
+    from colbench.commands.gate.options import table
 
     lines = [
         "",
         "# Options of `colbench gate`",
         "",
-        "<!-- Generated from colbench/analysis/gate/options.py by `make docs`; do not edit. -->",
+        "<!-- Generated from colbench/commands/gate/options.py by `make docs`; do not edit. -->",
         "",
         "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):",
         "",

@@ -9,7 +9,7 @@ bootstrap over the gloo side group. A direct world's torch process group is gloo
 (colbench.host.startup): no torch NCCL communicator exists in it.
 
 Comparing the two engines' rows gives what torch adds to every call (the torch tax,
-colbench.analysis.torch_tax).
+colbench.results.torch_tax).
 """
 
 from __future__ import annotations

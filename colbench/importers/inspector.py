@@ -48,7 +48,8 @@ from typing import Any
 
 from colbench import reading
 from colbench.bench import ops
-from colbench.bench.ops.dtypes import DTYPES, NO_REDOP
+from colbench.bench.ops.base import Collective
+from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, DType
 from colbench.errors import UsageError
 from colbench.host.launchers.emulation import FABRIC_REAL
 from colbench.results.rows import SCHEMA_VERSION, STATUS_OK, Row
@@ -190,17 +191,13 @@ def _size_bytes(call: Call) -> int:
     return call.msg_bytes * call.n_ranks if call.coll in PER_RANK_CHUNK else call.msg_bytes
 
 
-def rows_of(
-    found: Read, run_id: str, dtype: str | None = None, device: str = ""
-) -> tuple[list[Row], list[dict[str, Any]]]:
-    """The calls -> one row per (communicator, op, size); and meta.json's
-    ``communicators``."""
-    dt = DTYPES.get(dtype) if dtype else None
-    if dtype and dt is None:
-        raise UsageError(f"unknown --dtype {dtype!r}: choose from {', '.join(DTYPES)}")
-    groups: dict[tuple[str, str, int], dict[int, dict[int, float]]] = defaultdict(
-        lambda: defaultdict(dict)
-    )
+#: Per (communicator, op, size): each call's sequence number -> its ranks' times.
+Groups = dict[tuple[str, str, int], dict[int, dict[int, float]]]
+
+
+def _group(found: Read) -> tuple[Groups, dict[str, dict[str, Any]]]:
+    """The calls grouped per (communicator, op, size), and what each communicator is."""
+    groups: Groups = defaultdict(lambda: defaultdict(dict))
     comms: dict[str, dict[str, Any]] = {}
     for call in found.calls:
         size = _size_bytes(call)
@@ -217,54 +214,79 @@ def rows_of(
         info = comms.setdefault(call.comm, fresh)
         info["ranks"][call.rank] = call.host
         info["timing_sources"].add(call.timing_source)
+    return groups, comms
+
+
+def _row(
+    op: Collective,
+    size: int,
+    per_call: list[float],
+    info: dict[str, Any],
+    dt: DType | None,
+    *,
+    run_id: str,
+    device: str,
+    repeat: int,
+) -> Row:
+    """One group of calls (one time per call) as a row."""
+    n = info["n_ranks"]
+    time_us = statistics.median(per_call)
+    # A call faster than the clock's whole microsecond has no bandwidth to state.
+    algbw = op.algbw_gbps(size, time_us) if time_us > 0 else None
+    return Row(
+        run_id=run_id,
+        variant="",
+        backend="nccl",
+        device=device,
+        world_size=n,
+        nnodes=info["nnodes"],
+        group_size=n,
+        groups=1,
+        op=op.name,
+        dtype=dt.name if dt else "unknown",
+        redop="sum" if op.uses_redop else NO_REDOP,
+        root=0 if op.rooted else -1,
+        in_place=1 if op.placements[0] == "in" else 0,
+        requested_bytes=size,
+        size_bytes=size,
+        count=size // dt.elem_bytes if dt else 0,
+        warmup=None,
+        iters=len(per_call),
+        average="avg",
+        time_us=time_us,
+        time_min_us=min(per_call),
+        time_max_us=max(per_call),
+        algbw_gbps=algbw,
+        busbw_gbps=None if algbw is None else algbw * op.busbw_factor(n),
+        wrong=None,
+        status=STATUS_OK,
+        repeat=repeat,
+        fabric=FABRIC_REAL,
+    )
+
+
+def rows_of(
+    found: Read, run_id: str, dtype: str | None = None, device: str = ""
+) -> tuple[list[Row], list[dict[str, Any]]]:
+    """The calls -> one row per (communicator, op, size); and meta.json's
+    ``communicators``."""
+    dt = DTYPES.get(dtype) if dtype else None
+    if dtype and dt is None:
+        raise UsageError(f"unknown --dtype {dtype!r}: choose from {', '.join(DTYPES)}")
+    groups, comms = _group(found)
     repeats: dict[tuple[int, str, int], int] = defaultdict(int)
     rows: list[Row] = []
     for (comm, coll, size), by_sn in sorted(groups.items()):
         info = comms[comm]
-        n = info["n_ranks"]
         op = ops.get(OPS[coll])
         per_call = [statistics.fmean(t.values()) for t in by_sn.values()]
-        time_us = statistics.median(per_call)
         per_rank: dict[int, list[float]] = defaultdict(list)
         for times in by_sn.values():
             for rank, t in times.items():
                 per_rank[rank].append(t)
-        repeat = repeats[(n, op.name, size)]
-        repeats[(n, op.name, size)] += 1
-        # A call faster than the clock's whole microsecond has no bandwidth to state.
-        algbw = op.algbw_gbps(size, time_us) if time_us > 0 else None
-        rows.append(
-            Row(
-                run_id=run_id,
-                variant="",
-                backend="nccl",
-                device=device,
-                world_size=n,
-                nnodes=info["nnodes"],
-                group_size=n,
-                groups=1,
-                op=op.name,
-                dtype=dt.name if dt else "unknown",
-                redop="sum" if op.uses_redop else NO_REDOP,
-                root=0 if op.rooted else -1,
-                in_place=1 if op.placements[0] == "in" else 0,
-                requested_bytes=size,
-                size_bytes=size,
-                count=size // dt.elem_bytes if dt else 0,
-                warmup=None,
-                iters=len(per_call),
-                average="avg",
-                time_us=time_us,
-                time_min_us=min(per_call),
-                time_max_us=max(per_call),
-                algbw_gbps=algbw,
-                busbw_gbps=None if algbw is None else algbw * op.busbw_factor(n),
-                wrong=None,
-                status=STATUS_OK,
-                repeat=repeat,
-                fabric=FABRIC_REAL,
-            )
-        )
+        repeat = repeats[(info["n_ranks"], op.name, size)]
+        repeats[(info["n_ranks"], op.name, size)] += 1
+        rows.append(_row(op, size, per_call, info, dt, run_id=run_id, device=device, repeat=repeat))
         info["rows"].append(
             {
                 "op": op.name,
@@ -274,16 +296,61 @@ def rows_of(
                 "rank_time_us": {str(r): statistics.median(v) for r, v in sorted(per_rank.items())},
             }
         )
-    out = []
-    for info in comms.values():
-        out.append(
-            info
-            | {
-                "ranks": [{"rank": r, "host": h} for r, h in sorted(info["ranks"].items())],
-                "timing_sources": sorted(info["timing_sources"]),
-            }
-        )
+    out = [
+        info
+        | {
+            "ranks": [{"rank": r, "host": h} for r, h in sorted(info["ranks"].items())],
+            "timing_sources": sorted(info["timing_sources"]),
+        }
+        for info in comms.values()
+    ]
     return rows, out
+
+
+def _meta(
+    source: Path,
+    found: Read,
+    run_id: str,
+    comms: list[dict[str, Any]],
+    n_rows: int,
+    *,
+    dtype: str | None,
+    device: str,
+) -> dict[str, Any]:
+    """meta.json of an imported job, its warnings and notes included."""
+    notes = []
+    unknown = sorted(found.versions - set(KNOWN_VERSIONS))
+    warnings = [f"Inspector output format {', '.join(unknown)}: read as v4.0"] if unknown else []
+    for kind, n in sorted(found.skipped.items()):
+        notes.append(f"{n} {kind} record(s) not imported (no collective colbench measures)")
+    if not dtype:
+        notes.append("the Inspector records no data type: rows carry dtype 'unknown' (--dtype)")
+    digest = hashlib.sha256()
+    for name in found.files:
+        digest.update(Path(name).read_bytes())
+    meta: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "status": "imported",
+        "source": {
+            "format": "nccl-inspector",
+            "file": str(source.resolve()),
+            "files": len(found.files),
+            "sha256": digest.hexdigest(),
+            "versions": sorted(found.versions),
+        },
+        "command_line": list(sys.argv),
+        "backend": "nccl",
+        "world_size": sorted({c["n_ranks"] for c in comms}),
+        "hosts": sorted({r["host"] for c in comms for r in c["ranks"] if r["host"]}),
+        "devices": [device] if device else [],
+        "communicators": comms,
+        "rows": n_rows,
+        "warnings": warnings,
+        "notes": notes,
+    }
+    meta["nnodes"] = len(meta["hosts"]) or None
+    return meta
 
 
 def import_dir(
@@ -310,38 +377,8 @@ def import_dir(
     with run_dir.writer() as writer:
         for row in rows:
             writer.write(row)
-    notes = []
-    unknown = sorted(found.versions - set(KNOWN_VERSIONS))
-    warnings = [f"Inspector output format {', '.join(unknown)}: read as v4.0"] if unknown else []
-    for kind, n in sorted(found.skipped.items()):
-        notes.append(f"{n} {kind} record(s) not imported (no collective colbench measures)")
-    if not dtype:
-        notes.append("the Inspector records no data type: rows carry dtype 'unknown' (--dtype)")
-    digest = hashlib.sha256()
-    for name in found.files:
-        digest.update(Path(name).read_bytes())
-    meta: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_dir.name,
-        "status": "imported",
-        "source": {
-            "format": "nccl-inspector",
-            "file": str(source.resolve()),
-            "files": len(found.files),
-            "sha256": digest.hexdigest(),
-            "versions": sorted(found.versions),
-        },
-        "command_line": list(sys.argv),
-        "backend": "nccl",
-        "world_size": sorted({c["n_ranks"] for c in comms}),
-        "hosts": sorted({r["host"] for c in comms for r in c["ranks"] if r["host"]}),
-        "devices": [device] if device else [],
-        "communicators": comms,
-        "rows": len(rows),
-        "warnings": warnings,
-        "notes": notes,
-    }
-    meta["nnodes"] = len(meta["hosts"]) or None
+    meta = _meta(source, found, run_dir.name, comms, len(rows), dtype=dtype, device=device)
+    warnings, notes = meta["warnings"], meta["notes"]
     # The job's widest communicator (the data-parallel world, often) is the one its
     # hardware's published figures are for.
     widest = max(r.world_size for r in rows)

@@ -52,6 +52,13 @@ class Imported:
     facts: dict[str, Any]
 
 
+def _check_variant(variant: str) -> None:
+    if variant and not _VARIANT.match(variant):
+        raise UsageError(
+            f"bad --variant {variant!r}: use KEY=VALUE pairs joined by commas, e.g. NCCL_ALGO=Tree"
+        )
+
+
 def parse_log(
     text: str,
     *,
@@ -64,10 +71,7 @@ def parse_log(
     """Read nccl-tests stdout into colbench rows (raises UsageError on what it cannot read)."""
     if world_size is not None and world_size < 1:
         raise UsageError(f"--world-size must be at least 1, got {world_size}")
-    if variant and not _VARIANT.match(variant):
-        raise UsageError(
-            f"bad --variant {variant!r}: use KEY=VALUE pairs joined by commas, e.g. NCCL_ALGO=Tree"
-        )
+    _check_variant(variant)
     found = scan(text, source)
     tables = [t for t in found.tables if t.lines]
     if not tables:
@@ -150,10 +154,7 @@ def parse_json(
 ) -> Imported:
     """Read an nccl-tests JSON report (``-J``) into colbench rows
     (colbench.importers.nccl_tests_json)."""
-    if variant and not _VARIANT.match(variant):
-        raise UsageError(
-            f"bad --variant {variant!r}: use KEY=VALUE pairs joined by commas, e.g. NCCL_ALGO=Tree"
-        )
+    _check_variant(variant)
     rows, report, notes = nccl_tests_json.parse_report(
         text, source=source, world_size=world_size, op=op, variant=variant, run_id=run_id
     )

@@ -64,42 +64,14 @@ def parse_report(
     run_id: str = "imported",
 ) -> tuple[list[Row], dict[str, Any], list[str]]:
     """(rows, what meta.json keeps of the report, notes); UsageError on what cannot be read."""
-    try:
-        report = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{source}: not a JSON document ({exc})") from None
-    if not isinstance(report, dict) or not isinstance(report.get("results"), list):
-        raise UsageError(f"{source}: not an nccl-tests JSON report (no results list)")
-    version = report.get("version")
-    if not isinstance(version, int) or version > NEWEST_VERSION:
-        raise UsageError(
-            f"{source}: report version {version!r}; colbench reads nccl-tests' JSON reports "
-            f"up to version {NEWEST_VERSION} (nccl-tests 2.19)"
-        )
+    report, version = _load(text, source)
     config = _mapping(report.get("config"), source, "config")
     coll, op_from = _collective(report, op, source)
     n = world_size if world_size is not None else _world_size(config, source)
     if n < 1:
         raise UsageError(f"--world-size must be at least 1, got {n}")
-    devices = [d for d in config.get("devices") or [] if isinstance(d, dict)]
-    hosts = [str(d.get("hostname", "")) for d in devices]
-    infos = [str(d.get("device_info", "")) for d in devices]
-    nccl_version = int(report.get("nccl_version") or 0)
     agg = int(config.get("aggregated_iterations") or 1)
-    common: dict[str, Any] = {
-        "run_id": run_id,
-        "variant": variant,
-        "engine": _engine(report),
-        # colbench writes nccl_version 0 for a gloo run: no NCCL was there.
-        "backend": "nccl" if nccl_version else "gloo",
-        "device": statistics.mode(infos) if infos else "",
-        "world_size": n,
-        "nnodes": len(set(hosts)) if hosts else None,
-        "op": coll.name,
-        "warmup": _int_or_none(config.get("warmup_iters")),
-        "fabric": FABRIC_REAL,
-        "ranks_per_gpu": 1,
-    }
+    common = {"run_id": run_id, "variant": variant, **_common(report, config, coll.name, n)}
     rows: list[Row] = []
     notes: list[str] = []
     kept: list[dict[str, Any]] = []
@@ -124,6 +96,45 @@ def parse_report(
         "world_size_from": "--world-size" if world_size is not None else "config.devices",
     }
     return rows, meta, notes
+
+
+def _load(text: str, source: str) -> tuple[dict[str, Any], int]:
+    """The report and its version, refused when it is not one colbench reads."""
+    try:
+        report = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{source}: not a JSON document ({exc})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("results"), list):
+        raise UsageError(f"{source}: not an nccl-tests JSON report (no results list)")
+    version = report.get("version")
+    if not isinstance(version, int) or version > NEWEST_VERSION:
+        raise UsageError(
+            f"{source}: report version {version!r}; colbench reads nccl-tests' JSON reports "
+            f"up to version {NEWEST_VERSION} (nccl-tests 2.19)"
+        )
+    return report, version
+
+
+def _common(
+    report: Mapping[str, Any], config: Mapping[str, Any], op: str, world_size: int
+) -> dict[str, Any]:
+    """The columns every row of the report shares."""
+    devices = [d for d in config.get("devices") or [] if isinstance(d, dict)]
+    hosts = [str(d.get("hostname", "")) for d in devices]
+    infos = [str(d.get("device_info", "")) for d in devices]
+    nccl_version = int(report.get("nccl_version") or 0)
+    return {
+        "engine": _engine(report),
+        # colbench writes nccl_version 0 for a gloo run: no NCCL was there.
+        "backend": "nccl" if nccl_version else "gloo",
+        "device": statistics.mode(infos) if infos else "",
+        "world_size": world_size,
+        "nnodes": len(set(hosts)) if hosts else None,
+        "op": op,
+        "warmup": _int_or_none(config.get("warmup_iters")),
+        "fabric": FABRIC_REAL,
+        "ranks_per_gpu": 1,
+    }
 
 
 def _mapping(value: Any, source: str, key: str) -> dict[str, Any]:

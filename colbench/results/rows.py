@@ -5,16 +5,16 @@ Row is declared once: COLUMNS, the CSV header, the writer's checks and docs/sche
 version changed; bump SCHEMA_VERSION on any change of columns or of their meaning.
 
 load() reads every version: columns a file's version lacks get the value a row of that
-version meant by their absence (see _FILL), so every reader sees this version's columns.
+version meant by their absence (:data:`colbench.results.versions.FILL`), so every reader
+sees this version's columns.
 """
 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,61 +23,33 @@ from colbench.errors import UsageError
 from colbench.host.launchers.emulation import FABRIC_REAL
 from colbench.reading import warn
 from colbench.results import metafile, validity
-from colbench.results.tables import Table, TableRow, TableWriter, format_cell, read_cells, register
+from colbench.results.tables import (
+    Table,
+    TableRow,
+    TableWriter,
+    format_cell,
+    read_cells,
+    register,
+    typed,
+)
 from colbench.results.tables import column as _column
+from colbench.results.validity import STATUS_INVALID, STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED
+from colbench.results.versions import (
+    ADDED_IN,
+    FILL,
+    SCHEMA_HISTORY,
+    SCHEMA_VERSION,
+    file_version,
+    may_lack,
+)
 
 #: A row is host-bound when enqueuing a call took at least this share of the call's time:
 #: the GPU then finished each call about as fast as the host could queue the next one,
 #: so it idled between calls and time_us is the host's launch cost.
 HOST_BOUND_RATIO = 0.9
 
-SCHEMA_VERSION = 9
-
-#: What each version of results.csv changed.
-SCHEMA_HISTORY: dict[int, str] = {
-    1: "first release.",
-    2: "`status` column: ok, or why a row has no measurement (oom); process subgroups "
-    "(--group-size): group_size and groups after nnodes, aggbw_gbps after busbw_gbps; algbw "
-    "and busbw use the group size as n. `repeat` column (last): sample index 0..R-1 of "
-    "`sweep --repeat R`, 0 without it. (Version 2 grew while in development: some of its "
-    "files lack `repeat`, some the subgroup columns.) Older files read as status ok, "
-    "group_size = world_size, groups 1, aggbw_gbps = busbw_gbps, repeat 0.",
-    3: "`enqueue_us` and `host_bound` (last): the host's time per call to enqueue the timed "
-    "batch beside the GPU time, and whether the GPU waited on the host; status "
-    "`unsupported` (the backend cannot run the op under the run's variant). Older files "
-    "read as enqueue_us and host_bound empty (not measured).",
-    4: "rank skew (last): `slowest_rank` and `skew_us` from each rank's wait in the barrier "
-    "before the timed batch, `time_ranks_avg_us` and `time_ranks_max_us` (what -a avg and "
-    "-a max report, whichever -a the run used); a second table, per_rank.csv, with "
-    "--per-rank. Older files read as these four empty (not measured).",
-    5: "the fabric and what NCCL ran (last): `fabric` (real, or emulated: --ranks-per-gpu "
-    "ranks sharing a GPU, each an NCCL node of its own) and `ranks_per_gpu`; `nccl_algo` and "
-    "`nccl_proto`, the algorithm and protocol NCCL's own log says it chose for the row's "
-    "call (empty where not recorded). Older files read as fabric real, ranks_per_gpu 1, "
-    "nccl_algo and nccl_proto empty.",
-    6: "the hardware's ceiling (last): `ceiling_gbps`, the rate of the link that bounds the "
-    "row (NVLink or PCIe within a node, the NICs per rank across nodes, the interface for "
-    "gloo; meta.json's `ceiling` says its source, or why there is none) or --ceiling-gbps, "
-    "and `pct_of_ceiling`, busbw as a percentage of it. Older files read as both empty.",
-    7: "uneven exchanges and strided groups (last): `split`, how the world was split into "
-    "groups (div:K, contiguous groups of K as with --group-size; mod:K, K groups of the "
-    "ranks with equal rank mod K; empty for one group); `splits`, all_to_allv's traffic "
-    "pattern; `mean_bytes`, `meanbw_gbps`, `send_imbalance` and `recv_imbalance`, what "
-    "all_to_allv's size_bytes (its busiest rank's) hides. Both `split` and `splits` are key "
-    "columns. Older files read as split div:group_size where groups > 1 (else empty), the "
-    "other five empty.",
-    8: "collectives under load (last, `sweep --contend`): `load`, what ran beside the "
-    "measured collective (gemm:N:DTYPE or OP:SIZE:DTYPE; empty: nothing); the load's own "
-    "rate alone and beside the collective, `load_alone_tflops` and `load_beside_tflops` for "
-    "a GEMM, `load_alone_busbw_gbps` and `load_beside_busbw_gbps` for a collective. Older "
-    "files read as load empty, the rates empty.",
-    9: "`engine` (last, `sweep --engine`): what made the calls, torch (torch.distributed) or "
-    "nccl (NCCL called directly through nccl4py, as nccl-tests calls it); a key column. "
-    "Older files read as engine torch.",
-}
-
 #: What makes two rows the same measurement: rows of two runs are compared only where
-#: these are equal (colbench.analysis joins on them). ``requested_bytes`` is left out on
+#: these are equal (colbench.results.join joins on them). ``requested_bytes`` is left out on
 #: purpose: ``size_bytes`` follows from it at a given world size.
 KEY_COLUMNS = (
     "variant",
@@ -95,13 +67,6 @@ KEY_COLUMNS = (
     "splits",
     "engine",
 )
-
-#: Values of the ``status`` column.
-STATUS_OK = "ok"
-STATUS_OOM = "oom"
-STATUS_UNSUPPORTED = "unsupported"
-#: A row whose values no measurement can have (colbench.results.validity): kept, not judged.
-STATUS_INVALID = validity.STATUS_INVALID
 
 
 # kw_only: fields keep the file's column order, whichever have defaults.
@@ -292,50 +257,13 @@ class Row(TableRow):
         return cls(**{name: _plain(record[name]) for name in COLUMNS})
 
 
-#: The --contend columns (version 8).
-LOAD_COLUMNS = (
-    "load",
-    "load_alone_tflops",
-    "load_beside_tflops",
-    "load_alone_busbw_gbps",
-    "load_beside_busbw_gbps",
-)
-
-#: The version that added each column after version 1.
-_ADDED_IN: dict[str, int] = {
-    "group_size": 2,
-    "groups": 2,
-    "aggbw_gbps": 2,
-    "status": 2,
-    "repeat": 2,
-    "enqueue_us": 3,
-    "host_bound": 3,
-    "slowest_rank": 4,
-    "skew_us": 4,
-    "time_ranks_avg_us": 4,
-    "time_ranks_max_us": 4,
-    "fabric": 5,
-    "ranks_per_gpu": 5,
-    "nccl_algo": 5,
-    "nccl_proto": 5,
-    "ceiling_gbps": 6,
-    "pct_of_ceiling": 6,
-    "split": 7,
-    "splits": 7,
-    "mean_bytes": 7,
-    "meanbw_gbps": 7,
-    "send_imbalance": 7,
-    "recv_imbalance": 7,
-    **dict.fromkeys(LOAD_COLUMNS, 8),
-    "engine": 9,
-}
 RESULTS = Table(
     "results.csv",
     Row,
     SCHEMA_VERSION,
     SCHEMA_HISTORY,
     "One row per op, dtype, reduction, size and placement measured (per repeat).",
-    _ADDED_IN,
+    ADDED_IN,
 )
 register(RESULTS)
 
@@ -344,11 +272,10 @@ COLUMNS: dict[str, str] = RESULTS.columns
 #: Column name -> unit (empty: none).
 UNITS: dict[str, str] = RESULTS.units
 
-#: Columns read back as text and as floating point; the rest are integers.
-TEXT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if f.type in ("str", str))
-#: Columns read back as floating point: those declared float (every time and bandwidth,
-#: the imbalance ratios), whatever is added later.
-FLOAT_COLUMNS = tuple(f.name for f in dataclasses.fields(Row) if "float" in str(f.type))
+#: Columns read back as text, and as floating point (every time and bandwidth, the
+#: imbalance ratios); the rest are integers.
+TEXT_COLUMNS = RESULTS.text_columns
+FLOAT_COLUMNS = RESULTS.float_columns
 #: The time columns bench's combine_times produces, in schema order.
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 #: What a row that a measurement made holds (colbench.results.validity); root is -1 for ops
@@ -400,93 +327,11 @@ def csv_path(path: str | os.PathLike[str]) -> Path:
     return p / RESULTS.file_name if p.is_dir() else p
 
 
-#: Columns that some files of a version lack although the version has them: version 2
-#: grew while in development (the subgroup columns and `repeat` came on two branches).
-_LATE_IN: dict[int, tuple[str, ...]] = {2: ("group_size", "groups", "aggbw_gbps", "repeat")}
-
-
-#: What a row of an older file means in a column its file lacks: a text cell, or one
-#: taken from the row's other cells. Before subgroups every collective ran on one group
-#: of all ranks, so group_size is world_size and aggbw_gbps is busbw_gbps; before
-#: --repeat a row was sample 0; before status every written row was measured; before
-#: version 3 the host's enqueue time was not measured, before version 4 rank skew; before
-#: version 5 every rank had a GPU (or a CPU) of its own and NCCL's choices were not read;
-#: before version 7 every split was contiguous and all_to_allv did not exist.
-_FILL: dict[str, Callable[[Any], Any]] = {
-    "group_size": lambda raw: raw["world_size"],
-    "groups": lambda raw: "1",
-    "aggbw_gbps": lambda raw: raw["busbw_gbps"],
-    "status": lambda raw: STATUS_OK,
-    "repeat": lambda raw: "0",
-    "enqueue_us": lambda raw: "",
-    "host_bound": lambda raw: "",
-    "slowest_rank": lambda raw: "",
-    "skew_us": lambda raw: "",
-    "time_ranks_avg_us": lambda raw: "",
-    "time_ranks_max_us": lambda raw: "",
-    "fabric": lambda raw: FABRIC_REAL,
-    "ranks_per_gpu": lambda raw: "1",
-    "nccl_algo": lambda raw: "",
-    "nccl_proto": lambda raw: "",
-    "ceiling_gbps": lambda raw: "",
-    "pct_of_ceiling": lambda raw: "",
-    "split": lambda raw: _contiguous_split(raw),
-    "splits": lambda raw: "",
-    "mean_bytes": lambda raw: "",
-    "meanbw_gbps": lambda raw: "",
-    "send_imbalance": lambda raw: "",
-    "recv_imbalance": lambda raw: "",
-    # Before version 8 nothing ran beside a collective.
-    **dict.fromkeys(LOAD_COLUMNS, lambda raw: ""),
-    # Before version 9 every call went through torch.distributed.
-    "engine": lambda raw: "torch",
-}
-
-
-def _contiguous_split(raw: Any) -> Any:
-    """Before version 7 every split was contiguous (--group-size)."""
-    several = raw["groups"].astype(str).str.strip().isin(("", "1")) == False  # noqa: E712
-    return ("div:" + raw["group_size"].astype(str)).where(several, "")
-
-
-def may_lack(version: int) -> frozenset[str]:
-    """This version's columns that a file of ``version`` may lack (load() fills them)."""
-    later = {c for c, added in _ADDED_IN.items() if added > version}
-    return frozenset(later | set(_LATE_IN.get(version, ())))
-
-
-def _file_version(file: Path, cells: Any) -> int:
-    """The newest schema version a file's rows name: its header must serve that one.
-
-    A file may hold rows of several versions (a baseline pooled from runs of two
-    colbench versions): every column exists at the newest, and older rows' meanings
-    are a subset of it. A file without rows is read as the oldest version.
-    """
-    versions = set()
-    for text in sorted(set(cells)):
-        try:
-            versions.add(int(text))
-        except ValueError:
-            raise UsageError(
-                f"{file}: schema_version {text!r} is not a version number: "
-                "not a colbench results CSV"
-            ) from None
-    newest = max(versions, default=1)
-    if newest > SCHEMA_VERSION:
-        raise UsageError(
-            f"{file} has schema version {newest}, newer than this colbench reads "
-            f"(1 to {SCHEMA_VERSION}): upgrade colbench to read it"
-        )
-    if min(versions, default=1) < 1:
-        raise UsageError(f"{file} has schema version {min(versions)}: no colbench wrote it")
-    return newest
-
-
 def load(path: str | os.PathLike[str]) -> Any:
     """Read a run's rows as a pandas DataFrame with this version's columns.
 
     Files of every earlier version are read: the columns their version lacks are filled
-    (see _FILL); schema_version keeps what each row was written as. A file of a newer
+    (see versions.FILL); schema_version keeps what each row was written as. A file of a newer
     version is refused. The version and columns are checked on the raw text first, so
     a file of another version is named as such rather than failing on some cell's type.
     """
@@ -499,7 +344,7 @@ def load(path: str | os.PathLike[str]) -> Any:
     raw = pd.DataFrame(cells, columns=header, dtype=str)
     if "schema_version" not in raw.columns:
         raise UsageError(f"{file} has no schema_version column: not a colbench results CSV")
-    version = _file_version(file, raw["schema_version"])
+    version = file_version(file, raw["schema_version"])
     missing = [c for c in COLUMNS if c not in raw.columns]
     unfillable = [c for c in missing if c not in may_lack(version)]
     if unfillable:
@@ -510,11 +355,11 @@ def load(path: str | os.PathLike[str]) -> Any:
         )
     raw = raw.copy()
     for column in missing:
-        raw[column] = _FILL[column](raw)
+        raw[column] = FILL[column](raw)
     extra = [c for c in raw.columns if c not in COLUMNS and c != validity.REASON_COLUMN]
     meta = _meta_beside(file)
     _check_count(file, raw["run_id"], meta)
-    frame, non_finite = _typed(file, raw[[*COLUMNS, *extra]])
+    frame, non_finite = typed(file, raw[[*COLUMNS, *extra]], RESULTS)
     world = meta.get("world_size") if meta else None
     run_world = (str(meta["run_id"]), world) if isinstance(world, int) and meta else None
     repeats_known = "repeat" not in missing
@@ -541,42 +386,3 @@ def _check_count(file: Path, run_ids: Any, meta: dict[str, Any] | None) -> None:
     why = metafile.incomplete(meta, held)
     if why:
         warn(f"{file}: run {meta['run_id']} is incomplete: {why}")
-
-
-def _typed(file: Path, raw: Any) -> tuple[Any, dict[str, Any]]:
-    """Text columns as strings, the rest as numbers (an empty cell: a missing number);
-    and, per floating-point column, the cells that held inf or nan (validity's input)."""
-    import numpy as np
-    import pandas as pd
-
-    frame = raw.copy()
-    non_finite: dict[str, Any] = {}
-    # Text columns keep empty strings (an empty variant means "no variant").
-    for column in COLUMNS:
-        if column in TEXT_COLUMNS:
-            frame[column] = raw[column].astype("string")
-            continue
-        text = raw[column].fillna("").astype(str).str.strip()
-        # pandas parses inf but not nan; a nan cell is no value, and unlike an empty
-        # cell (not measured) no measurement wrote it.
-        nan_cells = text.str.lower().isin(("nan", "+nan", "-nan")) & (column in FLOAT_COLUMNS)
-        try:
-            numbers = pd.to_numeric(raw[column].mask((text == "") | nan_cells, None))
-        except (ValueError, TypeError):
-            raise UsageError(
-                f"{file}: column {column} holds a value that is not a number"
-            ) from None
-        if column in FLOAT_COLUMNS:
-            frame[column] = numbers.astype("float64")
-            bad = np.isinf(frame[column]) | nan_cells
-            if bad.any():
-                non_finite[column] = bad
-            continue
-        try:
-            # Int64 keeps a missing count missing; int64 is what a whole column gives.
-            frame[column] = numbers.astype("Int64" if numbers.isna().any() else "int64")
-        except (ValueError, TypeError, OverflowError):  # 1.5, inf, 1e30 in a count
-            raise UsageError(
-                f"{file}: column {column} holds a value that is not a whole number"
-            ) from None
-    return frame, non_finite

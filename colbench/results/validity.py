@@ -18,7 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-#: The status of a row whose values no measurement can have.
+#: Values of the ``status`` column: measured, out of memory, not runnable under the run's
+#: variant, and (STATUS_INVALID) values no measurement can have: kept, not judged.
+STATUS_OK = "ok"
+STATUS_OOM = "oom"
+STATUS_UNSUPPORTED = "unsupported"
 STATUS_INVALID = "invalid"
 #: Why a row is invalid: a column of loaded frames that hold an invalid row (empty for
 #: every other row), so the frame of a sound file has results.csv's columns alone;

@@ -1,7 +1,7 @@
 """What the gate could have seen: detectable slowdowns and the family-wise control.
 
 **Detectable change.** A relative check fails a row when the current samples lie beyond
-the baseline's moved by the limit (:func:`colbench.analysis.verdict.judge`). Times on a
+the baseline's moved by the limit (:func:`colbench.commands.gate.verdict.judge`). Times on a
 busy machine are close to lognormal, so on the log scale a slowdown is a shift and the
 question becomes a two-sample shift test: the smallest log shift delta beyond the limit
 that a one-sided test at level ``level`` finds with probability ``power`` is

@@ -5,7 +5,9 @@
 time, and a point's residual is ``1 - relative @ params``. Small sizes on a shared
 machine are noisy, so residuals are reweighted on their median absolute deviation:
 Huber first for a stable start, then Tukey's bisquare, which gives gross outliers zero
-weight. Parameters are never negative (a latency or a time per byte).
+weight. Parameters are never negative (a latency or a time per byte). The fitted
+parameters' covariance (:func:`covariance`) is the one both fit's intervals and
+predict's stand on.
 """
 
 from __future__ import annotations
@@ -68,3 +70,11 @@ def reweighted(relative: np.ndarray, free: Sequence[int]) -> tuple[np.ndarray, n
         if done and bisquare:
             break
     return params, weights
+
+
+def covariance(relative: np.ndarray, residuals: np.ndarray, dof: int) -> tuple[float, np.ndarray]:
+    """The residual variance s^2 = sum r^2 / dof of a relative least-squares fit and its
+    parameters' covariance s^2 (A'A)^-1, A the relative design of the fitted columns. A
+    pseudo-inverse: whether the design tells its parameters apart is the caller's check."""
+    variance = float(np.sum(residuals**2)) / dof
+    return variance, variance * np.linalg.pinv(relative.T @ relative)

@@ -22,9 +22,9 @@ NOT_ON_THE_WAY = (
     "colbench.commands.p2p.options",
     "colbench.commands.health.options",
     "colbench.commands.predict.options",
-    "colbench.analysis.gate.options",
-    "colbench.analysis.links",
-    "colbench.analysis.paired",
+    "colbench.commands.gate.options",
+    "colbench.commands.p2p.links",
+    "colbench.commands.gate.paired",
 )
 
 

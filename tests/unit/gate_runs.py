@@ -11,11 +11,11 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from colbench.analysis.checks import parse_checks
-from colbench.analysis.gate import engine as gate
 from colbench.bench import ops
 from colbench.bench.plan import Work
 from colbench.bench.rowmaker import RunInfo, make_row, unmeasured_row
+from colbench.commands.gate import engine as gate
+from colbench.commands.gate.checks import parse_checks
 from colbench.config.model import SweepConfig
 from colbench.results.rows import STATUS_OOM, RowWriter
 

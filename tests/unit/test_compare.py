@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis.compare.comparison import compare_runs, figure, format_table
 from colbench.cli import main
+from colbench.commands.compare.comparison import figure, format_table
+from colbench.commands.compare.pairs import compare_runs
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
 

@@ -14,18 +14,18 @@ from typing import Any
 import pytest
 import torch
 
-from colbench.analysis.compare.comparison import compare_runs
-from colbench.analysis.torch_tax import nccl_dominates_from, summary_lines, taxes, without_engine
 from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Context
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.timing import CudaGraphTimer, make_timer
+from colbench.commands.compare.pairs import compare_runs
 from colbench.config.variants import expand
 from colbench.direct.engine import DirectEngine, parse_engines, refusal
 from colbench.direct.nccl4py import DirectComm, Nccl, missing
 from colbench.errors import UsageError
 from colbench.results.metadata import torch_per_call
 from colbench.results.rows import load
+from colbench.results.torch_tax import nccl_dominates_from, summary_lines, taxes, without_engine
 from tests.conftest import run_main
 from tests.fakenccl import FAKE_NCCL
 from tests.unit.rows import row, write_run

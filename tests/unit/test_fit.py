@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis.fit.model import (
+from colbench.cli import main
+from colbench.commands.fit.model import (
+    Model,
     approx_size,
     crossovers,
     fit_lines,
@@ -17,8 +19,7 @@ from colbench.analysis.fit.model import (
     report,
     uncertainty,
 )
-from colbench.analysis.series import lines, load_runs
-from colbench.cli import main
+from colbench.results.series import lines, load_runs
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
 SIZES_WIDE = 2.0 ** np.arange(3, 31)  # 8 B .. 1 G
@@ -70,6 +71,24 @@ def test_no_reweighting_once_the_weighted_points_are_no_more_than_the_parameters
     model = fit_time([1024, 1 << 20], [200.0, 150.0])
     assert math.isinf(model.beta_gbps)
     assert model.alpha_us == pytest.approx(168.0, rel=1e-12)
+
+
+def test_fit_states_the_intervals_predict_would_and_none_where_its_points_cannot() -> None:
+    # fit and predict compute a relative fit's covariance in one place (stats.robust).
+    # Where their copies differed: a design whose columns are proportional (one size)
+    # cannot tell latency from bandwidth; fit states no intervals for it rather than a
+    # pseudo-inverse's. Elsewhere the standard errors are the textbook s^2 (A'A)^-1.
+    assert uncertainty(np.full(4, 1024.0), np.full(4, 2.0), Model(2.0, math.inf)) is None
+    sizes = np.array(SIZES, dtype=float)
+    times = (200.0 + sizes / 1e3) * np.exp(np.random.default_rng(7).normal(0, 0.1, len(sizes)))
+    model = fit_time(sizes, times)
+    spread = uncertainty(sizes, times, model)
+    assert spread is not None
+    design = np.column_stack([1.0 / times, sizes / times])
+    residuals = 1.0 - design @ np.array([model.alpha_us, spread.slope_us_per_byte])
+    by_hand = residuals @ residuals / (len(sizes) - 2) * np.linalg.inv(design.T @ design)
+    assert spread.alpha_se_us == pytest.approx(math.sqrt(by_hand[0, 0]), rel=1e-9)
+    assert spread.slope_se == pytest.approx(math.sqrt(by_hand[1, 1]), rel=1e-9)
 
 
 def test_one_size_cannot_be_fitted() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from colbench.analysis.checks import Check, SizeWindow, parse_checks
+from colbench.commands.gate.checks import Check, SizeWindow, parse_checks
 from colbench.errors import UsageError
 
 # --- check parsing -------------------------------------------------------------------

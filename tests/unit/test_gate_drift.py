@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis.checks import DEFAULT_MIN_BASELINE_RUNS
-from colbench.analysis.gate import report as gate_report
-from colbench.analysis.gate.baseline import update_baseline
-from colbench.analysis.gate.command import run as gate_run
-from colbench.analysis.gate.options import GateOptions
-from colbench.analysis.verdict import Verdict
+from colbench.commands.gate import report as gate_report
+from colbench.commands.gate.baseline import update_baseline
+from colbench.commands.gate.checks import DEFAULT_MIN_BASELINE_RUNS
+from colbench.commands.gate.command import run as gate_run
+from colbench.commands.gate.options import GateOptions
+from colbench.commands.gate.verdict import Verdict
 from colbench.stats import drift, power
 from tests.unit.gate_runs import BIG, GATHER, KiB, run_gate, write_run
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.checks import SizeWindow, parse_checks
-from colbench.analysis.gate import engine as gate
-from colbench.analysis.gate import report as gate_report
-from colbench.analysis.verdict import Verdict
+from colbench.commands.gate import engine as gate
+from colbench.commands.gate import report as gate_report
+from colbench.commands.gate.checks import SizeWindow, parse_checks
+from colbench.commands.gate.verdict import Verdict
 from colbench.config.min_bw import BusbwFloor
 from colbench.results.rows import load
 from tests.unit.gate_runs import (

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.gate import report as gate_report
-from colbench.analysis.gate.baseline import update_baseline
-from colbench.analysis.verdict import Verdict
+from colbench.commands.gate import report as gate_report
+from colbench.commands.gate.baseline import update_baseline
+from colbench.commands.gate.verdict import Verdict
 from colbench.results import metadata
 from colbench.results.rows import load
 from tests.conftest import run_main

@@ -1,4 +1,4 @@
-"""The pooled test (colbench.analysis.pooled): its exact p, its false alarms at the
+"""The pooled test (colbench.commands.gate.pooled): its exact p, its false alarms at the
 limit, its stated power, and the gate that carries a verdict no row can give alone.
 
 The statistics are checked against counting every split of small samples and against
@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis import pooled
-from colbench.analysis.gate import report as gate_report
-from colbench.analysis.verdict import Verdict
+from colbench.commands.gate import pooled
+from colbench.commands.gate import report as gate_report
+from colbench.commands.gate.verdict import Verdict
 from colbench.stats import power, rank_tests
 from colbench.stats.holm import holm
 from tests.unit.gate_runs import KiB, run_gate, scaled, write_run

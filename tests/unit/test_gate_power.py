@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.gate import report as gate_report
-from colbench.analysis.verdict import Verdict, judge
+from colbench.commands.gate import report as gate_report
+from colbench.commands.gate.verdict import Verdict, judge
 from colbench.stats import power, rank_tests
 from colbench.stats.holm import holm
 from tests.unit.gate_runs import BIG, STEADY, KiB, run_gate, scaled, write_run

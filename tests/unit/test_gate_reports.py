@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.gate import engine as gate
-from colbench.analysis.gate import report as gate_report
+from colbench.commands.gate import engine as gate
+from colbench.commands.gate import report as gate_report
 from colbench.results.rows import load
 from tests.conftest import run_main
 from tests.unit.gate_runs import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from colbench.analysis.verdict import Verdict, judge
+from colbench.commands.gate.verdict import Verdict, judge
 from tests.unit.gate_runs import (
     STEADY,
     scaled,

@@ -4,7 +4,7 @@ Every import counts: one inside a function is still a dependency (it only hides 
 from Python until the call), and so is one under ``if TYPE_CHECKING:`` (a reader, and the
 type checker, still need the other module to follow this one). Where two modules share a
 type, it moves down into one both can import, or becomes a ``Protocol`` of what is used.
-Packages are nodes at every depth: ``colbench.analysis`` and ``colbench.analysis.gate`` are
+Packages are nodes at every depth: ``colbench.commands`` and ``colbench.commands.gate`` are
 two, and an edge runs between them whenever a module of one imports a module of the other.
 """
 

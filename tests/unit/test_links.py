@@ -7,9 +7,9 @@ import itertools
 import random
 import re
 
-from colbench.analysis.link_defaults import DEFAULT_PASSES
-from colbench.analysis.link_tests import link_samples, metrics, passes_needed
-from colbench.analysis.links import Samples, judge
+from colbench.commands.p2p.link_defaults import DEFAULT_PASSES
+from colbench.commands.p2p.link_tests import link_samples, metrics, passes_needed
+from colbench.commands.p2p.links import Samples, judge
 
 Pair = tuple[int, int]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.gate.engine import average_busbw_floors
+from colbench.commands.gate.engine import average_busbw_floors
 from colbench.commands.sweep.task import min_bw_verdict
 from colbench.config import min_bw
 from colbench.config.min_bw import BusbwFloor

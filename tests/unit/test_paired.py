@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from colbench.analysis.checks import Check, SizeWindow
-from colbench.analysis.gate.command import run as gate_run
-from colbench.analysis.gate.options import GateOptions
-from colbench.analysis.paired import paired_gate
+from colbench.commands.gate.checks import Check, SizeWindow
+from colbench.commands.gate.command import run as gate_run
+from colbench.commands.gate.options import GateOptions
+from colbench.commands.gate.paired import paired_gate
 from colbench.errors import UsageError
 from colbench.stats import rank_tests
 from colbench.stats.rank_tests import signed_rank_p_greater

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colbench.analysis.plot.lines import plot_lines, plot_panels, plot_runs, write_run_plots
-from colbench.analysis.series import lines, load_runs
 from colbench.cli import main
+from colbench.commands.plot.lines import plot_lines, plot_panels, plot_runs, write_run_plots
 from colbench.errors import UsageError
 from colbench.results.reporters.figures import format_size_tick, size_ticks
+from colbench.results.series import lines, load_runs
 from tests.unit.rows import SIZES, alpha_beta, row, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from colbench.commands.health import published
 from colbench.commands.references import place
 from colbench.commands.references.table import load
 from colbench.importers.nccl_tests import import_log
@@ -130,7 +131,7 @@ def test_health_places_each_nodes_own_checks_and_the_whole_world_apart():
         {"node": "fleet", "check": "world", "size_bytes": 8 * GiB, "busbw_gbps": 470.0},
         {"node": "a", "check": "pair", "size_bytes": GiB, "busbw_gbps": 40.0},
     ]
-    placement = place.place_health(findings, meta)
+    placement = published.place_health(findings, meta)
     (node,) = placement["node"]["rows"]
     assert node["busbw_gbps"] == 460.0  # the median over the nodes
     assert node["floors"][0] == {
@@ -141,7 +142,7 @@ def test_health_places_each_nodes_own_checks_and_the_whole_world_apart():
     assert {s["id"] for s in world["sources"]} == {
         "aws-p5-2node-allreduce-8g", "coreweave-pr92-h100-2node-allreduce-8g"
     }  # fmt: skip
-    text = place.health_lines(placement)
+    text = published.health_lines(placement)
     assert text[0].startswith("each node's own ranks: all_reduce 16G: 460 GB/s")
     assert any(line.startswith("the whole world: all_reduce 8G: 470 GB/s") for line in text)
 

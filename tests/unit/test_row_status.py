@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
-from colbench.analysis.checks import parse_checks
-from colbench.analysis.compare.comparison import compare_runs, format_table
-from colbench.analysis.gate import engine as gate
-from colbench.analysis.gate import report as gate_report
-from colbench.analysis.gate.baseline import update_baseline
-from colbench.analysis.verdict import RowResult, Verdict
+from colbench.commands.compare.comparison import format_table
+from colbench.commands.compare.pairs import compare_runs
+from colbench.commands.gate import engine as gate
+from colbench.commands.gate import report as gate_report
+from colbench.commands.gate.baseline import update_baseline
+from colbench.commands.gate.checks import parse_checks
+from colbench.commands.gate.verdict import RowResult, Verdict
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
 from colbench.results.rows import STATUS_UNSUPPORTED, load

@@ -19,18 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from colbench.analysis.gate.baseline import update_baseline
 from colbench.bench.rowmaker import host_bound
+from colbench.commands.gate.baseline import update_baseline
 from colbench.errors import UsageError
-from colbench.results.rows import (
-    COLUMNS,
-    HOST_BOUND_RATIO,
-    LOAD_COLUMNS,
-    SCHEMA_VERSION,
-    RowWriter,
-    load,
-    may_lack,
-)
+from colbench.results.rows import COLUMNS, HOST_BOUND_RATIO, RowWriter, load
+from colbench.results.versions import LOAD_COLUMNS, SCHEMA_VERSION, may_lack
 from tests.conftest import run_main
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"

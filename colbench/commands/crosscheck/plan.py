@@ -4,7 +4,7 @@ A GPU user's first question is whether colbench's numbers match nccl-tests'. Thi
 the op's nccl-tests program (``all_reduce_perf``...) and ``colbench sweep`` with the same
 op, sizes, dtype, reduction, root, iterations, warm-up, check, averaging and ranks, imports
 nccl-tests' output with :mod:`colbench.importers.nccl_tests`, joins the two runs with
-:mod:`colbench.analysis.compare.comparison` and reports time and busbw of both per size with
+:mod:`colbench.commands.compare.comparison` and reports time and busbw of both per size with
 ``colbench time / nccl-tests time``.
 
 nccl-tests runs here as one process driving N GPUs of this node (``-g N``), the form every

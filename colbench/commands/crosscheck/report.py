@@ -1,6 +1,6 @@
 """The cross-check's report: nccl-tests and colbench per size, as text, CSV and a figure.
 
-The two runs are joined by :func:`colbench.analysis.compare.comparison.compare_runs`
+The two runs are joined by :func:`colbench.commands.compare.pairs.compare_runs`
 (A = nccl-tests, B = colbench) on time, the one metric that means something at every world
 size (busbw is 0 at one rank); busbw of both is shown beside it. nccl-tests reports both
 placements of every op; rows in a placement colbench did not measure (torch has no out-of-place
@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from colbench import text
-from colbench.analysis.compare import comparison as compare
-from colbench.analysis.series import PLACEMENT_NAMES, Run
+from colbench.commands.compare import comparison as compare
+from colbench.commands.compare import pairs
 from colbench.commands.crosscheck.plan import MULTI_NODE, Plan
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.results import writing
+from colbench.results.series import PLACEMENT_NAMES, Run
 from colbench.text import Column
 
 #: What a cross-check writes beside the two runs.
@@ -50,7 +51,7 @@ CSV_COLUMNS = (
 )
 
 
-def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.Comparison, Any]:
+def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[pairs.Comparison, Any]:
     """The time comparison (for the summary and figure) and the joined table."""
     # colbench on gloo tests the cross-check itself against a real log, which may be of
     # ranks sharing a GPU (an emulated fabric): its times are not compared as a fabric's.
@@ -58,10 +59,10 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.
     # (bus number alone in its device table) cannot show in its log.
     across = plan.cfg.launch.backend != "nccl"
     emulated = across or plan.ranks_per_gpu > 1
-    by_time = compare.compare_runs(
+    by_time = pairs.compare_runs(
         nccl_tests_dir, colbench_dir, "time", across_backends=across, allow_emulated=emulated
     )
-    by_busbw = compare.compare_runs(
+    by_busbw = pairs.compare_runs(
         nccl_tests_dir, colbench_dir, "busbw", across_backends=across, allow_emulated=emulated
     )
     kept = [int(p == "in") for p in plan.cfg.placements_for(plan.coll)]
@@ -96,7 +97,7 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[compare.
     return comparison, table
 
 
-def format_text(plan: Plan, comparison: compare.Comparison, table: Any, run_dir: Path) -> str:
+def format_text(plan: Plan, comparison: pairs.Comparison, table: Any, run_dir: Path) -> str:
     """The side-by-side table with what was run, what was left out and the summary."""
     cfg, coll = plan.cfg, plan.coll
     redop = f" {cfg.measure.redops[0]}" if coll.uses_redop else ""

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench import reading, text
-from colbench.analysis.checks import DEFAULT_POWER
+from colbench.commands.gate.checks import DEFAULT_POWER
 from colbench.errors import UsageError
 from colbench.results import metadata, writing
 from colbench.results.metafile import read_or_none

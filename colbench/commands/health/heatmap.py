@@ -71,7 +71,7 @@ def _pair_links(samples: Samples) -> Any:
 
 def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> Path:
     """health.png; call only when :func:`nothing_to_draw` finds something to draw."""
-    from colbench.commands.p2p.heatmap import boundaries, centred_norm, grid, median_ticks, panel
+    from colbench.commands.p2p.heatmap import matrix_panel
     from colbench.results.reporters.figures import pyplot
 
     plt = pyplot()
@@ -87,16 +87,9 @@ def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> 
         if ranks:
             values = link_medians(samples, links)
             names = {r: samples.names[r] for r in ranks}
-            ax = axes[0][1]
             # Coloured as p2p colours its matrix: around the median, red the slow pairs.
-            norm = centred_norm(values)
-            image = panel(ax, grid(values, ranks), ranks, "pair sendrecv (GB/s)", "RdYlGn", norm)
-            bar = fig.colorbar(image, ax=ax, shrink=0.8)
-            if norm is not None:
-                median_ticks(bar, norm, "GB/s")
-            for edge in boundaries(ranks, names):
-                ax.axhline(edge, color="red", linewidth=1.5)
-                ax.axvline(edge, color="red", linewidth=1.5)
+            look = ("pair sendrecv (GB/s)", "RdYlGn", "GB/s")
+            matrix_panel(axes[0][1], values, ranks, names, look)
         title = f"colbench health: {plural(len(nodes), 'node')}"
         if ranks and len(ranks) <= 16:
             title += "; ranks " + ", ".join(f"{r}: {samples.names[r]}" for r in ranks)

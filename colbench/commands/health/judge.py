@@ -1,6 +1,6 @@
 """The verdict on a health run's samples: WARN and CRITICAL nodes, with their evidence.
 
-**Against the fleet** (no floors), by p2p's rules (colbench.analysis.link_tests): for
+**Against the fleet** (no floors), by p2p's rules (colbench.commands.p2p.link_tests): for
 every check, a node's samples (one per pass) are asked the gate's question against the
 other nodes' samples: is its median more than the tier's threshold below theirs, and do
 its samples lie below theirs moved by that threshold (the exact one-sided rank test)?
@@ -37,9 +37,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from colbench.analysis.checks import DEFAULT_ALPHA
-from colbench.analysis.link_tests import MIN_NODES, Matrix, Metric, Question, ask, ask_nodes, settle
-from colbench.analysis.links import DEFAULT_BW_PCT
+from colbench.commands.gate.checks import DEFAULT_ALPHA
+from colbench.commands.p2p.link_tests import (
+    MIN_NODES,
+    Matrix,
+    Metric,
+    Question,
+    ask,
+    ask_nodes,
+    settle,
+)
+from colbench.commands.p2p.links import DEFAULT_BW_PCT
 from colbench.results.reporters.stragglers import SlowestCounter
 
 OK, WARN, CRITICAL, NOT_JUDGED = "OK", "WARN", "CRITICAL", "not judged"

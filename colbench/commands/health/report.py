@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from colbench import reading, text
-from colbench.analysis.link_tests import MIN_NODES
 from colbench.commands.health import floors as floor_files
 from colbench.commands.health import naming
 from colbench.commands.health.config import SAMPLES_FILE, HealthConfig
@@ -38,6 +37,7 @@ from colbench.commands.health.judge import (
     link_medians,
     samples_of,
 )
+from colbench.commands.p2p.link_tests import MIN_NODES
 from colbench.commands.p2p.report import matrix_text
 from colbench.errors import ExitCode
 from colbench.host.protocol import Failure
@@ -143,7 +143,7 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
 def _references(findings: Sequence[Finding], meta: Mapping[str, Any]) -> dict[str, Any]:
     """The checks that are a collective of their own beside the published results for
     the hardware (issue 38), printed."""
-    from colbench.commands.references.place import health_lines, place_health
+    from colbench.commands.health.published import health_lines, place_health
 
     placement = place_health([asdict(f) for f in findings], meta)
     for line in health_lines(placement):

@@ -5,7 +5,7 @@
 - :mod:`.task`: a p2p run as a rank task of colbench.host (same start-up as a sweep).
 - :mod:`.results`: ``p2p.csv``, its schema version and :func:`load`.
 - :mod:`.report`, :mod:`.heatmap`: the matrices, the figure and the verdict
-  (colbench.analysis.links judges the links).
+  (colbench.commands.p2p.links judges the links).
 - :mod:`.command`: :func:`~colbench.commands.p2p.command.run`, what the CLI calls.
 """
 

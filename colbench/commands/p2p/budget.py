@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from colbench.analysis.checks import DEFAULT_ALPHA
-from colbench.analysis.link_tests import MIN_NODES
-from colbench.analysis.links import MIN_RANKS, passes_needed
+from colbench.commands.gate.checks import DEFAULT_ALPHA
+from colbench.commands.p2p.link_tests import MIN_NODES
+from colbench.commands.p2p.links import MIN_RANKS, passes_needed
 from colbench.commands.p2p.schedule import Selection, pair_steps
 from colbench.config.sizes import format_size
 

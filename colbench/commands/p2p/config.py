@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from colbench.analysis.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
+from colbench.commands.p2p.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
 from colbench.commands.p2p.options import DEFAULT_MAX_TIME_S
 from colbench.config.model import TaskRunFields, default_timeout
 from colbench.config.option_table import config_values
@@ -47,7 +47,7 @@ class P2PConfig(TaskRunFields):
     """Untimed messages per ordered pair before timing (at least one: connection set-up)."""
     repeat: int = DEFAULT_PASSES
     """Passes over the whole matrix, one after the other; each pair gets a row per pass,
-    and the verdict judges the passes (colbench.analysis.links)."""
+    and the verdict judges the passes (colbench.commands.p2p.links)."""
     bw_pct: float = DEFAULT_BW_PCT
     """A link more than this % below the others' median bandwidth, beyond their spread, is slow."""
     latency_pct: float = DEFAULT_LATENCY_PCT

@@ -96,6 +96,22 @@ def median_ticks(bar: Any, norm: Any, unit: str) -> None:
     bar.set_label(f"{unit}, log scale centred on the median")
 
 
+def matrix_panel(
+    ax: Any, values: Matrix, ranks: list[int], nodes: dict[int, str], look: tuple[str, str, str]
+) -> None:
+    """One matrix of pairs on ``ax``, coloured around its median (``look``: title, colour
+    map, unit), a red line between nodes."""
+    title, cmap, unit = look
+    norm = centred_norm(values)
+    image = panel(ax, grid(values, ranks), ranks, title, cmap, norm)
+    bar = ax.figure.colorbar(image, ax=ax, shrink=0.8)
+    if norm is not None:
+        median_ticks(bar, norm, unit)
+    for edge in boundaries(ranks, nodes):
+        ax.axhline(edge, color="red", linewidth=1.5)
+        ax.axvline(edge, color="red", linewidth=1.5)
+
+
 def write_heatmap(
     path: Path, bw_gbps: Matrix, latency_us: Matrix, nodes: dict[int, str], frame: Any
 ) -> Path:
@@ -114,14 +130,7 @@ def write_heatmap(
             (latency_us, f"latency at {small} B (us)", "RdYlGn_r", "us"),
         )
         for ax, (values, title, cmap, unit) in zip(axes, panels, strict=True):
-            norm = centred_norm(values)
-            image = panel(ax, grid(values, ranks), ranks, title, cmap, norm)
-            bar = fig.colorbar(image, ax=ax, shrink=0.8)
-            if norm is not None:
-                median_ticks(bar, norm, unit)
-            for edge in boundaries(ranks, nodes):
-                ax.axhline(edge, color="red", linewidth=1.5)
-                ax.axvline(edge, color="red", linewidth=1.5)
+            matrix_panel(ax, values, ranks, nodes, (title, cmap, unit))
         labels = ", ".join(
             f"{label}: {','.join(str(r) for r in ranks if nodes[r] == label)}"
             for label in dict.fromkeys(nodes[r] for r in ranks)

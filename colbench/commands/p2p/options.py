@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
-from colbench.analysis.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
+from colbench.commands.p2p.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
 from colbench.config.option_table import Option, option, rows_of
 from colbench.config.options import table as sweep_table
 from colbench.config.sizes import parse_size

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from colbench import text
-from colbench.analysis.links import Samples, Verdict, judge
 from colbench.commands.p2p import results
 from colbench.commands.p2p.budget import Plan
 from colbench.commands.p2p.config import P2PConfig
+from colbench.commands.p2p.links import Samples, Verdict, judge
 from colbench.errors import ExitCode, UsageError
 from colbench.results.rundir import RunDir
 from colbench.text import Column

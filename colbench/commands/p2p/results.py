@@ -7,7 +7,6 @@ each version changed; bump P2P_SCHEMA_VERSION on any change of columns or their 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -77,11 +76,8 @@ register(P2P)
 FILE_NAME = P2P.file_name
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = P2P.columns
-_TYPES = {f.name: f.type for f in dataclasses.fields(P2PRow)}
-TEXT_COLUMNS = tuple(name for name, kind in _TYPES.items() if kind in ("str", str))
-FLOAT_COLUMNS = tuple(
-    name for name, kind in _TYPES.items() if kind in ("float", float, "float | None")
-)
+TEXT_COLUMNS = P2P.text_columns
+FLOAT_COLUMNS = P2P.float_columns
 
 
 def load(path: str | os.PathLike[str]) -> Any:

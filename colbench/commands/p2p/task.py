@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from colbench import __version__
-from colbench.analysis.checks import DEFAULT_ALPHA
-from colbench.analysis.links import MIN_RANKS, passes_needed
 from colbench.bench.groups import SideGroup
 from colbench.bench.loop import combine_times
 from colbench.bench.timing import make_timer
+from colbench.commands.gate.checks import DEFAULT_ALPHA
 from colbench.commands.p2p.budget import Plan, passes_floor
 from colbench.commands.p2p.config import RUN_LABEL, P2PConfig
+from colbench.commands.p2p.links import MIN_RANKS, passes_needed
 from colbench.commands.p2p.measure import Stepper, Times, Transport
 from colbench.commands.p2p.passes import Matrix, measure
 from colbench.commands.p2p.results import P2P, P2PRow

@@ -8,7 +8,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from colbench.analysis.engine import fabric_warnings_of
 from colbench.bench import ops
 from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.commands.predict import data, engine, report
@@ -16,6 +15,7 @@ from colbench.commands.predict.models import ALGORITHMS
 from colbench.commands.predict.options import PredictOptions
 from colbench.config.sizes import parse_size, parse_sizes
 from colbench.errors import ExitCode, UsageError
+from colbench.results.join import fabric_warnings_of
 
 #: The largest world a target may have: beyond the largest jobs run (about 10^5 GPUs), a
 #: prediction extrapolates a model fitted at a few ranks by orders of magnitude.

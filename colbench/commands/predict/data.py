@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from colbench.analysis.series import Line, Run, lines, load_runs
 from colbench.commands.predict.models import DOUBLE_TREE, RING, algorithms_for
 from colbench.config.variants import variant_env
 from colbench.errors import UsageError
 from colbench.nccl.algo import asked
 from colbench.results.rundir import RunDir
+from colbench.results.series import Line, Run, lines, load_runs
 
 #: NCCL's algorithm -> the model of that algorithm.
 _NCCL_ALGOS = {"Ring": RING, "Tree": DOUBLE_TREE}

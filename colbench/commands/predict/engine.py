@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from colbench.analysis.fit.model import approx_size
 from colbench.bench import ops
+from colbench.commands.fit.model import approx_size
 from colbench.commands.predict import models
 from colbench.commands.predict.data import Measured
 from colbench.commands.predict.fit import Fit, Point, Unidentifiable, fit

@@ -161,9 +161,7 @@ def fit(op: str, algo: str, points: Sequence[Point]) -> Fit:
     dof = int(keep.sum()) - len(active)
     if dof < 1:
         raise Unidentifiable("points")
-    variance = float(np.sum(kept_res**2)) / dof
-    block = relative[keep][:, list(active)]
-    covariance = variance * np.linalg.pinv(block.T @ block)
+    variance, covariance = robust.covariance(relative[keep][:, list(active)], kept_res, dof)
     return Fit(
         op=op,
         algo=algo,

@@ -186,13 +186,8 @@ _FIELDS: dict[str, tuple[type, ...]] = {
 _REQUIRED = ("id", "source", "date", "kind", "hardware", "op", "size_bytes", "busbw_gbps")
 
 
-def _entry(raw: Any, where: str) -> Reference:
-    from colbench.bench import ops
-
-    if not isinstance(raw, dict):
-        raise UsageError(f"{where}: an entry must be a mapping, got {type(raw).__name__}")
-    name = raw.get("id", "?")
-    here = f"{where}: entry {name!r}"
+def _check_fields(raw: dict[str, Any], here: str) -> None:
+    """The entry's fields: none unknown, none missing, each of its type; source and kind."""
     unknown = sorted(set(raw) - set(_FIELDS))
     if unknown:
         raise UsageError(f"{here}: unknown field(s) {', '.join(unknown)}")
@@ -209,11 +204,10 @@ def _entry(raw: Any, where: str) -> Reference:
         raise UsageError(f"{here}: source must name one of: {forms}")
     if raw["kind"] not in KINDS:
         raise UsageError(f"{here}: kind {raw['kind']!r} is not one of {', '.join(KINDS)}")
-    try:
-        op = ops.get(raw["op"]).name
-    except (KeyError, ValueError, UsageError):
-        raise UsageError(f"{here}: unknown op {raw['op']!r}") from None
-    hardware = raw["hardware"]
+
+
+def _check_hardware(hardware: dict[str, Any], here: str) -> None:
+    """The hardware facts: each known and of its type, the gpu named."""
     for key, value in hardware.items():
         if key not in HARDWARE:
             raise UsageError(f"{here}: unknown hardware fact {key!r}")
@@ -221,6 +215,22 @@ def _entry(raw: Any, where: str) -> Reference:
             raise UsageError(f"{here}: hardware {key!r} has the wrong type")
     if "gpu" not in hardware:
         raise UsageError(f"{here}: hardware names no gpu")
+
+
+def _entry(raw: Any, where: str) -> Reference:
+    from colbench.bench import ops
+
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: an entry must be a mapping, got {type(raw).__name__}")
+    name = raw.get("id", "?")
+    here = f"{where}: entry {name!r}"
+    _check_fields(raw, here)
+    try:
+        op = ops.get(raw["op"]).name
+    except (KeyError, ValueError, UsageError):
+        raise UsageError(f"{here}: unknown op {raw['op']!r}") from None
+    hardware = raw["hardware"]
+    _check_hardware(hardware, here)
     for key in ("placement", "library"):
         allowed = PLACEMENTS if key == "placement" else LIBRARIES
         if key in raw and raw[key] not in allowed:
@@ -239,7 +249,7 @@ def _entry(raw: Any, where: str) -> Reference:
     version = raw.get("library_version")
     return Reference(
         id=str(name),
-        source=dict(source),
+        source=dict(raw["source"]),
         date=date,
         kind=raw["kind"],
         op=op,

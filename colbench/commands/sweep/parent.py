@@ -168,8 +168,8 @@ def _sweep_variants(
 
 
 def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: str) -> None:
-    """Each row alone and under load, after the tables (colbench.analysis.contend)."""
-    from colbench.analysis.contend import summary_lines
+    """Each row alone and under load, after the tables (colbench.commands.sweep.contend)."""
+    from colbench.commands.sweep.contend import summary_lines
     from colbench.results.rows import load
 
     unloaded = {(v.env, v.interpreter): v.name for v in variants if not v.loaded}
@@ -180,9 +180,9 @@ def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: s
 
 
 def _print_torch_tax(run_dir: Path) -> None:
-    """Both engines' rows, pair by pair, after the tables (colbench.analysis.torch_tax)."""
-    from colbench.analysis.torch_tax import summary_lines
+    """Both engines' rows, pair by pair, after the tables (colbench.results.torch_tax)."""
     from colbench.results.rows import load
+    from colbench.results.torch_tax import summary_lines
 
     for line in summary_lines(load(run_dir), str(run_dir)):
         print(line)
@@ -190,7 +190,7 @@ def _print_torch_tax(run_dir: Path) -> None:
 
 
 def _write_plots(run_dir: Path) -> None:
-    from colbench.analysis.plot import lines as plots
+    from colbench.commands.plot import lines as plots
 
     try:
         paths = plots.write_run_plots(run_dir)

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from colbench import reading
-from colbench.analysis.checks import DEFAULT_KEEP
-from colbench.analysis.engine import load_pooled, read_meta
+from colbench.commands.gate.checks import DEFAULT_KEEP
 from colbench.errors import UsageError
 from colbench.results import metadata, writing
+from colbench.results.join import load_pooled, read_meta
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
 from colbench.results.rundir import RunDir
 

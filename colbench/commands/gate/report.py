@@ -2,7 +2,7 @@
 
 The console table is for the person at the terminal, the Markdown for a pull request
 or ``$GITHUB_STEP_SUMMARY``, the JUnit XML for CI systems that list failed tests. They
-never judge anything themselves: every verdict comes from :mod:`colbench.analysis.verdict`.
+never judge anything themselves: every verdict comes from :mod:`colbench.commands.gate.verdict`.
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from colbench import text
-from colbench.analysis.gate.result import FloorResult, GateResult
-from colbench.analysis.gate.text import (
+from colbench.commands.gate.result import FloorResult, GateResult
+from colbench.commands.gate.sensitivity import OverallResult
+from colbench.commands.gate.text import (
     overall_change,
     overall_lines,
     power_rule,
     power_text,
     rule_text,
 )
-from colbench.analysis.sensitivity import OverallResult
-from colbench.analysis.verdict import FAILING, CheckResult, RowResult, Verdict
+from colbench.commands.gate.verdict import FAILING, CheckResult, RowResult, Verdict
 from colbench.output import plural
 from colbench.text import Column
 
@@ -97,7 +97,7 @@ def _by_metric(row: RowResult, metric: str) -> CheckResult | None:
 
 
 def _perf_metrics(result: GateResult) -> list[str]:
-    return [c.metric for c in result.checks if c.metric != "wrong"]
+    return [c.metric for c in result.rules.checks if c.metric != "wrong"]
 
 
 def _place(row: RowResult) -> str:
@@ -106,7 +106,7 @@ def _place(row: RowResult) -> str:
 
 def _window_text(result: GateResult) -> str:
     """Where performance was judged, or why nowhere (another machine, no baseline)."""
-    window = result.window
+    window = result.rules.window
     return window.closed or f"performance judged at {window.describe()}"
 
 
@@ -120,7 +120,7 @@ def console_lines(result: GateResult) -> list[str]:
     )
     lines = [
         f"# colbench gate: {result.current} against baseline {result.baseline}",
-        "# checks: " + ", ".join(c.text for c in result.checks) + f"; {_window_text(result)}",
+        "# checks: " + ", ".join(c.text for c in result.rules.checks) + f"; {_window_text(result)}",
         f"# {rule_text(result)}",
         "# change: (current - baseline) / baseline of the medians; p: one-sided "
         + (
@@ -216,7 +216,7 @@ def markdown(result: GateResult) -> str:
         f"Current run `{result.current}` against baseline `{result.baseline}`.",
         "",
         "Checks: "
-        + ", ".join(f"`{c.text}` ({c.describe()})" for c in result.checks)
+        + ", ".join(f"`{c.text}` ({c.describe()})" for c in result.rules.checks)
         + f"; {_window_text(result)}.",
         "",
         f"Rule: {rule_text(result)}. Changes are (current - baseline) / baseline of medians.",
@@ -224,9 +224,7 @@ def markdown(result: GateResult) -> str:
         f"Power: {power_rule(result)}.",
         "",
         *(f"{line[0].upper()}{line[1:]}.\n" for line in overall_lines(result)),
-        "| verdict | rows |",
-        "|---|---|",
-        *(f"| {v.value} | {n} |" for v, n in result.counts().items()),
+        *text.markdown(["verdict", "rows"], [(v.value, n) for v, n in result.counts().items()]),
         "",
     ]
     lines += _md_floors(result)
@@ -240,11 +238,9 @@ def markdown(result: GateResult) -> str:
         lines += [
             "### What changed between the runs",
             "",
-            "| what | baseline | current |",
-            "|---|---|---|",
-            *(
-                f"| {_md_escape(w)} | {_md_escape(a)} | {_md_escape(b)} |"
-                for w, a, b in result.changes
+            *text.markdown(
+                ["what", "baseline", "current"],
+                [[_md_escape(cell) for cell in change] for change in result.changes],
             ),
             "",
         ]
@@ -293,11 +289,11 @@ def junit_xml(result: GateResult) -> str:
     for name, value in (
         ("baseline", result.baseline),
         ("current", result.current),
-        ("checks", " ".join(c.text for c in result.checks)),
-        ("window", result.window.describe()),
-        ("alpha", f"{result.alpha:g}"),
-        ("power", f"{result.power:g}"),
-        ("fwer", result.fwer),
+        ("checks", " ".join(c.text for c in result.rules.checks)),
+        ("window", result.rules.window.describe()),
+        ("alpha", f"{result.rules.alpha:g}"),
+        ("power", f"{result.rules.power:g}"),
+        ("fwer", result.rules.fwer),
         ("sensitivity", power_text(result)),
     ):
         ET.SubElement(props, "property", name=name, value=value)

@@ -8,15 +8,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from colbench.analysis.checks import SizeWindow, parse_checks
-from colbench.analysis.engine import fabric_warnings_of
-from colbench.analysis.gate.baseline import update_baseline
-from colbench.analysis.gate.engine import run_gate
-from colbench.analysis.gate.options import GateOptions
-from colbench.analysis.gate.result import GateRules
+from colbench.commands.gate.baseline import update_baseline
+from colbench.commands.gate.checks import SizeWindow, parse_checks
+from colbench.commands.gate.engine import run_gate
+from colbench.commands.gate.options import GateOptions
+from colbench.commands.gate.result import GateRules
 from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
 from colbench.results import writing
+from colbench.results.join import fabric_warnings_of
 from colbench.results.rows import csv_path, load
 
 
@@ -24,7 +24,7 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     """``colbench gate``: judge (or accept) the current run(s), print the table, write the
     reports; the exit code. The average-busbw floor is --min-avg-busbw-gbps (the value
     itself), else $NCCL_TESTS_MIN_BW read as nccl-tests reads it (0.9x the value)."""
-    from colbench.analysis.gate import report as gate_report
+    from colbench.commands.gate import report as gate_report
 
     check_texts = flags.check or ()
     if flags.variant_a is not None or flags.variant_b is not None:
@@ -114,9 +114,9 @@ def _warn_if_self(baseline: str, current: Sequence[str]) -> None:
 
 
 def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
-    """One interleaved run, variant B against A pair by pair (colbench.analysis.paired)."""
-    from colbench.analysis.gate import paired_report as gate_paired
-    from colbench.analysis.paired import paired_gate
+    """One interleaved run, variant B against A pair by pair (colbench.commands.gate.paired)."""
+    from colbench.commands.gate import paired_report as gate_paired
+    from colbench.commands.gate.paired import paired_gate
     from colbench.results.rundir import RunDir
 
     if current:

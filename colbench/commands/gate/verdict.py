@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_MAX_CV, Check, SizeWindow
-from colbench.analysis.engine import (
+from colbench.commands.gate.checks import DEFAULT_ALPHA, DEFAULT_MAX_CV, Check, SizeWindow
+from colbench.results.join import (
     Pair,
     Sample,
     differences,

@@ -1,7 +1,7 @@
 """Evidence pooled across rows: a stratified rank test beside each row's own.
 
 Against a baseline of fewer runs than the drift test needs, each row is judged by its own
-exact rank test (:func:`colbench.analysis.verdict.judge`), and with R samples a side that
+exact rank test (:func:`colbench.commands.gate.verdict.judge`), and with R samples a side that
 test cannot go below p = 1 / C(2R, R): 0.05 at R = 3, 0.004 at R = 5. The family's rows
 are judged at alpha / (2 m) each, so with 3 samples a side no row can ever be judged
 alone, however clearly every row moved. The evidence is in the rows together.
@@ -40,11 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colbench.analysis import sensitivity
-from colbench.analysis.checks import Check
-from colbench.analysis.engine import Pair, ok_values
-from colbench.analysis.sensitivity import FamilySummary, OverallResult
-from colbench.analysis.verdict import CheckResult, RowResult, Verdict
+from colbench.commands.gate import sensitivity
+from colbench.commands.gate.checks import Check
+from colbench.commands.gate.sensitivity import FamilySummary, OverallResult
+from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict
+from colbench.results.join import Pair, ok_values
 from colbench.stats import drift, power, rank_tests
 
 #: Rows with more samples (both sides) than this are not counted exactly: the whole
@@ -124,7 +124,7 @@ def judge_rows(
     judged: Sequence[tuple[Pair, RowResult]], alpha: float, target_power: float, fwer: str
 ) -> FamilySummary:
     """The rows' rank tests and one pooled test per relative check, in one family under
-    weighted Holm (:func:`colbench.analysis.sensitivity.control_family`); the figures."""
+    weighted Holm (:func:`colbench.commands.gate.sensitivity.control_family`); the figures."""
     summary = FamilySummary()
     rows = [row for _, row in judged if row.judged]
     if len(rows) >= 2:

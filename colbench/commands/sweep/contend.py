@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from colbench import text
-from colbench.analysis.paired import ROW_KEYS
+from colbench.commands.gate.paired import ROW_KEYS
 from colbench.results.rows import STATUS_OK
 from colbench.text import Column
 

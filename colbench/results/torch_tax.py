@@ -20,8 +20,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from colbench import text
 from colbench.config.sizes import format_size
 from colbench.results.rows import STATUS_OK
+from colbench.text import Column
 
 TORCH, DIRECT = "torch", "nccl"
 _ENGINE_PART = re.compile(r"(^|,)engine=[^,]*")
@@ -109,6 +111,12 @@ def _lines(every: Iterable[Tax]) -> dict[tuple[str, str, str, str, int], list[Ta
     return grouped
 
 
+_COLUMNS = (
+    Column("op", 14), Column("dtype", 9), Column("place", 5), Column("size_bytes", 12),
+    Column("torch_us", 10), Column("nccl_us", 10), Column("tax_us", 10), Column("x", 6),
+)  # fmt: skip
+
+
 def summary_lines(frame: Any, run: str = "RUN") -> list[str]:
     """The torch tax of every line (variant, op, dtype, redop, placement) of a run that
     measured both engines: per size, torch's and NCCL's time per call and the difference,
@@ -117,17 +125,15 @@ def summary_lines(frame: Any, run: str = "RUN") -> list[str]:
     if not every:
         return []
     out = ["# torch tax: torch's time per call less NCCL's own (--engine nccl), medians, us"]
-    out.append(f"#{'op':>13} {'dtype':>9} {'place':>5} {'size_bytes':>12} "
-               f"{'torch_us':>10} {'nccl_us':>10} {'tax_us':>10} {'x':>6}")  # fmt: skip
+    out.append(text.header(_COLUMNS, lead=""))
     for (variant, op, dtype, redop, in_place), line in _lines(every).items():
         name = " ".join(p for p in (variant, op, dtype, redop if redop != "none" else "") if p)
         place = "in" if in_place else "out"
         for tax in sorted(line, key=lambda t: t.size_bytes):
             ratio = f"{tax.torch_us / tax.nccl_us:.2f}" if tax.nccl_us > 0 else "n/a"
-            out.append(
-                f"{op:>14} {dtype:>9} {place:>5} {tax.size_bytes:>12} {tax.torch_us:>10.2f} "
-                f"{tax.nccl_us:>10.2f} {tax.tax_us:>+10.2f} {ratio:>6}"
-            )
+            cells = (op, dtype, place, tax.size_bytes, f"{tax.torch_us:.2f}",
+                     f"{tax.nccl_us:.2f}", f"{tax.tax_us:+.2f}", ratio)  # fmt: skip
+            out.append(text.line(cells, _COLUMNS, lead=""))
         out.append(f"# {name} {place}: {_verdict(line)}")
     variants = sorted({t.variant for t in every})
     base = ",".join(p for p in (variants[0], f"engine={TORCH}") if p)
@@ -138,10 +144,10 @@ def summary_lines(frame: Any, run: str = "RUN") -> list[str]:
 
 def _verdict(line: Sequence[Tax]) -> str:
     median_tax = statistics.median(t.tax_us for t in line)
-    text = f"torch adds {median_tax:+.2f} us per call (median over {len(line)} size(s))"
+    said = f"torch adds {median_tax:+.2f} us per call (median over {len(line)} size(s))"
     from_size = nccl_dominates_from(line)
     if from_size is None:
-        return text + "; torch's cost dominates at every size measured"
+        return said + "; torch's cost dominates at every size measured"
     if from_size == min(t.size_bytes for t in line):
-        return text + "; NCCL's own time dominates at every size measured"
-    return text + f"; torch's cost dominates below {format_size(from_size)}"
+        return said + "; NCCL's own time dominates at every size measured"
+    return said + f"; torch's cost dominates below {format_size(from_size)}"

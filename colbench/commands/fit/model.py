@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from colbench import text
-from colbench.analysis.series import Line, labels
 from colbench.bench import ops
+from colbench.results.series import Line, labels
 from colbench.stats import noise, robust, student_t
 from colbench.text import Column
 
@@ -103,12 +103,10 @@ def uncertainty(size_bytes: np.ndarray, time_us: np.ndarray, model: Model) -> Un
         return None
     slope = 0.0 if math.isinf(model.beta_gbps) else 1.0 / (model.beta_gbps * 1e3)
     design = np.column_stack([1.0 / time, size / time])
+    if np.linalg.matrix_rank(design) < 2:
+        return None  # one size: latency and bandwidth cannot be told apart
     residuals = 1.0 - design @ np.array([model.alpha_us, slope])
-    variance = float(residuals @ residuals) / dof
-    try:
-        covariance = variance * np.linalg.inv(design.T @ design)
-    except np.linalg.LinAlgError:
-        return None
+    _, covariance = robust.covariance(design, residuals, dof)
     errors = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     return Uncertainty(model.alpha_us, float(errors[0]), slope, float(errors[1]), dof)
 

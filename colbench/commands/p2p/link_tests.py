@@ -1,4 +1,4 @@
-"""The questions the p2p verdict asks (colbench.analysis.links): each node's and each
+"""The questions the p2p verdict asks (colbench.commands.p2p.links): each node's and each
 link's samples against the others', by the gate's rank test, Holm over the family."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from colbench.analysis.verdict import Verdict as RowVerdict
-from colbench.analysis.verdict import judge as judge_samples
+from colbench.commands.gate.verdict import Verdict as RowVerdict
+from colbench.commands.gate.verdict import judge as judge_samples
 from colbench.stats import rank_tests
 from colbench.stats.holm import holm
 

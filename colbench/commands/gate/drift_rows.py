@@ -6,7 +6,7 @@ within-run rank test, and one more hypothesis joins them: the run-level statisti
 each relative check (the median over the rows of log(current / baseline)).
 
 **Family-wise control.** The overall statistic and the rows form one family under
-weighted Holm (:func:`colbench.analysis.sensitivity.control_family`): the overall
+weighted Holm (:func:`colbench.commands.gate.sensitivity.control_family`): the overall
 hypothesis carries half the weight, the m rows share the other half, so the chance that
 an unchanged run fails anything stays at alpha. The stated figures use each one's
 strictest level: alpha / 2 for the overall statistic, alpha / (2 m) for a row.
@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from colbench.analysis import sensitivity
-from colbench.analysis.engine import Pair, Sample, is_ok
-from colbench.analysis.sensitivity import OverallResult
-from colbench.analysis.verdict import CheckResult, RowResult, Verdict, gravest
+from colbench.commands.gate import sensitivity
+from colbench.commands.gate.sensitivity import OverallResult
+from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict, gravest
+from colbench.results.join import Pair, Sample, is_ok
 from colbench.stats import drift, power, rank_tests
 
 

@@ -1,4 +1,4 @@
-"""p2p's judging defaults, apart from the judging (colbench.analysis.links, which needs
+"""p2p's judging defaults, apart from the judging (colbench.commands.p2p.links, which needs
 numpy): p2p's options table, and so ``colbench p2p --help``, needs nothing heavy."""
 
 #: Passes p2p measures by default. At 3 a link of 4 ranks can just be named, when all 3

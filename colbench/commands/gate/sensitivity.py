@@ -1,6 +1,6 @@
 """The gate's judgement of many rows at once: one family, and what each member could see.
 
-Two passes over the verdicts of :mod:`colbench.analysis.verdict`, after every row is
+Two passes over the verdicts of :mod:`colbench.commands.gate.verdict`, after every row is
 judged (both need the number of rows judged, m):
 
 1. **Family-wise control** (:func:`control_family`). Each row judged on performance is
@@ -8,8 +8,8 @@ judged (both need the number of rows judged, m):
    it worse (busbw and time of one row come from the same timed calls: one question
    asked twice). Beside the rows stands one *overall* hypothesis over all of them: the
    pooled rank test of a run against a baseline of few runs
-   (:mod:`colbench.analysis.pooled`), or the drift test of the run's median change
-   against a window of runs (:mod:`colbench.analysis.drift_rows`). They form one family
+   (:mod:`colbench.commands.gate.pooled`), or the drift test of the run's median change
+   against a window of runs (:mod:`colbench.commands.gate.drift_rows`). They form one family
    under weighted Holm: the overall hypothesis weighs :data:`OVERALL_WEIGHT`, each row
    (1 - that) / m, so the chance that an unchanged run fails anything stays at alpha.
    A row the test alone would call worse but Holm does not back is ``noisy``.
@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from colbench.analysis.checks import Check
-from colbench.analysis.verdict import RowResult, Verdict, gravest
+from colbench.commands.gate.checks import Check
+from colbench.commands.gate.verdict import RowResult, Verdict, gravest
 from colbench.output import plural
 from colbench.stats import drift, power
 from colbench.stats.holm import holm as holm_procedure

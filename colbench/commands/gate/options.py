@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from colbench.analysis.checks import (
+from colbench.commands.gate.checks import (
     DEFAULT_ALPHA,
     DEFAULT_KEEP,
     DEFAULT_MAX_CV,

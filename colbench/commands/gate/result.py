@@ -1,7 +1,7 @@
 """What the gate judges by and what it finds: its rules (checked once, when built from the
 options), a floor's result, and the whole verdict with the figures the reports read.
 
-Apart from :mod:`colbench.analysis.gate.engine`, which joins runs and judges rows into a
+Apart from :mod:`colbench.commands.gate.engine`, which joins runs and judges rows into a
 :class:`GateResult`, so that the reports depend on the result alone.
 """
 
@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from colbench.analysis import drift_rows, sensitivity
-from colbench.analysis.checks import (
+from colbench.commands.gate import drift_rows, sensitivity
+from colbench.commands.gate.checks import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_CV,
     DEFAULT_MIN_BASELINE_RUNS,
     Check,
     SizeWindow,
 )
-from colbench.analysis.verdict import RowResult, Verdict
+from colbench.commands.gate.verdict import RowResult, Verdict
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
 from colbench.stats import power
@@ -57,7 +57,7 @@ class GateRules:
     power: float = power.DEFAULT_POWER
     #: Rows that must be sensitive for performance to count as judged.
     min_judged: int = 1
-    #: Runs in the baseline's window the drift test needs (colbench.analysis.drift_rows).
+    #: Runs in the baseline's window the drift test needs (colbench.commands.gate.drift_rows).
     min_runs: int = DEFAULT_MIN_BASELINE_RUNS
     #: Every op's average bus bandwidth must reach it: NCCL_TESTS_MIN_BW's (0.9x the
     #: value, as nccl-tests) or --min-avg-busbw-gbps's (the value itself).
@@ -99,44 +99,11 @@ class GateResult:
     #: Runs in the baseline's window; ``drift`` is set when the drift test judged the rows.
     baseline_runs: int = 0
     drift: drift_rows.DriftSummary | None = None
-    #: Otherwise the rows' rank tests and the pooled test (colbench.analysis.pooled).
+    #: Otherwise the rows' rank tests and the pooled test (colbench.commands.gate.pooled).
     pooled: sensitivity.FamilySummary | None = None
     #: Why each current run that is not whole is not: each one fails the gate, whatever
     #: its rows say, since a run killed part way would pass on the rows it kept.
     incomplete: list[str] = field(default_factory=list)
-
-    # The rules, by the names the reports read them.
-    @property
-    def checks(self) -> tuple[Check, ...]:
-        return self.rules.checks
-
-    @property
-    def window(self) -> SizeWindow:
-        return self.rules.window
-
-    @property
-    def alpha(self) -> float:
-        return self.rules.alpha
-
-    @property
-    def max_cv(self) -> float:
-        return self.rules.max_cv
-
-    @property
-    def power(self) -> float:
-        return self.rules.power
-
-    @property
-    def fwer(self) -> str:
-        return self.rules.fwer
-
-    @property
-    def min_judged(self) -> int:
-        return self.rules.min_judged
-
-    @property
-    def min_runs(self) -> int:
-        return self.rules.min_runs
 
     @property
     def summary(self) -> sensitivity.FamilySummary | None:
@@ -170,16 +137,16 @@ class GateResult:
     @property
     def performance_checked(self) -> bool:
         """True when a relative check was asked for and performance could be judged."""
-        return not self.not_judged and any(c.relative for c in self.checks)
+        return not self.not_judged and any(c.relative for c in self.rules.checks)
 
     @property
     def inconclusive(self) -> bool:
         """Performance was asked for, but too few rows could have seen a slowdown (an
         overall statistic that could, over at least that many rows, is enough)."""
-        if not self.performance_checked or len(self.sensitive) >= self.min_judged:
+        if not self.performance_checked or len(self.sensitive) >= self.rules.min_judged:
             return False
         overall = self.summary.sensitive_overall if self.summary else None
-        return overall is None or overall.rows < self.min_judged
+        return overall is None or overall.rows < self.rules.min_judged
 
     @property
     def passed_on_presence_only(self) -> bool:

@@ -1,10 +1,10 @@
 """Checks over the engine: a verdict per joined row, the floors, and the gate's exit code.
 
-Rows are joined on the schema's key columns (:mod:`colbench.analysis.engine`); a
+Rows are joined on the schema's key columns (:mod:`colbench.results.join`); a
 baseline row without an exact partner is looked for again among the current run's
 unmatched rows by :data:`LOOSE_KEY_COLUMNS`, so that a row measured at another world
 size, backend, dtype or variant is "not comparable" rather than missing. Every pair gets
-:func:`colbench.analysis.verdict.verdict`.
+:func:`colbench.commands.gate.verdict.verdict`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from colbench.analysis import drift_rows, pooled
-from colbench.analysis.checks import SizeWindow
-from colbench.analysis.engine import (
+from colbench.commands.gate import drift_rows, pooled
+from colbench.commands.gate.checks import SizeWindow
+from colbench.commands.gate.result import FloorResult, GateResult, GateRules
+from colbench.commands.gate.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
+from colbench.config.min_bw import BusbwFloor
+from colbench.errors import UsageError
+from colbench.results import metadata, metafile
+from colbench.results.join import (
     Pair,
     join,
     key_columns,
@@ -27,11 +32,6 @@ from colbench.analysis.engine import (
     side_status,
     wrong_counts,
 )
-from colbench.analysis.gate.result import FloorResult, GateResult, GateRules
-from colbench.analysis.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
-from colbench.config.min_bw import BusbwFloor
-from colbench.errors import UsageError
-from colbench.results import metadata, metafile
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 from colbench.stats import rank_tests
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from colbench.analysis.series import PLACEMENT_NAMES, Line, Run, labels, lines, load_runs
 from colbench.errors import UsageError
 from colbench.results.reporters.figures import (
     Metric,
@@ -34,6 +33,7 @@ from colbench.results.reporters.figures import (
     unused_path,
 )
 from colbench.results.rundir import RunDir
+from colbench.results.series import PLACEMENT_NAMES, Line, Run, labels, lines, load_runs
 from colbench.stats import noise
 
 
@@ -180,8 +180,8 @@ def styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
 
 def _draw_fit(ax: Any, curve: Line, chosen: Metric, color: str) -> float | None:
     """Draw the curve's alpha-beta model; its relative rms error (None: no fit)."""
-    from colbench.analysis.fit import model as fit
     from colbench.bench import ops
+    from colbench.commands.fit import model as fit
 
     try:
         model = fit.fit_time(curve.size_bytes, curve.time_us)
@@ -232,7 +232,7 @@ def plot_runs(
 
 
 def _poor_fits(curves: Sequence[Line]) -> list[str]:
-    from colbench.analysis.fit.model import fit_lines
+    from colbench.commands.fit.model import fit_lines
 
     return [
         f"plot --fit: {noise.poor_fit_warning(r.label, r.rel_rms)}"
@@ -297,19 +297,7 @@ def plot_panels(
     colours: dict[str, str] = {}
     for ax, op in zip(axes.flat, ops, strict=False):
         mine = [c for c in curves if c.op == op]
-        # Within one collective the labels name only what differs (variant, dtype...).
-        names = labels(mine) if len(mine) > 1 else [""] * len(mine)
-        for curve, name in zip(mine, names, strict=True):
-            colour = colours.setdefault(name, f"C{len(colours) % 10}")
-            if fit:
-                _draw_fit(ax, curve, chosen, colour)
-            ax.plot(curve.size_bytes, curve.values(chosen.column), marker="o", markersize=3,
-                    linewidth=1.4, color=colour, label=name or "_one")  # fmt: skip
-        if peak_gbps is not None:
-            ax.axhline(peak_gbps, color="black", linestyle="--", linewidth=1.0, alpha=0.7,
-                       label=f"rated peak {peak_gbps:g} GB/s")  # fmt: skip
-        placements = sorted({PLACEMENT_NAMES[c.in_place] for c in mine})
-        ax.set_title(f"{op} ({', '.join(placements)})", fontsize=9)
+        _draw_panel(ax, op, mine, chosen, colours, peak_gbps=peak_gbps, fit=fit)
         size_axis(ax, low, high, max_ticks=6)
         ax.set_xlabel("")
         _value_axis(ax, chosen)
@@ -324,6 +312,41 @@ def plot_panels(
         "each panel one collective, out-of-place where measured, else in-place",
         fontsize=10,
     )
+    _panels_legend(fig, colours, peak_gbps=peak_gbps, fit=fit)
+    return fig
+
+
+def _draw_panel(
+    ax: Any,
+    op: str,
+    mine: Sequence[Line],
+    chosen: Metric,
+    colours: dict[str, str],
+    *,
+    peak_gbps: float | None,
+    fit: bool,
+) -> None:
+    """One collective's curves in its panel; ``colours`` (label -> colour) is shared by
+    every panel, so a variant keeps its colour across them."""
+    # Within one collective the labels name only what differs (variant, dtype...).
+    names = labels(mine) if len(mine) > 1 else [""] * len(mine)
+    for curve, name in zip(mine, names, strict=True):
+        colour = colours.setdefault(name, f"C{len(colours) % 10}")
+        if fit:
+            _draw_fit(ax, curve, chosen, colour)
+        ax.plot(curve.size_bytes, curve.values(chosen.column), marker="o", markersize=3,
+                linewidth=1.4, color=colour, label=name or "_one")  # fmt: skip
+    if peak_gbps is not None:
+        ax.axhline(peak_gbps, color="black", linestyle="--", linewidth=1.0, alpha=0.7,
+                   label=f"rated peak {peak_gbps:g} GB/s")  # fmt: skip
+    placements = sorted({PLACEMENT_NAMES[c.in_place] for c in mine})
+    ax.set_title(f"{op} ({', '.join(placements)})", fontsize=9)
+
+
+def _panels_legend(
+    fig: Any, colours: dict[str, str], *, peak_gbps: float | None, fit: bool
+) -> None:
+    """One legend beside the panels, where it covers no point."""
     named = {name: colour for name, colour in colours.items() if name}
     from matplotlib.lines import Line2D
 
@@ -336,4 +359,3 @@ def plot_panels(
         handles.append(Line2D([], [], color="grey", linestyle=":", label="model (fit)"))
     if handles:
         fig.legend(handles=handles, loc="outside right center", fontsize="small")
-    return fig

@@ -1,14 +1,14 @@
 """What the gate's reports say about its statistics: the rule, the power, the family.
 
 One wording for the console table, the Markdown report and the JUnit properties
-(colbench.analysis.gate.report), so that the three never disagree about what was tested.
+(colbench.commands.gate.report), so that the three never disagree about what was tested.
 """
 
 from __future__ import annotations
 
-from colbench.analysis.gate.result import GateResult
-from colbench.analysis.sensitivity import OverallResult
-from colbench.analysis.verdict import CheckResult, RowResult, Verdict
+from colbench.commands.gate.result import GateResult
+from colbench.commands.gate.sensitivity import OverallResult
+from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict
 from colbench.output import plural
 from colbench.stats import rank_tests
 
@@ -20,12 +20,12 @@ def rule_text(result: GateResult) -> str:
             f"{result.drift.runs} runs; a change beyond its limit is real when a one-sided "
             "t test of the current median against the runs' mean and between-run spread "
             f"(log scale, {result.drift.runs - 1} dof) finds it beyond the mean moved by the "
-            f"limit (p <= {result.alpha:g})"
+            f"limit (p <= {result.rules.alpha:g})"
         )
     text = (
         "medians of the samples are compared; a change beyond its limit is real when a "
         "one-sided exact Mann-Whitney U test finds the current samples beyond the baseline's "
-        f"moved by the limit (p <= {result.alpha:g}); with too few samples for that test, "
+        f"moved by the limit (p <= {result.rules.alpha:g}); with too few samples for that test, "
         "when every current sample lies beyond the moved baseline's range and the medians "
         "moved by more than twice the limit"
     )
@@ -61,12 +61,12 @@ def power_text(result: GateResult) -> str:
     if result.drift is None and (sensitive or _overall_stated(result)):
         text += (
             f"; within-run spread only: a baseline of {result.baseline_runs} run(s) (the "
-            f"drift test needs {result.min_runs}) cannot tell a slowdown from a busy "
+            f"drift test needs {result.rules.min_runs}) cannot tell a slowdown from a busy "
             "machine; gate variants run interleaved for that (--variant-a/--variant-b)"
         )
     if result.inconclusive and result.passed:
         text += (
-            f"; performance inconclusive: fewer than {result.min_judged} sensitive rows "
+            f"; performance inconclusive: fewer than {result.rules.min_judged} sensitive rows "
             "(--min-judged)"
         )
     return text
@@ -74,7 +74,7 @@ def power_text(result: GateResult) -> str:
 
 def _alone(result: GateResult) -> str:
     """Why the judged rows were left to the pooled test (their sample counts cannot reach
-    their level: colbench.analysis.sensitivity.control_family); "" when some row can."""
+    their level: colbench.commands.gate.sensitivity.control_family); "" when some row can."""
     summary = result.pooled
     if summary is None or not summary.overall or summary.alone < summary.family:
         return ""
@@ -115,7 +115,7 @@ def overall_change(o: OverallResult) -> str:
 
 def power_rule(result: GateResult) -> str:
     summary = result.summary
-    if summary is not None and summary.overall and result.fwer == "holm":
+    if summary is not None and summary.overall and result.rules.fwer == "holm":
         name = "overall statistic" if result.drift is not None else "pooled test"
         short = name.split()[0]
         rows = f"rows at >= {summary.row_level:.2g}"
@@ -132,26 +132,26 @@ def power_rule(result: GateResult) -> str:
         family = (
             f"weighted Holm over the {plural(result.family, 'row')} judged and the {name} "
             "(family-wise "
-            f"false-alarm rate <= {result.alpha:g}; {rows}, {short} at >= "
+            f"false-alarm rate <= {result.rules.alpha:g}; {rows}, {short} at >= "
             f"{summary.overall_level:.2g})"
         )
-    elif result.fwer == "holm":
+    elif result.rules.fwer == "holm":
         family = (
             f"Holm over the {plural(result.family, 'row')} judged (family-wise false-alarm rate "
-            f"<= {result.alpha:g})"
+            f"<= {result.rules.alpha:g})"
         )
     else:
-        family = f"no family-wise control (each row at {result.alpha:g})"
+        family = f"no family-wise control (each row at {result.rules.alpha:g})"
     if result.drift is not None:
         return (
             f"{family}; detect: the smallest slowdown a row (or the run's median over rows) "
-            f"would have shown at {result.power:.0%} power, from the between-run spread of "
+            f"would have shown at {result.rules.power:.0%} power, from the between-run spread of "
             f"the baseline's {result.drift.runs} runs"
         )
     pooled = " (or every row alike, pooled)" if result.overall else ""
     return (
         f"{family}; detect: the smallest slowdown a row{pooled} would have shown at "
-        f"{result.power:.0%} power, from the samples' spread"
+        f"{result.rules.power:.0%} power, from the samples' spread"
     )
 
 

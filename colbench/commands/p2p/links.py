@@ -4,7 +4,7 @@
 link (an unordered pair of ranks) one sample per metric, from its worse direction: the
 lower of its two bandwidths, the higher of its two latencies.
 
-**The question** is the gate's (:func:`colbench.analysis.verdict.judge`), with the
+**The question** is the gate's (:func:`colbench.commands.gate.verdict.judge`), with the
 other links in the baseline's place: is the median of these samples beyond the others'
 median by more than the threshold (``bw_pct`` below in bandwidth, ``latency_pct``
 above in latency), and do the samples lie beyond the others' samples moved by that
@@ -34,9 +34,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from colbench.analysis.checks import DEFAULT_ALPHA, DEFAULT_POWER
-from colbench.analysis.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
-from colbench.analysis.link_tests import (
+from colbench.commands.gate.checks import DEFAULT_ALPHA, DEFAULT_POWER
+from colbench.commands.p2p.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
+from colbench.commands.p2p.link_tests import (
     Link,
     Matrix,
     Metric,

@@ -1,13 +1,13 @@
 """The paired gate's readers of one PairedResult: the console table and Markdown.
 
 One wording for both (the verdict line, what the gate could see), so that a terminal
-and a job summary never disagree; every verdict comes from colbench.analysis.paired.
+and a job summary never disagree; every verdict comes from colbench.commands.gate.paired.
 """
 
 from __future__ import annotations
 
 from colbench import text
-from colbench.analysis.paired import PairedResult, PairedRow
+from colbench.commands.gate.paired import PairedResult, PairedRow
 from colbench.output import plural
 from colbench.text import Column
 

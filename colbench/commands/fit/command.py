@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from colbench.analysis.fit import model
-from colbench.analysis.series import lines, load_runs
+from colbench.commands.fit import model
 from colbench.errors import ExitCode, UsageError
+from colbench.results.series import lines, load_runs
 
 
 def run(runs: Sequence[str]) -> int:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from colbench.analysis.checks import DEFAULT_POWER, Check, SizeWindow
+from colbench.commands.gate.checks import DEFAULT_POWER, Check, SizeWindow
 from colbench.errors import UsageError
 from colbench.results.rows import KEY_COLUMNS, STATUS_OK
 from colbench.stats import power, rank_tests
@@ -36,7 +36,7 @@ from colbench.stats.rank_tests import median
 
 #: Columns that name a row of the paired table: every key but the variant, and but the
 #: engine, which an ``--engine torch,nccl`` run's variants differ by (engine=torch vs
-#: engine=nccl: the torch tax, colbench.analysis.torch_tax).
+#: engine=nccl: the torch tax, colbench.results.torch_tax).
 ROW_KEYS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "engine"))
 
 
@@ -109,20 +109,8 @@ def paired_gate(
 ) -> PairedResult:
     """Judge variant B against variant A of one run's rows (a results DataFrame)."""
     result = PairedResult(run, variant_a, variant_b, check, alpha, power=target_power)
-    sides = {}
-    for name in (variant_a, variant_b):
-        rows = frame[frame["variant"] == name]
-        if rows.empty:
-            known = ", ".join(repr(v) for v in sorted(set(frame["variant"])))
-            raise UsageError(f"no rows of variant {name!r} in {run or 'the run'}; it has {known}")
-        bad = rows[rows["wrong"].fillna(0) > 0]
-        result.wrong += [f"{name}: {_label(r)}" for _, r in bad.iterrows()]
-        sides[name] = {
-            (*(r[c] for c in ROW_KEYS), r["repeat"]): r
-            for _, r in rows.iterrows()
-            if r["status"] == STATUS_OK and r["size_bytes"] in window
-        }
-    a, b = sides[variant_a], sides[variant_b]
+    a = _side(frame, variant_a, window, run, result.wrong)
+    b = _side(frame, variant_b, window, run, result.wrong)
     result.missing = [f"{variant_b} lacks {_label(a[k])}" for k in sorted(set(a) - set(b))]
     result.missing += [f"{variant_a} lacks {_label(b[k])}" for k in sorted(set(b) - set(a))]
     groups: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
@@ -142,14 +130,40 @@ def paired_gate(
         every = [x for logs in ratios.values() for x in logs]
         all_rows = dict.fromkeys(ROW_KEYS, "all")
         judged.append(_row(all_rows, every, check.worse_when, limit, list(ratios.values())))
+    result.rows = _family(judged, check, alpha, target_power)
+    return result
+
+
+def _side(
+    frame: Any, name: str, window: SizeWindow, run: str, wrong: list[str]
+) -> dict[tuple[Any, ...], Any]:
+    """One variant's OK rows in the window by key and repeat; its rows with wrong
+    elements are added to ``wrong``."""
+    rows = frame[frame["variant"] == name]
+    if rows.empty:
+        known = ", ".join(repr(v) for v in sorted(set(frame["variant"])))
+        raise UsageError(f"no rows of variant {name!r} in {run or 'the run'}; it has {known}")
+    bad = rows[rows["wrong"].fillna(0) > 0]
+    wrong += [f"{name}: {_label(r)}" for _, r in bad.iterrows()]
+    return {
+        (*(r[c] for c in ROW_KEYS), r["repeat"]): r
+        for _, r in rows.iterrows()
+        if r["status"] == STATUS_OK and r["size_bytes"] in window
+    }
+
+
+def _family(
+    judged: list[PairedRow], check: Check, alpha: float, target_power: float
+) -> list[PairedRow]:
+    """The rows' verdicts under Holm over all of them, each with what it could detect."""
     family = holm([r.p_value for r in judged], alpha)
     # Holm's strictest step: the level every row's figure holds at.
     level = alpha / max(len(judged), 1)
-    result.rows = []
+    rows = []
     for r, q, rejected in zip(judged, family.adjusted, family.rejected, strict=True):
         margin = None if r.log_sd is None else detectable_margin(r.log_sd, r.pairs, level,
                                                                  target_power)  # fmt: skip
-        result.rows.append(
+        rows.append(
             dataclasses.replace(
                 r,
                 p_holm=q,
@@ -160,7 +174,7 @@ def paired_gate(
                 insensitive=power.insensitive(check.limit, check.worse_when, margin),
             )
         )
-    return result
+    return rows
 
 
 def _row(
