@@ -4,8 +4,8 @@ nccl-tests registers its send and receive buffers once, right after allocating t
 (``ncclCommRegister``, or ``ncclCommWindowRegister`` with ``NCCL_WIN_COLL_SYMMETRIC``
 for ``-R 2``), and deregisters them before freeing. The direct engine does the same
 with every buffer it takes from ncclMemAlloc: :meth:`Registrations.add` registers the
-whole allocation, and the registration is released when the last view of that
-allocation dies, before its memory is freed (a registration outliving its memory would
+whole allocation, and the registration is released when the last tensor on that
+memory dies, before the memory is freed (a registration outliving its memory would
 leave NCCL a stale range that a later allocation at the same address falls into).
 
 Before anything is measured, :meth:`Registrations.trial` registers one small buffer and
@@ -43,11 +43,12 @@ class Registrations:
         A symmetric window is collective: every rank registers its allocations in the same
         order, which holds because every rank allocates the same buffers of the same plan."""
         handle = self.nccl.register(self.communicator, allocation, self.mode)
-        # nccl4py's tensor is a view of the one over the memory; that one lives exactly as
-        # long as any view of the memory does (torch keeps a base alive for its views).
-        root = allocation._base if allocation._base is not None else allocation
+        # The storage, not a tensor: nccl4py's tensor is a dtype view of the one over the
+        # memory, and torch keeps neither alive for the views colbench makes; the
+        # storage's Python object lives exactly as long as any tensor on the memory, and
+        # dies before the memory is freed.
         self._live = [f for f in self._live if f.alive]
-        self._live.append(weakref.finalize(root, handle.close))
+        self._live.append(weakref.finalize(allocation.untyped_storage(), handle.close))
 
     def trial(self, device: Any, dtype: Any) -> str | None:
         """Register one small buffer and release it: why this NCCL will not, or None."""

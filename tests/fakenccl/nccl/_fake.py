@@ -43,7 +43,7 @@ TORCH_DTYPES = {
 #: Every live allocation by its address: the pointers colbench passes are resolved here.
 #: Held weakly, so an allocation is freed when colbench drops its last view, as
 #: nccl4py's are (and a registration's release can be seen to come first).
-_ALLOCATIONS: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+_ALLOCATIONS: weakref.WeakValueDictionary[int, torch.UntypedStorage] = weakref.WeakValueDictionary()
 
 
 def version() -> int:
@@ -64,7 +64,8 @@ def allocate(numel: int, dtype: torch.dtype) -> torch.Tensor:
     tensor over ncclMemAlloc's memory)."""
     # At least one element, so every allocation has an address of its own.
     base = torch.empty(max(numel, 1), dtype=dtype)
-    _ALLOCATIONS[base.untyped_storage().data_ptr()] = base
+    storage = base.untyped_storage()
+    _ALLOCATIONS[storage.data_ptr()] = storage
     record("mem_alloc", numel=numel, dtype=str(dtype).removeprefix("torch."))
     return base.view(dtype)[:numel]
 
@@ -73,8 +74,7 @@ def view(ptr: int, count: int, dtype: int) -> torch.Tensor:
     """``count`` elements of NCCL type ``dtype`` at ``ptr``, inside a fake allocation."""
     want = TORCH_DTYPES[dtype]
     size = torch.empty(0, dtype=want).element_size()
-    for base, tensor in list(_ALLOCATIONS.items()):
-        storage = tensor.untyped_storage()
+    for base, storage in list(_ALLOCATIONS.items()):
         if base <= ptr and ptr + count * size <= base + storage.nbytes():
             raw = torch.empty(0, dtype=torch.uint8).set_(storage)
             start = ptr - base
