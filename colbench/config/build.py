@@ -15,8 +15,8 @@ from colbench.config.options import table as options_table
 from colbench.config.sizes import parse_size, parse_sizes, size_range
 from colbench.config.validate import validate
 from colbench.config.variants import Axis
+from colbench.direct.knobs import CTA_POLICY, parse_cta_policies
 from colbench.errors import UsageError
-from colbench.nccl.knobs import CTA_POLICY, parse_cta_policies
 
 
 def resolve_sizes(

@@ -34,8 +34,8 @@ from colbench.config.option_table import Option, option, rows_of
 from colbench.config.sizes import parse_size, parse_sizes
 from colbench.config.variants import parse_axes, parse_interpreters
 from colbench.direct.engine import parse_engines
+from colbench.direct.knobs import parse_cta_policies, parse_register
 from colbench.errors import UsageError
-from colbench.nccl.knobs import parse_cta_policies, parse_register
 
 Average = Literal["avg", "min", "max", "rank0"]
 Backend = Literal["auto", "gloo", "nccl"]
@@ -493,7 +493,7 @@ class SweepOptions:
         to="engines",
         convert=parse_engines,
     )
-    # --- NCCL's newer knobs (issue 37 item 4; colbench.nccl.knobs): one block, to move
+    # --- NCCL's newer knobs (issue 37 item 4; colbench.direct.knobs): one block, to move
     # whole when the options table is split. ---
     register: str = option(
         "none",

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
+from colbench.direct.knobs import refusal as knob_refusal
 from colbench.direct.nccl4py import DirectComm, Nccl
 from colbench.direct.register import Registrations
 from colbench.errors import UsageError
-from colbench.nccl.knobs import refusal as knob_refusal
 
 TORCH = "torch"
 DIRECT = "nccl"
@@ -185,7 +185,7 @@ class DirectEngine:
 
 class Refused:
     """An engine whose every row is ``unsupported``, with the reason: a knob asked of it
-    that it, or the NCCL under it, cannot honour (colbench.nccl.knobs). Measuring anyway
+    that it, or the NCCL under it, cannot honour (colbench.direct.knobs). Measuring anyway
     would put rows under a variant's name that ran without what the name says."""
 
     def __init__(self, engine: Engine, reason: str) -> None:

@@ -4,7 +4,7 @@ A variant's NCCL_CTA_POLICY is read by NCCL when the communicator starts; a rele
 older than the policy ignores it without a word, and the rows would carry the variant's
 name without its policy. ``--register`` is the direct engine's alone. Either way the
 engine is wrapped (colbench.direct.engine.Refused) and every row of the world says
-``unsupported`` and why (colbench.nccl.knobs.refusal).
+``unsupported`` and why (colbench.direct.knobs.refusal).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import os
 from typing import Any
 
 from colbench.direct.engine import DIRECT, TORCH_CANNOT_REGISTER, Engine, Refused
-from colbench.nccl.knobs import refusal
-from colbench.nccl.names import Version
+from colbench.direct.knobs import Version, refusal
 
 
 def knobbed(engine: Engine, register: str, version: Version | None) -> Engine:

@@ -28,7 +28,7 @@ Three things, from src/graph/tuning.cc and src/enqueue.cc:
   within 4x of each other's size): grouped calls print their sum. colbench issues one call
   at a time.
 
-From 2.27 a call on symmetric windows (colbench.nccl.knobs) that NCCL runs on a symmetric
+From 2.27 a call on symmetric windows (colbench.direct.knobs) that NCCL runs on a symmetric
 kernel prints ``AllReduce [Symmetric]: 1024 Bytes -> Kernel AllReduce_AGxLL_R nchannels 2
 nthreads 512 nWorks 1`` instead (src/scheduler/symmetric_sched.cc; bytes per rank, as the
 2.24+ form): no algorithm or protocol, a kernel. It reads as algorithm ``Symmetric`` and

@@ -22,11 +22,12 @@ from colbench.config.build import from_options
 from colbench.config.options import merge
 from colbench.direct.engine import TORCH_CANNOT_REGISTER, DirectEngine, Refused, TorchEngine
 from colbench.direct.knobbed import knobbed
+from colbench.direct.knobs import parse_cta_policies, parse_register, refusal
 from colbench.direct.nccl4py import DirectComm, Nccl
 from colbench.direct.register import Registrations
 from colbench.errors import UsageError
 from colbench.nccl import log as nccl_log
-from colbench.nccl.knobs import evidence, parse_cta_policies, parse_register, refusal
+from colbench.nccl.knobs import evidence
 from colbench.nccl.tuning import SYMMETRIC, parse_call
 from tests.conftest import run_main
 from tests.fakenccl import FAKE_NCCL
@@ -264,3 +265,82 @@ def test_a_registration_nccl_skips_is_said_before_anything_is_measured(
         "--register local: NCCL answered ncclCommRegister with no handle"
     )
     assert "\n" not in why
+
+
+def _probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cfg: Any, env: dict[str, str], log: str
+) -> tuple[Any, list[Any]]:
+    """run_probe over a world that writes ``log`` as NCCL would; the tasks it started."""
+    from colbench.commands.sweep import probe
+    from colbench.config.variants import Variant
+    from colbench.host import spawn
+
+    started: list[Any] = []
+
+    def world(task: Any, backend: str, world_size: int, out_dir: Path, variant: Any) -> int:
+        started.append(task)
+        (out_dir / "nccl-node1-4242.log").write_text(log)
+        return 0
+
+    monkeypatch.setattr(spawn, "spawn_and_wait", world)
+    variant = Variant(tuple(env.items()))
+    return probe.run_probe(cfg, 2, tmp_path, variant, 0), started
+
+
+def test_a_probe_of_registered_buffers_runs_the_direct_engine_and_reads_symmetric_kernels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from colbench.config.model import SweepConfig
+
+    cfg = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(2048,), engines=("nccl",),
+                         register="symmetric")  # fmt: skip
+    log = "".join(PREFIX + m + "\n" for m in (
+        "NCCL version 2.28.9+cuda12.9",
+        "NCCL_CTA_POLICY set by environment to 1.",
+        "AllReduce [Symmetric]: 1024 Bytes -> Kernel AllReduce_AGxLL_R nchannels 2 "
+        "nthreads 512 nWorks 1",
+    ))  # fmt: skip
+    probed, started = _probe(tmp_path, monkeypatch, cfg, {"NCCL_CTA_POLICY": "1"}, log)
+    # Only the direct engine registers: the probe's calls are its, with REG on.
+    assert [t.engine_name for t in started] == ["nccl"]
+    assert probed.refused is None
+    assert probed.choices == {("all_reduce", 1024): ("Symmetric", "AllReduce_AGxLL_R")}
+    assert probed.note.endswith(
+        "NCCL's log: NCCL_CTA_POLICY=1 (NCCL read it), symmetric kernels in 1 call(s)"
+    )
+
+
+def test_what_nccl_did_not_do_makes_the_variants_rows_unsupported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from colbench.commands.sweep.task import SweepTask
+    from colbench.config.model import SweepConfig
+
+    cfg = SweepConfig.of(ops=("all_reduce",), sizes_bytes=(2048,))
+    log = "".join(PREFIX + m + "\n" for m in (
+        "NCCL version 2.28.9+cuda12.9",
+        "comm 0x5f0 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0",
+        "24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, "
+        "32 p2p channels per peer",
+        "AllReduce: 1024 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..1}",
+    ))  # fmt: skip
+    probed, started = _probe(tmp_path, monkeypatch, cfg, {"NCCL_NVLS_ENABLE": "1"}, log)
+    assert [t.engine_name for t in started] == ["torch"]
+    assert probed.refused == (
+        "NCCL_NVLS_ENABLE=1 asked, and NCCL made no NVLS channels: 0 nvls channels"
+    )
+    assert "NOT as asked, so its rows are unsupported" in probed.note
+    # The measured world of that variant carries it (its engine then says it for every
+    # row: Refused); a variant whose probe found nothing amiss measures.
+    from colbench.commands.references import place
+    from colbench.commands.sweep import parent
+    from colbench.commands.sweep.probe import Probed
+
+    cfg = cfg.replace(env_axes=(("NCCL_NVLS_ENABLE", ("0", "1")),), interleave=False)
+    found = {"NCCL_NVLS_ENABLE=0": Probed({}, "fine"), "NCCL_NVLS_ENABLE=1": probed}
+    tasks: list[SweepTask] = []
+    monkeypatch.setattr(parent, "probe_variants", lambda *args: found)
+    monkeypatch.setattr(parent, "spawn_and_wait", lambda task, *args: tasks.append(task) or 0)
+    monkeypatch.setattr(place, "record_after_run", lambda run_dir: None)
+    assert parent._run_variants(cfg, "nccl", 2, tmp_path) == 0
+    assert [t.refused for t in tasks] == [None, probed.refused]

@@ -47,6 +47,9 @@ class Probed:
     choices: Choices
     note: str
     exit_code: int = int(ExitCode.OK)
+    #: NCCL's own line where it did not do what a knob asked (colbench.nccl.knobs), which
+    #: the variant's rows then say as unsupported; None: nothing refused.
+    refused: str | None = None
 
 
 def probe_config(cfg: SweepConfig, out_dir: Path) -> SweepConfig:
@@ -95,24 +98,25 @@ def run_probe(
     if not choices:
         return Probed({}, "the NCCL probe's log holds no TUNING line")
     note = f"NCCL's choice recorded for {len(choices)} (op, size) calls by a probe world"
-    knobs = knobs_note(found, dict(variant.env if variant else ()), cfg.measure.register)
-    if knobs:
-        note += f"; {knobs}"
+    said, refused = knobs_seen(found, dict(variant.env if variant else ()), cfg.measure.register)
+    if said:
+        note += "; NCCL's log: " + ", ".join(said)
+    if refused is not None:
+        note += f"; NOT as asked, so its rows are unsupported: {refused}"
     differ = rules_against_table(found, dict(variant.env if variant else ()))
     if differ:
         note += "; NCCL's own tuning table disagrees with colbench's rules: " + "; ".join(differ)
-    return Probed(choices, note)
+    return Probed(choices, note, refused=refused)
 
 
-def knobs_note(found: nccl_log.NcclLog, env: dict[str, str], register: str) -> str:
-    """What NCCL's log says it did with the knobs asked of it (colbench.nccl.knobs), as
-    one phrase; where it did not do what was asked, NCCL's own line says so."""
+def knobs_seen(
+    found: nccl_log.NcclLog, env: dict[str, str], register: str
+) -> tuple[list[str], str | None]:
+    """What NCCL's log says it did with the knobs asked of it (colbench.nccl.knobs), a
+    phrase each, and NCCL's own line where it did not do what was asked."""
     messages = [line.message for line in found.lines if line.level]
     symmetric = sum(1 for call in found.calls if call.algo == SYMMETRIC)
-    said, refused = evidence(messages, env, register, symmetric, found.nvls_channels)
-    if refused is not None:
-        said.append(f"NOT as asked: {refused}")
-    return "NCCL's log: " + ", ".join(said) if said else ""
+    return evidence(messages, env, register, symmetric, found.nvls_channels)
 
 
 def rules_against_table(found: nccl_log.NcclLog, env: dict[str, str]) -> list[str]:

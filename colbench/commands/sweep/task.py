@@ -31,7 +31,14 @@ from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
 from colbench.config.variants import Variant
-from colbench.direct.engine import DIRECT, DirectEngine, Engine, TorchEngine, group_ranks
+from colbench.direct.engine import (
+    DIRECT,
+    DirectEngine,
+    Engine,
+    Refused,
+    TorchEngine,
+    group_ranks,
+)
 from colbench.direct.knobbed import knobbed, torch_nccl_version
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
@@ -82,6 +89,9 @@ class SweepTask(ConfiguredTask):
     live_bar = True
     #: ``--engine torch,nccl``: this world's engine; None: the config's one.
     engine: str | None = None
+    #: Why NCCL, in this variant's probe world, did not do what a knob of the variant asks
+    #: (colbench.nccl.knobs.evidence): every row then says unsupported; None: nothing refused.
+    refused: str | None = None
 
     @property
     def engine_name(self) -> str:
@@ -214,6 +224,8 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         if setups is not None
         else _engine(task, side, rank, job.world_size, subgroup, device, in_flight)
     )
+    if task.refused is not None:
+        engine = Refused(engine, task.refused)
     try:
         info = RunInfo(
             run_id=job.run_id,
