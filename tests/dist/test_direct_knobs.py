@@ -209,3 +209,30 @@ def test_a_registration_nccl_cannot_make_is_unsupported_rows_with_the_reason(
     assert all(f"unsupported on --engine nccl: {reason}" in note for note in notes), notes
     # Nothing measured: no collective reached NCCL.
     assert not {"all_reduce", "all_gather", "broadcast", "group"} & {c["call"] for c in calls}
+
+
+def test_the_whole_command_gives_each_group_its_own_communicator(tmp_path: Path) -> None:
+    """``colbench sweep --engine nccl --group-size 2`` on 4 fake GPUs: the CLI, the
+    parent's checks, spawned ranks; they stop at the first fill (no CUDA memory here),
+    after their communicators exist."""
+    from tests.fakegpu import FAKE_GPU, REPO, gpu, run_on_fake_gpus
+
+    nccl_dir = tmp_path / "nccl"
+    nccl_dir.mkdir()
+    env = {
+        "PYTHONPATH": os.pathsep.join(map(str, (FAKE_GPU, FAKE_NCCL, REPO))),
+        "COLBENCH_FAKE_NCCL_DIR": str(nccl_dir),
+    }
+    run = run_on_fake_gpus(
+        tmp_path, [gpu(i) for i in range(4)], "sweep", "--engine", "nccl", "--group-size", "2",
+        "--sizes", "1K", "--no-table", "--no-nccl-probe", "--out", str(tmp_path / "run"),
+        env=env,
+    )  # fmt: skip
+    assert run.returncode == 3, run.stderr
+    assert "fill of all_reduce" in run.stderr
+    calls = records(nccl_dir)
+    made = [c for c in calls if c["call"] == "get_unique_id"]
+    inits = [c for c in calls if c["call"] == "comm_init"]
+    assert len(made) == 2
+    assert sorted((c["rank"], c["nranks"]) for c in inits) == [(0, 2), (0, 2), (1, 2), (1, 2)]
+    assert Counter(c["id"] for c in inits) == Counter({m["id"]: 2 for m in made})

@@ -114,3 +114,16 @@ def test_cta_policies_are_variants_nccl_says_it_read(tmp_path: Path) -> None:
     assert "NCCL_CTA_POLICY=1 (NCCL read it)" in proc.stderr or "NCCL_CTA_POLICY=1 asked" in (
         proc.stderr
     )
+
+
+@needs_direct
+@pytest.mark.parametrize("more", [("--contend", "all_reduce:1M"), ("--group-size", "1")])
+def test_contend_and_group_size_on_the_direct_engine(tmp_path: Path, more: tuple[str, ...]) -> None:
+    # --contend's collective load goes through torch's NCCL on a group of its own beside
+    # the direct engine's communicator; --group-size 1: one communicator per rank.
+    proc = run_colbench(*KNOBS, *more, "--ranks-per-gpu", "2", "--nprocs", "2",
+                        "--out", str(tmp_path / "run"), timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    frame = load(tmp_path / "run")
+    measured = frame[frame["status"] == "ok"]
+    assert not measured.empty and (measured["wrong"] == 0).all()
