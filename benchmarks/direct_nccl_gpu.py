@@ -12,9 +12,10 @@ directories, stdout and stderr); each step prints PASS, FAIL or SKIP with its fi
    direct engine within 1.15x of nccl-tests per call;
 4. the torch tax at three sizes, per torch setting (flight recorder, timing events,
    desync debug, async error handling off);
-5. 4 emulated ranks (--ranks-per-gpu 4) on both engines, exact.
-
-(-R and NCCL_CTA_POLICY variants, the issue's step 5, are not built yet.)
+5. NCCL's newer knobs on the direct engine: -R 1 and -R 2 in a world of one and -R 2
+   on 2 emulated ranks (rows, or NCCL's reason for refusing), -x 0,1,2 and
+   NCCL_NVLS_ENABLE=0,2 as variants, each with what NCCL's probe log says it did;
+6. 4 emulated ranks (--ranks-per-gpu 4) on both engines, exact.
 
     OUT=/tmp/out python benchmarks/direct_nccl_gpu.py [--quick]
 """
@@ -154,6 +155,38 @@ def step_tax(out: Path) -> bool:
     return ok
 
 
+#: NCCL's newer knobs (issue 37 item 4), each a run of the direct engine: (name, args).
+KNOB_RUNS = (
+    ("register-local-1", ("-R", "1", "--nprocs", "1")),
+    ("register-symmetric-1", ("-R", "2", "--nprocs", "1")),
+    ("register-symmetric-2", ("-R", "2", "--ranks-per-gpu", "2", "--nprocs", "2")),
+    ("cta-policy", ("-x", "0,1,2", "--ranks-per-gpu", "2", "--nprocs", "2")),
+    ("nvls", ("--env", "NCCL_NVLS_ENABLE=0,2", "--ranks-per-gpu", "2", "--nprocs", "2")),
+)
+
+
+def step_knobs(out: Path) -> bool:
+    """Each knob's rows are exact, or unsupported with the reason; what NCCL's log says
+    it did (the probe's note) and every unsupported reason are kept in ``knobs.txt``."""
+    ok, said = True, []
+    for name, more in KNOB_RUNS:
+        code, _, err = colbench(
+            out, name, "sweep", "--engine", "nccl", "--op", "all_reduce,all_gather",
+            "--sizes", "1K,1M,64M", "--iters", "20", *more,
+        )  # fmt: skip
+        found = rows(out / name / "run")
+        measured = [r for r in found if r["status"] == "ok"]
+        refused = [r for r in found if r["status"] == "unsupported"]
+        wrong = sum(int(r["wrong"] or 0) for r in measured)
+        algos = sorted({f"{r['nccl_algo']}/{r['nccl_proto']}" for r in measured})
+        lines = [ln for ln in err.splitlines() if "NCCL's log" in ln or "unsupported" in ln]
+        said += [f"## {name}", *lines, f"algorithms: {', '.join(algos)}", ""]
+        text = f"{len(measured)} ok, {len(refused)} unsupported, {wrong} wrong; {algos}"
+        ok = verdict(f"knob {name}", code == 0 and wrong == 0 and bool(found), text) and ok
+    (out / "knobs.txt").write_text("\n".join(said))
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
@@ -166,6 +199,7 @@ def main() -> int:
         exact(out, "exact-graph", "--cuda-graph", "5"),
         step_all_gather(out, args.quick),
         step_tax(out),
+        step_knobs(out),
         exact(out, "exact-emulated-4", "--ranks-per-gpu", "4", "--sizes", "1K-64K", nprocs=4),
     ]
     return 0 if all(results) else 1

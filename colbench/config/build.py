@@ -14,6 +14,8 @@ from colbench.config.options import SweepOptions, parse_collectives, parse_split
 from colbench.config.options import table as options_table
 from colbench.config.sizes import parse_size, parse_sizes, size_range
 from colbench.config.validate import validate
+from colbench.config.variants import Axis
+from colbench.direct.knobs import CTA_POLICY, parse_cta_policies
 from colbench.errors import UsageError
 
 
@@ -108,9 +110,20 @@ def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> Swee
         # A set-up is timed alone: no other world's turn beside it (interleaving), and
         # no probe world, which records NCCL's choice for collectives not run here.
         values.update(interleave=False, nccl_probe=False)
+    if opts.cta_policy is not None:
+        values["env_axes"] = cta_policy_axis(values["env_axes"], opts.cta_policy)
     sizes = resolve_sizes(opts.sizes, opts.minbytes, opts.maxbytes, opts.factor, opts.step)
     groups = _groups(opts.group_size, opts.split)
     return build(sizes=sizes, command_line=command_line, **groups, **values)
+
+
+def cta_policy_axis(axes: tuple[Axis, ...], text: str) -> tuple[Axis, ...]:
+    """``--cta-policy`` (nccl-tests' -x) is the NCCL_CTA_POLICY variant axis: NCCL reads
+    the variable when a communicator starts, for torch's and the direct engine's alike
+    (it overrides ncclConfig_t.CTAPolicy, which nccl-tests sets)."""
+    if any(key == CTA_POLICY for key, _ in axes):
+        raise UsageError(f"give --cta-policy or --env {CTA_POLICY}=..., not both")
+    return (*axes, (CTA_POLICY, parse_cta_policies(text)))
 
 
 def _groups(group_size: int | None, split: str | None) -> dict[str, Any]:

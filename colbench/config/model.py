@@ -95,6 +95,10 @@ class MeasureConfig:
     init_only: bool = False
     """``--init-only``: time communicator set-up instead of collectives, ``repeat`` times
     per world (colbench.commands.sweep.setup); its rows go to init.csv."""
+    register: str = "none"
+    """``--register`` (nccl-tests' -R): the direct engine registers every buffer with NCCL,
+    ``local`` (ncclCommRegister) or ``symmetric`` (ncclCommWindowRegister, symmetric
+    windows); ``none`` registers nothing (colbench.direct.register)."""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from colbench.config.option_table import Option, option, rows_of
 from colbench.config.sizes import parse_size, parse_sizes
 from colbench.config.variants import parse_axes, parse_interpreters
 from colbench.direct.engine import parse_engines
+from colbench.direct.knobs import parse_cta_policies, parse_register
 from colbench.errors import UsageError
 
 Average = Literal["avg", "min", "max", "rank0"]
@@ -492,6 +493,34 @@ class SweepOptions:
         to="engines",
         convert=parse_engines,
     )
+    # --- NCCL's newer knobs (issue 37 item 4; colbench.direct.knobs): one block, to move
+    # whole when the options table is split. ---
+    register: str = option(
+        "none",
+        "--register",
+        "--local_register",
+        "-R",
+        help="--engine nccl: register every buffer with NCCL (nccl-tests' -R): local "
+        "(1, ncclCommRegister) or symmetric (2, symmetric windows, NCCL 2.27+); none (0). "
+        "Where NCCL cannot, the rows say unsupported and why.",
+        concern="measure",
+        nccl_tests="-R",
+        convert=parse_register,
+    )
+    cta_policy: str | None = option(
+        None,
+        "--cta-policy",
+        "--cta_policy",
+        "-x",
+        help="NCCL_CTA_POLICY variants (nccl-tests' -x): 0 default, 1 efficiency (NCCL "
+        "2.27+), 2 zero (2.28+), or a list, e.g. 0,1; each row's variant says which, and "
+        "NCCL's probe log what it read.",
+        concern="launch",
+        nccl_tests="-x",
+        to=None,
+        convert=optional(parse_cta_policies),
+    )
+    # --- end of NCCL's newer knobs ---
     debug: bool = option(
         False,
         "--debug",
@@ -612,12 +641,6 @@ REFUSED: tuple[Refusal, ...] = (
         "rows carry no clock time; meta.json records when the run started",
         same=("0",),
     ),
-    Refusal(
-        "-R",
-        _DIRECT_NCCL + "colbench drives NCCL directly (buffer registration)",
-        same=("0",),
-    ),
-    Refusal("-x", _DIRECT_NCCL + "colbench drives NCCL directly (the CTA policy)"),
     Refusal(
         "-D",
         "NCCL's device API is not reachable through torch.distributed",

@@ -101,6 +101,12 @@ def validate(cfg: SweepConfig) -> None:
         # Also checked against the backend ``auto`` picks; this catches it before torch loads.
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
     _positive_seconds("--time-budget", cfg.measure.time_budget_s)
+    if cfg.measure.register != "none" and "nccl" not in cfg.measure.engines:
+        # torch.distributed's calls here never use a registered buffer.
+        raise UsageError(
+            f"--register {cfg.measure.register} (nccl-tests' -R) registers buffers through "
+            "NCCL's own API, which only the direct engine calls: add --engine nccl"
+        )
     ceiling = cfg.output.ceiling_gbps
     if ceiling is not None and (not ceiling > 0 or ceiling == float("inf")):
         raise UsageError(f"--ceiling-gbps must be a positive rate in GB/s, got {ceiling:g}")

@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
+from colbench.direct.knobs import refusal as knob_refusal
 from colbench.direct.nccl4py import DirectComm, Nccl
+from colbench.direct.register import Registrations
 from colbench.errors import UsageError
 
 TORCH = "torch"
@@ -98,10 +100,21 @@ class DirectEngine:
 
     name = DIRECT
 
-    def __init__(self, nccl: Nccl, communicator: Any, comm: DirectComm) -> None:
+    def __init__(
+        self,
+        nccl: Nccl,
+        communicator: Any,
+        comm: DirectComm,
+        registrations: Registrations | None = None,
+        refused: str | None = None,
+    ) -> None:
         self.nccl = nccl
         self.communicator = communicator
         self.comm = comm
+        #: --register's: every allocation is registered; None: none is.
+        self.registrations = registrations
+        #: Why this engine measures nothing (every row unsupported), or None.
+        self.refused = refused
 
     @classmethod
     def create(
@@ -111,6 +124,8 @@ class DirectEngine:
         group_ranks: Sequence[int],
         stream: int = 0,
         nccl: Nccl | None = None,
+        register: str = "none",
+        device: Any = None,
     ) -> DirectEngine:
         """The communicator of this rank's measured group, by NCCL's unique-id bootstrap:
         the group's first rank makes the id, the gloo side group carries its bytes to
@@ -118,23 +133,38 @@ class DirectEngine:
 
         ``group_ranks``: the global ranks of this rank's group, in group order. ``stream``:
         the CUDA stream every call launches on, the one the timers record on.
+        ``register``: --register's mode (nccl-tests' -R); every rank tries it once here
+        and all refuse alike when any one cannot (colbench.direct.register).
         """
         nccl = nccl if nccl is not None else Nccl()
         mine = nccl.unique_id() if rank == group_ranks[0] else b""
         every = side.gather_objects(mine)
         id_bytes = every[group_ranks[0]]
         communicator = nccl.init(len(group_ranks), group_ranks.index(rank), id_bytes)
-        return cls(nccl, communicator, nccl.comm(communicator, stream))
+        comm = nccl.comm(communicator, stream)
+        if register == "none":
+            return cls(nccl, communicator, comm)
+        import torch
+
+        registrations = Registrations(nccl, communicator, register)
+        why = knob_refusal(register, {}, comm.version_tuple) or registrations.trial(
+            device, torch.float32
+        )
+        said = [w for w in side.gather_objects(why) if w is not None]
+        if said:
+            return cls(nccl, communicator, comm, None, said[0])
+        return cls(nccl, communicator, comm, registrations)
 
     def unsupported(self, coll: Collective) -> str | None:
-        return coll.direct_unsupported()
+        return self.refused or coll.direct_unsupported()
 
     def allocate(self, coll: Collective, layout: Layout, ctx: Context, in_place: bool) -> Storage:
         # ncclMemAlloc, as nccl-tests allocates: what user-buffer registration needs.
         return coll.allocate(layout, ctx, in_place, empty=self._empty)
 
     def _empty(self, numel: int, dtype: Any, device: Any) -> Any:
-        return self.nccl.empty(numel, dtype, device)
+        keep = self.registrations.add if self.registrations is not None else None
+        return self.nccl.empty(numel, dtype, device, keep)
 
     def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         return coll.direct(bufs, ctx, self.comm)
@@ -142,6 +172,8 @@ class DirectEngine:
     def close(self, abort: bool = False) -> None:
         """Destroy the communicator; abort it when this rank failed (ncclCommDestroy waits
         for the node's other ranks, ncclCommAbort does not) or destroying fails."""
+        if self.registrations is not None:
+            self.registrations.release()
         if abort:
             self.communicator.abort()
             return
@@ -149,6 +181,37 @@ class DirectEngine:
             self.communicator.destroy()
         except Exception:
             self.communicator.abort()
+
+
+class Refused:
+    """An engine whose every row is ``unsupported``, with the reason: a knob asked of it
+    that it, or the NCCL under it, cannot honour (colbench.direct.knobs). Measuring anyway
+    would put rows under a variant's name that ran without what the name says."""
+
+    def __init__(self, engine: Engine, reason: str) -> None:
+        self.engine = engine
+        self.name = engine.name
+        self.reason = reason
+
+    def unsupported(self, coll: Collective) -> str | None:
+        return self.reason
+
+    def allocate(self, coll: Collective, layout: Layout, ctx: Context, in_place: bool) -> Storage:
+        return self.engine.allocate(coll, layout, ctx, in_place)
+
+    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        return self.engine.bind(coll, bufs, ctx)
+
+    def close(self, abort: bool = False) -> None:
+        self.engine.close(abort)
+
+
+#: Why the torch engine's rows are unsupported under --register.
+TORCH_CANNOT_REGISTER = (
+    "--register registers buffers through NCCL's own API (ncclCommRegister, "
+    "ncclCommWindowRegister), which torch.distributed's calls here do not use: "
+    "only --engine nccl's rows are registered"
+)
 
 
 def group_ranks(subgroup: Any, world_size: int) -> tuple[int, ...]:

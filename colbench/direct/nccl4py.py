@@ -81,6 +81,11 @@ class DirectComm:
     """nccl4py's NcclRedOp."""
 
     @property
+    def version_tuple(self) -> tuple[int, int, int]:
+        """NCCL's version as (2, 28, 9)."""
+        return (self.version // 10000, self.version % 10000 // 100, self.version % 100)
+
+    @property
     def native_exchange(self) -> bool:
         """Whether ncclAlltoAll, ncclGather and ncclScatter exist in this NCCL."""
         return self.version >= NATIVE_EXCHANGE_VERSION
@@ -150,12 +155,26 @@ class Nccl:
             redops=self.core.NcclRedOp,
         )
 
-    def empty(self, numel: int, dtype: Any, device: Any) -> Any:
+    def empty(
+        self, numel: int, dtype: Any, device: Any, keep: Callable[[Any], None] | None = None
+    ) -> Any:
         """A torch tensor over ncclMemAlloc'd memory (what buffer registration needs),
-        freed when the tensor is."""
+        freed when the tensor is; ``keep`` is handed the whole allocation first (to
+        register it)."""
         # ncclMemAlloc of 0 bytes is an error: an empty buffer (a rank an uneven
         # all_to_allv sends nothing) is a slice of one element.
-        return self._nccl.core.torch.empty(max(numel, 1), dtype=dtype, device=device)[:numel]
+        whole = self._nccl.core.torch.empty(max(numel, 1), dtype=dtype, device=device)
+        if keep is not None:
+            keep(whole)
+        return whole[:numel]
+
+    def register(self, communicator: Any, tensor: Any, mode: str) -> Any:
+        """nccl-tests' -R: ``local`` is ncclCommRegister, ``symmetric`` ncclCommWindowRegister
+        with NCCL_WIN_COLL_SYMMETRIC. nccl4py's handle: ``handle`` (0 where NCCL registered
+        nothing) and ``close()`` (deregister)."""
+        if mode == "symmetric":
+            return communicator.register_window(tensor, self.core.WindowFlag.COLL_SYMMETRIC)
+        return communicator.register_buffer(tensor)
 
     def library_path(self) -> str:
         """The libnccl nccl4py loaded, to compare with torch's."""

@@ -27,6 +27,12 @@ Three things, from src/graph/tuning.cc and src/enqueue.cc:
   makes once for the calls of one (function, op, type) aggregated in a group (2.22+: those
   within 4x of each other's size): grouped calls print their sum. colbench issues one call
   at a time.
+
+From 2.27 a call on symmetric windows (colbench.direct.knobs) that NCCL runs on a symmetric
+kernel prints ``AllReduce [Symmetric]: 1024 Bytes -> Kernel AllReduce_AGxLL_R nchannels 2
+nthreads 512 nWorks 1`` instead (src/scheduler/symmetric_sched.cc; bytes per rank, as the
+2.24+ form): no algorithm or protocol, a kernel. It reads as algorithm ``Symmetric`` and
+the kernel's name in place of the protocol.
 """
 
 from __future__ import annotations
@@ -47,6 +53,11 @@ _CALL = re.compile(
     r"^(?:(?P<func>[A-Za-z]+): )?(?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
     r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?(?: time (?P<time>[\d.]+))?"
 )
+_SYMMETRIC = re.compile(
+    r"^(?P<func>[A-Za-z]+) \[Symmetric\]: (?P<bytes>\d+) Bytes -> Kernel (?P<kernel>\S+)"
+)
+#: What a symmetric kernel's call reads as, in place of an algorithm.
+SYMMETRIC = "Symmetric"
 _ALGO_HEADER = re.compile(r"^\s*Algorithm\s*\|(?P<cells>.*)$")
 _OLD_HEADER = re.compile(r"^\s*Latency/AlgBw\s*\|(?P<cells>.*)$")
 _ROW = re.compile(r"^\s*(?P<func>[A-Za-z]+)\s*\|(?P<cells>(?:\s*[\d.]+/\s*[\d.]+\s*\|?)+)\s*$")
@@ -109,6 +120,9 @@ class Matrix:
 def parse_call(message: str, version: Version | None, rccl: bool) -> TuningCall | None:
     """A per-call TUNING line, its numbers named by ``version``'s enums (or, unknown, by
     the enum of the releases printing that form; kept raw for RCCL, whose enums differ)."""
+    sym = _SYMMETRIC.match(message)
+    if sym is not None and sym["func"] in FUNCTIONS:
+        return TuningCall(sym["func"], int(sym["bytes"]), SYMMETRIC, sym["kernel"], True)
     m = _CALL.match(message)
     if m is None or (m["func"] and m["func"] not in FUNCTIONS):
         return None

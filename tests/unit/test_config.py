@@ -306,6 +306,8 @@ def test_every_option_reaches_the_config() -> None:
         "per_iter_timing": 1,
         "engine": "torch,nccl",
         "init_only": True,
+        "register": "symmetric",
+        "cta_policy": "1",
     }
     assert set(changed) == {o.name for o in options.table()}, "a new option needs a line here"
     base = config.from_options(options.SweepOptions()).to_dict()
@@ -317,9 +319,14 @@ def test_every_option_reaches_the_config() -> None:
             "ranks_per_gpu",
             "per_iter_timing",
             "parallel_init",
+            "register",
         ):
             # size flags: resolve_sizes; -G and --ranks-per-gpu need NCCL; -I needs -J;
-            # nccl-tests' parallel init changes nothing here, by design.
+            # nccl-tests' parallel init changes nothing here, by design; -R needs
+            # --engine nccl (below).
             continue
         other = config.from_options(options.merge({}, {name: value})).to_dict()
         assert other != base, f"--{name} does not reach the config"
+    direct = config.from_options(options.merge({}, {"engine": "nccl"})).to_dict()
+    registered = options.merge({}, {"engine": "nccl", "register": "symmetric"})
+    assert config.from_options(registered).to_dict() != direct, "--register does not reach it"

@@ -391,3 +391,25 @@ def test_colbench_side_calls_nccl_directly_where_nccl4py_is(
     finally:
         for name in [m for m in sys.modules if m == "nccl" or m.startswith("nccl.")]:
             del sys.modules[name]
+
+
+def test_nccl_tests_r_and_x_reach_both_sides(
+    programs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakenccl import FAKE_NCCL
+
+    flags = ["--op", "all_reduce", "--sizes", "1K", "--nprocs", "2"]
+    # Without nccl4py colbench's side is torch's, which registers nothing: refused.
+    with pytest.raises(UsageError, match=r"^crosscheck --register local: nccl-tests registers"):
+        plan([*flags, "-R", "1"], programs.parent)
+    with pytest.raises(UsageError, match="one CTA policy at a time"):
+        plan([*flags, "-x", "0,1"], programs.parent)
+    monkeypatch.syspath_prepend(str(FAKE_NCCL))
+    try:
+        made = plan([*flags, "-R", "2", "-x", "1"], programs.parent)
+        assert made.nccl_tests_argv()[-4:] == ["-R", "2", "-x", "1"]
+        ours = " ".join(made.colbench_argv(tmp_path / "run"))
+        assert "--engine nccl --register symmetric --cta-policy 1 --out" in ours
+    finally:
+        for name in [m for m in sys.modules if m == "nccl" or m.startswith("nccl.")]:
+            del sys.modules[name]

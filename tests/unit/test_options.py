@@ -35,6 +35,7 @@ SAMPLES: dict[str, Any] = {
     "ceiling_gbps": 12.5,
     "contend": "all_to_all:1M",
     "output_file": "report.json",
+    "cta_policy": "0,1",
 }
 
 

@@ -75,7 +75,7 @@ def test_the_probe_runs_each_row_once_with_tuning_on(tmp_path: Path) -> None:
     assert probe.measure.rotate == 1 and not probe.output.table
     assert probe.measure.sizes_bytes == cfg.measure.sizes_bytes
     env = probe_environment(tmp_path)
-    assert env["NCCL_DEBUG_SUBSYS"].split(",") == ["INIT", "ENV", "TUNING"]
+    assert env["NCCL_DEBUG_SUBSYS"].split(",") == ["INIT", "ENV", "TUNING", "REG"]
     assert env["NCCL_DEBUG_FILE"].endswith("nccl-%h-%p.log")
 
 

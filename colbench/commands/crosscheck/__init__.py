@@ -9,7 +9,8 @@ MAPPED = frozenset(
     (
         *("op", "sizes", "minbytes", "maxbytes", "factor", "step", "dtype", "redop", "root"),
         *("placement", "iters", "warmup", "check", "average", "backend", "nprocs", "cuda_graph"),
-        *("parallel_init", "out", "results_dir", "ranks_per_gpu", "engine"),
+        *("parallel_init", "out", "results_dir", "ranks_per_gpu", "engine", "register"),
+        "cta_policy",
     )
 )
 #: sweep options that leave what is measured alone: passed to colbench's side as given.

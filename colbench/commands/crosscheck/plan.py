@@ -32,6 +32,7 @@ from colbench.config import build, options, validate
 from colbench.config import model as config
 from colbench.config.sizes import format_size
 from colbench.direct.engine import DIRECT, TORCH, parse_engines
+from colbench.direct.knobs import REGISTER_MODES, parse_cta_policies, parse_register
 from colbench.direct.nccl4py import missing
 from colbench.errors import UsageError
 from colbench.host import launchers as launch
@@ -68,6 +69,8 @@ class Plan:
     mpiexec: tuple[str, ...] = ()
     #: nccl-tests' -p (parallel init), passed on to it; colbench's ranks start alike either way.
     parallel_init: int = 0
+    #: nccl-tests' -x, one CTA policy for both sides (colbench's as NCCL_CTA_POLICY); None: unset.
+    cta_policy: str | None = None
 
     def __post_init__(self) -> None:
         if self.ranks_per_gpu > 1 and not self.mpiexec:
@@ -107,6 +110,10 @@ class Plan:
             argv += ["-G", str(cfg.measure.cuda_graph)]
         if self.parallel_init:
             argv += ["-p", str(self.parallel_init)]
+        if cfg.measure.register != "none":
+            argv += ["-R", str(REGISTER_MODES.index(cfg.measure.register))]
+        if self.cta_policy is not None:
+            argv += ["-x", self.cta_policy]
         return argv
 
     def colbench_argv(self, run_dir: Path) -> list[str]:
@@ -133,6 +140,10 @@ class Plan:
             argv += ["--ranks-per-gpu", str(self.ranks_per_gpu)]
         if cfg.measure.engines != ("torch",):
             argv += ["--engine", ",".join(cfg.measure.engines)]
+        if cfg.measure.register != "none":
+            argv += ["--register", cfg.measure.register]
+        if self.cta_policy is not None:
+            argv += ["--cta-policy", self.cta_policy]
         return [*argv, *self.forwarded, "--out", str(run_dir)]
 
 
@@ -226,6 +237,8 @@ def make_plan(
     binary = find_binary(coll, nccl_tests_dir)
     cfg = _sweep_config(coll, params)
     cfg = cfg.replace(engines=_engine(params, given, cfg.launch.backend))
+    cfg = cfg.replace(register=_register(cfg, params, given))
+    cta_policy = _cta_policy(params, given)
     sizes = size_flags(cfg.measure.sizes_bytes)
     if mpiexec is not None and cfg.launch.ranks_per_gpu <= 1:
         raise UsageError(
@@ -237,7 +250,31 @@ def make_plan(
     validate.validate_for_world(cfg, ranks, cfg.launch.backend)
     forwarded = _forward(params, given)
     parallel_init = int(params.get("parallel_init") or 0)
-    return Plan(cfg, coll, ranks, binary, sizes, forwarded, launcher, parallel_init)
+    return Plan(cfg, coll, ranks, binary, sizes, forwarded, launcher, parallel_init, cta_policy)
+
+
+def _register(cfg: config.SweepConfig, params: Mapping[str, Any], given: set[str]) -> str:
+    """nccl-tests' -R on both sides: colbench's registers only through the direct engine."""
+    register = parse_register(str(params["register"])) if "register" in given else "none"
+    if register != "none" and cfg.measure.engines != (DIRECT,):
+        raise UsageError(
+            f"crosscheck --register {register}: nccl-tests registers its buffers, and "
+            "colbench's side can only through the direct engine (--engine nccl, with nccl4py)"
+        )
+    return register
+
+
+def _cta_policy(params: Mapping[str, Any], given: set[str]) -> str | None:
+    """nccl-tests' -x on both sides: one policy, as nccl-tests takes one."""
+    if "cta_policy" not in given or params["cta_policy"] is None:
+        return None
+    policies = parse_cta_policies(str(params["cta_policy"]))
+    if len(policies) > 1:
+        raise UsageError(
+            f"crosscheck compares one CTA policy at a time (nccl-tests' -x takes one), got "
+            f"--cta-policy {params['cta_policy']}"
+        )
+    return policies[0]
 
 
 def find_mpiexec(given: str | None, path_env: str | None = None) -> tuple[str, ...]:

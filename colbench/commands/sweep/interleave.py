@@ -87,8 +87,10 @@ def run_interleaved(
     run_dir: Path,
     variants: tuple[Variant, ...],
     choices: Mapping[str, Choices] | None = None,
+    refusals: Mapping[str, str] | None = None,
 ) -> int:
-    """Start every variant's world, let them take turns, report; the exit code."""
+    """Start every variant's world, let them take turns, report; the exit code.
+    ``refusals``: per variant, why its probe says NCCL did not do what it asks."""
     for index, variant in enumerate(variants, 1):
         print(f"colbench: variant {index}/{len(variants)}: {variant.name}", file=sys.stderr)
     print(
@@ -108,7 +110,10 @@ def run_interleaved(
             for index, variant in enumerate(variants):
                 spec = turns.TurnSpec(spawn.LOCAL_HOST, port, index, len(variants), variant.name)
                 chosen = (choices or {}).get(variant.name, {})
-                worlds.append(_start(cfg, backend, world_size, run_dir, variant, spec, chosen))
+                refused = (refusals or {}).get(variant.name)
+                worlds.append(
+                    _start(cfg, backend, world_size, run_dir, variant, spec, chosen, refused)
+                )
             for index, world in enumerate(worlds):
                 world.serve(show_joins=index == 0)
             store = turns.serve(spawn.LOCAL_HOST, listener.fileno(), port)
@@ -174,13 +179,15 @@ def _start(
     variant: Variant,
     spec: turns.TurnSpec,
     nccl_choices: Choices,
+    refused: str | None = None,
 ) -> spawn.World:
     sub = run_dir / "variants" / str(spec.world)
     sub.mkdir(parents=True)
     # Started one after the other, so each inherits only its own variant's variables.
     with environment(dict(variant.env)):
         return spawn.fork_world(
-            SweepTask(cfg, nccl_choices, load=variant_load(cfg, variant), engine=variant.engine),
+            SweepTask(cfg, nccl_choices, load=variant_load(cfg, variant), engine=variant.engine,
+                      refused=refused),
             backend, world_size,
             sub, variant,
             turns=spec, results_dir=str(run_dir.resolve()), run_id=run_dir.name,

@@ -75,9 +75,11 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
     for name, found in probed.items():
         print(f"colbench: note: {name + ': ' if name else ''}{found.note}", file=sys.stderr)
     choices = {name: found.choices for name, found in probed.items()}
+    # A knob NCCL's probe log says it did not honour: that variant's rows say unsupported.
+    refusals = {name: found.refused for name, found in probed.items() if found.refused}
     if len(variants) == 1 and not variants[0].env and variants[0].python is None:
         # One engine is no axis: the task takes it from the config.
-        one = SweepTask(cfg, choices.get("", {}))
+        one = SweepTask(cfg, choices.get("", {}), refused=refusals.get(""))
         code = spawn_and_wait(one, backend, world_size, run_dir)
     else:
         for key in ignored_by_backend(cfg.launch.env_axes, backend):
@@ -92,11 +94,11 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
             else "--no-interleave"
         )
         if note is None:
-            code = run_interleaved(cfg, backend, world_size, run_dir, variants, choices)
+            code = run_interleaved(cfg, backend, world_size, run_dir, variants, choices, refusals)
         else:
             if note != "--no-interleave":
                 print(f"colbench: note: {note}", file=sys.stderr)
-            code = _sweep_variants(cfg, backend, world_size, run_dir, variants, choices)
+            code = _sweep_variants(cfg, backend, world_size, run_dir, variants, choices, refusals)
     if code in (ExitCode.OK, ExitCode.DATA_ERROR):
         from colbench.commands.references.place import record_after_run
 
@@ -117,6 +119,7 @@ def _sweep_variants(
     run_dir: Path,
     variants: tuple[Variant, ...],
     choices: Mapping[str, Choices],
+    refusals: Mapping[str, str] | None = None,
 ) -> int:
     records: list[dict[str, Any]] = []
     worst = ExitCode.OK
@@ -129,6 +132,7 @@ def _sweep_variants(
                 choices.get(variant.name, {}),
                 load=variant_load(cfg, variant),
                 engine=variant.engine,
+                refused=(refusals or {}).get(variant.name),
             )
             code = spawn_and_wait(task, backend, world_size, run_dir, variant)
         try:

@@ -29,13 +29,15 @@ from colbench.config.variants import CONTEND_NONE, Variant, environment
 from colbench.errors import ExitCode
 from colbench.nccl import log as nccl_log
 from colbench.nccl.algo import CommFacts, check_table
-from colbench.nccl.tuning import TuningCall, per_rank_bytes
+from colbench.nccl.knobs import evidence
+from colbench.nccl.tuning import SYMMETRIC, TuningCall, per_rank_bytes
 from colbench.results.rundir import RunDir
 
 #: Where the probe worlds live inside the run directory.
 PROBE_DIR = "nccl-probe"
-#: NCCL's settings in a probe world: start-up facts and every call's choice.
-PROBE_SUBSYS = "INIT,ENV,TUNING"
+#: NCCL's settings in a probe world: start-up facts, every call's choice, and what it did
+#: with buffers it was asked to register (colbench.nccl.knobs).
+PROBE_SUBSYS = "INIT,ENV,TUNING,REG"
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class Probed:
     choices: Choices
     note: str
     exit_code: int = int(ExitCode.OK)
+    #: NCCL's own line where it did not do what a knob asked (colbench.nccl.knobs), which
+    #: the variant's rows then say as unsupported; None: nothing refused.
+    refused: str | None = None
 
 
 def probe_config(cfg: SweepConfig, out_dir: Path) -> SweepConfig:
@@ -79,9 +84,11 @@ def run_probe(
         "(each row once, TUNING log on)",
         file=sys.stderr,
     )
+    # torch's calls: NCCL logs its choice alike for either engine's call; registered
+    # buffers (--register) only the direct engine has, and symmetric kernels only run on them.
+    engine = "torch" if cfg.measure.register == "none" else "nccl"
     with environment(env):
-        # torch's calls: NCCL logs its choice alike for either engine's call.
-        task = SweepTask(probe_config(cfg, out_dir), quiet=True, engine="torch")
+        task = SweepTask(probe_config(cfg, out_dir), quiet=True, engine=engine)
         code = spawn_and_wait(task, "nccl", world_size, out_dir, variant)
     if code != ExitCode.OK:
         return Probed({}, f"the NCCL probe world failed (exit {code})", code)
@@ -91,10 +98,25 @@ def run_probe(
     if not choices:
         return Probed({}, "the NCCL probe's log holds no TUNING line")
     note = f"NCCL's choice recorded for {len(choices)} (op, size) calls by a probe world"
+    said, refused = knobs_seen(found, dict(variant.env if variant else ()), cfg.measure.register)
+    if said:
+        note += "; NCCL's log: " + ", ".join(said)
+    if refused is not None:
+        note += f"; NOT as asked, so its rows are unsupported: {refused}"
     differ = rules_against_table(found, dict(variant.env if variant else ()))
     if differ:
         note += "; NCCL's own tuning table disagrees with colbench's rules: " + "; ".join(differ)
-    return Probed(choices, note)
+    return Probed(choices, note, refused=refused)
+
+
+def knobs_seen(
+    found: nccl_log.NcclLog, env: dict[str, str], register: str
+) -> tuple[list[str], str | None]:
+    """What NCCL's log says it did with the knobs asked of it (colbench.nccl.knobs), a
+    phrase each, and NCCL's own line where it did not do what was asked."""
+    messages = [line.message for line in found.lines if line.level]
+    symmetric = sum(1 for call in found.calls if call.algo == SYMMETRIC)
+    return evidence(messages, env, register, symmetric, found.nvls_channels)
 
 
 def rules_against_table(found: nccl_log.NcclLog, env: dict[str, str]) -> list[str]:

@@ -31,7 +31,15 @@ from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
 from colbench.config.variants import Variant
-from colbench.direct.engine import DIRECT, DirectEngine, Engine, TorchEngine, group_ranks
+from colbench.direct.engine import (
+    DIRECT,
+    DirectEngine,
+    Engine,
+    Refused,
+    TorchEngine,
+    group_ranks,
+)
+from colbench.direct.knobbed import knobbed, torch_nccl_version
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
 from colbench.hardware.ceiling import group_ceiling
@@ -81,6 +89,9 @@ class SweepTask(ConfiguredTask):
     live_bar = True
     #: ``--engine torch,nccl``: this world's engine; None: the config's one.
     engine: str | None = None
+    #: Why NCCL, in this variant's probe world, did not do what a knob of the variant asks
+    #: (colbench.nccl.knobs.evidence): every row then says unsupported; None: nothing refused.
+    refused: str | None = None
 
     @property
     def engine_name(self) -> str:
@@ -213,6 +224,8 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         if setups is not None
         else _engine(task, side, rank, job.world_size, subgroup, device, in_flight)
     )
+    if task.refused is not None:
+        engine = Refused(engine, task.refused)
     try:
         info = RunInfo(
             run_id=job.run_id,
@@ -286,8 +299,9 @@ def _engine(
     The direct engine launches on a stream of its own, made current for the whole run,
     so the timers' CUDA events are recorded on the stream NCCL runs on and a CUDA graph
     captures on it (colbench.bench.timing)."""
+    register = task.cfg.measure.register
     if not task.direct_nccl:
-        return TorchEngine(), None
+        return knobbed(TorchEngine(), register, torch_nccl_version(device)), None
     import torch
 
     in_flight.step("starting NCCL (--engine nccl)")
@@ -296,7 +310,8 @@ def _engine(
         torch.cuda.set_stream(stream)
     handle = 0 if stream is None else int(stream.cuda_stream)
     ranks = group_ranks(subgroup, world_size)
-    return DirectEngine.create(side, rank, ranks, handle), stream
+    engine = DirectEngine.create(side, rank, ranks, handle, register=register, device=device)
+    return knobbed(engine, "none", engine.comm.version_tuple), stream
 
 
 def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:

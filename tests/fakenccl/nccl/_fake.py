@@ -11,12 +11,15 @@ allocation holding it, and each call exchanges every rank's contribution over a 
 group of the world made when the communicator is (the fake's own transport, never one of
 colbench's groups). ``COLBENCH_FAKE_NCCL_VERSION`` sets the version NCCL reports
 (default 22809, 2.28.9: native alltoall, gather and scatter; 22703 has none).
+``COLBENCH_FAKE_NCCL_REGISTER=skip`` makes every registration answer a null handle, as
+NCCL does under NCCL_LOCAL_REGISTER=0.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import weakref
 from typing import Any
 
 import torch
@@ -38,7 +41,9 @@ TORCH_DTYPES = {
 }
 
 #: Every live allocation by its address: the pointers colbench passes are resolved here.
-_ALLOCATIONS: dict[int, torch.Tensor] = {}
+#: Held weakly, so an allocation is freed when colbench drops its last view, as
+#: nccl4py's are (and a registration's release can be seen to come first).
+_ALLOCATIONS: weakref.WeakValueDictionary[int, torch.UntypedStorage] = weakref.WeakValueDictionary()
 
 
 def version() -> int:
@@ -55,19 +60,21 @@ def record(call: str, **fields: Any) -> None:
 
 
 def allocate(numel: int, dtype: torch.dtype) -> torch.Tensor:
+    """A view of a base tensor, as nccl4py's torch.empty returns (a view of the DLPack
+    tensor over ncclMemAlloc's memory)."""
     # At least one element, so every allocation has an address of its own.
-    tensor = torch.empty(max(numel, 1), dtype=dtype)[:numel]
-    _ALLOCATIONS[tensor.untyped_storage().data_ptr()] = tensor
+    base = torch.empty(max(numel, 1), dtype=dtype)
+    storage = base.untyped_storage()
+    _ALLOCATIONS[storage.data_ptr()] = storage
     record("mem_alloc", numel=numel, dtype=str(dtype).removeprefix("torch."))
-    return tensor
+    return base.view(dtype)[:numel]
 
 
 def view(ptr: int, count: int, dtype: int) -> torch.Tensor:
     """``count`` elements of NCCL type ``dtype`` at ``ptr``, inside a fake allocation."""
     want = TORCH_DTYPES[dtype]
     size = torch.empty(0, dtype=want).element_size()
-    for base, tensor in _ALLOCATIONS.items():
-        storage = tensor.untyped_storage()
+    for base, storage in list(_ALLOCATIONS.items()):
         if base <= ptr and ptr + count * size <= base + storage.nbytes():
             raw = torch.empty(0, dtype=torch.uint8).set_(storage)
             start = ptr - base
@@ -82,9 +89,21 @@ class Comm:
         import torch.distributed as dist
 
         self.nranks, self.rank, self.id = nranks, rank, id_bytes.hex()
-        if dist.get_world_size() != nranks:
-            raise RuntimeError("fake NCCL: communicators of the whole world only")
-        self._group = dist.new_group(backend="gloo")
+        # Every process of the world makes its communicator at once (colbench's
+        # --group-size groups each have their own id): learn who shares this id, then
+        # make one gloo group per id, in the same order everywhere, as new_group needs.
+        every: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(every, (self.id, rank, dist.get_rank()))
+        ids = list(dict.fromkeys(i for i, _, _ in every))
+        for one in ids:
+            members = sorted((r, g) for i, r, g in every if i == one)
+            if [r for r, _ in members] != list(range(len(members))):
+                raise RuntimeError(f"fake NCCL: communicator {one[:16]} has ranks {members}")
+            group = dist.new_group(ranks=[g for _, g in members], backend="gloo")
+            if one == self.id:
+                if len(members) != nranks:
+                    raise RuntimeError(f"fake NCCL: {len(members)} ranks joined, not {nranks}")
+                self._group = group
         self.pending: list[tuple[str, int, int, int, int]] | None = None
 
     def exchange(self, mine: Any) -> list[Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
+from typing import Any
 
 from nccl import _fake
 from nccl.core import torch
@@ -28,6 +29,30 @@ class NcclRedOp(enum.IntEnum):
     MAX = 2
     MIN = 3
     AVG = 4
+
+
+class WindowFlag(enum.IntFlag):
+    DEFAULT = 0x00
+    COLL_SYMMETRIC = 0x01
+
+
+class Registered:
+    """nccl4py's RegisteredBufferHandle / RegisteredWindowHandle: ``handle`` is 0 where
+    NCCL registered nothing (COLBENCH_FAKE_NCCL_REGISTER=skip, as NCCL_LOCAL_REGISTER=0
+    makes ncclCommRegister answer)."""
+
+    def __init__(self, call: str, rank: int, ptr: int, size: int, **more: object) -> None:
+        skip = os.environ.get("COLBENCH_FAKE_NCCL_REGISTER") == "skip"
+        self.handle = 0 if skip else ptr
+        self._call, self._rank, self._ptr = call, rank, ptr
+        _fake.record(call, rank=rank, ptr=ptr, size=size, handle=self.handle, **more)
+        self.closed = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            _fake.record(self._call.replace("register", "deregister"), rank=self._rank,
+                         ptr=self._ptr)  # fmt: skip
 
 
 class UniqueId:
@@ -66,6 +91,15 @@ class Communicator:
     def nranks(self) -> int:
         return self._comm.nranks
 
+    def register_buffer(self, tensor: Any) -> Registered:
+        size = tensor.numel() * tensor.element_size()
+        return Registered("comm_register", self.rank, tensor.data_ptr(), size)
+
+    def register_window(self, tensor: Any, flags: WindowFlag | None = None) -> Registered:
+        size = tensor.numel() * tensor.element_size()
+        return Registered("comm_window_register", self.rank, tensor.data_ptr(), size,
+                          flags=int(flags or 0))  # fmt: skip
+
     def destroy(self) -> None:
         _fake.record("comm_destroy", rank=self._comm.rank)
 
@@ -73,4 +107,7 @@ class Communicator:
         _fake.record("comm_abort", rank=self._comm.rank)
 
 
-__all__ = ["Communicator", "NcclDataType", "NcclRedOp", "UniqueId", "get_unique_id", "torch"]
+__all__ = [
+    "Communicator", "NcclDataType", "NcclRedOp", "UniqueId", "WindowFlag", "get_unique_id",
+    "torch",
+]  # fmt: skip
