@@ -213,9 +213,9 @@ def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
 def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
     """Take nccl-tests' refused flags out of ``values``; raise with the reason if one asks for
     what colbench does not do (``-g 1``, what colbench does anyway, passes)."""
-    from colbench.config import options
+    from colbench.config import nccl_flags, options
 
-    given = {r.name: values.pop(r.name, None) for r in options.REFUSED}
+    given = {r.name: values.pop(r.name, None) for r in nccl_flags.REFUSED}
     said = options.refusal_message(given)
     if said:
         raise UsageError(said)

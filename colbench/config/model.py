@@ -15,7 +15,7 @@ from typing import Any, cast
 from colbench.bench import ops as ops_registry
 from colbench.bench.ops.base import Collective
 from colbench.config.contend import LoadSpec
-from colbench.config.options import (
+from colbench.config.core_options import (
     DEFAULT_INIT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     EMULATED_INIT_TIMEOUT_S,
