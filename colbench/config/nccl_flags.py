@@ -12,7 +12,7 @@ is generated from both (:func:`colbench.cli.docgen.nccl_tests_markdown`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: The nccl-tests release whose command line :data:`FLAGS` describes.
 VERSION = "2.19.6"
@@ -96,14 +96,17 @@ class Refusal:
     """Values that ask for what colbench does anyway (``-g 1``: one GPU per rank): taken
     without a word, so a pasted nccl-tests line that sets them runs."""
 
-    @property
-    def flag(self) -> NcclTestsFlag:
-        return BY_SHORT[self.short]
+    flag: NcclTestsFlag = field(init=False, repr=False)
+    """The flag in nccl-tests' table."""
+    name: str = field(init=False)
+    """The parameter name its CLI option is parsed into (hidden from ``--help``)."""
 
-    @property
-    def name(self) -> str:
-        """The parameter name its CLI option is parsed into (hidden from ``--help``)."""
-        return "nccl_tests_" + self.flag.long.removeprefix("--")
+    def __post_init__(self) -> None:
+        # Looked up once, as the table is declared: a flag nccl-tests lacks fails on import,
+        # and a command line is parsed without a call into this table.
+        flag = BY_SHORT[self.short]
+        object.__setattr__(self, "flag", flag)
+        object.__setattr__(self, "name", "nccl_tests_" + flag.long.removeprefix("--"))
 
     def message(self, value: str) -> str:
         """The usage error for ``value``, or "" when the value asks for colbench's own way."""
