@@ -17,7 +17,7 @@ from colbench.bench.ops import REGISTRY
 from colbench.commands.sweep import parent
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.host import start
+from colbench.host import world
 from colbench.host.launchers import gpus as gpus_module
 
 
@@ -28,7 +28,7 @@ class Machine:
         self.spawned: list[tuple[str, int]] = []
         monkeypatch.setattr(gpus_module, "gpu_count", lambda: gpus)
         monkeypatch.setattr(parent, "join_or_spawn", lambda nprocs: (None, ()))
-        monkeypatch.setattr(start, "join_or_spawn", lambda nprocs: (None, ()))
+        monkeypatch.setattr(world, "join_or_spawn", lambda nprocs: (None, ()))
         monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
         monkeypatch.setattr(parent, "_run_variants", self._spawn)
 

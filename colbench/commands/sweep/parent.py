@@ -1,7 +1,7 @@
 """Runs a sweep: its variants (each a world of fresh ranks, interleaved or one after the
 other), NCCL's probe worlds, the figures.
 
-The host (:func:`colbench.host.start.start`) picks the backend and the world size, makes
+The host (:func:`colbench.host.world.start`) picks the backend and the world size, makes
 the run directory, and joins an external launcher's job or hands the spawned case here.
 """
 
@@ -20,7 +20,7 @@ from colbench.config.variants import Variant, environment, expand, ignored_by_ba
 from colbench.errors import ExitCode, UsageError
 from colbench.host.launchers import join_or_spawn
 from colbench.host.spawn import spawn_and_wait
-from colbench.host.start import start
+from colbench.host.world import start
 from colbench.output import plural
 from colbench.results.rundir import RunDir
 
