@@ -15,7 +15,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from colbench.config.model import LaunchConfig, OutputConfig
@@ -33,10 +33,6 @@ from colbench.host.rank import exit_now, rank_main
 from colbench.host.spawn import spawn_and_wait
 from colbench.host.streams import guard
 from colbench.results.rundir import RunDir, stamped_name
-
-#: Runs a task's spawned ranks once the host chose (task, backend, world size, run dir);
-#: returns the exit code.
-Spawner = Callable[[RankTask, str, int, Path], int]
 
 
 def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_available: bool) -> str:
@@ -68,6 +64,8 @@ def choose_backend(launch: LaunchConfig, spawning: bool) -> str:
     """The backend a run uses; --ranks-per-gpu without a GPU is refused first, by name."""
     import torch.distributed as dist
 
+    if launch.backend == "gloo" and launch.ranks_per_gpu == 1:
+        return "gloo"  # asked for by name: no GPU to count (CUDA's start-up, on a GPU build)
     gpus = gpus_module.gpu_count()
     if launch.ranks_per_gpu > 1 and gpus == 0:
         raise UsageError(
@@ -79,9 +77,11 @@ def choose_backend(launch: LaunchConfig, spawning: bool) -> str:
 
 def spawned_world_size(launch: LaunchConfig, backend: str) -> int:
     """How many ranks to spawn: --nprocs, else the default, within what the GPUs allow."""
+    if backend != "nccl":
+        return launch.nprocs or default_nprocs(backend, 0)  # CPU ranks: no GPU bounds them
     gpus, per_gpu = gpus_module.gpu_count(), launch.ranks_per_gpu
     world_size = launch.nprocs or default_nprocs(backend, gpus, per_gpu)
-    if backend == "nccl" and world_size > gpus * per_gpu:
+    if world_size > gpus * per_gpu:
         more = (
             f"--ranks-per-gpu {per_gpu} allows {gpus * per_gpu}"
             if per_gpu > 1
@@ -136,8 +136,27 @@ def make_run_dir(output: OutputConfig, label: str, backend: str) -> Path:
     return RunDir.create(output.out_dir, default).path
 
 
-def start(task: RankTask, spawner: Spawner | None = None) -> int:
-    """Run ``task`` to completion; returns the process exit code."""
+@dataclass(frozen=True)
+class Spawning:
+    """A world the host is to spawn here: its checks passed, its notes said, its run
+    directory made."""
+
+    backend: str
+    world_size: int
+    run_dir: Path
+
+
+def start(task: RankTask) -> int:
+    """Run ``task``, one world of ranks, to completion; returns the process exit code."""
+    world = join_or_place(task)
+    if isinstance(world, Spawning):
+        return spawn_and_wait(task, world.backend, world.world_size, world.run_dir)
+    return world
+
+
+def join_or_place(task: RankTask) -> Spawning | int:
+    """Run ``task`` as a rank of the launcher's job this process is one of, and return its
+    exit code; else settle the world to spawn here for it."""
     # A long run outlives its terminal or its log's reader: what it prints must not end it.
     guard()
     launch_env, set_aside = join_or_spawn(task.launch.nprocs)
@@ -154,9 +173,7 @@ def start(task: RankTask, spawner: Spawner | None = None) -> int:
     run_dir = make_run_dir(task.output, task.label, backend)
     for note in notes:
         print(f"colbench: note: {note}", file=sys.stderr)
-    if spawner is None:
-        return spawn_and_wait(task, backend, world_size, run_dir)
-    return spawner(task, backend, world_size, run_dir)
+    return Spawning(backend, world_size, run_dir)
 
 
 def _set_aside(placing: tuple[str, ...], world_size: int) -> str:

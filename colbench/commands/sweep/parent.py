@@ -1,8 +1,9 @@
 """Runs a sweep: its variants (each a world of fresh ranks, interleaved or one after the
 other), NCCL's probe worlds, the figures.
 
-The host (:func:`colbench.host.world.start`) picks the backend and the world size, makes
-the run directory, and joins an external launcher's job or hands the spawned case here.
+The host (:func:`colbench.host.world.join_or_place`) picks the backend and the world
+size, makes the run directory, and joins an external launcher's job; the spawned worlds
+are the sweep's to start.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from colbench.config.variants import Variant, environment, expand, ignored_by_ba
 from colbench.errors import ExitCode, UsageError
 from colbench.host.launchers import join_or_spawn
 from colbench.host.spawn import spawn_and_wait
-from colbench.host.world import start
+from colbench.host.world import Spawning, join_or_place
 from colbench.output import plural
 from colbench.results.rundir import RunDir
 
@@ -43,10 +44,10 @@ def run_sweep(cfg: SweepConfig) -> int:
         )
     # Interleaved variants' worlds are all alive at once.
     task = SweepTask(cfg, worlds=len(variants) if cfg.launch.interleave else 1, whole_run=True)
-    return start(
-        task,
-        lambda _, backend, world_size, run_dir: _run_variants(cfg, backend, world_size, run_dir),
-    )
+    world = join_or_place(task)
+    if not isinstance(world, Spawning):
+        return world  # run as a rank of a launcher's job
+    return _run_variants(cfg, world.backend, world.world_size, world.run_dir)
 
 
 def variants_of(cfg: SweepConfig) -> tuple[Variant, ...]:
@@ -67,7 +68,10 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
     (colbench.commands.sweep.probe), which that variant's rows carry.
     """
     variants = variants_of(cfg)
-    probed = probe_variants(cfg, backend, world_size, run_dir, variants)
+    # Only NCCL has a choice to probe (colbench.commands.sweep.probe).
+    probed = (
+        probe_variants(cfg, backend, world_size, run_dir, variants) if backend == "nccl" else {}
+    )
     failed = next((p for p in probed.values() if p.exit_code != ExitCode.OK), None)
     if failed is not None:
         print(f"colbench: {failed.note}; nothing measured", file=sys.stderr)
