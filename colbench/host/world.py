@@ -229,25 +229,33 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
             end_meta(run_dir, "interrupted", {"error": "interrupted by the user"})
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:
-        hang_watchdog.yield_to_verdict()
-        in_flight.failed(exc)
-        message = (
-            f"rank {env.rank} on {socket.gethostname()} (pid {os.getpid()}) failed during "
-            f"{in_flight.describe()}: {type(exc).__name__}: {exc}"
-        )
-        code = exc.exit_code if isinstance(exc, RankFailure) else None
-        if run_dir is not None:
-            end_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
-            if not hang_watchdog.fired():
-                # A lost peer's exception does not say which peer: then nobody is named.
-                # (A fired watchdog has given its own verdict on the hang.)
-                failed = None if protocol.lost_a_peer(message) else env.rank
-                failure = protocol.Failure(message, code or int(ExitCode.RANK_FAILURE), failed)
-                task.failed(run_dir, failure)
-        raise RankFailure(message, code) from None
+        raise _failed(task, env, run_dir, in_flight, exc) from None
     if run_dir is None:
         exit_now(int(ExitCode.OK))
     exit_now(_report(task, run_dir, in_flight, started_at))
+
+
+def _failed(
+    task: RankTask, env: LaunchEnv, run_dir: Path | None, in_flight: InFlight, exc: Exception
+) -> RankFailure:
+    """A launched rank's failure, recorded where this rank keeps the run directory (rank
+    0); the error it ends with."""
+    hang_watchdog.yield_to_verdict()
+    in_flight.failed(exc)
+    message = (
+        f"rank {env.rank} on {socket.gethostname()} (pid {os.getpid()}) failed during "
+        f"{in_flight.describe()}: {type(exc).__name__}: {exc}"
+    )
+    code = exc.exit_code if isinstance(exc, RankFailure) else None
+    if run_dir is not None:
+        end_meta(run_dir, "failed", {"failed_rank": env.rank, "error": message})
+        if not hang_watchdog.fired():
+            # A lost peer's exception does not say which peer: then nobody is named.
+            # (A fired watchdog has given its own verdict on the hang.)
+            failed = None if protocol.lost_a_peer(message) else env.rank
+            failure = protocol.Failure(message, code or int(ExitCode.RANK_FAILURE), failed)
+            task.failed(run_dir, failure)
+    return RankFailure(message, code)
 
 
 def _report(task: RankTask, run_dir: Path, in_flight: InFlight, started_at: float) -> int:
