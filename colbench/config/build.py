@@ -8,8 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from colbench.bench.ops.dtypes import parse_dtypes, parse_redops
-from colbench.config.core_options import parse_collectives, parse_split
-from colbench.config.model import SweepConfig, default_timeout
+from colbench.config.model import SweepConfig, default_timeout, parse_collectives, parse_split
 from colbench.config.option_table import config_values
 from colbench.config.options import SweepOptions
 from colbench.config.options import table as options_table

@@ -27,7 +27,8 @@ from colbench.bench.ops.splits import given as given_splits
 from colbench.bench.ops.splits import parse as parse_splits
 from colbench.config import option_table
 from colbench.config.contend import parse_contend
-from colbench.config.core_options import (
+from colbench.config.core_options import CoreOptions
+from colbench.config.model import (
     BACKENDS,
     DEFAULT_INIT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
@@ -35,15 +36,12 @@ from colbench.config.core_options import (
     EMULATED_TIMEOUT_S,
     MEMORY_CHECKS,
     NO_TIMEOUT_S,
-    CoreOptions,
     check_json_path,
-    one_of,
-    optional,
     parse_split,
     per_iter_flag,
 )
 from colbench.config.nccl_flags import REFUSED
-from colbench.config.option_table import Option, option, rows_of
+from colbench.config.option_table import Option, one_of, option, optional, rows_of
 from colbench.config.sizes import parse_size
 from colbench.config.variants import parse_axes, parse_interpreters
 from colbench.direct.engine import parse_engines

@@ -19,7 +19,7 @@ import typer.main
 from colbench.bench import ops
 from colbench.cli import app, docgen
 from colbench.cli.measure import sweep_options
-from colbench.config import build, core_options, model, nccl_flags, options
+from colbench.config import build, model, nccl_flags, options
 from colbench.config.sizes import parse_size
 from colbench.errors import UsageError
 from tests.conftest import REPO
@@ -188,7 +188,7 @@ def test_each_refused_flag_says_why_in_either_form(refusal: nccl_flags.Refusal) 
         (["--check", "3"], "check", 3),
         (["-c", "0"], "check", 0),
         (["--root", "-1"], "root", model.EVERY_ROOT),
-        (["-T", "0"], "timeout_s", core_options.NO_TIMEOUT_S),
+        (["-T", "0"], "timeout_s", model.NO_TIMEOUT_S),
         (["--timeout", "9"], "timeout_s", 9.0),
         (["--average", "2"], "average", "min"),
         (["--cudagraph", "4", "--backend", "nccl"], "cuda_graph", 4),

@@ -28,7 +28,7 @@ from colbench.bench import ops
 from colbench.bench.ops.base import Collective
 from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.commands.crosscheck import FORWARDED, MAPPED
-from colbench.config import build, core_options, validate
+from colbench.config import build, validate
 from colbench.config import model as config
 from colbench.config.sizes import format_size
 from colbench.direct.engine import DIRECT, TORCH, parse_engines
@@ -103,7 +103,7 @@ class Plan:
         # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
         argv += [
             "-a",
-            next(d for d in "0123" if core_options.parse_average(d) == cfg.measure.average),
+            next(d for d in "0123" if config.parse_average(d) == cfg.measure.average),
         ]
         if cfg.measure.cuda_graph:
             # Both capture -n calls in one graph and launch it this many times.
@@ -281,11 +281,11 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
         dtype=str(params["dtype"]),
         redop=str(params["redop"]),
         root=params["root"],
-        placements=core_options.parse_placements(str(params["placement"])),
+        placements=config.parse_placements(str(params["placement"])),
         iters=params["iters"],
         warmup=params["warmup"],
-        check=core_options.check_passes(params["check"]),
-        average=core_options.parse_average(str(params["average"])),
+        check=config.check_passes(params["check"]),
+        average=config.parse_average(str(params["average"])),
         # nccl-tests is NCCL, so auto means NCCL; gloo only tests the cross-check on a CPU.
         backend="gloo" if params["backend"] == "gloo" else "nccl",
         nprocs=params["nprocs"],
