@@ -25,10 +25,15 @@ from colbench.errors import ExitCode, UsageError
 from colbench.host import launchers as launch
 from colbench.host import protocol, supervise, ticker
 from colbench.host.child import spawned_rank
-from colbench.host.interpreter import forget_job
-from colbench.host.job import RankJob, RankTask
-from colbench.host.outcome import end_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
-from colbench.host.pace import command_started_at
+from colbench.host.job import RankJob, RankTask, command_started_at
+from colbench.host.outcome import (
+    end_meta,
+    forget_job,
+    kept_line,
+    record_nccl_log,
+    rows_kept,
+    tidy_logs,
+)
 from colbench.output import plural
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.

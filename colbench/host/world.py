@@ -24,11 +24,10 @@ from colbench.host import launchers as launch
 from colbench.host import protocol, ticker
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.inflight import InFlight
-from colbench.host.job import RankJob, RankTask
+from colbench.host.job import RankJob, RankTask, command_started_at
 from colbench.host.launchers import LaunchEnv, join_or_spawn, limits, preflight
 from colbench.host.launchers import gpus as gpus_module
 from colbench.host.outcome import end_meta, record_nccl_log
-from colbench.host.pace import command_started_at
 from colbench.host.rank import exit_now, rank_main
 from colbench.host.spawn import spawn_and_wait
 from colbench.host.streams import guard

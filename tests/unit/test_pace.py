@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from colbench.host import job, ticker
 from colbench.host import pace as pacing
-from colbench.host import ticker
 from colbench.host.pace import Forecast, Pace, duration, every_s
 
 
@@ -164,4 +164,4 @@ def test_a_run_within_half_again_its_time_says_nothing(
 def test_a_test_process_is_no_command_its_runs_count_from_now() -> None:
     import time
 
-    assert abs(pacing.command_started_at() - time.time()) < 1.0
+    assert abs(job.command_started_at() - time.time()) < 1.0

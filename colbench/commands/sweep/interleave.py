@@ -27,9 +27,15 @@ from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
 from colbench.host import protocol, spawn, supervise, ticker, turns
-from colbench.host.interpreter import forget_job
 from colbench.host.launchers import gpus
-from colbench.host.outcome import end_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
+from colbench.host.outcome import (
+    end_meta,
+    forget_job,
+    kept_line,
+    record_nccl_log,
+    rows_kept,
+    tidy_logs,
+)
 from colbench.output import plural
 from colbench.results.rundir import RunDir
 
