@@ -18,6 +18,7 @@ from colbench.bench import ops as ops_registry
 from colbench.bench.ops.base import Collective
 from colbench.bench.ops.dtypes import REDOPS
 from colbench.config.contend import LoadSpec
+from colbench.direct.engine import ENGINES
 from colbench.errors import UsageError
 
 Average = Literal["avg", "min", "max", "rank0"]
@@ -116,6 +117,17 @@ def parse_split(text: str) -> tuple[Literal["div", "mod"], int]:
         f"bad --split {text!r}: use mod:K (K groups of equal rank mod K) or div:K "
         "(contiguous groups of K), K a whole number of 1 or more"
     )
+
+
+def parse_engines(text: str) -> tuple[str, ...]:
+    """``--engine torch,nccl`` -> ("torch", "nccl"), in the order given."""
+    names = tuple(part.strip() for part in text.split(","))
+    for name in names:
+        if name not in ENGINES:
+            raise UsageError(f"bad --engine {text!r}: use torch, nccl or torch,nccl")
+    if len(set(names)) != len(names):
+        raise UsageError(f"bad --engine {text!r}: an engine is listed twice")
+    return names
 
 
 @dataclass(frozen=True)

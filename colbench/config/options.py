@@ -37,6 +37,7 @@ from colbench.config.model import (
     MEMORY_CHECKS,
     NO_TIMEOUT_S,
     check_json_path,
+    parse_engines,
     parse_split,
     per_iter_flag,
 )
@@ -44,7 +45,6 @@ from colbench.config.nccl_flags import REFUSED
 from colbench.config.option_table import Option, one_of, option, optional, rows_of
 from colbench.config.sizes import parse_size
 from colbench.config.variants import parse_axes, parse_interpreters
-from colbench.direct.engine import parse_engines
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,12 @@ tasks (p2p, health) check their launch and counts with the same functions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from colbench.bench.ops.dtypes import DTYPES, redop_supported
 from colbench.config.contend import check_load
 from colbench.config.model import LaunchConfig, SweepConfig
-from colbench.direct.engine import refusal as engine_refusal
+from colbench.direct.engine import DIRECT
 from colbench.errors import UsageError
 
 #: Time-sliced ranks on one GPU: beyond this many, every step is mostly waiting for a turn.
@@ -181,6 +183,21 @@ def _check_json_report(cfg: SweepConfig) -> None:
             "-J: nccl-tests' report is one world's; --env, --python and --contend run "
             "several (one sweep per variant, each with its own -J)"
         )
+
+
+def engine_refusal(engines: Sequence[str], backend: str) -> str | None:
+    """Why this machine cannot run the engines (one line), or None. Asked in the parent,
+    before any rank starts; imports nothing of nccl4py."""
+    if DIRECT not in engines:
+        return None
+    if backend != "nccl":
+        return (
+            f"--engine nccl calls NCCL on GPUs, and this run's backend is {backend}: "
+            "use --engine torch (the default) here"
+        )
+    from colbench.direct.nccl4py import missing
+
+    return missing()
 
 
 def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:

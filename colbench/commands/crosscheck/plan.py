@@ -31,7 +31,7 @@ from colbench.commands.crosscheck import FORWARDED, MAPPED
 from colbench.config import build, validate
 from colbench.config import model as config
 from colbench.config.sizes import format_size
-from colbench.direct.engine import DIRECT, TORCH, parse_engines
+from colbench.direct.engine import DIRECT, TORCH
 from colbench.direct.nccl4py import missing
 from colbench.errors import UsageError
 from colbench.host import launchers as launch
@@ -300,7 +300,7 @@ def _engine(params: Mapping[str, Any], given: set[str], backend: str) -> tuple[s
     NCCL's time with NCCL's time at every size (through torch, torch's per-call cost fills
     every small row: colbench.direct)."""
     if "engine" in given:
-        engines = parse_engines(str(params["engine"]))
+        engines = config.parse_engines(str(params["engine"]))
         _one("engine", engines, str(params["engine"]))
         return engines
     return (DIRECT,) if backend == "nccl" and missing() is None else (TORCH,)
