@@ -53,7 +53,7 @@ class RankTask(Protocol):
     @property
     def live_bar(self) -> bool:
         """Whether its rank 0 draws a live progress bar on a terminal (the host's plain
-        progress lines then stay off that terminal, colbench.host.ticker)."""
+        progress lines then stay off that terminal, colbench.host.pace)."""
         ...
 
     def check(self, world_size: int, backend: str) -> list[str]:

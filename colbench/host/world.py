@@ -21,7 +21,7 @@ from pathlib import Path
 from colbench.config.model import LaunchConfig, OutputConfig
 from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.host import launchers as launch
-from colbench.host import protocol, ticker
+from colbench.host import pace, protocol
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.inflight import InFlight
 from colbench.host.job import RankJob, RankTask, command_started_at
@@ -264,5 +264,5 @@ def _report(task: RankTask, run_dir: Path, in_flight: InFlight, started_at: floa
     record_nccl_log(run_dir)
     code = task.report(run_dir)
     forecast = in_flight.pace.forecast if in_flight.pace is not None else None
-    ticker.check_overrun(run_dir, forecast, time.time() - started_at)
+    pace.check_overrun(run_dir, forecast, time.time() - started_at)
     return code

@@ -26,7 +26,7 @@ from colbench.commands.sweep.task import Choices, SweepTask, variant_load
 from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
-from colbench.host import protocol, spawn, supervise, ticker, turns
+from colbench.host import pace, protocol, spawn, supervise, turns
 from colbench.host.launchers import gpus
 from colbench.host.outcome import (
     end_meta,
@@ -140,8 +140,8 @@ def run_interleaved(
     code = _report(run_dir, variants, worlds, codes)
     if code in (ExitCode.OK, ExitCode.DATA_ERROR):
         first = worlds[0]
-        forecast = ticker.read_forecast(first.store)
-        ticker.check_overrun(run_dir, forecast, time.time() - first.job.started_at)
+        forecast = pace.read_forecast(first.store)
+        pace.check_overrun(run_dir, forecast, time.time() - first.job.started_at)
     return code
 
 
