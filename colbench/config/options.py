@@ -6,7 +6,7 @@ and :func:`~colbench.config.option_table.option` (the machinery every options ta
 attaches the rest (flags, help, how a YAML value is read, the parser its text must pass,
 the config field it becomes and how). The Typer parameters of ``sweep``/``run``/
 ``crosscheck``, the YAML schema of suites (colbench.config.suite), the config
-(colbench.config.build.from_options, through ``config_values``) and docs/options.md are all
+(colbench.config.validate.from_options, through ``config_values``) and docs/options.md are all
 derived from this table, so adding an option is one row here beside the config field it
 feeds (then ``make docs`` rewrites the docs, see colbench.cli.docgen; a test fails until
 it has).

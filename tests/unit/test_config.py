@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from colbench.config import build as config
 from colbench.config import model, options
+from colbench.config import validate as config
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate, validate_for_world
 from colbench.errors import UsageError

@@ -19,7 +19,7 @@ import typer.main
 from colbench.bench import ops
 from colbench.cli import app, docgen
 from colbench.cli.measure import sweep_options
-from colbench.config import build, model, nccl_flags, options
+from colbench.config import model, nccl_flags, options, validate
 from colbench.config.sizes import parse_size
 from colbench.errors import UsageError
 from tests.conftest import REPO
@@ -94,7 +94,7 @@ def parse(argv: list[str]) -> model.SweepConfig:
     """``colbench sweep ARGV`` up to its config, as the command does it, without ranks."""
     sweep = getattr(typer.main.get_command(app), "commands", {})["sweep"]
     ctx = sweep.make_context("colbench sweep", list(argv))
-    return build.from_options(sweep_options(ctx, None, dict(ctx.params)))
+    return validate.from_options(sweep_options(ctx, None, dict(ctx.params)))
 
 
 def nccl_tests_view(flags: list[str]) -> dict[str, str]:

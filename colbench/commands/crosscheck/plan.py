@@ -28,8 +28,8 @@ from colbench.bench import ops
 from colbench.bench.ops.base import Collective
 from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.commands.crosscheck import FORWARDED, MAPPED
-from colbench.config import build, validate
 from colbench.config import model as config
+from colbench.config import validate
 from colbench.config.sizes import format_size
 from colbench.direct.engine import DIRECT, TORCH
 from colbench.direct.nccl4py import missing
@@ -269,9 +269,9 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
         raise UsageError("crosscheck compares one root at a time, got --root -1 (every root)")
     if params["backend"] not in ("auto", "nccl", "gloo"):
         raise UsageError(f"bad --backend {params['backend']!r}: use nccl (default) or gloo")
-    return build.build(
+    return validate.build(
         op=coll.name,
-        sizes=build.resolve_sizes(
+        sizes=validate.resolve_sizes(
             params["sizes"],
             params["minbytes"],
             params["maxbytes"],

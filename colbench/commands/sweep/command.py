@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from colbench.config import build, min_bw, options, suite
+from colbench.config import min_bw, options, suite, validate
 from colbench.config.options import SweepOptions
 
 
@@ -17,7 +17,7 @@ def options_of(suite_file: str | None, given: Mapping[str, Any]) -> SweepOptions
 
 def run(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> int:
     """Check the options, measure, report; the exit code (docs/troubleshooting.md)."""
-    cfg = build.from_options(opts, command_line)
+    cfg = validate.from_options(opts, command_line)
     # Refused before any rank starts, not found wrong after the measuring.
     min_bw.from_environment()
     # Imported after the options are checked: the runner needs torch, whose import (1 s
