@@ -2,8 +2,9 @@
 to measure, how to launch, what to write), which everything downstream reads.
 
 :func:`colbench.config.validate.from_options` makes one from what the CLI and YAML suites
-give and checks it, reading these types: so this module does not import it. Beside the types, their values: the defaults, and the parsers that read a value
-from a user's text and refuse what it may not be (the options tables name them).
+give and checks it, reading these types: so this module does not import it. Beside the
+types, their values: the defaults, and the parsers that read a value from a user's text and
+refuse what it may not be (the options tables name them).
 """
 
 from __future__ import annotations
