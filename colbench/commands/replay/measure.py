@@ -72,7 +72,7 @@ def sweeps(plan: Plan, directory: Path, settings: Mapping[str, Any]) -> list[Swe
 def run(sweep: Sweep, run_dir: Path) -> int:
     """Measure one sweep into ``run_dir``; fill each entry's measured time per call (the
     median over repeats of colbench's time for its size). Returns the sweep's exit code."""
-    from colbench.commands.sweep.parent import run_sweep
+    from colbench.commands.sweep.command import run_sweep
     from colbench.results import load
 
     code = run_sweep(sweep.config(run_dir))
