@@ -21,7 +21,7 @@ import functools
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import Any
 
 from colbench.bench.ops.splits import given as given_splits
 from colbench.bench.ops.splits import parse as parse_splits
@@ -41,7 +41,6 @@ from colbench.config.model import (
     parse_split,
     per_iter_flag,
 )
-from colbench.config.nccl_flags import REFUSED
 from colbench.config.option_table import Option, one_of, option, optional, rows_of
 from colbench.config.sizes import parse_size
 from colbench.config.variants import parse_axes, parse_interpreters
@@ -318,33 +317,6 @@ class SweepOptions(CoreOptions):
     )
 
 
-def refusal_message(given: Mapping[str, Any]) -> str:
-    """The usage error for the first refused nccl-tests flag ``given`` holds (parsed into
-    :attr:`Refusal.name`), or "" when none asks for anything colbench does not do."""
-    for refusal in REFUSED:
-        value = given.get(refusal.name)
-        if value is not None and (said := refusal.message(str(value))):
-            return said
-    return ""
-
-
-def command_line_notes(given: Mapping[str, Any]) -> list[str]:
-    """What an nccl-tests user should be told about flags that ran, given on the command line."""
-    notes = []
-    op = given.get("op")
-    if op is not None and str(op).strip().lower() == "all" and "redop" not in given:
-        notes.append(
-            "--op all runs every collective: --op names the collective here; nccl-tests' "
-            "--op all (every reduction) is -o all / --redop all"
-        )
-    if "parallel_init" in given:
-        notes.append(
-            "-p/--parallel_init changes nothing here: every rank is a process that starts "
-            "its own communicator"
-        )
-    return notes
-
-
 @functools.cache
 def table() -> tuple[Option, ...]:
     """Every option, in the order ``--help`` lists them."""
@@ -356,25 +328,6 @@ def typer_parameters(
 ) -> list[inspect.Parameter]:
     """The sweep table (or ``rows``) as keyword parameters of a Typer command."""
     return option_table.typer_parameters(table() if rows is None else rows, hidden)
-
-
-def refused_parameters() -> list[inspect.Parameter]:
-    """nccl-tests' flags that sweep does not take (:data:`REFUSED`), as hidden parameters:
-    parsed like nccl-tests' (each takes a value), so the command can answer with the reason
-    instead of click's "no such option"."""
-    import typer
-
-    return [
-        inspect.Parameter(
-            refusal.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=None,
-            annotation=Annotated[
-                str | None, typer.Option(refusal.short, refusal.flag.long, hidden=True)
-            ],
-        )
-        for refusal in REFUSED
-    ]
 
 
 def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOptions:
