@@ -340,9 +340,9 @@ SHARE = {"suite": 3, "results CSV": 6, "meta.json": 2, "nccl-tests log": 3, "p2p
 
 def _stand_in_for_the_run() -> None:
     """A suite the reader accepts would start ranks: measuring is not what is fuzzed here."""
-    import colbench.commands.sweep.parent as parent
+    import colbench.commands.sweep.command as command
 
-    parent.run_sweep = lambda cfg: 0  # type: ignore[assignment]
+    command.run_sweep = lambda cfg: 0  # type: ignore[assignment]
 
 
 def main_fuzz(cases: int, seed: int) -> int:

@@ -14,7 +14,7 @@ import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, cast
 
 import typer
@@ -184,7 +184,7 @@ def _with_options(
                 "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
             )
             table = rows() if rows is not None else None
-            refused = options.refused_parameters() if rows is None else []
+            refused = refused_parameters() if rows is None else []
             unlisted = hidden() if hidden is not None else frozenset()
             parameters = [ctx, *leading, *options.typer_parameters(table, unlisted), *refused]
             return inspect.Signature(parameters)
@@ -210,13 +210,44 @@ def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if getattr(source(k), "name", "") == "COMMANDLINE"}
 
 
+def refused_parameters() -> list[inspect.Parameter]:
+    """nccl-tests' flags that sweep does not take (colbench.config.nccl_flags.REFUSED), as
+    hidden parameters: parsed like nccl-tests' (each takes a value), so the command can
+    answer with the reason instead of click's "no such option"."""
+    from colbench.config.nccl_flags import REFUSED
+
+    return [
+        inspect.Parameter(
+            refusal.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                str | None, typer.Option(refusal.short, refusal.flag.long, hidden=True)
+            ],
+        )
+        for refusal in REFUSED
+    ]
+
+
+def refusal_message(given: Mapping[str, Any]) -> str:
+    """The usage error for the first refused nccl-tests flag ``given`` holds (parsed into
+    :attr:`Refusal.name`), or "" when none asks for anything colbench does not do."""
+    from colbench.config.nccl_flags import REFUSED
+
+    for refusal in REFUSED:
+        value = given.get(refusal.name)
+        if value is not None and (said := refusal.message(str(value))):
+            return said
+    return ""
+
+
 def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
     """Take nccl-tests' refused flags out of ``values``; raise with the reason if one asks for
     what colbench does not do (``-g 1``, what colbench does anyway, passes)."""
-    from colbench.config import options
+    from colbench.config import nccl_flags
 
-    given = {r.name: values.pop(r.name, None) for r in options.REFUSED}
-    said = options.refusal_message(given)
+    given = {r.name: values.pop(r.name, None) for r in nccl_flags.REFUSED}
+    said = refusal_message(given)
     if said:
         raise UsageError(said)
 

@@ -150,8 +150,7 @@ def _cell(text: str) -> str:
 def nccl_tests_markdown() -> str:
     """The table of every nccl-tests flag: its meaning and default there, and what colbench
     does with it (the option that takes it, or the refusal and its reason)."""
-    from colbench.config.nccl_flags import FLAGS, VERSION
-    from colbench.config.options import REFUSED
+    from colbench.config.nccl_flags import FLAGS, REFUSED, VERSION
 
     taken = {opt.spec.nccl_tests: opt for opt in table() if opt.spec.nccl_tests.startswith("-")}
     refused = {r.short: r for r in REFUSED}

@@ -42,43 +42,54 @@ def version() -> None:
     typer.echo(__version__)
 
 
+# import's arguments and options, declared apart so its function reads as the command.
+ImportedLog = Annotated[
+    str,
+    typer.Argument(
+        help="The tool's stdout saved to a file, nccl-tests' -J report, or Inspector's dir."
+    ),
+]
+ImportOut = Annotated[
+    str | None,
+    typer.Option("--out", help="Run directory to create (default results/imported-<log>)."),
+]
+ImportWorldSize = Annotated[
+    int | None,
+    typer.Option(
+        "--world-size",
+        help="Ranks, for logs whose Rank, nranks and nThread/nGpus lines do not say it.",
+    ),
+]
+ImportOp = Annotated[
+    str | None, typer.Option("--op", help="Collective, when the log does not name it.")
+]
+ImportVariant = Annotated[
+    str, typer.Option("--variant", help="Variant the rows carry, e.g. NCCL_ALGO=Tree.")
+]
+ImportResultsDir = Annotated[
+    str, typer.Option("--results-dir", help="Parent of the default run directory.")
+]
+ImportDtype = Annotated[
+    str | None,
+    typer.Option("--dtype", help="Inspector: the calls' element type (it records none)."),
+]
+ImportDevice = Annotated[
+    str | None,
+    typer.Option("--device", help="Inspector: the GPU model, e.g. 'NVIDIA H100 80GB HBM3'."),
+]
+
+
 @app.command("import", rich_help_panel=IMPORT)
 def import_(
     kind: Annotated[str, typer.Argument(help="Format: nccl-tests, or inspector.")],
-    log: Annotated[
-        str,
-        typer.Argument(
-            help="The tool's stdout saved to a file, nccl-tests' -J report, or Inspector's dir."
-        ),
-    ],
-    out: Annotated[
-        str | None,
-        typer.Option("--out", help="Run directory to create (default results/imported-<log>)."),
-    ] = None,
-    world_size: Annotated[
-        int | None,
-        typer.Option(
-            "--world-size",
-            help="Ranks, for logs whose Rank, nranks and nThread/nGpus lines do not say it.",
-        ),
-    ] = None,
-    op: Annotated[
-        str | None, typer.Option("--op", help="Collective, when the log does not name it.")
-    ] = None,
-    variant: Annotated[
-        str, typer.Option("--variant", help="Variant the rows carry, e.g. NCCL_ALGO=Tree.")
-    ] = "",
-    results_dir: Annotated[
-        str, typer.Option("--results-dir", help="Parent of the default run directory.")
-    ] = "results",
-    dtype: Annotated[
-        str | None,
-        typer.Option("--dtype", help="Inspector: the calls' element type (it records none)."),
-    ] = None,
-    device: Annotated[
-        str | None,
-        typer.Option("--device", help="Inspector: the GPU model, e.g. 'NVIDIA H100 80GB HBM3'."),
-    ] = None,
+    log: ImportedLog,
+    out: ImportOut = None,
+    world_size: ImportWorldSize = None,
+    op: ImportOp = None,
+    variant: ImportVariant = "",
+    results_dir: ImportResultsDir = "results",
+    dtype: ImportDtype = None,
+    device: ImportDevice = None,
 ) -> None:
     """Import another tool's results as a colbench run (results.csv + meta.json).
 
@@ -156,42 +167,52 @@ def explain_log(
     typer.echo("\n\n".join(explain_text(name, facts) for name, facts in found))
 
 
+# references' options, declared apart so its function reads as the command.
+ReferencesGpu = Annotated[
+    str | None, typer.Option("--gpu", help="GPU model, e.g. H100, GB200, MI300X.")
+]
+ReferencesGpusPerNode = Annotated[
+    int | None, typer.Option("--gpus-per-node", help="GPUs per node.", min=1)
+]
+ReferencesKind = Annotated[
+    str | None, typer.Option("--kind", help="measurement, floor or expectation.")
+]
+ReferencesFile = Annotated[
+    str | None,
+    typer.Option(
+        "--references",
+        help="A file in the same format (YAML or JSON) instead of the shipped table: "
+        "a fleet's golden runs.",
+    ),
+]
+ReferencesFromFloors = Annotated[
+    str | None,
+    typer.Option(
+        "--from-floors",
+        help="floors.json of `colbench health learn`, read as entries (typical figure "
+        "and WARN floor per collective check).",
+    ),
+]
+ReferencesRun = Annotated[
+    str | None,
+    typer.Option("--run", help="Place this run (a sweep or import) against the entries."),
+]
+ReferencesWrite = Annotated[
+    str | None, typer.Option("--write", help="Write the entries as a references file.")
+]
+
+
 @app.command(rich_help_panel=JUDGE)
 def references(
-    gpu: Annotated[
-        str | None, typer.Option("--gpu", help="GPU model, e.g. H100, GB200, MI300X.")
-    ] = None,
-    gpus_per_node: Annotated[
-        int | None, typer.Option("--gpus-per-node", help="GPUs per node.", min=1)
-    ] = None,
+    gpu: ReferencesGpu = None,
+    gpus_per_node: ReferencesGpusPerNode = None,
     nodes: Annotated[int | None, typer.Option("--nodes", help="Nodes.", min=1)] = None,
     op: Annotated[str | None, typer.Option("--op", help="Collective, e.g. all_reduce.")] = None,
-    kind: Annotated[
-        str | None, typer.Option("--kind", help="measurement, floor or expectation.")
-    ] = None,
-    references_file: Annotated[
-        str | None,
-        typer.Option(
-            "--references",
-            help="A file in the same format (YAML or JSON) instead of the shipped table: "
-            "a fleet's golden runs.",
-        ),
-    ] = None,
-    from_floors: Annotated[
-        str | None,
-        typer.Option(
-            "--from-floors",
-            help="floors.json of `colbench health learn`, read as entries (typical figure "
-            "and WARN floor per collective check).",
-        ),
-    ] = None,
-    run_dir: Annotated[
-        str | None,
-        typer.Option("--run", help="Place this run (a sweep or import) against the entries."),
-    ] = None,
-    write: Annotated[
-        str | None, typer.Option("--write", help="Write the entries as a references file.")
-    ] = None,
+    kind: ReferencesKind = None,
+    references_file: ReferencesFile = None,
+    from_floors: ReferencesFromFloors = None,
+    run_dir: ReferencesRun = None,
+    write: ReferencesWrite = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the entries as JSON.")] = False,
 ) -> None:
     """List published collective results for named hardware, each with its source.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -51,11 +52,27 @@ Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 ran
 """
 
 
+def command_line_notes(given: Mapping[str, Any]) -> list[str]:
+    """What an nccl-tests user should be told about flags that ran, given on the command line."""
+    notes = []
+    op = given.get("op")
+    if op is not None and str(op).strip().lower() == "all" and "redop" not in given:
+        notes.append(
+            "--op all runs every collective: --op names the collective here; nccl-tests' "
+            "--op all (every reduction) is -o all / --redop all"
+        )
+    if "parallel_init" in given:
+        notes.append(
+            "-p/--parallel_init changes nothing here: every rank is a process that starts "
+            "its own communicator"
+        )
+    return notes
+
+
 def sweep_options(ctx: typer.Context, suite_file: str | None, values: dict[str, Any]) -> Any:
     """The SweepOptions of a parsed ``sweep``/``run`` command line: nccl-tests' flags that
     sweep does not take refused with their reason, notes on those that ran said."""
     from colbench.commands.sweep import command
-    from colbench.config.options import command_line_notes
 
     _refuse_nccl_tests_flags(values)
     given = _given(ctx, values)

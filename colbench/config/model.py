@@ -1,31 +1,133 @@
 """The one typed description of a sweep: a :class:`SweepConfig` of three small parts (what
 to measure, how to launch, what to write), which everything downstream reads.
 
-:func:`colbench.config.build.from_options` makes one from what the CLI and YAML suites give,
-checked by :mod:`colbench.config.validate`, which reads these types: so this module imports
-neither.
+:func:`colbench.config.validate.from_options` makes one from what the CLI and YAML suites
+give and checks it, reading these types: so this module does not import it. Beside the
+types, their values: the defaults, and the parsers that read a value from a user's text and
+refuse what it may not be (the options tables name them).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from pathlib import Path
+from typing import Any, Literal, cast
 
 from colbench.bench import ops as ops_registry
 from colbench.bench.ops.base import Collective
+from colbench.bench.ops.dtypes import REDOPS
 from colbench.config.contend import LoadSpec
-from colbench.config.options import (
-    DEFAULT_INIT_TIMEOUT_S,
-    DEFAULT_TIMEOUT_S,
-    EMULATED_INIT_TIMEOUT_S,
-    EMULATED_TIMEOUT_S,
-    NO_TIMEOUT_S,
-    PLACEMENTS,
-    Average,
-    Backend,
-    MemoryCheck,
-)
+from colbench.direct.engine import ENGINES
+from colbench.errors import UsageError
+
+Average = Literal["avg", "min", "max", "rank0"]
+Backend = Literal["auto", "gloo", "nccl"]
+MemoryCheck = Literal["skip", "refuse", "off"]
+AVERAGES: tuple[Average, ...] = ("avg", "min", "max", "rank0")
+BACKENDS: tuple[Backend, ...] = ("auto", "gloo", "nccl")
+MEMORY_CHECKS: tuple[MemoryCheck, ...] = ("skip", "refuse", "off")
+# nccl-tests' -a takes 0..3.
+_AVERAGE_DIGITS: dict[str, Average] = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
+PLACEMENTS = ("out", "in")
+#: nccl-tests' -c N verifies N times; beyond this a typo is likelier than intent.
+MAX_CHECK_PASSES = 100
+#: Default timeouts; ranks that share a GPU (--ranks-per-gpu) time-slice its kernels and
+#: talk over loopback sockets, so every step takes longer (see docs/gpu.md).
+DEFAULT_TIMEOUT_S = 300.0
+#: ``--timeout 0`` (nccl-tests: no timeout): torch's process groups need a finite one.
+NO_TIMEOUT_S = 7 * 86400.0
+DEFAULT_INIT_TIMEOUT_S = 120.0
+EMULATED_TIMEOUT_S = 900.0
+EMULATED_INIT_TIMEOUT_S = 300.0
+
+
+def parse_average(text: str) -> Average:
+    key = text.strip().lower()
+    key = _AVERAGE_DIGITS.get(key, key)
+    for name in AVERAGES:
+        if key == name:
+            return name
+    raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
+
+
+def check_passes(value: int) -> int:
+    """``--check N`` (nccl-tests' -c): passes of fill, run once and verify; 0 none."""
+    if not 0 <= value <= MAX_CHECK_PASSES:
+        raise UsageError(f"--check takes 0 to {MAX_CHECK_PASSES} passes, got {value}")
+    return value
+
+
+def parse_collectives(text: str) -> tuple[Collective, ...]:
+    """``--op``: collectives; a reduction's name (nccl-tests' ``--op sum``) is refused with
+    where the reduction goes here."""
+    for name in (n.strip().lower() for n in text.split(",")):
+        if name in (*REDOPS, "mulsum"):
+            raise UsageError(
+                f"--op {name}: --op names the collective here (e.g. --op all_reduce); the "
+                f"reduction, nccl-tests' -o/--op, is -o/--redop {name}"
+            )
+    return ops_registry.parse_ops(text)
+
+
+def parse_placements(text: str) -> tuple[str, ...]:
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    aliases = {"out-of-place": "out", "in-place": "in", "oop": "out", "ip": "in", "both": "out,in"}
+    expanded: list[str] = []
+    for name in names:
+        expanded.extend(aliases.get(name, name).split(","))
+    if not expanded or any(p not in PLACEMENTS for p in expanded):
+        raise UsageError(f"bad --placement {text!r}: use out, in or out,in")
+    return tuple(p for p in PLACEMENTS if p in expanded)
+
+
+def check_json_path(path: str) -> str:
+    """``-J FILE``: a name nccl-tests would write (it writes JSON only to ``*.json``, and
+    nothing at all for other names) in a directory that exists; made absolute, so every
+    process of the run names the same file."""
+    target = Path(path).expanduser()
+    if target.suffix.lower() != ".json":
+        raise UsageError(
+            f"-J {path}: nccl-tests writes its JSON report only to a name ending in .json "
+            f"(and nothing for others); name it {target.name}.json"
+        )
+    if not target.parent.resolve().is_dir():
+        raise UsageError(f"-J {path}: directory {target.parent} does not exist")
+    return str(target.resolve())
+
+
+def per_iter_flag(value: int) -> bool:
+    """``-I 0/1`` (nccl-tests' --per_iter_timing) as a bool; nccl-tests turns other
+    values into 0 with a warning, here they are refused."""
+    if value not in (0, 1):
+        raise UsageError(f"-I/--per-iter-timing takes 0 or 1, got {value}")
+    return bool(value)
+
+
+def parse_split(text: str) -> tuple[Literal["div", "mod"], int]:
+    """``--split``: ``mod:K`` or ``div:K`` (nccl-tests' NCCL_TESTS_SPLIT "MOD K", "%K",
+    "DIV K" and "/K" too) -> (kind, K)."""
+    key = text.strip().lower().replace(" ", "")
+    for kind, spellings in (("mod", ("mod:", "mod", "%")), ("div", ("div:", "div", "/"))):
+        for prefix in spellings:
+            rest = key.removeprefix(prefix)
+            if rest != key and rest.isdigit() and int(rest) >= 1:
+                return ("mod" if kind == "mod" else "div"), int(rest)
+    raise UsageError(
+        f"bad --split {text!r}: use mod:K (K groups of equal rank mod K) or div:K "
+        "(contiguous groups of K), K a whole number of 1 or more"
+    )
+
+
+def parse_engines(text: str) -> tuple[str, ...]:
+    """``--engine torch,nccl`` -> ("torch", "nccl"), in the order given."""
+    names = tuple(part.strip() for part in text.split(","))
+    for name in names:
+        if name not in ENGINES:
+            raise UsageError(f"bad --engine {text!r}: use torch, nccl or torch,nccl")
+    if len(set(names)) != len(names):
+        raise UsageError(f"bad --engine {text!r}: an engine is listed twice")
+    return names
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,17 @@
 
 A user arrives with an nccl-tests command line and swaps the program for ``colbench sweep``;
 each of its flags must then mean what it meant, or be refused with the reason. This module
-holds nccl-tests' side only: every option of its getopt table (``src/common.cu``), what it
-means there and its default there, in nccl-tests' own order. colbench's side is declared in
-:mod:`colbench.config.options`: an option that takes a flag names it (``nccl_tests="-w"``),
-and a flag colbench does not take is a :class:`Refusal` there, with its reason. A unit test
-checks that every flag here is answered exactly once, and docs/nccl-tests.md's table is
-generated from both (:func:`colbench.cli.docgen.nccl_tests_markdown`).
+holds every option of nccl-tests' getopt table (``src/common.cu``), what it means there and
+its default there, in nccl-tests' own order; and the flags ``sweep`` does not take
+(:data:`REFUSED`), each a :class:`Refusal` with its reason. An option of sweep's table
+(:mod:`colbench.config.options`) that takes a flag names it (``nccl_tests="-w"``). A unit
+test checks that every flag here is answered exactly once, and docs/nccl-tests.md's table
+is generated from both (:func:`colbench.cli.docgen.nccl_tests_markdown`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: The nccl-tests release whose command line :data:`FLAGS` describes.
 VERSION = "2.19.6"
@@ -86,8 +86,7 @@ BY_SHORT: dict[str, NcclTestsFlag] = {f.short: f for f in FLAGS}
 
 @dataclass(frozen=True)
 class Refusal:
-    """An nccl-tests flag colbench does not take, and why (declared in
-    :data:`colbench.config.options.REFUSED`)."""
+    """An nccl-tests flag colbench does not take, and why (declared in :data:`REFUSED`)."""
 
     short: str
     """The flag as :data:`FLAGS` names it; its long form is refused alike."""
@@ -97,17 +96,72 @@ class Refusal:
     """Values that ask for what colbench does anyway (``-g 1``: one GPU per rank): taken
     without a word, so a pasted nccl-tests line that sets them runs."""
 
-    @property
-    def flag(self) -> NcclTestsFlag:
-        return BY_SHORT[self.short]
+    flag: NcclTestsFlag = field(init=False, repr=False)
+    """The flag in nccl-tests' table."""
+    name: str = field(init=False)
+    """The parameter name its CLI option is parsed into (hidden from ``--help``)."""
 
-    @property
-    def name(self) -> str:
-        """The parameter name its CLI option is parsed into (hidden from ``--help``)."""
-        return "nccl_tests_" + self.flag.long.removeprefix("--")
+    def __post_init__(self) -> None:
+        # Looked up once, as the table is declared: a flag nccl-tests lacks fails on import,
+        # and a command line is parsed without a call into this table.
+        flag = BY_SHORT[self.short]
+        object.__setattr__(self, "flag", flag)
+        object.__setattr__(self, "name", "nccl_tests_" + flag.long.removeprefix("--"))
 
     def message(self, value: str) -> str:
         """The usage error for ``value``, or "" when the value asks for colbench's own way."""
         if value.strip() in self.same:
             return ""
         return f"nccl-tests' {self.short}/{self.flag.long} {value} is not taken here: {self.reason}"
+
+
+#: nccl-tests' flags that ``sweep`` does not take, each with why and what to use; the rest
+#: are options of its table (their ``nccl_tests``). docs/nccl-tests.md's table is made of both.
+REFUSED: tuple[Refusal, ...] = (
+    Refusal("-t", "one rank per process here, one GPU each; use --nprocs", same=("1",)),
+    Refusal("-g", "one rank per GPU here; use --nprocs", same=("1",)),
+    Refusal(
+        "-m",
+        "torch.distributed issues one collective per call, with no NCCL group to aggregate "
+        "calls in",
+        same=("1",),
+    ),
+    Refusal(
+        "-z",
+        "colbench times a batch of -n calls and waits once, at its end (nccl-tests' -z 0)",
+        same=("0",),
+    ),
+    Refusal("-y", "torch runs each collective on its process group's own stream", same=("0",)),
+    Refusal(
+        "-C",
+        "colbench reports device time (and, on NCCL, the enqueue time of a call in enqueue_us)",
+        same=("0",),
+    ),
+    Refusal(
+        "-S",
+        "rows carry no clock time; meta.json records when the run started",
+        same=("0",),
+    ),
+    Refusal(
+        "-D",
+        "NCCL's device API is not reachable through torch.distributed",
+        same=("0",),
+    ),
+    Refusal(
+        "-V",
+        "NCCL's device API (-D) is not reachable through torch.distributed",
+        same=("16",),
+    ),
+    Refusal(
+        "-M",
+        "colbench reports no device memory use; --memory-check and --memory-limit guard allocation",
+        same=("0",),
+    ),
+    Refusal("-u", "torch allocates aligned buffers; misaligned ones are not offered", same=("0",)),
+    Refusal(
+        "-K",
+        "-I's summary here counts every timed iteration (per_iter_skip 0); more warm-up "
+        "(-w) leaves the leading calls out of it",
+        same=("0",),
+    ),
+)

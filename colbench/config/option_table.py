@@ -5,7 +5,8 @@ A command's options are the fields of a frozen dataclass (``sweep``'s
 default are the option's, and :func:`option` attaches the rest (flags, help, how a YAML
 value is read, the parser its text must pass). :func:`rows_of` reads such a dataclass
 into :class:`Option` rows, from which the Typer parameters (:func:`typer_parameters`),
-suite schemas and docs/options.md are derived.
+suite schemas and docs/options.md are derived; :func:`one_of` and :func:`optional` are
+converters any table may name.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Annotated, Any, Literal
+
+from colbench.errors import UsageError
 
 #: How a YAML value becomes the flag's text: ``auto`` goes by the field's type (and
 #: choices); ``list`` takes a string or a list joined by commas; ``size`` a size such as
@@ -136,3 +139,19 @@ def typer_parameters(
         )
         for opt in rows
     ]
+
+
+def one_of(flag: str, allowed: tuple[str, ...]) -> Callable[[str], Any]:
+    """A converter that refuses a value outside ``allowed``, naming ``flag``."""
+
+    def checked(value: str) -> Any:
+        if value not in allowed:
+            raise UsageError(f"bad {flag} {value!r}: use {', '.join(allowed)}")
+        return value
+
+    return checked
+
+
+def optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``convert``, passing an unset (None) value through."""
+    return lambda value: None if value is None else convert(value)

@@ -1,15 +1,32 @@
-"""A sweep's validation: what no process group is needed to refuse, and what the world
-size decides (:func:`validate_for_world`), as one-line usage errors before any rank, or
-any call, starts. :func:`colbench.config.build.build` calls :func:`validate`; the other
-tasks (p2p, health) check their launch and counts with the same functions.
+"""A sweep's options made into a checked :class:`colbench.config.model.SweepConfig`: what
+the CLI and YAML suites give (:class:`colbench.config.options.SweepOptions`) is converted
+(:func:`from_options`), then validated: what no process group is needed to refuse
+(:func:`validate`), and what the world size decides (:func:`validate_for_world`), as
+one-line usage errors before any rank, or any call, starts. The other tasks (p2p, health)
+check their launch and counts with the same functions.
 """
 
 from __future__ import annotations
 
-from colbench.bench.ops.dtypes import DTYPES, redop_supported
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
 from colbench.config.contend import check_load
-from colbench.config.model import LaunchConfig, SweepConfig
-from colbench.direct.engine import refusal as engine_refusal
+from colbench.config.model import (
+    LaunchConfig,
+    SweepConfig,
+    default_timeout,
+    parse_collectives,
+    parse_split,
+)
+from colbench.config.option_table import config_values
+from colbench.config.options import SweepOptions
+from colbench.config.options import table as options_table
+from colbench.config.sizes import parse_size, parse_sizes, size_range
+from colbench.config.variants import cta_policy_axis
+from colbench.direct.engine import DIRECT
 from colbench.errors import UsageError
 
 #: Time-sliced ranks on one GPU: beyond this many, every step is mostly waiting for a turn.
@@ -189,6 +206,21 @@ def _check_json_report(cfg: SweepConfig) -> None:
         )
 
 
+def engine_refusal(engines: Sequence[str], backend: str) -> str | None:
+    """Why this machine cannot run the engines (one line), or None. Asked in the parent,
+    before any rank starts; imports nothing of nccl4py."""
+    if DIRECT not in engines:
+        return None
+    if backend != "nccl":
+        return (
+            f"--engine nccl calls NCCL on GPUs, and this run's backend is {backend}: "
+            "use --engine torch (the default) here"
+        )
+    from colbench.direct.nccl4py import missing
+
+    return missing()
+
+
 def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
     """Checks that need the world size; returns warnings for combinations that will be skipped.
 
@@ -245,3 +277,115 @@ def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[
     ):
         raise UsageError(f"nothing to run at {what} size {world_size}: " + "; ".join(notes))
     return notes
+
+
+def resolve_sizes(
+    sizes: str | None,
+    minbytes: str | None,
+    maxbytes: str | None,
+    factor: float | None,
+    step: str | None,
+) -> tuple[int, ...]:
+    """Merge ``--sizes`` with the nccl-tests flags -b/-e/-f/-i into one size list.
+
+    -b/-e mean what they mean in nccl-tests: without -f (or with -f 1) sizes step by -i,
+    1M unless given. ``--sizes MIN-MAX`` is colbench's own range and doubles.
+    """
+    step_bytes = parse_size(step) if step is not None else None
+    if factor is not None and factor < 1:
+        raise UsageError(f"step factor must be a whole number of 1 or more, got {factor}")
+    if factor == 1:
+        # nccl-tests: a factor of 1 means "add -i each step".
+        factor = None
+        step_bytes = NCCL_TESTS_STEP_BYTES if step_bytes is None else step_bytes
+    if sizes is not None:
+        if minbytes is not None or maxbytes is not None:
+            raise UsageError("give either --sizes or -b/--minbytes and -e/--maxbytes, not both")
+        return tuple(parse_sizes(sizes, factor, step_bytes))
+    low = parse_size(minbytes) if minbytes is not None else None
+    high = parse_size(maxbytes) if maxbytes is not None else None
+    if low is None and high is None:
+        return tuple(parse_sizes(DEFAULT_SIZES, factor, step_bytes))
+    if factor is None and step_bytes is None:
+        step_bytes = NCCL_TESTS_STEP_BYTES
+    # nccl-tests defaults both ends to 32M; one given end alone means a single size.
+    low = high if low is None else low
+    high = low if high is None else high
+    assert low is not None and high is not None
+    return tuple(size_range(low, high, factor, step_bytes))
+
+
+#: colbench's sizes when none are given (nccl-tests' are 32M only: -b 32M -e 32M).
+DEFAULT_SIZES = "1K-16M"
+#: nccl-tests' -i default: the step when -b/-e come without -f.
+NCCL_TESTS_STEP_BYTES = 1024**2
+
+
+def build(
+    *,
+    op: str,
+    sizes: tuple[int, ...],
+    dtype: str,
+    redop: str,
+    **kwargs: Any,
+) -> SweepConfig:
+    """Validate user choices into a SweepConfig (raises UsageError)."""
+    collectives = parse_collectives(op)
+    if kwargs.get("cuda_graph") and op.strip() != "all":
+        # Asked for by name, it cannot be quietly left out: refuse. (``all`` skips it.)
+        named = [c.name for c in collectives if not c.graph_capturable]
+        if named:
+            raise UsageError(
+                f"--cuda-graph cannot capture {named[0]}: it synchronises the host, which a "
+                "CUDA graph cannot hold; run it without --cuda-graph"
+            )
+    dtypes = parse_dtypes(dtype)
+    redops = parse_redops(redop)
+    cfg = SweepConfig.of(
+        ops=tuple(c.name for c in collectives),
+        sizes_bytes=tuple(sizes),
+        dtypes=tuple(d.name for d in dtypes),
+        redops=redops,
+        **kwargs,
+    )
+    validate(cfg)
+    return cfg
+
+
+def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> SweepConfig:
+    """Check and convert what the user gave (flags, a suite) into a SweepConfig.
+
+    Each option becomes the config field it declares (colbench.config.option_table's
+    ``config_values``); only what several options make together is written here: the
+    sizes, and the timeouts that depend on the fabric. Raises UsageError, in the order a
+    user fixes things: flags' own values first, then combinations (in :func:`build` and
+    :func:`validate`).
+    """
+    values = config_values(options_table(), asdict(opts))
+    for name in ("timeout_s", "init_timeout_s"):
+        values[name] = default_timeout(
+            values[name], opts.ranks_per_gpu, init=name == "init_timeout_s"
+        )
+    if opts.init_only:
+        # A set-up is timed alone: no other world's turn beside it (interleaving), and
+        # no probe world, which records NCCL's choice for collectives not run here.
+        values.update(interleave=False, nccl_probe=False)
+    if opts.cta_policy is not None:
+        values["env_axes"] = cta_policy_axis(values["env_axes"], opts.cta_policy)
+    sizes = resolve_sizes(opts.sizes, opts.minbytes, opts.maxbytes, opts.factor, opts.step)
+    groups = _groups(opts.group_size, opts.split)
+    return build(sizes=sizes, command_line=command_line, **groups, **values)
+
+
+def _groups(group_size: int | None, split: str | None) -> dict[str, Any]:
+    """``--group-size`` or ``--split`` as the config's group_size and group_mod."""
+    if split is None:
+        return {"group_size": group_size, "group_mod": None}
+    if group_size is not None:
+        raise UsageError("give --split or --group-size, not both (--split div:K is --group-size K)")
+    kind, k = parse_split(split)
+    return (
+        {"group_size": k, "group_mod": None}
+        if kind == "div"
+        else {"group_size": None, "group_mod": k}
+    )

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from colbench.direct.knobs import CTA_POLICY, parse_cta_policies
 from colbench.errors import UsageError
 
 #: POSIX-portable environment variable names.
@@ -192,3 +193,12 @@ def environment(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = old
+
+
+def cta_policy_axis(axes: tuple[Axis, ...], text: str) -> tuple[Axis, ...]:
+    """``--cta-policy`` (nccl-tests' -x) is the NCCL_CTA_POLICY variant axis: NCCL reads
+    the variable when a communicator starts, for torch's and the direct engine's alike
+    (it overrides ncclConfig_t.CTAPolicy, which nccl-tests sets)."""
+    if any(key == CTA_POLICY for key, _ in axes):
+        raise UsageError(f"give --cta-policy or --env {CTA_POLICY}=..., not both")
+    return (*axes, (CTA_POLICY, parse_cta_policies(text)))

@@ -21,38 +21,11 @@ from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storag
 from colbench.direct.knobs import refusal as knob_refusal
 from colbench.direct.nccl4py import DirectComm, Nccl
 from colbench.direct.register import Registrations
-from colbench.errors import UsageError
 
 TORCH = "torch"
 DIRECT = "nccl"
 #: Every engine, the default first.
 ENGINES = (TORCH, DIRECT)
-
-
-def parse_engines(text: str) -> tuple[str, ...]:
-    """``--engine torch,nccl`` -> ("torch", "nccl"), in the order given."""
-    names = tuple(part.strip() for part in text.split(","))
-    for name in names:
-        if name not in ENGINES:
-            raise UsageError(f"bad --engine {text!r}: use torch, nccl or torch,nccl")
-    if len(set(names)) != len(names):
-        raise UsageError(f"bad --engine {text!r}: an engine is listed twice")
-    return names
-
-
-def refusal(engines: Sequence[str], backend: str) -> str | None:
-    """Why this machine cannot run the engines (one line), or None. Asked in the parent,
-    before any rank starts; imports nothing of nccl4py."""
-    if DIRECT not in engines:
-        return None
-    if backend != "nccl":
-        return (
-            f"--engine nccl calls NCCL on GPUs, and this run's backend is {backend}: "
-            "use --engine torch (the default) here"
-        )
-    from colbench.direct.nccl4py import missing
-
-    return missing()
 
 
 class Engine(Protocol):

@@ -12,7 +12,7 @@ from colbench.results import metadata
 def describe() -> str:
     import torch.distributed as dist
 
-    from colbench.host.prepare import default_nprocs, resolve_backend
+    from colbench.host.world import default_nprocs, resolve_backend
 
     vers = metadata.versions()
     gpus = metadata.gpus()

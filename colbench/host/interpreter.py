@@ -20,6 +20,7 @@ from colbench import __version__
 from colbench.errors import ExitCode
 from colbench.host.child import spawned_rank
 from colbench.host.job import RankJob
+from colbench.host.outcome import JOB_FILE
 
 #: Format of the job file; the rank refuses another before unpickling the job itself.
 #: 2: the job carries a task (colbench.host.job.RankTask), the sweep's among them.
@@ -40,8 +41,6 @@ _BOOT = (
     "          'install the same colbench in every --python interpreter', file=sys.stderr)\n"
     "    sys.exit(2)\n"
 )
-#: The job file, in the world's run directory while its ranks run.
-JOB_FILE = ".rank-job.pickle"
 
 
 class _RankProcess:
@@ -102,11 +101,6 @@ def start_in_interpreter(python: str, job: RankJob) -> InterpreterRanks:
         for rank in range(job.world_size)
     ]
     return InterpreterRanks(processes)
-
-
-def forget_job(run_dir: Path) -> None:
-    """Remove the job file once the world's ranks are done with it."""
-    (run_dir / JOB_FILE).unlink(missing_ok=True)
 
 
 def _load_job(path: str) -> RankJob:

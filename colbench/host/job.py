@@ -1,7 +1,11 @@
-"""What a rank is given (:class:`RankJob`) and what it tells its peers (:class:`Peer`)."""
+"""What a rank is given (:class:`RankJob`, and when its command started: a run's time counts
+from it) and what it tells its peers (:class:`Peer`)."""
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +53,7 @@ class RankTask(Protocol):
     @property
     def live_bar(self) -> bool:
         """Whether its rank 0 draws a live progress bar on a terminal (the host's plain
-        progress lines then stay off that terminal, colbench.host.ticker)."""
+        progress lines then stay off that terminal, colbench.host.pace)."""
         ...
 
     def check(self, world_size: int, backend: str) -> list[str]:
@@ -161,3 +165,36 @@ class Peer:
     gpu: dict[str, Any] = field(default_factory=dict)
     """The GPU this rank drives: CUDA index, PCI bus id, and the NCCL variables that
     made it an emulated node (--ranks-per-gpu), as this rank saw them."""
+
+
+def command_started_at() -> float:
+    """When this colbench command began (time.time()'s clock): a run's time counts from
+    the command, as its user's does, not from when the host got going after Python and
+    torch were imported (seconds on a small machine). That is the process's start where
+    the process is the command (``python -m colbench``, the ``colbench`` script); now
+    where a test or a notebook calls a command in a process of its own, or where the
+    system cannot say."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    command = (spec is not None and spec.name.startswith("colbench")) or (
+        spec is None and Path(sys.argv[0] if sys.argv else "").name == "colbench"
+    )
+    now = time.time()
+    started = _process_started_at() if command else None
+    # An hour before now is no command's start-up: trust the clock we have instead.
+    return started if started is not None and now - 3600 < started <= now else now
+
+
+def _process_started_at() -> float | None:
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        # The command name (field 2) may hold spaces: count the fields after its ")".
+        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])
+        boot = next(
+            int(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")

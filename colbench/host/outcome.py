@@ -1,4 +1,5 @@
-"""How a run ends, in meta.json and on the terminal: rows kept, done, failed."""
+"""How a run ends, in meta.json and on the terminal: rows kept, done, failed; and what a
+world leaves behind that must go (empty rank logs, the job file of --python ranks)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from colbench.host.launchers.emulation import FABRIC_EMULATED
 from colbench.output import plural
 from colbench.results.rows import SCHEMA_VERSION
 from colbench.results.rundir import RunDir
+
+#: The job file, in the world's run directory while its ranks run.
+JOB_FILE = ".rank-job.pickle"
 
 
 def rows_kept(run_dir: Path) -> int:
@@ -116,3 +120,8 @@ def kept_line(run_dir: Path) -> str:
     of = f" (of {planned} planned)" if isinstance(planned, int) else ""
     verb = "is" if kept == 1 else "are"
     return f"{plural(kept, 'row')} measured before the failure{of} {verb} in {run_dir}"
+
+
+def forget_job(run_dir: Path) -> None:
+    """Remove the job file once the world's ranks are done with it."""
+    (run_dir / JOB_FILE).unlink(missing_ok=True)

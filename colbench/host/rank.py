@@ -10,12 +10,11 @@ from collections.abc import Callable
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from colbench.errors import UsageError
-from colbench.host import ticker
 from colbench.host.inflight import InFlight
 from colbench.host.job import RankJob
 from colbench.host.launchers import devices, emulation
 from colbench.host.launchers.env import local_world_size_from_env
-from colbench.host.pace import KEY, Pace
+from colbench.host.pace import KEY, Pace, ProgressLines, in_thread, lines_wanted, say
 from colbench.host.startup import _device_for, init_process_group
 
 
@@ -75,15 +74,15 @@ def keep_pace(job: RankJob, rank: int, in_flight: InFlight) -> Callable[[], None
     store = in_flight.store
     spawned = job.store_host is not None and store is not None
     in_flight.pace = pace = Pace(
-        started_at, say=ticker.say, publish=_publisher(store) if spawned else None
+        started_at, say=say, publish=_publisher(store) if spawned else None
     )
-    if spawned or not ticker.lines_wanted(job.output.progress, job.task.live_bar):
+    if spawned or not lines_wanted(job.output.progress, job.task.live_bar):
         return _nothing
 
     def source() -> tuple[Any, str]:
         return pace.forecast, in_flight.describe() if in_flight.seq else ""
 
-    return ticker.in_thread(ticker.ProgressLines(source, started_at))
+    return in_thread(ProgressLines(source, started_at))
 
 
 def _nothing() -> None:

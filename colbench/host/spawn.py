@@ -23,12 +23,17 @@ from colbench.config.model import LaunchConfig
 from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
 from colbench.host import launchers as launch
-from colbench.host import protocol, supervise, ticker
+from colbench.host import pace, protocol, supervise
 from colbench.host.child import spawned_rank
-from colbench.host.interpreter import forget_job
-from colbench.host.job import RankJob, RankTask
-from colbench.host.outcome import end_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
-from colbench.host.pace import command_started_at
+from colbench.host.job import RankJob, RankTask, command_started_at
+from colbench.host.outcome import (
+    end_meta,
+    forget_job,
+    kept_line,
+    record_nccl_log,
+    rows_kept,
+    tidy_logs,
+)
 from colbench.output import plural
 
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
@@ -136,12 +141,12 @@ class World:
         )
 
     def progress_lines(self) -> Callable[[], None] | None:
-        """What draws this world's progress lines from its store (colbench.host.ticker), to
+        """What draws this world's progress lines from its store (colbench.host.pace), to
         call as the parent waits; None where none are wanted."""
         job = self.job
-        if self.store is None or not ticker.lines_wanted(job.output.progress, job.task.live_bar):
+        if self.store is None or not pace.lines_wanted(job.output.progress, job.task.live_bar):
             return None
-        return ticker.ProgressLines(ticker.store_source(self.store), job.started_at).tick
+        return pace.ProgressLines(pace.store_source(self.store), job.started_at).tick
 
 
 def fork_world(
@@ -173,8 +178,8 @@ def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
         record_nccl_log(run_dir)
         world.listener.close()
         code = task.report(run_dir)
-        forecast = ticker.read_forecast(world.store)
-        ticker.check_overrun(run_dir, forecast, time.time() - world.job.started_at)
+        forecast = pace.read_forecast(world.store)
+        pace.check_overrun(run_dir, forecast, time.time() - world.job.started_at)
         return code
     failure = diagnose_world(world, exit_codes)
     code = _report_failure(run_dir, failure)

@@ -227,7 +227,7 @@ def wait_for_ranks(
     On failure, the others get :data:`GRACE_S` to fail on their own, then are killed;
     returns rank -> exit code, None for ranks that had to be killed. When ``startup``
     expires (a rank never checked in), every rank is killed at once. ``tick`` is called
-    at every poll (the progress lines, colbench.host.ticker).
+    at every poll (the progress lines, colbench.host.pace).
     """
     try:
         return _wait(processes, stop, startup, tick)

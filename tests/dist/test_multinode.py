@@ -237,7 +237,8 @@ def _two_node_job(two_nodes: TwoNodes, tmp_path: Path, out: Path) -> None:
 # what a sweep does before rendezvous; it runs the real CLI for each request on stdin.
 _WARM_RANK = r"""
 import contextlib, io, json, os, sys, time
-import colbench.cli, colbench.commands.sweep.parent
+import colbench.cli, colbench.commands.sweep.command, colbench.commands.sweep.task
+import colbench.host.world
 print("ready", flush=True)
 for line in sys.stdin:
     job = json.loads(line)

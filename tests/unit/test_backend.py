@@ -1,4 +1,4 @@
-"""Backend choice and run directories (colbench.host.prepare), without starting ranks."""
+"""Backend choice and run directories (colbench.host.world), without starting ranks."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from colbench.bench.ops import REGISTRY
 from colbench.commands.sweep.task import SweepTask
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.host import prepare
-from colbench.host.prepare import default_nprocs, resolve_backend
+from colbench.host import world
+from colbench.host.world import default_nprocs, resolve_backend
 from colbench.results import rundir
 
 
@@ -68,7 +68,7 @@ def cfg(tmp_path: Path, **kwargs: object) -> SweepConfig:
 
 
 def make_run_dir(c: SweepConfig, backend: str) -> Path:
-    return prepare.make_run_dir(c.output, SweepTask(c).label, backend)
+    return world.make_run_dir(c.output, SweepTask(c).label, backend)
 
 
 def run_label(c: SweepConfig) -> str:

@@ -13,7 +13,7 @@ import torch
 import typer.main
 
 from colbench.cli import app
-from colbench.host import start
+from colbench.host import world
 from tests.conftest import run_main
 
 LAUNCHER_VARS = (
@@ -42,7 +42,7 @@ def no_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a CLI error test got as far as creating a run directory")
 
-    monkeypatch.setattr(start, "make_run_dir", refuse)
+    monkeypatch.setattr(world, "make_run_dir", refuse)
 
 
 BAD = [

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from colbench.config import build as config
-from colbench.config import options
+from colbench.config import model, options
+from colbench.config import validate as config
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate, validate_for_world
 from colbench.errors import UsageError
@@ -160,13 +160,13 @@ def test_resolve_sizes_errors(
     ],
 )
 def test_parse_average(text: str, average: str) -> None:
-    assert options.parse_average(text) == average
+    assert model.parse_average(text) == average
 
 
 @pytest.mark.parametrize("text", ["bogus", "4", "-1", "", "mean"])
 def test_parse_average_errors(text: str) -> None:
     with pytest.raises(UsageError, match="--average"):
-        options.parse_average(text)
+        model.parse_average(text)
 
 
 @pytest.mark.parametrize(
@@ -183,13 +183,13 @@ def test_parse_average_errors(text: str) -> None:
     ],
 )
 def test_parse_placements(text: str, placements: tuple[str, ...]) -> None:
-    assert options.parse_placements(text) == placements
+    assert model.parse_placements(text) == placements
 
 
 @pytest.mark.parametrize("text", ["sideways", "", ",", "out,sideways"])
 def test_parse_placements_errors(text: str) -> None:
     with pytest.raises(UsageError, match="--placement"):
-        options.parse_placements(text)
+        model.parse_placements(text)
 
 
 def test_root_must_be_a_rank_of_the_world() -> None:

@@ -19,8 +19,10 @@ from colbench.bench.ops.base import Context
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.timing import CudaGraphTimer, make_timer
 from colbench.commands.compare.pairs import compare_runs
+from colbench.config.model import parse_engines
+from colbench.config.validate import engine_refusal
 from colbench.config.variants import expand
-from colbench.direct.engine import DirectEngine, parse_engines, refusal
+from colbench.direct.engine import DirectEngine
 from colbench.direct.nccl4py import DirectComm, Nccl, missing
 from colbench.errors import UsageError
 from colbench.results.metadata import torch_per_call
@@ -60,10 +62,10 @@ def test_engines_parse_in_order_and_refuse_the_unknown() -> None:
 
 
 def test_the_direct_engine_is_refused_on_gloo_and_without_nccl4py(fake_nccl: Any) -> None:
-    assert refusal(("torch",), "gloo") is None
-    why = refusal(("torch", "nccl"), "gloo")
+    assert engine_refusal(("torch",), "gloo") is None
+    why = engine_refusal(("torch", "nccl"), "gloo")
     assert why is not None and "backend is gloo" in why and "\n" not in why
-    assert refusal(("nccl",), "nccl") is None  # the fake is importable
+    assert engine_refusal(("nccl",), "nccl") is None  # the fake is importable
 
 
 def test_a_missing_nccl4py_names_the_extra() -> None:
@@ -71,7 +73,7 @@ def test_a_missing_nccl4py_names_the_extra() -> None:
     assert missing() == (
         "--engine nccl needs nccl4py, which is not installed: pip install 'colbench[nccl]'"
     )
-    assert refusal(("nccl",), "nccl") == missing()
+    assert engine_refusal(("nccl",), "nccl") == missing()
 
 
 def test_engine_nccl_on_a_cpu_machine_is_one_line_exit_2(

@@ -18,8 +18,8 @@ import torch
 from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Context
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.config.build import from_options
 from colbench.config.options import merge
+from colbench.config.validate import from_options
 from colbench.direct.engine import TORCH_CANNOT_REGISTER, DirectEngine, Refused, TorchEngine
 from colbench.direct.knobbed import knobbed
 from colbench.direct.knobs import parse_cta_policies, parse_register, refusal
@@ -333,14 +333,15 @@ def test_what_nccl_did_not_do_makes_the_variants_rows_unsupported(
     # The measured world of that variant carries it (its engine then says it for every
     # row: Refused); a variant whose probe found nothing amiss measures.
     from colbench.commands.references import place
-    from colbench.commands.sweep import parent
+    from colbench.commands.sweep import command, probe
     from colbench.commands.sweep.probe import Probed
+    from colbench.host import spawn
 
     cfg = cfg.replace(env_axes=(("NCCL_NVLS_ENABLE", ("0", "1")),), interleave=False)
     found = {"NCCL_NVLS_ENABLE=0": Probed({}, "fine"), "NCCL_NVLS_ENABLE=1": probed}
     tasks: list[SweepTask] = []
-    monkeypatch.setattr(parent, "probe_variants", lambda *args: found)
-    monkeypatch.setattr(parent, "spawn_and_wait", lambda task, *args: tasks.append(task) or 0)
+    monkeypatch.setattr(probe, "probe_variants", lambda *args: found)
+    monkeypatch.setattr(spawn, "spawn_and_wait", lambda task, *args: tasks.append(task) or 0)
     monkeypatch.setattr(place, "record_after_run", lambda run_dir: None)
-    assert parent._run_variants(cfg, "nccl", 2, tmp_path) == 0
+    assert command._run_variants(cfg, "nccl", 2, tmp_path) == 0
     assert [t.refused for t in tasks] == [None, probed.refused]

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from colbench.config.build import from_options
 from colbench.config.model import SweepConfig, default_timeout
 from colbench.config.options import SweepOptions
+from colbench.config.validate import from_options
 from colbench.errors import UsageError
 from colbench.host.launchers import emulation, gpus
 from tests.fakegpu import EMULATION_FIXED

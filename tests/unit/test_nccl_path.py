@@ -16,9 +16,8 @@ from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import plan, plan_digest
 from colbench.bench.rowmaker import RunInfo
 from colbench.commands.sweep.task import _measurement_warnings
-from colbench.config.build import build
 from colbench.config.model import SweepConfig
-from colbench.config.validate import validate_for_world
+from colbench.config.validate import build, validate_for_world
 from colbench.errors import UsageError
 from colbench.host.inflight import InFlight
 from colbench.nccl.algo import CommFacts

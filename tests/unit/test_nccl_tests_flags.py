@@ -19,7 +19,7 @@ import typer.main
 from colbench.bench import ops
 from colbench.cli import app, docgen
 from colbench.cli.measure import sweep_options
-from colbench.config import build, model, nccl_flags, options
+from colbench.config import model, nccl_flags, options, validate
 from colbench.config.sizes import parse_size
 from colbench.errors import UsageError
 from tests.conftest import REPO
@@ -94,7 +94,7 @@ def parse(argv: list[str]) -> model.SweepConfig:
     """``colbench sweep ARGV`` up to its config, as the command does it, without ranks."""
     sweep = getattr(typer.main.get_command(app), "commands", {})["sweep"]
     ctx = sweep.make_context("colbench sweep", list(argv))
-    return build.from_options(sweep_options(ctx, None, dict(ctx.params)))
+    return validate.from_options(sweep_options(ctx, None, dict(ctx.params)))
 
 
 def nccl_tests_view(flags: list[str]) -> dict[str, str]:
@@ -119,7 +119,7 @@ def nccl_tests_sizes(given: dict[str, str]) -> list[int]:
 
 def refusal_for(given: dict[str, str]) -> str:
     """The reason the table gives for the first flag of ``given`` it refuses, or ""."""
-    by_short = {r.short: r for r in options.REFUSED}
+    by_short = {r.short: r for r in nccl_flags.REFUSED}
     for flag, value in given.items():
         if flag in by_short and value not in by_short[flag].same:
             return by_short[flag].reason
@@ -154,7 +154,7 @@ def test_real_command_lines_are_taken_or_refused_as_the_table_says(
 def test_every_nccl_tests_flag_is_answered_exactly_once() -> None:
     assert {f.short.lstrip("-") for f in nccl_flags.FLAGS} == GETOPT_LETTERS
     taken = [o for o in options.table() if o.spec.nccl_tests.startswith("-")]
-    refused = {r.short for r in options.REFUSED}
+    refused = {r.short for r in nccl_flags.REFUSED}
     for flag in nccl_flags.FLAGS:
         takers = [o for o in taken if o.spec.nccl_tests == flag.short]
         answers = len(takers) + (flag.short in refused) + (flag.short == "-h")
@@ -167,7 +167,7 @@ def test_every_nccl_tests_flag_is_answered_exactly_once() -> None:
         assert opt.spec.nccl_tests in nccl_flags.BY_SHORT, opt.spec.nccl_tests
 
 
-@pytest.mark.parametrize("refusal", options.REFUSED, ids=[r.short for r in options.REFUSED])
+@pytest.mark.parametrize("refusal", nccl_flags.REFUSED, ids=[r.short for r in nccl_flags.REFUSED])
 def test_each_refused_flag_says_why_in_either_form(refusal: nccl_flags.Refusal) -> None:
     for flag in (refusal.short, refusal.flag.long):
         with pytest.raises(UsageError, match=re.escape(refusal.reason)):
@@ -188,7 +188,7 @@ def test_each_refused_flag_says_why_in_either_form(refusal: nccl_flags.Refusal) 
         (["--check", "3"], "check", 3),
         (["-c", "0"], "check", 0),
         (["--root", "-1"], "root", model.EVERY_ROOT),
-        (["-T", "0"], "timeout_s", options.NO_TIMEOUT_S),
+        (["-T", "0"], "timeout_s", model.NO_TIMEOUT_S),
         (["--timeout", "9"], "timeout_s", 9.0),
         (["--average", "2"], "average", "min"),
         (["--cudagraph", "4", "--backend", "nccl"], "cuda_graph", 4),
@@ -243,7 +243,7 @@ def test_the_committed_table_is_what_the_options_generate() -> None:
     table = docgen.nccl_tests_markdown()
     for flag in nccl_flags.FLAGS:
         assert f"| `{flag.short}`, `{flag.long}` |" in table
-    for refusal in options.REFUSED:
+    for refusal in nccl_flags.REFUSED:
         assert refusal.reason in table
 
 
@@ -267,7 +267,7 @@ def test_sweep_help_lists_what_it_takes_not_what_it_refuses(
 
     code, out, _ = run_main(capsys, "sweep", "--help")
     assert code == 0
-    for refusal in options.REFUSED:
+    for refusal in nccl_flags.REFUSED:
         # --memory is refused; --memory-check is colbench's own.
         assert not re.search(rf"{refusal.flag.long}(?![-\w])", out), refusal.flag.long
     for taken in ("--warmup_iters", "--datatype", "--cudagraph", "--run_cycles", "-T, --timeout"):

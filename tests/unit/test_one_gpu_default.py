@@ -14,10 +14,10 @@ import pytest
 import torch.distributed as dist
 
 from colbench.bench.ops import REGISTRY
-from colbench.commands.sweep import parent
+from colbench.commands.sweep import command
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.host import start
+from colbench.host import launchers, world
 from colbench.host.launchers import gpus as gpus_module
 
 
@@ -27,10 +27,10 @@ class Machine:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, gpus: int) -> None:
         self.spawned: list[tuple[str, int]] = []
         monkeypatch.setattr(gpus_module, "gpu_count", lambda: gpus)
-        monkeypatch.setattr(parent, "join_or_spawn", lambda nprocs: (None, ()))
-        monkeypatch.setattr(start, "join_or_spawn", lambda nprocs: (None, ()))
+        monkeypatch.setattr(launchers, "join_or_spawn", lambda nprocs: (None, ()))
+        monkeypatch.setattr(world, "join_or_spawn", lambda nprocs: (None, ()))
         monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
-        monkeypatch.setattr(parent, "_run_variants", self._spawn)
+        monkeypatch.setattr(command, "_run_variants", self._spawn)
 
     def _spawn(self, cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
         self.spawned.append((backend, world_size))
@@ -45,7 +45,7 @@ def test_one_gpu_measures_nccl_at_world_size_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     machine = Machine(monkeypatch, gpus=1)
-    assert parent.run_sweep(sweep(tmp_path)) == 0
+    assert command.run_sweep(sweep(tmp_path)) == 0
     assert machine.spawned == [("nccl", 1)]
     notes = [line for line in capsys.readouterr().err.splitlines() if "one GPU" in line]
     assert len(notes) == 1
@@ -57,7 +57,7 @@ def test_gloo_on_request_still_runs_two_cpu_ranks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     machine = Machine(monkeypatch, gpus=1)
-    assert parent.run_sweep(sweep(tmp_path, backend="gloo")) == 0
+    assert command.run_sweep(sweep(tmp_path, backend="gloo")) == 0
     assert machine.spawned == [("gloo", 2)]
     assert "one GPU" not in capsys.readouterr().err
 
@@ -67,7 +67,7 @@ def test_more_ranks_than_the_gpu_says_how_to_get_them(
 ) -> None:
     machine = Machine(monkeypatch, gpus=1)
     with pytest.raises(UsageError, match=r"--nprocs 2 but only 1 GPU.*--backend gloo runs 2"):
-        parent.run_sweep(sweep(tmp_path, nprocs=2))
+        command.run_sweep(sweep(tmp_path, nprocs=2))
     assert machine.spawned == []
 
 
@@ -75,14 +75,14 @@ def test_several_gpus_get_one_rank_each_without_a_note(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     machine = Machine(monkeypatch, gpus=4)
-    assert parent.run_sweep(sweep(tmp_path)) == 0
+    assert command.run_sweep(sweep(tmp_path)) == 0
     assert machine.spawned == [("nccl", 4)]
     assert "one GPU" not in capsys.readouterr().err
 
 
 def test_no_gpu_keeps_gloo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     machine = Machine(monkeypatch, gpus=0)
-    assert parent.run_sweep(sweep(tmp_path)) == 0
+    assert command.run_sweep(sweep(tmp_path)) == 0
     assert machine.spawned == [("gloo", 2)]
 
 

@@ -1,4 +1,4 @@
-"""A run's forecast and what it says (colbench.host.pace, colbench.host.ticker), on a fake
+"""A run's forecast and what it says (colbench.host.pace), on a fake
 clock: when the time is stated and what it says, the progress line, the cadence knob, the
 word on an overrun and meta.json's record of it."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from colbench.host import job
 from colbench.host import pace as pacing
-from colbench.host import ticker
 from colbench.host.pace import Forecast, Pace, duration, every_s
 
 
@@ -79,12 +79,12 @@ def test_time_left_follows_the_measured_rate_and_never_goes_below_the_tail() -> 
 
 def test_the_progress_line() -> None:
     f = Forecast(0, 0, 120, 14, 60, "steps", 14, 60, 0.0, 0.0)
-    line = ticker.progress_line(f, elapsed_s=125, now=125, doing="pass 2/5 bandwidth step 3/6")
+    line = pacing.progress_line(f, elapsed_s=125, now=125, doing="pass 2/5 bandwidth step 3/6")
     assert line == (
         "colbench: progress: 14/60 steps, 2 min 05 s in, about 6 min 29 s left "
         "(pass 2/5 bandwidth step 3/6)"
     )
-    assert ticker.progress_line(None, 35, 35, "") == "colbench: progress: 35 s in, starting"
+    assert pacing.progress_line(None, 35, 35, "") == "colbench: progress: 35 s in, starting"
 
 
 def test_the_cadence_knob_only_shortens_the_gap() -> None:
@@ -108,12 +108,12 @@ def test_lines_are_wanted_unless_silenced_or_a_bar_draws_on_a_terminal(
         def isatty(self) -> bool:
             return True
 
-    assert ticker.lines_wanted(False, live_bar=False) is False
+    assert pacing.lines_wanted(False, live_bar=False) is False
     monkeypatch.setattr(sys, "stderr", Terminal())
-    assert ticker.lines_wanted(None, live_bar=False) is True  # p2p, health: no bar to show
-    assert ticker.lines_wanted(None, live_bar=True) is False  # a sweep's bar shows it
+    assert pacing.lines_wanted(None, live_bar=False) is True  # p2p, health: no bar to show
+    assert pacing.lines_wanted(None, live_bar=True) is False  # a sweep's bar shows it
     monkeypatch.setattr(sys, "stderr", open(Path(__file__), encoding="utf-8"))  # noqa: SIM115
-    assert ticker.lines_wanted(None, live_bar=True) is True
+    assert pacing.lines_wanted(None, live_bar=True) is True
 
 
 def test_lines_come_at_the_interval_and_a_failing_source_costs_only_numbers() -> None:
@@ -122,10 +122,10 @@ def test_lines_come_at_the_interval_and_a_failing_source_costs_only_numbers() ->
     def broken() -> tuple[Forecast | None, str]:
         raise RuntimeError("store gone")
 
-    lines = ticker.ProgressLines(broken, started_at=0.0, interval_s=0.0, write=written.append)
+    lines = pacing.ProgressLines(broken, started_at=0.0, interval_s=0.0, write=written.append)
     lines.tick()
     assert len(written) == 1 and written[0].endswith(" in, starting")
-    slow = ticker.ProgressLines(broken, started_at=0.0, interval_s=3600, write=written.append)
+    slow = pacing.ProgressLines(broken, started_at=0.0, interval_s=3600, write=written.append)
     slow.tick()
     assert len(written) == 1
 
@@ -141,7 +141,7 @@ def test_an_overrun_is_said_and_recorded(
 ) -> None:
     _meta(tmp_path / "run")
     f = Forecast(0, 0, 0, 0, 1, "steps", 0, 1, stated_s=100.0, stated_at=12.0)
-    ticker.check_overrun(tmp_path / "run", f, taken_s=151.0)
+    pacing.check_overrun(tmp_path / "run", f, taken_s=151.0)
     assert capsys.readouterr().err == (
         "colbench: note: this run took 2 min 31 s, 51% more than the about 1 min 40 s it stated\n"
     )
@@ -154,8 +154,8 @@ def test_a_run_within_half_again_its_time_says_nothing(
 ) -> None:
     _meta(tmp_path / "run")
     f = Forecast(0, 0, 0, 0, 1, "steps", 0, 1, stated_s=100.0, stated_at=5.0)
-    ticker.check_overrun(tmp_path / "run", f, taken_s=149.0)
-    ticker.check_overrun(tmp_path / "run", None, taken_s=1e6)  # stated nothing: nothing
+    pacing.check_overrun(tmp_path / "run", f, taken_s=149.0)
+    pacing.check_overrun(tmp_path / "run", None, taken_s=1e6)  # stated nothing: nothing
     assert capsys.readouterr().err == ""
     timing = json.loads((tmp_path / "run" / "meta.json").read_text())["timing"]
     assert timing["overran"] is False and timing["taken_s"] == 149.0
@@ -164,4 +164,4 @@ def test_a_run_within_half_again_its_time_says_nothing(
 def test_a_test_process_is_no_command_its_runs_count_from_now() -> None:
     import time
 
-    assert abs(pacing.command_started_at() - time.time()) < 1.0
+    assert abs(job.command_started_at() - time.time()) < 1.0

@@ -28,10 +28,10 @@ from colbench.bench import ops
 from colbench.bench.ops.base import Collective
 from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
 from colbench.commands.crosscheck import FORWARDED, MAPPED
-from colbench.config import build, options, validate
 from colbench.config import model as config
+from colbench.config import validate
 from colbench.config.sizes import format_size
-from colbench.direct.engine import DIRECT, TORCH, parse_engines
+from colbench.direct.engine import DIRECT, TORCH
 from colbench.direct.knobs import REGISTER_MODES, parse_cta_policies, parse_register
 from colbench.direct.nccl4py import missing
 from colbench.errors import UsageError
@@ -104,7 +104,10 @@ class Plan:
             str(cfg.measure.check),
         ]
         # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
-        argv += ["-a", next(d for d in "0123" if options.parse_average(d) == cfg.measure.average)]
+        argv += [
+            "-a",
+            next(d for d in "0123" if config.parse_average(d) == cfg.measure.average),
+        ]
         if cfg.measure.cuda_graph:
             # Both capture -n calls in one graph and launch it this many times.
             argv += ["-G", str(cfg.measure.cuda_graph)]
@@ -303,9 +306,9 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
         raise UsageError("crosscheck compares one root at a time, got --root -1 (every root)")
     if params["backend"] not in ("auto", "nccl", "gloo"):
         raise UsageError(f"bad --backend {params['backend']!r}: use nccl (default) or gloo")
-    return build.build(
+    return validate.build(
         op=coll.name,
-        sizes=build.resolve_sizes(
+        sizes=validate.resolve_sizes(
             params["sizes"],
             params["minbytes"],
             params["maxbytes"],
@@ -315,11 +318,11 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
         dtype=str(params["dtype"]),
         redop=str(params["redop"]),
         root=params["root"],
-        placements=options.parse_placements(str(params["placement"])),
+        placements=config.parse_placements(str(params["placement"])),
         iters=params["iters"],
         warmup=params["warmup"],
-        check=options.check_passes(params["check"]),
-        average=options.parse_average(str(params["average"])),
+        check=config.check_passes(params["check"]),
+        average=config.parse_average(str(params["average"])),
         # nccl-tests is NCCL, so auto means NCCL; gloo only tests the cross-check on a CPU.
         backend="gloo" if params["backend"] == "gloo" else "nccl",
         nprocs=params["nprocs"],
@@ -334,7 +337,7 @@ def _engine(params: Mapping[str, Any], given: set[str], backend: str) -> tuple[s
     NCCL's time with NCCL's time at every size (through torch, torch's per-call cost fills
     every small row: colbench.direct)."""
     if "engine" in given:
-        engines = parse_engines(str(params["engine"]))
+        engines = config.parse_engines(str(params["engine"]))
         _one("engine", engines, str(params["engine"]))
         return engines
     return (DIRECT,) if backend == "nccl" and missing() is None else (TORCH,)

@@ -22,7 +22,7 @@ def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
     from colbench.commands.health.report import start_drain_list
     from colbench.commands.health.task import HealthTask
     from colbench.host import launchers as launch
-    from colbench.host.start import start
+    from colbench.host.world import start
 
     found, _ = launch.join_or_spawn(cfg.launch.nprocs)
     if found is None or found.rank == 0:

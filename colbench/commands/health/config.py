@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from colbench.config.model import TaskRunFields, default_timeout
+from colbench.config.model import BACKENDS, TaskRunFields, default_timeout
 from colbench.config.option_table import config_values
-from colbench.config.options import BACKENDS
 from colbench.config.validate import validate_launch
 from colbench.errors import UsageError
 

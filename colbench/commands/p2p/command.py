@@ -16,6 +16,6 @@ def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
     cfg = from_options(values, command_line)
     # Imported after the options are checked: the host imports torch.
     from colbench.commands.p2p.task import P2PTask
-    from colbench.host.start import start
+    from colbench.host.world import start
 
     return start(P2PTask(cfg))

@@ -15,7 +15,7 @@ from typing import Any
 
 from colbench.bench import ops
 from colbench.commands.replay.plan import Entry, Plan
-from colbench.config import build, model, options
+from colbench.config import model, options, validate
 from colbench.results import writing
 
 
@@ -30,7 +30,7 @@ class Sweep:
     def config(self, run_dir: Path) -> model.SweepConfig:
         """The sweep's config, checked as ``colbench sweep`` checks its flags."""
         given = {**self.values, "out": str(run_dir), "table": False}
-        return build.from_options(options.merge({}, given), ("colbench", "replay"))
+        return validate.from_options(options.merge({}, given), ("colbench", "replay"))
 
 
 def _matrix_file(directory: Path, name: str, entry: Entry) -> str:
@@ -72,7 +72,7 @@ def sweeps(plan: Plan, directory: Path, settings: Mapping[str, Any]) -> list[Swe
 def run(sweep: Sweep, run_dir: Path) -> int:
     """Measure one sweep into ``run_dir``; fill each entry's measured time per call (the
     median over repeats of colbench's time for its size). Returns the sweep's exit code."""
-    from colbench.commands.sweep.parent import run_sweep
+    from colbench.commands.sweep.command import run_sweep
     from colbench.results import load
 
     code = run_sweep(sweep.config(run_dir))

@@ -1,12 +1,30 @@
-"""``colbench sweep`` and ``colbench run`` as plain functions: options in, exit code out."""
+"""``colbench sweep`` and ``colbench run``: options in, exit code out. A sweep's variants
+each run in a world of fresh ranks (interleaved or one after the other), after NCCL's
+probe worlds; then the figures.
+
+The host (:func:`colbench.host.world.join_or_place`) picks the backend and the world
+size, makes the run directory, and joins an external launcher's job; the spawned worlds
+are the sweep's to start. What starts ranks needs torch, whose import (1 s on CPU, 5 s
+with a CUDA build) a usage error should not wait for: what they need is imported inside
+the functions that run once the options are checked.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from colbench.config import build, min_bw, options, suite
+from colbench.config import min_bw, options, suite, validate
+from colbench.config.model import SweepConfig
 from colbench.config.options import SweepOptions
+from colbench.config.variants import Variant, environment, expand, ignored_by_backend
+from colbench.errors import ExitCode, UsageError
+from colbench.output import plural
+
+if TYPE_CHECKING:
+    from colbench.commands.sweep.probe import Choices
 
 
 def options_of(suite_file: str | None, given: Mapping[str, Any]) -> SweepOptions:
@@ -17,11 +35,208 @@ def options_of(suite_file: str | None, given: Mapping[str, Any]) -> SweepOptions
 
 def run(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> int:
     """Check the options, measure, report; the exit code (docs/troubleshooting.md)."""
-    cfg = build.from_options(opts, command_line)
+    cfg = validate.from_options(opts, command_line)
     # Refused before any rank starts, not found wrong after the measuring.
     min_bw.from_environment()
-    # Imported after the options are checked: the runner needs torch, whose import (1 s
-    # on CPU, 5 s with a CUDA build) a usage error should not wait for.
-    from colbench.commands.sweep.parent import run_sweep
-
     return run_sweep(cfg)
+
+
+def run_sweep(cfg: SweepConfig) -> int:
+    """Run a sweep to completion; returns the process exit code."""
+    from colbench.commands.sweep.task import SweepTask
+    from colbench.host.launchers import join_or_spawn
+    from colbench.host.world import Spawning, join_or_place
+
+    variants = variants_of(cfg)
+    launch_env, _ = join_or_spawn(cfg.launch.nprocs)
+    if launch_env is not None and cfg.measure.contend is not None:
+        raise UsageError(
+            f"--contend measures with and without the load in two worlds of fresh ranks, "
+            f"which colbench can start only itself, not under {launch_env.launcher}"
+        )
+    several = len(cfg.measure.engines) > 1
+    if launch_env is not None and (cfg.launch.env_axes or cfg.launch.interpreters or several):
+        raise UsageError(
+            f"--env variants need fresh ranks per variant (--python and --engine ones too), which "
+            f"colbench can start only itself; under {launch_env.launcher} export the "
+            "variable (or pick the interpreter) before launching instead"
+        )
+    # Interleaved variants' worlds are all alive at once.
+    task = SweepTask(cfg, worlds=len(variants) if cfg.launch.interleave else 1, whole_run=True)
+    world = join_or_place(task)
+    if not isinstance(world, Spawning):
+        return world  # run as a rank of a launcher's job
+    return _run_variants(cfg, world.backend, world.world_size, world.run_dir)
+
+
+def variants_of(cfg: SweepConfig) -> tuple[Variant, ...]:
+    """The sweep's variants: --env axes x --python interpreters x without/with --contend."""
+    contend = cfg.measure.contend
+    return expand(
+        cfg.launch.env_axes,
+        cfg.launch.interpreters,
+        None if contend is None else contend.label,
+        cfg.measure.engines,
+    )
+
+
+def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path) -> int:
+    """Run every variant in freshly spawned ranks; all rows go to one results.csv.
+
+    On NCCL each variant's probe world runs first and records NCCL's choice per call
+    (colbench.commands.sweep.probe), which that variant's rows carry.
+    """
+    from colbench.commands.sweep.interleave import memory_note, run_interleaved
+    from colbench.commands.sweep.probe import probe_variants
+    from colbench.commands.sweep.task import SweepTask
+    from colbench.host.spawn import spawn_and_wait
+
+    variants = variants_of(cfg)
+    # Only NCCL has a choice to probe (colbench.commands.sweep.probe).
+    probed = (
+        probe_variants(cfg, backend, world_size, run_dir, variants) if backend == "nccl" else {}
+    )
+    failed = next((p for p in probed.values() if p.exit_code != ExitCode.OK), None)
+    if failed is not None:
+        print(f"colbench: {failed.note}; nothing measured", file=sys.stderr)
+        return failed.exit_code
+    for name, found in probed.items():
+        print(f"colbench: note: {name + ': ' if name else ''}{found.note}", file=sys.stderr)
+    choices = {name: found.choices for name, found in probed.items()}
+    # A knob NCCL's probe log says it did not honour: that variant's rows say unsupported.
+    refusals = {name: found.refused for name, found in probed.items() if found.refused}
+    if len(variants) == 1 and not variants[0].env and variants[0].python is None:
+        # One engine is no axis: the task takes it from the config.
+        one = SweepTask(cfg, choices.get("", {}), refused=refusals.get(""))
+        code = spawn_and_wait(one, backend, world_size, run_dir)
+    else:
+        for key in ignored_by_backend(cfg.launch.env_axes, backend):
+            print(
+                f"colbench: warning: {key} has no effect on {backend}; its variants run anyway "
+                "and should measure the same",
+                file=sys.stderr,
+            )
+        note = (
+            memory_note(cfg, backend, world_size, len(variants))
+            if cfg.launch.interleave and len(variants) > 1
+            else "--no-interleave"
+        )
+        if note is None:
+            code = run_interleaved(cfg, backend, world_size, run_dir, variants, choices, refusals)
+        else:
+            if note != "--no-interleave":
+                print(f"colbench: note: {note}", file=sys.stderr)
+            code = _sweep_variants(cfg, backend, world_size, run_dir, variants, choices, refusals)
+    if code in (ExitCode.OK, ExitCode.DATA_ERROR):
+        from colbench.commands.references.place import record_after_run
+
+        record_after_run(run_dir)
+    if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
+        _write_plots(run_dir)
+    if cfg.measure.contend is not None and cfg.output.table and code == ExitCode.OK:
+        _print_contend_summary(run_dir, variants, cfg.measure.contend.unit)
+    if len(cfg.measure.engines) > 1 and cfg.output.table and code == ExitCode.OK:
+        _print_torch_tax(run_dir)
+    return code
+
+
+def _sweep_variants(
+    cfg: SweepConfig,
+    backend: str,
+    world_size: int,
+    run_dir: Path,
+    variants: tuple[Variant, ...],
+    choices: Mapping[str, Choices],
+    refusals: Mapping[str, str] | None = None,
+) -> int:
+    from colbench.commands.sweep.task import SweepTask, variant_load
+    from colbench.host.spawn import spawn_and_wait
+
+    records: list[dict[str, Any]] = []
+    worst = ExitCode.OK
+    for index, variant in enumerate(variants, 1):
+        print(f"colbench: variant {index}/{len(variants)}: {variant.name}", file=sys.stderr)
+        # Spawned ranks inherit the parent's environment at start, before any process group.
+        with environment(dict(variant.env)):
+            task = SweepTask(
+                cfg,
+                choices.get(variant.name, {}),
+                load=variant_load(cfg, variant),
+                engine=variant.engine,
+                refused=(refusals or {}).get(variant.name),
+            )
+            code = spawn_and_wait(task, backend, world_size, run_dir, variant)
+        _record_variant(run_dir, variant, records)
+        if code not in (ExitCode.OK, ExitCode.DATA_ERROR):
+            return code
+        worst = max(worst, ExitCode(code))
+    total = sum(int(r["rows"] or 0) for r in records)
+    print(
+        f"colbench: {plural(total, 'row')} of {len(variants)} variants in {run_dir}/results.csv",
+        file=sys.stderr,
+    )
+    return int(worst)
+
+
+def _record_variant(run_dir: Path, variant: Variant, records: list[dict[str, Any]]) -> None:
+    """Fold the variant just run into meta.json's ``variants`` and its totals."""
+    from colbench.results.rundir import RunDir
+
+    try:
+        meta = RunDir(run_dir).read_meta()
+    except (OSError, ValueError):  # missing or broken: start afresh
+        meta = {"run_id": run_dir.name}
+    meta.pop("variant", None)
+    records.append(
+        {
+            "variant": variant.name,
+            "env": dict(variant.env),
+            "env_seen_by_rank": meta.pop("env_seen_by_rank", None),
+            "status": meta.get("status"),
+            "rows": meta.get("rows", 0),
+            "wrong_total": meta.get("wrong_total", 0),
+            "rows_oom": meta.get("rows_oom", 0),
+            "duration_s": meta.get("duration_s"),
+        }
+    )
+    meta.update(
+        variants=records,
+        **{
+            key: sum(int(r[key] or 0) for r in records)
+            for key in ("rows", "wrong_total", "rows_oom")
+        },
+    )
+    RunDir(run_dir).write_meta(meta)
+
+
+def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: str) -> None:
+    """Each row alone and under load, after the tables (colbench.commands.sweep.contend)."""
+    from colbench.commands.sweep.contend import summary_lines
+    from colbench.results.rows import load
+
+    unloaded = {(v.env, v.interpreter): v.name for v in variants if not v.loaded}
+    pairs = [(unloaded[(v.env, v.interpreter)], v.name) for v in variants if v.loaded]
+    for line in summary_lines(load(run_dir), pairs, unit, str(run_dir)):
+        print(line)
+    sys.stdout.flush()
+
+
+def _print_torch_tax(run_dir: Path) -> None:
+    """Both engines' rows, pair by pair, after the tables (colbench.results.torch_tax)."""
+    from colbench.results.rows import load
+    from colbench.results.torch_tax import summary_lines
+
+    for line in summary_lines(load(run_dir), str(run_dir)):
+        print(line)
+    sys.stdout.flush()
+
+
+def _write_plots(run_dir: Path) -> None:
+    from colbench.commands.plot import lines as plots
+
+    try:
+        paths = plots.write_run_plots(run_dir)
+    except UsageError as exc:
+        print(f"colbench: note: no plots: {exc}", file=sys.stderr)
+        return
+    print(f"colbench: plots: {', '.join(str(p) for p in paths)}", file=sys.stderr)

@@ -11,6 +11,7 @@ what was measured stays, and they end cleanly.
 from __future__ import annotations
 
 import csv
+import signal
 import socket
 import sys
 import threading
@@ -26,10 +27,16 @@ from colbench.commands.sweep.task import Choices, SweepTask, variant_load
 from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
-from colbench.host import protocol, spawn, supervise, ticker, turns
-from colbench.host.interpreter import forget_job
+from colbench.host import pace, protocol, spawn, supervise, turns
 from colbench.host.launchers import gpus
-from colbench.host.outcome import end_meta, kept_line, record_nccl_log, rows_kept, tidy_logs
+from colbench.host.outcome import (
+    end_meta,
+    forget_job,
+    kept_line,
+    record_nccl_log,
+    rows_kept,
+    tidy_logs,
+)
 from colbench.output import plural
 from colbench.results.rundir import RunDir
 
@@ -125,24 +132,28 @@ def run_interleaved(
         turns.start(store)
         codes = _wait_all(worlds, stop, store, _turns_per_world(cfg, world_size, backend))
         if stop.received is not None:
-            for world in worlds:
-                supervise.stop_processes(world.processes)
-            name = protocol.signal_name(stop.received)
-            end_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
-            print(
-                f"colbench: interrupted by {name}; {plural(rows_kept(run_dir), 'row')} kept "
-                f"in {run_dir}",
-                file=sys.stderr,
-            )
-            return stop.exit_code
+            return _interrupted(run_dir, worlds, stop)
     listener.close()
     _print_tables(worlds)
     code = _report(run_dir, variants, worlds, codes)
     if code in (ExitCode.OK, ExitCode.DATA_ERROR):
         first = worlds[0]
-        forecast = ticker.read_forecast(first.store)
-        ticker.check_overrun(run_dir, forecast, time.time() - first.job.started_at)
+        forecast = pace.read_forecast(first.store)
+        pace.check_overrun(run_dir, forecast, time.time() - first.job.started_at)
     return code
+
+
+def _interrupted(run_dir: Path, worlds: list[spawn.World], stop: supervise.StopSignals) -> int:
+    """Stop every world's ranks; the run keeps what it measured and says so."""
+    for world in worlds:
+        supervise.stop_processes(world.processes)
+    name = protocol.signal_name(stop.received or signal.SIGINT)
+    end_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
+    print(
+        f"colbench: interrupted by {name}; {plural(rows_kept(run_dir), 'row')} kept in {run_dir}",
+        file=sys.stderr,
+    )
+    return stop.exit_code
 
 
 def _print_tables(worlds: list[spawn.World]) -> None:
