@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import time
 
-import torch
-
 
 class Fault:
     """``COLBENCH_FAULT=RANK:WHEN[:raise|exit|hang|device-hang]``: make RANK fail at its
@@ -64,6 +62,9 @@ class Fault:
     def _fail(self, where: str) -> None:
         if self.action == "exit":
             os._exit(7)
+        # Here, not at import: the parent reads in-flight steps without loading torch.
+        import torch
+
         if self.action == "device-hang" and torch.cuda.is_initialized():
             # A kernel that spins far past any --timeout: the host then blocks in a CUDA
             # synchronize, as when a collective or a graph replay never completes.
