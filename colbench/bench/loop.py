@@ -26,8 +26,7 @@ from colbench.bench.skew import wait_in
 from colbench.bench.timing import HostTimer, Timer
 from colbench.config.model import SweepConfig
 from colbench.direct.engine import Engine, TorchEngine
-from colbench.host.faults import Fault
-from colbench.host.inflight import InFlight
+from colbench.host.inflight import Fault, InFlight
 from colbench.results.reporters.stragglers import RankTimes
 from colbench.results.rows import STATUS_OOM, STATUS_UNSUPPORTED, Row
 

@@ -14,8 +14,7 @@ from typing import Any
 from colbench.host import launchers as launch
 from colbench.host import protocol
 from colbench.host import watchdog as hang_watchdog
-from colbench.host.faults import Fault
-from colbench.host.inflight import InFlight
+from colbench.host.inflight import Fault, InFlight
 from colbench.host.job import RankJob
 from colbench.host.launchers import devices, emulation, gpus
 from colbench.host.launchers.env import declared_local_world_size

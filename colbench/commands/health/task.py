@@ -39,7 +39,7 @@ from colbench.errors import UsageError
 from colbench.hardware import node as node_hardware
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
-from colbench.host.faults import Fault
+from colbench.host.inflight import Fault
 from colbench.host.job import ConfiguredTask
 from colbench.host.launchers import devices
 from colbench.host.launchers.nodes import node_name

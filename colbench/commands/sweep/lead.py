@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.plan import Work, count_units, row_weight, weight_total
 from colbench.hardware import node
-from colbench.host.faults import Fault
+from colbench.host.inflight import Fault
 from colbench.host.job import Peer, RankJob
 from colbench.host.launchers import emulation
 from colbench.host.pace import Pace
