@@ -1,22 +1,30 @@
-"""A rank's life, whatever its task: join the world, run the task, leave."""
+"""A rank's life, whatever its task: its device, joining the world (the process group, the
+hang watchdog armed, NCCL's environment set first), running the task, leaving."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import os
+import socket
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from colbench.errors import UsageError
-from colbench.host import ticker
-from colbench.host.inflight import InFlight
+from colbench.host import launchers as launch
+from colbench.host import protocol, ticker
+from colbench.host import watchdog as hang_watchdog
+from colbench.host.inflight import Fault, InFlight
 from colbench.host.job import RankJob
-from colbench.host.launchers import devices, emulation
-from colbench.host.launchers.env import local_world_size_from_env
+from colbench.host.launchers import devices, emulation, gpus
+from colbench.host.launchers.env import declared_local_world_size, local_world_size_from_env
+from colbench.host.outcome import end_meta, kept_line
 from colbench.host.pace import KEY, Pace
-from colbench.host.startup import _device_for, init_process_group
+from colbench.results.rundir import RunDir
 
 
 class _Gathers(Protocol):
@@ -143,3 +151,194 @@ def meet_peers(side: _Gathers, me: PeerT, disagreement: str) -> list[PeerT]:
     if differing:
         raise UsageError(disagreement.format(ranks=", ".join(map(str, differing))))
     return peers
+
+
+def _device_for(
+    backend: str, local_rank: int, local_world_size: int, ranks_per_gpu: int = 1
+) -> Any:
+    import torch
+
+    if backend == "nccl":
+        # The launcher's own count, not ``local_world_size``: that falls back to the world
+        # size, which on several nodes over-counts the ranks sharing this node's GPUs.
+        # Spawned ranks have none: local rank = rank, one GPU each (run_sweep checked).
+        index = devices.pick_cuda_index(
+            local_rank, declared_local_world_size(), gpus.gpu_count(), ranks_per_gpu
+        )
+        device = torch.device("cuda", index)
+        torch.cuda.set_device(device)
+        return device
+    share_cpu_threads(local_world_size)
+    return torch.device("cpu")
+
+
+def share_cpu_threads(local_world_size: int) -> None:
+    """Give each CPU rank its share of the host's cores for torch's intra-op threads.
+
+    More threads than cores make every parallel region (data fill, verification) wait
+    for a descheduled thread, milliseconds per tensor op, and idle OpenMP threads spin
+    for a while after each region, stealing the core a collective is timed on.
+    OMP_NUM_THREADS, when set, wins.
+    """
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
+
+
+def init_process_group(
+    job: RankJob, rank: int, device: Any, in_flight: InFlight | None = None
+) -> Any:
+    """Join the process group; returns the rendezvous store (for progress).
+
+    With ``in_flight``, the hang watchdog is armed as the communicator starts: from then
+    on a step that stops moving ends the rank with exit code 4 (--init-timeout for the
+    start-up itself, which torch leaves unbounded on NCCL; --timeout after it).
+    """
+    import torch.distributed as dist
+
+    timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.launch.timeout_s))
+    kwargs: dict[str, Any] = {"rank": rank, "world_size": job.world_size, "timeout": timeout}
+    # A direct-NCCL world (--engine nccl) makes its own communicator through nccl4py
+    # (colbench.direct); torch's group is then gloo and creates no NCCL communicator.
+    torch_backend = "gloo" if getattr(job.task, "direct_nccl", False) else job.backend
+    if torch_backend == "nccl":
+        # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
+        kwargs["device_id"] = device
+    # store_host None: env:// (an external launcher's MASTER_ADDR, or torchrun's store).
+    store = launch.rendezvous(
+        job.store_host,
+        job.store_port,
+        rank,
+        job.world_size,
+        job.launch.init_timeout_s,
+        job.launch.timeout_s,
+    )
+    if in_flight is not None:
+        in_flight.store = store
+        in_flight.step(hang_watchdog.COMM_STARTUP)
+        _arm_watchdog(job, in_flight)
+        Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
+    if job.backend == "nccl":
+        prepare_nccl(job, rank, device, store)
+    dist.init_process_group(torch_backend, store=store, **kwargs)
+    return store
+
+
+#: torch's variables that make every work's wait() poll on the host (the old name too).
+BLOCKING_WAIT_VARS = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
+
+
+def blocking_wait_note(environ: Mapping[str, str]) -> str | None:
+    """The note for a blocking-wait variable colbench unsets in its NCCL ranks."""
+    found = [name for name in BLOCKING_WAIT_VARS if environ.get(name, "") not in ("", "0")]
+    if not found:
+        return None
+    return (
+        f"{found[0]}={environ[found[0]]} is unset in colbench's ranks: it makes every "
+        "collective's wait() poll on the host, which breaks CUDA graph capture and changes "
+        "what CUDA events time (hangs are still caught: --timeout)"
+    )
+
+
+#: NCCL's start-up subsystems: ranks, nodes, channels, each peer connection's transport,
+#: the network chosen, the environment it read. None of them logs per call (TUNING does:
+#: see colbench.commands.sweep.probe), so the timed loop pays nothing for the log.
+NCCL_LOG_SUBSYS = "INIT,ENV,NET,GRAPH"
+
+
+def nccl_log_environment(environ: Mapping[str, str], path: Path) -> dict[str, str]:
+    """Variables that send NCCL's INFO log of start-up to ``path`` (never the terminal).
+
+    A user's own NCCL_DEBUG, NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE wins: their log is
+    theirs to place (then colbench reads what it finds at ``path``, if anything).
+    """
+    if "NCCL_DEBUG" in environ:
+        return {}
+    return {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": environ.get("NCCL_DEBUG_SUBSYS", NCCL_LOG_SUBSYS),
+        "NCCL_DEBUG_FILE": environ.get("NCCL_DEBUG_FILE", str(path)),
+    }
+
+
+_RUN_DIR_KEY = "colbench/run-dir"
+
+
+def nccl_log_path(job: RankJob, rank: int, store: Any) -> Path:
+    """Where this rank's NCCL log goes: the run directory (launched ranks learn rank 0's
+    through the store, and use it where their host shares the file system), else a file
+    of their own in the temporary directory."""
+    launched = job.store_host is None
+    if launched and rank == 0:
+        store.set(_RUN_DIR_KEY, job.run_dir or "")
+    shared = store.get(_RUN_DIR_KEY).decode() if launched and rank != 0 else None
+    run_dir = job.run_dir or shared or ""
+    if run_dir and os.access(run_dir, os.W_OK):
+        return RunDir(run_dir).nccl_log(rank)
+    return Path(tempfile.gettempdir()) / f"colbench-{job.run_id or 'run'}-nccl-rank{rank}.log"
+
+
+def prepare_nccl(job: RankJob, rank: int, device: Any, store: Any) -> None:
+    """What must hold before this rank's NCCL communicator exists.
+
+    NCCL reads its environment once, when it starts: the emulated node's variables
+    (--ranks-per-gpu) and the removal of torch's blocking wait happen here. Then every
+    rank's GPU and host identity are compared over the store, so ranks NCCL would
+    refuse ("Duplicate GPU detected") are refused first, in one line naming them.
+    """
+    for name in BLOCKING_WAIT_VARS:
+        os.environ.pop(name, None)
+    os.environ.update(nccl_log_environment(os.environ, nccl_log_path(job, rank, store)))
+    host = socket.gethostname()
+    if job.launch.ranks_per_gpu > 1:
+        to_set, _ = emulation.rank_environment(rank, host, job.single_host, os.environ)
+        os.environ.update(to_set)
+    mine = devices.GpuIdentity(
+        rank=rank,
+        host=host,
+        nccl_host=devices.nccl_host_identity(),
+        bus_id=devices.gpu_bus_id(device),
+        uuid=devices.gpu_uuid(device),
+    )
+    devices.check_distinct_gpus(devices.exchange_identities(store, rank, job.world_size, mine))
+
+
+def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
+    """Start the rank's hang watchdog (see :mod:`colbench.host.watchdog`)."""
+    import torch.distributed as dist
+
+    run_dir = Path(job.run_dir) if job.run_dir is not None else None
+    launched = job.store_host is None
+    connect = None
+    host, port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
+    if launched and host and port.isdigit():
+        # A client of its own: the rank's store client may be held by the blocked call.
+        def connect() -> Any:
+            return dist.TCPStore(
+                host,
+                int(port),
+                is_master=False,
+                timeout=_dt.timedelta(seconds=hang_watchdog.EXCHANGE_S),
+                wait_for_workers=False,
+            )
+
+    def on_verdict(failure: protocol.Failure) -> None:
+        if run_dir is not None:
+            end_meta(run_dir, "failed", failure.meta())
+            print(
+                f"colbench: {kept_line(run_dir)}",
+                file=sys.stderr,
+            )
+            job.task.failed(run_dir, failure)
+
+    return hang_watchdog.Watchdog(
+        in_flight,
+        world_size=job.world_size,
+        timeout_s=job.launch.timeout_s,
+        init_timeout_s=job.launch.init_timeout_s,
+        run_dir=run_dir,
+        launched=launched,
+        connect=connect,
+        on_verdict=on_verdict,
+    ).start()

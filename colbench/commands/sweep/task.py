@@ -89,7 +89,7 @@ class SweepTask(ConfiguredTask):
     @property
     def direct_nccl(self) -> bool:
         """NCCL is called directly: torch's process group is then gloo, and this world
-        makes no torch NCCL communicator (colbench.host.startup)."""
+        makes no torch NCCL communicator (colbench.host.rank)."""
         return self.engine_name == DIRECT
 
     @property
@@ -185,7 +185,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     work = plan(cfg, group_size, job.backend, facts=facts)
     me = _introduce(cfg, job, rank, device, work)
     # Ranks NCCL would refuse on one GPU were refused before the communicator started
-    # (colbench.host.startup.prepare_nccl).
+    # (colbench.host.rank.prepare_nccl).
     peers = meet_peers(side, me, SWEEP_DISAGREES)
     # Node labels, not bare host names: namespaces and containers share a host name.
     hosts = launch.node_labels([p.node for p in peers])
