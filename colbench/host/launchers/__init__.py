@@ -5,7 +5,8 @@
 - :mod:`~colbench.host.launchers.detect`: which launcher (torchrun, Open MPI, MPICH, Slurm)
   started this process, refusing partial or contradictory environments;
 - :mod:`~colbench.host.launchers.slurm_lists`: Slurm's compact host and task lists;
-- :mod:`~colbench.host.launchers.rendezvous`: every rank meets the others through one TCPStore;
+- :mod:`~colbench.host.launchers.rendezvous`: every rank meets the others through one TCPStore
+  (who answers at its address asked first, in bounded time);
 - :mod:`~colbench.host.launchers.nodes`: which ranks share a node.
 
 Spawning our own ranks is :mod:`colbench.host.spawn`. Nothing here imports torch at
