@@ -42,7 +42,7 @@ from colbench.host import watchdog as hang_watchdog
 from colbench.host.inflight import Fault
 from colbench.host.job import ConfiguredTask
 from colbench.host.launchers import devices
-from colbench.host.launchers.nodes import node_name
+from colbench.host.launchers.env import node_name
 from colbench.host.pace import Pace, counting
 from colbench.host.protocol import Failure
 from colbench.host.rank import device_name, meet_peers
