@@ -22,8 +22,7 @@ from colbench.bench.ops.base import Buffers, Collective, Context, Storage
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import Work
 from colbench.bench.rowmaker import RunInfo, make_row, unmeasured_row, warmup_calls
-from colbench.bench.skew import wait_in
-from colbench.bench.timing import HostTimer, Timer
+from colbench.bench.timing import HostTimer, Timer, wait_in
 from colbench.config.model import SweepConfig
 from colbench.direct.engine import Engine, TorchEngine
 from colbench.host.inflight import Fault, InFlight
@@ -394,12 +393,12 @@ class RankBench:
         CPU starvation) in the barrier), in us.
 
         The wait is a duration on this host's own clock, so ranks on hosts whose clocks
-        disagree still compare (see colbench.bench.skew).
+        disagree still compare (see colbench.bench.timing).
         """
         # Progress is published before the barrier: a store round trip between the
         # barrier and the first timestamp would be timed, and would skew the ranks.
         # wait_in runs the batch straight after the barrier (one read of each barrier
-        # thread's run delay in between, see colbench.bench.skew).
+        # thread's run delay in between, see colbench.bench.timing).
         self.context.in_flight.step("timed batch")
         self._fault.tick()
         return wait_in(self.side.barrier, lambda: timer.time_batch(call, iters))

@@ -2,7 +2,7 @@
 
 A thread's run delay is the time it has spent ready to run but without a CPU (throttled
 by a CPU quota, or preempted), a running total the kernel keeps per thread in
-``/proc/self/task/<tid>/schedstat``. colbench.bench.skew takes a rank's own starvation inside
+``/proc/self/task/<tid>/schedstat``. colbench.bench.timing takes a rank's own starvation inside
 the barrier before a timed batch out of its wait for the others: the difference of two
 snapshots, one on each side of the barrier.
 """
@@ -25,7 +25,7 @@ class BarrierThreads:
     """The schedstat files of the threads on a barrier's path, held open.
 
     Listing the threads and opening their files costs tens of microseconds; reading
-    files already open costs one ``os.pread`` each. colbench.bench.skew.wait_in lists and opens
+    files already open costs one ``os.pread`` each. colbench.bench.timing.wait_in lists and opens
     before the barrier (:meth:`refresh`) and, between the barrier and the timed batch,
     only reads (:meth:`read`).
     """

@@ -1,4 +1,5 @@
-"""Timers: how one batch of calls is timed on each device.
+"""Timers: how one batch of calls is timed on each device, and how long each rank waited
+for the others in the side group's barrier just before it (rank skew).
 
 Every timer takes a callable that issues exactly one collective and returns the
 duration of each timed iteration in microseconds; the batch mean is their sum over
@@ -8,6 +9,10 @@ between stamps.
 GPU timers also measure the host's side: ``enqueue_us`` is the host time per call
 spent handing the batch to the GPU. When it is close to the GPU time per call, the GPU
 was waiting for the host, and the row measures torch's launch cost, not the network.
+
+The barrier's wait is less the time the rank was itself starved of CPU in there; what
+the waits mean (the straggler of a row, the skew, the run's straggler test) and
+per_rank.csv are :mod:`colbench.results.reporters.stragglers`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,15 @@ import itertools
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from colbench.bench.schedstat import (
+    THREADS,
+    BarrierThreads,
+    run_delays_ns,
+    starved_ns,
+    thread_run_delays_ns,
+)
 
 #: Timed replays of a captured graph (nccl-tests launches its graph several times too).
 GRAPH_REPLAYS = 5
@@ -248,3 +261,34 @@ def make_timer(
     return CudaGraphTimer(
         barrier, graph_factory=torch.cuda.CUDAGraph, capture=capture, replays=cuda_graph
     )
+
+
+T = TypeVar("T")
+
+
+def wait_in(
+    barrier: Callable[[], None], then: Callable[[], T], threads: BarrierThreads | None = None
+) -> tuple[T, tuple[float, float]]:
+    """Pass ``barrier``, then run ``then`` at once: (what ``then`` returned, (time
+    waiting for the others, time starved of CPU) in us).
+
+    The wall time inside the barrier counts this rank's own stalls too: a rank throttled
+    after it arrived leaves late although nobody waited for it, and would look early.
+    Its CPU starvation inside the barrier (:func:`starved_ns`) is its own delay, not a
+    wait for the others, so it is taken out (0 where the kernel does not say).
+
+    ``then`` is the timed batch: between the barrier's return and ``then`` run only a
+    clock read and one pread per barrier thread, of files opened before the barrier;
+    the snapshots are parsed after ``then``. The snapshot at the barrier's exit cannot
+    move after ``then``: run delay is a running total, and the batch's own starvation
+    could not be told apart from the barrier's, nor measured without that snapshot.
+    """
+    threads = THREADS if threads is None else threads
+    before = thread_run_delays_ns(threads)
+    entered_ns = time.perf_counter_ns()
+    barrier()
+    wall_ns = time.perf_counter_ns() - entered_ns
+    left = threads.read() if before is not None else None
+    result = then()
+    starved = min(wall_ns, max(0, starved_ns(before, run_delays_ns(left))))
+    return result, ((wall_ns - starved) / 1e3, starved / 1e3)
