@@ -21,7 +21,13 @@ from colbench.bench.memory import is_out_of_memory
 from colbench.bench.ops.base import Buffers, Collective, Context, Storage
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import Work
-from colbench.bench.rowmaker import RunInfo, make_row, unmeasured_row, warmup_calls
+from colbench.bench.rowmaker import (
+    RunInfo,
+    combine_times,
+    make_row,
+    unmeasured_row,
+    warmup_calls,
+)
 from colbench.bench.timing import HostTimer, Timer, wait_in
 from colbench.config.model import SweepConfig
 from colbench.direct.engine import Engine, TorchEngine
@@ -41,44 +47,6 @@ class RowSink(Protocol):
 
     def rank_times(self, row: Row, ranks: RankTimes) -> None:
         """Every rank's share of a measured row (asked for only with --per-rank)."""
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default) of an ascending sequence."""
-    if not sorted_values:
-        raise ValueError("percentile of nothing")
-    pos = (len(sorted_values) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) -> dict[str, float]:
-    """Combine every rank's per-iteration times into one row's time columns.
-
-    ``time_us`` is nccl-tests' number: each rank's batch mean, combined across ranks by
-    ``average`` (avg, min, max or rank0). The per-iteration statistics use, for each
-    iteration, the slowest rank's time, since a collective is done only when all are.
-    """
-    batch_means = [sum(times) / len(times) for times in per_rank_iters_us]
-    if average == "avg":
-        time_us = sum(batch_means) / len(batch_means)
-    elif average == "min":
-        time_us = min(batch_means)
-    elif average == "max":
-        time_us = max(batch_means)
-    elif average == "rank0":
-        time_us = batch_means[0]
-    else:
-        raise ValueError(f"unknown average {average!r}")
-    slowest = sorted(max(column) for column in zip(*per_rank_iters_us, strict=True))
-    return {
-        "time_us": time_us,
-        "time_min_us": slowest[0],
-        "time_p50_us": percentile(slowest, 50),
-        "time_p99_us": percentile(slowest, 99),
-        "time_max_us": slowest[-1],
-    }
 
 
 #: Upper bound on a --time-budget batch, so a sub-microsecond call cannot run for ever.

@@ -19,7 +19,7 @@ from colbench import __version__
 from colbench.analysis.checks import DEFAULT_ALPHA
 from colbench.analysis.links import MIN_RANKS, passes_needed
 from colbench.bench.groups import SideGroup
-from colbench.bench.loop import combine_times
+from colbench.bench.rowmaker import combine_times
 from colbench.bench.timing import make_timer
 from colbench.commands.p2p.budget import Plan, passes_floor
 from colbench.commands.p2p.config import RUN_LABEL, P2PConfig
