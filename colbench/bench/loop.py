@@ -1,7 +1,9 @@
 """The per-rank loop: layout -> fill -> warm up -> barrier -> time -> combine -> verify -> rows.
 
-Runs identically in every rank. It treats every collective alike through the op
-contract (:mod:`colbench.bench.ops.base`); only rank 0 receives a sink for the rows.
+One size of one op is :meth:`RankBench.bench_time`, read top to bottom like nccl-tests'
+BenchTime; the rest is the plan around it. Runs identically in every rank. It treats every
+collective alike through the op contract (:mod:`colbench.bench.ops.base`); only rank 0
+receives a sink for the rows.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 from colbench.bench.groups import Groups, SideGroup
 from colbench.bench.load import row_cells, running
 from colbench.bench.memory import is_out_of_memory
-from colbench.bench.ops.base import Buffers, Collective, Context, Storage
+from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import Work
 from colbench.bench.rowmaker import (
@@ -240,6 +242,8 @@ class RankBench:
         return 0, {}
 
     def _measure_work(self, item: Work, repeat: int = 0) -> Generator[list[Row], None, None]:
+        """One line of the plan (op, dtype, redop): buffers for the largest size every rank
+        could allocate, then each size's rows, one per placement (:meth:`bench_time`)."""
         coll = item.coll
         ctx = self._context(item)
         flight = self.context.in_flight
@@ -248,58 +252,81 @@ class RankBench:
         unsupported = item.unsupported or self.context.engine.unsupported(coll)
         usable, storages = (0, {}) if unsupported else self._allocate(item, ctx)
         status = STATUS_UNSUPPORTED if unsupported else STATUS_OOM
-        load = self.context.load
-        alone: float | None = None
-        for index, (requested, layout) in enumerate(zip(item.requested, item.layouts, strict=True)):
+        info, cfg = self.context.info, self.context.cfg
+        for index, size in enumerate(zip(item.requested, item.layouts, strict=True)):
+            requested, layout = size
             flight.size_bytes = layout.size_bytes
-            rows = []
-            if load is not None and index < usable:
-                flight.step("the load alone")
-                alone = load.alone()
-            for placement in item.placements:
-                in_place = placement == "in"
-                if index >= usable:
-                    rows.append(
-                        unmeasured_row(
-                            self.context.info,
-                            self.context.cfg,
-                            item,
-                            requested,
-                            layout,
-                            in_place,
-                            status,
-                            repeat,
-                        )
-                    )
-                    continue
-                sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
-                with running(load, flight) as beside:
-                    times, iters, enqueue_us, ranks = self._time(coll, sets, ctx)
-                wrong = self._check(coll, sets[0], ctx) if coll.sized else None
-                rows.append(
-                    make_row(
-                        self.context.info,
-                        self.context.cfg,
-                        item,
-                        requested,
-                        layout,
-                        in_place,
-                        times,
-                        wrong,
-                        iters=iters,
-                        repeat=repeat,
-                        enqueue_us=enqueue_us,
-                        ranks=ranks,
-                        load_cells=self._load_cells(alone, beside.rate),
-                    )
-                )
-                output = self.context.cfg.output
-                if self.sink is not None and (output.per_rank or output.per_iter_timing):
-                    self.sink.rank_times(rows[-1], ranks)
-            yield rows
+            if index >= usable:
+                yield [
+                    unmeasured_row(info, cfg, item, requested, layout, p == "in", status, repeat)
+                    for p in item.placements
+                ]
+                continue
+            alone = self._load_alone()
+            yield [
+                self.bench_time(item, size, ctx, storages[p], p == "in", repeat, alone)
+                for p in item.placements
+            ]
         flight.op, flight.dtype, flight.size_bytes = "", "", None
         flight.phase = f"the pause after {coll.name}"
         del storages
+
+    def bench_time(
+        self,
+        item: Work,
+        size: tuple[int, Layout],
+        ctx: Context,
+        storages: Sequence[Storage],
+        in_place: bool,
+        repeat: int,
+        alone: float | None,
+    ) -> Row:
+        """One size (requested bytes, layout) and placement, as nccl-tests' BenchTime: fill,
+        warm up, wait for the others at the barrier, time the batch, combine every rank's
+        times, verify, make the row. Every op is timed here, alike; beside the call only
+        --rotate, --time-budget, --contend and COLBENCH_FAULT are helpers."""
+        coll, measure, flight = item.coll, self.context.cfg.measure, self.context.in_flight
+        requested, layout = size
+        sets = [coll.views(storage, layout, ctx, in_place) for storage in storages]
+        with running(self.context.load, flight) as beside:
+            flight.step("fill")
+            for bufs in sets:
+                coll.fill(bufs, ctx)
+            calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
+            call = calls[0] if len(calls) == 1 else _Rotation(calls)
+            timer = self.host_timer if coll.blocks_host else self.context.timer
+            flight.step("warm-up")
+            for _ in range(self.warmup_calls):
+                call()
+            self.context.timer.synchronize()
+            iter_us, waited = self._timed_batch(timer, call, measure.iters)
+            if measure.time_budget_s is not None:
+                # pyperf-style calibration: the fixed batch above estimates the cost of one
+                # call; if the budget allows more, time a longer batch (all ranks agree on
+                # its length) and keep that instead.
+                iters = self._budget_iters(iter_us, measure.time_budget_s)
+                if iters > measure.iters:
+                    iter_us, waited = self._timed_batch(timer, call, iters)
+            enqueue_us = timer.enqueue_us
+            flight.step("combining times")
+            times, slowest_enqueue_us, ranks = self._gather_times(iter_us, enqueue_us, waited)
+        wrong = self._check(coll, sets[0], ctx) if coll.sized else None
+        row = make_row(
+            self.context.info, self.context.cfg, item, requested, layout, in_place, times, wrong,
+            iters=len(iter_us), repeat=repeat, enqueue_us=slowest_enqueue_us, ranks=ranks,
+            load_cells=self._load_cells(alone, beside.rate),
+        )  # fmt: skip
+        output = self.context.cfg.output
+        if self.sink is not None and (output.per_rank or output.per_iter_timing):
+            self.sink.rank_times(row, ranks)
+        return row
+
+    def _load_alone(self) -> float | None:
+        """The --contend load's rate with no collective beside it, before each size."""
+        if self.context.load is None:
+            return None
+        self.context.in_flight.step("the load alone")
+        return self.context.load.alone()
 
     def _load_cells(self, alone: float | None, beside: float | None) -> dict[str, Any]:
         """The rows' load columns: every rank's rates gathered over the side group."""
@@ -308,33 +335,11 @@ class RankBench:
             return row_cells(None, None)
         return row_cells(load.spec, self.side.gather_floats([alone, beside]))
 
-    def _time(
-        self, coll: Collective, sets: Sequence[Buffers], ctx: Context
-    ) -> tuple[dict[str, float], int, float | None, RankTimes]:
-        """Warm up, then time one batch: (combined times, timed calls, enqueue time per
-        call, every rank's batch mean and barrier wait)."""
-        flight = self.context.in_flight
-        flight.step("fill")
-        for bufs in sets:
-            coll.fill(bufs, ctx)
-        calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
-        call = calls[0] if len(calls) == 1 else _Rotation(calls)
-        timer = self.host_timer if coll.blocks_host else self.context.timer
-        flight.step("warm-up")
-        for _ in range(self.warmup_calls):
-            call()
-        self.context.timer.synchronize()
-        iter_us, waited = self._timed_batch(timer, call, self.context.cfg.measure.iters)
-        budget_s = self.context.cfg.measure.time_budget_s
-        if budget_s is not None:
-            # pyperf-style calibration: the fixed batch above estimates the cost of one
-            # call; if the budget allows more, time a longer batch (all ranks agree on
-            # its length) and keep that instead.
-            iters = self._budget_iters(iter_us, budget_s)
-            if iters > self.context.cfg.measure.iters:
-                iter_us, waited = self._timed_batch(timer, call, iters)
-        enqueue_us = timer.enqueue_us
-        flight.step("combining times")
+    def _gather_times(
+        self, iter_us: list[float], enqueue_us: float | None, waited: tuple[float, float]
+    ) -> tuple[dict[str, float], float | None, RankTimes]:
+        """Every rank's batch over the side group: (combined times, the slowest rank's
+        enqueue time per call, every rank's batch mean and barrier wait)."""
         # The enqueue time and the barrier's wait and starvation ride along as three more
         # columns (the enqueue time NaN where calls block).
         every = self.side.gather_floats(
@@ -352,7 +357,7 @@ class RankBench:
             starved_us=tuple(rank[-1] for rank in every),
             iters_us=tuple(tuple(times) for times in per_rank_iters),
         )
-        return times, len(iter_us), slowest_enqueue, ranks
+        return times, slowest_enqueue, ranks
 
     def _timed_batch(
         self, timer: Timer, call: Any, iters: int

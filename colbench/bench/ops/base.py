@@ -1,8 +1,10 @@
 """The contract every collective fulfils (learned from nccl-tests' ``struct testColl``).
 
-The driver (:mod:`colbench.bench.loop`) never branches on a collective's name: it asks the
-op for its layout, bus-bandwidth factor, buffers, data, one call, and a wrong-element
-count. Each ``colbench/bench/ops/<name>.py`` subclasses :class:`Collective` once.
+The driver never branches on a collective's name: it asks the op for its layout,
+bus-bandwidth factor, buffers, data, one call, and a wrong-element count. Every op is
+timed by one function, :meth:`colbench.bench.loop.RankBench.bench_time` (fill, warm up,
+barrier, timed batch, verify, row, in that order). Each ``colbench/bench/ops/<name>.py``
+subclasses :class:`Collective` once.
 
 Op modules import torch inside the methods that use it: the registry's names, layouts
 and ``explain`` texts then load without torch, so ``colbench --help`` and usage errors
