@@ -30,7 +30,7 @@ from colbench.bench.rowmaker import (
     unmeasured_row,
     warmup_calls,
 )
-from colbench.bench.timing import HostTimer, Timer, wait_in
+from colbench.bench.timing import HostTimer, Timer, _Rotation, wait_in
 from colbench.config.model import SweepConfig
 from colbench.direct.engine import Engine, TorchEngine
 from colbench.host.inflight import Fault, InFlight
@@ -53,20 +53,6 @@ class RowSink(Protocol):
 
 #: Upper bound on a --time-budget batch, so a sub-microsecond call cannot run for ever.
 MAX_BUDGET_ITERS = 100_000
-
-
-class _Rotation:
-    """Calls each buffer set's collective in turn (``--rotate``)."""
-
-    __slots__ = ("_calls", "_next")
-
-    def __init__(self, calls: Sequence[Any]) -> None:
-        self._calls = tuple(calls)
-        self._next = 0
-
-    def __call__(self) -> None:
-        self._calls[self._next % len(self._calls)]()
-        self._next += 1
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import gc
 import itertools
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from colbench.bench.schedstat import (
@@ -34,6 +34,20 @@ from colbench.bench.schedstat import (
 
 #: Timed replays of a captured graph (nccl-tests launches its graph several times too).
 GRAPH_REPLAYS = 5
+
+
+class _Rotation:
+    """Calls each buffer set's collective in turn (``--rotate``)."""
+
+    __slots__ = ("_calls", "_next")
+
+    def __init__(self, calls: Sequence[Any]) -> None:
+        self._calls = tuple(calls)
+        self._next = 0
+
+    def __call__(self) -> None:
+        self._calls[self._next % len(self._calls)]()
+        self._next += 1
 
 
 class Timer(Protocol):

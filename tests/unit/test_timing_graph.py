@@ -12,8 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from colbench.bench.loop import _Rotation
-from colbench.bench.timing import CudaGraphTimer
+from colbench.bench.timing import CudaGraphTimer, _Rotation
 
 
 class Device:
