@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,12 @@ from colbench import __version__
 from colbench.bench import memory
 from colbench.bench.groups import Groups, SideGroup, members, split_label, split_world
 from colbench.bench.load import make_load
-from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.loop import BenchContext, RankBench, RowSink
 from colbench.bench.ops import REGISTRY
 from colbench.bench.plan import Work, count_units, fit_to_memory, plan, plan_digest
 from colbench.bench.rowmaker import RunInfo
 from colbench.bench.timing import make_timer
-from colbench.commands.sweep.lead import Met, lead_run
+from colbench.commands.sweep.lead import Met, lead_sink
 from colbench.commands.sweep.setup import measure_setups, setup_rows
 from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
@@ -172,30 +173,16 @@ def variant_load(cfg: SweepConfig, variant: Variant) -> LoadSpec | None:
 
 
 def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
-    """Side group, plan agreement with the peers, groups, memory fit, then the bench."""
+    """Side group, plan agreement with the peers, groups, memory fit, then the bench: the
+    same loop in every rank, rank 0's rows fed to its reporters (:func:`lead_sink`)."""
     cfg = task.cfg
     # Every group gets torch's timeout a little later than colbench's own, so the
     # hang watchdog names the stuck ranks before torch aborts or one rank raises.
     group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
     side = SideGroup.create(job.world_size, group_timeout_s, in_flight)
-    group_size = cfg.measure.ranks_per_group(job.world_size)
     layout = members(cfg.measure.group_size, cfg.measure.group_mod, job.world_size)
     first = layout[0] if layout else tuple(range(job.world_size))
-    facts = nccl_facts(side, device, first) if job.backend == "nccl" else None
-    work = plan(cfg, group_size, job.backend, facts=facts)
-    me = _introduce(cfg, job, rank, device, work)
-    # Ranks NCCL would refuse on one GPU were refused before the communicator started
-    # (colbench.host.rank.prepare_nccl).
-    peers = meet_peers(side, me, SWEEP_DISAGREES)
-    # Node labels, not bare host names: namespaces and containers share a host name.
-    hosts = launch.node_labels([p.node for p in peers])
-    towards = job.store_host or os.environ.get("MASTER_ADDR")
-    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
-    emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
-    bus_ids = [p.gpu.get("bus_id") for p in peers]
-    ceiling_gbps, ceiling_source, sharing = group_ceiling(
-        hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
-    )
+    work, me, met = _agree(task, job, rank, device, side, first)
     subgroup = split_world(layout, rank, group_timeout_s) if layout else None
     setups = None
     if cfg.measure.init_only:
@@ -214,62 +201,127 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         else _engine(task, side, rank, job.world_size, subgroup, device, in_flight)
     )
     try:
-        info = RunInfo(
-            run_id=job.run_id,
-            backend=job.backend,
-            device_name=me.device_name,
-            world_size=job.world_size,
-            nnodes=len({p.node for p in peers}),
-            groups=subgroup.count if subgroup else 1,
-            split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
-            variant=job.variant,
-            ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
-            nccl_choices=task.nccl_choices,
-            ceiling_gbps=ceiling_gbps,
-            ceiling_source=ceiling_source,
-            ceiling_sharing=sharing,
-            load=task.load.label if task.load is not None else "",
-            engine=task.engine_name,
-        )
+        info = _run_info(task, job, me, met, subgroup, first)
         worlds = job.turns.worlds if job.turns is not None else 1
         work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
-        load = None
-        if task.load is not None:
-            in_flight.step("starting the --contend load")
-            load = make_load(
-                task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s
-            )
-        turns = None
-        if job.turns is not None:
-            turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
-            per_repeat = sum(len(item.layouts) for item in work)
-            turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
-        context = BenchContext(
-            cfg=cfg,
-            info=info,
-            rank=rank,
-            device=device,
-            timer=make_timer(device.type, cfg.measure.cuda_graph, side.barrier, stream),
-            groups=Groups(side, subgroup),
-            in_flight=in_flight,
-            turns=turns,
-            load=load,
-            engine=engine,
+        groups = Groups(side, subgroup)
+        context = _bench_context(
+            task, job, rank, device, info, groups, engine, stream, in_flight, work
         )
-        if rank != 0 or job.run_dir is None:
-            RankBench(context).run(work)
-            return
-        if setups is not None:
-            with RunDir(job.run_dir).writer(INIT) as writer:
-                writer.write_all(setup_rows(setups, info))
-        met = Met(peers, hosts, hardware)
         warned = (_measurement_warnings(cfg, job.backend), memory_notes)
-        lead_run(job, context, met, work, warned)
+        with _sink(job, rank, context, met, work, warned, setups) as sink:
+            RankBench(context, sink).run(work)
     except BaseException:
         # ncclCommDestroy waits for the node's other ranks; a failing rank must not.
         engine.close(abort=True)
         raise
     engine.close()
+
+
+def _agree(
+    task: SweepTask, job: RankJob, rank: int, device: Any, side: SideGroup, first: tuple[int, ...]
+) -> tuple[list[Work], Peer, Met]:
+    """This rank's plan, agreed with its peers by digest, and who they are: (the plan,
+    this rank's introduction, every rank's with its node's hardware)."""
+    cfg = task.cfg
+    facts = nccl_facts(side, device, first) if job.backend == "nccl" else None
+    work = plan(cfg, cfg.measure.ranks_per_group(job.world_size), job.backend, facts=facts)
+    me = _introduce(cfg, job, rank, device, work)
+    # Ranks NCCL would refuse on one GPU were refused before the communicator started
+    # (colbench.host.rank.prepare_nccl).
+    peers = meet_peers(side, me, SWEEP_DISAGREES)
+    # Node labels, not bare host names: namespaces and containers share a host name.
+    hosts = launch.node_labels([p.node for p in peers])
+    towards = job.store_host or os.environ.get("MASTER_ADDR")
+    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
+    return work, me, Met(peers, hosts, hardware)
+
+
+def _run_info(
+    task: SweepTask, job: RankJob, me: Peer, met: Met, subgroup: Any, first: tuple[int, ...]
+) -> RunInfo:
+    """The run's facts every row carries, the bandwidth ceiling of the first group among them."""
+    cfg = task.cfg
+    emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
+    bus_ids = [p.gpu.get("bus_id") for p in met.peers]
+    ceiling_gbps, ceiling_source, sharing = group_ceiling(
+        met.hardware, job.backend, met.hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
+    )
+    return RunInfo(
+        run_id=job.run_id,
+        backend=job.backend,
+        device_name=me.device_name,
+        world_size=job.world_size,
+        nnodes=len({p.node for p in met.peers}),
+        groups=subgroup.count if subgroup else 1,
+        split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
+        variant=job.variant,
+        ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
+        nccl_choices=task.nccl_choices,
+        ceiling_gbps=ceiling_gbps,
+        ceiling_source=ceiling_source,
+        ceiling_sharing=sharing,
+        load=task.load.label if task.load is not None else "",
+        engine=task.engine_name,
+    )
+
+
+def _bench_context(
+    task: SweepTask,
+    job: RankJob,
+    rank: int,
+    device: Any,
+    info: RunInfo,
+    groups: Groups,
+    engine: Engine,
+    stream: Any,
+    in_flight: InFlight,
+    work: list[Work],
+) -> BenchContext:
+    """What the loop measures with: the --contend load started, an interleaved run's
+    turns agreed, the timer of the device."""
+    cfg = task.cfg
+    load = None
+    if task.load is not None:
+        in_flight.step("starting the --contend load")
+        group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
+        load = make_load(task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s)
+    turns = None
+    if job.turns is not None:
+        turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
+        per_repeat = sum(len(item.layouts) for item in work)
+        turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
+    return BenchContext(
+        cfg=cfg,
+        info=info,
+        rank=rank,
+        device=device,
+        timer=make_timer(device.type, cfg.measure.cuda_graph, groups.side.barrier, stream),
+        groups=groups,
+        in_flight=in_flight,
+        turns=turns,
+        load=load,
+        engine=engine,
+    )
+
+
+def _sink(
+    job: RankJob,
+    rank: int,
+    context: BenchContext,
+    met: Met,
+    work: list[Work],
+    warned: tuple[list[str], list[str]],
+    setups: Any,
+) -> AbstractContextManager[RowSink | None]:
+    """Rank 0's reporters (colbench.commands.sweep.lead); None in the other ranks, which
+    measure but report nothing. --init-only's set-up rows are written first."""
+    if rank != 0 or job.run_dir is None:
+        return nullcontext()
+    if setups is not None:
+        with RunDir(job.run_dir).writer(INIT) as writer:
+            writer.write_all(setup_rows(setups, context.info))
+    return lead_sink(job, context, met, work, warned)
 
 
 def _engine(
