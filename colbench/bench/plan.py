@@ -12,11 +12,16 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from colbench.bench import memory
+from colbench.bench.groups import SideGroup
 from colbench.bench.memory import buffer_bytes
 from colbench.bench.ops.base import Collective, Layout
 from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, redop_supported
 from colbench.config.model import EVERY_ROOT, SweepConfig
+from colbench.errors import UsageError
+from colbench.host.launchers.env import local_world_size_from_env
 from colbench.nccl.algo import CommFacts, predict
 
 
@@ -240,3 +245,39 @@ DIGEST_EXEMPT = frozenset(
         "nccl_probe",
     }
 )
+
+
+def agreed_budget(
+    cfg: SweepConfig, device: Any, world_size: int, side: SideGroup, worlds: int = 1
+) -> int:
+    """Per-rank buffer budget, the minimum over all ranks so every plan is the same.
+
+    ``worlds``: the interleaved worlds alive at once, whose buffers share the memory.
+    """
+    import torch
+
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    if free is not None:
+        # --ranks-per-gpu: the GPU's free memory is every sharing rank's to split.
+        free //= cfg.launch.ranks_per_gpu
+    local = memory.rank_budget_bytes(
+        local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
+    )
+    return side.min_int(local // worlds)
+
+
+def fit_plan(
+    cfg: SweepConfig,
+    work: list[Work],
+    device: Any,
+    world_size: int,
+    side: SideGroup,
+    worlds: int = 1,
+) -> tuple[list[Work], list[str]]:
+    if cfg.measure.memory_check == "off":
+        return work, []
+    budget = agreed_budget(cfg, device, world_size, side, worlds)
+    fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
+    if notes and cfg.measure.memory_check == "refuse":
+        raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
+    return fitted, [f"{note}; skipped" for note in notes]

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from colbench.bench.loop import BenchContext
 from colbench.bench.plan import Work, count_units, row_weight, weight_total
+from colbench.config.model import SweepConfig
 from colbench.hardware import node
 from colbench.host.inflight import Fault
 from colbench.host.job import Peer, RankJob
@@ -137,6 +138,21 @@ def _reporters(
         header += [node.header_line(label, facts) for label, facts in met.hardware.items()]
         reporters.append(ConsoleReporter(header, echo, hooks.warn, cfg.measure.repeat))
     return reporters
+
+
+def measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
+    warnings = []
+    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        warnings.append(
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
+            "several-fold; unset it for real measurements"
+        )
+    if cfg.launch.debug and backend == "nccl":
+        warnings.append(
+            "--debug: torch's NCCL flight recorder records every collective, which adds host "
+            "time to each call; measure without --debug for numbers to compare"
+        )
+    return warnings
 
 
 def _json_report(

@@ -18,15 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from colbench import __version__
-from colbench.bench import memory
 from colbench.bench.groups import Groups, SideGroup, members, split_label, split_world
 from colbench.bench.load import make_load
 from colbench.bench.loop import BenchContext, RankBench, RowSink
 from colbench.bench.ops import REGISTRY
-from colbench.bench.plan import Work, count_units, fit_to_memory, plan, plan_digest
+from colbench.bench.plan import Work, count_units, fit_plan, plan, plan_digest
 from colbench.bench.rowmaker import RunInfo
 from colbench.bench.timing import make_timer
-from colbench.commands.sweep.lead import Met, lead_sink
+from colbench.commands.sweep.lead import Met, lead_sink, measurement_warnings
 from colbench.commands.sweep.setup import measure_setups, setup_rows
 from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
@@ -41,7 +40,6 @@ from colbench.host import watchdog as hang_watchdog
 from colbench.host.inflight import InFlight
 from colbench.host.job import ConfiguredTask, Peer, RankJob
 from colbench.host.launchers import devices
-from colbench.host.launchers.env import local_world_size_from_env
 from colbench.host.outcome import report_done
 from colbench.host.rank import device_name, gpu_record, meet_peers
 from colbench.host.turns import Turns
@@ -203,12 +201,12 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     try:
         info = _run_info(task, job, me, met, subgroup, first)
         worlds = job.turns.worlds if job.turns is not None else 1
-        work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
+        work, memory_notes = fit_plan(cfg, work, device, job.world_size, side, worlds)
         groups = Groups(side, subgroup)
         context = _bench_context(
             task, job, rank, device, info, groups, engine, stream, in_flight, work
         )
-        warned = (_measurement_warnings(cfg, job.backend), memory_notes)
+        warned = (measurement_warnings(cfg, job.backend), memory_notes)
         with _sink(job, rank, context, met, work, warned, setups) as sink:
             RankBench(context, sink).run(work)
     except BaseException:
@@ -391,54 +389,3 @@ def _introduce(cfg: SweepConfig, job: RankJob, rank: int, device: Any, work: lis
         gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",
         gpu=gpu_record(device, cfg.launch.ranks_per_gpu),
     )
-
-
-def _agreed_budget(
-    cfg: SweepConfig, device: Any, world_size: int, side: SideGroup, worlds: int = 1
-) -> int:
-    """Per-rank buffer budget, the minimum over all ranks so every plan is the same.
-
-    ``worlds``: the interleaved worlds alive at once, whose buffers share the memory.
-    """
-    import torch
-
-    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
-    if free is not None:
-        # --ranks-per-gpu: the GPU's free memory is every sharing rank's to split.
-        free //= cfg.launch.ranks_per_gpu
-    local = memory.rank_budget_bytes(
-        local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
-    )
-    return side.min_int(local // worlds)
-
-
-def _measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
-    warnings = []
-    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
-        warnings.append(
-            "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
-            "several-fold; unset it for real measurements"
-        )
-    if cfg.launch.debug and backend == "nccl":
-        warnings.append(
-            "--debug: torch's NCCL flight recorder records every collective, which adds host "
-            "time to each call; measure without --debug for numbers to compare"
-        )
-    return warnings
-
-
-def _fit_plan(
-    cfg: SweepConfig,
-    work: list[Work],
-    device: Any,
-    world_size: int,
-    side: SideGroup,
-    worlds: int = 1,
-) -> tuple[list[Work], list[str]]:
-    if cfg.measure.memory_check == "off":
-        return work, []
-    budget = _agreed_budget(cfg, device, world_size, side, worlds)
-    fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
-    if notes and cfg.measure.memory_check == "refuse":
-        raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
-    return fitted, [f"{note}; skipped" for note in notes]
