@@ -246,13 +246,15 @@ class RankBench:
                 yield [
                     unmeasured_row(info, cfg, item, requested, layout, p == "in", status, repeat)
                     for p in item.placements
+                    if self.sink is not None
                 ]
                 continue
             alone = self._load_alone()
-            yield [
+            rows = [
                 self.bench_time(item, size, ctx, storages[p], p == "in", repeat, alone)
                 for p in item.placements
             ]
+            yield [row for row in rows if row is not None]
         flight.op, flight.dtype, flight.size_bytes = "", "", None
         flight.phase = f"the pause after {coll.name}"
         del storages
@@ -266,11 +268,12 @@ class RankBench:
         in_place: bool,
         repeat: int,
         alone: float | None,
-    ) -> Row:
+    ) -> Row | None:
         """One size (requested bytes, layout) and placement, as nccl-tests' BenchTime: fill,
         warm up, wait for the others at the barrier, time the batch, combine every rank's
-        times, verify, make the row. Every op is timed here, alike; beside the call only
-        --rotate, --time-budget, --contend and COLBENCH_FAULT are helpers."""
+        times, verify, make the row (rank 0's; None elsewhere). Every op is timed here, alike;
+        beside the call only --rotate, --time-budget, --contend and COLBENCH_FAULT are
+        helpers."""
         coll, measure, flight = item.coll, self.context.cfg.measure, self.context.in_flight
         requested, layout = size
         sets = [coll.views(storage, layout, ctx, in_place) for storage in storages]
@@ -295,15 +298,23 @@ class RankBench:
                     iter_us, waited = self._timed_batch(timer, call, iters)
             enqueue_us = timer.enqueue_us
             flight.step("combining times")
-            times, slowest_enqueue_us, ranks = self._gather_times(iter_us, enqueue_us, waited)
+            # The enqueue time and the barrier's wait and starvation ride along as three
+            # more columns (the enqueue time NaN where calls block).
+            every = self.side.gather_floats(
+                [*iter_us, math.nan if enqueue_us is None else enqueue_us, *waited]
+            )
         wrong = self._check(coll, sets[0], ctx) if coll.sized else None
+        load_cells = self._load_cells(alone, beside.rate)
+        if self.sink is None:
+            return None  # the other ranks measure alike; rank 0 makes and reports the rows
+        times, slowest_enqueue_us, ranks = _combined(every, enqueue_us, measure.average)
         row = make_row(
             self.context.info, self.context.cfg, item, requested, layout, in_place, times, wrong,
             iters=len(iter_us), repeat=repeat, enqueue_us=slowest_enqueue_us, ranks=ranks,
-            load_cells=self._load_cells(alone, beside.rate),
+            load_cells=load_cells,
         )  # fmt: skip
         output = self.context.cfg.output
-        if self.sink is not None and (output.per_rank or output.per_iter_timing):
+        if output.per_rank or output.per_iter_timing:
             self.sink.rank_times(row, ranks)
         return row
 
@@ -320,30 +331,6 @@ class RankBench:
         if load is None or alone is None or beside is None:
             return row_cells(None, None)
         return row_cells(load.spec, self.side.gather_floats([alone, beside]))
-
-    def _gather_times(
-        self, iter_us: list[float], enqueue_us: float | None, waited: tuple[float, float]
-    ) -> tuple[dict[str, float], float | None, RankTimes]:
-        """Every rank's batch over the side group: (combined times, the slowest rank's
-        enqueue time per call, every rank's batch mean and barrier wait)."""
-        # The enqueue time and the barrier's wait and starvation ride along as three more
-        # columns (the enqueue time NaN where calls block).
-        every = self.side.gather_floats(
-            [*iter_us, math.nan if enqueue_us is None else enqueue_us, *waited]
-        )
-        per_rank_iters = [rank[:-3] for rank in every]
-        times = combine_times(per_rank_iters, self.context.cfg.measure.average)
-        enqueues = [rank[-3] for rank in every]
-        # The rank that waited longest to hand its calls over decides whether the GPU
-        # was starved.
-        slowest_enqueue = None if enqueue_us is None else max(enqueues)
-        ranks = RankTimes(
-            batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
-            wait_us=tuple(rank[-2] for rank in every),
-            starved_us=tuple(rank[-1] for rank in every),
-            iters_us=tuple(tuple(times) for times in per_rank_iters),
-        )
-        return times, slowest_enqueue, ranks
 
     def _timed_batch(
         self, timer: Timer, call: Any, iters: int
@@ -385,3 +372,24 @@ class RankBench:
         self.context.timer.run_once(self.context.engine.bind(coll, bufs, ctx))
         self.context.timer.synchronize()
         return self.side.sum_int(coll.count_wrong(bufs, ctx))
+
+
+def _combined(
+    every: list[list[float]], enqueue_us: float | None, average: str
+) -> tuple[dict[str, float], float | None, RankTimes]:
+    """Every rank's gathered batch (its per-call times, then its enqueue time, wait and
+    starvation): (the row's time columns, the slowest rank's enqueue time per call,
+    every rank's batch mean and barrier wait)."""
+    per_rank_iters = [rank[:-3] for rank in every]
+    times = combine_times(per_rank_iters, average)
+    enqueues = [rank[-3] for rank in every]
+    # The rank that waited longest to hand its calls over decides whether the GPU
+    # was starved.
+    slowest_enqueue = None if enqueue_us is None else max(enqueues)
+    ranks = RankTimes(
+        batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
+        wait_us=tuple(rank[-2] for rank in every),
+        starved_us=tuple(rank[-1] for rank in every),
+        iters_us=tuple(tuple(times) for times in per_rank_iters),
+    )
+    return times, slowest_enqueue, ranks

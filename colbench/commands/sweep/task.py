@@ -58,6 +58,10 @@ SWEEP_DISAGREES = (
 #: per rank) -> (algorithm, protocol).
 Choices = dict[tuple[str, int], tuple[str, str]]
 
+#: Every rank's :class:`Peer`, its node's label, and each node's hardware by label: rank 0's
+#: :class:`Met` (the other ranks need no more than the run's facts drawn from them).
+Introductions = tuple[list[Peer], list[str], dict[str, Any]]
+
 
 @dataclass(frozen=True)
 class SweepTask(ConfiguredTask):
@@ -218,7 +222,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
 
 def _agree(
     task: SweepTask, job: RankJob, rank: int, device: Any, side: SideGroup, first: tuple[int, ...]
-) -> tuple[list[Work], Peer, Met]:
+) -> tuple[list[Work], Peer, Introductions]:
     """This rank's plan, agreed with its peers by digest, and who they are: (the plan,
     this rank's introduction, every rank's with its node's hardware)."""
     cfg = task.cfg
@@ -232,25 +236,31 @@ def _agree(
     hosts = launch.node_labels([p.node for p in peers])
     towards = job.store_host or os.environ.get("MASTER_ADDR")
     hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
-    return work, me, Met(peers, hosts, hardware)
+    return work, me, (peers, hosts, hardware)
 
 
 def _run_info(
-    task: SweepTask, job: RankJob, me: Peer, met: Met, subgroup: Any, first: tuple[int, ...]
+    task: SweepTask,
+    job: RankJob,
+    me: Peer,
+    met: Introductions,
+    subgroup: Any,
+    first: tuple[int, ...],
 ) -> RunInfo:
     """The run's facts every row carries, the bandwidth ceiling of the first group among them."""
     cfg = task.cfg
     emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
-    bus_ids = [p.gpu.get("bus_id") for p in met.peers]
+    peers, hosts, hardware = met
+    bus_ids = [p.gpu.get("bus_id") for p in peers]
     ceiling_gbps, ceiling_source, sharing = group_ceiling(
-        met.hardware, job.backend, met.hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
+        hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
     )
     return RunInfo(
         run_id=job.run_id,
         backend=job.backend,
         device_name=me.device_name,
         world_size=job.world_size,
-        nnodes=len({p.node for p in met.peers}),
+        nnodes=len({p.node for p in peers}),
         groups=subgroup.count if subgroup else 1,
         split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
         variant=job.variant,
@@ -307,7 +317,7 @@ def _sink(
     job: RankJob,
     rank: int,
     context: BenchContext,
-    met: Met,
+    met: Introductions,
     work: list[Work],
     warned: tuple[list[str], list[str]],
     setups: Any,
@@ -319,7 +329,7 @@ def _sink(
     if setups is not None:
         with RunDir(job.run_dir).writer(INIT) as writer:
             writer.write_all(setup_rows(setups, context.info))
-    return lead_sink(job, context, met, work, warned)
+    return lead_sink(job, context, Met(*met), work, warned)
 
 
 def _engine(
