@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from colbench.bench.ops.base import Collective, Layout
 from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, redop_supported
 from colbench.config.model import EVERY_ROOT, SweepConfig
 from colbench.errors import UsageError
+from colbench.host.launchers import devices
 from colbench.host.launchers.env import local_world_size_from_env
 from colbench.nccl.algo import CommFacts, predict
 
@@ -281,3 +283,29 @@ def fit_plan(
     if notes and cfg.measure.memory_check == "refuse":
         raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
     return fitted, [f"{note}; skipped" for note in notes]
+
+
+def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:
+    """What NCCL's choice of algorithm depends on, for the measured communicator (the
+    first group of --group-size or --split), from every rank's view: NCCL's host identity
+    (so emulated nodes count as nodes), its version, the GPU's compute capability. Every
+    rank gathers the same facts, so every rank plans alike. What is not known here
+    (NVSwitch, NVLS multicast, a CollNet plugin) stays None: NCCL's rules are then read
+    both ways, and a row is refused only when no reading runs it."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    raw = torch.cuda.nccl.version()
+    version = tuple(raw) if isinstance(raw, tuple) else None
+    mine = (devices.nccl_host_identity(), 10 * major + minor, version)
+    everyone = side.gather_objects(mine)
+    every = [everyone[r] for r in first_group]
+    per_node = Counter(host for host, _, _ in every)
+    versions = {v for _, _, v in every if v is not None}
+    return CommFacts(
+        ranks=len(first_group),
+        nodes=len(per_node),
+        ranks_per_node=max(per_node.values()),
+        version=versions.pop() if len(versions) == 1 else None,
+        compute_capability=min(cc for _, cc, _ in every),
+    )

@@ -246,7 +246,7 @@ class GatheringSide:
 def test_the_ranks_agree_on_nccls_facts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each rank says its NCCL host identity, GPU generation and NCCL version; the plan's
     facts count NCCL's nodes (emulated ones included) for the measured group."""
-    from colbench.commands.sweep.task import nccl_facts
+    from colbench.bench.plan import nccl_facts
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
     monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 28, 9))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from colbench.bench.groups import Groups, SideGroup, members, split_label, split
 from colbench.bench.load import make_load
 from colbench.bench.loop import BenchContext, RankBench, RowSink
 from colbench.bench.ops import REGISTRY
-from colbench.bench.plan import Work, count_units, fit_plan, plan, plan_digest
+from colbench.bench.plan import Work, count_units, fit_plan, nccl_facts, plan, plan_digest
 from colbench.bench.rowmaker import RunInfo
 from colbench.bench.timing import make_timer
 from colbench.commands.sweep.lead import Met, lead_sink, measurement_warnings
@@ -43,7 +42,6 @@ from colbench.host.launchers import devices
 from colbench.host.outcome import report_done
 from colbench.host.rank import device_name, gpu_record, meet_peers
 from colbench.host.turns import Turns
-from colbench.nccl.algo import CommFacts
 from colbench.output import plural
 from colbench.results.init_rows import INIT
 from colbench.results.rundir import RunDir
@@ -357,32 +355,6 @@ def _engine(
     handle = 0 if stream is None else int(stream.cuda_stream)
     ranks = group_ranks(subgroup, world_size)
     return DirectEngine.create(side, rank, ranks, handle), stream
-
-
-def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:
-    """What NCCL's choice of algorithm depends on, for the measured communicator (the
-    first group of --group-size or --split), from every rank's view: NCCL's host identity
-    (so emulated nodes count as nodes), its version, the GPU's compute capability. Every
-    rank gathers the same facts, so every rank plans alike. What is not known here
-    (NVSwitch, NVLS multicast, a CollNet plugin) stays None: NCCL's rules are then read
-    both ways, and a row is refused only when no reading runs it."""
-    import torch
-
-    major, minor = torch.cuda.get_device_capability(device)
-    raw = torch.cuda.nccl.version()
-    version = tuple(raw) if isinstance(raw, tuple) else None
-    mine = (devices.nccl_host_identity(), 10 * major + minor, version)
-    everyone = side.gather_objects(mine)
-    every = [everyone[r] for r in first_group]
-    per_node = Counter(host for host, _, _ in every)
-    versions = {v for _, _, v in every if v is not None}
-    return CommFacts(
-        ranks=len(first_group),
-        nodes=len(per_node),
-        ranks_per_node=max(per_node.values()),
-        version=versions.pop() if len(versions) == 1 else None,
-        compute_capability=min(cc for _, cc, _ in every),
-    )
 
 
 def _introduce(cfg: SweepConfig, job: RankJob, rank: int, device: Any, work: list[Work]) -> Peer:
