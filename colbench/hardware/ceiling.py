@@ -13,7 +13,7 @@
   own bytes off the node, so their rows take the node's rate shared by its ranks
   (:func:`for_op`).
 - One node, gloo: loopback, which has no rate: no ceiling.
-- A rate tc imposes on an interface replaces the one sysfs reports (colbench.hardware.tc).
+- A rate tc imposes on an interface replaces the one sysfs reports (colbench.hardware.links).
 Where no rate can be known the ceiling is None and ``source`` says why. The slowest
 node bounds the run.
 """
@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Any
 
 from colbench.hardware.gpus import NVLINK_LINK_GBPS
-from colbench.hardware.sysfs import PCIE_LANE_GBPS
+from colbench.hardware.links import PCIE_LANE_GBPS
 from colbench.hardware.verdicts import RDMA_KINDS
 
 Ceiling = tuple[float | None, str]

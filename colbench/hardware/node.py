@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from colbench.hardware import gpus, route, sysfs, tc
+from colbench.hardware import gpus, links
 
 
 def read_node(
@@ -22,24 +22,24 @@ def read_node(
     from colbench.results.metadata import cpu_model
 
     found_gpus = gpus.read(nvml)
-    nics = sysfs.nics(root)
-    shaped = tc.shaped_rates_gbit_s() if shaped is None else shaped
+    nics = links.nics(root)
+    shaped = links.shaped_rates_gbit_s() if shaped is None else shaped
     for nic in nics:
         nic["closest_gpu"] = _closest_gpu(root, nic.get("bus_id"), found_gpus or [])
         rate = shaped.get(nic["name"]) if "netdevs" not in nic else None
         if rate:
             nic.update(rate_gbit_s=rate, rate_source=f"tc's rate on {nic['name']}")
     for gpu in found_gpus or []:
-        gpu["numa_node"] = sysfs.numa_node(root, gpu["bus_id"])
+        gpu["numa_node"] = links.numa_node(root, gpu["bus_id"])
         if gpu["pcie"] is None and gpu["bus_id"]:
-            gpu["pcie"] = sysfs.pcie_link(root, gpu["bus_id"])
+            gpu["pcie"] = links.pcie_link(root, gpu["bus_id"])
     return {
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
-        "numa_nodes": sysfs.numa_nodes(root),
+        "numa_nodes": links.numa_nodes(root),
         "gpus": found_gpus,
         "nics": nics,
-        "interface": route.interface_towards(towards),
+        "interface": links.interface_towards(towards),
     }
 
 
@@ -48,11 +48,11 @@ def _closest_gpu(root: Path, bus_id: str | None, found: list[dict[str, Any]]) ->
     a root port); None where no GPU shares more than the others or none is known."""
     if bus_id is None or not found:
         return None
-    nic_path = sysfs.pci_path(root, bus_id)
+    nic_path = links.pci_path(root, bus_id)
     shared = {}
     for gpu in found:
         if gpu["bus_id"]:
-            path = sysfs.pci_path(root, gpu["bus_id"])
+            path = links.pci_path(root, gpu["bus_id"])
             shared[gpu["index"]] = next(
                 (i for i, (a, b) in enumerate(zip(nic_path, path, strict=False)) if a != b),
                 min(len(nic_path), len(path)),

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from colbench.hardware import ceiling, node, tc
+from colbench.hardware import ceiling, links, node
 from tests.unit.test_hardware import FakeNvml, _nvml_gpu, recorded_tree
 
 
@@ -122,7 +122,7 @@ def test_a_shaped_interface_takes_tcs_rate(tmp_path: Path) -> None:
             "class htb 1:10 root prio 0 rate 300Mbit ceil 300Mbit burst 1537b\n"
         )
 
-    rates = tc.shaped_rates_gbit_s(run)
+    rates = links.shaped_rates_gbit_s(run)
     assert rates == pytest.approx({"veth0": 1.0, "veth1": 0.3, "veth2": 5e-4})
     # Classes are asked for only where an htb qdisc holds them.
     assert asked == [["tc", "qdisc", "show"], ["tc", "class", "show", "dev", "veth1"]]
