@@ -16,10 +16,11 @@ import torch
 
 from colbench.analysis.compare.comparison import compare_runs
 from colbench.analysis.torch_tax import nccl_dominates_from, summary_lines, taxes, without_engine
+from colbench.bench.cuda_timing import CudaGraphTimer
 from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Context
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.bench.timing import CudaGraphTimer, make_timer
+from colbench.bench.timing import make_timer
 from colbench.config.variants import expand
 from colbench.direct.engine import DirectEngine, parse_engines, refusal
 from colbench.direct.nccl4py import DirectComm, Nccl, missing

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from colbench.bench.timing import CudaGraphTimer, _Rotation
+from colbench.bench.cuda_timing import CudaGraphTimer
+from colbench.bench.timing import _Rotation
 
 
 class Device:
