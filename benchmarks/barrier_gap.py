@@ -29,8 +29,7 @@ import time
 import torch.distributed as dist
 
 from colbench.bench.groups import SideGroup
-from colbench.bench.schedstat import BarrierThreads, thread_run_delays_ns
-from colbench.bench.timing import wait_in
+from colbench.bench.timing import BarrierThreads, thread_run_delays_ns, wait_in
 from colbench.host.launchers import free_port
 
 

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from colbench.bench.schedstat import BarrierThreads, run_delays_ns, thread_run_delays_ns
-from colbench.bench.timing import wait_in
+from colbench.bench.timing import BarrierThreads, run_delays_ns, thread_run_delays_ns, wait_in
 
 #: Audit events raised while a test records (sys.addaudithook cannot be removed, so the
 #: hook stays but records only while a list is set here).
