@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.hardware.ceiling import for_op, percent
+from colbench.hardware.node import for_op, percent
 from colbench.host.launchers.emulation import fabric
 from colbench.nccl.names import FUNCTION_OP
 from colbench.nccl.tuning import printed_bytes
@@ -46,7 +46,7 @@ class RunInfo:
     #: NCCL's choice per call, (op, bytes per rank) -> (algorithm, protocol), as a probe
     #: world logged it (colbench.commands.sweep.probe); empty when not recorded.
     nccl_choices: Mapping[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
-    #: The rate that bounds every row's busbw (colbench.hardware.ceiling), GB/s; None
+    #: The rate that bounds every row's busbw (colbench.hardware.node), GB/s; None
     #: where none can be known, and ``ceiling_source`` says where it comes from or why.
     ceiling_gbps: float | None = None
     ceiling_source: str = ""

@@ -218,7 +218,7 @@ class Collective:
     #: prefix, no underscores (``_allgather_base`` -> ``allgatherbase``).
     traced_names: ClassVar[tuple[str, ...]] = ()
     #: Every rank sends its own bytes to every other: off a node they share its link
-    #: (colbench.hardware.ceiling), and a trace's split sizes tell its even form from
+    #: (colbench.hardware.node), and a trace's split sizes tell its even form from
     #: its uneven one (colbench.commands.replay).
     exchange: ClassVar[bool] = False
     #: An exchange whose per-peer sizes come from a traffic matrix (--splits), not from

@@ -33,7 +33,7 @@ from colbench.config.variants import Variant
 from colbench.direct.engine import DIRECT, DirectEngine, Engine, TorchEngine, group_ranks
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
-from colbench.hardware.ceiling import group_ceiling
+from colbench.hardware.node import group_ceiling
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.inflight import InFlight

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.bench import ops
-from colbench.hardware.ceiling import CeilingCounter
+from colbench.hardware.node import CeilingCounter
 from colbench.results.reporters.console import TableSink
 from colbench.results.reporters.stragglers import PER_RANK, RankRow, RankTimes, SlowestCounter
 from colbench.results.rows import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
