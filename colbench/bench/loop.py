@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import torch
 
-from colbench.bench.groups import Groups, SideGroup
+from colbench.bench.groups import Engine, Groups, SideGroup, TorchEngine
 from colbench.bench.load import row_cells, running
 from colbench.bench.memory import is_out_of_memory
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
@@ -32,7 +32,6 @@ from colbench.bench.rowmaker import (
 )
 from colbench.bench.timing import HostTimer, Timer, _Rotation, wait_in
 from colbench.config.model import SweepConfig
-from colbench.direct.engine import Engine, TorchEngine
 from colbench.host.inflight import Fault, InFlight
 from colbench.results.reporters.stragglers import RankTimes
 from colbench.results.rows import STATUS_OOM, STATUS_UNSUPPORTED, Row

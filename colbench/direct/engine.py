@@ -2,8 +2,9 @@
 
 The per-rank loop (colbench.bench.loop) asks its engine for buffers and for the timed
 call of each buffer set, and never learns which one it has: the layouts, the fill, the
-timers, the verification and the rows are the same code for both. The torch engine is
-the op contract's torch call; the direct engine is the op's NCCL call through nccl4py
+timers, the verification and the rows are the same code for both. The torch engine
+(colbench.bench.groups' TorchEngine, on the measured group) is the op contract's torch
+call; the direct engine is the op's NCCL call through nccl4py
 (colbench.direct.nccl4py), on a communicator of its own, made by NCCL's unique-id
 bootstrap over the gloo side group. A direct world's torch process group is gloo
 (colbench.host.rank): no torch NCCL communicator exists in it.
@@ -15,13 +16,12 @@ colbench.analysis.torch_tax).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
+from colbench.bench.ops.base import TORCH, Buffers, Collective, Context, Layout, Storage
 from colbench.direct.nccl4py import DirectComm, Nccl
 from colbench.errors import UsageError
 
-TORCH = "torch"
 DIRECT = "nccl"
 #: Every engine, the default first.
 ENGINES = (TORCH, DIRECT)
@@ -51,46 +51,6 @@ def refusal(engines: Sequence[str], backend: str) -> str | None:
     from colbench.direct.nccl4py import missing
 
     return missing()
-
-
-class Engine(Protocol):
-    """What the loop measures through."""
-
-    name: str
-
-    def unsupported(self, coll: Collective) -> str | None:
-        """Why this engine cannot run ``coll`` (the rows then say ``unsupported``)."""
-        ...
-
-    def allocate(
-        self, coll: Collective, layout: Layout, ctx: Context, in_place: bool
-    ) -> Storage: ...
-
-    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        """The timed call, every argument resolved once, outside the timed region."""
-        ...
-
-    def close(self, abort: bool = False) -> None:
-        """Release what the engine made; ``abort``: this rank failed, do not wait for peers."""
-        ...
-
-
-class TorchEngine:
-    """torch.distributed: the op contract's own calls on the measured process group."""
-
-    name = TORCH
-
-    def unsupported(self, coll: Collective) -> str | None:
-        return None
-
-    def allocate(self, coll: Collective, layout: Layout, ctx: Context, in_place: bool) -> Storage:
-        return coll.allocate(layout, ctx, in_place)
-
-    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        return coll.bind(bufs, ctx)
-
-    def close(self, abort: bool = False) -> None:
-        pass
 
 
 class DirectEngine:

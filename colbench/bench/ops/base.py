@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     import torch.distributed as dist
 
 
+#: The engine (--engine) of the contract's own torch calls (:meth:`Collective.bind`).
+TORCH = "torch"
+
+
 class DirectComm(Protocol):
     """What an op asks of an NCCL communicator it calls directly (--engine direct;
     colbench.direct.nccl4py's ``DirectComm`` is one): declared here so the ops need nothing

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from colbench import __version__
-from colbench.bench.groups import Groups, SideGroup, members, split_label, split_world
+from colbench.bench.groups import (
+    Engine,
+    Groups,
+    SideGroup,
+    TorchEngine,
+    members,
+    split_label,
+    split_world,
+)
 from colbench.bench.load import make_load
 from colbench.bench.loop import BenchContext, RankBench, RowSink
 from colbench.bench.ops import REGISTRY
@@ -30,7 +38,7 @@ from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
 from colbench.config.variants import Variant
-from colbench.direct.engine import DIRECT, DirectEngine, Engine, TorchEngine, group_ranks
+from colbench.direct.engine import DIRECT, DirectEngine, group_ranks
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
 from colbench.hardware.node import group_ceiling
