@@ -22,7 +22,7 @@ from colbench.bench.load import row_cells, running
 from colbench.bench.memory import is_out_of_memory
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.bench.plan import Work
+from colbench.bench.plan import Work, plan_notes
 from colbench.bench.rowmaker import (
     RunInfo,
     combine_times,
@@ -126,7 +126,8 @@ class RankBench:
         for repeat in range(self.context.cfg.measure.repeat):
             for item in work:
                 if self.sink is not None and repeat == 0:
-                    self._notes(item)
+                    for note in plan_notes(item, self.context.engine):
+                        self.sink.note(note)
                 if self.context.turns is None:
                     for rows in self._measure_work(item, repeat):
                         self._emit(item, rows)
@@ -153,30 +154,6 @@ class RankBench:
         finally:
             measured.close()
         return True
-
-    def _notes(self, item: Work) -> None:
-        assert self.sink is not None
-        if item.skipped_sizes:
-            self.sink.note(
-                f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up "
-                f"to {max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; "
-                "skipped"
-            )
-        if item.unsupported:
-            self.sink.note(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
-        elif (refused := self.context.engine.unsupported(item.coll)) is not None:
-            self.sink.note(
-                f"{item.coll.name} {item.dtype}: unsupported on --engine "
-                f"{self.context.engine.name}: {refused}"
-            )
-        last = item.layouts[-1] if item.layouts else None
-        if last is not None and {last.send_imbalance, last.recv_imbalance} - {None, 1.0}:
-            # size_bytes is the busiest rank's: say how far from the mean it is.
-            self.sink.note(
-                f"{item.coll.name} {item.coll.splits_label} {item.dtype}: at {last.size_bytes} B "
-                f"the busiest rank sends {last.send_imbalance or 0:.2f}x and receives "
-                f"{last.recv_imbalance or 0:.2f}x the mean rank's {last.mean_bytes:.0f} B"
-            )
 
     def _context(self, item: Work) -> Context:
         sub = self.context.groups.subgroup

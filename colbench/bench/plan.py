@@ -133,6 +133,34 @@ def roots(coll: Collective, cfg: SweepConfig, world_size: int) -> range:
     return range(cfg.measure.root, cfg.measure.root + 1)
 
 
+def plan_notes(item: Work, engine: Any) -> list[str]:
+    """Rank 0's remarks on one line of the plan before it is measured: sizes skipped,
+    an op the backend or the ``engine`` (colbench.bench.groups.Engine) cannot run, a
+    traffic matrix whose busiest rank is far from the mean."""
+    notes = []
+    if item.skipped_sizes:
+        notes.append(
+            f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up "
+            f"to {max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; "
+            "skipped"
+        )
+    if item.unsupported:
+        notes.append(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
+    elif (refused := engine.unsupported(item.coll)) is not None:
+        notes.append(
+            f"{item.coll.name} {item.dtype}: unsupported on --engine {engine.name}: {refused}"
+        )
+    last = item.layouts[-1] if item.layouts else None
+    if last is not None and {last.send_imbalance, last.recv_imbalance} - {None, 1.0}:
+        # size_bytes is the busiest rank's: say how far from the mean it is.
+        notes.append(
+            f"{item.coll.name} {item.coll.splits_label} {item.dtype}: at {last.size_bytes} B "
+            f"the busiest rank sends {last.send_imbalance or 0:.2f}x and receives "
+            f"{last.recv_imbalance or 0:.2f}x the mean rank's {last.mean_bytes:.0f} B"
+        )
+    return notes
+
+
 def count_units(work: Sequence[Work]) -> int:
     """Measured rows the plan will produce (for the progress bar)."""
     return sum(len(w.layouts) * len(w.placements) for w in work)
