@@ -20,7 +20,6 @@ from colbench.host.job import Peer, RankJob
 from colbench.host.launchers import emulation
 from colbench.host.pace import Pace
 from colbench.results.reporters.console import run_header
-from colbench.results.reporters.progress import progress_bar
 from colbench.results.reporters.stream import (
     ConsoleReporter,
     CsvReporter,
@@ -29,6 +28,7 @@ from colbench.results.reporters.stream import (
     ProgressReporter,
     Reporter,
     RowStream,
+    progress_bar,
 )
 from colbench.results.rows import Row
 from colbench.results.rundir import RunDir
