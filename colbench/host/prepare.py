@@ -80,7 +80,7 @@ def nccl_notes(launch: LaunchConfig, backend: str) -> list[str]:
         from colbench.host.launchers import emulation
 
         notes += emulation.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
-    from colbench.host.rank import blocking_wait_note
+    from colbench.host.nccl_start import blocking_wait_note
 
     blocked = blocking_wait_note(os.environ)
     return notes + ([blocked] if blocked else [])
