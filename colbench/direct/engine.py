@@ -7,7 +7,7 @@ timers, the verification and the rows are the same code for both. The torch engi
 call; the direct engine is the op's NCCL call through nccl4py
 (colbench.direct.nccl4py), on a communicator of its own, made by NCCL's unique-id
 bootstrap over the gloo side group. A direct world's torch process group is gloo
-(colbench.host.rank): no torch NCCL communicator exists in it.
+(colbench.host.child): no torch NCCL communicator exists in it.
 
 Comparing the two engines' rows gives what torch adds to every call (the torch tax,
 colbench.analysis.torch_tax).

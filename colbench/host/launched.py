@@ -13,13 +13,13 @@ from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.host import launchers as launch
 from colbench.host import protocol, ticker
 from colbench.host import watchdog as hang_watchdog
+from colbench.host.child import exit_now, rank_main
 from colbench.host.inflight import InFlight
 from colbench.host.job import RankJob, RankTask
 from colbench.host.launchers import LaunchEnv, gpus, limits, preflight
 from colbench.host.outcome import end_meta, record_nccl_log
 from colbench.host.pace import command_started_at
 from colbench.host.prepare import make_run_dir, nccl_notes
-from colbench.host.rank import exit_now, rank_main
 
 
 def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:

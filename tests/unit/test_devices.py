@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from colbench.errors import UsageError
-from colbench.host import rank as rank_life
+from colbench.host import child as rank_life
 from colbench.host.launchers import LaunchEnv, devices, gpus, preflight
 from colbench.host.launchers.devices import check_distinct_gpus, gpu_uuid, pick_cuda_index
 

@@ -30,8 +30,8 @@ from colbench.commands.p2p.schedule import Selection, pair_steps, select
 from colbench.errors import UsageError
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
+from colbench.host.child import device_name, meet_peers
 from colbench.host.job import ConfiguredTask
-from colbench.host.rank import device_name, meet_peers
 from colbench.results.rundir import RunDir
 
 #: Tests (and clusters whose host names say little) name each rank's node with this.

@@ -44,11 +44,11 @@ from colbench.hardware import node as node_hardware
 from colbench.hardware.node import group_ceiling
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
+from colbench.host.child import device_name, gpu_record, meet_peers
 from colbench.host.inflight import InFlight
 from colbench.host.job import ConfiguredTask, Peer, RankJob
 from colbench.host.launchers import devices
 from colbench.host.outcome import report_done
-from colbench.host.rank import device_name, gpu_record, meet_peers
 from colbench.host.turns import Turns
 from colbench.output import plural
 from colbench.results.init_rows import INIT
@@ -98,7 +98,7 @@ class SweepTask(ConfiguredTask):
     @property
     def direct_nccl(self) -> bool:
         """NCCL is called directly: torch's process group is then gloo, and this world
-        makes no torch NCCL communicator (colbench.host.rank)."""
+        makes no torch NCCL communicator (colbench.host.child)."""
         return self.engine_name == DIRECT
 
     @property
