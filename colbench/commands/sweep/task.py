@@ -216,8 +216,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
         context = _bench_context(
             task, job, rank, device, info, groups, engine, stream, in_flight, work
         )
-        warned = (measurement_warnings(cfg, job.backend), memory_notes)
-        with _sink(job, rank, context, met, work, warned, setups) as sink:
+        with _sink(job, rank, context, met, work, memory_notes, setups) as sink:
             RankBench(context, sink).run(work)
     except BaseException:
         # ncclCommDestroy waits for the node's other ranks; a failing rank must not.
@@ -325,7 +324,7 @@ def _sink(
     context: BenchContext,
     met: Introductions,
     work: list[Work],
-    warned: tuple[list[str], list[str]],
+    memory_notes: list[str],
     setups: Any,
 ) -> AbstractContextManager[RowSink | None]:
     """Rank 0's reporters (colbench.commands.sweep.lead); None in the other ranks, which
@@ -335,6 +334,7 @@ def _sink(
     if setups is not None:
         with RunDir(job.run_dir).writer(INIT) as writer:
             writer.write_all(setup_rows(setups, context.info))
+    warned = (measurement_warnings(context.cfg, job.backend), memory_notes)
     return lead_sink(job, context, Met(*met), work, warned)
 
 
