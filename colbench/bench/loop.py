@@ -31,7 +31,7 @@ from colbench.bench.rowmaker import (
     unmeasured_row,
     warmup_calls,
 )
-from colbench.bench.timing import HostTimer, Timer, _Rotation, wait_in
+from colbench.bench.timing import HostTimer, Rotation, Timer, wait_in
 from colbench.config.model import SweepConfig
 from colbench.host.inflight import Fault, InFlight
 from colbench.results.reporters.stragglers import RankTimes
@@ -259,7 +259,7 @@ class RankBench:
             for bufs in sets:
                 coll.fill(bufs, ctx)
             calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
-            call = calls[0] if len(calls) == 1 else _Rotation(calls)
+            call = calls[0] if len(calls) == 1 else Rotation(calls)
             timer = self.host_timer if coll.blocks_host else self.context.timer
             flight.step("warm-up")
             for _ in range(self.warmup_calls):

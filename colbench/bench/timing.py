@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 
-class _Rotation:
+class Rotation:
     """Calls each buffer set's collective in turn (``--rotate``)."""
 
     __slots__ = ("_calls", "_next")
