@@ -1,6 +1,6 @@
 """What runs between the side group's barrier and the timed batch's first timestamp.
 
-colbench.bench.skew.wait_in passes the barrier, reads each barrier thread's schedstat run
+colbench.bench.timing.wait_in passes the barrier, reads each barrier thread's schedstat run
 delay (to take the rank's own CPU starvation out of its wait), then runs the batch.
 Whatever runs in between delays the batch's start after the ranks were aligned, by a
 different amount in each rank. This script measures that gap in one real process: a
@@ -29,8 +29,7 @@ import time
 import torch.distributed as dist
 
 from colbench.bench.groups import SideGroup
-from colbench.bench.schedstat import BarrierThreads, thread_run_delays_ns
-from colbench.bench.skew import wait_in
+from colbench.bench.timing import BarrierThreads, thread_run_delays_ns, wait_in
 from colbench.host.launchers import free_port
 
 

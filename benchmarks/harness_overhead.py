@@ -31,8 +31,8 @@ from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.plan import plan
 from colbench.bench.rowmaker import RunInfo
 from colbench.config.model import SweepConfig
+from colbench.host.child import share_cpu_threads
 from colbench.host.launchers import free_port
-from colbench.host.startup import share_cpu_threads
 
 #: (world size, bytes, target ratio, iterations or None for -n)
 CASES = ((1, 4, 1.02, None), (2, 1 << 20, 1.03, 200), (2, 4 << 20, 1.03, 200))

@@ -27,8 +27,8 @@ from colbench.bench.plan import plan
 from colbench.bench.rowmaker import RunInfo
 from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_size
+from colbench.host.child import share_cpu_threads
 from colbench.host.launchers import free_port
-from colbench.host.startup import share_cpu_threads
 
 TARGET = 1.15
 

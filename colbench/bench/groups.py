@@ -14,6 +14,10 @@ Two kinds, kept apart on every backend:
 Bookkeeping on the measured group would be measured too, and on NCCL it would run
 under the variant's settings: with ``NCCL_ALGO=Tree`` NCCL has no algorithm for an
 all_gather, so gathering times there would fail before the first row.
+
+What calls the op on the measured group is an :class:`Engine`: torch.distributed's own
+calls (:class:`TorchEngine`, the default), or NCCL called directly on a communicator of
+its own (colbench.direct.engine).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+from colbench.bench.ops.base import TORCH, Buffers, Collective, Context, Layout, Storage
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ class SideGroup:
             return cls(dist.new_group(backend="gloo", timeout=timeout), world_size)
         import os
 
-        from colbench.host.faults import Fault
+        from colbench.host.inflight import Fault
         from colbench.host.watchdog import SIDE_GROUP_STARTUP
 
         setup = in_flight.phase
@@ -183,3 +189,66 @@ class Groups:
     def measured(self) -> Any:
         """The measured collective's group; None is the default (world) group."""
         return None if self.subgroup is None else self.subgroup.group
+
+
+class Engine(Protocol):
+    """What the loop measures through."""
+
+    name: str
+
+    def unsupported(self, coll: Collective) -> str | None:
+        """Why this engine cannot run ``coll`` (the rows then say ``unsupported``)."""
+        ...
+
+    def allocate(
+        self, coll: Collective, layout: Layout, ctx: Context, in_place: bool
+    ) -> Storage: ...
+
+    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        """The timed call, every argument resolved once, outside the timed region."""
+        ...
+
+    def close(self, abort: bool = False) -> None:
+        """Release what the engine made; ``abort``: this rank failed, do not wait for peers."""
+        ...
+
+
+class TorchEngine:
+    """torch.distributed: the op contract's own calls on the measured process group."""
+
+    name = TORCH
+
+    def unsupported(self, coll: Collective) -> str | None:
+        return None
+
+    def allocate(self, coll: Collective, layout: Layout, ctx: Context, in_place: bool) -> Storage:
+        return coll.allocate(layout, ctx, in_place)
+
+    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        return coll.bind(bufs, ctx)
+
+    def close(self, abort: bool = False) -> None:
+        pass
+
+
+class Refused:
+    """An engine whose every row is ``unsupported``, with the reason: a knob asked of it
+    that it, or the NCCL under it, cannot honour (colbench.direct.knobs). Measuring anyway
+    would put rows under a variant's name that ran without what the name says."""
+
+    def __init__(self, engine: Engine, reason: str) -> None:
+        self.engine = engine
+        self.name = engine.name
+        self.reason = reason
+
+    def unsupported(self, coll: Collective) -> str | None:
+        return self.reason
+
+    def allocate(self, coll: Collective, layout: Layout, ctx: Context, in_place: bool) -> Storage:
+        return self.engine.allocate(coll, layout, ctx, in_place)
+
+    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        return self.engine.bind(coll, bufs, ctx)
+
+    def close(self, abort: bool = False) -> None:
+        self.engine.close(abort)

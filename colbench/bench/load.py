@@ -38,6 +38,8 @@ GPU_PRODUCTS_PER_SYNC = 4
 #: The rows' columns a load fills: (alone, beside) for each kind of rate.
 GEMM_COLUMNS = ("load_alone_tflops", "load_beside_tflops")
 COLLECTIVE_COLUMNS = ("load_alone_busbw_gbps", "load_beside_busbw_gbps")
+#: The rows' load columns without a load: all empty.
+NO_LOAD_CELLS: dict[str, Any] = dict.fromkeys(GEMM_COLUMNS + COLLECTIVE_COLUMNS)
 
 
 class SideStream:
@@ -235,6 +237,10 @@ class Beside:
     rate: float | None = None
 
 
+#: What runs beside a collective without a load: nothing, at no rate (never written).
+NOTHING_BESIDE = Beside()
+
+
 @contextlib.contextmanager
 def running(load: Load | None, flight: InFlight) -> Iterator[Beside]:
     """The load running through the block (nothing without a load)."""
@@ -252,7 +258,7 @@ def running(load: Load | None, flight: InFlight) -> Iterator[Beside]:
 def row_cells(spec: LoadSpec | None, every: Sequence[Sequence[float]] | None) -> dict[str, Any]:
     """The rows' load columns from every rank's (alone, beside) rates: the mean rank's.
     Empty without a load (the ``contend=none`` world) or without a measurement."""
-    cells: dict[str, Any] = dict.fromkeys(GEMM_COLUMNS + COLLECTIVE_COLUMNS)
+    cells = dict(NO_LOAD_CELLS)
     if spec is None or not every:
         return cells
     columns = GEMM_COLUMNS if spec.is_gemm else COLLECTIVE_COLUMNS

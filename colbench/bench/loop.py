@@ -1,7 +1,9 @@
 """The per-rank loop: layout -> fill -> warm up -> barrier -> time -> combine -> verify -> rows.
 
-Runs identically in every rank. It treats every collective alike through the op
-contract (:mod:`colbench.bench.ops.base`); only rank 0 receives a sink for the rows.
+One size of one op is :meth:`RankBench.bench_time`, read top to bottom like nccl-tests'
+BenchTime; the rest is the plan around it. Runs identically in every rank. It treats every
+collective alike through the op contract (:mod:`colbench.bench.ops.base`); only rank 0
+receives a sink for the rows.
 """
 
 from __future__ import annotations
@@ -10,24 +12,28 @@ import math
 import os
 import statistics
 from collections.abc import Generator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
-from colbench.bench.groups import Groups, SideGroup
-from colbench.bench.load import row_cells, running
+from colbench.bench.groups import Engine, Groups, SideGroup, TorchEngine
+from colbench.bench.load import NO_LOAD_CELLS, NOTHING_BESIDE, Beside, row_cells, running
 from colbench.bench.memory import is_out_of_memory
-from colbench.bench.ops.base import Buffers, Collective, Context, Storage
+from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.bench.plan import Work
-from colbench.bench.rowmaker import RunInfo, make_row, unmeasured_row, warmup_calls
-from colbench.bench.skew import wait_in
-from colbench.bench.timing import HostTimer, Timer
+from colbench.bench.plan import Work, plan_notes
+from colbench.bench.rowmaker import (
+    RunInfo,
+    combine_times,
+    make_row,
+    unmeasured_row,
+    warmup_calls,
+)
+from colbench.bench.timing import HostTimer, Rotation, Timer, wait_in
 from colbench.config.model import SweepConfig
-from colbench.direct.engine import Engine, TorchEngine
-from colbench.host.faults import Fault
-from colbench.host.inflight import InFlight
+from colbench.host.inflight import Fault, InFlight
 from colbench.results.reporters.stragglers import RankTimes
 from colbench.results.rows import STATUS_OOM, STATUS_UNSUPPORTED, Row
 
@@ -45,60 +51,8 @@ class RowSink(Protocol):
         """Every rank's share of a measured row (asked for only with --per-rank)."""
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default) of an ascending sequence."""
-    if not sorted_values:
-        raise ValueError("percentile of nothing")
-    pos = (len(sorted_values) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) -> dict[str, float]:
-    """Combine every rank's per-iteration times into one row's time columns.
-
-    ``time_us`` is nccl-tests' number: each rank's batch mean, combined across ranks by
-    ``average`` (avg, min, max or rank0). The per-iteration statistics use, for each
-    iteration, the slowest rank's time, since a collective is done only when all are.
-    """
-    batch_means = [sum(times) / len(times) for times in per_rank_iters_us]
-    if average == "avg":
-        time_us = sum(batch_means) / len(batch_means)
-    elif average == "min":
-        time_us = min(batch_means)
-    elif average == "max":
-        time_us = max(batch_means)
-    elif average == "rank0":
-        time_us = batch_means[0]
-    else:
-        raise ValueError(f"unknown average {average!r}")
-    slowest = sorted(max(column) for column in zip(*per_rank_iters_us, strict=True))
-    return {
-        "time_us": time_us,
-        "time_min_us": slowest[0],
-        "time_p50_us": percentile(slowest, 50),
-        "time_p99_us": percentile(slowest, 99),
-        "time_max_us": slowest[-1],
-    }
-
-
 #: Upper bound on a --time-budget batch, so a sub-microsecond call cannot run for ever.
 MAX_BUDGET_ITERS = 100_000
-
-
-class _Rotation:
-    """Calls each buffer set's collective in turn (``--rotate``)."""
-
-    __slots__ = ("_calls", "_next")
-
-    def __init__(self, calls: Sequence[Any]) -> None:
-        self._calls = tuple(calls)
-        self._next = 0
-
-    def __call__(self) -> None:
-        self._calls[self._next % len(self._calls)]()
-        self._next += 1
 
 
 @dataclass(frozen=True)
@@ -173,7 +127,8 @@ class RankBench:
         for repeat in range(self.context.cfg.measure.repeat):
             for item in work:
                 if self.sink is not None and repeat == 0:
-                    self._notes(item)
+                    for note in plan_notes(item, self.context.engine):
+                        self.sink.note(note)
                 if self.context.turns is None:
                     for rows in self._measure_work(item, repeat):
                         self._emit(item, rows)
@@ -200,30 +155,6 @@ class RankBench:
         finally:
             measured.close()
         return True
-
-    def _notes(self, item: Work) -> None:
-        assert self.sink is not None
-        if item.skipped_sizes:
-            self.sink.note(
-                f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up "
-                f"to {max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; "
-                "skipped"
-            )
-        if item.unsupported:
-            self.sink.note(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
-        elif (refused := self.context.engine.unsupported(item.coll)) is not None:
-            self.sink.note(
-                f"{item.coll.name} {item.dtype}: unsupported on --engine "
-                f"{self.context.engine.name}: {refused}"
-            )
-        last = item.layouts[-1] if item.layouts else None
-        if last is not None and {last.send_imbalance, last.recv_imbalance} - {None, 1.0}:
-            # size_bytes is the busiest rank's: say how far from the mean it is.
-            self.sink.note(
-                f"{item.coll.name} {item.coll.splits_label} {item.dtype}: at {last.size_bytes} B "
-                f"the busiest rank sends {last.send_imbalance or 0:.2f}x and receives "
-                f"{last.recv_imbalance or 0:.2f}x the mean rank's {last.mean_bytes:.0f} B"
-            )
 
     def _context(self, item: Work) -> Context:
         sub = self.context.groups.subgroup
@@ -274,6 +205,8 @@ class RankBench:
         return 0, {}
 
     def _measure_work(self, item: Work, repeat: int = 0) -> Generator[list[Row], None, None]:
+        """One line of the plan (op, dtype, redop): buffers for the largest size every rank
+        could allocate, then each size's rows, one per placement (:meth:`bench_time`)."""
         coll = item.coll
         ctx = self._context(item)
         flight = self.context.in_flight
@@ -282,111 +215,108 @@ class RankBench:
         unsupported = item.unsupported or self.context.engine.unsupported(coll)
         usable, storages = (0, {}) if unsupported else self._allocate(item, ctx)
         status = STATUS_UNSUPPORTED if unsupported else STATUS_OOM
-        load = self.context.load
-        alone: float | None = None
-        for index, (requested, layout) in enumerate(zip(item.requested, item.layouts, strict=True)):
+        info, cfg = self.context.info, self.context.cfg
+        for index, size in enumerate(zip(item.requested, item.layouts, strict=True)):
+            requested, layout = size
             flight.size_bytes = layout.size_bytes
-            rows = []
-            if load is not None and index < usable:
-                flight.step("the load alone")
-                alone = load.alone()
-            for placement in item.placements:
-                in_place = placement == "in"
-                if index >= usable:
-                    rows.append(
-                        unmeasured_row(
-                            self.context.info,
-                            self.context.cfg,
-                            item,
-                            requested,
-                            layout,
-                            in_place,
-                            status,
-                            repeat,
-                        )
-                    )
-                    continue
-                sets = [coll.views(st, layout, ctx, in_place) for st in storages[placement]]
-                with running(load, flight) as beside:
-                    times, iters, enqueue_us, ranks = self._time(coll, sets, ctx)
-                wrong = self._check(coll, sets[0], ctx) if coll.sized else None
-                rows.append(
-                    make_row(
-                        self.context.info,
-                        self.context.cfg,
-                        item,
-                        requested,
-                        layout,
-                        in_place,
-                        times,
-                        wrong,
-                        iters=iters,
-                        repeat=repeat,
-                        enqueue_us=enqueue_us,
-                        ranks=ranks,
-                        load_cells=self._load_cells(alone, beside.rate),
-                    )
-                )
-                output = self.context.cfg.output
-                if self.sink is not None and (output.per_rank or output.per_iter_timing):
-                    self.sink.rank_times(rows[-1], ranks)
-            yield rows
+            if index >= usable:
+                yield [
+                    unmeasured_row(info, cfg, item, requested, layout, p == "in", status, repeat)
+                    for p in item.placements
+                    if self.sink is not None
+                ]
+                continue
+            alone = self._load_alone()
+            rows = [
+                self.bench_time(item, size, ctx, storages[p], p == "in", repeat, alone)
+                for p in item.placements
+            ]
+            yield [row for row in rows if row is not None]
         flight.op, flight.dtype, flight.size_bytes = "", "", None
         flight.phase = f"the pause after {coll.name}"
         del storages
 
+    def bench_time(
+        self,
+        item: Work,
+        size: tuple[int, Layout],
+        ctx: Context,
+        storages: Sequence[Storage],
+        in_place: bool,
+        repeat: int,
+        alone: float | None,
+    ) -> Row | None:
+        """One size (requested bytes, layout) and placement, as nccl-tests' BenchTime: fill,
+        warm up, wait for the others at the barrier, time the batch, combine every rank's
+        times, verify, make the row (rank 0's; None elsewhere). Every op is timed here, alike;
+        beside the call only --rotate, --time-budget, --contend and COLBENCH_FAULT are
+        helpers."""
+        coll, measure, flight = item.coll, self.context.cfg.measure, self.context.in_flight
+        requested, layout = size
+        sets = [coll.views(storage, layout, ctx, in_place) for storage in storages]
+        with self._load_beside() as beside:
+            flight.step("fill")
+            for bufs in sets:
+                coll.fill(bufs, ctx)
+            calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
+            call = calls[0] if len(calls) == 1 else Rotation(calls)
+            timer = self.host_timer if coll.blocks_host else self.context.timer
+            flight.step("warm-up")
+            for _ in range(self.warmup_calls):
+                call()
+            self.context.timer.synchronize()
+            iter_us, waited = self._timed_batch(timer, call, measure.iters)
+            if measure.time_budget_s is not None:
+                # pyperf-style calibration: the fixed batch above estimates the cost of one
+                # call; if the budget allows more, time a longer batch (all ranks agree on
+                # its length) and keep that instead.
+                iters = self._budget_iters(iter_us, measure.time_budget_s)
+                if iters > measure.iters:
+                    iter_us, waited = self._timed_batch(timer, call, iters)
+            enqueue_us = timer.enqueue_us
+            flight.step("combining times")
+            # The enqueue time and the barrier's wait and starvation ride along as three
+            # more columns (the enqueue time NaN where calls block).
+            every = self.side.gather_floats(
+                [*iter_us, math.nan if enqueue_us is None else enqueue_us, *waited]
+            )
+        wrong = self._check(coll, sets[0], ctx) if coll.sized else None
+        load_cells = self._load_cells(alone, beside.rate)
+        if self.sink is None:
+            return None  # the other ranks measure alike; rank 0 makes and reports the rows
+        times, slowest_enqueue_us, ranks = _combined(every, enqueue_us, measure.average)
+        row = make_row(
+            self.context.info, self.context.cfg, item, requested, layout, in_place, times, wrong,
+            iters=len(iter_us), repeat=repeat, enqueue_us=slowest_enqueue_us, ranks=ranks,
+            load_cells=load_cells,
+        )  # fmt: skip
+        output = self.context.cfg.output
+        if output.per_rank or output.per_iter_timing:
+            self.sink.rank_times(row, ranks)
+        return row
+
+    def _load_alone(self) -> float | None:
+        """The --contend load's rate with no collective beside it, before each size."""
+        if self.context.load is None:
+            return None
+        self.context.in_flight.step("the load alone")
+        return self.context.load.alone()
+
+    def _load_beside(self) -> AbstractContextManager[Beside]:
+        """The --contend load running through the block, its rate kept in what the block
+        gets; without a load nothing runs and the rate stays None."""
+        if self.context.load is None:
+            return nullcontext(NOTHING_BESIDE)
+        return running(self.context.load, self.context.in_flight)
+
     def _load_cells(self, alone: float | None, beside: float | None) -> dict[str, Any]:
         """The rows' load columns: every rank's rates gathered over the side group."""
         load = self.context.load
-        if load is None or alone is None or beside is None:
+        if load is None:
+            return dict(NO_LOAD_CELLS)
+        if alone is None or beside is None:
             return row_cells(None, None)
         return row_cells(load.spec, self.side.gather_floats([alone, beside]))
-
-    def _time(
-        self, coll: Collective, sets: Sequence[Buffers], ctx: Context
-    ) -> tuple[dict[str, float], int, float | None, RankTimes]:
-        """Warm up, then time one batch: (combined times, timed calls, enqueue time per
-        call, every rank's batch mean and barrier wait)."""
-        flight = self.context.in_flight
-        flight.step("fill")
-        for bufs in sets:
-            coll.fill(bufs, ctx)
-        calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
-        call = calls[0] if len(calls) == 1 else _Rotation(calls)
-        timer = self.host_timer if coll.blocks_host else self.context.timer
-        flight.step("warm-up")
-        for _ in range(self.warmup_calls):
-            call()
-        self.context.timer.synchronize()
-        iter_us, waited = self._timed_batch(timer, call, self.context.cfg.measure.iters)
-        budget_s = self.context.cfg.measure.time_budget_s
-        if budget_s is not None:
-            # pyperf-style calibration: the fixed batch above estimates the cost of one
-            # call; if the budget allows more, time a longer batch (all ranks agree on
-            # its length) and keep that instead.
-            iters = self._budget_iters(iter_us, budget_s)
-            if iters > self.context.cfg.measure.iters:
-                iter_us, waited = self._timed_batch(timer, call, iters)
-        enqueue_us = timer.enqueue_us
-        flight.step("combining times")
-        # The enqueue time and the barrier's wait and starvation ride along as three more
-        # columns (the enqueue time NaN where calls block).
-        every = self.side.gather_floats(
-            [*iter_us, math.nan if enqueue_us is None else enqueue_us, *waited]
-        )
-        per_rank_iters = [rank[:-3] for rank in every]
-        times = combine_times(per_rank_iters, self.context.cfg.measure.average)
-        enqueues = [rank[-3] for rank in every]
-        # The rank that waited longest to hand its calls over decides whether the GPU
-        # was starved.
-        slowest_enqueue = None if enqueue_us is None else max(enqueues)
-        ranks = RankTimes(
-            batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
-            wait_us=tuple(rank[-2] for rank in every),
-            starved_us=tuple(rank[-1] for rank in every),
-            iters_us=tuple(tuple(times) for times in per_rank_iters),
-        )
-        return times, len(iter_us), slowest_enqueue, ranks
 
     def _timed_batch(
         self, timer: Timer, call: Any, iters: int
@@ -395,12 +325,12 @@ class RankBench:
         CPU starvation) in the barrier), in us.
 
         The wait is a duration on this host's own clock, so ranks on hosts whose clocks
-        disagree still compare (see colbench.bench.skew).
+        disagree still compare (see colbench.bench.timing).
         """
         # Progress is published before the barrier: a store round trip between the
         # barrier and the first timestamp would be timed, and would skew the ranks.
         # wait_in runs the batch straight after the barrier (one read of each barrier
-        # thread's run delay in between, see colbench.bench.skew).
+        # thread's run delay in between, see colbench.bench.timing).
         self.context.in_flight.step("timed batch")
         self._fault.tick()
         return wait_in(self.side.barrier, lambda: timer.time_batch(call, iters))
@@ -428,3 +358,24 @@ class RankBench:
         self.context.timer.run_once(self.context.engine.bind(coll, bufs, ctx))
         self.context.timer.synchronize()
         return self.side.sum_int(coll.count_wrong(bufs, ctx))
+
+
+def _combined(
+    every: list[list[float]], enqueue_us: float | None, average: str
+) -> tuple[dict[str, float], float | None, RankTimes]:
+    """Every rank's gathered batch (its per-call times, then its enqueue time, wait and
+    starvation): (the row's time columns, the slowest rank's enqueue time per call,
+    every rank's batch mean and barrier wait)."""
+    per_rank_iters = [rank[:-3] for rank in every]
+    times = combine_times(per_rank_iters, average)
+    enqueues = [rank[-3] for rank in every]
+    # The rank that waited longest to hand its calls over decides whether the GPU
+    # was starved.
+    slowest_enqueue = None if enqueue_us is None else max(enqueues)
+    ranks = RankTimes(
+        batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
+        wait_us=tuple(rank[-2] for rank in every),
+        starved_us=tuple(rank[-1] for rank in every),
+        iters_us=tuple(tuple(times) for times in per_rank_iters),
+    )
+    return times, slowest_enqueue, ranks

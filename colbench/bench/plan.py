@@ -10,13 +10,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from colbench.bench import memory
+from colbench.bench.groups import SideGroup
 from colbench.bench.memory import buffer_bytes
 from colbench.bench.ops.base import Collective, Layout
 from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, redop_supported
 from colbench.config.model import EVERY_ROOT, SweepConfig
+from colbench.errors import UsageError
+from colbench.host.launchers import devices
+from colbench.host.launchers.env import local_world_size_from_env
 from colbench.nccl.algo import CommFacts, predict
 
 
@@ -124,6 +131,34 @@ def roots(coll: Collective, cfg: SweepConfig, world_size: int) -> range:
     if cfg.measure.root == EVERY_ROOT:
         return range(world_size)
     return range(cfg.measure.root, cfg.measure.root + 1)
+
+
+def plan_notes(item: Work, engine: Any) -> list[str]:
+    """Rank 0's remarks on one line of the plan before it is measured: sizes skipped,
+    an op the backend or the ``engine`` (colbench.bench.groups.Engine) cannot run, a
+    traffic matrix whose busiest rank is far from the mean."""
+    notes = []
+    if item.skipped_sizes:
+        notes.append(
+            f"{item.coll.name} {item.dtype}: {len(item.skipped_sizes)} size(s) up "
+            f"to {max(item.skipped_sizes)} B leave no whole 16-byte chunk per rank; "
+            "skipped"
+        )
+    if item.unsupported:
+        notes.append(f"{item.coll.name} {item.dtype}: unsupported: {item.unsupported}")
+    elif (refused := engine.unsupported(item.coll)) is not None:
+        notes.append(
+            f"{item.coll.name} {item.dtype}: unsupported on --engine {engine.name}: {refused}"
+        )
+    last = item.layouts[-1] if item.layouts else None
+    if last is not None and {last.send_imbalance, last.recv_imbalance} - {None, 1.0}:
+        # size_bytes is the busiest rank's: say how far from the mean it is.
+        notes.append(
+            f"{item.coll.name} {item.coll.splits_label} {item.dtype}: at {last.size_bytes} B "
+            f"the busiest rank sends {last.send_imbalance or 0:.2f}x and receives "
+            f"{last.recv_imbalance or 0:.2f}x the mean rank's {last.mean_bytes:.0f} B"
+        )
+    return notes
 
 
 def count_units(work: Sequence[Work]) -> int:
@@ -240,3 +275,65 @@ DIGEST_EXEMPT = frozenset(
         "nccl_probe",
     }
 )
+
+
+def agreed_budget(
+    cfg: SweepConfig, device: Any, world_size: int, side: SideGroup, worlds: int = 1
+) -> int:
+    """Per-rank buffer budget, the minimum over all ranks so every plan is the same.
+
+    ``worlds``: the interleaved worlds alive at once, whose buffers share the memory.
+    """
+    import torch
+
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    if free is not None:
+        # --ranks-per-gpu: the GPU's free memory is every sharing rank's to split.
+        free //= cfg.launch.ranks_per_gpu
+    local = memory.rank_budget_bytes(
+        local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
+    )
+    return side.min_int(local // worlds)
+
+
+def fit_plan(
+    cfg: SweepConfig,
+    work: list[Work],
+    device: Any,
+    world_size: int,
+    side: SideGroup,
+    worlds: int = 1,
+) -> tuple[list[Work], list[str]]:
+    if cfg.measure.memory_check == "off":
+        return work, []
+    budget = agreed_budget(cfg, device, world_size, side, worlds)
+    fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
+    if notes and cfg.measure.memory_check == "refuse":
+        raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
+    return fitted, [f"{note}; skipped" for note in notes]
+
+
+def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:
+    """What NCCL's choice of algorithm depends on, for the measured communicator (the
+    first group of --group-size or --split), from every rank's view: NCCL's host identity
+    (so emulated nodes count as nodes), its version, the GPU's compute capability. Every
+    rank gathers the same facts, so every rank plans alike. What is not known here
+    (NVSwitch, NVLS multicast, a CollNet plugin) stays None: NCCL's rules are then read
+    both ways, and a row is refused only when no reading runs it."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    raw = torch.cuda.nccl.version()
+    version = tuple(raw) if isinstance(raw, tuple) else None
+    mine = (devices.nccl_host_identity(), 10 * major + minor, version)
+    everyone = side.gather_objects(mine)
+    every = [everyone[r] for r in first_group]
+    per_node = Counter(host for host, _, _ in every)
+    versions = {v for _, _, v in every if v is not None}
+    return CommFacts(
+        ranks=len(first_group),
+        nodes=len(per_node),
+        ranks_per_node=max(per_node.values()),
+        version=versions.pop() if len(versions) == 1 else None,
+        compute_capability=min(cc for _, cc, _ in every),
+    )

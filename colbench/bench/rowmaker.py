@@ -1,19 +1,19 @@
 """Rows from a measurement: the one place bandwidth is computed from a combined time.
 
-Every rank's loop (colbench.bench.loop) hands its combined times here; the columns are those of
-:class:`colbench.results.rows.Row`.
+Every rank's loop (colbench.bench.loop) hands its ranks' times here, to be combined into
+one row's time columns; the columns are those of :class:`colbench.results.rows.Row`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.hardware.ceiling import for_op, percent
+from colbench.hardware.node import for_op, percent
 from colbench.host.launchers.emulation import fabric
 from colbench.nccl.names import FUNCTION_OP
 from colbench.nccl.tuning import printed_bytes
@@ -46,7 +46,7 @@ class RunInfo:
     #: NCCL's choice per call, (op, bytes per rank) -> (algorithm, protocol), as a probe
     #: world logged it (colbench.commands.sweep.probe); empty when not recorded.
     nccl_choices: Mapping[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
-    #: The rate that bounds every row's busbw (colbench.hardware.ceiling), GB/s; None
+    #: The rate that bounds every row's busbw (colbench.hardware.node), GB/s; None
     #: where none can be known, and ``ceiling_source`` says where it comes from or why.
     ceiling_gbps: float | None = None
     ceiling_source: str = ""
@@ -187,6 +187,44 @@ def nccl_choice(info: RunInfo, work: Work, layout: Layout) -> tuple[str, str]:
     op = FUNCTION_OP[coll.nccl_function]
     key = (op, printed_bytes(op, count, DTYPES[dtype].elem_bytes, info.group_size, True))
     return info.nccl_choices.get(key, ("", ""))
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default) of an ascending sequence."""
+    if not sorted_values:
+        raise ValueError("percentile of nothing")
+    pos = (len(sorted_values) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) -> dict[str, float]:
+    """Combine every rank's per-iteration times into one row's time columns.
+
+    ``time_us`` is nccl-tests' number: each rank's batch mean, combined across ranks by
+    ``average`` (avg, min, max or rank0). The per-iteration statistics use, for each
+    iteration, the slowest rank's time, since a collective is done only when all are.
+    """
+    batch_means = [sum(times) / len(times) for times in per_rank_iters_us]
+    if average == "avg":
+        time_us = sum(batch_means) / len(batch_means)
+    elif average == "min":
+        time_us = min(batch_means)
+    elif average == "max":
+        time_us = max(batch_means)
+    elif average == "rank0":
+        time_us = batch_means[0]
+    else:
+        raise ValueError(f"unknown average {average!r}")
+    slowest = sorted(max(column) for column in zip(*per_rank_iters_us, strict=True))
+    return {
+        "time_us": time_us,
+        "time_min_us": slowest[0],
+        "time_p50_us": percentile(slowest, 50),
+        "time_p99_us": percentile(slowest, 99),
+        "time_max_us": slowest[-1],
+    }
 
 
 def warmup_calls(info: RunInfo, cfg: SweepConfig) -> int:

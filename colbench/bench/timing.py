@@ -1,26 +1,43 @@
-"""Timers: how one batch of calls is timed on each device.
+"""Timers: how one batch of calls is timed on each device, and how long each rank waited
+for the others in the side group's barrier just before it (rank skew).
 
 Every timer takes a callable that issues exactly one collective and returns the
 duration of each timed iteration in microseconds; the batch mean is their sum over
 their count, so per-iteration stamps cost nothing extra. Nothing but the calls sits
 between stamps.
 
-GPU timers also measure the host's side: ``enqueue_us`` is the host time per call
-spent handing the batch to the GPU. When it is close to the GPU time per call, the GPU
-was waiting for the host, and the row measures torch's launch cost, not the network.
+The GPU timers are :mod:`colbench.bench.cuda_timing`, loaded only where a rank has a GPU.
+
+The barrier's wait is less the time the rank was itself starved of CPU in there: Linux
+schedstat's run delay, the time a thread has spent ready to run but without a CPU
+(throttled by a CPU quota, or preempted), a running total the kernel keeps per thread in
+``/proc/self/task/<tid>/schedstat``; the difference of two snapshots, one on each side
+of the barrier. What the waits mean (the straggler of a row, the skew, the run's
+straggler test) and per_rank.csv are :mod:`colbench.results.reporters.stragglers`.
 """
 
 from __future__ import annotations
 
 import gc
 import itertools
+import os
 import time
-import warnings
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
-#: Timed replays of a captured graph (nccl-tests launches its graph several times too).
-GRAPH_REPLAYS = 5
+
+class Rotation:
+    """Calls each buffer set's collective in turn (``--rotate``)."""
+
+    __slots__ = ("_calls", "_next")
+
+    def __init__(self, calls: Sequence[Any]) -> None:
+        self._calls = tuple(calls)
+        self._next = 0
+
+    def __call__(self) -> None:
+        self._calls[self._next % len(self._calls)]()
+        self._next += 1
 
 
 class Timer(Protocol):
@@ -53,12 +70,15 @@ class HostTimer:
         # As timeit does: a garbage collection inside the batch would be timed as if the
         # collective were slower.
         gc_was_enabled = gc.isenabled()
+        # The stamps' list is made before the batch and filled by index: an append per
+        # call costs the loop a third more than the store (benchmarks/harness_overhead.py).
+        stamps = [0] * (iters + 1)
         gc.disable()
         try:
-            stamps = [clock()]
-            for _ in range(iters):
+            stamps[0] = clock()
+            for i in range(1, iters + 1):
                 call()
-                stamps.append(clock())
+                stamps[i] = clock()
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -69,157 +89,6 @@ class HostTimer:
 
     def synchronize(self) -> None:
         pass
-
-
-class _EventPool:
-    """CUDA events made and recorded once before any timed batch uses them.
-
-    ``torch.cuda.Event`` creates its CUDA event on the first ``record()``: recording a
-    fresh event inside the batch would time the event's creation with the collective.
-    """
-
-    def __init__(self, new_event: Callable[[], Any], device_synchronize: Callable[[], None]):
-        self._new_event = new_event
-        self._device_synchronize = device_synchronize
-        self._events: list[Any] = []
-
-    def take(self, count: int) -> list[Any]:
-        if len(self._events) < count:
-            fresh = [self._new_event() for _ in range(count - len(self._events))]
-            for event in fresh:
-                event.record()
-            self._device_synchronize()
-            self._events.extend(fresh)
-        return self._events[:count]
-
-
-def _cuda_defaults(
-    event_factory: Callable[[], Any] | None, device_synchronize: Callable[[], None] | None
-) -> tuple[Callable[[], Any], Callable[[], None]]:
-    if event_factory is not None and device_synchronize is not None:
-        return event_factory, device_synchronize
-    import torch
-
-    return (
-        event_factory or (lambda: torch.cuda.Event(enable_timing=True)),
-        device_synchronize or torch.cuda.synchronize,
-    )
-
-
-class CudaEventTimer:
-    """GPU (NCCL): CUDA events recorded on the current stream around and between calls.
-
-    torch's blocking collectives make the current stream wait for the NCCL stream, so
-    an event recorded after a call completes when the collective has. One host sync at
-    the end, after the whole batch, keeps the host out of the measurement.
-    """
-
-    enqueue_us: float | None = None
-
-    def __init__(
-        self,
-        event_factory: Callable[[], Any] | None = None,
-        device_synchronize: Callable[[], None] | None = None,
-        clock_ns: Callable[[], int] = time.perf_counter_ns,
-    ) -> None:
-        new_event, self._device_synchronize = _cuda_defaults(event_factory, device_synchronize)
-        self._events = _EventPool(new_event, self._device_synchronize)
-        self._clock_ns = clock_ns
-
-    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
-        events = self._events.take(iters + 1)
-        started_ns = self._clock_ns()
-        events[0].record()
-        for i in range(iters):
-            call()
-            events[i + 1].record()
-        self.enqueue_us = (self._clock_ns() - started_ns) / 1e3 / iters
-        events[iters].synchronize()
-        # elapsed_time is in milliseconds.
-        return [a.elapsed_time(b) * 1e3 for a, b in itertools.pairwise(events[: iters + 1])]
-
-    def run_once(self, call: Callable[[], object]) -> None:
-        call()
-
-    def synchronize(self) -> None:
-        self._device_synchronize()
-
-
-class CudaGraphTimer:
-    """GPU (NCCL), ``--cuda-graph``: the batch captured in one CUDA graph and replayed
-    (nccl-tests' -G).
-
-    A replay launches every captured call at once, which removes torch's per-call
-    launch cost from small-message latency. In the order nccl-tests uses: capture,
-    let every rank finish capturing (capture takes each rank a different time),
-    replay once untimed (a graph's first launch uploads it to the device and is
-    slower), align the ranks again, then time ``replays`` launches (-G N). Each
-    replay yields one mean per call, reported for each of its calls.
-    """
-
-    enqueue_us: float | None = None
-
-    def __init__(
-        self,
-        barrier: Callable[[], None],
-        graph_factory: Callable[[], Any] | None = None,
-        capture: Callable[[Any], Any] | None = None,
-        event_factory: Callable[[], Any] | None = None,
-        device_synchronize: Callable[[], None] | None = None,
-        clock_ns: Callable[[], int] = time.perf_counter_ns,
-        replays: int = GRAPH_REPLAYS,
-    ) -> None:
-        if graph_factory is None or capture is None:
-            import torch
-
-            graph_factory = graph_factory or torch.cuda.CUDAGraph
-            capture = capture or torch.cuda.graph
-        new_event, self._device_synchronize = _cuda_defaults(event_factory, device_synchronize)
-        self._barrier = barrier
-        self._new_graph = graph_factory
-        self._capture = capture
-        self._events = _EventPool(new_event, self._device_synchronize)
-        self._clock_ns = clock_ns
-        self._replays = replays
-
-    def _captured(self, call: Callable[[], object], iters: int) -> Any:
-        graph = self._new_graph()
-        with warnings.catch_warnings():
-            # A collective with nothing to move (in-place all_gather on one rank) launches
-            # no kernel, and torch warns that the graph is empty: expected here.
-            warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
-            with self._capture(graph):
-                for _ in range(iters):
-                    call()
-        self._device_synchronize()
-        return graph
-
-    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
-        graph = self._captured(call, iters)
-        self._barrier()
-        graph.replay()
-        self._device_synchronize()
-        self._barrier()
-        events = self._events.take(self._replays + 1)
-        started_ns = self._clock_ns()
-        events[0].record()
-        for i in range(self._replays):
-            graph.replay()
-            events[i + 1].record()
-        self.enqueue_us = (self._clock_ns() - started_ns) / 1e3 / (iters * self._replays)
-        events[self._replays].synchronize()
-        per_call_us = [
-            a.elapsed_time(b) * 1e3 / iters
-            for a, b in itertools.pairwise(events[: self._replays + 1])
-        ]
-        return [mean for mean in per_call_us for _ in range(iters)]
-
-    def run_once(self, call: Callable[[], object]) -> None:
-        # Verification checks what a replayed graph wrote, not what an eager call would.
-        self._captured(call, 1).replay()
-
-    def synchronize(self) -> None:
-        self._device_synchronize()
 
 
 def make_timer(
@@ -236,6 +105,8 @@ def make_timer(
     """
     if device_type != "cuda":
         return HostTimer()
+    from colbench.bench.cuda_timing import CudaEventTimer, CudaGraphTimer
+
     if not cuda_graph:
         return CudaEventTimer()
     if stream is None:
@@ -248,3 +119,144 @@ def make_timer(
     return CudaGraphTimer(
         barrier, graph_factory=torch.cuda.CUDAGraph, capture=capture, replays=cuda_graph
     )
+
+
+T = TypeVar("T")
+
+
+def wait_in(
+    barrier: Callable[[], None], then: Callable[[], T], threads: BarrierThreads | None = None
+) -> tuple[T, tuple[float, float]]:
+    """Pass ``barrier``, then run ``then`` at once: (what ``then`` returned, (time
+    waiting for the others, time starved of CPU) in us).
+
+    The wall time inside the barrier counts this rank's own stalls too: a rank throttled
+    after it arrived leaves late although nobody waited for it, and would look early.
+    Its CPU starvation inside the barrier (:func:`starved_ns`) is its own delay, not a
+    wait for the others, so it is taken out (0 where the kernel does not say).
+
+    ``then`` is the timed batch: between the barrier's return and ``then`` run only a
+    clock read and one pread per barrier thread, of files opened before the barrier;
+    the snapshots are parsed after ``then``. The snapshot at the barrier's exit cannot
+    move after ``then``: run delay is a running total, and the batch's own starvation
+    could not be told apart from the barrier's, nor measured without that snapshot.
+    """
+    threads = THREADS if threads is None else threads
+    before = thread_run_delays_ns(threads)
+    entered_ns = time.perf_counter_ns()
+    barrier()
+    wall_ns = time.perf_counter_ns() - entered_ns
+    left = threads.read() if before is not None else None
+    result = then()
+    starved = min(wall_ns, max(0, starved_ns(before, run_delays_ns(left))))
+    return result, ((wall_ns - starved) / 1e3, starved / 1e3)
+
+
+_TASKS = "/proc/self/task"
+#: Threads a barrier on a gloo group runs on, by the names torch and gloo give them (the
+#: main thread is found by its id). Others are left out: rank 0's store server answers
+#: the other ranks' progress reports while it waits in the barrier, and a thread that
+#: waits for a CPU then is not holding the barrier up.
+_BARRIER_THREADS = ("pt_gloo_runloop", "gloo_tcp_loop")
+#: Enough for a schedstat line: three decimal counters.
+_SCHEDSTAT_BYTES = 128
+
+
+class BarrierThreads:
+    """The schedstat files of the threads on a barrier's path, held open.
+
+    Listing the threads and opening their files costs tens of microseconds; reading
+    files already open costs one ``os.pread`` each. colbench.bench.timing.wait_in lists and opens
+    before the barrier (:meth:`refresh`) and, between the barrier and the timed batch,
+    only reads (:meth:`read`).
+    """
+
+    def __init__(self, tasks_dir: str = _TASKS) -> None:
+        self._tasks_dir = tasks_dir
+        #: Thread id -> its open schedstat file, for the threads on the barrier's path.
+        self._files: dict[int, int] = {}
+        #: Thread id -> whether it is on the path, for every thread seen alive.
+        self._seen: dict[int, bool] = {}
+        #: Threads found ended by a read, forgotten by the next refresh.
+        self._ended: set[int] = set()
+
+    def refresh(self) -> bool:
+        """Open the files of threads started since the last call and close those of
+        threads that ended; False where the kernel does not list them."""
+        try:
+            alive = {int(name) for name in os.listdir(self._tasks_dir)}
+        except (OSError, ValueError):
+            return False
+        # A thread id is reused once its thread ended: a new thread with it is looked at
+        # anew (an open file keeps naming the thread that ended).
+        for tid in (set(self._seen) - alive) | self._ended:
+            self._seen.pop(tid, None)
+            if tid in self._files:
+                os.close(self._files.pop(tid))
+        self._ended.clear()
+        for tid in alive - set(self._seen):
+            self._seen[tid] = self._on_barrier_path(tid)
+            if not self._seen[tid]:
+                continue
+            try:
+                self._files[tid] = os.open(f"{self._tasks_dir}/{tid}/schedstat", os.O_RDONLY)
+            except (FileNotFoundError, ProcessLookupError):
+                self._seen[tid] = False  # a thread that ended meanwhile
+            except OSError:
+                del self._seen[tid]  # asked again next time
+                return False
+        return True
+
+    def read(self) -> list[tuple[int, bytes]] | None:
+        """Each open file's text as it is now, one pread each and nothing else; None
+        where the kernel does not say."""
+        texts = []
+        try:
+            for tid, fd in self._files.items():
+                try:
+                    texts.append((tid, os.pread(fd, _SCHEDSTAT_BYTES, 0)))
+                except ProcessLookupError:
+                    self._ended.add(tid)  # a thread that ended meanwhile
+        except OSError:
+            return None
+        return texts
+
+    def _on_barrier_path(self, tid: int) -> bool:
+        try:
+            with open(f"{self._tasks_dir}/{tid}/comm", encoding="utf-8") as f:
+                name = f.read().strip()
+        except OSError:
+            name = ""
+        return tid == os.getpid() or name.startswith(_BARRIER_THREADS)
+
+
+def run_delays_ns(texts: list[tuple[int, bytes]] | None) -> dict[int, int] | None:
+    """Per thread, from :meth:`BarrierThreads.read`'s texts, the time it has spent
+    ready to run but without a CPU (throttled by a CPU quota, or preempted): Linux
+    schedstat's run delay, its second field. None where the kernel does not say."""
+    if texts is None:
+        return None
+    try:
+        return {tid: int(text.split()[1]) for tid, text in texts}
+    except (IndexError, ValueError):
+        return None
+
+
+#: This process's barrier threads, for every snapshot that is given none.
+THREADS = BarrierThreads()
+
+
+def thread_run_delays_ns(threads: BarrierThreads | None = None) -> dict[int, int] | None:
+    """Per thread on a barrier's path (the main thread and gloo's), its run delay now
+    (:func:`run_delays_ns`). None where the kernel does not say."""
+    threads = THREADS if threads is None else threads
+    return run_delays_ns(threads.read()) if threads.refresh() else None
+
+
+def starved_ns(before: dict[int, int] | None, after: dict[int, int] | None) -> int:
+    """How long the barrier's threads were held up for want of a CPU between two
+    snapshots, summed over them (the caller caps it at the time that passed): which of
+    them a stall held up is not known, and each is on the barrier's path."""
+    if before is None or after is None:
+        return 0
+    return sum(after[tid] - before[tid] for tid in after if tid in before)

@@ -2,11 +2,12 @@
 
 The per-rank loop (colbench.bench.loop) asks its engine for buffers and for the timed
 call of each buffer set, and never learns which one it has: the layouts, the fill, the
-timers, the verification and the rows are the same code for both. The torch engine is
-the op contract's torch call; the direct engine is the op's NCCL call through nccl4py
+timers, the verification and the rows are the same code for both. The torch engine
+(colbench.bench.groups' TorchEngine, on the measured group) is the op contract's torch
+call; the direct engine is the op's NCCL call through nccl4py
 (colbench.direct.nccl4py), on a communicator of its own, made by NCCL's unique-id
 bootstrap over the gloo side group. A direct world's torch process group is gloo
-(colbench.host.startup): no torch NCCL communicator exists in it.
+(colbench.host.child): no torch NCCL communicator exists in it.
 
 Comparing the two engines' rows gives what torch adds to every call (the torch tax,
 colbench.results.torch_tax).
@@ -15,57 +16,16 @@ colbench.results.torch_tax).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
+from colbench.bench.ops.base import TORCH, Buffers, Collective, Context, Layout, Storage
 from colbench.direct.knobs import refusal as knob_refusal
 from colbench.direct.nccl4py import DirectComm, Nccl
 from colbench.direct.register import Registrations
 
-TORCH = "torch"
 DIRECT = "nccl"
 #: Every engine, the default first.
 ENGINES = (TORCH, DIRECT)
-
-
-class Engine(Protocol):
-    """What the loop measures through."""
-
-    name: str
-
-    def unsupported(self, coll: Collective) -> str | None:
-        """Why this engine cannot run ``coll`` (the rows then say ``unsupported``)."""
-        ...
-
-    def allocate(
-        self, coll: Collective, layout: Layout, ctx: Context, in_place: bool
-    ) -> Storage: ...
-
-    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        """The timed call, every argument resolved once, outside the timed region."""
-        ...
-
-    def close(self, abort: bool = False) -> None:
-        """Release what the engine made; ``abort``: this rank failed, do not wait for peers."""
-        ...
-
-
-class TorchEngine:
-    """torch.distributed: the op contract's own calls on the measured process group."""
-
-    name = TORCH
-
-    def unsupported(self, coll: Collective) -> str | None:
-        return None
-
-    def allocate(self, coll: Collective, layout: Layout, ctx: Context, in_place: bool) -> Storage:
-        return coll.allocate(layout, ctx, in_place)
-
-    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        return coll.bind(bufs, ctx)
-
-    def close(self, abort: bool = False) -> None:
-        pass
 
 
 class DirectEngine:
@@ -154,29 +114,6 @@ class DirectEngine:
             self.communicator.destroy()
         except Exception:
             self.communicator.abort()
-
-
-class Refused:
-    """An engine whose every row is ``unsupported``, with the reason: a knob asked of it
-    that it, or the NCCL under it, cannot honour (colbench.direct.knobs). Measuring anyway
-    would put rows under a variant's name that ran without what the name says."""
-
-    def __init__(self, engine: Engine, reason: str) -> None:
-        self.engine = engine
-        self.name = engine.name
-        self.reason = reason
-
-    def unsupported(self, coll: Collective) -> str | None:
-        return self.reason
-
-    def allocate(self, coll: Collective, layout: Layout, ctx: Context, in_place: bool) -> Storage:
-        return self.engine.allocate(coll, layout, ctx, in_place)
-
-    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        return self.engine.bind(coll, bufs, ctx)
-
-    def close(self, abort: bool = False) -> None:
-        self.engine.close(abort)
 
 
 #: Why the torch engine's rows are unsupported under --register.

@@ -1,5 +1,7 @@
-"""The child side of a spawned world: one rank's life in its own process, from the moment
-the parent starts it (forked, or in another interpreter) to its exit code.
+"""A rank's life in its own process, whatever its task: spawned by colbench's parent (forked,
+or in another interpreter) or launched by torchrun, mpirun or srun, it finds its device,
+joins the world (the process group, the hang watchdog armed; on NCCL,
+colbench.host.nccl_start first), runs its task, and leaves with an exit code.
 
 Apart from :mod:`colbench.host.spawn` (the parent's side), so that both the parent and
 :mod:`colbench.host.interpreter` import it and neither imports the other.
@@ -8,6 +10,7 @@ Apart from :mod:`colbench.host.spawn` (the parent's side), so that both the pare
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import logging
 import os
 import signal
@@ -15,15 +18,21 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, NoReturn, Protocol, TextIO, TypeVar
 
-from colbench.errors import ExitCode
+from colbench.errors import ExitCode, UsageError
+from colbench.host import launchers as launch
 from colbench.host import protocol, supervise
 from colbench.host import watchdog as hang_watchdog
-from colbench.host.inflight import InFlight
+from colbench.host.inflight import Fault, InFlight
 from colbench.host.job import RankJob
-from colbench.host.rank import exit_now, rank_main
+from colbench.host.launchers import devices, emulation, gpus
+from colbench.host.launchers.env import declared_local_world_size, local_world_size_from_env
+from colbench.host.nccl_start import prepare_nccl
+from colbench.host.outcome import end_meta, kept_line
+from colbench.host.pace import KEY, Pace, ProgressLines, in_thread, lines_wanted, say
 from colbench.host.streams import guard
 from colbench.results.rundir import RunDir
 
@@ -133,3 +142,241 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
         with open(run_dir.rank_log(rank), "a", encoding="utf-8") as log:
             log.write(traceback.format_exc())
         protocol.write_report(run_dir.path, report)
+
+
+class _Gathers(Protocol):
+    """The side group's one collective :func:`meet_peers` needs (colbench.bench.groups'
+    ``SideGroup`` is one): the host knows tasks, not the sweep that makes one."""
+
+    def gather_objects(self, mine: Any) -> list[Any]: ...
+
+
+class _Introduction(Protocol):
+    @property
+    def digest(self) -> object: ...
+    @property
+    def rank(self) -> int: ...
+
+
+PeerT = TypeVar("PeerT", bound=_Introduction)
+
+
+def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> None:
+    """One rank's whole life: join the group, run its task, leave."""
+    import torch.distributed as dist
+
+    device = _device_for(
+        job.backend,
+        local_rank,
+        local_world_size_from_env(job.world_size),
+        job.launch.ranks_per_gpu,
+    )
+    in_flight.phase = "rendezvous"
+    in_flight.store = init_process_group(job, rank, device, in_flight)
+    stop_lines = keep_pace(job, rank, in_flight)
+    try:
+        in_flight.step("setup")
+        job.task.run_rank(job, rank, device, in_flight)
+    except BaseException as exc:
+        # Stamp the failure now: tearing down would close connections and make the
+        # peers fail too, and the first failure must stay recognisable as the first.
+        in_flight.failed(exc)
+        raise
+    finally:
+        stop_lines()
+    # Only a clean run tears down: after a failure the process exits at once, and a
+    # teardown could block on peers that are gone.
+    in_flight.phase = "shutdown"
+    dist.destroy_process_group()
+
+
+def keep_pace(job: RankJob, rank: int, in_flight: InFlight) -> Callable[[], None]:
+    """Rank 0's forecast (``in_flight.pace``, colbench.host.pace), published for a spawning
+    parent's progress lines; a launched rank 0 prints them itself, from a thread. Returns
+    what stops that thread."""
+    if rank != 0:
+        return _nothing
+    started_at = job.started_at or time.time()
+    store = in_flight.store
+    spawned = job.store_host is not None and store is not None
+    in_flight.pace = pace = Pace(
+        started_at, say=say, publish=_publisher(store) if spawned else None
+    )
+    if spawned or not lines_wanted(job.output.progress, job.task.live_bar):
+        return _nothing
+
+    def source() -> tuple[Any, str]:
+        return pace.forecast, in_flight.describe() if in_flight.seq else ""
+
+    return in_thread(ProgressLines(source, started_at))
+
+
+def _nothing() -> None:
+    pass
+
+
+def _publisher(store: Any) -> Callable[[str], None]:
+    def publish(text: str) -> None:
+        # Failing, the parent's lines go without numbers; the run goes on.
+        with contextlib.suppress(RuntimeError, OSError):
+            store.set(KEY, text)
+
+    return publish
+
+
+def gpu_record(device: Any, ranks_per_gpu: int) -> dict[str, Any]:
+    """This rank's GPU for meta.json: index and bus id, and under --ranks-per-gpu the
+    emulated node's NCCL variables as this rank saw them (they differ per rank)."""
+    if device.type != "cuda":
+        return {}
+    record: dict[str, Any] = {"index": device.index, "bus_id": devices.gpu_bus_id(device)}
+    if ranks_per_gpu > 1:
+        record["nccl_env"] = {name: os.environ.get(name) for name in emulation.VARIABLES}
+    return record
+
+
+def exit_now(code: int) -> NoReturn:
+    """End a rank that has finished cleanly, skipping the interpreter's teardown.
+
+    Everything is on disk and the process group is gone by now, but torch's C++
+    teardown at interpreter exit sometimes aborts a clean rank ("terminate called without
+    an active exception", no Python frame left; about 1 run in 20 on a busy 2-core
+    machine), and a SIGABRT would turn a complete run into a failed one.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def device_name(device: Any) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def meet_peers(side: _Gathers, me: PeerT, disagreement: str) -> list[PeerT]:
+    """Gather every rank's introduction (a :class:`Peer`, or another task's with a
+    ``digest`` and a ``rank``); stop with ``disagreement`` (naming the ``{ranks}``) if
+    their digests differ from rank 0's.
+
+    This is the first collective after the side group exists, so ranks started with
+    different plans are told so before any of them waits in a collective the others
+    will never call.
+    """
+    peers: list[PeerT] = side.gather_objects(me)
+    differing = [p.rank for p in peers if p.digest != peers[0].digest]
+    if differing:
+        raise UsageError(disagreement.format(ranks=", ".join(map(str, differing))))
+    return peers
+
+
+def _device_for(
+    backend: str, local_rank: int, local_world_size: int, ranks_per_gpu: int = 1
+) -> Any:
+    import torch
+
+    if backend == "nccl":
+        # The launcher's own count, not ``local_world_size``: that falls back to the world
+        # size, which on several nodes over-counts the ranks sharing this node's GPUs.
+        # Spawned ranks have none: local rank = rank, one GPU each (run_sweep checked).
+        index = devices.pick_cuda_index(
+            local_rank, declared_local_world_size(), gpus.gpu_count(), ranks_per_gpu
+        )
+        device = torch.device("cuda", index)
+        torch.cuda.set_device(device)
+        return device
+    share_cpu_threads(local_world_size)
+    return torch.device("cpu")
+
+
+def share_cpu_threads(local_world_size: int) -> None:
+    """Give each CPU rank its share of the host's cores for torch's intra-op threads.
+
+    More threads than cores make every parallel region (data fill, verification) wait
+    for a descheduled thread, milliseconds per tensor op, and idle OpenMP threads spin
+    for a while after each region, stealing the core a collective is timed on.
+    OMP_NUM_THREADS, when set, wins.
+    """
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
+
+
+def init_process_group(
+    job: RankJob, rank: int, device: Any, in_flight: InFlight | None = None
+) -> Any:
+    """Join the process group; returns the rendezvous store (for progress).
+
+    With ``in_flight``, the hang watchdog is armed as the communicator starts: from then
+    on a step that stops moving ends the rank with exit code 4 (--init-timeout for the
+    start-up itself, which torch leaves unbounded on NCCL; --timeout after it).
+    """
+    import torch.distributed as dist
+
+    timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.launch.timeout_s))
+    kwargs: dict[str, Any] = {"rank": rank, "world_size": job.world_size, "timeout": timeout}
+    # A direct-NCCL world (--engine nccl) makes its own communicator through nccl4py
+    # (colbench.direct); torch's group is then gloo and creates no NCCL communicator.
+    torch_backend = "gloo" if getattr(job.task, "direct_nccl", False) else job.backend
+    if torch_backend == "nccl":
+        # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
+        kwargs["device_id"] = device
+    # store_host None: env:// (an external launcher's MASTER_ADDR, or torchrun's store).
+    store = launch.rendezvous(
+        job.store_host,
+        job.store_port,
+        rank,
+        job.world_size,
+        job.launch.init_timeout_s,
+        job.launch.timeout_s,
+    )
+    if in_flight is not None:
+        in_flight.store = store
+        in_flight.step(hang_watchdog.COMM_STARTUP)
+        _arm_watchdog(job, in_flight)
+        Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
+    if job.backend == "nccl":
+        prepare_nccl(job, rank, device, store)
+    dist.init_process_group(torch_backend, store=store, **kwargs)
+    return store
+
+
+def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
+    """Start the rank's hang watchdog (see :mod:`colbench.host.watchdog`)."""
+    import torch.distributed as dist
+
+    run_dir = Path(job.run_dir) if job.run_dir is not None else None
+    launched = job.store_host is None
+    connect = None
+    host, port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
+    if launched and host and port.isdigit():
+        # A client of its own: the rank's store client may be held by the blocked call.
+        def connect() -> Any:
+            return dist.TCPStore(
+                host,
+                int(port),
+                is_master=False,
+                timeout=_dt.timedelta(seconds=hang_watchdog.EXCHANGE_S),
+                wait_for_workers=False,
+            )
+
+    def on_verdict(failure: protocol.Failure) -> None:
+        if run_dir is not None:
+            end_meta(run_dir, "failed", failure.meta())
+            print(
+                f"colbench: {kept_line(run_dir)}",
+                file=sys.stderr,
+            )
+            job.task.failed(run_dir, failure)
+
+    return hang_watchdog.Watchdog(
+        in_flight,
+        world_size=job.world_size,
+        timeout_s=job.launch.timeout_s,
+        init_timeout_s=job.launch.init_timeout_s,
+        run_dir=run_dir,
+        launched=launched,
+        connect=connect,
+        on_verdict=on_verdict,
+    ).start()

@@ -23,12 +23,12 @@ from colbench.errors import ExitCode, RankFailure, UsageError
 from colbench.host import launchers as launch
 from colbench.host import pace, protocol
 from colbench.host import watchdog as hang_watchdog
+from colbench.host.child import exit_now, rank_main
 from colbench.host.inflight import InFlight
 from colbench.host.job import RankJob, RankTask, command_started_at
 from colbench.host.launchers import LaunchEnv, join_or_spawn, limits, preflight
 from colbench.host.launchers import gpus as gpus_module
 from colbench.host.outcome import end_meta, record_nccl_log
-from colbench.host.rank import exit_now, rank_main
 from colbench.host.spawn import spawn_and_wait
 from colbench.host.streams import guard
 from colbench.results.rundir import RunDir, stamped_name
@@ -103,7 +103,7 @@ def nccl_notes(launch: LaunchConfig, backend: str) -> list[str]:
         from colbench.host.launchers import emulation
 
         notes += emulation.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
-    from colbench.host.startup import blocking_wait_note
+    from colbench.host.nccl_start import blocking_wait_note
 
     blocked = blocking_wait_note(os.environ)
     return notes + ([blocked] if blocked else [])

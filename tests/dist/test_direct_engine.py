@@ -53,7 +53,7 @@ def _rank(rank: int, port: int, out: str, nccl_version: int) -> None:
     store = dist.TCPStore(
         "127.0.0.1", port, 2, is_master=rank == 0, timeout=datetime.timedelta(seconds=60)
     )
-    # A direct world's torch group is gloo (colbench.host.startup).
+    # A direct world's torch group is gloo (colbench.host.child).
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     try:
         cfg = SweepConfig.of(

@@ -36,8 +36,8 @@ from colbench.bench.plan import plan
 from colbench.bench.rowmaker import RunInfo
 from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_sizes
+from colbench.host.child import exit_now
 from colbench.host.launchers import free_port
-from colbench.host.rank import exit_now
 from colbench.results.rows import RowWriter, load
 from tests import netns
 from tests.conftest import run_colbench

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.host.launchers import free_port, storeprobe
+from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import QUESTION, STORE_ANSWER, who_answers
 from tests.conftest import run_colbench
 
 INIT_TIMEOUT_S = 5
@@ -50,8 +51,8 @@ def _store_then_quiet(conn: socket.socket) -> None:
     data = b""
     while chunk := conn.recv(4096):
         data += chunk
-        if data == storeprobe.QUESTION:
-            conn.sendall(storeprobe.STORE_ANSWER)
+        if data == QUESTION:
+            conn.sendall(STORE_ANSWER)
             data = b""
 
 
@@ -163,9 +164,7 @@ def test_the_probe_knows_a_real_store_and_leaves_it_working() -> None:
 
     server = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False)
     port = server.port
-    assert storeprobe.who_answers("127.0.0.1", port, 5.0) == (
-        f"a torch store answers at 127.0.0.1:{port}"
-    )
+    assert who_answers("127.0.0.1", port, 5.0) == (f"a torch store answers at 127.0.0.1:{port}")
     # torch's own client still joins after the probe's connection came and went.
     client = dist.TCPStore("127.0.0.1", port, 2, is_master=False,
                            timeout=datetime.timedelta(seconds=10))  # fmt: skip

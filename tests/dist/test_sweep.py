@@ -123,7 +123,7 @@ def test_a_gloo_runs_hardware_comes_from_this_machines_sysfs_and_has_no_ceiling(
     tmp_path: Path,
 ) -> None:
     """Spawned ranks on one node talk over loopback: no rate, so no ceiling, and why."""
-    from colbench.hardware import sysfs
+    from colbench.hardware import links
 
     out = tmp_path / "run"
     proc = call_colbench(
@@ -132,12 +132,12 @@ def test_a_gloo_runs_hardware_comes_from_this_machines_sysfs_and_has_no_ceiling(
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((out / "meta.json").read_text())
     ((label, facts),) = meta["hardware"].items()
-    here = sysfs.nics()
+    here = links.nics()
     assert [n["name"] for n in facts["nics"]] == [n["name"] for n in here]
     assert [(n["kind"], n["rate_gbit_s"]) for n in facts["nics"]] == [
         (n["kind"], n["rate_gbit_s"]) for n in here
     ]
-    assert facts["interface"] == "lo" and facts["numa_nodes"] == sysfs.numa_nodes()
+    assert facts["interface"] == "lo" and facts["numa_nodes"] == links.numa_nodes()
     assert f"# node {label}: " in proc.stdout and "| CPU " in proc.stdout
     assert meta["ceiling"] == {
         "gbps": None,

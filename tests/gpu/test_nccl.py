@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from colbench.bench.timing import GRAPH_REPLAYS, CudaEventTimer
+from colbench.bench.cuda_timing import GRAPH_REPLAYS, CudaEventTimer
 from colbench.results.rows import load
 from tests.conftest import run_colbench
 

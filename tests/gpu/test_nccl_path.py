@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import torch
 
+from colbench.bench.cuda_timing import GRAPH_REPLAYS
 from colbench.bench.ops import parse_ops
-from colbench.bench.timing import GRAPH_REPLAYS
 from colbench.results.rows import load
 from tests.conftest import finish_ranks, run_colbench, start_ranks
 

@@ -1,4 +1,4 @@
-"""Each row's ceiling (colbench.hardware.ceiling): from recorded hardware facts, where
+"""Each row's ceiling (colbench.hardware.node): from recorded hardware facts, where
 no rate can be known, tc's rates, and the summary's best share and verdict."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from colbench.hardware import ceiling, node, tc
+from colbench.hardware import links, node
 from tests.unit.test_hardware import FakeNvml, _nvml_gpu, recorded_tree
 
 
@@ -21,7 +21,7 @@ def facts(tmp_path: Path, *gpus: dict[str, Any], interface: str | None = None) -
 
 def test_one_node_of_nvlink_gpus_is_bound_by_nvlink(tmp_path: Path) -> None:
     hw = {"n1": facts(tmp_path, _nvml_gpu(":03:00.0", 18), _nvml_gpu(":04:00.0", 18))}
-    assert ceiling.ceiling(hw, "nccl", ["n1", "n1"]) == (
+    assert node.ceiling(hw, "nccl", ["n1", "n1"]) == (
         450.0, "NVLink 4.0 x18 at 25 GB/s per link (NVML)",
     )  # fmt: skip
 
@@ -29,18 +29,18 @@ def test_one_node_of_nvlink_gpus_is_bound_by_nvlink(tmp_path: Path) -> None:
 def test_only_the_gpus_the_ranks_drive_bound_the_run(tmp_path: Path) -> None:
     hw = {"n1": facts(tmp_path, _nvml_gpu(":03:00.0", 18), _nvml_gpu(":04:00.0", None))}
     # GPU 1 (PCIe only) is not in the run: GPU 0's NVLink bounds it.
-    rate, _ = ceiling.ceiling(hw, "nccl", ["n1"], used_bus_ids={"0000:03:00.0"})
+    rate, _ = node.ceiling(hw, "nccl", ["n1"], used_bus_ids={"0000:03:00.0"})
     assert rate == 450.0
-    rate, why = ceiling.ceiling(hw, "nccl", ["n1", "n1"])
+    rate, why = node.ceiling(hw, "nccl", ["n1", "n1"])
     assert (rate, why) == (31.504, "PCIe gen5 x8 (GPU 1)")
 
 
 def test_one_node_of_pcie_gpus_is_bound_by_the_narrowest_link(tmp_path: Path) -> None:
     hw = {"n1": facts(tmp_path, _nvml_gpu(":03:00.0", None))}
     # gen5 x8 (NVML): 8 lanes at 3.938 GB/s.
-    assert ceiling.ceiling(hw, "nccl", ["n1"]) == (31.504, "PCIe gen5 x8 (GPU 0)")
+    assert node.ceiling(hw, "nccl", ["n1"]) == (31.504, "PCIe gen5 x8 (GPU 0)")
     hw = {"n1": facts(tmp_path / "b", _nvml_gpu(":81:00.0", None, pcie=False))}
-    rate, why = ceiling.ceiling(hw, "nccl", ["n1"])
+    rate, why = node.ceiling(hw, "nccl", ["n1"])
     assert rate is None and "PCIe link" in why
 
 
@@ -50,15 +50,15 @@ def test_across_nodes_a_collective_may_fill_the_nodes_rdma_nics(tmp_path: Path) 
     # mlx5_0: 400 Gb/s up (mlx5_1 is down): 50 GB/s for the node, whatever its ranks, as
     # a ring or tree crosses the node once per channel.
     nodes = ["n1", "n1", "n2", "n2"]
-    assert ceiling.ceiling(hw, "nccl", nodes) == (
+    assert node.ceiling(hw, "nccl", nodes) == (
         50.0, "mlx5_0: 400 Gb/s (sysfs), the node's total",
     )  # fmt: skip
     # An exchange's every rank sends its own bytes off the node: the 2 ranks share it.
-    sharing = ceiling.ranks_sharing(nodes)
-    assert sharing == 2 and ceiling.ranks_sharing(["n1", "n1"]) == 1
-    assert ceiling.for_op(50.0, True, sharing) == 25.0
-    assert ceiling.for_op(50.0, False, sharing) == 50.0
-    assert ceiling.for_op(None, True, sharing) is None
+    sharing = node.ranks_sharing(nodes)
+    assert sharing == 2 and node.ranks_sharing(["n1", "n1"]) == 1
+    assert node.for_op(50.0, True, sharing) == 25.0
+    assert node.for_op(50.0, False, sharing) == 50.0
+    assert node.for_op(None, True, sharing) is None
 
 
 def test_the_netdev_of_an_rdma_device_is_found_under_it(tmp_path: Path) -> None:
@@ -68,17 +68,17 @@ def test_the_netdev_of_an_rdma_device_is_found_under_it(tmp_path: Path) -> None:
     for nic in one["nics"]:
         if "ens1np0" in (nic.get("netdevs") or []):
             nic["rate_gbit_s"] = 100.0
-    rate, why = ceiling.ceiling({"a": one, "b": one}, "gloo", ["a", "b"])
+    rate, why = node.ceiling({"a": one, "b": one}, "gloo", ["a", "b"])
     assert rate == 12.5 and why.startswith("ens1np0: 100 Gb/s"), why
 
 
 def test_gloo_uses_the_interface_toward_the_coordinator(tmp_path: Path) -> None:
     eth = facts(tmp_path / "a", interface="eth0")
-    assert ceiling.ceiling({"a": eth, "b": eth}, "gloo", ["a", "b"]) == (
+    assert node.ceiling({"a": eth, "b": eth}, "gloo", ["a", "b"]) == (
         3.125, "eth0: 25 Gb/s (/sys/class/net/eth0/speed), the node's total",
     )  # fmt: skip
     veth = facts(tmp_path / "b", interface="veth0")
-    rate, why = ceiling.ceiling({"a": veth, "b": veth}, "gloo", ["a", "b"])
+    rate, why = node.ceiling({"a": veth, "b": veth}, "gloo", ["a", "b"])
     assert rate is None and why == "veth0: a virtual interface's speed is made up or absent"
 
 
@@ -95,13 +95,13 @@ def test_gloo_uses_the_interface_toward_the_coordinator(tmp_path: Path) -> None:
 def test_no_ceiling_where_no_rate_can_be_known(
     hardware: dict[str, Any], backend: str, nodes: list[str], why: str
 ) -> None:
-    rate, reason = ceiling.ceiling(hardware, backend, nodes)
+    rate, reason = node.ceiling(hardware, backend, nodes)
     assert rate is None and why in reason
 
 
 def test_the_users_ceiling_wins_and_an_emulated_fabric_has_none() -> None:
-    assert ceiling.ceiling({}, "gloo", ["a", "a"], given=12.5) == (12.5, "--ceiling-gbps")
-    rate, why = ceiling.ceiling({}, "nccl", ["a", "a"], emulated=True)
+    assert node.ceiling({}, "gloo", ["a", "a"], given=12.5) == (12.5, "--ceiling-gbps")
+    rate, why = node.ceiling({}, "nccl", ["a", "a"], emulated=True)
     assert rate is None and "emulated" in why
 
 
@@ -122,7 +122,7 @@ def test_a_shaped_interface_takes_tcs_rate(tmp_path: Path) -> None:
             "class htb 1:10 root prio 0 rate 300Mbit ceil 300Mbit burst 1537b\n"
         )
 
-    rates = tc.shaped_rates_gbit_s(run)
+    rates = links.shaped_rates_gbit_s(run)
     assert rates == pytest.approx({"veth0": 1.0, "veth1": 0.3, "veth2": 5e-4})
     # Classes are asked for only where an htb qdisc holds them.
     assert asked == [["tc", "qdisc", "show"], ["tc", "class", "show", "dev", "veth1"]]
@@ -136,7 +136,7 @@ def _row(op: str, size: int, pct: float | None, ceiling_gbps: float = 10.0) -> S
 
 
 def test_the_summary_gives_each_ops_best_and_names_a_low_largest_size() -> None:
-    counter = ceiling.CeilingCounter()
+    counter = node.CeilingCounter()
     big = 256 * 1024**2
     for row in (
         _row("all_reduce", 1024, 2.0), _row("all_reduce", big, 80.0), _row("all_reduce", big, 85.0),
@@ -154,18 +154,18 @@ def test_the_summary_gives_each_ops_best_and_names_a_low_largest_size() -> None:
         "all_gather: busbw below half of the ceiling at the largest size (45% of 10 GB/s at 256M)"
     ]
     assert counter.best_meta()["all_reduce"] == {"pct_of_ceiling": 85.0, "size_bytes": big}
-    assert ceiling.percent(5.0, 10.0) == 50.0 and ceiling.percent(None, 10.0) is None
-    assert ceiling.percent(5.0, None) is None
+    assert node.percent(5.0, 10.0) == 50.0 and node.percent(None, 10.0) is None
+    assert node.percent(5.0, None) is None
 
 
 def test_shares_of_a_thousand_percent_and_more_read_in_digits() -> None:
-    counter = ceiling.CeilingCounter()
+    counter = node.CeilingCounter()
     counter.add(_row("all_reduce", 32 * 1024, 1420.0, ceiling_gbps=0.01))
     assert counter.lines() == ["all_reduce 1420% at 32K"]
 
 
 def test_an_exchanges_verdict_names_its_own_share_of_the_ceiling() -> None:
-    counter = ceiling.CeilingCounter()
+    counter = node.CeilingCounter()
     big = 256 * 1024**2
     counter.add(_row("all_reduce", big, 80.0, ceiling_gbps=50.0))
     counter.add(_row("all_to_all", big, 10.0, ceiling_gbps=25.0))
@@ -192,13 +192,13 @@ def test_a_groups_own_nodes_and_gpus_bound_its_rows(tmp_path: Path) -> None:
     nodes = ["n1", "n1", "n2", "n2"]
     buses = ["0000:03:00.0", "0000:04:00.0", "0000:03:00.0", "0000:04:00.0"]
     # --split div:2: the first group is one node's two GPUs, joined by NVLink.
-    assert ceiling.group_ceiling(hw, "nccl", nodes, buses, (0, 1)) == (
+    assert node.group_ceiling(hw, "nccl", nodes, buses, (0, 1)) == (
         450.0, "NVLink 4.0 x18 at 25 GB/s per link (NVML)", 1,
     )  # fmt: skip
     # --split mod:2: one rank per node, over the NICs, which no other rank of it shares.
-    assert ceiling.group_ceiling(hw, "nccl", nodes, buses, (0, 2))[::2] == (50.0, 1)
+    assert node.group_ceiling(hw, "nccl", nodes, buses, (0, 2))[::2] == (50.0, 1)
     # The whole world: the NICs, shared by 2 ranks per node in an exchange.
-    assert ceiling.group_ceiling(hw, "nccl", nodes, buses, (0, 1, 2, 3))[::2] == (50.0, 2)
-    assert ceiling.group_ceiling(hw, "nccl", nodes, buses, (0, 1, 2, 3), given=7.0)[::2] == (
+    assert node.group_ceiling(hw, "nccl", nodes, buses, (0, 1, 2, 3))[::2] == (50.0, 2)
+    assert node.group_ceiling(hw, "nccl", nodes, buses, (0, 1, 2, 3), given=7.0)[::2] == (
         7.0, 1,
     )  # fmt: skip

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from colbench.bench import ops
-from colbench.bench.loop import combine_times, percentile
 from colbench.bench.ops.base import Layout
 from colbench.bench.plan import count_units, plan
+from colbench.bench.rowmaker import combine_times, percentile
 from colbench.config.model import SweepConfig
 
 # Three ranks, four iterations each (microseconds).

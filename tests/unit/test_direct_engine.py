@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 import torch
 
+from colbench.bench.cuda_timing import CudaGraphTimer
 from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Context
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.bench.timing import CudaGraphTimer, make_timer
+from colbench.bench.timing import make_timer
 from colbench.commands.compare.pairs import compare_runs
 from colbench.config.model import parse_engines
 from colbench.config.validate import engine_refusal

@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 import torch
 
+from colbench.bench.groups import Refused, TorchEngine
+from colbench.bench.knobbed import knobbed
 from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Context
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.config.options import merge
 from colbench.config.validate import from_options
-from colbench.direct.engine import TORCH_CANNOT_REGISTER, DirectEngine, Refused, TorchEngine
-from colbench.direct.knobbed import knobbed
+from colbench.direct.engine import TORCH_CANNOT_REGISTER, DirectEngine
 from colbench.direct.knobs import parse_cta_policies, parse_register, refusal
 from colbench.direct.nccl4py import DirectComm, Nccl
 from colbench.direct.register import Registrations

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from colbench.hardware import gpus, node, sysfs
+from colbench.hardware import gpus, links, node
 
 # A two-socket GPU node: GPU 0 and mlx5_0 behind one PCIe switch, GPU 1 on another root
 # port; eth0 an onboard NIC; mlx5_1 RoCE; lo and a veth.
@@ -136,7 +136,7 @@ def _nvml_gpu(bus_id: str, nvlink: int | None, pcie: bool = True) -> dict[str, A
 
 def test_nics_from_a_recorded_tree(tmp_path: Path) -> None:
     root = recorded_tree(tmp_path)
-    found = {n["name"]: n for n in sysfs.nics(root)}
+    found = {n["name"]: n for n in links.nics(root)}
     assert list(found) == ["mlx5_0", "mlx5_1", "eth0", "lo", "veth0"]
     ib, roce, eth, lo, veth = found.values()
     assert (ib["kind"], ib["rate_gbit_s"], ib["state"], ib["bus_id"]) == (
@@ -152,7 +152,7 @@ def test_nics_from_a_recorded_tree(tmp_path: Path) -> None:
     # No rate is known for loopback, nor for a veth's made-up 10000 Mb/s.
     assert (lo["kind"], lo["rate_gbit_s"]) == ("loopback", None)
     assert (veth["kind"], veth["rate_gbit_s"]) == ("virtual", None)
-    assert sysfs.numa_nodes(root) == 2
+    assert links.numa_nodes(root) == 2
 
 
 def test_efa_by_its_driver(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ def test_efa_by_its_driver(tmp_path: Path) -> None:
     dev = Path(os.path.realpath(root / "sys/bus/pci/devices/0000:04:00.0"))
     (dev / "driver").unlink()
     _link(dev / "driver", root / "sys/devices/drivers/efa")
-    assert sysfs.nics(root)[0]["kind"] == "EFA"
+    assert links.nics(root)[0]["kind"] == "EFA"
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_efa_by_its_driver(tmp_path: Path) -> None:
      ("", None), (None, None)],
 )  # fmt: skip
 def test_pcie_generation(text: str | None, gen: int | None) -> None:
-    assert sysfs.pcie_generation(text) == gen
+    assert links.pcie_generation(text) == gen
 
 
 def test_gpus_through_nvml_with_nvlink_and_a_narrow_link() -> None:

@@ -24,7 +24,7 @@ from colbench.commands.health.judge import (
 )
 from colbench.commands.health.report import table, write_prom
 from colbench.errors import UsageError
-from colbench.host.launchers.nodes import node_name
+from colbench.host.launchers.env import node_name
 
 NAMES = [f"node{c}" for c in "ABCDEF"]
 

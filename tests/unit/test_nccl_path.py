@@ -15,7 +15,7 @@ from colbench.bench.ops.base import Collective, Context
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import plan, plan_digest
 from colbench.bench.rowmaker import RunInfo
-from colbench.commands.sweep.task import _measurement_warnings
+from colbench.commands.sweep.lead import measurement_warnings
 from colbench.config.model import SweepConfig
 from colbench.config.validate import build, validate_for_world
 from colbench.errors import UsageError
@@ -115,10 +115,10 @@ def test_the_digest_ignores_what_only_changes_output_or_waiting(field: str, valu
 
 def test_debug_says_it_changes_timings() -> None:
     cfg = SweepConfig.of(sizes_bytes=(1024,), debug=True)
-    (warning,) = _measurement_warnings(cfg, "nccl")
+    (warning,) = measurement_warnings(cfg, "nccl")
     assert warning.startswith("--debug: torch's NCCL flight recorder")
-    assert _measurement_warnings(cfg, "gloo") == []
-    assert _measurement_warnings(cfg.replace(debug=False), "nccl") == []
+    assert measurement_warnings(cfg, "gloo") == []
+    assert measurement_warnings(cfg.replace(debug=False), "nccl") == []
 
 
 def test_sendrecv_builds_its_p2p_ops_when_bound(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -245,7 +245,7 @@ class GatheringSide:
 def test_the_ranks_agree_on_nccls_facts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each rank says its NCCL host identity, GPU generation and NCCL version; the plan's
     facts count NCCL's nodes (emulated ones included) for the measured group."""
-    from colbench.commands.sweep.task import nccl_facts
+    from colbench.bench.plan import nccl_facts
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
     monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 28, 9))

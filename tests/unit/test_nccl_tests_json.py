@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from colbench.bench.loop import percentile
+from colbench.bench.rowmaker import percentile
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import WriteFailed
 from colbench.results.reporters import nccl_tests_encoding as encoding

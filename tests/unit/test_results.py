@@ -10,9 +10,8 @@ import pandas as pd
 import pytest
 
 from colbench.bench import ops
-from colbench.bench.loop import combine_times
 from colbench.bench.plan import Work
-from colbench.bench.rowmaker import RunInfo, make_row
+from colbench.bench.rowmaker import RunInfo, combine_times, make_row
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 from colbench.results.rows import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from colbench.bench import ops
-from colbench.bench.skew import wait_in
+from colbench.bench.timing import wait_in
 from colbench.results.reporters.console import RANK_SKEW_MARK, TableSink, format_line
 from colbench.results.reporters.stragglers import (
     PER_RANK,

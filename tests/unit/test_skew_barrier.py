@@ -1,4 +1,4 @@
-"""The barrier's wait and starvation (colbench.bench.skew.wait_in): what is read, and when.
+"""The barrier's wait and starvation (colbench.bench.timing.wait_in): what is read, and when.
 
 Between the barrier's return and the timed batch only the open schedstat files are
 read again, and the starvation taken out is the barrier's, not the batch's. The
@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from colbench.bench.schedstat import BarrierThreads, run_delays_ns, thread_run_delays_ns
-from colbench.bench.skew import wait_in
+from colbench.bench.timing import BarrierThreads, run_delays_ns, thread_run_delays_ns, wait_in
 
 #: Audit events raised while a test records (sys.addaudithook cannot be removed, so the
 #: hook stays but records only while a list is set here).

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from colbench.bench.timing import CudaEventTimer, HostTimer
+from colbench.bench.cuda_timing import CudaEventTimer
+from colbench.bench.timing import HostTimer
 
 
 class ScriptedClock:

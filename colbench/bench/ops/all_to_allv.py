@@ -1,6 +1,9 @@
 """all_to_allv: an uneven all-to-all, rank i sending rank j the bytes of cell [i][j] of a
 traffic matrix (``--splits``: colbench.bench.ops.splits) - the dispatch of a mixture-of-experts
-layer, where tokens go to the ranks of the experts they were routed to."""
+layer, where tokens go to the ranks of the experts they were routed to.
+
+Timed by :meth:`colbench.bench.loop.RankBench.bench_time`, as every op is.
+"""
 
 from __future__ import annotations
 

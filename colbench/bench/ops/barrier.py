@@ -1,4 +1,7 @@
-"""barrier: no data; measures the latency of synchronising all ranks."""
+"""barrier: no data; measures the latency of synchronising all ranks.
+
+Timed by :meth:`colbench.bench.loop.RankBench.bench_time`, as every op is.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """The contract every collective fulfils (learned from nccl-tests' ``struct testColl``).
 
-The driver (:mod:`colbench.bench.loop`) never branches on a collective's name: it asks the
-op for its layout, bus-bandwidth factor, buffers, data, one call, and a wrong-element
-count. Each ``colbench/bench/ops/<name>.py`` subclasses :class:`Collective` once.
+The driver never branches on a collective's name: it asks the op for its layout,
+bus-bandwidth factor, buffers, data, one call, and a wrong-element count. Every op is
+timed by one function, :meth:`colbench.bench.loop.RankBench.bench_time` (fill, warm up,
+barrier, timed batch, verify, row, in that order). Each ``colbench/bench/ops/<name>.py``
+subclasses :class:`Collective` once.
 
 Op modules import torch inside the methods that use it: the registry's names, layouts
 and ``explain`` texts then load without torch, so ``colbench --help`` and usage errors
@@ -23,6 +25,10 @@ from colbench.bench.ops.dtypes import DType, torch_redop
 if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
+
+
+#: The engine (--engine) of the contract's own torch calls (:meth:`Collective.bind`).
+TORCH = "torch"
 
 
 class DirectComm(Protocol):
@@ -216,7 +222,7 @@ class Collective:
     #: prefix, no underscores (``_allgather_base`` -> ``allgatherbase``).
     traced_names: ClassVar[tuple[str, ...]] = ()
     #: Every rank sends its own bytes to every other: off a node they share its link
-    #: (colbench.hardware.ceiling), and a trace's split sizes tell its even form from
+    #: (colbench.hardware.node), and a trace's split sizes tell its even form from
     #: its uneven one (colbench.commands.replay).
     exchange: ClassVar[bool] = False
     #: An exchange whose per-peer sizes come from a traffic matrix (--splits), not from

@@ -1,4 +1,7 @@
-"""broadcast: every rank ends with the root's buffer."""
+"""broadcast: every rank ends with the root's buffer.
+
+Timed by :meth:`colbench.bench.loop.RankBench.bench_time`, as every op is.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""reduce: the root ends with the reduction of all ranks' buffers."""
+"""reduce: the root ends with the reduction of all ranks' buffers.
+
+Timed by :meth:`colbench.bench.loop.RankBench.bench_time`, as every op is.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""reduce_scatter: rank r ends with chunk r of the reduction of all ranks' buffers."""
+"""reduce_scatter: rank r ends with chunk r of the reduction of all ranks' buffers.
+
+Timed by :meth:`colbench.bench.loop.RankBench.bench_time`, as every op is.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""sendrecv: each rank sends its buffer to rank+1 and receives rank-1's, all at once."""
+"""sendrecv: each rank sends its buffer to rank+1 and receives rank-1's, all at once.
+
+Timed by :meth:`colbench.bench.loop.RankBench.bench_time`, as every op is.
+"""
 
 from __future__ import annotations
 

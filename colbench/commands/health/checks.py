@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.bench.ops import get as get_op
-from colbench.bench.skew import wait_in
+from colbench.bench.timing import wait_in
 from colbench.commands.health.config import INTRA_OPS, MAX_ITERS, MIN_ITERS, Level
 from colbench.commands.p2p.measure import Buffers, Transport, bandwidth_call
 from colbench.commands.p2p.schedule import Selection, pair_steps, role
@@ -85,7 +85,7 @@ class Walker:
     budget_s: float
     on_step: Callable[[str], None]
     samples: list[Sample] = field(default_factory=list)
-    #: COLBENCH_FAULT's hook (colbench.host.faults): its WHEN counts steps here.
+    #: COLBENCH_FAULT's hook (colbench.host.inflight): its WHEN counts steps here.
     fault: Any = None
 
     def _begin(self, what: str) -> None:

@@ -39,13 +39,13 @@ from colbench.errors import UsageError
 from colbench.hardware import node as node_hardware
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
-from colbench.host.faults import Fault
+from colbench.host.child import device_name, meet_peers
+from colbench.host.inflight import Fault
 from colbench.host.job import ConfiguredTask
 from colbench.host.launchers import devices
-from colbench.host.launchers.nodes import node_name
+from colbench.host.launchers.env import node_name
 from colbench.host.pace import Pace, counting
 from colbench.host.protocol import Failure
-from colbench.host.rank import device_name, meet_peers
 from colbench.results import writing
 from colbench.results.rundir import RunDir
 

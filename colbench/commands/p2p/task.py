@@ -17,7 +17,7 @@ from typing import Any
 
 from colbench import __version__
 from colbench.bench.groups import SideGroup
-from colbench.bench.loop import combine_times
+from colbench.bench.rowmaker import combine_times
 from colbench.bench.timing import make_timer
 from colbench.commands.gate.checks import DEFAULT_ALPHA
 from colbench.commands.p2p.budget import Plan, passes_floor
@@ -30,8 +30,8 @@ from colbench.commands.p2p.schedule import Selection, pair_steps, select
 from colbench.errors import UsageError
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
+from colbench.host.child import device_name, meet_peers
 from colbench.host.job import ConfiguredTask
-from colbench.host.rank import device_name, meet_peers
 from colbench.results.rundir import RunDir
 
 #: Tests (and clusters whose host names say little) name each rank's node with this.

@@ -1,25 +1,25 @@
-"""Rank 0's share: the same loop as every rank, its rows fed to the reporters (CSV,
+"""Rank 0's share: the sink of the loop every rank runs, its rows fed to the reporters (CSV,
 meta.json, progress, table)."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.loop import BenchContext
 from colbench.bench.plan import Work, count_units, row_weight, weight_total
+from colbench.config.model import SweepConfig
 from colbench.hardware import node
-from colbench.host.faults import Fault
+from colbench.host.inflight import Fault
 from colbench.host.job import Peer, RankJob
 from colbench.host.launchers import emulation
 from colbench.host.pace import Pace
 from colbench.results.reporters.console import run_header
-from colbench.results.reporters.progress import progress_bar
 from colbench.results.reporters.stream import (
     ConsoleReporter,
     CsvReporter,
@@ -28,6 +28,7 @@ from colbench.results.reporters.stream import (
     ProgressReporter,
     Reporter,
     RowStream,
+    progress_bar,
 )
 from colbench.results.rows import Row
 from colbench.results.rundir import RunDir
@@ -48,23 +49,22 @@ class Met:
     hardware: dict[str, Any] = field(default_factory=dict)
 
 
-def lead_run(
+@contextmanager
+def lead_sink(
     job: RankJob,
     context: BenchContext,
     met: Met,
     work: list[Work],
     notes: tuple[list[str], list[str]],
-) -> None:
-    """Rank 0's share: the same loop as every rank, its rows fed to the reporters.
+) -> Iterator[RowStream]:
+    """Rank 0's share: the sink its loop feeds, the reporters on it (CSV, meta.json,
+    progress, table); the run's end is written when the loop is done.
 
     ``notes``: warnings about the measurement (also in the table's header), and notes
     on sizes skipped for memory.
     """
     cfg, (warnings, memory_notes) = context.cfg, notes
     run_dir = RunDir(job.run_dir or ".")
-    # An interleaved world keeps its own meta.json and logs, and writes its rows into
-    # the run's one results.csv (in its turns: never two writers at once).
-    results_dir = RunDir(job.results_dir or job.run_dir or ".")
     meta = _first_meta(job, context, met, warnings + memory_notes)
     if met.hardware:
         meta["hardware"] = met.hardware
@@ -90,35 +90,69 @@ def lead_run(
             hooks.warn(f"colbench: warning: {line}")
         for line in memory_notes:
             hooks.warn(f"colbench: note: {line}")
-        # The CSV first, so a row is on disk before anything else shows it.
-        reporters: list[Reporter] = [
-            CsvReporter(results_dir),
-            MetaReporter(run_dir),
-            ProgressReporter(hooks.advance),
-            *_forecast(context, work, rows_planned),
-        ]
-        if cfg.output.per_rank:
-            reporters.append(PerRankReporter(run_dir))
-        if cfg.output.output_file is not None:
-            reporters.append(_json_report(job, context, met, hooks.warn))
-        if cfg.output.table:
-            header = _table_header(job, context, met, warnings)
-            header += [node.header_line(label, facts) for label, facts in met.hardware.items()]
-            echo = (
-                _tagged(job.variant)
-                if streamed
-                else hooks.echo
-                if table_file is None
-                else _writer(table_file)
-            )
-            reporters.append(ConsoleReporter(header, echo, hooks.warn, cfg.measure.repeat))
+        echo = (
+            _tagged(job.variant)
+            if streamed
+            else hooks.echo
+            if table_file is None
+            else _writer(table_file)
+        )
+        reporters = _reporters(job, context, met, (work, rows_planned), hooks, echo, warnings)
         with RowStream(reporters, hooks.warn) as stream:
             stream.start(meta)
-            RankBench(context, stream).run(work)
+            yield stream
             # A failure from here on names this phase: every row is already on disk.
             context.in_flight.phase = "the end-of-run summary, after the last row"
             Fault(0, os.environ.get("COLBENCH_FAULT")).at_end()
             stream.end()
+
+
+def _reporters(
+    job: RankJob,
+    context: BenchContext,
+    met: Met,
+    planned: tuple[list[Work], int],
+    hooks: Any,
+    echo: Callable[[str], None],
+    warnings: list[str],
+) -> list[Reporter]:
+    """The sinks of rank 0's rows, ``planned``: (the work, the rows it makes)."""
+    cfg = context.cfg
+    # An interleaved world keeps its own meta.json and logs, and writes its rows into
+    # the run's one results.csv (in its turns: never two writers at once).
+    results_dir = RunDir(job.results_dir or job.run_dir or ".")
+    run_dir = RunDir(job.run_dir or ".")
+    # The CSV first, so a row is on disk before anything else shows it.
+    reporters: list[Reporter] = [
+        CsvReporter(results_dir),
+        MetaReporter(run_dir),
+        ProgressReporter(hooks.advance),
+        *_forecast(context, *planned),
+    ]
+    if cfg.output.per_rank:
+        reporters.append(PerRankReporter(run_dir))
+    if cfg.output.output_file is not None:
+        reporters.append(_json_report(job, context, met, hooks.warn))
+    if cfg.output.table:
+        header = _table_header(job, context, met, warnings)
+        header += [node.header_line(label, facts) for label, facts in met.hardware.items()]
+        reporters.append(ConsoleReporter(header, echo, hooks.warn, cfg.measure.repeat))
+    return reporters
+
+
+def measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
+    warnings = []
+    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        warnings.append(
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
+            "several-fold; unset it for real measurements"
+        )
+    if cfg.launch.debug and backend == "nccl":
+        warnings.append(
+            "--debug: torch's NCCL flight recorder records every collective, which adds host "
+            "time to each call; measure without --debug for numbers to compare"
+        )
+    return warnings
 
 
 def _json_report(

@@ -11,48 +11,47 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from colbench import __version__
-from colbench.bench import memory
-from colbench.bench.groups import Groups, SideGroup, members, split_label, split_world
+from colbench.bench.groups import (
+    Engine,
+    Groups,
+    Refused,
+    SideGroup,
+    TorchEngine,
+    members,
+    split_label,
+    split_world,
+)
+from colbench.bench.knobbed import knobbed, torch_nccl_version
 from colbench.bench.load import make_load
-from colbench.bench.loop import BenchContext, RankBench
+from colbench.bench.loop import BenchContext, RankBench, RowSink
 from colbench.bench.ops import REGISTRY
-from colbench.bench.plan import Work, count_units, fit_to_memory, plan, plan_digest
+from colbench.bench.plan import Work, count_units, fit_plan, nccl_facts, plan, plan_digest
 from colbench.bench.rowmaker import RunInfo
 from colbench.bench.timing import make_timer
-from colbench.commands.sweep.lead import Met, lead_run
+from colbench.commands.sweep.lead import Met, lead_sink, measurement_warnings
 from colbench.commands.sweep.setup import measure_setups, setup_rows
 from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
 from colbench.config.variants import Variant
-from colbench.direct.engine import (
-    DIRECT,
-    DirectEngine,
-    Engine,
-    Refused,
-    TorchEngine,
-    group_ranks,
-)
-from colbench.direct.knobbed import knobbed, torch_nccl_version
+from colbench.direct.engine import DIRECT, DirectEngine, group_ranks
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
-from colbench.hardware.ceiling import group_ceiling
+from colbench.hardware.node import group_ceiling
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
+from colbench.host.child import device_name, gpu_record, meet_peers
 from colbench.host.inflight import InFlight
 from colbench.host.job import ConfiguredTask, Peer, RankJob
 from colbench.host.launchers import devices
-from colbench.host.launchers.env import local_world_size_from_env
 from colbench.host.outcome import report_done
-from colbench.host.rank import device_name, gpu_record, meet_peers
 from colbench.host.turns import Turns
-from colbench.nccl.algo import CommFacts
 from colbench.output import plural
 from colbench.results.init_rows import INIT
 from colbench.results.rundir import RunDir
@@ -66,6 +65,10 @@ SWEEP_DISAGREES = (
 #: NCCL's choice per call as a probe world logged it (colbench.commands.sweep.probe): (op, bytes
 #: per rank) -> (algorithm, protocol).
 Choices = dict[tuple[str, int], tuple[str, str]]
+
+#: Every rank's :class:`Peer`, its node's label, and each node's hardware by label: rank 0's
+#: :class:`Met` (the other ranks need no more than the run's facts drawn from them).
+Introductions = tuple[list[Peer], list[str], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ class SweepTask(ConfiguredTask):
     @property
     def direct_nccl(self) -> bool:
         """NCCL is called directly: torch's process group is then gloo, and this world
-        makes no torch NCCL communicator (colbench.host.startup)."""
+        makes no torch NCCL communicator (colbench.host.child)."""
         return self.engine_name == DIRECT
 
     @property
@@ -183,30 +186,16 @@ def variant_load(cfg: SweepConfig, variant: Variant) -> LoadSpec | None:
 
 
 def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
-    """Side group, plan agreement with the peers, groups, memory fit, then the bench."""
+    """Side group, plan agreement with the peers, groups, memory fit, then the bench: the
+    same loop in every rank, rank 0's rows fed to its reporters (:func:`lead_sink`)."""
     cfg = task.cfg
     # Every group gets torch's timeout a little later than colbench's own, so the
     # hang watchdog names the stuck ranks before torch aborts or one rank raises.
     group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
     side = SideGroup.create(job.world_size, group_timeout_s, in_flight)
-    group_size = cfg.measure.ranks_per_group(job.world_size)
     layout = members(cfg.measure.group_size, cfg.measure.group_mod, job.world_size)
     first = layout[0] if layout else tuple(range(job.world_size))
-    facts = nccl_facts(side, device, first) if job.backend == "nccl" else None
-    work = plan(cfg, group_size, job.backend, facts=facts)
-    me = _introduce(cfg, job, rank, device, work)
-    # Ranks NCCL would refuse on one GPU were refused before the communicator started
-    # (colbench.host.startup.prepare_nccl).
-    peers = meet_peers(side, me, SWEEP_DISAGREES)
-    # Node labels, not bare host names: namespaces and containers share a host name.
-    hosts = launch.node_labels([p.node for p in peers])
-    towards = job.store_host or os.environ.get("MASTER_ADDR")
-    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
-    emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
-    bus_ids = [p.gpu.get("bus_id") for p in peers]
-    ceiling_gbps, ceiling_source, sharing = group_ceiling(
-        hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
-    )
+    work, me, met = _agree(task, job, rank, device, side, first)
     subgroup = split_world(layout, rank, group_timeout_s) if layout else None
     setups = None
     if cfg.measure.init_only:
@@ -227,62 +216,133 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
     if task.refused is not None:
         engine = Refused(engine, task.refused)
     try:
-        info = RunInfo(
-            run_id=job.run_id,
-            backend=job.backend,
-            device_name=me.device_name,
-            world_size=job.world_size,
-            nnodes=len({p.node for p in peers}),
-            groups=subgroup.count if subgroup else 1,
-            split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
-            variant=job.variant,
-            ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
-            nccl_choices=task.nccl_choices,
-            ceiling_gbps=ceiling_gbps,
-            ceiling_source=ceiling_source,
-            ceiling_sharing=sharing,
-            load=task.load.label if task.load is not None else "",
-            engine=task.engine_name,
-        )
+        info = _run_info(task, job, me, met, subgroup, first)
         worlds = job.turns.worlds if job.turns is not None else 1
-        work, memory_notes = _fit_plan(cfg, work, device, job.world_size, side, worlds)
-        load = None
-        if task.load is not None:
-            in_flight.step("starting the --contend load")
-            load = make_load(
-                task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s
-            )
-        turns = None
-        if job.turns is not None:
-            turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
-            per_repeat = sum(len(item.layouts) for item in work)
-            turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
-        context = BenchContext(
-            cfg=cfg,
-            info=info,
-            rank=rank,
-            device=device,
-            timer=make_timer(device.type, cfg.measure.cuda_graph, side.barrier, stream),
-            groups=Groups(side, subgroup),
-            in_flight=in_flight,
-            turns=turns,
-            load=load,
-            engine=engine,
+        work, memory_notes = fit_plan(cfg, work, device, job.world_size, side, worlds)
+        groups = Groups(side, subgroup)
+        context = _bench_context(
+            task, job, rank, device, info, groups, engine, stream, in_flight, work
         )
-        if rank != 0 or job.run_dir is None:
-            RankBench(context).run(work)
-            return
-        if setups is not None:
-            with RunDir(job.run_dir).writer(INIT) as writer:
-                writer.write_all(setup_rows(setups, info))
-        met = Met(peers, hosts, hardware)
-        warned = (_measurement_warnings(cfg, job.backend), memory_notes)
-        lead_run(job, context, met, work, warned)
+        with _sink(job, rank, context, met, work, memory_notes, setups) as sink:
+            RankBench(context, sink).run(work)
     except BaseException:
         # ncclCommDestroy waits for the node's other ranks; a failing rank must not.
         engine.close(abort=True)
         raise
     engine.close()
+
+
+def _agree(
+    task: SweepTask, job: RankJob, rank: int, device: Any, side: SideGroup, first: tuple[int, ...]
+) -> tuple[list[Work], Peer, Introductions]:
+    """This rank's plan, agreed with its peers by digest, and who they are: (the plan,
+    this rank's introduction, every rank's with its node's hardware)."""
+    cfg = task.cfg
+    facts = nccl_facts(side, device, first) if job.backend == "nccl" else None
+    work = plan(cfg, cfg.measure.ranks_per_group(job.world_size), job.backend, facts=facts)
+    me = _introduce(cfg, job, rank, device, work)
+    # Ranks NCCL would refuse on one GPU were refused before the communicator started
+    # (colbench.host.nccl_start.prepare_nccl).
+    peers = meet_peers(side, me, SWEEP_DISAGREES)
+    # Node labels, not bare host names: namespaces and containers share a host name.
+    hosts = launch.node_labels([p.node for p in peers])
+    towards = job.store_host or os.environ.get("MASTER_ADDR")
+    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
+    return work, me, (peers, hosts, hardware)
+
+
+def _run_info(
+    task: SweepTask,
+    job: RankJob,
+    me: Peer,
+    met: Introductions,
+    subgroup: Any,
+    first: tuple[int, ...],
+) -> RunInfo:
+    """The run's facts every row carries, the bandwidth ceiling of the first group among them."""
+    cfg = task.cfg
+    emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
+    peers, hosts, hardware = met
+    bus_ids = [p.gpu.get("bus_id") for p in peers]
+    ceiling_gbps, ceiling_source, sharing = group_ceiling(
+        hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
+    )
+    return RunInfo(
+        run_id=job.run_id,
+        backend=job.backend,
+        device_name=me.device_name,
+        world_size=job.world_size,
+        nnodes=len({p.node for p in peers}),
+        groups=subgroup.count if subgroup else 1,
+        split=split_label(cfg.measure.group_size, cfg.measure.group_mod, job.world_size),
+        variant=job.variant,
+        ranks_per_gpu=cfg.launch.ranks_per_gpu if job.backend == "nccl" else 1,
+        nccl_choices=task.nccl_choices,
+        ceiling_gbps=ceiling_gbps,
+        ceiling_source=ceiling_source,
+        ceiling_sharing=sharing,
+        load=task.load.label if task.load is not None else "",
+        engine=task.engine_name,
+    )
+
+
+def _bench_context(
+    task: SweepTask,
+    job: RankJob,
+    rank: int,
+    device: Any,
+    info: RunInfo,
+    groups: Groups,
+    engine: Engine,
+    stream: Any,
+    in_flight: InFlight,
+    work: list[Work],
+) -> BenchContext:
+    """What the loop measures with: the --contend load started, an interleaved run's
+    turns agreed, the timer of the device."""
+    cfg = task.cfg
+    load = None
+    if task.load is not None:
+        in_flight.step("starting the --contend load")
+        group_timeout_s = hang_watchdog.process_group_timeout_s(cfg.launch.timeout_s)
+        load = make_load(task.load, cfg, device, rank, job.world_size, job.backend, group_timeout_s)
+    turns = None
+    if job.turns is not None:
+        turns = Turns(job.turns, rank, job.results_dir or job.run_dir)
+        per_repeat = sum(len(item.layouts) for item in work)
+        turns.handshake(per_repeat * cfg.measure.repeat, per_repeat)
+    return BenchContext(
+        cfg=cfg,
+        info=info,
+        rank=rank,
+        device=device,
+        timer=make_timer(device.type, cfg.measure.cuda_graph, groups.side.barrier, stream),
+        groups=groups,
+        in_flight=in_flight,
+        turns=turns,
+        load=load,
+        engine=engine,
+    )
+
+
+def _sink(
+    job: RankJob,
+    rank: int,
+    context: BenchContext,
+    met: Introductions,
+    work: list[Work],
+    memory_notes: list[str],
+    setups: Any,
+) -> AbstractContextManager[RowSink | None]:
+    """Rank 0's reporters (colbench.commands.sweep.lead); None in the other ranks, which
+    measure but report nothing. --init-only's set-up rows are written first."""
+    if rank != 0 or job.run_dir is None:
+        return nullcontext()
+    if setups is not None:
+        with RunDir(job.run_dir).writer(INIT) as writer:
+            writer.write_all(setup_rows(setups, context.info))
+    warned = (measurement_warnings(context.cfg, job.backend), memory_notes)
+    return lead_sink(job, context, Met(*met), work, warned)
 
 
 def _engine(
@@ -314,32 +374,6 @@ def _engine(
     return knobbed(engine, "none", engine.comm.version_tuple), stream
 
 
-def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> CommFacts:
-    """What NCCL's choice of algorithm depends on, for the measured communicator (the
-    first group of --group-size or --split), from every rank's view: NCCL's host identity
-    (so emulated nodes count as nodes), its version, the GPU's compute capability. Every
-    rank gathers the same facts, so every rank plans alike. What is not known here
-    (NVSwitch, NVLS multicast, a CollNet plugin) stays None: NCCL's rules are then read
-    both ways, and a row is refused only when no reading runs it."""
-    import torch
-
-    major, minor = torch.cuda.get_device_capability(device)
-    raw = torch.cuda.nccl.version()
-    version = tuple(raw) if isinstance(raw, tuple) else None
-    mine = (devices.nccl_host_identity(), 10 * major + minor, version)
-    everyone = side.gather_objects(mine)
-    every = [everyone[r] for r in first_group]
-    per_node = Counter(host for host, _, _ in every)
-    versions = {v for _, _, v in every if v is not None}
-    return CommFacts(
-        ranks=len(first_group),
-        nodes=len(per_node),
-        ranks_per_node=max(per_node.values()),
-        version=versions.pop() if len(versions) == 1 else None,
-        compute_capability=min(cc for _, cc, _ in every),
-    )
-
-
 def _introduce(cfg: SweepConfig, job: RankJob, rank: int, device: Any, work: list[Work]) -> Peer:
     """This rank's :class:`Peer`: its plan's digest, where it runs, what it saw."""
     return Peer(
@@ -354,54 +388,3 @@ def _introduce(cfg: SweepConfig, job: RankJob, rank: int, device: Any, work: lis
         gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",
         gpu=gpu_record(device, cfg.launch.ranks_per_gpu),
     )
-
-
-def _agreed_budget(
-    cfg: SweepConfig, device: Any, world_size: int, side: SideGroup, worlds: int = 1
-) -> int:
-    """Per-rank buffer budget, the minimum over all ranks so every plan is the same.
-
-    ``worlds``: the interleaved worlds alive at once, whose buffers share the memory.
-    """
-    import torch
-
-    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
-    if free is not None:
-        # --ranks-per-gpu: the GPU's free memory is every sharing rank's to split.
-        free //= cfg.launch.ranks_per_gpu
-    local = memory.rank_budget_bytes(
-        local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
-    )
-    return side.min_int(local // worlds)
-
-
-def _measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
-    warnings = []
-    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
-        warnings.append(
-            "TORCH_DISTRIBUTED_DEBUG=DETAIL is set: it checks every collective and slows them "
-            "several-fold; unset it for real measurements"
-        )
-    if cfg.launch.debug and backend == "nccl":
-        warnings.append(
-            "--debug: torch's NCCL flight recorder records every collective, which adds host "
-            "time to each call; measure without --debug for numbers to compare"
-        )
-    return warnings
-
-
-def _fit_plan(
-    cfg: SweepConfig,
-    work: list[Work],
-    device: Any,
-    world_size: int,
-    side: SideGroup,
-    worlds: int = 1,
-) -> tuple[list[Work], list[str]]:
-    if cfg.measure.memory_check == "off":
-        return work, []
-    budget = _agreed_budget(cfg, device, world_size, side, worlds)
-    fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
-    if notes and cfg.measure.memory_check == "refuse":
-        raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
-    return fitted, [f"{note}; skipped" for note in notes]

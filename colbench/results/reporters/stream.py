@@ -4,19 +4,22 @@ The bench loop hands its rows to one :class:`RowStream` (the bench's row sink); 
 stream passes them, in order, to each :class:`Reporter`: the CSV file, meta.json, the
 progress bar, the console table. A reporter sees the run start (its meta.json as it
 stands before the first row), each size's rows as soon as they are measured, and the
-end; ``close`` runs whether the run ended or failed.
+end; ``close`` runs whether the run ended or failed. The progress bar itself is drawn
+on stderr so that it never garbles the table on stdout (:func:`progress_bar`).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from colbench.bench import ops
-from colbench.hardware.ceiling import CeilingCounter
+from colbench.hardware.node import CeilingCounter
 from colbench.results.reporters.console import TableSink
 from colbench.results.reporters.stragglers import PER_RANK, RankRow, RankTimes, SlowestCounter
 from colbench.results.rows import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
@@ -279,3 +282,65 @@ class ConsoleReporter(Reporter):
                 f"# Of the ceiling       : {', '.join(self._ceiling.lines())} (best; ceiling "
                 f"{self._ceiling.ceiling_gbps:.4g} GB/s: {self._ceiling_source})"
             )
+
+
+@dataclass
+class ProgressHooks:
+    advance: Callable[[int], None]
+    warn: Callable[[str], None]
+    echo: Callable[[str], None]
+
+
+def _plain_warn(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _plain_echo(line: str) -> None:
+    print(line, file=sys.stdout, flush=True)
+
+
+@contextmanager
+def progress_bar(total: int, enabled: bool | None, label: str = "sweep") -> Iterator[ProgressHooks]:
+    """Yield hooks to advance the bar and to print warnings above it.
+
+    ``enabled=None`` means: only when stderr is a terminal. When stdout is the same
+    terminal, rich redraws table lines above the bar instead of through it. ``echo``
+    prints a table line: as it is, however narrow the terminal.
+    """
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled or total <= 0:
+        yield ProgressHooks(lambda n: None, _plain_warn, _plain_echo)
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(file=sys.stderr)
+    # Same terminal: table lines go through the bar's console, which clears the bar,
+    # prints the line and draws the bar again below it.
+    same_terminal = sys.stdout.isatty()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        redirect_stdout=same_terminal,
+        redirect_stderr=False,
+    ) as progress:
+        task = progress.add_task(label, total=total)
+
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+
+        def warn(line: str) -> None:
+            progress.console.print(line, markup=False, highlight=False)
+
+        def echo(line: str) -> None:
+            # soft_wrap: rich would otherwise break a line wider than the terminal with
+            # a newline of its own, splitting one table row into two (the terminal's own
+            # wrap keeps it one line, as without the bar).
+            progress.console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+        yield ProgressHooks(advance, warn, echo if same_terminal else _plain_echo)

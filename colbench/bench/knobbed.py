@@ -3,7 +3,7 @@
 A variant's NCCL_CTA_POLICY is read by NCCL when the communicator starts; a release
 older than the policy ignores it without a word, and the rows would carry the variant's
 name without its policy. ``--register`` is the direct engine's alone. Either way the
-engine is wrapped (colbench.direct.engine.Refused) and every row of the world says
+engine is wrapped (colbench.bench.groups.Refused) and every row of the world says
 ``unsupported`` and why (colbench.direct.knobs.refusal).
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from colbench.direct.engine import DIRECT, TORCH_CANNOT_REGISTER, Engine, Refused
+from colbench.bench.groups import Engine, Refused
+from colbench.direct.engine import DIRECT, TORCH_CANNOT_REGISTER
 from colbench.direct.knobs import Version, refusal
 
 

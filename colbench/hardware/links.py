@@ -1,4 +1,6 @@
-"""NICs and PCIe links from sysfs, under a root that tests point at a recorded tree.
+"""A node's links as the OS reports them: NICs and PCIe links from sysfs (under a root that
+tests point at a recorded tree), the rates tc shapes on interfaces, and the interface the
+kernel routes toward an address.
 
 - ``/sys/class/net/<if>``: ``speed`` (Mb/s; the kernel refuses it for loopback and
   returns -1 when the link is down or the driver does not know), ``operstate``, and the
@@ -12,8 +14,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import shutil
+import socket
+import struct
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +156,85 @@ def numa_nodes(root: Path = Path("/")) -> int | None:
         return None
     found = [p for p in nodes.glob("node[0-9]*") if _read(p / "cpulist")]
     return len(found) or None
+
+
+# Links' rates where tc shapes them (the rates sysfs cannot know): tbf's or netem's
+# ``rate`` on an interface's qdiscs, htb's on its classes, as ``tc`` prints them.
+#
+# htb classes that shape each destination apart (tests/netns.py) bound one destination
+# each: the fastest is the interface's ceiling. A qdisc's rate bounds everything. One
+# ``tc qdisc show`` covers every interface (a GPU node may have hundreds of container
+# veths); classes are asked for only where an htb qdisc holds them.
+_RATE = re.compile(r"\brate (\d+(?:\.\d+)?)([KMGT]?)bit\b")
+_QDISC = re.compile(r"^qdisc (?P<kind>\S+) \S+ dev (?P<dev>\S+) ")
+_SCALE = {"": 1e-9, "K": 1e-6, "M": 1e-3, "G": 1.0, "T": 1e3}
+
+
+def _run(argv: list[str]) -> str:
+    if shutil.which(argv[0]) is None:
+        return ""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def rates_gbit_s(text: str) -> list[float]:
+    """Every ``rate N[KMGT]bit`` in tc's text, in Gbit/s."""
+    return [float(n) * _SCALE[unit] for n, unit in _RATE.findall(text)]
+
+
+def shaped_rates_gbit_s(run: Callable[[list[str]], str] = _run) -> dict[str, float]:
+    """Each shaped interface of this network namespace -> the rate tc holds it to."""
+    qdisc_rates: dict[str, list[float]] = {}
+    with_classes: set[str] = set()
+    for line in run(["tc", "qdisc", "show"]).splitlines():
+        m = _QDISC.match(line)
+        if m is None:
+            continue
+        qdisc_rates.setdefault(m["dev"], []).extend(rates_gbit_s(line))
+        if m["kind"] in ("htb", "hfsc"):
+            with_classes.add(m["dev"])
+    out = {}
+    for dev, bounds in qdisc_rates.items():
+        classes = (
+            rates_gbit_s(run(["tc", "class", "show", "dev", dev])) if dev in with_classes else []
+        )
+        bounds = bounds + ([max(classes)] if classes else [])
+        if bounds:
+            out[dev] = min(bounds)
+    return out
+
+
+# Which interface carries a node's traffic toward an address: the kernel's route
+# choice, read by connecting a UDP socket (no packet is sent) and finding the interface
+# that holds the local address it picked.
+_SIOCGIFADDR = 0x8915
+
+
+def _ipv4(interface: str) -> str | None:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            packed = fcntl.ioctl(
+                s.fileno(), _SIOCGIFADDR, struct.pack("256s", interface[:15].encode())
+            )
+    except OSError:
+        return None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def interface_towards(host: str | None) -> str | None:
+    """The interface the kernel would send to ``host`` through; None where unknown."""
+    if not host:
+        return None
+    try:
+        address = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((address, 9))
+            local = s.getsockname()[0]
+    except OSError:
+        return None
+    for _, name in socket.if_nameindex():
+        if _ipv4(name) == local:
+            return name
+    return None

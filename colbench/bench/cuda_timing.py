@@ -1,0 +1,169 @@
+"""GPU timers: CUDA events around and between calls, or around the replays of a captured
+CUDA graph (--cuda-graph), so that one host sync after the batch keeps the host out of it.
+
+GPU timers also measure the host's side: ``enqueue_us`` is the host time per call
+spent handing the batch to the GPU. When it is close to the GPU time per call, the GPU
+was waiting for the host, and the row measures torch's launch cost, not the network.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+#: Timed replays of a captured graph (nccl-tests launches its graph several times too).
+GRAPH_REPLAYS = 5
+
+
+class _EventPool:
+    """CUDA events made and recorded once before any timed batch uses them.
+
+    ``torch.cuda.Event`` creates its CUDA event on the first ``record()``: recording a
+    fresh event inside the batch would time the event's creation with the collective.
+    """
+
+    def __init__(self, new_event: Callable[[], Any], device_synchronize: Callable[[], None]):
+        self._new_event = new_event
+        self._device_synchronize = device_synchronize
+        self._events: list[Any] = []
+
+    def take(self, count: int) -> list[Any]:
+        if len(self._events) < count:
+            fresh = [self._new_event() for _ in range(count - len(self._events))]
+            for event in fresh:
+                event.record()
+            self._device_synchronize()
+            self._events.extend(fresh)
+        return self._events[:count]
+
+
+def _cuda_defaults(
+    event_factory: Callable[[], Any] | None, device_synchronize: Callable[[], None] | None
+) -> tuple[Callable[[], Any], Callable[[], None]]:
+    if event_factory is not None and device_synchronize is not None:
+        return event_factory, device_synchronize
+    import torch
+
+    return (
+        event_factory or (lambda: torch.cuda.Event(enable_timing=True)),
+        device_synchronize or torch.cuda.synchronize,
+    )
+
+
+class CudaEventTimer:
+    """GPU (NCCL): CUDA events recorded on the current stream around and between calls.
+
+    torch's blocking collectives make the current stream wait for the NCCL stream, so
+    an event recorded after a call completes when the collective has. One host sync at
+    the end, after the whole batch, keeps the host out of the measurement.
+    """
+
+    enqueue_us: float | None = None
+
+    def __init__(
+        self,
+        event_factory: Callable[[], Any] | None = None,
+        device_synchronize: Callable[[], None] | None = None,
+        clock_ns: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        new_event, self._device_synchronize = _cuda_defaults(event_factory, device_synchronize)
+        self._events = _EventPool(new_event, self._device_synchronize)
+        self._clock_ns = clock_ns
+
+    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
+        events = self._events.take(iters + 1)
+        started_ns = self._clock_ns()
+        events[0].record()
+        for i in range(iters):
+            call()
+            events[i + 1].record()
+        self.enqueue_us = (self._clock_ns() - started_ns) / 1e3 / iters
+        events[iters].synchronize()
+        # elapsed_time is in milliseconds.
+        return [a.elapsed_time(b) * 1e3 for a, b in itertools.pairwise(events[: iters + 1])]
+
+    def run_once(self, call: Callable[[], object]) -> None:
+        call()
+
+    def synchronize(self) -> None:
+        self._device_synchronize()
+
+
+class CudaGraphTimer:
+    """GPU (NCCL), ``--cuda-graph``: the batch captured in one CUDA graph and replayed
+    (nccl-tests' -G).
+
+    A replay launches every captured call at once, which removes torch's per-call
+    launch cost from small-message latency. In the order nccl-tests uses: capture,
+    let every rank finish capturing (capture takes each rank a different time),
+    replay once untimed (a graph's first launch uploads it to the device and is
+    slower), align the ranks again, then time ``replays`` launches (-G N). Each
+    replay yields one mean per call, reported for each of its calls.
+    """
+
+    enqueue_us: float | None = None
+
+    def __init__(
+        self,
+        barrier: Callable[[], None],
+        graph_factory: Callable[[], Any] | None = None,
+        capture: Callable[[Any], Any] | None = None,
+        event_factory: Callable[[], Any] | None = None,
+        device_synchronize: Callable[[], None] | None = None,
+        clock_ns: Callable[[], int] = time.perf_counter_ns,
+        replays: int = GRAPH_REPLAYS,
+    ) -> None:
+        if graph_factory is None or capture is None:
+            import torch
+
+            graph_factory = graph_factory or torch.cuda.CUDAGraph
+            capture = capture or torch.cuda.graph
+        new_event, self._device_synchronize = _cuda_defaults(event_factory, device_synchronize)
+        self._barrier = barrier
+        self._new_graph = graph_factory
+        self._capture = capture
+        self._events = _EventPool(new_event, self._device_synchronize)
+        self._clock_ns = clock_ns
+        self._replays = replays
+
+    def _captured(self, call: Callable[[], object], iters: int) -> Any:
+        graph = self._new_graph()
+        with warnings.catch_warnings():
+            # A collective with nothing to move (in-place all_gather on one rank) launches
+            # no kernel, and torch warns that the graph is empty: expected here.
+            warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
+            with self._capture(graph):
+                for _ in range(iters):
+                    call()
+        self._device_synchronize()
+        return graph
+
+    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
+        graph = self._captured(call, iters)
+        self._barrier()
+        graph.replay()
+        self._device_synchronize()
+        self._barrier()
+        events = self._events.take(self._replays + 1)
+        started_ns = self._clock_ns()
+        events[0].record()
+        for i in range(self._replays):
+            graph.replay()
+            events[i + 1].record()
+        self.enqueue_us = (self._clock_ns() - started_ns) / 1e3 / (iters * self._replays)
+        events[self._replays].synchronize()
+        per_call_us = [
+            a.elapsed_time(b) * 1e3 / iters
+            for a, b in itertools.pairwise(events[: self._replays + 1])
+        ]
+        return [mean for mean in per_call_us for _ in range(iters)]
+
+    def run_once(self, call: Callable[[], object]) -> None:
+        # Verification checks what a replayed graph wrote, not what an eager call would.
+        self._captured(call, 1).replay()
+
+    def synchronize(self) -> None:
+        self._device_synchronize()
