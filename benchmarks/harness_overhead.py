@@ -28,8 +28,7 @@ import torch.multiprocessing as mp
 
 from colbench.bench.groups import Groups, SideGroup
 from colbench.bench.loop import BenchContext, RankBench
-from colbench.bench.plan import plan
-from colbench.bench.rowmaker import RunInfo
+from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.host.child import share_cpu_threads
 from colbench.host.launchers import free_port

@@ -23,8 +23,7 @@ import torch.multiprocessing as mp
 from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.bench.plan import plan
-from colbench.bench.rowmaker import RunInfo
+from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_size
 from colbench.host.child import share_cpu_threads

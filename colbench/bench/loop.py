@@ -23,14 +23,8 @@ from colbench.bench.load import NO_LOAD_CELLS, NOTHING_BESIDE, Beside, row_cells
 from colbench.bench.memory import is_out_of_memory
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.bench.plan import Work, plan_notes
-from colbench.bench.rowmaker import (
-    RunInfo,
-    combine_times,
-    make_row,
-    unmeasured_row,
-    warmup_calls,
-)
+from colbench.bench.plan import RunInfo, Work, plan_notes, warmup_calls
+from colbench.bench.rowmaker import combine_times, make_row, unmeasured_row
 from colbench.bench.timing import HostTimer, Rotation, Timer, wait_in
 from colbench.config.model import SweepConfig
 from colbench.host.inflight import Fault, InFlight
@@ -116,7 +110,7 @@ class RankBench:
 
     @property
     def warmup_calls(self) -> int:
-        """Untimed calls before each batch (see :func:`colbench.bench.rowmaker.warmup_calls`)."""
+        """Untimed calls before each batch (see :func:`colbench.bench.plan.warmup_calls`)."""
         return warmup_calls(self.context.info, self.context.cfg)
 
     def run(self, work: Sequence[Work]) -> None:

@@ -337,3 +337,48 @@ def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> Co
         version=versions.pop() if len(versions) == 1 else None,
         compute_capability=min(cc for _, cc, _ in every),
     )
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Facts about the run that every row repeats."""
+
+    run_id: str
+    backend: str
+    device_name: str
+    world_size: int
+    nnodes: int
+    variant: str = ""
+    #: Groups the world is split into (--group-size, --split); each has world_size //
+    #: groups ranks.
+    groups: int = 1
+    #: How: ``div:K`` or ``mod:K`` (colbench.bench.groups.split_label); empty for one group.
+    split: str = ""
+    #: Ranks sharing each GPU (--ranks-per-gpu): above 1 the fabric is emulated.
+    ranks_per_gpu: int = 1
+    #: NCCL's choice per call, (op, bytes per rank) -> (algorithm, protocol), as a probe
+    #: world logged it (colbench.commands.sweep.probe); empty when not recorded.
+    nccl_choices: Mapping[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
+    #: The rate that bounds every row's busbw (colbench.hardware.node), GB/s; None
+    #: where none can be known, and ``ceiling_source`` says where it comes from or why.
+    ceiling_gbps: float | None = None
+    ceiling_source: str = ""
+    #: Ranks that share the ceiling's link in an exchange (all_to_all(v) rows: the most
+    #: ranks on one node of a multi-node run; 1 otherwise, or for --ceiling-gbps).
+    ceiling_sharing: int = 1
+    #: The --contend load this world runs beside every collective (its label); empty: none.
+    load: str = ""
+    #: What the calls go through (--engine): torch.distributed, or NCCL itself.
+    engine: str = "torch"
+
+    @property
+    def group_size(self) -> int:
+        """Ranks one collective runs on: the n of the bandwidth formulas."""
+        return self.world_size // self.groups
+
+
+def warmup_calls(info: RunInfo, cfg: SweepConfig) -> int:
+    """Untimed calls before each batch. NCCL connects peers lazily, on a communicator's
+    first call of each kind (and a CUDA graph would capture that set-up): with
+    ``--warmup 0`` it still gets one, so no batch times a connection."""
+    return max(1, cfg.measure.warmup) if info.backend == "nccl" else cfg.measure.warmup

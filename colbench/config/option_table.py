@@ -55,6 +55,10 @@ class Spec:
     convert: Callable[[Any], Any] | None = None
     """Given value -> config value (a unit, a parsed list, a checked choice), called on
     every value, an unset None too; None keeps the value."""
+    settled: bool = False
+    """The default is already its config value (``convert(default) == default``, a test
+    holds it): left unconverted, so a run that keeps it never calls into the converter's
+    module (a gloo sweep need not read NCCL's knobs to keep --register none)."""
 
 
 def option(
@@ -69,9 +73,12 @@ def option(
     nccl_tests: str = "",
     to: str | None = "",
     convert: Callable[[Any], Any] | None = None,
+    settled: bool = False,
 ) -> Any:
     """A field of an options dataclass carrying its :class:`Spec`."""
-    spec = Spec(flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests, to, convert)
+    spec = Spec(
+        flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests, to, convert, settled
+    )
     return field(default=default, metadata={"spec": spec})
 
 
@@ -113,7 +120,7 @@ def config_values(rows: tuple[Option, ...], values: Mapping[str, Any]) -> dict[s
         if opt.spec.to is None:
             continue
         value = values[opt.name]
-        if opt.spec.convert is not None:
+        if opt.spec.convert is not None and not (opt.spec.settled and value == opt.default):
             value = opt.spec.convert(value)
         out[opt.spec.to or opt.name] = value
     return out

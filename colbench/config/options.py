@@ -142,6 +142,7 @@ class SweepOptions(CoreOptions):
         nccl_tests="NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
         parse=parse_splits,
         convert=given_splits,
+        settled=True,
     )
     out: str | None = option(
         None,
@@ -226,8 +227,7 @@ class SweepOptions(CoreOptions):
         to="engines",
         convert=parse_engines,
     )
-    # --- NCCL's newer knobs (issue 37 item 4; colbench.direct.knobs): one block, to move
-    # whole when the options table is split. ---
+    # NCCL's newer knobs (colbench.direct.knobs), nccl-tests' -R and -x.
     register: str = option(
         "none",
         "--register",
@@ -239,6 +239,7 @@ class SweepOptions(CoreOptions):
         concern="measure",
         nccl_tests="-R",
         convert=parse_register,
+        settled=True,
     )
     cta_policy: str | None = option(
         None,
@@ -253,7 +254,6 @@ class SweepOptions(CoreOptions):
         to=None,
         convert=optional(parse_cta_policies),
     )
-    # --- end of NCCL's newer knobs ---
     debug: bool = option(
         False,
         "--debug",

@@ -10,6 +10,7 @@ Apart from :mod:`colbench.host.spawn` (the parent's side), so that both the pare
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime as _dt
 import logging
 import os
@@ -24,7 +25,7 @@ from typing import Any, NoReturn, Protocol, TextIO, TypeVar
 
 from colbench.errors import ExitCode, UsageError
 from colbench.host import launchers as launch
-from colbench.host import protocol, supervise
+from colbench.host import protocol
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.inflight import Fault, InFlight
 from colbench.host.job import RankJob
@@ -38,7 +39,7 @@ from colbench.results.rundir import RunDir
 
 
 def spawned_rank(local_rank: int, job: RankJob) -> None:
-    supervise.die_with_parent()
+    die_with_parent()
     # Testing aid, COLBENCH_FAULT=RANK:start:hang: RANK stops here for good, like a rank
     # stuck before its first line; it still has the parent's SIGTERM handler, so only
     # SIGKILL ends it, as it would a rank stuck on a lock.
@@ -67,6 +68,22 @@ def spawned_rank(local_rank: int, job: RankJob) -> None:
         # Exit without torch's traceback print: the parent reports one line.
         os._exit(int(ExitCode.RANK_FAILURE))
     exit_now(int(ExitCode.OK))
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (PR_SET_PDEATHSIG), so a
+    killed coordinator never leaves ranks behind."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:
+        return
+    # The parent may have died before prctl took effect.
+    if os.getppid() == 1:
+        os._exit(int(ExitCode.RANK_FAILURE))
 
 
 def _divert_stderr(log_path: Path, keep_python: bool) -> None:

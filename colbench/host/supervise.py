@@ -7,9 +7,7 @@ are killed, so the verdict names the first failure, not its echoes.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing.connection
-import os
 import signal
 import sys
 import time
@@ -27,22 +25,6 @@ POLL_S = 0.1
 #: How long after --init-timeout (counted from the start of the ranks) the parent stops a
 #: start-up itself; the arrived ranks' own rendezvous timeout usually ends it first.
 STARTUP_GRACE_S = 3.0
-
-
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (PR_SET_PDEATHSIG), so a
-    killed coordinator never leaves ranks behind."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except OSError:
-        return
-    # The parent may have died before prctl took effect.
-    if os.getppid() == 1:
-        os._exit(int(ExitCode.RANK_FAILURE))
 
 
 #: The signals that stop a run as SIGTERM does (rows kept, meta.json ``interrupted``,

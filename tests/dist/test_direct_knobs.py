@@ -27,8 +27,7 @@ import torch.multiprocessing as mp
 from colbench.bench.groups import Groups, SideGroup, members, split_world
 from colbench.bench.load import make_load
 from colbench.bench.loop import BenchContext, RankBench
-from colbench.bench.plan import plan
-from colbench.bench.rowmaker import RunInfo
+from colbench.bench.plan import RunInfo, plan
 from colbench.config.contend import parse_contend
 from colbench.config.model import SweepConfig
 from colbench.host.launchers import free_port

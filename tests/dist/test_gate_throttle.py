@@ -32,8 +32,7 @@ import torch.multiprocessing as mp
 
 from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.ops.base import Buffers, Collective, Context
-from colbench.bench.plan import plan
-from colbench.bench.rowmaker import RunInfo
+from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_sizes
 from colbench.host.child import exit_now

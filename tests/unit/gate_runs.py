@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from colbench.bench import ops
-from colbench.bench.plan import Work
-from colbench.bench.rowmaker import RunInfo, make_row, unmeasured_row
+from colbench.bench.plan import RunInfo, Work
+from colbench.bench.rowmaker import make_row, unmeasured_row
 from colbench.commands.gate import engine as gate
 from colbench.commands.gate.checks import parse_checks
 from colbench.config.model import SweepConfig

@@ -19,8 +19,7 @@ import torch
 from colbench.bench.groups import Groups
 from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
-from colbench.bench.plan import plan
-from colbench.bench.rowmaker import RunInfo
+from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.host.inflight import InFlight
 

@@ -20,8 +20,7 @@ from colbench.bench import load as load_module
 from colbench.bench.groups import Groups
 from colbench.bench.load import GemmLoad, SideStream, row_cells
 from colbench.bench.loop import BenchContext, RankBench
-from colbench.bench.plan import plan
-from colbench.bench.rowmaker import RunInfo
+from colbench.bench.plan import RunInfo, plan
 from colbench.config.contend import LoadSpec, parse_contend
 from colbench.config.model import SweepConfig
 from colbench.config.variants import expand

@@ -8,8 +8,8 @@ import pytest
 
 from colbench import cli
 from colbench.bench import groups, ops
-from colbench.bench.plan import plan
-from colbench.bench.rowmaker import RunInfo, make_row
+from colbench.bench.plan import RunInfo, plan
+from colbench.bench.rowmaker import make_row
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate, validate_for_world
 from colbench.errors import UsageError

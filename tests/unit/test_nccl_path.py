@@ -13,8 +13,7 @@ from colbench.bench.groups import Groups
 from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.ops.base import Collective, Context
 from colbench.bench.ops.dtypes import DTYPES
-from colbench.bench.plan import plan, plan_digest
-from colbench.bench.rowmaker import RunInfo
+from colbench.bench.plan import RunInfo, plan, plan_digest
 from colbench.commands.sweep.lead import measurement_warnings
 from colbench.config.model import SweepConfig
 from colbench.config.validate import build, validate_for_world

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from colbench.bench.plan import plan
-from colbench.bench.rowmaker import RunInfo, make_row
+from colbench.bench.plan import RunInfo, plan
+from colbench.bench.rowmaker import make_row
 from colbench.commands.sweep.probe import choices_of, probe_config, probe_environment
 from colbench.config.model import SweepConfig
 from colbench.nccl.log import parse_log

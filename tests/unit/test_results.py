@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from colbench.bench import ops
-from colbench.bench.plan import Work
-from colbench.bench.rowmaker import RunInfo, combine_times, make_row
+from colbench.bench.plan import RunInfo, Work
+from colbench.bench.rowmaker import combine_times, make_row
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 from colbench.results.rows import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from colbench.bench import ops
-from colbench.bench.plan import Work
-from colbench.bench.rowmaker import RunInfo, make_row, unmeasured_row
+from colbench.bench.plan import RunInfo, Work
+from colbench.bench.rowmaker import make_row, unmeasured_row
 from colbench.config.model import SweepConfig
 from colbench.results.rows import COLUMNS, SCHEMA_VERSION, Row, load
 from colbench.results.rundir import RunDir

@@ -31,8 +31,7 @@ from colbench.bench.knobbed import knobbed, torch_nccl_version
 from colbench.bench.load import make_load
 from colbench.bench.loop import BenchContext, RankBench, RowSink
 from colbench.bench.ops import REGISTRY
-from colbench.bench.plan import Work, count_units, fit_plan, nccl_facts, plan, plan_digest
-from colbench.bench.rowmaker import RunInfo
+from colbench.bench.plan import RunInfo, Work, count_units, fit_plan, nccl_facts, plan, plan_digest
 from colbench.bench.timing import make_timer
 from colbench.commands.sweep.lead import Met, lead_sink, measurement_warnings
 from colbench.commands.sweep.setup import measure_setups, setup_rows
@@ -163,8 +162,10 @@ def min_bw_verdict(run_dir: Path) -> int:
     """NCCL_TESTS_MIN_BW as nccl-tests honours it (colbench.config.min_bw): exit 1 (as
     wrong results: nccl-tests fails both alike) when the run's average bus bandwidth, the
     mean over its rows, is below 0.9x the value; nothing when it is unset."""
-    from colbench.config.min_bw import from_environment
+    from colbench.config.min_bw import MIN_BW_VARIABLE, from_environment
 
+    if MIN_BW_VARIABLE not in os.environ:
+        return int(ExitCode.OK)
     floor = from_environment()
     if floor is None:
         return int(ExitCode.OK)
@@ -361,6 +362,8 @@ def _engine(
     captures on it (colbench.bench.timing)."""
     register = task.cfg.measure.register
     if not task.direct_nccl:
+        if register == "none" and device.type != "cuda":
+            return TorchEngine(), None  # no NCCL under a CPU rank: no knob to refuse
         return knobbed(TorchEngine(), register, torch_nccl_version(device)), None
     import torch
 
