@@ -241,6 +241,6 @@ def test_a_probe_world_records_nccls_choices_first(tmp_path: Path) -> None:
     for record in inits:
         env = record["env"]
         assert env["NCCL_ALGO"] == "Ring" and env["NCCL_DEBUG"] == "INFO"
-        assert env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,TUNING"
+        assert env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,TUNING,REG"
         assert env["NCCL_DEBUG_FILE"] == str(probe_dir / "nccl-%h-%p.log")
         assert env["NCCL_P2P_DISABLE"] == "1"  # the same emulated nodes as measured
