@@ -34,7 +34,7 @@ from colbench.host.launchers.env import declared_local_world_size, local_world_s
 from colbench.host.nccl_start import prepare_nccl
 from colbench.host.outcome import end_meta, kept_line
 from colbench.host.pace import KEY, Pace, ProgressLines, in_thread, lines_wanted, say
-from colbench.host.streams import guard
+from colbench.host.supervise import guard
 from colbench.results.rundir import RunDir
 
 

@@ -30,7 +30,7 @@ from colbench.host.launchers import LaunchEnv, join_or_spawn, limits, preflight
 from colbench.host.launchers import gpus as gpus_module
 from colbench.host.outcome import end_meta, record_nccl_log
 from colbench.host.spawn import spawn_and_wait
-from colbench.host.streams import guard
+from colbench.host.supervise import guard
 from colbench.results.rundir import RunDir, stamped_name
 
 
@@ -163,7 +163,8 @@ def join_or_place(task: RankTask) -> Spawning | int:
     if launch_env is not None:
         return run_launched(task, launch_env, backend)
     world_size = spawned_world_size(task.launch, backend)
-    preflight.check_socket_ifname()
+    if os.environ.get("GLOO_SOCKET_IFNAME", "").strip():  # else there is nothing to refuse
+        preflight.check_socket_ifname()
     notes = [_set_aside(set_aside, world_size)] if set_aside else []
     notes += task.check(world_size, backend) + nccl_notes(task.launch, backend)
     notes += spawn_notes(world_size, task.worlds)

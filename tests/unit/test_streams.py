@@ -1,4 +1,4 @@
-"""Streams that never stop a run (colbench.host.streams): a reader gone, a closed stream."""
+"""Streams that never stop a run (colbench.host.supervise): a reader gone, a closed stream."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from colbench.host.streams import Tolerant
+from colbench.host.supervise import Tolerant
 from tests.conftest import REPO
 
 
@@ -39,7 +39,7 @@ def test_guard_puts_dev_null_on_a_closed_stderr() -> None:
     # opened would take descriptor 2.
     code = (
         "import os, sys\n"
-        "from colbench.host.streams import guard\n"
+        "from colbench.host.supervise import guard\n"
         "assert sys.stderr is None\n"
         "guard(); guard()\n"
         "print('to stderr', file=sys.stderr)\n"

@@ -73,7 +73,7 @@ def run_facts(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dic
     gpus_per_node = world // nodes if world and nodes and world % nodes == 0 else None
     return {
         "device": device,
-        "gpu": gpu_model(device),
+        "gpu": None if device == "cpu" else gpu_model(device),
         # Only a PCIe card's name says its fabric ("NVIDIA H100 PCIe"); SXM parts' do not.
         "fabric": PCIE if device and "pcie" in device.lower() else None,
         "gpus_per_node": gpus_per_node,
@@ -359,10 +359,12 @@ def record(
     files = RunDir(run_dir)
     if not files.has_table():
         return None
-    refs = load(references)
     meta = files.read_meta()
+    rows = read_rows(files.table_path())
     name = "published" if references is None else str(references)
-    placement = place(read_rows(files.table_path()), meta, refs, name)
+    # The shipped table holds GPUs only: a CPU run is placed without reading it.
+    cpu = references is None and run_facts(rows, meta)["device"] == "cpu"
+    placement = place(rows, meta, () if cpu else load(references), name)
     out = stream or sys.stderr
     for line in lines(placement):
         print(f"colbench: reference: {line}", file=out)
