@@ -11,7 +11,7 @@ Target (issue #35): parent <= 30, each rank <= 20. By this hook, at main 4f9e018
 (85 entered, import-time calls included), rank 0 52, rank 1 38; with the lazy CLI: 44 (75),
 51, 37; with the host, config and rank side folded (host/world.py, host/child.py, the
 sweep command one module, bench/timing.py, nothing called that a gloo sweep does not
-need): 30 (69), 37, 22 (tests/dist/test_job_rooms.py holds those). The issue's own hook
+need): 30 (69), 37, 21 (tests/dist/test_job_rooms.py holds those). The issue's own hook
 read 86 / 43 / 33 at c2fc7e0.
 
     python benchmarks/job_rooms.py [--list]

@@ -35,7 +35,7 @@ from colbench.host.nccl_start import prepare_nccl
 from colbench.host.outcome import end_meta, kept_line
 from colbench.host.pace import KEY, Pace, ProgressLines, in_thread, lines_wanted, say
 from colbench.host.supervise import guard
-from colbench.results.rundir import RunDir
+from colbench.results.rundir import RANK_LOG, RunDir
 
 
 def spawned_rank(local_rank: int, job: RankJob) -> None:
@@ -56,7 +56,7 @@ def spawned_rank(local_rank: int, job: RankJob) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ.update(job.env)
     if job.run_dir is not None:
-        log = RunDir(job.run_dir).rank_log(local_rank)
+        log = Path(job.run_dir) / RANK_LOG.format(local_rank)
         _divert_stderr(log, keep_python=local_rank == 0)
     guard()
     in_flight = InFlight(rank=local_rank)

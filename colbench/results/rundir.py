@@ -35,6 +35,9 @@ from colbench.results.tables import Table, TableWriter
 # TABLES: every table a run directory may hold (docs/schema.md lists them). Each adds
 # itself from the module that declares it (colbench.results.tables.register), so this module
 # imports none of theirs; colbench.results.tables.every_table imports them all.
+#: A rank's log file in the run directory; a spawned rank names its own before it
+#: diverts its stderr there (colbench.host.child), without a RunDir of its own.
+RANK_LOG = "rank{}.log"
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 
 
@@ -162,7 +165,7 @@ class RunDir:
     # -- rank logs and figures ---------------------------------------------------------
 
     def rank_log(self, rank: int) -> Path:
-        return self.path / f"rank{rank}.log"
+        return self.path / RANK_LOG.format(rank)
 
     def rank_logs(self) -> dict[int, Path]:
         """Rank -> its log file, for the logs that exist, in rank order."""
