@@ -93,10 +93,16 @@ gpu-wheels: install
 		--platform manylinux_2_28_x86_64 -d $(GPU_WHEELS) "nccl4py>=0.6,<0.7" "cuda-core~=1.0" \
 		"cuda-pathfinder>=1.5.4,<2" "cuda-bindings~=$(CUDA_MAJOR).0"
 
+# Bytecode is written (to the git-ignored __pycache__ folders) even where
+# PYTHONDONTWRITEBYTECODE is set, as on this project's shared machines: without it every
+# interpreter a test starts compiles colbench again (0.1 s of CPU a command, hundreds of
+# commands) and every pytest process rewrites every test module (3 s a worker).
+
 # Every part always runs, so one run shows every failure; a group that selects nothing
 # (exit 5) is no failure. Lint's output comes after the tests', in one piece.
 test: install
-	@status=0; lint_log=$$(mktemp); \
+	@export PYTHONDONTWRITEBYTECODE=; \
+	status=0; lint_log=$$(mktemp); \
 	$(PY) -m pytest tests -m "serial and not fabric" -p no:xdist $(PYTEST_ARGS) \
 		|| [ $$? -eq 5 ] || status=1; \
 	$(MAKE) --no-print-directory lint > $$lint_log 2>&1 & lint_pid=$$!; \

@@ -20,7 +20,15 @@ from pathlib import Path
 import pytest
 
 from colbench.host.launchers import free_port
-from tests.fakegpu import EMULATION_FIXED, REPO, fake_env, gpu, records, run_on_fake_gpus
+from tests.fakegpu import (
+    EMULATION_FIXED,
+    REPO,
+    FakeRun,
+    fake_env,
+    gpu,
+    records,
+    run_on_fake_gpus,
+)
 
 SWEEP = ("sweep", "--backend", "nccl", "--sizes", "1K", "--no-table", "--no-nccl-probe")
 
@@ -87,13 +95,25 @@ def test_p2p_runs_emulated_nodes_too(tmp_path: Path) -> None:
     assert len({r["env"]["NCCL_HOSTID"] for r in inits}) == 2
 
 
-def test_torch_blocking_wait_is_unset_in_the_ranks_with_a_note(tmp_path: Path) -> None:
-    """TORCH_NCCL_BLOCKING_WAIT=1 (cluster profiles export it) makes wait() poll on the
-    host, which breaks graph capture: failed on main, where the ranks kept it."""
+@pytest.fixture(scope="module")
+def two_gpus_blocking_wait(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FakeRun]:
+    """One sweep on two fake GPUs, as a cluster profile leaves the environment
+    (TORCH_NCCL_BLOCKING_WAIT=1): the tests of what it sets and unsets share it, as each
+    run costs three interpreters importing torch."""
+    tmp = tmp_path_factory.mktemp("two-gpus")
     run = run_on_fake_gpus(
-        tmp_path, [gpu(0), gpu(1)], *SWEEP, "--out", str(tmp_path / "run"),
+        tmp, [gpu(0), gpu(1)], *SWEEP, "--out", str(tmp / "run"),
         env={"TORCH_NCCL_BLOCKING_WAIT": "1"},
     )  # fmt: skip
+    return tmp, run
+
+
+def test_torch_blocking_wait_is_unset_in_the_ranks_with_a_note(
+    two_gpus_blocking_wait: tuple[Path, FakeRun],
+) -> None:
+    """TORCH_NCCL_BLOCKING_WAIT=1 (cluster profiles export it) makes wait() poll on the
+    host, which breaks graph capture: failed on main, where the ranks kept it."""
+    _, run = two_gpus_blocking_wait
     assert run.returncode == 3, run.stderr
     notes = [line for line in run.stderr.splitlines() if "BLOCKING_WAIT" in line]
     assert len(notes) == 1 and notes[0].startswith(
@@ -168,9 +188,17 @@ def test_one_nccl_hostid_shared_on_one_gpu_is_still_refused(tmp_path: Path) -> N
     assert not [r for r in records(tmp_path) if r["call"] == "nccl_init"]
 
 
-def test_launched_emulated_ranks_pass_the_check(tmp_path: Path) -> None:
-    codes = _launch_by_hand(tmp_path, [{}, {}], "--ranks-per-gpu", "2",
-                            "--out", str(tmp_path / "run"))  # fmt: skip
+@pytest.fixture(scope="module")
+def launched_emulated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+    """Two hand-launched ranks sharing one fake GPU (--ranks-per-gpu 2), run once for the
+    tests of their check and of their logs."""
+    tmp = tmp_path_factory.mktemp("launched")
+    codes = _launch_by_hand(tmp, [{}, {}], "--ranks-per-gpu", "2", "--out", str(tmp / "run"))
+    return tmp, codes
+
+
+def test_launched_emulated_ranks_pass_the_check(launched_emulated: tuple[Path, list[int]]) -> None:
+    tmp_path, codes = launched_emulated
     assert codes == [3, 3]
     inits = sorted((r for r in records(tmp_path) if r["call"] == "nccl_init"),
                    key=lambda r: r["rank"])  # fmt: skip
@@ -189,8 +217,10 @@ def test_no_gpu_is_said_in_one_line(tmp_path: Path, backend: str) -> None:
     ]
 
 
-def test_nccls_start_up_log_goes_to_a_file_per_rank(tmp_path: Path) -> None:
-    run = run_on_fake_gpus(tmp_path, [gpu(0), gpu(1)], *SWEEP, "--out", str(tmp_path / "run"))
+def test_nccls_start_up_log_goes_to_a_file_per_rank(
+    two_gpus_blocking_wait: tuple[Path, FakeRun],
+) -> None:
+    tmp_path, run = two_gpus_blocking_wait
     inits = run.inits()
     assert [r["env"]["NCCL_DEBUG_FILE"] for r in inits] == [
         str((tmp_path / "run" / f"nccl-rank{r}.log").resolve()) for r in range(2)
@@ -200,9 +230,8 @@ def test_nccls_start_up_log_goes_to_a_file_per_rank(tmp_path: Path) -> None:
     assert {r["env"]["NCCL_DEBUG_SUBSYS"] for r in inits} == {"INIT,ENV,NET,GRAPH"}
 
 
-def test_launched_ranks_log_where_rank_0_runs(tmp_path: Path) -> None:
-    codes = _launch_by_hand(tmp_path, [{}, {}], "--ranks-per-gpu", "2",
-                            "--out", str(tmp_path / "run"))  # fmt: skip
+def test_launched_ranks_log_where_rank_0_runs(launched_emulated: tuple[Path, list[int]]) -> None:
+    tmp_path, codes = launched_emulated
     assert codes == [3, 3]
     inits = sorted((r for r in records(tmp_path) if r["call"] == "nccl_init"),
                    key=lambda r: r["rank"])  # fmt: skip

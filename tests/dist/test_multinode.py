@@ -29,8 +29,6 @@ from tests.conftest import REPO
 RDZV_PORT = 29400
 JOB_TIMEOUT_S = 240
 
-pytestmark = pytest.mark.serial  # network namespaces and wall-clock bounds
-
 
 @dataclass(frozen=True)
 class TwoNodes:
@@ -166,6 +164,8 @@ def _shaped(two_nodes: TwoNodes, rate: str) -> Iterator[None]:
             )  # fmt: skip
 
 
+# Not serial: no wall-clock bound, and the namespaces are this process's own, so the job
+# runs beside other tests (`make test` runs the serial ones alone).
 def test_two_node_torchrun_job(two_nodes: TwoNodes, tmp_path: Path) -> None:
     out = tmp_path / "run"
     # A rate the job's small sizes never reach, for the ceiling to come from tc.
@@ -293,6 +293,7 @@ def _warm_rank(
             proc.wait()
 
 
+@pytest.mark.serial  # each answer is bounded to seconds
 def test_preflight_catches_gloo_on_loopback_in_two_nodes(two_nodes: TwoNodes) -> None:
     # Rank 2 of the 2 x 2 job, on the second node; rank 0's node is the first namespace.
     ns, iface = two_nodes.namespaces[1], two_nodes.interfaces[1]
@@ -331,6 +332,7 @@ def test_preflight_catches_gloo_on_loopback_in_two_nodes(two_nodes: TwoNodes) ->
         assert "rendezvous of 4 ranks" in stderr
 
 
+@pytest.mark.serial  # bounded to a minute, where a hang would take 100 s
 def test_two_node_torchrun_job_with_gloo_on_loopback_fails_fast(
     two_nodes: TwoNodes, tmp_path: Path
 ) -> None:
