@@ -13,7 +13,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -228,3 +228,23 @@ def process_alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def _forget_nccl() -> None:
+    for name in [m for m in sys.modules if m == "nccl" or m.startswith("nccl.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def fake_nccl(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The recording nccl4py (tests/fakenccl), importable as ``nccl`` for this test only."""
+    from tests.fakenccl import FAKE_NCCL
+
+    monkeypatch.syspath_prepend(str(FAKE_NCCL))
+    _forget_nccl()
+    import nccl
+    import nccl.bindings.nccl
+    import nccl.core
+
+    yield nccl
+    _forget_nccl()

@@ -6,8 +6,6 @@ The engine over real ranks: tests/dist/test_direct_engine.py."""
 from __future__ import annotations
 
 import functools
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,28 +28,9 @@ from colbench.results.metadata import torch_per_call
 from colbench.results.rows import load
 from colbench.results.torch_tax import nccl_dominates_from, summary_lines, taxes, without_engine
 from tests.conftest import run_main
-from tests.fakenccl import FAKE_NCCL
 from tests.unit.rows import row, write_run
 
 STREAM = 0x5EED
-
-
-def _forget_nccl() -> None:
-    for name in [m for m in sys.modules if m == "nccl" or m.startswith("nccl.")]:
-        del sys.modules[name]
-
-
-@pytest.fixture
-def fake_nccl(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The recording nccl4py, importable as ``nccl`` for this test only."""
-    monkeypatch.syspath_prepend(str(FAKE_NCCL))
-    _forget_nccl()
-    import nccl
-    import nccl.bindings.nccl
-    import nccl.core
-
-    yield nccl
-    _forget_nccl()
 
 
 def test_engines_parse_in_order_and_refuse_the_unknown() -> None:

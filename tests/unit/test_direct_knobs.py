@@ -7,7 +7,6 @@ tests/dist/test_direct_knobs.py; on a GPU: tests/gpu/test_direct_nccl.py."""
 from __future__ import annotations
 
 import gc
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,25 +30,6 @@ from colbench.nccl import log as nccl_log
 from colbench.nccl.knobs import evidence
 from colbench.nccl.tuning import SYMMETRIC, parse_call
 from tests.conftest import run_main
-from tests.fakenccl import FAKE_NCCL
-
-
-def _forget_nccl() -> None:
-    for name in [m for m in sys.modules if m == "nccl" or m.startswith("nccl.")]:
-        del sys.modules[name]
-
-
-@pytest.fixture
-def fake_nccl(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The recording nccl4py, importable as ``nccl`` for this test only."""
-    monkeypatch.syspath_prepend(str(FAKE_NCCL))
-    _forget_nccl()
-    import nccl
-    import nccl.bindings.nccl
-    import nccl.core
-
-    yield nccl
-    _forget_nccl()
 
 
 def test_register_takes_names_and_nccl_tests_digits() -> None:
