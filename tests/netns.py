@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -191,6 +192,7 @@ class VethPair:
 @contextlib.contextmanager
 def veth_pair(tag: str = "") -> Iterator[VethPair]:
     """Two fresh namespaces joined by a veth pair; deleted on exit, also after a failure."""
+    forget_the_dead()
     pid = os.getpid()
     suffix = f"{pid}{tag}"
     namespaces = (f"cbgate-{suffix}-a", f"cbgate-{suffix}-b")
@@ -221,6 +223,35 @@ def _kill_everything_in(namespace: str) -> None:
     for pid in _run("ip", "netns", "pids", namespace).stdout.split():
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pid), signal.SIGKILL)
+
+
+#: The namespaces these helpers make: the prefix, then the making process's pid.
+_OURS = re.compile(r"^(?:cbfab|cbgate)-(\d+)")
+
+
+def forget_the_dead() -> list[str]:
+    """Delete the namespaces of ours whose maker is gone (a test run SIGKILLed mid-way
+    leaves them, and their addresses, behind); returns their names."""
+    gone = []
+    for line in _run("ip", "netns", "list").stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        found = _OURS.match(name)
+        if found is None or _alive(int(found.group(1))):
+            continue
+        _kill_everything_in(name)
+        _run("ip", "netns", "del", name)
+        gone.append(name)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass
@@ -370,6 +401,7 @@ def _htb(
 @contextlib.contextmanager
 def fabric(nodes: int, tag: str = "") -> Iterator[Fabric]:
     """``nodes`` fresh namespaces joined through a bridge; all deleted on exit."""
+    forget_the_dead()
     pid = os.getpid()
     base = f"cbfab-{pid}{tag}"
     switch = f"{base}-sw"
