@@ -246,9 +246,12 @@ def _agree(
     # (colbench.host.nccl_start.prepare_nccl).
     peers = meet_peers(side, me, SWEEP_DISAGREES)
     # Node labels, not bare host names: namespaces and containers share a host name.
-    hosts = launch.node_labels([p.node for p in peers])
+    nodes = [p.node for p in peers]
+    hosts = launch.node_labels(nodes)
+    # Each node's first rank reads its hardware; the others take part in the gather only.
     towards = job.store_host or os.environ.get("MASTER_ADDR")
-    hardware = node_hardware.gather(side, [p.node for p in peers], hosts, rank, towards)
+    mine = node_hardware.read_node(towards=towards) if nodes.index(me.node) == rank else None
+    hardware = {hosts[r]: f for r, f in enumerate(side.gather_objects(mine)) if f is not None}
     return work, me, (peers, hosts, hardware)
 
 
@@ -260,14 +263,17 @@ def _run_info(
     subgroup: Any,
     first: tuple[int, ...],
 ) -> RunInfo:
-    """The run's facts every row carries, the bandwidth ceiling of the first group among them."""
+    """The run's facts every row carries, the bandwidth ceiling of the first group among
+    them (rank 0's alone: only its rows are kept)."""
     cfg = task.cfg
     emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
     peers, hosts, hardware = met
     bus_ids = [p.gpu.get("bus_id") for p in peers]
-    ceiling_gbps, ceiling_source, sharing = group_ceiling(
-        hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
-    )
+    ceiling_gbps, ceiling_source, sharing = None, "", 1
+    if me.rank == 0:
+        ceiling_gbps, ceiling_source, sharing = group_ceiling(
+            hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
+        )
     return RunInfo(
         run_id=job.run_id,
         backend=job.backend,
