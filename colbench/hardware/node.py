@@ -28,9 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from colbench.hardware import gpus, links
-from colbench.hardware.gpus import NVLINK_LINK_GBPS
-from colbench.hardware.links import PCIE_LANE_GBPS
+from colbench.hardware import links
+from colbench.hardware.links import NVLINK_LINK_GBPS, PCIE_LANE_GBPS
 from colbench.hardware.verdicts import RDMA_KINDS
 
 
@@ -43,7 +42,7 @@ def read_node(
     ``shaped``: interface -> tc's rate, in place of asking tc (tests)."""
     from colbench.results.metadata import cpu_model
 
-    found_gpus = gpus.read(nvml)
+    found_gpus = links.nvml_gpus(nvml)
     nics = links.nics(root)
     shaped = links.shaped_rates_gbit_s() if shaped is None else shaped
     for nic in nics:

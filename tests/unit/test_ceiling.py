@@ -176,13 +176,12 @@ def test_an_exchanges_verdict_names_its_own_share_of_the_ceiling() -> None:
 
 
 def test_nvml_answers_a_code_of_the_nvlink_version_not_the_version() -> None:
-    from colbench.hardware import gpus
 
     # nvmlNvlinkVersion_t, as pynvml's constants have it.
-    assert gpus.NVLINK_VERSIONS[4] == "3.0" and gpus.NVLINK_VERSIONS[6] == "4.0"
-    assert gpus.NVLINK_VERSIONS[7] == "5.0" and 8 not in gpus.NVLINK_VERSIONS
+    assert links.NVLINK_VERSIONS[4] == "3.0" and links.NVLINK_VERSIONS[6] == "4.0"
+    assert links.NVLINK_VERSIONS[7] == "5.0" and 8 not in links.NVLINK_VERSIONS
     pynvml = pytest.importorskip("pynvml")
-    for code, version in gpus.NVLINK_VERSIONS.items():
+    for code, version in links.NVLINK_VERSIONS.items():
         assert getattr(pynvml, f"NVML_NVLINK_VERSION_{version.replace('.', '_')}") == code
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from colbench.hardware import gpus, links, node
+from colbench.hardware import links, node
 
 # A two-socket GPU node: GPU 0 and mlx5_0 behind one PCIe switch, GPU 1 on another root
 # port; eth0 an onboard NIC; mlx5_1 RoCE; lo and a veth.
@@ -174,7 +174,7 @@ def test_pcie_generation(text: str | None, gen: int | None) -> None:
 
 def test_gpus_through_nvml_with_nvlink_and_a_narrow_link() -> None:
     nvml = FakeNvml([_nvml_gpu(":03:00.0", 18), _nvml_gpu(":81:00.0", None, pcie=False)])
-    first, second = gpus.read(nvml) or []
+    first, second = links.nvml_gpus(nvml) or []
     assert first == {
         "index": 0, "name": "NVIDIA H100 80GB HBM3", "bus_id": "0000:03:00.0",
         "pcie": {"gen": 5, "width": 8, "max_gen": 5, "max_width": 16},
@@ -191,7 +191,7 @@ def test_no_nvml_is_no_gpu_facts() -> None:
         def nvmlInit(self) -> None:
             raise RuntimeError("NVML Shared Library Not Found")
 
-    assert gpus.read(Broken()) is None
+    assert links.nvml_gpus(Broken()) is None
 
 
 def test_a_node_names_each_nics_nearest_gpu_and_fills_pcie_from_sysfs(tmp_path: Path) -> None:
