@@ -48,8 +48,6 @@ from colbench.results.rows import STATUS_OK, Row
 
 #: The report's ``version`` (nccl-tests' JSON_FILE_VERSION in 2.19.6).
 JSON_FILE_VERSION = 3
-#: nccl-tests writes its report only to a name with this extension (others: nothing).
-JSON_SUFFIX = ".json"
 #: ``errors`` of a report whose run has not reached its end (yet, or ever).
 INCOMPLETE = "colbench: the run stopped before its last size; the results above are complete"
 #: Environment variables whose values the report leaves out (nccl-tests writes every
