@@ -19,6 +19,7 @@ part way leaves a readable file whose ``errors`` say it stopped early.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -72,17 +73,9 @@ class Device:
     device_info: str
 
     def json(self) -> str:
-        return obj(
-            [
-                ("rank", str(self.rank)),
-                ("group", str(self.group)),
-                ("pid", str(self.pid)),
-                ("hostname", text(self.hostname)),
-                ("device", str(self.device)),
-                ("device_hex", text(self.device_hex)),
-                ("device_info", text(self.device_info)),
-            ]
-        )
+        # Fields in the report's order: text as JSON strings, numbers bare.
+        fields = dataclasses.asdict(self).items()
+        return obj([(k, text(v) if isinstance(v, str) else str(v)) for k, v in fields])
 
 
 def device_hex(bus_id: str) -> str:
@@ -174,14 +167,8 @@ def per_iter_block(per_rank_us: Sequence[Sequence[float]]) -> str:
     stats = iter_stats(times)
     pairs = [
         ("skipped_iterations", "0"),
-        ("min_us", double(stats.min_us)),
-        ("max_us", double(stats.max_us)),
-        ("avg_us", double(stats.avg_us)),
-        ("p50_us", double(stats.p50_us)),
-        ("p95_us", double(stats.p95_us)),
-        ("p99_us", double(stats.p99_us)),
-        ("stdev_us", double(stats.stdev_us)),
-        ("cv_pct", double(stats.cv_pct)),
+        # IterStats' fields are the report's keys, in its order.
+        *((key, double(value)) for key, value in dataclasses.asdict(stats).items()),
         ("times_us", array([double(t) for t in times])),
     ]
     if len(rows) > 1:
