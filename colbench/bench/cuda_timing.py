@@ -18,30 +18,13 @@ from typing import Any
 GRAPH_REPLAYS = 5
 
 
-class _EventPool:
-    """CUDA events made and recorded once before any timed batch uses them.
+class _EventTimer:
+    """What both GPU timers share: events recorded between launches, one host sync after.
 
     ``torch.cuda.Event`` creates its CUDA event on the first ``record()``: recording a
-    fresh event inside the batch would time the event's creation with the collective.
+    fresh event inside the batch would time the event's creation with the collective, so
+    :meth:`_take` makes and records events once, before any timed batch uses them.
     """
-
-    def __init__(self, new_event: Callable[[], Any], device_synchronize: Callable[[], None]):
-        self._new_event = new_event
-        self._device_synchronize = device_synchronize
-        self._events: list[Any] = []
-
-    def take(self, count: int) -> list[Any]:
-        if len(self._events) < count:
-            fresh = [self._new_event() for _ in range(count - len(self._events))]
-            for event in fresh:
-                event.record()
-            self._device_synchronize()
-            self._events.extend(fresh)
-        return self._events[:count]
-
-
-class _EventTimer:
-    """What both GPU timers share: pooled events recorded between launches, one host sync."""
 
     enqueue_us: float | None = None
 
@@ -56,14 +39,24 @@ class _EventTimer:
 
             event_factory = event_factory or (lambda: torch.cuda.Event(enable_timing=True))
             device_synchronize = device_synchronize or torch.cuda.synchronize
+        self._new_event = event_factory
         self._device_synchronize = device_synchronize
-        self._events = _EventPool(event_factory, device_synchronize)
         self._clock_ns = clock_ns
+        self._events: list[Any] = []
+
+    def _take(self, count: int) -> list[Any]:
+        if len(self._events) < count:
+            fresh = [self._new_event() for _ in range(count - len(self._events))]
+            for event in fresh:
+                event.record()
+            self._device_synchronize()
+            self._events.extend(fresh)
+        return self._events[:count]
 
     def _launches(self, launch: Callable[[], object], count: int) -> tuple[list[float], float]:
         """``count`` launches with an event between each two: the GPU time of each launch,
         and the host's time to hand them all over, both in microseconds."""
-        events = self._events.take(count + 1)
+        events = self._take(count + 1)
         started_ns = self._clock_ns()
         events[0].record()
         for event in events[1:]:

@@ -195,19 +195,13 @@ def record(rows: Sequence[Row], iters_us: Mapping[int, Sequence[Sequence[float]]
         if row is None:
             pairs.append((name, "null"))
             continue
-        pairs.append(
-            (
-                name,
-                obj(
-                    [
-                        ("time", double(row.time_us)),
-                        ("alg_bw", double(row.algbw_gbps)),
-                        ("bus_bw", double(row.busbw_gbps)),
-                        ("nwrong", "null" if row.wrong is None else double(float(row.wrong))),
-                    ]
-                ),
-            )
-        )
+        measured = [
+            ("time", double(row.time_us)),
+            ("alg_bw", double(row.algbw_gbps)),
+            ("bus_bw", double(row.busbw_gbps)),
+            ("nwrong", "null" if row.wrong is None else double(float(row.wrong))),
+        ]
+        pairs.append((name, obj(measured)))
         if iters_us is not None and in_place in iters_us:
             pairs.append((f"{name}_per_iter", per_iter_block(iters_us[in_place])))
     iters = next((r.iters for r in rows if r.status == STATUS_OK), None)
@@ -307,10 +301,8 @@ class NcclTestsJsonReporter(Reporter):
         measured = [r for r in rows if r.status == STATUS_OK]
         if not measured:
             return
-        for row in measured:
-            if row.busbw_gbps is not None:
-                self._busbw.append(row.busbw_gbps)
-            self._bad += int(bool(row.wrong))
+        self._busbw += [r.busbw_gbps for r in measured if r.busbw_gbps is not None]
+        self._bad += sum(bool(r.wrong) for r in measured)
         entry = record(rows, pending if self._header.per_iter_timing else None)
         data = (("," if self._records else "") + entry).encode()
         with writing.checked(self.path):
