@@ -18,47 +18,12 @@ from typing import Any
 GRAPH_REPLAYS = 5
 
 
-class _EventPool:
-    """CUDA events made and recorded once before any timed batch uses them.
+class _EventTimer:
+    """What both GPU timers share: events recorded between launches, one host sync after.
 
     ``torch.cuda.Event`` creates its CUDA event on the first ``record()``: recording a
-    fresh event inside the batch would time the event's creation with the collective.
-    """
-
-    def __init__(self, new_event: Callable[[], Any], device_synchronize: Callable[[], None]):
-        self._new_event = new_event
-        self._device_synchronize = device_synchronize
-        self._events: list[Any] = []
-
-    def take(self, count: int) -> list[Any]:
-        if len(self._events) < count:
-            fresh = [self._new_event() for _ in range(count - len(self._events))]
-            for event in fresh:
-                event.record()
-            self._device_synchronize()
-            self._events.extend(fresh)
-        return self._events[:count]
-
-
-def _cuda_defaults(
-    event_factory: Callable[[], Any] | None, device_synchronize: Callable[[], None] | None
-) -> tuple[Callable[[], Any], Callable[[], None]]:
-    if event_factory is not None and device_synchronize is not None:
-        return event_factory, device_synchronize
-    import torch
-
-    return (
-        event_factory or (lambda: torch.cuda.Event(enable_timing=True)),
-        device_synchronize or torch.cuda.synchronize,
-    )
-
-
-class CudaEventTimer:
-    """GPU (NCCL): CUDA events recorded on the current stream around and between calls.
-
-    torch's blocking collectives make the current stream wait for the NCCL stream, so
-    an event recorded after a call completes when the collective has. One host sync at
-    the end, after the whole batch, keeps the host out of the measurement.
+    fresh event inside the batch would time the event's creation with the collective, so
+    :meth:`_take` makes and records events once, before any timed batch uses them.
     """
 
     enqueue_us: float | None = None
@@ -69,30 +34,61 @@ class CudaEventTimer:
         device_synchronize: Callable[[], None] | None = None,
         clock_ns: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
-        new_event, self._device_synchronize = _cuda_defaults(event_factory, device_synchronize)
-        self._events = _EventPool(new_event, self._device_synchronize)
-        self._clock_ns = clock_ns
+        if event_factory is None or device_synchronize is None:
+            import torch
 
-    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
-        events = self._events.take(iters + 1)
+            event_factory = event_factory or (lambda: torch.cuda.Event(enable_timing=True))
+            device_synchronize = device_synchronize or torch.cuda.synchronize
+        self._new_event = event_factory
+        self._device_synchronize = device_synchronize
+        self._clock_ns = clock_ns
+        self._events: list[Any] = []
+
+    def _take(self, count: int) -> list[Any]:
+        if len(self._events) < count:
+            fresh = [self._new_event() for _ in range(count - len(self._events))]
+            for event in fresh:
+                event.record()
+            self._device_synchronize()
+            self._events.extend(fresh)
+        return self._events[:count]
+
+    def _launches(self, launch: Callable[[], object], count: int) -> tuple[list[float], float]:
+        """``count`` launches with an event between each two: the GPU time of each launch,
+        and the host's time to hand them all over, both in microseconds."""
+        events = self._take(count + 1)
         started_ns = self._clock_ns()
         events[0].record()
-        for i in range(iters):
-            call()
-            events[i + 1].record()
-        self.enqueue_us = (self._clock_ns() - started_ns) / 1e3 / iters
-        events[iters].synchronize()
+        for event in events[1:]:
+            launch()
+            event.record()
+        host_us = (self._clock_ns() - started_ns) / 1e3
+        events[count].synchronize()
         # elapsed_time is in milliseconds.
-        return [a.elapsed_time(b) * 1e3 for a, b in itertools.pairwise(events[: iters + 1])]
-
-    def run_once(self, call: Callable[[], object]) -> None:
-        call()
+        return [a.elapsed_time(b) * 1e3 for a, b in itertools.pairwise(events)], host_us
 
     def synchronize(self) -> None:
         self._device_synchronize()
 
 
-class CudaGraphTimer:
+class CudaEventTimer(_EventTimer):
+    """GPU (NCCL): CUDA events recorded on the current stream around and between calls.
+
+    torch's blocking collectives make the current stream wait for the NCCL stream, so
+    an event recorded after a call completes when the collective has. One host sync at
+    the end, after the whole batch, keeps the host out of the measurement.
+    """
+
+    def time_batch(self, call: Callable[[], object], iters: int) -> list[float]:
+        per_call_us, host_us = self._launches(call, iters)
+        self.enqueue_us = host_us / iters
+        return per_call_us
+
+    def run_once(self, call: Callable[[], object]) -> None:
+        call()
+
+
+class CudaGraphTimer(_EventTimer):
     """GPU (NCCL), ``--cuda-graph``: the batch captured in one CUDA graph and replayed
     (nccl-tests' -G).
 
@@ -103,8 +99,6 @@ class CudaGraphTimer:
     slower), align the ranks again, then time ``replays`` launches (-G N). Each
     replay yields one mean per call, reported for each of its calls.
     """
-
-    enqueue_us: float | None = None
 
     def __init__(
         self,
@@ -121,12 +115,10 @@ class CudaGraphTimer:
 
             graph_factory = graph_factory or torch.cuda.CUDAGraph
             capture = capture or torch.cuda.graph
-        new_event, self._device_synchronize = _cuda_defaults(event_factory, device_synchronize)
+        super().__init__(event_factory, device_synchronize, clock_ns)
         self._barrier = barrier
         self._new_graph = graph_factory
         self._capture = capture
-        self._events = _EventPool(new_event, self._device_synchronize)
-        self._clock_ns = clock_ns
         self._replays = replays
 
     def _captured(self, call: Callable[[], object], iters: int) -> Any:
@@ -147,23 +139,10 @@ class CudaGraphTimer:
         graph.replay()
         self._device_synchronize()
         self._barrier()
-        events = self._events.take(self._replays + 1)
-        started_ns = self._clock_ns()
-        events[0].record()
-        for i in range(self._replays):
-            graph.replay()
-            events[i + 1].record()
-        self.enqueue_us = (self._clock_ns() - started_ns) / 1e3 / (iters * self._replays)
-        events[self._replays].synchronize()
-        per_call_us = [
-            a.elapsed_time(b) * 1e3 / iters
-            for a, b in itertools.pairwise(events[: self._replays + 1])
-        ]
-        return [mean for mean in per_call_us for _ in range(iters)]
+        per_replay_us, host_us = self._launches(graph.replay, self._replays)
+        self.enqueue_us = host_us / (iters * self._replays)
+        return [replay_us / iters for replay_us in per_replay_us for _ in range(iters)]
 
     def run_once(self, call: Callable[[], object]) -> None:
         # Verification checks what a replayed graph wrote, not what an eager call would.
         self._captured(call, 1).replay()
-
-    def synchronize(self) -> None:
-        self._device_synchronize()

@@ -136,12 +136,10 @@ class GemmLoad(Load):
         import torch
 
         super().__init__(spec, SideStream(device) if stream is None else stream)
-        n = spec.n
         # Values in [0, 1): a product's entries stay below N, within every float type.
-        seeded = torch.Generator().manual_seed(0)
-        first = torch.rand(n, n, generator=seeded)
-        self._a = first.to(device=device, dtype=DTYPES[spec.dtype].torch)
-        self._b = torch.rand(n, n, generator=seeded).to(device=device, dtype=self._a.dtype)
+        seeded, n, dtype = torch.Generator().manual_seed(0), spec.n, DTYPES[spec.dtype].torch
+        self._a = torch.rand(n, n, generator=seeded).to(device=device, dtype=dtype)
+        self._b = torch.rand(n, n, generator=seeded).to(device=device, dtype=dtype)
         self._out = torch.empty_like(self._a)
         self.products_per_step = GPU_PRODUCTS_PER_SYNC if device.type == "cuda" else 1
 

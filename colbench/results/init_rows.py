@@ -77,18 +77,13 @@ INIT = Table(
 register(INIT)
 
 
-def init_path(path: str | os.PathLike[str]) -> Path:
-    """A run directory or an init.csv -> the init.csv."""
-    p = Path(path)
-    return p / INIT.file_name if p.is_dir() else p
-
-
 def load_init(path: str | os.PathLike[str]) -> Any:
     """init.csv as a DataFrame (through the bounded reader); a run without one (not made
     with --init-only) or of a newer version is one line naming the file."""
     import pandas as pd
 
-    file = init_path(path)
+    file = Path(path)
+    file = file / INIT.file_name if file.is_dir() else file
     if not file.is_file():
         raise UsageError(f"no {INIT.file_name} in {file.parent}: sweep --init-only writes it")
     header, rows = read_cells(file, INIT.file_name)

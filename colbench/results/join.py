@@ -88,15 +88,8 @@ def ok_values(samples: Sequence[Mapping[str, Any]], metric: str) -> list[float]:
 
 def wrong_counts(samples: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
     """(largest wrong count of any sample, samples that were not verified)."""
-    worst, unverified = 0, 0
-    for s in samples:
-        if not is_ok(s):
-            continue
-        if s.get("wrong") is None:
-            unverified += 1
-        else:
-            worst = max(worst, int(s["wrong"]))
-    return worst, unverified
+    wrong = [s.get("wrong") for s in samples if is_ok(s)]
+    return max([0, *(int(w) for w in wrong if w is not None)]), wrong.count(None)
 
 
 def side_status(samples: Sequence[Mapping[str, Any]]) -> str:

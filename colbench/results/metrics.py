@@ -24,8 +24,3 @@ def column(name: str) -> str:
     """The column a metric's name means: itself, or the column its short alias stands for."""
     key = name.strip()
     return ALIASES.get(key, key)
-
-
-def alias(column_name: str) -> str:
-    """The short alias of a column (``busbw_gbps`` -> ``busbw``); the column if it has none."""
-    return next((short for short, col in ALIASES.items() if col == column_name), column_name)

@@ -187,10 +187,11 @@ def labels(curves: Sequence[Line]) -> list[str]:
         (False, lambda c: f"n={c.world_size}"),
         (True, lambda c: PLACEMENT_NAMES[c.in_place]),
     ]
+    ops = dict.fromkeys(c.op for c in curves)
     varying = []
     for per_op, get in fields:
         if per_op:
-            shown = any(len({get(c) for c in curves if c.op == op}) > 1 for op in _ops(curves))
+            shown = any(len({get(c) for c in curves if c.op == op}) > 1 for op in ops)
         else:
             shown = len({get(c) for c in curves}) > 1
         if shown:
@@ -198,7 +199,3 @@ def labels(curves: Sequence[Line]) -> list[str]:
     if not varying:
         return [c.op for c in curves]
     return [" · ".join(get(c) for get in varying) for c in curves]
-
-
-def _ops(curves: Sequence[Line]) -> list[str]:
-    return list(dict.fromkeys(c.op for c in curves))

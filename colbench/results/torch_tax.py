@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,13 +104,6 @@ def nccl_dominates_from(line: Sequence[Tax]) -> int | None:
     return from_size
 
 
-def _lines(every: Iterable[Tax]) -> dict[tuple[str, str, str, str, int], list[Tax]]:
-    grouped: dict[tuple[str, str, str, str, int], list[Tax]] = {}
-    for tax in every:
-        grouped.setdefault(tax.line, []).append(tax)
-    return grouped
-
-
 _COLUMNS = (
     Column("op", 14), Column("dtype", 9), Column("place", 5), Column("size_bytes", 12),
     Column("torch_us", 10), Column("nccl_us", 10), Column("tax_us", 10), Column("x", 6),
@@ -126,7 +119,10 @@ def summary_lines(frame: Any, run: str = "RUN") -> list[str]:
         return []
     out = ["# torch tax: torch's time per call less NCCL's own (--engine nccl), medians, us"]
     out.append(text.header(_COLUMNS, lead=""))
-    for (variant, op, dtype, redop, in_place), line in _lines(every).items():
+    lines: dict[tuple[str, str, str, str, int], list[Tax]] = {}
+    for tax in every:
+        lines.setdefault(tax.line, []).append(tax)
+    for (variant, op, dtype, redop, in_place), line in lines.items():
         name = " ".join(p for p in (variant, op, dtype, redop if redop != "none" else "") if p)
         place = "in" if in_place else "out"
         for tax in sorted(line, key=lambda t: t.size_bytes):

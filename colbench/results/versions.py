@@ -67,73 +67,41 @@ LOAD_COLUMNS = (
     "load_beside_busbw_gbps",
 )
 
-#: The version that added each column after version 1.
-ADDED_IN: dict[str, int] = {
-    "group_size": 2,
-    "groups": 2,
-    "aggbw_gbps": 2,
-    "status": 2,
-    "repeat": 2,
-    "enqueue_us": 3,
-    "host_bound": 3,
-    "slowest_rank": 4,
-    "skew_us": 4,
-    "time_ranks_avg_us": 4,
-    "time_ranks_max_us": 4,
-    "fabric": 5,
-    "ranks_per_gpu": 5,
-    "nccl_algo": 5,
-    "nccl_proto": 5,
-    "ceiling_gbps": 6,
-    "pct_of_ceiling": 6,
-    "split": 7,
-    "splits": 7,
-    "mean_bytes": 7,
-    "meanbw_gbps": 7,
-    "send_imbalance": 7,
-    "recv_imbalance": 7,
-    **dict.fromkeys(LOAD_COLUMNS, 8),
-    "engine": 9,
+#: The columns each version after version 1 added.
+_ADDED: dict[int, tuple[str, ...]] = {
+    2: ("group_size", "groups", "aggbw_gbps", "status", "repeat"),
+    3: ("enqueue_us", "host_bound"),
+    4: ("slowest_rank", "skew_us", "time_ranks_avg_us", "time_ranks_max_us"),
+    5: ("fabric", "ranks_per_gpu", "nccl_algo", "nccl_proto"),
+    6: ("ceiling_gbps", "pct_of_ceiling"),
+    7: ("split", "splits", "mean_bytes", "meanbw_gbps", "send_imbalance", "recv_imbalance"),
+    8: LOAD_COLUMNS,
+    9: ("engine",),
 }
+#: The version that added each column after version 1.
+ADDED_IN: dict[str, int] = {c: version for version, added in _ADDED.items() for c in added}
 #: Columns that some files of a version lack although the version has them: version 2
 #: grew while in development (the subgroup columns and `repeat` came on two branches).
 LATE_IN: dict[int, tuple[str, ...]] = {2: ("group_size", "groups", "aggbw_gbps", "repeat")}
 
 
 #: What a row of an older file means in a column its file lacks: a text cell, or one
-#: taken from the row's other cells. Before subgroups every collective ran on one group
-#: of all ranks, so group_size is world_size and aggbw_gbps is busbw_gbps; before
-#: --repeat a row was sample 0; before status every written row was measured; before
-#: version 3 the host's enqueue time was not measured, before version 4 rank skew; before
-#: version 5 every rank had a GPU (or a CPU) of its own and NCCL's choices were not read;
-#: before version 7 every split was contiguous and all_to_allv did not exist.
+#: taken from the row's other cells; empty (not measured, not recorded, nothing ran beside
+#: the collective) where no other meaning holds. Before subgroups every collective ran on
+#: one group of all ranks, so group_size is world_size and aggbw_gbps is busbw_gbps;
+#: before --repeat a row was sample 0; before status every written row was measured;
+#: before version 5 every rank had a GPU (or a CPU) of its own; before version 7 every
+#: split was contiguous; before version 9 every call went through torch.distributed.
 FILL: dict[str, Callable[[Any], Any]] = {
+    **dict.fromkeys(ADDED_IN, lambda raw: ""),
     "group_size": lambda raw: raw["world_size"],
     "groups": lambda raw: "1",
     "aggbw_gbps": lambda raw: raw["busbw_gbps"],
     "status": lambda raw: STATUS_OK,
     "repeat": lambda raw: "0",
-    "enqueue_us": lambda raw: "",
-    "host_bound": lambda raw: "",
-    "slowest_rank": lambda raw: "",
-    "skew_us": lambda raw: "",
-    "time_ranks_avg_us": lambda raw: "",
-    "time_ranks_max_us": lambda raw: "",
     "fabric": lambda raw: FABRIC_REAL,
     "ranks_per_gpu": lambda raw: "1",
-    "nccl_algo": lambda raw: "",
-    "nccl_proto": lambda raw: "",
-    "ceiling_gbps": lambda raw: "",
-    "pct_of_ceiling": lambda raw: "",
     "split": lambda raw: _contiguous_split(raw),
-    "splits": lambda raw: "",
-    "mean_bytes": lambda raw: "",
-    "meanbw_gbps": lambda raw: "",
-    "send_imbalance": lambda raw: "",
-    "recv_imbalance": lambda raw: "",
-    # Before version 8 nothing ran beside a collective.
-    **dict.fromkeys(LOAD_COLUMNS, lambda raw: ""),
-    # Before version 9 every call went through torch.distributed.
     "engine": lambda raw: "torch",
 }
 

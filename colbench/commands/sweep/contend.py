@@ -31,8 +31,7 @@ def summary_lines(
     (run ``run``'s loaded results table); ``unit``: the load's rate's."""
     lines: list[str] = []
     for name_a, name_b in pairs:
-        a = _medians(frame, name_a)
-        b = _medians(frame, name_b)
+        a, b = _medians(frame, name_a), _medians(frame, name_b)
         if not a or not b:
             continue
         repeats = int(frame["repeat"].max()) + 1

@@ -16,6 +16,7 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -290,13 +291,10 @@ def _report(
     return int(ExitCode.DATA_ERROR) if meta["rows_oom"] else int(ExitCode.OK)
 
 
-def _rows_per_variant(run_dir: Path) -> dict[str, int]:
+def _rows_per_variant(run_dir: Path) -> Counter[str]:
     """Rows in the run's results.csv by variant."""
-    counts: dict[str, int] = {}
     with open(RunDir(run_dir).table_path(), newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            counts[row["variant"]] = counts.get(row["variant"], 0) + 1
-    return counts
+        return Counter(row["variant"] for row in csv.DictReader(f))
 
 
 def _record(

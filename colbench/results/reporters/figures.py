@@ -140,7 +140,7 @@ def save(fig: Any, path: str | os.PathLike[str]) -> Path:
     return out
 
 
-def unused_path(kind: str, labels: Sequence[str], directory: Path, suffix: str = ".png") -> Path:
+def unused_path(kind: str, labels: Sequence[str], directory: Path) -> Path:
     """``<kind>-<A>-vs-<B>.png`` in ``directory`` (``<A>-and-N-more`` for many), stepping
     aside to ``-2``, ``-3``... from a file already there: a figure never overwrites an
     earlier one."""
@@ -148,7 +148,7 @@ def unused_path(kind: str, labels: Sequence[str], directory: Path, suffix: str =
     named = "-vs-".join(safe) if len(safe) <= 2 else f"{safe[0]}-and-{len(safe) - 1}-more"
     stem = f"{kind}-{named}"[:120]
     for attempt in range(1, 1000):
-        path = directory / f"{stem}{'' if attempt == 1 else f'-{attempt}'}{suffix}"
+        path = directory / f"{stem}{'' if attempt == 1 else f'-{attempt}'}.png"
         if not path.exists():
             return path
-    raise UsageError(f"no free file name like {stem}{suffix} in {directory}: give --out")
+    raise UsageError(f"no free file name like {stem}.png in {directory}: give --out")

@@ -19,6 +19,7 @@ part way leaves a readable file whose ``errors`` say it stopped early.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -48,8 +49,6 @@ from colbench.results.rows import STATUS_OK, Row
 
 #: The report's ``version`` (nccl-tests' JSON_FILE_VERSION in 2.19.6).
 JSON_FILE_VERSION = 3
-#: nccl-tests writes its report only to a name with this extension (others: nothing).
-JSON_SUFFIX = ".json"
 #: ``errors`` of a report whose run has not reached its end (yet, or ever).
 INCOMPLETE = "colbench: the run stopped before its last size; the results above are complete"
 #: Environment variables whose values the report leaves out (nccl-tests writes every
@@ -74,17 +73,9 @@ class Device:
     device_info: str
 
     def json(self) -> str:
-        return obj(
-            [
-                ("rank", str(self.rank)),
-                ("group", str(self.group)),
-                ("pid", str(self.pid)),
-                ("hostname", text(self.hostname)),
-                ("device", str(self.device)),
-                ("device_hex", text(self.device_hex)),
-                ("device_info", text(self.device_info)),
-            ]
-        )
+        # Fields in the report's order: text as JSON strings, numbers bare.
+        fields = dataclasses.asdict(self).items()
+        return obj([(k, text(v) if isinstance(v, str) else str(v)) for k, v in fields])
 
 
 def device_hex(bus_id: str) -> str:
@@ -176,14 +167,8 @@ def per_iter_block(per_rank_us: Sequence[Sequence[float]]) -> str:
     stats = iter_stats(times)
     pairs = [
         ("skipped_iterations", "0"),
-        ("min_us", double(stats.min_us)),
-        ("max_us", double(stats.max_us)),
-        ("avg_us", double(stats.avg_us)),
-        ("p50_us", double(stats.p50_us)),
-        ("p95_us", double(stats.p95_us)),
-        ("p99_us", double(stats.p99_us)),
-        ("stdev_us", double(stats.stdev_us)),
-        ("cv_pct", double(stats.cv_pct)),
+        # IterStats' fields are the report's keys, in its order.
+        *((key, double(value)) for key, value in dataclasses.asdict(stats).items()),
         ("times_us", array([double(t) for t in times])),
     ]
     if len(rows) > 1:
@@ -210,19 +195,13 @@ def record(rows: Sequence[Row], iters_us: Mapping[int, Sequence[Sequence[float]]
         if row is None:
             pairs.append((name, "null"))
             continue
-        pairs.append(
-            (
-                name,
-                obj(
-                    [
-                        ("time", double(row.time_us)),
-                        ("alg_bw", double(row.algbw_gbps)),
-                        ("bus_bw", double(row.busbw_gbps)),
-                        ("nwrong", "null" if row.wrong is None else double(float(row.wrong))),
-                    ]
-                ),
-            )
-        )
+        measured = [
+            ("time", double(row.time_us)),
+            ("alg_bw", double(row.algbw_gbps)),
+            ("bus_bw", double(row.busbw_gbps)),
+            ("nwrong", "null" if row.wrong is None else double(float(row.wrong))),
+        ]
+        pairs.append((name, obj(measured)))
         if iters_us is not None and in_place in iters_us:
             pairs.append((f"{name}_per_iter", per_iter_block(iters_us[in_place])))
     iters = next((r.iters for r in rows if r.status == STATUS_OK), None)
@@ -322,10 +301,8 @@ class NcclTestsJsonReporter(Reporter):
         measured = [r for r in rows if r.status == STATUS_OK]
         if not measured:
             return
-        for row in measured:
-            if row.busbw_gbps is not None:
-                self._busbw.append(row.busbw_gbps)
-            self._bad += int(bool(row.wrong))
+        self._busbw += [r.busbw_gbps for r in measured if r.busbw_gbps is not None]
+        self._bad += sum(bool(r.wrong) for r in measured)
         entry = record(rows, pending if self._header.per_iter_timing else None)
         data = (("," if self._records else "") + entry).encode()
         with writing.checked(self.path):
