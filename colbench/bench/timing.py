@@ -164,10 +164,9 @@ class BatchSide(Protocol):
 
 @dataclass(frozen=True)
 class Batch:
-    """One rank's timed batch, in us: its per-call times, the host's time per call to
-    enqueue them (None where calls block), and the barrier just before it: how long the
-    rank waited there for the others, and how long it was starved of CPU (:func:`wait_in`).
-    """
+    """One rank's timed batch, in us: per-call times, the host's time per call to enqueue
+    them (None where calls block), and its wait for the others and CPU starvation in the
+    barrier before it (:func:`wait_in`)."""
 
     times_us: list[float]
     enqueue_us: float | None
@@ -175,8 +174,7 @@ class Batch:
     starved_us: float
 
     def floats(self) -> list[float]:
-        """What one gather carries: the times, the enqueue time (NaN where calls block),
-        the wait and the starvation."""
+        """What one gather carries (NaN for no enqueue time)."""
         enqueue_us = math.nan if self.enqueue_us is None else self.enqueue_us
         return [*self.times_us, enqueue_us, self.wait_us, self.starved_us]
 
@@ -187,10 +185,6 @@ class Batch:
 
 
 def _quiet(_what: str) -> None:
-    pass
-
-
-def _nothing() -> None:
     pass
 
 
@@ -206,11 +200,11 @@ def timed_batch(
     barrier_first: bool = False,
     synchronize: Callable[[], None] | None = None,
     say: Callable[[str], None] = _quiet,
-    tick: Callable[[], None] = _nothing,
+    tick: Callable[[], None] = lambda: None,
 ) -> list[Batch]:
-    """The heart of every timed measurement (sweep, p2p, health): warm up ``warmup``
-    calls, synchronize, wait for the others at the side group's barrier, time ``iters``
-    calls with ``timer``, gather every rank's batch. Every rank calls it, alike.
+    """The heart of every timed measurement (sweep, p2p, health), every rank alike: warm
+    up ``warmup`` calls, synchronize, wait for the others at the side group's barrier
+    (:func:`wait_in`), time ``iters`` calls with ``timer``, gather every rank's batch.
 
     ``call``: None where this rank takes no part (a p2p step's other ranks): it only
     waits at the barriers. ``longer``: given the batch's times, the iterations every rank
@@ -224,53 +218,34 @@ def timed_batch(
 
     def warm_up() -> None:
         say("warm-up")
-        if call is None:
-            return  # nothing of this rank's to wait for on its device
-        for _ in range(warmup):
-            call()
-        (synchronize or timer.synchronize)()
+        if call is not None:  # else nothing of this rank's to wait for on its device
+            for _ in range(warmup):
+                call()
+            (synchronize or timer.synchronize)()
+
+    def after_barrier(count: int, first: Callable[[], None] | None) -> Batch:
+        def then() -> list[float]:
+            if first is not None:
+                first()
+            return [] if call is None else timer.time_batch(call, count)
+
+        # Progress is said before the barrier: a store round trip between the barrier and
+        # the first timestamp would be timed, and would skew the ranks.
+        say("timed batch")
+        tick()
+        times_us, (wait_us, starved_us) = wait_in(side.barrier, then)
+        return Batch(times_us, None if call is None else timer.enqueue_us, wait_us, starved_us)
 
     if not barrier_first:
         warm_up()
-    first = warm_up if barrier_first else None
-    mine = _after_barrier(side, timer, call, iters, first, say, tick)
+    mine = after_barrier(iters, warm_up if barrier_first else None)
     more = 0 if longer is None else longer(mine.times_us)
     if more > iters:
-        mine = _after_barrier(side, timer, call, more, None, say, tick)
+        mine = after_barrier(more, None)
     if not gather:
         return [mine]
     say("combining times")
     return [Batch.of_floats(rank) for rank in side.gather_floats(mine.floats())]
-
-
-def _after_barrier(
-    side: BatchSide,
-    timer: Timer,
-    call: Callable[[], object] | None,
-    iters: int,
-    first: Callable[[], None] | None,
-    say: Callable[[str], None],
-    tick: Callable[[], None],
-) -> Batch:
-    """Align the ranks, then time the batch (``first`` runs between the two).
-
-    The wait is a duration on this host's own clock, so ranks on hosts whose clocks
-    disagree still compare.
-    """
-    # Progress is said before the barrier: a store round trip between the barrier and
-    # the first timestamp would be timed, and would skew the ranks. wait_in runs the
-    # batch straight after the barrier.
-    say("timed batch")
-    tick()
-
-    def then() -> list[float]:
-        if first is not None:
-            first()
-        return [] if call is None else timer.time_batch(call, iters)
-
-    times_us, (wait_us, starved_us) = wait_in(side.barrier, then)
-    enqueue_us = timer.enqueue_us if call is not None else None
-    return Batch(times_us, enqueue_us, wait_us, starved_us)
 
 
 _TASKS = "/proc/self/task"

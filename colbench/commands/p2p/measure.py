@@ -26,19 +26,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from colbench.bench.timing import Timer, timed_batch
+from colbench.bench.timing import BatchSide, Timer, timed_batch
 from colbench.commands.p2p.schedule import Step, role
 
 #: (src, dst) -> the sender's per-iteration times in microseconds.
 Times = dict[tuple[int, int], list[float]]
-
-
-class Side(Protocol):
-    def barrier(self) -> None: ...
-
-    def gather_floats(self, values: list[float]) -> list[list[float]]: ...
 
 
 class Transport:
@@ -150,7 +144,7 @@ class Stepper:
     """Walks every rank through the same steps; ranks not in a step wait at its barrier."""
 
     rank: int
-    side: Side
+    side: BatchSide
     timer: Timer
     iters: int
     warmup: int
