@@ -182,14 +182,10 @@ class Stepper:
     def timed(
         self, call: Callable[[], None] | None, iters: int, warmup: int | None = None
     ) -> list[float]:
-        """A pair's batch (the sweep's, colbench.bench.timing.timed_batch), kept to this
-        rank; a rank not in the step (``call`` None) only waits at its barrier.
-
-        The barrier comes before the warm-up: a step's pairs must not send while the
-        previous step's still time (pairs start together, so concurrent pairs of a round
-        overlap as planned). The warm-up is never empty: the first message of a pair
-        sets up its connection.
-        """
+        """This rank's batch of a step (the sweep's, colbench.bench.timing.timed_batch);
+        ``call`` None: not in the step. The barrier comes first, so no pair sends while
+        the previous step's still time, and a step's pairs start together; the warm-up is
+        never empty, as a pair's first message sets up its connection."""
         warmup = max(1, self.warmup if warmup is None else warmup)
         (batch,) = timed_batch(
             self.side, self.timer, call, iters, warmup=warmup, gather=False, barrier_first=True
