@@ -8,7 +8,6 @@ receives a sink for the rows.
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 from collections.abc import Generator, Sequence
@@ -25,7 +24,7 @@ from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storag
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import RunInfo, Work, plan_notes, warmup_calls
 from colbench.bench.rowmaker import combine_times, make_row, unmeasured_row
-from colbench.bench.timing import HostTimer, Rotation, Timer, wait_in
+from colbench.bench.timing import Batch, HostTimer, Rotation, Timer, timed_batch
 from colbench.config.model import SweepConfig
 from colbench.host.inflight import Fault, InFlight
 from colbench.results.reporters.stragglers import RankTimes
@@ -241,10 +240,10 @@ class RankBench:
         alone: float | None,
     ) -> Row | None:
         """One size (requested bytes, layout) and placement, as nccl-tests' BenchTime: fill,
-        warm up, wait for the others at the barrier, time the batch, combine every rank's
-        times, verify, make the row (rank 0's; None elsewhere). Every op is timed here, alike;
-        beside the call only --rotate, --time-budget, --contend and COLBENCH_FAULT are
-        helpers."""
+        then :func:`colbench.bench.timing.timed_batch` (warm up, wait for the others at the
+        barrier, time the batch, gather every rank's), combine the times, verify, make the
+        row (rank 0's; None elsewhere). Every op is timed here, alike; beside the call only
+        --rotate, --time-budget, --contend and COLBENCH_FAULT are helpers."""
         coll, measure, flight = item.coll, self.context.cfg.measure, self.context.in_flight
         requested, layout = size
         sets = [coll.views(storage, layout, ctx, in_place) for storage in storages]
@@ -254,35 +253,23 @@ class RankBench:
                 coll.fill(bufs, ctx)
             calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
             call = calls[0] if len(calls) == 1 else Rotation(calls)
-            timer = self.host_timer if coll.blocks_host else self.context.timer
-            flight.step("warm-up")
-            for _ in range(self.warmup_calls):
-                call()
-            self.context.timer.synchronize()
-            iter_us, waited = self._timed_batch(timer, call, measure.iters)
-            if measure.time_budget_s is not None:
-                # pyperf-style calibration: the fixed batch above estimates the cost of one
-                # call; if the budget allows more, time a longer batch (all ranks agree on
-                # its length) and keep that instead.
-                iters = self._budget_iters(iter_us, measure.time_budget_s)
-                if iters > measure.iters:
-                    iter_us, waited = self._timed_batch(timer, call, iters)
-            enqueue_us = timer.enqueue_us
-            flight.step("combining times")
-            # The enqueue time and the barrier's wait and starvation ride along as three
-            # more columns (the enqueue time NaN where calls block).
-            every = self.side.gather_floats(
-                [*iter_us, math.nan if enqueue_us is None else enqueue_us, *waited]
-            )
+            # The enqueue time and the barrier's wait and starvation are gathered with
+            # the times, as three more columns.
+            every = timed_batch(
+                self.side, self.host_timer if coll.blocks_host else self.context.timer,
+                call, measure.iters, warmup=self.warmup_calls, longer=self._budget_iters,
+                synchronize=self.context.timer.synchronize, say=flight.step,
+                tick=self._fault.tick,
+            )  # fmt: skip
         wrong = self._check(coll, sets[0], ctx) if coll.sized else None
         load_cells = self._load_cells(alone, beside.rate)
         if self.sink is None:
             return None  # the other ranks measure alike; rank 0 makes and reports the rows
-        times, slowest_enqueue_us, ranks = _combined(every, enqueue_us, measure.average)
+        times, slowest_enqueue_us, ranks = _combined(every, measure.average)
         row = make_row(
             self.context.info, self.context.cfg, item, requested, layout, in_place, times, wrong,
-            iters=len(iter_us), repeat=repeat, enqueue_us=slowest_enqueue_us, ranks=ranks,
-            load_cells=load_cells,
+            iters=len(every[0].times_us), repeat=repeat, enqueue_us=slowest_enqueue_us,
+            ranks=ranks, load_cells=load_cells,
         )  # fmt: skip
         output = self.context.cfg.output
         if output.per_rank or output.per_iter_timing:
@@ -312,25 +299,13 @@ class RankBench:
             return row_cells(None, None)
         return row_cells(load.spec, self.side.gather_floats([alone, beside]))
 
-    def _timed_batch(
-        self, timer: Timer, call: Any, iters: int
-    ) -> tuple[list[float], tuple[float, float]]:
-        """Align the ranks, then time the batch: (per-call times, (wait for the others,
-        CPU starvation) in the barrier), in us.
-
-        The wait is a duration on this host's own clock, so ranks on hosts whose clocks
-        disagree still compare (see colbench.bench.timing).
-        """
-        # Progress is published before the barrier: a store round trip between the
-        # barrier and the first timestamp would be timed, and would skew the ranks.
-        # wait_in runs the batch straight after the barrier (one read of each barrier
-        # thread's run delay in between, see colbench.bench.timing).
-        self.context.in_flight.step("timed batch")
-        self._fault.tick()
-        return wait_in(self.side.barrier, lambda: timer.time_batch(call, iters))
-
-    def _budget_iters(self, calibration_us: list[float], budget_s: float) -> int:
-        """Iterations that fill ``budget_s`` at the slowest rank's pace (agreed by all)."""
+    def _budget_iters(self, calibration_us: list[float]) -> int:
+        """With --time-budget, iterations that fill it at the slowest rank's pace (agreed by
+        all): pyperf-style calibration, the fixed batch estimating the cost of one call; a
+        longer batch is timed instead where the budget allows one. 0 without a budget."""
+        budget_s = self.context.cfg.measure.time_budget_s
+        if budget_s is None:
+            return 0
         per_call_us = self.side.max_float(max(statistics.median(calibration_us), 1e-3))
         return min(MAX_BUDGET_ITERS, int(budget_s * 1e6 / per_call_us))
 
@@ -354,22 +329,18 @@ class RankBench:
         return self.side.sum_int(coll.count_wrong(bufs, ctx))
 
 
-def _combined(
-    every: list[list[float]], enqueue_us: float | None, average: str
-) -> tuple[dict[str, float], float | None, RankTimes]:
-    """Every rank's gathered batch (its per-call times, then its enqueue time, wait and
-    starvation): (the row's time columns, the slowest rank's enqueue time per call,
-    every rank's batch mean and barrier wait)."""
-    per_rank_iters = [rank[:-3] for rank in every]
+def _combined(every: list[Batch], average: str) -> tuple[dict[str, float], float | None, RankTimes]:
+    """Every rank's gathered batch: (the row's time columns, the slowest rank's enqueue
+    time per call, every rank's batch mean and barrier wait)."""
+    per_rank_iters = [batch.times_us for batch in every]
     times = combine_times(per_rank_iters, average)
-    enqueues = [rank[-3] for rank in every]
     # The rank that waited longest to hand its calls over decides whether the GPU
     # was starved.
-    slowest_enqueue = None if enqueue_us is None else max(enqueues)
+    enqueues = [batch.enqueue_us for batch in every if batch.enqueue_us is not None]
     ranks = RankTimes(
         batch_us=tuple(sum(t) / len(t) for t in per_rank_iters),
-        wait_us=tuple(rank[-2] for rank in every),
-        starved_us=tuple(rank[-1] for rank in every),
+        wait_us=tuple(batch.wait_us for batch in every),
+        starved_us=tuple(batch.starved_us for batch in every),
         iters_us=tuple(tuple(times) for times in per_rank_iters),
     )
-    return times, slowest_enqueue, ranks
+    return times, max(enqueues) if enqueues else None, ranks

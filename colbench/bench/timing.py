@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import gc
 import itertools
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 
@@ -150,6 +152,100 @@ def wait_in(
     result = then()
     starved = min(wall_ns, max(0, starved_ns(before, run_delays_ns(left))))
     return result, ((wall_ns - starved) / 1e3, starved / 1e3)
+
+
+class BatchSide(Protocol):
+    """What a timed batch asks of the side group (colbench.bench.groups.SideGroup)."""
+
+    def barrier(self) -> None: ...
+
+    def gather_floats(self, values: list[float]) -> list[list[float]]: ...
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One rank's timed batch, in us: per-call times, the host's time per call to enqueue
+    them (None where calls block), and its wait for the others and CPU starvation in the
+    barrier before it (:func:`wait_in`)."""
+
+    times_us: list[float]
+    enqueue_us: float | None
+    wait_us: float
+    starved_us: float
+
+    def floats(self) -> list[float]:
+        """What one gather carries (NaN for no enqueue time)."""
+        enqueue_us = math.nan if self.enqueue_us is None else self.enqueue_us
+        return [*self.times_us, enqueue_us, self.wait_us, self.starved_us]
+
+    @classmethod
+    def of_floats(cls, values: Sequence[float]) -> Batch:
+        enqueue_us = values[-3]
+        return cls(list(values[:-3]), None if math.isnan(enqueue_us) else enqueue_us, *values[-2:])
+
+
+def _quiet(_what: str) -> None:
+    pass
+
+
+def timed_batch(
+    side: BatchSide,
+    timer: Timer,
+    call: Callable[[], object] | None,
+    iters: int,
+    *,
+    warmup: int = 0,
+    longer: Callable[[list[float]], int] | None = None,
+    gather: bool = True,
+    barrier_first: bool = False,
+    synchronize: Callable[[], None] | None = None,
+    say: Callable[[str], None] = _quiet,
+    tick: Callable[[], None] = lambda: None,
+) -> list[Batch]:
+    """The heart of every timed measurement (sweep, p2p, health), every rank alike: warm
+    up ``warmup`` calls, synchronize, wait for the others at the side group's barrier
+    (:func:`wait_in`), time ``iters`` calls with ``timer``, gather every rank's batch.
+
+    ``call``: None where this rank takes no part (a p2p step's other ranks): it only
+    waits at the barriers. ``longer``: given the batch's times, the iterations every rank
+    agreed on for a longer batch, timed in its place when more (a time budget).
+    ``gather``: False keeps the batch to this rank (a one-element list); else every
+    rank's, in rank order. ``barrier_first``: wait before the warm-up, not after it, so
+    a step's calls never overlap the previous step's timed ones (p2p's pairs).
+    ``synchronize``: the device's, where ``timer`` is the host clock of a blocking op.
+    ``say``/``tick``: progress (the hang watchdog's) and COLBENCH_FAULT's count.
+    """
+
+    def warm_up() -> None:
+        say("warm-up")
+        if call is not None:  # else nothing of this rank's to wait for on its device
+            for _ in range(warmup):
+                call()
+            (synchronize or timer.synchronize)()
+
+    def after_barrier(count: int, first: Callable[[], None] | None) -> Batch:
+        def then() -> list[float]:
+            if first is not None:
+                first()
+            return [] if call is None else timer.time_batch(call, count)
+
+        # Progress is said before the barrier: a store round trip between the barrier and
+        # the first timestamp would be timed, and would skew the ranks.
+        say("timed batch")
+        tick()
+        times_us, (wait_us, starved_us) = wait_in(side.barrier, then)
+        return Batch(times_us, None if call is None else timer.enqueue_us, wait_us, starved_us)
+
+    if not barrier_first:
+        warm_up()
+    mine = after_barrier(iters, warm_up if barrier_first else None)
+    more = 0 if longer is None else longer(mine.times_us)
+    if more > iters:
+        mine = after_barrier(more, None)
+    if not gather:
+        return [mine]
+    say("combining times")
+    return [Batch.of_floats(rank) for rank in side.gather_floats(mine.floats())]
 
 
 _TASKS = "/proc/self/task"

@@ -2,12 +2,14 @@
 disjoint pairs of nodes (sendrecv rail by rail, then all_reduce over both nodes' ranks),
 the whole world.
 
-Every rank walks the same steps (:class:`Walker`): a barrier over the side group, the
-step's ranks make one untimed call (connections, caches), all ranks agree on the
+Every rank walks the same steps (:class:`Walker`), each a sweep's timed batch
+(colbench.bench.timing.timed_batch): a barrier over the side group, the step's ranks
+make one call untimed for the samples (connections, caches), all ranks agree on the
 iterations from the slowest first call so that the batch fits the level's budget, and
-the step's ranks time the batch. A rank not in a step only takes part in its barrier and
-agreement. Each timed batch gives one sample (:class:`Sample`); the passes of a level
-repeat every check, so a node is judged on samples that hold, not on one.
+after another barrier the step's ranks time the batch. A rank not in a step only takes
+part in its barriers and agreement. Each timed batch gives one sample (:class:`Sample`);
+the passes of a level repeat every check, so a node is judged on samples that hold, not
+on one.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.bench.ops import get as get_op
-from colbench.bench.timing import wait_in
+from colbench.bench.timing import timed_batch
 from colbench.commands.health.config import INTRA_OPS, MAX_ITERS, MIN_ITERS, Level
 from colbench.commands.p2p.measure import Buffers, Transport, bandwidth_call
 from colbench.commands.p2p.schedule import Selection, pair_steps, role
@@ -96,31 +98,26 @@ class Walker:
     def step(self, what: str, call: Callable[[], object] | None) -> list[float]:
         """One step: this rank's per-iteration times (empty when it takes no part)."""
         self._begin(what)
-        self.side.barrier()
-        first_us = 0.0
-        if call is not None:
-            first_us = self.timer.time_batch(call, 1)[0]
-        iters = iterations(self.budget_s, self.side.max_float(first_us))
-        if call is None:
-            return []
-        self.timer.synchronize()
-        return list(self.timer.time_batch(call, iters))
+        # The first call is untimed for the samples; its time, the slowest rank's, sizes
+        # the batch timed in its place (the sweep's --time-budget).
+        (batch,) = timed_batch(self.side, self.timer, call, 1, longer=self._iters, gather=False)
+        return batch.times_us
 
     def world_step(self, what: str, call: Callable[[], object]) -> tuple[list[float], list[float]]:
         """Every rank times each call alone after a barrier, and says how long it waited
         in it: the rank the others waited for is the straggler of that call."""
         self._begin(what)
-        self.side.barrier()
-        first_us = self.timer.time_batch(call, 1)[0]
-        iters = iterations(self.budget_s, self.side.max_float(first_us))
-        times, waits = [], []
-        for _ in range(iters):
-            timed, (wait_us, _starved) = wait_in(
-                self.side.barrier, lambda: self.timer.time_batch(call, 1)
-            )
-            times.append(timed[0])
-            waits.append(wait_us)
-        return times, waits
+        (first,) = timed_batch(self.side, self.timer, call, 1, gather=False)
+        batches = [
+            timed_batch(self.side, self.timer, call, 1, gather=False)[0]
+            for _ in range(self._iters(first.times_us))
+        ]
+        return [b.times_us[0] for b in batches], [b.wait_us for b in batches]
+
+    def _iters(self, first_us: list[float]) -> int:
+        """Iterations that fill the step's budget at the slowest first call's pace
+        (agreed by every rank; one that takes no part has none)."""
+        return iterations(self.budget_s, self.side.max_float(sum(first_us)))
 
 
 def mean(values: Sequence[float]) -> float:

@@ -26,19 +26,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from colbench.bench.timing import Timer
+from colbench.bench.timing import BatchSide, Timer, timed_batch
 from colbench.commands.p2p.schedule import Step, role
 
 #: (src, dst) -> the sender's per-iteration times in microseconds.
 Times = dict[tuple[int, int], list[float]]
-
-
-class Side(Protocol):
-    def barrier(self) -> None: ...
-
-    def gather_floats(self, values: list[float]) -> list[list[float]]: ...
 
 
 class Transport:
@@ -150,7 +144,7 @@ class Stepper:
     """Walks every rank through the same steps; ranks not in a step wait at its barrier."""
 
     rank: int
-    side: Side
+    side: BatchSide
     timer: Timer
     iters: int
     warmup: int
@@ -177,22 +171,26 @@ class Stepper:
         for index, step in enumerate(steps):
             self.on_weight(weight)
             self.on_step(f"{what} step {index + 1}/{len(steps)}")
-            # Pairs start together, so concurrent pairs of a round overlap as planned.
-            self.side.barrier()
             where = role(step, self.rank)
-            if where is None:
-                continue
-            me, peer = where
-            call = make_call(me, peer)
-            # Never time the first message of a pair: it sets up the connection.
-            for _ in range(max(1, self.warmup)):
-                self.timer.run_once(call)
-            self.timer.synchronize()
-            times = self.timer.time_batch(call, self.iters)
-            if me == "src" or both_report:
-                mine[(self.rank, peer)] = times
+            call = None if where is None else make_call(*where)
+            times = self.timed(call, self.iters)
+            if where is not None and (where[0] == "src" or both_report):
+                mine[(self.rank, where[1])] = times
         self.side.barrier()
         return mine
+
+    def timed(
+        self, call: Callable[[], None] | None, iters: int, warmup: int | None = None
+    ) -> list[float]:
+        """This rank's batch of a step (the sweep's, colbench.bench.timing.timed_batch);
+        ``call`` None: not in the step. The barrier comes first, so no pair sends while
+        the previous step's still time, and a step's pairs start together; the warm-up is
+        never empty, as a pair's first message sets up its connection."""
+        warmup = max(1, self.warmup if warmup is None else warmup)
+        (batch,) = timed_batch(
+            self.side, self.timer, call, iters, warmup=warmup, gather=False, barrier_first=True
+        )
+        return batch.times_us
 
 
 def probe(
@@ -206,21 +204,17 @@ def probe(
     pairs, after a message that sets each pair's connection up; every rank gets the
     slowest rank's (colbench.commands.p2p.budget prices the plan from them)."""
     stepper.on_step("probe: one message per pair of the first step")
-    side, timer = stepper.side, stepper.timer
+    side = stepper.side
     side.barrier()
     begun = time.perf_counter()
     side.barrier()
     mine = [0.0, 0.0, time.perf_counter() - begun]
     where = role(step, stepper.rank)
-    if where is not None:
-        me, peer = where
-        call = bandwidth(me, peer)
-        timer.run_once(call)
-        timer.synchronize()
-        mine[0] = timer.time_batch(call, 1)[0] / 1e6
-        ping = latency(me, peer)
-        timer.run_once(ping)
-        mine[1] = min(timer.time_batch(ping, trips)) / 1e6
+    message = None if where is None else bandwidth(*where)
+    ping = None if where is None else latency(*where)
+    # One untimed message each, which sets the pair's connection up.
+    mine[0] = sum(stepper.timed(message, 1, warmup=1)) / 1e6
+    mine[1] = min(stepper.timed(ping, trips, warmup=1), default=0.0) / 1e6
     every = side.gather_floats(mine)
     slowest = [max(column) for column in zip(*every, strict=True)]
     return slowest[0], slowest[1], slowest[2]
