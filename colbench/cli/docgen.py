@@ -54,79 +54,44 @@ def options_markdown() -> str:
                 if opt.spec.concern == concern
             ],
         )
-    return (
-        "\n".join(lines + _p2p_lines() + _health_lines() + _gate_lines() + _predict_lines()) + "\n"
+    from colbench.commands.gate import options as gate
+    from colbench.commands.health import options as health
+    from colbench.commands.p2p import options as p2p
+    from colbench.commands.predict import options as predict
+
+    lines += _command_lines("p2p", p2p.table(), p2p.own(), "Its own ([p2p.md](p2p.md)):")
+    lines += _command_lines(
+        "health", health.table(), health.own(), "Its own ([health.md](health.md)):"
     )
+    gate_lead = "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):"
+    lines += _command_lines("gate", gate.table(), gate.table(), gate_lead)
+    predict_lead = "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):"
+    lines += _command_lines("predict", predict.table(), predict.table(), predict_lead)
+    return "\n".join(lines) + "\n"
 
 
-def _p2p_lines() -> list[str]:
-    """The p2p section: the sweep options it shares by name, then its own options."""
-    from colbench.commands.p2p.options import own, table
-
-    shared = [opt for opt in table() if opt not in own()]
-    lines = [
+def _command_lines(
+    command: str, every: tuple[Option, ...], own: tuple[Option, ...], lead: str
+) -> list[str]:
+    """A command's section: the sweep options it takes by name (those of ``every`` not in
+    ``own``), if any, then its own options."""
+    shared = [f"`{o.spec.flags[0]}`" for o in every if o not in own]
+    if shared:
+        lead = (
+            f"`colbench {command}` takes these options of sweep as they are (above): "
+            f"{', '.join(shared)}. {lead}"
+        )
+    return [
         "",
-        "# Options of `colbench p2p`",
+        f"# Options of `colbench {command}`",
         "",
-        "<!-- Generated from colbench/commands/p2p/options.py by `make docs`; do not edit. -->",
+        f"<!-- Generated from colbench/commands/{command}/options.py by `make docs`; "
+        "do not edit. -->",
         "",
-        "`colbench p2p` takes these options of sweep as they are (above): "
-        + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
-        + ". Its own ([p2p.md](p2p.md)):",
+        lead,
         "",
+        *_short_table(own),
     ]
-    return lines + _short_table(own())
-
-
-def _health_lines() -> list[str]:
-    """The health section: the sweep options it shares by name, then its own options."""
-    from colbench.commands.health.options import own, table
-
-    shared = [opt for opt in table() if opt not in own()]
-    lines = [
-        "",
-        "# Options of `colbench health`",
-        "",
-        "<!-- Generated from colbench/commands/health/options.py by `make docs`; do not edit. -->",
-        "",
-        "`colbench health` takes these options of sweep as they are (above): "
-        + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
-        + ". Its own ([health.md](health.md)):",
-        "",
-    ]
-    return lines + _short_table(own())
-
-
-def _gate_lines() -> list[str]:
-    """The gate section: its options (colbench.commands.gate.options)."""
-    from colbench.commands.gate.options import table
-
-    lines = [
-        "",
-        "# Options of `colbench gate`",
-        "",
-        "<!-- Generated from colbench/commands/gate/options.py by `make docs`; do not edit. -->",
-        "",
-        "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):",
-        "",
-    ]
-    return lines + _short_table(table())
-
-
-def _predict_lines() -> list[str]:
-    """The predict section: its options (colbench.commands.predict.options)."""
-    from colbench.commands.predict.options import table
-
-    lines = [
-        "",
-        "# Options of `colbench predict`",
-        "",
-        "<!-- Generated from colbench/commands/predict/options.py by `make docs`; do not edit. -->",
-        "",
-        "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):",
-        "",
-    ]
-    return lines + _short_table(table())
 
 
 def _short_table(rows: tuple[Option, ...]) -> list[str]:
