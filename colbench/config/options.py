@@ -136,21 +136,13 @@ class SweepOptions(CoreOptions):
         settled=True,
     )
     out: str | None = output(
-        None,
-        "--out",
-        help="Run directory (must be new or empty).",
-        to="out_dir",
+        None, "--out", help="Run directory (must be new or empty).", to="out_dir"
     )
     results_dir: str = output(
-        "results",
-        "--results-dir",
-        help="Parent of default run directories.",
-        to="results_root",
+        "results", "--results-dir", help="Parent of default run directories.", to="results_root"
     )
     progress: bool | None = output(
-        None,
-        "--progress/--no-progress",
-        help="Progress bar on stderr (default: when a terminal).",
+        None, "--progress/--no-progress", help="Progress bar on stderr (default: when a terminal)."
     )
     memory_check: str = measure(
         "skip",
@@ -175,9 +167,7 @@ class SweepOptions(CoreOptions):
         to="time_budget_s",
     )
     rotate: int = measure(
-        1,
-        "--rotate",
-        help="Cycle N buffer sets call by call so caches do not help.",
+        1, "--rotate", help="Cycle N buffer sets call by call so caches do not help."
     )
     cuda_graph: int = measure(
         0,
@@ -234,15 +224,9 @@ class SweepOptions(CoreOptions):
         convert=optional(parse_cta_policies),
     )
     debug: bool = launch(
-        False,
-        "--debug",
-        help="NCCL: dump torch's flight recorder into the run dir on timeout.",
+        False, "--debug", help="NCCL: dump torch's flight recorder into the run dir on timeout."
     )
-    table: bool = output(
-        True,
-        "--table/--no-table",
-        help="Print the nccl-tests style table.",
-    )
+    table: bool = output(True, "--table/--no-table", help="Print the nccl-tests style table.")
     env: list[str] | None = launch(  # noqa: RUF009 (None; a list only when given)
         None,
         "--env",

@@ -115,12 +115,7 @@ def figure(comparison: Comparison) -> Any:
     if not curves:
         raise UsageError("nothing to plot: no rows with a size above 0 bytes")
     fig, (top, bottom) = pyplot().subplots(
-        2,
-        1,
-        sharex=True,
-        figsize=(9, 7.5),
-        height_ratios=(3, 1.4),
-        layout="constrained",
+        2, 1, sharex=True, figsize=(9, 7.5), height_ratios=(3, 1.4), layout="constrained"
     )
     draw_lines(top, curves, comparison.metric_name)
     top.set_xlabel("")

@@ -104,10 +104,7 @@ class Plan:
             str(cfg.measure.check),
         ]
         # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
-        argv += [
-            "-a",
-            next(d for d in "0123" if config.parse_average(d) == cfg.measure.average),
-        ]
+        argv += ["-a", next(d for d in "0123" if config.parse_average(d) == cfg.measure.average)]
         if cfg.measure.cuda_graph:
             # Both capture -n calls in one graph and launch it this many times.
             argv += ["-G", str(cfg.measure.cuda_graph)]

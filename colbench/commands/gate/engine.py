@@ -100,8 +100,7 @@ def _pair_loosely(pairs: Sequence[Pair]) -> list[Pair]:
         if not pair.b:
             loose = tuple(pair.a[0][c] for c in LOOSE_KEY_COLUMNS)
             partner = next(
-                (p for p in unmatched if tuple(p.b[0][c] for c in LOOSE_KEY_COLUMNS) == loose),
-                None,
+                (p for p in unmatched if tuple(p.b[0][c] for c in LOOSE_KEY_COLUMNS) == loose), None
             )
             if partner is not None:
                 unmatched.remove(partner)

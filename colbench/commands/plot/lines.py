@@ -268,11 +268,7 @@ _PANEL_COLUMNS = 5
 
 
 def plot_panels(
-    curves: Sequence[Line],
-    metric_name: str,
-    *,
-    peak_gbps: float | None = None,
-    fit: bool = False,
+    curves: Sequence[Line], metric_name: str, *, peak_gbps: float | None = None, fit: bool = False
 ) -> Any:
     """One small panel per collective, titled with the collective and the placement
     drawn, each with its own value axis: ten collectives on one chart are a tangle
