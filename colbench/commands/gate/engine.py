@@ -160,7 +160,6 @@ def average_busbw_floors(current_frame: Any, floor: BusbwFloor) -> list[FloorRes
     window); each (row key) counts once, with the median of its samples. Ops without
     bandwidth (barrier) are left out.
     """
-    out = []
     frame = current_frame[current_frame["status"] == STATUS_OK]
     per_op: dict[tuple[str, str], list[float]] = {}
     for samples in pool(frame, key_columns(frame)).values():
@@ -169,9 +168,7 @@ def average_busbw_floors(current_frame: Any, floor: BusbwFloor) -> list[FloorRes
             per_op.setdefault((samples[0]["op"], samples[0]["variant"]), []).append(
                 rank_tests.median(values)
             )
-    for (op, variant), medians in sorted(per_op.items()):
-        out.append(FloorResult(op, variant, sum(medians) / len(medians), floor))
-    return out
+    return [FloorResult(op, v, sum(m) / len(m), floor) for (op, v), m in sorted(per_op.items())]
 
 
 def _what_changed(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[tuple[str, str, str]]:
