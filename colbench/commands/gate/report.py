@@ -151,8 +151,7 @@ def console_lines(result: GateResult) -> list[str]:
             f"({floor.floor.describe()})"
         )
     lines.extend(f"# {line}" for line in overall_lines(result))
-    for what, a, b in result.changes:
-        lines.append(f"# changed: {what}: {a} -> {b}")
+    lines.extend(f"# changed: {what}: {a} -> {b}" for what, a, b in result.changes)
     lines.extend(f"# warning: {w}" for w in result.warnings)
     lines.extend(f"# FAIL: {why}" for why in result.incomplete)
     lines.append(summary_line(result))
