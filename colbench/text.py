@@ -67,9 +67,16 @@ def number(value: float | None) -> str:
 
 
 def markdown(head: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    """A Markdown table (job summaries): the head, its rule, a line per row."""
+    """A Markdown table (job summaries, generated docs): the head, its rule, a line per row.
+    An untitled column's head is one blank. Cells go in as they are: a caller whose text
+    may hold ``|`` passes it through :func:`escape`."""
     return [
-        "| " + " | ".join(head) + " |",
+        "|" + "|".join(f" {title} " if title else " " for title in head) + "|",
         "|" + "---|" * len(head),
         *("| " + " | ".join(str(c) for c in r) + " |" for r in rows),
     ]
+
+
+def escape(cell: str) -> str:
+    """``cell`` safe inside a Markdown table: its pipes escaped, its line breaks blanks."""
+    return cell.replace("|", "\\|").replace("\n", " ")

@@ -217,15 +217,8 @@ def refused_parameters() -> list[inspect.Parameter]:
     from colbench.config.nccl_flags import REFUSED
 
     return [
-        inspect.Parameter(
-            refusal.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=None,
-            annotation=Annotated[
-                str | None, typer.Option(refusal.short, refusal.flag.long, hidden=True)
-            ],
-        )
-        for refusal in REFUSED
+        _param(r.name, str | None, None, typer.Option(r.short, r.flag.long, hidden=True))
+        for r in REFUSED
     ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from colbench import text
 from colbench.config.option_table import CONCERNS, Option
 from colbench.config.options import table
 
@@ -38,101 +39,67 @@ def options_markdown() -> str:
     rows = table()
     for concern, title in CONCERNS.items():
         lines += ["", f"## {title}", ""]
-        lines += [
-            "| Flag | Aliases | nccl-tests | YAML key | Default | Meaning |",
-            "|---|---|---|---|---|---|",
-        ]
-        for opt in rows:
-            if opt.spec.concern != concern:
-                continue
-            flags = " ".join(f"`{f}`" for f in opt.spec.flags[1:])
-            keys = ", ".join(f"`{k}`" for k in opt.yaml_keys)
-            meaning = opt.spec.help.replace("|", "\\|")
-            same = f"`{opt.spec.nccl_tests}`" if opt.spec.nccl_tests else ""
-            cells = [f"`{opt.spec.flags[0]}`", flags, same, keys, _default_text(opt), meaning]
-            lines.append("| " + " | ".join(cells) + " |")
-    return (
-        "\n".join(lines + _p2p_lines() + _health_lines() + _gate_lines() + _predict_lines()) + "\n"
+        lines += text.markdown(
+            ["Flag", "Aliases", "nccl-tests", "YAML key", "Default", "Meaning"],
+            [
+                (
+                    f"`{opt.spec.flags[0]}`",
+                    " ".join(f"`{f}`" for f in opt.spec.flags[1:]),
+                    f"`{opt.spec.nccl_tests}`" if opt.spec.nccl_tests else "",
+                    ", ".join(f"`{k}`" for k in opt.yaml_keys),
+                    _default_text(opt),
+                    text.escape(opt.spec.help),
+                )
+                for opt in rows
+                if opt.spec.concern == concern
+            ],
+        )
+    from colbench.commands.gate import options as gate
+    from colbench.commands.health import options as health
+    from colbench.commands.p2p import options as p2p
+    from colbench.commands.predict import options as predict
+
+    lines += _command_lines("p2p", p2p.table(), p2p.own(), "Its own ([p2p.md](p2p.md)):")
+    lines += _command_lines(
+        "health", health.table(), health.own(), "Its own ([health.md](health.md)):"
     )
+    gate_lead = "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):"
+    lines += _command_lines("gate", gate.table(), gate.table(), gate_lead)
+    predict_lead = "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):"
+    lines += _command_lines("predict", predict.table(), predict.table(), predict_lead)
+    return "\n".join(lines) + "\n"
 
 
-def _p2p_lines() -> list[str]:
-    """The p2p section: the sweep options it shares by name, then its own options."""
-    from colbench.commands.p2p.options import own, table
-
-    shared = [opt for opt in table() if opt not in own()]
-    lines = [
+def _command_lines(
+    command: str, every: tuple[Option, ...], own: tuple[Option, ...], lead: str
+) -> list[str]:
+    """A command's section: the sweep options it takes by name (those of ``every`` not in
+    ``own``), if any, then its own options."""
+    shared = [f"`{o.spec.flags[0]}`" for o in every if o not in own]
+    if shared:
+        lead = (
+            f"`colbench {command}` takes these options of sweep as they are (above): "
+            f"{', '.join(shared)}. {lead}"
+        )
+    return [
         "",
-        "# Options of `colbench p2p`",
+        f"# Options of `colbench {command}`",
         "",
-        "<!-- Generated from colbench/commands/p2p/options.py by `make docs`; do not edit. -->",
+        f"<!-- Generated from colbench/commands/{command}/options.py by `make docs`; "
+        "do not edit. -->",
         "",
-        "`colbench p2p` takes these options of sweep as they are (above): "
-        + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
-        + ". Its own ([p2p.md](p2p.md)):",
+        lead,
         "",
+        *_short_table(own),
     ]
-    return lines + _short_table(own())
-
-
-def _health_lines() -> list[str]:
-    """The health section: the sweep options it shares by name, then its own options."""
-    from colbench.commands.health.options import own, table
-
-    shared = [opt for opt in table() if opt not in own()]
-    lines = [
-        "",
-        "# Options of `colbench health`",
-        "",
-        "<!-- Generated from colbench/commands/health/options.py by `make docs`; do not edit. -->",
-        "",
-        "`colbench health` takes these options of sweep as they are (above): "
-        + ", ".join(f"`{opt.spec.flags[0]}`" for opt in shared)
-        + ". Its own ([health.md](health.md)):",
-        "",
-    ]
-    return lines + _short_table(own())
-
-
-def _gate_lines() -> list[str]:
-    """The gate section: its options (colbench.commands.gate.options)."""
-    from colbench.commands.gate.options import table
-
-    lines = [
-        "",
-        "# Options of `colbench gate`",
-        "",
-        "<!-- Generated from colbench/commands/gate/options.py by `make docs`; do not edit. -->",
-        "",
-        "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):",
-        "",
-    ]
-    return lines + _short_table(table())
-
-
-def _predict_lines() -> list[str]:
-    """The predict section: its options (colbench.commands.predict.options)."""
-    from colbench.commands.predict.options import table
-
-    lines = [
-        "",
-        "# Options of `colbench predict`",
-        "",
-        "<!-- Generated from colbench/commands/predict/options.py by `make docs`; do not edit. -->",
-        "",
-        "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):",
-        "",
-    ]
-    return lines + _short_table(table())
 
 
 def _short_table(rows: tuple[Option, ...]) -> list[str]:
     """A command's own options: flag, default, meaning."""
-    lines = ["| Flag | Default | Meaning |", "|---|---|---|"]
-    for opt in rows:
-        meaning = opt.spec.help.replace("|", "\\|")
-        lines.append(f"| `{opt.spec.flags[0]}` | {_default_text(opt)} | {meaning} |")
-    return lines
+    return text.markdown(
+        ["Flag", "Default", "Meaning"],
+        [(f"`{o.spec.flags[0]}`", _default_text(o), text.escape(o.spec.help)) for o in rows],
+    )
 
 
 #: The generated part of docs/nccl-tests.md lies between these lines.
@@ -141,10 +108,6 @@ NCCL_TESTS_BEGIN = (
     "colbench/config/nccl_flags.py by `make docs`; do not edit. -->"
 )
 NCCL_TESTS_END = "<!-- end of the generated nccl-tests flags -->"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def nccl_tests_markdown() -> str:
@@ -162,9 +125,8 @@ def nccl_tests_markdown() -> str:
         "with its reason and exit code 2, except for the values that ask for what colbench "
         "does anyway (`-g 1`), which pass.",
         "",
-        "| nccl-tests | meaning there | default there | colbench |",
-        "|---|---|---|---|",
     ]
+    cells = []
     for flag in FLAGS:
         name = f"`{flag.short}`, `{flag.long}`"
         if flag.short in taken:
@@ -182,9 +144,8 @@ def nccl_tests_markdown() -> str:
             said = "taken: `-h`, `--help`."
         else:
             said = "neither taken nor refused"
-        lines.append(
-            "| " + " | ".join((name, _cell(flag.meaning), _cell(flag.default), _cell(said))) + " |"
-        )
+        cells.append((name, *map(text.escape, (flag.meaning, flag.default, said))))
+    lines += text.markdown(["nccl-tests", "meaning there", "default there", "colbench"], cells)
     lines += ["", NCCL_TESTS_END]
     return "\n".join(lines)
 
@@ -193,9 +154,9 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 NCCL_TESTS_DOC = DOCS.with_name("nccl-tests.md")
 
 
-def with_nccl_tests_table(text: str) -> str:
+def with_nccl_tests_table(doc: str) -> str:
     """docs/nccl-tests.md's text with its generated table replaced by the current one."""
-    head, begin, rest = text.partition(NCCL_TESTS_BEGIN)
+    head, begin, rest = doc.partition(NCCL_TESTS_BEGIN)
     _, end, tail = rest.partition(NCCL_TESTS_END)
     if not begin or not end:
         raise ValueError(f"{NCCL_TESTS_DOC} lacks the generated table's marker lines")
@@ -209,8 +170,8 @@ def main(argv: list[str]) -> int:
     path.write_text(options_markdown(), encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
     if not argv:
-        text = NCCL_TESTS_DOC.read_text(encoding="utf-8")
-        NCCL_TESTS_DOC.write_text(with_nccl_tests_table(text), encoding="utf-8")
+        doc = NCCL_TESTS_DOC.read_text(encoding="utf-8")
+        NCCL_TESTS_DOC.write_text(with_nccl_tests_table(doc), encoding="utf-8")
         print(f"wrote the nccl-tests flags in {NCCL_TESTS_DOC}", file=sys.stderr)
     return 0
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from colbench.bench import ops
 from colbench.bench.ops.dtypes import parse_dtypes, parse_redops
 from colbench.config.model import check_passes, parse_average, parse_collectives, parse_placements
-from colbench.config.option_table import option
+from colbench.config.option_table import measure
 from colbench.config.sizes import parse_sizes
 
 
@@ -22,72 +22,66 @@ from colbench.config.sizes import parse_sizes
 class CoreOptions:
     """The head of sweep's options table (:class:`colbench.config.options.SweepOptions`)."""
 
-    op: str = option(
+    op: str = measure(
         "all_reduce",
         "--op",
         help="Collectives, comma list or 'all': "
         + ", ".join(ops.BY_NAME)
         + ". Unlike nccl-tests' --op (the reduction, -o/--redop here), --op names the "
         "collective.",
-        concern="measure",
         yaml="list",
         parse=parse_collectives,
     )
-    sizes: str | None = option(
+    sizes: str | None = measure(
         None,
         "--sizes",
         "-s",
         help="Range 1K-1G (doubling) or list 1K,4K,1M (binary units). Default 1K-16M "
         "(nccl-tests' is 32M only).",
-        concern="measure",
         yaml="list",
         parse=parse_sizes,
         to=None,
     )
-    minbytes: str | None = option(
+    minbytes: str | None = measure(
         None,
         "--minbytes",
         "-b",
         help="Smallest size (binary units), as nccl-tests' -b: with -e and no -f, sizes step "
         "by -i (1M), as there.",
-        concern="measure",
         nccl_tests="-b",
         yaml="size",
         to=None,
     )
-    maxbytes: str | None = option(
+    maxbytes: str | None = measure(
         None,
         "--maxbytes",
         "-e",
         help="Largest size (binary units), as nccl-tests' -e.",
-        concern="measure",
         nccl_tests="-e",
         yaml="size",
         to=None,
     )
-    factor: int | None = option(
+    factor: int | None = measure(
         None,
         "--factor",
         "--stepfactor",
         "-f",
         help="Multiply the size by this whole number per step; 1 steps by -i instead (as "
         "nccl-tests). Default 2 with --sizes MIN-MAX, 1 with -b/-e (nccl-tests' default).",
-        concern="measure",
         nccl_tests="-f",
         to=None,
     )
-    step: str | None = option(
+    step: str | None = measure(
         None,
         "--step",
         "--stepbytes",
         "-i",
         help="Add this many bytes per step instead (default 1M where -f is 1, as nccl-tests).",
-        concern="measure",
         nccl_tests="-i",
         yaml="size",
         to=None,
     )
-    dtype: str = option(
+    dtype: str = measure(
         "float32",
         "--dtype",
         "--datatype",
@@ -95,45 +89,39 @@ class CoreOptions:
         help="Element types, comma list or 'all': float32, float16, bfloat16, float64, "
         "int8, uint8, int32, int64 (nccl-tests' float, half, double work too; its uint32, "
         "uint64, f8e4m3, f8e5m2 are not here, nor in 'all').",
-        concern="measure",
         nccl_tests="-d",
         yaml="list",
         parse=parse_dtypes,
     )
-    redop: str = option(
+    redop: str = measure(
         "sum",
         "--redop",
         "-o",
         help="Reduction ops, comma list or 'all': sum, prod, min, max, avg (float only); "
         "nccl-tests' --op, whose mulsum is not here.",
-        concern="measure",
         nccl_tests="-o",
         yaml="list",
         parse=parse_redops,
     )
-    root: int = option(
+    root: int = measure(
         0,
         "--root",
         "-r",
         help="Root rank of broadcast, reduce, gather, scatter; -1 every rank in turn (as "
         "nccl-tests).",
-        concern="measure",
         nccl_tests="-r",
     )
-    placement: str = option(
+    placement: str = measure(
         "out,in",
         "--placement",
         help="out (separate buffers), in (in-place form) or out,in.",
-        concern="measure",
         yaml="list",
         parse=parse_placements,
         to="placements",
         convert=parse_placements,
     )
-    iters: int = option(
-        20, "--iters", "-n", help="Timed calls per size.", concern="measure", nccl_tests="-n"
-    )
-    repeat: int = option(
+    iters: int = measure(20, "--iters", "-n", help="Timed calls per size.", nccl_tests="-n")
+    repeat: int = measure(
         1,
         "--repeat",
         "--run_cycles",
@@ -141,10 +129,9 @@ class CoreOptions:
         help="Measure the whole sweep this many times, interleaved (every size once, then "
         "again); every sample is a CSV row with its repeat index (for colbench gate). "
         "nccl-tests' -N; its 0 (forever) is refused.",
-        concern="measure",
         nccl_tests="-N",
     )
-    init_only: bool = option(
+    init_only: bool = measure(
         False,
         "--init-only",
         help="Measure communicator set-up only (PARAM's --init-only): each repeat makes a "
@@ -152,34 +139,30 @@ class CoreOptions:
         "torch starts NCCL lazily; --engine nccl: NCCL's unique-id bootstrap and "
         "ncclCommInitRank), timed, with the device memory it took; rows in init.csv, no "
         "collective rows. Variants run one after the other.",
-        concern="measure",
     )
-    warmup: int = option(
+    warmup: int = measure(
         5,
         "--warmup",
         "--warmup_iters",
         "-w",
         help="Untimed calls per size before timing. Default 5; nccl-tests' is 1.",
-        concern="measure",
         nccl_tests="-w",
     )
-    check: int = option(
+    check: int = measure(
         1,
         "--check",
         "-c",
         help="Passes of fill, run once, verify after each size's timing (as nccl-tests): "
         "1 (default), 0 none.",
-        concern="measure",
         nccl_tests="-c",
         yaml="check",
         convert=check_passes,
     )
-    average: str = option(
+    average: str = measure(
         "avg",
         "--average",
         "-a",
         help="Combine ranks' times: avg, min, max, rank0 (or nccl-tests 1, 2, 3, 0).",
-        concern="measure",
         nccl_tests="-a",
         yaml="list",
         parse=parse_average,

@@ -137,20 +137,10 @@ REFUSED: tuple[Refusal, ...] = (
         "colbench reports device time (and, on NCCL, the enqueue time of a call in enqueue_us)",
         same=("0",),
     ),
+    Refusal("-S", "rows carry no clock time; meta.json records when the run started", same=("0",)),
+    Refusal("-D", "NCCL's device API is not reachable through torch.distributed", same=("0",)),
     Refusal(
-        "-S",
-        "rows carry no clock time; meta.json records when the run started",
-        same=("0",),
-    ),
-    Refusal(
-        "-D",
-        "NCCL's device API is not reachable through torch.distributed",
-        same=("0",),
-    ),
-    Refusal(
-        "-V",
-        "NCCL's device API (-D) is not reachable through torch.distributed",
-        same=("16",),
+        "-V", "NCCL's device API (-D) is not reachable through torch.distributed", same=("16",)
     ),
     Refusal(
         "-M",

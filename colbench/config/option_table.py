@@ -11,6 +11,7 @@ converters any table may name.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable, Mapping
@@ -80,6 +81,13 @@ def option(
         flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests, to, convert, settled
     )
     return field(default=default, metadata={"spec": spec})
+
+
+#: :func:`option` of one concern: a table's row names its concern by the call it makes.
+measure = functools.partial(option, concern="measure")
+launch = functools.partial(option, concern="launch")
+output = functools.partial(option, concern="output")
+judge = functools.partial(option, concern="judge")
 
 
 @dataclass(frozen=True)

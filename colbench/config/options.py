@@ -2,7 +2,8 @@
 
 Each option is a field of :class:`SweepOptions` (the first ones of its base,
 :class:`colbench.config.core_options.CoreOptions`): its type and default are the field's,
-and :func:`~colbench.config.option_table.option` (the machinery every options table shares)
+and :func:`~colbench.config.option_table.option` (the machinery every options table shares;
+:func:`~colbench.config.option_table.measure` and its siblings, one per concern)
 attaches the rest (flags, help, how a YAML value is read, the parser its text must pass,
 the config field it becomes and how). The Typer parameters of ``sweep``/``run``/
 ``crosscheck``, the YAML schema of suites (colbench.config.suite), the config
@@ -41,7 +42,7 @@ from colbench.config.model import (
     parse_split,
     per_iter_flag,
 )
-from colbench.config.option_table import Option, one_of, option, optional, rows_of
+from colbench.config.option_table import Option, launch, measure, one_of, optional, output, rows_of
 from colbench.config.sizes import parse_size
 from colbench.config.variants import parse_axes, parse_interpreters
 from colbench.direct.knobs import parse_cta_policies, parse_register
@@ -51,39 +52,35 @@ from colbench.direct.knobs import parse_cta_policies, parse_register
 class SweepOptions(CoreOptions):
     """sweep's options as given: flags, a suite file, or both (flags win)."""
 
-    backend: str = option(
+    backend: str = launch(
         "auto",
         "--backend",
         help="auto (NCCL if GPUs, else gloo), nccl or gloo.",
-        concern="launch",
         choices=BACKENDS,
         convert=one_of("--backend", BACKENDS),
     )
-    nprocs: int | None = option(
+    nprocs: int | None = launch(
         None,
         "--nprocs",
         help="Ranks to spawn without a launcher (default: GPUs for NCCL, 2 for gloo).",
-        concern="launch",
     )
-    parallel_init: int = option(
+    parallel_init: int = launch(
         0,
         "--parallel_init",
         "-p",
         help="nccl-tests' parallel init (0/1): taken, and changes nothing here, where every "
         "rank is a process that starts its own communicator. Ranks: --nprocs.",
-        concern="launch",
         nccl_tests="-p",
         to=None,
     )
-    ranks_per_gpu: int = option(
+    ranks_per_gpu: int = launch(
         1,
         "--ranks-per-gpu",
         help="NCCL on fewer GPUs than ranks: K ranks share each GPU, each an emulated node of "
         "its own (NCCL_HOSTID per rank, NCCL's network transport over loopback, kernels "
         "time-sliced). Tests NCCL's multi-rank code and algorithms; not a fabric measurement.",
-        concern="launch",
     )
-    timeout: float | None = option(
+    timeout: float | None = launch(
         None,
         "--timeout",
         "-T",
@@ -91,46 +88,41 @@ class SweepOptions(CoreOptions):
         f"hang ends the run with exit 4 naming the stuck ranks, op and size. Default "
         f"{DEFAULT_TIMEOUT_S:g}, {EMULATED_TIMEOUT_S:g} with --ranks-per-gpu above 1; 0 "
         f"none, as nccl-tests (torch needs a limit: {NO_TIMEOUT_S / 86400:g} days).",
-        concern="launch",
         nccl_tests="-T",
         to="timeout_s",
     )
-    init_timeout: float | None = option(
+    init_timeout: float | None = launch(
         None,
         "--init-timeout",
         help="Seconds for every rank to join the rendezvous, and for the communicator to "
         f"start. Default {DEFAULT_INIT_TIMEOUT_S:g}, {EMULATED_INIT_TIMEOUT_S:g} with "
         "--ranks-per-gpu above 1.",
-        concern="launch",
         to="init_timeout_s",
     )
-    group_size: int | None = option(
+    group_size: int | None = measure(
         None,
         "--group-size",
         help="Split the world into contiguous groups of this many ranks, all running "
         "each collective at once (busbw uses the group size as n).",
-        concern="measure",
         nccl_tests="NCCL_TESTS_SPLIT",
         to=None,
     )
-    split: str | None = option(
+    split: str | None = measure(
         None,
         "--split",
         help="Split the world like nccl-tests' NCCL_TESTS_SPLIT: mod:K, K groups of the ranks "
         "with equal rank mod K (on K-GPU nodes, one rail each); div:K, contiguous groups of "
         "K (as --group-size K). Rows carry it in their split column.",
-        concern="measure",
         nccl_tests="NCCL_TESTS_SPLIT",
         parse=parse_split,
         to=None,
     )
-    seed: int = option(
+    seed: int = measure(
         0,
         "--seed",
         help="Seed of the deterministic input data and of all_to_allv's split generators.",
-        concern="measure",
     )
-    splits: str = option(
+    splits: str = measure(
         "uniform",
         "--splits",
         help="all_to_allv's traffic pattern: uniform, spread:S (nccl-tests' generated "
@@ -138,64 +130,46 @@ class SweepOptions(CoreOptions):
         "topk:TOKENS,HIDDEN,EXPERTS,K (top-k routing of each rank's tokens) or file:PATH "
         "(an nccl-tests traffic matrix, rows = senders). A size S scales it so the mean "
         "rank sends S bytes.",
-        concern="measure",
         nccl_tests="NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
         parse=parse_splits,
         convert=given_splits,
         settled=True,
     )
-    out: str | None = option(
-        None,
-        "--out",
-        help="Run directory (must be new or empty).",
-        concern="output",
-        to="out_dir",
+    out: str | None = output(
+        None, "--out", help="Run directory (must be new or empty).", to="out_dir"
     )
-    results_dir: str = option(
-        "results",
-        "--results-dir",
-        help="Parent of default run directories.",
-        concern="output",
-        to="results_root",
+    results_dir: str = output(
+        "results", "--results-dir", help="Parent of default run directories.", to="results_root"
     )
-    progress: bool | None = option(
-        None,
-        "--progress/--no-progress",
-        help="Progress bar on stderr (default: when a terminal).",
-        concern="output",
+    progress: bool | None = output(
+        None, "--progress/--no-progress", help="Progress bar on stderr (default: when a terminal)."
     )
-    memory_check: str = option(
+    memory_check: str = measure(
         "skip",
         "--memory-check",
         help="Before allocating: skip sizes that do not fit in memory, refuse the sweep, or off.",
-        concern="measure",
         choices=MEMORY_CHECKS,
         convert=one_of("--memory-check", MEMORY_CHECKS),
     )
-    memory_limit: str | None = option(
+    memory_limit: str | None = measure(
         None,
         "--memory-limit",
         help="Cap on buffer memory per rank, e.g. 512M (binary).",
-        concern="measure",
         yaml="size",
         to="memory_limit_bytes",
         convert=optional(parse_size),
     )
-    time_budget: float | None = option(
+    time_budget: float | None = measure(
         None,
         "--time-budget",
         help="Seconds of timed calls per size: iterations adapt to fill it "
         "(--iters is then the minimum).",
-        concern="measure",
         to="time_budget_s",
     )
-    rotate: int = option(
-        1,
-        "--rotate",
-        help="Cycle N buffer sets call by call so caches do not help.",
-        concern="measure",
+    rotate: int = measure(
+        1, "--rotate", help="Cycle N buffer sets call by call so caches do not help."
     )
-    cuda_graph: int = option(
+    cuda_graph: int = measure(
         0,
         "--cuda-graph",
         "--cudagraph",
@@ -203,32 +177,29 @@ class SweepOptions(CoreOptions):
         help="NCCL: capture the timed batch (-n calls) in a CUDA graph and launch it this "
         "many times (nccl-tests' -G N), to see small-message latency without torch's "
         "per-call launch cost; 0 off.",
-        concern="measure",
         nccl_tests="-G",
     )
-    contend: str | None = option(
+    contend: str | None = measure(
         None,
         "--contend",
         help="Measure beside a load, as two interleaved variants (contend=none and "
         "contend=LOAD): gemm:N[:DTYPE], an N x N matmul loop (a second CUDA stream; a "
         "thread per CPU rank), or OP:SIZE[:DTYPE], a second collective looping on its own "
         "process group, e.g. all_to_all:1M (docs/contend.md).",
-        concern="measure",
         convert=optional(parse_contend),
     )
     # The direct-NCCL engine (issue 37; colbench.direct).
-    engine: str = option(
+    engine: str = measure(
         "torch",
         "--engine",
         help="What makes the calls: torch (torch.distributed) or nccl (NCCL itself through "
         "nccl4py, as nccl-tests calls it: pip install 'colbench[nccl]'); torch,nccl runs "
         "both as interleaved variants, and the summary gives torch's cost per call.",
-        concern="measure",
         to="engines",
         convert=parse_engines,
     )
     # NCCL's newer knobs (colbench.direct.knobs), nccl-tests' -R and -x.
-    register: str = option(
+    register: str = measure(
         "none",
         "--register",
         "--local_register",
@@ -236,12 +207,11 @@ class SweepOptions(CoreOptions):
         help="--engine nccl: register every buffer with NCCL (nccl-tests' -R): local "
         "(1, ncclCommRegister) or symmetric (2, symmetric windows, NCCL 2.27+); none (0). "
         "Where NCCL cannot, the rows say unsupported and why.",
-        concern="measure",
         nccl_tests="-R",
         convert=parse_register,
         settled=True,
     )
-    cta_policy: str | None = option(
+    cta_policy: str | None = launch(
         None,
         "--cta-policy",
         "--cta_policy",
@@ -249,71 +219,59 @@ class SweepOptions(CoreOptions):
         help="NCCL_CTA_POLICY variants (nccl-tests' -x): 0 default, 1 efficiency (NCCL "
         "2.27+), 2 zero (2.28+), or a list, e.g. 0,1; each row's variant says which, and "
         "NCCL's probe log what it read.",
-        concern="launch",
         nccl_tests="-x",
         to=None,
         convert=optional(parse_cta_policies),
     )
-    debug: bool = option(
-        False,
-        "--debug",
-        help="NCCL: dump torch's flight recorder into the run dir on timeout.",
-        concern="launch",
+    debug: bool = launch(
+        False, "--debug", help="NCCL: dump torch's flight recorder into the run dir on timeout."
     )
-    table: bool = option(
-        True, "--table/--no-table", help="Print the nccl-tests style table.", concern="output"
-    )
-    env: list[str] | None = option(  # noqa: RUF009 (None; a list only when given)
+    table: bool = output(True, "--table/--no-table", help="Print the nccl-tests style table.")
+    env: list[str] | None = launch(  # noqa: RUF009 (None; a list only when given)
         None,
         "--env",
         help="Variant axis KEY=V1,V2 (repeatable): the sweep runs once per combination, "
         "each in fresh ranks started with those variables, e.g. --env NCCL_ALGO=Ring,Tree.",
-        concern="launch",
         yaml="variants",
         yaml_keys=("variants", "env"),
         to="env_axes",
         convert=lambda given: parse_axes(given or []),
     )
-    python: str | None = option(
+    python: str | None = launch(
         None,
         "--python",
         help="Interpreter variants NAME=PATH,NAME=PATH: each variant's ranks run in that "
         "Python (e.g. two virtual environments with two torch builds).",
-        concern="launch",
         to="interpreters",
         convert=parse_interpreters,
     )
-    interleave: bool = option(
+    interleave: bool = launch(
         True,
         "--interleave/--no-interleave",
         help="Variants' ranks alive at once, taking turns per size and repeat, so they "
         "share the machine's drift; --no-interleave runs one variant's sweep after another.",
-        concern="launch",
     )
-    nccl_probe: bool = option(
+    nccl_probe: bool = launch(
         True,
         "--nccl-probe/--no-nccl-probe",
         help="NCCL: before each variant, run a probe world (each row once, NCCL's TUNING log "
         "on) so every row records the algorithm and protocol NCCL chose (nccl_algo, "
         "nccl_proto); --no-nccl-probe saves its start-up and leaves them empty.",
-        concern="launch",
     )
-    plot: bool = option(
+    plot: bool = output(
         False,
         "--plot/--no-plot",
         help="Write busbw.png and time.png into the run dir. Off by default, as nccl-tests "
         "draws nothing: a sweep is read as its table (p2p and health, read as heatmaps, "
         "draw theirs by default).",
-        concern="output",
     )
-    per_rank: bool = option(
+    per_rank: bool = output(
         False,
         "--per-rank",
         help="Also write per_rank.csv: every rank's batch time and barrier wait per row.",
-        concern="output",
     )
     # nccl-tests' JSON report (-J, -I): colbench.results.reporters.nccl_tests_json.
-    output_file: str | None = option(
+    output_file: str | None = output(
         None,
         "--output-file",
         "--output_file",
@@ -321,28 +279,25 @@ class SweepOptions(CoreOptions):
         help="Also write nccl-tests' JSON report to FILE.json (nccl-tests' layout and "
         "quirks, docs/nccl-tests.md#json-report); an existing file is kept and FILE.json.0, "
         ".1... written instead, as nccl-tests does. One --op, one repeat, no variants.",
-        concern="output",
         nccl_tests="-J",
         convert=optional(check_json_path),
     )
-    per_iter_timing: int = option(
+    per_iter_timing: int = output(
         0,
         "--per-iter-timing",
         "--per_iter_timing",
         "-I",
         help="1: the -J report gets nccl-tests' per-iteration blocks (every timed call's "
         "time, the slowest rank's and each rank's); needs -J, not --cuda-graph.",
-        concern="output",
         nccl_tests="-I",
         convert=per_iter_flag,
     )
-    ceiling_gbps: float | None = option(
+    ceiling_gbps: float | None = output(
         None,
         "--ceiling-gbps",
         help="The rate (GB/s, one direction, per rank) that bounds busbw, for the "
         "ceiling_gbps and pct_of_ceiling columns, replacing the one read from the hardware "
         "(docs/explain.md).",
-        concern="output",
     )
 
 

@@ -38,10 +38,7 @@ def parse_size(text: str) -> int:
 
 
 def size_range(
-    min_bytes: int,
-    max_bytes: int,
-    factor: float | None = None,
-    step_bytes: int | None = None,
+    min_bytes: int, max_bytes: int, factor: float | None = None, step_bytes: int | None = None
 ) -> list[int]:
     """Sizes from ``min_bytes`` to ``max_bytes`` inclusive, like nccl-tests' -b/-e/-f/-i.
 

@@ -321,14 +321,7 @@ DEFAULT_SIZES = "1K-16M"
 NCCL_TESTS_STEP_BYTES = 1024**2
 
 
-def build(
-    *,
-    op: str,
-    sizes: tuple[int, ...],
-    dtype: str,
-    redop: str,
-    **kwargs: Any,
-) -> SweepConfig:
+def build(*, op: str, sizes: tuple[int, ...], dtype: str, redop: str, **kwargs: Any) -> SweepConfig:
     """Validate user choices into a SweepConfig (raises UsageError)."""
     collectives = parse_collectives(op)
     if kwargs.get("cuda_graph") and op.strip() != "all":

@@ -155,9 +155,8 @@ def parse_json(
     """Read an nccl-tests JSON report (``-J``) into colbench rows
     (colbench.importers.nccl_tests_json)."""
     _check_variant(variant)
-    rows, report, notes = nccl_tests_json.parse_report(
-        text, source=source, world_size=world_size, op=op, variant=variant, run_id=run_id
-    )
+    options = ImportOptions(source, world_size, op, variant, run_id)
+    rows, report, notes = nccl_tests_json.parse_report(text, options)
     if not rows:
         raise UsageError(f"{source}: the report holds no measured result")
     facts = {**nccl_tests_json.facts(report, rows), "nccl_tests": report}

@@ -34,6 +34,7 @@ from colbench.bench.ops.dtypes import NO_REDOP, REDOPS
 from colbench.errors import UsageError
 from colbench.host.launchers.emulation import FABRIC_REAL
 from colbench.importers.nccl_infer import dtype_of
+from colbench.importers.nccl_table import ImportOptions
 from colbench.results.rows import STATUS_INVALID, STATUS_OK, Row
 
 #: The newest report layout this reader knows (nccl-tests 2.19.6 writes version 3).
@@ -54,24 +55,18 @@ def is_report(data: bytes) -> bool:
     return data.lstrip()[:1] == b"{"
 
 
-def parse_report(
-    text: str,
-    *,
-    source: str = "report",
-    world_size: int | None = None,
-    op: str | None = None,
-    variant: str = "",
-    run_id: str = "imported",
-) -> tuple[list[Row], dict[str, Any], list[str]]:
+def parse_report(text: str, options: ImportOptions) -> tuple[list[Row], dict[str, Any], list[str]]:
     """(rows, what meta.json keeps of the report, notes); UsageError on what cannot be read."""
+    source, world_size = options.source, options.world_size
     report, version = _load(text, source)
     config = _mapping(report.get("config"), source, "config")
-    coll, op_from = _collective(report, op, source)
+    coll, op_from = _collective(report, options.op, source)
     n = world_size if world_size is not None else _world_size(config, source)
     if n < 1:
         raise UsageError(f"--world-size must be at least 1, got {n}")
     agg = int(config.get("aggregated_iterations") or 1)
-    common = {"run_id": run_id, "variant": variant, **_common(report, config, coll.name, n)}
+    common = {"run_id": options.run_id, "variant": options.variant}
+    common |= _common(report, config, coll.name, n)
     rows: list[Row] = []
     notes: list[str] = []
     kept: list[dict[str, Any]] = []

@@ -37,13 +37,7 @@ from colbench.nccl.names import (
     function_of,
     version_text,
 )
-from colbench.nccl.rules import (
-    Comm,
-    call_refusal,
-    collnet_support,
-    function_algorithms,
-    modelled,
-)
+from colbench.nccl.rules import Comm, call_refusal, collnet_support, function_algorithms, modelled
 from colbench.nccl.spec import parse
 
 
@@ -135,9 +129,7 @@ def table_algorithms(
 
 
 def check_table(
-    facts: CommFacts,
-    available: Mapping[str, Collection[str]],
-    env: Mapping[str, str] | None = None,
+    facts: CommFacts, available: Mapping[str, Collection[str]], env: Mapping[str, str] | None = None
 ) -> list[str]:
     """Where NCCL's own tuning table (``available``: function -> algorithms with some
     bandwidth, as log.TuningTable.available() gives) disagrees with the prediction."""

@@ -40,14 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from colbench.nccl.names import (
-    FUNCTION_OP,
-    FUNCTIONS,
-    PROTOCOLS,
-    Version,
-    algo_name,
-    proto_name,
-)
+from colbench.nccl.names import FUNCTION_OP, FUNCTIONS, PROTOCOLS, Version, algo_name, proto_name
 
 _CALL = re.compile(
     r"^(?:(?P<func>[A-Za-z]+): )?(?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"

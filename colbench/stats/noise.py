@@ -8,9 +8,9 @@ noise, so each comes with its uncertainty and a word when noise could explain it
 - a fit whose relative rms error exceeds :data:`POOR_FIT_RMS` does not describe its
   points (predict's warning, first; docs/predict-validation.md: good fits stay within
   6-15%), and its parameters carry 95% intervals (:func:`interval`);
-- a row's samples (``sweep --repeat``) are noisy beyond :data:`NOISY_CV`, the gate's
-  ``--max-cv-pct`` default, and a ratio of two rows is within noise when it is within
-  :data:`BAND_SDS` combined relative spreads of 1 (:func:`ratio_within_noise`);
+- a ratio of two rows is within noise when it is within :data:`BAND_SDS` combined
+  relative spreads (coefficients of variation, :class:`Spread`) of 1
+  (:func:`ratio_within_noise`);
 - a summary ratio over sizes carries the 95% interval of its geometric mean
   (:func:`geometric_interval`), and noise could explain it when that holds 1.
 """
@@ -24,12 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from colbench.stats import rank_tests, student_t
-from colbench.stats.levels import DEFAULT_MAX_CV
 
 #: A fitted model whose relative rms residual exceeds this does not describe its points.
 POOR_FIT_RMS = 0.25
-#: A row's samples spread more than this (coefficient of variation): the gate's `noisy`.
-NOISY_CV = DEFAULT_MAX_CV
 #: The level of every interval shown.
 LEVEL = 0.95
 #: A ratio within this many combined relative spreads of 1 could be noise (about 95%).
@@ -63,10 +60,6 @@ class Spread:
     samples: int
     cv: float | None
     """None with one sample: its noise is unknown."""
-
-    @property
-    def noisy(self) -> bool:
-        return self.cv is not None and self.cv > NOISY_CV
 
     def text(self) -> str:
         return "1 sample" if self.cv is None else f"±{100 * self.cv:.0f}%"

@@ -153,10 +153,7 @@ def fill_own_copy(send: torch.Tensor, recv: torch.Tensor, ctx: Context) -> None:
 
 
 def count_wrong(
-    actual: torch.Tensor,
-    expect: Callable[[int, int], torch.Tensor],
-    ctx: Context,
-    offset: int = 0,
+    actual: torch.Tensor, expect: Callable[[int, int], torch.Tensor], ctx: Context, offset: int = 0
 ) -> int:
     """Elements of ``actual`` that differ from ``expect(offset + i, offset + j)``.
 

@@ -107,20 +107,13 @@ def _group_summary(group: Any) -> str:
 
 def figure(comparison: Comparison) -> Any:
     """Top: both runs' curves; bottom: B/A per size for the comparable rows."""
-    from colbench.commands.plot.lines import context, draw_lines, styles
+    from colbench.commands.plot.lines import context, draw_lines, plotted, styles
     from colbench.results.reporters.figures import pyplot
 
-    chosen = METRICS[comparison.metric_name]
     curves = lines(comparison.a) + lines(comparison.b)
-    if not curves:
-        raise UsageError("nothing to plot: no rows with a size above 0 bytes")
+    chosen = plotted(curves, comparison.metric_name)
     fig, (top, bottom) = pyplot().subplots(
-        2,
-        1,
-        sharex=True,
-        figsize=(9, 7.5),
-        height_ratios=(3, 1.4),
-        layout="constrained",
+        2, 1, sharex=True, figsize=(9, 7.5), height_ratios=(3, 1.4), layout="constrained"
     )
     draw_lines(top, curves, comparison.metric_name)
     top.set_xlabel("")

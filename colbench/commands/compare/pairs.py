@@ -18,15 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.commands.compare.nccl_ran import ran_lines
-from colbench.results.join import (
-    Pair,
-    Sample,
-    fabric_warnings,
-    is_ok,
-    join,
-    key_columns,
-    read_meta,
-)
+from colbench.results.join import Pair, Sample, fabric_warnings, is_ok, join, key_columns, read_meta
 from colbench.results.reporters.figures import metric, metric_key
 from colbench.results.series import Run, load_runs, select_variant
 from colbench.stats import noise, rank_tests

@@ -83,38 +83,28 @@ class Plan:
         return self.cfg.launch.ranks_per_gpu
 
     def nccl_tests_argv(self) -> list[str]:
-        cfg = self.cfg
+        m = self.cfg.measure
         if self.ranks_per_gpu > 1:
             argv = [*self.mpiexec, "-n", str(self.ranks), sys.executable, "-m"]
             argv += [EMULATED_RANK, str(self.ranks_per_gpu), str(self.binary)]
             argv += [*self.size_flags, "-g", "1"]
         else:
             argv = [str(self.binary), *self.size_flags, "-g", str(self.ranks)]
-        argv += ["-d", DTYPES[cfg.measure.dtypes[0]].nccl_name]
+        argv += ["-d", DTYPES[m.dtypes[0]].nccl_name]
         if self.coll.uses_redop:
-            argv += ["-o", cfg.measure.redops[0]]
+            argv += ["-o", m.redops[0]]
         if self.coll.rooted:
-            argv += ["-r", str(cfg.measure.root)]
-        argv += [
-            "-n",
-            str(cfg.measure.iters),
-            "-w",
-            str(cfg.measure.warmup),
-            "-c",
-            str(cfg.measure.check),
-        ]
+            argv += ["-r", str(m.root)]
+        argv += ["-n", str(m.iters), "-w", str(m.warmup), "-c", str(m.check)]
         # nccl-tests' -a takes 0-3; parse_average knows which digit is which.
-        argv += [
-            "-a",
-            next(d for d in "0123" if config.parse_average(d) == cfg.measure.average),
-        ]
-        if cfg.measure.cuda_graph:
+        argv += ["-a", next(d for d in "0123" if config.parse_average(d) == m.average)]
+        if m.cuda_graph:
             # Both capture -n calls in one graph and launch it this many times.
-            argv += ["-G", str(cfg.measure.cuda_graph)]
+            argv += ["-G", str(m.cuda_graph)]
         if self.parallel_init:
             argv += ["-p", str(self.parallel_init)]
-        if cfg.measure.register != "none":
-            argv += ["-R", str(REGISTER_MODES.index(cfg.measure.register))]
+        if m.register != "none":
+            argv += ["-R", str(REGISTER_MODES.index(m.register))]
         if self.cta_policy is not None:
             argv += ["-x", self.cta_policy]
         return argv

@@ -100,8 +100,7 @@ def _pair_loosely(pairs: Sequence[Pair]) -> list[Pair]:
         if not pair.b:
             loose = tuple(pair.a[0][c] for c in LOOSE_KEY_COLUMNS)
             partner = next(
-                (p for p in unmatched if tuple(p.b[0][c] for c in LOOSE_KEY_COLUMNS) == loose),
-                None,
+                (p for p in unmatched if tuple(p.b[0][c] for c in LOOSE_KEY_COLUMNS) == loose), None
             )
             if partner is not None:
                 unmatched.remove(partner)
@@ -161,7 +160,6 @@ def average_busbw_floors(current_frame: Any, floor: BusbwFloor) -> list[FloorRes
     window); each (row key) counts once, with the median of its samples. Ops without
     bandwidth (barrier) are left out.
     """
-    out = []
     frame = current_frame[current_frame["status"] == STATUS_OK]
     per_op: dict[tuple[str, str], list[float]] = {}
     for samples in pool(frame, key_columns(frame)).values():
@@ -170,9 +168,7 @@ def average_busbw_floors(current_frame: Any, floor: BusbwFloor) -> list[FloorRes
             per_op.setdefault((samples[0]["op"], samples[0]["variant"]), []).append(
                 rank_tests.median(values)
             )
-    for (op, variant), medians in sorted(per_op.items()):
-        out.append(FloorResult(op, variant, sum(medians) / len(medians), floor))
-    return out
+    return [FloorResult(op, v, sum(m) / len(m), floor) for (op, v), m in sorted(per_op.items())]
 
 
 def _what_changed(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[tuple[str, str, str]]:

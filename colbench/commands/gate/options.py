@@ -15,10 +15,7 @@ from colbench.commands.gate.checks import (
     DEFAULT_MIN_BASELINE_RUNS,
     DEFAULT_POWER,
 )
-from colbench.config.option_table import Option, option, rows_of
-
-_judge = functools.partial(option, concern="judge")
-_output = functools.partial(option, concern="output")
+from colbench.config.option_table import Option, judge, output, rows_of
 
 
 @dataclass(frozen=True)
@@ -26,100 +23,100 @@ class GateOptions:
     """The options of ``colbench gate`` beyond the runs (see docs/gate.md)."""
 
     # A list because Typer repeats an option only into a list; the default is None.
-    check: list[str] | None = _judge(  # noqa: RUF009
+    check: list[str] | None = judge(  # noqa: RUF009
         None,
         "--check",
         help="METRIC:+X%, METRIC:-X% or METRIC:VALUE; repeatable. Metrics: busbw_gbps, "
         "algbw_gbps, time_us, time_min_us, time_p50_us, time_p99_us, time_max_us (or "
         "without the unit: busbw, time_p50, ...).",
     )
-    min_size: str | None = _judge(
+    min_size: str | None = judge(
         None, "--min-size", help="Judge performance only at size_bytes >= this (1K=1024)."
     )
-    max_size: str | None = _judge(
+    max_size: str | None = judge(
         None, "--max-size", help="Judge performance only at size_bytes <= this."
     )
-    alpha: float = _judge(DEFAULT_ALPHA, "--alpha", help="Significance level of the rank test.")
-    max_cv_pct: float = _judge(
+    alpha: float = judge(DEFAULT_ALPHA, "--alpha", help="Significance level of the rank test.")
+    max_cv_pct: float = judge(
         DEFAULT_MAX_CV * 100,
         "--max-cv-pct",
         help="Warn when a row's samples vary more than this (%).",
     )
-    min_avg_busbw_gbps: str | None = _judge(
+    min_avg_busbw_gbps: str | None = judge(
         None,
         "--min-avg-busbw-gbps",
         help="Fail when an op's average busbw is below this value itself (GB/s). Without "
         "it, NCCL_TESTS_MIN_BW is the floor as in nccl-tests: the average must reach 0.9x "
         "its value.",
     )
-    power: float = _judge(
+    power: float = judge(
         DEFAULT_POWER, "--power", help="Power the detectable-slowdown figures are stated at."
     )
-    fwer: str = _judge(
+    fwer: str = judge(
         "holm",
         "--fwer",
         help="Family-wise control over the rows and the pooled (or overall) test: holm "
         "(weighted), or none (each alone).",
     )
-    min_judged: int = _judge(
+    min_judged: int = judge(
         1,
         "--min-judged",
         help="Fewer rows sensitive enough to judge (a sensitive pooled or overall result "
         "over at least as many rows counts too): performance inconclusive (exit 0, or 5 "
         "with --fail-inconclusive).",
     )
-    fail_inconclusive: bool = _judge(
+    fail_inconclusive: bool = judge(
         False,
         "--fail-inconclusive",
         help="Exit 5 instead of 0 when the gate passes on correctness and presence only "
         "(no baseline, another machine, or performance inconclusive; paired: no row could "
         "have seen a slowdown).",
     )
-    min_baseline_runs: int = _judge(
+    min_baseline_runs: int = judge(
         DEFAULT_MIN_BASELINE_RUNS,
         "--min-baseline-runs",
         help="Judge performance on the between-run drift of the baseline's runs when its "
         "window (--keep) holds at least this many; fewer: within-run spread only.",
     )
-    any_machine: bool = _judge(
+    any_machine: bool = judge(
         False,
         "--any-machine",
         help="Judge performance against a baseline from another machine (CPU, cores, "
         "GPU or versions differ) instead of marking it not comparable.",
     )
-    missing_baseline_ok: bool = _judge(
+    missing_baseline_ok: bool = judge(
         False,
         "--missing-baseline-ok",
         help="A BASELINE directory that does not exist judges the current run alone "
         "(correctness, presence); performance not judged.",
     )
-    accept_incomplete_baseline: bool = _judge(
+    accept_incomplete_baseline: bool = judge(
         False,
         "--accept-incomplete-baseline",
         help="Judge by a baseline whose run is incomplete (killed, failed or cut short: "
         "fewer rows than it planned); refused without it (exit 2).",
     )
-    allow_emulated: bool = _judge(
+    allow_emulated: bool = judge(
         False,
         "--allow-emulated",
         help="Judge rows of an emulated fabric (sweep --ranks-per-gpu) against rows of a "
         "real one (refused without it: emulated times measure the emulation).",
     )
-    variant_a: str | None = _judge(
+    variant_a: str | None = judge(
         None, "--variant-a", help="Paired gate: the reference variant of the one run BASELINE."
     )
-    variant_b: str | None = _judge(
+    variant_b: str | None = judge(
         None, "--variant-b", help="Paired gate: the variant judged against --variant-a."
     )
-    report: str | None = _output(None, "--report", help="Write a Markdown report here.")
-    junit: str | None = _output(None, "--junit", help="Write JUnit XML here (one case per row).")
-    update: bool = _output(
+    report: str | None = output(None, "--report", help="Write a Markdown report here.")
+    junit: str | None = output(None, "--junit", help="Write JUnit XML here (one case per row).")
+    update: bool = output(
         False,
         "--update-baseline",
         help="Accept CURRENT as the new baseline (copied into BASELINE); refused when it "
         "has wrong elements or oom rows.",
     )
-    keep: int = _output(
+    keep: int = output(
         DEFAULT_KEEP,
         "--keep",
         help="With --update-baseline: keep the last K accepted runs pooled (a rolling "

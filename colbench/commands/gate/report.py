@@ -151,8 +151,7 @@ def console_lines(result: GateResult) -> list[str]:
             f"({floor.floor.describe()})"
         )
     lines.extend(f"# {line}" for line in overall_lines(result))
-    for what, a, b in result.changes:
-        lines.append(f"# changed: {what}: {a} -> {b}")
+    lines.extend(f"# changed: {what}: {a} -> {b}" for what, a, b in result.changes)
     lines.extend(f"# warning: {w}" for w in result.warnings)
     lines.extend(f"# FAIL: {why}" for why in result.incomplete)
     lines.append(summary_line(result))
@@ -163,10 +162,6 @@ def _detect(row: RowResult) -> str:
     if row.detectable is not None:
         return f"{row.detectable:.0%}"
     return "none" if row.judged else "-"
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _md_cell(c: CheckResult | None) -> str:
@@ -202,7 +197,7 @@ def _md_table(result: GateResult, rows: Sequence[RowResult]) -> list[str]:
             f"{row.n_baseline}/{row.n_current}",
             _detect(row),
             *(_md_cell(_by_metric(row, m)) for m in metrics),
-            _md_escape("; ".join(row.notes)),
+            text.escape("; ".join(row.notes)),
         ])  # fmt: skip
     return text.markdown(head, cells)
 
@@ -228,19 +223,19 @@ def markdown(result: GateResult) -> str:
         "",
     ]
     lines += _md_floors(result)
-    lines += [f"- ❌ {_md_escape(why)}" for why in result.incomplete]
+    lines += [f"- ❌ {text.escape(why)}" for why in result.incomplete]
     look = [r for v in _NEEDS_A_LOOK for r in result.rows if r.verdict is v]
     if look:
         lines += ["### Rows that need a look", "", *_md_table(result, look), ""]
     if result.warnings:
-        lines += ["### Warnings", "", *(f"- {_md_escape(w)}" for w in result.warnings), ""]
+        lines += ["### Warnings", "", *(f"- {text.escape(w)}" for w in result.warnings), ""]
     if result.changes:
         lines += [
             "### What changed between the runs",
             "",
             *text.markdown(
                 ["what", "baseline", "current"],
-                [[_md_escape(cell) for cell in change] for change in result.changes],
+                [[text.escape(cell) for cell in change] for change in result.changes],
             ),
             "",
         ]
@@ -263,12 +258,17 @@ def _md_floors(result: GateResult) -> list[str]:
     return [
         f"### Average bus bandwidth floor (`{result.floors[0].floor.describe()}`)",
         "",
-        "| op | average busbw (GB/s) | floor (GB/s) | |",
-        "|---|---|---|---|",
-        *(
-            f"| {f.op}{' [' + f.variant + ']' if f.variant else ''} | {f.avg_busbw_gbps:.4g} "
-            f"| {f.floor_gbps:.4g} | {'**below**' if f.fails else 'ok'} |"
-            for f in result.floors
+        *text.markdown(
+            ["op", "average busbw (GB/s)", "floor (GB/s)", ""],
+            [
+                (
+                    f.op + (f" [{f.variant}]" if f.variant else ""),
+                    f"{f.avg_busbw_gbps:.4g}",
+                    f"{f.floor_gbps:.4g}",
+                    "**below**" if f.fails else "ok",
+                )
+                for f in result.floors
+            ],
         ),
         "",
     ]

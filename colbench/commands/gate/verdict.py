@@ -55,13 +55,7 @@ class Verdict(str, Enum):
 #: Verdicts that fail the gate.
 FAILING = frozenset({Verdict.WORSE, Verdict.MISSING, Verdict.NOT_COMPARABLE})
 #: When several checks judge one row, the row takes the first of these that any gave.
-_SEVERITY = (
-    Verdict.WORSE,
-    Verdict.NOISY,
-    Verdict.BETTER,
-    Verdict.SAME,
-    Verdict.OK,
-)
+_SEVERITY = (Verdict.WORSE, Verdict.NOISY, Verdict.BETTER, Verdict.SAME, Verdict.OK)
 
 
 def gravest(verdicts: set[Verdict]) -> Verdict:

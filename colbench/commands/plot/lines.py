@@ -52,6 +52,16 @@ def context(curves: Sequence[Line]) -> str:
     return text
 
 
+def plotted(curves: Sequence[Line], metric_name: str, peak_gbps: float | None = None) -> Metric:
+    """The metric to draw, once there is something to draw it of (and --peak fits it)."""
+    chosen = metric(metric_name)
+    if not curves:
+        raise UsageError("nothing to plot: no rows with a size above 0 bytes")
+    if peak_gbps is not None and chosen.column == "time_us":
+        raise UsageError("--peak is a bandwidth: use it with --metric busbw or algbw")
+    return chosen
+
+
 def plot_lines(
     curves: Sequence[Line],
     metric_name: str = "busbw",
@@ -61,11 +71,7 @@ def plot_lines(
     title: str | None = None,
 ) -> Any:
     """One figure of ``metric_name`` against size; returns the matplotlib Figure."""
-    chosen = metric(metric_name)
-    if not curves:
-        raise UsageError("nothing to plot: no rows with a size above 0 bytes")
-    if peak_gbps is not None and chosen.column == "time_us":
-        raise UsageError("--peak is a bandwidth: use it with --metric busbw or algbw")
+    chosen = plotted(curves, metric_name, peak_gbps)
     fig, ax = pyplot().subplots(figsize=(9, 5.2), layout="constrained")
     draw_lines(ax, curves, metric_name, peak_gbps=peak_gbps, fit=fit)
     ax.set_title(title or f"{chosen.title} vs message size: {context(curves)}")
@@ -257,10 +263,7 @@ def write_run_plots(run_dir: str | os.PathLike[str]) -> list[Path]:
     one small panel per collective (:func:`plot_panels`)."""
     runs = load_runs([run_dir])
     curves = lines(runs[0])
-    written = []
-    for name in ("busbw", "time"):
-        written.append(save(plot_panels(curves, name), RunDir(run_dir).figure_path(name)))
-    return written
+    return [save(plot_panels(curves, n), RunDir(run_dir).figure_path(n)) for n in ("busbw", "time")]
 
 
 #: Panels side by side before a new row starts: ten collectives make two rows of five.
@@ -268,11 +271,7 @@ _PANEL_COLUMNS = 5
 
 
 def plot_panels(
-    curves: Sequence[Line],
-    metric_name: str,
-    *,
-    peak_gbps: float | None = None,
-    fit: bool = False,
+    curves: Sequence[Line], metric_name: str, *, peak_gbps: float | None = None, fit: bool = False
 ) -> Any:
     """One small panel per collective, titled with the collective and the placement
     drawn, each with its own value axis: ten collectives on one chart are a tangle
@@ -280,11 +279,7 @@ def plot_panels(
     Curves that share a collective (variants, dtypes, runs) are told apart by colour,
     named once in a legend beside the panels, where it covers nothing. ``peak_gbps``
     is drawn in every panel, ``fit`` overlays each curve's model (dotted)."""
-    chosen = metric(metric_name)
-    if not curves:
-        raise UsageError("nothing to plot: no rows with a size above 0 bytes")
-    if peak_gbps is not None and chosen.column == "time_us":
-        raise UsageError("--peak is a bandwidth: use it with --metric busbw or algbw")
+    chosen = plotted(curves, metric_name, peak_gbps)
     ops = list(dict.fromkeys(c.op for c in curves))
     columns = min(len(ops), _PANEL_COLUMNS)
     rows = math.ceil(len(ops) / columns)

@@ -105,7 +105,8 @@ def _against_row(c: Checked) -> AgainstRow:
     return AgainstRow(**{name: getattr(c, name) for name in AGAINST_TABLE.columns})
 
 
-def _write_table(path: Path, table: Table, rows: Sequence[TableRow]) -> None:
+def _write_table(directory: Path, table: Table, rows: Sequence[TableRow]) -> None:
+    path = directory / table.file_name
     path.unlink(missing_ok=True)
     with TableWriter(path, table) as writer:
         writer.write_all(rows)
@@ -120,14 +121,9 @@ def write_outputs(
     directory = Path(out)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _write_table(
-            directory / PREDICT_TABLE.file_name,
-            PREDICT_TABLE,
-            [PredictRow(**vars(p)) for p in predicted],
-        )
+        _write_table(directory, PREDICT_TABLE, [PredictRow(**vars(p)) for p in predicted])
         if checked:
-            rows = [_against_row(c) for c in checked]
-            _write_table(directory / AGAINST_TABLE.file_name, AGAINST_TABLE, rows)
+            _write_table(directory, AGAINST_TABLE, [_against_row(c) for c in checked])
         meta = {
             "schema_version": PREDICT_VERSION,
             "colbench": __version__,

@@ -9,74 +9,71 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from colbench.config.option_table import Option, option, rows_of
-
-_judge = functools.partial(option, concern="judge")
-_output = functools.partial(option, concern="output")
+from colbench.config.option_table import Option, judge, output, rows_of
 
 
 @dataclass(frozen=True)
 class PredictOptions:
     """The options of ``colbench predict`` beyond the runs (see docs/predict.md)."""
 
-    ranks: str | None = _judge(
+    ranks: str | None = judge(
         None, "--ranks", help="Target world sizes to predict, e.g. 64,512,4096."
     )
-    ranks_per_node: int | None = _judge(
+    ranks_per_node: int | None = judge(
         None,
         "--ranks-per-node",
         "--gpus-per-node",
         help="Ranks per node of the targets (alias --gpus-per-node; default: as measured).",
     )
-    sizes: str | None = _judge(
+    sizes: str | None = judge(
         None,
         "--sizes",
         help="Sizes to ask for at each target, e.g. 4K-1G (default: those the runs asked "
         "for); each is predicted at the size a sweep at the target would report.",
     )
     # Lists because Typer repeats an option only into a list; the defaults are None.
-    op: list[str] | None = _judge(  # noqa: RUF009
+    op: list[str] | None = judge(  # noqa: RUF009
         None, "--op", help="Only this op; repeatable (default: every modelled op measured)."
     )
-    algo: list[str] | None = _judge(  # noqa: RUF009
+    algo: list[str] | None = judge(  # noqa: RUF009
         None,
         "--algo",
         help="ring, tree or double_tree; repeatable (default: all that apply). One --algo "
         "also names the algorithm of NCCL runs made without NCCL_ALGO.",
     )
-    against: list[str] | None = _judge(  # noqa: RUF009
+    against: list[str] | None = judge(  # noqa: RUF009
         None,
         "--against",
         help="Measured runs to check the prediction against: every run up to the next "
         "option (--against r6 r8). Must not be fitted runs.",
     )
-    dtype: str | None = _judge(
+    dtype: str | None = judge(
         None, "--dtype", help="Only rows of this dtype (needed when the runs hold several)."
     )
-    redop: str | None = _judge(
+    redop: str | None = judge(
         None,
         "--redop",
         help="Only reductions with this op, e.g. sum (needed when the runs hold several).",
     )
-    allow_emulated: bool = _judge(
+    allow_emulated: bool = judge(
         False,
         "--allow-emulated",
         help="Fit or check runs of an emulated fabric (sweep --ranks-per-gpu) beside runs of "
         "a real one (refused without it: emulated times measure the emulation).",
     )
-    min_size: str = _judge(
+    min_size: str = judge(
         "4K",
         "--min-size",
         help="Judge --against errors only from this size up, as a sweep at each row's ranks "
         "measures it (4K takes all_gather's 4032 B on 6 ranks).",
     )
-    max_error: float | None = _judge(
+    max_error: float | None = judge(
         None, "--max-error", help="Exit 1 when the largest |error| (%) of --against exceeds this."
     )
-    out: str | None = _output(
+    out: str | None = output(
         None, "--out", help="Write predict.csv, against.csv and meta.json into this directory."
     )
-    plot: bool = _output(
+    plot: bool = output(
         False,
         "--plot",
         help="Draw predict.png (time vs size per N, crossover vs N) into --out (default: .).",

@@ -62,8 +62,7 @@ def fit_lines(fits: Sequence[Fit]) -> list[str]:
             worlds,
         )  # fmt: skip
         out.append(text.line(cells, _FITS))
-        for note in f.notes:
-            out.append(f"#   {f.op} {f.algo}: {note}")
+        out.extend(f"#   {f.op} {f.algo}: {note}" for note in f.notes)
         if noise.poor_fit(f.residual_rms):
             out.append(
                 f"#   warning: {f.op} {f.algo}: residual rms {100 * f.residual_rms:.0f}%: the "

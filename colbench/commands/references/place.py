@@ -155,9 +155,7 @@ def _narrow(
     return cands, missing, looser
 
 
-def _summarise(
-    rows: Sequence[Mapping[str, Any]],
-) -> dict[tuple[str, str], dict[int, float]]:
+def _summarise(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[int, float]]:
     """(variant, op) -> size -> the median busbw of its measured rows (placements,
     repeats): what one figure of the run at that size is."""
     found: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -347,9 +345,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def record(
-    run_dir: Path,
-    references: str | Path | None = None,
-    stream: TextIO | None = None,
+    run_dir: Path, references: str | Path | None = None, stream: TextIO | None = None
 ) -> dict[str, Any] | None:
     """Place a finished run (results.csv + meta.json) against the references, print it,
     and write it to meta.json's ``references``. Returns the placement (None when the run

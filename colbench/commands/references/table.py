@@ -26,7 +26,6 @@ from colbench.errors import UsageError
 #: The file's format version. History: 1, the first (entries with source, date, kind,
 #: hardware, library, algorithm, op, size, busbw, algbw, the quoted line).
 FORMAT_VERSION = 1
-FORMAT_HISTORY: dict[int, str] = {1: "first release."}
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 FILE = reading.Kind("references file", 8 * 1024**2)

@@ -34,8 +34,7 @@ RPC = "record_param_comms"
 _C10D_ARGS: dict[str, tuple[int | None, int | None]] = {
     **dict.fromkeys(("allreduce", "allreducecoalesced", "broadcast", "reduce"), (None, 0)),
     **dict.fromkeys(
-        ("allgatherbase", "allgather", "allgatherintotensorcoalesced", "allgathercoalesced"),
-        (0, 1),
+        ("allgatherbase", "allgather", "allgatherintotensorcoalesced", "allgathercoalesced"), (0, 1)
     ),
     **dict.fromkeys(("reducescatterbase", "reducescatter", "reducescattertensorcoalesced"), (0, 1)),
     **dict.fromkeys(("alltoallbase", "alltoall", "gather", "scatter"), (0, 1)),
