@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import ExitCode, WriteFailed
-from colbench.host.launchers.emulation import FABRIC_EMULATED
+from colbench.host.launchers.gpus import FABRIC_EMULATED
 from colbench.output import plural
 from colbench.results.rows import SCHEMA_VERSION
 from colbench.results.rundir import RunDir

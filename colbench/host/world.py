@@ -100,9 +100,7 @@ def nccl_notes(launch: LaunchConfig, backend: str) -> list[str]:
         return []
     notes = []
     if launch.ranks_per_gpu > 1:
-        from colbench.host.launchers import emulation
-
-        notes += emulation.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
+        notes += gpus_module.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
     from colbench.host.nccl_start import blocking_wait_note
 
     blocked = blocking_wait_note(os.environ)
