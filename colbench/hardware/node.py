@@ -20,9 +20,8 @@ rate comes from.
 Where no rate can be known the ceiling is None and ``source`` says why. The slowest
 node bounds the run.
 
-Verdicts from a run's hardware facts, alone and beside what NCCL's log says.
-
-Each names its evidence; none where all is as expected. A GPU's PCIe generation is not
+And the verdicts on those facts, alone and beside what NCCL's log says: each names its
+evidence; none where all is as expected. A GPU's PCIe generation is not
 judged: GPUs lower it when idle to save power, and NVML reads it between calls. Its
 width does not change with load, so a narrower link than the slot's is a fault.
 """
@@ -36,6 +35,17 @@ from typing import Any
 
 from colbench.hardware import links
 from colbench.hardware.links import NVLINK_LINK_GBPS, PCIE_LANE_GBPS
+
+#: NIC kinds that carry NCCL's network transport without sockets.
+RDMA_KINDS = ("InfiniBand", "RoCE", "EFA")
+
+
+def _rdma_up(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """A node's RDMA NICs whose link is up."""
+    return [
+        n for n in facts.get("nics") or []
+        if n["kind"] in RDMA_KINDS and (n.get("state") or "").upper() == "ACTIVE"
+    ]  # fmt: skip
 
 
 def read_node(
@@ -222,11 +232,7 @@ def gen_rate(gen: int, width: int) -> float:
 
 def _network_ceiling(facts: dict[str, Any], ranks: int, backend: str) -> Ceiling:
     nics = facts.get("nics") or []
-    rdma = [
-        n for n in nics
-        if n["kind"] in RDMA_KINDS and (n.get("state") or "").upper() == "ACTIVE"
-        and n.get("rate_gbit_s")
-    ]  # fmt: skip
+    rdma = [n for n in _rdma_up(facts) if n.get("rate_gbit_s")]
     if backend == "nccl" and rdma:
         total = sum(n["rate_gbit_s"] for n in rdma)
         names = "+".join(n["name"] for n in rdma)
@@ -328,10 +334,6 @@ def _pct_text(pct: float) -> str:
     return f"{pct:.0f}" if pct >= 100 else f"{pct:.3g}"
 
 
-#: NIC kinds that carry NCCL's network transport without sockets.
-RDMA_KINDS = ("InfiniBand", "RoCE", "EFA")
-
-
 def hardware_verdicts(hardware: dict[str, Any]) -> list[str]:
     """PCIe links trained narrower (or, for NICs, slower) than they can."""
     out = []
@@ -369,10 +371,7 @@ def network_verdicts(hardware: dict[str, Any], nccl: dict[str, Any]) -> list[str
     if nccl.get("network") != "Socket" or (nccl.get("nnodes") or 1) < 2 or nccl.get("fallback"):
         return []
     for label, facts in hardware.items():
-        rdma = [
-            n for n in facts.get("nics") or []
-            if n["kind"] in RDMA_KINDS and (n.get("state") or "").upper() == "ACTIVE"
-        ]  # fmt: skip
+        rdma = _rdma_up(facts)
         if rdma:
             names = ", ".join(f"{n['name']} ({n['kind']})" for n in rdma)
             return [f"network Socket although {label} has RDMA NICs up: {names}"]

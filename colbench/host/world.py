@@ -7,7 +7,7 @@ that runs several worlds (the sweep's variants) asks :func:`join_or_place` and s
 spawned ones itself. Spawned and launched runs share the choices: a launched rank 0 makes
 the run directory too.
 
-`colbench env`: what this machine offers and what a sweep here would do.
+`colbench env` shows what this machine offers and what a sweep here would settle.
 """
 
 from __future__ import annotations

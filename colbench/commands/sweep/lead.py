@@ -33,9 +33,6 @@ from colbench.results.reporters.stream import (
 from colbench.results.rows import Row
 from colbench.results.rundir import RunDir
 
-#: What the table's header names instead of the ops under --init-only.
-INIT_ONLY_LABEL = "communicator set-up (--init-only)"
-
 
 @dataclass(frozen=True)
 class Met:

@@ -6,7 +6,7 @@ wrong, since guessing the rest is how multi-node jobs hang. When a launcher nest
 another (torchrun started by srun, mpirun inside an allocation), the innermost one
 describes this process, so the order of checks is torchrun, Open MPI, MPICH, SLURM.
 
-Slurm's compact host and task lists (``node[01-02,07]``, ``2(x3),1``).
+Slurm's own compact host and task lists (``node[01-02,07]``, ``2(x3),1``) are expanded here.
 """
 
 from __future__ import annotations
