@@ -13,8 +13,9 @@ Target (issue #35): parent <= 30, each rank <= 20. By this hook, at main 4f9e018
 sweep command one module, bench/timing.py, nothing called that a gloo sweep does not
 need): 30 (69), 37, 21; with the other ranks doing no hardware work (only a node's first
 rank reads its facts, only rank 0 works out the ceiling its rows carry) and the GPUs' NVML
-links read in hardware/links.py: 30 (69), 36, 20 (tests/dist/test_job_rooms.py holds
-those). The issue's own hook read 86 / 43 / 33 at c2fc7e0.
+links read in hardware/links.py: 30 (69), 36, 20; with --ranks-per-gpu's emulation in
+host/launchers/gpus.py and the file writing in results/tables.py: 30 (69), 34, 20
+(tests/dist/test_job_rooms.py holds those). The issue's own hook read 86 / 43 / 33 at c2fc7e0.
 
     python benchmarks/job_rooms.py [--list]
 """

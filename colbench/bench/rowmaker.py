@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import RunInfo, warmup_calls
 from colbench.hardware.node import for_op, percent
-from colbench.host.launchers.emulation import fabric
+from colbench.host.launchers.gpus import fabric
 from colbench.nccl.names import FUNCTION_OP
 from colbench.nccl.tuning import printed_bytes
 from colbench.results.reporters.stragglers import RankTimes

@@ -28,7 +28,7 @@ def env() -> None:
 
     Example: colbench env
     """
-    from colbench.host.environment import describe
+    from colbench.host.world import describe
 
     typer.echo(describe())
 

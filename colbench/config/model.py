@@ -220,7 +220,7 @@ class LaunchConfig:
     this many seconds."""
     ranks_per_gpu: int = 1
     """NCCL ranks sharing each GPU; above 1 every rank is an emulated node of its own
-    (colbench.host.launchers.emulation): a real multi-rank NCCL world on fewer GPUs."""
+    (colbench.host.launchers.gpus): a real multi-rank NCCL world on fewer GPUs."""
     debug: bool = False
     """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
     env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()

@@ -29,7 +29,7 @@ from colbench.host import protocol
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.inflight import Fault, InFlight
 from colbench.host.job import RankJob
-from colbench.host.launchers import devices, emulation, gpus
+from colbench.host.launchers import devices, gpus
 from colbench.host.launchers.env import declared_local_world_size, local_world_size_from_env
 from colbench.host.nccl_start import prepare_nccl
 from colbench.host.outcome import end_meta, kept_line
@@ -248,7 +248,7 @@ def gpu_record(device: Any, ranks_per_gpu: int) -> dict[str, Any]:
         return {}
     record: dict[str, Any] = {"index": device.index, "bus_id": devices.gpu_bus_id(device)}
     if ranks_per_gpu > 1:
-        record["nccl_env"] = {name: os.environ.get(name) for name in emulation.VARIABLES}
+        record["nccl_env"] = {name: os.environ.get(name) for name in gpus.VARIABLES}
     return record
 
 

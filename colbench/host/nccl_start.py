@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.host.job import RankJob
-from colbench.host.launchers import devices, emulation
+from colbench.host.launchers import devices, gpus
 from colbench.results.rundir import RunDir
 
 #: torch's variables that make every work's wait() poll on the host (the old name too).
@@ -84,7 +84,7 @@ def prepare_nccl(job: RankJob, rank: int, device: Any, store: Any) -> None:
     os.environ.update(nccl_log_environment(os.environ, nccl_log_path(job, rank, store)))
     host = socket.gethostname()
     if job.launch.ranks_per_gpu > 1:
-        to_set, _ = emulation.rank_environment(rank, host, job.single_host, os.environ)
+        to_set, _ = gpus.rank_environment(rank, host, job.single_host, os.environ)
         os.environ.update(to_set)
     mine = devices.GpuIdentity(
         rank=rank,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import ExitCode, WriteFailed
-from colbench.host.launchers.emulation import FABRIC_EMULATED
+from colbench.host.launchers.gpus import FABRIC_EMULATED
 from colbench.output import plural
 from colbench.results.rows import SCHEMA_VERSION
 from colbench.results.rundir import RunDir
@@ -33,7 +33,7 @@ def record_nccl_log(run_dir: Path) -> None:
     logs stay beside it; nothing is recorded where there are none (gloo, a user's own
     NCCL_DEBUG). Then meta.json's ``verdicts``, every one the run's evidence gives
     (NCCL's log, the hardware, the ceiling: docs/explain.md), each also printed."""
-    from colbench.hardware.verdicts import run_verdicts
+    from colbench.hardware.node import run_verdicts
     from colbench.nccl.log import parse_log, summary
 
     files = RunDir(run_dir)

@@ -6,6 +6,8 @@ One path for every task: :func:`start` runs a task of one world (p2p, health); a
 that runs several worlds (the sweep's variants) asks :func:`join_or_place` and starts the
 spawned ones itself. Spawned and launched runs share the choices: a launched rank 0 makes
 the run directory too.
+
+`colbench env` shows what this machine offers and what a sweep here would settle.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import exit_now, rank_main
 from colbench.host.inflight import InFlight
 from colbench.host.job import RankJob, RankTask, command_started_at
-from colbench.host.launchers import LaunchEnv, join_or_spawn, limits, preflight
+from colbench.host.launchers import LaunchEnv, detect, join_or_spawn, limits, preflight
 from colbench.host.launchers import gpus as gpus_module
 from colbench.host.outcome import end_meta, record_nccl_log
 from colbench.host.spawn import spawn_and_wait
 from colbench.host.supervise import guard
+from colbench.results import metadata
 from colbench.results.rundir import RunDir, stamped_name
 
 
@@ -100,9 +103,7 @@ def nccl_notes(launch: LaunchConfig, backend: str) -> list[str]:
         return []
     notes = []
     if launch.ranks_per_gpu > 1:
-        from colbench.host.launchers import emulation
-
-        notes += emulation.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
+        notes += gpus_module.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
     from colbench.host.nccl_start import blocking_wait_note
 
     blocked = blocking_wait_note(os.environ)
@@ -267,3 +268,67 @@ def _report(task: RankTask, run_dir: Path, in_flight: InFlight, started_at: floa
     forecast = in_flight.pace.forecast if in_flight.pace is not None else None
     pace.check_overrun(run_dir, forecast, time.time() - started_at)
     return code
+
+
+def describe() -> str:
+    import torch.distributed as dist
+
+    vers = metadata.versions()
+    gpus = metadata.gpus()
+    backends = [
+        name
+        for name, ok in (
+            ("gloo", dist.is_gloo_available()),
+            ("nccl", dist.is_nccl_available()),
+            ("mpi", dist.is_mpi_available()),
+            ("ucc", dist.is_ucc_available()),
+        )
+        if ok
+    ]
+    try:
+        launch = detect()
+        launcher = launch_lines(launch) if launch else "none: colbench spawns its own ranks"
+    except UsageError as exc:
+        launcher = f"misconfigured: {exc}"
+        launch = None
+    spawning = launch is None
+    backend = resolve_backend("auto", spawning, len(gpus), dist.is_nccl_available())
+    lines = [
+        f"colbench      {vers['colbench']}",
+        f"torch         {vers['torch']}",
+        f"cuda          {vers['cuda'] or 'none (CPU build or no driver)'}",
+        f"nccl          {vers['nccl'] or 'not available'}",
+        f"python        {vers['python']}",
+        f"backends      {', '.join(backends) or 'none'}",
+        f"gpus          {len(gpus)}"
+        + "".join(f"\n  cuda:{i}      {name}" for i, name in enumerate(gpus)),
+        f"cpu           {metadata.cpu_model()} ({os.cpu_count()} cores)",
+        f"launcher      {launcher}",
+        f"default run   --backend {backend}"
+        + (f" --nprocs {default_nprocs(backend, len(gpus))}" if spawning else ""),
+    ]
+    env = metadata.allowed_env()
+    if env:
+        lines.append("environment   " + " ".join(f"{k}={v}" for k, v in env.items()))
+    return "\n".join(lines)
+
+
+def launch_lines(launch: LaunchEnv) -> str:
+    """What the launcher says about the job; nodes it does not name are counted at run time."""
+
+    def known(value: object) -> str:
+        return "not given (counted when the ranks meet)" if value is None else str(value)
+
+    hosts = launch.hosts
+    shown = ", ".join(hosts[:8]) + (f", ... ({len(hosts)} in all)" if len(hosts) > 8 else "")
+    return "\n".join(
+        [
+            launch.launcher,
+            f"  rank        {launch.rank} (local rank {launch.local_rank})",
+            f"  world size  {launch.world_size}",
+            f"  local world {known(launch.local_world_size)}",
+            f"  nodes       {known(launch.nnodes)}",
+            f"  hosts       {shown or 'not listed by the launcher'}",
+            f"  master      {launch.master_addr}:{launch.master_port}",
+        ]
+    )

@@ -51,7 +51,7 @@ from colbench.bench import ops
 from colbench.bench.ops.base import Collective
 from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, DType
 from colbench.errors import UsageError
-from colbench.host.launchers.emulation import FABRIC_REAL
+from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.results.rows import SCHEMA_VERSION, STATUS_OK, Row
 from colbench.results.rundir import RunDir
 

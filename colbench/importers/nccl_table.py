@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from colbench.bench.ops.base import Collective
 from colbench.bench.ops.dtypes import NO_REDOP, REDOPS
 from colbench.errors import UsageError
-from colbench.host.launchers.emulation import FABRIC_EMULATED, FABRIC_REAL
+from colbench.host.launchers.gpus import FABRIC_EMULATED, FABRIC_REAL
 from colbench.importers import nccl_infer as infer
 from colbench.importers.nccl_scan import RawTable
 from colbench.results.rows import STATUS_INVALID, STATUS_OK, Row

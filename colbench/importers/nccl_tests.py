@@ -33,7 +33,7 @@ from colbench.errors import UsageError
 from colbench.importers import nccl_tests_json
 from colbench.importers.nccl_scan import scan, strip_prefix
 from colbench.importers.nccl_table import Findings, ImportOptions, table_rows
-from colbench.results import writing
+from colbench.results import tables as writing
 from colbench.results.rows import SCHEMA_VERSION, Row
 from colbench.results.rundir import RunDir
 

@@ -32,7 +32,7 @@ from colbench.bench import ops
 from colbench.bench.ops.base import Collective
 from colbench.bench.ops.dtypes import NO_REDOP, REDOPS
 from colbench.errors import UsageError
-from colbench.host.launchers.emulation import FABRIC_REAL
+from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.importers.nccl_infer import dtype_of
 from colbench.importers.nccl_table import ImportOptions
 from colbench.results.rows import STATUS_INVALID, STATUS_OK, Row

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.host.launchers.emulation import FABRIC_REAL
+from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.reading import warn
 from colbench.results import metafile, validity
 from colbench.results.tables import (

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.results import metafile, writing
+from colbench.results import metafile, tables
 from colbench.results.metafile import META_FILE
 from colbench.results.rows import RESULTS, SCHEMA_VERSION, csv_path, load
 from colbench.results.tables import TABLES as TABLES
@@ -145,7 +145,7 @@ class RunDir:
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Atomically replace meta.json, so a reader never sees half a file."""
-        writing.replace_text(
+        tables.replace_text(
             self.meta_path, json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n"
         )
 

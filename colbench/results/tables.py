@@ -4,6 +4,15 @@ A table is declared once, as a frozen dataclass whose fields are its columns in 
 each with a meaning and a unit (:func:`column`); :class:`Table` names the file it is
 written to and the history of its version. The column list, the CSV header, the
 writer's checks and docs/schema.md all come from that declaration.
+
+Writing a run's files: every failure is one line naming the file and the cause.
+
+A full disk, a run directory removed or renamed while the run measures, a file that
+cannot be replaced: the OSError becomes :class:`~colbench.errors.WriteFailed` (exit 6),
+whose message says which file and why, instead of a traceback or a rank blamed for an
+op it measured well. What was already on disk stays: rows are appended and flushed one by
+one (a torn last row is dropped by the reader, and said), and meta.json is replaced whole
+or not at all.
 """
 
 from __future__ import annotations
@@ -21,8 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from colbench import reading
-from colbench.errors import UsageError
-from colbench.results import writing
+from colbench.errors import UsageError, WriteFailed
 from colbench.text import markdown as markdown_rows
 
 
@@ -161,14 +169,14 @@ class TableWriter:
         #: Floats in full where %.6g would change them (:func:`format_cell`).
         self.exact = exact
         self._columns = list(table.columns)
-        with writing.checked(path):
+        with checked(path):
             new = not path.exists() or path.stat().st_size == 0
             if not new:
                 self._check_header()
             self._file: IO[str] = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
         self._writer = csv.writer(self._file)
         if new:
-            with writing.checked(path):
+            with checked(path):
                 self._writer.writerow(self._columns)
             self._flush()
 
@@ -182,19 +190,19 @@ class TableWriter:
             if unknown:
                 raise ValueError(f"row has columns outside the schema: {sorted(unknown)}")
             cells = [format_cell(row.get(c), self.exact) for c in self._columns]
-        with writing.checked(self.path):
+        with checked(self.path):
             self._writer.writerow(cells)
         self._flush()
 
     def write_all(self, rows: Iterable[TableRow]) -> None:
         """Append rows made at once (a gathered matrix): one flush for all, not one each."""
-        with writing.checked(self.path):
+        with checked(self.path):
             for row in rows:
                 self._writer.writerow(row.cells(self.exact))
         self._flush()
 
     def _flush(self) -> None:
-        with writing.checked(self.path):
+        with checked(self.path):
             self._file.flush()
             os.fsync(self._file.fileno())
 
@@ -342,3 +350,44 @@ if __name__ == "__main__":
     from colbench.results.tables import main as registered_main
 
     raise SystemExit(registered_main(sys.argv[1:]))
+
+
+def failure(path: Path | str, exc: OSError) -> WriteFailed:
+    """The one line for ``exc`` raised while writing ``path``."""
+    cause = exc.strerror or type(exc).__name__
+    if isinstance(exc, FileNotFoundError):
+        cause += " (its directory was removed or renamed?)"
+    return WriteFailed(f"cannot write {path}: {cause}", str(path))
+
+
+@contextlib.contextmanager
+def checked(path: Path | str) -> Iterator[None]:
+    """Turn an OSError inside the block into :class:`WriteFailed` naming ``path``."""
+    try:
+        yield
+    except WriteFailed:
+        raise
+    except OSError as exc:
+        raise failure(path, exc) from None
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``path`` whole through a hidden temporary file beside it: a reader sees the
+    old file or the new one, never half; a failed write leaves no temporary behind."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise failure(path, exc) from None
+
+
+def write_text(path: Path | str, text: str, append: bool = False) -> None:
+    """Write (or append) ``text`` to ``path``: a report, a list, a figure's companion."""
+    with checked(path), open(path, "a" if append else "w", encoding="utf-8") as f:
+        f.write(text)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.host.launchers.emulation import FABRIC_REAL
+from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.results.validity import STATUS_OK
 
 SCHEMA_VERSION = 9

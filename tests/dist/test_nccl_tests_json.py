@@ -60,7 +60,7 @@ def test_report_of_a_real_run(tmp_path: Path) -> None:
 
 
 def test_report_that_cannot_be_written_is_exit_6(tmp_path: Path) -> None:
-    """The write-failure rules (colbench.results.writing): one line naming the file, exit 6."""
+    """The write-failure rules (colbench.results.tables): one line naming the file, exit 6."""
     done = run_colbench(
         *("sweep", "--backend", "gloo", "--nprocs", "2", "-b", "1K", "-e", "1K", "-n", "2"),
         *("--no-table", "--out", str(tmp_path / "run"), "-J", "/proc/colbench-report.json"),

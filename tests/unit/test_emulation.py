@@ -18,21 +18,21 @@ from colbench.config.model import SweepConfig, default_timeout
 from colbench.config.options import SweepOptions
 from colbench.config.validate import from_options
 from colbench.errors import UsageError
-from colbench.host.launchers import emulation, gpus
+from colbench.host.launchers import gpus
 from tests.fakegpu import EMULATION_FIXED
 
 
 def test_each_rank_is_a_node_of_its_own_over_loopback() -> None:
-    sets = [emulation.rank_environment(r, "vm", True, {})[0] for r in range(4)]
+    sets = [gpus.rank_environment(r, "vm", True, {})[0] for r in range(4)]
     assert len({s["NCCL_HOSTID"] for s in sets}) == 4
     assert all(s["NCCL_HOSTID"].startswith("vm") for s in sets)
     for s in sets:
         assert {k: v for k, v in s.items() if k != "NCCL_HOSTID"} == EMULATION_FIXED
-    assert set(sets[0]) <= set(emulation.VARIABLES)
+    assert set(sets[0]) <= set(gpus.VARIABLES)
 
 
 def test_the_users_own_values_win_and_are_what_is_recorded() -> None:
-    to_set, seen = emulation.rank_environment(
+    to_set, seen = gpus.rank_environment(
         1, "vm", False, {"NCCL_NET": "IB", "NCCL_SOCKET_IFNAME": "eth0"}
     )
     assert "NCCL_NET" not in to_set and seen["NCCL_NET"] == "IB"
@@ -43,15 +43,15 @@ def test_the_users_own_values_win_and_are_what_is_recorded() -> None:
 def test_the_parent_refuses_what_cannot_start() -> None:
     shared = gpus.Gpu(0, "H100", "GPU-a", "0000:17:00.0", "Default", 2**30, 2**31)
     exclusive = gpus.Gpu(1, "H100", "GPU-b", "0000:65:00.0", "Exclusive_Process", 1, 2)
-    assert emulation.check_parent(1, "gloo", None) == []
-    assert emulation.check_parent(2, "nccl", [shared]) == []
+    assert gpus.check_parent(1, "gloo", None) == []
+    assert gpus.check_parent(2, "nccl", [shared]) == []
     with pytest.raises(UsageError, match="--ranks-per-gpu 2 shares each GPU among NCCL ranks"):
-        emulation.check_parent(2, "gloo", [shared])
+        gpus.check_parent(2, "gloo", [shared])
     with pytest.raises(UsageError, match="no GPU is visible"):
-        emulation.check_parent(2, "nccl", [])
+        gpus.check_parent(2, "nccl", [])
     with pytest.raises(UsageError, match=r"GPU 1 \(0000:65:00.0\) is in Exclusive_Process"):
-        emulation.check_parent(2, "nccl", [shared, exclusive])
-    (note,) = emulation.check_parent(2, "nccl", None)
+        gpus.check_parent(2, "nccl", [shared, exclusive])
+    (note,) = gpus.check_parent(2, "nccl", None)
     assert "NVML could not say" in note
 
 
@@ -74,12 +74,12 @@ def test_emulated_worlds_get_longer_default_timeouts() -> None:
 
 
 def test_meta_and_header_say_emulated() -> None:
-    assert emulation.describe(1, True) == {"kind": "real", "ranks_per_gpu": 1}
-    meta = emulation.describe(4, True)
+    assert gpus.describe(1, True) == {"kind": "real", "ranks_per_gpu": 1}
+    meta = gpus.describe(4, True)
     assert meta["kind"] == "emulated" and meta["ranks_per_gpu"] == 4 and meta["time_sliced"]
     assert "loopback" in meta["transport"]
-    assert emulation.header_line(1) is None
-    line = emulation.header_line(4)
+    assert gpus.header_line(1) is None
+    line = gpus.header_line(4)
     assert line is not None and line.startswith("# fabric emulated: 4 ranks per GPU")
 
 
@@ -165,7 +165,7 @@ def test_an_nccl_tests_rank_gets_what_a_colbench_rank_gets() -> None:
     from colbench.commands.crosscheck import emulated_rank
 
     env = emulated_rank.environment(4, {"PMI_RANK": "5", "PATH": "/bin"})
-    assert env["NCCL_HOSTID"] == emulation.host_id(socket.gethostname(), 5)
+    assert env["NCCL_HOSTID"] == gpus.host_id(socket.gethostname(), 5)
     assert env["NCCL_TESTS_DEVICE"] == "1"  # rank 5 of 4 per GPU: the second GPU
     assert env["NCCL_SOCKET_IFNAME"] == "lo" and env["PATH"] == "/bin"
     assert {env[k] for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")} == {"1"}

@@ -221,7 +221,7 @@ def test_a_cpu_only_node_has_nics_and_cpu(tmp_path: Path) -> None:
 
 
 def test_hardware_verdicts_name_narrow_links_and_nothing_else(tmp_path: Path) -> None:
-    from colbench.hardware.verdicts import hardware_verdicts
+    from colbench.hardware.node import hardware_verdicts
 
     root = recorded_tree(tmp_path)
     nvml = FakeNvml([_nvml_gpu(":03:00.0", 18), _nvml_gpu(":81:00.0", 0, pcie=False)])
@@ -237,7 +237,7 @@ def test_hardware_verdicts_name_narrow_links_and_nothing_else(tmp_path: Path) ->
 
 
 def test_socket_although_rdma_nics_are_up(tmp_path: Path) -> None:
-    from colbench.hardware.verdicts import network_verdicts
+    from colbench.hardware.node import network_verdicts
 
     facts = node.read_node(recorded_tree(tmp_path), FakeNvml([]), shaped={})
     socket = {"network": "Socket", "nnodes": 2, "fallback": False}

@@ -8,7 +8,6 @@ import socket
 import pytest
 
 from colbench.errors import UsageError
-from colbench.host.environment import launch_lines
 from colbench.host.launchers import (
     SLURM_PORT_BASE,
     SLURM_PORT_SPAN,
@@ -22,6 +21,7 @@ from colbench.host.launchers import (
     node_labels,
     slurm_default_port,
 )
+from colbench.host.world import launch_lines
 
 # What torchrun 2.x gives local rank 1 of node 1 in a 2 x 2 job.
 TORCHRUN = {

@@ -4,7 +4,7 @@ K PROGRAM ARGS...`` under mpiexec.
 ``crosscheck --ranks-per-gpu K`` starts nccl-tests (an MPI build) under mpiexec with this
 module in front of the program. It gives the rank what a colbench rank of
 ``sweep --ranks-per-gpu K`` gives itself
-(:func:`colbench.host.launchers.emulation.rank_environment`:
+(:func:`colbench.host.launchers.gpus.rank_environment`:
 its own NCCL_HOSTID, sockets over loopback, no P2P or SHM; the caller's values win) and
 its GPU through ``NCCL_TESTS_DEVICE`` (nccl-tests would otherwise take GPU ``local rank``,
 which does not exist when ranks outnumber GPUs; nccl-tests 2.13.4 and later read it),
@@ -19,7 +19,7 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 
-from colbench.host.launchers import emulation
+from colbench.host.launchers import gpus as emulation
 
 #: Where MPI launchers put a process's rank: MPICH/Hydra, Open MPI, PMIx, MVAPICH's
 #: mpirun_rsh, Cray PALS. Not SLURM_PROCID: a batch script's every process inherits 0.

@@ -19,7 +19,7 @@ from colbench.commands.compare import pairs
 from colbench.commands.crosscheck.plan import MULTI_NODE, Plan
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.results import writing
+from colbench.results import tables as writing
 from colbench.results.series import PLACEMENT_NAMES, Run
 from colbench.text import Column
 

@@ -11,7 +11,8 @@ from typing import Any
 from colbench import reading
 from colbench.commands.gate.checks import DEFAULT_KEEP
 from colbench.errors import UsageError
-from colbench.results import metadata, writing
+from colbench.results import metadata
+from colbench.results import tables as writing
 from colbench.results.join import load_pooled, read_meta
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
 from colbench.results.rundir import RunDir

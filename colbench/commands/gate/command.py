@@ -15,7 +15,7 @@ from colbench.commands.gate.options import GateOptions
 from colbench.commands.gate.result import GateRules
 from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
-from colbench.results import writing
+from colbench.results import tables as writing
 from colbench.results.join import fabric_warnings_of
 from colbench.results.rows import csv_path, load
 

@@ -36,7 +36,8 @@ from typing import Any
 from colbench import reading, text
 from colbench.commands.gate.checks import DEFAULT_POWER
 from colbench.errors import UsageError
-from colbench.results import metadata, writing
+from colbench.results import metadata
+from colbench.results import tables as writing
 from colbench.results.metafile import read_or_none
 from colbench.results.rows import SCHEMA_VERSION as RESULTS_VERSION
 from colbench.stats import drift

@@ -17,7 +17,7 @@ from typing import Any
 
 from colbench.commands.health.judge import CRITICAL, FLEET, WARN, Finding, Samples, link_medians
 from colbench.output import plural
-from colbench.results import writing
+from colbench.results import tables as writing
 
 #: Verdict marks in a cell, after the ratio.
 MARKS = {CRITICAL: "C", WARN: "W"}

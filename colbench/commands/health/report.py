@@ -41,7 +41,8 @@ from colbench.commands.p2p.link_tests import MIN_NODES
 from colbench.commands.p2p.report import matrix_text
 from colbench.errors import ExitCode
 from colbench.host.protocol import Failure
-from colbench.results import metadata, writing
+from colbench.results import metadata
+from colbench.results import tables as writing
 from colbench.results.rundir import RunDir
 from colbench.text import Column
 

@@ -46,7 +46,7 @@ from colbench.host.launchers import devices
 from colbench.host.launchers.env import node_name
 from colbench.host.pace import Pace, counting
 from colbench.host.protocol import Failure
-from colbench.results import writing
+from colbench.results import tables as writing
 from colbench.results.rundir import RunDir
 
 #: What every rank says if the others' plans differ from rank 0's ({ranks}: theirs).

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from colbench.results import writing
+from colbench.results import tables as writing
 
 Matrix = dict[tuple[int, int], float]
 

@@ -17,7 +17,7 @@ from colbench.commands.predict.engine import Checked, CrossRow, Predicted
 from colbench.commands.predict.fit import Fit
 from colbench.commands.predict.models import PARAMETERS, describe
 from colbench.errors import UsageError
-from colbench.results import writing
+from colbench.results import tables as writing
 from colbench.results.tables import Table, TableRow, TableWriter
 from colbench.results.tables import column as _column
 

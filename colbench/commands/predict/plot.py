@@ -10,7 +10,7 @@ from typing import Any
 from colbench.commands.predict.data import Measured
 from colbench.commands.predict.engine import CrossRow, Predicted
 from colbench.errors import UsageError
-from colbench.results import writing
+from colbench.results import tables as writing
 from colbench.results.reporters.figures import format_size_tick, pyplot, size_axis
 
 _STYLES = {"ring": "-", "tree": ":", "double_tree": "--"}

@@ -80,7 +80,7 @@ def run(
             print(line)
         return int(ExitCode.OK)
     if write is not None:
-        from colbench.results import writing
+        from colbench.results import tables as writing
 
         writing.write_text(write, json.dumps(dump(chosen), indent=1) + "\n")
         print(f"colbench: {len(chosen)} entries in {write}", file=sys.stderr)

@@ -11,7 +11,7 @@ from colbench import output
 from colbench.commands.replay import plan as planning
 from colbench.commands.replay import report, traces
 from colbench.errors import ExitCode, UsageError
-from colbench.results import writing
+from colbench.results import tables as writing
 from colbench.results.rundir import RunDir, stamped_name
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from colbench.bench import ops
 from colbench.commands.replay.plan import Entry, Plan
 from colbench.config import model, options, validate
-from colbench.results import writing
+from colbench.results import tables as writing
 
 
 @dataclass(frozen=True)

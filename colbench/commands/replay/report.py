@@ -21,7 +21,7 @@ from colbench.commands.replay.measure import Sweep
 from colbench.commands.replay.plan import Entry, Plan
 from colbench.commands.replay.schema import shown
 from colbench.config.sizes import format_size
-from colbench.results import writing
+from colbench.results import tables as writing
 from colbench.text import Column
 
 #: Contributors the text names after the table.

@@ -17,7 +17,7 @@ from colbench.config.model import SweepConfig
 from colbench.hardware import node
 from colbench.host.inflight import Fault
 from colbench.host.job import Peer, RankJob
-from colbench.host.launchers import emulation
+from colbench.host.launchers import gpus
 from colbench.host.pace import Pace
 from colbench.results.reporters.console import run_header
 from colbench.results.reporters.stream import (
@@ -32,9 +32,6 @@ from colbench.results.reporters.stream import (
 )
 from colbench.results.rows import Row
 from colbench.results.rundir import RunDir
-
-#: What the table's header names instead of the ops under --init-only.
-INIT_ONLY_LABEL = "communicator set-up (--init-only)"
 
 
 @dataclass(frozen=True)
@@ -265,7 +262,7 @@ def _first_meta(
     meta.update(
         warnings=warnings,
         plan_digest=peers[0].digest[0],
-        fabric=emulation.describe(info.ranks_per_gpu, job.single_host),
+        fabric=gpus.describe(info.ranks_per_gpu, job.single_host),
     )
     if any(p.gpu for p in peers):
         meta.update(rank_gpus=[p.gpu for p in peers])
@@ -280,7 +277,7 @@ def _first_meta(
 def _table_header(job: RankJob, context: BenchContext, met: Met, warnings: list[str]) -> list[str]:
     """The ``#`` lines above the table: variant, warnings, the run and its ranks."""
     cfg, info, peers, hosts = context.cfg, context.info, met.peers, met.hosts
-    fabric = emulation.header_line(info.ranks_per_gpu)
+    fabric = gpus.header_line(info.ranks_per_gpu)
     return (
         ([f"# variant {job.variant}"] if job.variant else [])
         + ([fabric] if fabric else [])

@@ -3,8 +3,8 @@
 - :mod:`~colbench.host.launchers.env`: :class:`LaunchEnv`, one process's place in a job, and the
   env:// variables written from it, which ranks share a node;
 - :mod:`~colbench.host.launchers.detect`: which launcher (torchrun, Open MPI, MPICH, Slurm)
-  started this process, refusing partial or contradictory environments;
-- :mod:`~colbench.host.launchers.slurm_lists`: Slurm's compact host and task lists;
+  started this process, refusing partial or contradictory environments; Slurm's compact
+  host and task lists;
 - :mod:`~colbench.host.launchers.rendezvous`: every rank meets the others through one TCPStore
   (who answers at its address asked first, in bounded time).
 
@@ -16,6 +16,8 @@ from colbench.host.launchers.detect import (
     SLURM_PORT_BASE,
     SLURM_PORT_SPAN,
     detect,
+    expand_hostlist,
+    expand_tasks_per_node,
     join_or_spawn,
     slurm_default_port,
 )
@@ -27,7 +29,6 @@ from colbench.host.launchers.rendezvous import (
     rendezvous,
     shown_ranks,
 )
-from colbench.host.launchers.slurm_lists import expand_hostlist, expand_tasks_per_node
 
 __all__ = [
     "SLURM_PORT_BASE",

@@ -44,6 +44,8 @@ HOST_BOUND_NOTE = (
     "the network's latency; --cuda-graph measures small messages without it"
 )
 RANK_SKEW_MARK = "!"
+#: nccl-tests' line per rank under the header: each value after its label, in nccl-tests' widths.
+_RANK = tuple(Column("", w) for w in (0, 3, 0, 7, 0, 12, 0, 0))
 
 
 def _marks(row: Mapping[str, Any]) -> str:
@@ -195,10 +197,10 @@ def run_header(
         *([f"# {HOST_BOUND_NOTE}"] if backend == "nccl" else []),
         "#",
     ]
-    lines += [
-        f"#  Rank {r:3d} Pid {pid:7d} on {host:>12} device {dev}" for r, host, pid, dev in ranks
+    return lines + [
+        text.line(("Rank", r, "Pid", pid, "on", host, "device", dev), _RANK, lead="#  ")
+        for r, host, pid, dev in ranks
     ]
-    return lines
 
 
 class TableSink:

@@ -17,7 +17,8 @@ from typing import Any
 
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.results import metrics, writing
+from colbench.results import metrics
+from colbench.results import tables as writing
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.config.min_bw import BusbwFloor
-from colbench.results import writing
+from colbench.results import tables as writing
 from colbench.results.reporters.nccl_tests_encoding import (
     array,
     as_written,
