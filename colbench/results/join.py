@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
@@ -103,7 +104,24 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], columns: Iterable[st
     return "; ".join(f"{c} {a[c]} vs {b[c]}" for c in columns if a.get(c) != b.get(c))
 
 
-def load_pooled(paths: Sequence[str | os.PathLike[str]]) -> Any:
+class RunFrames:
+    """Each run's rows as :func:`colbench.results.rows.load` gives them, read once for one
+    command call however many of its steps ask (the fabric check, the judging, the copy
+    check); keyed by the path as given, so every message names the file as the user did.
+    A step must not change a frame in place. Not across a write of the run: a command
+    that rewrites a run (``gate --update-baseline``) reads only before it writes."""
+
+    def __init__(self) -> None:
+        self._frames: dict[Path, Any] = {}
+
+    def __call__(self, path: str | os.PathLike[str]) -> Any:
+        key = csv_path(path)
+        if key not in self._frames:
+            self._frames[key] = load(path)
+        return self._frames[key]
+
+
+def load_pooled(paths: Sequence[str | os.PathLike[str]], frames_of: RunFrames | None = None) -> Any:
     """One or more runs' rows as one frame: their samples pool per row key.
 
     Pooling runs made at different times puts the machine's run-to-run variation into
@@ -113,7 +131,7 @@ def load_pooled(paths: Sequence[str | os.PathLike[str]]) -> Any:
 
     if not paths:
         raise UsageError("no run to read")
-    frames = [load(p) for p in paths]
+    frames = [(frames_of or load)(p) for p in paths]
     _refuse_samples_twice(paths, frames)
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
@@ -168,7 +186,11 @@ def fabric_warnings(frames: Mapping[str, Any], allow_emulated: bool) -> list[str
     return [f"{what}: compared anyway (--allow-emulated); the difference is the emulation's"]
 
 
-def fabric_warnings_of(paths: Sequence[str | os.PathLike[str]], allow_emulated: bool) -> list[str]:
+def fabric_warnings_of(
+    paths: Sequence[str | os.PathLike[str]],
+    allow_emulated: bool,
+    frames_of: RunFrames | None = None,
+) -> list[str]:
     """:func:`fabric_warnings` for runs named by path (those that exist)."""
-    frames = {str(p): load(p) for p in paths if csv_path(p).is_file()}
+    frames = {str(p): (frames_of or load)(p) for p in paths if csv_path(p).is_file()}
     return fabric_warnings(frames, allow_emulated)

@@ -59,35 +59,53 @@ def mark(
     has a ``repeat`` column; some version-2 files lack it, and their --repeat samples
     share one key, as they were written.
     """
+    import numpy as np
     import pandas as pd
 
-    reason = pd.Series("", index=frame.index, dtype="string")
-
-    def note(mask: Any, text: str) -> None:
-        nonlocal reason
-        reason = reason.mask((reason == "") & mask.fillna(False).astype(bool), text)
-
-    for column, mask in non_finite.items():
-        note(mask, f"{column} is not finite")
-    for column in rules.non_negative:
-        note(frame[column] < 0, f"{column} is negative")
-    note(frame["world_size"] < 1, "world_size is below 1")
-    note(~frame["status"].isin(sorted(rules.statuses)), "its status is not one colbench writes")
+    rules_hit = [(_flags(mask), f"{column} is not finite") for column, mask in non_finite.items()]
+    rules_hit += [(_below(frame[c], 0), f"{c} is negative") for c in rules.non_negative]
+    rules_hit.append((_below(frame["world_size"], 1), "world_size is below 1"))
+    known = frame["status"].isin(sorted(rules.statuses))
+    rules_hit.append((~_flags(known), "its status is not one colbench writes"))
     if run_world_size is not None:
         run_id, world_size = run_world_size
-        other = (frame["run_id"] == run_id) & (frame["world_size"] != world_size)
-        note(other, f"its world_size is not its run's ({world_size}, meta.json)")
+        other = _flags(frame["run_id"] == run_id) & _flags(frame["world_size"] != world_size)
+        rules_hit.append((other, f"its world_size is not its run's ({world_size}, meta.json)"))
     if repeats_known:
         repeated = frame.duplicated(subset=["run_id", *rules.key, "repeat"], keep="first")
-        note(pd.Series(repeated, index=frame.index), "it repeats the key of an earlier row")
-    note(frame["status"] == STATUS_INVALID, "its file marks it invalid")
-    bad = reason != ""
+        rules_hit.append((_flags(repeated), "it repeats the key of an earlier row"))
+    rules_hit.append((_flags(frame["status"] == STATUS_INVALID), "its file marks it invalid"))
+    # One pass over a rules x rows table rather than a pandas mask per rule: a row's
+    # reason is the first rule it breaks, in the order above.
+    hits = np.vstack([flags for flags, _ in rules_hit])
+    bad = hits.any(axis=0)
     if not bad.any():
         return frame, Counter()
+    texts = np.array([text for _, text in rules_hit], dtype=object)
+    first = texts[hits.argmax(axis=0)]
     out = frame.copy()
-    out["status"] = out["status"].mask(bad, STATUS_INVALID)
-    out[REASON_COLUMN] = reason
-    return out, Counter(str(r) for r in reason[bad])
+    out["status"] = out["status"].mask(pd.Series(bad, index=frame.index), STATUS_INVALID)
+    out[REASON_COLUMN] = pd.Series(np.where(bad, first, ""), index=frame.index, dtype="string")
+    # Counted in row order: the summary lists equal counts in the order rows first had them.
+    return out, Counter(str(r) for r in first[bad])
+
+
+def _flags(mask: Any) -> Any:
+    """A boolean Series as a numpy array of bools, a missing value (a comparison with an
+    empty cell) as False: an empty cell is a value not measured, which is valid."""
+    import numpy as np
+
+    if hasattr(mask, "to_numpy"):
+        return mask.to_numpy(dtype=bool, na_value=False)
+    return np.asarray(mask, dtype=bool)
+
+
+def _below(numbers: Any, bound: int) -> Any:
+    """Which of a numeric column's values are below ``bound``, in numpy (a pandas
+    comparison per column cost more than the rest of the rules): an empty cell is not."""
+    import numpy as np
+
+    return numbers.to_numpy(dtype="float64", na_value=np.nan) < bound
 
 
 def summary(counts: Counter[str]) -> str:

@@ -13,8 +13,8 @@ from colbench.commands.gate.checks import DEFAULT_KEEP
 from colbench.errors import UsageError
 from colbench.results import metadata
 from colbench.results import tables as writing
-from colbench.results.join import load_pooled, read_meta
-from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text, load
+from colbench.results.join import RunFrames, load_pooled, read_meta
+from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text
 from colbench.results.rundir import RunDir
 
 #: Runs a baseline keeps by default: the accepted run(s) alone replace it.
@@ -24,6 +24,7 @@ def update_baseline(
     current: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     baseline: str | os.PathLike[str],
     keep: int = DEFAULT_KEEP,
+    frames_of: RunFrames | None = None,
 ) -> Path:
     """Make the current run(s) the baseline: a rolling window of the last ``keep`` accepted
     runs, their rows in one results.csv and the first current run's meta.json.
@@ -32,18 +33,20 @@ def update_baseline(
     newest first, unless they were measured on another machine (metadata.MUST_MATCH),
     which the window then drops. A run with wrong elements, rows without a measurement,
     or a status other than complete is refused: a broken baseline would let the next
-    broken run pass.
+    broken run pass. ``frames_of``: the command's reads of the runs (all made before the
+    baseline is written).
     """
     currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)
+    load_run = frames_of or RunFrames()
     metas = []
     for path in currents:
-        _refuse_as_baseline(path)
+        _refuse_as_baseline(path, load_run)
         metas.append(read_meta(path))
     target = Path(baseline)
     if target.suffix == ".csv":
         raise UsageError(f"--update-baseline needs a baseline directory, not the file {target}")
     ids = {str(m.get("run_id")) for m in metas if m}
-    kept = _runs_to_keep(target, metas[0], keep - len(currents), ids)
+    kept = _runs_to_keep(target, metas[0], keep - len(currents), ids, load_run)
     texts = [_lines(p) for p in currents]
     if kept:
         texts.insert(0, _lines(target, kept))
@@ -52,8 +55,8 @@ def update_baseline(
         lines = texts[0][:1] + [line for t in texts for line in t[1:]]
     else:
         # Runs of different schema versions: one file in this version's layout.
-        old = [_only_runs(load(target), kept)] if kept else []
-        lines = [frame_text(pd_concat([*old, load_pooled(currents)]))]
+        old = [_only_runs(load_run(target), kept)] if kept else []
+        lines = [frame_text(pd_concat([*old, load_pooled(currents, load_run)]))]
     meta = metas[0]
     if meta is not None and len(currents) + len(kept) > 1:
         runs = kept + [m.get("run_id") if m else None for m in metas]
@@ -71,7 +74,7 @@ def update_baseline(
 
 
 def _runs_to_keep(
-    target: Path, new_meta: dict[str, Any] | None, room: int, new_ids: set[str]
+    target: Path, new_meta: dict[str, Any] | None, room: int, new_ids: set[str], load_run: RunFrames
 ) -> list[str]:
     """The run ids of the baseline's newest ``room`` runs, when they may stay; a run of
     the same id as a new one is that run accepted again, and goes."""
@@ -84,7 +87,7 @@ def _runs_to_keep(
         )
         if differ:
             return []
-    order = list(dict.fromkeys(str(r) for r in load(target)["run_id"]))
+    order = list(dict.fromkeys(str(r) for r in load_run(target)["run_id"]))
     return [r for r in order if r not in new_ids][-room:]
 
 
@@ -113,8 +116,8 @@ def _replace(path: Path, text: str) -> None:
     writing.replace_text(path, text)
 
 
-def _refuse_as_baseline(path: str | os.PathLike[str]) -> None:
-    frame = load(path)
+def _refuse_as_baseline(path: str | os.PathLike[str], load_run: RunFrames) -> None:
+    frame = load_run(path)
     where = csv_path(path).parent
     bad_wrong = int((frame["wrong"].fillna(0) > 0).sum())
     if bad_wrong:

@@ -16,8 +16,8 @@ from colbench.commands.gate.result import GateRules
 from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
 from colbench.results import tables as writing
-from colbench.results.join import fabric_warnings_of
-from colbench.results.rows import csv_path, load
+from colbench.results.join import RunFrames, fabric_warnings_of
+from colbench.results.rows import csv_path
 
 
 def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
@@ -29,7 +29,10 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     check_texts = flags.check or ()
     if flags.variant_a is not None or flags.variant_b is not None:
         return _paired(baseline, current, flags)
-    for warning in fabric_warnings_of([baseline, *current], flags.allow_emulated):
+    # One read of each run serves every step below: the fabric check, the judging, the
+    # copy check and --update-baseline's checks.
+    frames_of = RunFrames()
+    for warning in fabric_warnings_of([baseline, *current], flags.allow_emulated, frames_of):
         print(f"colbench: warning: {warning}", file=sys.stderr)
     _check_arguments(baseline, current, flags)
     checks = parse_checks(check_texts)
@@ -56,14 +59,16 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
         if csv_path(baseline).is_file():
             unfloored = replace(rules, floor=None)
             print(
-                "\n".join(gate_report.console_lines(run_gate(baseline, current, unfloored))),
+                "\n".join(
+                    gate_report.console_lines(run_gate(baseline, current, unfloored, frames_of))
+                ),
                 flush=True,
             )
-        target = update_baseline(current, baseline, keep=flags.keep)
+        target = update_baseline(current, baseline, flags.keep, frames_of)
         print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
         return int(ExitCode.OK)
-    result = run_gate(baseline, current, rules)
-    _warn_if_self(baseline, current)
+    result = run_gate(baseline, current, rules, frames_of)
+    _warn_if_self(baseline, current, frames_of)
     print("\n".join(gate_report.console_lines(result)), flush=True)
     _write_reports(flags.report, gate_report.markdown(result))
     if flags.junit:
@@ -86,23 +91,23 @@ def _check_arguments(baseline: str, current: Sequence[str], flags: GateOptions) 
         raise UsageError(f"--keep must be >= 1, got {flags.keep}")
 
 
-def _run_ids(path: str) -> set[str]:
+def _run_ids(path: str, frames_of: RunFrames) -> set[str]:
     try:
-        return {str(v) for v in load(path)["run_id"].unique()}
+        return {str(v) for v in frames_of(path)["run_id"].unique()}
     except (OSError, UsageError, KeyError):
         return set()  # no baseline (--missing-baseline-ok): nothing to be a copy of
 
 
-def _warn_if_self(baseline: str, current: Sequence[str]) -> None:
+def _warn_if_self(baseline: str, current: Sequence[str], frames_of: RunFrames) -> None:
     # Still useful for correctness and the --min-avg-busbw-gbps floor, so not refused;
     # but every performance row then reads "same", which must not pass unremarked. The
     # same run may come as another path too: a copy pooled into the baseline by
     # --update-baseline keeps its run_id.
-    in_baseline = _run_ids(baseline)
+    in_baseline = _run_ids(baseline, frames_of)
     for run in current:
         if csv_path(run).resolve() == csv_path(baseline).resolve():
             why = "is the baseline itself"
-        elif _run_ids(run) & in_baseline:
+        elif _run_ids(run, frames_of) & in_baseline:
             why = "shares its run_id with a run in the baseline (accepted into it already?)"
         else:
             continue

@@ -23,6 +23,7 @@ from colbench.errors import UsageError
 from colbench.results import metadata, metafile
 from colbench.results.join import (
     Pair,
+    RunFrames,
     join,
     key_columns,
     load_pooled,
@@ -199,6 +200,7 @@ def run_gate(
     baseline: str | os.PathLike[str],
     current: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     rules: GateRules,
+    frames_of: RunFrames | None = None,
 ) -> GateResult:
     """Load the baseline and the current run(s) (directories or CSV files) and judge.
 
@@ -206,11 +208,12 @@ def run_gate(
     judges the current run alone: correctness and presence, performance "not judged".
     Against a baseline from another machine (metadata.MUST_MATCH) performance is "not
     comparable" and only correctness and presence are judged, unless ``rules.any_machine``.
+    ``frames_of``: the command's reads of the runs, when it reads them for more than this.
     """
     currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)
-    cur_frame = load_pooled(currents)
+    cur_frame = load_pooled(currents, frames_of)
     no_baseline = rules.missing_ok and not csv_path(baseline).is_file()
-    base_frame = cur_frame.iloc[0:0] if no_baseline else load(baseline)
+    base_frame = cur_frame.iloc[0:0] if no_baseline else (frames_of or load)(baseline)
     if base_frame.empty and not no_baseline:
         raise UsageError(
             f"baseline {csv_path(baseline)} holds no rows, only its header: nothing to judge by"

@@ -15,7 +15,8 @@ from colbench.commands.predict.models import ALGORITHMS
 from colbench.commands.predict.options import PredictOptions
 from colbench.config.sizes import parse_size, parse_sizes
 from colbench.errors import ExitCode, UsageError
-from colbench.results.join import fabric_warnings_of
+from colbench.results.join import fabric_warnings
+from colbench.results.series import load_runs
 
 #: The largest world a target may have: beyond the largest jobs run (about 10^5 GPUs), a
 #: prediction extrapolates a model fitted at a few ranks by orders of magnitude.
@@ -124,13 +125,21 @@ def _load(
     runs: Sequence[str], flags: PredictOptions, algos: Sequence[str]
 ) -> tuple[list[data.Measured], list[data.Measured]]:
     """The fitted and --against curves: one kind per op, never the same run twice."""
-    for warning in fabric_warnings_of([*runs, *(flags.against or [])], flags.allow_emulated):
+    against_paths = flags.against or []
+    # Each run is read once: the fabric check looks at the rows the fit then uses.
+    fitted_runs = load_runs(runs)
+    against_runs = load_runs(against_paths) if against_paths else []
+    frames = {
+        str(path): run.frame
+        for path, run in zip([*runs, *against_paths], [*fitted_runs, *against_runs], strict=True)
+    }
+    for warning in fabric_warnings(frames, flags.allow_emulated):
         print(f"colbench: warning: {warning}", file=sys.stderr)
     wanted_ops = [ops.get(name).name for name in flags.op or ()]
     assumed = algos[0] if len(algos) == 1 else None
     fitted, against = data.select_kind(
-        data.load_measured(runs, assumed, wanted_ops),
-        data.load_measured(flags.against or [], assumed, wanted_ops),
+        data.measured_of(fitted_runs, assumed, wanted_ops),
+        data.measured_of(against_runs, assumed, wanted_ops),
         *_kind(flags),
     )
     if flags.against and not against:

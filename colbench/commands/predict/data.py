@@ -108,10 +108,15 @@ def load_measured(
 ) -> list[Measured]:
     """Every modelled curve of the runs (ops without a model, world sizes below 2 and
     ops not in ``wanted_ops``, when given, left out)."""
+    return measured_of(load_runs(paths) if paths else [], assumed, wanted_ops)
+
+
+def measured_of(
+    runs: Sequence[Run], assumed: str | None, wanted_ops: Sequence[str]
+) -> list[Measured]:
+    """:func:`load_measured` of runs already loaded."""
     found: list[Measured] = []
-    if not paths:
-        return found
-    for run in load_runs(paths):
+    for run in runs:
         for line in lines(run):
             if not algorithms_for(line.op) or line.world_size < 2:
                 continue
