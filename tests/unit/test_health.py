@@ -499,7 +499,7 @@ def test_a_fleet_of_16_nodes_of_8_ranks_is_judged() -> None:
 def test_learn_writes_floors_json_into_its_out_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from colbench.commands.health.command import learn
+    from colbench.commands.health import learn
 
     runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
     assert learn(runs, str(tmp_path / "floors")) == 0
