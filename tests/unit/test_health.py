@@ -308,7 +308,7 @@ def _facts(per_node: int) -> dict[str, Any]:
 
 
 def test_one_slow_nic_of_eight_names_its_node_its_gpu_and_its_nic() -> None:
-    from colbench.commands.health.naming import attach, where_text
+    from colbench.commands.health.report import attach, where_text
 
     # Node C's local rank 5 (rank 21): its rail at a third; the other 7 of C's rails
     # are healthy, so C's links pooled would hide it.
@@ -328,7 +328,7 @@ def test_one_slow_nic_of_eight_names_its_node_its_gpu_and_its_nic() -> None:
 
 
 def test_a_whole_slow_node_names_no_single_nic() -> None:
-    from colbench.commands.health.naming import attach, where_text
+    from colbench.commands.health.report import attach, where_text
 
     samples = samples_of(_rails_doc(2, {4: 1 / 3, 5: 1 / 3}))
     findings = attach(against_fleet(samples), samples, _facts(2), "nccl")

@@ -7,10 +7,9 @@
 - :mod:`.task`: a health run as a rank task of colbench.host.
 - :mod:`.judge`: WARN and CRITICAL nodes, against the fleet (p2p's rules, the
   straggler test) or against floors.
-- :mod:`.naming`: which GPU and NIC a finding is about, where the run can tell.
 - :mod:`.floors`: ``colbench health learn``: floors per check with their false-alarm rates.
 - :mod:`.report`, :mod:`.heatmap`: health.jsonl, health.prom, health.png, the table,
-  the drain list.
+  the drain list; which GPU and NIC a finding is about, where the run can tell.
 - :func:`run`, :func:`learn` (here): what the CLI calls.
 """
 
