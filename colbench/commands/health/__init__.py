@@ -7,7 +7,8 @@
 - :mod:`.task`: a health run as a rank task of colbench.host.
 - :mod:`.judge`: WARN and CRITICAL nodes, against the fleet (p2p's rules, the
   straggler test) or against floors.
-- :mod:`.floors`: ``colbench health learn``: floors per check with their false-alarm rates.
+- :mod:`.floors`: ``colbench health learn``: floors per check with their false-alarm rates;
+  health's figures placed against the published results.
 - :mod:`.report`, :mod:`.heatmap`: health.jsonl, health.prom, health.png, the table,
   the drain list; which GPU and NIC a finding is about, where the run can tell.
 - :func:`run`, :func:`learn` (here): what the CLI calls.

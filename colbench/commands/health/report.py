@@ -144,10 +144,8 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
 def _references(findings: Sequence[Finding], meta: Mapping[str, Any]) -> dict[str, Any]:
     """The checks that are a collective of their own beside the published results for
     the hardware (issue 38), printed."""
-    from colbench.commands.health.published import health_lines, place_health
-
-    placement = place_health([asdict(f) for f in findings], meta)
-    for line in health_lines(placement):
+    placement = floor_files.place_health([asdict(f) for f in findings], meta)
+    for line in floor_files.health_lines(placement):
         print(f"colbench: reference: {line}", file=sys.stderr)
     return placement
 
