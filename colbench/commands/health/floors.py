@@ -215,9 +215,9 @@ def load(path: str) -> tuple[dict[tuple[str, int], Floor], dict[str, Any]]:
     return floors, learned_on
 
 
-#: Health checks that are a collective of their own, as a references file names them:
-#: check -> (op, whether it spans one node).
-_AS_REFERENCE = {
+#: Health's checks that are a collective of their own over a node or the world, the ones a
+#: references file can hold: check -> (op, whether it spans one node).
+HEALTH_CHECKS = {
     "intra_all_reduce": ("all_reduce", True),
     "intra_all_gather": ("all_gather", True),
     "world": ("all_reduce", False),
@@ -246,9 +246,9 @@ def as_references(path: str, gpus_per_node: int | None = None) -> list[Any]:
     source = {"url": Path(path).resolve().as_uri()}
     out = []
     for (check, size), floor in sorted(floors.items()):
-        if check not in _AS_REFERENCE:
+        if check not in HEALTH_CHECKS:
             continue
-        op, one_node = _AS_REFERENCE[check]
+        op, one_node = HEALTH_CHECKS[check]
         nodes = 1 if one_node else learned_on.get("nodes")
         hardware: dict[str, Any] = {"gpu": model}
         if gpus_per_node is not None:
@@ -276,26 +276,15 @@ def as_references(path: str, gpus_per_node: int | None = None) -> list[Any]:
     return out
 
 
-# Health's figures placed against the published results: each node's own ranks (the
-# median over nodes) and the whole world's all_reduce, each beside the references for as
-# many GPUs (:mod:`colbench.commands.references.place` does the placing).
-#: Health's checks that are a collective of their own over a node or the world:
-#: check -> (op, whether it spans one node).
-HEALTH_CHECKS = {
-    "intra_all_reduce": ("all_reduce", True),
-    "intra_all_gather": ("all_gather", True),
-    "world": ("all_reduce", False),
-}
-
-
 def place_health(
     findings: Iterable[Mapping[str, Any]],
     meta: Mapping[str, Any],
     references: str | Path | None = None,
 ) -> dict[str, Any]:
     """Health's node checks (each node's own ranks; the median over nodes) and its whole-
-    world all_reduce, each beside the references for as many GPUs: one placement per
-    span, ``{"table", "node": ..., "world": ...}``."""
+    world all_reduce, each beside the published results for as many GPUs (placed by
+    colbench.commands.references.place): one placement per span, ``{"table", "node": ...,
+    "world": ...}``."""
     from colbench.commands.references.place import as_number, place
     from colbench.commands.references.table import load as load_references
 
