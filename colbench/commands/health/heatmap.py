@@ -71,7 +71,7 @@ def _pair_links(samples: Samples) -> Any:
 
 def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> Path:
     """health.png; call only when :func:`nothing_to_draw` finds something to draw."""
-    from colbench.commands.p2p.heatmap import matrix_panel
+    from colbench.commands.p2p.report import matrix_panel
     from colbench.results.reporters.figures import pyplot
 
     plt = pyplot()

@@ -4,8 +4,8 @@
 - :mod:`.measure`: the measuring side in every rank (messages, timers, steps).
 - :mod:`.task`: a p2p run as a rank task of colbench.host (same start-up as a sweep).
 - :mod:`.results`: ``p2p.csv``, its schema version and :func:`load`.
-- :mod:`.report`, :mod:`.heatmap`: the matrices, the figure and the verdict
-  (colbench.commands.p2p.links judges the links).
+- :mod:`.report`: the matrices, the heatmap and the verdict (colbench.commands.p2p.links
+  judges the links).
 - :func:`run` (here): what the CLI calls.
 """
 
