@@ -51,8 +51,7 @@ FLOORS_FILE = "floors.json"
 
 def learn(runs: Sequence[str], out: str | None) -> int:
     """Floors from healthy runs (colbench.commands.health.floors) into ``out``/floors.json
-    (``--out``
-    is a directory, as for every command); the exit code."""
+    (``--out`` is a directory, as for every command); the exit code."""
     if not out:
         raise UsageError(f"health learn writes {FLOORS_FILE} into --out DIR (e.g. --out floors)")
     if Path(out).suffix.lower() == ".json":

@@ -23,9 +23,8 @@ def load(path: Any) -> Any:
 
 
 def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
-    """Check the options (``values``: every row of colbench.commands.p2p.options.table()), measure
-    the
-    matrix in spawned or launched ranks, report; the exit code."""
+    """Check the options (``values``: every row of colbench.commands.p2p.options.table()),
+    measure the matrix in spawned or launched ranks, report; the exit code."""
     from colbench.commands.p2p.config import from_options
 
     cfg = from_options(values, command_line)
