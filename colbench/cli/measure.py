@@ -139,7 +139,7 @@ def _health_rows() -> tuple[Option, ...]:
 @app.command(help=P2P_HELP, rich_help_panel=MEASURE)
 @_with_options(rows=_p2p_rows)
 def p2p(ctx: typer.Context, **values: Any) -> None:
-    from colbench.commands.p2p import command
+    from colbench.commands import p2p as command
 
     raise typer.Exit(command.run(values, tuple(sys.argv)))
 
@@ -183,7 +183,7 @@ Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
     rows=_health_rows,
 )
 def health(ctx: typer.Context, args: list[str] | None = None, **values: Any) -> None:
-    from colbench.commands.health import command
+    from colbench.commands import health as command
     from colbench.errors import UsageError
 
     if not args:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from colbench.commands.p2p import load
-from colbench.commands.p2p.link_defaults import DEFAULT_PASSES
+from colbench.commands.p2p.options import DEFAULT_PASSES
 from colbench.commands.p2p.results import COLUMNS, P2P_SCHEMA_VERSION
 from tests.conftest import call_colbench, finish_ranks, start_ranks
 

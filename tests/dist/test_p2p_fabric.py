@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from colbench.commands.p2p import load
-from colbench.commands.p2p.link_defaults import DEFAULT_PASSES
+from colbench.commands.p2p.options import DEFAULT_PASSES
 from colbench.commands.p2p.report import matrices
 from tests import netns
 

@@ -16,7 +16,7 @@ from colbench.commands.compare.comparison import figure
 from colbench.commands.compare.pairs import compare_runs
 from colbench.commands.health.heatmap import nothing_to_draw
 from colbench.commands.health.judge import against_fleet, samples_of
-from colbench.commands.p2p.heatmap import MIN_SPAN_FACTOR, centred_norm, write_heatmap
+from colbench.commands.p2p.report import MIN_SPAN_FACTOR, centred_norm, write_heatmap
 from colbench.commands.plot.lines import plot_panels, write_run_plots
 from colbench.results.series import lines, load_runs
 from tests.unit.rows import SIZES, alpha_beta, row, write_run

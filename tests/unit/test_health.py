@@ -308,7 +308,7 @@ def _facts(per_node: int) -> dict[str, Any]:
 
 
 def test_one_slow_nic_of_eight_names_its_node_its_gpu_and_its_nic() -> None:
-    from colbench.commands.health.naming import attach, where_text
+    from colbench.commands.health.report import attach, where_text
 
     # Node C's local rank 5 (rank 21): its rail at a third; the other 7 of C's rails
     # are healthy, so C's links pooled would hide it.
@@ -328,7 +328,7 @@ def test_one_slow_nic_of_eight_names_its_node_its_gpu_and_its_nic() -> None:
 
 
 def test_a_whole_slow_node_names_no_single_nic() -> None:
-    from colbench.commands.health.naming import attach, where_text
+    from colbench.commands.health.report import attach, where_text
 
     samples = samples_of(_rails_doc(2, {4: 1 / 3, 5: 1 / 3}))
     findings = attach(against_fleet(samples), samples, _facts(2), "nccl")
@@ -499,7 +499,7 @@ def test_a_fleet_of_16_nodes_of_8_ranks_is_judged() -> None:
 def test_learn_writes_floors_json_into_its_out_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from colbench.commands.health.command import learn
+    from colbench.commands.health import learn
 
     runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
     assert learn(runs, str(tmp_path / "floors")) == 0

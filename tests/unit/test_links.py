@@ -7,9 +7,9 @@ import itertools
 import random
 import re
 
-from colbench.commands.p2p.link_defaults import DEFAULT_PASSES
 from colbench.commands.p2p.link_tests import link_samples, metrics, passes_needed
 from colbench.commands.p2p.links import Samples, judge
+from colbench.commands.p2p.options import DEFAULT_PASSES
 
 Pair = tuple[int, int]
 

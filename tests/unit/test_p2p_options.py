@@ -10,7 +10,7 @@ import pytest
 from colbench.cli import docgen
 from colbench.commands.p2p import options as p2p_options
 from colbench.commands.p2p.config import P2PConfig, from_options
-from colbench.commands.p2p.link_defaults import DEFAULT_PASSES
+from colbench.commands.p2p.options import DEFAULT_PASSES
 from colbench.config import options
 from tests.conftest import run_main
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.commands.health import published
+from colbench.commands.health import floors as published
 from colbench.commands.references import place
 from colbench.commands.references.table import load
 from colbench.importers.nccl_tests import import_log

@@ -63,8 +63,7 @@ LEVELS = {
     "long": Level("long", 10, 1.7, 64 * MIB, 64 * MIB, 64 * MIB, (64 * MIB, 256 * MIB)),
 }
 
-#: The checks in the order they run, and the ops of the intra-node check.
-CHECKS = ("node", "intra", "pair", "pair_all_reduce", "world")
+#: The ops of the intra-node check.
 INTRA_OPS = ("all_reduce", "all_gather")
 
 

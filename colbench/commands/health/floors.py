@@ -28,7 +28,7 @@ import math
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -216,9 +216,9 @@ def load(path: str) -> tuple[dict[tuple[str, int], Floor], dict[str, Any]]:
     return floors, learned_on
 
 
-#: Health checks that are a collective of their own, as a references file names them:
-#: check -> (op, whether it spans one node).
-_AS_REFERENCE = {
+#: Health's checks that are a collective of their own over a node or the world, the ones a
+#: references file can hold: check -> (op, whether it spans one node).
+HEALTH_CHECKS = {
     "intra_all_reduce": ("all_reduce", True),
     "intra_all_gather": ("all_gather", True),
     "world": ("all_reduce", False),
@@ -247,9 +247,9 @@ def as_references(path: str, gpus_per_node: int | None = None) -> list[Any]:
     source = {"url": Path(path).resolve().as_uri()}
     out = []
     for (check, size), floor in sorted(floors.items()):
-        if check not in _AS_REFERENCE:
+        if check not in HEALTH_CHECKS:
             continue
-        op, one_node = _AS_REFERENCE[check]
+        op, one_node = HEALTH_CHECKS[check]
         nodes = 1 if one_node else learned_on.get("nodes")
         hardware: dict[str, Any] = {"gpu": model}
         if gpus_per_node is not None:
@@ -274,4 +274,62 @@ def as_references(path: str, gpus_per_node: int | None = None) -> list[Any]:
                     note=note,
                 )
             )
+    return out
+
+
+def place_health(
+    findings: Iterable[Mapping[str, Any]],
+    meta: Mapping[str, Any],
+    references: str | Path | None = None,
+) -> dict[str, Any]:
+    """Health's node checks (each node's own ranks; the median over nodes) and its whole-
+    world all_reduce, each beside the published results for as many GPUs (placed by
+    colbench.commands.references.place): one placement per span, ``{"table", "node": ...,
+    "world": ...}``."""
+    from colbench.commands.references.place import as_number, place
+    from colbench.commands.references.table import load as load_references
+
+    refs = load_references(references)
+    local = meta.get("local_world_size")
+    if isinstance(local, dict) and len(set(local.values())) == 1:
+        local = next(iter(local.values()))
+    per_node = local if isinstance(local, int) and not isinstance(local, bool) else None
+    nodes = meta.get("nnodes") if isinstance(meta.get("nnodes"), int) else None
+    world = meta.get("world_size") if isinstance(meta.get("world_size"), int) else None
+    device = next((d for d in meta.get("devices") or [] if isinstance(d, str)), "")
+    figures: dict[tuple[bool, str, int], list[float]] = defaultdict(list)
+    for f in findings:
+        check = HEALTH_CHECKS.get(str(f.get("check")))
+        busbw = as_number(f.get("busbw_gbps"))
+        if check is None or busbw is None or busbw <= 0:
+            continue
+        op, one_node = check
+        figures[(one_node, op, int(f["size_bytes"]))].append(busbw)
+    out: dict[str, Any] = {"table": "published" if references is None else str(references)}
+    for one_node, span in ((True, "node"), (False, "world")):
+        rows = [
+            {
+                "device": device,
+                "op": op,
+                "size_bytes": size,
+                "busbw_gbps": statistics.median(values),
+                "world_size": per_node if one_node else world,
+                "nnodes": 1 if one_node else nodes,
+                "status": "ok",
+            }
+            for (node_span, op, size), values in sorted(figures.items())
+            if node_span == one_node
+        ]
+        if rows:
+            out[span] = place(rows, meta, refs, out["table"])
+    return out
+
+
+def health_lines(placement: Mapping[str, Any]) -> list[str]:
+    from colbench.commands.references.place import lines
+
+    out: list[str] = []
+    for span, what in (("node", "each node's own ranks"), ("world", "the whole world")):
+        if span in placement:
+            out += [f"{what}: {line}" for line in lines(placement[span])]
     return out

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.commands.health.judge import CRITICAL, FLEET, WARN, Finding, Samples, link_medians
+from colbench.config.sizes import format_size
 from colbench.output import plural
 from colbench.results import tables as writing
 
@@ -43,13 +44,7 @@ def ratios(findings: Sequence[Finding]) -> tuple[list[str], list[str], list[list
             )
             line.append(mine.busbw_gbps / reference if mine and reference else math.nan)
         cells.append(line)
-    return nodes, [f"{c} {_size(s)}" for c, s in keys], cells
-
-
-def _size(size_bytes: int) -> str:
-    from colbench.config.sizes import format_size
-
-    return format_size(size_bytes)
+    return nodes, [f"{c} {format_size(s)}" for c, s in keys], cells
 
 
 def nothing_to_draw(findings: Sequence[Finding], samples: Samples) -> str | None:
@@ -71,7 +66,7 @@ def _pair_links(samples: Samples) -> Any:
 
 def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> Path:
     """health.png; call only when :func:`nothing_to_draw` finds something to draw."""
-    from colbench.commands.p2p.heatmap import matrix_panel
+    from colbench.commands.p2p.report import matrix_panel
     from colbench.results.reporters.figures import pyplot
 
     plt = pyplot()
@@ -114,7 +109,7 @@ def _node_panel(
     data = np.ma.masked_invalid(np.array(cells, dtype=float))
     image = ax.imshow(data, cmap="RdYlGn", vmin=0.0, vmax=1.5, aspect="auto")
     ax.figure.colorbar(image, ax=ax, shrink=0.8, label="figure / the fleet's median")
-    verdicts = {(f.node, f"{f.check} {_size(f.size_bytes)}"): f.verdict for f in findings}
+    verdicts = {(f.node, f"{f.check} {format_size(f.size_bytes)}"): f.verdict for f in findings}
     if len(nodes) <= ANNOTATED_NODES:
         for i, node in enumerate(nodes):
             for j, column in enumerate(columns):

@@ -82,7 +82,7 @@ class Finding:
     rank: int | None = None
     #: The run can tell that it is ``rank``'s GPU or NIC, not the whole node's.
     singled_out: bool = False
-    #: ``rank``'s GPU and the NIC nearest it, where singled out (colbench.commands.health.naming).
+    #: ``rank``'s GPU and the NIC nearest it, where singled out (colbench.commands.health.report).
     gpu: str | None = None
     nic: str | None = None
 

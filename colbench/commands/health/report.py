@@ -17,17 +17,17 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from colbench import reading, text
 from colbench.commands.health import floors as floor_files
-from colbench.commands.health import naming
 from colbench.commands.health.config import SAMPLES_FILE, HealthConfig
 from colbench.commands.health.judge import (
     CRITICAL,
     FLEET,
+    LINK_CHECKS,
     SEVERITY,
     WARN,
     Finding,
@@ -40,6 +40,7 @@ from colbench.commands.health.judge import (
 from colbench.commands.p2p.link_tests import MIN_NODES
 from colbench.commands.p2p.report import matrix_text
 from colbench.errors import ExitCode
+from colbench.host.launchers.gpus import normal_bus_id
 from colbench.host.protocol import Failure
 from colbench.results import metadata
 from colbench.results import tables as writing
@@ -107,7 +108,7 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
         findings, judged_by = against_floors(samples, floors), f"floors {cfg.floors_path}"
     else:
         findings, judged_by = against_fleet(samples), "the fleet's median"
-    findings = naming.attach(findings, samples, meta.get("hardware") or {}, meta.get("backend"))
+    findings = attach(findings, samples, meta.get("hardware") or {}, meta.get("backend"))
     write_jsonl(run_dir / JSONL_FILE, findings, judged_by)
     write_prom(run_dir / PROM_FILE, findings, meta.get("run_id", run_dir.name))
     critical = sorted({f.node for f in findings if f.verdict == CRITICAL and f.node != FLEET})
@@ -144,10 +145,8 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
 def _references(findings: Sequence[Finding], meta: Mapping[str, Any]) -> dict[str, Any]:
     """The checks that are a collective of their own beside the published results for
     the hardware (issue 38), printed."""
-    from colbench.commands.health.published import health_lines, place_health
-
-    placement = place_health([asdict(f) for f in findings], meta)
-    for line in health_lines(placement):
+    placement = floor_files.place_health([asdict(f) for f in findings], meta)
+    for line in floor_files.health_lines(placement):
         print(f"colbench: reference: {line}", file=sys.stderr)
     return placement
 
@@ -243,7 +242,7 @@ def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:
             if not bad or (tier == WARN and any(f.verdict == CRITICAL for f in mine)):
                 continue
             worst = bad[0]
-            where = naming.where_text(worst)
+            where = where_text(worst)
             lines.append(
                 f"health: {tier} {node}: {len(bad)} of {len(mine)} checks; {worst.check} "
                 f"{text.number(worst.busbw_gbps or None)} GB/s against the fleet's "
@@ -285,3 +284,70 @@ def _pair_matrix(samples: Samples) -> str:
         nodes = {r: samples.names[r] for pair in values for r in pair}
         out.append(matrix_text(values, nodes, f"{title} at {size} B, GB/s"))
     return "\n\n".join(out)
+
+
+# Which GPU and which NIC a finding is about, where the run can tell (the judge's
+# ``singled_out``): the rank's GPU from its PCI address in its node's hardware facts
+# (meta.json's ``hardware``), and for the pair checks the NIC that carries its traffic.
+#
+# The NIC: the one nearest the GPU on the PCI tree (hardware.node's ``closest_gpu``, the
+# one NCCL's topology picks for that GPU's network traffic); on gloo, which sends through
+# the host's sockets, the interface toward the coordinator (the route the ranks met by).
+# Where neither holds, no NIC is named: a guess would send someone to reseat the wrong
+# cable.
+#: NIC kinds that carry no traffic between nodes.
+LOCAL_KINDS = ("loopback", "virtual")
+
+
+def attach(
+    findings: Sequence[Finding],
+    samples: Samples,
+    hardware: Mapping[str, Any],
+    backend: str | None,
+) -> list[Finding]:
+    """The findings with ``gpu`` and ``nic`` filled in where the run can tell."""
+    out = []
+    for f in findings:
+        if not f.singled_out or f.rank is None:
+            out.append(f)
+            continue
+        facts = hardware.get(f.node) or {}
+        index, gpu = _gpu(facts, _bus_id(samples, f.rank))
+        nic = _nic(facts, index, backend) if f.check in LINK_CHECKS else None
+        out.append(replace(f, gpu=gpu, nic=nic))
+    return out
+
+
+def _bus_id(samples: Samples, rank: int) -> str | None:
+    buses = samples.gpu_bus_ids
+    return buses[rank] if rank < len(buses) else None
+
+
+def _gpu(facts: Mapping[str, Any], bus_id: str | None) -> tuple[int | None, str | None]:
+    """(NVML's index, the text) of the GPU at ``bus_id``; the address alone where the
+    node's facts lack it (no NVML)."""
+    if not bus_id:
+        return None, None
+    for gpu in facts.get("gpus") or []:
+        if gpu.get("bus_id") and normal_bus_id(gpu["bus_id"]) == normal_bus_id(bus_id):
+            return gpu["index"], f"GPU {gpu['index']} ({gpu['name']}, {bus_id})"
+    return None, f"GPU {bus_id}"
+
+
+def _nic(facts: Mapping[str, Any], gpu_index: int | None, backend: str | None) -> str | None:
+    if gpu_index is not None:
+        for nic in facts.get("nics") or []:
+            if nic.get("closest_gpu") == gpu_index and nic.get("kind") not in LOCAL_KINDS:
+                return str(nic["name"])
+    if backend == "gloo" and facts.get("interface"):
+        return str(facts["interface"])
+    return None
+
+
+def where_text(f: Finding) -> str:
+    """``rank 3: GPU 1 (NVIDIA H100 80GB HBM3, 0000:8a:00.0), NIC mlx5_1``; or ``rank
+    3`` alone, or "" where the run cannot tell a rank from its node."""
+    if not f.singled_out or f.rank is None:
+        return ""
+    parts = [p for p in (f.gpu, f.nic and f"NIC {f.nic}") if p]
+    return f"rank {f.rank}" + (": " + ", ".join(parts) if parts else "")

@@ -4,13 +4,14 @@
 - :mod:`.measure`: the measuring side in every rank (messages, timers, steps).
 - :mod:`.task`: a p2p run as a rank task of colbench.host (same start-up as a sweep).
 - :mod:`.results`: ``p2p.csv``, its schema version and :func:`load`.
-- :mod:`.report`, :mod:`.heatmap`: the matrices, the figure and the verdict
-  (colbench.commands.p2p.links judges the links).
-- :mod:`.command`: :func:`~colbench.commands.p2p.command.run`, what the CLI calls.
+- :mod:`.report`: the matrices, the heatmap and the verdict (colbench.commands.p2p.links
+  judges the links).
+- :func:`run` (here): what the CLI calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -19,3 +20,16 @@ def load(path: Any) -> Any:
     from colbench.commands.p2p.results import load as load_p2p
 
     return load_p2p(path)
+
+
+def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
+    """Check the options (``values``: every row of colbench.commands.p2p.options.table()),
+    measure the matrix in spawned or launched ranks, report; the exit code."""
+    from colbench.commands.p2p.config import from_options
+
+    cfg = from_options(values, command_line)
+    # Imported after the options are checked: the host imports torch.
+    from colbench.commands.p2p.task import P2PTask
+    from colbench.host.world import start
+
+    return start(P2PTask(cfg))

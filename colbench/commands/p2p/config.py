@@ -7,8 +7,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from colbench.commands.p2p.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT, DEFAULT_PASSES
-from colbench.commands.p2p.options import DEFAULT_MAX_TIME_S
+from colbench.commands.p2p.options import (
+    DEFAULT_BW_PCT,
+    DEFAULT_LATENCY_PCT,
+    DEFAULT_MAX_TIME_S,
+    DEFAULT_PASSES,
+)
 from colbench.config.model import BACKENDS, TaskRunFields, default_timeout
 from colbench.config.option_table import config_values
 from colbench.config.validate import validate_counts, validate_launch

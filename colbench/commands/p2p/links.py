@@ -35,7 +35,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from colbench.commands.gate.checks import DEFAULT_ALPHA, DEFAULT_POWER
-from colbench.commands.p2p.link_defaults import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
 from colbench.commands.p2p.link_tests import (
     Link,
     Matrix,
@@ -51,6 +50,7 @@ from colbench.commands.p2p.link_tests import (
     settle_family,
     testable_nodes,
 )
+from colbench.commands.p2p.options import DEFAULT_BW_PCT, DEFAULT_LATENCY_PCT
 from colbench.stats import power, rank_tests
 
 __all__ = ["Samples", "judge", "passes_needed"]

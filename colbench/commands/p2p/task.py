@@ -245,17 +245,8 @@ class P2PTask(ConfiguredTask):
         rows = []
         for src, dst in sorted(bw):
             where = {"src_node": world.labels[src], "dst_node": world.labels[dst]}
-            rows.append(
-                pair_row(
-                    bw[(src, dst)],
-                    lat[(src, dst)],
-                    src_rank=src,
-                    dst_rank=dst,
-                    repeat=repeat,
-                    **where,
-                    **common,
-                )
-            )
+            cells = {"src_rank": src, "dst_rank": dst, "repeat": repeat, **where, **common}
+            rows.append(pair_row(bw[(src, dst)], lat[(src, dst)], **cells))
         return rows
 
     def report(self, run_dir: Path) -> int:
