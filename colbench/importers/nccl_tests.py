@@ -33,9 +33,9 @@ from colbench.errors import UsageError
 from colbench.importers import nccl_tests_json
 from colbench.importers.nccl_scan import scan, strip_prefix
 from colbench.importers.nccl_table import Findings, ImportOptions, table_rows
-from colbench.results import tables as writing
 from colbench.results.rows import SCHEMA_VERSION, Row
 from colbench.results.rundir import RunDir
+from colbench.results.tables import write_text
 
 __all__ = ["Imported", "default_out_dir", "import_log", "parse_json", "parse_log", "strip_prefix"]
 
@@ -130,7 +130,7 @@ def import_log(
     )
     if "nccl_tests" in imported.facts:
         # The report itself too: its per-process times and environment are in no row.
-        writing.write_text(run_dir.path / nccl_tests_json.COPY_NAME, data.decode("utf-8"))
+        write_text(run_dir.path / nccl_tests_json.COPY_NAME, data.decode("utf-8"))
         meta.update(
             source={
                 **meta["source"],

@@ -19,7 +19,7 @@ from colbench.commands.compare import pairs
 from colbench.commands.crosscheck.plan import MULTI_NODE, Plan
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.results import tables as writing
+from colbench.results import tables
 from colbench.results.series import PLACEMENT_NAMES, Run
 from colbench.text import Column
 
@@ -160,6 +160,6 @@ def write_report(
         save(compare.figure(comparison), directory / FIGURE)
     except UsageError as exc:
         text += f"\n# no figure: {exc}"
-    writing.write_text(directory / JOINED_TEXT, text + "\n")
+    tables.write_text(directory / JOINED_TEXT, text + "\n")
     wrong = bool(table["wrong_a"].fillna(0).any() or table["wrong_b"].fillna(0).any())
     return text, wrong

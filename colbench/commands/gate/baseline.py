@@ -11,8 +11,7 @@ from typing import Any
 from colbench import reading
 from colbench.commands.gate.checks import DEFAULT_KEEP
 from colbench.errors import UsageError
-from colbench.results import metadata
-from colbench.results import tables as writing
+from colbench.results import metadata, tables
 from colbench.results.join import RunFrames, load_pooled, read_meta
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text
 from colbench.results.rundir import RunDir
@@ -113,7 +112,7 @@ def pd_concat(frames: Sequence[Any]) -> Any:
 
 def _replace(path: Path, text: str) -> None:
     # Write next to the target, then rename: a reader never sees half a baseline file.
-    writing.replace_text(path, text)
+    tables.replace_text(path, text)
 
 
 def _refuse_as_baseline(path: str | os.PathLike[str], load_run: RunFrames) -> None:

@@ -15,7 +15,7 @@ from colbench.commands.gate.options import GateOptions
 from colbench.commands.gate.result import GateRules
 from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
-from colbench.results import tables as writing
+from colbench.results import tables
 from colbench.results.join import RunFrames, fabric_warnings_of
 from colbench.results.rows import csv_path
 
@@ -171,4 +171,4 @@ def _write_reports(report: str | None, text: str) -> None:
 
 
 def _write_text(path: Path, text: str, append: bool = False) -> None:
-    writing.write_text(path, text, append)
+    tables.write_text(path, text, append)

@@ -36,8 +36,7 @@ from typing import Any
 from colbench import reading, text
 from colbench.commands.gate.checks import DEFAULT_POWER
 from colbench.errors import UsageError
-from colbench.results import metadata
-from colbench.results import tables as writing
+from colbench.results import metadata, tables
 from colbench.results.metafile import read_or_none
 from colbench.results.rows import SCHEMA_VERSION as RESULTS_VERSION
 from colbench.stats import drift
@@ -176,7 +175,7 @@ def learn(runs: Sequence[str], out: str) -> int:
         "floors": [asdict(f) for f in floors],
     }
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    writing.write_text(out, json.dumps(doc, indent=1) + "\n")
+    tables.write_text(out, json.dumps(doc, indent=1) + "\n")
     for floor in floors:
         print(floor_line(floor))
     print(

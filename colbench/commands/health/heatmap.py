@@ -18,7 +18,7 @@ from typing import Any
 from colbench.commands.health.judge import CRITICAL, FLEET, WARN, Finding, Samples, link_medians
 from colbench.config.sizes import format_size
 from colbench.output import plural
-from colbench.results import tables as writing
+from colbench.results import tables
 
 #: Verdict marks in a cell, after the ratio.
 MARKS = {CRITICAL: "C", WARN: "W"}
@@ -90,7 +90,7 @@ def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> 
             title += "; ranks " + ", ".join(f"{r}: {samples.names[r]}" for r in ranks)
         fig.suptitle(title, fontsize=9)
         fig.tight_layout()
-        with writing.checked(path):
+        with tables.checked(path):
             fig.savefig(path, dpi=110)
     finally:
         plt.close(fig)

@@ -42,8 +42,7 @@ from colbench.commands.p2p.report import matrix_text
 from colbench.errors import ExitCode
 from colbench.host.launchers.gpus import normal_bus_id
 from colbench.host.protocol import Failure
-from colbench.results import metadata
-from colbench.results import tables as writing
+from colbench.results import metadata, tables
 from colbench.results.rundir import RunDir
 from colbench.text import Column
 
@@ -83,7 +82,7 @@ def _write_drain_list(path: str, text: str) -> bool:
     """Write the list; a list that cannot be written is said in one line, and the run's
     own exit code stands."""
     try:
-        writing.write_text(path, text)
+        tables.write_text(path, text)
     except OSError as exc:
         print(f"colbench: warning: health: cannot write the drain list: {exc}", file=sys.stderr)
         return False
@@ -113,7 +112,7 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
     write_prom(run_dir / PROM_FILE, findings, meta.get("run_id", run_dir.name))
     critical = sorted({f.node for f in findings if f.verdict == CRITICAL and f.node != FLEET})
     if cfg.drain_list is not None:
-        writing.write_text(cfg.drain_list, "".join(f"{n}\n" for n in critical))
+        tables.write_text(cfg.drain_list, "".join(f"{n}\n" for n in critical))
     if cfg.plot:
         from colbench.commands.health.heatmap import nothing_to_draw, write_heatmap
 
@@ -176,7 +175,7 @@ def _order(findings: Sequence[Finding]) -> list[Finding]:
 
 def write_jsonl(path: Path, findings: Sequence[Finding], judged_by: str) -> None:
     text = "".join(json.dumps(_row(f, judged_by)) + "\n" for f in _order(findings))
-    writing.write_text(path, text)
+    tables.write_text(path, text)
 
 
 def _labels(f: Finding) -> str:
@@ -209,7 +208,7 @@ def write_prom(path: Path, findings: Sequence[Finding], run_id: str) -> None:
         "# TYPE colbench_health_run_timestamp_seconds gauge",
         f'colbench_health_run_timestamp_seconds{{run_id="{run_id}"}} {time.time():.0f}',
     ]
-    writing.write_text(path, "\n".join(lines) + "\n")
+    tables.write_text(path, "\n".join(lines) + "\n")
 
 
 def table(findings: Sequence[Finding]) -> str:

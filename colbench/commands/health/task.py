@@ -46,7 +46,7 @@ from colbench.host.launchers import devices
 from colbench.host.launchers.env import node_name
 from colbench.host.pace import Pace, counting
 from colbench.host.protocol import Failure
-from colbench.results import tables as writing
+from colbench.results import tables
 from colbench.results.rundir import RunDir
 
 #: What every rank says if the others' plans differ from rank 0's ({ranks}: theirs).
@@ -152,7 +152,7 @@ class HealthTask(ConfiguredTask):
                 "gpu_bus_ids": [bus or None for bus, _ in every],
                 "samples": samples,
             }
-            writing.write_text(run_dir / SAMPLES_FILE, json.dumps(doc) + "\n")
+            tables.write_text(run_dir / SAMPLES_FILE, json.dumps(doc) + "\n")
             RunDir(run_dir).update_meta(
                 status="complete", measured_s=round(time.monotonic() - started, 2)
             )

@@ -24,7 +24,7 @@ from colbench.commands.p2p.budget import Plan
 from colbench.commands.p2p.config import P2PConfig
 from colbench.commands.p2p.links import Samples, Verdict, judge
 from colbench.errors import ExitCode, UsageError
-from colbench.results import tables as writing
+from colbench.results import tables
 from colbench.results.rundir import RunDir
 from colbench.text import Column
 
@@ -263,7 +263,7 @@ def write_heatmap(
         )
         fig.suptitle(f"colbench p2p ({frame['backend'].iloc[0]}); nodes {labels}", fontsize=9)
         fig.tight_layout()
-        with writing.checked(path):
+        with tables.checked(path):
             fig.savefig(path, dpi=110)
     finally:
         plt.close(fig)

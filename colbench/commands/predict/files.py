@@ -17,7 +17,7 @@ from colbench.commands.predict.engine import Checked, CrossRow, Predicted
 from colbench.commands.predict.fit import Fit
 from colbench.commands.predict.models import PARAMETERS, describe
 from colbench.errors import UsageError
-from colbench.results import tables as writing
+from colbench.results import tables
 from colbench.results.tables import Table, TableRow, TableWriter
 from colbench.results.tables import column as _column
 
@@ -141,7 +141,7 @@ def write_outputs(
                 for r in crossings
             ],
         }
-        writing.replace_text(directory / "meta.json", json.dumps(meta, indent=2) + "\n")
+        tables.replace_text(directory / "meta.json", json.dumps(meta, indent=2) + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write into {directory}: {exc.strerror}") from None
     return directory

@@ -10,7 +10,7 @@ from typing import Any
 from colbench.commands.predict.data import Measured
 from colbench.commands.predict.engine import CrossRow, Predicted
 from colbench.errors import UsageError
-from colbench.results import tables as writing
+from colbench.results import tables
 from colbench.results.reporters.figures import format_size_tick, pyplot, size_axis
 
 _STYLES = {"ring": "-", "tree": ":", "double_tree": "--"}
@@ -83,7 +83,7 @@ def plot_predictions(
     path = directory / "predict.png"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        with writing.checked(path):
+        with tables.checked(path):
             fig.savefig(path, dpi=100)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None

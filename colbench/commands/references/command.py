@@ -80,9 +80,9 @@ def run(
             print(line)
         return int(ExitCode.OK)
     if write is not None:
-        from colbench.results import tables as writing
+        from colbench.results import tables
 
-        writing.write_text(write, json.dumps(dump(chosen), indent=1) + "\n")
+        tables.write_text(write, json.dumps(dump(chosen), indent=1) + "\n")
         print(f"colbench: {len(chosen)} entries in {write}", file=sys.stderr)
         return int(ExitCode.OK)
     if as_json:

@@ -11,7 +11,7 @@ from colbench import output
 from colbench.commands.replay import plan as planning
 from colbench.commands.replay import report, traces
 from colbench.errors import ExitCode, UsageError
-from colbench.results import tables as writing
+from colbench.results import tables
 from colbench.results.rundir import RunDir, stamped_name
 
 
@@ -62,7 +62,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
         if v is not None
     }  # fmt: skip
     run_dir = RunDir.create(opts.out, Path(opts.results_dir) / stamped_name("replay")).path
-    writing.write_text(run_dir / "plan.json", report.plan_json(plan) + "\n")
+    tables.write_text(run_dir / "plan.json", report.plan_json(plan) + "\n")
     suites, sweeps_dir = run_dir / "suites", run_dir / "sweeps"
     suites.mkdir()
     sweeps_dir.mkdir()
@@ -72,7 +72,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
     for sweep in planned:  # every config checked before anything runs
         sweep.config(sweeps_dir / sweep.name)
     for sweep in planned:
-        writing.write_text(suites / f"{sweep.name}.yaml", report.suite_yaml(sweep, sources))
+        tables.write_text(suites / f"{sweep.name}.yaml", report.suite_yaml(sweep, sources))
         _say(f"replay: measuring {sweep.name}")
         code = measure.run(sweep, sweeps_dir / sweep.name)
         worst = max(worst, code)
@@ -80,7 +80,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
             _say(f"replay: {sweep.name} ended with exit {code}; the sweeps after it not run")
             break
     report.write_csv(plan, run_dir / "replay.csv")
-    writing.write_text(run_dir / "plan.json", report.plan_json(plan) + "\n")  # now with measured_us
+    tables.write_text(run_dir / "plan.json", report.plan_json(plan) + "\n")  # now with measured_us
     print("\n".join(report.result_text(plan)), flush=True)
     _say(f"replay: plan.json, replay.csv, sweeps/ and suites/ (one suite per kind) in {run_dir}")
     return worst

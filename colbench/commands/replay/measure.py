@@ -16,7 +16,7 @@ from typing import Any
 from colbench.bench import ops
 from colbench.commands.replay.plan import Entry, Plan
 from colbench.config import model, options, validate
-from colbench.results import tables as writing
+from colbench.results import tables
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def _matrix_file(directory: Path, name: str, entry: Entry) -> str:
     """The entry's traffic matrix in the format ``--splits file:`` reads (rows = senders)."""
     assert entry.key.matrix is not None
     path = directory / f"{name}.matrix"
-    writing.write_text(path, "\n".join(" ".join(map(str, row)) for row in entry.key.matrix) + "\n")
+    tables.write_text(path, "\n".join(" ".join(map(str, row)) for row in entry.key.matrix) + "\n")
     return f"file:{path.resolve()}"
 
 

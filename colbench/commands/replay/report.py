@@ -21,7 +21,7 @@ from colbench.commands.replay.measure import Sweep
 from colbench.commands.replay.plan import Entry, Plan
 from colbench.commands.replay.schema import shown
 from colbench.config.sizes import format_size
-from colbench.results import tables as writing
+from colbench.results import tables
 from colbench.text import Column
 
 #: Contributors the text names after the table.
@@ -137,7 +137,7 @@ def _per_op(rows: list[Entry]) -> str:
 
 def write_csv(plan: Plan, path: Path) -> None:
     total = sum(predicted(e) or 0.0 for e in plan.measurable)
-    with writing.checked(path), path.open("w", newline="") as f:
+    with tables.checked(path), path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(_CSV_COLUMNS)
         for e in plan.entries:

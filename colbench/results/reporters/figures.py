@@ -17,8 +17,7 @@ from typing import Any
 
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.results import metrics
-from colbench.results import tables as writing
+from colbench.results import metrics, tables
 
 
 @dataclass(frozen=True)
@@ -132,7 +131,7 @@ def save(fig: Any, path: str | os.PathLike[str]) -> Path:
         raise UsageError(f"{out}: use a .png, .svg or .pdf file name")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with writing.checked(out):
+        with tables.checked(out):
             fig.savefig(out, dpi=110)
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror}") from None

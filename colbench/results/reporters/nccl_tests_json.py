@@ -32,7 +32,7 @@ from typing import Any
 
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.config.min_bw import BusbwFloor
-from colbench.results import tables as writing
+from colbench.results import tables
 from colbench.results.reporters.nccl_tests_encoding import (
     array,
     as_written,
@@ -283,10 +283,10 @@ class NcclTestsJsonReporter(Reporter):
         self._pending: dict[int, Sequence[Sequence[float]]] = {}
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
-        with writing.checked(self.path):
+        with tables.checked(self.path):
             self.path, self._file = open_new(self.path)
         self._say(f"# Writing JSON output to {self.path}")
-        with writing.checked(self.path):
+        with tables.checked(self.path):
             head = self._header.json(now_text()).encode()
             self._file.write(head)
             self._records_end = len(head)
@@ -305,7 +305,7 @@ class NcclTestsJsonReporter(Reporter):
         self._bad += sum(bool(r.wrong) for r in measured)
         entry = record(rows, pending if self._header.per_iter_timing else None)
         data = (("," if self._records else "") + entry).encode()
-        with writing.checked(self.path):
+        with tables.checked(self.path):
             self._file.seek(self._records_end)
             self._file.write(data)
             self._records_end += len(data)
@@ -313,7 +313,7 @@ class NcclTestsJsonReporter(Reporter):
             self._write_footer([INCOMPLETE])
 
     def on_end(self, summary: Summary) -> None:
-        with writing.checked(self.path):
+        with tables.checked(self.path):
             # nccl-tests' errors hold NCCL's last error: "" after a clean run.
             self._write_footer([""])
 
@@ -326,6 +326,6 @@ class NcclTestsJsonReporter(Reporter):
 
     def close(self) -> None:
         if self._file is not None:
-            with writing.checked(self.path):
+            with tables.checked(self.path):
                 self._file.close()
             self._file = None
