@@ -124,11 +124,22 @@ def test_torch_blocking_wait_is_unset_in_the_ranks_with_a_note(
     assert all("TORCH_NCCL_BLOCKING_WAIT" not in r["env"] for r in inits)
 
 
-def test_interleaved_variants_never_touch_cuda_in_the_parent(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def interleaved_users_debug(tmp_path_factory: pytest.TempPathFactory) -> FakeRun:
+    """Two interleaved variants on two fake GPUs, with a user's own NCCL_DEBUG: every
+    rank of every world sets NCCL's log up alike (colbench.host.nccl_start), so the test
+    of the parent and the test of the user's NCCL_DEBUG share one run of five processes."""
+    tmp = tmp_path_factory.mktemp("interleaved")
+    return run_on_fake_gpus(tmp, [gpu(0), gpu(1)], *SWEEP, "--env", "NCCL_ALGO=Ring,Tree",
+                            "--out", str(tmp / "run"), env={"NCCL_DEBUG": "WARN"})  # fmt: skip
+
+
+def test_interleaved_variants_never_touch_cuda_in_the_parent(
+    interleaved_users_debug: FakeRun,
+) -> None:
     """The memory check of interleaved variants asked torch.cuda.mem_get_info in the
     parent, a CUDA context on every GPU for the whole run: failed on main."""
-    run = run_on_fake_gpus(tmp_path, [gpu(0), gpu(1)], *SWEEP, "--env", "NCCL_ALGO=Ring,Tree",
-                           "--out", str(tmp_path / "run"))  # fmt: skip
+    run = interleaved_users_debug
     assert run.returncode == 3, run.stderr
     assert "2 variants interleaved" in run.stderr
     assert not run.calls("mem_get_info", role="parent")
@@ -244,9 +255,9 @@ def test_launched_ranks_log_where_rank_0_runs(launched_emulated: tuple[Path, lis
     }
 
 
-def test_a_users_nccl_debug_is_left_alone(tmp_path: Path) -> None:
-    run = run_on_fake_gpus(tmp_path, [gpu(0), gpu(1)], *SWEEP, "--out", str(tmp_path / "run"),
-                           env={"NCCL_DEBUG": "WARN"})  # fmt: skip
+def test_a_users_nccl_debug_is_left_alone(interleaved_users_debug: FakeRun) -> None:
+    run = interleaved_users_debug
+    assert len(run.inits()) == 4  # both variants' worlds
     assert {r["env"]["NCCL_DEBUG"] for r in run.inits()} == {"WARN"}
     assert all("NCCL_DEBUG_FILE" not in r["env"] for r in run.inits())
 

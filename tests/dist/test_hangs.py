@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -61,18 +62,11 @@ def launch_by_hand(tmp_path: Path, fault: str, *args: str) -> list[tuple[int, st
     return finish_ranks(start_ranks(2, argv, lambda rank: {"COLBENCH_FAULT": fault}), 120)
 
 
-@pytest.mark.parametrize("launched", [False, True], ids=["spawned", "launched"])
-@pytest.mark.parametrize(
-    ("stage", "phase"),
-    [("init", "communicator start-up"), ("side", "side group start-up")],
-    ids=["communicator", "side-group"],
-)
-def test_communicator_start_up_is_bounded_by_init_timeout(
-    tmp_path: Path, launched: bool, stage: str, phase: str
-) -> None:
-    """Rank 1 blocks as its communicator (or its gloo side group, right after) starts;
-    rank 0 waits inside init_process_group (new_group). --timeout (60 s, which gloo's
-    start-up obeys) is far away: --init-timeout ends it."""
+#: What a start-up hang ended with: (run directory's parent, exit codes, stderrs, seconds).
+Ended = tuple[Path, list[int], list[str], float]
+
+
+def _start_up_hang(tmp_path: Path, launched: bool, stage: str) -> Ended:
     args = ("--init-timeout", "3", "--timeout", "60")
     fault = f"1:{stage}:hang"
     started = time.monotonic()
@@ -84,7 +78,37 @@ def test_communicator_start_up_is_bounded_by_init_timeout(
             *SWEEP, *args, "--out", str(tmp_path / "run"), env={"COLBENCH_FAULT": fault}
         )
         stderrs, codes = [proc.stderr], [proc.returncode]
-    elapsed_s = time.monotonic() - started
+    return tmp_path, codes, stderrs, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def start_up_hangs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool], Ended]:
+    """Each stage's hang, spawned and launched. The runs spend their time waiting out
+    --init-timeout, not computing: they run at once, each in its own directory with its
+    own port, each timed from its own start."""
+    cases = [(stage, launched) for stage in ("init", "side") for launched in (False, True)]
+    dirs = {case: tmp_path_factory.mktemp(f"{case[0]}-{int(case[1])}") for case in cases}
+    with ThreadPoolExecutor(len(cases)) as pool:
+        futures = {
+            (stage, launched): pool.submit(_start_up_hang, dirs[stage, launched], launched, stage)
+            for stage, launched in cases
+        }
+        return {case: future.result() for case, future in futures.items()}
+
+
+@pytest.mark.parametrize("launched", [False, True], ids=["spawned", "launched"])
+@pytest.mark.parametrize(
+    ("stage", "phase"),
+    [("init", "communicator start-up"), ("side", "side group start-up")],
+    ids=["communicator", "side-group"],
+)
+def test_communicator_start_up_is_bounded_by_init_timeout(
+    start_up_hangs: dict[tuple[str, bool], Ended], launched: bool, stage: str, phase: str
+) -> None:
+    """Rank 1 blocks as its communicator (or its gloo side group, right after) starts;
+    rank 0 waits inside init_process_group (new_group). --timeout (60 s, which gloo's
+    start-up obeys) is far away: --init-timeout ends it."""
+    tmp_path, codes, stderrs, elapsed_s = start_up_hangs[stage, launched]
     assert codes == [4] * len(codes), stderrs
     assert elapsed_s < 3 + 30, elapsed_s  # far below --timeout; torch's import is the rest
     for rank, stderr in enumerate(stderrs):

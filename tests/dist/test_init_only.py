@@ -18,7 +18,7 @@ import pytest
 
 from colbench.results import load
 from colbench.results.init_rows import load_init
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 from tests.fakegpu import FAKE_GPU, REPO, gpu, run_on_fake_gpus
 from tests.fakenccl import FAKE_NCCL, records
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.dist
 
 def test_torch_group_setup_on_gloo_is_timed(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    done = run_colbench(
+    done = call_colbench(
         *("sweep", "--backend", "gloo", "--nprocs", "2", "--init-only", "--repeat", "3"),
         *("--out", str(run)),
         timeout=180,

@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from colbench.results.rows import load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench
 
 
 def test_an_nccl_tests_line_measures_what_nccl_tests_would(tmp_path: Path) -> None:
     out = tmp_path / "run"
     # broadcast_perf -b 1K -e 3M -r -1 -c 2 -N 2 -w 1 -n 2 -g 1 -t 1 -p 1 -T 0: no -f, so
     # sizes step by -i (1M), every rank is the root in turn, two passes of the size loop.
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "broadcast", "-b", "1K", "-e", "3M", "-r", "-1", "-c", "2", "-N", "2",
         "-w", "1", "-n", "2", "-g", "1", "-t", "1", "-p", "1", "-T", "0",
         "--backend", "gloo", "--nprocs", "2", "--out", str(out),

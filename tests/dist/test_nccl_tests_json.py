@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from colbench.results import load
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench, run_colbench
 
 PER_PROCESS = "per_process_max_times_us"
 
 
 def test_report_of_a_real_run(tmp_path: Path) -> None:
     path = tmp_path / "ag.json"
+    # A real process: the report's args are the command line (sys.argv) that ran.
     done = run_colbench(
         *("sweep", "--backend", "gloo", "--nprocs", "2", "--op", "all_gather", "--no-table"),
         *("-b", "1K", "-e", "4K", "-f", "4", "-n", "6", "-w", "1", "--out", str(tmp_path / "run")),
@@ -52,7 +53,7 @@ def test_report_of_a_real_run(tmp_path: Path) -> None:
     expected = pytest.approx(average, rel=1e-5, abs=1e-6)
     assert report["average_bus_bandwidth"]["bandwidth"] == expected
 
-    back = run_colbench("import", "nccl-tests", str(path), "--out", str(tmp_path / "back"))
+    back = call_colbench("import", "nccl-tests", str(path), "--out", str(tmp_path / "back"))
     assert back.returncode == 0, back.stderr
     samples = load(tmp_path / "back")
     assert len(samples) == len(rows) * 6

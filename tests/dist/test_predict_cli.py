@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests import netns
-from tests.conftest import run_colbench
+from tests.conftest import call_colbench, run_colbench
 
 SWEEP = ["sweep", "--backend", "gloo", "--op", "all_reduce,all_gather", "--sizes", "4K-64K"]
 SWEEP += ["-n", "5", "-w", "2", "--no-table"]
@@ -88,8 +88,8 @@ def test_predict_from_real_runs_checks_against_a_real_run(
 
 def test_one_real_world_size_is_refused(tmp_path: Path) -> None:
     run = tmp_path / "r3"
-    proc = run_colbench(*SWEEP, "--sizes", "4K,64K", "--nprocs", "3", "--out", str(run))
+    proc = call_colbench(*SWEEP, "--sizes", "4K,64K", "--nprocs", "3", "--out", str(run))
     assert proc.returncode == 0, proc.stderr
-    proc = run_colbench("predict", str(run), "--ranks", "64")
+    proc = call_colbench("predict", str(run), "--ranks", "64")
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "one world size only" in proc.stderr

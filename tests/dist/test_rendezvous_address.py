@@ -14,7 +14,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -92,66 +93,95 @@ def listener(serve: Callable[[socket.socket], None]) -> Iterator[int]:
             conn.close()
 
 
-def launched_rank(rank: int, port: int, out: Path) -> tuple[int, list[str], float]:
-    """Rank ``rank`` of a world of 2 under the env launcher, rendezvous at 127.0.0.1:port:
-    (exit code, stderr lines, seconds)."""
+#: What a launched rank met: (exit code, stdout, stderr lines, seconds).
+Met = tuple[int, str, list[str], float]
+
+
+def launched_rank(rank: int, port: int, out: Path) -> Met:
+    """Rank ``rank`` of a world of 2 under the env launcher, rendezvous at 127.0.0.1:port."""
     env = {"WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank),
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
     started = time.monotonic()
     proc = run_colbench(*QUICK, "--out", str(out), env=env, timeout=BOUND_S + 60)
-    elapsed_s = time.monotonic() - started
-    assert proc.stdout == ""
-    return proc.returncode, proc.stderr.splitlines(), elapsed_s
+    return proc.returncode, proc.stdout, proc.stderr.splitlines(), time.monotonic() - started
 
 
-def one_line(lines: list[str]) -> str:
-    """The only stderr line: colbench's, with no torch C++ log around it."""
+#: Every launched rank of this file, by case: (rank, what serves its port; None: nothing
+#: listens). Rank 1 cases meet no store as a client; rank 0 cases cannot host it.
+CASES: dict[str, tuple[int, Callable[[socket.socket], None] | None]] = {
+    "silent": (1, _hold), "http": (1, _http), "closes": (1, _close),
+    "store-goes-quiet": (1, _store_then_quiet), "nothing": (1, None),
+    "rank0-silent": (0, _hold), "rank0-http": (0, _http),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def met(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, Met]]:
+    """Each case's port and what its rank met. The ranks spend their time waiting out
+    --init-timeout (and a stuck client's grace), not computing: they run at once, each
+    on its own port with its own listener, and each is timed from its own start."""
+    with ExitStack() as stack:
+        ports = {
+            case: free_port() if serve is None else stack.enter_context(listener(serve))
+            for case, (_, serve) in CASES.items()
+        }
+        outs = {case: tmp_path_factory.mktemp(case) / "run" for case in CASES}
+        with ThreadPoolExecutor(len(CASES)) as pool:
+            futures = {
+                case: pool.submit(launched_rank, rank, ports[case], outs[case])
+                for case, (rank, _) in CASES.items()
+            }
+            return {case: (ports[case], future.result()) for case, future in futures.items()}
+
+
+def one_line(stdout: str, lines: list[str]) -> str:
+    """The only stderr line: colbench's, with no torch C++ log around it (nothing on stdout)."""
+    assert stdout == ""
     assert len(lines) == 1, "\n".join(lines)
     assert lines[0].startswith("colbench: error: "), lines[0]
     return lines[0]
 
 
 @pytest.mark.parametrize(
-    ("serve", "code", "said"),
+    ("case", "code", "said"),
     [
-        (_hold, 4, "127.0.0.1:{port} accepted the connection but nothing answered within 3 s"),
-        (_http, 2, "127.0.0.1:{port} answered but is not a torch store (it sent "
-                   "'HTTP/1.0 400 Bad Request')"),
-        (_close, 4, "nothing answered at 127.0.0.1:{port} within 3 s (it closed the "
-                    "connection without answering)"),
-        (_store_then_quiet, 4, "the store stopped answering this rank"),
+        ("silent", 4, "127.0.0.1:{port} accepted the connection but nothing answered within 3 s"),
+        ("http", 2, "127.0.0.1:{port} answered but is not a torch store (it sent "
+                    "'HTTP/1.0 400 Bad Request')"),
+        ("closes", 4, "nothing answered at 127.0.0.1:{port} within 3 s (it closed the "
+                      "connection without answering)"),
+        ("store-goes-quiet", 4, "the store stopped answering this rank"),
     ],
     ids=["silent", "http", "closes", "store-goes-quiet"],
 )  # fmt: skip
 def test_a_client_rank_meeting_no_store_says_what_answered(
-    tmp_path: Path, serve: Callable[[socket.socket], None], code: int, said: str
+    met: dict[str, tuple[int, Met]], case: str, code: int, said: str
 ) -> None:
-    with listener(serve) as port:
-        rc, lines, elapsed_s = launched_rank(1, port, tmp_path / "run")
-    line = one_line(lines)
+    port, (rc, stdout, lines, elapsed_s) = met[case]
+    line = one_line(stdout, lines)
     assert rc == code, line
     assert said.format(port=port) in line, line
     assert f"127.0.0.1:{port}" in line
     assert elapsed_s < BOUND_S
 
 
-def test_nothing_listening_is_exit_4_within_init_timeout(tmp_path: Path) -> None:
-    port = free_port()
-    rc, lines, elapsed_s = launched_rank(1, port, tmp_path / "run")
-    line = one_line(lines)
+def test_nothing_listening_is_exit_4_within_init_timeout(
+    met: dict[str, tuple[int, Met]],
+) -> None:
+    port, (rc, stdout, lines, elapsed_s) = met["nothing"]
+    line = one_line(stdout, lines)
     assert rc == 4, line
     assert f"nothing answered at 127.0.0.1:{port} within 3 s (connection refused)" in line
     assert "--init-timeout 3 s" in line
     assert elapsed_s < BOUND_S
 
 
-@pytest.mark.parametrize("serve", [_hold, _http], ids=["silent", "http"])
+@pytest.mark.parametrize("case", ["rank0-silent", "rank0-http"], ids=["silent", "http"])
 def test_rank_0_on_a_taken_port_names_what_holds_it(
-    tmp_path: Path, serve: Callable[[socket.socket], None]
+    met: dict[str, tuple[int, Met]], case: str
 ) -> None:
-    with listener(serve) as port:
-        rc, lines, elapsed_s = launched_rank(0, port, tmp_path / "run")
-    line = one_line(lines)
+    port, (rc, stdout, lines, elapsed_s) = met[case]
+    line = one_line(stdout, lines)
     assert rc == 2, line
     assert f"cannot host the rendezvous store on port {port}, which is taken" in line
     assert "set MASTER_PORT to a free port" in line

@@ -164,7 +164,7 @@ def test_a_gloo_runs_hardware_comes_from_this_machines_sysfs_and_has_no_ceiling(
 def test_a_cpu_sweep_says_no_published_result_applies(tmp_path: Path) -> None:
     """Issue 38: every sweep is placed against the published results; a CPU run has none."""
     out = tmp_path / "run"
-    proc = run_colbench(
+    proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K", "-n", "2", "--nprocs", "2", "--out",
         str(out),
     )  # fmt: skip
