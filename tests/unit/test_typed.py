@@ -1,4 +1,4 @@
-"""tables.typed, which parses most numeric columns in one pandas call, types a run exactly as
+"""cells.typed, which parses most numeric columns in one pandas call, types a run exactly as
 the text pass per column did before (main 08a7fa3): the same frame (dtypes, values, NaN
 against <NA>), the same non_finite masks and the same errors, on real runs (the golden
 smoke runs, the checked-in baseline, nccl-tests reports imported) and on a copy of a run
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import itertools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import pandas as pd
 import pytest
 
 from colbench.errors import UsageError
-from colbench.results import rows, tables
+from colbench.results import cells, rows, tables
 from colbench.results.rows import load
 from colbench.results.tables import Table, TableRow
 from colbench.results.tables import column as _column
@@ -117,10 +118,10 @@ def both_ways(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
 
     def both(file: Path, raw: Any, table: tables.Table) -> tuple[Any, dict[str, Any]]:
         want = _outcome(_typed_per_column, file, raw.copy(), table)
-        got = _outcome(tables.typed, file, raw, table)
+        got = _outcome(cells.typed, file, raw, table)
         _assert_same(got, want)
         seen.append(got)
-        return tables.typed(file, raw, table)
+        return cells.typed(file, raw, table)
 
     monkeypatch.setattr(rows, "typed", both)
     return seen
@@ -190,11 +191,16 @@ CASES = Table("cases.csv", _Cases, 1, {1: ""})
 def test_each_edge_case_types_as_before(edited: str) -> None:
     header, body = _golden_cells()
     outcomes = []
-    for cell in EDGES:
-        raw = pd.DataFrame(body, columns=header, dtype=str)[list(CASES.columns)]
+    golden = pd.DataFrame(body, columns=header, dtype=str)[list(CASES.columns)]
+    # The column as it is, and of two cells repeated (typed parses each distinct cell once).
+    repeated = golden.copy()
+    two = body[0][header.index(edited)], body[-1][header.index(edited)]
+    repeated[edited] = [two[i % 2] for i in range(len(body))]
+    for raw, cell in itertools.product((golden, repeated), EDGES):
+        raw = raw.copy()
         raw.loc[3, edited] = cell
         want = _outcome(_typed_per_column, Path("r.csv"), raw.copy(), CASES)
-        outcomes.append(_outcome(tables.typed, Path("r.csv"), raw, CASES))
+        outcomes.append(_outcome(cells.typed, Path("r.csv"), raw, CASES))
         _assert_same(outcomes[-1], want)
     # The cases reach every outcome: typed, a non-number, and (counts) a non-whole number.
     assert {kind for kind, _ in outcomes} == {"typed", "UsageError"}
