@@ -75,4 +75,5 @@ def _parsed(cells: Any) -> Any:
     codes, distinct = pd.factorize(cells.to_numpy(dtype=object), use_na_sentinel=False)
     if len(distinct) * 4 > len(codes):  # times and bandwidths: nearly every cell differs
         return pd.to_numeric(cells)
-    return pd.Series(pd.to_numeric(distinct)[codes], index=cells.index, name=cells.name)
+    numbers: Any = pd.to_numeric(distinct)  # an array, as distinct is
+    return pd.Series(numbers[codes], index=cells.index, name=cells.name)
