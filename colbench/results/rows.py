@@ -23,6 +23,7 @@ from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.reading import warn
 from colbench.results import metafile, validity
+from colbench.results.cells import typed
 from colbench.results.tables import (
     Table,
     TableRow,
@@ -30,7 +31,6 @@ from colbench.results.tables import (
     format_cell,
     read_cells,
     register,
-    typed,
 )
 from colbench.results.tables import column as _column
 from colbench.results.validity import STATUS_INVALID, STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED

@@ -264,48 +264,6 @@ def read_cells(file: Path, what: str) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def typed(file: Path, raw: Any, table: Table) -> tuple[Any, dict[str, Any]]:
-    """``raw``'s cells (text) of the table's columns typed: text columns as strings, the
-    rest as numbers (an empty cell: a missing number); other columns are kept as they are.
-    And, per floating-point column, the cells that held inf or nan (validity's input)."""
-    import numpy as np
-    import pandas as pd
-
-    text_columns, float_columns = table.text_columns, table.float_columns
-
-    frame = raw.copy()
-    non_finite: dict[str, Any] = {}
-    # Text columns keep empty strings (an empty variant means "no variant").
-    for column in table.columns:
-        if column in text_columns:
-            frame[column] = raw[column].astype("string")
-            continue
-        text = raw[column].fillna("").astype(str).str.strip()
-        # pandas parses inf but not nan; a nan cell is no value, and unlike an empty
-        # cell (not measured) no measurement wrote it.
-        nan_cells = text.str.lower().isin(("nan", "+nan", "-nan")) & (column in float_columns)
-        try:
-            numbers = pd.to_numeric(raw[column].mask((text == "") | nan_cells, None))
-        except (ValueError, TypeError):
-            raise UsageError(
-                f"{file}: column {column} holds a value that is not a number"
-            ) from None
-        if column in float_columns:
-            frame[column] = numbers.astype("float64")
-            bad = np.isinf(frame[column]) | nan_cells
-            if bad.any():
-                non_finite[column] = bad
-            continue
-        try:
-            # Int64 keeps a missing count missing; int64 is what a whole column gives.
-            frame[column] = numbers.astype("Int64" if numbers.isna().any() else "int64")
-        except (ValueError, TypeError, OverflowError):  # 1.5, inf, 1e30 in a count
-            raise UsageError(
-                f"{file}: column {column} holds a value that is not a whole number"
-            ) from None
-    return frame, non_finite
-
-
 def markdown(tables: list[Table]) -> str:
     """docs/schema.md: every table's columns with unit and meaning, and its history."""
     out = [
