@@ -37,14 +37,30 @@ def typed(file: Path, raw: Any, table: Table) -> tuple[Any, dict[str, Any]]:
             if bad.any():
                 non_finite[column] = bad
             continue
-        try:
-            # Int64 keeps a missing count missing; int64 is what a whole column gives.
-            frame[column] = numbers.astype("Int64" if numbers.isna().any() else "int64")
-        except (ValueError, TypeError, OverflowError):  # 1.5, inf, 1e30 in a count
-            raise UsageError(
-                f"{file}: column {column} holds a value that is not a whole number"
-            ) from None
+        frame[column] = _whole(file, column, numbers)
     return frame, non_finite
+
+
+def _whole(file: Path, column: str, numbers: Any) -> Any:
+    """A count column's numbers as integers: Int64 keeps a missing count missing; int64 is
+    what a whole column gives. A fraction, an infinity or a number past int64 is refused:
+    casting a column with no missing cell to int64 would cut 1.5 to 1 and wrap 1e30."""
+    import numpy as np
+
+    present = numbers.dropna()
+    if present.dtype.kind == "f":
+        whole = np.isfinite(present) & (present == np.trunc(present))
+        fits = bool((whole & (present >= -(2.0**63)) & (present < 2.0**63)).all())
+    else:
+        fits = present.dtype.kind != "u" or bool((present <= np.iinfo(np.int64).max).all())
+    try:
+        if not fits:
+            raise ValueError(column)
+        return numbers.astype("Int64" if numbers.isna().any() else "int64")
+    except (ValueError, TypeError, OverflowError):
+        raise UsageError(
+            f"{file}: column {column} holds a value that is not a whole number"
+        ) from None
 
 
 def _numbers(file: Path, column: str, cells: Any, floats: bool) -> tuple[Any, Any]:

@@ -59,8 +59,8 @@ COLUMNS = ["time_us", "count", "enqueue_us", "wrong"]
 
 
 def _typed_per_column(file: Path, raw: Any, table: tables.Table) -> tuple[Any, dict[str, Any]]:
-    """tables.typed as it was (main 08a7fa3): a text pass over every numeric column. The
-    oracle, slow and plain."""
+    """tables.typed as it was (main 08a7fa3), a count's whole-number rule added: a text pass
+    over every numeric column. The oracle, slow and plain."""
     text_columns, float_columns = table.text_columns, table.float_columns
     frame = raw.copy()
     non_finite: dict[str, Any] = {}
@@ -83,12 +83,24 @@ def _typed_per_column(file: Path, raw: Any, table: tables.Table) -> tuple[Any, d
                 non_finite[column] = bad
             continue
         try:
+            # Since cells.py: a count that is not a whole int64 is refused, not cast (the
+            # cast cut 1.5 to 1 and wrapped 1e30 in a column with no missing cell).
+            if not all(_whole_int64(value) for value in numbers.dropna()):
+                raise ValueError(column)
             frame[column] = numbers.astype("Int64" if numbers.isna().any() else "int64")
         except (ValueError, TypeError, OverflowError):
             raise UsageError(
                 f"{file}: column {column} holds a value that is not a whole number"
             ) from None
     return frame, non_finite
+
+
+def _whole_int64(value: Any) -> bool:
+    try:
+        exact = int(value)
+    except (ValueError, OverflowError):  # inf, nan
+        return False
+    return exact == value and -(2**63) <= exact < 2**63
 
 
 def _outcome(typer: Any, *args: Any) -> tuple[str, Any]:
@@ -234,3 +246,28 @@ def test_a_file_of_no_rows_types_as_before(
     (tmp_path / "results.csv").write_text(",".join(header) + "\n", encoding="utf-8")
     assert len(load(tmp_path)) == 0
     assert [kind for kind, _ in both_ways] == ["typed"]
+
+
+@pytest.mark.parametrize("cell", ["1.5", "1e30", "-1e30", "18446744073709551615", "0.5"])
+def test_a_count_that_is_not_a_whole_int64_is_refused(tmp_path: Path, cell: str) -> None:
+    # The golden run's count column has no empty cell: the old cast took 1.5 as 1 and 1e30
+    # as -2**63 without a word.
+    header, body = _golden_cells()
+    body[3][header.index("count")] = cell
+    (tmp_path / "results.csv").write_text(
+        "".join(",".join(line) + "\n" for line in [header, *body]), encoding="utf-8"
+    )
+    with pytest.raises(UsageError, match="column count holds a value that is not a whole number"):
+        load(tmp_path)
+
+
+def test_whole_counts_at_int64_edges_load(tmp_path: Path) -> None:
+    header, body = _golden_cells()
+    body[3][header.index("count")] = "9223372036854775807"
+    body[4][header.index("count")] = "-0"
+    (tmp_path / "results.csv").write_text(
+        "".join(",".join(line) + "\n" for line in [header, *body]), encoding="utf-8"
+    )
+    counts = load(tmp_path)["count"]
+    assert counts.dtype == "int64"
+    assert (counts.iloc[3], counts.iloc[4]) == (2**63 - 1, 0)
