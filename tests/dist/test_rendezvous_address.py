@@ -10,6 +10,7 @@ whose host stops mid-exchange does).
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -88,6 +89,10 @@ def listener(serve: Callable[[socket.socket], None]) -> Iterator[int]:
     try:
         yield int(server.getsockname()[1])
     finally:
+        # close() alone leaves the accepting thread blocked (and the port bound) until the
+        # worker exits; shutdown wakes it.
+        with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_RDWR)
         server.close()
         for conn in conns:
             conn.close()
