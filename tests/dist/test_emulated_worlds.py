@@ -33,16 +33,30 @@ from tests.fakegpu import (
 SWEEP = ("sweep", "--backend", "nccl", "--sizes", "1K", "--no-table", "--no-nccl-probe")
 
 
-def test_two_ranks_per_gpu_are_two_emulated_nodes(tmp_path: Path) -> None:
-    run = run_on_fake_gpus(tmp_path, [gpu(0)], *SWEEP, "--ranks-per-gpu", "2",
-                           "--out", str(tmp_path / "run"))  # fmt: skip
+@pytest.fixture(scope="module")
+def four_ranks_on_two_gpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FakeRun]:
+    """--ranks-per-gpu 2 on two fake GPUs, as a cluster profile leaves the environment
+    (TORCH_NCCL_BLOCKING_WAIT=1): the tests of the emulated nodes, of what the ranks set
+    and unset and of NCCL's log files share it, as each run costs an interpreter
+    importing torch per process (five here)."""
+    tmp = tmp_path_factory.mktemp("four-ranks")
+    run = run_on_fake_gpus(
+        tmp, [gpu(0), gpu(1)], *SWEEP, "--ranks-per-gpu", "2", "--out", str(tmp / "run"),
+        env={"TORCH_NCCL_BLOCKING_WAIT": "1"},
+    )  # fmt: skip
+    return tmp, run
+
+
+def test_two_ranks_per_gpu_are_two_emulated_nodes(
+    four_ranks_on_two_gpus: tuple[Path, FakeRun],
+) -> None:
+    _, run = four_ranks_on_two_gpus
     assert run.returncode == 3, run.stderr
     inits = run.inits()
-    # --nprocs defaults to K x GPUs; both ranks drive GPU 0.
-    assert [r["rank"] for r in inits] == [0, 1]
-    assert [r["device"] for r in inits] == [0, 0]
+    # --nprocs defaults to K x GPUs.
+    assert [r["rank"] for r in inits] == [0, 1, 2, 3]
     host_ids = [r["env"]["NCCL_HOSTID"] for r in inits]
-    assert len(set(host_ids)) == 2 and all("rank" in h for h in host_ids)
+    assert len(set(host_ids)) == 4 and all("rank" in h for h in host_ids)
     for record in inits:
         assert EMULATION_FIXED.items() <= record["env"].items(), record["env"]
     # The parent read the GPUs through NVML and never touched CUDA.
@@ -51,17 +65,12 @@ def test_two_ranks_per_gpu_are_two_emulated_nodes(tmp_path: Path) -> None:
     assert not run.calls("mem_get_info", role="parent")
 
 
-def test_four_ranks_on_two_gpus_take_consecutive_pairs(tmp_path: Path) -> None:
-    run = run_on_fake_gpus(
-        tmp_path, [gpu(0), gpu(1)], *SWEEP, "--ranks-per-gpu", "2",
-        "--out", str(tmp_path / "run"), env={"NCCL_SOCKET_IFNAME": "eth7"},
-    )  # fmt: skip
+def test_four_ranks_on_two_gpus_take_consecutive_pairs(
+    four_ranks_on_two_gpus: tuple[Path, FakeRun],
+) -> None:
+    _, run = four_ranks_on_two_gpus
     assert run.returncode == 3, run.stderr
-    inits = run.inits()
-    assert [r["device"] for r in inits] == [0, 0, 1, 1]
-    assert len({r["env"]["NCCL_HOSTID"] for r in inits}) == 4
-    # The user's own value wins over the emulation's.
-    assert {r["env"]["NCCL_SOCKET_IFNAME"] for r in inits} == {"eth7"}
+    assert [r["device"] for r in run.inits()] == [0, 0, 1, 1]
 
 
 def test_more_ranks_than_the_gpus_can_hold_are_refused_before_starting(tmp_path: Path) -> None:
@@ -87,40 +96,35 @@ def test_a_gpu_in_exclusive_process_mode_is_refused_by_nvml(tmp_path: Path) -> N
 
 
 def test_p2p_runs_emulated_nodes_too(tmp_path: Path) -> None:
-    run = run_on_fake_gpus(tmp_path, [gpu(0)], "p2p", "--backend", "nccl",
-                           "--ranks-per-gpu", "2", "--out", str(tmp_path / "run"))  # fmt: skip
+    run = run_on_fake_gpus(
+        tmp_path, [gpu(0)], "p2p", "--backend", "nccl", "--ranks-per-gpu", "2",
+        "--out", str(tmp_path / "run"), env={"NCCL_SOCKET_IFNAME": "eth7"},
+    )  # fmt: skip
     assert run.returncode == 3, run.stderr
     inits = run.inits()
+    # --nprocs defaults to K x GPUs; both ranks drive GPU 0.
     assert [r["device"] for r in inits] == [0, 0]
     assert len({r["env"]["NCCL_HOSTID"] for r in inits}) == 2
-
-
-@pytest.fixture(scope="module")
-def two_gpus_blocking_wait(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FakeRun]:
-    """One sweep on two fake GPUs, as a cluster profile leaves the environment
-    (TORCH_NCCL_BLOCKING_WAIT=1): the tests of what it sets and unsets share it, as each
-    run costs three interpreters importing torch."""
-    tmp = tmp_path_factory.mktemp("two-gpus")
-    run = run_on_fake_gpus(
-        tmp, [gpu(0), gpu(1)], *SWEEP, "--out", str(tmp / "run"),
-        env={"TORCH_NCCL_BLOCKING_WAIT": "1"},
-    )  # fmt: skip
-    return tmp, run
+    # The user's own value wins over the emulation's; the rest of it holds.
+    fixed = {k: v for k, v in EMULATION_FIXED.items() if k != "NCCL_SOCKET_IFNAME"}
+    for record in inits:
+        assert record["env"]["NCCL_SOCKET_IFNAME"] == "eth7"
+        assert fixed.items() <= record["env"].items(), record["env"]
 
 
 def test_torch_blocking_wait_is_unset_in_the_ranks_with_a_note(
-    two_gpus_blocking_wait: tuple[Path, FakeRun],
+    four_ranks_on_two_gpus: tuple[Path, FakeRun],
 ) -> None:
     """TORCH_NCCL_BLOCKING_WAIT=1 (cluster profiles export it) makes wait() poll on the
     host, which breaks graph capture: failed on main, where the ranks kept it."""
-    _, run = two_gpus_blocking_wait
+    _, run = four_ranks_on_two_gpus
     assert run.returncode == 3, run.stderr
     notes = [line for line in run.stderr.splitlines() if "BLOCKING_WAIT" in line]
     assert len(notes) == 1 and notes[0].startswith(
         "colbench: note: TORCH_NCCL_BLOCKING_WAIT=1 is unset in colbench's ranks"
     )
     inits = run.inits()
-    assert len(inits) == 2
+    assert len(inits) == 4
     assert all("TORCH_NCCL_BLOCKING_WAIT" not in r["env"] for r in inits)
 
 
@@ -229,12 +233,12 @@ def test_no_gpu_is_said_in_one_line(tmp_path: Path, backend: str) -> None:
 
 
 def test_nccls_start_up_log_goes_to_a_file_per_rank(
-    two_gpus_blocking_wait: tuple[Path, FakeRun],
+    four_ranks_on_two_gpus: tuple[Path, FakeRun],
 ) -> None:
-    tmp_path, run = two_gpus_blocking_wait
+    tmp_path, run = four_ranks_on_two_gpus
     inits = run.inits()
     assert [r["env"]["NCCL_DEBUG_FILE"] for r in inits] == [
-        str((tmp_path / "run" / f"nccl-rank{r}.log").resolve()) for r in range(2)
+        str((tmp_path / "run" / f"nccl-rank{r}.log").resolve()) for r in range(4)
     ]
     assert {r["env"]["NCCL_DEBUG"] for r in inits} == {"INFO"}
     # Start-up subsystems only: TUNING logs every call, which would be timed.
