@@ -1,6 +1,6 @@
 """The direct NCCL engine (--engine nccl) over real gloo ranks, with a recording nccl4py.
 
-Two spawned ranks run colbench's per-rank loop with the direct engine on CPU: its
+Two forked ranks run colbench's per-rank loop with the direct engine on CPU: its
 communicator comes from NCCL's unique-id bootstrap over the real gloo side group, every
 op makes its direct call through the fake nccl4py (tests/fakenccl), which records what it
 was asked and moves the data as NCCL would, and colbench's own verification checks the
@@ -85,8 +85,10 @@ def _rank(rank: int, port: int, out: str, nccl_version: int) -> None:
 
 def _run(tmp: Path, nccl_version: int) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     tmp.mkdir()
+    # Forked, as colbench starts its gloo ranks: a rank is ready without importing torch
+    # again (seconds of CPU each); the fake NCCL and its variables enter the child only.
     mp.start_processes(
-        _rank, args=(free_port(), str(tmp), nccl_version), nprocs=2, start_method="spawn"
+        _rank, args=(free_port(), str(tmp), nccl_version), nprocs=2, start_method="fork"
     )
     return load(tmp / "results.csv"), records(tmp)
 

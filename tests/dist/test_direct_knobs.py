@@ -41,7 +41,7 @@ OPS = ("all_reduce", "all_gather", "broadcast", "sendrecv")
 
 @dataclasses.dataclass(frozen=True)
 class World:
-    """One spawned world: its ranks, what the sweep asks, what the fake NCCL answers."""
+    """One forked world: its ranks, what the sweep asks, what the fake NCCL answers."""
 
     ranks: int = 2
     register: str = "none"
@@ -112,8 +112,10 @@ def _rank(rank: int, world: World, port: int, out: str) -> None:
 
 def _run(tmp: Path, world: World) -> tuple[pd.DataFrame, list[dict[str, Any]], list[str]]:
     tmp.mkdir()
+    # Forked, as colbench starts its gloo ranks: a rank is ready without importing torch
+    # again (seconds of CPU each); the fake NCCL and its variables enter the child only.
     mp.start_processes(
-        _rank, args=(world, free_port(), str(tmp)), nprocs=world.ranks, start_method="spawn"
+        _rank, args=(world, free_port(), str(tmp)), nprocs=world.ranks, start_method="fork"
     )
     notes = json.loads((tmp / "notes.json").read_text())
     return load(tmp / "results.csv"), records(tmp), notes
