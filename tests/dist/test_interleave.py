@@ -177,8 +177,11 @@ def test_an_interpreter_without_python_ranks_is_one_clear_error(tmp_path: Path) 
     wrapper = tmp_path / "python-old"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={old} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
+    # One rank a variant: each is an interpreter start (and torch's import); the error is
+    # the same from one rank as from two.
     proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--backend", "gloo",
+        "--nprocs", "1",
         "--no-table", "--out", str(tmp_path / "run"),
         "--python", f"main={sys.executable},pr={wrapper}",
     )  # fmt: skip
@@ -203,8 +206,10 @@ def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={patch} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     out = tmp_path / "run"
+    # One rank a variant, as above.
     proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--backend", "gloo",
+        "--nprocs", "1",
         "--no-table", "--out", str(out), "--python", f"main={sys.executable},pr={wrapper}",
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
