@@ -229,13 +229,23 @@ def test_an_ignored_sigint_stays_ignored(tmp_path: Path) -> None:
     assert json.loads((out / "meta.json").read_text())["status"] == "complete"
 
 
-def test_ranks_die_with_a_killed_parent(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    proc = start(out)
+@pytest.fixture(scope="module")
+def killed_mid_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[set[str], list[int]]:
+    """One sweep, its parent SIGKILLed once rows come: (the local addresses the parent and
+    its ranks listened on meanwhile, the ranks still alive 5 s after the kill)."""
+    out = tmp_path_factory.mktemp("killed") / "run"
+    proc = start(out, "--sizes", "1K-16M")
     pids = wait_for_rows(out, 1, proc)
-    proc.kill()
-    proc.wait(timeout=10)
-    assert survivors(pids, within_s=5) == []
+    try:
+        addresses = _listening_addresses([proc.pid, *pids])
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    return addresses, survivors(pids, within_s=5)
+
+
+def test_ranks_die_with_a_killed_parent(killed_mid_run: tuple[set[str], list[int]]) -> None:
+    assert killed_mid_run[1] == []
 
 
 def test_memory_limit_skips_what_does_not_fit(tmp_path: Path) -> None:
@@ -398,12 +408,9 @@ def _listening_addresses(pids: list[int]) -> set[str]:
     return addresses
 
 
-def test_single_node_run_listens_on_loopback_only(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    proc = start(out, "--sizes", "1K-16M")
-    pids = wait_for_rows(out, 1, proc)
-    addresses = _listening_addresses([proc.pid, *pids])
-    proc.terminate()
-    proc.communicate(timeout=30)
+def test_single_node_run_listens_on_loopback_only(
+    killed_mid_run: tuple[set[str], list[int]],
+) -> None:
+    addresses = killed_mid_run[0]
     assert addresses, "found no listening sockets"
     assert addresses == {"0100007F"}, addresses  # 127.0.0.1, little-endian hex

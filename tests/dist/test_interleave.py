@@ -112,14 +112,36 @@ def _second_venv(where: Path) -> Path:
     return python
 
 
-def test_python_variants_run_in_their_own_interpreters(tmp_path: Path) -> None:
-    other = _second_venv(tmp_path / "venv-b")
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def python_variants(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """One run of two --python variants (each rank an interpreter start and a torch
+    import), started from a checkout whose colbench cannot be imported: (the run, its
+    directory, the second venv's interpreter)."""
+    where = tmp_path_factory.mktemp("python-variants")
+    other = _second_venv(where / "venv-b")
+    # CI runs in the pull request's checkout while the base's ranks must load the base's
+    # installed colbench: `-m` would put the working directory first on sys.path. The
+    # ranks are interpreters of their own whether the parent is a process or this one.
+    checkout = where / "checkout"
+    (checkout / "colbench").mkdir(parents=True)
+    (checkout / "colbench" / "__init__.py").write_text(
+        "raise ImportError('the colbench of the working directory')\n"
+    )
+    out = where / "run"
     proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "64K", "--repeat", "2", "--iters", "3",
         "--warmup", "1", "--backend", "gloo", "--out", str(out),
-        "--python", f"main={sys.executable},pr={other}",
+        "--python", f"main={sys.executable},pr={other}", cwd=checkout,
     )  # fmt: skip
+    return proc, out, other
+
+
+def test_python_variants_run_in_their_own_interpreters(
+    python_variants: tuple[subprocess.CompletedProcess[str], Path, Path],
+) -> None:
+    proc, out, other = python_variants
     assert proc.returncode == 0, proc.stderr
     # Into a pipe each line comes as it is measured, tagged with its world's variant:
     # each variant's lines are its whole table.
@@ -137,25 +159,12 @@ def test_python_variants_run_in_their_own_interpreters(tmp_path: Path) -> None:
 
 
 def test_python_variant_ranks_never_import_the_working_directorys_colbench(
-    tmp_path: Path,
+    python_variants: tuple[subprocess.CompletedProcess[str], Path, Path],
 ) -> None:
-    # CI runs in the pull request's checkout while the base's ranks must load the base's
-    # installed colbench: `-m` would put the working directory first on sys.path.
-    checkout = tmp_path / "checkout"
-    (checkout / "colbench").mkdir(parents=True)
-    (checkout / "colbench" / "__init__.py").write_text(
-        "raise ImportError('the colbench of the working directory')\n"
-    )
-    script = Path(sys.executable).parent / "colbench"  # the parent: not from the cwd
-    proc = subprocess.run(
-        [str(script), "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2",
-         "--backend", "gloo", "--no-table", "--out", str(tmp_path / "run"),
-         "--python", f"main={sys.executable},pr={sys.executable}"],
-        cwd=checkout, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    proc, out, _ = python_variants
     assert proc.returncode == 0, proc.stderr
     assert "working directory" not in proc.stderr
-    assert sorted(set(load(tmp_path / "run")["variant"])) == ["python=main", "python=pr"]
+    assert sorted(set(load(out)["variant"])) == ["python=main", "python=pr"]
 
 
 def test_an_interpreter_without_python_ranks_is_one_clear_error(tmp_path: Path) -> None:
@@ -168,8 +177,11 @@ def test_an_interpreter_without_python_ranks_is_one_clear_error(tmp_path: Path) 
     wrapper = tmp_path / "python-old"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={old} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
+    # One rank a variant: each is an interpreter start (and torch's import); the error is
+    # the same from one rank as from two.
     proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--backend", "gloo",
+        "--nprocs", "1",
         "--no-table", "--out", str(tmp_path / "run"),
         "--python", f"main={sys.executable},pr={wrapper}",
     )  # fmt: skip
@@ -194,8 +206,10 @@ def test_a_turn_protocol_mismatch_is_one_clear_error(tmp_path: Path) -> None:
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={patch} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     out = tmp_path / "run"
+    # One rank a variant, as above.
     proc = call_colbench(
         "sweep", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--backend", "gloo",
+        "--nprocs", "1",
         "--no-table", "--out", str(out), "--python", f"main={sys.executable},pr={wrapper}",
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr

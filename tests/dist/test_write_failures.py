@@ -4,19 +4,21 @@ written still readable (issue 34)."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from colbench.results.rows import load
-from tests.conftest import REPO
+from tests.conftest import REPO, call_colbench
 from tests.dist.test_failures import start, wait_for_rows
 
 pytestmark = pytest.mark.dist
@@ -62,19 +64,40 @@ def test_a_results_file_that_cannot_grow_is_exit_6_naming_it(tmp_path: Path) -> 
     assert 5 <= len(frame) < 33 and (frame["status"] == "ok").all()
 
 
+def _move_after_rows(out: Path, moved: Path, rows: int, ended: threading.Event) -> None:
+    """Renames ``out`` to ``moved`` once its results.csv has ``rows`` rows, unless the run
+    has ``ended`` first (then ``moved`` never exists)."""
+    table = out / "results.csv"
+    deadline = time.monotonic() + 120
+    while not ended.is_set() and time.monotonic() < deadline:
+        if table.exists() and table.read_text().count("\n") >= 1 + rows:
+            pids = [int(p) for p in json.loads((out / "meta.json").read_text())["rank_pids"]]
+            # Held still while the directory moves, so the rename falls between two rows.
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            try:
+                out.rename(moved)
+            finally:
+                for pid in pids:
+                    os.kill(pid, signal.SIGCONT)
+            return
+        time.sleep(0.05)
+
+
 def test_a_run_directory_renamed_mid_run_is_exit_6_and_keeps_its_rows(tmp_path: Path) -> None:
     out, moved = tmp_path / "run", tmp_path / "moved"
-    proc = start(out, "--sizes", "1K-4M", "--repeat", "2")
-    pids = wait_for_rows(out, 2, proc)
-    # Held still while the directory moves, so the rename falls between two rows.
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+    ended = threading.Event()
+    mover = threading.Thread(target=_move_after_rows, args=(out, moved, 2, ended))
+    mover.start()
+    # In-process (no interpreter start): nothing signals the parent; the ranks it forks
+    # are held still from the thread as they were from outside.
     try:
-        out.rename(moved)
+        proc = call_colbench(*SWEEP, "--sizes", "1K-4M", "--repeat", "2", "--out", str(out))
     finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
-    _, stderr = proc.communicate(timeout=240)
+        ended.set()
+        mover.join()
+    stderr = proc.stderr
+    assert moved.exists(), "the run ended before its directory moved: " + stderr
     assert proc.returncode == 6, stderr
     lines = _errors(stderr)
     assert lines and all(line.startswith(f"colbench: cannot write {out}/") for line in lines)
