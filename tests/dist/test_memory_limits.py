@@ -90,8 +90,8 @@ def test_a_limit_below_a_ranks_need_is_refused_and_one_above_skips_what_does_not
     assert said is not None, line
     assert line.startswith("colbench: error: " + ("rank 0: " if launched else "--nprocs 2: "))
     # What it asks for, and 90 MiB more: the small sizes run, up to 64M (80 MiB a rank),
-    # whose allocation must then succeed; 128M (160 MiB) does not fit. Timing 128M as well
-    # took half the run for no other behaviour.
+    # whose allocation must then succeed; 256M does not fit. Whether 128M (160 MiB) fits
+    # depends on what the rank has mapped by then, which load changes: not asserted.
     enough = int(said.group(1)) * 1024 + 90 * MiB
     out = tmp_path / "run"
     where = ["--out", str(out)] + ([] if launched else ["--nprocs", "2"])
@@ -105,4 +105,3 @@ def test_a_limit_below_a_ranks_need_is_refused_and_one_above_skips_what_does_not
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "complete"
     assert 0 < meta["rows"] < 19  # 1K..256M is 19 sizes: the largest were skipped
-    assert any("sizes from 134217728 B need" in warning for warning in meta["warnings"])
