@@ -275,32 +275,6 @@ def _reason(
 _EXCLUDED = "excluded by NCCL_ALGO"
 
 
-def check_matrix(
-    version: Version | None,
-    env: Mapping[str, str],
-    protocols: Mapping[str, Mapping[str, int]],
-    algos: Mapping[str, Mapping[str, int]],
-) -> list[str]:
-    """Where NCCL's Func/Proto/Algo matrix (its own parse of NCCL_ALGO/NCCL_PROTO, printed
-    from 2.24 when either is set; tuning.Matrix) disagrees with spec.parse's."""
-    out = []
-    for variable, printed, names in (
-        ("NCCL_PROTO", protocols, PROTOCOLS),
-        ("NCCL_ALGO", algos, algorithms(version)),
-    ):
-        parsed = parse(variable, env.get(variable), names, version)
-        for function, row in printed.items():
-            if function not in parsed.enabled:
-                continue
-            on = {name for name, value in row.items() if value}
-            if on != set(parsed.enabled[function]):
-                out.append(
-                    f"{function}: NCCL enabled {sorted(on)} under {variable}="
-                    f"{env.get(variable)}, the parse gives {sorted(parsed.enabled[function])}"
-                )
-    return out
-
-
 def asked(
     value: str | None, collective: str, version: Version | None = None
 ) -> frozenset[str] | None:

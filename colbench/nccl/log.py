@@ -72,7 +72,6 @@ class NcclLog:
     net_links: list[evidence.NetLink] = field(default_factory=list)
     calls: list[tuning.TuningCall] = field(default_factory=list)
     tables: list[tuning.TuningTable] = field(default_factory=list)
-    matrices: list[tuning.Matrix] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     lines: list[Line] = field(default_factory=list)
@@ -98,14 +97,12 @@ class _Reader:
             tuple[str | None, int | None, int | None],
             tuple[tuning.TuningTable, list[tuple[str, str]]],
         ] = {}
-        self.matrix: tuning.Matrix | None = None
         self.members: dict[str, set[tuple[str | None, int | None, int]]] = {}
 
     def feed(self, line: Line) -> None:
         if not line.level:
             self._plain(line.message)
             return
-        self.matrix = None
         if line.host and line.host not in self.log.hosts:
             self.log.hosts.append(line.host)
         if line.level == "WARN":
@@ -114,8 +111,6 @@ class _Reader:
             self._info(line)
 
     def _plain(self, text: str) -> None:
-        if self.matrix is not None and tuning.matrix_row(self.matrix, text):
-            return
         m = _VERSION.match(text)
         if m:
             self._version(m["lib"], m["v"])
@@ -257,10 +252,6 @@ class _Reader:
         return True
 
     def _misc(self, line: Line, msg: str) -> bool:
-        if tuning.starts_matrix(msg):
-            self.matrix = tuning.Matrix()
-            self.log.matrices.append(self.matrix)
-            return True
         m = _NETWORK.match(msg)
         if m:
             self.log.networks[m[1]] += 1

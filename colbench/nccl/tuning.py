@@ -1,11 +1,9 @@
-"""NCCL's tuning output (NCCL_DEBUG_SUBSYS=TUNING, and the ENV matrix): what it read.
+"""NCCL's tuning output (NCCL_DEBUG_SUBSYS=TUNING): what it read.
 
-Three things, from src/graph/tuning.cc and src/enqueue.cc:
+Two things, from src/graph/tuning.cc and src/enqueue.cc:
 
 - the latency/bandwidth table rank 0 prints at init (``Algorithm |`` blocks of three
   algorithms from 2.18, one ``Latency/AlgBw |`` line before): bandwidth 0 is disabled;
-- the Func/Proto/Algo matrix printed when NCCL_ALGO or NCCL_PROTO is set (2.24+): the parse
-  of those variables before hardware support is applied;
 - one line per call on rank 0. Its form and its byte count changed (see printed_bytes):
 
   ===========  =======================================================  =================
@@ -44,7 +42,7 @@ from colbench.nccl.names import FUNCTION_OP, FUNCTIONS, PROTOCOLS, Version, algo
 
 _CALL = re.compile(
     r"^(?:(?P<func>[A-Za-z]+): )?(?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
-    r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?(?: time (?P<time>[\d.]+))?"
+    r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?"
 )
 _SYMMETRIC = re.compile(
     r"^(?P<func>[A-Za-z]+) \[Symmetric\]: (?P<bytes>\d+) Bytes -> Kernel (?P<kernel>\S+)"
@@ -55,8 +53,6 @@ _ALGO_HEADER = re.compile(r"^\s*Algorithm\s*\|(?P<cells>.*)$")
 _OLD_HEADER = re.compile(r"^\s*Latency/AlgBw\s*\|(?P<cells>.*)$")
 _ROW = re.compile(r"^\s*(?P<func>[A-Za-z]+)\s*\|(?P<cells>(?:\s*[\d.]+/\s*[\d.]+\s*\|?)+)\s*$")
 _CELL = re.compile(r"([\d.]+)/\s*([\d.]+)")
-_MATRIX_START = "Enabled NCCL Func/Proto/Algo Matrix"
-_MATRIX_ROW = re.compile(r"^\s*(?P<func>[A-Za-z]+)\s*\|(?P<protos>[^|]*)\|(?P<algos>[^|]*)$")
 # The releases that print each numeric form: their enum names the numbers of a log
 # whose version is unknown (the enum is the same throughout each range).
 _NUMERIC_WITH_FUNCTION: Version = (2, 23, 4)
@@ -76,7 +72,6 @@ class TuningCall:
     per_rank: bool
     """True when the bytes are per rank (2.24+ form), False when the total."""
     channels: tuple[int, int] | None = None
-    time_us: float | None = None
 
     @property
     def op(self) -> str | None:
@@ -91,23 +86,12 @@ class TuningTable:
 
     def available(self) -> dict[str, tuple[str, ...]]:
         """Per function, the algorithms with bandwidth above 0 for some protocol."""
-        out: dict[str, list[str]] = {f: [] for f in FUNCTIONS if self._has(f)}
+        out: dict[str, dict[str, None]] = {}
         for (function, algo, _), (_, bw) in self.cells.items():
-            if bw > 0 and algo not in out.setdefault(function, []):
-                out[function].append(algo)
+            algos = out.setdefault(function, {})
+            if bw > 0:
+                algos[algo] = None
         return {f: tuple(a) for f, a in out.items()}
-
-    def _has(self, function: str) -> bool:
-        return any(key[0] == function for key in self.cells)
-
-
-@dataclass
-class Matrix:
-    """The Func/Proto/Algo matrix: 1 enabled, 0 disabled, 2 (LL128) left to NCCL."""
-
-    protocols: dict[str, dict[str, int]] = field(default_factory=dict)
-    algorithms: dict[str, dict[str, int]] = field(default_factory=dict)
-    columns: tuple[list[str], list[str]] | None = None
 
 
 def parse_call(message: str, version: Version | None, rccl: bool) -> TuningCall | None:
@@ -125,8 +109,7 @@ def parse_call(message: str, version: Version | None, rccl: bool) -> TuningCall 
     if not (rccl and numeric):
         algo, proto = algo_name(algo, version, fallback), proto_name(proto)
     channels = (int(m["lo"]), int(m["hi"])) if m["lo"] else None
-    time_us = float(m["time"]) if m["time"] else None
-    return TuningCall(m["func"], int(m["bytes"]), algo, proto, not numeric, channels, time_us)
+    return TuningCall(m["func"], int(m["bytes"]), algo, proto, not numeric, channels)
 
 
 def table_header(message: str) -> list[tuple[str, str]] | None:
@@ -150,28 +133,6 @@ def table_row(message: str) -> tuple[str, list[tuple[float, float]]] | None:
     return m["func"], [(float(a), float(b)) for a, b in _CELL.findall(m["cells"])]
 
 
-def starts_matrix(message: str) -> bool:
-    return message.startswith(_MATRIX_START)
-
-
-def matrix_row(matrix: Matrix, text: str) -> bool:
-    """Add one row of the matrix (``text`` without prefixes); False when it is none."""
-    m = _MATRIX_ROW.match(text)
-    if m is None:
-        return False
-    protos, algos = m["protos"].split(), m["algos"].split()
-    if m["func"] == "Function":
-        matrix.columns = ([proto_name(p) for p in protos], algos)
-        return True
-    if matrix.columns is None or m["func"] not in FUNCTIONS:
-        return False
-    if not all(v.isdigit() for v in protos + algos):
-        return False
-    matrix.protocols[m["func"]] = dict(zip(matrix.columns[0], map(int, protos), strict=False))
-    matrix.algorithms[m["func"]] = dict(zip(matrix.columns[1], map(int, algos), strict=False))
-    return True
-
-
 #: colbench ops whose ``count`` is one rank's share (their size_bytes is count * nranks).
 _PER_RANK_COUNT = ("all_gather", "reduce_scatter")
 
@@ -185,14 +146,6 @@ def printed_bytes(op: str, count: int, elem_bytes: int, nranks: int, per_rank: b
         raise ValueError(f"{op!r} is not an NCCL collective with TUNING lines")
     scale = nranks if op in _PER_RANK_COUNT and not per_rank else 1
     return count * elem_bytes * scale
-
-
-def per_rank_form(version: Version | None) -> bool | None:
-    """Whether ``version``'s INFO TUNING lines print per-rank bytes (None: the newest known
-    release, which does); None when that release prints no per-call INFO line (before 2.20)."""
-    if version is None or version >= (2, 24, 0):
-        return True
-    return False if version >= (2, 20, 0) else None
 
 
 def per_rank_bytes(call: TuningCall, nranks: int) -> int:

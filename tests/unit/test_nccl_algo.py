@@ -4,14 +4,16 @@ from NCCL's sources, and checked against NCCL's own tuning tables and matrices i
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from colbench.nccl.algo import CommFacts, check_matrix, check_table, predict, table_algorithms
+from colbench.nccl.algo import CommFacts, check_table, predict, table_algorithms
+from colbench.nccl.lines import read_lines
 from colbench.nccl.log import parse_log
-from colbench.nccl.names import algorithms, function_of
+from colbench.nccl.names import FUNCTIONS, PROTOCOLS, Version, algorithms, function_of
 from colbench.nccl.spec import parse, strtoll
 from tests.datadir import NCCL_DEBUG_LOGS as LOGS
 
@@ -374,13 +376,60 @@ def test_a_table_missing_an_expected_algorithm_is_reported() -> None:
     assert "NVLS" in may and "NVLS" not in must
 
 
+#: NCCL's own parse of NCCL_ALGO/NCCL_PROTO, printed from 2.24 when either is set: a
+#: ``Function | protocols | algorithms`` header, then one row of 1 (on) / 0 (off) / 2
+#: (LL128: left to NCCL) per function, on lines without NCCL's header.
+_MATRIX_START = "Enabled NCCL Func/Proto/Algo Matrix"
+_MATRIX_ROW = re.compile(r"^\s*(?P<func>[A-Za-z]+)\s*\|(?P<protos>[^|]*)\|(?P<algos>[^|]*)$")
+Matrix = dict[str, tuple[dict[str, int], dict[str, int]]]
+
+
+def nccl_matrices(text: str) -> list[Matrix]:
+    """Each Func/Proto/Algo matrix of a log: function -> (protocols, algorithms)."""
+    found: list[Matrix] = []
+    matrix: Matrix | None = None
+    columns: tuple[list[str], list[str]] = ([], [])
+    for line in read_lines(text):
+        if line.level:
+            matrix = {} if line.message.startswith(_MATRIX_START) else None
+            found += [] if matrix is None else [matrix]
+            continue
+        m = _MATRIX_ROW.match(line.message)
+        if matrix is None or m is None:
+            continue
+        protos, algos = m["protos"].split(), m["algos"].split()
+        if m["func"] == "Function":
+            columns = ([{p.upper(): p for p in PROTOCOLS}[p.upper()] for p in protos], algos)
+        elif m["func"] in FUNCTIONS:
+            matrix[m["func"]] = (
+                dict(zip(columns[0], map(int, protos), strict=True)),
+                dict(zip(columns[1], map(int, algos), strict=True)),
+            )
+    return found
+
+
+def check_matrix(version: Version | None, env: dict[str, str], matrix: Matrix) -> list[str]:
+    """Where NCCL's printed matrix disagrees with spec.parse's reading of the variables."""
+    out = []
+    for index, variable, names in ((0, "NCCL_PROTO", PROTOCOLS), (1, "NCCL_ALGO", None)):
+        parsed = parse(variable, env.get(variable), names or algorithms(version), version)
+        for function, row in matrix.items():
+            on = {name for name, value in row[index].items() if value}
+            if on != set(parsed.enabled[function]):
+                out.append(f"{function}: NCCL enabled {sorted(on)} under {variable}")
+    return out
+
+
 @pytest.mark.parametrize(
     "name", ["gnosia-g6e-1pod-shm-2.27.log", "gnosia-g6e-4pods-efa-nogdr-2.27.log"]
 )
 def test_the_grammar_agrees_with_nccls_own_matrix(name: str) -> None:
-    log = parse_log((LOGS / name).read_text())
-    assert log.matrices and log.env["NCCL_PROTO"] == "simple"
-    for matrix in log.matrices:
-        assert check_matrix(log.version, log.env, matrix.protocols, matrix.algorithms) == []
+    text = (LOGS / name).read_text()
+    log = parse_log(text)
+    matrices = nccl_matrices(text)
+    assert len(matrices) == 2 and all(len(m) == len(FUNCTIONS) for m in matrices)
+    assert log.env["NCCL_PROTO"] == "simple"
+    for matrix in matrices:
+        assert check_matrix(log.version, log.env, matrix) == []
         other = {"NCCL_PROTO": "LL"}
-        assert len(check_matrix(log.version, other, matrix.protocols, matrix.algorithms)) == 5
+        assert len(check_matrix(log.version, other, matrix)) == 5

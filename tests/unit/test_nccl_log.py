@@ -13,7 +13,7 @@ import pytest
 
 from colbench.nccl.lines import read_lines, strip_prefixes
 from colbench.nccl.log import parse_log, summary
-from colbench.nccl.tuning import parse_call, per_rank_form, printed_bytes
+from colbench.nccl.tuning import parse_call, printed_bytes
 from tests.datadir import NCCL_DEBUG_LOGS as LOGS
 
 KEYS = [
@@ -208,10 +208,7 @@ def test_printed_bytes(
     assert printed_bytes(op, count, elem, nranks, per_rank) == printed
 
 
-def test_which_releases_print_per_rank_bytes() -> None:
-    assert per_rank_form((2, 19, 4)) is None
-    assert per_rank_form((2, 20, 5)) is False and per_rank_form((2, 23, 4)) is False
-    assert per_rank_form((2, 24, 3)) is True and per_rank_form(None) is True
+def test_printed_bytes_refuses_an_op_without_tuning_lines() -> None:
     with pytest.raises(ValueError, match="sendrecv"):
         printed_bytes("sendrecv", 1, 4, 2, True)
 
