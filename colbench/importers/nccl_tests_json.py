@@ -35,6 +35,7 @@ from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.importers.nccl_infer import dtype_of
 from colbench.importers.nccl_table import ImportOptions
+from colbench.nccl.names import from_code, version_text
 from colbench.results.rows import STATUS_INVALID, STATUS_OK, Row
 
 #: The newest report layout this reader knows (nccl-tests 2.19.6 writes version 3).
@@ -331,11 +332,4 @@ def facts(meta: Mapping[str, Any], rows: Sequence[Row]) -> dict[str, Any]:
         "rows": len(rows),
     }
     code = meta.get("nccl_version")
-    return {"versions": {"nccl": nccl_version(code)} if code else {}, "tables": [table]}
-
-
-def nccl_version(code: int) -> str:
-    """NCCL's version code as its name: 22903 -> 2.29.3 (before 2.9: 2803 -> 2.8.3)."""
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+    return {"versions": {"nccl": version_text(from_code(code))} if code else {}, "tables": [table]}

@@ -21,7 +21,7 @@ from typing import Any
 
 from colbench.nccl import evidence, tuning
 from colbench.nccl.lines import Line, read_lines
-from colbench.nccl.names import Version, parse_version
+from colbench.nccl.names import Version, from_code, parse_version, version_text
 
 _VERSION = re.compile(r"^(?P<lib>NCCL|RCCL) version (?P<v>\S+)")
 _LIBRARY = re.compile(r"nccl-library=(\d{4,})")
@@ -119,8 +119,7 @@ class _Reader:
             self.log.test_ranks[int(m[1])] = m[2]
         m = _LIBRARY.search(text) if text.startswith("#") else None
         if m and self.log.version_text is None:
-            code = int(m[1])
-            self.log.version_text = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+            self.log.version_text = version_text(from_code(int(m[1])))
 
     def _version(self, lib: str, text: str) -> None:
         self.log.rccl = lib == "RCCL"

@@ -87,6 +87,13 @@ def version_text(version: Version | None) -> str:
     return ".".join(map(str, effective(version)))
 
 
+def from_code(code: int) -> Version:
+    """NCCL's version code as a version: 22903 -> (2, 29, 3) (before 2.9: 2803 -> (2, 8, 3))."""
+    if code >= 10000:
+        return (code // 10000, code % 10000 // 100, code % 100)
+    return (code // 1000, code % 1000 // 100, code % 100)
+
+
 def function_of(op: str) -> str | None:
     """NCCL function for a colbench op name (or an NCCL function name in any case)."""
     if op in OP_FUNCTION:
