@@ -11,11 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from colbench.importers.nccl_world import WorldEvidence
+from colbench.nccl.lines import strip_prefixes
 
-#: ``mpirun --tag-output`` puts ``[jobid,rank]<stdout>:`` before every line.
-_TAG_OUTPUT = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
-#: ``srun --label`` puts the task number, a colon and a space before every line.
-_SRUN_LABEL = re.compile(r"^\s*\d+: ?")
 _RANK = re.compile(
     r"^Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[([^\]]*)\]\s*(.*)$"
 )
@@ -73,14 +70,6 @@ def _readable(column: str, token: str) -> bool:
     return True
 
 
-def strip_prefix(line: str) -> str:
-    """A log line without mpirun's ``--tag-output`` or srun's ``--label`` prefix."""
-    tagged = _TAG_OUTPUT.match(line)
-    if tagged:
-        return line[tagged.end() :]
-    return _SRUN_LABEL.sub("", line, count=1)
-
-
 def scan(text: str, source: str) -> Scan:
     """Find the tables, the versions and the rows that look broken."""
     scanner = _Scanner(source)
@@ -105,7 +94,7 @@ class _Scanner:
         self.world = WorldEvidence()
 
     def feed(self, line_no: int, raw: str) -> None:
-        line = strip_prefix(raw).strip()
+        line = strip_prefixes(raw).strip()
         if line:
             self.world.observe(line)
         if not line or "NCCL INFO" in line or "NCCL WARN" in line:

@@ -31,13 +31,13 @@ from colbench import reading
 from colbench.commands.references import place as references
 from colbench.errors import UsageError
 from colbench.importers import nccl_tests_json
-from colbench.importers.nccl_scan import scan, strip_prefix
+from colbench.importers.nccl_scan import scan
 from colbench.importers.nccl_table import Findings, ImportOptions, table_rows
 from colbench.results.rows import SCHEMA_VERSION, Row
 from colbench.results.rundir import RunDir
 from colbench.results.tables import write_text
 
-__all__ = ["Imported", "default_out_dir", "import_log", "parse_json", "parse_log", "strip_prefix"]
+__all__ = ["Imported", "default_out_dir", "import_log", "parse_json", "parse_log"]
 
 _VARIANT = re.compile(r"^[A-Za-z_]\w*=[^,=\s]+(?:,[A-Za-z_]\w*=[^,=\s]+)*$")
 

@@ -11,7 +11,8 @@ import pytest
 
 from colbench.cli import main
 from colbench.errors import UsageError
-from colbench.importers.nccl_tests import import_log, parse_log, strip_prefix
+from colbench.importers.nccl_tests import import_log, parse_log
+from colbench.nccl.lines import strip_prefixes as strip_prefix
 from colbench.results.rows import COLUMNS, load
 from tests.datadir import NCCL_TESTS_LOGS
 from tests.unit import nccl_logs
