@@ -243,63 +243,44 @@ def _entry_rows(
             continue
         wrong = _number(body.get("nwrong"))
         per_iter = entry.get(f"{name}_per_iter")
-        if isinstance(per_iter, dict) and isinstance(per_iter.get("times_us"), list):
-            rows += _samples(per_iter, coll, n, agg, cells, in_place, wrong)
-            continue
-        time_us = _number(body.get("time", body.get("cpu_time")))
-        algbw, busbw = _number(body.get("alg_bw")), _number(body.get("bus_bw"))
-        valid = time_us is not None and algbw is not None and busbw is not None
-        rows.append(
-            Row(
-                **cells,
-                iters=iters * agg or None,
-                average=average,
-                in_place=in_place,
-                time_us=time_us,
-                algbw_gbps=algbw,
-                busbw_gbps=busbw,
-                wrong=None if wrong is None else int(wrong),
-                status=STATUS_OK if valid else STATUS_INVALID,
-                repeat=0,
+        if not (isinstance(per_iter, dict) and isinstance(per_iter.get("times_us"), list)):
+            time_us = _number(body.get("time", body.get("cpu_time")))
+            samples = [(0, time_us, _number(body.get("alg_bw")), _number(body.get("bus_bw")))]
+            batch, how = iters * agg or None, average
+        else:
+            # Each a batch of agg calls; times_us is, per iteration, the slowest process's.
+            batch, how, samples = agg, "max", _samples(per_iter, coll, n, size)
+        for repeat, time_us, algbw, busbw in samples:
+            valid = time_us is not None and algbw is not None and busbw is not None
+            rows.append(
+                Row(
+                    **cells,
+                    iters=batch,
+                    average=how,
+                    in_place=in_place,
+                    time_us=time_us,
+                    algbw_gbps=algbw,
+                    busbw_gbps=busbw,
+                    wrong=None if wrong is None else int(wrong),
+                    status=STATUS_OK if valid else STATUS_INVALID,
+                    repeat=repeat,
+                )
             )
-        )
     return rows
 
 
 def _samples(
-    per_iter: Mapping[str, Any],
-    coll: Collective,
-    n: int,
-    agg: int,
-    cells: Mapping[str, Any],
-    in_place: int,
-    wrong: float | None,
-) -> list[Row]:
-    """One row per iteration past the skipped ones: each a batch of ``agg`` calls."""
+    per_iter: Mapping[str, Any], coll: Collective, n: int, size: int
+) -> list[tuple[int, float | None, float | None, float | None]]:
+    """(iteration, time, algbw, busbw) of each iteration past the skipped ones."""
     skipped = int(per_iter.get("skipped_iterations") or 0)
-    rows = []
-    for i, value in enumerate(per_iter["times_us"]):
-        if i < skipped:
-            continue
+    out = []
+    for i, value in enumerate(per_iter["times_us"][skipped:], skipped):
         time_us = _number(value)
-        ok = time_us is not None and math.isfinite(time_us) and time_us >= 0
-        algbw = coll.algbw_gbps(cells["size_bytes"], time_us) if ok and time_us else None
-        rows.append(
-            Row(
-                **cells,
-                iters=agg,
-                # times_us is, per iteration, the slowest process's time.
-                average="max",
-                in_place=in_place,
-                time_us=time_us,
-                algbw_gbps=algbw,
-                busbw_gbps=None if algbw is None else algbw * coll.busbw_factor(n),
-                wrong=None if wrong is None else int(wrong),
-                status=STATUS_OK if algbw is not None else STATUS_INVALID,
-                repeat=i,
-            )
-        )
-    return rows
+        finite = time_us is not None and math.isfinite(time_us)
+        algbw = coll.algbw_gbps(size, time_us) if finite and time_us and time_us > 0 else None
+        out.append((i, time_us, algbw, None if algbw is None else algbw * coll.busbw_factor(n)))
+    return out
 
 
 def _summary(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -317,18 +298,14 @@ def _summary(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def facts(meta: Mapping[str, Any], rows: Sequence[Row]) -> dict[str, Any]:
     """The importer's facts (``colbench import``'s summary line, meta.json's ``tables``)."""
-    first = rows[0] if rows else None
+    devices = [d for d in meta["config"].get("devices") or [] if isinstance(d, dict)]
     table = {
-        "op": first.op if first else "",
+        "op": rows[0].op,
         "op_from": meta.get("op_from"),
-        "world_size": first.world_size if first else None,
+        "world_size": rows[0].world_size,
         "world_size_from": meta.get("world_size_from"),
-        "hosts": sorted(
-            {str(d.get("hostname", "")) for d in (meta.get("config") or {}).get("devices") or []}
-        ),
-        "devices": sorted(
-            {str(d.get("device_info", "")) for d in (meta.get("config") or {}).get("devices") or []}
-        ),
+        "hosts": sorted({str(d.get("hostname", "")) for d in devices}),
+        "devices": sorted({str(d.get("device_info", "")) for d in devices}),
         "rows": len(rows),
     }
     code = meta.get("nccl_version")
