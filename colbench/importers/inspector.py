@@ -363,7 +363,7 @@ def import_dir(
 ) -> tuple[Path, Any]:
     """``colbench import inspector DIR``: results.csv and meta.json of a job's calls."""
     from colbench.commands.references import place as references
-    from colbench.importers.nccl_tests import Imported
+    from colbench.importers.nccl_tests import Imported, write_run
 
     source = Path(path)
     found = read_dir(source)
@@ -374,17 +374,11 @@ def import_dir(
     )
     run_dir = RunDir.create(out_dir, target)
     rows, comms = rows_of(found, run_dir.name, dtype, device)
-    with run_dir.writer() as writer:
-        for row in rows:
-            writer.write(row)
     meta = _meta(source, found, run_dir.name, comms, len(rows), dtype=dtype, device=device)
-    warnings, notes = meta["warnings"], meta["notes"]
     # The job's widest communicator (the data-parallel world, often) is the one its
     # hardware's published figures are for.
     widest = max(r.world_size for r in rows)
-    placement = references.place_rows([r for r in rows if r.world_size == widest], meta)
-    meta[references.FIELD] = placement
-    run_dir.write_meta(meta)
+    placement = write_run(run_dir, rows, meta, [r for r in rows if r.world_size == widest])
     tables = [{"op": op, "world_size": n} for op, n in sorted({(r.op, r.world_size) for r in rows})]
     facts = {"tables": tables, references.FIELD: placement}
-    return run_dir.path, Imported(rows, warnings, notes, facts)
+    return run_dir.path, Imported(rows, meta["warnings"], meta["notes"], facts)

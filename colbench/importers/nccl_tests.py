@@ -119,28 +119,30 @@ def import_log(
     run_dir = RunDir.create(out_dir, target)
     if run_dir.name != target.name:
         imported.rows = [dataclasses.replace(r, run_id=run_dir.name) for r in imported.rows]
-    # A report's values are kept as written (a log's have no more digits than %.6g).
-    with run_dir.writer(exact="nccl_tests" in imported.facts) as writer:
-        for row in imported.rows:
-            writer.write(row)
     meta = _meta(run_dir, source, data, imported, variant)
-    # Issue 38: the large rows beside the published results for this hardware.
-    meta[references.FIELD] = imported.facts[references.FIELD] = references.place_rows(
-        imported.rows, meta
-    )
-    if "nccl_tests" in imported.facts:
+    report = "nccl_tests" in imported.facts
+    if report:
         # The report itself too: its per-process times and environment are in no row.
         write_text(run_dir.path / nccl_tests_json.COPY_NAME, data.decode("utf-8"))
-        meta.update(
-            source={
-                **meta["source"],
-                "format": "nccl-tests JSON",
-                "copy": nccl_tests_json.COPY_NAME,
-            },
-            nccl_tests=imported.facts["nccl_tests"],
-        )
-    run_dir.write_meta(meta)
+        meta["source"].update(format="nccl-tests JSON", copy=nccl_tests_json.COPY_NAME)
+        meta["nccl_tests"] = imported.facts["nccl_tests"]
+    # A report's values are kept as written (a log's have no more digits than %.6g).
+    placement = write_run(run_dir, imported.rows, meta, imported.rows, exact=report)
+    imported.facts[references.FIELD] = placement
     return run_dir.path, imported
+
+
+def write_run(
+    run_dir: RunDir, rows: list[Row], meta: dict[str, Any], placed: list[Row], exact: bool = False
+) -> dict[str, Any]:
+    """An import's results.csv and meta.json, ``placed`` set beside the published results
+    for this hardware in meta.json (issue 38); that placement."""
+    with run_dir.writer(exact=exact) as writer:
+        for row in rows:
+            writer.write(row)
+    meta[references.FIELD] = references.place_rows(placed, meta)
+    run_dir.write_meta(meta)
+    return meta[references.FIELD]
 
 
 def parse_json(
