@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import statistics
 import sys
 from collections import defaultdict
@@ -52,7 +51,7 @@ from colbench.bench.ops.base import Collective
 from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, DType
 from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_REAL
-from colbench.results.rows import SCHEMA_VERSION, STATUS_OK, Row
+from colbench.results.rows import SCHEMA_VERSION, Row
 from colbench.results.rundir import RunDir
 
 #: NCCL's names of the collectives the Inspector records -> colbench's.
@@ -86,7 +85,6 @@ class Call:
     msg_bytes: int
     time_us: float
     timing_source: str
-    busbw_gbps: float | None
 
 
 @dataclass
@@ -145,8 +143,6 @@ def _record(doc: Any, where: str, found: Read) -> None:
     if coll not in OPS:
         found.skipped[coll] += 1
         return
-    busbw = perf.get("coll_busbw_gbs")
-    busbw = float(busbw) if isinstance(busbw, (int, float)) and math.isfinite(busbw) else None
     found.calls.append(
         Call(
             comm=_get(header, "id", (str,), where),
@@ -160,7 +156,6 @@ def _record(doc: Any, where: str, found: Read) -> None:
             msg_bytes=_get(perf, "coll_msg_size_bytes", (int,), where),
             time_us=float(_get(perf, "coll_exec_time_us", (int, float), where)),
             timing_source=str(perf.get("coll_timing_source") or ""),
-            busbw_gbps=busbw,
         )
     )
 
@@ -259,7 +254,6 @@ def _row(
         algbw_gbps=algbw,
         busbw_gbps=None if algbw is None else algbw * op.busbw_factor(n),
         wrong=None,
-        status=STATUS_OK,
         repeat=repeat,
         fabric=FABRIC_REAL,
     )

@@ -9,7 +9,7 @@ proxy rank in parentheses) is dropped, the rest kept as NCCL spells it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 _LINK = re.compile(
     r"^Channel \d+(?:/\d+)? : (?P<a>\d+)\[[0-9a-f]+\] -> (?P<b>\d+)\[[0-9a-f]+\]"
@@ -46,9 +46,6 @@ class NetLink:
     b: int
     transport: str
     comm: str | None = None
-
-    def within(self, comm: str) -> NetLink:
-        return replace(self, comm=comm)
 
 
 def transport(message: str) -> tuple[str, NetLink | None] | None:

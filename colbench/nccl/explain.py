@@ -13,6 +13,7 @@ from colbench import reading, text
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.nccl.log import parse_log, summary
+from colbench.output import plural
 from colbench.text import Column
 
 _UNSAID = "-"
@@ -72,9 +73,7 @@ def _flag(value: bool | None) -> str:
 
 
 def _count(value: int | None, noun: str) -> str:
-    if value is None:
-        return f"? {noun}s"
-    return f"{value} {noun}" + ("" if value == 1 else "s")
+    return f"? {noun}s" if value is None else plural(value, noun)
 
 
 def algorithm_lines(algorithms: list[dict[str, Any]]) -> list[str]:

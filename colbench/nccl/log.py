@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from colbench.nccl import evidence, tuning
@@ -217,7 +217,7 @@ class _Reader:
         self.log.transports.setdefault(name)
         if link is not None:
             comm = self._thread_comm(line)
-            self.log.net_links.append(link if comm is None else link.within(comm.key))
+            self.log.net_links.append(link if comm is None else replace(link, comm=comm.key))
         return True
 
     def _thread_comm(self, line: Line) -> Communicator | None:
@@ -283,7 +283,8 @@ def parse_log(text: str) -> NcclLog:
 def summary(log: NcclLog, *, emulated_nodes: bool = False) -> dict[str, Any]:
     """The JSON object of ``explain-log --json`` (issue 24 section 5): null where unknown.
     ``emulated_nodes``: the log is of colbench's own --ranks-per-gpu run."""
-    main, network = log.main, _network(log)
+    main = log.main
+    network = log.networks.most_common(1)[0][0] if log.networks else None
     transports = list(log.transports)
     attempts = evidence.failed_attempts([line.message for line in log.lines if line.level])
     facts = evidence.Facts(
@@ -336,10 +337,6 @@ def nvls(log: NcclLog) -> bool | None:
     return any(log.multicast) if log.multicast else None
 
 
-def _network(log: NcclLog) -> str | None:
-    return log.networks.most_common(1)[0][0] if log.networks else None
-
-
 def _version(log: NcclLog) -> str | None:
     version = log.version
     if version is None:
@@ -355,9 +352,7 @@ def _test_world(log: NcclLog) -> int | None:
 
 
 def _algorithms(log: NcclLog) -> list[dict[str, Any]]:
-    seen: dict[tuple[Any, ...], None] = {}
-    for call in log.calls:
-        seen.setdefault((call.op, call.size_bytes, call.algo, call.proto))
+    seen = dict.fromkeys((c.op, c.size_bytes, c.algo, c.proto) for c in log.calls)
     return [dict(zip(("op", "size_bytes", "algo", "proto"), key, strict=True)) for key in seen]
 
 
