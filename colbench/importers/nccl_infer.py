@@ -192,8 +192,9 @@ def _world_size_hint(table: RawTable, coll: Collective | None) -> str:
 
 def world_size(
     table: RawTable, given: int | None, source: str, coll_for_hint: Collective | None
-) -> int:
-    """The table's world size: its rank lines, else other clues in the log, else --world-size."""
+) -> tuple[int, str]:
+    """The table's world size: its rank lines, else other clues in the log, else
+    --world-size; with where it was found."""
     if table.ranks:
         listed = len(table.ranks)
         if given is not None and given != listed:
@@ -201,7 +202,7 @@ def world_size(
                 f"{source}: the log lists {listed} ranks under '# Using devices' but "
                 f"--world-size is {given}"
             )
-        return listed
+        return listed, "Rank lines"
     inferred = table.world.infer()
     if inferred is not None:
         if given is not None and given != inferred[0]:
@@ -209,22 +210,15 @@ def world_size(
                 f"{source}: the log's {inferred[1]} say {inferred[0]} ranks but "
                 f"--world-size is {given}"
             )
-        return inferred[0]
+        return inferred
     if given is not None:
-        return given
+        return given, "--world-size"
     hint = _world_size_hint(table, coll_for_hint)
     raise UsageError(
         f"{source}: the log has no '# Using devices' rank lines and "
         f"{table.world.where_to_look()}, so its world size is unknown; "
         f"give --world-size N{hint}"
     )
-
-
-def world_size_from(table: RawTable) -> str:
-    if table.ranks:
-        return "Rank lines"
-    inferred = table.world.infer()
-    return inferred[1] if inferred else "--world-size"
 
 
 def requested_sizes(table: RawTable) -> list[int] | None:

@@ -17,8 +17,8 @@ _RANK = re.compile(
     r"^Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[([^\]]*)\]\s*(.*)$"
 )
 _PARAMS = re.compile(
-    r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\d+)\((factor|bytes)\)"
-    r"\s+warmup iters:\s*(\d+)\s+iters:\s*(\d+)"
+    r"minBytes\s+(?P<min_bytes>\d+)\s+maxBytes\s+(?P<max_bytes>\d+)\s+step:\s*(?P<step>\d+)"
+    r"\((?P<step_kind>factor|bytes)\)\s+warmup iters:\s*(?P<warmup>\d+)\s+iters:\s*(?P<iters>\d+)"
 )
 _REDUCED_MAX = re.compile(r"Reducing maxBytes to (\d+)")
 _PERF_NAME = re.compile(r"(?:^|[\s/])([a-z][a-z0-9_]*?)_perf(?:_mpi)?\b")
@@ -115,14 +115,8 @@ class _Scanner:
                 match.group(3).strip(),
             )
         elif match := _PARAMS.search(body):
-            self.params = {
-                "min_bytes": int(match.group(1)),
-                "max_bytes": int(match.group(2)),
-                "step": int(match.group(3)),
-                "step_kind": match.group(4),
-                "warmup": int(match.group(5)),
-                "iters": int(match.group(6)),
-            }
+            found = match.groupdict()
+            self.params = {k: v if k == "step_kind" else int(v) for k, v in found.items()}
         elif match := _REDUCED_MAX.search(body):
             self.params = {**self.params, "max_bytes": int(match.group(1))}
         elif tokens[:3] == ["size", "count", "type"]:

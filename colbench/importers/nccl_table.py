@@ -72,6 +72,8 @@ class _Meaning:
     coll: Collective
     found_by: str
     n: int
+    #: Where the world size was found (meta.json's world_size_from).
+    n_from: str
     hosts: list[str]
     devices: list[str]
     #: the most ranks on one GPU (one host, one bus id): above 1, ranks shared a GPU, each
@@ -136,7 +138,7 @@ def _meaning(table: RawTable, options: ImportOptions) -> _Meaning:
     resolved = infer.resolve_op(
         table, options.op, source, len(table.ranks) or (inferred[0] if inferred else given)
     )
-    n = infer.world_size(table, given, source, resolved[0] if resolved else None)
+    n, n_from = infer.world_size(table, given, source, resolved[0] if resolved else None)
     if resolved is None:
         raise infer.no_op(table, source)
     ranked = [table.ranks[r] for r in sorted(table.ranks)]
@@ -147,6 +149,7 @@ def _meaning(table: RawTable, options: ImportOptions) -> _Meaning:
         coll=resolved[0],
         found_by=resolved[1],
         n=n,
+        n_from=n_from,
         hosts=[host for host, _, _ in ranked],
         devices=[dev for _, dev, _ in ranked],
         ranks_per_gpu=_ranks_per_gpu(ranked),
@@ -304,7 +307,7 @@ def _facts(m: _Meaning, rows: int) -> dict[str, Any]:
         "op": m.coll.name,
         "op_from": m.found_by,
         "world_size": m.n,
-        "world_size_from": infer.world_size_from(m.table),
+        "world_size_from": m.n_from,
         "hosts": sorted(set(m.hosts)),
         "devices": sorted(set(m.devices)),
         "ranks_per_gpu": m.ranks_per_gpu,

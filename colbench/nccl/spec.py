@@ -15,12 +15,15 @@ Neither grammar trims spaces: ``"Ring, Tree"`` names ``" Tree"``, which no algor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from colbench.nccl.names import FUNCTIONS, Version, effective
 
 _PER_FUNCTION: Version = (2, 24, 0)
+#: What strtoll reads in base 0: hex after 0x (a bare "0x" is the 0), octal after 0.
+_STRTOLL = re.compile(r"\s*(?P<sign>[+-]?)(?P<digits>0x[0-9a-f]+|0[0-7]*|[1-9][0-9]*)", re.I)
 
 
 @dataclass(frozen=True)
@@ -94,17 +97,10 @@ def env_int(env: Mapping[str, str], name: str, default: int) -> int:
 
 def strtoll(text: str) -> int:
     """C's strtoll(text, NULL, 0): leading spaces, a sign, then 0x/0 prefixes; 0 if none."""
-    body = text.lstrip()
-    sign = -1 if body.startswith("-") else 1
-    body = body[1:] if body[:1] in "+-" else body
-    base, digits = 10, "0123456789"
-    if body[:2].lower() == "0x":
-        base, digits, body = 16, "0123456789abcdef", body[2:]
-    elif body.startswith("0"):
-        base, digits = 8, "01234567"
-    run = ""
-    for char in body.lower():
-        if char not in digits:
-            break
-        run += char
-    return sign * int(run, base) if run else 0
+    m = _STRTOLL.match(text)
+    if m is None:
+        return 0
+    digits = m["digits"]
+    base = 16 if digits[:2].lower() == "0x" else 8 if digits[0] == "0" else 10
+    value = int(digits[2:] if base == 16 else digits, base)
+    return -value if m["sign"] == "-" else value
