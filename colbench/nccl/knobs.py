@@ -18,6 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from colbench.nccl.log import NcclLog
+from colbench.nccl.tuning import SYMMETRIC
+
 #: The variables whose effect is read here, as NCCL names them.
 CTA_POLICY = "NCCL_CTA_POLICY"
 NVLS_ENABLE = "NCCL_NVLS_ENABLE"
@@ -28,24 +31,17 @@ _INVALID_CTA = re.compile(r"^CTAPolicy -?\d+ is not a valid value, set it to \d+
 _NVLS = re.compile(r"^NVLS multicast support is (?P<not>not )?available.*$")
 
 
-def evidence(
-    messages: list[str],
-    env: Mapping[str, str],
-    register: str,
-    symmetric_calls: int,
-    nvls_channels: list[int],
-) -> tuple[list[str], str | None]:
-    """What NCCL's INFO log (``messages``, its INFO/WARN lines) says it did with each knob
-    asked of it, one phrase each, and NCCL's own line when it did not do what was asked.
-
-    ``symmetric_calls``: the calls its TUNING lines ran on a symmetric kernel;
-    ``nvls_channels``: the NVLS channel counts of its ``coll channels`` lines."""
+def evidence(log: NcclLog, env: Mapping[str, str], register: str) -> tuple[list[str], str | None]:
+    """What NCCL's INFO log says it did with each knob asked of it (``env``, ``register``),
+    one phrase each, and NCCL's own line when it did not do what was asked."""
+    messages = [line.message for line in log.lines if line.level]
+    nvls_channels = log.nvls_channels
     said: list[str] = []
     refused: str | None = None
     policy = env.get(CTA_POLICY)
     if policy is not None:
         invalid = next((m for m in messages if _INVALID_CTA.match(m)), None)
-        read = _env_value(messages, CTA_POLICY)
+        read = log.env.get(CTA_POLICY)
         if invalid is not None:
             refused = f"NCCL says: {invalid}"
         elif read is not None:
@@ -68,18 +64,11 @@ def evidence(
         if skipped is not None:
             refused = refused or f"NCCL skipped the registration: {skipped}"
         elif register == "symmetric":
+            symmetric_calls = sum(1 for call in log.calls if call.algo == SYMMETRIC)
             said.append(f"symmetric kernels in {symmetric_calls} call(s)")
         else:
             said.append(f"{registered} buffer(s) registered")
     return said, refused
-
-
-def _env_value(messages: list[str], name: str) -> str | None:
-    prefix = f"{name} set by environment to "
-    for message in messages:
-        if message.startswith(prefix):
-            return message[len(prefix) :].rstrip(".")
-    return None
 
 
 def _channels_phrase(counts: list[int]) -> str:

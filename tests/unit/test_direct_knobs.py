@@ -28,7 +28,7 @@ from colbench.direct.register import Registrations
 from colbench.errors import UsageError
 from colbench.nccl import log as nccl_log
 from colbench.nccl.knobs import evidence
-from colbench.nccl.tuning import SYMMETRIC, parse_call
+from colbench.nccl.tuning import parse_call
 from tests.conftest import run_main
 
 
@@ -112,9 +112,7 @@ def _log(*messages: str) -> nccl_log.NcclLog:
 
 
 def _said(found: nccl_log.NcclLog, env: dict[str, str], register: str) -> Any:
-    messages = [line.message for line in found.lines if line.level]
-    symmetric = sum(1 for c in found.calls if c.algo == SYMMETRIC)
-    return evidence(messages, env, register, symmetric, found.nvls_channels)
+    return evidence(found, env, register)
 
 
 def test_what_nccl_says_of_the_cta_policy() -> None:

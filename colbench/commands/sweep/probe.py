@@ -30,7 +30,7 @@ from colbench.errors import ExitCode
 from colbench.nccl import log as nccl_log
 from colbench.nccl.algo import CommFacts, check_table
 from colbench.nccl.knobs import evidence
-from colbench.nccl.tuning import SYMMETRIC, TuningCall, per_rank_bytes
+from colbench.nccl.tuning import TuningCall, per_rank_bytes
 from colbench.results.rundir import RunDir
 
 #: Where the probe worlds live inside the run directory.
@@ -98,7 +98,7 @@ def run_probe(
     if not choices:
         return Probed({}, "the NCCL probe's log holds no TUNING line")
     note = f"NCCL's choice recorded for {len(choices)} (op, size) calls by a probe world"
-    said, refused = knobs_seen(found, dict(variant.env if variant else ()), cfg.measure.register)
+    said, refused = evidence(found, dict(variant.env if variant else ()), cfg.measure.register)
     if said:
         note += "; NCCL's log: " + ", ".join(said)
     if refused is not None:
@@ -107,16 +107,6 @@ def run_probe(
     if differ:
         note += "; NCCL's own tuning table disagrees with colbench's rules: " + "; ".join(differ)
     return Probed(choices, note, refused=refused)
-
-
-def knobs_seen(
-    found: nccl_log.NcclLog, env: dict[str, str], register: str
-) -> tuple[list[str], str | None]:
-    """What NCCL's log says it did with the knobs asked of it (colbench.nccl.knobs), a
-    phrase each, and NCCL's own line where it did not do what was asked."""
-    messages = [line.message for line in found.lines if line.level]
-    symmetric = sum(1 for call in found.calls if call.algo == SYMMETRIC)
-    return evidence(messages, env, register, symmetric, found.nvls_channels)
 
 
 def rules_against_table(found: nccl_log.NcclLog, env: dict[str, str]) -> list[str]:
