@@ -182,10 +182,6 @@ def read_dir(path: str | Path) -> Read:
     return found
 
 
-def _size_bytes(call: Call) -> int:
-    return call.msg_bytes * call.n_ranks if call.coll in PER_RANK_CHUNK else call.msg_bytes
-
-
 #: Per (communicator, op, size): each call's sequence number -> its ranks' times.
 Groups = dict[tuple[str, str, int], dict[int, dict[int, float]]]
 
@@ -195,7 +191,7 @@ def _group(found: Read) -> tuple[Groups, dict[str, dict[str, Any]]]:
     groups: Groups = defaultdict(lambda: defaultdict(dict))
     comms: dict[str, dict[str, Any]] = {}
     for call in found.calls:
-        size = _size_bytes(call)
+        size = call.msg_bytes * (call.n_ranks if call.coll in PER_RANK_CHUNK else 1)
         groups[(call.comm, call.coll, size)][call.sn][call.rank] = call.time_us
         fresh: dict[str, Any] = {
             "id": call.comm,
