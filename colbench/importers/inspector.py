@@ -70,26 +70,17 @@ FILE = reading.Kind("Inspector output file", 1024**3)
 SUFFIXES = (".log", ".json", ".jsonl")
 
 
-@dataclass(frozen=True)
-class Call:
-    """One rank's record of one collective call."""
-
-    comm: str
-    comm_name: str
-    rank: int
-    n_ranks: int
-    nnodes: int
-    host: str
-    coll: str
-    sn: int
-    msg_bytes: int
-    time_us: float
-    timing_source: str
+#: Per (communicator, op, size): each call's sequence number -> its ranks' times.
+Groups = dict[tuple[str, str, int], dict[int, dict[int, float]]]
 
 
 @dataclass
 class Read:
-    calls: list[Call] = field(default_factory=list)
+    """The calls of a dump, grouped per (communicator, op, size), and what each
+    communicator is (its ranks' hosts, the timing sources seen)."""
+
+    groups: Groups = field(default_factory=lambda: defaultdict(lambda: defaultdict(dict)))
+    comms: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     versions: set[str] = field(default_factory=set)
     skipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -143,20 +134,25 @@ def _record(doc: Any, where: str, found: Read) -> None:
     if coll not in OPS:
         found.skipped[coll] += 1
         return
-    found.calls.append(
-        Call(
-            comm=_get(header, "id", (str,), where),
-            comm_name=str(header.get("comm_name") or ""),
-            rank=_get(header, "rank", (int,), where),
-            n_ranks=_get(header, "n_ranks", (int,), where),
-            nnodes=_get(header, "nnodes", (int,), where),
-            host=str(meta.get("hostname") or ""),
-            coll=coll,
-            sn=_get(perf, "coll_sn", (int,), where),
-            msg_bytes=_get(perf, "coll_msg_size_bytes", (int,), where),
-            time_us=float(_get(perf, "coll_exec_time_us", (int, float), where)),
-            timing_source=str(perf.get("coll_timing_source") or ""),
-        )
+    comm = _get(header, "id", (str,), where)
+    rank = _get(header, "rank", (int,), where)
+    n_ranks = _get(header, "n_ranks", (int,), where)
+    fresh = {
+        "id": comm,
+        "name": str(header.get("comm_name") or ""),
+        "n_ranks": n_ranks,
+        "nnodes": _get(header, "nnodes", (int,), where),
+        "ranks": {},
+        "timing_sources": set(),
+    }
+    info = found.comms.setdefault(comm, fresh)
+    info["ranks"][rank] = str(meta.get("hostname") or "")
+    info["timing_sources"].add(str(perf.get("coll_timing_source") or ""))
+    sn = _get(perf, "coll_sn", (int,), where)
+    size = _get(perf, "coll_msg_size_bytes", (int,), where)
+    size *= n_ranks if coll in PER_RANK_CHUNK else 1
+    found.groups[(comm, coll, size)][sn][rank] = float(
+        _get(perf, "coll_exec_time_us", (int, float), where)
     )
 
 
@@ -177,35 +173,9 @@ def read_dir(path: str | Path) -> Read:
         found.files.append(str(file))
         for doc, where in _objects(reading.read_text(file, FILE), str(file)):
             _record(doc, where, found)
-    if not found.calls:
+    if not found.groups:
         raise UsageError(f"{source}: no collective records in {len(files)} file(s)")
     return found
-
-
-#: Per (communicator, op, size): each call's sequence number -> its ranks' times.
-Groups = dict[tuple[str, str, int], dict[int, dict[int, float]]]
-
-
-def _group(found: Read) -> tuple[Groups, dict[str, dict[str, Any]]]:
-    """The calls grouped per (communicator, op, size), and what each communicator is."""
-    groups: Groups = defaultdict(lambda: defaultdict(dict))
-    comms: dict[str, dict[str, Any]] = {}
-    for call in found.calls:
-        size = call.msg_bytes * (call.n_ranks if call.coll in PER_RANK_CHUNK else 1)
-        groups[(call.comm, call.coll, size)][call.sn][call.rank] = call.time_us
-        fresh: dict[str, Any] = {
-            "id": call.comm,
-            "name": call.comm_name,
-            "n_ranks": call.n_ranks,
-            "nnodes": call.nnodes,
-            "ranks": {},
-            "timing_sources": set(),
-            "rows": [],
-        }
-        info = comms.setdefault(call.comm, fresh)
-        info["ranks"][call.rank] = call.host
-        info["timing_sources"].add(call.timing_source)
-    return groups, comms
 
 
 def _row(
@@ -263,11 +233,11 @@ def rows_of(
     dt = DTYPES.get(dtype) if dtype else None
     if dtype and dt is None:
         raise UsageError(f"unknown --dtype {dtype!r}: choose from {', '.join(DTYPES)}")
-    groups, comms = _group(found)
     repeats: dict[tuple[int, str, int], int] = defaultdict(int)
     rows: list[Row] = []
-    for (comm, coll, size), by_sn in sorted(groups.items()):
-        info = comms[comm]
+    comm_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (comm, coll, size), by_sn in sorted(found.groups.items()):
+        info = found.comms[comm]
         op = ops.get(OPS[coll])
         per_call = [statistics.fmean(t.values()) for t in by_sn.values()]
         per_rank: dict[int, list[float]] = defaultdict(list)
@@ -277,7 +247,7 @@ def rows_of(
         repeat = repeats[(info["n_ranks"], op.name, size)]
         repeats[(info["n_ranks"], op.name, size)] += 1
         rows.append(_row(op, size, per_call, info, dt, run_id=run_id, device=device, repeat=repeat))
-        info["rows"].append(
+        comm_rows[comm].append(
             {
                 "op": op.name,
                 "size_bytes": size,
@@ -291,8 +261,9 @@ def rows_of(
         | {
             "ranks": [{"rank": r, "host": h} for r, h in sorted(info["ranks"].items())],
             "timing_sources": sorted(info["timing_sources"]),
+            "rows": comm_rows[comm],
         }
-        for info in comms.values()
+        for comm, info in found.comms.items()
     ]
     return rows, out
 
