@@ -147,16 +147,15 @@ def _infer_op(table: RawTable, world_size: int | None) -> Collective | None:
     if world_size is None or not table.lines:
         return None
     cols = columns(table, "")
-    candidates = []
-    for coll in ops.REGISTRY:
-        if not coll.sized:
-            continue
-        if cols.root is not None:
-            rooted_rows = any(tokens[cols.root] != "-1" for _, tokens in table.lines)
-            if rooted_rows != coll.rooted:
-                continue
-        if _fits(table, cols, coll, world_size):
-            candidates.append(coll)
+    # A root column tells rooted ops from the others: some row's root is not -1.
+    rooted = cols.root is not None and any(t[cols.root] != "-1" for _, t in table.lines)
+    candidates = [
+        coll
+        for coll in ops.REGISTRY
+        if coll.sized
+        and (cols.root is None or rooted == coll.rooted)
+        and _fits(table, cols, coll, world_size)
+    ]
     return candidates[0] if len(candidates) == 1 else None
 
 

@@ -85,10 +85,6 @@ class _Meaning:
     ratio: int
 
     @property
-    def device(self) -> str:
-        return statistics.mode(self.devices) if self.devices else ""
-
-    @property
     def factor(self) -> float:
         return self.coll.busbw_factor(self.n)
 
@@ -182,7 +178,7 @@ def _line_rows(
         # nccl-tests calls NCCL itself, as colbench's direct engine does.
         "engine": "nccl",
         "backend": "nccl",
-        "device": m.device,
+        "device": statistics.mode(m.devices) if m.devices else "",
         "world_size": m.n,
         "nnodes": len(set(m.hosts)) if m.hosts else None,
         "op": coll.name,
@@ -285,13 +281,10 @@ def _warn_about(m: _Meaning, tally: _Tally, found: Findings) -> None:
             "never judged"
         )
     if tally.flagged_errors:
+        reported = table.out_of_bounds is not None
         found.warnings.append(
             f"{where}: {tally.flagged_errors} value(s) exceed nccl-tests' error tolerance"
-            + (
-                f" (the log reports {table.out_of_bounds} out of bounds)"
-                if table.out_of_bounds is not None
-                else ""
-            )
+            + (f" (the log reports {table.out_of_bounds} out of bounds)" if reported else "")
             + "; imported with wrong=1, since the old error column is a maximum, not a count"
         )
     elif table.out_of_bounds and m.cols.old_error_column:

@@ -111,9 +111,7 @@ class _Reader:
             self._info(line)
 
     def _plain(self, text: str) -> None:
-        m = _VERSION.match(text)
-        if m:
-            self._version(m["lib"], m["v"])
+        self._version(text)
         m = _TEST_RANK.match(text)
         if m:
             self.log.test_ranks[int(m[1])] = m[2]
@@ -121,18 +119,18 @@ class _Reader:
         if m and self.log.version_text is None:
             self.log.version_text = version_text(from_code(int(m[1])))
 
-    def _version(self, lib: str, text: str) -> None:
-        self.log.rccl = lib == "RCCL"
-        self.log.version_text = text
+    def _version(self, text: str) -> None:
+        m = _VERSION.match(text)
+        if m:
+            self.log.rccl = m["lib"] == "RCCL"
+            self.log.version_text = m["v"]
 
     def _info(self, line: Line) -> None:
         msg = line.message
         for handler in (self._comm, self._channels, self._table, self._misc):
             if handler(line, msg):
                 return
-        m = _VERSION.match(msg)
-        if m:
-            self._version(m["lib"], m["v"])
+        self._version(msg)
 
     def _comm(self, line: Line, msg: str) -> bool:
         m = _INIT.search(msg)
