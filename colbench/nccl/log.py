@@ -51,7 +51,6 @@ class Communicator:
     nnodes: int | None = None
     local_ranks: int | None = None
     channels: int | None = None
-    nvls_channels: int | None = None
     rank_hosts: dict[int, str] = field(default_factory=dict)
 
 
@@ -204,7 +203,6 @@ class _Reader:
         comm = self._thread_comm(line)
         if comm is not None:
             comm.channels = count
-            comm.nvls_channels = nvls if nvls is not None else comm.nvls_channels
         return True
 
     def _transport(self, line: Line, msg: str) -> bool:
