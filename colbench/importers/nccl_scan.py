@@ -109,11 +109,7 @@ class _Scanner:
         if body.startswith("Using devices"):
             self.ranks = {}
         elif match := _RANK.match(body):
-            self.ranks[int(match.group(1))] = (
-                match.group(2),
-                match.group(4).strip(),
-                match.group(3).strip(),
-            )
+            self.ranks[int(match[1])] = (match[2], match[4].strip(), match[3].strip())
         elif match := _PARAMS.search(body):
             found = match.groupdict()
             self.params = {k: v if k == "step_kind" else int(v) for k, v in found.items()}

@@ -37,7 +37,7 @@ from colbench.results.rows import SCHEMA_VERSION, Row
 from colbench.results.rundir import RunDir
 from colbench.results.tables import write_text
 
-__all__ = ["Imported", "default_out_dir", "import_log", "parse_json", "parse_log"]
+__all__ = ["Imported", "import_log", "parse_json", "parse_log"]
 
 _VARIANT = re.compile(r"^[A-Za-z_]\w*=[^,=\s]+(?:,[A-Za-z_]\w*=[^,=\s]+)*$")
 
@@ -85,10 +85,6 @@ def parse_log(
     return Imported(rows, findings.warnings, findings.notes, facts)
 
 
-def default_out_dir(source: Path, results_root: str | Path) -> Path:
-    return Path(results_root) / f"imported-{source.stem}"
-
-
 def import_log(
     path: str | Path,
     *,
@@ -105,7 +101,8 @@ def import_log(
     data = reading.read_bytes(source, reading.LOG)
     if reading.is_binary(data):
         raise UsageError(f"{source} holds binary data (NUL bytes), not {reading.LOG.one}")
-    target = Path(out_dir) if out_dir is not None else default_out_dir(source, results_root)
+    default = Path(results_root) / f"imported-{source.stem}"
+    target = Path(out_dir) if out_dir is not None else default
     # Parse before creating anything, so a bad log leaves no directory behind.
     parse = parse_json if nccl_tests_json.is_report(data) else parse_log
     imported = parse(

@@ -1,16 +1,12 @@
 """What NCCL's INFO log says it did with the newer knobs asked of it (their rules, and
 which release has each: colbench.direct.knobs).
 
-Read in NCCL's own wording (tags v2.27.3-1 .. v2.30.7-1): ``NCCL_CTA_POLICY set by
-environment to 1.`` (src/misc/param.cc, 2.27-2.28), ``CTAPolicy 5 is not a valid value,
-set it to 0`` (src/init.cc), ``NVLS multicast support is not available on dev 0
-(NVLS_NCHANNELS 0)`` (src/transport/nvls.cc) and the NVLS channels of ``... coll
-channels, ... nvls channels`` (src/init.cc), ``register comm 0x... buffer 0x... size
-1024`` and ``Skipping registration for buffer 0x... size 1024 (LocalRegister=0,
-P2pUsesMemcpy=0)`` (src/register/register.cc, under NCCL_DEBUG_SUBSYS=REG), and, per
-call, the TUNING line of a symmetric kernel, ``AllReduce [Symmetric]: 1024 Bytes ->
-Kernel ...`` (src/scheduler/symmetric_sched.cc), which colbench.nccl.tuning reads as
-algorithm ``Symmetric``.
+Read in NCCL's own wording (tags v2.27.3-1 .. v2.30.7-1), the patterns below: the CTA
+policy from src/misc/param.cc (2.27-2.28) and src/init.cc, NVLS from src/transport/nvls.cc
+and init.cc's ``coll channels`` line, registration from src/register/register.cc (under
+NCCL_DEBUG_SUBSYS=REG), and a symmetric kernel's TUNING line
+(src/scheduler/symmetric_sched.cc), which colbench.nccl.tuning reads as algorithm
+``Symmetric``.
 """
 
 from __future__ import annotations
