@@ -31,11 +31,9 @@ _EXTRA_TYPES = {
 
 @dataclass(frozen=True)
 class Columns:
-    """Where each value is on a table's data line."""
+    """Where each value is on a table's data line past size, count and type, always the
+    first three (nccl_scan knows a header by them)."""
 
-    size: int
-    count: int
-    type: int
     redop: int | None
     root: int | None
     #: Per placement: indices of time, algbw, busbw, wrong; and whether wrong is ``error``.
@@ -63,9 +61,6 @@ def columns(table: RawTable, source: str) -> Columns:
             f"{' '.join(names)!r}: expected size count type ... time algbw busbw #wrong"
         )
     return Columns(
-        size=0,
-        count=1,
-        type=2,
         redop=names.index("redop") if "redop" in names else None,
         root=names.index("root") if "root" in names else None,
         blocks=tuple(blocks),
@@ -166,8 +161,8 @@ def _fits(table: RawTable, cols: Columns, coll: Collective, world_size: int) -> 
     factor = coll.busbw_factor(world_size)
     tested = agreeing = 0
     for line_no, tokens in table.lines:
-        _, elem = dtype_of(tokens[cols.type], "", line_no)
-        size, count = int(tokens[cols.size]), int(tokens[cols.count])
+        _, elem = dtype_of(tokens[2], "", line_no)
+        size, count = int(tokens[0]), int(tokens[1])
         if count and size != count * elem * ratio:
             return False
         for t, alg, bus, _, _ in cols.blocks:

@@ -168,8 +168,8 @@ def _line_rows(
     """One Row per placement the line measured (N/A: not measured)."""
     line_no, tokens = line
     cols, coll = m.cols, m.coll
-    dtype, elem = infer.dtype_of(tokens[cols.type], m.source, line_no)
-    size, count = int(tokens[cols.size]), int(tokens[cols.count])
+    dtype, elem = infer.dtype_of(tokens[2], m.source, line_no)
+    size, count = int(tokens[0]), int(tokens[1])
     if count and size != count * elem * m.ratio:
         tally.misfits.append(line_no)
     common: dict[str, Any] = {
@@ -228,7 +228,7 @@ def _bandwidths(
     and queued for the check against the printed ones; none for a time no measurement can
     have (inf, nan, negative), which the row then keeps as invalid."""
     line_no, placement, time_text = at
-    time_us, size = float(time_text), int(tokens[m.cols.size])
+    time_us, size = float(time_text), int(tokens[0])
     if not (math.isfinite(time_us) and time_us >= 0):
         tally.impossible.append(line_no)
         return None, None
