@@ -114,11 +114,7 @@ def resolve_op(
         return inferred, "its sizes, counts and bandwidth ratio"
     stem = Path(source).name.lower()
     matches = [c for c in ops.REGISTRY if stem.startswith(c.name)]
-    matches += [
-        ops.BY_NAME[target]
-        for alias, target in ops.ALIASES.items()
-        if stem.startswith(alias) and ops.BY_NAME[target] not in matches
-    ]
+    matches += [ops.BY_NAME[op] for alias, op in ops.ALIASES.items() if stem.startswith(alias)]
     if matches:
         return max(matches, key=lambda c: len(c.name)), "the file name"
     return None

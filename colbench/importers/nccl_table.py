@@ -196,11 +196,11 @@ def _line_rows(
         "ranks_per_gpu": m.ranks_per_gpu,
     }
     rows = []
-    for placement, (t, alg, bus, wrong_at, is_error) in enumerate(cols.blocks):
+    for placement, (t, _, _, wrong_at, is_error) in enumerate(cols.blocks):
         if tokens[t] == "N/A":
             continue
         time_us = float(tokens[t])
-        algbw, busbw = _bandwidths(m, tally, (line_no, placement, tokens[t]), tokens, (alg, bus))
+        algbw, busbw = _bandwidths(m, tally, line_no, placement, tokens)
         wrong = _wrong(tokens[wrong_at], is_error, dtype)
         tally.flagged_errors += (wrong or 0) if is_error else 0
         rows.append(
@@ -218,23 +218,20 @@ def _line_rows(
 
 
 def _bandwidths(
-    m: _Meaning,
-    tally: _Tally,
-    at: tuple[int, int, str],
-    tokens: list[str],
-    columns: tuple[int, int],
+    m: _Meaning, tally: _Tally, line_no: int, placement: int, tokens: list[str]
 ) -> tuple[float | None, float | None]:
-    """algbw and busbw recomputed from one printed time (``at``: line, placement, time),
-    and queued for the check against the printed ones; none for a time no measurement can
-    have (inf, nan, negative), which the row then keeps as invalid."""
-    line_no, placement, time_text = at
-    time_us, size = float(time_text), int(tokens[0])
+    """algbw and busbw recomputed from the placement's printed time, and queued for the
+    check against the printed ones; none for a time no measurement can have (inf, nan,
+    negative), which the row then keeps as invalid."""
+    t, alg, bus, _, _ = m.cols.blocks[placement]
+    time_text, size = tokens[t], int(tokens[0])
+    time_us = float(time_text)
     if not (math.isfinite(time_us) and time_us >= 0):
         tally.impossible.append(line_no)
         return None, None
     algbw = m.coll.algbw_gbps(size, time_us)
     busbw = algbw * m.factor
-    for name, column, value in (("algbw", columns[0], algbw), ("busbw", columns[1], busbw)):
+    for name, column, value in (("algbw", alg, algbw), ("busbw", bus, busbw)):
         printed = tokens[column]
         tally.checks.append(_Check(line_no, placement, name, printed, size, time_text, value))
     return algbw, busbw
