@@ -119,6 +119,7 @@ def _common(
     hosts = [str(d.get("hostname", "")) for d in devices]
     infos = [str(d.get("device_info", "")) for d in devices]
     nccl_version = int(report.get("nccl_version") or 0)
+    warmup = _number(config.get("warmup_iters"))
     return {
         "engine": _engine(report),
         # colbench writes nccl_version 0 for a gloo run: no NCCL was there.
@@ -127,7 +128,7 @@ def _common(
         "world_size": world_size,
         "nnodes": len(set(hosts)) if hosts else None,
         "op": op,
-        "warmup": _int_or_none(config.get("warmup_iters")),
+        "warmup": None if warmup is None else int(warmup),
         "fabric": FABRIC_REAL,
         "ranks_per_gpu": 1,
     }
@@ -147,10 +148,6 @@ def _engine(report: Mapping[str, Any]) -> str:
         return "nccl"
     given = args[args.index("--engine") + 1] if "--engine" in args[:-1] else "torch"
     return given if given in ("torch", "nccl") else "torch"
-
-
-def _int_or_none(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _collective(report: Mapping[str, Any], op: str | None, source: str) -> tuple[Collective, str]:
