@@ -37,7 +37,7 @@ from colbench.results.rows import SCHEMA_VERSION, Row
 from colbench.results.rundir import RunDir
 from colbench.results.tables import write_text
 
-__all__ = ["Imported", "import_log", "parse_json", "parse_log"]
+__all__ = ["Imported", "import_log", "parse_log"]
 
 _VARIANT = re.compile(r"^[A-Za-z_]\w*=[^,=\s]+(?:,[A-Za-z_]\w*=[^,=\s]+)*$")
 
@@ -68,15 +68,22 @@ def parse_log(
     variant: str = "",
     run_id: str = "imported",
 ) -> Imported:
-    """Read nccl-tests stdout into colbench rows (raises UsageError on what it cannot read)."""
+    """Read nccl-tests stdout, or its JSON report (``-J``: colbench.importers.nccl_tests_json),
+    into colbench rows (raises UsageError on what it cannot read)."""
     if world_size is not None and world_size < 1:
         raise UsageError(f"--world-size must be at least 1, got {world_size}")
     _check_variant(variant)
+    options = ImportOptions(source, world_size, op, variant, run_id)
+    if nccl_tests_json.is_report(text):
+        measured, report, notes = nccl_tests_json.parse_report(text, options)
+        if not measured:
+            raise UsageError(f"{source}: the report holds no measured result")
+        facts = {**nccl_tests_json.facts(report, measured), "nccl_tests": report}
+        return Imported(measured, [], notes, facts)
     found = scan(text, source)
     tables = [t for t in found.tables if t.lines]
     if not tables:
         raise UsageError(f"{source}: no nccl-tests result table found")
-    options = ImportOptions(source, world_size, op, variant, run_id)
     findings = Findings(warnings=found.warnings)
     rows: list[Row] = []
     for table in tables:
@@ -104,8 +111,7 @@ def import_log(
     default = Path(results_root) / f"imported-{source.stem}"
     target = Path(out_dir) if out_dir is not None else default
     # Parse before creating anything, so a bad log leaves no directory behind.
-    parse = parse_json if nccl_tests_json.is_report(data) else parse_log
-    imported = parse(
+    imported = parse_log(
         data.decode("utf-8", errors="replace"),
         source=source.name,
         world_size=world_size,
@@ -140,26 +146,6 @@ def write_run(
     meta[references.FIELD] = references.place_rows(placed, meta)
     run_dir.write_meta(meta)
     return meta[references.FIELD]
-
-
-def parse_json(
-    text: str,
-    *,
-    source: str = "report",
-    world_size: int | None = None,
-    op: str | None = None,
-    variant: str = "",
-    run_id: str = "imported",
-) -> Imported:
-    """Read an nccl-tests JSON report (``-J``) into colbench rows
-    (colbench.importers.nccl_tests_json)."""
-    _check_variant(variant)
-    options = ImportOptions(source, world_size, op, variant, run_id)
-    rows, report, notes = nccl_tests_json.parse_report(text, options)
-    if not rows:
-        raise UsageError(f"{source}: the report holds no measured result")
-    facts = {**nccl_tests_json.facts(report, rows), "nccl_tests": report}
-    return Imported(rows, [], notes, facts)
 
 
 def _meta(

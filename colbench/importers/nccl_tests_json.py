@@ -50,10 +50,10 @@ _SWEEP_DEFAULT_OP = "all_reduce"
 _PERF = re.compile(r"([a-z0-9_]+?)_perf(?:_mpi)?$")
 
 
-def is_report(data: bytes) -> bool:
-    """Whether ``data`` is a JSON document rather than a text log (whose first character
+def is_report(text: str) -> bool:
+    """Whether ``text`` is a JSON document rather than a text log (whose first character
     is never an opening brace)."""
-    return data.lstrip()[:1] == b"{"
+    return text.lstrip()[:1] == "{"
 
 
 def parse_report(text: str, options: ImportOptions) -> tuple[list[Row], dict[str, Any], list[str]]:

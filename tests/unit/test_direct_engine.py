@@ -233,7 +233,7 @@ def test_an_imported_json_report_says_whose_calls_it_timed() -> None:
 
     real = Path(__file__).resolve().parents[1] / "data" / "nccl-tests-json"
     report = next(real.glob("allreduce-t4-*.json")).read_text()
-    assert {r.engine for r in nccl_tests.parse_json(report).rows} == {"nccl"}
+    assert {r.engine for r in nccl_tests.parse_log(report).rows} == {"nccl"}
     # colbench's own report (sweep -J) says its engine on its command line.
     assert _engine({"args": ["colbench", "sweep", "--op", "all_gather"]}) == "torch"
     assert _engine({"args": ["python", "-m", "colbench", "sweep", "--engine", "nccl"]}) == "nccl"

@@ -147,7 +147,7 @@ def test_colbench_report_round_trips(tmp_path: Path) -> None:
     }
     text = hdr.json("2026-01-01 00:00:00") + writer.record(rows, ranks)
     text += writer.footer(0, [1.0], None, [""], "2026-01-01 00:00:01")
-    out, report = nccl_tests.parse_json(text).rows, json.loads(text)
+    out, report = nccl_tests.parse_log(text).rows, json.loads(text)
     assert report["results"][0]["in_place_per_iter"]["times_us"] == [12.0, 20.0, 33.5]
     assert [(r.op, r.world_size, r.backend, r.device) for r in out[:1]] == [
         ("all_gather", 4, "gloo", "cpu")
@@ -192,6 +192,6 @@ def test_torn_report_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 def test_collective_from_the_file_name_when_args_do_not_say(tmp_path: Path) -> None:
     report = t4()
     report["args"] = ["./a.out"]
-    rows = nccl_tests.parse_json(json.dumps(report), source="all_reduce-t4.json").rows
+    rows = nccl_tests.parse_log(json.dumps(report), source="all_reduce-t4.json").rows
     assert {r.op for r in rows} == {"all_reduce"}
-    assert nccl_tests.parse_json(json.dumps(report), source="x.json", op="all_reduce").rows
+    assert nccl_tests.parse_log(json.dumps(report), source="x.json", op="all_reduce").rows
