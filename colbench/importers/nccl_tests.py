@@ -52,13 +52,6 @@ class Imported:
     facts: dict[str, Any]
 
 
-def _check_variant(variant: str) -> None:
-    if variant and not _VARIANT.match(variant):
-        raise UsageError(
-            f"bad --variant {variant!r}: use KEY=VALUE pairs joined by commas, e.g. NCCL_ALGO=Tree"
-        )
-
-
 def parse_log(
     text: str,
     *,
@@ -72,7 +65,10 @@ def parse_log(
     into colbench rows (raises UsageError on what it cannot read)."""
     if world_size is not None and world_size < 1:
         raise UsageError(f"--world-size must be at least 1, got {world_size}")
-    _check_variant(variant)
+    if variant and not _VARIANT.match(variant):
+        raise UsageError(
+            f"bad --variant {variant!r}: use KEY=VALUE pairs joined by commas, e.g. NCCL_ALGO=Tree"
+        )
     options = ImportOptions(source, world_size, op, variant, run_id)
     if nccl_tests_json.is_report(text):
         measured, report, notes = nccl_tests_json.parse_report(text, options)

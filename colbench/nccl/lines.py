@@ -71,17 +71,8 @@ def read_lines(text: str) -> list[Line]:
         host = match["host"]
         if not at_start and host not in whole_hosts:
             host = next((host[i:] for i in range(len(host)) if host[i:] in whole_hosts), host)
-        out.append(
-            Line(
-                number,
-                match["level"],
-                (match["msg"] or "").rstrip(),
-                host,
-                int(match["pid"]),
-                int(match["tid"]),
-                int(match["dev"]),
-            )
-        )
+        ids = (int(match["pid"]), int(match["tid"]), int(match["dev"]))
+        out.append(Line(number, match["level"], (match["msg"] or "").rstrip(), host, *ids))
     return out
 
 
