@@ -38,9 +38,7 @@ FUNCTION_OP = {
 # First tag whose ncclAlgoStr holds the name (v2.14.3-1 split CollNet in two, v2.17.1-1
 # added NVLS, v2.18.1-1 NVLSTree, v2.23.4-1 PAT).
 _COLLNET_SPLIT: Version = (2, 14, 0)
-_NVLS: Version = (2, 17, 0)
-_NVLS_TREE: Version = (2, 18, 0)
-_PAT: Version = (2, 23, 0)
+_ADDED = (("NVLS", (2, 17, 0)), ("NVLSTree", (2, 18, 0)), ("PAT", (2, 23, 0)))
 
 #: ncclAlgoToString's upper-case spellings (TUNING lines of 2.24+) -> ncclAlgoStr's.
 _UPPER_ALGO = {
@@ -68,13 +66,7 @@ def algorithms(version: Version | None) -> tuple[str, ...]:
     v = effective(version)
     names = ["Tree", "Ring"]
     names += ["CollNetDirect", "CollNetChain"] if v >= _COLLNET_SPLIT else ["CollNet"]
-    if v >= _NVLS:
-        names.append("NVLS")
-    if v >= _NVLS_TREE:
-        names.append("NVLSTree")
-    if v >= _PAT:
-        names.append("PAT")
-    return tuple(names)
+    return tuple(names + [name for name, since in _ADDED if v >= since])
 
 
 def parse_version(text: str) -> Version | None:
