@@ -107,13 +107,9 @@ def import_log(
     default = Path(results_root) / f"imported-{source.stem}"
     target = Path(out_dir) if out_dir is not None else default
     # Parse before creating anything, so a bad log leaves no directory behind.
+    text = data.decode("utf-8", errors="replace")
     imported = parse_log(
-        data.decode("utf-8", errors="replace"),
-        source=source.name,
-        world_size=world_size,
-        op=op,
-        variant=variant,
-        run_id=target.name,
+        text, source=source.name, world_size=world_size, op=op, variant=variant, run_id=target.name
     )
     run_dir = RunDir.create(out_dir, target)
     if run_dir.name != target.name:
