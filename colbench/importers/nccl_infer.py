@@ -120,13 +120,6 @@ def resolve_op(
     return None
 
 
-def no_op(table: RawTable, source: str) -> UsageError:
-    return UsageError(
-        f"{source}: cannot tell which collective the table at line {table.header_line} "
-        "measured (no *_perf name in the log); give --op, e.g. --op all_reduce"
-    )
-
-
 def size_ratio(coll: Collective, world_size: int) -> int:
     """size_bytes / (count * element size) for this op: 1 (whole buffer) or n (per rank)."""
     lay = coll.layout(1 << 20, 4, world_size)

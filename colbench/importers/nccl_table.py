@@ -136,7 +136,10 @@ def _meaning(table: RawTable, options: ImportOptions) -> _Meaning:
     )
     n, n_from = infer.world_size(table, given, source, resolved[0] if resolved else None)
     if resolved is None:
-        raise infer.no_op(table, source)
+        raise UsageError(
+            f"{source}: cannot tell which collective the table at line {table.header_line} "
+            "measured (no *_perf name in the log); give --op, e.g. --op all_reduce"
+        )
     ranked = [table.ranks[r] for r in sorted(table.ranks)]
     return _Meaning(
         table=table,
