@@ -161,11 +161,9 @@ def read_dir(path: str | Path) -> Read:
     source = Path(path)
     if not source.exists():
         raise UsageError(f"cannot read {source}: no such file or directory")
-    files = (
-        sorted(p for p in source.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
-        if source.is_dir()
-        else [source]
-    )
+    files = [source]
+    if source.is_dir():
+        files = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
     if not files:
         raise UsageError(f"{source}: no Inspector output (*.log) in it")
     found = Read()
@@ -328,11 +326,8 @@ def import_dir(
 
     source = Path(path)
     found = read_dir(source)
-    target = (
-        Path(out_dir)
-        if out_dir is not None
-        else Path(results_root) / (f"inspector-{source.resolve().name}")
-    )
+    default = Path(results_root) / f"inspector-{source.resolve().name}"
+    target = Path(out_dir) if out_dir is not None else default
     run_dir = RunDir.create(out_dir, target)
     rows, comms = rows_of(found, run_dir.name, dtype, device)
     meta = _meta(source, found, run_dir.name, comms, len(rows), dtype=dtype, device=device)

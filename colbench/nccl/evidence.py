@@ -65,9 +65,7 @@ def transport(message: str) -> tuple[str, NetLink | None] | None:
 def gdr(transports: list[str]) -> bool | None:
     """True when a NET transport uses GDRDMA, False when NET transports run without it."""
     net = [t for t in transports if t.startswith("NET/")]
-    if not net:
-        return None
-    return any("/GDRDMA" in t for t in net)
+    return any("/GDRDMA" in t for t in net) if net else None
 
 
 def failed_attempts(messages: list[str]) -> list[str]:
