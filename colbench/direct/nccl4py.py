@@ -40,12 +40,11 @@ def missing() -> str | None:
     """Why nccl4py cannot be used here (one line), or None; imports nothing of it, so the
     parent, which never touches CUDA, can ask."""
     try:
-        found = importlib.util.find_spec("nccl.core") is not None
+        if importlib.util.find_spec("nccl.core") is not None:
+            return None
     except (ImportError, ValueError):
-        found = False
-    if not found:
-        return f"--engine nccl needs nccl4py, which is not installed: {INSTALL}"
-    return None
+        pass
+    return f"--engine nccl needs nccl4py, which is not installed: {INSTALL}"
 
 
 def load() -> Any:

@@ -115,9 +115,7 @@ def resolve_op(
     stem = Path(source).name.lower()
     matches = [c for c in ops.REGISTRY if stem.startswith(c.name)]
     matches += [ops.BY_NAME[op] for alias, op in ops.ALIASES.items() if stem.startswith(alias)]
-    if matches:
-        return max(matches, key=lambda c: len(c.name)), "the file name"
-    return None
+    return (max(matches, key=lambda c: len(c.name)), "the file name") if matches else None
 
 
 def size_ratio(coll: Collective, world_size: int) -> int:

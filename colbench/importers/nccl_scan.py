@@ -254,13 +254,10 @@ class WorldEvidence:
         return threads or 1, gpus or 1
 
     def _product(self) -> tuple[int, str] | None:
-        if self.command is None:
+        # A *_perf binary run bare, in a log that names no launcher, is one process.
+        if self.command is None or (self.command[2] is None and self.launcher_named):
             return None
-        processes = self.command[2]
-        if processes is None and not self.launcher_named:
-            processes = 1
-        if processes is None:
-            return None
+        processes = 1 if self.command[2] is None else self.command[2]
         threads, gpus = self._threads_gpus()
         source = "'# nThread T nGpus G' header" if self.header else "-t/-g options"
         how = "one process" if self.command[2] is None else f"{processes} processes"

@@ -200,9 +200,7 @@ def _average(report: Mapping[str, Any]) -> str:
 
 def _number(value: Any) -> float | None:
     """A double of the report: nccl-tests writes NaN as the string "nan"."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+    return None if isinstance(value, bool) or not isinstance(value, int | float) else float(value)
 
 
 def _entry_rows(
