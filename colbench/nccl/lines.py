@@ -19,11 +19,10 @@ _HEADER = re.compile(
     r" (?:.*? )?NCCL (?P<level>INFO|WARN|TRACE)(?: (?P<msg>.*))?$"
 )
 _BARE = re.compile(r"NCCL (?P<level>INFO|WARN|TRACE)(?: (?P<msg>.*))?$")
-_PREFIXES = (
-    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:"),  # mpirun --tag-output
-    re.compile(r"^\s*\d+: "),  # srun --label
-    re.compile(r"^\[\d+\] ?"),  # mpirun/pdsh-style rank tag
-    re.compile(r"^\[\d{4}-\d\d-\d\d[ T][^\]]*\] ?"),  # timestamps
+#: Launcher tags, any number in any order: mpirun --tag-output, srun --label, an
+#: mpirun/pdsh-style rank tag, a timestamp.
+_PREFIXES = re.compile(
+    r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+: |\[\d+\] ?|\[\d{4}-\d\d-\d\d[ T][^\]]*\] ?)+"
 )
 
 
@@ -45,15 +44,8 @@ class Line:
 
 
 def strip_prefixes(text: str) -> str:
-    """``text`` without the launcher tags in front of it (any number, any order)."""
-    while True:
-        for prefix in _PREFIXES:
-            stripped = prefix.sub("", text, count=1)
-            if stripped != text:
-                text = stripped
-                break
-        else:
-            return text
+    """``text`` without the launcher tags in front of it."""
+    return _PREFIXES.sub("", text, count=1)
 
 
 def read_lines(text: str) -> list[Line]:
