@@ -151,9 +151,8 @@ def _record(doc: Any, where: str, found: Read) -> None:
     sn = _get(perf, "coll_sn", (int,), where)
     size = _get(perf, "coll_msg_size_bytes", (int,), where)
     size *= n_ranks if coll in PER_RANK_CHUNK else 1
-    found.groups[(comm, coll, size)][sn][rank] = float(
-        _get(perf, "coll_exec_time_us", (int, float), where)
-    )
+    time_us = float(_get(perf, "coll_exec_time_us", (int, float), where))
+    found.groups[(comm, coll, size)][sn][rank] = time_us
 
 
 def read_dir(path: str | Path) -> Read:
