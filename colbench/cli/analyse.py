@@ -4,15 +4,12 @@ colbench.commands do the work)."""
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
 
 from colbench.cli.app import JUDGE, _param, _with_options, app
-
-if TYPE_CHECKING:
-    from colbench.config.option_table import Option
 
 #: Every command names a metric by its column or its short alias (colbench.results.metrics).
 METRIC_HELP = "busbw, algbw or time (or their columns busbw_gbps, algbw_gbps, time_us)."
@@ -171,25 +168,13 @@ class PredictCommand(TyperCommand):
         return super().parse_args(ctx, spread_against(args))
 
 
-def _predict_rows() -> tuple[Option, ...]:
-    from colbench.commands.predict import options
-
-    return options.table()
-
-
-def _gate_rows() -> tuple[Option, ...]:
-    from colbench.commands.gate import options
-
-    return options.table()
-
-
 @app.command(help=PREDICT_HELP, cls=PredictCommand, rich_help_panel=JUDGE)
 @_with_options(
     _param(
         "runs", list[str], inspect.Parameter.empty,
         typer.Argument(help="Run directories to fit (or results.csv files).", metavar="RUN"),
     ),
-    rows=_predict_rows,
+    rows="colbench.commands.predict.options",
 )  # fmt: skip
 def predict(ctx: typer.Context, runs: list[str], **values: Any) -> None:
     from colbench.commands.predict.command import run as predict_run
@@ -252,7 +237,7 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
         typer.Argument(help=BASELINE_HELP, metavar="BASELINE"),
     ),
     _param("current", list[str] | None, None, typer.Argument(help=CURRENT_HELP, metavar="CURRENT")),
-    rows=_gate_rows,
+    rows="colbench.commands.gate.options",
 )
 def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values: Any) -> None:
     from colbench.commands.gate.command import run as gate_run

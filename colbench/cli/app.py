@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, cast
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Annotated, Any, NoReturn, TypeVar, cast
 
 import typer
 import typer.main
@@ -28,9 +29,6 @@ from colbench.errors import ExitCode, RankFailure, UsageError, WriteFailed
 # Imported now: the handler of torch failing to load under ``ulimit -v`` has no address
 # space left to import it then.
 from colbench.host.launchers.limits import guard_torch_import, torch_load_failure
-
-if TYPE_CHECKING:
-    from colbench.config.option_table import Option
 
 #: ``colbench --help`` lists the commands under these headings, by what a user wants to do
 #: (each command's ``rich_help_panel``), in this order.
@@ -167,26 +165,27 @@ class _Deferred:
 
 def _with_options(
     *leading: inspect.Parameter,
-    rows: Callable[[], tuple[Option, ...]] | None = None,
+    rows: str | None = None,
     hidden: Callable[[], frozenset[str]] | None = None,
 ) -> Callable[[F], F]:
-    """Give a command ``leading`` and then every option of the table (colbench.config.options),
-    or the rows ``rows()`` gives (another command's table), once the command is built. With
-    sweep's table come nccl-tests' flags that sweep refuses (parsed, hidden, answered by
+    """Give a command ``leading`` and then every option of sweep's table
+    (colbench.config.options), or of the table of the module named ``rows`` (another
+    command's, ``colbench.commands.p2p.options``), once the command is built. With sweep's
+    table come nccl-tests' flags that sweep refuses (parsed, hidden, answered by
     :func:`_refuse_nccl_tests_flags`); options named in ``hidden()`` are parsed but left out
     of ``--help`` (the command refuses them)."""
 
     def wrap(func: F) -> F:
         def signature() -> inspect.Signature:
-            from colbench.config import options
+            from colbench.config.option_table import typer_parameters
 
             ctx = inspect.Parameter(
                 "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
             )
-            table = rows() if rows is not None else None
+            table = importlib.import_module(rows or "colbench.config.options").table()
             refused = refused_parameters() if rows is None else []
             unlisted = hidden() if hidden is not None else frozenset()
-            parameters = [ctx, *leading, *options.typer_parameters(table, unlisted), *refused]
+            parameters = [ctx, *leading, *typer_parameters(table, unlisted), *refused]
             return inspect.Signature(parameters)
 
         return cast(F, _Deferred(func, signature))
@@ -222,27 +221,16 @@ def refused_parameters() -> list[inspect.Parameter]:
     ]
 
 
-def refusal_message(given: Mapping[str, Any]) -> str:
-    """The usage error for the first refused nccl-tests flag ``given`` holds (parsed into
-    :attr:`Refusal.name`), or "" when none asks for anything colbench does not do."""
+def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
+    """Take nccl-tests' refused flags (parsed into :attr:`Refusal.name`) out of ``values``;
+    raise with the reason if one asks for what colbench does not do (``-g 1``, what
+    colbench does anyway, passes)."""
     from colbench.config.nccl_flags import REFUSED
 
     for refusal in REFUSED:
-        value = given.get(refusal.name)
+        value = values.pop(refusal.name, None)
         if value is not None and (said := refusal.message(str(value))):
-            return said
-    return ""
-
-
-def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
-    """Take nccl-tests' refused flags out of ``values``; raise with the reason if one asks for
-    what colbench does not do (``-g 1``, what colbench does anyway, passes)."""
-    from colbench.config import nccl_flags
-
-    given = {r.name: values.pop(r.name, None) for r in nccl_flags.REFUSED}
-    said = refusal_message(given)
-    if said:
-        raise UsageError(said)
+            raise UsageError(said)
 
 
 def _error(message: str) -> None:

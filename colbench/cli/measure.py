@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -21,9 +21,6 @@ from colbench.cli.app import (
     app,
 )
 from colbench.commands.crosscheck import FORWARDED, MAPPED
-
-if TYPE_CHECKING:
-    from colbench.config.option_table import Option
 
 SWEEP_HELP = """Measure collectives over a range of message sizes.
 
@@ -124,20 +121,8 @@ Exit codes: 0 ok, 1 --fail-below found a link below its limit, 2 usage error,
 """
 
 
-def _p2p_rows() -> tuple[Option, ...]:
-    from colbench.commands.p2p import options
-
-    return options.table()
-
-
-def _health_rows() -> tuple[Option, ...]:
-    from colbench.commands.health import options
-
-    return options.table()
-
-
 @app.command(help=P2P_HELP, rich_help_panel=MEASURE)
-@_with_options(rows=_p2p_rows)
+@_with_options(rows="colbench.commands.p2p.options")
 def p2p(ctx: typer.Context, **values: Any) -> None:
     from colbench.commands import p2p as command
 
@@ -180,7 +165,7 @@ Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
             metavar="[learn RUN...]",
         ),
     ),
-    rows=_health_rows,
+    rows="colbench.commands.health.options",
 )
 def health(ctx: typer.Context, args: list[str] | None = None, **values: Any) -> None:
     from colbench.commands import health as command

@@ -45,9 +45,8 @@ EMULATED_INIT_TIMEOUT_S = 300.0
 def parse_average(text: str) -> Average:
     key = text.strip().lower()
     key = _AVERAGE_DIGITS.get(key, key)
-    for name in AVERAGES:
-        if key == name:
-            return name
+    if key in AVERAGES:
+        return key
     raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
 
 

@@ -62,25 +62,10 @@ class Spec:
     module (a gloo sweep need not read NCCL's knobs to keep --register none)."""
 
 
-def option(
-    default: Any,
-    *flags: str,
-    help: str,
-    concern: Concern,
-    yaml: YamlKind = "auto",
-    parse: Callable[[str], Any] | None = None,
-    choices: tuple[str, ...] = (),
-    yaml_keys: tuple[str, ...] = (),
-    nccl_tests: str = "",
-    to: str | None = "",
-    convert: Callable[[Any], Any] | None = None,
-    settled: bool = False,
-) -> Any:
-    """A field of an options dataclass carrying its :class:`Spec`."""
-    spec = Spec(
-        flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests, to, convert, settled
-    )
-    return field(default=default, metadata={"spec": spec})
+def option(default: Any, *flags: str, help: str, concern: Concern, **spec: Any) -> Any:
+    """A field of an options dataclass carrying its :class:`Spec` (``spec``: the rest of
+    its fields, by name; a name Spec lacks fails as the table is declared)."""
+    return field(default=default, metadata={"spec": Spec(flags, help, concern, **spec)})
 
 
 #: :func:`option` of one concern: a table's row names its concern by the call it makes.

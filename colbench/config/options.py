@@ -19,14 +19,12 @@ them into the typed, validated sweep.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from colbench.bench.ops.splits import given as given_splits
 from colbench.bench.ops.splits import parse as parse_splits
-from colbench.config import option_table
 from colbench.config.contend import parse_contend
 from colbench.config.core_options import CoreOptions
 from colbench.config.model import (
@@ -305,13 +303,6 @@ class SweepOptions(CoreOptions):
 def table() -> tuple[Option, ...]:
     """Every option, in the order ``--help`` lists them."""
     return rows_of(SweepOptions)
-
-
-def typer_parameters(
-    rows: tuple[Option, ...] | None = None, hidden: frozenset[str] = frozenset()
-) -> list[inspect.Parameter]:
-    """The sweep table (or ``rows``) as keyword parameters of a Typer command."""
-    return option_table.typer_parameters(table() if rows is None else rows, hidden)
 
 
 def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOptions:

@@ -37,28 +37,31 @@ def _text_list(value: Any, key: str) -> str:
     return ",".join(str(i) for i in items)
 
 
-def _integer(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _KeyError(f"{key} must be an integer, got {value!r}")
-    return value
+def _typed(kind: type, wording: str, ok: Callable[[Any], bool]) -> Callable[[Any, str], Any]:
+    """A converter that takes a value ``ok`` accepts, as ``kind``, and refuses the rest."""
+
+    def convert(value: Any, key: str) -> Any:
+        if not ok(value):
+            raise _KeyError(f"{key} must be {wording}, got {value!r}")
+        return kind(value)
+
+    return convert
 
 
-def _number(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _KeyError(f"{key} must be a number, got {value!r}")
-    return float(value)
+def _not_bool(*kinds: type) -> Callable[[Any], bool]:
+    # YAML's true is an int to isinstance: a count or number given as true is a mistake.
+    return lambda value: not isinstance(value, bool) and isinstance(value, kinds)
 
 
-def _boolean(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise _KeyError(f"{key} must be true or false, got {value!r}")
-    return value
-
-
-def _string(value: Any, key: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _KeyError(f"{key} must be a non-empty string, got {value!r}")
-    return value
+#: A YAML value of an option by its type (a bool option's, an int option's...).
+_BY_TYPE: dict[Any, Callable[[Any, str], Any]] = {
+    int: _typed(int, "an integer", _not_bool(int)),
+    float: _typed(float, "a number", _not_bool(int, float)),
+    bool: _typed(bool, "true or false", lambda value: isinstance(value, bool)),
+    str: _typed(
+        str, "a non-empty string", lambda value: isinstance(value, str) and bool(value.strip())
+    ),
+}
 
 
 def _size(value: Any, key: str) -> str:
@@ -69,9 +72,7 @@ def _size(value: Any, key: str) -> str:
 
 
 def _check(value: Any, key: str) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if value in (0, 1):
+    if value in (0, 1):  # True and False among them
         return int(value)
     raise _KeyError(f"{key} must be true/false (or 1/0), got {value!r}")
 
@@ -120,26 +121,16 @@ def _variants(value: Any, key: str) -> list[str]:
 def _converter(opt: option_table.Option) -> Callable[[Any, str], Any]:
     """How a YAML value of ``opt`` becomes the value its flag would give."""
     kind, spec = opt.spec.yaml, opt.spec
-    if kind == "variants":
-        return _variants
-    if kind == "check":
-        return _check
-    if kind == "size":
-        return _size
+    by_kind = {"variants": _variants, "check": _check, "size": _size}
+    if kind in by_kind:
+        return by_kind[kind]
     if kind == "list":
         assert spec.parse is not None, f"option {opt.name}: a list needs its parser"
         return _validated(_text_list, spec.parse)
     if spec.choices:
         return _choice(*spec.choices)
-    base = {t for t in typing.get_args(opt.type) if t is not type(None)} or {opt.type}
-    by_type: dict[Any, Callable[[Any, str], Any]] = {
-        int: _integer,
-        float: _number,
-        bool: _boolean,
-        str: _string,
-    }
-    (only,) = base
-    return by_type[only]
+    (only,) = {t for t in typing.get_args(opt.type) if t is not type(None)} or {opt.type}
+    return _BY_TYPE[only]
 
 
 #: YAML key -> (sweep keyword, converter), from the options table (colbench.config.options).

@@ -48,13 +48,6 @@ def _positive_seconds(flag: str, value: float | None) -> None:
         raise UsageError(f"{flag} must be positive, got {value:g} (a finite number of seconds)")
 
 
-def validate_run(cfg: SweepConfig) -> None:
-    """Checks of the options any run has: counts, ranks and timeouts."""
-    m = cfg.measure
-    validate_counts(iters=m.iters, repeat=m.repeat, warmup=m.warmup, seed=m.seed, root=m.root)
-    validate_launch(cfg.launch)
-
-
 def validate_counts(*, iters: int, repeat: int, warmup: int, seed: int, root: int) -> None:
     """The counts a sweep and p2p share, by their flags' names."""
     bounded = (
@@ -103,47 +96,44 @@ CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it ne
 
 def validate(cfg: SweepConfig) -> None:
     """Checks that need no process group."""
-    if not cfg.measure.sizes_bytes:
+    m = cfg.measure
+    if not m.sizes_bytes:
         raise UsageError("no sizes to run")
-    validate_run(cfg)
-    if cfg.measure.root < -1:
+    validate_counts(iters=m.iters, repeat=m.repeat, warmup=m.warmup, seed=m.seed, root=m.root)
+    validate_launch(cfg.launch)
+    if m.root < -1:
         raise UsageError(
-            f"--root must be a rank (0 or more) or -1 (every rank in turn), got {cfg.measure.root}"
+            f"--root must be a rank (0 or more) or -1 (every rank in turn), got {m.root}"
         )
-    if cfg.measure.cuda_graph < 0:
-        raise UsageError(
-            f"--cuda-graph takes a number of graph launches, got {cfg.measure.cuda_graph}"
-        )
-    if cfg.measure.cuda_graph and cfg.launch.backend == "gloo":
+    if m.cuda_graph < 0:
+        raise UsageError(f"--cuda-graph takes a number of graph launches, got {m.cuda_graph}")
+    if m.cuda_graph and cfg.launch.backend == "gloo":
         # Also checked against the backend ``auto`` picks; this catches it before torch loads.
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
-    _positive_seconds("--time-budget", cfg.measure.time_budget_s)
-    if cfg.measure.register != "none" and "nccl" not in cfg.measure.engines:
+    _positive_seconds("--time-budget", m.time_budget_s)
+    if m.register != "none" and "nccl" not in m.engines:
         # torch.distributed's calls here never use a registered buffer.
         raise UsageError(
-            f"--register {cfg.measure.register} (nccl-tests' -R) registers buffers through "
+            f"--register {m.register} (nccl-tests' -R) registers buffers through "
             "NCCL's own API, which only the direct engine calls: add --engine nccl"
         )
     ceiling = cfg.output.ceiling_gbps
     if ceiling is not None and (not ceiling > 0 or ceiling == float("inf")):
         raise UsageError(f"--ceiling-gbps must be a positive rate in GB/s, got {ceiling:g}")
-    if not 1 <= cfg.measure.rotate <= 64:
-        raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.measure.rotate}")
-    if cfg.measure.group_size is not None and cfg.measure.group_size < 1:
-        raise UsageError(f"--group-size must be at least 1, got {cfg.measure.group_size}")
-    if cfg.measure.group_mod is not None and cfg.measure.group_mod < 1:
-        raise UsageError(f"--split mod:K needs K of 1 or more, got {cfg.measure.group_mod}")
+    if not 1 <= m.rotate <= 64:
+        raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {m.rotate}")
+    if m.group_size is not None and m.group_size < 1:
+        raise UsageError(f"--group-size must be at least 1, got {m.group_size}")
+    if m.group_mod is not None and m.group_mod < 1:
+        raise UsageError(f"--split mod:K needs K of 1 or more, got {m.group_mod}")
     if all(c.uses_redop for c in cfg.collectives()):
         reasons = [
-            why
-            for d in cfg.measure.dtypes
-            for r in cfg.measure.redops
-            if (why := redop_supported(r, DTYPES[d]))
+            why for d in m.dtypes for r in m.redops if (why := redop_supported(r, DTYPES[d]))
         ]
-        if len(reasons) == len(cfg.measure.dtypes) * len(cfg.measure.redops):
+        if len(reasons) == len(m.dtypes) * len(m.redops):
             raise UsageError(f"nothing to run: {reasons[0]}")
     if not any(cfg.placements_for(c) for c in cfg.collectives()):
-        forms = "/".join(cfg.measure.placements)
+        forms = "/".join(m.placements)
         raise UsageError(f"none of the chosen ops has a {forms} form; see colbench explain")
     _check_json_report(cfg)
     _check_init_only(cfg)
