@@ -286,10 +286,7 @@ def main(argv: list[str] | None = None) -> None:
         output.flush()
     except output.OutputLost as exc:
         _output_lost(exc)
-    except UsageError as exc:
-        _error(str(exc))
-        _exit(int(ExitCode.USAGE))
-    except (RankFailure, WriteFailed) as exc:
+    except (UsageError, RankFailure, WriteFailed) as exc:
         _error(str(exc))
         _exit(int(exc.exit_code))
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ fails while the committed file differs from what this writes.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -22,6 +23,15 @@ def _default_text(opt: Option) -> str:
     if isinstance(opt.default, bool):
         return "on" if opt.default else "off"
     return f"`{opt.default}`"
+
+
+#: The commands whose options follow sweep's in docs/options.md, and what leads theirs.
+COMMAND_LEADS = {
+    "p2p": "Its own ([p2p.md](p2p.md)):",
+    "health": "Its own ([health.md](health.md)):",
+    "gate": "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):",
+    "predict": "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):",
+}
 
 
 def options_markdown() -> str:
@@ -54,19 +64,10 @@ def options_markdown() -> str:
                 if opt.spec.concern == concern
             ],
         )
-    from colbench.commands.gate import options as gate
-    from colbench.commands.health import options as health
-    from colbench.commands.p2p import options as p2p
-    from colbench.commands.predict import options as predict
-
-    lines += _command_lines("p2p", p2p.table(), p2p.own(), "Its own ([p2p.md](p2p.md)):")
-    lines += _command_lines(
-        "health", health.table(), health.own(), "Its own ([health.md](health.md)):"
-    )
-    gate_lead = "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):"
-    lines += _command_lines("gate", gate.table(), gate.table(), gate_lead)
-    predict_lead = "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):"
-    lines += _command_lines("predict", predict.table(), predict.table(), predict_lead)
+    for command, lead in COMMAND_LEADS.items():
+        table_of = importlib.import_module(f"colbench.commands.{command}.options")
+        own = getattr(table_of, "own", table_of.table)
+        lines += _command_lines(command, table_of.table(), own(), lead)
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ refuse what it may not be (the options tables name them).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -106,16 +107,13 @@ def per_iter_flag(value: int) -> bool:
 def parse_split(text: str) -> tuple[Literal["div", "mod"], int]:
     """``--split``: ``mod:K`` or ``div:K`` (nccl-tests' NCCL_TESTS_SPLIT "MOD K", "%K",
     "DIV K" and "/K" too) -> (kind, K)."""
-    key = text.strip().lower().replace(" ", "")
-    for kind, spellings in (("mod", ("mod:", "mod", "%")), ("div", ("div:", "div", "/"))):
-        for prefix in spellings:
-            rest = key.removeprefix(prefix)
-            if rest != key and rest.isdigit() and int(rest) >= 1:
-                return ("mod" if kind == "mod" else "div"), int(rest)
-    raise UsageError(
-        f"bad --split {text!r}: use mod:K (K groups of equal rank mod K) or div:K "
-        "(contiguous groups of K), K a whole number of 1 or more"
-    )
+    found = re.fullmatch(r"(mod:?|%|div:?|/)([0-9]+)", text.strip().lower().replace(" ", ""))
+    if found is None or int(found[2]) < 1:
+        raise UsageError(
+            f"bad --split {text!r}: use mod:K (K groups of equal rank mod K) or div:K "
+            "(contiguous groups of K), K a whole number of 1 or more"
+        )
+    return ("mod" if found[1][0] in "m%" else "div"), int(found[2])
 
 
 def parse_engines(text: str) -> tuple[str, ...]:

@@ -42,7 +42,7 @@ from colbench.config.model import (
 )
 from colbench.config.option_table import Option, launch, measure, one_of, optional, output, rows_of
 from colbench.config.sizes import parse_size
-from colbench.config.variants import parse_axes, parse_interpreters
+from colbench.config.variants import merge_axes, parse_axes, parse_interpreters
 from colbench.direct.knobs import parse_cta_policies, parse_register
 
 
@@ -310,8 +310,6 @@ def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOpti
 
     An ``--env`` flag replaces the file's values for its variable only.
     """
-    from colbench.config.variants import merge_axes, parse_axes
-
     values = {**file_values, **given}
     if "env" in given and file_values.get("env"):
         merged = merge_axes(parse_axes(file_values["env"]), parse_axes(given["env"] or []))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
 from colbench.config.contend import check_load
@@ -292,16 +292,13 @@ def resolve_sizes(
         if minbytes is not None or maxbytes is not None:
             raise UsageError("give either --sizes or -b/--minbytes and -e/--maxbytes, not both")
         return tuple(parse_sizes(sizes, factor, step_bytes))
-    low = parse_size(minbytes) if minbytes is not None else None
-    high = parse_size(maxbytes) if maxbytes is not None else None
-    if low is None and high is None:
+    if minbytes is None and maxbytes is None:
         return tuple(parse_sizes(DEFAULT_SIZES, factor, step_bytes))
+    # nccl-tests defaults both ends to 32M; one given end alone means a single size.
+    low = parse_size(minbytes if minbytes is not None else cast(str, maxbytes))
+    high = parse_size(maxbytes) if maxbytes is not None else low
     if factor is None and step_bytes is None:
         step_bytes = NCCL_TESTS_STEP_BYTES
-    # nccl-tests defaults both ends to 32M; one given end alone means a single size.
-    low = high if low is None else low
-    high = low if high is None else high
-    assert low is not None and high is not None
     return tuple(size_range(low, high, factor, step_bytes))
 
 
