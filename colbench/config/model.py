@@ -13,7 +13,7 @@ import dataclasses
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar
 
 from colbench.bench import ops as ops_registry
 from colbench.bench.ops.base import Collective
@@ -259,6 +259,9 @@ class OutputConfig:
     """argv of the invocation, recorded in meta.json."""
 
 
+_Part = TypeVar("_Part", "LaunchConfig", "OutputConfig")
+
+
 @dataclass(frozen=True)
 class TaskRunFields:
     """The launch and output fields a task's one flat config shares with sweep's options
@@ -277,23 +280,17 @@ class TaskRunFields:
     @property
     def launch(self) -> LaunchConfig:
         """How the run host starts the task's ranks."""
-        return LaunchConfig(
-            backend=cast(Backend, self.backend),
-            nprocs=self.nprocs,
-            timeout_s=self.timeout_s,
-            init_timeout_s=self.init_timeout_s,
-            ranks_per_gpu=self.ranks_per_gpu,
-        )
+        return self._part(LaunchConfig)
 
     @property
     def output(self) -> OutputConfig:
         """Where the run directory goes."""
-        return OutputConfig(
-            out_dir=self.out_dir,
-            results_root=self.results_root,
-            progress=self.progress,
-            command_line=self.command_line,
-        )
+        return self._part(OutputConfig)
+
+    def _part(self, kind: type[_Part]) -> _Part:
+        """``kind`` made of the fields these share with it (its own, not a subclass's)."""
+        shared = _FIELDS[kind] & _FIELDS[TaskRunFields]
+        return kind(**{name: getattr(self, name) for name in shared})
 
 
 _PARTS = {"measure": MeasureConfig, "launch": LaunchConfig, "output": OutputConfig}
@@ -338,7 +335,8 @@ class SweepConfig:
 
 
 _FIELDS: dict[type, frozenset[str]] = {
-    kind: frozenset(f.name for f in dataclasses.fields(kind)) for kind in _PARTS.values()
+    kind: frozenset(f.name for f in dataclasses.fields(kind))
+    for kind in (*_PARTS.values(), TaskRunFields)
 }
 
 

@@ -53,39 +53,6 @@ def _not_bool(*kinds: type) -> Callable[[Any], bool]:
     return lambda value: not isinstance(value, bool) and isinstance(value, kinds)
 
 
-#: A YAML value of an option by its type (a bool option's, an int option's...).
-_BY_TYPE: dict[Any, Callable[[Any, str], Any]] = {
-    int: _typed(int, "an integer", _not_bool(int)),
-    float: _typed(float, "a number", _not_bool(int, float)),
-    bool: _typed(bool, "true or false", lambda value: isinstance(value, bool)),
-    str: _typed(
-        str, "a non-empty string", lambda value: isinstance(value, str) and bool(value.strip())
-    ),
-}
-
-
-def _size(value: Any, key: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise _KeyError(f"{key} must be a size such as 64M or 1024, got {value!r}")
-    parse_size(str(value))
-    return str(value)
-
-
-def _check(value: Any, key: str) -> int:
-    if value in (0, 1):  # True and False among them
-        return int(value)
-    raise _KeyError(f"{key} must be true/false (or 1/0), got {value!r}")
-
-
-def _choice(*allowed: str) -> Callable[[Any, str], str]:
-    def convert(value: Any, key: str) -> str:
-        if value not in allowed:
-            raise _KeyError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
-        return str(value)
-
-    return convert
-
-
 def _validated(convert: Callable[[Any, str], str], check: Callable[[str], Any]) -> Any:
     """A text converter followed by the CLI's own parser, so both agree on what is valid."""
 
@@ -118,19 +85,34 @@ def _variants(value: Any, key: str) -> list[str]:
     return specs
 
 
+#: How a YAML value becomes the flag's text, by the option's ``yaml`` kind or, for ``auto``
+#: (and no choices), by its type.
+_CONVERTERS: dict[Any, Callable[[Any, str], Any]] = {
+    "variants": _variants,
+    "check": _typed(int, "true/false (or 1/0)", lambda value: value in (0, 1)),
+    "size": _validated(_typed(str, "a size such as 64M or 1024", _not_bool(str, int)), parse_size),
+    int: _typed(int, "an integer", _not_bool(int)),
+    float: _typed(float, "a number", _not_bool(int, float)),
+    bool: _typed(bool, "true or false", lambda value: isinstance(value, bool)),
+    str: _typed(
+        str, "a non-empty string", lambda value: isinstance(value, str) and bool(value.strip())
+    ),
+}
+
+
 def _converter(opt: option_table.Option) -> Callable[[Any, str], Any]:
     """How a YAML value of ``opt`` becomes the value its flag would give."""
-    kind, spec = opt.spec.yaml, opt.spec
-    by_kind = {"variants": _variants, "check": _check, "size": _size}
-    if kind in by_kind:
-        return by_kind[kind]
-    if kind == "list":
+    spec = opt.spec
+    if spec.yaml == "list":
         assert spec.parse is not None, f"option {opt.name}: a list needs its parser"
         return _validated(_text_list, spec.parse)
+    if spec.yaml != "auto":
+        return _CONVERTERS[spec.yaml]
     if spec.choices:
-        return _choice(*spec.choices)
+        allowed = f"one of {', '.join(spec.choices)}"
+        return _typed(str, allowed, lambda value: value in spec.choices)
     (only,) = {t for t in typing.get_args(opt.type) if t is not type(None)} or {opt.type}
-    return _BY_TYPE[only]
+    return _CONVERTERS[only]
 
 
 #: YAML key -> (sweep keyword, converter), from the options table (colbench.config.options).
