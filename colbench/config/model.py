@@ -129,37 +129,31 @@ def parse_engines(text: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class MeasureConfig:
-    """What to measure: collectives, sizes, types, and how each size is timed and checked."""
+    """What to measure: collectives, sizes, types, and how each size is timed and checked.
+
+    Each field of these three parts is an option of colbench.config.options (its own name,
+    or the option's ``to``), converted; the option's help says what it means, and a field's
+    docstring only what the converted value adds."""
 
     ops: tuple[str, ...] = ("all_reduce",)
-    """Collectives to run, in order."""
     sizes_bytes: tuple[int, ...] = ()
-    """Requested message sizes in bytes (binary units), ascending."""
+    """Ascending; made of --sizes or -b/-e/-f/-i together."""
     dtypes: tuple[str, ...] = ("float32",)
-    """Element types (torch names)."""
+    """torch's names."""
     redops: tuple[str, ...] = ("sum",)
-    """Reduction operators for ops that reduce."""
     root: int = 0
-    """Root rank of broadcast, reduce, gather and scatter; ``EVERY_ROOT`` (-1) each rank
-    in turn, as nccl-tests' ``-r -1``."""
+    """``EVERY_ROOT`` (-1): each rank in turn."""
     placements: tuple[str, ...] = PLACEMENTS
-    """``out`` (separate buffers) and/or ``in`` (in-place form), as nccl-tests reports both."""
     iters: int = 20
-    """Timed calls per size."""
     warmup: int = 5
-    """Untimed calls per size before timing (connection set-up, caches)."""
     check: int = 1
-    """Passes of fill, run once and verify bitwise after each size's timing (nccl-tests'
-    ``-c N``; a pass that finds wrong elements ends them); 0 verifies nothing."""
     average: Average = "avg"
-    """How each rank's batch time is combined before bandwidth is computed."""
     group_size: int | None = None
-    """Split the world into contiguous groups of this many ranks that run every
-    collective at once (nccl-tests' NCCL_TESTS_SPLIT="DIV k"); None = one group of all ranks."""
+    """Contiguous groups (nccl-tests' NCCL_TESTS_SPLIT="DIV k", --split div:K too); None:
+    one group of all ranks."""
     group_mod: int | None = None
-    """``--split mod:K``: K groups, each of the ranks with equal rank mod K, all running
-    every collective at once (nccl-tests' NCCL_TESTS_SPLIT="MOD K": on nodes of K GPUs,
-    one rail per group); None: see ``group_size``."""
+    """``--split mod:K``: K groups of the ranks with equal rank mod K; None: see
+    ``group_size``."""
 
     def ranks_per_group(self, world_size: int) -> int:
         """Ranks each collective runs on: the n of the bandwidth formulas."""
@@ -168,36 +162,22 @@ class MeasureConfig:
         return self.group_size or world_size
 
     seed: int = 0
-    """Seed of the deterministic input data (and of all_to_allv's split generators)."""
     splits: str = "uniform"
-    """all_to_allv's traffic pattern (colbench.bench.ops.splits): who sends how much to whom."""
+    """colbench.bench.ops.splits reads it."""
     memory_check: MemoryCheck = "skip"
-    """Before allocating: ``skip`` sizes that do not fit, ``refuse`` the sweep, or ``off``."""
     memory_limit_bytes: int | None = None
-    """Cap on the buffer memory one rank may use (on top of what the machine has)."""
     time_budget_s: float | None = None
-    """Per size: time as many iterations as fit in this many seconds (``--iters`` is then
-    the minimum), instead of a fixed count."""
     rotate: int = 1
-    """Buffer sets cycled call by call, so caches do not flatter repeated calls."""
     cuda_graph: int = 0
-    """NCCL: capture the timed batch in a CUDA graph and launch it this many times
-    (nccl-tests' -G N); 0 runs the calls eagerly."""
     repeat: int = 1
-    """Times the whole plan is measured, one sample per row each time (rows' ``repeat``)."""
     contend: LoadSpec | None = None
-    """``--contend``: the load one of two interleaved variants runs beside the measured
-    collective (colbench.config.contend); None: no load, no such variants."""
+    """None: no load, no such variants."""
     engines: tuple[str, ...] = ("torch",)
-    """``--engine``: what makes the calls (colbench.direct.engine); two are two
-    interleaved variants, ``engine=torch`` and ``engine=nccl``."""
+    """Two are two interleaved variants, ``engine=torch`` and ``engine=nccl``."""
     init_only: bool = False
-    """``--init-only``: time communicator set-up instead of collectives, ``repeat`` times
-    per world (colbench.commands.sweep.setup); its rows go to init.csv."""
+    """Its rows go to init.csv (colbench.commands.sweep.setup)."""
     register: str = "none"
-    """``--register`` (nccl-tests' -R): the direct engine registers every buffer with NCCL,
-    ``local`` (ncclCommRegister) or ``symmetric`` (ncclCommWindowRegister, symmetric
-    windows); ``none`` registers nothing (colbench.direct.register)."""
+    """colbench.direct.register reads it."""
 
 
 @dataclass(frozen=True)
@@ -205,32 +185,21 @@ class LaunchConfig:
     """How ranks are started, and how long they may take."""
 
     backend: Backend = "auto"
-    """``auto`` picks NCCL when GPUs are there, else gloo."""
     nprocs: int | None = None
-    """Ranks to spawn when no launcher started us (default: GPUs for NCCL, 2 for gloo)."""
     timeout_s: float = 300.0
-    """Longest any one step may take (a timed batch, a barrier); a hang past it ends the
-    run with exit 4 naming the stuck ranks. torch's process groups get a little more, so
-    colbench reports first (see colbench.host.watchdog)."""
+    """torch's process groups get a little more, so colbench reports first (see
+    colbench.host.watchdog)."""
     init_timeout_s: float = 120.0
-    """Every rank must have joined the rendezvous, and the communicator started, within
-    this many seconds."""
     ranks_per_gpu: int = 1
-    """NCCL ranks sharing each GPU; above 1 every rank is an emulated node of its own
-    (colbench.host.launchers.gpus): a real multi-rank NCCL world on fewer GPUs."""
     debug: bool = False
-    """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
     env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    """``--env KEY=V1,V2`` axes; their cartesian product runs the sweep once per variant."""
+    """(variable, values) of each --env axis (and --cta-policy's)."""
     interpreters: tuple[tuple[str, str], ...] = ()
-    """``--python NAME=PATH,...``: each (name, interpreter) multiplies the variants; their
-    ranks run in that interpreter."""
+    """(name, interpreter) of each --python variant."""
     interleave: bool = True
-    """Variants' worlds alive at once, taking turns per (size, repeat); False runs them
-    one after the other (see colbench.host.turns)."""
+    """See colbench.host.turns."""
     nccl_probe: bool = True
-    """NCCL worlds of 2+ ranks: a probe world per variant records NCCL's choice per call
-    first (colbench.commands.sweep.probe)."""
+    """See colbench.commands.sweep.probe."""
 
 
 @dataclass(frozen=True)
@@ -238,23 +207,16 @@ class OutputConfig:
     """What is written and shown."""
 
     out_dir: str | None = None
-    """Run directory; default ``<results_root>/<timestamp>-<ops>-<backend>``."""
+    """Default ``<results_root>/<timestamp>-<ops>-<backend>``."""
     results_root: str = "results"
-    """Parent of default run directories."""
     progress: bool | None = None
-    """Progress bar on stderr; None = only when stderr is a terminal."""
     table: bool = True
-    """Print the nccl-tests style table on stdout."""
     plot: bool = False
-    """Write busbw.png and time.png into the run directory when the sweep is done."""
     per_rank: bool = False
-    """Write per_rank.csv beside results.csv: each rank's batch time and barrier wait."""
     ceiling_gbps: float | None = None
-    """The user's rate bounding busbw (GB/s), replacing the hardware's (colbench.hardware)."""
     output_file: str | None = None
-    """``-J``: nccl-tests' JSON report, an absolute path ending in .json (None: none)."""
+    """Absolute, ending in .json."""
     per_iter_timing: bool = False
-    """``-I 1``: the -J report's per-iteration blocks (every timed call, every rank)."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
 
