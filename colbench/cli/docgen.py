@@ -75,7 +75,7 @@ def _command_lines(
     command: str, every: tuple[Option, ...], own: tuple[Option, ...], lead: str
 ) -> list[str]:
     """A command's section: the sweep options it takes by name (those of ``every`` not in
-    ``own``), if any, then its own options."""
+    ``own``), if any, then its own options' flag, default and meaning."""
     shared = [f"`{o.spec.flags[0]}`" for o in every if o not in own]
     if shared:
         lead = (
@@ -91,16 +91,11 @@ def _command_lines(
         "",
         lead,
         "",
-        *_short_table(own),
+        *text.markdown(
+            ["Flag", "Default", "Meaning"],
+            [(f"`{o.spec.flags[0]}`", _default_text(o), text.escape(o.spec.help)) for o in own],
+        ),
     ]
-
-
-def _short_table(rows: tuple[Option, ...]) -> list[str]:
-    """A command's own options: flag, default, meaning."""
-    return text.markdown(
-        ["Flag", "Default", "Meaning"],
-        [(f"`{o.spec.flags[0]}`", _default_text(o), text.escape(o.spec.help)) for o in rows],
-    )
 
 
 #: The generated part of docs/nccl-tests.md lies between these lines.

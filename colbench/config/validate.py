@@ -48,38 +48,32 @@ def _positive_seconds(flag: str, value: float | None) -> None:
         raise UsageError(f"{flag} must be positive, got {value:g} (a finite number of seconds)")
 
 
+def _within(flag: str, value: int | None, least: int | None, most: int = MAX_COUNT) -> None:
+    """``value`` (None: not given) at most ``most`` and at least ``least`` (None: any)."""
+    if value is not None and value > most:
+        raise UsageError(f"{flag} takes at most {most}, got {value}")
+    if value is not None and least is not None and value < least:
+        said = "0 or more" if least == 0 else f"at least {least}"
+        raise UsageError(f"{flag} must be {said}, got {value}")
+
+
 def validate_counts(*, iters: int, repeat: int, warmup: int, seed: int, root: int) -> None:
     """The counts a sweep and p2p share, by their flags' names."""
-    bounded = (
-        ("--iters", iters),
-        ("--repeat", repeat),
-        ("--warmup", warmup),
-        ("--seed", seed),
-        ("--root", root),
-    )
-    for flag, value in bounded:
-        if value > MAX_COUNT:
-            raise UsageError(f"{flag} takes at most {MAX_COUNT}, got {value}")
-    if seed < 0:
-        raise UsageError(f"--seed must be 0 or more, got {seed}")
-    if iters < 1:
-        raise UsageError(f"--iters must be at least 1, got {iters}")
-    if repeat < 1:
+    if repeat == 0:
         # nccl-tests' -N 0 runs until stopped; a run here ends, so its rows can be read.
-        forever = (
-            " (nccl-tests' -N 0, forever, is not offered: give a count)" if repeat == 0 else ""
+        raise UsageError(
+            "--repeat must be at least 1, got 0 (nccl-tests' -N 0, forever, is not offered: "
+            "give a count)"
         )
-        raise UsageError(f"--repeat must be at least 1, got {repeat}{forever}")
-    if warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {warmup}")
+    # The root's own lower bound (-1, every root) is the sweep's: p2p takes none.
+    counts = (("--iters", iters, 1), ("--repeat", repeat, 1), ("--warmup", warmup, 0))
+    for flag, value, least in (*counts, ("--seed", seed, 0), ("--root", root, None)):
+        _within(flag, value, least)
 
 
 def validate_launch(launch: LaunchConfig) -> None:
     """Ranks and timeouts, for any task."""
-    if launch.nprocs is not None and launch.nprocs > MAX_COUNT:
-        raise UsageError(f"--nprocs takes at most {MAX_COUNT}, got {launch.nprocs}")
-    if launch.nprocs is not None and launch.nprocs < 1:
-        raise UsageError(f"--nprocs must be at least 1, got {launch.nprocs}")
+    _within("--nprocs", launch.nprocs, 1)
     if not 1 <= launch.ranks_per_gpu <= MAX_RANKS_PER_GPU:
         raise UsageError(
             f"--ranks-per-gpu takes 1 to {MAX_RANKS_PER_GPU} ranks per GPU, "
