@@ -1,13 +1,11 @@
 """Reading the files colbench is given: the one bounded reader every parser goes through.
 
 A path on the command line may name anything: a device that never ends (``/dev/zero``),
-a FIFO, a directory, a binary file, a log of many gigabytes. Each kind of file colbench
-reads is declared here with the most it will take in, and :func:`read_bytes` checks a
-file's type and size *before* reading it, then reads at most that much (a file that
-grows while read, or whose size the kernel does not report, is still bounded). Every
-problem is a :class:`~colbench.errors.UsageError` whose one line names the file and
-what is wrong with it, so the CLI exits 2 instead of running out of memory or printing
-a traceback.
+a FIFO, a directory, a binary file, a log of many gigabytes. Each kind of file is declared
+here with the most colbench reads of it, and :func:`read_bytes` checks a file's type and
+size *before* reading, then reads at most that much. Every problem is a one-line
+:class:`~colbench.errors.UsageError` naming the file (exit 2), never an exhausted memory
+or a traceback.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """nccl-tests' command line as nccl-tests 2.19.6 declares it, the facts colbench's flags answer to.
 
-A user arrives with an nccl-tests command line and swaps the program for ``colbench sweep``;
-each of its flags must then mean what it meant, or be refused with the reason. This module
-holds every option of nccl-tests' getopt table (``src/common.cu``), what it means there and
-its default there, in nccl-tests' own order; and the flags ``sweep`` does not take
-(:data:`REFUSED`), each a :class:`Refusal` with its reason. An option of sweep's table
-(:mod:`colbench.config.options`) that takes a flag names it (``nccl_tests="-w"``). A unit
-test checks that every flag here is answered exactly once, and docs/nccl-tests.md's table
-is generated from both (:func:`colbench.cli.docgen.nccl_tests_markdown`).
+A user swaps nccl-tests' program for ``colbench sweep``; each flag must then mean what it
+meant, or be refused with the reason. Here: every option of nccl-tests' getopt table
+(``src/common.cu``) in its order, with its meaning and default there, and the flags sweep
+refuses (:data:`REFUSED`); sweep's options name the flag they take (``nccl_tests="-w"``).
+A unit test checks every flag is answered once; docs/nccl-tests.md's table is made of both.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""The one table of ``colbench sweep``'s options.
-
-Each option is a field of :class:`SweepOptions` (the first ones of its base,
-:class:`colbench.config.core_options.CoreOptions`): its type and default are the field's,
-and :func:`~colbench.config.option_table.option` (the machinery every options table shares;
-:func:`~colbench.config.option_table.measure` and its siblings, one per concern)
-attaches the rest (flags, help, how a YAML value is read, the parser its text must pass,
-the config field it becomes and how). The Typer parameters of ``sweep``/``run``/
-``crosscheck``, the YAML schema of suites (colbench.config.suite), the config
-(colbench.config.validate.from_options, through ``config_values``) and docs/options.md are all
-derived from this table, so adding an option is one row here beside the config field it
-feeds (then ``make docs`` rewrites the docs, see colbench.cli.docgen; a test fails until
-it has).
+"""The one table of ``colbench sweep``'s options: the fields of :class:`SweepOptions` (its
+base :class:`colbench.config.core_options.CoreOptions`'s first), each a type, a default and
+what :func:`~colbench.config.option_table.option` attaches (flags, help, YAML reading, the
+config field it becomes and how). ``sweep``/``run``/``crosscheck``'s parameters, the suite
+schema (colbench.config.suite), the config (colbench.config.validate.from_options) and
+docs/options.md (``make docs``; a test fails until it is rerun) are derived from it, so an
+option is one row here beside the config field it feeds.
 
 Values here are what a user typed (``"1K-16M"``, ``"out,in"``); colbench.config.model turns
 them into the typed, validated sweep.
@@ -186,7 +180,6 @@ class SweepOptions(CoreOptions):
         "process group, e.g. all_to_all:1M (docs/contend.md).",
         convert=optional(parse_contend),
     )
-    # The direct-NCCL engine (issue 37; colbench.direct).
     engine: str = measure(
         "torch",
         "--engine",
@@ -196,7 +189,6 @@ class SweepOptions(CoreOptions):
         to="engines",
         convert=parse_engines,
     )
-    # NCCL's newer knobs (colbench.direct.knobs), nccl-tests' -R and -x.
     register: str = measure(
         "none",
         "--register",
@@ -268,7 +260,6 @@ class SweepOptions(CoreOptions):
         "--per-rank",
         help="Also write per_rank.csv: every rank's batch time and barrier wait per row.",
     )
-    # nccl-tests' JSON report (-J, -I): colbench.results.reporters.nccl_tests_json.
     output_file: str | None = output(
         None,
         "--output-file",

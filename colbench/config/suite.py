@@ -4,8 +4,7 @@ Keys are ``colbench sweep``'s long option names, values are what the flag takes 
 may replace comma-separated strings), and ``variants`` maps environment variables to
 their values like ``--env``. The schema is derived from colbench.config.options; :func:`load`
 returns the values the same flags would give (option name -> value), so a suite means
-exactly what the flags mean. Every error names the file, the
-line and the key.
+exactly what the flags mean. Every error names the file, the line and the key.
 """
 
 from __future__ import annotations

@@ -48,14 +48,14 @@ class Variant:
 
     @property
     def name(self) -> str:
-        parts = [f"{key}={value}" for key, value in self.env]
-        if self.interpreter is not None:
-            parts.append(f"python={self.interpreter[0]}")
-        if self.contend is not None:
-            parts.append(f"{CONTEND_KEY}={self.contend}")
-        if self.engine is not None:
-            parts.append(f"{ENGINE_KEY}={self.engine}")
-        return ",".join(parts)
+        python = self.interpreter[0] if self.interpreter is not None else None
+        axes = (
+            *self.env,
+            ("python", python),
+            (CONTEND_KEY, self.contend),
+            (ENGINE_KEY, self.engine),
+        )
+        return ",".join(f"{key}={value}" for key, value in axes if value is not None)
 
     @property
     def loaded(self) -> bool:
