@@ -177,12 +177,10 @@ def parse(text: str, source: str = "suite") -> dict[str, Any]:
         value_line = value_node.start_mark.line + 1
         try:
             # Safe construction only: a tag such as !!python/object is refused, never run.
-            value = constructor.construct_object(value_node, deep=True)
+            values[target] = convert(constructor.construct_object(value_node, deep=True), key)
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             raise UsageError(f"{source} line {value_line}: {key}: {problem}") from None
-        try:
-            values[target] = convert(value, key)
         except _KeyError as exc:
             raise UsageError(f"{source} line {value_line}: {exc}") from None
         except UsageError as exc:
