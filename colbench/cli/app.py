@@ -233,10 +233,6 @@ def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
             raise UsageError(said)
 
 
-def _error(message: str) -> None:
-    print(f"colbench: error: {message}", file=sys.stderr)
-
-
 def _exit(code: int) -> NoReturn:
     """Exit with ``code``; once this process is a rank of a process group, without the
     interpreter's teardown: torch's C++ teardown at exit can abort a rank whose peers are
@@ -250,14 +246,19 @@ def _exit(code: int) -> NoReturn:
     sys.exit(code)
 
 
+def _fail(message: str, code: int) -> NoReturn:
+    """``message`` on one line of stderr, then :func:`_exit` with ``code``."""
+    print(f"colbench: error: {message}", file=sys.stderr)
+    _exit(int(code))
+
+
 def _output_lost(exc: output.OutputLost) -> NoReturn:
     """A reader that stopped reading (``| head``) asked for no more: 141, as a shell
     reports SIGPIPE, without a word; stdout that cannot be written otherwise: one line."""
     output.silence()
     if exc.broken_pipe:
         _exit(int(ExitCode.BROKEN_PIPE))
-    _error(f"cannot write to standard output: {exc}")
-    _exit(int(ExitCode.USAGE))
+    _fail(f"cannot write to standard output: {exc}", ExitCode.USAGE)
 
 
 def contradictions(argv: list[str]) -> str | None:
@@ -279,39 +280,33 @@ def main(argv: list[str] | None = None) -> None:
     guard_torch_import()
     both = contradictions(argv)
     if both is not None:
-        _error(f"{both} and --no-{both[2:]} contradict each other: give one of them")
-        sys.exit(int(ExitCode.USAGE))
+        _fail(f"{both} and --no-{both[2:]} contradict each other: give one of them", ExitCode.USAGE)
     try:
         code = command_group()(args=argv, prog_name="colbench", standalone_mode=False)
         output.flush()
     except output.OutputLost as exc:
         _output_lost(exc)
     except (UsageError, RankFailure, WriteFailed) as exc:
-        _error(str(exc))
-        _exit(int(exc.exit_code))
+        _fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
-        _error("interrupted")
-        _exit(int(ExitCode.INTERRUPTED))
+        _fail("interrupted", ExitCode.INTERRUPTED)
     except (ImportError, SystemError, MemoryError) as exc:
         said = torch_load_failure(exc)
         if said is None:
             raise
-        _error(said)
-        sys.exit(int(ExitCode.USAGE))
+        _fail(said, ExitCode.USAGE)
     except Exception as exc:
         # Typer's parser errors (click's UsageError, vendored in newer typer) carry
         # their own exit code and message: keep the code, print the message on one line.
         exit_code = getattr(exc, "exit_code", None)
         format_message = getattr(exc, "format_message", None)
         if type(exc).__name__ == "Abort":
-            _error("interrupted")
-            sys.exit(int(ExitCode.INTERRUPTED))
+            _fail("interrupted", ExitCode.INTERRUPTED)
         if not isinstance(exit_code, int) or not callable(format_message):
             raise
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
             print(ctx.get_help(), file=sys.stderr)
-        else:
-            _error(" ".join(str(format_message()).split()))
-        sys.exit(exit_code)
+            sys.exit(exit_code)
+        _fail(" ".join(str(format_message()).split()), exit_code)
     sys.exit(int(code or 0))
