@@ -264,18 +264,12 @@ def _crosscheck_refuses() -> frozenset[str]:
     _option("mpiexec", str | None, None, "--mpiexec", MPIEXEC_HELP),
     hidden=_crosscheck_refuses,
 )
-def crosscheck(
-    ctx: typer.Context,
-    nccl_tests: str | None = None,
-    nccl_tests_timeout: float = 3600.0,
-    mpiexec: str | None = None,
-    **values: Any,
-) -> None:
+def crosscheck(ctx: typer.Context, **values: Any) -> None:
     from colbench.commands.crosscheck import command
 
+    tools = [values.pop(name) for name in ("nccl_tests", "nccl_tests_timeout", "mpiexec")]
     _refuse_nccl_tests_flags(values)
-    code = command.run(values, _given(ctx, values), nccl_tests, nccl_tests_timeout, mpiexec)
-    raise typer.Exit(code)
+    raise typer.Exit(command.run(values, _given(ctx, values), *tools))
 
 
 REPLAY_HELP = """Measure a job's own collective mix, read from its traces.
