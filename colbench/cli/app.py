@@ -177,16 +177,22 @@ def _with_options(
 
     def wrap(func: F) -> F:
         def signature() -> inspect.Signature:
-            from colbench.config.option_table import typer_parameters
-
             ctx = inspect.Parameter(
                 "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
             )
             table = importlib.import_module(rows or "colbench.config.options").table()
-            refused = refused_parameters() if rows is None else []
             unlisted = hidden() if hidden is not None else frozenset()
-            parameters = [ctx, *leading, *typer_parameters(table, unlisted), *refused]
-            return inspect.Signature(parameters)
+            options = [
+                _param(
+                    o.name,
+                    o.type,
+                    o.default,
+                    typer.Option(*o.spec.flags, help=o.spec.help, hidden=o.name in unlisted),
+                )
+                for o in table
+            ]
+            refused = refused_parameters() if rows is None else []
+            return inspect.Signature([ctx, *leading, *options, *refused])
 
         return cast(F, _Deferred(func, signature))
 

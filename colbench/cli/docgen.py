@@ -136,10 +136,8 @@ def nccl_tests_markdown() -> str:
             r = refused[flag.short]
             same = f" Taken when it is {', '.join(f'`{v}`' for v in r.same)}." if r.same else ""
             said = f"refused: {r.reason}.{same}"
-        elif flag.short == "-h":
+        else:  # -h: every other flag is taken or refused (a unit test holds it)
             said = "taken: `-h`, `--help`."
-        else:
-            said = "neither taken nor refused"
         cells.append((name, *map(text.escape, (flag.meaning, flag.default, said))))
     lines += text.markdown(["nccl-tests", "meaning there", "default there", "colbench"], cells)
     lines += ["", NCCL_TESTS_END]

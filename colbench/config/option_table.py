@@ -4,7 +4,7 @@ A command's options are the fields of a frozen dataclass (``sweep``'s
 :class:`colbench.config.options.SweepOptions`, p2p's, gate's, predict's): each field's type and
 default are the option's, and :func:`option` attaches the rest (flags, help, how a YAML
 value is read, the parser its text must pass). :func:`rows_of` reads such a dataclass
-into :class:`Option` rows, from which the Typer parameters (:func:`typer_parameters`),
+into :class:`Option` rows, from which the Typer parameters (colbench.cli.app),
 suite schemas and docs/options.md are derived; :func:`one_of` and :func:`optional` are
 converters any table may name.
 """
@@ -12,11 +12,10 @@ converters any table may name.
 from __future__ import annotations
 
 import functools
-import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from colbench.errors import UsageError
 
@@ -117,28 +116,6 @@ def config_values(rows: tuple[Option, ...], values: Mapping[str, Any]) -> dict[s
             value = opt.spec.convert(value)
         out[opt.spec.to or opt.name] = value
     return out
-
-
-def typer_parameters(
-    rows: tuple[Option, ...], hidden: frozenset[str] = frozenset()
-) -> list[inspect.Parameter]:
-    """The rows as keyword parameters of a Typer command; those named in ``hidden`` are
-    parsed (so the command can refuse them with its reason) but left out of ``--help``,
-    which lists only what the command takes."""
-    import typer
-
-    return [
-        inspect.Parameter(
-            opt.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=opt.default,
-            annotation=Annotated[
-                opt.type,
-                typer.Option(*opt.spec.flags, help=opt.spec.help, hidden=opt.name in hidden),
-            ],
-        )
-        for opt in rows
-    ]
 
 
 def one_of(flag: str, allowed: tuple[str, ...]) -> Callable[[str], Any]:
