@@ -1,9 +1,7 @@
-"""Reference docs generated from the code: docs/options.md from the options tables
-(sweep's, colbench.config.options; then p2p's, colbench.commands.p2p.options), and the table of
-nccl-tests' flags in docs/nccl-tests.md (colbench.config.nccl_flags beside sweep's table).
-
-``make docs`` (``python -m colbench.cli.docgen``) rewrites them; tests/unit/test_options.py
-fails while the committed file differs from what this writes.
+"""Reference docs generated from the code: docs/options.md from the options tables, and the
+table of nccl-tests' flags in docs/nccl-tests.md (colbench.config.nccl_flags beside sweep's
+table). ``make docs`` (``python -m colbench.cli.docgen``) rewrites them; a test fails while
+a committed file differs from what this writes.
 """
 
 from __future__ import annotations

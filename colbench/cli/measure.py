@@ -1,6 +1,6 @@
 """Commands that measure: sweep, run (a suite), p2p, health, crosscheck, replay. Their
-parameters come from the options tables (colbench.config.options, colbench.commands.p2p.options,
-colbench.commands.health.options), imported when the command is built."""
+parameters come from the options tables, imported when the command is built.
+"""
 
 from __future__ import annotations
 

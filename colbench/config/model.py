@@ -1,10 +1,7 @@
 """The one typed description of a sweep: a :class:`SweepConfig` of three small parts (what
-to measure, how to launch, what to write), which everything downstream reads.
-
-:func:`colbench.config.validate.from_options` makes one from what the CLI and YAML suites
-give and checks it, reading these types: so this module does not import it. Beside the
-types, their values: the defaults, and the parsers that read a value from a user's text and
-refuse what it may not be (the options tables name them).
+to measure, how to launch, what to write), which everything downstream reads; beside it,
+the defaults and the parsers the options tables name. colbench.config.validate makes and
+checks one, reading these types: so this module does not import it.
 """
 
 from __future__ import annotations

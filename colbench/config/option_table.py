@@ -1,12 +1,9 @@
 """The machinery of colbench's options tables: one declaration per option.
 
-A command's options are the fields of a frozen dataclass (``sweep``'s
-:class:`colbench.config.options.SweepOptions`, p2p's, gate's, predict's): each field's type and
-default are the option's, and :func:`option` attaches the rest (flags, help, how a YAML
-value is read, the parser its text must pass). :func:`rows_of` reads such a dataclass
-into :class:`Option` rows, from which the Typer parameters (colbench.cli.app),
-suite schemas and docs/options.md are derived; :func:`one_of` and :func:`optional` are
-converters any table may name.
+A command's options are the fields of a frozen dataclass (sweep's
+:class:`colbench.config.options.SweepOptions`, p2p's, gate's, predict's): the field's type
+and default are the option's, :func:`option` attaches the rest. Their :class:`Option` rows
+make the Typer parameters (colbench.cli.app), suite schemas and docs/options.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""A sweep's options made into a checked :class:`colbench.config.model.SweepConfig`: what
-the CLI and YAML suites give (:class:`colbench.config.options.SweepOptions`) is converted
-(:func:`from_options`), then validated: what no process group is needed to refuse
-(:func:`validate`), and what the world size decides (:func:`validate_for_world`), as
-one-line usage errors before any rank, or any call, starts. The other tasks (p2p, health)
-check their launch and counts with the same functions.
+"""A sweep's options (:class:`colbench.config.options.SweepOptions`, from the CLI or a
+suite) made into a checked :class:`colbench.config.model.SweepConfig`: converted, then
+refused as one-line usage errors before any rank starts; what the world size decides, once
+it is known. p2p and health check their launch and counts with the same functions.
 """
 
 from __future__ import annotations
