@@ -180,8 +180,7 @@ def predict(ctx: typer.Context, runs: list[str], **values: Any) -> None:
     from colbench.commands.predict.command import run as predict_run
     from colbench.commands.predict.options import PredictOptions
 
-    flags = PredictOptions(**values)
-    raise typer.Exit(predict_run(runs, flags))
+    raise typer.Exit(predict_run(runs, PredictOptions(**values)))
 
 
 BASELINE_HELP = "Baseline run directory (or its results.csv)."
@@ -243,5 +242,4 @@ def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values:
     from colbench.commands.gate.command import run as gate_run
     from colbench.commands.gate.options import GateOptions
 
-    flags = GateOptions(**values)
-    raise typer.Exit(gate_run(baseline, current or [], flags))
+    raise typer.Exit(gate_run(baseline, current or [], GateOptions(**values)))
