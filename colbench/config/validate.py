@@ -311,13 +311,11 @@ def build(*, op: str, sizes: tuple[int, ...], dtype: str, redop: str, **kwargs: 
                 f"--cuda-graph cannot capture {named[0]}: it synchronises the host, which a "
                 "CUDA graph cannot hold; run it without --cuda-graph"
             )
-    dtypes = parse_dtypes(dtype)
-    redops = parse_redops(redop)
     cfg = SweepConfig.of(
         ops=tuple(c.name for c in collectives),
         sizes_bytes=tuple(sizes),
-        dtypes=tuple(d.name for d in dtypes),
-        redops=redops,
+        dtypes=tuple(d.name for d in parse_dtypes(dtype)),
+        redops=parse_redops(redop),
         **kwargs,
     )
     validate(cfg)
