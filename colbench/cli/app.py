@@ -70,41 +70,39 @@ class LazyCommands(MutableMapping[str, Any]):
 
     def __init__(self, app: typer.Typer) -> None:
         self._app = app
-        self._infos: dict[str, CommandInfo] = {}
+        #: A command's CommandInfo until it is built, then the click command.
+        self._commands: dict[str, Any] = {}
         for info in app.registered_commands:
             assert info.callback is not None
-            self._infos[info.name or typer.main.get_command_name(info.callback.__name__)] = info
-        self._built: dict[str, Any] = {}
+            self._commands[info.name or typer.main.get_command_name(info.callback.__name__)] = info
 
     def __getitem__(self, name: str) -> Any:
-        if name not in self._built:
-            if name not in self._infos:
-                raise KeyError(name)
-            self._built[name] = typer.main.get_command_from_info(
-                self._infos[name],
+        command = self._commands[name]
+        if isinstance(command, CommandInfo):
+            command = self._commands[name] = typer.main.get_command_from_info(
+                command,
                 pretty_exceptions_short=self._app.pretty_exceptions_short,
                 rich_markup_mode=self._app.rich_markup_mode,
             )
-        return self._built[name]
+        return command
 
     def __setitem__(self, name: str, command: Any) -> None:
-        self._built[name] = command
+        self._commands[name] = command
 
     def __delitem__(self, name: str) -> None:
-        self._infos.pop(name, None)
-        self._built.pop(name, None)
+        del self._commands[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter({**self._infos, **self._built})
+        return iter(self._commands)
 
     def __len__(self) -> int:
-        return len({**self._infos, **self._built})
+        return len(self._commands)
 
     def summary(self, name: str) -> TyperCommand | None:
         """A stand-in that knows the command's help and panel, and none of its parameters."""
-        info = self._infos.get(name)
-        if info is None:
-            return self._built.get(name)
+        info = self._commands.get(name)
+        if not isinstance(info, CommandInfo):
+            return info
         # As Typer reads a command's help: given, else the function's docstring.
         text = info.help if info.help is not None else inspect.getdoc(info.callback)
         return TyperCommand(
