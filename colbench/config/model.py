@@ -70,9 +70,7 @@ def parse_collectives(text: str) -> tuple[Collective, ...]:
 def parse_placements(text: str) -> tuple[str, ...]:
     names = [p.strip().lower() for p in text.split(",") if p.strip()]
     aliases = {"out-of-place": "out", "in-place": "in", "oop": "out", "ip": "in", "both": "out,in"}
-    expanded: list[str] = []
-    for name in names:
-        expanded.extend(aliases.get(name, name).split(","))
+    expanded = [p for name in names for p in aliases.get(name, name).split(",")]
     if not expanded or any(p not in PLACEMENTS for p in expanded):
         raise UsageError(f"bad --placement {text!r}: use out, in or out,in")
     return tuple(p for p in PLACEMENTS if p in expanded)
