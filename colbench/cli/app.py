@@ -166,12 +166,10 @@ def _with_options(
     rows: str | None = None,
     hidden: Callable[[], frozenset[str]] | None = None,
 ) -> Callable[[F], F]:
-    """Give a command ``leading`` and then every option of sweep's table
-    (colbench.config.options), or of the table of the module named ``rows`` (another
-    command's, ``colbench.commands.p2p.options``), once the command is built. With sweep's
-    table come nccl-tests' flags that sweep refuses (parsed, hidden, answered by
-    :func:`_refuse_nccl_tests_flags`); options named in ``hidden()`` are parsed but left out
-    of ``--help`` (the command refuses them)."""
+    """Give a command, once it is built, ``leading`` and then the options of sweep's table,
+    or of the module named ``rows`` (``colbench.commands.p2p.options``). Sweep's come with
+    the nccl-tests flags it refuses (hidden; :func:`_refuse_nccl_tests_flags`); those named in
+    ``hidden()`` are parsed but left out of ``--help`` (the command refuses them)."""
 
     def wrap(func: F) -> F:
         def signature() -> inspect.Signature:
@@ -266,11 +264,9 @@ def _output_lost(exc: output.OutputLost) -> NoReturn:
 
 
 def contradictions(argv: list[str]) -> str | None:
-    """The first on/off flag given both ways (``--table --no-table``), or None.
-
-    Click lets the last one win without a word; a command line that says both was
-    written by mistake (a script's default and an override), so it is refused.
-    """
+    """The first on/off flag given both ways (``--table --no-table``), or None. Click lets
+    the last one win without a word; a command line that says both was written by mistake
+    (a script's default and an override), so it is refused."""
     flags = argv[: argv.index("--")] if "--" in argv else argv
     for token in flags:
         if token.startswith("--no-") and f"--{token[5:]}" in flags:

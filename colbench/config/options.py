@@ -297,10 +297,8 @@ def table() -> tuple[Option, ...]:
 
 
 def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOptions:
-    """Defaults, then a suite file's values, then the flags given on the command line.
-
-    An ``--env`` flag replaces the file's values for its variable only.
-    """
+    """Defaults, then a suite file's values, then the flags given on the command line; an
+    ``--env`` flag replaces the file's values for its variable only."""
     values = {**file_values, **given}
     if "env" in given and file_values.get("env"):
         merged = merge_axes(parse_axes(file_values["env"]), parse_axes(given["env"] or []))

@@ -205,10 +205,7 @@ def engine_refusal(engines: Sequence[str], backend: str) -> str | None:
 
 def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
     """Checks that need the world size; returns warnings for combinations that will be skipped.
-
-    With ``--group-size`` every collective runs in groups of that size, so the group
-    size is what ops and roots are checked against.
-    """
+    With --group-size or --split, a group's size is what ops and roots are checked against."""
     if cfg.measure.contend is not None:
         check_load(cfg.measure.contend, cfg.measure, world_size, backend)
     engine_refused = engine_refusal(cfg.measure.engines, backend)
@@ -268,11 +265,8 @@ def resolve_sizes(
     factor: float | None,
     step: str | None,
 ) -> tuple[int, ...]:
-    """Merge ``--sizes`` with the nccl-tests flags -b/-e/-f/-i into one size list.
-
-    -b/-e mean what they mean in nccl-tests: without -f (or with -f 1) sizes step by -i,
-    1M unless given. ``--sizes MIN-MAX`` is colbench's own range and doubles.
-    """
+    """``--sizes`` or nccl-tests' -b/-e (with -f/-i) as one size list: -b/-e without -f (or
+    with -f 1) step by -i, 1M unless given, as there; ``--sizes MIN-MAX`` doubles."""
     step_bytes = parse_size(step) if step is not None else None
     if factor is not None and factor < 1:
         raise UsageError(f"step factor must be a whole number of 1 or more, got {factor}")
@@ -323,14 +317,10 @@ def build(*, op: str, sizes: tuple[int, ...], dtype: str, redop: str, **kwargs: 
 
 
 def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> SweepConfig:
-    """Check and convert what the user gave (flags, a suite) into a SweepConfig.
-
-    Each option becomes the config field it declares (colbench.config.option_table's
-    ``config_values``); only what several options make together is written here: the
-    sizes, and the timeouts that depend on the fabric. Raises UsageError, in the order a
-    user fixes things: flags' own values first, then combinations (in :func:`build` and
-    :func:`validate`).
-    """
+    """Check and convert what the user gave (flags, a suite) into a SweepConfig. Each option
+    becomes its config field (``config_values``); here only what several make together: the
+    sizes, and the timeouts that depend on the fabric. UsageErrors come in the order a user
+    fixes things: flags' own values first, then combinations (:func:`build`)."""
     values = config_values(options_table(), asdict(opts))
     for name in ("timeout_s", "init_timeout_s"):
         values[name] = default_timeout(
