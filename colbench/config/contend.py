@@ -1,14 +1,9 @@
-"""``--contend LOAD``: what runs beside the measured collective ([contend.md](../docs/contend.md)).
-
-Two kinds of load, both parsed into one frozen :class:`LoadSpec`:
-
-- ``gemm:N[:DTYPE]``: an N x N matrix product in a loop (a second CUDA stream on a GPU,
-  a thread of its own in each CPU rank); its throughput is in TFLOP/s (2 N^3 per product).
-- ``OP:SIZE[:DTYPE]``: a second collective (any sized op colbench measures) looping on a
-  process group of its own over the same ranks; its throughput is its busbw.
-
-The sweep then runs as two interleaved variants, ``contend=none`` and ``contend=LABEL``,
-and only the second world runs the load, during its own turns.
+"""``--contend LOAD``: what runs beside the measured collective ([contend.md](../docs/contend.md)),
+parsed into a :class:`LoadSpec`: ``gemm:N[:DTYPE]``, an N x N matrix product in a loop (its
+throughput in TFLOP/s, 2 N^3 per product), or ``OP:SIZE[:DTYPE]``, a second collective
+looping on a process group of its own over the same ranks (its throughput its busbw).
+The sweep then runs as two interleaved variants, ``contend=none`` and ``contend=LABEL``;
+only the second world runs the load, during its own turns.
 """
 
 from __future__ import annotations

@@ -270,9 +270,8 @@ class SweepConfig:
         """A copy with some fields changed, named as in :meth:`of`."""
         parts: dict[str, Any] = {}
         for name, kind in _PARTS.items():
-            part = getattr(self, name)
             mine = {k: values.pop(k) for k in list(values) if k in _FIELDS[kind]}
-            parts[name] = dataclasses.replace(part, **mine) if mine else part
+            parts[name] = dataclasses.replace(getattr(self, name), **mine)
         if values:
             raise TypeError(f"SweepConfig has no field {next(iter(values))!r}")
         return type(self)(**parts)
