@@ -145,9 +145,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Deferred:
-    """A command function whose signature (its options) is made on first inspection: Typer
-    reads ``__signature__`` when it builds the command, which :class:`LazyCommands` does
-    only for the command that runs."""
+    """A command function whose signature (its options) is made when Typer first reads it,
+    building the command: :class:`LazyCommands` builds only the command that runs."""
 
     def __init__(self, func: Callable[..., Any], make: Callable[[], inspect.Signature]) -> None:
         functools.update_wrapper(self, func)
@@ -236,10 +235,9 @@ def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
 
 
 def _exit(code: int) -> NoReturn:
-    """Exit with ``code``; once this process is a rank of a process group, without the
-    interpreter's teardown: torch's C++ teardown at exit can abort a rank whose peers are
-    gone ("terminate called without an active exception", SIGABRT), turning a one-line
-    error into a crash (a launched rank refused for a different plan, say)."""
+    """Exit with ``code``; from a rank of a process group without the interpreter's teardown:
+    torch's C++ teardown can abort a rank whose peers are gone ("terminate called without an
+    active exception", SIGABRT), turning a one-line error into a crash."""
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         sys.stdout.flush()

@@ -37,13 +37,11 @@ class Variant:
     """One point of the product: the variables to set and the name rows carry."""
 
     env: tuple[tuple[str, str], ...]
-    #: ``--python`` variants: (name, interpreter path) the ranks run in; None: this one.
+    #: Each None where the sweep has no such axis: ``--python``'s (name, interpreter path)
+    #: the ranks run in, ``--contend``'s load label (or ``none``: the world without it), and
+    #: ``--engine torch,nccl``'s engine the world's calls go through.
     interpreter: tuple[str, str] | None = None
-    #: ``--contend`` variants: the load this world runs beside the measured collective
-    #: (its label), or ``none``; None: the sweep has no --contend.
     contend: str | None = None
-    #: ``--engine torch,nccl`` variants: what this world's calls go through; None: the
-    #: sweep has one engine.
     engine: str | None = None
 
     @property
