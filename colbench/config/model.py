@@ -114,9 +114,8 @@ def parse_split(text: str) -> tuple[Literal["div", "mod"], int]:
 def parse_engines(text: str) -> tuple[str, ...]:
     """``--engine torch,nccl`` -> ("torch", "nccl"), in the order given."""
     names = tuple(part.strip() for part in text.split(","))
-    for name in names:
-        if name not in ENGINES:
-            raise UsageError(f"bad --engine {text!r}: use torch, nccl or torch,nccl")
+    if any(name not in ENGINES for name in names):
+        raise UsageError(f"bad --engine {text!r}: use torch, nccl or torch,nccl")
     if len(set(names)) != len(names):
         raise UsageError(f"bad --engine {text!r}: an engine is listed twice")
     return names

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from colbench.errors import UsageError
@@ -91,13 +91,12 @@ class Option:
 
 
 def rows_of(options_type: type) -> tuple[Option, ...]:
-    """The rows of a dataclass of :func:`option` fields (SweepOptions, P2POptions)."""
+    """The rows of a dataclass of :func:`option` fields (SweepOptions, P2POptions), each
+    with its default (:func:`option` takes one)."""
     hints = typing.get_type_hints(options_type)
-    rows = []
-    for f in fields(options_type):
-        assert f.default is not MISSING, f"option {f.name} needs a default"
-        rows.append(Option(f.name, hints[f.name], f.default, f.metadata["spec"]))
-    return tuple(rows)
+    return tuple(
+        Option(f.name, hints[f.name], f.default, f.metadata["spec"]) for f in fields(options_type)
+    )
 
 
 def config_values(rows: tuple[Option, ...], values: Mapping[str, Any]) -> dict[str, Any]:
