@@ -45,8 +45,8 @@ class CommandGroup(TyperGroup):
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         listed: dict[str, list[tuple[str, str]]] = {panel: [] for panel in PANELS}
-        commands = self.commands
-        summary = commands.summary if isinstance(commands, LazyCommands) else commands.get
+        # Built in full (typer.main.get_command), the commands are a plain dict.
+        summary = getattr(self.commands, "summary", self.commands.get)
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(map(len, names), default=0)
         for name in names:

@@ -229,6 +229,4 @@ def references(
 
         extra = as_references(from_floors, gpus_per_node)
     filters = Filters(gpu, gpus_per_node, nodes, op, kind)
-    code = run(filters, references_file, extra, run_dir, write, as_json)
-    if code:
-        raise typer.Exit(code)
+    raise typer.Exit(run(filters, references_file, extra, run_dir, write, as_json))
