@@ -137,21 +137,17 @@ def _check_init_only(cfg: SweepConfig) -> None:
     measure = cfg.measure
     if not measure.init_only:
         return
-    given = [
-        flag
-        for flag, on in (
-            ("--group-size/--split", measure.group_size or measure.group_mod),
-            ("--contend", measure.contend is not None),
-            ("-J", cfg.output.output_file is not None),
-            ("--cuda-graph", measure.cuda_graph),
-        )
-        if on
-    ]
-    if given:
-        raise UsageError(
-            f"--init-only times the set-up of one communicator of every rank; {given[0]} "
-            "acts on collectives, which it does not run: drop one of them"
-        )
+    for flag, given in (
+        ("--group-size/--split", measure.group_size or measure.group_mod),
+        ("--contend", measure.contend is not None),
+        ("-J", cfg.output.output_file is not None),
+        ("--cuda-graph", measure.cuda_graph),
+    ):
+        if given:
+            raise UsageError(
+                f"--init-only times the set-up of one communicator of every rank; {flag} "
+                "acts on collectives, which it does not run: drop one of them"
+            )
 
 
 def _check_json_report(cfg: SweepConfig) -> None:
