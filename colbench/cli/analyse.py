@@ -185,7 +185,6 @@ def predict(ctx: typer.Context, runs: list[str], **values: Any) -> None:
 
 BASELINE_HELP = "Baseline run directory (or its results.csv)."
 CURRENT_HELP = "Current run directory (or results.csv); several runs pool their samples."
-
 GATE_HELP = """Compare a run with a baseline and fail on regressions or wrong results.
 
 Rows are joined on op, dtype, redop, root, placement, size, world size, backend and

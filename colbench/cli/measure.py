@@ -47,6 +47,9 @@ Examples:
 Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 rank failure,
 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
 """
+CONFIG_HELP = (
+    "A YAML suite (see configs/); flags given here override it. Same as `colbench run FILE`."
+)
 
 
 def command_line_notes(given: Mapping[str, Any]) -> list[str]:
@@ -83,11 +86,6 @@ def _run_sweep(ctx: typer.Context, suite_file: str | None, values: dict[str, Any
     from colbench.commands.sweep import command
 
     return command.run(sweep_options(ctx, suite_file, values), tuple(sys.argv))
-
-
-CONFIG_HELP = (
-    "A YAML suite (see configs/); flags given here override it. Same as `colbench run FILE`."
-)
 
 
 @app.command(help=SWEEP_HELP, rich_help_panel=MEASURE)
@@ -189,8 +187,6 @@ Examples:
   colbench run configs/smoke-cpu.yaml
   colbench run configs/ring-vs-tree.yaml --sizes 1K-64M --env NCCL_PROTO=Simple
 """
-
-
 SUITE_HELP = "A suite file, e.g. configs/smoke-cpu.yaml."
 
 
@@ -239,8 +235,6 @@ Examples:
 Exit codes: 0 ok, 1 wrong results, 2 usage error (nothing ran), 3 a tool failed,
 4 nccl-tests outran --nccl-tests-timeout (or colbench's --timeout).
 """
-
-
 NCCL_TESTS_HELP = "Directory holding nccl-tests' programs (or its build/); else PATH."
 NCCL_TESTS_TIMEOUT_HELP = "Seconds nccl-tests may run before it is stopped."
 MPIEXEC_HELP = (

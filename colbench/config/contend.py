@@ -75,7 +75,7 @@ def _parse_load(parts: list[str]) -> LoadSpec:
         dtype = found[0].name
     kind = parts[0].lower()
     if kind == GEMM:
-        if not parts[1].isdigit() or not 1 <= int(parts[1]) <= MAX_GEMM_N:
+        if not parts[1].isdecimal() or not 1 <= int(parts[1]) <= MAX_GEMM_N:
             raise UsageError(
                 f"the GEMM's N is a whole number from 1 to {MAX_GEMM_N} (the matrices are "
                 f"N x N), got {parts[1]!r}"
