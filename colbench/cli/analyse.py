@@ -13,6 +13,11 @@ from colbench.cli.app import JUDGE, _param, _with_options, app
 
 #: Every command names a metric by its column or its short alias (colbench.results.metrics).
 METRIC_HELP = "busbw, algbw or time (or their columns busbw_gbps, algbw_gbps, time_us)."
+#: Every command that judges runs against each other refuses to mix fabrics without it.
+ALLOW_EMULATED_HELP = (
+    "Compare rows of an emulated fabric (sweep --ranks-per-gpu) with rows of a real one "
+    "(refused without it: emulated times measure the emulation)."
+)
 
 
 @app.command(rich_help_panel=JUDGE)
@@ -60,13 +65,6 @@ def plot(
     for warning in warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: wrote {path}", err=True)
-
-
-#: Every command that judges runs against each other refuses to mix fabrics without it.
-ALLOW_EMULATED_HELP = (
-    "Compare rows of an emulated fabric (sweep --ranks-per-gpu) with rows of a real one "
-    "(refused without it: emulated times measure the emulation)."
-)
 
 
 @app.command(rich_help_panel=JUDGE)

@@ -173,9 +173,7 @@ def expand(
 
 def ignored_by_backend(axes: Sequence[Axis], backend: str) -> list[str]:
     """Variables of the axes that the backend never reads (NCCL_* on gloo)."""
-    if backend == "nccl":
-        return []
-    return [key for key, _ in axes if key.startswith("NCCL_")]
+    return [] if backend == "nccl" else [key for key, _ in axes if key.startswith("NCCL_")]
 
 
 @contextmanager
