@@ -33,6 +33,8 @@ class ExitCode(enum.IntEnum):
 class UsageError(ValueError):
     """Bad user input. The CLI prints the message on one line and exits with 2."""
 
+    exit_code: int = ExitCode.USAGE
+
 
 class WriteFailed(RuntimeError):
     """A file could not be written; the message names it and the cause (exit 6)."""

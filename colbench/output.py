@@ -61,7 +61,6 @@ def silence() -> None:
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``count`` and its noun in the right number, for every line colbench prints:
-    ``plural(1, "row")`` is "1 row", ``plural(3, "row")`` "3 rows" (never "1 rows");
-    ``many`` for a noun whose plural is not noun + s."""
+    """``count`` and its noun in the right number ("1 row", "3 rows", never "1 rows"), for
+    every line colbench prints; ``many`` for a noun whose plural is not noun + s."""
     return f"{count} {noun if count == 1 else many or noun + 's'}"

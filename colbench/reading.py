@@ -1,13 +1,11 @@
 """Reading the files colbench is given: the one bounded reader every parser goes through.
 
 A path on the command line may name anything: a device that never ends (``/dev/zero``),
-a FIFO, a directory, a binary file, a log of many gigabytes. Each kind of file colbench
-reads is declared here with the most it will take in, and :func:`read_bytes` checks a
-file's type and size *before* reading it, then reads at most that much (a file that
-grows while read, or whose size the kernel does not report, is still bounded). Every
-problem is a :class:`~colbench.errors.UsageError` whose one line names the file and
-what is wrong with it, so the CLI exits 2 instead of running out of memory or printing
-a traceback.
+a FIFO, a directory, a binary file, a log of many gigabytes. Each kind of file is declared
+here with the most colbench reads of it, and :func:`read_bytes` checks a file's type and
+size *before* reading, then reads at most that much. Every problem is a one-line
+:class:`~colbench.errors.UsageError` naming the file (exit 2), never an exhausted memory
+or a traceback.
 """
 
 from __future__ import annotations
@@ -65,16 +63,14 @@ REPORT = Kind("rank error report", 16 * 1024**2)
 TURNS = Kind("turn log", 512 * 1024**2)
 
 
-def _file_type(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISFIFO(mode):
-        return "a pipe"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+#: What a file that is not a regular one is, by its type (``stat.S_IFMT``).
+_FILE_TYPES = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+    stat.S_IFIFO: "a pipe",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def _read_at_most(f: BinaryIO, size_bytes: int) -> bytes:
@@ -97,7 +93,8 @@ def read_bytes(path: str | os.PathLike[str], kind: Kind) -> bytes:
         with os.fdopen(os.open(file, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
-                raise UsageError(f"{file} is {_file_type(info.st_mode)}, not {kind.one} file")
+                what = _FILE_TYPES.get(stat.S_IFMT(info.st_mode), "not a regular file")
+                raise UsageError(f"{file} is {what}, not {kind.one} file")
             if info.st_size > kind.limit_bytes:
                 raise UsageError(
                     f"{file} holds {info.st_size} bytes, more than the {limit} any "

@@ -1,11 +1,8 @@
 """The one fixed-width table formatter: every table colbench prints is laid out here.
 
-A table is a tuple of :class:`Column` (title, width, alignment, and the gap before it);
-:func:`line` lays out one row's cells, :func:`header` the titles as a comment line (the
-data lines' lead with its first character made ``#``, so that titles sit over their
-columns and a reader of the text, like one of nccl-tests', skips them), and :func:`fit`
-widens columns to their widest cell. Cells are strings, formatted by their caller (units
-and precision are the caller's business, the layout is this module's).
+A table is a tuple of :class:`Column`; the titles are a comment line (``#``) over their
+columns, so a reader of the text, like one of nccl-tests', skips them. Cells are strings:
+units and precision are the caller's business, the layout is this module's.
 """
 
 from __future__ import annotations

@@ -4,18 +4,20 @@ colbench.commands do the work)."""
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
 
 from colbench.cli.app import JUDGE, _param, _with_options, app
 
-if TYPE_CHECKING:
-    from colbench.config.option_table import Option
-
 #: Every command names a metric by its column or its short alias (colbench.results.metrics).
 METRIC_HELP = "busbw, algbw or time (or their columns busbw_gbps, algbw_gbps, time_us)."
+#: Every command that judges runs against each other refuses to mix fabrics without it.
+ALLOW_EMULATED_HELP = (
+    "Compare rows of an emulated fabric (sweep --ranks-per-gpu) with rows of a real one "
+    "(refused without it: emulated times measure the emulation)."
+)
 
 
 @app.command(rich_help_panel=JUDGE)
@@ -63,13 +65,6 @@ def plot(
     for warning in warnings:
         typer.echo(f"colbench: warning: {warning}", err=True)
     typer.echo(f"colbench: wrote {path}", err=True)
-
-
-#: Every command that judges runs against each other refuses to mix fabrics without it.
-ALLOW_EMULATED_HELP = (
-    "Compare rows of an emulated fabric (sweep --ranks-per-gpu) with rows of a real one "
-    "(refused without it: emulated times measure the emulation)."
-)
 
 
 @app.command(rich_help_panel=JUDGE)
@@ -171,37 +166,23 @@ class PredictCommand(TyperCommand):
         return super().parse_args(ctx, spread_against(args))
 
 
-def _predict_rows() -> tuple[Option, ...]:
-    from colbench.commands.predict import options
-
-    return options.table()
-
-
-def _gate_rows() -> tuple[Option, ...]:
-    from colbench.commands.gate import options
-
-    return options.table()
-
-
 @app.command(help=PREDICT_HELP, cls=PredictCommand, rich_help_panel=JUDGE)
 @_with_options(
     _param(
         "runs", list[str], inspect.Parameter.empty,
         typer.Argument(help="Run directories to fit (or results.csv files).", metavar="RUN"),
     ),
-    rows=_predict_rows,
+    rows="colbench.commands.predict.options",
 )  # fmt: skip
 def predict(ctx: typer.Context, runs: list[str], **values: Any) -> None:
     from colbench.commands.predict.command import run as predict_run
     from colbench.commands.predict.options import PredictOptions
 
-    flags = PredictOptions(**values)
-    raise typer.Exit(predict_run(runs, flags))
+    raise typer.Exit(predict_run(runs, PredictOptions(**values)))
 
 
 BASELINE_HELP = "Baseline run directory (or its results.csv)."
 CURRENT_HELP = "Current run directory (or results.csv); several runs pool their samples."
-
 GATE_HELP = """Compare a run with a baseline and fail on regressions or wrong results.
 
 Rows are joined on op, dtype, redop, root, placement, size, world size, backend and
@@ -252,11 +233,10 @@ Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage e
         typer.Argument(help=BASELINE_HELP, metavar="BASELINE"),
     ),
     _param("current", list[str] | None, None, typer.Argument(help=CURRENT_HELP, metavar="CURRENT")),
-    rows=_gate_rows,
+    rows="colbench.commands.gate.options",
 )
 def gate(ctx: typer.Context, baseline: str, current: list[str] | None, **values: Any) -> None:
     from colbench.commands.gate.command import run as gate_run
     from colbench.commands.gate.options import GateOptions
 
-    flags = GateOptions(**values)
-    raise typer.Exit(gate_run(baseline, current or [], flags))
+    raise typer.Exit(gate_run(baseline, current or [], GateOptions(**values)))

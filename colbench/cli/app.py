@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, cast
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Annotated, Any, NoReturn, TypeVar, cast
 
 import typer
 import typer.main
@@ -28,9 +29,6 @@ from colbench.errors import ExitCode, RankFailure, UsageError, WriteFailed
 # Imported now: the handler of torch failing to load under ``ulimit -v`` has no address
 # space left to import it then.
 from colbench.host.launchers.limits import guard_torch_import, torch_load_failure
-
-if TYPE_CHECKING:
-    from colbench.config.option_table import Option
 
 #: ``colbench --help`` lists the commands under these headings, by what a user wants to do
 #: (each command's ``rich_help_panel``), in this order.
@@ -47,8 +45,8 @@ class CommandGroup(TyperGroup):
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         listed: dict[str, list[tuple[str, str]]] = {panel: [] for panel in PANELS}
-        commands = self.commands
-        summary = commands.summary if isinstance(commands, LazyCommands) else commands.get
+        # Built in full (typer.main.get_command), the commands are a plain dict.
+        summary = getattr(self.commands, "summary", self.commands.get)
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(map(len, names), default=0)
         for name in names:
@@ -72,41 +70,39 @@ class LazyCommands(MutableMapping[str, Any]):
 
     def __init__(self, app: typer.Typer) -> None:
         self._app = app
-        self._infos: dict[str, CommandInfo] = {}
+        #: A command's CommandInfo until it is built, then the click command.
+        self._commands: dict[str, Any] = {}
         for info in app.registered_commands:
             assert info.callback is not None
-            self._infos[info.name or typer.main.get_command_name(info.callback.__name__)] = info
-        self._built: dict[str, Any] = {}
+            self._commands[info.name or typer.main.get_command_name(info.callback.__name__)] = info
 
     def __getitem__(self, name: str) -> Any:
-        if name not in self._built:
-            if name not in self._infos:
-                raise KeyError(name)
-            self._built[name] = typer.main.get_command_from_info(
-                self._infos[name],
+        command = self._commands[name]
+        if isinstance(command, CommandInfo):
+            command = self._commands[name] = typer.main.get_command_from_info(
+                command,
                 pretty_exceptions_short=self._app.pretty_exceptions_short,
                 rich_markup_mode=self._app.rich_markup_mode,
             )
-        return self._built[name]
+        return command
 
     def __setitem__(self, name: str, command: Any) -> None:
-        self._built[name] = command
+        self._commands[name] = command
 
     def __delitem__(self, name: str) -> None:
-        self._infos.pop(name, None)
-        self._built.pop(name, None)
+        del self._commands[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter({**self._infos, **self._built})
+        return iter(self._commands)
 
     def __len__(self) -> int:
-        return len({**self._infos, **self._built})
+        return len(self._commands)
 
     def summary(self, name: str) -> TyperCommand | None:
         """A stand-in that knows the command's help and panel, and none of its parameters."""
-        info = self._infos.get(name)
-        if info is None:
-            return self._built.get(name)
+        info = self._commands.get(name)
+        if not isinstance(info, CommandInfo):
+            return info
         # As Typer reads a command's help: given, else the function's docstring.
         text = info.help if info.help is not None else inspect.getdoc(info.callback)
         return TyperCommand(
@@ -149,9 +145,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Deferred:
-    """A command function whose signature (its options) is made on first inspection: Typer
-    reads ``__signature__`` when it builds the command, which :class:`LazyCommands` does
-    only for the command that runs."""
+    """A command function whose signature (its options) is made when Typer first reads it,
+    building the command: :class:`LazyCommands` builds only the command that runs."""
 
     def __init__(self, func: Callable[..., Any], make: Callable[[], inspect.Signature]) -> None:
         functools.update_wrapper(self, func)
@@ -167,27 +162,32 @@ class _Deferred:
 
 def _with_options(
     *leading: inspect.Parameter,
-    rows: Callable[[], tuple[Option, ...]] | None = None,
+    rows: str | None = None,
     hidden: Callable[[], frozenset[str]] | None = None,
 ) -> Callable[[F], F]:
-    """Give a command ``leading`` and then every option of the table (colbench.config.options),
-    or the rows ``rows()`` gives (another command's table), once the command is built. With
-    sweep's table come nccl-tests' flags that sweep refuses (parsed, hidden, answered by
-    :func:`_refuse_nccl_tests_flags`); options named in ``hidden()`` are parsed but left out
-    of ``--help`` (the command refuses them)."""
+    """Give a command, once it is built, ``leading`` and then the options of sweep's table,
+    or of the module named ``rows`` (``colbench.commands.p2p.options``). Sweep's come with
+    the nccl-tests flags it refuses (hidden; :func:`_refuse_nccl_tests_flags`); those named in
+    ``hidden()`` are parsed but left out of ``--help`` (the command refuses them)."""
 
     def wrap(func: F) -> F:
         def signature() -> inspect.Signature:
-            from colbench.config import options
-
             ctx = inspect.Parameter(
                 "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
             )
-            table = rows() if rows is not None else None
-            refused = refused_parameters() if rows is None else []
+            table = importlib.import_module(rows or "colbench.config.options").table()
             unlisted = hidden() if hidden is not None else frozenset()
-            parameters = [ctx, *leading, *options.typer_parameters(table, unlisted), *refused]
-            return inspect.Signature(parameters)
+            options = [
+                _param(
+                    o.name,
+                    o.type,
+                    o.default,
+                    typer.Option(*o.spec.flags, help=o.spec.help, hidden=o.name in unlisted),
+                )
+                for o in table
+            ]
+            refused = refused_parameters() if rows is None else []
+            return inspect.Signature([ctx, *leading, *options, *refused])
 
         return cast(F, _Deferred(func, signature))
 
@@ -222,38 +222,22 @@ def refused_parameters() -> list[inspect.Parameter]:
     ]
 
 
-def refusal_message(given: Mapping[str, Any]) -> str:
-    """The usage error for the first refused nccl-tests flag ``given`` holds (parsed into
-    :attr:`Refusal.name`), or "" when none asks for anything colbench does not do."""
+def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
+    """Take nccl-tests' refused flags (parsed into :attr:`Refusal.name`) out of ``values``;
+    raise with the reason if one asks for what colbench does not do (``-g 1``, what
+    colbench does anyway, passes)."""
     from colbench.config.nccl_flags import REFUSED
 
     for refusal in REFUSED:
-        value = given.get(refusal.name)
+        value = values.pop(refusal.name, None)
         if value is not None and (said := refusal.message(str(value))):
-            return said
-    return ""
-
-
-def _refuse_nccl_tests_flags(values: dict[str, Any]) -> None:
-    """Take nccl-tests' refused flags out of ``values``; raise with the reason if one asks for
-    what colbench does not do (``-g 1``, what colbench does anyway, passes)."""
-    from colbench.config import nccl_flags
-
-    given = {r.name: values.pop(r.name, None) for r in nccl_flags.REFUSED}
-    said = refusal_message(given)
-    if said:
-        raise UsageError(said)
-
-
-def _error(message: str) -> None:
-    print(f"colbench: error: {message}", file=sys.stderr)
+            raise UsageError(said)
 
 
 def _exit(code: int) -> NoReturn:
-    """Exit with ``code``; once this process is a rank of a process group, without the
-    interpreter's teardown: torch's C++ teardown at exit can abort a rank whose peers are
-    gone ("terminate called without an active exception", SIGABRT), turning a one-line
-    error into a crash (a launched rank refused for a different plan, say)."""
+    """Exit with ``code``; from a rank of a process group without the interpreter's teardown:
+    torch's C++ teardown can abort a rank whose peers are gone ("terminate called without an
+    active exception", SIGABRT), turning a one-line error into a crash."""
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         sys.stdout.flush()
@@ -262,22 +246,25 @@ def _exit(code: int) -> NoReturn:
     sys.exit(code)
 
 
+def _fail(message: str, code: int) -> NoReturn:
+    """``message`` on one line of stderr, then :func:`_exit` with ``code``."""
+    print(f"colbench: error: {message}", file=sys.stderr)
+    _exit(int(code))
+
+
 def _output_lost(exc: output.OutputLost) -> NoReturn:
     """A reader that stopped reading (``| head``) asked for no more: 141, as a shell
     reports SIGPIPE, without a word; stdout that cannot be written otherwise: one line."""
     output.silence()
     if exc.broken_pipe:
         _exit(int(ExitCode.BROKEN_PIPE))
-    _error(f"cannot write to standard output: {exc}")
-    _exit(int(ExitCode.USAGE))
+    _fail(f"cannot write to standard output: {exc}", ExitCode.USAGE)
 
 
 def contradictions(argv: list[str]) -> str | None:
-    """The first on/off flag given both ways (``--table --no-table``), or None.
-
-    Click lets the last one win without a word; a command line that says both was
-    written by mistake (a script's default and an override), so it is refused.
-    """
+    """The first on/off flag given both ways (``--table --no-table``), or None. Click lets
+    the last one win without a word; a command line that says both was written by mistake
+    (a script's default and an override), so it is refused."""
     flags = argv[: argv.index("--")] if "--" in argv else argv
     for token in flags:
         if token.startswith("--no-") and f"--{token[5:]}" in flags:
@@ -291,42 +278,33 @@ def main(argv: list[str] | None = None) -> None:
     guard_torch_import()
     both = contradictions(argv)
     if both is not None:
-        _error(f"{both} and --no-{both[2:]} contradict each other: give one of them")
-        sys.exit(int(ExitCode.USAGE))
+        _fail(f"{both} and --no-{both[2:]} contradict each other: give one of them", ExitCode.USAGE)
     try:
         code = command_group()(args=argv, prog_name="colbench", standalone_mode=False)
         output.flush()
     except output.OutputLost as exc:
         _output_lost(exc)
-    except UsageError as exc:
-        _error(str(exc))
-        _exit(int(ExitCode.USAGE))
-    except (RankFailure, WriteFailed) as exc:
-        _error(str(exc))
-        _exit(int(exc.exit_code))
+    except (UsageError, RankFailure, WriteFailed) as exc:
+        _fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
-        _error("interrupted")
-        _exit(int(ExitCode.INTERRUPTED))
+        _fail("interrupted", ExitCode.INTERRUPTED)
     except (ImportError, SystemError, MemoryError) as exc:
         said = torch_load_failure(exc)
         if said is None:
             raise
-        _error(said)
-        sys.exit(int(ExitCode.USAGE))
+        _fail(said, ExitCode.USAGE)
     except Exception as exc:
         # Typer's parser errors (click's UsageError, vendored in newer typer) carry
         # their own exit code and message: keep the code, print the message on one line.
         exit_code = getattr(exc, "exit_code", None)
         format_message = getattr(exc, "format_message", None)
         if type(exc).__name__ == "Abort":
-            _error("interrupted")
-            sys.exit(int(ExitCode.INTERRUPTED))
+            _fail("interrupted", ExitCode.INTERRUPTED)
         if not isinstance(exit_code, int) or not callable(format_message):
             raise
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
             print(ctx.get_help(), file=sys.stderr)
-        else:
-            _error(" ".join(str(format_message()).split()))
-        sys.exit(exit_code)
+            sys.exit(exit_code)
+        _fail(" ".join(str(format_message()).split()), exit_code)
     sys.exit(int(code or 0))

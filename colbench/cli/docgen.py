@@ -1,13 +1,12 @@
-"""Reference docs generated from the code: docs/options.md from the options tables
-(sweep's, colbench.config.options; then p2p's, colbench.commands.p2p.options), and the table of
-nccl-tests' flags in docs/nccl-tests.md (colbench.config.nccl_flags beside sweep's table).
-
-``make docs`` (``python -m colbench.cli.docgen``) rewrites them; tests/unit/test_options.py
-fails while the committed file differs from what this writes.
+"""Reference docs generated from the code: docs/options.md from the options tables, and the
+table of nccl-tests' flags in docs/nccl-tests.md (colbench.config.nccl_flags beside sweep's
+table). ``make docs`` (``python -m colbench.cli.docgen``) rewrites them; a test fails while
+a committed file differs from what this writes.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -22,6 +21,15 @@ def _default_text(opt: Option) -> str:
     if isinstance(opt.default, bool):
         return "on" if opt.default else "off"
     return f"`{opt.default}`"
+
+
+#: The commands whose options follow sweep's in docs/options.md, and what leads theirs.
+COMMAND_LEADS = {
+    "p2p": "Its own ([p2p.md](p2p.md)):",
+    "health": "Its own ([health.md](health.md)):",
+    "gate": "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):",
+    "predict": "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):",
+}
 
 
 def options_markdown() -> str:
@@ -54,19 +62,10 @@ def options_markdown() -> str:
                 if opt.spec.concern == concern
             ],
         )
-    from colbench.commands.gate import options as gate
-    from colbench.commands.health import options as health
-    from colbench.commands.p2p import options as p2p
-    from colbench.commands.predict import options as predict
-
-    lines += _command_lines("p2p", p2p.table(), p2p.own(), "Its own ([p2p.md](p2p.md)):")
-    lines += _command_lines(
-        "health", health.table(), health.own(), "Its own ([health.md](health.md)):"
-    )
-    gate_lead = "`colbench gate BASELINE [CURRENT...]` ([gate.md](gate.md)):"
-    lines += _command_lines("gate", gate.table(), gate.table(), gate_lead)
-    predict_lead = "`colbench predict RUN [RUN...]` ([predict.md](predict.md)):"
-    lines += _command_lines("predict", predict.table(), predict.table(), predict_lead)
+    for command, lead in COMMAND_LEADS.items():
+        table_of = importlib.import_module(f"colbench.commands.{command}.options")
+        own = getattr(table_of, "own", table_of.table)
+        lines += _command_lines(command, table_of.table(), own(), lead)
     return "\n".join(lines) + "\n"
 
 
@@ -74,7 +73,7 @@ def _command_lines(
     command: str, every: tuple[Option, ...], own: tuple[Option, ...], lead: str
 ) -> list[str]:
     """A command's section: the sweep options it takes by name (those of ``every`` not in
-    ``own``), if any, then its own options."""
+    ``own``), if any, then its own options' flag, default and meaning."""
     shared = [f"`{o.spec.flags[0]}`" for o in every if o not in own]
     if shared:
         lead = (
@@ -90,16 +89,11 @@ def _command_lines(
         "",
         lead,
         "",
-        *_short_table(own),
+        *text.markdown(
+            ["Flag", "Default", "Meaning"],
+            [(f"`{o.spec.flags[0]}`", _default_text(o), text.escape(o.spec.help)) for o in own],
+        ),
     ]
-
-
-def _short_table(rows: tuple[Option, ...]) -> list[str]:
-    """A command's own options: flag, default, meaning."""
-    return text.markdown(
-        ["Flag", "Default", "Meaning"],
-        [(f"`{o.spec.flags[0]}`", _default_text(o), text.escape(o.spec.help)) for o in rows],
-    )
 
 
 #: The generated part of docs/nccl-tests.md lies between these lines.
@@ -140,10 +134,8 @@ def nccl_tests_markdown() -> str:
             r = refused[flag.short]
             same = f" Taken when it is {', '.join(f'`{v}`' for v in r.same)}." if r.same else ""
             said = f"refused: {r.reason}.{same}"
-        elif flag.short == "-h":
+        else:  # -h: every other flag is taken or refused (a unit test holds it)
             said = "taken: `-h`, `--help`."
-        else:
-            said = "neither taken nor refused"
         cells.append((name, *map(text.escape, (flag.meaning, flag.default, said))))
     lines += text.markdown(["nccl-tests", "meaning there", "default there", "colbench"], cells)
     lines += ["", NCCL_TESTS_END]

@@ -60,15 +60,6 @@ ImportWorldSize = Annotated[
         help="Ranks, for logs whose Rank, nranks and nThread/nGpus lines do not say it.",
     ),
 ]
-ImportOp = Annotated[
-    str | None, typer.Option("--op", help="Collective, when the log does not name it.")
-]
-ImportVariant = Annotated[
-    str, typer.Option("--variant", help="Variant the rows carry, e.g. NCCL_ALGO=Tree.")
-]
-ImportResultsDir = Annotated[
-    str, typer.Option("--results-dir", help="Parent of the default run directory.")
-]
 ImportDtype = Annotated[
     str | None,
     typer.Option("--dtype", help="Inspector: the calls' element type (it records none)."),
@@ -85,9 +76,15 @@ def import_(
     log: ImportedLog,
     out: ImportOut = None,
     world_size: ImportWorldSize = None,
-    op: ImportOp = None,
-    variant: ImportVariant = "",
-    results_dir: ImportResultsDir = "results",
+    op: Annotated[
+        str | None, typer.Option("--op", help="Collective, when the log does not name it.")
+    ] = None,
+    variant: Annotated[
+        str, typer.Option("--variant", help="Variant the rows carry, e.g. NCCL_ALGO=Tree.")
+    ] = "",
+    results_dir: Annotated[
+        str, typer.Option("--results-dir", help="Parent of the default run directory.")
+    ] = "results",
     dtype: ImportDtype = None,
     device: ImportDevice = None,
 ) -> None:
@@ -167,16 +164,7 @@ def explain_log(
     typer.echo("\n\n".join(explain_text(name, facts) for name, facts in found))
 
 
-# references' options, declared apart so its function reads as the command.
-ReferencesGpu = Annotated[
-    str | None, typer.Option("--gpu", help="GPU model, e.g. H100, GB200, MI300X.")
-]
-ReferencesGpusPerNode = Annotated[
-    int | None, typer.Option("--gpus-per-node", help="GPUs per node.", min=1)
-]
-ReferencesKind = Annotated[
-    str | None, typer.Option("--kind", help="measurement, floor or expectation.")
-]
+# references' longest options, declared apart so its function stays one screen.
 ReferencesFile = Annotated[
     str | None,
     typer.Option(
@@ -193,26 +181,30 @@ ReferencesFromFloors = Annotated[
         "and WARN floor per collective check).",
     ),
 ]
-ReferencesRun = Annotated[
-    str | None,
-    typer.Option("--run", help="Place this run (a sweep or import) against the entries."),
-]
-ReferencesWrite = Annotated[
-    str | None, typer.Option("--write", help="Write the entries as a references file.")
-]
 
 
 @app.command(rich_help_panel=JUDGE)
 def references(
-    gpu: ReferencesGpu = None,
-    gpus_per_node: ReferencesGpusPerNode = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="GPU model, e.g. H100, GB200, MI300X.")
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option("--gpus-per-node", help="GPUs per node.", min=1)
+    ] = None,
     nodes: Annotated[int | None, typer.Option("--nodes", help="Nodes.", min=1)] = None,
     op: Annotated[str | None, typer.Option("--op", help="Collective, e.g. all_reduce.")] = None,
-    kind: ReferencesKind = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="measurement, floor or expectation.")
+    ] = None,
     references_file: ReferencesFile = None,
     from_floors: ReferencesFromFloors = None,
-    run_dir: ReferencesRun = None,
-    write: ReferencesWrite = None,
+    run_dir: Annotated[
+        str | None,
+        typer.Option("--run", help="Place this run (a sweep or import) against the entries."),
+    ] = None,
+    write: Annotated[
+        str | None, typer.Option("--write", help="Write the entries as a references file.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the entries as JSON.")] = False,
 ) -> None:
     """List published collective results for named hardware, each with its source.
@@ -237,6 +229,4 @@ def references(
 
         extra = as_references(from_floors, gpus_per_node)
     filters = Filters(gpu, gpus_per_node, nodes, op, kind)
-    code = run(filters, references_file, extra, run_dir, write, as_json)
-    if code:
-        raise typer.Exit(code)
+    raise typer.Exit(run(filters, references_file, extra, run_dir, write, as_json))

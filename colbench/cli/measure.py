@@ -1,13 +1,13 @@
 """Commands that measure: sweep, run (a suite), p2p, health, crosscheck, replay. Their
-parameters come from the options tables (colbench.config.options, colbench.commands.p2p.options,
-colbench.commands.health.options), imported when the command is built."""
+parameters come from the options tables, imported when the command is built.
+"""
 
 from __future__ import annotations
 
 import inspect
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -21,9 +21,6 @@ from colbench.cli.app import (
     app,
 )
 from colbench.commands.crosscheck import FORWARDED, MAPPED
-
-if TYPE_CHECKING:
-    from colbench.config.option_table import Option
 
 SWEEP_HELP = """Measure collectives over a range of message sizes.
 
@@ -50,6 +47,9 @@ Examples:
 Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 rank failure,
 4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
 """
+CONFIG_HELP = (
+    "A YAML suite (see configs/); flags given here override it. Same as `colbench run FILE`."
+)
 
 
 def command_line_notes(given: Mapping[str, Any]) -> list[str]:
@@ -88,11 +88,6 @@ def _run_sweep(ctx: typer.Context, suite_file: str | None, values: dict[str, Any
     return command.run(sweep_options(ctx, suite_file, values), tuple(sys.argv))
 
 
-CONFIG_HELP = (
-    "A YAML suite (see configs/); flags given here override it. Same as `colbench run FILE`."
-)
-
-
 @app.command(help=SWEEP_HELP, rich_help_panel=MEASURE)
 @_with_options(_option("config_file", str | None, None, "--config", CONFIG_HELP))
 def sweep(ctx: typer.Context, config_file: str | None = None, **values: Any) -> None:
@@ -124,20 +119,8 @@ Exit codes: 0 ok, 1 --fail-below found a link below its limit, 2 usage error,
 """
 
 
-def _p2p_rows() -> tuple[Option, ...]:
-    from colbench.commands.p2p import options
-
-    return options.table()
-
-
-def _health_rows() -> tuple[Option, ...]:
-    from colbench.commands.health import options
-
-    return options.table()
-
-
 @app.command(help=P2P_HELP, rich_help_panel=MEASURE)
-@_with_options(rows=_p2p_rows)
+@_with_options(rows="colbench.commands.p2p.options")
 def p2p(ctx: typer.Context, **values: Any) -> None:
     from colbench.commands import p2p as command
 
@@ -180,7 +163,7 @@ Exit codes: 0 healthy (WARNs allowed), 1 a node CRITICAL (named), 2 usage error,
             metavar="[learn RUN...]",
         ),
     ),
-    rows=_health_rows,
+    rows="colbench.commands.health.options",
 )
 def health(ctx: typer.Context, args: list[str] | None = None, **values: Any) -> None:
     from colbench.commands import health as command
@@ -204,8 +187,6 @@ Examples:
   colbench run configs/smoke-cpu.yaml
   colbench run configs/ring-vs-tree.yaml --sizes 1K-64M --env NCCL_PROTO=Simple
 """
-
-
 SUITE_HELP = "A suite file, e.g. configs/smoke-cpu.yaml."
 
 
@@ -254,8 +235,6 @@ Examples:
 Exit codes: 0 ok, 1 wrong results, 2 usage error (nothing ran), 3 a tool failed,
 4 nccl-tests outran --nccl-tests-timeout (or colbench's --timeout).
 """
-
-
 NCCL_TESTS_HELP = "Directory holding nccl-tests' programs (or its build/); else PATH."
 NCCL_TESTS_TIMEOUT_HELP = "Seconds nccl-tests may run before it is stopped."
 MPIEXEC_HELP = (
@@ -279,18 +258,12 @@ def _crosscheck_refuses() -> frozenset[str]:
     _option("mpiexec", str | None, None, "--mpiexec", MPIEXEC_HELP),
     hidden=_crosscheck_refuses,
 )
-def crosscheck(
-    ctx: typer.Context,
-    nccl_tests: str | None = None,
-    nccl_tests_timeout: float = 3600.0,
-    mpiexec: str | None = None,
-    **values: Any,
-) -> None:
+def crosscheck(ctx: typer.Context, **values: Any) -> None:
     from colbench.commands.crosscheck import command
 
+    tools = [values.pop(name) for name in ("nccl_tests", "nccl_tests_timeout", "mpiexec")]
     _refuse_nccl_tests_flags(values)
-    code = command.run(values, _given(ctx, values), nccl_tests, nccl_tests_timeout, mpiexec)
-    raise typer.Exit(code)
+    raise typer.Exit(command.run(values, _given(ctx, values), *tools))
 
 
 REPLAY_HELP = """Measure a job's own collective mix, read from its traces.

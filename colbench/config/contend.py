@@ -1,14 +1,9 @@
-"""``--contend LOAD``: what runs beside the measured collective ([contend.md](../docs/contend.md)).
-
-Two kinds of load, both parsed into one frozen :class:`LoadSpec`:
-
-- ``gemm:N[:DTYPE]``: an N x N matrix product in a loop (a second CUDA stream on a GPU,
-  a thread of its own in each CPU rank); its throughput is in TFLOP/s (2 N^3 per product).
-- ``OP:SIZE[:DTYPE]``: a second collective (any sized op colbench measures) looping on a
-  process group of its own over the same ranks; its throughput is its busbw.
-
-The sweep then runs as two interleaved variants, ``contend=none`` and ``contend=LABEL``,
-and only the second world runs the load, during its own turns.
+"""``--contend LOAD``: what runs beside the measured collective ([contend.md](../docs/contend.md)),
+parsed into a :class:`LoadSpec`: ``gemm:N[:DTYPE]``, an N x N matrix product in a loop (its
+throughput in TFLOP/s, 2 N^3 per product), or ``OP:SIZE[:DTYPE]``, a second collective
+looping on a process group of its own over the same ranks (its throughput its busbw).
+The sweep then runs as two interleaved variants, ``contend=none`` and ``contend=LABEL``;
+only the second world runs the load, during its own turns.
 """
 
 from __future__ import annotations
@@ -62,48 +57,47 @@ class LoadSpec:
 
 def parse_contend(text: str) -> LoadSpec:
     """``--contend`` text -> :class:`LoadSpec`; a UsageError names what is wrong."""
-    parts = [p.strip() for p in text.strip().split(":")]
+    try:
+        return _parse_load([p.strip() for p in text.strip().split(":")])
+    except UsageError as exc:
+        raise UsageError(f"bad --contend {text!r}: {exc}") from None
+
+
+def _parse_load(parts: list[str]) -> LoadSpec:
+    """:func:`parse_contend`'s work; its errors say what is wrong, the caller with what."""
     if len(parts) not in (2, 3) or not all(parts):
-        raise UsageError(f"bad --contend {text!r}: {_USAGE}")
+        raise UsageError(_USAGE)
     dtype = "float32"
     if len(parts) == 3:
-        try:
-            (found,) = parse_dtypes(parts[2])
-        except UsageError as exc:
-            raise UsageError(f"bad --contend {text!r}: {exc}") from None
-        except ValueError:  # several of them
-            raise UsageError(
-                f"bad --contend {text!r}: one dtype, e.g. gemm:1024:bfloat16"
-            ) from None
-        dtype = found.name
+        found = parse_dtypes(parts[2])
+        if len(found) > 1:
+            raise UsageError("one dtype, e.g. gemm:1024:bfloat16")
+        dtype = found[0].name
     kind = parts[0].lower()
     if kind == GEMM:
-        if not parts[1].isdigit() or not 1 <= int(parts[1]) <= MAX_GEMM_N:
+        if not parts[1].isdecimal() or not 1 <= int(parts[1]) <= MAX_GEMM_N:
             raise UsageError(
-                f"bad --contend {text!r}: the GEMM's N is a whole number from 1 to "
-                f"{MAX_GEMM_N} (the matrices are N x N), got {parts[1]!r}"
+                f"the GEMM's N is a whole number from 1 to {MAX_GEMM_N} (the matrices are "
+                f"N x N), got {parts[1]!r}"
             )
         if not DTYPES[dtype].is_float:
             raise UsageError(
-                f"bad --contend {text!r}: a GEMM load multiplies floating-point matrices "
-                "(float32, bfloat16, float16, float64)"
+                "a GEMM load multiplies floating-point matrices (float32, bfloat16, float16, "
+                "float64)"
             )
         return LoadSpec(GEMM, dtype, n=int(parts[1]))
     try:
         coll = ops.get(kind)
     except UsageError:
         raise UsageError(
-            f"bad --contend {text!r}: {parts[0]!r} is neither gemm nor a collective "
+            f"{parts[0]!r} is neither gemm nor a collective "
             f"({', '.join(op.name for op in ops.REGISTRY if op.sized)}); {_USAGE}"
         ) from None
     if not coll.sized:
-        raise UsageError(f"bad --contend {text!r}: {coll.name} moves no data; pick a sized op")
-    try:
-        size_bytes = parse_size(parts[1])
-    except UsageError as exc:
-        raise UsageError(f"bad --contend {text!r}: {exc}") from None
+        raise UsageError(f"{coll.name} moves no data; pick a sized op")
+    size_bytes = parse_size(parts[1])
     if size_bytes < 1:
-        raise UsageError(f"bad --contend {text!r}: the size must be at least 1 byte")
+        raise UsageError("the size must be at least 1 byte")
     return LoadSpec(coll.name, dtype, size_bytes=size_bytes)
 
 

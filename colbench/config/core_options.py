@@ -2,9 +2,8 @@
 which sizes, types, reductions and root, in which placement, and how each size is timed,
 checked and averaged (nccl-tests' own flags, most of them).
 
-:class:`CoreOptions` is the head of the one table, :class:`colbench.config.options.SweepOptions`,
-which extends it: a dataclass lists its base's fields first, so ``--help``, suites and
-docs/options.md keep the table's order.
+:class:`CoreOptions` is the base of :class:`colbench.config.options.SweepOptions`, whose
+fields follow its own, so ``--help``, suites and docs/options.md keep the table's order.
 """
 
 from __future__ import annotations

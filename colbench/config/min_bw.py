@@ -66,12 +66,8 @@ def from_environment(environ: Mapping[str, str] | None = None) -> BusbwFloor | N
         f"give the bus bandwidth in GB/s the average must reach {MIN_BW_SHARE:g}x of "
         "(as nccl-tests), or -1 (nccl-tests' unchecked)"
     )
-    value = _number(f"{MIN_BW_VARIABLE}={text!r}", text, hint)
-    if value == UNCHECKED:
-        return None
-    if value < 0:
-        raise UsageError(f"{MIN_BW_VARIABLE}={text!r} is negative: {hint}")
-    return BusbwFloor(value)
+    value = _number(f"{MIN_BW_VARIABLE}={text!r}", text, hint, UNCHECKED)
+    return None if value == UNCHECKED else BusbwFloor(value)
 
 
 def explicit(text: str | None, flag: str = EXPLICIT_FLAG) -> BusbwFloor | None:
@@ -79,18 +75,18 @@ def explicit(text: str | None, flag: str = EXPLICIT_FLAG) -> BusbwFloor | None:
     if text is None or not text.strip():
         return None
     hint = "give the bandwidth in GB/s the average must reach, >= 0"
-    value = _number(f"{flag} {text!r}", text, hint)
-    if value < 0:
-        raise UsageError(f"{flag} {text!r} is negative: {hint}")
-    return BusbwFloor(value, flag, 1.0)
+    return BusbwFloor(_number(f"{flag} {text!r}", text, hint), flag, 1.0)
 
 
-def _number(given: str, text: str, hint: str) -> float:
-    """``text`` as a finite number; else one line naming what was given and what to give."""
+def _number(given: str, text: str, hint: str, unchecked: float = 0.0) -> float:
+    """``text`` as a finite number, 0 or more (or ``unchecked``); else one line naming what
+    was given and what to give."""
     try:
         value = float(text)
     except ValueError:
         raise UsageError(f"{given} is not a number: {hint}") from None
     if not math.isfinite(value):
         raise UsageError(f"{given} is not finite: {hint}")
+    if value < 0 and value != unchecked:
+        raise UsageError(f"{given} is negative: {hint}")
     return value

@@ -1,18 +1,16 @@
 """The one typed description of a sweep: a :class:`SweepConfig` of three small parts (what
-to measure, how to launch, what to write), which everything downstream reads.
-
-:func:`colbench.config.validate.from_options` makes one from what the CLI and YAML suites
-give and checks it, reading these types: so this module does not import it. Beside the
-types, their values: the defaults, and the parsers that read a value from a user's text and
-refuse what it may not be (the options tables name them).
+to measure, how to launch, what to write), which everything downstream reads; beside it,
+the defaults and the parsers the options tables name. colbench.config.validate makes and
+checks one, reading these types: so this module does not import it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar
 
 from colbench.bench import ops as ops_registry
 from colbench.bench.ops.base import Collective
@@ -45,9 +43,8 @@ EMULATED_INIT_TIMEOUT_S = 300.0
 def parse_average(text: str) -> Average:
     key = text.strip().lower()
     key = _AVERAGE_DIGITS.get(key, key)
-    for name in AVERAGES:
-        if key == name:
-            return name
+    if key in AVERAGES:
+        return key
     raise UsageError(f"bad --average {text!r}: choose avg, min, max or rank0 (or nccl-tests' 0-3)")
 
 
@@ -73,9 +70,7 @@ def parse_collectives(text: str) -> tuple[Collective, ...]:
 def parse_placements(text: str) -> tuple[str, ...]:
     names = [p.strip().lower() for p in text.split(",") if p.strip()]
     aliases = {"out-of-place": "out", "in-place": "in", "oop": "out", "ip": "in", "both": "out,in"}
-    expanded: list[str] = []
-    for name in names:
-        expanded.extend(aliases.get(name, name).split(","))
+    expanded = [p for name in names for p in aliases.get(name, name).split(",")]
     if not expanded or any(p not in PLACEMENTS for p in expanded):
         raise UsageError(f"bad --placement {text!r}: use out, in or out,in")
     return tuple(p for p in PLACEMENTS if p in expanded)
@@ -107,24 +102,20 @@ def per_iter_flag(value: int) -> bool:
 def parse_split(text: str) -> tuple[Literal["div", "mod"], int]:
     """``--split``: ``mod:K`` or ``div:K`` (nccl-tests' NCCL_TESTS_SPLIT "MOD K", "%K",
     "DIV K" and "/K" too) -> (kind, K)."""
-    key = text.strip().lower().replace(" ", "")
-    for kind, spellings in (("mod", ("mod:", "mod", "%")), ("div", ("div:", "div", "/"))):
-        for prefix in spellings:
-            rest = key.removeprefix(prefix)
-            if rest != key and rest.isdigit() and int(rest) >= 1:
-                return ("mod" if kind == "mod" else "div"), int(rest)
-    raise UsageError(
-        f"bad --split {text!r}: use mod:K (K groups of equal rank mod K) or div:K "
-        "(contiguous groups of K), K a whole number of 1 or more"
-    )
+    found = re.fullmatch(r"(mod:?|%|div:?|/)([0-9]+)", text.strip().lower().replace(" ", ""))
+    if found is None or int(found[2]) < 1:
+        raise UsageError(
+            f"bad --split {text!r}: use mod:K (K groups of equal rank mod K) or div:K "
+            "(contiguous groups of K), K a whole number of 1 or more"
+        )
+    return ("mod" if found[1][0] in "m%" else "div"), int(found[2])
 
 
 def parse_engines(text: str) -> tuple[str, ...]:
     """``--engine torch,nccl`` -> ("torch", "nccl"), in the order given."""
     names = tuple(part.strip() for part in text.split(","))
-    for name in names:
-        if name not in ENGINES:
-            raise UsageError(f"bad --engine {text!r}: use torch, nccl or torch,nccl")
+    if any(name not in ENGINES for name in names):
+        raise UsageError(f"bad --engine {text!r}: use torch, nccl or torch,nccl")
     if len(set(names)) != len(names):
         raise UsageError(f"bad --engine {text!r}: an engine is listed twice")
     return names
@@ -132,37 +123,31 @@ def parse_engines(text: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class MeasureConfig:
-    """What to measure: collectives, sizes, types, and how each size is timed and checked."""
+    """What to measure: collectives, sizes, types, and how each size is timed and checked.
+
+    Each field of these three parts is an option of colbench.config.options (its own name,
+    or the option's ``to``), converted; the option's help says what it means, and a field's
+    docstring only what the converted value adds."""
 
     ops: tuple[str, ...] = ("all_reduce",)
-    """Collectives to run, in order."""
     sizes_bytes: tuple[int, ...] = ()
-    """Requested message sizes in bytes (binary units), ascending."""
+    """Ascending; made of --sizes or -b/-e/-f/-i together."""
     dtypes: tuple[str, ...] = ("float32",)
-    """Element types (torch names)."""
+    """torch's names."""
     redops: tuple[str, ...] = ("sum",)
-    """Reduction operators for ops that reduce."""
     root: int = 0
-    """Root rank of broadcast, reduce, gather and scatter; ``EVERY_ROOT`` (-1) each rank
-    in turn, as nccl-tests' ``-r -1``."""
+    """``EVERY_ROOT`` (-1): each rank in turn."""
     placements: tuple[str, ...] = PLACEMENTS
-    """``out`` (separate buffers) and/or ``in`` (in-place form), as nccl-tests reports both."""
     iters: int = 20
-    """Timed calls per size."""
     warmup: int = 5
-    """Untimed calls per size before timing (connection set-up, caches)."""
     check: int = 1
-    """Passes of fill, run once and verify bitwise after each size's timing (nccl-tests'
-    ``-c N``; a pass that finds wrong elements ends them); 0 verifies nothing."""
     average: Average = "avg"
-    """How each rank's batch time is combined before bandwidth is computed."""
     group_size: int | None = None
-    """Split the world into contiguous groups of this many ranks that run every
-    collective at once (nccl-tests' NCCL_TESTS_SPLIT="DIV k"); None = one group of all ranks."""
+    """Contiguous groups (nccl-tests' NCCL_TESTS_SPLIT="DIV k", --split div:K too); None:
+    one group of all ranks."""
     group_mod: int | None = None
-    """``--split mod:K``: K groups, each of the ranks with equal rank mod K, all running
-    every collective at once (nccl-tests' NCCL_TESTS_SPLIT="MOD K": on nodes of K GPUs,
-    one rail per group); None: see ``group_size``."""
+    """``--split mod:K``: K groups of the ranks with equal rank mod K; None: see
+    ``group_size``."""
 
     def ranks_per_group(self, world_size: int) -> int:
         """Ranks each collective runs on: the n of the bandwidth formulas."""
@@ -171,36 +156,22 @@ class MeasureConfig:
         return self.group_size or world_size
 
     seed: int = 0
-    """Seed of the deterministic input data (and of all_to_allv's split generators)."""
     splits: str = "uniform"
-    """all_to_allv's traffic pattern (colbench.bench.ops.splits): who sends how much to whom."""
+    """colbench.bench.ops.splits reads it."""
     memory_check: MemoryCheck = "skip"
-    """Before allocating: ``skip`` sizes that do not fit, ``refuse`` the sweep, or ``off``."""
     memory_limit_bytes: int | None = None
-    """Cap on the buffer memory one rank may use (on top of what the machine has)."""
     time_budget_s: float | None = None
-    """Per size: time as many iterations as fit in this many seconds (``--iters`` is then
-    the minimum), instead of a fixed count."""
     rotate: int = 1
-    """Buffer sets cycled call by call, so caches do not flatter repeated calls."""
     cuda_graph: int = 0
-    """NCCL: capture the timed batch in a CUDA graph and launch it this many times
-    (nccl-tests' -G N); 0 runs the calls eagerly."""
     repeat: int = 1
-    """Times the whole plan is measured, one sample per row each time (rows' ``repeat``)."""
     contend: LoadSpec | None = None
-    """``--contend``: the load one of two interleaved variants runs beside the measured
-    collective (colbench.config.contend); None: no load, no such variants."""
+    """None: no load, no such variants."""
     engines: tuple[str, ...] = ("torch",)
-    """``--engine``: what makes the calls (colbench.direct.engine); two are two
-    interleaved variants, ``engine=torch`` and ``engine=nccl``."""
+    """Two are two interleaved variants, ``engine=torch`` and ``engine=nccl``."""
     init_only: bool = False
-    """``--init-only``: time communicator set-up instead of collectives, ``repeat`` times
-    per world (colbench.commands.sweep.setup); its rows go to init.csv."""
+    """Its rows go to init.csv (colbench.commands.sweep.setup)."""
     register: str = "none"
-    """``--register`` (nccl-tests' -R): the direct engine registers every buffer with NCCL,
-    ``local`` (ncclCommRegister) or ``symmetric`` (ncclCommWindowRegister, symmetric
-    windows); ``none`` registers nothing (colbench.direct.register)."""
+    """colbench.direct.register reads it."""
 
 
 @dataclass(frozen=True)
@@ -208,32 +179,21 @@ class LaunchConfig:
     """How ranks are started, and how long they may take."""
 
     backend: Backend = "auto"
-    """``auto`` picks NCCL when GPUs are there, else gloo."""
     nprocs: int | None = None
-    """Ranks to spawn when no launcher started us (default: GPUs for NCCL, 2 for gloo)."""
     timeout_s: float = 300.0
-    """Longest any one step may take (a timed batch, a barrier); a hang past it ends the
-    run with exit 4 naming the stuck ranks. torch's process groups get a little more, so
-    colbench reports first (see colbench.host.watchdog)."""
+    """torch's process groups get a little more, so colbench reports first (see
+    colbench.host.watchdog)."""
     init_timeout_s: float = 120.0
-    """Every rank must have joined the rendezvous, and the communicator started, within
-    this many seconds."""
     ranks_per_gpu: int = 1
-    """NCCL ranks sharing each GPU; above 1 every rank is an emulated node of its own
-    (colbench.host.launchers.gpus): a real multi-rank NCCL world on fewer GPUs."""
     debug: bool = False
-    """NCCL: keep torch's flight recorder and dump it into the run directory on timeout."""
     env_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    """``--env KEY=V1,V2`` axes; their cartesian product runs the sweep once per variant."""
+    """(variable, values) of each --env axis (and --cta-policy's)."""
     interpreters: tuple[tuple[str, str], ...] = ()
-    """``--python NAME=PATH,...``: each (name, interpreter) multiplies the variants; their
-    ranks run in that interpreter."""
+    """(name, interpreter) of each --python variant."""
     interleave: bool = True
-    """Variants' worlds alive at once, taking turns per (size, repeat); False runs them
-    one after the other (see colbench.host.turns)."""
+    """See colbench.host.turns."""
     nccl_probe: bool = True
-    """NCCL worlds of 2+ ranks: a probe world per variant records NCCL's choice per call
-    first (colbench.commands.sweep.probe)."""
+    """See colbench.commands.sweep.probe."""
 
 
 @dataclass(frozen=True)
@@ -241,25 +201,21 @@ class OutputConfig:
     """What is written and shown."""
 
     out_dir: str | None = None
-    """Run directory; default ``<results_root>/<timestamp>-<ops>-<backend>``."""
+    """Default ``<results_root>/<timestamp>-<ops>-<backend>``."""
     results_root: str = "results"
-    """Parent of default run directories."""
     progress: bool | None = None
-    """Progress bar on stderr; None = only when stderr is a terminal."""
     table: bool = True
-    """Print the nccl-tests style table on stdout."""
     plot: bool = False
-    """Write busbw.png and time.png into the run directory when the sweep is done."""
     per_rank: bool = False
-    """Write per_rank.csv beside results.csv: each rank's batch time and barrier wait."""
     ceiling_gbps: float | None = None
-    """The user's rate bounding busbw (GB/s), replacing the hardware's (colbench.hardware)."""
     output_file: str | None = None
-    """``-J``: nccl-tests' JSON report, an absolute path ending in .json (None: none)."""
+    """Absolute, ending in .json."""
     per_iter_timing: bool = False
-    """``-I 1``: the -J report's per-iteration blocks (every timed call, every rank)."""
     command_line: tuple[str, ...] = field(default_factory=tuple)
     """argv of the invocation, recorded in meta.json."""
+
+
+_Part = TypeVar("_Part", "LaunchConfig", "OutputConfig")
 
 
 @dataclass(frozen=True)
@@ -280,23 +236,17 @@ class TaskRunFields:
     @property
     def launch(self) -> LaunchConfig:
         """How the run host starts the task's ranks."""
-        return LaunchConfig(
-            backend=cast(Backend, self.backend),
-            nprocs=self.nprocs,
-            timeout_s=self.timeout_s,
-            init_timeout_s=self.init_timeout_s,
-            ranks_per_gpu=self.ranks_per_gpu,
-        )
+        return self._part(LaunchConfig)
 
     @property
     def output(self) -> OutputConfig:
         """Where the run directory goes."""
-        return OutputConfig(
-            out_dir=self.out_dir,
-            results_root=self.results_root,
-            progress=self.progress,
-            command_line=self.command_line,
-        )
+        return self._part(OutputConfig)
+
+    def _part(self, kind: type[_Part]) -> _Part:
+        """``kind`` made of the fields these share with it (its own, not a subclass's)."""
+        shared = _FIELDS[kind] & _FIELDS[TaskRunFields]
+        return kind(**{name: getattr(self, name) for name in shared})
 
 
 _PARTS = {"measure": MeasureConfig, "launch": LaunchConfig, "output": OutputConfig}
@@ -319,9 +269,8 @@ class SweepConfig:
         """A copy with some fields changed, named as in :meth:`of`."""
         parts: dict[str, Any] = {}
         for name, kind in _PARTS.items():
-            part = getattr(self, name)
             mine = {k: values.pop(k) for k in list(values) if k in _FIELDS[kind]}
-            parts[name] = dataclasses.replace(part, **mine) if mine else part
+            parts[name] = dataclasses.replace(getattr(self, name), **mine)
         if values:
             raise TypeError(f"SweepConfig has no field {next(iter(values))!r}")
         return type(self)(**parts)
@@ -341,7 +290,8 @@ class SweepConfig:
 
 
 _FIELDS: dict[type, frozenset[str]] = {
-    kind: frozenset(f.name for f in dataclasses.fields(kind)) for kind in _PARTS.values()
+    kind: frozenset(f.name for f in dataclasses.fields(kind))
+    for kind in (*_PARTS.values(), TaskRunFields)
 }
 
 

@@ -1,13 +1,10 @@
 """nccl-tests' command line as nccl-tests 2.19.6 declares it, the facts colbench's flags answer to.
 
-A user arrives with an nccl-tests command line and swaps the program for ``colbench sweep``;
-each of its flags must then mean what it meant, or be refused with the reason. This module
-holds every option of nccl-tests' getopt table (``src/common.cu``), what it means there and
-its default there, in nccl-tests' own order; and the flags ``sweep`` does not take
-(:data:`REFUSED`), each a :class:`Refusal` with its reason. An option of sweep's table
-(:mod:`colbench.config.options`) that takes a flag names it (``nccl_tests="-w"``). A unit
-test checks that every flag here is answered exactly once, and docs/nccl-tests.md's table
-is generated from both (:func:`colbench.cli.docgen.nccl_tests_markdown`).
+A user swaps nccl-tests' program for ``colbench sweep``; each flag must then mean what it
+meant, or be refused with the reason. Here: every option of nccl-tests' getopt table
+(``src/common.cu``) in its order, with its meaning and default there, and the flags sweep
+refuses (:data:`REFUSED`); sweep's options name the flag they take (``nccl_tests="-w"``).
+A unit test checks every flag is answered once; docs/nccl-tests.md's table is made of both.
 """
 
 from __future__ import annotations
@@ -23,62 +20,55 @@ class NcclTestsFlag:
     """One option of nccl-tests' getopt table."""
 
     short: str
-    """``-b``."""
     long: str
-    """``--minbytes``."""
     meaning: str
     """What it does there, in a few words."""
     default: str
     """nccl-tests' default, as its help and README give it."""
 
 
-FLAGS: tuple[NcclTestsFlag, ...] = (
-    NcclTestsFlag("-t", "--nthreads", "threads per process, each driving -g GPUs", "1"),
-    NcclTestsFlag("-g", "--ngpus", "GPUs driven by each thread", "1"),
-    NcclTestsFlag("-b", "--minbytes", "smallest size (binary suffixes)", "32M"),
-    NcclTestsFlag("-e", "--maxbytes", "largest size (binary suffixes)", "32M"),
-    NcclTestsFlag("-i", "--stepbytes", "bytes added per step, when -f is 1", "1M"),
-    NcclTestsFlag(
-        "-f", "--stepfactor", "whole factor per step; 1 steps by -i instead", "1 (off: use -i)"
-    ),
-    NcclTestsFlag("-n", "--iters", "timed iterations per size", "20"),
-    NcclTestsFlag(
-        "-m", "--agg_iters", "operations aggregated in one NCCL group per iteration", "1"
-    ),
-    NcclTestsFlag("-w", "--warmup_iters", "untimed iterations, run per size before timing", "1"),
-    NcclTestsFlag("-N", "--run_cycles", "run the whole size loop this many times; 0 forever", "1"),
-    NcclTestsFlag("-p", "--parallel_init", "0/1: each thread initialises NCCL itself", "0"),
-    NcclTestsFlag("-c", "--check", "passes of fill, run once, check the result; 0 none", "1"),
-    NcclTestsFlag("-o", "--op", "reduction: sum, prod, min, max, avg, mulsum or all", "sum"),
-    NcclTestsFlag(
-        "-d",
-        "--datatype",
-        "element type: int8, uint8, int32, uint32, int64, uint64, half, float, double, "
-        "bfloat16, f8e4m3, f8e5m2 or all",
-        "float",
-    ),
-    NcclTestsFlag("-r", "--root", "root rank of rooted collectives; -1 every rank in turn", "0"),
-    NcclTestsFlag("-z", "--blocking", "0-3: wait (and barrier) after each call or batch", "0"),
-    NcclTestsFlag("-y", "--stream_null", "0/1: run on CUDA's default stream", "0"),
-    NcclTestsFlag("-T", "--timeout", "seconds before a test is declared hung; 0 none", "0 (none)"),
-    NcclTestsFlag(
-        "-G", "--cudagraph", "capture the -n calls in a CUDA graph, launch it N times", "0 (off)"
-    ),
-    NcclTestsFlag("-C", "--report_cputime", "0/1: report CPU time instead of latency", "0"),
-    NcclTestsFlag("-S", "--report_timestamps", "0/1: a timestamp on each line", "0"),
-    NcclTestsFlag("-J", "--output_file", "write a JSON report to this file", "none"),
-    NcclTestsFlag(
-        "-a", "--average", "combine ranks' times: 0 rank 0, 1 average, 2 min, 3 max", "1"
-    ),
-    NcclTestsFlag("-R", "--local_register", "0/1/2: register buffers (local, symmetric)", "0"),
-    NcclTestsFlag("-x", "--cta_policy", "0/1/2: NCCL's CTA policy", "unset"),
-    NcclTestsFlag("-D", "--device_implementation", "a device-API implementation (needs -R 2)", "0"),
-    NcclTestsFlag("-V", "--device_cta_count", "CTAs of the device-API implementation", "16"),
-    NcclTestsFlag("-M", "--memory", "0/1: report device memory use", "0"),
-    NcclTestsFlag("-u", "--unalign", "misalign the buffers by this many elements", "0"),
-    NcclTestsFlag("-I", "--per_iter_timing", "0/1: time every iteration (CUDA events)", "0"),
-    NcclTestsFlag("-K", "--per_iter_skip", "leading iterations left out of -I's summary", "0"),
-    NcclTestsFlag("-h", "--help", "print the usage", ""),
+FLAGS: tuple[NcclTestsFlag, ...] = tuple(
+    NcclTestsFlag(*row)
+    for row in (
+        ("-t", "--nthreads", "threads per process, each driving -g GPUs", "1"),
+        ("-g", "--ngpus", "GPUs driven by each thread", "1"),
+        ("-b", "--minbytes", "smallest size (binary suffixes)", "32M"),
+        ("-e", "--maxbytes", "largest size (binary suffixes)", "32M"),
+        ("-i", "--stepbytes", "bytes added per step, when -f is 1", "1M"),
+        ("-f", "--stepfactor", "whole factor per step; 1 steps by -i instead", "1 (off: use -i)"),
+        ("-n", "--iters", "timed iterations per size", "20"),
+        ("-m", "--agg_iters", "operations aggregated in one NCCL group per iteration", "1"),
+        ("-w", "--warmup_iters", "untimed iterations, run per size before timing", "1"),
+        ("-N", "--run_cycles", "run the whole size loop this many times; 0 forever", "1"),
+        ("-p", "--parallel_init", "0/1: each thread initialises NCCL itself", "0"),
+        ("-c", "--check", "passes of fill, run once, check the result; 0 none", "1"),
+        ("-o", "--op", "reduction: sum, prod, min, max, avg, mulsum or all", "sum"),
+        (
+            "-d",
+            "--datatype",
+            "element type: int8, uint8, int32, uint32, int64, uint64, half, float, double, "
+            "bfloat16, f8e4m3, f8e5m2 or all",
+            "float",
+        ),
+        ("-r", "--root", "root rank of rooted collectives; -1 every rank in turn", "0"),
+        ("-z", "--blocking", "0-3: wait (and barrier) after each call or batch", "0"),
+        ("-y", "--stream_null", "0/1: run on CUDA's default stream", "0"),
+        ("-T", "--timeout", "seconds before a test is declared hung; 0 none", "0 (none)"),
+        ("-G", "--cudagraph", "capture the -n calls in a CUDA graph, launch it N times", "0 (off)"),
+        ("-C", "--report_cputime", "0/1: report CPU time instead of latency", "0"),
+        ("-S", "--report_timestamps", "0/1: a timestamp on each line", "0"),
+        ("-J", "--output_file", "write a JSON report to this file", "none"),
+        ("-a", "--average", "combine ranks' times: 0 rank 0, 1 average, 2 min, 3 max", "1"),
+        ("-R", "--local_register", "0/1/2: register buffers (local, symmetric)", "0"),
+        ("-x", "--cta_policy", "0/1/2: NCCL's CTA policy", "unset"),
+        ("-D", "--device_implementation", "a device-API implementation (needs -R 2)", "0"),
+        ("-V", "--device_cta_count", "CTAs of the device-API implementation", "16"),
+        ("-M", "--memory", "0/1: report device memory use", "0"),
+        ("-u", "--unalign", "misalign the buffers by this many elements", "0"),
+        ("-I", "--per_iter_timing", "0/1: time every iteration (CUDA events)", "0"),
+        ("-K", "--per_iter_skip", "leading iterations left out of -I's summary", "0"),
+        ("-h", "--help", "print the usage", ""),
+    )
 )
 
 BY_SHORT: dict[str, NcclTestsFlag] = {f.short: f for f in FLAGS}

@@ -1,22 +1,18 @@
 """The machinery of colbench's options tables: one declaration per option.
 
-A command's options are the fields of a frozen dataclass (``sweep``'s
-:class:`colbench.config.options.SweepOptions`, p2p's, gate's, predict's): each field's type and
-default are the option's, and :func:`option` attaches the rest (flags, help, how a YAML
-value is read, the parser its text must pass). :func:`rows_of` reads such a dataclass
-into :class:`Option` rows, from which the Typer parameters (:func:`typer_parameters`),
-suite schemas and docs/options.md are derived; :func:`one_of` and :func:`optional` are
-converters any table may name.
+A command's options are the fields of a frozen dataclass (sweep's
+:class:`colbench.config.options.SweepOptions`, p2p's, gate's, predict's): the field's type
+and default are the option's, :func:`option` attaches the rest. Their :class:`Option` rows
+make the Typer parameters (colbench.cli.app), suite schemas and docs/options.md.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 
 from colbench.errors import UsageError
 
@@ -62,25 +58,10 @@ class Spec:
     module (a gloo sweep need not read NCCL's knobs to keep --register none)."""
 
 
-def option(
-    default: Any,
-    *flags: str,
-    help: str,
-    concern: Concern,
-    yaml: YamlKind = "auto",
-    parse: Callable[[str], Any] | None = None,
-    choices: tuple[str, ...] = (),
-    yaml_keys: tuple[str, ...] = (),
-    nccl_tests: str = "",
-    to: str | None = "",
-    convert: Callable[[Any], Any] | None = None,
-    settled: bool = False,
-) -> Any:
-    """A field of an options dataclass carrying its :class:`Spec`."""
-    spec = Spec(
-        flags, help, concern, yaml, parse, choices, yaml_keys, nccl_tests, to, convert, settled
-    )
-    return field(default=default, metadata={"spec": spec})
+def option(default: Any, *flags: str, help: str, concern: Concern, **spec: Any) -> Any:
+    """A field of an options dataclass carrying its :class:`Spec` (``spec``: the rest of
+    its fields, by name; a name Spec lacks fails as the table is declared)."""
+    return field(default=default, metadata={"spec": Spec(flags, help, concern, **spec)})
 
 
 #: :func:`option` of one concern: a table's row names its concern by the call it makes.
@@ -110,13 +91,12 @@ class Option:
 
 
 def rows_of(options_type: type) -> tuple[Option, ...]:
-    """The rows of a dataclass of :func:`option` fields (SweepOptions, P2POptions)."""
+    """The rows of a dataclass of :func:`option` fields (SweepOptions, P2POptions), each
+    with its default (:func:`option` takes one)."""
     hints = typing.get_type_hints(options_type)
-    rows = []
-    for f in fields(options_type):
-        assert f.default is not MISSING, f"option {f.name} needs a default"
-        rows.append(Option(f.name, hints[f.name], f.default, f.metadata["spec"]))
-    return tuple(rows)
+    return tuple(
+        Option(f.name, hints[f.name], f.default, f.metadata["spec"]) for f in fields(options_type)
+    )
 
 
 def config_values(rows: tuple[Option, ...], values: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,28 +112,6 @@ def config_values(rows: tuple[Option, ...], values: Mapping[str, Any]) -> dict[s
             value = opt.spec.convert(value)
         out[opt.spec.to or opt.name] = value
     return out
-
-
-def typer_parameters(
-    rows: tuple[Option, ...], hidden: frozenset[str] = frozenset()
-) -> list[inspect.Parameter]:
-    """The rows as keyword parameters of a Typer command; those named in ``hidden`` are
-    parsed (so the command can refuse them with its reason) but left out of ``--help``,
-    which lists only what the command takes."""
-    import typer
-
-    return [
-        inspect.Parameter(
-            opt.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=opt.default,
-            annotation=Annotated[
-                opt.type,
-                typer.Option(*opt.spec.flags, help=opt.spec.help, hidden=opt.name in hidden),
-            ],
-        )
-        for opt in rows
-    ]
 
 
 def one_of(flag: str, allowed: tuple[str, ...]) -> Callable[[str], Any]:

@@ -1,16 +1,10 @@
-"""The one table of ``colbench sweep``'s options.
-
-Each option is a field of :class:`SweepOptions` (the first ones of its base,
-:class:`colbench.config.core_options.CoreOptions`): its type and default are the field's,
-and :func:`~colbench.config.option_table.option` (the machinery every options table shares;
-:func:`~colbench.config.option_table.measure` and its siblings, one per concern)
-attaches the rest (flags, help, how a YAML value is read, the parser its text must pass,
-the config field it becomes and how). The Typer parameters of ``sweep``/``run``/
-``crosscheck``, the YAML schema of suites (colbench.config.suite), the config
-(colbench.config.validate.from_options, through ``config_values``) and docs/options.md are all
-derived from this table, so adding an option is one row here beside the config field it
-feeds (then ``make docs`` rewrites the docs, see colbench.cli.docgen; a test fails until
-it has).
+"""The one table of ``colbench sweep``'s options: the fields of :class:`SweepOptions` (its
+base :class:`colbench.config.core_options.CoreOptions`'s first), each a type, a default and
+what :func:`~colbench.config.option_table.option` attaches (flags, help, YAML reading, the
+config field it becomes and how). ``sweep``/``run``/``crosscheck``'s parameters, the suite
+schema (colbench.config.suite), the config (colbench.config.validate.from_options) and
+docs/options.md (``make docs``; a test fails until it is rerun) are derived from it, so an
+option is one row here beside the config field it feeds.
 
 Values here are what a user typed (``"1K-16M"``, ``"out,in"``); colbench.config.model turns
 them into the typed, validated sweep.
@@ -19,14 +13,12 @@ them into the typed, validated sweep.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from colbench.bench.ops.splits import given as given_splits
 from colbench.bench.ops.splits import parse as parse_splits
-from colbench.config import option_table
 from colbench.config.contend import parse_contend
 from colbench.config.core_options import CoreOptions
 from colbench.config.model import (
@@ -44,7 +36,7 @@ from colbench.config.model import (
 )
 from colbench.config.option_table import Option, launch, measure, one_of, optional, output, rows_of
 from colbench.config.sizes import parse_size
-from colbench.config.variants import parse_axes, parse_interpreters
+from colbench.config.variants import merge_axes, parse_axes, parse_interpreters
 from colbench.direct.knobs import parse_cta_policies, parse_register
 
 
@@ -188,7 +180,6 @@ class SweepOptions(CoreOptions):
         "process group, e.g. all_to_all:1M (docs/contend.md).",
         convert=optional(parse_contend),
     )
-    # The direct-NCCL engine (issue 37; colbench.direct).
     engine: str = measure(
         "torch",
         "--engine",
@@ -198,7 +189,6 @@ class SweepOptions(CoreOptions):
         to="engines",
         convert=parse_engines,
     )
-    # NCCL's newer knobs (colbench.direct.knobs), nccl-tests' -R and -x.
     register: str = measure(
         "none",
         "--register",
@@ -270,7 +260,6 @@ class SweepOptions(CoreOptions):
         "--per-rank",
         help="Also write per_rank.csv: every rank's batch time and barrier wait per row.",
     )
-    # nccl-tests' JSON report (-J, -I): colbench.results.reporters.nccl_tests_json.
     output_file: str | None = output(
         None,
         "--output-file",
@@ -307,20 +296,9 @@ def table() -> tuple[Option, ...]:
     return rows_of(SweepOptions)
 
 
-def typer_parameters(
-    rows: tuple[Option, ...] | None = None, hidden: frozenset[str] = frozenset()
-) -> list[inspect.Parameter]:
-    """The sweep table (or ``rows``) as keyword parameters of a Typer command."""
-    return option_table.typer_parameters(table() if rows is None else rows, hidden)
-
-
 def merge(file_values: Mapping[str, Any], given: Mapping[str, Any]) -> SweepOptions:
-    """Defaults, then a suite file's values, then the flags given on the command line.
-
-    An ``--env`` flag replaces the file's values for its variable only.
-    """
-    from colbench.config.variants import merge_axes, parse_axes
-
+    """Defaults, then a suite file's values, then the flags given on the command line; an
+    ``--env`` flag replaces the file's values for its variable only."""
     values = {**file_values, **given}
     if "env" in given and file_values.get("env"):
         merged = merge_axes(parse_axes(file_values["env"]), parse_axes(given["env"] or []))

@@ -40,10 +40,8 @@ def parse_size(text: str) -> int:
 def size_range(
     min_bytes: int, max_bytes: int, factor: float | None = None, step_bytes: int | None = None
 ) -> list[int]:
-    """Sizes from ``min_bytes`` to ``max_bytes`` inclusive, like nccl-tests' -b/-e/-f/-i.
-
-    A multiplicative ``factor`` (default 2) or an additive ``step_bytes``, not both.
-    """
+    """Sizes from ``min_bytes`` to ``max_bytes`` inclusive, like nccl-tests' -b/-e/-f/-i: by
+    a multiplicative ``factor`` (default 2) or an additive ``step_bytes``, not both."""
     if min_bytes < 1:
         raise UsageError(f"minimum size must be at least 1 byte, got {min_bytes}")
     if min_bytes > max_bytes:

@@ -4,8 +4,7 @@ Keys are ``colbench sweep``'s long option names, values are what the flag takes 
 may replace comma-separated strings), and ``variants`` maps environment variables to
 their values like ``--env``. The schema is derived from colbench.config.options; :func:`load`
 returns the values the same flags would give (option name -> value), so a suite means
-exactly what the flags mean. Every error names the file, the
-line and the key.
+exactly what the flags mean. Every error names the file, the line and the key.
 """
 
 from __future__ import annotations
@@ -37,52 +36,20 @@ def _text_list(value: Any, key: str) -> str:
     return ",".join(str(i) for i in items)
 
 
-def _integer(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _KeyError(f"{key} must be an integer, got {value!r}")
-    return value
+def _typed(kind: type, wording: str, ok: Callable[[Any], bool]) -> Callable[[Any, str], Any]:
+    """A converter that takes a value ``ok`` accepts, as ``kind``, and refuses the rest."""
 
-
-def _number(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _KeyError(f"{key} must be a number, got {value!r}")
-    return float(value)
-
-
-def _boolean(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise _KeyError(f"{key} must be true or false, got {value!r}")
-    return value
-
-
-def _string(value: Any, key: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _KeyError(f"{key} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _size(value: Any, key: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise _KeyError(f"{key} must be a size such as 64M or 1024, got {value!r}")
-    parse_size(str(value))
-    return str(value)
-
-
-def _check(value: Any, key: str) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if value in (0, 1):
-        return int(value)
-    raise _KeyError(f"{key} must be true/false (or 1/0), got {value!r}")
-
-
-def _choice(*allowed: str) -> Callable[[Any, str], str]:
-    def convert(value: Any, key: str) -> str:
-        if value not in allowed:
-            raise _KeyError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
-        return str(value)
+    def convert(value: Any, key: str) -> Any:
+        if not ok(value):
+            raise _KeyError(f"{key} must be {wording}, got {value!r}")
+        return kind(value)
 
     return convert
+
+
+def _not_bool(*kinds: type) -> Callable[[Any], bool]:
+    # YAML's true is an int to isinstance: a count or number given as true is a mistake.
+    return lambda value: not isinstance(value, bool) and isinstance(value, kinds)
 
 
 def _validated(convert: Callable[[Any, str], str], check: Callable[[str], Any]) -> Any:
@@ -117,29 +84,34 @@ def _variants(value: Any, key: str) -> list[str]:
     return specs
 
 
+#: How a YAML value becomes the flag's text, by the option's ``yaml`` kind or, for ``auto``
+#: (and no choices), by its type.
+_CONVERTERS: dict[Any, Callable[[Any, str], Any]] = {
+    "variants": _variants,
+    "check": _typed(int, "true/false (or 1/0)", lambda value: value in (0, 1)),
+    "size": _validated(_typed(str, "a size such as 64M or 1024", _not_bool(str, int)), parse_size),
+    int: _typed(int, "an integer", _not_bool(int)),
+    float: _typed(float, "a number", _not_bool(int, float)),
+    bool: _typed(bool, "true or false", lambda value: isinstance(value, bool)),
+    str: _typed(
+        str, "a non-empty string", lambda value: isinstance(value, str) and bool(value.strip())
+    ),
+}
+
+
 def _converter(opt: option_table.Option) -> Callable[[Any, str], Any]:
     """How a YAML value of ``opt`` becomes the value its flag would give."""
-    kind, spec = opt.spec.yaml, opt.spec
-    if kind == "variants":
-        return _variants
-    if kind == "check":
-        return _check
-    if kind == "size":
-        return _size
-    if kind == "list":
+    spec = opt.spec
+    if spec.yaml == "list":
         assert spec.parse is not None, f"option {opt.name}: a list needs its parser"
         return _validated(_text_list, spec.parse)
+    if spec.yaml != "auto":
+        return _CONVERTERS[spec.yaml]
     if spec.choices:
-        return _choice(*spec.choices)
-    base = {t for t in typing.get_args(opt.type) if t is not type(None)} or {opt.type}
-    by_type: dict[Any, Callable[[Any, str], Any]] = {
-        int: _integer,
-        float: _number,
-        bool: _boolean,
-        str: _string,
-    }
-    (only,) = base
-    return by_type[only]
+        allowed = f"one of {', '.join(spec.choices)}"
+        return _typed(str, allowed, lambda value: value in spec.choices)
+    (only,) = {t for t in typing.get_args(opt.type) if t is not type(None)} or {opt.type}
+    return _CONVERTERS[only]
 
 
 #: YAML key -> (sweep keyword, converter), from the options table (colbench.config.options).
@@ -205,12 +177,10 @@ def parse(text: str, source: str = "suite") -> dict[str, Any]:
         value_line = value_node.start_mark.line + 1
         try:
             # Safe construction only: a tag such as !!python/object is refused, never run.
-            value = constructor.construct_object(value_node, deep=True)
+            values[target] = convert(constructor.construct_object(value_node, deep=True), key)
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             raise UsageError(f"{source} line {value_line}: {key}: {problem}") from None
-        try:
-            values[target] = convert(value, key)
         except _KeyError as exc:
             raise UsageError(f"{source} line {value_line}: {exc}") from None
         except UsageError as exc:

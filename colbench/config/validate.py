@@ -1,16 +1,14 @@
-"""A sweep's options made into a checked :class:`colbench.config.model.SweepConfig`: what
-the CLI and YAML suites give (:class:`colbench.config.options.SweepOptions`) is converted
-(:func:`from_options`), then validated: what no process group is needed to refuse
-(:func:`validate`), and what the world size decides (:func:`validate_for_world`), as
-one-line usage errors before any rank, or any call, starts. The other tasks (p2p, health)
-check their launch and counts with the same functions.
+"""A sweep's options (:class:`colbench.config.options.SweepOptions`, from the CLI or a
+suite) made into a checked :class:`colbench.config.model.SweepConfig`: converted, then
+refused as one-line usage errors before any rank starts; what the world size decides, once
+it is known. p2p and health check their launch and counts with the same functions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
 from colbench.config.contend import check_load
@@ -48,45 +46,32 @@ def _positive_seconds(flag: str, value: float | None) -> None:
         raise UsageError(f"{flag} must be positive, got {value:g} (a finite number of seconds)")
 
 
-def validate_run(cfg: SweepConfig) -> None:
-    """Checks of the options any run has: counts, ranks and timeouts."""
-    m = cfg.measure
-    validate_counts(iters=m.iters, repeat=m.repeat, warmup=m.warmup, seed=m.seed, root=m.root)
-    validate_launch(cfg.launch)
+def _within(flag: str, value: int | None, least: int | None, most: int = MAX_COUNT) -> None:
+    """``value`` (None: not given) at most ``most`` and at least ``least`` (None: any)."""
+    if value is not None and value > most:
+        raise UsageError(f"{flag} takes at most {most}, got {value}")
+    if value is not None and least is not None and value < least:
+        said = "0 or more" if least == 0 else f"at least {least}"
+        raise UsageError(f"{flag} must be {said}, got {value}")
 
 
 def validate_counts(*, iters: int, repeat: int, warmup: int, seed: int, root: int) -> None:
     """The counts a sweep and p2p share, by their flags' names."""
-    bounded = (
-        ("--iters", iters),
-        ("--repeat", repeat),
-        ("--warmup", warmup),
-        ("--seed", seed),
-        ("--root", root),
-    )
-    for flag, value in bounded:
-        if value > MAX_COUNT:
-            raise UsageError(f"{flag} takes at most {MAX_COUNT}, got {value}")
-    if seed < 0:
-        raise UsageError(f"--seed must be 0 or more, got {seed}")
-    if iters < 1:
-        raise UsageError(f"--iters must be at least 1, got {iters}")
-    if repeat < 1:
+    if repeat == 0:
         # nccl-tests' -N 0 runs until stopped; a run here ends, so its rows can be read.
-        forever = (
-            " (nccl-tests' -N 0, forever, is not offered: give a count)" if repeat == 0 else ""
+        raise UsageError(
+            "--repeat must be at least 1, got 0 (nccl-tests' -N 0, forever, is not offered: "
+            "give a count)"
         )
-        raise UsageError(f"--repeat must be at least 1, got {repeat}{forever}")
-    if warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {warmup}")
+    # The root's own lower bound (-1, every root) is the sweep's: p2p takes none.
+    counts = (("--iters", iters, 1), ("--repeat", repeat, 1), ("--warmup", warmup, 0))
+    for flag, value, least in (*counts, ("--seed", seed, 0), ("--root", root, None)):
+        _within(flag, value, least)
 
 
 def validate_launch(launch: LaunchConfig) -> None:
     """Ranks and timeouts, for any task."""
-    if launch.nprocs is not None and launch.nprocs > MAX_COUNT:
-        raise UsageError(f"--nprocs takes at most {MAX_COUNT}, got {launch.nprocs}")
-    if launch.nprocs is not None and launch.nprocs < 1:
-        raise UsageError(f"--nprocs must be at least 1, got {launch.nprocs}")
+    _within("--nprocs", launch.nprocs, 1)
     if not 1 <= launch.ranks_per_gpu <= MAX_RANKS_PER_GPU:
         raise UsageError(
             f"--ranks-per-gpu takes 1 to {MAX_RANKS_PER_GPU} ranks per GPU, "
@@ -103,47 +88,44 @@ CUDA_GRAPH_NEEDS_NCCL = "--cuda-graph captures NCCL calls in a CUDA graph; it ne
 
 def validate(cfg: SweepConfig) -> None:
     """Checks that need no process group."""
-    if not cfg.measure.sizes_bytes:
+    m = cfg.measure
+    if not m.sizes_bytes:
         raise UsageError("no sizes to run")
-    validate_run(cfg)
-    if cfg.measure.root < -1:
+    validate_counts(iters=m.iters, repeat=m.repeat, warmup=m.warmup, seed=m.seed, root=m.root)
+    validate_launch(cfg.launch)
+    if m.root < -1:
         raise UsageError(
-            f"--root must be a rank (0 or more) or -1 (every rank in turn), got {cfg.measure.root}"
+            f"--root must be a rank (0 or more) or -1 (every rank in turn), got {m.root}"
         )
-    if cfg.measure.cuda_graph < 0:
-        raise UsageError(
-            f"--cuda-graph takes a number of graph launches, got {cfg.measure.cuda_graph}"
-        )
-    if cfg.measure.cuda_graph and cfg.launch.backend == "gloo":
+    if m.cuda_graph < 0:
+        raise UsageError(f"--cuda-graph takes a number of graph launches, got {m.cuda_graph}")
+    if m.cuda_graph and cfg.launch.backend == "gloo":
         # Also checked against the backend ``auto`` picks; this catches it before torch loads.
         raise UsageError(CUDA_GRAPH_NEEDS_NCCL)
-    _positive_seconds("--time-budget", cfg.measure.time_budget_s)
-    if cfg.measure.register != "none" and "nccl" not in cfg.measure.engines:
+    _positive_seconds("--time-budget", m.time_budget_s)
+    if m.register != "none" and "nccl" not in m.engines:
         # torch.distributed's calls here never use a registered buffer.
         raise UsageError(
-            f"--register {cfg.measure.register} (nccl-tests' -R) registers buffers through "
+            f"--register {m.register} (nccl-tests' -R) registers buffers through "
             "NCCL's own API, which only the direct engine calls: add --engine nccl"
         )
     ceiling = cfg.output.ceiling_gbps
     if ceiling is not None and (not ceiling > 0 or ceiling == float("inf")):
         raise UsageError(f"--ceiling-gbps must be a positive rate in GB/s, got {ceiling:g}")
-    if not 1 <= cfg.measure.rotate <= 64:
-        raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {cfg.measure.rotate}")
-    if cfg.measure.group_size is not None and cfg.measure.group_size < 1:
-        raise UsageError(f"--group-size must be at least 1, got {cfg.measure.group_size}")
-    if cfg.measure.group_mod is not None and cfg.measure.group_mod < 1:
-        raise UsageError(f"--split mod:K needs K of 1 or more, got {cfg.measure.group_mod}")
+    if not 1 <= m.rotate <= 64:
+        raise UsageError(f"--rotate takes 1 to 64 buffer sets, got {m.rotate}")
+    if m.group_size is not None and m.group_size < 1:
+        raise UsageError(f"--group-size must be at least 1, got {m.group_size}")
+    if m.group_mod is not None and m.group_mod < 1:
+        raise UsageError(f"--split mod:K needs K of 1 or more, got {m.group_mod}")
     if all(c.uses_redop for c in cfg.collectives()):
         reasons = [
-            why
-            for d in cfg.measure.dtypes
-            for r in cfg.measure.redops
-            if (why := redop_supported(r, DTYPES[d]))
+            why for d in m.dtypes for r in m.redops if (why := redop_supported(r, DTYPES[d]))
         ]
-        if len(reasons) == len(cfg.measure.dtypes) * len(cfg.measure.redops):
+        if len(reasons) == len(m.dtypes) * len(m.redops):
             raise UsageError(f"nothing to run: {reasons[0]}")
     if not any(cfg.placements_for(c) for c in cfg.collectives()):
-        forms = "/".join(cfg.measure.placements)
+        forms = "/".join(m.placements)
         raise UsageError(f"none of the chosen ops has a {forms} form; see colbench explain")
     _check_json_report(cfg)
     _check_init_only(cfg)
@@ -155,21 +137,17 @@ def _check_init_only(cfg: SweepConfig) -> None:
     measure = cfg.measure
     if not measure.init_only:
         return
-    given = [
-        flag
-        for flag, on in (
-            ("--group-size/--split", measure.group_size or measure.group_mod),
-            ("--contend", measure.contend is not None),
-            ("-J", cfg.output.output_file is not None),
-            ("--cuda-graph", measure.cuda_graph),
-        )
-        if on
-    ]
-    if given:
-        raise UsageError(
-            f"--init-only times the set-up of one communicator of every rank; {given[0]} "
-            "acts on collectives, which it does not run: drop one of them"
-        )
+    for flag, given in (
+        ("--group-size/--split", measure.group_size or measure.group_mod),
+        ("--contend", measure.contend is not None),
+        ("-J", cfg.output.output_file is not None),
+        ("--cuda-graph", measure.cuda_graph),
+    ):
+        if given:
+            raise UsageError(
+                f"--init-only times the set-up of one communicator of every rank; {flag} "
+                "acts on collectives, which it does not run: drop one of them"
+            )
 
 
 def _check_json_report(cfg: SweepConfig) -> None:
@@ -223,10 +201,7 @@ def engine_refusal(engines: Sequence[str], backend: str) -> str | None:
 
 def validate_for_world(cfg: SweepConfig, world_size: int, backend: str) -> list[str]:
     """Checks that need the world size; returns warnings for combinations that will be skipped.
-
-    With ``--group-size`` every collective runs in groups of that size, so the group
-    size is what ops and roots are checked against.
-    """
+    With --group-size or --split, a group's size is what ops and roots are checked against."""
     if cfg.measure.contend is not None:
         check_load(cfg.measure.contend, cfg.measure, world_size, backend)
     engine_refused = engine_refusal(cfg.measure.engines, backend)
@@ -286,11 +261,8 @@ def resolve_sizes(
     factor: float | None,
     step: str | None,
 ) -> tuple[int, ...]:
-    """Merge ``--sizes`` with the nccl-tests flags -b/-e/-f/-i into one size list.
-
-    -b/-e mean what they mean in nccl-tests: without -f (or with -f 1) sizes step by -i,
-    1M unless given. ``--sizes MIN-MAX`` is colbench's own range and doubles.
-    """
+    """``--sizes`` or nccl-tests' -b/-e (with -f/-i) as one size list: -b/-e without -f (or
+    with -f 1) step by -i, 1M unless given, as there; ``--sizes MIN-MAX`` doubles."""
     step_bytes = parse_size(step) if step is not None else None
     if factor is not None and factor < 1:
         raise UsageError(f"step factor must be a whole number of 1 or more, got {factor}")
@@ -302,16 +274,13 @@ def resolve_sizes(
         if minbytes is not None or maxbytes is not None:
             raise UsageError("give either --sizes or -b/--minbytes and -e/--maxbytes, not both")
         return tuple(parse_sizes(sizes, factor, step_bytes))
-    low = parse_size(minbytes) if minbytes is not None else None
-    high = parse_size(maxbytes) if maxbytes is not None else None
-    if low is None and high is None:
+    if minbytes is None and maxbytes is None:
         return tuple(parse_sizes(DEFAULT_SIZES, factor, step_bytes))
+    # nccl-tests defaults both ends to 32M; one given end alone means a single size.
+    low = parse_size(minbytes if minbytes is not None else cast(str, maxbytes))
+    high = parse_size(maxbytes) if maxbytes is not None else low
     if factor is None and step_bytes is None:
         step_bytes = NCCL_TESTS_STEP_BYTES
-    # nccl-tests defaults both ends to 32M; one given end alone means a single size.
-    low = high if low is None else low
-    high = low if high is None else high
-    assert low is not None and high is not None
     return tuple(size_range(low, high, factor, step_bytes))
 
 
@@ -332,13 +301,11 @@ def build(*, op: str, sizes: tuple[int, ...], dtype: str, redop: str, **kwargs: 
                 f"--cuda-graph cannot capture {named[0]}: it synchronises the host, which a "
                 "CUDA graph cannot hold; run it without --cuda-graph"
             )
-    dtypes = parse_dtypes(dtype)
-    redops = parse_redops(redop)
     cfg = SweepConfig.of(
         ops=tuple(c.name for c in collectives),
         sizes_bytes=tuple(sizes),
-        dtypes=tuple(d.name for d in dtypes),
-        redops=redops,
+        dtypes=tuple(d.name for d in parse_dtypes(dtype)),
+        redops=parse_redops(redop),
         **kwargs,
     )
     validate(cfg)
@@ -346,14 +313,10 @@ def build(*, op: str, sizes: tuple[int, ...], dtype: str, redop: str, **kwargs: 
 
 
 def from_options(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> SweepConfig:
-    """Check and convert what the user gave (flags, a suite) into a SweepConfig.
-
-    Each option becomes the config field it declares (colbench.config.option_table's
-    ``config_values``); only what several options make together is written here: the
-    sizes, and the timeouts that depend on the fabric. Raises UsageError, in the order a
-    user fixes things: flags' own values first, then combinations (in :func:`build` and
-    :func:`validate`).
-    """
+    """Check and convert what the user gave (flags, a suite) into a SweepConfig. Each option
+    becomes its config field (``config_values``); here only what several make together: the
+    sizes, and the timeouts that depend on the fabric. UsageErrors come in the order a user
+    fixes things: flags' own values first, then combinations (:func:`build`)."""
     values = config_values(options_table(), asdict(opts))
     for name in ("timeout_s", "init_timeout_s"):
         values[name] = default_timeout(

@@ -37,25 +37,23 @@ class Variant:
     """One point of the product: the variables to set and the name rows carry."""
 
     env: tuple[tuple[str, str], ...]
-    #: ``--python`` variants: (name, interpreter path) the ranks run in; None: this one.
+    #: Each None where the sweep has no such axis: ``--python``'s (name, interpreter path)
+    #: the ranks run in, ``--contend``'s load label (or ``none``: the world without it), and
+    #: ``--engine torch,nccl``'s engine the world's calls go through.
     interpreter: tuple[str, str] | None = None
-    #: ``--contend`` variants: the load this world runs beside the measured collective
-    #: (its label), or ``none``; None: the sweep has no --contend.
     contend: str | None = None
-    #: ``--engine torch,nccl`` variants: what this world's calls go through; None: the
-    #: sweep has one engine.
     engine: str | None = None
 
     @property
     def name(self) -> str:
-        parts = [f"{key}={value}" for key, value in self.env]
-        if self.interpreter is not None:
-            parts.append(f"python={self.interpreter[0]}")
-        if self.contend is not None:
-            parts.append(f"{CONTEND_KEY}={self.contend}")
-        if self.engine is not None:
-            parts.append(f"{ENGINE_KEY}={self.engine}")
-        return ",".join(parts)
+        python = self.interpreter[0] if self.interpreter is not None else None
+        axes = (
+            *self.env,
+            ("python", python),
+            (CONTEND_KEY, self.contend),
+            (ENGINE_KEY, self.engine),
+        )
+        return ",".join(f"{key}={value}" for key, value in axes if value is not None)
 
     @property
     def loaded(self) -> bool:
@@ -175,9 +173,7 @@ def expand(
 
 def ignored_by_backend(axes: Sequence[Axis], backend: str) -> list[str]:
     """Variables of the axes that the backend never reads (NCCL_* on gloo)."""
-    if backend == "nccl":
-        return []
-    return [key for key, _ in axes if key.startswith("NCCL_")]
+    return [] if backend == "nccl" else [key for key, _ in axes if key.startswith("NCCL_")]
 
 
 @contextmanager
