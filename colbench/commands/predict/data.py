@@ -9,7 +9,6 @@ which algorithm it ran (one ``--algo``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from colbench.config.variants import variant_env
 from colbench.errors import UsageError
 from colbench.nccl.algo import asked
 from colbench.results.rundir import RunDir
-from colbench.results.series import Line, Run, lines, load_runs
+from colbench.results.series import Line, Run, lines
 
 #: NCCL's algorithm -> the model of that algorithm.
 _NCCL_ALGOS = {"Ring": RING, "Tree": DOUBLE_TREE}
@@ -103,18 +102,11 @@ def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
     )
 
 
-def load_measured(
-    paths: Sequence[str | os.PathLike[str]], assumed: str | None, wanted_ops: Sequence[str]
-) -> list[Measured]:
-    """Every modelled curve of the runs (ops without a model, world sizes below 2 and
-    ops not in ``wanted_ops``, when given, left out)."""
-    return measured_of(load_runs(paths) if paths else [], assumed, wanted_ops)
-
-
 def measured_of(
     runs: Sequence[Run], assumed: str | None, wanted_ops: Sequence[str]
 ) -> list[Measured]:
-    """:func:`load_measured` of runs already loaded."""
+    """Every modelled curve of the runs (ops without a model, world sizes below 2 and
+    ops not in ``wanted_ops``, when given, left out)."""
     found: list[Measured] = []
     for run in runs:
         for line in lines(run):

@@ -9,9 +9,7 @@ from typing import Any
 
 from colbench.commands.predict.data import Measured
 from colbench.commands.predict.engine import CrossRow, Predicted
-from colbench.errors import UsageError
-from colbench.results import tables
-from colbench.results.reporters.figures import format_size_tick, pyplot, size_axis
+from colbench.results.reporters.figures import format_size_tick, pyplot, save, size_axis
 
 _STYLES = {"ring": "-", "tree": ":", "double_tree": "--"}
 
@@ -79,17 +77,7 @@ def plot_predictions(
     measured: Sequence[Measured] = (),
 ) -> Path:
     """Write predict.png (:func:`figure`) into ``directory``; its path."""
-    fig = figure(predicted, crossings, measured)
-    path = directory / "predict.png"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tables.checked(path):
-            fig.savefig(path, dpi=100)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-    finally:
-        pyplot().close(fig)
-    return path
+    return save(figure(predicted, crossings, measured), directory / "predict.png")
 
 
 def figure(
