@@ -119,14 +119,8 @@ class Plan:
             argv += ["--root", str(cfg.measure.root)]
         argv += ["--placement", ",".join(cfg.measure.placements), "--iters", str(cfg.measure.iters)]
         argv += ["--warmup", str(cfg.measure.warmup), "--check", str(cfg.measure.check)]
-        argv += [
-            "--average",
-            cfg.measure.average,
-            "--backend",
-            cfg.launch.backend,
-            "--nprocs",
-            str(self.ranks),
-        ]
+        argv += ["--average", cfg.measure.average, "--backend", cfg.launch.backend]
+        argv += ["--nprocs", str(self.ranks)]
         if cfg.measure.cuda_graph:
             argv += ["--cuda-graph", str(cfg.measure.cuda_graph)]
         if self.ranks_per_gpu > 1:
@@ -299,11 +293,7 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
     return validate.build(
         op=coll.name,
         sizes=validate.resolve_sizes(
-            params["sizes"],
-            params["minbytes"],
-            params["maxbytes"],
-            params["factor"],
-            params["step"],
+            *(params[k] for k in ("sizes", "minbytes", "maxbytes", "factor", "step"))
         ),
         dtype=str(params["dtype"]),
         redop=str(params["redop"]),

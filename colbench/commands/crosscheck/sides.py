@@ -103,38 +103,36 @@ def nccl_tests_side(
     say(f"running {' '.join(argv)} > {log}")
     with open(log, "wb") as stdout:
         status = run_child(argv, stdout, timeout_s, merge_stderr=True, group=True)
+
+    def failed(code: ExitCode, error: str) -> Outcome:
+        return Outcome(int(code), directory, error=error)
+
     if status is None:
-        return Outcome(
-            int(ExitCode.TIMEOUT),
-            directory,
-            error=f"{plan.binary.name} did not finish within --nccl-tests-timeout "
-            f"{timeout_s:g} s and was stopped; its output is in {log}",
+        return failed(
+            ExitCode.TIMEOUT,
+            f"{plan.binary.name} did not finish within --nccl-tests-timeout {timeout_s:g} s "
+            f"and was stopped; its output is in {log}",
         )
     if status != 0:
-        return Outcome(
-            int(ExitCode.RANK_FAILURE),
-            directory,
-            error=f"{plan.binary.name} exited with status {status}; its output is in {log}"
-            + _tail(log),
+        return failed(
+            ExitCode.RANK_FAILURE,
+            f"{plan.binary.name} exited with status {status}; its output is in {log}{_tail(log)}",
         )
     try:
         _, imported = nccl_tests.import_log(
             log, out_dir=directory / NCCL_TESTS_RUN, op=plan.coll.name
         )
     except UsageError as exc:
-        return Outcome(
-            int(ExitCode.RANK_FAILURE), directory, error=f"cannot read nccl-tests' output: {exc}"
-        )
+        return failed(ExitCode.RANK_FAILURE, f"cannot read nccl-tests' output: {exc}")
     worlds = {t["world_size"] for t in imported.facts["tables"]}
     hosts = {h for t in imported.facts["tables"] for h in t["hosts"]}
     if plan.ranks_per_gpu > 1 and (worlds != {plan.ranks} or len(hosts) > 1):
         # Without MPI=1 (or under another MPI's launcher) each process is a world of its
         # own; a launcher that placed ranks on other nodes broke the one-node emulation.
         where = f" on {len(hosts)} hosts" if len(hosts) > 1 else ""
-        return Outcome(
-            int(ExitCode.RANK_FAILURE),
-            directory,
-            error=f"nccl-tests ran world(s) of {', '.join(map(str, sorted(worlds)))} rank(s)"
+        return failed(
+            ExitCode.RANK_FAILURE,
+            f"nccl-tests ran world(s) of {', '.join(map(str, sorted(worlds)))} rank(s)"
             f"{where}, not one of {plan.ranks} on this node: under mpiexec it needs an MPI "
             "build (make MPI=1 MPI_HOME=...) started by that MPI's own mpiexec, on one node; "
             f"its output is in {log}",

@@ -132,20 +132,14 @@ class FitResult:
 def fit_lines(curves: Sequence[Line]) -> list[FitResult]:
     results = []
     for curve, label in zip(curves, labels(curves), strict=True):
+        size, time = curve.size_bytes, curve.time_us
         try:
-            model = fit_time(curve.size_bytes, curve.time_us)
+            model = fit_time(size, time)
         except ValueError:
             results.append(FitResult(curve, label, None, None))
             continue
-        results.append(
-            FitResult(
-                curve,
-                label,
-                model,
-                relative_rms(curve.size_bytes, curve.time_us, model),
-                uncertainty(curve.size_bytes, curve.time_us, model),
-            )
-        )
+        spread = uncertainty(size, time, model)
+        results.append(FitResult(curve, label, model, relative_rms(size, time, model), spread))
     return results
 
 
@@ -195,11 +189,10 @@ def crossovers(results: Sequence[FitResult]) -> list[Crossover]:
 def approx_size(size_bytes: float) -> str:
     """A size in binary units with three significant digits: 1.46M, 640K, 12; whole
     numbers from 1000 of a unit up to the next (1020K, 1000), never 1e+03K."""
-    for suffix, unit in (("G", 1024**3), ("M", 1024**2), ("K", 1024), ("", 1)):
-        if size_bytes >= unit or not suffix:
-            value = size_bytes / unit
-            return (f"{value:.0f}" if value >= 999.5 else f"{value:.3g}") + suffix
-    raise AssertionError("unreachable: the last unit takes every size")
+    units = (("G", 1024**3), ("M", 1024**2), ("K", 1024))
+    suffix, unit = next(((s, u) for s, u in units if size_bytes >= u), ("", 1))
+    value = size_bytes / unit
+    return (f"{value:.0f}" if value >= 999.5 else f"{value:.3g}") + suffix
 
 
 def _number(value: float | None, spec: str) -> str:
@@ -261,14 +254,11 @@ def report(results: Sequence[FitResult], found: Sequence[Crossover]) -> str:
     for c in found:
         other = c.second if c.faster_below is c.first else c.first
         where = "" if c.in_range else " (outside the measured sizes: extrapolated)"
+        noisy = "; noise could explain it: the two fits do not differ beyond their 95% intervals"
         lines.append(
             f"# crossover at {approx_size(c.size_bytes)} ({c.size_bytes:.0f} B){where}: "
             f"{c.faster_below.label} is faster below, {other.label} above"
-            + (
-                "; noise could explain it: the two fits do not differ beyond their 95% intervals"
-                if c.within_noise
-                else ""
-            )
+            + (noisy if c.within_noise else "")
         )
     if len(results) > 1 and not found:
         lines.append("# no crossover: no two curves of one collective swap places at any size")

@@ -53,14 +53,9 @@ def run(paths: Sequence[str], opts: ReplayOptions) -> int:
 def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> int:
     from colbench.commands.replay import measure
 
-    settings = {
-        k: v
-        for k, v in (
-            ("backend", opts.backend), ("iters", opts.iters), ("warmup", opts.warmup),
-            ("repeat", opts.repeat), ("timeout", opts.timeout),
-        )
-        if v is not None
-    }  # fmt: skip
+    # What the user set of sweep's own options; the rest are the plan's or sweep's defaults.
+    given = {k: getattr(opts, k) for k in ("backend", "iters", "warmup", "repeat", "timeout")}
+    settings = {k: v for k, v in given.items() if v is not None}
     run_dir = RunDir.create(opts.out, Path(opts.results_dir) / stamped_name("replay")).path
     tables.write_text(run_dir / "plan.json", report.plan_json(plan) + "\n")
     suites, sweeps_dir = run_dir / "suites", run_dir / "sweeps"
