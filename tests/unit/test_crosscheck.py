@@ -16,7 +16,7 @@ import typer.main
 from colbench.bench import ops
 from colbench.cli import app, main
 from colbench.commands.crosscheck import plan as crosscheck
-from colbench.commands.crosscheck.sides import nccl_tests_side
+from colbench.commands.crosscheck.command import nccl_tests_side
 from colbench.errors import UsageError
 from tests.unit.test_cli_errors import LAUNCHER_VARS
 

@@ -1,4 +1,5 @@
-"""Latency-bandwidth (alpha-beta) model per measured line: time = alpha + size / beta.
+"""``colbench fit``: the latency-bandwidth (alpha-beta) model per measured line, time =
+alpha + size / beta, and where two lines' models cross.
 
 alpha is the per-call latency in microseconds, beta the asymptotic algorithm bandwidth
 in GB/s (1e9 bytes/s), so ``time_us = alpha_us + size_bytes / (beta_gbps * 1e3)``.
@@ -20,6 +21,8 @@ import numpy as np
 
 from colbench import text
 from colbench.bench import ops
+from colbench.errors import ExitCode, UsageError
+from colbench.results import series
 from colbench.results.series import Line, labels
 from colbench.stats import noise, robust, student_t
 from colbench.text import Column
@@ -263,3 +266,13 @@ def report(results: Sequence[FitResult], found: Sequence[Crossover]) -> str:
     if len(results) > 1 and not found:
         lines.append("# no crossover: no two curves of one collective swap places at any size")
     return "\n".join(lines)
+
+
+def run(runs: Sequence[str]) -> int:
+    """Fit time = alpha + size / beta per (op, variant) of ``runs``; the exit code."""
+    curves = [c for loaded in series.load_runs(runs) for c in series.lines(loaded)]
+    if not curves:
+        raise UsageError("nothing to fit: no rows with a size above 0 bytes")
+    results = fit_lines(curves)
+    print(report(results, crossovers(results)))
+    return int(ExitCode.OK)

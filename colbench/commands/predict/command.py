@@ -226,7 +226,7 @@ def _write(
     predicted: Sequence[engine.Predicted], checked: Sequence[engine.Checked],
     crossings: Sequence[engine.CrossRow], measured: Sequence[data.Measured],
 ) -> None:  # fmt: skip
-    from colbench.commands.predict.files import write_outputs
+    from colbench.commands.predict.files import plot_predictions, write_outputs
 
     if flags.out:
         directory = write_outputs(
@@ -234,7 +234,5 @@ def _write(
         )
         print(f"colbench: wrote {directory}/predict.csv and meta.json", file=sys.stderr)
     if flags.plot:
-        from colbench.commands.predict.plot import plot_predictions
-
         path = plot_predictions(Path(flags.out or "."), predicted, crossings, measured)
         print(f"colbench: wrote {path}", file=sys.stderr)

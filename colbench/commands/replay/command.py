@@ -51,8 +51,6 @@ def run(paths: Sequence[str], opts: ReplayOptions) -> int:
 
 
 def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> int:
-    from colbench.commands.replay import measure
-
     # What the user set of sweep's own options; the rest are the plan's or sweep's defaults.
     given = {k: getattr(opts, k) for k in ("backend", "iters", "warmup", "repeat", "timeout")}
     settings = {k: v for k, v in given.items() if v is not None}
@@ -63,13 +61,13 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
     sweeps_dir.mkdir()
     sources = ", ".join(Path(p).name for p in paths)
     worst = int(ExitCode.OK)
-    planned = measure.sweeps(plan, suites, settings)
+    planned = report.sweeps(plan, suites, settings)
     for sweep in planned:  # every config checked before anything runs
         sweep.config(sweeps_dir / sweep.name)
     for sweep in planned:
         tables.write_text(suites / f"{sweep.name}.yaml", report.suite_yaml(sweep, sources))
         _say(f"replay: measuring {sweep.name}")
-        code = measure.run(sweep, sweeps_dir / sweep.name)
+        code = report.run_sweep(sweep, sweeps_dir / sweep.name)
         worst = max(worst, code)
         if code >= ExitCode.RANK_FAILURE:
             _say(f"replay: {sweep.name} ended with exit {code}; the sweeps after it not run")
