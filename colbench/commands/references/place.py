@@ -185,11 +185,12 @@ def _source(ref: Reference) -> dict[str, Any]:
 
 
 def _at_size(
-    size: int, busbw: float, cands: Sequence[Reference], variant: str, op: str, largest: bool
+    size: int, busbw: float, cands: Sequence[Reference], head: dict[str, str], largest: bool
 ) -> dict[str, Any]:
-    """One row beside the references at its size; where none measured at that size, those
-    at other large sizes (and peaks) stand in, and that is said. A floor at another size
-    judges only the run's largest row: floors are set at the largest sizes."""
+    """One row (``head``: its variant and op) beside the references at its size; where none
+    measured at that size, those at other large sizes (and peaks) stand in, and that is
+    said. A floor at another size judges only the run's largest row: floors are set at the
+    largest sizes."""
     large = [r for r in cands if r.size_bytes is None or r.size_bytes >= LARGE_BYTES]
     typical = [r for r in cands if r.kind != "floor" and r.size_bytes == size]
     other_sizes = not typical
@@ -200,8 +201,7 @@ def _at_size(
         floors = [r for r in large if r.kind == "floor"]
     used = typical + floors
     out: dict[str, Any] = {
-        "variant": variant,
-        "op": op,
+        **head,
         "size_bytes": size,
         "busbw_gbps": round(busbw, 2),
         "matched": _label(used),
@@ -243,10 +243,9 @@ def place(
         return out
     for (variant, op), sizes in _summarise(rows).items():
         cands = [r for r in same_gpu if r.op == op]
+        head = {"variant": variant, "op": op}
         if not cands:
-            out["rows"].append(
-                {"variant": variant, "op": op, "none": f"no published {op} on {facts['gpu']}"}
-            )
+            out["rows"].append(head | {"none": f"no published {op} on {facts['gpu']}"})
             continue
         cands, missing, looser = _narrow(cands, facts, _algorithm(variant, meta))
         wanted = {r.size_bytes for r in cands if r.size_bytes} & set(sizes)
@@ -254,36 +253,23 @@ def place(
         if largest >= LARGE_BYTES:
             wanted.add(largest)
         if not wanted:
-            out["rows"].append(
-                {
-                    "variant": variant,
-                    "op": op,
-                    "none": f"no row at a published size, none at {format_size(LARGE_BYTES)} "
-                    f"or more (largest {format_size(largest)})",
-                }
-            )
+            none = f"no row at a published size, none at {format_size(LARGE_BYTES)} or more"
+            out["rows"].append(head | {"none": f"{none} (largest {format_size(largest)})"})
             continue
         for size in sorted(wanted):
-            placed = _at_size(size, sizes[size], cands, variant, op, size == largest)
+            placed = _at_size(size, sizes[size], cands, head, size == largest)
             placed |= {"missing": missing, "looser": looser}
             out["rows"].append(placed)
     return out
 
 
 def place_rows(
-    rows: Iterable[Any], meta: Mapping[str, Any], references: str | Path | None = None
+    rows: Iterable[Mapping[str, Any]], meta: Mapping[str, Any], references: str | Path | None = None
 ) -> dict[str, Any]:
-    """:func:`place` for Row objects (an importer's, before any file is written)."""
-    import dataclasses
-
-    plain = [
-        dataclasses.asdict(r)
-        if dataclasses.is_dataclass(r) and not isinstance(r, type)
-        else dict(r)
-        for r in rows
-    ]
+    """:func:`place` for Row objects (an importer's, before any file is written: a Row is a
+    mapping of its columns)."""
     name = "published" if references is None else str(references)
-    return place(plain, meta, load(references), name)
+    return place(list(rows), meta, load(references), name)
 
 
 def _gbps(value: float) -> str:
@@ -302,7 +288,8 @@ def lines(placement: Mapping[str, Any]) -> list[str]:
             continue
         text = f"{head} {format_size(row['size_bytes'])}: {_gbps(row['busbw_gbps'])} GB/s"
         pub = row.get("published_gbps")
-        n = sum(1 for s in row["sources"] if s["kind"] != "floor")
+        typical = [s for s in row["sources"] if s["kind"] != "floor"]
+        n = len(typical)
         if pub:
             spread = _gbps(pub["low"])
             if pub["high"] != pub["low"]:
@@ -317,14 +304,9 @@ def lines(placement: Mapping[str, Any]) -> list[str]:
             where = "above" if floor["above"] else "BELOW"
             text += f"; {where} the {floor['busbw_gbps']:g} GB/s floor ({floor['id']})"
         notes = list(row.get("looser", []))
-        sources = row["sources"]
         if row.get("published_at_other_sizes"):
             sizes = sorted(
-                {
-                    format_size(s["size_bytes"]) if s["size_bytes"] else "peak"
-                    for s in sources
-                    if s["kind"] != "floor"
-                }
+                {format_size(s["size_bytes"]) if s["size_bytes"] else "peak" for s in typical}
             )
             notes.append(f"published at {', '.join(sizes)}")
         if row.get("missing"):
