@@ -107,7 +107,7 @@ def _group_summary(group: Any) -> str:
 
 def figure(comparison: Comparison) -> Any:
     """Top: both runs' curves; bottom: B/A per size for the comparable rows."""
-    from colbench.commands.plot.lines import context, draw_lines, plotted, styles
+    from colbench.commands.plot.lines import context, draw_lines, plotted, size_span, styles
     from colbench.results.reporters.figures import pyplot
 
     curves = lines(comparison.a) + lines(comparison.b)
@@ -123,9 +123,7 @@ def figure(comparison: Comparison) -> Any:
     colors = {(c.op, ""): s[0] for c, s in reversed(pairs)}  # an op's first curve, by default
     colors.update({(c.op, c.variant): s[0] for c, s in reversed(pairs)})
     _ratio_panel(bottom, comparison, colors)
-    low = min(float(c.size_bytes.min()) for c in curves)
-    high = max(float(c.size_bytes.max()) for c in curves)
-    size_axis(bottom, low, high)
+    size_axis(bottom, *size_span(curves))
     return fig
 
 
@@ -170,7 +168,7 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
         # Same placement choice as the curves above: out-of-place where there is one.
         placement = 0 if (group["in_place"] == 0).any() else 1
         chosen = group[group["in_place"] == placement].sort_values("size_bytes")
-        label = " · ".join(str(k) for k in key[:2] if str(k))
+        op, variant = str(key[0]), str(key[1])
         ax.errorbar(
             chosen["size_bytes"],
             chosen["ratio"],
@@ -178,10 +176,8 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
             marker="o",
             markersize=3.5,
             capsize=2,
-            color=colors.get(
-                (str(key[0]), str(key[1])), colors.get((str(key[0]), ""), f"C{index}")
-            ),
-            label=label,
+            color=colors.get((op, variant), colors.get((op, ""), f"C{index}")),
+            label=" · ".join(k for k in (op, variant) if k),
         )
         drawn += 1
     ax.axhline(1.0, color="black", linewidth=1, alpha=0.6)

@@ -74,19 +74,10 @@ def join(plan: Plan, nccl_tests_dir: Path, colbench_dir: Path) -> tuple[pairs.Co
     busbw = by_busbw.table[[*keys, "value_a", "value_b"]].rename(
         columns={"value_a": "nccl_tests_busbw_gbps", "value_b": "colbench_busbw_gbps"}
     )
-    table = (
-        placed(by_time.table)
-        .merge(busbw, on=keys, how="left")
-        .rename(
-            columns={
-                "value_a": "nccl_tests_time_us",
-                "value_b": "colbench_time_us",
-                "ratio": "time_ratio",
-                "reason": "note",
-            }
-        )
-        .reset_index(drop=True)
-    )
+    renamed = {"value_a": "nccl_tests_time_us", "value_b": "colbench_time_us"}
+    renamed |= {"ratio": "time_ratio", "reason": "note"}
+    # A merge on columns numbers its rows afresh: no index left over from placed().
+    table = placed(by_time.table).merge(busbw, on=keys, how="left").rename(columns=renamed)
     a, b = by_time.a, by_time.b
     comparison = dataclasses.replace(
         by_time,

@@ -52,6 +52,11 @@ def context(curves: Sequence[Line]) -> str:
     return text
 
 
+def size_span(curves: Sequence[Line]) -> tuple[float, float]:
+    sizes = np.concatenate([c.size_bytes for c in curves])
+    return float(sizes.min()), float(sizes.max())
+
+
 def plotted(curves: Sequence[Line], metric_name: str, peak_gbps: float | None = None) -> Metric:
     """The metric to draw, once there is something to draw it of (and --peak fits it)."""
     chosen = metric(metric_name)
@@ -114,9 +119,7 @@ def draw_lines(
             alpha=0.7,
             label=f"rated peak {peak_gbps:g} GB/s",
         )
-    low = min(float(c.size_bytes.min()) for c in curves)
-    high = max(float(c.size_bytes.max()) for c in curves)
-    size_axis(ax, low, high)
+    size_axis(ax, *size_span(curves))
     _value_axis(ax, chosen)
     _legend(ax, fit)
 
@@ -141,20 +144,14 @@ def _legend(ax: Any, fit: bool) -> None:
     if fit:
         from matplotlib.lines import Line2D
 
-        handles.append(
-            Line2D(
-                [], [], color="gray", linestyle=":", linewidth=2, label="model: alpha + size / beta"
-            )
-        )
-    if len(handles) > 10:
-        ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
-    else:
-        ax.legend(handles=handles, fontsize="small", loc="best")
+        model = "model: alpha + size / beta"
+        handles.append(Line2D([], [], color="gray", linestyle=":", linewidth=2, label=model))
+    # Many lines: the legend goes beside the chart, where it hides none of them.
+    where = {"loc": "upper left", "bbox_to_anchor": (1.01, 1)} if len(handles) > 10 else {}
+    ax.legend(handles=handles, fontsize="small", **({"loc": "best"} | where))
 
 
 _STYLES = ("-", "--", "-.", ":")
-
-
 _MARKERS = ("o", "s", "^", "D")
 
 
@@ -287,8 +284,7 @@ def plot_panels(
         rows, columns, figsize=(max(6.5, 2.9 * columns + 1.2), 2.5 * rows + 1.3),
         squeeze=False, sharex=True, layout="constrained",
     )  # fmt: skip
-    low = min(float(c.size_bytes.min()) for c in curves)
-    high = max(float(c.size_bytes.max()) for c in curves)
+    low, high = size_span(curves)
     colours: dict[str, str] = {}
     for ax, op in zip(axes.flat, ops, strict=False):
         mine = [c for c in curves if c.op == op]
