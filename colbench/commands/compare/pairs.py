@@ -177,21 +177,17 @@ def _record(pair: Pair, keys: Sequence[str], column: str, across: bool) -> list[
     present = "both" if measured_a and measured_b else "left_only" if measured_a else "right_only"
     if not measured_a and not measured_b:
         present = "both"
-    reason = _reason(present, side_a, side_b, column, status_a, status_b, across)
+    reason = _reason(present, side_a, side_b, column, (status_a, status_b), across)
     ratio = math.nan if reason else float(side_b[0]) / float(side_a[0])
     return [*pair.key, *side_a, *side_b, present, reason, ratio, not (measured_a or measured_b)]
 
 
 def _reason(
-    present: str,
-    side_a: Sequence[Any],
-    side_b: Sequence[Any],
-    column: str,
-    status_a: str | None,
-    status_b: str | None,
-    across_backends: bool,
-) -> str:
+    present: str, side_a: Sequence[Any], side_b: Sequence[Any], column: str,
+    statuses: tuple[str | None, str | None], across_backends: bool,
+) -> str:  # fmt: skip
     """Why this pair cannot be compared, or '' when it can."""
+    status_a, status_b = statuses
     value_a, wrong_a, backend_a = side_a[:3]
     value_b, wrong_b, backend_b = side_b[:3]
     if status_a and status_b:

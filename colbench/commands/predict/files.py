@@ -135,13 +135,7 @@ def write_outputs(
             "against": list(against_runs),
             "fits": [_fit_meta(f) for f in fits],
             "crossovers": [
-                {
-                    "op": r.op,
-                    "world_size": r.world_size,
-                    "tree_algo": r.tree_algo,
-                    "size_bytes": r.crossing.size_bytes,
-                    "faster_below": r.crossing.faster_below,
-                }
+                dict(op=r.op, world_size=r.world_size, tree_algo=r.tree_algo, **vars(r.crossing))
                 for r in crossings
             ],
         }

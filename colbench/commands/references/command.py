@@ -78,20 +78,17 @@ def run(
         files.update_meta(**{placing.FIELD: placement})
         for line in placing.lines(placement):
             print(line)
-        return int(ExitCode.OK)
-    if write is not None:
+    elif write is not None:
         from colbench.results import tables
 
         tables.write_text(write, json.dumps(dump(chosen), indent=1) + "\n")
         print(f"colbench: {len(chosen)} entries in {write}", file=sys.stderr)
-        return int(ExitCode.OK)
-    if as_json:
+    elif as_json:
         print(json.dumps(dump(chosen), indent=1))
-        return int(ExitCode.OK)
-    if not chosen:
+    elif not chosen:
         print("colbench: no entry matches these filters", file=sys.stderr)
-        return int(ExitCode.OK)
-    print(table_text(chosen))
-    sources = {r.cite() for r in chosen}
-    print(f"\n{len(chosen)} entries from {len(sources)} sources", file=sys.stderr)
+    else:
+        print(table_text(chosen))
+        sources = {r.cite() for r in chosen}
+        print(f"\n{len(chosen)} entries from {len(sources)} sources", file=sys.stderr)
     return int(ExitCode.OK)
