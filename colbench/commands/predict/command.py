@@ -56,10 +56,10 @@ def _ranks_per_node(flags: PredictOptions, fitted: Sequence[data.Measured]) -> i
         return None
     seen = sorted({m.ranks_per_node for m in fitted})
     if len(seen) > 1:
+        shown = ", ".join(map(str, seen))
         raise UsageError(
-            "the fitted runs differ in ranks per node ("
-            + ", ".join(str(g) for g in seen)
-            + "): say the targets' with --ranks-per-node"
+            f"the fitted runs differ in ranks per node ({shown}): say the targets' with "
+            "--ranks-per-node"
         )
     return seen[0]
 

@@ -100,10 +100,10 @@ def _fit_group(op: str, algo: str, curves: Sequence[Measured]) -> Fit:
         )
     settings = sorted({c.setting for c in curves})
     if len(settings) > 1:
+        shown = " vs ".join(map(repr, settings))
         raise UsageError(
-            f"{name} runs differ in their variant beyond NCCL_ALGO ("
-            + " vs ".join(repr(v) for v in settings)
-            + "): one model describes one setting; give runs of one setting"
+            f"{name} runs differ in their variant beyond NCCL_ALGO ({shown}): one model "
+            "describes one setting; give runs of one setting"
         )
     if len(sizes) < MIN_SIZES:
         raise UsageError(

@@ -1,21 +1,12 @@
 """Fitting the link parameters of one (op, algorithm) over every measured (N, size) point.
 
 The fit minimises relative residuals (measured - model) / measured, as ``colbench fit``
-does and for the same reason: sizes span many orders of magnitude, and an absolute fit
-would let the largest size decide everything. Points that do not fit are found by
-the one robust fit (:mod:`colbench.stats.robust`: Huber weights, then Tukey's bisquare)
-and dropped when their residual is beyond the bisquare's cut-off
-and above ``OUTLIER_FLOOR``; the final parameters are the plain relative least squares
-over the points kept, so their covariance has its textbook form.
-
-Uncertainty of a prediction (docs/predict.md): with A the design over the kept points
-(rows x_i / t_i), s^2 = sum r_i^2 / (n - p) the residual variance and C = s^2 (A'A)^-1
-the parameters' covariance, a prediction t0 = x0 . p at a new design point x0 has the
-half-width  q * sqrt(x0' C x0 + (s * t0)^2),  q the two-sided 95% Student-t quantile at
-n - p degrees of freedom. The first term is the parameters' uncertainty carried to x0:
-it grows with the distance of x0 (its steps and bytes) from the measured points; the
-second is the scatter a single new measurement has around the model (the residual rms
-as a floor).
+does: sizes span many orders of magnitude, and an absolute fit would let the largest
+size decide everything. Points that do not fit are found by the one robust fit
+(:mod:`colbench.stats.robust`) and dropped when beyond the bisquare's cut-off and above
+``OUTLIER_FLOOR``; the final parameters are the plain relative least squares over the
+points kept, so their covariance has its textbook form, which gives each prediction its
+95% interval (the formula and its terms: docs/predict.md, "Uncertainty").
 """
 
 from __future__ import annotations

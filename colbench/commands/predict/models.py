@@ -1,45 +1,14 @@
-"""Cost models of collectives, written so that time is LINEAR in the link parameters.
-
-Every model gives, for one (op, algorithm, world size N, ranks per node G, size S), three
-terms, and the time is
+"""Cost models of collectives, written so that time is LINEAR in the link parameters:
 
     time_us = overhead_us + steps * alpha_us + link_bytes * beta_us_per_byte
               + reduced_bytes * gamma_us_per_byte
 
-- ``steps``: hops on the critical path, each paying the per-message latency alpha
-  (Hockney's alpha-beta model; NCCL's tuning model likewise charges a base latency plus
-  a per-step hardware latency, ``nsteps`` of them for a ring).
-- ``link_bytes``: bytes that leave the busiest rank through its link (its NIC) in one
-  direction. Every rank owns one full-duplex link of one rate, as on the shaped fabric
-  and as NCCL's per-algorithm bus bandwidth assumes; with several ranks per node only
-  the network link between nodes is counted (the links inside a node are taken to be
-  faster).
-- ``reduced_bytes``: bytes the busiest rank must combine with its own (the reduction's
-  cost per byte, gamma, of Thakur, Rabenseifner and Gropp's collective costs).
-
-Because the terms are linear in (overhead, alpha, beta, gamma), one weighted least
-squares over every measured (N, size) point fits all four, and a model fitted on one
-algorithm predicts another from the same link parameters.
-
-Models (S is the size as nccl-tests counts it: the full buffer of all_reduce, the
-gathered output of all_gather, the input of reduce_scatter):
-
-ring (NCCL Ring, gloo): all_reduce is a reduce-scatter then an all-gather around the
-ring: 2(N-1) steps, each rank sends 2(N-1)/N*S and reduces (N-1)/N*S. all_gather and
-reduce_scatter are one pass: N-1 steps, (N-1)/N*S sent (reduce_scatter reduces it too).
-broadcast and reduce are a pipelined chain: N-1 steps, S sent (reduce reduces S).
-
-tree (a binary tree, pipelined: reduce up, broadcast down at once), all_reduce only.
-NCCL's hierarchy: a chain of G ranks inside each node, a binary tree across the M =
-ceil(N/G) nodes, so 2*((G-1) + floor(log2 M)) steps (up and down). On one node it is a
-chain: an inner rank sends S up and S down (2S; S for N=2) and reduces its child's S.
-Across nodes a node's head sends S to its parent and S to each of up to two remote
-children: min(M-1, 3)*S at the busiest head; it reduces its children's data.
-
-double_tree (NCCL's Tree algorithm since 2.4): two such trees, each carrying half the
-data, built so that a rank inner in one tree is a leaf in the other. Same steps; the
-busiest head sends S/2 * min(M, 4) (2S from 4 nodes on: NCCL's tree bus bandwidth is
-half its algorithm bandwidth for the same reason); on one node, two chains: 2S as one.
+``steps``: hops on the critical path; ``link_bytes``: bytes leaving the busiest rank's
+link in one direction (between nodes only, with several ranks per node);
+``reduced_bytes``: bytes the busiest rank combines with its own. Being linear, one
+weighted least squares over every measured (N, size) point fits all four, and a model
+fitted on one algorithm predicts another from the same link parameters. Each model's
+terms (ring, tree, double_tree), and why, are docs/predict.md's "The models".
 """
 
 from __future__ import annotations

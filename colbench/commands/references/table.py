@@ -24,8 +24,7 @@ from typing import Any
 from colbench import reading
 from colbench.errors import UsageError
 
-#: The file's format version. History: 1, the first (entries with source, date, kind,
-#: hardware, library, algorithm, op, size, busbw, algbw, the quoted line).
+#: The file's format version (1: the first, with the fields of _FIELDS).
 FORMAT_VERSION = 1
 
 PUBLISHED = Path(__file__).with_name("published.yaml")

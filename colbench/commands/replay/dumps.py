@@ -1,21 +1,12 @@
-"""torch's flight-recorder dumps and PARAM's basic trace format.
+"""torch's flight-recorder dumps and PARAM's basic trace format (docs/replay.md, "What it
+reads", has their fields).
 
-Flight recorder (``TORCH_FR_BUFFER_SIZE``; written by ``torch._C._distributed_c10d.
-_dump_fr_trace`` as a pickle, or ``_dump_fr_trace_json``): ``version``, ``pg_config``
-(process group -> ranks) and ``entries``, each with ``profiling_name``
-(``nccl:all_reduce``, ``gloo:all_gather``), ``input_sizes``/``output_sizes``,
-``input_dtypes``, ``process_group`` and, where the backend timed it, ``duration_ms``.
-torch's own reader (``torch.distributed.flight_recorder``) unpickles the file as it is;
-a file from another machine is data to read, never code to run, so here the pickle is
-read by an unpickler that refuses every global (a real dump has none: plain dicts,
-lists, strings and numbers). The dump names the backend's work, not the call: gloo runs
-``reduce_scatter_tensor`` as ``gloo:all_reduce``, and records no split sizes. A dump
-does not say its rank; torch's reader takes it from the file name's last digits, as here.
-
-PARAM basic trace (facebookresearch/param, ``commsTraceParser._parseBasicTrace``): a JSON
-list of ``{"comms": "all_reduce", "in_msg_size": ELEMENTS, "out_msg_size": ELEMENTS,
-"dtype": "float", "world_size": N, "in_split": [...], "out_split": [...]}``; entries with
-``compute`` instead of ``comms`` are compute and left out.
+torch's own reader (``torch.distributed.flight_recorder``) unpickles a dump as it is; a
+file from another machine is data to read, never code to run, so here the pickle is read
+by an unpickler that refuses every global (a real dump has none: plain dicts, lists,
+strings and numbers). A dump names the backend's work, not the call (gloo runs
+``reduce_scatter_tensor`` as ``gloo:all_reduce``), records no split sizes, and does not
+say its rank: torch's reader takes it from the file name's last digits, as here.
 """
 
 from __future__ import annotations

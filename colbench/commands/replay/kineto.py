@@ -1,23 +1,14 @@
-"""torch profiler traces (Chrome/Kineto JSON, ``prof.export_chrome_trace``).
+"""torch profiler traces (Chrome/Kineto JSON, ``prof.export_chrome_trace``), in the two
+shapes torch 2.13 writes (docs/replay.md, "What it reads"):
 
-Two shapes, by backend (both checked against torch 2.13's own output):
-
-- NCCL (and any backend that records them): a ``record_param_comms`` event per call with
-  ``Collective name``, ``dtype``, ``In msg nelems``, ``Out msg nelems``, ``Group size``,
-  ``In split size``/``Out split size`` and ``Process Group Name``/``Seq`` (torch's
-  ``torch/csrc/profiler/util.h`` names these keys; ``ParamCommsUtils.hpp`` fills them).
-  Since torch 2.4 the GPU kernel event of the call carries the same keys: its duration
-  is the collective's own time.
-- gloo: no ``record_param_comms``. The call is the dispatcher's ``c10d::allreduce_``,
-  ``c10d::_allgather_base_``... (``cpu_op``, with ``Input Dims`` and ``Input type`` when
-  recorded with ``record_shapes=True``), and the work the backend then ran is a
-  ``gloo:all_reduce``-style event on its worker thread, with the input's dims and type and
-  the collective's duration. The backend's name can differ from the call's (gloo runs
+- NCCL (and any backend that records them): a ``record_param_comms`` event per call, its
+  keys named by ``torch/csrc/profiler/util.h``; since torch 2.4 the call's GPU kernel
+  carries the same keys, and its duration is the collective's own time.
+- gloo: the dispatcher's ``c10d::allreduce_``... event (shapes with
+  ``record_shapes=True``), then the backend's ``gloo:all_reduce``-style work event with the
+  dtype and duration. The backend's name can differ from the call's (gloo runs
   ``reduce_scatter_tensor`` as ``gloo:all_reduce``), so the call comes from the c10d event
   and the dtype and time from the backend event it started.
-
-``distributedInfo`` (rank, world size, process groups and their sizes) says whose trace it
-is; ``ProfilerStep#N`` events how many steps it covers.
 """
 
 from __future__ import annotations
