@@ -167,18 +167,15 @@ def find_binary(coll: Collective, directory: str | None, path_env: str | None = 
         base = Path(directory).expanduser()
         if not base.is_dir():
             raise UsageError(f"--nccl-tests {directory}: no such directory; {BUILD_HINT}")
-        for folder in (base, base / "build"):
-            for candidate in (folder / n for n in names):
-                if candidate.is_file() and os.access(candidate, os.X_OK):
-                    return candidate
-        where = f"{base} or {base / 'build'}"
+        # Folder by folder: the directory's own program before its build/'s.
+        folders, where = [str(base), str(base / "build")], f"{base} or {base / 'build'}"
     else:
-        path_env = os.environ.get("PATH", "") if path_env is None else path_env
+        folders, where = [os.environ.get("PATH", "") if path_env is None else path_env], "PATH"
+    for folder in folders:
         for n in names:
-            found = shutil.which(n, path=path_env)
+            found = shutil.which(n, path=folder)
             if found:
                 return Path(found)
-        where = "PATH"
     raise UsageError(f"no {name} (or {name}_mpi) in {where}; {BUILD_HINT}")
 
 

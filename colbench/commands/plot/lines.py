@@ -73,13 +73,12 @@ def plot_lines(
     *,
     peak_gbps: float | None = None,
     fit: bool = False,
-    title: str | None = None,
 ) -> Any:
     """One figure of ``metric_name`` against size; returns the matplotlib Figure."""
     chosen = plotted(curves, metric_name, peak_gbps)
     fig, ax = pyplot().subplots(figsize=(9, 5.2), layout="constrained")
     draw_lines(ax, curves, metric_name, peak_gbps=peak_gbps, fit=fit)
-    ax.set_title(title or f"{chosen.title} vs message size: {context(curves)}")
+    ax.set_title(f"{chosen.title} vs message size: {context(curves)}")
     return fig
 
 
@@ -224,12 +223,10 @@ def plot_runs(
         raise UsageError(f"--peak must be a bandwidth above 0 GB/s, got {peak_gbps:g}")
     runs = load_runs(paths)
     curves = [c for run in runs for c in lines(run)]
-    if one_chart:
-        fig = plot_lines(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
-        kind = f"{metric_name}-{ONE_CHART}"
-    else:
-        fig = plot_panels(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
-        kind = metric_name
+    draw, kind = (
+        (plot_lines, f"{metric_name}-{ONE_CHART}") if one_chart else (plot_panels, metric_name)
+    )
+    fig = draw(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
     path = save(fig, figure_path(runs, kind, out))
     return path, (_poor_fits(curves) if fit else [])
 
