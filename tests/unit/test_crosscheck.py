@@ -319,7 +319,7 @@ def test_existing_output_directory_is_refused(programs: Path, tmp_path: Path) ->
 def test_report_keeps_colbench_placements_and_flags_wrong_rows(
     programs: Path, tmp_path: Path
 ) -> None:
-    from colbench.commands.crosscheck import report
+    from colbench.commands.crosscheck import command as report
     from colbench.importers.nccl_tests import import_log
     from tests.unit import nccl_logs
 
