@@ -22,6 +22,8 @@ from colbench.commands.predict.models import (
 )
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
+from colbench.results.tables import TableRow
+from colbench.results.tables import column as _column
 
 #: Fewest distinct sizes an (op, algorithm) needs: two give a line, the third a residual.
 MIN_SIZES = 3
@@ -30,18 +32,20 @@ _STAND_INS = {TREE: (models.DOUBLE_TREE, RING), models.DOUBLE_TREE: (TREE, RING)
 
 
 @dataclass(frozen=True)
-class Predicted:
-    op: str
-    algo: str
-    world_size: int
-    nnodes: int
-    size_bytes: int
-    requested_bytes: int
-    time_us: float
-    time_low_us: float
-    time_high_us: float
-    busbw_gbps: float
-    basis: str
+class Predicted(TableRow):
+    """One prediction, a row of predict.csv (files.py)."""
+
+    op: str = _column("collective")
+    algo: str = _column("ring, tree or double_tree")
+    world_size: int = _column("target ranks", "ranks")
+    nnodes: int = _column("nodes the target spans at the ranks per node", "nodes")
+    size_bytes: int = _column("size as nccl-tests counts it, at the target's ranks", "B")
+    requested_bytes: int = _column("size asked for (--sizes, or the runs' requests)", "B")
+    time_us: float = _column("predicted time", "us")
+    time_low_us: float = _column("low end of the 95% prediction interval", "us")
+    time_high_us: float = _column("high end of the 95% prediction interval", "us")
+    busbw_gbps: float = _column("predicted bus bandwidth", "GB/s")
+    basis: str = _column("fitted on this algorithm's runs, or whose link parameters it uses")
 
 
 @dataclass(frozen=True)

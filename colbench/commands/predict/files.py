@@ -33,21 +33,6 @@ AGAINST_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)
-class PredictRow(TableRow):
-    op: str = _column("collective")
-    algo: str = _column("ring, tree or double_tree")
-    world_size: int = _column("target ranks", "ranks")
-    nnodes: int = _column("nodes the target spans at the ranks per node", "nodes")
-    size_bytes: int = _column("size as nccl-tests counts it, at the target's ranks", "B")
-    requested_bytes: int = _column("size asked for (--sizes, or the runs' requests)", "B")
-    time_us: float = _column("predicted time", "us")
-    time_low_us: float = _column("low end of the 95% prediction interval", "us")
-    time_high_us: float = _column("high end of the 95% prediction interval", "us")
-    busbw_gbps: float = _column("predicted bus bandwidth", "GB/s")
-    basis: str = _column("fitted on this algorithm's runs, or whose link parameters it uses")
-
-
-@dataclass(frozen=True, kw_only=True)
 class AgainstRow(TableRow):
     op: str = _column("collective")
     algo: str = _column("algorithm of the measured run")
@@ -61,7 +46,7 @@ class AgainstRow(TableRow):
 
 PREDICT_TABLE = Table(
     "predict.csv",
-    PredictRow,
+    Predicted,
     PREDICT_VERSION,
     {
         1: "first release.",
@@ -125,7 +110,7 @@ def write_outputs(
     directory = Path(out)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _write_table(directory, PREDICT_TABLE, [PredictRow(**vars(p)) for p in predicted])
+        _write_table(directory, PREDICT_TABLE, predicted)
         if checked:
             _write_table(directory, AGAINST_TABLE, [_against_row(c) for c in checked])
         meta = {

@@ -90,13 +90,9 @@ class TracedCall:
     """Its position in the file's list (traceEvents, entries, PARAM's list), from 1: what
     a message names it by."""
 
-    @property
-    def key(self) -> str:
-        return fold(self.name)
-
     def op(self) -> tuple[str | None, str]:
         """(colbench op, '') or (None, why colbench cannot measure this call)."""
-        key = self.key
+        key = fold(self.name)
         if key in _P2P:
             return None, "point-to-point, not a collective (colbench p2p measures links)"
         if "coalesced" in key:
