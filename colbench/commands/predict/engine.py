@@ -49,22 +49,17 @@ class Predicted(TableRow):
 
 
 @dataclass(frozen=True)
-class Checked:
-    """A prediction next to the measured time of an --against run."""
+class Checked(TableRow):
+    """A prediction next to the measured time of an --against run: a row of against.csv."""
 
-    op: str
-    algo: str
-    world_size: int
-    size_bytes: int
-    run: str
-    predicted_time_us: float
-    measured_time_us: float
-    #: The size the sweep was asked for (an imported log may know only size_bytes).
-    requested_bytes: int
-
-    @property
-    def error_pct(self) -> float:
-        return (self.predicted_time_us - self.measured_time_us) / self.measured_time_us * 100
+    op: str = _column("collective")
+    algo: str = _column("algorithm of the measured run")
+    world_size: int = _column("ranks of the measured run", "ranks")
+    size_bytes: int = _column("size as nccl-tests counts it", "B")
+    requested_bytes: int = _column("size asked for on the command line (1K = 1024)", "B")
+    predicted_time_us: float = _column("predicted time", "us")
+    measured_time_us: float = _column("measured time (median over repeats)", "us")
+    error_pct: float = _column("(predicted - measured) / measured", "%")
 
 
 def _points(curves: Sequence[Measured]) -> list[Point]:
@@ -296,8 +291,9 @@ def check_against(fits: dict[tuple[str, str], Fit], against: Sequence[Measured])
                     f"--against run {m.run} has {m.op} ({m.algo}) rows, but the fitted runs "
                     f"hold no {m.op}: fit on runs of the same op"
                 )
-            row = (m.op, m.algo, m.world_size, int(size), m.run, p.time_us, float(time))
-            out.append(Checked(*row, requested_bytes=int(requested)))
+            error_pct = (p.time_us - float(time)) / float(time) * 100
+            row = (m.op, m.algo, m.world_size, int(size), int(requested), p.time_us, float(time))
+            out.append(Checked(*row, error_pct))
     return out
 
 

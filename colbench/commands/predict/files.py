@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +22,12 @@ from colbench.errors import UsageError
 from colbench.results import tables
 from colbench.results.reporters.figures import format_size_tick, pyplot, save, size_axis
 from colbench.results.tables import Table, TableRow, TableWriter
-from colbench.results.tables import column as _column
 
 #: Version of predict.csv and predict's meta.json (2: predict.csv's requested_bytes;
 #: meta.json's crossovers may say faster_below "same").
 PREDICT_VERSION = 2
 #: Version of against.csv.
 AGAINST_VERSION = 2
-
-
-@dataclass(frozen=True, kw_only=True)
-class AgainstRow(TableRow):
-    op: str = _column("collective")
-    algo: str = _column("algorithm of the measured run")
-    world_size: int = _column("ranks of the measured run", "ranks")
-    size_bytes: int = _column("size as nccl-tests counts it", "B")
-    requested_bytes: int = _column("size asked for on the command line (1K = 1024)", "B")
-    predicted_time_us: float = _column("predicted time", "us")
-    measured_time_us: float = _column("measured time (median over repeats)", "us")
-    error_pct: float = _column("(predicted - measured) / measured", "%")
 
 
 PREDICT_TABLE = Table(
@@ -55,7 +41,7 @@ PREDICT_TABLE = Table(
 )
 AGAINST_TABLE = Table(
     "against.csv",
-    AgainstRow,
+    Checked,
     AGAINST_VERSION,
     {
         1: "first release.",
@@ -89,11 +75,6 @@ def _fit_meta(f: Fit) -> dict[str, Any]:
     }
 
 
-def _against_row(c: Checked) -> AgainstRow:
-    # Every column is a field or property of Checked (error_pct is computed there).
-    return AgainstRow(**{name: getattr(c, name) for name in AGAINST_TABLE.columns})
-
-
 def _write_table(directory: Path, table: Table, rows: Sequence[TableRow]) -> None:
     path = directory / table.file_name
     path.unlink(missing_ok=True)
@@ -112,7 +93,7 @@ def write_outputs(
         directory.mkdir(parents=True, exist_ok=True)
         _write_table(directory, PREDICT_TABLE, predicted)
         if checked:
-            _write_table(directory, AGAINST_TABLE, [_against_row(c) for c in checked])
+            _write_table(directory, AGAINST_TABLE, checked)
         meta = {
             "schema_version": PREDICT_VERSION,
             "colbench": __version__,
