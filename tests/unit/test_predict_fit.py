@@ -13,8 +13,15 @@ import numpy as np
 import pytest
 
 from colbench.commands.predict import data, engine, models
-from colbench.commands.predict.fit import OUTLIER_FLOOR, Point, fit, t_quantile
-from colbench.commands.predict.models import RING, Parameters, terms
+from colbench.commands.predict.models import (
+    OUTLIER_FLOOR,
+    RING,
+    Parameters,
+    Point,
+    fit,
+    t_quantile,
+    terms,
+)
 from colbench.errors import UsageError
 from colbench.results.series import load_runs
 from tests.unit.predict_runs import SIZES, TRUE, model_run

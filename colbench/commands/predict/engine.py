@@ -10,13 +10,16 @@ from colbench.bench import ops
 from colbench.commands.fit.model import approx_size
 from colbench.commands.predict import models
 from colbench.commands.predict.data import Measured
-from colbench.commands.predict.fit import Fit, Point, Unidentifiable, fit
 from colbench.commands.predict.models import (
     RING,
     TREE,
     Crossing,
+    Fit,
+    Point,
     Terms,
+    Unidentifiable,
     algorithms_for,
+    fit,
     nodes_of,
     terms,
 )

@@ -16,8 +16,7 @@ from typing import Any
 from colbench import __version__
 from colbench.commands.predict.data import Measured
 from colbench.commands.predict.engine import Checked, CrossRow, Predicted
-from colbench.commands.predict.fit import Fit
-from colbench.commands.predict.models import PARAMETERS, describe
+from colbench.commands.predict.models import PARAMETERS, Fit, describe
 from colbench.errors import UsageError
 from colbench.results import tables
 from colbench.results.reporters.figures import format_size_tick, pyplot, save, size_axis

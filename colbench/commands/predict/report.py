@@ -14,8 +14,7 @@ from colbench.commands.predict.engine import (
     largest_errors,
     size_text,
 )
-from colbench.commands.predict.fit import Fit
-from colbench.commands.predict.models import PARAMETERS, RING, SAME, describe, rate_gbps
+from colbench.commands.predict.models import PARAMETERS, RING, SAME, Fit, describe, rate_gbps
 from colbench.stats import noise
 from colbench.text import Column
 

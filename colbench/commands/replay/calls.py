@@ -1,6 +1,6 @@
 """One collective call as a trace records it, and how trace names map onto colbench's.
 
-Every reader (kineto.py, dumps.py) ends in :class:`TracedCall`: the name the trace gives
+Every reader (formats.py) ends in :class:`TracedCall`: the name the trace gives
 the call, the elements of one rank's input and output, the dtype, the group's size and,
 for all-to-all, the split sizes. Names differ by source (``c10d::_allgather_base_``,
 record_param_comms' ``_allgather_base`` or ``all_gather_single``, the flight recorder's
