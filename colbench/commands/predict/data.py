@@ -1,10 +1,7 @@
 """Runs -> measured lines tagged with the algorithm that produced them and the ranks per node.
 
-The algorithm of a run: gloo runs ring algorithms only; an NCCL run says its algorithm by
-``NCCL_ALGO`` in its variant (``--env NCCL_ALGO=Ring,Tree`` sweeps) or its environment
-(meta.json). NCCL's ``Tree`` is the double binary tree. An NCCL run without one let NCCL
-choose per size, which no single model describes: it is refused unless the user says
-which algorithm it ran (one ``--algo``).
+Which algorithm a run measured (gloo: ring; NCCL: its NCCL_ALGO, else one --algo, else
+refused) is docs/predict.md's "Which algorithm a run measured".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""A run placed against the published results for its hardware.
-
-For each op of a run, its large rows (the sizes the matching references give, and the
-largest size at or above 256 MiB) are set beside the references that match what is known
-of the run: the GPU model first (nothing else is comparable), then GPUs per node, nodes
-and the algorithm NCCL was told to use. A fact the run does not know is said, and so is a
-fact no reference shares (the match is then looser); a run without a GPU model (a CPU run,
-a device NCCL names "Graphics Device") has no published result.
-
-A floor (a health check's pass threshold) is a lower bound, not a typical figure: it is
-reported as above or below, never averaged with measurements.
+"""A run placed against the published results for its hardware: its large rows beside the
+references that match what is known of it, most telling fact first (docs/references.md
+says how). A floor (a health check's pass threshold) is a lower bound, not a typical
+figure: it is reported as above or below, never averaged with measurements.
 
 The placement is one plain dict: meta.json's ``references`` holds it, :func:`lines` prints
-it. Rows are dicts of results.csv's columns as text (csv.DictReader's), so this module
-needs neither pandas nor torch.
+it. Rows are mappings of results.csv's columns (csv.DictReader's text, or an importer's
+Rows), so this module needs neither pandas nor torch.
 """
 
 from __future__ import annotations

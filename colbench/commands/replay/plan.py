@@ -1,10 +1,8 @@
 """A job's calls -> colbench's plan: (op, size_bytes, dtype, group_size) with how often
 the job made each, and the calls colbench cannot measure with the reason.
 
-Sizes follow colbench's semantics per op (docs/semantics.md): all_gather's size is its
-output, reduce_scatter's its input, gather's and scatter's the root's n chunks. A size
-that colbench's op cannot lay out exactly (ops that split by rank use whole 16-byte
-chunks, as nccl-tests) is listed as unmeasurable rather than measured at another size.
+Sizes follow colbench's semantics per op (docs/semantics.md); a size colbench's op cannot
+lay out exactly is listed as unmeasurable rather than measured at another size.
 
 ``calls``: the most calls of that kind any one rank made (every rank of a group makes
 each collective once, so ranks' traces are not added up). An uneven all_to_allv needs
