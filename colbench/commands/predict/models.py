@@ -59,9 +59,11 @@ class Terms:
         return np.array([1.0, self.steps, self.link_bytes, self.reduced_bytes])
 
 
-def _ring_cost(op: str) -> RingCost | None:
-    collective = ops.BY_NAME.get(op)
-    return None if collective is None else collective.ring_cost
+def _ring_cost(op: str) -> RingCost:
+    """The ring cost of an op that has a ring model (:func:`algorithms_for` says which)."""
+    cost = ops.BY_NAME[op].ring_cost
+    assert cost is not None, f"no ring model for {op}"
+    return cost
 
 
 def algorithms_for(op: str) -> tuple[str, ...]:
@@ -88,9 +90,7 @@ def terms(op: str, algo: str, world_size: int, ranks_per_node: int, size_bytes: 
     if algo not in algorithms_for(op):
         raise ValueError(f"no {algo} model for {op}")
     if algo == RING:
-        cost = _ring_cost(op)
-        assert cost is not None  # algorithms_for has checked it
-        return Terms(*cost.terms(world_size, float(size_bytes)))
+        return Terms(*_ring_cost(op).terms(world_size, float(size_bytes)))
     group = min(ranks_per_node, world_size)
     return _tree(algo, world_size, group, float(size_bytes))
 
@@ -187,12 +187,7 @@ _TREE_DESCRIPTIONS = {
 
 def describe(op: str, algo: str) -> str:
     """One line naming the model of ``op`` by ``algo`` (N ranks, G per node, M nodes)."""
-    if algo != RING:
-        return _TREE_DESCRIPTIONS[algo]
-    cost = _ring_cost(op)
-    if cost is None:
-        raise KeyError(f"no ring model for {op}")
-    return cost.description
+    return _TREE_DESCRIPTIONS[algo] if algo != RING else _ring_cost(op).description
 
 
 #: A point is never dropped for being within this relative distance of the model.
