@@ -191,11 +191,8 @@ def _reason(
     value_a, wrong_a, backend_a = side_a[:3]
     value_b, wrong_b, backend_b = side_b[:3]
     if status_a and status_b:
-        return (
-            f"{status_a} in A, {status_b} in B"
-            if status_a != status_b
-            else f"{status_a} in A and B"
-        )
+        same = status_a == status_b
+        return f"{status_a} in A and B" if same else f"{status_a} in A, {status_b} in B"
     if present == "left_only":
         return f"{status_b} in B" if status_b else "only in A"
     if present == "right_only":

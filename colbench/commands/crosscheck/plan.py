@@ -330,11 +330,9 @@ def _ranks(cfg: config.SweepConfig, gpu_count: Callable[[], int]) -> int:
     slots = gpus * per_gpu
     ranks = cfg.launch.nprocs if cfg.launch.nprocs is not None else slots
     if ranks > slots:
-        where = (
-            f"--ranks-per-gpu {per_gpu} gives {slots} rank(s)"
-            if per_gpu > 1
-            else "-g N drives N GPUs of this node"
-        )
+        where = "-g N drives N GPUs of this node"
+        if per_gpu > 1:
+            where = f"--ranks-per-gpu {per_gpu} gives {slots} rank(s)"
         raise UsageError(f"--nprocs {ranks} but {gpus} GPU(s) are visible: {where}; {MULTI_NODE}")
     return ranks
 

@@ -95,11 +95,7 @@ def _elem_bytes(fitted: Sequence[data.Measured]) -> dict[str, int | None]:
     """Per op, the element size of its one dtype (data.select_kind). 1 for a dtype colbench
     cannot sweep (an imported float8 or uint64): ops split by rank round each rank's
     chunk to 16 bytes, so the layout comes out the same for any element of 1-16 bytes."""
-    out: dict[str, int | None] = {}
-    for m in fitted:
-        dtype = DTYPES.get(m.dtype)
-        out[m.op] = dtype.elem_bytes if dtype is not None else 1
-    return out
+    return {m.op: DTYPES[m.dtype].elem_bytes if m.dtype in DTYPES else 1 for m in fitted}
 
 
 def _kind(flags: PredictOptions) -> tuple[str | None, str | None]:
@@ -126,10 +122,8 @@ def _load(
     # Each run is read once: the fabric check looks at the rows the fit then uses.
     fitted_runs = load_runs(runs)
     against_runs = load_runs(against_paths) if against_paths else []
-    frames = {
-        str(path): run.frame
-        for path, run in zip([*runs, *against_paths], [*fitted_runs, *against_runs], strict=True)
-    }
+    given, loaded = [*runs, *against_paths], [*fitted_runs, *against_runs]
+    frames = {str(path): run.frame for path, run in zip(given, loaded, strict=True)}
     for warning in fabric_warnings(frames, flags.allow_emulated):
         print(f"colbench: warning: {warning}", file=sys.stderr)
     wanted_ops = [ops.get(name).name for name in flags.op or ()]

@@ -79,11 +79,9 @@ def fit_lines(fits: Sequence[Fit]) -> list[str]:
 
 
 def prediction_lines(predicted: Sequence[Predicted], ranks_per_node: int | None) -> list[str]:
-    where = (
-        "each target on one node, as the fitted runs"
-        if ranks_per_node is None
-        else f"{ranks_per_node} ranks per node"
-    )
+    where = "each target on one node, as the fitted runs"
+    if ranks_per_node is not None:
+        where = f"{ranks_per_node} ranks per node"
     out = [
         f"# predictions ({where}): time_us with its 95% prediction interval (docs/predict.md)",
         text.header(_PREDICTIONS),

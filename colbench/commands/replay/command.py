@@ -67,7 +67,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
     for sweep in planned:
         tables.write_text(suites / f"{sweep.name}.yaml", report.suite_yaml(sweep, sources))
         _say(f"replay: measuring {sweep.name}")
-        code = report.run_sweep(sweep, sweeps_dir / sweep.name)
+        code = report.measure(sweep, sweeps_dir / sweep.name)
         worst = max(worst, code)
         if code >= ExitCode.RANK_FAILURE:
             _say(f"replay: {sweep.name} ended with exit {code}; the sweeps after it not run")

@@ -29,7 +29,7 @@ import yaml
 
 from colbench import text
 from colbench.bench import ops
-from colbench.commands.replay.plan import Entry, Plan
+from colbench.commands.replay.plan import Entry, Matrix, Plan
 from colbench.commands.replay.schema import shown
 from colbench.config import model, options, validate
 from colbench.config.sizes import format_size
@@ -51,11 +51,10 @@ class Sweep:
         return validate.from_options(options.merge({}, given), ("colbench", "replay"))
 
 
-def _matrix_file(directory: Path, name: str, entry: Entry) -> str:
-    """The entry's traffic matrix in the format ``--splits file:`` reads (rows = senders)."""
-    assert entry.key.matrix is not None
+def _matrix_file(directory: Path, name: str, matrix: Matrix) -> str:
+    """A traffic matrix in the format ``--splits file:`` reads (rows = senders)."""
     path = directory / f"{name}.matrix"
-    tables.write_text(path, "\n".join(" ".join(map(str, row)) for row in entry.key.matrix) + "\n")
+    tables.write_text(path, "\n".join(" ".join(map(str, row)) for row in matrix) + "\n")
     return f"file:{path.resolve()}"
 
 
@@ -82,12 +81,12 @@ def sweeps(plan: Plan, directory: Path, settings: Mapping[str, Any]) -> list[Swe
             "placement": "out" if "out" in ops.BY_NAME[op].placements else "in",
         }
         if matrix is not None:
-            values["splits"] = _matrix_file(directory, name, entries[0])
+            values["splits"] = _matrix_file(directory, name, matrix)
         out.append(Sweep(name, values, tuple(entries)))
     return out
 
 
-def run_sweep(sweep: Sweep, run_dir: Path) -> int:
+def measure(sweep: Sweep, run_dir: Path) -> int:
     """Measure one sweep into ``run_dir``; fill each entry's measured time per call (the
     median over repeats of colbench's time for its size). Returns the sweep's exit code."""
     from colbench.commands.sweep.command import run_sweep
@@ -103,10 +102,8 @@ def run_sweep(sweep: Sweep, run_dir: Path) -> int:
         if len(times):
             entry.measured_us = float(times.median())
         else:
-            print(
-                f"colbench: replay: {entry.key.op} {entry.key.size_bytes} B was not measured",
-                file=sys.stderr,
-            )
+            what = f"{entry.key.op} {entry.key.size_bytes} B"
+            print(f"colbench: replay: {what} was not measured", file=sys.stderr)
     return code
 
 
