@@ -7,7 +7,6 @@ Both draw the same picture by default, one small panel per collective
 own, ``<metric>-one-chart.png``, so neither figure replaces the other.
 
 Headless (matplotlib's Agg backend), so plots work on a cluster node without a display.
-The primitives (axes, metrics, saving) are :mod:`colbench.results.reporters.figures`.
 """
 
 from __future__ import annotations

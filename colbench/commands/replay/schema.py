@@ -1,15 +1,12 @@
 """What each field replay reads from a trace may hold, declared once, and the check that
 applies it before anything is planned.
 
-A trace comes from another machine and may hold anything: a dtype that is a number,
-``args`` that are a list, a size of -4, a group of 0 ranks. Each reader (formats.py)
-checks an event's or entry's fields against its schema here *before* it reads them, so
-every such fault is one line naming the trace, the call (its position in the
-file's list, from 1, and its name) and the field, instead of an exception deep in a
-reader or a plan that sweep's options refuse later. A field that is absent (or null) is
-left to the reader: the call's dtype or group is then unknown, and the plan lists the
-call as not measurable. Only what replay reads is checked: an event it skips
-(``aten::mm``) may hold anything. docs/replay.md states the rule.
+A trace comes from another machine and may hold anything. Each reader (formats.py) checks
+an event's or entry's fields against its schema here *before* it reads them, so every such
+fault is one line naming the trace, the call and the field, instead of an exception deep in
+a reader or a plan that sweep's options refuse later. A field that is absent (or null) is
+left to the reader: the call is then listed as not measurable. Only what replay reads is
+checked (docs/replay.md, "Refusals", states the rule).
 """
 
 from __future__ import annotations
