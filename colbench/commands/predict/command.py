@@ -220,13 +220,11 @@ def _write(
     predicted: Sequence[engine.Predicted], checked: Sequence[engine.Checked],
     crossings: Sequence[engine.CrossRow], measured: Sequence[data.Measured],
 ) -> None:  # fmt: skip
-    from colbench.commands.predict.files import plot_predictions, write_outputs
-
     if flags.out:
-        directory = write_outputs(
+        directory = report.write_outputs(
             flags.out, runs, flags.against or [], fits, predicted, checked, crossings
         )
         print(f"colbench: wrote {directory}/predict.csv and meta.json", file=sys.stderr)
     if flags.plot:
-        path = plot_predictions(Path(flags.out or "."), predicted, crossings, measured)
+        path = report.plot_predictions(Path(flags.out or "."), predicted, crossings, measured)
         print(f"colbench: wrote {path}", file=sys.stderr)
