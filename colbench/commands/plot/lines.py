@@ -227,13 +227,11 @@ def plot_runs(
     )
     fig = draw(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
     path = save(fig, figure_path(runs, kind, out))
-    return path, (_poor_fits(curves) if fit else [])
-
-
-def _poor_fits(curves: Sequence[Line]) -> list[str]:
+    if not fit:
+        return path, []
     from colbench.commands.fit.model import fit_lines
 
-    return [
+    return path, [
         f"plot --fit: {noise.poor_fit_warning(r.label, r.rel_rms)}"
         for r in fit_lines(curves)
         if r.rel_rms is not None and noise.poor_fit(r.rel_rms)

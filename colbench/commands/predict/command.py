@@ -226,5 +226,8 @@ def _write(
         )
         print(f"colbench: wrote {directory}/predict.csv and meta.json", file=sys.stderr)
     if flags.plot:
-        path = report.plot_predictions(Path(flags.out or "."), predicted, crossings, measured)
+        from colbench.results.reporters.figures import save
+
+        fig = report.figure(predicted, crossings, measured)
+        path = save(fig, Path(flags.out or ".") / "predict.png")
         print(f"colbench: wrote {path}", file=sys.stderr)

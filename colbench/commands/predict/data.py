@@ -71,20 +71,16 @@ def algo_of(line: Line, meta_env: dict[str, str], assumed: str | None) -> str:
     return algo
 
 
-def _meta_env(path: Path) -> dict[str, str]:
-    meta = RunDir.of(path).meta_or_none() or {}
-    env = meta.get("env")
-    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
-
-
 def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
     nnodes = line.nnodes if line.nnodes and line.nnodes > 0 else 1
     per_node = -(-line.world_size // nnodes)
+    env = (RunDir.of(run.path).meta_or_none() or {}).get("env")
+    meta_env = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
     return Measured(
         run=run.label,
         path=run.path,
         op=line.op,
-        algo=algo_of(line, _meta_env(run.path), assumed),
+        algo=algo_of(line, meta_env, assumed),
         world_size=line.world_size,
         nnodes=nnodes,
         ranks_per_node=per_node,

@@ -261,12 +261,6 @@ def t_quantile(dof: int, level: float = _LEVEL) -> float:
     return student_t.t_two_sided(level, dof)
 
 
-def _design(points: Sequence[Point]) -> tuple[np.ndarray, np.ndarray]:
-    design = np.array([p.terms.vector() for p in points])
-    time = np.array([p.time_us for p in points])
-    return design, time
-
-
 def _identifiable(design: np.ndarray, time: np.ndarray) -> tuple[list[int], list[int]]:
     """Columns that add information over the earlier ones, and those that do not."""
     relative = design / time[:, None]
@@ -295,7 +289,8 @@ def _outliers(relative: np.ndarray, free: Sequence[int]) -> np.ndarray:
 
 def fit(op: str, algo: str, points: Sequence[Point]) -> Fit:
     """Fit (overhead, alpha, beta, gamma) of ``op`` by ``algo``; raises Unidentifiable."""
-    design, time = _design(points)
+    design = np.array([p.terms.vector() for p in points])
+    time = np.array([p.time_us for p in points])
     free, dependent = _identifiable(design, time)
     notes = []
     if 1 in dependent:

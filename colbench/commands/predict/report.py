@@ -27,7 +27,7 @@ from colbench.commands.predict.engine import (
 from colbench.commands.predict.models import PARAMETERS, RING, SAME, Fit, describe, rate_gbps
 from colbench.errors import UsageError
 from colbench.results import tables
-from colbench.results.reporters.figures import format_size_tick, pyplot, save, size_axis
+from colbench.results.reporters.figures import format_size_tick, pyplot, size_axis
 from colbench.results.tables import Table, TableRow, TableWriter
 from colbench.stats import noise
 from colbench.text import Column
@@ -329,16 +329,6 @@ def _crossover_panel(ax: Any, rows: Sequence[CrossRow]) -> None:
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_formatter(FuncFormatter(format_size_tick))
     ax.legend(fontsize="x-small")
-
-
-def plot_predictions(
-    directory: Path,
-    predicted: Sequence[Predicted],
-    crossings: Sequence[CrossRow],
-    measured: Sequence[Measured] = (),
-) -> Path:
-    """Write predict.png (:func:`figure`) into ``directory``; its path."""
-    return save(figure(predicted, crossings, measured), directory / "predict.png")
 
 
 def figure(

@@ -316,7 +316,10 @@ def flight_recorder(dump: dict[str, Any], path: str) -> Trace:
     sizes = _pg_sizes(dump.get("pg_config") or {})
     calls = []
     for index, entry in enumerate(entries, 1):
-        _check_entry(entry, index)
+        name = entry.get("profiling_name") if isinstance(entry, dict) else None
+        at = schema.call_at(index, name if isinstance(name, str) else "?")
+        schema.check({"entry": entry}, {"entry": schema.OBJECT}, at)
+        schema.check(entry, schema.RECORDER_ENTRY, at)
         if fold(entry["profiling_name"]) in IGNORED:
             continue
         group = entry.get("process_group") or ["", ""]
@@ -339,13 +342,6 @@ def flight_recorder(dump: dict[str, Any], path: str) -> Trace:
     if not calls:
         raise BadTrace(f"a flight-recorder dump with {len(entries)} entries, no collective")
     return Trace(path, "flight recorder", calls, file_rank(path))
-
-
-def _check_entry(entry: Any, index: int) -> None:
-    name = entry.get("profiling_name") if isinstance(entry, dict) else None
-    at = schema.call_at(index, name if isinstance(name, str) else "?")
-    schema.check({"entry": entry}, {"entry": schema.OBJECT}, at)
-    schema.check(entry, schema.RECORDER_ENTRY, at)
 
 
 def param_basic(items: list[Any], path: str) -> Trace:
