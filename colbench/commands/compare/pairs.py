@@ -71,11 +71,9 @@ def compare_runs(
     across_backends: bool = False,
     allow_emulated: bool = False,
 ) -> Comparison:
-    """Join two runs and judge each pair of rows; ratio is B / A.
-
-    ``across_backends`` pairs rows measured on different backends instead of marking them
-    not comparable (crosscheck's gloo side tests the cross-check itself, not NCCL).
-    """
+    """Join two runs and judge each pair of rows; ratio is B / A. ``across_backends`` pairs rows
+    measured on different backends instead of marking them not comparable (crosscheck's gloo side
+    tests the cross-check itself, not NCCL)."""
     metric_name = metric_key(metric_name)
     chosen = metric(metric_name)
     run_a, run_b = load_runs([path_a, path_b])

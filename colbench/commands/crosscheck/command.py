@@ -64,11 +64,9 @@ def run_child(
     merge_stderr: bool,
     group: bool = False,
 ) -> int | None:
-    """The child's exit status; None when it outran ``timeout_s`` (and was killed).
-
-    ``group``: the child leads a process group of its own, and every signal goes to the
-    whole group: mpiexec's ranks must not outlive a killed mpiexec on the GPU.
-    """
+    """The child's exit status; None when it outran ``timeout_s`` (and was killed). ``group``: the
+    child leads a process group of its own, and every signal goes to the whole group: mpiexec's
+    ranks must not outlive a killed mpiexec on the GPU."""
     stderr = subprocess.STDOUT if merge_stderr else None
     child = subprocess.Popen(argv, stdout=stdout, stderr=stderr, start_new_session=group)
 

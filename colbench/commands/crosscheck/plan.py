@@ -150,10 +150,8 @@ def size_flags(sizes: Sequence[int]) -> tuple[str, ...]:
 
 
 def find_binary(coll: Collective, directory: str | None, path_env: str | None = None) -> Path:
-    """The op's nccl-tests program in ``directory`` (or its build/), else on PATH.
-
-    Builds with ``NAME_SUFFIX=_mpi`` (nccl-tests' README) are found too.
-    """
+    """The op's nccl-tests program in ``directory`` (or its build/), else on PATH. Builds with
+    ``NAME_SUFFIX=_mpi`` (nccl-tests' README) are found too."""
     name = coll.nccl_tests_binary
     if not name:
         have = ", ".join(c.name for c in ops.REGISTRY if c.nccl_tests_binary)
@@ -197,9 +195,7 @@ def make_plan(
     mpiexec: str | None = None,
 ) -> Plan:
     """Validate sweep-style options for a cross-check (raises UsageError before anything runs).
-
-    ``params`` are sweep's parsed options and ``given`` the names given on the command line.
-    """
+    ``params`` are sweep's parsed options and ``given`` the names given on the command line."""
     refused = sorted(given - MAPPED - set(FORWARDED))
     if refused:
         flag = "--" + refused[0].replace("_", "-")

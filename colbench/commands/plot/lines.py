@@ -154,12 +154,9 @@ _MARKERS = ("o", "s", "^", "D")
 
 
 def styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
-    """(color, linestyle, marker) per curve.
-
-    With several ops *and* a few variants or runs, color says which op and the line
-    style which variant/run, so the eye can pair up a collective's curves; otherwise
-    every curve gets its own color.
-    """
+    """(color, linestyle, marker) per curve. With several ops *and* a few variants or runs, color
+    says which op and the line style which variant/run, so the eye can pair up a collective's
+    curves; otherwise every curve gets its own color."""
     colors = [f"C{i}" for i in range(10)]
     op_index = {op: i for i, op in enumerate(dict.fromkeys(c.op for c in curves))}
     other_keys = [(c.variant, c.run, c.world_size, c.dtype) for c in curves]

@@ -114,12 +114,10 @@ def measured_of(
 def select_kind(
     fitted: Sequence[Measured], against: Sequence[Measured], dtype: str | None, redop: str | None
 ) -> tuple[list[Measured], list[Measured]]:
-    """Keep one dtype (and reduction op) per op, fitted and checked alike.
-
-    A reduction's cost per byte, and for a smaller element the time of the same bytes,
-    depends on both: one fit over float32 sum and bfloat16 max would be a model of neither.
-    Runs that hold several are refused unless --dtype / --redop pick one.
-    """
+    """Keep one dtype (and reduction op) per op, fitted and checked alike. A reduction's cost per
+    byte, and for a smaller element the time of the same bytes, depends on both: one fit over
+    float32 sum and bfloat16 max would be a model of neither. Runs that hold several are refused
+    unless --dtype / --redop pick one."""
 
     def wanted(m: Measured) -> bool:
         return (dtype is None or m.dtype == dtype) and (redop is None or m.redop in ("none", redop))

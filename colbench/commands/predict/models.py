@@ -150,13 +150,11 @@ class Crossing:
 def crossover(
     ring_at: tuple[Terms, Terms], tree_at: tuple[Terms, Terms], ring: Parameters, tree: Parameters
 ) -> Crossing:
-    """Solve ring time = tree time for the size.
-
-    Both times are straight lines in the size (a + b*S): ``ring_at`` and ``tree_at`` are
-    each model's terms at size 0 and at size 1 byte, which give a and b. The lines cross
-    at S* = (a_ring - a_tree) / (b_tree - b_ring) when that is positive; the algorithm
-    with the lower a is faster below S*. Otherwise one is faster at every size.
-    """
+    """Solve ring time = tree time for the size. Both times are straight lines in the size,
+    a + b*S: ``ring_at`` and ``tree_at`` are each model's terms at size 0 and at size 1 byte,
+    which give a and b. The lines cross at S* = (a_ring - a_tree) / (b_tree - b_ring) when
+    that is positive; the algorithm with the lower a is faster below S*. Otherwise one is
+    faster at every size."""
     a_ring = ring.time_us(ring_at[0])
     b_ring = ring.time_us(ring_at[1]) - a_ring
     a_tree = tree.time_us(tree_at[0])
