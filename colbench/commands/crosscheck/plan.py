@@ -335,21 +335,16 @@ def _ranks(cfg: config.SweepConfig, gpu_count: Callable[[], int]) -> int:
 
 def _forward(params: Mapping[str, Any], given: set[str]) -> tuple[str, ...]:
     flags: list[str] = []
-    for name in FORWARDED:
-        if name not in given:
-            continue
-        flag = "--" + name.replace("_", "-")
-        value = params[name]
+    for name in (n for n in FORWARDED if n in given):
+        flag, value = name.replace("_", "-"), params[name]
         if isinstance(value, bool):
-            flags.append(flag if value else f"--no-{name.replace('_', '-')}")
+            flags.append(f"--{flag}" if value else f"--no-{flag}")
         else:
-            flags += [flag, str(value)]
+            flags += [f"--{flag}", str(value)]
     return tuple(flags)
 
 
 def out_dir(plan: Plan, out: str | None, results_root: str) -> Path:
     """A new or empty directory: ``--out``, else ``<results>/<stamp>-crosscheck-<op>-<backend>``."""
-    default = Path(results_root) / stamped_name(
-        "crosscheck", plan.coll.name, plan.cfg.launch.backend
-    )
-    return RunDir.create(out, default).path.resolve()
+    name = stamped_name("crosscheck", plan.coll.name, plan.cfg.launch.backend)
+    return RunDir.create(out, Path(results_root) / name).path.resolve()

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from colbench.commands.references.table import Reference, gpu_model, load
 from colbench.config.sizes import format_size
+from colbench.output import plural
 
 #: The smallest size whose busbw is compared: smaller rows are latency-bound and every
 #: published figure is a large-message one.
@@ -282,14 +283,13 @@ def lines(placement: Mapping[str, Any]) -> list[str]:
         text = f"{head} {format_size(row['size_bytes'])}: {_gbps(row['busbw_gbps'])} GB/s"
         pub = row.get("published_gbps")
         typical = [s for s in row["sources"] if s["kind"] != "floor"]
-        n = len(typical)
         if pub:
             spread = _gbps(pub["low"])
             if pub["high"] != pub["low"]:
                 spread += f"-{_gbps(pub['high'])}"
             text += (
                 f", {row['pct_of_published']:.0f}% of published {row['matched']} "
-                f"({spread} GB/s, {n} source{'s' if n != 1 else ''})"
+                f"({spread} GB/s, {plural(len(typical), 'source')})"
             )
         else:
             text += f", beside published {row['matched']}"

@@ -219,12 +219,9 @@ def plan_text(plan: Plan) -> list[str]:
 
 def _heading(plan: Plan) -> str:
     ranks = ", ".join(map(str, plan.ranks)) or "?"
-    kinds = len(plan.measurable)
-    return (
-        f"replay: {kinds} kind{'s' * (kinds != 1)} of call to measure, from "
-        f"{' and '.join(plan.formats)} of rank {ranks}; {plan.steps} step"
-        f"{'s' * (plan.steps != 1)}"
-    )
+    kinds, steps = output.plural(len(plan.measurable), "kind"), output.plural(plan.steps, "step")
+    source = f"{' and '.join(plan.formats)} of rank {ranks}"
+    return f"replay: {kinds} of call to measure, from {source}; {steps}"
 
 
 def _unmeasurable(plan: Plan) -> list[str]:
