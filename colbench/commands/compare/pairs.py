@@ -1,12 +1,10 @@
 """Two runs joined row by row: the comparison table of ``colbench compare`` (and
 crosscheck), each pair of rows with both values, their ratio, and why it cannot be compared.
 
-Rows are joined on the schema's key columns (:mod:`colbench.results.join`) but the
-backend, which a row names as its reason instead, and, when each run has one variant,
-the variant (a Ring run against its Tree run). Rows that cannot be judged are kept and
-marked ``x`` with the reason (the way asv marks "not comparable"): present in one run
-only, measured on different backends, or failing verification. Repeats of one key in a
-run (several imported 0-byte rows, say) are combined by their median.
+Rows join on the schema's key columns (:mod:`colbench.results.join`) but the backend (a
+row names it as its reason) and, when each run has one variant, the variant (a Ring run
+against its Tree run). Rows that cannot be judged are kept, marked ``x`` with the reason
+(as asv marks "not comparable"); a key's repeats in a run are combined by their median.
 """
 
 from __future__ import annotations

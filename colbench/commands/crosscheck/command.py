@@ -2,13 +2,10 @@
 
 Each side is a child process; one that outruns its time is killed, one interrupted by
 the terminal's Ctrl-C gets a grace period to stop its own ranks. What a side left on
-disk stays there when it fails, and the error says where.
-
-The report: the two runs are joined by :func:`colbench.commands.compare.pairs.compare_runs`
+disk stays there when it fails, and the error says where. The report joins the two runs
 (A = nccl-tests, B = colbench) on time, the one metric that means something at every world
-size (busbw is 0 at one rank); busbw of both is shown beside it. nccl-tests reports both
-placements of every op; rows in a placement colbench did not measure (torch has no out-of-place
-all_reduce) are left out of the table and the figure, with one line saying so.
+size (busbw is 0 at one rank), busbw beside it; nccl-tests' rows of a placement colbench
+did not measure are left out, with one line saying so.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """``colbench crosscheck``: one sweep through nccl-tests and through colbench, side by side.
 
-A GPU user's first question is whether colbench's numbers match nccl-tests'. This runs
+A GPU user's first question is whether colbench's numbers match nccl-tests'. This plans
 the op's nccl-tests program (``all_reduce_perf``...) and ``colbench sweep`` with the same
-op, sizes, dtype, reduction, root, iterations, warm-up, check, averaging and ranks, imports
-nccl-tests' output with :mod:`colbench.importers.nccl_tests`, joins the two runs with
-:mod:`colbench.commands.compare.comparison` and reports time and busbw of both per size with
-``colbench time / nccl-tests time``.
-
-nccl-tests runs here as one process driving N GPUs of this node (``-g N``), the form every
-build supports. Across nodes it needs an MPI build under mpirun, and colbench a launcher;
-this command starts neither: :data:`MULTI_NODE` says how to run both and compare.
+measurement, checked before anything runs. nccl-tests runs as one process driving N GPUs
+of this node (``-g N``), the form every build supports; across nodes it needs an MPI
+build and colbench a launcher, which this command starts neither of (:data:`MULTI_NODE`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""``colbench fit``: the latency-bandwidth (alpha-beta) model per measured line, time =
-alpha + size / beta, and where two lines' models cross.
-
-alpha is the per-call latency in microseconds, beta the asymptotic algorithm bandwidth
-in GB/s (1e9 bytes/s), so ``time_us = alpha_us + size_bytes / (beta_gbps * 1e3)``.
+"""``colbench fit``: the latency-bandwidth (alpha-beta) model per measured line, time_us =
+alpha_us + size_bytes / (beta_gbps * 1e3), and where two lines' models cross.
 
 The fit is the one robust fit (:mod:`colbench.stats.robust`): relative residuals,
 because message sizes span six or more orders of magnitude and an absolute fit would
@@ -214,9 +211,7 @@ def _short(value: float) -> str:
 
 def _range(bounds: tuple[float, float] | None) -> str:
     """A 95% interval as ``low-high`` (``-`` without one); parameters are not negative."""
-    if bounds is None:
-        return "-"
-    return f"{_short(max(bounds[0], 0.0))}-{_short(bounds[1])}"
+    return "-" if bounds is None else f"{_short(max(bounds[0], 0.0))}-{_short(bounds[1])}"
 
 
 def report(results: Sequence[FitResult], found: Sequence[Crossover]) -> str:

@@ -329,11 +329,10 @@ def _panels_legend(
     fig: Any, colours: dict[str, str], *, peak_gbps: float | None, fit: bool
 ) -> None:
     """One legend beside the panels, where it covers no point."""
-    named = {name: colour for name, colour in colours.items() if name}
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=c, marker="o", markersize=3, label=n)
-               for n, c in named.items()]  # fmt: skip
+               for n, c in colours.items() if n]  # fmt: skip
     if peak_gbps is not None:
         handles.append(Line2D([], [], color="black", linestyle="--",
                               label=f"rated peak {peak_gbps:g} GB/s"))  # fmt: skip

@@ -1,13 +1,10 @@
 """The table of published results: its format, declared once, read and checked.
 
-One entry is one number someone published for named hardware (a run's row, a health
-check's pass floor, a maintainer's stated figure), with where it lives and the source's
-own line that holds it, verbatim, so that anyone can find it again. The table shipped with
-colbench is ``published.yaml`` beside this module; a fleet's own file (its golden runs,
-health's learned floors) has the same format and is read by the same code.
-
-Units are stated once: ``size_bytes`` in bytes, bandwidths in GB/s base 10, as nccl-tests
-prints them; a NIC's rate in Gb/s, as vendors state it.
+One entry is one number someone published for named hardware, with where it lives and the
+source's own line that holds it, verbatim, so that anyone can find it again
+(docs/references.md). The shipped table is ``published.yaml`` beside this module; a
+fleet's own file has the same format. Units: ``size_bytes`` in bytes, bandwidths in GB/s
+base 10, as nccl-tests prints them; a NIC's rate in Gb/s, as vendors state it.
 """
 
 from __future__ import annotations

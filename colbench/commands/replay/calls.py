@@ -62,9 +62,7 @@ def fold(name: str) -> str:
 
 def torch_dtype(name: str | None) -> str | None:
     """A source's dtype name -> torch's (``float32``), None when unknown."""
-    if not name:
-        return None
-    return DTYPES.get(name.strip().lower())
+    return DTYPES.get(name.strip().lower()) if name else None
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,9 @@
-"""``colbench replay`` as a plain function: traces in, plan or measurement out, exit code.
-
-What it measures, says and leaves: the sweeps of the plan, the plan as text or JSON,
-the prediction per step against the job's own durations, the top contributors, replay.csv
-and the suites for CI.
-
-Sweeping exactly the plan through colbench's own sweep: one sweep per (op, dtype, group
-size, traffic matrix), at that entry's sizes, on as many ranks as the job's group had (a
-group of a larger job is measured alone: what the other groups do at the same time is not
-replayed). Each sweep is a run directory of its own under the replay's, so what was
-measured before a failure stays on disk.
-
-Predicted time per step of an entry = the job's calls per step x colbench's time per call
-measured here. Recorded = the job's mean time per call (the backend's own event: gloo's
-work event, the NCCL kernel, the flight recorder's duration) x calls per step. The share
-is of the predicted total; contributors are listed largest first.
+"""``colbench replay`` as a plain function: traces in, plan or measurement out, exit code;
+and what it measures, says and leaves (docs/replay.md, "Measuring it" and "What it
+leaves"): one sweep per kind of call, each a run directory of its own under the replay's,
+so what was measured before a failure stays on disk; the plan as text or JSON; the
+prediction per step (the job's calls per step x colbench's time per call here) against
+the job's own durations; replay.csv and the suites for CI.
 """
 
 from __future__ import annotations
@@ -233,15 +223,13 @@ def _unmeasurable(plan: Plan) -> list[str]:
 
 
 def predicted(entry: Entry) -> float | None:
-    if entry.measured_us is None:
-        return None
-    return entry.measured_us * entry.calls / entry.steps
+    us = entry.measured_us
+    return None if us is None else us * entry.calls / entry.steps
 
 
 def recorded(entry: Entry) -> float | None:
-    if entry.recorded_us is None:
-        return None
-    return entry.recorded_us * entry.calls / entry.steps
+    us = entry.recorded_us
+    return None if us is None else us * entry.calls / entry.steps
 
 
 def result_text(plan: Plan) -> list[str]:
