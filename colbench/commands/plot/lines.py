@@ -1,12 +1,10 @@
 """Figures of measured lines: bandwidth or time against message size; ``colbench plot`` and
-the figures ``sweep --plot`` leaves in a run directory.
+the figures ``sweep --plot`` leaves in a run directory; headless (Agg: a node has no display).
 
-Both draw the same picture by default, one small panel per collective
-(:func:`plot_panels`), so ``busbw.png`` in a run folder means one thing whoever wrote it.
-``plot --one-chart`` draws every line on one chart (:func:`plot_lines`) into a name of its
-own, ``<metric>-one-chart.png``, so neither figure replaces the other.
-
-Headless (matplotlib's Agg backend), so plots work on a cluster node without a display.
+Both draw one small panel per collective by default (:func:`plot_panels`), so
+``busbw.png`` in a run folder means one thing whoever wrote it; ``plot --one-chart`` draws
+every line on one chart (:func:`plot_lines`) into ``<metric>-one-chart.png``, so neither
+figure replaces the other.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """One collective call as a trace records it, and how trace names map onto colbench's.
 
-Every reader (formats.py) ends in :class:`TracedCall`: the name the trace gives
-the call, the elements of one rank's input and output, the dtype, the group's size and,
-for all-to-all, the split sizes. Names differ by source (``c10d::_allgather_base_``,
-record_param_comms' ``_allgather_base`` or ``all_gather_single``, the flight recorder's
-``nccl:all_gather``, PARAM's ``all_gather_base``), so they are compared in one folded
-form: lower case, the backend prefix and every underscore dropped.
+Every reader (formats.py) ends in :class:`TracedCall`. Names differ by source
+(``c10d::_allgather_base_``, record_param_comms' ``_allgather_base``, the flight recorder's
+``nccl:all_gather``, PARAM's ``all_gather_base``), so they are compared in one folded form:
+lower case, the backend prefix and every underscore dropped.
 """
 
 from __future__ import annotations

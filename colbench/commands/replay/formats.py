@@ -1,27 +1,17 @@
 """The trace formats replay reads, each into a :class:`~.calls.Trace` (docs/replay.md,
 "What it reads", has their fields).
 
-torch profiler traces (Chrome/Kineto JSON, ``prof.export_chrome_trace``), in the two
-shapes torch 2.13 writes:
+torch profiler traces (Chrome/Kineto JSON): on NCCL a ``record_param_comms`` event per
+call, whose GPU kernel (torch 2.4+) carries the collective's own time; on gloo the
+dispatcher's ``c10d::`` event, then the backend's ``gloo:`` work event. The backend's name
+can differ from the call's (gloo runs ``reduce_scatter_tensor`` as ``gloo:all_reduce``),
+so the call comes from the c10d event and the dtype and time from the work it started.
 
-- NCCL (and any backend that records them): a ``record_param_comms`` event per call, its
-  keys named by ``torch/csrc/profiler/util.h``; since torch 2.4 the call's GPU kernel
-  carries the same keys, and its duration is the collective's own time.
-- gloo: the dispatcher's ``c10d::allreduce_``... event (shapes with
-  ``record_shapes=True``), then the backend's ``gloo:all_reduce``-style work event with the
-  dtype and duration. The backend's name can differ from the call's (gloo runs
-  ``reduce_scatter_tensor`` as ``gloo:all_reduce``), so the call comes from the c10d event
-  and the dtype and time from the backend event it started.
-
-torch's flight-recorder dumps: torch's own reader (``torch.distributed.flight_recorder``)
-unpickles a dump as it is; a file from another machine is data to read, never code to
-run, so here the pickle is read by an unpickler that refuses every global (a real dump
-has none: plain dicts, lists, strings and numbers). A dump names the backend's work, not
-the call (gloo runs ``reduce_scatter_tensor`` as ``gloo:all_reduce``), records no split
-sizes, and does not say its rank: torch's reader takes it from the file name's last
-digits, as here.
-
-PARAM's basic trace format (facebookresearch/param's comms replay): a JSON list of calls.
+torch's flight-recorder dumps: torch's own reader unpickles a dump as it is; a file from
+another machine is data to read, never code to run, so here the pickle is read by an
+unpickler that refuses every global (a real dump has none). A dump names the backend's
+work, not the call, records no split sizes, and does not say its rank: torch's reader
+takes it from the file name's last digits, as here. And PARAM's basic trace format.
 """
 
 from __future__ import annotations

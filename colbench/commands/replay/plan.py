@@ -1,13 +1,9 @@
 """A job's calls -> colbench's plan: (op, size_bytes, dtype, group_size) with how often
-the job made each, and the calls colbench cannot measure with the reason.
-
-Sizes follow colbench's semantics per op (docs/semantics.md); a size colbench's op cannot
-lay out exactly is listed as unmeasurable rather than measured at another size.
-
-``calls``: the most calls of that kind any one rank made (every rank of a group makes
-each collective once, so ranks' traces are not added up). An uneven all_to_allv needs
-every rank's splits: its traffic matrix, row r = what rank r sent each peer, comes from
-the k-th uneven all_to_all of every rank's trace.
+the job made each, and the calls colbench cannot measure with the reason (docs/replay.md,
+"The plan"). ``calls``: the most calls of that kind any one rank made (every rank of a
+group makes each collective once, so ranks' traces are not added up). An uneven
+all_to_allv's traffic matrix, row r = what rank r sent each peer, comes from the k-th
+uneven all_to_all of every rank's trace.
 """
 
 from __future__ import annotations
