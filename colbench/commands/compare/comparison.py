@@ -162,24 +162,18 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
     # One sample a side has no spread to draw a band from: no bars, and the panel says so
     # rather than promising bars that never appear.
     banded = any(noise.band_factor(*spreads(row)) for row in usable.itertuples(index=False))
-    drawn = 0
     groups = usable.groupby(["op", "variant", "dtype", "redop"], sort=False)
     for index, (key, group) in enumerate(groups):
         # Same placement choice as the curves above: out-of-place where there is one.
         placement = 0 if (group["in_place"] == 0).any() else 1
         chosen = group[group["in_place"] == placement].sort_values("size_bytes")
         op, variant = str(key[0]), str(key[1])
-        ax.errorbar(
-            chosen["size_bytes"],
-            chosen["ratio"],
-            yerr=_noise_bars(chosen) if banded else None,
-            marker="o",
-            markersize=3.5,
-            capsize=2,
-            color=colors.get((op, variant), colors.get((op, ""), f"C{index}")),
-            label=" · ".join(k for k in (op, variant) if k),
-        )
-        drawn += 1
+        color = colors.get((op, variant), colors.get((op, ""), f"C{index}"))
+        bars = _noise_bars(chosen) if banded else None
+        label = " · ".join(k for k in (op, variant) if k)
+        look = {"marker": "o", "markersize": 3.5, "capsize": 2, "color": color, "label": label}
+        ax.errorbar(chosen["size_bytes"], chosen["ratio"], yerr=bars, **look)
+    drawn = groups.ngroups
     ax.axhline(1.0, color="black", linewidth=1, alpha=0.6)
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))

@@ -96,25 +96,11 @@ def draw_lines(
         if rms is not None:
             # The fit's uncertainty beside its line: a curve the model misses says so.
             label += f" (fit rms {rms:.0%}{', poor fit' if noise.poor_fit(rms) else ''})"
-        ax.plot(
-            curve.size_bytes,
-            curve.values(chosen.column),
-            marker=marker,
-            markersize=4,
-            linewidth=1.6,
-            linestyle=style,
-            color=color,
-            label=label,
-        )
+        look = {"marker": marker, "markersize": 4, "linewidth": 1.6, "linestyle": style}
+        ax.plot(curve.size_bytes, curve.values(chosen.column), color=color, label=label, **look)
     if peak_gbps is not None:
-        ax.axhline(
-            peak_gbps,
-            color="black",
-            linestyle="--",
-            linewidth=1.2,
-            alpha=0.7,
-            label=f"rated peak {peak_gbps:g} GB/s",
-        )
+        peak = f"rated peak {peak_gbps:g} GB/s"
+        ax.axhline(peak_gbps, color="black", linestyle="--", linewidth=1.2, alpha=0.7, label=peak)
     size_axis(ax, *size_span(curves))
     _value_axis(ax, chosen)
     _legend(ax, fit)
