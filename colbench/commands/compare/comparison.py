@@ -71,8 +71,7 @@ def summary(comparison: Comparison) -> list[str]:
     usable = table[table["comparable"]]
     out = []
     groups = ["op", "variant", "dtype", "redop", "in_place"]
-    for key, group in usable.groupby(groups, sort=False):
-        op, variant, dtype, redop, in_place = key
+    for (op, variant, dtype, redop, in_place), group in usable.groupby(groups, sort=False):
         label = " ".join(str(p) for p in (op, variant, dtype, redop) if str(p))
         out.append(f"{label} {PLACEMENT_NAMES[int(in_place)]}: {_group_summary(group)}")
     if not usable.empty and usable["within_noise"].isna().all():

@@ -13,6 +13,7 @@ import dataclasses
 import datetime as _dt
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,8 +213,7 @@ def _entry(raw: Any, where: str) -> Reference:
         raise UsageError(f"{here}: unknown op {raw['op']!r}") from None
     hardware = raw["hardware"]
     _check_hardware(hardware, here)
-    for key in ("placement", "library"):
-        allowed = PLACEMENTS if key == "placement" else LIBRARIES
+    for key, allowed in (("placement", PLACEMENTS), ("library", LIBRARIES)):
         if key in raw and raw[key] not in allowed:
             raise UsageError(f"{here}: {key} {raw[key]!r} is not one of {', '.join(allowed)}")
     busbw = float(raw["busbw_gbps"])
@@ -254,11 +254,9 @@ def parse(data: Any, where: str) -> list[Reference]:
     if not isinstance(entries, list):
         raise UsageError(f"{where}: 'entries' must be a list")
     refs = [_entry(raw, where) for raw in entries]
-    seen: set[str] = set()
-    for ref in refs:
-        if ref.id in seen:
-            raise UsageError(f"{where}: entry id {ref.id!r} appears twice")
-        seen.add(ref.id)
+    counts = Counter(ref.id for ref in refs)
+    for twice in (ref.id for ref in refs if counts[ref.id] > 1):
+        raise UsageError(f"{where}: entry id {twice!r} appears twice")
     return refs
 
 

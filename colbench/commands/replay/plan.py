@@ -70,11 +70,8 @@ class Entry:
         if key.matrix is not None:
             out["requested_bytes"] = self.requested_bytes
             out["matrix_bytes"] = [list(row) for row in key.matrix]
-        if self.recorded_us is not None:
-            out["recorded_us"] = self.recorded_us
-        if self.measured_us is not None:
-            out["measured_us"] = self.measured_us
-        return out
+        timed = {"recorded_us": self.recorded_us, "measured_us": self.measured_us}
+        return out | {k: v for k, v in timed.items() if v is not None}
 
 
 @dataclass
