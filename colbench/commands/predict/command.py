@@ -146,12 +146,11 @@ def _check_flags(flags: PredictOptions, targets: Sequence[int]) -> None:
         )
     if flags.plot and not targets:
         raise UsageError("--plot draws predictions: give --ranks")
-    if flags.max_error is not None and not flags.against:
+    error = flags.max_error
+    if error is not None and not flags.against:
         raise UsageError("--max-error judges --against runs: give --against RUN")
-    if flags.max_error is not None and not (
-        math.isfinite(flags.max_error) and flags.max_error >= 0
-    ):
-        raise UsageError(f"bad --max-error {flags.max_error:g}: a percentage >= 0, e.g. 15")
+    if error is not None and not (math.isfinite(error) and error >= 0):
+        raise UsageError(f"bad --max-error {error:g}: a percentage >= 0, e.g. 15")
     if flags.out or flags.plot:
         _check_writable(Path(flags.out or "."))
 

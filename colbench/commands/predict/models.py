@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 import numpy as np
 
@@ -122,9 +122,7 @@ class Parameters:
     gamma_us_per_byte: float
 
     def vector(self) -> np.ndarray:
-        return np.array(
-            [self.overhead_us, self.alpha_us, self.beta_us_per_byte, self.gamma_us_per_byte]
-        )
+        return np.array(astuple(self))
 
     def time_us(self, t: Terms) -> float:
         return float(t.vector() @ self.vector())
