@@ -135,13 +135,9 @@ def _title(metric_title: str, comparison: Comparison, context_text: str) -> str:
     run past the figure's edges and be clipped."""
     import textwrap
 
-    parts = [
-        f"{metric_title}: B = {comparison.b.label}",
-        f"vs A = {comparison.a.label}",
-        context_text,
-    ]
-    if len(parts[0]) + len(parts[1]) < _TITLE_WIDTH:
-        parts[:2] = [f"{parts[0]} {parts[1]}"]
+    head, versus = f"{metric_title}: B = {comparison.b.label}", f"vs A = {comparison.a.label}"
+    parts = [f"{head} {versus}"] if len(head) + len(versus) < _TITLE_WIDTH else [head, versus]
+    parts.append(context_text)
     return "\n".join(line for part in parts for line in textwrap.wrap(part, _TITLE_WIDTH))
 
 

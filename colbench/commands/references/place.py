@@ -78,11 +78,10 @@ def run_facts(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dic
 
 def _label(refs: Sequence[Reference]) -> str:
     """What the matched references share: "2 x 8 x H100 NVLink4 NVSwitch"."""
-    gpus = {r.gpu for r in refs}
     per_node = {r.gpus_per_node for r in refs}
     nodes = {r.nodes for r in refs}
     fabric = {r.hardware.get("fabric") for r in refs}
-    text = "/".join(sorted(g for g in gpus if g))
+    text = "/".join(sorted({r.gpu for r in refs if r.gpu}))
     if len(per_node) == 1 and None not in per_node:
         text = f"{per_node.pop()} x {text}"
     if len(nodes) == 1 and None not in nodes:

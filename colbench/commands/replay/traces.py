@@ -75,14 +75,10 @@ def read_one(path: str) -> Trace:
         return formats.profiler_trace(doc, path)
     if isinstance(doc, dict) and "entries" in doc and "version" in doc:
         return formats.flight_recorder(doc, path)
-    if (
-        isinstance(doc, list)
-        and doc
-        and isinstance(doc[0], dict)
-        and ("comms" in doc[0] or "compute" in doc[0])
-    ):
+    first = doc[0] if isinstance(doc, list) and doc and isinstance(doc[0], dict) else {}
+    if "comms" in first or "compute" in first:
         return formats.param_basic(doc, path)
-    if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "ph" in doc[0]:
+    if "ph" in first:
         return formats.profiler_trace({"traceEvents": doc}, path)
     found = (
         f"an object with keys {', '.join(map(_key, list(doc)[:6]))}"
