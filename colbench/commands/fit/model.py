@@ -45,8 +45,7 @@ def fit_time(
     size_bytes: Sequence[float] | np.ndarray, time_us: Sequence[float] | np.ndarray
 ) -> Model:
     """Fit time = alpha + size / beta to (size, time) points; needs two distinct sizes."""
-    size = np.asarray(size_bytes, dtype=float)
-    time = np.asarray(time_us, dtype=float)
+    size, time = np.asarray(size_bytes, dtype=float), np.asarray(time_us, dtype=float)
     keep = np.isfinite(size) & np.isfinite(time) & (time > 0) & (size >= 0)
     size, time = size[keep], time[keep]
     if len(np.unique(size)) < 2:

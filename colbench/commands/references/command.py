@@ -31,19 +31,11 @@ class Filters:
 def table_text(refs: Sequence[Reference]) -> str:
     """One line per entry: what, on which hardware, how fast, from where and when."""
     header = ("id", "kind", "hardware", "op", "size", "busbw GB/s", "date", "source")
-    rows = [
-        (
-            r.id,
-            r.kind,
-            r.hardware_label() + (f", {r.algorithm}" if r.algorithm else ""),
-            r.op,
-            format_size(r.size_bytes) if r.size_bytes else "peak",
-            f"{r.busbw_gbps:g}",
-            r.date,
-            r.cite(),
-        )
-        for r in refs
-    ]
+    rows = []
+    for r in refs:
+        hardware = r.hardware_label() + (f", {r.algorithm}" if r.algorithm else "")
+        size = format_size(r.size_bytes) if r.size_bytes else "peak"
+        rows.append((r.id, r.kind, hardware, r.op, size, f"{r.busbw_gbps:g}", r.date, r.cite()))
     columns = text.fit([Column(h, align="<", gap="  ") for h in header], rows)
     return "\n".join(text.line(line, columns, lead="") for line in (header, *rows))
 
