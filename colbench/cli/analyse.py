@@ -130,7 +130,7 @@ def fit(
       colbench fit results/20261122-022623-all_reduce-nccl/
       colbench fit results/ring/ results/tree/
     """
-    from colbench.commands.fit.command import run as fit_run
+    from colbench.commands.fit.model import run as fit_run
 
     raise typer.Exit(fit_run(runs))
 

@@ -16,7 +16,7 @@ import typer.main
 from colbench.bench import ops
 from colbench.cli import app, main
 from colbench.commands.crosscheck import plan as crosscheck
-from colbench.commands.crosscheck.sides import nccl_tests_side
+from colbench.commands.crosscheck.command import nccl_tests_side
 from colbench.errors import UsageError
 from tests.unit.test_cli_errors import LAUNCHER_VARS
 
@@ -319,7 +319,7 @@ def test_existing_output_directory_is_refused(programs: Path, tmp_path: Path) ->
 def test_report_keeps_colbench_placements_and_flags_wrong_rows(
     programs: Path, tmp_path: Path
 ) -> None:
-    from colbench.commands.crosscheck import report
+    from colbench.commands.crosscheck import command as report
     from colbench.importers.nccl_tests import import_log
     from tests.unit import nccl_logs
 

@@ -70,10 +70,9 @@ def test_trace_names_print_on_an_ascii_stdout(plan_file: str) -> None:
 
 
 def test_a_suite_names_traces_whose_names_are_not_utf8() -> None:
-    from colbench.commands.replay import report
-    from colbench.commands.replay.measure import Sweep
+    from colbench.commands.replay import command as report
 
-    sweep = Sweep("01-all_reduce", {"op": "all_reduce", "sizes": "16", "nprocs": 2}, ())
+    sweep = report.Sweep("01-all_reduce", {"op": "all_reduce", "sizes": "16", "nprocs": 2}, ())
     # A file name of latin-1 bytes reaches Python as a surrogate (os.fsdecode).
     text = report.suite_yaml(sweep, os.fsdecode(b"rank\xe9.json") + ", a\nb.json")
     assert "# Replayed from rank\\udce9.json, a\\nb.json by colbench replay" in text

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from colbench.commands.predict import files, models
+from colbench.commands.predict import models
+from colbench.commands.predict import report as files
 from tests.conftest import run_main
 from tests.unit.predict_runs import SIZES, TRUE, model_run
 
@@ -448,9 +449,10 @@ def test_the_figure_shows_binary_sizes_the_measured_points_and_no_empty_panel(
     fabric_runs: dict[int, str],
 ) -> None:
     from colbench.commands.predict import data, engine
-    from colbench.commands.predict.plot import figure
+    from colbench.commands.predict.report import figure
+    from colbench.results.series import load_runs
 
-    measured = data.load_measured([fabric_runs[2], fabric_runs[3]], None, ["all_gather"])
+    measured = data.measured_of(load_runs([fabric_runs[2], fabric_runs[3]]), None, ["all_gather"])
     fits = engine.fit_all(measured)
     elem = {"all_gather": 4}
     predicted = engine.predict_grid(fits, {"all_gather": [4096, 1 << 20]}, [64], None, [], elem)

@@ -13,9 +13,17 @@ import numpy as np
 import pytest
 
 from colbench.commands.predict import data, engine, models
-from colbench.commands.predict.fit import OUTLIER_FLOOR, Point, fit, t_quantile
-from colbench.commands.predict.models import RING, Parameters, terms
+from colbench.commands.predict.models import (
+    OUTLIER_FLOOR,
+    RING,
+    Parameters,
+    Point,
+    fit,
+    t_quantile,
+    terms,
+)
 from colbench.errors import UsageError
+from colbench.results.series import load_runs
 from tests.unit.predict_runs import SIZES, TRUE, model_run
 
 EIGHT_MIB = 8 << 20
@@ -127,7 +135,7 @@ def test_t_quantile_matches_the_tables(dof: int, quantile: float) -> None:
 
 def _measured(tmp_path: Path, worlds: list[int], **kw: Any) -> list[data.Measured]:
     runs = [model_run(tmp_path / f"r{n}", n, **kw) for n in worlds]
-    return data.load_measured(runs, None, [])
+    return data.measured_of(load_runs(runs), None, [])
 
 
 def test_one_world_size_is_refused_saying_what_to_measure(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def test_the_probe_runs_each_row_once_with_tuning_on(tmp_path: Path) -> None:
 
 
 def test_compare_says_whether_each_variant_ran_what_it_asked(tmp_path: Path) -> None:
-    from colbench.commands.compare.nccl_ran import ran_lines
+    from colbench.commands.compare.pairs import ran_lines
     from colbench.results.rows import load
     from tests.unit.rows import row, write_run
 

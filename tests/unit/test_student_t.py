@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from colbench.commands.predict.fit import t_quantile
+from colbench.commands.predict.models import t_quantile
 from colbench.stats import student_t
 from colbench.stats.drift import t_critical
 

@@ -71,8 +71,7 @@ def summary(comparison: Comparison) -> list[str]:
     usable = table[table["comparable"]]
     out = []
     groups = ["op", "variant", "dtype", "redop", "in_place"]
-    for key, group in usable.groupby(groups, sort=False):
-        op, variant, dtype, redop, in_place = key
+    for (op, variant, dtype, redop, in_place), group in usable.groupby(groups, sort=False):
         label = " ".join(str(p) for p in (op, variant, dtype, redop) if str(p))
         out.append(f"{label} {PLACEMENT_NAMES[int(in_place)]}: {_group_summary(group)}")
     if not usable.empty and usable["within_noise"].isna().all():
@@ -107,7 +106,7 @@ def _group_summary(group: Any) -> str:
 
 def figure(comparison: Comparison) -> Any:
     """Top: both runs' curves; bottom: B/A per size for the comparable rows."""
-    from colbench.commands.plot.lines import context, draw_lines, plotted, styles
+    from colbench.commands.plot.lines import context, draw_lines, plotted, size_span, styles
     from colbench.results.reporters.figures import pyplot
 
     curves = lines(comparison.a) + lines(comparison.b)
@@ -123,9 +122,7 @@ def figure(comparison: Comparison) -> Any:
     colors = {(c.op, ""): s[0] for c, s in reversed(pairs)}  # an op's first curve, by default
     colors.update({(c.op, c.variant): s[0] for c, s in reversed(pairs)})
     _ratio_panel(bottom, comparison, colors)
-    low = min(float(c.size_bytes.min()) for c in curves)
-    high = max(float(c.size_bytes.max()) for c in curves)
-    size_axis(bottom, low, high)
+    size_axis(bottom, *size_span(curves))
     return fig
 
 
@@ -138,13 +135,9 @@ def _title(metric_title: str, comparison: Comparison, context_text: str) -> str:
     run past the figure's edges and be clipped."""
     import textwrap
 
-    parts = [
-        f"{metric_title}: B = {comparison.b.label}",
-        f"vs A = {comparison.a.label}",
-        context_text,
-    ]
-    if len(parts[0]) + len(parts[1]) < _TITLE_WIDTH:
-        parts[:2] = [f"{parts[0]} {parts[1]}"]
+    head, versus = f"{metric_title}: B = {comparison.b.label}", f"vs A = {comparison.a.label}"
+    parts = [f"{head} {versus}"] if len(head) + len(versus) < _TITLE_WIDTH else [head, versus]
+    parts.append(context_text)
     return "\n".join(line for part in parts for line in textwrap.wrap(part, _TITLE_WIDTH))
 
 
@@ -164,26 +157,18 @@ def _ratio_panel(ax: Any, comparison: Comparison, colors: dict[tuple[str, str], 
     # One sample a side has no spread to draw a band from: no bars, and the panel says so
     # rather than promising bars that never appear.
     banded = any(noise.band_factor(*spreads(row)) for row in usable.itertuples(index=False))
-    drawn = 0
     groups = usable.groupby(["op", "variant", "dtype", "redop"], sort=False)
     for index, (key, group) in enumerate(groups):
         # Same placement choice as the curves above: out-of-place where there is one.
         placement = 0 if (group["in_place"] == 0).any() else 1
         chosen = group[group["in_place"] == placement].sort_values("size_bytes")
-        label = " · ".join(str(k) for k in key[:2] if str(k))
-        ax.errorbar(
-            chosen["size_bytes"],
-            chosen["ratio"],
-            yerr=_noise_bars(chosen) if banded else None,
-            marker="o",
-            markersize=3.5,
-            capsize=2,
-            color=colors.get(
-                (str(key[0]), str(key[1])), colors.get((str(key[0]), ""), f"C{index}")
-            ),
-            label=label,
-        )
-        drawn += 1
+        op, variant = str(key[0]), str(key[1])
+        color = colors.get((op, variant), colors.get((op, ""), f"C{index}"))
+        bars = _noise_bars(chosen) if banded else None
+        label = " · ".join(k for k in (op, variant) if k)
+        look = {"marker": "o", "markersize": 3.5, "capsize": 2, "color": color, "label": label}
+        ax.errorbar(chosen["size_bytes"], chosen["ratio"], yerr=bars, **look)
+    drawn = groups.ngroups
     ax.axhline(1.0, color="black", linewidth=1, alpha=0.6)
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))

@@ -1,23 +1,24 @@
 """Two runs joined row by row: the comparison table of ``colbench compare`` (and
 crosscheck), each pair of rows with both values, their ratio, and why it cannot be compared.
 
-Rows are joined on the schema's key columns (:mod:`colbench.results.join`) but the
-backend, which a row names as its reason instead, and, when each run has one variant,
-the variant (a Ring run against its Tree run). Rows that cannot be judged are kept and
-marked ``x`` with the reason (the way asv marks "not comparable"): present in one run
-only, measured on different backends, or failing verification. Repeats of one key in a
-run (several imported 0-byte rows, say) are combined by their median.
+Rows join on the schema's key columns (:mod:`colbench.results.join`) but the backend (a
+row names it as its reason) and, when each run has one variant, the variant (a Ring run
+against its Tree run). Rows that cannot be judged are kept, marked ``x`` with the reason
+(as asv marks "not comparable"); a key's repeats in a run are combined by their median.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from colbench.commands.compare.nccl_ran import ran_lines
+from colbench.config.variants import variant_env
+from colbench.nccl.algo import asked
+from colbench.output import plural
 from colbench.results.join import Pair, Sample, fabric_warnings, is_ok, join, key_columns, read_meta
 from colbench.results.reporters.figures import metric, metric_key
 from colbench.results.series import Run, load_runs, select_variant
@@ -68,11 +69,9 @@ def compare_runs(
     across_backends: bool = False,
     allow_emulated: bool = False,
 ) -> Comparison:
-    """Join two runs and judge each pair of rows; ratio is B / A.
-
-    ``across_backends`` pairs rows measured on different backends instead of marking them
-    not comparable (crosscheck's gloo side tests the cross-check itself, not NCCL).
-    """
+    """Join two runs and judge each pair of rows; ratio is B / A. ``across_backends`` pairs rows
+    measured on different backends instead of marking them not comparable (crosscheck's gloo side
+    tests the cross-check itself, not NCCL)."""
     metric_name = metric_key(metric_name)
     chosen = metric(metric_name)
     run_a, run_b = load_runs([path_a, path_b])
@@ -174,29 +173,22 @@ def _record(pair: Pair, keys: Sequence[str], column: str, across: bool) -> list[
     present = "both" if measured_a and measured_b else "left_only" if measured_a else "right_only"
     if not measured_a and not measured_b:
         present = "both"
-    reason = _reason(present, side_a, side_b, column, status_a, status_b, across)
+    reason = _reason(present, side_a, side_b, column, (status_a, status_b), across)
     ratio = math.nan if reason else float(side_b[0]) / float(side_a[0])
     return [*pair.key, *side_a, *side_b, present, reason, ratio, not (measured_a or measured_b)]
 
 
 def _reason(
-    present: str,
-    side_a: Sequence[Any],
-    side_b: Sequence[Any],
-    column: str,
-    status_a: str | None,
-    status_b: str | None,
-    across_backends: bool,
-) -> str:
+    present: str, side_a: Sequence[Any], side_b: Sequence[Any], column: str,
+    statuses: tuple[str | None, str | None], across_backends: bool,
+) -> str:  # fmt: skip
     """Why this pair cannot be compared, or '' when it can."""
+    status_a, status_b = statuses
     value_a, wrong_a, backend_a = side_a[:3]
     value_b, wrong_b, backend_b = side_b[:3]
     if status_a and status_b:
-        return (
-            f"{status_a} in A, {status_b} in B"
-            if status_a != status_b
-            else f"{status_a} in A and B"
-        )
+        same = status_a == status_b
+        return f"{status_a} in A and B" if same else f"{status_a} in A, {status_b} in B"
     if present == "left_only":
         return f"{status_b} in B" if status_b else "only in A"
     if present == "right_only":
@@ -226,3 +218,37 @@ def spreads(row: Any) -> tuple[noise.Spread, noise.Spread]:
 def _within_noise(row: Any) -> bool | None:
     """Whether the samples' own spread could explain a comparable row's ratio."""
     return noise.ratio_within_noise(float(row.ratio), *spreads(row)) if row.comparable else None
+
+
+# Whether each variant's rows ran the NCCL algorithm its NCCL_ALGO asked for: a ring-vs-tree
+# comparison is true only where NCCL ran what was asked (older versions fall back to Ring, a
+# tuner plugin may choose otherwise). The rows' nccl_algo is what NCCL's own log said it
+# chose (colbench.commands.sweep.probe).
+def ran_lines(label: str, frame: Any) -> list[str]:
+    """``A NCCL_ALGO=Tree: all_reduce ran Tree in 12 of 12 rows, as asked`` and the like,
+    for each variant and op of an NCCL run; nothing for runs NCCL did not measure."""
+    nccl = frame[(frame["backend"] == "nccl") & (frame["status"] == "ok")]
+    out = []
+    for (variant, op), rows in nccl.groupby(["variant", "op"], sort=False):
+        recorded = [str(a) for a in rows["nccl_algo"] if str(a) not in ("", "<NA>")]
+        request = variant_env(str(variant)).get("NCCL_ALGO")
+        allowed = asked(request, str(op)) if request is not None else None
+        head = f"{label} {variant or '(no variant)'}: {op}"
+        if not recorded:
+            if allowed is not None:
+                out.append(f"{head}: which algorithm NCCL ran is not recorded (no probe)")
+            continue
+        out.append(f"{head} {_verdict(Counter(recorded), len(rows), allowed)}")
+    return out
+
+
+def _verdict(ran: Counter[str], rows: int, allowed: frozenset[str] | None) -> str:
+    shown = ", ".join(f"{algo} in {n}" for algo, n in ran.most_common())
+    if allowed is None:
+        # NCCL_ALGO may still be in the ranks' environment (the shell's, not a variant's).
+        return f"ran {shown} of {plural(rows, 'row')} (its variant sets no NCCL_ALGO)"
+    wanted = "/".join(sorted(allowed))
+    good = sum(n for algo, n in ran.items() if algo in allowed)
+    if good == rows:
+        return f"ran {shown} of {plural(rows, 'row')}, as asked"
+    return f"ran {shown} of {plural(rows, 'row')}: NOT {wanted} as asked in {rows - good}"

@@ -2,14 +2,12 @@
 K PROGRAM ARGS...`` under mpiexec.
 
 ``crosscheck --ranks-per-gpu K`` starts nccl-tests (an MPI build) under mpiexec with this
-module in front of the program. It gives the rank what a colbench rank of
-``sweep --ranks-per-gpu K`` gives itself
-(:func:`colbench.host.launchers.gpus.rank_environment`:
-its own NCCL_HOSTID, sockets over loopback, no P2P or SHM; the caller's values win) and
-its GPU through ``NCCL_TESTS_DEVICE`` (nccl-tests would otherwise take GPU ``local rank``,
-which does not exist when ranks outnumber GPUs; nccl-tests 2.13.4 and later read it),
-then becomes the program. So both sides of the
-cross-check run the same NCCL world: the same nodes, transport and algorithm choices.
+module in front of the program. It gives the rank what a colbench rank of ``sweep
+--ranks-per-gpu K`` gives itself (:func:`colbench.host.launchers.gpus.rank_environment`)
+and its GPU through ``NCCL_TESTS_DEVICE`` (nccl-tests would otherwise take GPU ``local
+rank``, which does not exist when ranks outnumber GPUs), then becomes the program. So both
+sides of the cross-check run the same NCCL world: the same nodes, transport and algorithm
+choices.
 """
 
 from __future__ import annotations

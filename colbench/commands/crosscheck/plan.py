@@ -1,15 +1,10 @@
 """``colbench crosscheck``: one sweep through nccl-tests and through colbench, side by side.
 
-A GPU user's first question is whether colbench's numbers match nccl-tests'. This runs
+A GPU user's first question is whether colbench's numbers match nccl-tests'. This plans
 the op's nccl-tests program (``all_reduce_perf``...) and ``colbench sweep`` with the same
-op, sizes, dtype, reduction, root, iterations, warm-up, check, averaging and ranks, imports
-nccl-tests' output with :mod:`colbench.importers.nccl_tests`, joins the two runs with
-:mod:`colbench.commands.compare.comparison` and reports time and busbw of both per size with
-``colbench time / nccl-tests time``.
-
-nccl-tests runs here as one process driving N GPUs of this node (``-g N``), the form every
-build supports. Across nodes it needs an MPI build under mpirun, and colbench a launcher;
-this command starts neither: :data:`MULTI_NODE` says how to run both and compare.
+measurement, checked before anything runs. nccl-tests runs as one process driving N GPUs
+of this node (``-g N``), the form every build supports; across nodes it needs an MPI
+build and colbench a launcher, which this command starts neither of (:data:`MULTI_NODE`).
 """
 
 from __future__ import annotations
@@ -72,10 +67,6 @@ class Plan:
     #: nccl-tests' -x, one CTA policy for both sides (colbench's as NCCL_CTA_POLICY); None: unset.
     cta_policy: str | None = None
 
-    def __post_init__(self) -> None:
-        if self.ranks_per_gpu > 1 and not self.mpiexec:
-            raise ValueError("an emulated cross-check needs its mpiexec")
-
     @property
     def ranks_per_gpu(self) -> int:
         """Above 1: both sides run one emulated world (K ranks per GPU, each an NCCL node
@@ -119,14 +110,8 @@ class Plan:
             argv += ["--root", str(cfg.measure.root)]
         argv += ["--placement", ",".join(cfg.measure.placements), "--iters", str(cfg.measure.iters)]
         argv += ["--warmup", str(cfg.measure.warmup), "--check", str(cfg.measure.check)]
-        argv += [
-            "--average",
-            cfg.measure.average,
-            "--backend",
-            cfg.launch.backend,
-            "--nprocs",
-            str(self.ranks),
-        ]
+        argv += ["--average", cfg.measure.average, "--backend", cfg.launch.backend]
+        argv += ["--nprocs", str(self.ranks)]
         if cfg.measure.cuda_graph:
             argv += ["--cuda-graph", str(cfg.measure.cuda_graph)]
         if self.ranks_per_gpu > 1:
@@ -160,10 +145,8 @@ def size_flags(sizes: Sequence[int]) -> tuple[str, ...]:
 
 
 def find_binary(coll: Collective, directory: str | None, path_env: str | None = None) -> Path:
-    """The op's nccl-tests program in ``directory`` (or its build/), else on PATH.
-
-    Builds with ``NAME_SUFFIX=_mpi`` (nccl-tests' README) are found too.
-    """
+    """The op's nccl-tests program in ``directory`` (or its build/), else on PATH. Builds with
+    ``NAME_SUFFIX=_mpi`` (nccl-tests' README) are found too."""
     name = coll.nccl_tests_binary
     if not name:
         have = ", ".join(c.name for c in ops.REGISTRY if c.nccl_tests_binary)
@@ -173,18 +156,15 @@ def find_binary(coll: Collective, directory: str | None, path_env: str | None = 
         base = Path(directory).expanduser()
         if not base.is_dir():
             raise UsageError(f"--nccl-tests {directory}: no such directory; {BUILD_HINT}")
-        for folder in (base, base / "build"):
-            for candidate in (folder / n for n in names):
-                if candidate.is_file() and os.access(candidate, os.X_OK):
-                    return candidate
-        where = f"{base} or {base / 'build'}"
+        # Folder by folder: the directory's own program before its build/'s.
+        folders, where = [str(base), str(base / "build")], f"{base} or {base / 'build'}"
     else:
-        path_env = os.environ.get("PATH", "") if path_env is None else path_env
+        folders, where = [os.environ.get("PATH", "") if path_env is None else path_env], "PATH"
+    for folder in folders:
         for n in names:
-            found = shutil.which(n, path=path_env)
+            found = shutil.which(n, path=folder)
             if found:
                 return Path(found)
-        where = "PATH"
     raise UsageError(f"no {name} (or {name}_mpi) in {where}; {BUILD_HINT}")
 
 
@@ -210,9 +190,7 @@ def make_plan(
     mpiexec: str | None = None,
 ) -> Plan:
     """Validate sweep-style options for a cross-check (raises UsageError before anything runs).
-
-    ``params`` are sweep's parsed options and ``given`` the names given on the command line.
-    """
+    ``params`` are sweep's parsed options and ``given`` the names given on the command line."""
     refused = sorted(given - MAPPED - set(FORWARDED))
     if refused:
         flag = "--" + refused[0].replace("_", "-")
@@ -299,11 +277,7 @@ def _sweep_config(coll: Collective, params: Mapping[str, Any]) -> config.SweepCo
     return validate.build(
         op=coll.name,
         sizes=validate.resolve_sizes(
-            params["sizes"],
-            params["minbytes"],
-            params["maxbytes"],
-            params["factor"],
-            params["step"],
+            *(params[k] for k in ("sizes", "minbytes", "maxbytes", "factor", "step"))
         ),
         dtype=str(params["dtype"]),
         redop=str(params["redop"]),
@@ -347,32 +321,25 @@ def _ranks(cfg: config.SweepConfig, gpu_count: Callable[[], int]) -> int:
     slots = gpus * per_gpu
     ranks = cfg.launch.nprocs if cfg.launch.nprocs is not None else slots
     if ranks > slots:
-        where = (
-            f"--ranks-per-gpu {per_gpu} gives {slots} rank(s)"
-            if per_gpu > 1
-            else "-g N drives N GPUs of this node"
-        )
+        where = "-g N drives N GPUs of this node"
+        if per_gpu > 1:
+            where = f"--ranks-per-gpu {per_gpu} gives {slots} rank(s)"
         raise UsageError(f"--nprocs {ranks} but {gpus} GPU(s) are visible: {where}; {MULTI_NODE}")
     return ranks
 
 
 def _forward(params: Mapping[str, Any], given: set[str]) -> tuple[str, ...]:
     flags: list[str] = []
-    for name in FORWARDED:
-        if name not in given:
-            continue
-        flag = "--" + name.replace("_", "-")
-        value = params[name]
+    for name in (n for n in FORWARDED if n in given):
+        flag, value = name.replace("_", "-"), params[name]
         if isinstance(value, bool):
-            flags.append(flag if value else f"--no-{name.replace('_', '-')}")
+            flags.append(f"--{flag}" if value else f"--no-{flag}")
         else:
-            flags += [flag, str(value)]
+            flags += [f"--{flag}", str(value)]
     return tuple(flags)
 
 
 def out_dir(plan: Plan, out: str | None, results_root: str) -> Path:
     """A new or empty directory: ``--out``, else ``<results>/<stamp>-crosscheck-<op>-<backend>``."""
-    default = Path(results_root) / stamped_name(
-        "crosscheck", plan.coll.name, plan.cfg.launch.backend
-    )
-    return RunDir.create(out, default).path.resolve()
+    name = stamped_name("crosscheck", plan.coll.name, plan.cfg.launch.backend)
+    return RunDir.create(out, Path(results_root) / name).path.resolve()

@@ -1,7 +1,5 @@
-"""Latency-bandwidth (alpha-beta) model per measured line: time = alpha + size / beta.
-
-alpha is the per-call latency in microseconds, beta the asymptotic algorithm bandwidth
-in GB/s (1e9 bytes/s), so ``time_us = alpha_us + size_bytes / (beta_gbps * 1e3)``.
+"""``colbench fit``: the latency-bandwidth (alpha-beta) model per measured line, time_us =
+alpha_us + size_bytes / (beta_gbps * 1e3), and where two lines' models cross.
 
 The fit is the one robust fit (:mod:`colbench.stats.robust`): relative residuals,
 because message sizes span six or more orders of magnitude and an absolute fit would
@@ -20,6 +18,8 @@ import numpy as np
 
 from colbench import text
 from colbench.bench import ops
+from colbench.errors import ExitCode, UsageError
+from colbench.results import series
 from colbench.results.series import Line, labels
 from colbench.stats import noise, robust, student_t
 from colbench.text import Column
@@ -45,8 +45,7 @@ def fit_time(
     size_bytes: Sequence[float] | np.ndarray, time_us: Sequence[float] | np.ndarray
 ) -> Model:
     """Fit time = alpha + size / beta to (size, time) points; needs two distinct sizes."""
-    size = np.asarray(size_bytes, dtype=float)
-    time = np.asarray(time_us, dtype=float)
+    size, time = np.asarray(size_bytes, dtype=float), np.asarray(time_us, dtype=float)
     keep = np.isfinite(size) & np.isfinite(time) & (time > 0) & (size >= 0)
     size, time = size[keep], time[keep]
     if len(np.unique(size)) < 2:
@@ -132,20 +131,14 @@ class FitResult:
 def fit_lines(curves: Sequence[Line]) -> list[FitResult]:
     results = []
     for curve, label in zip(curves, labels(curves), strict=True):
+        size, time = curve.size_bytes, curve.time_us
         try:
-            model = fit_time(curve.size_bytes, curve.time_us)
+            model = fit_time(size, time)
         except ValueError:
             results.append(FitResult(curve, label, None, None))
             continue
-        results.append(
-            FitResult(
-                curve,
-                label,
-                model,
-                relative_rms(curve.size_bytes, curve.time_us, model),
-                uncertainty(curve.size_bytes, curve.time_us, model),
-            )
-        )
+        spread = uncertainty(size, time, model)
+        results.append(FitResult(curve, label, model, relative_rms(size, time, model), spread))
     return results
 
 
@@ -195,11 +188,10 @@ def crossovers(results: Sequence[FitResult]) -> list[Crossover]:
 def approx_size(size_bytes: float) -> str:
     """A size in binary units with three significant digits: 1.46M, 640K, 12; whole
     numbers from 1000 of a unit up to the next (1020K, 1000), never 1e+03K."""
-    for suffix, unit in (("G", 1024**3), ("M", 1024**2), ("K", 1024), ("", 1)):
-        if size_bytes >= unit or not suffix:
-            value = size_bytes / unit
-            return (f"{value:.0f}" if value >= 999.5 else f"{value:.3g}") + suffix
-    raise AssertionError("unreachable: the last unit takes every size")
+    units = (("G", 1024**3), ("M", 1024**2), ("K", 1024))
+    suffix, unit = next(((s, u) for s, u in units if size_bytes >= u), ("", 1))
+    value = size_bytes / unit
+    return (f"{value:.0f}" if value >= 999.5 else f"{value:.3g}") + suffix
 
 
 def _number(value: float | None, spec: str) -> str:
@@ -218,9 +210,7 @@ def _short(value: float) -> str:
 
 def _range(bounds: tuple[float, float] | None) -> str:
     """A 95% interval as ``low-high`` (``-`` without one); parameters are not negative."""
-    if bounds is None:
-        return "-"
-    return f"{_short(max(bounds[0], 0.0))}-{_short(bounds[1])}"
+    return "-" if bounds is None else f"{_short(max(bounds[0], 0.0))}-{_short(bounds[1])}"
 
 
 def report(results: Sequence[FitResult], found: Sequence[Crossover]) -> str:
@@ -261,15 +251,22 @@ def report(results: Sequence[FitResult], found: Sequence[Crossover]) -> str:
     for c in found:
         other = c.second if c.faster_below is c.first else c.first
         where = "" if c.in_range else " (outside the measured sizes: extrapolated)"
+        noisy = "; noise could explain it: the two fits do not differ beyond their 95% intervals"
         lines.append(
             f"# crossover at {approx_size(c.size_bytes)} ({c.size_bytes:.0f} B){where}: "
             f"{c.faster_below.label} is faster below, {other.label} above"
-            + (
-                "; noise could explain it: the two fits do not differ beyond their 95% intervals"
-                if c.within_noise
-                else ""
-            )
+            + (noisy if c.within_noise else "")
         )
     if len(results) > 1 and not found:
         lines.append("# no crossover: no two curves of one collective swap places at any size")
     return "\n".join(lines)
+
+
+def run(runs: Sequence[str]) -> int:
+    """Fit time = alpha + size / beta per (op, variant) of ``runs``; the exit code."""
+    curves = [c for loaded in series.load_runs(runs) for c in series.lines(loaded)]
+    if not curves:
+        raise UsageError("nothing to fit: no rows with a size above 0 bytes")
+    results = fit_lines(curves)
+    print(report(results, crossovers(results)))
+    return int(ExitCode.OK)

@@ -1,13 +1,10 @@
 """Figures of measured lines: bandwidth or time against message size; ``colbench plot`` and
-the figures ``sweep --plot`` leaves in a run directory.
+the figures ``sweep --plot`` leaves in a run directory; headless (Agg: a node has no display).
 
-Both draw the same picture by default, one small panel per collective
-(:func:`plot_panels`), so ``busbw.png`` in a run folder means one thing whoever wrote it.
-``plot --one-chart`` draws every line on one chart (:func:`plot_lines`) into a name of its
-own, ``<metric>-one-chart.png``, so neither figure replaces the other.
-
-Headless (matplotlib's Agg backend), so plots work on a cluster node without a display.
-The primitives (axes, metrics, saving) are :mod:`colbench.results.reporters.figures`.
+Both draw one small panel per collective by default (:func:`plot_panels`), so
+``busbw.png`` in a run folder means one thing whoever wrote it; ``plot --one-chart`` draws
+every line on one chart (:func:`plot_lines`) into ``<metric>-one-chart.png``, so neither
+figure replaces the other.
 """
 
 from __future__ import annotations
@@ -52,6 +49,11 @@ def context(curves: Sequence[Line]) -> str:
     return text
 
 
+def size_span(curves: Sequence[Line]) -> tuple[float, float]:
+    sizes = np.concatenate([c.size_bytes for c in curves])
+    return float(sizes.min()), float(sizes.max())
+
+
 def plotted(curves: Sequence[Line], metric_name: str, peak_gbps: float | None = None) -> Metric:
     """The metric to draw, once there is something to draw it of (and --peak fits it)."""
     chosen = metric(metric_name)
@@ -68,13 +70,12 @@ def plot_lines(
     *,
     peak_gbps: float | None = None,
     fit: bool = False,
-    title: str | None = None,
 ) -> Any:
     """One figure of ``metric_name`` against size; returns the matplotlib Figure."""
     chosen = plotted(curves, metric_name, peak_gbps)
     fig, ax = pyplot().subplots(figsize=(9, 5.2), layout="constrained")
     draw_lines(ax, curves, metric_name, peak_gbps=peak_gbps, fit=fit)
-    ax.set_title(title or f"{chosen.title} vs message size: {context(curves)}")
+    ax.set_title(f"{chosen.title} vs message size: {context(curves)}")
     return fig
 
 
@@ -95,28 +96,12 @@ def draw_lines(
         if rms is not None:
             # The fit's uncertainty beside its line: a curve the model misses says so.
             label += f" (fit rms {rms:.0%}{', poor fit' if noise.poor_fit(rms) else ''})"
-        ax.plot(
-            curve.size_bytes,
-            curve.values(chosen.column),
-            marker=marker,
-            markersize=4,
-            linewidth=1.6,
-            linestyle=style,
-            color=color,
-            label=label,
-        )
+        look = {"marker": marker, "markersize": 4, "linewidth": 1.6, "linestyle": style}
+        ax.plot(curve.size_bytes, curve.values(chosen.column), color=color, label=label, **look)
     if peak_gbps is not None:
-        ax.axhline(
-            peak_gbps,
-            color="black",
-            linestyle="--",
-            linewidth=1.2,
-            alpha=0.7,
-            label=f"rated peak {peak_gbps:g} GB/s",
-        )
-    low = min(float(c.size_bytes.min()) for c in curves)
-    high = max(float(c.size_bytes.max()) for c in curves)
-    size_axis(ax, low, high)
+        peak = f"rated peak {peak_gbps:g} GB/s"
+        ax.axhline(peak_gbps, color="black", linestyle="--", linewidth=1.2, alpha=0.7, label=peak)
+    size_axis(ax, *size_span(curves))
     _value_axis(ax, chosen)
     _legend(ax, fit)
 
@@ -141,30 +126,21 @@ def _legend(ax: Any, fit: bool) -> None:
     if fit:
         from matplotlib.lines import Line2D
 
-        handles.append(
-            Line2D(
-                [], [], color="gray", linestyle=":", linewidth=2, label="model: alpha + size / beta"
-            )
-        )
-    if len(handles) > 10:
-        ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
-    else:
-        ax.legend(handles=handles, fontsize="small", loc="best")
+        model = "model: alpha + size / beta"
+        handles.append(Line2D([], [], color="gray", linestyle=":", linewidth=2, label=model))
+    # Many lines: the legend goes beside the chart, where it hides none of them.
+    where = {"loc": "upper left", "bbox_to_anchor": (1.01, 1)} if len(handles) > 10 else {}
+    ax.legend(handles=handles, fontsize="small", **({"loc": "best"} | where))
 
 
 _STYLES = ("-", "--", "-.", ":")
-
-
 _MARKERS = ("o", "s", "^", "D")
 
 
 def styles(curves: Sequence[Line]) -> list[tuple[str, str, str]]:
-    """(color, linestyle, marker) per curve.
-
-    With several ops *and* a few variants or runs, color says which op and the line
-    style which variant/run, so the eye can pair up a collective's curves; otherwise
-    every curve gets its own color.
-    """
+    """(color, linestyle, marker) per curve. With several ops *and* a few variants or runs, color
+    says which op and the line style which variant/run, so the eye can pair up a collective's
+    curves; otherwise every curve gets its own color."""
     colors = [f"C{i}" for i in range(10)]
     op_index = {op: i for i, op in enumerate(dict.fromkeys(c.op for c in curves))}
     other_keys = [(c.variant, c.run, c.world_size, c.dtype) for c in curves]
@@ -227,20 +203,16 @@ def plot_runs(
         raise UsageError(f"--peak must be a bandwidth above 0 GB/s, got {peak_gbps:g}")
     runs = load_runs(paths)
     curves = [c for run in runs for c in lines(run)]
-    if one_chart:
-        fig = plot_lines(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
-        kind = f"{metric_name}-{ONE_CHART}"
-    else:
-        fig = plot_panels(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
-        kind = metric_name
+    draw, kind = (
+        (plot_lines, f"{metric_name}-{ONE_CHART}") if one_chart else (plot_panels, metric_name)
+    )
+    fig = draw(curves, metric_name, peak_gbps=peak_gbps, fit=fit)
     path = save(fig, figure_path(runs, kind, out))
-    return path, (_poor_fits(curves) if fit else [])
-
-
-def _poor_fits(curves: Sequence[Line]) -> list[str]:
+    if not fit:
+        return path, []
     from colbench.commands.fit.model import fit_lines
 
-    return [
+    return path, [
         f"plot --fit: {noise.poor_fit_warning(r.label, r.rel_rms)}"
         for r in fit_lines(curves)
         if r.rel_rms is not None and noise.poor_fit(r.rel_rms)
@@ -287,8 +259,7 @@ def plot_panels(
         rows, columns, figsize=(max(6.5, 2.9 * columns + 1.2), 2.5 * rows + 1.3),
         squeeze=False, sharex=True, layout="constrained",
     )  # fmt: skip
-    low = min(float(c.size_bytes.min()) for c in curves)
-    high = max(float(c.size_bytes.max()) for c in curves)
+    low, high = size_span(curves)
     colours: dict[str, str] = {}
     for ax, op in zip(axes.flat, ops, strict=False):
         mine = [c for c in curves if c.op == op]
@@ -342,11 +313,10 @@ def _panels_legend(
     fig: Any, colours: dict[str, str], *, peak_gbps: float | None, fit: bool
 ) -> None:
     """One legend beside the panels, where it covers no point."""
-    named = {name: colour for name, colour in colours.items() if name}
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=c, marker="o", markersize=3, label=n)
-               for n, c in named.items()]  # fmt: skip
+               for n, c in colours.items() if n]  # fmt: skip
     if peak_gbps is not None:
         handles.append(Line2D([], [], color="black", linestyle="--",
                               label=f"rated peak {peak_gbps:g} GB/s"))  # fmt: skip

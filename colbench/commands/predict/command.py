@@ -26,14 +26,11 @@ MAX_TARGET_RANKS = 2**20
 def _targets(text: str | None) -> list[int]:
     if text is None:
         return []
-    parts = [part.strip() for part in text.split(",")]
-    if not all(parts):
-        raise UsageError(f"bad --ranks {text!r}: give world sizes, e.g. 64,512,4096")
-    try:
-        worlds = sorted({int(part) for part in parts})
+    try:  # an empty part ("64,,512") is no int either
+        worlds = sorted({int(part) for part in text.split(",")})
     except ValueError:
         raise UsageError(f"bad --ranks {text!r}: give world sizes, e.g. 64,512,4096") from None
-    if not worlds or worlds[0] < 2:
+    if worlds[0] < 2:
         raise UsageError(f"bad --ranks {text!r}: world sizes of 2 ranks or more, e.g. 64,512")
     if worlds[-1] > MAX_TARGET_RANKS:
         raise UsageError(
@@ -59,10 +56,10 @@ def _ranks_per_node(flags: PredictOptions, fitted: Sequence[data.Measured]) -> i
         return None
     seen = sorted({m.ranks_per_node for m in fitted})
     if len(seen) > 1:
+        shown = ", ".join(map(str, seen))
         raise UsageError(
-            "the fitted runs differ in ranks per node ("
-            + ", ".join(str(g) for g in seen)
-            + "): say the targets' with --ranks-per-node"
+            f"the fitted runs differ in ranks per node ({shown}): say the targets' with "
+            "--ranks-per-node"
         )
     return seen[0]
 
@@ -98,11 +95,7 @@ def _elem_bytes(fitted: Sequence[data.Measured]) -> dict[str, int | None]:
     """Per op, the element size of its one dtype (data.select_kind). 1 for a dtype colbench
     cannot sweep (an imported float8 or uint64): ops split by rank round each rank's
     chunk to 16 bytes, so the layout comes out the same for any element of 1-16 bytes."""
-    out: dict[str, int | None] = {}
-    for m in fitted:
-        dtype = DTYPES.get(m.dtype)
-        out[m.op] = dtype.elem_bytes if dtype is not None else 1
-    return out
+    return {m.op: DTYPES[m.dtype].elem_bytes if m.dtype in DTYPES else 1 for m in fitted}
 
 
 def _kind(flags: PredictOptions) -> tuple[str | None, str | None]:
@@ -129,10 +122,8 @@ def _load(
     # Each run is read once: the fabric check looks at the rows the fit then uses.
     fitted_runs = load_runs(runs)
     against_runs = load_runs(against_paths) if against_paths else []
-    frames = {
-        str(path): run.frame
-        for path, run in zip([*runs, *against_paths], [*fitted_runs, *against_runs], strict=True)
-    }
+    given, loaded = [*runs, *against_paths], [*fitted_runs, *against_runs]
+    frames = {str(path): run.frame for path, run in zip(given, loaded, strict=True)}
     for warning in fabric_warnings(frames, flags.allow_emulated):
         print(f"colbench: warning: {warning}", file=sys.stderr)
     wanted_ops = [ops.get(name).name for name in flags.op or ()]
@@ -155,12 +146,11 @@ def _check_flags(flags: PredictOptions, targets: Sequence[int]) -> None:
         )
     if flags.plot and not targets:
         raise UsageError("--plot draws predictions: give --ranks")
-    if flags.max_error is not None and not flags.against:
+    error = flags.max_error
+    if error is not None and not flags.against:
         raise UsageError("--max-error judges --against runs: give --against RUN")
-    if flags.max_error is not None and not (
-        math.isfinite(flags.max_error) and flags.max_error >= 0
-    ):
-        raise UsageError(f"bad --max-error {flags.max_error:g}: a percentage >= 0, e.g. 15")
+    if error is not None and not (math.isfinite(error) and error >= 0):
+        raise UsageError(f"bad --max-error {error:g}: a percentage >= 0, e.g. 15")
     if flags.out or flags.plot:
         _check_writable(Path(flags.out or "."))
 
@@ -229,15 +219,14 @@ def _write(
     predicted: Sequence[engine.Predicted], checked: Sequence[engine.Checked],
     crossings: Sequence[engine.CrossRow], measured: Sequence[data.Measured],
 ) -> None:  # fmt: skip
-    from colbench.commands.predict.files import write_outputs
-
     if flags.out:
-        directory = write_outputs(
+        directory = report.write_outputs(
             flags.out, runs, flags.against or [], fits, predicted, checked, crossings
         )
         print(f"colbench: wrote {directory}/predict.csv and meta.json", file=sys.stderr)
     if flags.plot:
-        from colbench.commands.predict.plot import plot_predictions
+        from colbench.results.reporters.figures import save
 
-        path = plot_predictions(Path(flags.out or "."), predicted, crossings, measured)
+        fig = report.figure(predicted, crossings, measured)
+        path = save(fig, Path(flags.out or ".") / "predict.png")
         print(f"colbench: wrote {path}", file=sys.stderr)

@@ -1,15 +1,11 @@
 """Runs -> measured lines tagged with the algorithm that produced them and the ranks per node.
 
-The algorithm of a run: gloo runs ring algorithms only; an NCCL run says its algorithm by
-``NCCL_ALGO`` in its variant (``--env NCCL_ALGO=Ring,Tree`` sweeps) or its environment
-(meta.json). NCCL's ``Tree`` is the double binary tree. An NCCL run without one let NCCL
-choose per size, which no single model describes: it is refused unless the user says
-which algorithm it ran (one ``--algo``).
+Which algorithm a run measured (gloo: ring; NCCL: its NCCL_ALGO, else one --algo, else
+refused) is docs/predict.md's "Which algorithm a run measured".
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +17,7 @@ from colbench.config.variants import variant_env
 from colbench.errors import UsageError
 from colbench.nccl.algo import asked
 from colbench.results.rundir import RunDir
-from colbench.results.series import Line, Run, lines, load_runs
+from colbench.results.series import Line, Run, lines
 
 #: NCCL's algorithm -> the model of that algorithm.
 _NCCL_ALGOS = {"Ring": RING, "Tree": DOUBLE_TREE}
@@ -75,20 +71,16 @@ def algo_of(line: Line, meta_env: dict[str, str], assumed: str | None) -> str:
     return algo
 
 
-def _meta_env(path: Path) -> dict[str, str]:
-    meta = RunDir.of(path).meta_or_none() or {}
-    env = meta.get("env")
-    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
-
-
 def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
     nnodes = line.nnodes if line.nnodes and line.nnodes > 0 else 1
     per_node = -(-line.world_size // nnodes)
+    env = (RunDir.of(run.path).meta_or_none() or {}).get("env")
+    meta_env = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
     return Measured(
         run=run.label,
         path=run.path,
         op=line.op,
-        algo=algo_of(line, _meta_env(run.path), assumed),
+        algo=algo_of(line, meta_env, assumed),
         world_size=line.world_size,
         nnodes=nnodes,
         ranks_per_node=per_node,
@@ -103,18 +95,11 @@ def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
     )
 
 
-def load_measured(
-    paths: Sequence[str | os.PathLike[str]], assumed: str | None, wanted_ops: Sequence[str]
-) -> list[Measured]:
-    """Every modelled curve of the runs (ops without a model, world sizes below 2 and
-    ops not in ``wanted_ops``, when given, left out)."""
-    return measured_of(load_runs(paths) if paths else [], assumed, wanted_ops)
-
-
 def measured_of(
     runs: Sequence[Run], assumed: str | None, wanted_ops: Sequence[str]
 ) -> list[Measured]:
-    """:func:`load_measured` of runs already loaded."""
+    """Every modelled curve of the runs (ops without a model, world sizes below 2 and
+    ops not in ``wanted_ops``, when given, left out)."""
     found: list[Measured] = []
     for run in runs:
         for line in lines(run):
@@ -129,12 +114,10 @@ def measured_of(
 def select_kind(
     fitted: Sequence[Measured], against: Sequence[Measured], dtype: str | None, redop: str | None
 ) -> tuple[list[Measured], list[Measured]]:
-    """Keep one dtype (and reduction op) per op, fitted and checked alike.
-
-    A reduction's cost per byte, and for a smaller element the time of the same bytes,
-    depends on both: one fit over float32 sum and bfloat16 max would be a model of neither.
-    Runs that hold several are refused unless --dtype / --redop pick one.
-    """
+    """Keep one dtype (and reduction op) per op, fitted and checked alike. A reduction's cost per
+    byte, and for a smaller element the time of the same bytes, depends on both: one fit over
+    float32 sum and bfloat16 max would be a model of neither. Runs that hold several are refused
+    unless --dtype / --redop pick one."""
 
     def wanted(m: Measured) -> bool:
         return (dtype is None or m.dtype == dtype) and (redop is None or m.redop in ("none", redop))

@@ -10,18 +10,23 @@ from colbench.bench import ops
 from colbench.commands.fit.model import approx_size
 from colbench.commands.predict import models
 from colbench.commands.predict.data import Measured
-from colbench.commands.predict.fit import Fit, Point, Unidentifiable, fit
 from colbench.commands.predict.models import (
     RING,
     TREE,
     Crossing,
+    Fit,
+    Point,
     Terms,
+    Unidentifiable,
     algorithms_for,
+    fit,
     nodes_of,
     terms,
 )
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
+from colbench.results.tables import TableRow
+from colbench.results.tables import column as _column
 
 #: Fewest distinct sizes an (op, algorithm) needs: two give a line, the third a residual.
 MIN_SIZES = 3
@@ -30,37 +35,34 @@ _STAND_INS = {TREE: (models.DOUBLE_TREE, RING), models.DOUBLE_TREE: (TREE, RING)
 
 
 @dataclass(frozen=True)
-class Predicted:
-    op: str
-    algo: str
-    world_size: int
-    nnodes: int
-    size_bytes: int
-    requested_bytes: int
-    time_us: float
-    time_low_us: float
-    time_high_us: float
-    busbw_gbps: float
-    basis: str
+class Predicted(TableRow):
+    """One prediction, a row of predict.csv (files.py)."""
+
+    op: str = _column("collective")
+    algo: str = _column("ring, tree or double_tree")
+    world_size: int = _column("target ranks", "ranks")
+    nnodes: int = _column("nodes the target spans at the ranks per node", "nodes")
+    size_bytes: int = _column("size as nccl-tests counts it, at the target's ranks", "B")
+    requested_bytes: int = _column("size asked for (--sizes, or the runs' requests)", "B")
+    time_us: float = _column("predicted time", "us")
+    time_low_us: float = _column("low end of the 95% prediction interval", "us")
+    time_high_us: float = _column("high end of the 95% prediction interval", "us")
+    busbw_gbps: float = _column("predicted bus bandwidth", "GB/s")
+    basis: str = _column("fitted on this algorithm's runs, or whose link parameters it uses")
 
 
 @dataclass(frozen=True)
-class Checked:
-    """A prediction next to the measured time of an --against run."""
+class Checked(TableRow):
+    """A prediction next to the measured time of an --against run: a row of against.csv."""
 
-    op: str
-    algo: str
-    world_size: int
-    size_bytes: int
-    run: str
-    predicted_time_us: float
-    measured_time_us: float
-    #: The size the sweep was asked for (an imported log may know only size_bytes).
-    requested_bytes: int
-
-    @property
-    def error_pct(self) -> float:
-        return (self.predicted_time_us - self.measured_time_us) / self.measured_time_us * 100
+    op: str = _column("collective")
+    algo: str = _column("algorithm of the measured run")
+    world_size: int = _column("ranks of the measured run", "ranks")
+    size_bytes: int = _column("size as nccl-tests counts it", "B")
+    requested_bytes: int = _column("size asked for on the command line (1K = 1024)", "B")
+    predicted_time_us: float = _column("predicted time", "us")
+    measured_time_us: float = _column("measured time (median over repeats)", "us")
+    error_pct: float = _column("(predicted - measured) / measured", "%")
 
 
 def _points(curves: Sequence[Measured]) -> list[Point]:
@@ -100,10 +102,10 @@ def _fit_group(op: str, algo: str, curves: Sequence[Measured]) -> Fit:
         )
     settings = sorted({c.setting for c in curves})
     if len(settings) > 1:
+        shown = " vs ".join(map(repr, settings))
         raise UsageError(
-            f"{name} runs differ in their variant beyond NCCL_ALGO ("
-            + " vs ".join(repr(v) for v in settings)
-            + "): one model describes one setting; give runs of one setting"
+            f"{name} runs differ in their variant beyond NCCL_ALGO ({shown}): one model "
+            "describes one setting; give runs of one setting"
         )
     if len(sizes) < MIN_SIZES:
         raise UsageError(
@@ -292,8 +294,9 @@ def check_against(fits: dict[tuple[str, str], Fit], against: Sequence[Measured])
                     f"--against run {m.run} has {m.op} ({m.algo}) rows, but the fitted runs "
                     f"hold no {m.op}: fit on runs of the same op"
                 )
-            row = (m.op, m.algo, m.world_size, int(size), m.run, p.time_us, float(time))
-            out.append(Checked(*row, requested_bytes=int(requested)))
+            error_pct = (p.time_us - float(time)) / float(time) * 100
+            row = (m.op, m.algo, m.world_size, int(size), int(requested), p.time_us, float(time))
+            out.append(Checked(*row, error_pct))
     return out
 
 

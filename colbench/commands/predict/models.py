@@ -1,51 +1,30 @@
-"""Cost models of collectives, written so that time is LINEAR in the link parameters.
-
-Every model gives, for one (op, algorithm, world size N, ranks per node G, size S), three
-terms, and the time is
+"""Cost models of collectives, written so that time is LINEAR in the link parameters:
 
     time_us = overhead_us + steps * alpha_us + link_bytes * beta_us_per_byte
               + reduced_bytes * gamma_us_per_byte
 
-- ``steps``: hops on the critical path, each paying the per-message latency alpha
-  (Hockney's alpha-beta model; NCCL's tuning model likewise charges a base latency plus
-  a per-step hardware latency, ``nsteps`` of them for a ring).
-- ``link_bytes``: bytes that leave the busiest rank through its link (its NIC) in one
-  direction. Every rank owns one full-duplex link of one rate, as on the shaped fabric
-  and as NCCL's per-algorithm bus bandwidth assumes; with several ranks per node only
-  the network link between nodes is counted (the links inside a node are taken to be
-  faster).
-- ``reduced_bytes``: bytes the busiest rank must combine with its own (the reduction's
-  cost per byte, gamma, of Thakur, Rabenseifner and Gropp's collective costs).
+``steps``: hops on the critical path; ``link_bytes``: bytes leaving the busiest rank's
+link in one direction (between nodes only, with several ranks per node);
+``reduced_bytes``: bytes the busiest rank combines with its own. Being linear, one
+weighted least squares over every measured (N, size) point fits all four, and a model
+fitted on one algorithm predicts another from the same link parameters. Each model's
+terms (ring, tree, double_tree), and why, are docs/predict.md's "The models".
 
-Because the terms are linear in (overhead, alpha, beta, gamma), one weighted least
-squares over every measured (N, size) point fits all four, and a model fitted on one
-algorithm predicts another from the same link parameters.
-
-Models (S is the size as nccl-tests counts it: the full buffer of all_reduce, the
-gathered output of all_gather, the input of reduce_scatter):
-
-ring (NCCL Ring, gloo): all_reduce is a reduce-scatter then an all-gather around the
-ring: 2(N-1) steps, each rank sends 2(N-1)/N*S and reduces (N-1)/N*S. all_gather and
-reduce_scatter are one pass: N-1 steps, (N-1)/N*S sent (reduce_scatter reduces it too).
-broadcast and reduce are a pipelined chain: N-1 steps, S sent (reduce reduces S).
-
-tree (a binary tree, pipelined: reduce up, broadcast down at once), all_reduce only.
-NCCL's hierarchy: a chain of G ranks inside each node, a binary tree across the M =
-ceil(N/G) nodes, so 2*((G-1) + floor(log2 M)) steps (up and down). On one node it is a
-chain: an inner rank sends S up and S down (2S; S for N=2) and reduces its child's S.
-Across nodes a node's head sends S to its parent and S to each of up to two remote
-children: min(M-1, 3)*S at the busiest head; it reduces its children's data.
-
-double_tree (NCCL's Tree algorithm since 2.4): two such trees, each carrying half the
-data, built so that a rank inner in one tree is a leaf in the other. Same steps; the
-busiest head sends S/2 * min(M, 4) (2S from 4 nodes on: NCCL's tree bus bandwidth is
-half its algorithm bandwidth for the same reason); on one node, two chains: 2S as one.
+The fit, per (op, algorithm) over every measured (N, size) point, minimises relative
+residuals (measured - model) / measured, as ``colbench fit`` does: sizes span many orders
+of magnitude, and an absolute fit would let the largest size decide everything. Points
+that do not fit are found by the one robust fit (:mod:`colbench.stats.robust`) and
+dropped when beyond the bisquare's cut-off and above ``OUTLIER_FLOOR``; the final
+parameters are the plain relative least squares over the points kept, so their covariance
+has its textbook form, which gives each prediction its 95% interval (the formula and its
+terms: docs/predict.md, "Uncertainty").
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
 
 import numpy as np
 
@@ -53,6 +32,7 @@ from colbench.bench import ops
 from colbench.bench.ops.base import RingCost
 from colbench.nccl.names import NEWEST_KNOWN
 from colbench.nccl.rules import function_algorithms
+from colbench.stats import robust, student_t
 
 RING = "ring"
 TREE = "tree"
@@ -79,9 +59,11 @@ class Terms:
         return np.array([1.0, self.steps, self.link_bytes, self.reduced_bytes])
 
 
-def _ring_cost(op: str) -> RingCost | None:
-    collective = ops.BY_NAME.get(op)
-    return None if collective is None else collective.ring_cost
+def _ring_cost(op: str) -> RingCost:
+    """The ring cost of an op that has a ring model (:func:`algorithms_for` says which)."""
+    cost = ops.BY_NAME[op].ring_cost
+    assert cost is not None, f"no ring model for {op}"
+    return cost
 
 
 def algorithms_for(op: str) -> tuple[str, ...]:
@@ -108,9 +90,7 @@ def terms(op: str, algo: str, world_size: int, ranks_per_node: int, size_bytes: 
     if algo not in algorithms_for(op):
         raise ValueError(f"no {algo} model for {op}")
     if algo == RING:
-        cost = _ring_cost(op)
-        assert cost is not None  # algorithms_for has checked it
-        return Terms(*cost.terms(world_size, float(size_bytes)))
+        return Terms(*_ring_cost(op).terms(world_size, float(size_bytes)))
     group = min(ranks_per_node, world_size)
     return _tree(algo, world_size, group, float(size_bytes))
 
@@ -142,9 +122,7 @@ class Parameters:
     gamma_us_per_byte: float
 
     def vector(self) -> np.ndarray:
-        return np.array(
-            [self.overhead_us, self.alpha_us, self.beta_us_per_byte, self.gamma_us_per_byte]
-        )
+        return np.array(astuple(self))
 
     def time_us(self, t: Terms) -> float:
         return float(t.vector() @ self.vector())
@@ -170,13 +148,11 @@ class Crossing:
 def crossover(
     ring_at: tuple[Terms, Terms], tree_at: tuple[Terms, Terms], ring: Parameters, tree: Parameters
 ) -> Crossing:
-    """Solve ring time = tree time for the size.
-
-    Both times are straight lines in the size (a + b*S): ``ring_at`` and ``tree_at`` are
-    each model's terms at size 0 and at size 1 byte, which give a and b. The lines cross
-    at S* = (a_ring - a_tree) / (b_tree - b_ring) when that is positive; the algorithm
-    with the lower a is faster below S*. Otherwise one is faster at every size.
-    """
+    """Solve ring time = tree time for the size. Both times are straight lines in the size,
+    a + b*S: ``ring_at`` and ``tree_at`` are each model's terms at size 0 and at size 1 byte,
+    which give a and b. The lines cross at S* = (a_ring - a_tree) / (b_tree - b_ring) when
+    that is positive; the algorithm with the lower a is faster below S*. Otherwise one is
+    faster at every size."""
     a_ring = ring.time_us(ring_at[0])
     b_ring = ring.time_us(ring_at[1]) - a_ring
     a_tree = tree.time_us(tree_at[0])
@@ -207,9 +183,149 @@ _TREE_DESCRIPTIONS = {
 
 def describe(op: str, algo: str) -> str:
     """One line naming the model of ``op`` by ``algo`` (N ranks, G per node, M nodes)."""
-    if algo != RING:
-        return _TREE_DESCRIPTIONS[algo]
-    cost = _ring_cost(op)
-    if cost is None:
-        raise KeyError(f"no ring model for {op}")
-    return cost.description
+    return _TREE_DESCRIPTIONS[algo] if algo != RING else _ring_cost(op).description
+
+
+#: A point is never dropped for being within this relative distance of the model.
+OUTLIER_FLOOR = 0.05
+_LEVEL = 0.95
+
+
+class Unidentifiable(ValueError):
+    """The points cannot tell a parameter apart from the others; the message says why."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured time: a median over the run's repeats at one (N, size)."""
+
+    run: str
+    world_size: int
+    ranks_per_node: int
+    size_bytes: float
+    time_us: float
+    terms: Terms
+
+
+@dataclass(frozen=True)
+class Dropped:
+    point: Point
+    residual: float
+    """(measured - model) / measured, against the fit without this point's weight."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    time_us: float
+    low_us: float
+    high_us: float
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Fitted parameters of one (op, algorithm) and how well they fit."""
+
+    op: str
+    algo: str
+    params: Parameters
+    free: tuple[int, ...]
+    """Indices (into PARAMETERS) of the parameters fitted; the others are held at 0."""
+    covariance: np.ndarray
+    """Covariance of the free parameters (us^2, us^2/B...)."""
+    residual_rms: float
+    residual_max: float
+    dof: int
+    kept: tuple[Point, ...]
+    dropped: tuple[Dropped, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def world_sizes(self) -> tuple[int, ...]:
+        return tuple(sorted({p.world_size for p in self.kept}))
+
+    def predict(self, t: Terms) -> Prediction:
+        """The time at ``t`` with its 95% prediction interval (see the module doc)."""
+        x = t.vector()[list(self.free)]
+        time = float(t.vector() @ self.params.vector())
+        spread = float(x @ self.covariance @ x) + (self.residual_rms * time) ** 2
+        half = t_quantile(self.dof) * math.sqrt(max(spread, 0.0))
+        return Prediction(time, max(time - half, 0.0), time + half)
+
+
+def t_quantile(dof: int, level: float = _LEVEL) -> float:
+    """Two-sided Student-t quantile of the prediction intervals."""
+    return student_t.t_two_sided(level, dof)
+
+
+def _identifiable(design: np.ndarray, time: np.ndarray) -> tuple[list[int], list[int]]:
+    """Columns that add information over the earlier ones, and those that do not."""
+    relative = design / time[:, None]
+    scale = np.linalg.norm(relative, axis=0)
+    free: list[int] = []
+    dependent: list[int] = []
+    for column in range(design.shape[1]):
+        if scale[column] == 0:
+            continue
+        trial = [*free, column]
+        block = relative[:, trial] / scale[trial]
+        if np.linalg.matrix_rank(block, tol=1e-8) == len(trial):
+            free.append(column)
+        else:
+            dependent.append(column)
+    return free, dependent
+
+
+def _outliers(relative: np.ndarray, free: Sequence[int]) -> np.ndarray:
+    """A mask of the points the robust fit gives no weight and that miss by more than
+    OUTLIER_FLOOR."""
+    params, weights = robust.reweighted(relative, free)
+    residuals = 1.0 - relative @ params
+    return (weights == 0) & (np.abs(residuals) > OUTLIER_FLOOR)
+
+
+def fit(op: str, algo: str, points: Sequence[Point]) -> Fit:
+    """Fit (overhead, alpha, beta, gamma) of ``op`` by ``algo``; raises Unidentifiable."""
+    design = np.array([p.terms.vector() for p in points])
+    time = np.array([p.time_us for p in points])
+    free, dependent = _identifiable(design, time)
+    notes = []
+    if 1 in dependent:
+        raise Unidentifiable("latency")
+    if 2 in dependent:
+        raise Unidentifiable("sizes")
+    if 3 in dependent:
+        notes.append(
+            "gamma (reduction) cannot be told from beta on these points (reduced bytes "
+            "are proportional to sent bytes): folded into beta"
+        )
+    relative = design / time[:, None]
+    out = _outliers(relative, free)
+    keep = ~out
+    params = robust.solve(relative[keep], np.ones(int(keep.sum())), free)
+    held = [c for c in free if params[c] == 0]
+    if held:
+        notes.append(
+            "held at 0 (a negative value fitted better): " + ", ".join(PARAMETERS[c] for c in held)
+        )
+    active = tuple(c for c in free if c not in held)
+    residuals = 1.0 - relative @ params
+    kept_res = residuals[keep]
+    dof = int(keep.sum()) - len(active)
+    if dof < 1:
+        raise Unidentifiable("points")
+    variance, covariance = robust.covariance(relative[keep][:, list(active)], kept_res, dof)
+    return Fit(
+        op=op,
+        algo=algo,
+        params=Parameters(*(float(v) for v in params)),
+        free=active,
+        covariance=covariance,
+        residual_rms=math.sqrt(variance),
+        residual_max=float(np.max(np.abs(kept_res))),
+        dof=dof,
+        kept=tuple(p for p, k in zip(points, keep, strict=True) if k),
+        dropped=tuple(
+            Dropped(p, float(r)) for p, r, o in zip(points, residuals, out, strict=True) if o
+        ),
+        notes=tuple(notes),
+    )

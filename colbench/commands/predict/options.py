@@ -90,13 +90,10 @@ AGAINST = "--against"
 
 
 def spread_against(args: Sequence[str]) -> list[str]:
-    """``--against r6 r8 --out d`` -> ``--against r6 --against r8 --out d``.
-
-    The parser takes one value per option; without this, a second run after --against
-    would silently join the fitted runs (the positional RUNs) and the check would be an
-    interpolation. Every word after --against up to the next option (or ``--``) is a run
-    to check against.
-    """
+    """``--against r6 r8 --out d`` -> ``--against r6 --against r8 --out d``. The parser takes one
+    value per option; without this, a second run after --against would silently join the fitted
+    runs (the positional RUNs) and the check would be an interpolation. Every word after
+    --against up to the next option (or ``--``) is a run to check against."""
     out: list[str] = []
     greedy = False  # among --against's runs, after its first
     for index, word in enumerate(args):

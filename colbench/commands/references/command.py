@@ -31,19 +31,11 @@ class Filters:
 def table_text(refs: Sequence[Reference]) -> str:
     """One line per entry: what, on which hardware, how fast, from where and when."""
     header = ("id", "kind", "hardware", "op", "size", "busbw GB/s", "date", "source")
-    rows = [
-        (
-            r.id,
-            r.kind,
-            r.hardware_label() + (f", {r.algorithm}" if r.algorithm else ""),
-            r.op,
-            format_size(r.size_bytes) if r.size_bytes else "peak",
-            f"{r.busbw_gbps:g}",
-            r.date,
-            r.cite(),
-        )
-        for r in refs
-    ]
+    rows = []
+    for r in refs:
+        hardware = r.hardware_label() + (f", {r.algorithm}" if r.algorithm else "")
+        size = format_size(r.size_bytes) if r.size_bytes else "peak"
+        rows.append((r.id, r.kind, hardware, r.op, size, f"{r.busbw_gbps:g}", r.date, r.cite()))
     columns = text.fit([Column(h, align="<", gap="  ") for h in header], rows)
     return "\n".join(text.line(line, columns, lead="") for line in (header, *rows))
 
@@ -78,20 +70,17 @@ def run(
         files.update_meta(**{placing.FIELD: placement})
         for line in placing.lines(placement):
             print(line)
-        return int(ExitCode.OK)
-    if write is not None:
+    elif write is not None:
         from colbench.results import tables
 
         tables.write_text(write, json.dumps(dump(chosen), indent=1) + "\n")
         print(f"colbench: {len(chosen)} entries in {write}", file=sys.stderr)
-        return int(ExitCode.OK)
-    if as_json:
+    elif as_json:
         print(json.dumps(dump(chosen), indent=1))
-        return int(ExitCode.OK)
-    if not chosen:
+    elif not chosen:
         print("colbench: no entry matches these filters", file=sys.stderr)
-        return int(ExitCode.OK)
-    print(table_text(chosen))
-    sources = {r.cite() for r in chosen}
-    print(f"\n{len(chosen)} entries from {len(sources)} sources", file=sys.stderr)
+    else:
+        print(table_text(chosen))
+        sources = {r.cite() for r in chosen}
+        print(f"\n{len(chosen)} entries from {len(sources)} sources", file=sys.stderr)
     return int(ExitCode.OK)

@@ -1,18 +1,11 @@
-"""A run placed against the published results for its hardware.
-
-For each op of a run, its large rows (the sizes the matching references give, and the
-largest size at or above 256 MiB) are set beside the references that match what is known
-of the run: the GPU model first (nothing else is comparable), then GPUs per node, nodes
-and the algorithm NCCL was told to use. A fact the run does not know is said, and so is a
-fact no reference shares (the match is then looser); a run without a GPU model (a CPU run,
-a device NCCL names "Graphics Device") has no published result.
-
-A floor (a health check's pass threshold) is a lower bound, not a typical figure: it is
-reported as above or below, never averaged with measurements.
+"""A run placed against the published results for its hardware: its large rows beside the
+references that match what is known of it, most telling fact first (docs/references.md
+says how). A floor (a health check's pass threshold) is a lower bound, not a typical
+figure: it is reported as above or below, never averaged with measurements.
 
 The placement is one plain dict: meta.json's ``references`` holds it, :func:`lines` prints
-it. Rows are dicts of results.csv's columns as text (csv.DictReader's), so this module
-needs neither pandas nor torch.
+it. Rows are mappings of results.csv's columns (csv.DictReader's text, or an importer's
+Rows), so this module needs neither pandas nor torch.
 """
 
 from __future__ import annotations
@@ -28,6 +21,7 @@ from typing import Any, TextIO
 
 from colbench.commands.references.table import Reference, gpu_model, load
 from colbench.config.sizes import format_size
+from colbench.output import plural
 
 #: The smallest size whose busbw is compared: smaller rows are latency-bound and every
 #: published figure is a large-message one.
@@ -84,11 +78,10 @@ def run_facts(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dic
 
 def _label(refs: Sequence[Reference]) -> str:
     """What the matched references share: "2 x 8 x H100 NVLink4 NVSwitch"."""
-    gpus = {r.gpu for r in refs}
     per_node = {r.gpus_per_node for r in refs}
     nodes = {r.nodes for r in refs}
     fabric = {r.hardware.get("fabric") for r in refs}
-    text = "/".join(sorted(g for g in gpus if g))
+    text = "/".join(sorted({r.gpu for r in refs if r.gpu}))
     if len(per_node) == 1 and None not in per_node:
         text = f"{per_node.pop()} x {text}"
     if len(nodes) == 1 and None not in nodes:
@@ -185,11 +178,12 @@ def _source(ref: Reference) -> dict[str, Any]:
 
 
 def _at_size(
-    size: int, busbw: float, cands: Sequence[Reference], variant: str, op: str, largest: bool
+    size: int, busbw: float, cands: Sequence[Reference], head: dict[str, str], largest: bool
 ) -> dict[str, Any]:
-    """One row beside the references at its size; where none measured at that size, those
-    at other large sizes (and peaks) stand in, and that is said. A floor at another size
-    judges only the run's largest row: floors are set at the largest sizes."""
+    """One row (``head``: its variant and op) beside the references at its size; where none
+    measured at that size, those at other large sizes (and peaks) stand in, and that is
+    said. A floor at another size judges only the run's largest row: floors are set at the
+    largest sizes."""
     large = [r for r in cands if r.size_bytes is None or r.size_bytes >= LARGE_BYTES]
     typical = [r for r in cands if r.kind != "floor" and r.size_bytes == size]
     other_sizes = not typical
@@ -200,8 +194,7 @@ def _at_size(
         floors = [r for r in large if r.kind == "floor"]
     used = typical + floors
     out: dict[str, Any] = {
-        "variant": variant,
-        "op": op,
+        **head,
         "size_bytes": size,
         "busbw_gbps": round(busbw, 2),
         "matched": _label(used),
@@ -243,10 +236,9 @@ def place(
         return out
     for (variant, op), sizes in _summarise(rows).items():
         cands = [r for r in same_gpu if r.op == op]
+        head = {"variant": variant, "op": op}
         if not cands:
-            out["rows"].append(
-                {"variant": variant, "op": op, "none": f"no published {op} on {facts['gpu']}"}
-            )
+            out["rows"].append(head | {"none": f"no published {op} on {facts['gpu']}"})
             continue
         cands, missing, looser = _narrow(cands, facts, _algorithm(variant, meta))
         wanted = {r.size_bytes for r in cands if r.size_bytes} & set(sizes)
@@ -254,36 +246,23 @@ def place(
         if largest >= LARGE_BYTES:
             wanted.add(largest)
         if not wanted:
-            out["rows"].append(
-                {
-                    "variant": variant,
-                    "op": op,
-                    "none": f"no row at a published size, none at {format_size(LARGE_BYTES)} "
-                    f"or more (largest {format_size(largest)})",
-                }
-            )
+            none = f"no row at a published size, none at {format_size(LARGE_BYTES)} or more"
+            out["rows"].append(head | {"none": f"{none} (largest {format_size(largest)})"})
             continue
         for size in sorted(wanted):
-            placed = _at_size(size, sizes[size], cands, variant, op, size == largest)
+            placed = _at_size(size, sizes[size], cands, head, size == largest)
             placed |= {"missing": missing, "looser": looser}
             out["rows"].append(placed)
     return out
 
 
 def place_rows(
-    rows: Iterable[Any], meta: Mapping[str, Any], references: str | Path | None = None
+    rows: Iterable[Mapping[str, Any]], meta: Mapping[str, Any], references: str | Path | None = None
 ) -> dict[str, Any]:
-    """:func:`place` for Row objects (an importer's, before any file is written)."""
-    import dataclasses
-
-    plain = [
-        dataclasses.asdict(r)
-        if dataclasses.is_dataclass(r) and not isinstance(r, type)
-        else dict(r)
-        for r in rows
-    ]
+    """:func:`place` for Row objects (an importer's, before any file is written: a Row is a
+    mapping of its columns)."""
     name = "published" if references is None else str(references)
-    return place(plain, meta, load(references), name)
+    return place(list(rows), meta, load(references), name)
 
 
 def _gbps(value: float) -> str:
@@ -302,14 +281,14 @@ def lines(placement: Mapping[str, Any]) -> list[str]:
             continue
         text = f"{head} {format_size(row['size_bytes'])}: {_gbps(row['busbw_gbps'])} GB/s"
         pub = row.get("published_gbps")
-        n = sum(1 for s in row["sources"] if s["kind"] != "floor")
+        typical = [s for s in row["sources"] if s["kind"] != "floor"]
         if pub:
             spread = _gbps(pub["low"])
             if pub["high"] != pub["low"]:
                 spread += f"-{_gbps(pub['high'])}"
             text += (
                 f", {row['pct_of_published']:.0f}% of published {row['matched']} "
-                f"({spread} GB/s, {n} source{'s' if n != 1 else ''})"
+                f"({spread} GB/s, {plural(len(typical), 'source')})"
             )
         else:
             text += f", beside published {row['matched']}"
@@ -317,14 +296,9 @@ def lines(placement: Mapping[str, Any]) -> list[str]:
             where = "above" if floor["above"] else "BELOW"
             text += f"; {where} the {floor['busbw_gbps']:g} GB/s floor ({floor['id']})"
         notes = list(row.get("looser", []))
-        sources = row["sources"]
         if row.get("published_at_other_sizes"):
             sizes = sorted(
-                {
-                    format_size(s["size_bytes"]) if s["size_bytes"] else "peak"
-                    for s in sources
-                    if s["kind"] != "floor"
-                }
+                {format_size(s["size_bytes"]) if s["size_bytes"] else "peak" for s in typical}
             )
             notes.append(f"published at {', '.join(sizes)}")
         if row.get("missing"):

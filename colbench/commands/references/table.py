@@ -1,20 +1,19 @@
 """The table of published results: its format, declared once, read and checked.
 
-One entry is one number someone published for named hardware (a run's row, a health
-check's pass floor, a maintainer's stated figure), with where it lives and the source's
-own line that holds it, verbatim, so that anyone can find it again. The table shipped with
-colbench is ``published.yaml`` beside this module; a fleet's own file (its golden runs,
-health's learned floors) has the same format and is read by the same code.
-
-Units are stated once: ``size_bytes`` in bytes, bandwidths in GB/s base 10, as nccl-tests
-prints them; a NIC's rate in Gb/s, as vendors state it.
+One entry is one number someone published for named hardware, with where it lives and the
+source's own line that holds it, verbatim, so that anyone can find it again
+(docs/references.md). The shipped table is ``published.yaml`` beside this module; a
+fleet's own file has the same format. Units: ``size_bytes`` in bytes, bandwidths in GB/s
+base 10, as nccl-tests prints them; a NIC's rate in Gb/s, as vendors state it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +22,7 @@ from typing import Any
 from colbench import reading
 from colbench.errors import UsageError
 
-#: The file's format version. History: 1, the first (entries with source, date, kind,
-#: hardware, library, algorithm, op, size, busbw, algbw, the quoted line).
+#: The file's format version (1: the first, with the fields of _FIELDS).
 FORMAT_VERSION = 1
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
@@ -69,25 +67,25 @@ def gpu_model(name: str | None) -> str | None:
     return found.group(1).upper() if found else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reference:
-    """One published number, its hardware and its source."""
+    """One published number, its hardware and its source; the fields in a file's order."""
 
     id: str
     source: Mapping[str, Any]
     date: str
     kind: str
-    op: str
-    busbw_gbps: float
-    size_bytes: int | None = None
-    algbw_gbps: float | None = None
-    quote: str = ""
-    algbw_quote: str = ""
     hardware: Mapping[str, Any] = field(default_factory=dict)
     library: str | None = None
     library_version: str | None = None
     algorithm: str | None = None
+    op: str
     placement: str | None = None
+    size_bytes: int | None = None
+    busbw_gbps: float
+    algbw_gbps: float | None = None
+    quote: str = ""
+    algbw_quote: str = ""
     note: str = ""
 
     @property
@@ -143,25 +141,10 @@ class Reference:
         return ", ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        """The entry as it is written to a references file (and meta.json)."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "source": dict(self.source),
-            "date": self.date,
-            "kind": self.kind,
-            "hardware": dict(self.hardware),
-        }
-        for name in ("library", "library_version", "algorithm"):
-            if getattr(self, name):
-                out[name] = getattr(self, name)
-        out |= {"op": self.op}
-        if self.placement:
-            out["placement"] = self.placement
-        out |= {"size_bytes": self.size_bytes, "busbw_gbps": self.busbw_gbps}
-        for name in ("algbw_gbps", "quote", "algbw_quote", "note"):
-            if getattr(self, name) not in (None, ""):
-                out[name] = getattr(self, name)
-        return out
+        """The entry as it is written to a references file (and meta.json): the required
+        fields, and the others that hold something."""
+        entry = dataclasses.asdict(self)
+        return {k: v for k, v in entry.items() if k in _REQUIRED or v not in (None, "")}
 
 
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -230,8 +213,7 @@ def _entry(raw: Any, where: str) -> Reference:
         raise UsageError(f"{here}: unknown op {raw['op']!r}") from None
     hardware = raw["hardware"]
     _check_hardware(hardware, here)
-    for key in ("placement", "library"):
-        allowed = PLACEMENTS if key == "placement" else LIBRARIES
+    for key, allowed in (("placement", PLACEMENTS), ("library", LIBRARIES)):
         if key in raw and raw[key] not in allowed:
             raise UsageError(f"{here}: {key} {raw[key]!r} is not one of {', '.join(allowed)}")
     busbw = float(raw["busbw_gbps"])
@@ -244,26 +226,15 @@ def _entry(raw: Any, where: str) -> Reference:
     date = date.isoformat() if isinstance(date, _dt.date) else date
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
         raise UsageError(f"{here}: date {date!r} is not YYYY-MM-DD")
-    algbw = raw.get("algbw_gbps")
-    version = raw.get("library_version")
-    return Reference(
-        id=str(name),
-        source=dict(raw["source"]),
-        date=date,
-        kind=raw["kind"],
-        op=op,
-        busbw_gbps=busbw,
-        size_bytes=size,
-        algbw_gbps=float(algbw) if algbw is not None else None,
-        quote=raw.get("quote", ""),
-        algbw_quote=raw.get("algbw_quote", ""),
-        hardware=dict(hardware),
-        library=raw.get("library"),
-        library_version=str(version) if version is not None else None,
-        algorithm=raw.get("algorithm"),
-        placement=raw.get("placement"),
-        note=raw.get("note", ""),
-    )
+    # Every field of the file is one of Reference's (_check_fields): those read as given
+    # are passed on as they are, the others as normalised above.
+    fields = dict(raw, id=str(name), source=dict(raw["source"]), date=date, op=op)
+    fields.update(busbw_gbps=busbw, hardware=dict(hardware))
+    if raw.get("algbw_gbps") is not None:
+        fields["algbw_gbps"] = float(raw["algbw_gbps"])
+    if "library_version" in raw:
+        fields["library_version"] = str(raw["library_version"])
+    return Reference(**fields)
 
 
 def parse(data: Any, where: str) -> list[Reference]:
@@ -283,11 +254,9 @@ def parse(data: Any, where: str) -> list[Reference]:
     if not isinstance(entries, list):
         raise UsageError(f"{where}: 'entries' must be a list")
     refs = [_entry(raw, where) for raw in entries]
-    seen: set[str] = set()
-    for ref in refs:
-        if ref.id in seen:
-            raise UsageError(f"{where}: entry id {ref.id!r} appears twice")
-        seen.add(ref.id)
+    counts = Counter(ref.id for ref in refs)
+    for twice in (ref.id for ref in refs if counts[ref.id] > 1):
+        raise UsageError(f"{where}: entry id {twice!r} appears twice")
     return refs
 
 
@@ -311,44 +280,6 @@ def load(path: str | Path | None = None) -> list[Reference]:
 def dump(refs: Iterable[Reference]) -> dict[str, Any]:
     """A references file's content (JSON is YAML: either reader takes it)."""
     return {"format_version": FORMAT_VERSION, "entries": [r.to_json() for r in refs]}
-
-
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-
-
-def numbers_in(line: str) -> list[float]:
-    """Every decimal number in a line, as written ("~480GB/s" -> 480, "830+" -> 830)."""
-    return [float(n) for n in _NUMBER.findall(line)]
-
-
-#: busbw against algbw times the op's bus factor: the sources print two decimals, and a
-#: maintainer's rounded figures ("~480", "~275") agree within half a percent.
-FACTOR_TOLERANCE = 0.01
-
-
-def problems(ref: Reference) -> list[str]:
-    """What does not hold together in one entry: its number absent from its quoted line,
-    busbw that is not algbw times the op's bus factor at the entry's world size."""
-    from colbench.bench import ops
-
-    found: list[str] = []
-    if ref.quote and ref.busbw_gbps not in numbers_in(ref.quote):
-        found.append(f"{ref.id}: busbw {ref.busbw_gbps:g} is not in its quoted line")
-    if ref.algbw_gbps is not None:
-        line = ref.algbw_quote or ref.quote
-        if line and ref.algbw_gbps not in numbers_in(line):
-            found.append(f"{ref.id}: algbw {ref.algbw_gbps:g} is not in its quoted line")
-        world = ref.world_size
-        if world is None:
-            found.append(f"{ref.id}: algbw given but no GPUs per node and nodes to check it")
-        else:
-            expected = ref.algbw_gbps * ops.get(ref.op).busbw_factor(world)
-            if abs(expected - ref.busbw_gbps) > FACTOR_TOLERANCE * ref.busbw_gbps:
-                found.append(
-                    f"{ref.id}: busbw {ref.busbw_gbps:g} is not algbw {ref.algbw_gbps:g} x "
-                    f"{ref.op}'s factor at {world} ranks ({expected:.2f})"
-                )
-    return found
 
 
 def select(

@@ -1,11 +1,9 @@
 """One collective call as a trace records it, and how trace names map onto colbench's.
 
-Every reader (kineto.py, dumps.py) ends in :class:`TracedCall`: the name the trace gives
-the call, the elements of one rank's input and output, the dtype, the group's size and,
-for all-to-all, the split sizes. Names differ by source (``c10d::_allgather_base_``,
-record_param_comms' ``_allgather_base`` or ``all_gather_single``, the flight recorder's
-``nccl:all_gather``, PARAM's ``all_gather_base``), so they are compared in one folded
-form: lower case, the backend prefix and every underscore dropped.
+Every reader (formats.py) ends in :class:`TracedCall`. Names differ by source
+(``c10d::_allgather_base_``, record_param_comms' ``_allgather_base``, the flight recorder's
+``nccl:all_gather``, PARAM's ``all_gather_base``), so they are compared in one folded form:
+lower case, the backend prefix and every underscore dropped.
 """
 
 from __future__ import annotations
@@ -62,9 +60,7 @@ def fold(name: str) -> str:
 
 def torch_dtype(name: str | None) -> str | None:
     """A source's dtype name -> torch's (``float32``), None when unknown."""
-    if not name:
-        return None
-    return DTYPES.get(name.strip().lower())
+    return DTYPES.get(name.strip().lower()) if name else None
 
 
 @dataclass(frozen=True)
@@ -90,13 +86,9 @@ class TracedCall:
     """Its position in the file's list (traceEvents, entries, PARAM's list), from 1: what
     a message names it by."""
 
-    @property
-    def key(self) -> str:
-        return fold(self.name)
-
     def op(self) -> tuple[str | None, str]:
         """(colbench op, '') or (None, why colbench cannot measure this call)."""
-        key = self.key
+        key = fold(self.name)
         if key in _P2P:
             return None, "point-to-point, not a collective (colbench p2p measures links)"
         if "coalesced" in key:

@@ -1,15 +1,9 @@
 """A job's calls -> colbench's plan: (op, size_bytes, dtype, group_size) with how often
-the job made each, and the calls colbench cannot measure with the reason.
-
-Sizes follow colbench's semantics per op (docs/semantics.md): all_gather's size is its
-output, reduce_scatter's its input, gather's and scatter's the root's n chunks. A size
-that colbench's op cannot lay out exactly (ops that split by rank use whole 16-byte
-chunks, as nccl-tests) is listed as unmeasurable rather than measured at another size.
-
-``calls``: the most calls of that kind any one rank made (every rank of a group makes
-each collective once, so ranks' traces are not added up). An uneven all_to_allv needs
-every rank's splits: its traffic matrix, row r = what rank r sent each peer, comes from
-the k-th uneven all_to_all of every rank's trace.
+the job made each, and the calls colbench cannot measure with the reason (docs/replay.md,
+"The plan"). ``calls``: the most calls of that kind any one rank made (every rank of a
+group makes each collective once, so ranks' traces are not added up). An uneven
+all_to_allv's traffic matrix, row r = what rank r sent each peer, comes from the k-th
+uneven all_to_all of every rank's trace.
 """
 
 from __future__ import annotations
@@ -76,11 +70,8 @@ class Entry:
         if key.matrix is not None:
             out["requested_bytes"] = self.requested_bytes
             out["matrix_bytes"] = [list(row) for row in key.matrix]
-        if self.recorded_us is not None:
-            out["recorded_us"] = self.recorded_us
-        if self.measured_us is not None:
-            out["measured_us"] = self.measured_us
-        return out
+        timed = {"recorded_us": self.recorded_us, "measured_us": self.measured_us}
+        return out | {k: v for k, v in timed.items() if v is not None}
 
 
 @dataclass

@@ -1,15 +1,12 @@
 """What each field replay reads from a trace may hold, declared once, and the check that
 applies it before anything is planned.
 
-A trace comes from another machine and may hold anything: a dtype that is a number,
-``args`` that are a list, a size of -4, a group of 0 ranks. Each reader (kineto.py,
-dumps.py) checks an event's or entry's fields against its schema here *before* it reads
-them, so every such fault is one line naming the trace, the call (its position in the
-file's list, from 1, and its name) and the field, instead of an exception deep in a
-reader or a plan that sweep's options refuse later. A field that is absent (or null) is
-left to the reader: the call's dtype or group is then unknown, and the plan lists the
-call as not measurable. Only what replay reads is checked: an event it skips
-(``aten::mm``) may hold anything. docs/replay.md states the rule.
+A trace comes from another machine and may hold anything. Each reader (formats.py) checks
+an event's or entry's fields against its schema here *before* it reads them, so every such
+fault is one line naming the trace, the call and the field, instead of an exception deep in
+a reader or a plan that sweep's options refuse later. A field that is absent (or null) is
+left to the reader: the call is then listed as not measurable. Only what replay reads is
+checked (docs/replay.md, "Refusals", states the rule).
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import ast
 import math
 import reprlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from colbench.commands.replay.calls import BadTrace, Trace
@@ -89,16 +86,8 @@ def _duration(value: Any) -> str | None:
     return _time(value) or ("is negative" if value < 0 else None)
 
 
-def _text(value: Any) -> str | None:
-    return None if isinstance(value, str) else "is not a string"
-
-
-def _object(value: Any) -> str | None:
-    return None if isinstance(value, dict) else "is not an object"
-
-
-def _list(value: Any) -> str | None:
-    return None if isinstance(value, list) else "is not a list"
+def _of_type(kind: type, what: str) -> Callable[[Any], str | None]:
+    return lambda value: None if isinstance(value, kind) else f"is not {what}"
 
 
 def _texts(value: Any) -> str | None:
@@ -175,7 +164,8 @@ def call_at(index: int | None, name: str, what: str = "call") -> str:
     return f"{what} {index} ({shown(name)})" if index is not None else f"{what} {shown(name)}"
 
 
-TEXT, TEXTS, OBJECT, LIST = Field(_text), Field(_texts), Field(_object), Field(_list)
+TEXT, TEXTS = Field(_of_type(str, "a string")), Field(_texts)
+OBJECT, LIST = Field(_of_type(dict, "an object")), Field(_of_type(list, "a list"))
 COUNT, RANKS, RANK = Field(_count), Field(_ranks), Field(_rank)
 TIME, DURATION, SPLITS = Field(_time), Field(_duration), Field(_splits)
 
@@ -183,7 +173,7 @@ TIME, DURATION, SPLITS = Field(_time), Field(_duration), Field(_splits)
 EVENT = {"ts": TIME, "dur": DURATION, "args": OBJECT}
 #: record_param_comms' args (torch/csrc/profiler/util.h names them).
 PARAM_COMMS = {
-    "Collective name": Field(_text, required=True), "dtype": TEXT,
+    "Collective name": replace(TEXT, required=True), "dtype": TEXT,
     "In msg nelems": Field(_count, required=True), "Out msg nelems": Field(_count, required=True),
     "Group size": RANKS, "In split size": SPLITS, "Out split size": SPLITS,
     "Process Group Name": TEXT, "Seq": COUNT,
@@ -196,10 +186,10 @@ C10D = {"Input Dims": Field(_arg_shapes), "Input type": TEXTS, "Concrete Inputs"
 DISTRIBUTED_INFO = {"rank": RANK, "world_size": RANKS, "pg_config": LIST}
 PROFILER_GROUP = {"pg_size": RANKS}
 #: torch's flight-recorder dump, each of its pg_config's groups, and each entry.
-FLIGHT_RECORDER = {"pg_config": OBJECT, "entries": Field(_list, required=True)}
+FLIGHT_RECORDER = {"pg_config": OBJECT, "entries": replace(LIST, required=True)}
 RECORDER_GROUP = {"ranks": SPLITS}
 RECORDER_ENTRY = {
-    "profiling_name": Field(_text, required=True), "input_sizes": Field(_shapes),
+    "profiling_name": replace(TEXT, required=True), "input_sizes": Field(_shapes),
     "output_sizes": Field(_shapes), "input_dtypes": TEXTS, "output_dtypes": TEXTS,
     "process_group": Field(_group_ref), "duration_ms": DURATION,
 }  # fmt: skip

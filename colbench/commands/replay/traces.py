@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from colbench import reading
-from colbench.commands.replay import dumps, kineto, schema
+from colbench.commands.replay import formats, schema
 from colbench.commands.replay.calls import BadTrace, Trace
 from colbench.errors import UsageError
 
@@ -42,7 +42,7 @@ def _parsed(data: bytes) -> Any:
         found = f"only white space ({len(data)} bytes)" if data else "an empty file"
         raise BadTrace(f"{found}, not {FORMATS}")
     if data[:1] == b"\x80":  # pickle's protocol opcode: torch's flight-recorder dump
-        return dumps.unpickle(data)
+        return formats.unpickle(data)
     if reading.is_binary(data):
         raise BadTrace(f"binary data, not {FORMATS}")
     try:
@@ -72,18 +72,14 @@ def read_one(path: str) -> Trace:
     data = _decoded(reading.read_bytes(path, TRACE))
     doc = _parsed(data)
     if isinstance(doc, dict) and "traceEvents" in doc:
-        return kineto.read(doc, path)
+        return formats.profiler_trace(doc, path)
     if isinstance(doc, dict) and "entries" in doc and "version" in doc:
-        return dumps.flight_recorder(doc, path)
-    if (
-        isinstance(doc, list)
-        and doc
-        and isinstance(doc[0], dict)
-        and ("comms" in doc[0] or "compute" in doc[0])
-    ):
-        return dumps.param_basic(doc, path)
-    if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "ph" in doc[0]:
-        return kineto.read({"traceEvents": doc}, path)
+        return formats.flight_recorder(doc, path)
+    first = doc[0] if isinstance(doc, list) and doc and isinstance(doc[0], dict) else {}
+    if "comms" in first or "compute" in first:
+        return formats.param_basic(doc, path)
+    if "ph" in first:
+        return formats.profiler_trace({"traceEvents": doc}, path)
     found = (
         f"an object with keys {', '.join(map(_key, list(doc)[:6]))}"
         if isinstance(doc, dict)

@@ -1,28 +1,25 @@
-"""torch profiler traces (Chrome/Kineto JSON, ``prof.export_chrome_trace``).
+"""The trace formats replay reads, each into a :class:`~.calls.Trace` (docs/replay.md,
+"What it reads", has their fields).
 
-Two shapes, by backend (both checked against torch 2.13's own output):
+torch profiler traces (Chrome/Kineto JSON): on NCCL a ``record_param_comms`` event per
+call, whose GPU kernel (torch 2.4+) carries the collective's own time; on gloo the
+dispatcher's ``c10d::`` event, then the backend's ``gloo:`` work event. The backend's name
+can differ from the call's (gloo runs ``reduce_scatter_tensor`` as ``gloo:all_reduce``),
+so the call comes from the c10d event and the dtype and time from the work it started.
 
-- NCCL (and any backend that records them): a ``record_param_comms`` event per call with
-  ``Collective name``, ``dtype``, ``In msg nelems``, ``Out msg nelems``, ``Group size``,
-  ``In split size``/``Out split size`` and ``Process Group Name``/``Seq`` (torch's
-  ``torch/csrc/profiler/util.h`` names these keys; ``ParamCommsUtils.hpp`` fills them).
-  Since torch 2.4 the GPU kernel event of the call carries the same keys: its duration
-  is the collective's own time.
-- gloo: no ``record_param_comms``. The call is the dispatcher's ``c10d::allreduce_``,
-  ``c10d::_allgather_base_``... (``cpu_op``, with ``Input Dims`` and ``Input type`` when
-  recorded with ``record_shapes=True``), and the work the backend then ran is a
-  ``gloo:all_reduce``-style event on its worker thread, with the input's dims and type and
-  the collective's duration. The backend's name can differ from the call's (gloo runs
-  ``reduce_scatter_tensor`` as ``gloo:all_reduce``), so the call comes from the c10d event
-  and the dtype and time from the backend event it started.
-
-``distributedInfo`` (rank, world size, process groups and their sizes) says whose trace it
-is; ``ProfilerStep#N`` events how many steps it covers.
+torch's flight-recorder dumps: torch's own reader unpickles a dump as it is; a file from
+another machine is data to read, never code to run, so here the pickle is read by an
+unpickler that refuses every global (a real dump has none). A dump names the backend's
+work, not the call, records no split sizes, and does not say its rank: torch's reader
+takes it from the file name's last digits, as here. And PARAM's basic trace format.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import io
+import pickle
+import re
+from typing import Any, NoReturn
 
 from colbench.commands.replay import schema
 from colbench.commands.replay.calls import IGNORED, BadTrace, Trace, TracedCall, fold, torch_dtype
@@ -52,7 +49,7 @@ _MATCH_WINDOW = 256
 _BACKENDS = ("gloo", "nccl", "ucc", "mpi")
 
 
-def read(doc: dict[str, Any], path: str) -> Trace:
+def profiler_trace(doc: dict[str, Any], path: str) -> Trace:
     listed = doc.get("traceEvents")
     if not isinstance(listed, list):
         raise BadTrace("a JSON object without a traceEvents list: not a torch profiler trace")
@@ -255,3 +252,120 @@ def _group_size(key: str, in_numel: int, out_numel: int, sizes: set[Any]) -> int
     if key.startswith("reducescatter") and out_numel and in_numel % out_numel == 0:
         return in_numel // out_numel
     return None
+
+
+class _PlainData(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> NoReturn:
+        raise BadTrace(
+            f"its pickle asks for {module}.{name}; a flight-recorder dump holds plain data "
+            "only, so it is not one (and is not unpickled)"
+        )
+
+    def persistent_load(self, pid: Any) -> NoReturn:
+        raise BadTrace("its pickle holds persistent ids; a flight-recorder dump has none")
+
+
+def unpickle(data: bytes) -> Any:
+    """A pickle of plain data (dicts, lists, strings, numbers) and nothing else."""
+    try:
+        return _PlainData(io.BytesIO(data)).load()
+    except BadTrace:
+        raise
+    except Exception as exc:  # a damaged pickle raises almost anything
+        found = schema.shown(f"{type(exc).__name__}: {exc}")
+        raise BadTrace(f"a pickle that does not load ({found})") from None
+
+
+def file_rank(path: str) -> int | None:
+    """The rank in a dump's file name (``nccl_trace_rank_3`` -> 3), as torch's reader;
+    None where the name ends in no digits or in more than a rank has."""
+    match = re.search(r"(\d+)(\.[A-Za-z]+)*$", path)
+    digits = (match.group(1).lstrip("0") or "0") if match else ""
+    # Bounded before int(): a name of 5,000 digits is past int()'s limit.
+    if not digits or len(digits) > len(str(schema.MAX_RANKS)):
+        return None
+    rank = int(digits)
+    return rank if rank < schema.MAX_RANKS else None
+
+
+def _pg_sizes(config: dict[str, Any]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for key, pg in config.items():
+        at = f"pg_config {schema.shown(str(key))}"
+        schema.check({"group": pg}, {"group": schema.OBJECT}, at)
+        schema.check(pg, schema.RECORDER_GROUP, at)
+        ranks = splits(pg.get("ranks"))
+        if ranks:  # a group that lists no ranks says nothing of its size
+            sizes[str(key)] = len(ranks)
+    return sizes
+
+
+def flight_recorder(dump: dict[str, Any], path: str) -> Trace:
+    schema.check(dump, schema.FLIGHT_RECORDER)
+    entries = dump["entries"]
+    sizes = _pg_sizes(dump.get("pg_config") or {})
+    calls = []
+    for index, entry in enumerate(entries, 1):
+        name = entry.get("profiling_name") if isinstance(entry, dict) else None
+        at = schema.call_at(index, name if isinstance(name, str) else "?")
+        schema.check({"entry": entry}, {"entry": schema.OBJECT}, at)
+        schema.check(entry, schema.RECORDER_ENTRY, at)
+        if fold(entry["profiling_name"]) in IGNORED:
+            continue
+        group = entry.get("process_group") or ["", ""]
+        size = sizes.get(str(group[0])) or (
+            next(iter(sizes.values())) if len(set(sizes.values())) == 1 else None
+        )
+        dtypes = entry.get("input_dtypes") or entry.get("output_dtypes") or []
+        duration_ms = entry.get("duration_ms")
+        calls.append(
+            TracedCall(
+                entry["profiling_name"],
+                numel(entry.get("input_sizes")),
+                numel(entry.get("output_sizes")),
+                torch_dtype(dtypes[0]) if dtypes else None,
+                size,
+                duration_us=None if duration_ms is None else float(duration_ms) * 1e3,
+                index=index,
+            )
+        )
+    if not calls:
+        raise BadTrace(f"a flight-recorder dump with {len(entries)} entries, no collective")
+    return Trace(path, "flight recorder", calls, file_rank(path))
+
+
+def param_basic(items: list[Any], path: str) -> Trace:
+    calls = []
+    worlds = set()
+    for index, item in enumerate(items, 1):
+        if not isinstance(item, dict) or not ("comms" in item or "compute" in item):
+            raise BadTrace("has neither 'comms' nor 'compute'", f"entry {index}")
+        if "comms" not in item:
+            continue
+        name = item["comms"]
+        at = schema.call_at(index, name if isinstance(name, str) else "?")
+        schema.check(item, schema.PARAM_ENTRY, at)
+        if fold(name) in IGNORED:
+            continue
+        world = item.get("world_size")
+        in_numel, out_numel = item.get("in_msg_size"), item.get("out_msg_size")
+        if fold(name) != "barrier" and (in_numel is None or out_numel is None):
+            raise BadTrace("in_msg_size or out_msg_size is missing", at)
+        if world is not None:
+            worlds.add(world)
+        calls.append(
+            TracedCall(
+                name,
+                in_numel or 0,
+                out_numel or 0,
+                torch_dtype(item.get("dtype")),
+                world,
+                splits(item.get("in_split")),
+                splits(item.get("out_split")),
+                index=index,
+            )
+        )
+    if not calls:
+        raise BadTrace(f"a PARAM trace with {len(items)} entries, no collective")
+    world = max(worlds) if worlds else None
+    return Trace(path, "PARAM basic trace", calls, file_rank(path), world)
