@@ -10,11 +10,11 @@ speed. That is the time each level says at start.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from colbench.config.model import BACKENDS, TaskRunFields, default_timeout
-from colbench.config.option_table import config_values
+from colbench.commands.p2p.config import config_from
+from colbench.config.model import BACKENDS, TaskRunFields
 from colbench.config.validate import validate_launch
 from colbench.errors import UsageError
 
@@ -114,17 +114,9 @@ class HealthConfig(TaskRunFields):
     def plan(self) -> Level:
         return LEVELS[self.level]
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> HealthConfig:
     """A config from the command line's values (colbench.commands.health.options)."""
     from colbench.commands.health.options import table
 
-    fields = config_values(table(), values)
-    for name in ("timeout_s", "init_timeout_s"):
-        fields[name] = default_timeout(
-            fields[name], fields["ranks_per_gpu"], init=name == "init_timeout_s"
-        )
-    return HealthConfig(**fields, command_line=command_line)
+    return config_from(HealthConfig, table(), values, command_line)

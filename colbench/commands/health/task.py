@@ -124,16 +124,16 @@ class HealthTask(ConfiguredTask):
         in_flight.op, in_flight.dtype = "health", "uint8"
         timer = make_timer(device.type, False, side.barrier)
         on_step = counting(in_flight.step, pace)
-        walker = checks.Walker(rank, side, timer, level.step_s, on_step)
+        walker = checks.Walker(rank, side, timer, level, place, device, on_step)
         walker.fault = Fault(rank, os.environ.get("COLBENCH_FAULT"))
         groups = checks.node_groups(place)
         pair_groups = checks.PairGroups(place, job.backend)
-        for p in range(level.passes):
-            checks.node_alone(walker, place, level, device, p)
-            checks.intra_node(walker, place, groups, level, device, p)
-            checks.pairs(walker, place, job.backend, level, device, p)
-            checks.pair_all_reduce(walker, pair_groups, level, device, p)
-            checks.whole_world(walker, job.world_size, level, device, p)
+        for walker.pass_index in range(level.passes):
+            checks.node_alone(walker)
+            checks.intra_node(walker, groups)
+            checks.pairs(walker, job.backend)
+            checks.pair_all_reduce(walker, pair_groups)
+            checks.whole_world(walker, job.world_size)
         if pace is not None:
             pace.end()
         in_flight.step("destroying the pair groups")
@@ -165,7 +165,7 @@ class HealthTask(ConfiguredTask):
         level = self.cfg.plan
         nodes, per_node = len(place.nodes), max(len(r) for r in place.nodes)
         expected_s = estimate_s(level, nodes, per_node)
-        meta = job.first_meta(self.cfg.to_dict(), names, members)
+        meta = job.first_meta(asdict(self.cfg), names, members)
         meta.update(
             kind="health",
             health_version=SAMPLES_VERSION,

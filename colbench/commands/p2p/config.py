@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from colbench.commands.p2p.options import (
     DEFAULT_BW_PCT,
@@ -14,7 +14,7 @@ from colbench.commands.p2p.options import (
     DEFAULT_PASSES,
 )
 from colbench.config.model import BACKENDS, TaskRunFields, default_timeout
-from colbench.config.option_table import config_values
+from colbench.config.option_table import Option, config_values
 from colbench.config.validate import validate_counts, validate_launch
 from colbench.errors import UsageError
 
@@ -23,6 +23,7 @@ RUN_LABEL = "p2p"
 #: NCCL's default bandwidth window (see colbench.commands.p2p.measure) and the most allowed.
 NCCL_WINDOW = 8
 MAX_WINDOW = 1024
+Cfg = TypeVar("Cfg", bound=TaskRunFields)
 
 
 @dataclass(frozen=True)
@@ -96,18 +97,23 @@ class P2PConfig(TaskRunFields):
             return self.window
         return NCCL_WINDOW if backend == "nccl" else 1
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> P2PConfig:
-    """A config from the command line's values (colbench.commands.p2p.options): each option into the
-    field it declares (sizes in binary units), then P2PConfig's checks."""
-    from colbench.commands.p2p.options import table
-
-    fields = config_values(table(), values)
+def config_from(
+    cls: type[Cfg], rows: tuple[Option, ...], values: Mapping[str, Any], line: tuple[str, ...]
+) -> Cfg:
+    """A task's config (p2p's, health's) from the command line's values: each option of
+    ``rows`` into the field it declares (sizes in binary units), the timeouts not given
+    defaulted for the fabric, then the config's checks."""
+    fields = config_values(rows, values)
     for name in ("timeout_s", "init_timeout_s"):
         fields[name] = default_timeout(
             fields[name], fields["ranks_per_gpu"], init=name == "init_timeout_s"
         )
-    return P2PConfig(**fields, command_line=command_line)
+    return cls(**fields, command_line=line)
+
+
+def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> P2PConfig:
+    """A config from the command line's values (colbench.commands.p2p.options)."""
+    from colbench.commands.p2p.options import table
+
+    return config_from(P2PConfig, table(), values, command_line)

@@ -95,23 +95,11 @@ def bandwidth_call(
 ) -> Callable[[], None]:
     """One timed bandwidth iteration for this rank (``window`` messages): ``me`` is
     ``src`` or ``dst``. The messages of a window share one buffer, as osu_bw's do."""
-    sends, recvs = [(bufs.send, peer)] * window, [(bufs.recv, peer)] * window
     if bidirectional:
+        sends, recvs = [(bufs.send, peer)] * window, [(bufs.recv, peer)] * window
         return lambda: link.exchange(sends=sends, recvs=recvs)
     # The window, then the one-byte acknowledgement back.
-    if me == "src":
-
-        def send_window() -> None:
-            link.exchange(sends=sends)
-            link.exchange(recvs=[(bufs.ack, peer)])
-
-        return send_window
-
-    def receive_window() -> None:
-        link.exchange(recvs=recvs)
-        link.exchange(sends=[(bufs.ack, peer)])
-
-    return receive_window
+    return round_trip(link, me, peer, (bufs.send, bufs.recv), (bufs.ack, bufs.ack), window)
 
 
 def latency_call(link: Transport, me: str, peer: int, bufs: Buffers) -> Callable[[], None]:
@@ -120,23 +108,22 @@ def latency_call(link: Transport, me: str, peer: int, bufs: Buffers) -> Callable
 
 
 def round_trip(
-    link: Transport, me: str, peer: int, there: tuple[Any, Any], back: tuple[Any, Any]
-) -> Callable[[], None]:
-    """The source sends ``there[0]`` into the destination's ``there[1]``; the destination
-    answers with ``back[0]`` into the source's ``back[1]``."""
+    link: Transport, me: str, peer: int, there: tuple[Any, Any], back: tuple[Any, Any],
+    count: int = 1,
+) -> Callable[[], None]:  # fmt: skip
+    """The source sends ``there[0]`` (``count`` times, back to back) into the
+    destination's ``there[1]``; the destination answers with ``back[0]`` into the
+    source's ``back[1]``."""
     if me == "src":
+        first, then = {"sends": [(there[0], peer)] * count}, {"recvs": [(back[1], peer)]}
+    else:
+        first, then = {"recvs": [(there[1], peer)] * count}, {"sends": [(back[0], peer)]}
 
-        def ask() -> None:
-            link.exchange(sends=[(there[0], peer)])
-            link.exchange(recvs=[(back[1], peer)])
+    def trip() -> None:
+        link.exchange(**first)
+        link.exchange(**then)
 
-        return ask
-
-    def answer() -> None:
-        link.exchange(recvs=[(there[1], peer)])
-        link.exchange(sends=[(back[0], peer)])
-
-    return answer
+    return trip
 
 
 @dataclass

@@ -35,10 +35,12 @@ FAIL_BELOW_EXIT = int(ExitCode.DATA_ERROR)
 def matrices(frame: Any) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], float]]:
     """(src, dst) -> bandwidth in GB/s, and -> latency in microseconds: with --repeat, the
     median over the passes (one pass that met a busy host does not make a pair slow)."""
-    medians = frame.groupby(["src_rank", "dst_rank"])[["bw_gbps", "latency_us"]].median()
-    bw = {(int(s), int(d)): float(v) for (s, d), v in medians["bw_gbps"].items()}
-    lat = {(int(s), int(d)): float(v) for (s, d), v in medians["latency_us"].items()}
-    return bw, lat
+    bw, lat = samples_of(frame)
+    return _medians(bw), _medians(lat)
+
+
+def _medians(samples: Samples) -> dict[tuple[int, int], float]:
+    return {pair: statistics.median(values) for pair, values in samples.items()}
 
 
 def samples_of(frame: Any) -> tuple[Samples, Samples]:
@@ -56,11 +58,6 @@ def node_of(frame: Any) -> dict[int, str]:
     nodes = {int(r.src_rank): str(r.src_node) for r in frame.itertuples()}
     nodes.update({int(r.dst_rank): str(r.dst_node) for r in frame.itertuples()})
     return nodes
-
-
-def verdict_of(frame: Any, cfg: P2PConfig) -> Verdict:
-    bw, lat = samples_of(frame)
-    return judge(bw, lat, node_of(frame), cfg.bw_pct, cfg.latency_pct, cfg.fail_below_pct)
 
 
 def matrix_text(values: dict[tuple[int, int], float], nodes: dict[int, str], title: str) -> str:
@@ -84,7 +81,7 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
         raise UsageError(f"{run_dir / results.FILE_NAME} holds no rows: no pair was measured")
     bw, lat = matrices(frame)
     nodes = node_of(frame)
-    verdict = verdict_of(frame, cfg)
+    verdict = judge(*samples_of(frame), nodes, cfg.bw_pct, cfg.latency_pct, cfg.fail_below_pct)
     passes = int(frame["repeat"].max()) + 1 if len(frame) else 0
     print(
         f"colbench: {len(bw)} ordered pairs x {passes} pass(es) in {run_dir / results.FILE_NAME}",
@@ -99,13 +96,15 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
     of = f", median of {passes} passes" if passes > 1 else ""
     print(matrix_text(bw, nodes, f"bandwidth at {size} B, GB/s{of}"))
     print(matrix_text(lat, nodes, f"latency at {small} B, us{of}"))
-    lines = [*verdict.lines, *cut_lines(_meta(run_dir).get("plan"))]
+    meta = _meta(run_dir)
+    lines = [*verdict.lines, *cut_lines(meta.get("plan"))]
     for line in lines:
         print(line)
     sys.stdout.flush()
     if verdict.per_link is not None:
         results.record_verdicts(run_dir, verdict.per_link)
-    _record(run_dir, verdict, lines)
+    if meta:
+        _record(run_dir, meta, verdict, lines)
     return FAIL_BELOW_EXIT if verdict.failing else int(ExitCode.OK)
 
 
@@ -128,11 +127,7 @@ def _meta(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
-def _record(run_dir: Path, verdict: Verdict, lines: list[str]) -> None:
-    try:
-        meta = RunDir(run_dir).read_meta()
-    except (OSError, ValueError):  # missing, or not JSON
-        return
+def _record(run_dir: Path, meta: dict[str, Any], verdict: Verdict, lines: list[str]) -> None:
     meta["verdict"] = {
         "judged": verdict.judged,
         "lines": lines,
@@ -249,22 +244,29 @@ def write_heatmap(
     small = int(frame["latency_bytes"].iloc[0])
     side = max(4.0, 0.45 * len(ranks) + 2)
     fig, axes = plt.subplots(1, 2, figsize=(2 * side + 1, side))
+    # Red is trouble in both: low bandwidth, high latency.
+    panels = (
+        (bw_gbps, f"bandwidth at {size} B (GB/s)", "RdYlGn", "GB/s"),
+        (latency_us, f"latency at {small} B (us)", "RdYlGn_r", "us"),
+    )
+    for ax, (values, title, cmap, unit) in zip(axes, panels, strict=True):
+        matrix_panel(ax, values, ranks, nodes, (title, cmap, unit))
+    labels = ", ".join(
+        f"{label}: {','.join(str(r) for r in ranks if nodes[r] == label)}"
+        for label in dict.fromkeys(nodes[r] for r in ranks)
+    )
+    return save_figure(fig, path, f"colbench p2p ({frame['backend'].iloc[0]}); nodes {labels}")
+
+
+def save_figure(fig: Any, path: Path, title: str) -> Path:
+    """A heatmap (p2p's, health's) titled and written; the figure closed either way."""
+    from colbench.results.reporters.figures import pyplot
+
     try:
-        # Red is trouble in both: low bandwidth, high latency.
-        panels = (
-            (bw_gbps, f"bandwidth at {size} B (GB/s)", "RdYlGn", "GB/s"),
-            (latency_us, f"latency at {small} B (us)", "RdYlGn_r", "us"),
-        )
-        for ax, (values, title, cmap, unit) in zip(axes, panels, strict=True):
-            matrix_panel(ax, values, ranks, nodes, (title, cmap, unit))
-        labels = ", ".join(
-            f"{label}: {','.join(str(r) for r in ranks if nodes[r] == label)}"
-            for label in dict.fromkeys(nodes[r] for r in ranks)
-        )
-        fig.suptitle(f"colbench p2p ({frame['backend'].iloc[0]}); nodes {labels}", fontsize=9)
+        fig.suptitle(title, fontsize=9)
         fig.tight_layout()
         with tables.checked(path):
             fig.savefig(path, dpi=110)
     finally:
-        plt.close(fig)
+        pyplot().close(fig)
     return path

@@ -11,7 +11,7 @@ import hashlib
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +207,7 @@ class P2PTask(ConfiguredTask):
             )
 
     def _meta(self, job: Any, world: World) -> dict[str, Any]:
-        meta = job.first_meta(self.cfg.to_dict(), world.labels, world.members)
+        meta = job.first_meta(asdict(self.cfg), world.labels, world.members)
         meta.update(
             kind="p2p",
             bandwidth_window=self.cfg.window_for(job.backend),
