@@ -72,9 +72,9 @@ class Finding:
     check: str
     size_bytes: int
     busbw_gbps: float
-    fleet_gbps: float | None
-    floor_gbps: float | None
-    verdict: str
+    fleet_gbps: float | None = None
+    floor_gbps: float | None = None
+    verdict: str = NOT_JUDGED
     #: Holm-adjusted p of the gravest tier's test (fleet judging); None otherwise.
     p_value: float | None = None
     evidence: str = ""
@@ -185,27 +185,14 @@ def figures(samples: Samples) -> list[Finding]:
     for (check, size), values in samples.by_check.items():
         if check == "world":
             ranks0 = values.get((0,), next(iter(values.values())))
-            out.append(
-                Finding(FLEET, check, size, statistics.median(ranks0), None, None, NOT_JUDGED)
-            )
+            out.append(Finding(FLEET, check, size, statistics.median(ranks0)))
             continue
         for node, (vals, rank) in _per_node(samples, check, values).items():
             if rank is None and len(samples.ranks_of(node)) == 1:
                 rank = samples.ranks_of(node)[0]
             told = rank is not None and _singled_out(samples, check, values, node, rank)
-            out.append(
-                Finding(
-                    node,
-                    check,
-                    size,
-                    statistics.median(vals),
-                    None,
-                    None,
-                    NOT_JUDGED,
-                    rank=rank,
-                    singled_out=told,
-                )
-            )
+            median = statistics.median(vals)
+            out.append(Finding(node, check, size, median, rank=rank, singled_out=told))
     return out
 
 
@@ -349,23 +336,13 @@ def straggler_findings(samples: Samples) -> list[Finding]:
     found = counter.verdict()
     if found is None:
         return []
-    node = samples.names[found.rank]
-    return [
-        Finding(
-            node,
-            "world_straggler",
-            0,
-            0.0,
-            None,
-            None,
-            WARN,
-            found.p_value,
-            f"the others waited for rank {found.rank} in {found.rows} of {found.of_rows} "
-            f"calls (p = {found.p_value:.2g})",
-            found.rank,
-            singled_out=True,
-        )
-    ]
+    evidence = (
+        f"the others waited for rank {found.rank} in {found.rows} of {found.of_rows} "
+        f"calls (p = {found.p_value:.2g})"
+    )
+    rank = found.rank
+    straggler = Finding(samples.names[rank], "world_straggler", 0, 0.0, verdict=WARN, rank=rank)
+    return [replace(straggler, p_value=found.p_value, evidence=evidence, singled_out=True)]
 
 
 def against_floors(samples: Samples, floors: Mapping[tuple[str, int], Any]) -> list[Finding]:

@@ -30,7 +30,6 @@ from colbench.commands.health.config import (
     SAMPLES_VERSION,
     STEP_OVERHEAD_S,
     HealthConfig,
-    Level,
     estimate_s,
     steps,
 )
@@ -72,15 +71,6 @@ def names_of(members: list[Member]) -> list[str]:
     ]
 
 
-def _forecast(pace: Pace, level: Level, place: checks.Placement) -> None:
-    """The run's forecast (colbench.host.pace) from the level's own estimate, already said:
-    the forecast keeps the count of steps for the progress lines."""
-    nodes, per_node = len(place.nodes), max(len(r) for r in place.nodes)
-    total = sum(steps(level, nodes, per_node).values())
-    stated_s = time.time() - pace.started_at + estimate_s(level, nodes, per_node)
-    pace.plan(total, total, "steps", STEP_OVERHEAD_S + level.step_s, FIXED_S, stated_s)
-
-
 def placement(members: list[Member]) -> checks.Placement:
     order = list(dict.fromkeys(m.node for m in members))
     return checks.Placement(tuple(order.index(m.node) for m in members))
@@ -114,12 +104,9 @@ class HealthTask(ConfiguredTask):
         towards = job.store_host or os.environ.get("MASTER_ADDR")
         hardware = node_hardware.gather(side, [m.node for m in members], names, rank, towards)
         run_dir = Path(job.run_dir) if rank == 0 and job.run_dir is not None else None
-        pace = None
+        pace = in_flight.pace if run_dir is not None else None
         if run_dir is not None:
-            self._write_plan(job, run_dir, members, names, place, hardware)
-            pace = in_flight.pace
-            if pace is not None:
-                _forecast(pace, level, place)
+            self._write_plan(job, run_dir, members, names, place, hardware, pace)
         started = time.monotonic()
         in_flight.op, in_flight.dtype = "health", "uint8"
         timer = make_timer(device.type, False, side.barrier)
@@ -159,19 +146,22 @@ class HealthTask(ConfiguredTask):
 
     def _write_plan(
         self, job: Any, run_dir: Path, members: list[Member], names: list[str],
-        place: checks.Placement, hardware: dict[str, Any],
+        place: checks.Placement, hardware: dict[str, Any], pace: Pace | None,
     ) -> None:  # fmt: skip
-        """meta.json as the checks begin, and the level's time said."""
+        """meta.json as the checks begin, the level's time said, and the run's forecast
+        (colbench.host.pace) from that estimate, which keeps the count of steps for the
+        progress lines."""
         level = self.cfg.plan
         nodes, per_node = len(place.nodes), max(len(r) for r in place.nodes)
         expected_s = estimate_s(level, nodes, per_node)
+        counts = steps(level, nodes, per_node)
         meta = job.first_meta(asdict(self.cfg), names, members)
         meta.update(
             kind="health",
             health_version=SAMPLES_VERSION,
             level=level.name,
             estimate_s=round(expected_s, 1),
-            steps=steps(level, nodes, per_node),
+            steps=counts,
             hardware=hardware,
         )
         RunDir(run_dir).write_meta(meta)
@@ -181,6 +171,9 @@ class HealthTask(ConfiguredTask):
             file=sys.stderr,
             flush=True,
         )
+        if pace is not None:
+            total, stated_s = sum(counts.values()), time.time() - pace.started_at + expected_s
+            pace.plan(total, total, "steps", STEP_OVERHEAD_S + level.step_s, FIXED_S, stated_s)
 
     def report(self, run_dir: Path) -> int:
         from colbench.commands.health.report import report

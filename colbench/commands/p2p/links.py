@@ -206,8 +206,8 @@ def _all_clear(
     second = (
         f"verdict: median of the {len(links)} links' worse directions (the lower bandwidth, the "
         f"higher latency): {statistics.median(x.bw_gbps for x in links):.3g} GB/s, "
-        f"{_us(statistics.median(x.latency_us for x in links))} us; of every direction, as the "
-        f"matrices show them: {bw_all:.3g} GB/s, {_us(lat_all)} us"
+        f"{short(statistics.median(x.latency_us for x in links))} us; of every direction, as the "
+        f"matrices show them: {bw_all:.3g} GB/s, {short(lat_all)} us"
     )
     seen = _detectable(matrix, bw, alpha / m)
     if seen is not None:
@@ -218,9 +218,9 @@ def _all_clear(
     return [first, second]
 
 
-def _us(value: float) -> str:
-    """A latency in three significant digits, without an exponent in the thousands."""
-    return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+def short(value: float) -> str:
+    """Three significant digits, without an exponent for latencies in the thousands."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 #: Above this many samples a side, the power figure comes from the normal approximation

@@ -78,16 +78,8 @@ class Buffers:
     def allocate(cls, size_bytes: int, latency_bytes: int, device: Any) -> Buffers:
         import torch
 
-        def zeros(n: int) -> Any:
-            return torch.zeros(n, dtype=torch.uint8, device=device)
-
-        return cls(
-            zeros(size_bytes),
-            zeros(size_bytes),
-            zeros(1),
-            zeros(latency_bytes),
-            zeros(latency_bytes),
-        )
+        sizes = (size_bytes, size_bytes, 1, latency_bytes, latency_bytes)
+        return cls(*(torch.zeros(n, dtype=torch.uint8, device=device) for n in sizes))
 
 
 def bandwidth_call(

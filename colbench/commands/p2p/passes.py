@@ -47,9 +47,6 @@ class Budgeted:
     def ran(self) -> Plan:
         return replace(self.planned, repeat=self.passes)
 
-    def cut(self) -> list[str]:
-        return budget.cuts(self.asked, self.ran)
-
     def record(self) -> dict[str, Any]:
         """meta.json's ``plan``: the cap, the probe, the plan asked, planned and run."""
         return {
@@ -60,7 +57,7 @@ class Budgeted:
             "planned": asdict(self.planned),
             "planned_s": round(budget.cost_s(self.planned, self.probe, self.shape), 1),
             "ran": asdict(self.ran),
-            "cut": self.cut(),
+            "cut": budget.cuts(self.asked, self.ran),
         }
 
 

@@ -22,7 +22,7 @@ from colbench import text
 from colbench.commands.p2p import results
 from colbench.commands.p2p.budget import Plan
 from colbench.commands.p2p.config import P2PConfig
-from colbench.commands.p2p.links import Samples, Verdict, judge
+from colbench.commands.p2p.links import Samples, Verdict, judge, short
 from colbench.errors import ExitCode, UsageError
 from colbench.results import tables
 from colbench.results.rundir import RunDir
@@ -146,20 +146,6 @@ Matrix = dict[tuple[int, int], float]
 MIN_SPAN_FACTOR = 2.0
 
 
-def short(value: float) -> str:
-    """Three significant digits, without an exponent for latencies in the thousands."""
-    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-
-
-def grid(values: Matrix, ranks: list[int]) -> list[list[float]]:
-    return [[values.get((s, d), math.nan) for d in ranks] for s in ranks]
-
-
-def boundaries(ranks: list[int], nodes: dict[int, str]) -> list[float]:
-    """Cell edges between consecutive ranks of different nodes."""
-    return [i + 0.5 for i in range(len(ranks) - 1) if nodes[ranks[i]] != nodes[ranks[i + 1]]]
-
-
 def centred_norm(values: Matrix) -> Any:
     """A log colour scale with the values' median in the middle, spanning the farthest
     value's ratio to it and at least :data:`MIN_SPAN_FACTOR` either way (None: no
@@ -224,13 +210,16 @@ def matrix_panel(
     map, unit), a red line between nodes."""
     title, cmap, unit = look
     norm = centred_norm(values)
-    image = panel(ax, grid(values, ranks), ranks, title, cmap, norm)
+    cells = [[values.get((s, d), math.nan) for d in ranks] for s in ranks]
+    image = panel(ax, cells, ranks, title, cmap, norm)
     bar = ax.figure.colorbar(image, ax=ax, shrink=0.8)
     if norm is not None:
         median_ticks(bar, norm, unit)
-    for edge in boundaries(ranks, nodes):
-        ax.axhline(edge, color="red", linewidth=1.5)
-        ax.axvline(edge, color="red", linewidth=1.5)
+    # Cell edges between consecutive ranks of different nodes.
+    for i in range(len(ranks) - 1):
+        if nodes[ranks[i]] != nodes[ranks[i + 1]]:
+            ax.axhline(i + 0.5, color="red", linewidth=1.5)
+            ax.axvline(i + 0.5, color="red", linewidth=1.5)
 
 
 def write_heatmap(
