@@ -134,9 +134,7 @@ class Matrix:
 PassDone = Callable[[int, Plan, tuple[Times, Times]], None]
 
 
-def measure(
-    matrix: Matrix, floor: int, speaks: bool, done: PassDone
-) -> tuple[list[tuple[Times, Times]], Budgeted]:
+def measure(matrix: Matrix, floor: int, speaks: bool, done: PassDone) -> Budgeted:
     """Probe, plan, and every pass that fits; ``speaks``: this rank says the plan."""
     cfg = matrix.cfg
     asked = Plan(cfg.size_bytes, max(1, cfg.warmup), cfg.iters, cfg.repeat)
@@ -155,23 +153,22 @@ def measure(
     if pace is not None:
         total_s = budget.cost_s(planned, found, shape)
         pace.plan(planned.repeat * steps_per_pass, total_s, "steps", 1.0, budget.REPORT_S)
-    passes: list[tuple[Times, Times]] = []
-    longest_s = 0.0
+    longest_s, passes = 0.0, 0
     for index in range(planned.repeat):
         begun = time.time()
-        passes.append(matrix.one_pass(planned, index, weights))
-        done(index, planned, passes[-1])
-        if index + 1 == planned.repeat:
+        done(index, planned, matrix.one_pass(planned, index, weights))
+        passes = index + 1
+        if passes == planned.repeat:
             break
         elapsed_s, pass_s = matrix.agreed_max(time.time() - matrix.started_at, time.time() - begun)
         longest_s = max(longest_s, pass_s)
         if not budget.another_pass_fits(cfg.max_time_s, elapsed_s, longest_s):
             if pace is not None:
-                pace.replan(len(passes) * steps_per_pass, len(passes) * sum_weights(shape, weights))
+                pace.replan(passes * steps_per_pass, passes * sum_weights(shape, weights))
             break
     if pace is not None:
         pace.end()
-    return passes, Budgeted(asked, planned, found, shape, cfg.max_time_s, len(passes))
+    return Budgeted(asked, planned, found, shape, cfg.max_time_s, passes)
 
 
 def sum_weights(shape: Shape, weights: tuple[float, float]) -> float:

@@ -125,16 +125,9 @@ class P2PTask(ConfiguredTask):
             RunDir(run_dir).write_meta(self._meta(job, world))
         started = time.time()
         in_flight.op, in_flight.dtype = "p2p", "uint8"
-        pace = in_flight.pace
-        stepper = Stepper(
-            rank,
-            side,
-            make_timer(device.type, False, side.barrier),
-            cfg.iters,
-            max(1, cfg.warmup),
-            in_flight.step,
-            pace.step if pace is not None else lambda _: None,
-        )
+        timer, pace = make_timer(device.type, False, side.barrier), in_flight.pace
+        on_weight = pace.step if pace is not None else lambda _: None
+        stepper = Stepper(rank, side, timer, cfg.iters, cfg.warmup, in_flight.step, on_weight)
         link = Transport(job.backend, window=cfg.window_for(job.backend))
         matrix = Matrix(
             cfg, stepper, link, side, world.selection, device, in_flight,
@@ -158,7 +151,7 @@ class P2PTask(ConfiguredTask):
         try:
             # Every pass measures the whole matrix once (sweep --repeat's interleaving): a
             # pair that was slow only while the host was busy is slow in one pass, not all.
-            _, planned = measure(matrix, floor, run_dir is not None, keep)
+            planned = measure(matrix, floor, run_dir is not None, keep)
         finally:
             if writer is not None:
                 writer.close()
