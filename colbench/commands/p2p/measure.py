@@ -172,7 +172,7 @@ class Stepper:
         return batch.times_us
 
 
-def probe(
+def time_probe(
     stepper: Stepper,
     step: Step,
     bandwidth: Callable[[str, int], Callable[[], None]],

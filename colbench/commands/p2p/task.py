@@ -20,11 +20,10 @@ from colbench.bench.groups import SideGroup
 from colbench.bench.rowmaker import combine_times
 from colbench.bench.timing import make_timer
 from colbench.commands.gate.checks import DEFAULT_ALPHA
-from colbench.commands.p2p.budget import Plan, passes_floor
+from colbench.commands.p2p.budget import Matrix, Plan, measure, passes_floor
 from colbench.commands.p2p.config import RUN_LABEL, P2PConfig
 from colbench.commands.p2p.links import MIN_RANKS, passes_needed
 from colbench.commands.p2p.measure import Stepper, Times, Transport
-from colbench.commands.p2p.passes import Matrix, measure
 from colbench.commands.p2p.results import P2P, P2PRow
 from colbench.commands.p2p.schedule import Selection, pair_steps, select
 from colbench.errors import UsageError
