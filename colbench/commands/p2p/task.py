@@ -163,14 +163,8 @@ class P2PTask(ConfiguredTask):
             )
 
     def _meet(self, side: SideGroup, rank: int, device_name: str) -> World:
-        me = Member(
-            digest=plan_digest(self.cfg),
-            rank=rank,
-            pid=os.getpid(),
-            node=launch.node_id(),
-            label=os.environ.get(NODE_LABEL_ENV, "").strip(),
-            device_name=device_name,
-        )
+        label = os.environ.get(NODE_LABEL_ENV, "").strip()
+        me = Member(plan_digest(self.cfg), rank, os.getpid(), launch.node_id(), label, device_name)
         members = meet_peers(side, me, P2P_DISAGREES)
         readable = launch.node_labels([m.node for m in members])
         labels = [m.label or name for m, name in zip(members, readable, strict=True)]
