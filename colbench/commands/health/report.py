@@ -57,10 +57,7 @@ def drain_failed(run_dir: Path, cfg: HealthConfig, failure: Failure) -> str | No
     started, so a list left empty says that nothing is known. A list that cannot be
     written is said in one line: the run's own exit code stands."""
     rank = failure.rank
-    try:
-        hosts = RunDir(run_dir).read_meta().get("rank_hosts") or []
-    except (OSError, ValueError):
-        hosts = []
+    hosts = (RunDir(run_dir).meta_or_none() or {}).get("rank_hosts") or []
     node = hosts[rank] if rank is not None and 0 <= rank < len(hosts) else None
     if node is None:
         return None

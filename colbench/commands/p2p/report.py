@@ -96,7 +96,7 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
     of = f", median of {passes} passes" if passes > 1 else ""
     print(matrix_text(bw, nodes, f"bandwidth at {size} B, GB/s{of}"))
     print(matrix_text(lat, nodes, f"latency at {small} B, us{of}"))
-    meta = _meta(run_dir)
+    meta = RunDir(run_dir).meta_or_none() or {}
     lines = [*verdict.lines, *cut_lines(meta.get("plan"))]
     for line in lines:
         print(line)
@@ -118,13 +118,6 @@ def cut_lines(plan: Any) -> list[str]:
         f"verdict: measured {ran.text()}, cut from {asked.text()} to keep to --max-time "
         f"{plan['max_time_s']:g} s ({', '.join(plan['cut'])}; meta.json's plan)"
     ]
-
-
-def _meta(run_dir: Path) -> dict[str, Any]:
-    try:
-        return RunDir(run_dir).read_meta()
-    except (OSError, ValueError):  # missing, or not JSON
-        return {}
 
 
 def _record(run_dir: Path, meta: dict[str, Any], verdict: Verdict, lines: list[str]) -> None:
