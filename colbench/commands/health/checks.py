@@ -71,13 +71,6 @@ class Placement:
         return [(min(x, y), max(x, y)) for x, y in zip(a, b, strict=False)]
 
 
-def iterations(budget_s: float, first_us: float) -> int:
-    """Timed iterations that fill ``budget_s``, given the untimed first call's time."""
-    if first_us <= 0:
-        return MAX_ITERS
-    return max(MIN_ITERS, min(MAX_ITERS, int(budget_s * 1e6 / first_us)))
-
-
 @dataclass
 class Walker:
     """Walks every rank through the same steps (see the module's docstring), pass after
@@ -122,7 +115,10 @@ class Walker:
     def _iters(self, first_us: list[float]) -> int:
         """Iterations that fill the step's budget at the slowest first call's pace
         (agreed by every rank; one that takes no part has none)."""
-        return iterations(self.level.step_s, self.side.max_float(sum(first_us)))
+        slowest_us = self.side.max_float(sum(first_us))
+        if slowest_us <= 0:
+            return MAX_ITERS
+        return max(MIN_ITERS, min(MAX_ITERS, int(self.level.step_s * 1e6 / slowest_us)))
 
     def keep(
         self, check: str, size_bytes: int, where: tuple[int, ...], times: Sequence[float],
@@ -266,14 +262,11 @@ class PairGroups:
 
     def destroy(self) -> None:
         """Free the pairs' communicators, in the order they were made (every rank's)."""
-        dist = self.dist
-        seen: list[Any] = []
-        for group in self.made.values():
-            if group is None or group == dist.GroupMember.NON_GROUP_MEMBER:
-                continue
-            if not any(group is other for other in seen):
-                seen.append(group)
-                dist.destroy_process_group(group)
+        dist, outside = self.dist, (None, self.dist.GroupMember.NON_GROUP_MEMBER)
+        # One split's group serves all of a round's pairs: destroyed once.
+        made = {id(group): group for group in self.made.values() if group not in outside}
+        for group in made.values():
+            dist.destroy_process_group(group)
         self.made.clear()
 
 

@@ -93,15 +93,13 @@ def estimate_s(level: Level, nodes: int, ranks_per_node: int) -> float:
 
 @dataclass(frozen=True)
 class HealthConfig(TaskRunFields):
-    """A complete health request."""
+    """A complete health request: each field is the option of its name (``to``) in
+    colbench.commands.health.options, whose help says what it means."""
 
     level: str = "quick"
     floors_path: str | None = None
-    """floors.json from `colbench health learn`; None: judged against the fleet's median."""
     drain_list: str | None = None
-    """Where the CRITICAL nodes go, one per line."""
     plot: bool = True
-    """Write the heatmap health.png."""
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

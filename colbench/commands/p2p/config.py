@@ -28,40 +28,27 @@ Cfg = TypeVar("Cfg", bound=TaskRunFields)
 
 @dataclass(frozen=True)
 class P2PConfig(TaskRunFields):
-    """A complete p2p request."""
+    """A complete p2p request: each field is the option of its name (``to``) in
+    colbench.commands.p2p.options, whose help says what it means."""
 
     size_bytes: int = 64 * 1024**2
-    """Message size of the bandwidth measurement (binary units)."""
     latency_bytes: int = 8
-    """Message size of the latency (ping-pong) measurement."""
     bidirectional: bool = False
-    """Both ranks of a pair send at once (osu_bibw); default one direction at a time."""
     window: int | None = None
-    """Messages per timed bandwidth iteration, back to back (osu_bw's window); None: 8 on
-    NCCL, whose every exchange is a kernel launch, 1 on gloo (colbench.commands.p2p.measure)."""
+    """None: 8 on NCCL, whose every exchange is a kernel launch, 1 on gloo
+    (colbench.commands.p2p.measure)."""
     serial: bool = False
-    """One pair at a time instead of rounds of disjoint pairs."""
     per_node: bool = False
-    """Only the first rank of each node takes part: a matrix of nodes."""
     rail: bool = False
-    """Local rank k pairs only with local rank k of the other nodes (one NIC per rail)."""
     iters: int = 20
-    """Timed messages (round trips, for latency) per ordered pair."""
     warmup: int = 5
-    """Untimed messages per ordered pair before timing (at least one: connection set-up)."""
+    """At least one is sent whatever this says: a pair's first message sets it up."""
     repeat: int = DEFAULT_PASSES
-    """Passes over the whole matrix, one after the other; each pair gets a row per pass,
-    and the verdict judges the passes (colbench.commands.p2p.links)."""
     bw_pct: float = DEFAULT_BW_PCT
-    """A link more than this % below the others' median bandwidth, beyond their spread, is slow."""
     latency_pct: float = DEFAULT_LATENCY_PCT
-    """A link more than this % above the others' median latency, beyond their spread, is slow."""
     fail_below_pct: float | None = None
-    """Exit 1 when any link's bandwidth holds more than this % below the others'."""
     max_time_s: float = DEFAULT_MAX_TIME_S
-    """Cap on the whole run: a plan that would take longer is cut (colbench.commands.p2p.budget)."""
     plot: bool = True
-    """Write the heatmap p2p.png into the run directory."""
 
     def __post_init__(self) -> None:
         if self.size_bytes < 1 or self.latency_bytes < 1:
