@@ -157,22 +157,17 @@ def _warn_fingerprint(learned: Mapping[str, Any], now: Mapping[str, Any], path: 
         )
 
 
-def _row(f: Finding, judged_by: str) -> dict[str, Any]:
-    row = asdict(f)
-    row["judged_by"] = judged_by
-    for key in ("busbw_gbps", "fleet_gbps", "floor_gbps"):
-        if row[key] is not None:
-            row[key] = round(row[key], 6)
-    return row
-
-
 def _order(findings: Sequence[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.node == FLEET, f.node, f.check, f.size_bytes))
 
 
 def write_jsonl(path: Path, findings: Sequence[Finding], judged_by: str) -> None:
-    text = "".join(json.dumps(_row(f, judged_by)) + "\n" for f in _order(findings))
-    tables.write_text(path, text)
+    rows = [{**asdict(f), "judged_by": judged_by} for f in _order(findings)]
+    for row in rows:
+        for key in ("busbw_gbps", "fleet_gbps", "floor_gbps"):
+            if row[key] is not None:
+                row[key] = round(row[key], 6)
+    tables.write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def _labels(f: Finding) -> str:

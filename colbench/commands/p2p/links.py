@@ -231,22 +231,18 @@ _SIMULATED_MAX_SAMPLES = 400
 def _detectable(matrix: Matrix, metric: Metric, level: float) -> float | None:
     """The bandwidth shortfall every link's test would catch at DEFAULT_POWER: the
     largest of the links' figures (power.shift_margin, from each test's log spread)."""
-    worst = None
+    seen = []
     for key in matrix.keys:
         others = matrix.pooled(metric, matrix.others(key, set(), set()))
         mine = matrix.samples[metric][key]
         sigma = power.log_spread(others, mine)
-        if sigma is None:
-            return None
-        if len(others) > _SIMULATED_MAX_SAMPLES:
-            margin: float | None = power.normal_margin(sigma, len(others), len(mine), level)
-        else:
-            margin = power.shift_margin(sigma, len(others), len(mine), level)
+        big = len(others) > _SIMULATED_MAX_SAMPLES
+        margin_of = power.normal_margin if big else power.shift_margin
+        margin = None if sigma is None else margin_of(sigma, len(others), len(mine), level)
         if margin is None:
             return None
-        seen = power.detectable_slowdown(metric.threshold, metric.worse_when, margin)
-        worst = seen if worst is None else max(worst, seen)
-    return worst
+        seen.append(power.detectable_slowdown(metric.threshold, metric.worse_when, margin))
+    return max(seen, default=None)
 
 
 def _per_link(

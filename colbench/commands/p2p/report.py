@@ -82,7 +82,7 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
     bw, lat = matrices(frame)
     nodes = node_of(frame)
     verdict = judge(*samples_of(frame), nodes, cfg.bw_pct, cfg.latency_pct, cfg.fail_below_pct)
-    passes = int(frame["repeat"].max()) + 1 if len(frame) else 0
+    passes = int(frame["repeat"].max()) + 1
     print(
         f"colbench: {len(bw)} ordered pairs x {passes} pass(es) in {run_dir / results.FILE_NAME}",
         file=sys.stderr,
@@ -91,8 +91,7 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
         path = write_heatmap(run_dir / "p2p.png", bw, lat, nodes, frame)
         print(f"colbench: heatmap: {path}", file=sys.stderr)
     sys.stderr.flush()
-    size = int(frame["size_bytes"].iloc[0]) if len(frame) else 0
-    small = int(frame["latency_bytes"].iloc[0]) if len(frame) else 0
+    size, small = (int(frame[name].iloc[0]) for name in ("size_bytes", "latency_bytes"))
     of = f", median of {passes} passes" if passes > 1 else ""
     print(matrix_text(bw, nodes, f"bandwidth at {size} B, GB/s{of}"))
     print(matrix_text(lat, nodes, f"latency at {small} B, us{of}"))
