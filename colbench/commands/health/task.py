@@ -59,16 +59,9 @@ def plan_digest(cfg: HealthConfig) -> str:
 def names_of(members: list[Member]) -> list[str]:
     """One name per rank: the launcher's (or the host's), each member's ``label``;
     ``name#k`` for the k-th of several nodes that give one name (containers that share
-    a host name)."""
-    seen: dict[str, list[str]] = {}
-    for m in members:
-        ids = seen.setdefault(m.label, [])
-        if m.node not in ids:
-            ids.append(m.node)
-    return [
-        m.label if len(seen[m.label]) == 1 else f"{m.label}#{seen[m.label].index(m.node)}"
-        for m in members
-    ]
+    a host name), as launchers.node_labels labels node ids, whose readable part (before
+    the first ``|``) is here the member's name."""
+    return launch.node_labels([f"{m.label}|{m.node}" for m in members])
 
 
 def placement(members: list[Member]) -> checks.Placement:
