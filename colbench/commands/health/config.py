@@ -67,15 +67,11 @@ LEVELS = {
 INTRA_OPS = ("all_reduce", "all_gather")
 
 
-def pair_rounds(nodes: int) -> int:
-    """Rounds of disjoint pairs that let every node meet every other (a tournament)."""
-    return nodes - 1 if nodes % 2 == 0 else nodes
-
-
 def steps(level: Level, nodes: int, ranks_per_node: int) -> dict[str, int]:
     """Timed batches per check for this shape of job."""
     intra = len(INTRA_OPS) if ranks_per_node > 1 else 0
-    rounds = pair_rounds(nodes) * level.passes if nodes > 1 else 0
+    # A tournament's rounds of disjoint pairs: every node meets every other once.
+    rounds = (nodes - 1 if nodes % 2 == 0 else nodes) * level.passes if nodes > 1 else 0
     return {
         "node": nodes * level.passes,
         "intra": intra * level.passes,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from colbench.commands.gate.checks import DEFAULT_ALPHA, DEFAULT_POWER
 from colbench.commands.p2p.link_tests import (
@@ -72,7 +72,7 @@ class Verdict:
     slow_links: tuple[Pair, ...] = ()
     #: (low, high) -> what the verdict says of the link and the Holm-adjusted p-value
     #: behind it (None: not judged), for p2p.csv's link_verdict and link_p_value.
-    per_link: Mapping[Pair, tuple[str, float | None]] | None = None
+    per_link: Mapping[Pair, tuple[str, float | None]] = field(default_factory=dict)
 
 
 def judge(

@@ -100,8 +100,7 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
     for line in lines:
         print(line)
     sys.stdout.flush()
-    if verdict.per_link is not None:
-        results.record_verdicts(run_dir, verdict.per_link)
+    results.record_verdicts(run_dir, verdict.per_link)
     if meta:
         _record(run_dir, meta, verdict, lines)
     return FAIL_BELOW_EXIT if verdict.failing else int(ExitCode.OK)
