@@ -22,7 +22,7 @@ from colbench import text
 from colbench.commands.p2p import results
 from colbench.commands.p2p.budget import Plan
 from colbench.commands.p2p.config import P2PConfig
-from colbench.commands.p2p.links import Samples, Verdict, judge, short
+from colbench.commands.p2p.links import Samples, judge, short
 from colbench.errors import ExitCode, UsageError
 from colbench.results import tables
 from colbench.results.rundir import RunDir
@@ -97,12 +97,17 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
     print(matrix_text(lat, nodes, f"latency at {small} B, us{of}"))
     meta = RunDir(run_dir).meta_or_none() or {}
     lines = [*verdict.lines, *cut_lines(meta.get("plan"))]
-    for line in lines:
-        print(line)
-    sys.stdout.flush()
+    print("\n".join(lines), flush=True)
     results.record_verdicts(run_dir, verdict.per_link)
     if meta:
-        _record(run_dir, meta, verdict, lines)
+        meta["verdict"] = {
+            "judged": verdict.judged,
+            "lines": lines,
+            "slow_nodes": list(verdict.slow_nodes),
+            "slow_links": [list(pair) for pair in verdict.slow_links],
+            "failing_links": [[link.low, link.high] for link in verdict.failing],
+        }
+        RunDir(run_dir).write_meta(meta)
     return FAIL_BELOW_EXIT if verdict.failing else int(ExitCode.OK)
 
 
@@ -116,17 +121,6 @@ def cut_lines(plan: Any) -> list[str]:
         f"verdict: measured {ran.text()}, cut from {asked.text()} to keep to --max-time "
         f"{plan['max_time_s']:g} s ({', '.join(plan['cut'])}; meta.json's plan)"
     ]
-
-
-def _record(run_dir: Path, meta: dict[str, Any], verdict: Verdict, lines: list[str]) -> None:
-    meta["verdict"] = {
-        "judged": verdict.judged,
-        "lines": lines,
-        "slow_nodes": list(verdict.slow_nodes),
-        "slow_links": [list(pair) for pair in verdict.slow_links],
-        "failing_links": [[link.low, link.high] for link in verdict.failing],
-    }
-    RunDir(run_dir).write_meta(meta)
 
 
 Matrix = dict[tuple[int, int], float]
