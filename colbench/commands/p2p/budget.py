@@ -37,8 +37,8 @@ from colbench.commands.p2p.link_tests import MIN_NODES
 from colbench.commands.p2p.links import MIN_RANKS, passes_needed
 from colbench.commands.p2p.measure import (
     Buffers,
+    Pass,
     Stepper,
-    Times,
     Transport,
     bandwidth_call,
     latency_call,
@@ -268,7 +268,7 @@ class Matrix:
         (elapsed_s,) = self.agreed_max(time.time() - self.started_at)
         return Probe(*found, size_bytes=cfg.size_bytes, elapsed_s=elapsed_s)
 
-    def one_pass(self, plan: Plan, index: int, weights: tuple[float, float]) -> tuple[Times, Times]:
+    def one_pass(self, plan: Plan, index: int, weights: tuple[float, float]) -> Pass:
         """Pass ``index``: bandwidth of every pair, then latency of every pair."""
         cfg, window = self.cfg, self.link.window
         self.in_flight.size_bytes = plan.size_bytes
@@ -288,7 +288,7 @@ class Matrix:
 
 #: Called in every rank after each pass with its index, the plan and the pass's times:
 #: the rows of a pass are kept as soon as it is measured, as a sweep keeps each row.
-PassDone = Callable[[int, Plan, tuple[Times, Times]], None]
+PassDone = Callable[[int, Plan, Pass], None]
 
 
 def measure(matrix: Matrix, floor: int, speaks: bool, done: PassDone) -> Budgeted:

@@ -33,6 +33,8 @@ from colbench.commands.p2p.schedule import Step, role
 
 #: (src, dst) -> the sender's per-iteration times in microseconds.
 Times = dict[tuple[int, int], list[float]]
+#: One pass's times in one rank: bandwidth's, then latency's.
+Pass = tuple[Times, Times]
 
 
 class Transport:

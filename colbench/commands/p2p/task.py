@@ -23,7 +23,7 @@ from colbench.commands.gate.checks import DEFAULT_ALPHA
 from colbench.commands.p2p.budget import Matrix, Plan, measure, passes_floor
 from colbench.commands.p2p.config import RUN_LABEL, P2PConfig
 from colbench.commands.p2p.links import MIN_RANKS, passes_needed
-from colbench.commands.p2p.measure import Stepper, Times, Transport
+from colbench.commands.p2p.measure import Pass, Stepper, Times, Transport
 from colbench.commands.p2p.results import P2P, P2PRow
 from colbench.commands.p2p.schedule import Selection, pair_steps, select
 from colbench.errors import UsageError
@@ -137,13 +137,13 @@ class P2PTask(ConfiguredTask):
         writer = RunDir(run_dir).writer(P2P) if run_dir is not None else None
         written = 0
 
-        def keep(index: int, plan: Plan, one: tuple[Times, Times]) -> None:
+        def keep(index: int, plan: Plan, one: Pass) -> None:
             # One gather a pass: a run stopped part way keeps every pass it finished.
             nonlocal written
             in_flight.step(f"gathering pass {index + 1}")
-            gathered: list[tuple[Times, Times]] = side.gather_objects(one)
+            gathered: list[Pass] = side.gather_objects(one)
             if writer is not None:
-                rows = self._rows(job, world, gathered, device_name(device), plan, index)
+                rows = self._rows(job, world, gathered, plan, index)
                 writer.write_all(rows)
                 written += len(rows)
 
@@ -203,21 +203,15 @@ class P2PTask(ConfiguredTask):
         return meta
 
     def _rows(
-        self,
-        job: Any,
-        world: World,
-        gathered: list[tuple[Times, Times]],
-        device: str,
-        ran: Plan,
-        repeat: int,
+        self, job: Any, world: World, gathered: list[Pass], ran: Plan, repeat: int
     ) -> list[P2PRow]:
         """Pass ``repeat``'s rows (``gathered``: every rank's times of it), as ``ran``
-        measured them (the plan after any cut)."""
+        measured them (the plan after any cut); the device is rank 0's, which writes them."""
         cfg = self.cfg
         common = {
             "run_id": job.run_id,
             "backend": job.backend,
-            "device": device,
+            "device": world.members[0].device_name,
             "world_size": job.world_size,
             "nnodes": len(set(world.labels)),
             "mode": "bi" if cfg.bidirectional else "uni",
