@@ -303,15 +303,11 @@ def attach(
             out.append(f)
             continue
         facts = hardware.get(f.node) or {}
-        index, gpu = _gpu(facts, _bus_id(samples, f.rank))
+        buses = samples.gpu_bus_ids
+        index, gpu = _gpu(facts, buses[f.rank] if f.rank < len(buses) else None)
         nic = _nic(facts, index, backend) if f.check in LINK_CHECKS else None
         out.append(replace(f, gpu=gpu, nic=nic))
     return out
-
-
-def _bus_id(samples: Samples, rank: int) -> str | None:
-    buses = samples.gpu_bus_ids
-    return buses[rank] if rank < len(buses) else None
 
 
 def _gpu(facts: Mapping[str, Any], bus_id: str | None) -> tuple[int | None, str | None]:

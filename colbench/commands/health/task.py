@@ -124,13 +124,12 @@ class HealthTask(ConfiguredTask):
         bus_id = devices.gpu_bus_id(device) if device.type == "cuda" else ""
         every = side.gather_objects((bus_id, walker.samples))
         if run_dir is not None:
-            samples = [asdict(s) for _, mine in every for s in mine]
             doc = {
                 "version": SAMPLES_VERSION,
                 "names": names,
                 "node_of": list(place.node_of),
                 "gpu_bus_ids": [bus or None for bus, _ in every],
-                "samples": samples,
+                "samples": [asdict(s) for _, mine in every for s in mine],
             }
             tables.write_text(run_dir / SAMPLES_FILE, json.dumps(doc) + "\n")
             RunDir(run_dir).update_meta(

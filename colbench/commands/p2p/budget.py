@@ -165,11 +165,10 @@ def cuts(asked: Plan, ran: Plan) -> list[str]:
         ("size_bytes", "message size"),
         ("repeat", "passes"),
     ):
+        show = format_size if name == "size_bytes" else str
         before, after = getattr(asked, name), getattr(ran, name)
         if before != after:
-            shown = (format_size(before), format_size(after)) if name == "size_bytes" else (
-                before, after)  # fmt: skip
-            said.append(f"{words} {shown[0]} -> {shown[1]}")
+            said.append(f"{words} {show(before)} -> {show(after)}")
     return said
 
 

@@ -104,8 +104,8 @@ def judge(
     # its links leave the others that every link is asked against.
     nodes_out = {n for n, ts in node_tests.items() if min(t.p_value for t in ts) <= alpha / m}
     links = ask_links(matrix, nodes_out, alpha / m, fail_below_pct, alpha)
-    fail_lines = _fail_lines(links, fail_below_pct, alpha)
     failing = tuple(link for link in links if link.fail is not None and link.fail.slow)
+    fail_lines = _fail_lines(failing, len(links), fail_below_pct)
     need = passes_needed(len(matrix.keys), m, alpha)
     if passes < need:
         best = rank_tests.smallest_one_sided_p((len(matrix.keys) - 1) * passes, passes)
@@ -164,8 +164,7 @@ def _link_line(link: Link, nodes: Mapping[int, str]) -> str:
     return f"slow link {link.low} <-> {link.high} ({where}): {shown}"
 
 
-def _fail_lines(links: list[Link], fail_below_pct: float | None, alpha: float) -> list[str]:
-    failing = [x for x in links if x.fail is not None and x.fail.slow]
+def _fail_lines(failing: Sequence[Link], n_links: int, fail_below_pct: float | None) -> list[str]:
     if fail_below_pct is None or not failing:
         return []
     worst = max(failing, key=lambda x: x.bw_below_pct)
@@ -173,7 +172,7 @@ def _fail_lines(links: list[Link], fail_below_pct: float | None, alpha: float) -
         f"verdict: FAIL: {len(failing)} link(s) more than {fail_below_pct:g}% below the "
         f"others' bandwidth (worst {worst.low} <-> {worst.high}, {worst.bw_below_pct:.0f}% "
         f"below; p = {worst.fail.adjusted if worst.fail else 1.0:.2g} after Holm over "
-        f"{len(links)} links)"
+        f"{n_links} links)"
     ]
 
 
