@@ -136,12 +136,10 @@ def fit(asked: Plan, probe: Probe, shape: Shape, budget_s: float, floor: int) ->
     """``asked`` when it fits ``budget_s``, else the first plan down the ladder that does
     (the smallest of them when none does). ``floor``: the passes the verdict needs."""
     plan = asked
-    if cost_s(plan, probe, shape) <= budget_s:
-        return plan
     for name, value in _ladder(asked, floor):
-        plan = replace(plan, **{name: value})
         if cost_s(plan, probe, shape) <= budget_s:
             break
+        plan = replace(plan, **{name: value})
     return plan
 
 
