@@ -204,9 +204,7 @@ def pairs(walker: Walker, backend: str) -> None:
     for index, rnd in enumerate(rounds):
         step = tuple(rail for pair in rnd for rail in place.rails(pair))
         where = role(step, walker.rank)
-        call = None
-        if where is not None:
-            call = bandwidth_call(link, where[0], where[1], bufs, bidirectional=True)
+        call = None if where is None else bandwidth_call(link, *where, bufs, bidirectional=True)
         times = walker.step(f"pairs round {index + 1}", call)
         if times and where is not None and walker.rank < where[1]:
             walker.keep("pair", size_bytes, (walker.rank, where[1]), times)

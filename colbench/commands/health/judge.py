@@ -327,9 +327,8 @@ def straggler_findings(samples: Samples) -> list[Finding]:
 def against_floors(samples: Samples, floors: Mapping[tuple[str, int], Any]) -> list[Finding]:
     """Each node's figures against the learned floors; checks without a floor are
     judged against the fleet."""
-    fleet = {(f.node, f.check, f.size_bytes): f for f in against_fleet(samples)}
     out = []
-    for f in fleet.values():
+    for f in against_fleet(samples):
         floor = floors.get((f.check, f.size_bytes))
         if floor is None:
             out.append(f)
