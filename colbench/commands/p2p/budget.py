@@ -261,9 +261,11 @@ class Matrix:
         cfg = self.cfg
         self.in_flight.size_bytes = cfg.size_bytes
         first = self.bandwidth_steps()[0]
-        found = time_probe(self.stepper, first, self.bandwidth, self.latency, PROBE_TRIPS)
-        (elapsed_s,) = self.agreed_max(time.time() - self.started_at)
-        return Probe(*found, size_bytes=cfg.size_bytes, elapsed_s=elapsed_s)
+        mine = time_probe(self.stepper, first, self.bandwidth, self.latency, PROBE_TRIPS)
+        message_s, trip_s, barrier_s, elapsed_s = self.agreed_max(
+            *mine, time.time() - self.started_at
+        )
+        return Probe(message_s, trip_s, barrier_s, cfg.size_bytes, elapsed_s)
 
     def one_pass(self, plan: Plan, index: int, weights: tuple[float, float]) -> Pass:
         """Pass ``index``: bandwidth of every pair, then latency of every pair."""

@@ -180,22 +180,19 @@ def time_probe(
     bandwidth: Callable[[str, int], Callable[[], None]],
     latency: Callable[[str, int], Callable[[], None]],
     trips: int,
-) -> tuple[float, float, float]:
-    """(one bandwidth iteration, one round trip, one barrier) in seconds on ``step``'s
-    pairs, after a message that sets each pair's connection up; every rank gets the
-    slowest rank's (colbench.commands.p2p.budget prices the plan from them)."""
+) -> list[float]:
+    """This rank's (one bandwidth iteration, one round trip, one barrier) in seconds on
+    ``step``'s pairs, after a message that sets each pair's connection up
+    (colbench.commands.p2p.budget prices the plan from the slowest rank's)."""
     stepper.on_step("probe: one message per pair of the first step")
-    side = stepper.side
-    side.barrier()
+    stepper.side.barrier()
     begun = time.perf_counter()
-    side.barrier()
-    mine = [0.0, 0.0, time.perf_counter() - begun]
+    stepper.side.barrier()
+    barrier_s = time.perf_counter() - begun
     where = role(step, stepper.rank)
     message = None if where is None else bandwidth(*where)
     ping = None if where is None else latency(*where)
     # One untimed message each, which sets the pair's connection up.
-    mine[0] = sum(stepper.timed(message, 1, warmup=1)) / 1e6
-    mine[1] = min(stepper.timed(ping, trips, warmup=1), default=0.0) / 1e6
-    every = side.gather_floats(mine)
-    slowest = [max(column) for column in zip(*every, strict=True)]
-    return slowest[0], slowest[1], slowest[2]
+    message_s = sum(stepper.timed(message, 1, warmup=1)) / 1e6
+    trip_s = min(stepper.timed(ping, trips, warmup=1), default=0.0) / 1e6
+    return [message_s, trip_s, barrier_s]
