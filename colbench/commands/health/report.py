@@ -1,14 +1,7 @@
-"""After the ranks: the verdict, health.jsonl, health.prom, the table, the drain list.
-
-- ``health.jsonl``: one object per check per node (``node``, ``check``, ``size_bytes``,
-  ``busbw_gbps``, ``floor_gbps``, ``verdict``, and ``fleet_gbps``, ``p_value``,
-  ``evidence``, ``rank``, ``singled_out``, ``gpu``, ``nic``, ``judged_by``); the whole
-  world's figure under node ``fleet``.
-- ``health.prom``: Prometheus text format for node_exporter's textfile collector.
-- ``health.png`` (unless ``--no-plot``): every node's checks against the fleet's, and
-  the pair matrix (colbench.commands.health.heatmap).
-- On the terminal: the human table, the pair matrix, one line per named node.
-- Exit code 1 when a node is CRITICAL (named in ``--drain-list``), else 0.
+"""After the ranks: the verdict, and what it writes (health.jsonl, health.prom, health.png
+by colbench.commands.health.heatmap, the drain list; docs/health.md says what each holds)
+and prints (the table, the pair matrix, one line per named node). Exit code 1 when a node
+is CRITICAL, else 0.
 """
 
 from __future__ import annotations

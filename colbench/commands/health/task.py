@@ -1,11 +1,8 @@
 """A health run as a rank task: every rank's share of the checks, then the report.
 
 colbench.host starts the ranks (spawned, or under torchrun/Slurm/MPI) as for a sweep or
-p2p; :meth:`HealthTask.run_rank` meets the peers, says how long the level takes for
-this many nodes, runs the checks in order (each node alone, every node's own ranks at
-once, pairs of nodes rail by rail and then all their ranks together, the whole world)
-and gathers the samples into rank 0's ``health.samples.json``;
-:meth:`HealthTask.report` judges them (colbench.commands.health.report).
+p2p; each runs the checks (colbench.commands.health.checks) and rank 0 keeps the samples
+in ``health.samples.json`` for the report to judge (colbench.commands.health.report).
 """
 
 from __future__ import annotations
