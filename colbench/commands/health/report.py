@@ -118,7 +118,10 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
         print("\n" + pair_matrix)
     lines = verdict_lines(findings, judged_by)
     print("\n" + "\n".join(lines))
-    references = _references(findings, meta)
+    # The checks that are a collective of their own, beside the published results.
+    references = floor_files.place_health([asdict(f) for f in findings], meta)
+    for line in floor_files.health_lines(references):
+        print(f"colbench: reference: {line}", file=sys.stderr)
     RunDir(run_dir).update_meta(
         references=references,
         verdict={
@@ -129,15 +132,6 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
         report_time=time.time(),
     )
     return int(ExitCode.DATA_ERROR) if critical else int(ExitCode.OK)
-
-
-def _references(findings: Sequence[Finding], meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The checks that are a collective of their own beside the published results for
-    the hardware (issue 38), printed."""
-    placement = floor_files.place_health([asdict(f) for f in findings], meta)
-    for line in floor_files.health_lines(placement):
-        print(f"colbench: reference: {line}", file=sys.stderr)
-    return placement
 
 
 def _warn_fingerprint(learned: Mapping[str, Any], now: Mapping[str, Any], path: str) -> None:
