@@ -508,3 +508,12 @@ def test_learn_writes_floors_json_into_its_out_directory(
     with pytest.raises(UsageError, match="--out is a directory"):
         learn(runs, str(tmp_path / "floors.json"))
     assert not (tmp_path / "floors.json").exists()
+
+
+def test_two_nodes_of_several_ranks_are_figured_not_judged() -> None:
+    """Two nodes' links all touch both: the rail-by-rail check has no other links to ask a
+    node's against, so the report shows each node's figure and judges none."""
+    samples = samples_of(_rails_doc(2, {}, nodes=NAMES[:2]))
+    findings = against_fleet(samples)
+    assert {(f.node, f.check) for f in findings} >= {("nodeA", "pair"), ("nodeB", "pair")}
+    assert {f.verdict for f in findings if f.check != "world_straggler"} == {"not judged"}

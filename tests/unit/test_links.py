@@ -63,7 +63,7 @@ def test_uniform_passes_name_nothing_and_say_what_they_could_see() -> None:
         second,
     )
     assert seen and 25 < int(seen[1]) < 35, second
-    assert set(verdict.per_link.values()) == {("ok", 1.0)}  # type: ignore[union-attr]
+    assert set(verdict.per_link.values()) == {("ok", 1.0)}
 
 
 def test_the_all_clear_medians_say_which_statistic_they_are() -> None:

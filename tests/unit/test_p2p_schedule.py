@@ -95,7 +95,6 @@ def test_role_names_the_peer_and_the_direction() -> None:
     [
         (["A"], {}, "at least 2 ranks"),
         (["A", "A"], {"per_node": True}, "all 2 ranks run on one node"),
-        (["A", "B"], {"per_node": True, "rail": True}, "choose one"),
     ],
 )
 def test_selections_that_cannot_pair_are_refused(
@@ -103,6 +102,13 @@ def test_selections_that_cannot_pair_are_refused(
 ) -> None:
     with pytest.raises(UsageError, match=message):
         select(nodes, **kwargs)
+
+
+def test_per_node_and_rail_together_are_refused_before_any_rank_starts() -> None:
+    from colbench.commands.p2p.config import P2PConfig
+
+    with pytest.raises(UsageError, match="choose one"):
+        P2PConfig(per_node=True, rail=True)
 
 
 def test_selection_ranks_are_sorted() -> None:

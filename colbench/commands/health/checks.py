@@ -15,6 +15,7 @@ on one.
 from __future__ import annotations
 
 import functools
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,22 +71,19 @@ class Placement:
         return [(min(x, y), max(x, y)) for x, y in zip(a, b, strict=False)]
 
 
-def iterations(budget_s: float, first_us: float) -> int:
-    """Timed iterations that fill ``budget_s``, given the untimed first call's time."""
-    if first_us <= 0:
-        return MAX_ITERS
-    return max(MIN_ITERS, min(MAX_ITERS, int(budget_s * 1e6 / first_us)))
-
-
 @dataclass
 class Walker:
-    """Walks every rank through the same steps (see the module's docstring)."""
+    """Walks every rank through the same steps (see the module's docstring), pass after
+    pass of the level on the run's placement and device."""
 
     rank: int
     side: Any
     timer: Any
-    budget_s: float
+    level: Level
+    place: Placement
+    device: Any
     on_step: Callable[[str], None]
+    pass_index: int = 0
     samples: list[Sample] = field(default_factory=list)
     #: COLBENCH_FAULT's hook (colbench.host.inflight): its WHEN counts steps here.
     fault: Any = None
@@ -117,37 +115,40 @@ class Walker:
     def _iters(self, first_us: list[float]) -> int:
         """Iterations that fill the step's budget at the slowest first call's pace
         (agreed by every rank; one that takes no part has none)."""
-        return iterations(self.budget_s, self.side.max_float(sum(first_us)))
+        slowest_us = self.side.max_float(sum(first_us))
+        if slowest_us <= 0:
+            return MAX_ITERS
+        return max(MIN_ITERS, min(MAX_ITERS, int(self.level.step_s * 1e6 / slowest_us)))
+
+    def keep(
+        self, check: str, size_bytes: int, where: tuple[int, ...], times: Sequence[float],
+        factor: float = 1.0, **evidence: tuple[float, ...],
+    ) -> None:  # fmt: skip
+        """A batch's sample: its bus bandwidth (``factor``: the op's) from its mean time."""
+        gbps = size_bytes / statistics.fmean(times) / 1e3 * factor
+        self.samples.append(Sample(check, size_bytes, where, self.pass_index, gbps, **evidence))
 
 
-def mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
-
-
-def node_alone(
-    walker: Walker, place: Placement, level: Level, device: Any, pass_index: int
-) -> None:
+def node_alone(walker: Walker) -> None:
     """Each node in turn, alone: its ranks copy ``node_bytes`` in their own memory.
 
     Alone, so that a node's figure is its own: at once, nodes that share a host (or a
     switch) would be timed against each other's load."""
     import torch
 
-    src = torch.ones(level.node_bytes, dtype=torch.uint8, device=device)
+    size_bytes, place = walker.level.node_bytes, walker.place
+    src = torch.ones(size_bytes, dtype=torch.uint8, device=walker.device)
     dst = torch.empty_like(src)
     # Each pass starts one node further on: a slow spell of the host (or of whatever
     # ran just before) meets a different node each pass, not the same one every time.
     count = len(place.nodes)
     for turn in range(count):
-        index = (turn + pass_index) % count
+        index = (turn + walker.pass_index) % count
         mine = walker.rank in place.nodes[index]
         copy = functools.partial(dst.copy_, src)
         times = walker.step(f"node {index} alone", copy if mine else None)
         if times:
-            gbps = level.node_bytes / mean(times) / 1e3
-            walker.samples.append(
-                Sample("node", level.node_bytes, (walker.rank,), pass_index, gbps)
-            )
+            walker.keep("node", size_bytes, (walker.rank,), times)
 
 
 def node_groups(place: Placement) -> dict[int, Any]:
@@ -157,24 +158,18 @@ def node_groups(place: Placement) -> dict[int, Any]:
     return {k: dist.new_group(list(ranks)) for k, ranks in enumerate(place.nodes) if len(ranks) > 1}
 
 
-def intra_node(
-    walker: Walker,
-    place: Placement,
-    groups: dict[int, Any],
-    level: Level,
-    device: Any,
-    pass_index: int,
-) -> None:
+def intra_node(walker: Walker, groups: dict[int, Any]) -> None:
     """all_reduce and all_gather on every node's own ranks, all nodes at once."""
     import torch
     import torch.distributed as dist
 
     if not groups:
         return
-    node = place.node_of[walker.rank]
+    node = walker.place.node_of[walker.rank]
     group = groups.get(node)
-    n = len(place.nodes[node])
-    elems = level.intra_bytes // 4
+    n = len(walker.place.nodes[node])
+    size_bytes, device = walker.level.intra_bytes, walker.device
+    elems = size_bytes // 4
     chunk = max(1, elems // n)
     send = torch.ones(elems, dtype=torch.float32, device=device)
     part = torch.ones(chunk, dtype=torch.float32, device=device)
@@ -188,38 +183,31 @@ def intra_node(
         call = calls[op] if group is not None else None
         times = walker.step(f"intra-node {op}", call)
         if times:
-            algbw = level.intra_bytes / mean(times) / 1e3
-            gbps = algbw * get_op(op).busbw_factor(n)
-            walker.samples.append(
-                Sample(f"intra_{op}", level.intra_bytes, (walker.rank,), pass_index, gbps)
+            walker.keep(
+                f"intra_{op}", size_bytes, (walker.rank,), times, get_op(op).busbw_factor(n)
             )
 
 
-def pairs(
-    walker: Walker, place: Placement, backend: str, level: Level, device: Any, pass_index: int
-) -> None:
+def pairs(walker: Walker, backend: str) -> None:
     """sendrecv both ways at once between two nodes' ranks of one local index (rail k:
     local rank k of each node, as p2p's ``--rail``), every rail of a pair of nodes at
     once, in rounds of disjoint pairs of nodes: every node meets every other once a
     pass. Rail by rail, so that a slow NIC (the one nearest a GPU) shows in its own
     rank's links, not spread over its node's. One sample per link, from its lower rank
     (both ends time the same exchange)."""
+    place, size_bytes = walker.place, walker.level.pair_bytes
     rounds = place.node_rounds()
     if not rounds:
         return
     link = Transport(backend)
-    bufs = Buffers.allocate(level.pair_bytes, 1, device)
+    bufs = Buffers.allocate(size_bytes, 1, walker.device)
     for index, rnd in enumerate(rounds):
         step = tuple(rail for pair in rnd for rail in place.rails(pair))
         where = role(step, walker.rank)
-        call = None
-        if where is not None:
-            call = bandwidth_call(link, where[0], where[1], bufs, bidirectional=True)
+        call = None if where is None else bandwidth_call(link, *where, bufs, bidirectional=True)
         times = walker.step(f"pairs round {index + 1}", call)
         if times and where is not None and walker.rank < where[1]:
-            gbps = level.pair_bytes / mean(times) / 1e3
-            key = (walker.rank, where[1])
-            walker.samples.append(Sample("pair", level.pair_bytes, key, pass_index, gbps))
+            walker.keep("pair", size_bytes, (walker.rank, where[1]), times)
 
 
 @dataclass
@@ -272,20 +260,15 @@ class PairGroups:
 
     def destroy(self) -> None:
         """Free the pairs' communicators, in the order they were made (every rank's)."""
-        dist = self.dist
-        seen: list[Any] = []
-        for group in self.made.values():
-            if group is None or group == dist.GroupMember.NON_GROUP_MEMBER:
-                continue
-            if not any(group is other for other in seen):
-                seen.append(group)
-                dist.destroy_process_group(group)
+        dist, outside = self.dist, (None, self.dist.GroupMember.NON_GROUP_MEMBER)
+        # One split's group serves all of a round's pairs: destroyed once.
+        made = {id(group): group for group in self.made.values() if group not in outside}
+        for group in made.values():
+            dist.destroy_process_group(group)
         self.made.clear()
 
 
-def pair_all_reduce(
-    walker: Walker, pairs_of: PairGroups, level: Level, device: Any, pass_index: int
-) -> None:
+def pair_all_reduce(walker: Walker, pairs_of: PairGroups) -> None:
     """all_reduce of ``pair_bytes`` over all the ranks of two nodes, in the pair check's
     rounds: every GPU and NIC of both nodes at once, as a job across them would use
     them. One sample per pair, from its lowest rank, keyed by the two nodes' first
@@ -293,8 +276,8 @@ def pair_all_reduce(
     import torch
     import torch.distributed as dist
 
-    place = pairs_of.place
-    tensor = torch.ones(level.pair_bytes // 4, dtype=torch.float32, device=device)
+    place, size_bytes = pairs_of.place, walker.level.pair_bytes
+    tensor = torch.ones(size_bytes // 4, dtype=torch.float32, device=walker.device)
     node = place.node_of[walker.rank]
     for index, rnd in enumerate(place.node_rounds()):
         if any(pair not in pairs_of.made for pair in rnd):
@@ -307,30 +290,21 @@ def pair_all_reduce(
             call = functools.partial(dist.all_reduce, tensor, group=pairs_of.made[mine])
         times = walker.step(f"pair all_reduce round {index + 1}", call)
         if times and mine is not None and walker.rank == pairs_of.ranks(mine)[0]:
-            algbw = level.pair_bytes / mean(times) / 1e3
-            gbps = algbw * get_op("all_reduce").busbw_factor(len(pairs_of.ranks(mine)))
+            factor = get_op("all_reduce").busbw_factor(len(pairs_of.ranks(mine)))
             key = (place.leaders[mine[0]], place.leaders[mine[1]])
-            walker.samples.append(
-                Sample("pair_all_reduce", level.pair_bytes, key, pass_index, gbps)
-            )
+            walker.keep("pair_all_reduce", size_bytes, key, times, factor)
 
 
-def whole_world(
-    walker: Walker, world_size: int, level: Level, device: Any, pass_index: int
-) -> None:
+def whole_world(walker: Walker, world_size: int) -> None:
     """all_reduce over every rank at the level's sizes; each call after a barrier whose
     waits name the rank the others waited for (results/reporters/stragglers.py's question)."""
     import torch
     import torch.distributed as dist
 
     factor = get_op("all_reduce").busbw_factor(world_size)
-    for size_bytes in level.world_bytes:
-        tensor = torch.ones(size_bytes // 4, dtype=torch.float32, device=device)
+    for size_bytes in walker.level.world_bytes:
+        tensor = torch.ones(size_bytes // 4, dtype=torch.float32, device=walker.device)
         call = functools.partial(dist.all_reduce, tensor)
         times, waits = walker.world_step(f"world all_reduce {size_bytes} B", call)
-        gbps = size_bytes / mean(times) / 1e3 * factor
-        walker.samples.append(
-            Sample(
-                "world", size_bytes, (walker.rank,), pass_index, gbps, tuple(waits), tuple(times)
-            )
-        )
+        evidence = {"waits_us": tuple(waits), "times_us": tuple(times)}
+        walker.keep("world", size_bytes, (walker.rank,), times, factor, **evidence)

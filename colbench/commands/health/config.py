@@ -10,11 +10,11 @@ speed. That is the time each level says at start.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from colbench.config.model import BACKENDS, TaskRunFields, default_timeout
-from colbench.config.option_table import config_values
+from colbench.commands.p2p.config import config_from
+from colbench.config.model import BACKENDS, TaskRunFields
 from colbench.config.validate import validate_launch
 from colbench.errors import UsageError
 
@@ -67,15 +67,11 @@ LEVELS = {
 INTRA_OPS = ("all_reduce", "all_gather")
 
 
-def pair_rounds(nodes: int) -> int:
-    """Rounds of disjoint pairs that let every node meet every other (a tournament)."""
-    return nodes - 1 if nodes % 2 == 0 else nodes
-
-
 def steps(level: Level, nodes: int, ranks_per_node: int) -> dict[str, int]:
     """Timed batches per check for this shape of job."""
     intra = len(INTRA_OPS) if ranks_per_node > 1 else 0
-    rounds = pair_rounds(nodes) * level.passes if nodes > 1 else 0
+    # A tournament's rounds of disjoint pairs: every node meets every other once.
+    rounds = (nodes - 1 if nodes % 2 == 0 else nodes) * level.passes if nodes > 1 else 0
     return {
         "node": nodes * level.passes,
         "intra": intra * level.passes,
@@ -93,15 +89,13 @@ def estimate_s(level: Level, nodes: int, ranks_per_node: int) -> float:
 
 @dataclass(frozen=True)
 class HealthConfig(TaskRunFields):
-    """A complete health request."""
+    """A complete health request: each field is the option of its name (``to``) in
+    colbench.commands.health.options, whose help says what it means."""
 
     level: str = "quick"
     floors_path: str | None = None
-    """floors.json from `colbench health learn`; None: judged against the fleet's median."""
     drain_list: str | None = None
-    """Where the CRITICAL nodes go, one per line."""
     plot: bool = True
-    """Write the heatmap health.png."""
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -114,17 +108,9 @@ class HealthConfig(TaskRunFields):
     def plan(self) -> Level:
         return LEVELS[self.level]
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> HealthConfig:
     """A config from the command line's values (colbench.commands.health.options)."""
     from colbench.commands.health.options import table
 
-    fields = config_values(table(), values)
-    for name in ("timeout_s", "init_timeout_s"):
-        fields[name] = default_timeout(
-            fields[name], fields["ranks_per_gpu"], init=name == "init_timeout_s"
-        )
-    return HealthConfig(**fields, command_line=command_line)
+    return config_from(HealthConfig, table(), values, command_line)

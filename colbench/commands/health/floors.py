@@ -37,8 +37,7 @@ from colbench import reading, text
 from colbench.commands.gate.checks import DEFAULT_POWER
 from colbench.errors import UsageError
 from colbench.results import metadata, tables
-from colbench.results.metafile import read_or_none
-from colbench.results.rows import SCHEMA_VERSION as RESULTS_VERSION
+from colbench.results.rundir import RunDir
 from colbench.stats import drift
 from colbench.text import Column
 
@@ -150,7 +149,7 @@ def learn(runs: Sequence[str], out: str) -> int:
     per_check: dict[tuple[str, int], list[list[float]]] = defaultdict(list)
     prints = []
     for run in map(Path, runs):
-        meta = (read_or_none(run / "meta.json", RESULTS_VERSION) if run.is_dir() else None) or {}
+        meta = (RunDir(run).meta_or_none() if run.is_dir() else None) or {}
         prints.append((run, fingerprint(meta)))
         by_check: dict[tuple[str, int], list[float]] = defaultdict(list)
         for f in read_figures(run):

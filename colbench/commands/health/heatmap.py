@@ -18,7 +18,6 @@ from typing import Any
 from colbench.commands.health.judge import CRITICAL, FLEET, WARN, Finding, Samples, link_medians
 from colbench.config.sizes import format_size
 from colbench.output import plural
-from colbench.results import tables
 
 #: Verdict marks in a cell, after the ratio.
 MARKS = {CRITICAL: "C", WARN: "W"}
@@ -66,7 +65,7 @@ def _pair_links(samples: Samples) -> Any:
 
 def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> Path:
     """health.png; call only when :func:`nothing_to_draw` finds something to draw."""
-    from colbench.commands.p2p.report import matrix_panel
+    from colbench.commands.p2p.report import matrix_panel, save_figure
     from colbench.results.reporters.figures import pyplot
 
     plt = pyplot()
@@ -77,24 +76,17 @@ def write_heatmap(path: Path, findings: Sequence[Finding], samples: Samples) -> 
     side = min(20.0, max(4.0, 0.45 * max(len(nodes), len(ranks)) + 2))
     panels = 2 if ranks else 1
     fig, axes = plt.subplots(1, panels, figsize=(panels * side + 2, side), squeeze=False)
-    try:
-        _node_panel(axes[0][0], nodes, columns, cells, findings)
-        if ranks:
-            values = link_medians(samples, links)
-            names = {r: samples.names[r] for r in ranks}
-            # Coloured as p2p colours its matrix: around the median, red the slow pairs.
-            look = ("pair sendrecv (GB/s)", "RdYlGn", "GB/s")
-            matrix_panel(axes[0][1], values, ranks, names, look)
-        title = f"colbench health: {plural(len(nodes), 'node')}"
-        if ranks and len(ranks) <= 16:
-            title += "; ranks " + ", ".join(f"{r}: {samples.names[r]}" for r in ranks)
-        fig.suptitle(title, fontsize=9)
-        fig.tight_layout()
-        with tables.checked(path):
-            fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
-    return path
+    _node_panel(axes[0][0], nodes, columns, cells, findings)
+    if ranks:
+        values = link_medians(samples, links)
+        names = {r: samples.names[r] for r in ranks}
+        # Coloured as p2p colours its matrix: around the median, red the slow pairs.
+        look = ("pair sendrecv (GB/s)", "RdYlGn", "GB/s")
+        matrix_panel(axes[0][1], values, ranks, names, look)
+    title = f"colbench health: {plural(len(nodes), 'node')}"
+    if ranks and len(ranks) <= 16:
+        title += "; ranks " + ", ".join(f"{r}: {samples.names[r]}" for r in ranks)
+    return save_figure(fig, path, title)
 
 
 def _node_panel(

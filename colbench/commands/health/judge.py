@@ -62,6 +62,8 @@ LINK_CHECKS = ("pair", "pair_all_reduce")
 #: Checks each rank measures on its own: a rank's samples are its GPU's (or NIC's).
 RANK_CHECKS = ("node", "pair")
 TIERS = (Metric("busbw", -1, WARN_PCT / 100), Metric("busbw", -1, CRITICAL_PCT / 100))
+#: One check's samples: a rank (or a link's two ranks) -> one value per pass.
+Values = Mapping[tuple[int, ...], list[float]]
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,9 @@ class Finding:
     check: str
     size_bytes: int
     busbw_gbps: float
-    fleet_gbps: float | None
-    floor_gbps: float | None
-    verdict: str
+    fleet_gbps: float | None = None
+    floor_gbps: float | None = None
+    verdict: str = NOT_JUDGED
     #: Holm-adjusted p of the gravest tier's test (fleet judging); None otherwise.
     p_value: float | None = None
     evidence: str = ""
@@ -93,7 +95,7 @@ class Samples:
 
     names: list[str]
     node_of: list[int]
-    by_check: Mapping[tuple[str, int], Mapping[tuple[int, ...], list[float]]]
+    by_check: Mapping[tuple[str, int], Values]
     waits: Mapping[int, list[list[float]]]
     times: Mapping[int, list[list[float]]]
     #: Each rank's GPU by PCI address (None on CPU, and in version 1 files).
@@ -128,20 +130,8 @@ def samples_of(doc: Mapping[str, Any]) -> Samples:
     return Samples(names, list(doc["node_of"]), by_check, waits, times, buses)
 
 
-def _node_values(
-    samples: Samples, values: Mapping[tuple[int, ...], list[float]]
-) -> dict[str, tuple[list[float], int]]:
-    """Per node: its worst rank's samples (lowest median), and that rank."""
-    out: dict[str, tuple[list[float], int]] = {}
-    for (rank,), vals in values.items():
-        node = samples.names[rank]
-        if node not in out or statistics.median(vals) < statistics.median(out[node][0]):
-            out[node] = (vals, rank)
-    return out
-
-
 def link_medians(
-    samples: Samples, links: Mapping[tuple[int, ...], list[float]], by_node: bool = False
+    samples: Samples, links: Values, by_node: bool = False
 ) -> dict[tuple[int, int], float]:
     """Each link's median over the passes, both ways round (the pair matrices); by node,
     each pair of nodes' slowest link, under the nodes' first ranks."""
@@ -155,9 +145,7 @@ def link_medians(
     return out
 
 
-def _rank_links(
-    samples: Samples, values: Mapping[tuple[int, ...], list[float]]
-) -> dict[tuple[int, ...], list[float]]:
+def _rank_links(values: Values) -> dict[tuple[int, ...], list[float]]:
     """The link samples of every rank (each link under both its ranks), as if measured
     by the rank alone: the rank-by-rank form of a link check."""
     mine: dict[tuple[int, ...], list[float]] = defaultdict(list)
@@ -167,52 +155,71 @@ def _rank_links(
     return mine
 
 
-def _per_node(
-    samples: Samples, check: str, values: Mapping[tuple[int, ...], list[float]]
-) -> dict[str, tuple[list[float], int | None]]:
+#: The gate's question of a node's samples at each tier (WARN, CRITICAL).
+Asked = tuple[Question, Question]
+#: Per node of one check: the rank that answers for it (None: no rank's own), its
+#: samples, and its questions against the other nodes (None: not asked).
+NodeFigure = tuple[int | None, list[float], Asked | None]
+
+
+def _per_node(samples: Samples, check: str, values: Values) -> dict[str, NodeFigure]:
+    """Each node's :data:`NodeFigure` of one check."""
     if check == "pair":
-        return {n: (mine, r) for n, (r, mine, _) in _pair_ranks(samples, values).items()}
-    if check != "pair_all_reduce":
-        return dict(_node_values(samples, values).items())
-    # One sample per pair of nodes, keyed by their first ranks, all of their ranks at
-    # once: the node's figure is no rank's own.
-    return {samples.names[r]: (v, None) for (r,), v in _rank_links(samples, values).items()}
+        return _pair_ranks(samples, values)
+    if check == "pair_all_reduce":
+        # One sample per pair of nodes, keyed by their first ranks, all of their ranks at
+        # once: the node's figure is no rank's own.
+        judged = _pairs_asked(samples, values)
+        named = {samples.names[r]: v for (r,), v in _rank_links(values).items()}
+        return {node: (None, v, judged.get(node)) for node, v in named.items()}
+    worst: dict[str, tuple[int, list[float]]] = {}  # each node's rank of the lowest median
+    for (rank,), vals in values.items():
+        node = samples.names[rank]
+        if node not in worst or statistics.median(vals) < statistics.median(worst[node][1]):
+            worst[node] = (rank, vals)
+    out: dict[str, NodeFigure] = {}
+    for node, (rank, mine) in worst.items():
+        others = [v for n, (_, vals) in worst.items() if n != node for v in vals]
+        asked = (ask(others, mine, TIERS[0]), ask(others, mine, TIERS[1])) if others else None
+        out[node] = (rank, mine, asked)
+    return out
 
 
-def figures(samples: Samples) -> list[Finding]:
-    """Every node's figure per check, unjudged (the fleet's for the world check)."""
-    out = []
+def _pairs_asked(samples: Samples, values: Values) -> dict[str, Asked]:
+    """p2p's node question of the pair all_reduce: a node's pairs against the others'."""
+    if len({len(samples.ranks_of(n)) for n in samples.names}) > 1:
+        # A pair's figure grows with its GPUs and NICs: nodes of different rank
+        # counts are not alike, and the pair all_reduce is left unjudged.
+        return {}
+    links = {(k[0], k[1]): v for k, v in values.items()}
+    passes = min(len(v) for v in values.values())
+    matrix = Matrix({m: links for m in TIERS}, dict(enumerate(samples.names)), passes)
+    found = ask_nodes(matrix, list(dict.fromkeys(samples.names)))
+    return {n: (qs[0], qs[1]) for n, qs in found.items()}
+
+
+def figures(samples: Samples) -> list[tuple[Finding, Asked | None]]:
+    """Every node's figure per check, unjudged (the fleet's for the world check), and its
+    questions against the other nodes (None: not asked)."""
+    out: list[tuple[Finding, Asked | None]] = []
     for (check, size), values in samples.by_check.items():
         if check == "world":
             ranks0 = values.get((0,), next(iter(values.values())))
-            out.append(
-                Finding(FLEET, check, size, statistics.median(ranks0), None, None, NOT_JUDGED)
-            )
+            out.append((Finding(FLEET, check, size, statistics.median(ranks0)), None))
             continue
-        for node, (vals, rank) in _per_node(samples, check, values).items():
+        for node, (rank, vals, asked) in _per_node(samples, check, values).items():
             if rank is None and len(samples.ranks_of(node)) == 1:
                 rank = samples.ranks_of(node)[0]
             told = rank is not None and _singled_out(samples, check, values, node, rank)
-            out.append(
-                Finding(
-                    node,
-                    check,
-                    size,
-                    statistics.median(vals),
-                    None,
-                    None,
-                    NOT_JUDGED,
-                    rank=rank,
-                    singled_out=told,
-                )
-            )
+            median = statistics.median(vals)
+            out.append((Finding(node, check, size, median, rank=rank, singled_out=told), asked))
     return out
 
 
 def _singled_out(
     samples: Samples,
     check: str,
-    values: Mapping[tuple[int, ...], list[float]],
+    values: Values,
     node: str,
     rank: int,
     alpha: float = DEFAULT_ALPHA,
@@ -224,7 +231,7 @@ def _singled_out(
         return True
     if check not in RANK_CHECKS:
         return False
-    per_rank = _rank_links(samples, values) if check == "pair" else values
+    per_rank = _rank_links(values) if check == "pair" else values
     asked = []
     for r in ranks:
         mates = [v for m in ranks if m != r for v in per_rank.get((m,), [])]
@@ -236,86 +243,45 @@ def _singled_out(
 
 def against_fleet(samples: Samples, alpha: float = DEFAULT_ALPHA) -> list[Finding]:
     """Each node's checks against the other nodes' (see the module's docstring)."""
-    asked: list[tuple[Finding, tuple[Question, Question]]] = []
-    base = {(f.node, f.check, f.size_bytes): f for f in figures(samples)}
-    nodes = set(samples.names)
-    for (check, size), values in samples.by_check.items():
-        if check == "world" or len(nodes) < MIN_NODES:
-            continue
-        for node, questions in _questions(samples, check, values).items():
-            asked.append((base[(node, check, size)], questions))
-    settled = [settle([q[i] for _, q in asked], alpha) for i in range(len(TIERS))]
-    judged: dict[tuple[str, str, int], Finding] = {}
-    for index, (finding, _) in enumerate(asked):
-        warn, crit = settled[0][index], settled[1][index]
+    found = figures(samples)
+    findings = [f for f, _ in found]
+    judging = len(set(samples.names)) >= MIN_NODES
+    asked = [(i, q) for i, (_, q) in enumerate(found) if judging and q is not None]
+    settled = [settle([q[tier] for _, q in asked], alpha) for tier in range(len(TIERS))]
+    for (index, _), warn, crit in zip(asked, *settled, strict=True):
         gravest = crit if crit.slow else warn
         verdict = CRITICAL if crit.slow else WARN if warn.slow else OK
-        judged[(finding.node, finding.check, finding.size_bytes)] = replace(
-            finding,
+        findings[index] = replace(
+            findings[index],
             fleet_gbps=gravest.others_median,
             verdict=verdict,
             p_value=gravest.adjusted,
             evidence=_evidence(gravest, verdict),
         )
-    findings = [judged.get(k, f) for k, f in base.items()]
     return findings + straggler_findings(samples)
 
 
-def _questions(
-    samples: Samples,
-    check: str,
-    values: Mapping[tuple[int, ...], list[float]],
-) -> dict[str, tuple[Question, Question]]:
-    if check == "pair":
-        ranked = _pair_ranks(samples, values)
-        return {n: judged for n, (_, _, judged) in ranked.items() if judged is not None}
-    if check == "pair_all_reduce":
-        if len({len(samples.ranks_of(n)) for n in samples.names}) > 1:
-            # A pair's figure grows with its GPUs and NICs: nodes of different rank
-            # counts are not alike, and the pair all_reduce is left unjudged.
-            return {}
-        links = {(k[0], k[1]): v for k, v in values.items()}
-        matrix = Matrix(
-            {m: links for m in TIERS},
-            dict(enumerate(samples.names)),
-            min(len(v) for v in values.values()),
-        )
-        found = ask_nodes(matrix, list(dict.fromkeys(samples.names)))
-        return {n: (qs[0], qs[1]) for n, qs in found.items()}
-    per_node = _node_values(samples, values)
-    out = {}
-    for node, (mine, _) in per_node.items():
-        others = [v for n, (vals, _) in per_node.items() if n != node for v in vals]
-        if others:
-            out[node] = (ask(others, mine, TIERS[0]), ask(others, mine, TIERS[1]))
-    return out
-
-
-def _pair_ranks(
-    samples: Samples, values: Mapping[tuple[int, ...], list[float]]
-) -> dict[str, tuple[int, list[float], tuple[Question, Question] | None]]:
+def _pair_ranks(samples: Samples, values: Values) -> dict[str, NodeFigure]:
     """Per node, the rank that answers for it in the rail-by-rail sendrecv: its links'
     samples and p2p's node question asked of them (against the links that do not touch
     its node; None with too few nodes). The rank whose WARN-tier p is lowest answers
     (the lowest median among equals), its p times the node's ranks: a figure, its
     verdict and the GPU named are one rank's."""
-    links = _rank_links(samples, values)
-    nodes = list(dict.fromkeys(samples.names))
-    out = {}
+    links = _rank_links(values)
+    nodes, named = list(dict.fromkeys(samples.names)), samples.names
+    out: dict[str, NodeFigure] = {}
     for node in nodes:
-        theirs = [
-            v
-            for (a, b), vals in values.items()
-            if node not in (samples.names[a], samples.names[b])
-            for v in vals
-        ]
+        others = [vals for (a, b), vals in values.items() if node not in (named[a], named[b])]
+        theirs = [v for vals in others for v in vals]
         asked = []
         for r in samples.ranks_of(node):
             mine = links.get((r,))
             if not mine:
                 continue
-            qs = (ask(theirs, mine, TIERS[0]), ask(theirs, mine, TIERS[1]))
-            judged = qs if theirs and len(nodes) >= MIN_NODES else None
+            # Two nodes' links all touch both: no others to ask against, nothing asked.
+            judged: Asked | None = None
+            if theirs and len(nodes) >= MIN_NODES:
+                judged = (ask(theirs, mine, TIERS[0]), ask(theirs, mine, TIERS[1]))
             p = judged[0].p_value if judged else 1.0
             asked.append((p, statistics.median(mine), r, mine, judged))
         if asked:
@@ -349,31 +315,20 @@ def straggler_findings(samples: Samples) -> list[Finding]:
     found = counter.verdict()
     if found is None:
         return []
-    node = samples.names[found.rank]
-    return [
-        Finding(
-            node,
-            "world_straggler",
-            0,
-            0.0,
-            None,
-            None,
-            WARN,
-            found.p_value,
-            f"the others waited for rank {found.rank} in {found.rows} of {found.of_rows} "
-            f"calls (p = {found.p_value:.2g})",
-            found.rank,
-            singled_out=True,
-        )
-    ]
+    evidence = (
+        f"the others waited for rank {found.rank} in {found.rows} of {found.of_rows} "
+        f"calls (p = {found.p_value:.2g})"
+    )
+    rank = found.rank
+    straggler = Finding(samples.names[rank], "world_straggler", 0, 0.0, verdict=WARN, rank=rank)
+    return [replace(straggler, p_value=found.p_value, evidence=evidence, singled_out=True)]
 
 
 def against_floors(samples: Samples, floors: Mapping[tuple[str, int], Any]) -> list[Finding]:
     """Each node's figures against the learned floors; checks without a floor are
     judged against the fleet."""
-    fleet = {(f.node, f.check, f.size_bytes): f for f in against_fleet(samples)}
     out = []
-    for f in fleet.values():
+    for f in against_fleet(samples):
         floor = floors.get((f.check, f.size_bytes))
         if floor is None:
             out.append(f)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from colbench.commands.p2p.options import command_table
 from colbench.config.option_table import Option, option, rows_of
-from colbench.config.options import table as sweep_table
 
 #: sweep's options that health takes as they are, in --help's order.
 SHARED = (
@@ -68,8 +68,7 @@ class HealthOptions:
 @functools.cache
 def table() -> tuple[Option, ...]:
     """Every option of ``colbench health``, in the order ``--help`` lists them."""
-    sweep = {opt.name: opt for opt in sweep_table()}
-    return (*(sweep[name] for name in SHARED), *rows_of(HealthOptions))
+    return command_table(SHARED, HealthOptions)
 
 
 def own() -> tuple[Option, ...]:

@@ -1,14 +1,7 @@
-"""After the ranks: the verdict, health.jsonl, health.prom, the table, the drain list.
-
-- ``health.jsonl``: one object per check per node (``node``, ``check``, ``size_bytes``,
-  ``busbw_gbps``, ``floor_gbps``, ``verdict``, and ``fleet_gbps``, ``p_value``,
-  ``evidence``, ``rank``, ``singled_out``, ``gpu``, ``nic``, ``judged_by``); the whole
-  world's figure under node ``fleet``.
-- ``health.prom``: Prometheus text format for node_exporter's textfile collector.
-- ``health.png`` (unless ``--no-plot``): every node's checks against the fleet's, and
-  the pair matrix (colbench.commands.health.heatmap).
-- On the terminal: the human table, the pair matrix, one line per named node.
-- Exit code 1 when a node is CRITICAL (named in ``--drain-list``), else 0.
+"""After the ranks: the verdict, and what it writes (health.jsonl, health.prom, health.png
+by colbench.commands.health.heatmap, the drain list; docs/health.md says what each holds)
+and prints (the table, the pair matrix, one line per named node). Exit code 1 when a node
+is CRITICAL, else 0.
 """
 
 from __future__ import annotations
@@ -57,10 +50,7 @@ def drain_failed(run_dir: Path, cfg: HealthConfig, failure: Failure) -> str | No
     started, so a list left empty says that nothing is known. A list that cannot be
     written is said in one line: the run's own exit code stands."""
     rank = failure.rank
-    try:
-        hosts = RunDir(run_dir).read_meta().get("rank_hosts") or []
-    except (OSError, ValueError):
-        hosts = []
+    hosts = (RunDir(run_dir).meta_or_none() or {}).get("rank_hosts") or []
     node = hosts[rank] if rank is not None and 0 <= rank < len(hosts) else None
     if node is None:
         return None
@@ -128,7 +118,10 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
         print("\n" + pair_matrix)
     lines = verdict_lines(findings, judged_by)
     print("\n" + "\n".join(lines))
-    references = _references(findings, meta)
+    # The checks that are a collective of their own, beside the published results.
+    references = floor_files.place_health([asdict(f) for f in findings], meta)
+    for line in floor_files.health_lines(references):
+        print(f"colbench: reference: {line}", file=sys.stderr)
     RunDir(run_dir).update_meta(
         references=references,
         verdict={
@@ -141,15 +134,6 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
     return int(ExitCode.DATA_ERROR) if critical else int(ExitCode.OK)
 
 
-def _references(findings: Sequence[Finding], meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The checks that are a collective of their own beside the published results for
-    the hardware (issue 38), printed."""
-    placement = floor_files.place_health([asdict(f) for f in findings], meta)
-    for line in floor_files.health_lines(placement):
-        print(f"colbench: reference: {line}", file=sys.stderr)
-    return placement
-
-
 def _warn_fingerprint(learned: Mapping[str, Any], now: Mapping[str, Any], path: str) -> None:
     differ = metadata.machine_differences(learned, now, (*floor_files.LEARNED_ON, "nics", "nodes"))
     for name, then, current in differ:
@@ -160,22 +144,17 @@ def _warn_fingerprint(learned: Mapping[str, Any], now: Mapping[str, Any], path: 
         )
 
 
-def _row(f: Finding, judged_by: str) -> dict[str, Any]:
-    row = asdict(f)
-    row["judged_by"] = judged_by
-    for key in ("busbw_gbps", "fleet_gbps", "floor_gbps"):
-        if row[key] is not None:
-            row[key] = round(row[key], 6)
-    return row
-
-
 def _order(findings: Sequence[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.node == FLEET, f.node, f.check, f.size_bytes))
 
 
 def write_jsonl(path: Path, findings: Sequence[Finding], judged_by: str) -> None:
-    text = "".join(json.dumps(_row(f, judged_by)) + "\n" for f in _order(findings))
-    tables.write_text(path, text)
+    rows = [{**asdict(f), "judged_by": judged_by} for f in _order(findings)]
+    for row in rows:
+        for key in ("busbw_gbps", "fleet_gbps", "floor_gbps"):
+            if row[key] is not None:
+                row[key] = round(row[key], 6)
+    tables.write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def _labels(f: Finding) -> str:
@@ -311,15 +290,11 @@ def attach(
             out.append(f)
             continue
         facts = hardware.get(f.node) or {}
-        index, gpu = _gpu(facts, _bus_id(samples, f.rank))
+        buses = samples.gpu_bus_ids
+        index, gpu = _gpu(facts, buses[f.rank] if f.rank < len(buses) else None)
         nic = _nic(facts, index, backend) if f.check in LINK_CHECKS else None
         out.append(replace(f, gpu=gpu, nic=nic))
     return out
-
-
-def _bus_id(samples: Samples, rank: int) -> str | None:
-    buses = samples.gpu_bus_ids
-    return buses[rank] if rank < len(buses) else None
 
 
 def _gpu(facts: Mapping[str, Any], bus_id: str | None) -> tuple[int | None, str | None]:

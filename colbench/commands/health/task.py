@@ -1,11 +1,8 @@
 """A health run as a rank task: every rank's share of the checks, then the report.
 
 colbench.host starts the ranks (spawned, or under torchrun/Slurm/MPI) as for a sweep or
-p2p; :meth:`HealthTask.run_rank` meets the peers, says how long the level takes for
-this many nodes, runs the checks in order (each node alone, every node's own ranks at
-once, pairs of nodes rail by rail and then all their ranks together, the whole world)
-and gathers the samples into rank 0's ``health.samples.json``;
-:meth:`HealthTask.report` judges them (colbench.commands.health.report).
+p2p; each runs the checks (colbench.commands.health.checks) and rank 0 keeps the samples
+in ``health.samples.json`` for the report to judge (colbench.commands.health.report).
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from colbench.commands.health.config import (
     SAMPLES_VERSION,
     STEP_OVERHEAD_S,
     HealthConfig,
-    Level,
     estimate_s,
     steps,
 )
@@ -60,25 +56,9 @@ def plan_digest(cfg: HealthConfig) -> str:
 def names_of(members: list[Member]) -> list[str]:
     """One name per rank: the launcher's (or the host's), each member's ``label``;
     ``name#k`` for the k-th of several nodes that give one name (containers that share
-    a host name)."""
-    seen: dict[str, list[str]] = {}
-    for m in members:
-        ids = seen.setdefault(m.label, [])
-        if m.node not in ids:
-            ids.append(m.node)
-    return [
-        m.label if len(seen[m.label]) == 1 else f"{m.label}#{seen[m.label].index(m.node)}"
-        for m in members
-    ]
-
-
-def _forecast(pace: Pace, level: Level, place: checks.Placement) -> None:
-    """The run's forecast (colbench.host.pace) from the level's own estimate, already said:
-    the forecast keeps the count of steps for the progress lines."""
-    nodes, per_node = len(place.nodes), max(len(r) for r in place.nodes)
-    total = sum(steps(level, nodes, per_node).values())
-    stated_s = time.time() - pace.started_at + estimate_s(level, nodes, per_node)
-    pace.plan(total, total, "steps", STEP_OVERHEAD_S + level.step_s, FIXED_S, stated_s)
+    a host name), as launchers.node_labels labels node ids, whose readable part (before
+    the first ``|``) is here the member's name."""
+    return launch.node_labels([f"{m.label}|{m.node}" for m in members])
 
 
 def placement(members: list[Member]) -> checks.Placement:
@@ -114,26 +94,23 @@ class HealthTask(ConfiguredTask):
         towards = job.store_host or os.environ.get("MASTER_ADDR")
         hardware = node_hardware.gather(side, [m.node for m in members], names, rank, towards)
         run_dir = Path(job.run_dir) if rank == 0 and job.run_dir is not None else None
-        pace = None
+        pace = in_flight.pace if run_dir is not None else None
         if run_dir is not None:
-            self._write_plan(job, run_dir, members, names, place, hardware)
-            pace = in_flight.pace
-            if pace is not None:
-                _forecast(pace, level, place)
+            self._write_plan(job, run_dir, members, names, place, hardware, pace)
         started = time.monotonic()
         in_flight.op, in_flight.dtype = "health", "uint8"
         timer = make_timer(device.type, False, side.barrier)
         on_step = counting(in_flight.step, pace)
-        walker = checks.Walker(rank, side, timer, level.step_s, on_step)
+        walker = checks.Walker(rank, side, timer, level, place, device, on_step)
         walker.fault = Fault(rank, os.environ.get("COLBENCH_FAULT"))
         groups = checks.node_groups(place)
         pair_groups = checks.PairGroups(place, job.backend)
-        for p in range(level.passes):
-            checks.node_alone(walker, place, level, device, p)
-            checks.intra_node(walker, place, groups, level, device, p)
-            checks.pairs(walker, place, job.backend, level, device, p)
-            checks.pair_all_reduce(walker, pair_groups, level, device, p)
-            checks.whole_world(walker, job.world_size, level, device, p)
+        for walker.pass_index in range(level.passes):
+            checks.node_alone(walker)
+            checks.intra_node(walker, groups)
+            checks.pairs(walker, job.backend)
+            checks.pair_all_reduce(walker, pair_groups)
+            checks.whole_world(walker, job.world_size)
         if pace is not None:
             pace.end()
         in_flight.step("destroying the pair groups")
@@ -144,13 +121,12 @@ class HealthTask(ConfiguredTask):
         bus_id = devices.gpu_bus_id(device) if device.type == "cuda" else ""
         every = side.gather_objects((bus_id, walker.samples))
         if run_dir is not None:
-            samples = [asdict(s) for _, mine in every for s in mine]
             doc = {
                 "version": SAMPLES_VERSION,
                 "names": names,
                 "node_of": list(place.node_of),
                 "gpu_bus_ids": [bus or None for bus, _ in every],
-                "samples": samples,
+                "samples": [asdict(s) for _, mine in every for s in mine],
             }
             tables.write_text(run_dir / SAMPLES_FILE, json.dumps(doc) + "\n")
             RunDir(run_dir).update_meta(
@@ -159,19 +135,22 @@ class HealthTask(ConfiguredTask):
 
     def _write_plan(
         self, job: Any, run_dir: Path, members: list[Member], names: list[str],
-        place: checks.Placement, hardware: dict[str, Any],
+        place: checks.Placement, hardware: dict[str, Any], pace: Pace | None,
     ) -> None:  # fmt: skip
-        """meta.json as the checks begin, and the level's time said."""
+        """meta.json as the checks begin, the level's time said, and the run's forecast
+        (colbench.host.pace) from that estimate, which keeps the count of steps for the
+        progress lines."""
         level = self.cfg.plan
         nodes, per_node = len(place.nodes), max(len(r) for r in place.nodes)
         expected_s = estimate_s(level, nodes, per_node)
-        meta = job.first_meta(self.cfg.to_dict(), names, members)
+        counts = steps(level, nodes, per_node)
+        meta = job.first_meta(asdict(self.cfg), names, members)
         meta.update(
             kind="health",
             health_version=SAMPLES_VERSION,
             level=level.name,
             estimate_s=round(expected_s, 1),
-            steps=steps(level, nodes, per_node),
+            steps=counts,
             hardware=hardware,
         )
         RunDir(run_dir).write_meta(meta)
@@ -181,6 +160,9 @@ class HealthTask(ConfiguredTask):
             file=sys.stderr,
             flush=True,
         )
+        if pace is not None:
+            total, stated_s = sum(counts.values()), time.time() - pace.started_at + expected_s
+            pace.plan(total, total, "steps", STEP_OVERHEAD_S + level.step_s, FIXED_S, stated_s)
 
     def report(self, run_dir: Path) -> int:
         from colbench.commands.health.report import report

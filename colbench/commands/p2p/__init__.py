@@ -1,13 +1,5 @@
 """``colbench p2p``: bandwidth and latency of every pair of ranks, and who is slow.
-
-- :mod:`.schedule`: which ranks take part and in which rounds their pairs run.
-- :mod:`.measure`: the measuring side in every rank (messages, timers, steps).
-- :mod:`.task`: a p2p run as a rank task of colbench.host (same start-up as a sweep).
-- :mod:`.results`: ``p2p.csv``, its schema version and :func:`load`.
-- :mod:`.report`: the matrices, the heatmap and the verdict (colbench.commands.p2p.links
-  judges the links).
-- :func:`run` (here): what the CLI calls.
-"""
+:func:`run` is what the CLI calls; :func:`load` reads a run's ``p2p.csv``."""
 
 from __future__ import annotations
 

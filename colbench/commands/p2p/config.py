@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from colbench.commands.p2p.options import (
     DEFAULT_BW_PCT,
@@ -14,7 +14,7 @@ from colbench.commands.p2p.options import (
     DEFAULT_PASSES,
 )
 from colbench.config.model import BACKENDS, TaskRunFields, default_timeout
-from colbench.config.option_table import config_values
+from colbench.config.option_table import Option, config_values
 from colbench.config.validate import validate_counts, validate_launch
 from colbench.errors import UsageError
 
@@ -23,44 +23,32 @@ RUN_LABEL = "p2p"
 #: NCCL's default bandwidth window (see colbench.commands.p2p.measure) and the most allowed.
 NCCL_WINDOW = 8
 MAX_WINDOW = 1024
+Cfg = TypeVar("Cfg", bound=TaskRunFields)
 
 
 @dataclass(frozen=True)
 class P2PConfig(TaskRunFields):
-    """A complete p2p request."""
+    """A complete p2p request: each field is the option of its name (``to``) in
+    colbench.commands.p2p.options, whose help says what it means."""
 
     size_bytes: int = 64 * 1024**2
-    """Message size of the bandwidth measurement (binary units)."""
     latency_bytes: int = 8
-    """Message size of the latency (ping-pong) measurement."""
     bidirectional: bool = False
-    """Both ranks of a pair send at once (osu_bibw); default one direction at a time."""
     window: int | None = None
-    """Messages per timed bandwidth iteration, back to back (osu_bw's window); None: 8 on
-    NCCL, whose every exchange is a kernel launch, 1 on gloo (colbench.commands.p2p.measure)."""
+    """None: 8 on NCCL, whose every exchange is a kernel launch, 1 on gloo
+    (colbench.commands.p2p.measure)."""
     serial: bool = False
-    """One pair at a time instead of rounds of disjoint pairs."""
     per_node: bool = False
-    """Only the first rank of each node takes part: a matrix of nodes."""
     rail: bool = False
-    """Local rank k pairs only with local rank k of the other nodes (one NIC per rail)."""
     iters: int = 20
-    """Timed messages (round trips, for latency) per ordered pair."""
     warmup: int = 5
-    """Untimed messages per ordered pair before timing (at least one: connection set-up)."""
+    """At least one is sent whatever this says: a pair's first message sets it up."""
     repeat: int = DEFAULT_PASSES
-    """Passes over the whole matrix, one after the other; each pair gets a row per pass,
-    and the verdict judges the passes (colbench.commands.p2p.links)."""
     bw_pct: float = DEFAULT_BW_PCT
-    """A link more than this % below the others' median bandwidth, beyond their spread, is slow."""
     latency_pct: float = DEFAULT_LATENCY_PCT
-    """A link more than this % above the others' median latency, beyond their spread, is slow."""
     fail_below_pct: float | None = None
-    """Exit 1 when any link's bandwidth holds more than this % below the others'."""
     max_time_s: float = DEFAULT_MAX_TIME_S
-    """Cap on the whole run: a plan that would take longer is cut (colbench.commands.p2p.budget)."""
     plot: bool = True
-    """Write the heatmap p2p.png into the run directory."""
 
     def __post_init__(self) -> None:
         if self.size_bytes < 1 or self.latency_bytes < 1:
@@ -96,18 +84,23 @@ class P2PConfig(TaskRunFields):
             return self.window
         return NCCL_WINDOW if backend == "nccl" else 1
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> P2PConfig:
-    """A config from the command line's values (colbench.commands.p2p.options): each option into the
-    field it declares (sizes in binary units), then P2PConfig's checks."""
-    from colbench.commands.p2p.options import table
-
-    fields = config_values(table(), values)
+def config_from(
+    cls: type[Cfg], rows: tuple[Option, ...], values: Mapping[str, Any], line: tuple[str, ...]
+) -> Cfg:
+    """A task's config (p2p's, health's) from the command line's values: each option of
+    ``rows`` into the field it declares (sizes in binary units), the timeouts not given
+    defaulted for the fabric, then the config's checks."""
+    fields = config_values(rows, values)
     for name in ("timeout_s", "init_timeout_s"):
         fields[name] = default_timeout(
             fields[name], fields["ranks_per_gpu"], init=name == "init_timeout_s"
         )
-    return P2PConfig(**fields, command_line=command_line)
+    return cls(**fields, command_line=line)
+
+
+def from_options(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> P2PConfig:
+    """A config from the command line's values (colbench.commands.p2p.options)."""
+    from colbench.commands.p2p.options import table
+
+    return config_from(P2PConfig, table(), values, command_line)

@@ -135,9 +135,6 @@ class Matrix:
     def keys(self) -> list[Pair]:
         return list(next(iter(self.samples.values())))
 
-    def touches(self, key: Pair, node: str) -> bool:
-        return node in (self.nodes[key[0]], self.nodes[key[1]])
-
     def crosses(self, key: Pair, node: str) -> bool:
         """A link from one of the node's ranks to another node's (through its NIC)."""
         return (self.nodes[key[0]] == node) != (self.nodes[key[1]] == node)
@@ -158,13 +155,10 @@ class Matrix:
 def ask_nodes(matrix: Matrix, labels: Sequence[str]) -> dict[str, tuple[Question, ...]]:
     """Each node's links to other nodes against the links among the other nodes."""
     out = {}
+    ends = {k: (matrix.nodes[k[0]], matrix.nodes[k[1]]) for k in matrix.keys}
     for node in labels:
         mine = [k for k in matrix.keys if matrix.crosses(k, node)]
-        theirs = [
-            k
-            for k in matrix.keys
-            if not matrix.touches(k, node) and matrix.nodes[k[0]] != matrix.nodes[k[1]]
-        ]
+        theirs = [k for k, (a, b) in ends.items() if a != b and node not in (a, b)]
         if not mine or not theirs:
             continue
         out[node] = tuple(

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from colbench.commands.gate.checks import DEFAULT_ALPHA, DEFAULT_POWER
 from colbench.commands.p2p.link_tests import (
@@ -72,7 +72,7 @@ class Verdict:
     slow_links: tuple[Pair, ...] = ()
     #: (low, high) -> what the verdict says of the link and the Holm-adjusted p-value
     #: behind it (None: not judged), for p2p.csv's link_verdict and link_p_value.
-    per_link: Mapping[Pair, tuple[str, float | None]] | None = None
+    per_link: Mapping[Pair, tuple[str, float | None]] = field(default_factory=dict)
 
 
 def judge(
@@ -104,8 +104,8 @@ def judge(
     # its links leave the others that every link is asked against.
     nodes_out = {n for n, ts in node_tests.items() if min(t.p_value for t in ts) <= alpha / m}
     links = ask_links(matrix, nodes_out, alpha / m, fail_below_pct, alpha)
-    fail_lines = _fail_lines(links, fail_below_pct, alpha)
     failing = tuple(link for link in links if link.fail is not None and link.fail.slow)
+    fail_lines = _fail_lines(failing, len(links), fail_below_pct)
     need = passes_needed(len(matrix.keys), m, alpha)
     if passes < need:
         best = rank_tests.smallest_one_sided_p((len(matrix.keys) - 1) * passes, passes)
@@ -164,8 +164,7 @@ def _link_line(link: Link, nodes: Mapping[int, str]) -> str:
     return f"slow link {link.low} <-> {link.high} ({where}): {shown}"
 
 
-def _fail_lines(links: list[Link], fail_below_pct: float | None, alpha: float) -> list[str]:
-    failing = [x for x in links if x.fail is not None and x.fail.slow]
+def _fail_lines(failing: Sequence[Link], n_links: int, fail_below_pct: float | None) -> list[str]:
     if fail_below_pct is None or not failing:
         return []
     worst = max(failing, key=lambda x: x.bw_below_pct)
@@ -173,7 +172,7 @@ def _fail_lines(links: list[Link], fail_below_pct: float | None, alpha: float) -
         f"verdict: FAIL: {len(failing)} link(s) more than {fail_below_pct:g}% below the "
         f"others' bandwidth (worst {worst.low} <-> {worst.high}, {worst.bw_below_pct:.0f}% "
         f"below; p = {worst.fail.adjusted if worst.fail else 1.0:.2g} after Holm over "
-        f"{len(links)} links)"
+        f"{n_links} links)"
     ]
 
 
@@ -206,8 +205,8 @@ def _all_clear(
     second = (
         f"verdict: median of the {len(links)} links' worse directions (the lower bandwidth, the "
         f"higher latency): {statistics.median(x.bw_gbps for x in links):.3g} GB/s, "
-        f"{_us(statistics.median(x.latency_us for x in links))} us; of every direction, as the "
-        f"matrices show them: {bw_all:.3g} GB/s, {_us(lat_all)} us"
+        f"{short(statistics.median(x.latency_us for x in links))} us; of every direction, as the "
+        f"matrices show them: {bw_all:.3g} GB/s, {short(lat_all)} us"
     )
     seen = _detectable(matrix, bw, alpha / m)
     if seen is not None:
@@ -218,9 +217,9 @@ def _all_clear(
     return [first, second]
 
 
-def _us(value: float) -> str:
-    """A latency in three significant digits, without an exponent in the thousands."""
-    return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+def short(value: float) -> str:
+    """Three significant digits, without an exponent for latencies in the thousands."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 #: Above this many samples a side, the power figure comes from the normal approximation
@@ -231,22 +230,18 @@ _SIMULATED_MAX_SAMPLES = 400
 def _detectable(matrix: Matrix, metric: Metric, level: float) -> float | None:
     """The bandwidth shortfall every link's test would catch at DEFAULT_POWER: the
     largest of the links' figures (power.shift_margin, from each test's log spread)."""
-    worst = None
+    seen = []
     for key in matrix.keys:
         others = matrix.pooled(metric, matrix.others(key, set(), set()))
         mine = matrix.samples[metric][key]
         sigma = power.log_spread(others, mine)
-        if sigma is None:
-            return None
-        if len(others) > _SIMULATED_MAX_SAMPLES:
-            margin: float | None = power.normal_margin(sigma, len(others), len(mine), level)
-        else:
-            margin = power.shift_margin(sigma, len(others), len(mine), level)
+        big = len(others) > _SIMULATED_MAX_SAMPLES
+        margin_of = power.normal_margin if big else power.shift_margin
+        margin = None if sigma is None else margin_of(sigma, len(others), len(mine), level)
         if margin is None:
             return None
-        seen = power.detectable_slowdown(metric.threshold, metric.worse_when, margin)
-        worst = seen if worst is None else max(worst, seen)
-    return worst
+        seen.append(power.detectable_slowdown(metric.threshold, metric.worse_when, margin))
+    return max(seen, default=None)
 
 
 def _per_link(

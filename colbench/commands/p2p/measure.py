@@ -33,6 +33,8 @@ from colbench.commands.p2p.schedule import Step, role
 
 #: (src, dst) -> the sender's per-iteration times in microseconds.
 Times = dict[tuple[int, int], list[float]]
+#: One pass's times in one rank: bandwidth's, then latency's.
+Pass = tuple[Times, Times]
 
 
 class Transport:
@@ -78,16 +80,8 @@ class Buffers:
     def allocate(cls, size_bytes: int, latency_bytes: int, device: Any) -> Buffers:
         import torch
 
-        def zeros(n: int) -> Any:
-            return torch.zeros(n, dtype=torch.uint8, device=device)
-
-        return cls(
-            zeros(size_bytes),
-            zeros(size_bytes),
-            zeros(1),
-            zeros(latency_bytes),
-            zeros(latency_bytes),
-        )
+        sizes = (size_bytes, size_bytes, 1, latency_bytes, latency_bytes)
+        return cls(*(torch.zeros(n, dtype=torch.uint8, device=device) for n in sizes))
 
 
 def bandwidth_call(
@@ -95,23 +89,11 @@ def bandwidth_call(
 ) -> Callable[[], None]:
     """One timed bandwidth iteration for this rank (``window`` messages): ``me`` is
     ``src`` or ``dst``. The messages of a window share one buffer, as osu_bw's do."""
-    sends, recvs = [(bufs.send, peer)] * window, [(bufs.recv, peer)] * window
     if bidirectional:
+        sends, recvs = [(bufs.send, peer)] * window, [(bufs.recv, peer)] * window
         return lambda: link.exchange(sends=sends, recvs=recvs)
     # The window, then the one-byte acknowledgement back.
-    if me == "src":
-
-        def send_window() -> None:
-            link.exchange(sends=sends)
-            link.exchange(recvs=[(bufs.ack, peer)])
-
-        return send_window
-
-    def receive_window() -> None:
-        link.exchange(recvs=recvs)
-        link.exchange(sends=[(bufs.ack, peer)])
-
-    return receive_window
+    return round_trip(link, me, peer, (bufs.send, bufs.recv), (bufs.ack, bufs.ack), window)
 
 
 def latency_call(link: Transport, me: str, peer: int, bufs: Buffers) -> Callable[[], None]:
@@ -120,23 +102,22 @@ def latency_call(link: Transport, me: str, peer: int, bufs: Buffers) -> Callable
 
 
 def round_trip(
-    link: Transport, me: str, peer: int, there: tuple[Any, Any], back: tuple[Any, Any]
-) -> Callable[[], None]:
-    """The source sends ``there[0]`` into the destination's ``there[1]``; the destination
-    answers with ``back[0]`` into the source's ``back[1]``."""
+    link: Transport, me: str, peer: int, there: tuple[Any, Any], back: tuple[Any, Any],
+    count: int = 1,
+) -> Callable[[], None]:  # fmt: skip
+    """The source sends ``there[0]`` (``count`` times, back to back) into the
+    destination's ``there[1]``; the destination answers with ``back[0]`` into the
+    source's ``back[1]``."""
     if me == "src":
+        first, then = {"sends": [(there[0], peer)] * count}, {"recvs": [(back[1], peer)]}
+    else:
+        first, then = {"recvs": [(there[1], peer)] * count}, {"sends": [(back[0], peer)]}
 
-        def ask() -> None:
-            link.exchange(sends=[(there[0], peer)])
-            link.exchange(recvs=[(back[1], peer)])
+    def trip() -> None:
+        link.exchange(**first)
+        link.exchange(**then)
 
-        return ask
-
-    def answer() -> None:
-        link.exchange(recvs=[(there[1], peer)])
-        link.exchange(sends=[(back[0], peer)])
-
-    return answer
+    return trip
 
 
 @dataclass
@@ -193,28 +174,25 @@ class Stepper:
         return batch.times_us
 
 
-def probe(
+def time_probe(
     stepper: Stepper,
     step: Step,
     bandwidth: Callable[[str, int], Callable[[], None]],
     latency: Callable[[str, int], Callable[[], None]],
     trips: int,
-) -> tuple[float, float, float]:
-    """(one bandwidth iteration, one round trip, one barrier) in seconds on ``step``'s
-    pairs, after a message that sets each pair's connection up; every rank gets the
-    slowest rank's (colbench.commands.p2p.budget prices the plan from them)."""
+) -> list[float]:
+    """This rank's (one bandwidth iteration, one round trip, one barrier) in seconds on
+    ``step``'s pairs, after a message that sets each pair's connection up
+    (colbench.commands.p2p.budget prices the plan from the slowest rank's)."""
     stepper.on_step("probe: one message per pair of the first step")
-    side = stepper.side
-    side.barrier()
+    stepper.side.barrier()
     begun = time.perf_counter()
-    side.barrier()
-    mine = [0.0, 0.0, time.perf_counter() - begun]
+    stepper.side.barrier()
+    barrier_s = time.perf_counter() - begun
     where = role(step, stepper.rank)
     message = None if where is None else bandwidth(*where)
     ping = None if where is None else latency(*where)
     # One untimed message each, which sets the pair's connection up.
-    mine[0] = sum(stepper.timed(message, 1, warmup=1)) / 1e6
-    mine[1] = min(stepper.timed(ping, trips, warmup=1), default=0.0) / 1e6
-    every = side.gather_floats(mine)
-    slowest = [max(column) for column in zip(*every, strict=True)]
-    return slowest[0], slowest[1], slowest[2]
+    message_s = sum(stepper.timed(message, 1, warmup=1)) / 1e6
+    trip_s = min(stepper.timed(ping, trips, warmup=1), default=0.0) / 1e6
+    return [message_s, trip_s, barrier_s]

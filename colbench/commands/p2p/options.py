@@ -10,6 +10,7 @@ docs/options.md (colbench.cli.docgen) are derived from :func:`table`.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from colbench.config.option_table import Option, option, rows_of
@@ -134,17 +135,23 @@ SHARED_HELP = {
 }
 
 
-def _as_p2p(opt: Option) -> Option:
-    if opt.name not in SHARED_HELP:
-        return opt
-    return replace(opt, spec=replace(opt.spec, help=SHARED_HELP[opt.name]))
+def command_table(
+    shared: Sequence[str], own: type, helps: Mapping[str, str] | None = None
+) -> tuple[Option, ...]:
+    """A command's options in ``--help``'s order: sweep's rows named in ``shared`` (their
+    help as ``helps`` says it of this command), then the command's own (p2p's, health's)."""
+    sweep = {opt.name: opt for opt in sweep_table()}
+    rows = [sweep[name] for name in shared]
+    for i, opt in enumerate(rows):
+        if helps and opt.name in helps:
+            rows[i] = replace(opt, spec=replace(opt.spec, help=helps[opt.name]))
+    return (*rows, *rows_of(own))
 
 
 @functools.cache
 def table() -> tuple[Option, ...]:
     """Every option of ``colbench p2p``, in the order ``--help`` lists them."""
-    sweep = {opt.name: opt for opt in sweep_table()}
-    return (*(_as_p2p(sweep[name]) for name in SHARED), *rows_of(P2POptions))
+    return command_table(SHARED, P2POptions, SHARED_HELP)
 
 
 def own() -> tuple[Option, ...]:

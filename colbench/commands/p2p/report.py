@@ -22,7 +22,7 @@ from colbench import text
 from colbench.commands.p2p import results
 from colbench.commands.p2p.budget import Plan
 from colbench.commands.p2p.config import P2PConfig
-from colbench.commands.p2p.links import Samples, Verdict, judge
+from colbench.commands.p2p.links import Samples, judge, short
 from colbench.errors import ExitCode, UsageError
 from colbench.results import tables
 from colbench.results.rundir import RunDir
@@ -35,10 +35,12 @@ FAIL_BELOW_EXIT = int(ExitCode.DATA_ERROR)
 def matrices(frame: Any) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], float]]:
     """(src, dst) -> bandwidth in GB/s, and -> latency in microseconds: with --repeat, the
     median over the passes (one pass that met a busy host does not make a pair slow)."""
-    medians = frame.groupby(["src_rank", "dst_rank"])[["bw_gbps", "latency_us"]].median()
-    bw = {(int(s), int(d)): float(v) for (s, d), v in medians["bw_gbps"].items()}
-    lat = {(int(s), int(d)): float(v) for (s, d), v in medians["latency_us"].items()}
-    return bw, lat
+    bw, lat = samples_of(frame)
+    return _medians(bw), _medians(lat)
+
+
+def _medians(samples: Samples) -> dict[tuple[int, int], float]:
+    return {pair: statistics.median(values) for pair, values in samples.items()}
 
 
 def samples_of(frame: Any) -> tuple[Samples, Samples]:
@@ -56,11 +58,6 @@ def node_of(frame: Any) -> dict[int, str]:
     nodes = {int(r.src_rank): str(r.src_node) for r in frame.itertuples()}
     nodes.update({int(r.dst_rank): str(r.dst_node) for r in frame.itertuples()})
     return nodes
-
-
-def verdict_of(frame: Any, cfg: P2PConfig) -> Verdict:
-    bw, lat = samples_of(frame)
-    return judge(bw, lat, node_of(frame), cfg.bw_pct, cfg.latency_pct, cfg.fail_below_pct)
 
 
 def matrix_text(values: dict[tuple[int, int], float], nodes: dict[int, str], title: str) -> str:
@@ -84,8 +81,8 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
         raise UsageError(f"{run_dir / results.FILE_NAME} holds no rows: no pair was measured")
     bw, lat = matrices(frame)
     nodes = node_of(frame)
-    verdict = verdict_of(frame, cfg)
-    passes = int(frame["repeat"].max()) + 1 if len(frame) else 0
+    verdict = judge(*samples_of(frame), nodes, cfg.bw_pct, cfg.latency_pct, cfg.fail_below_pct)
+    passes = int(frame["repeat"].max()) + 1
     print(
         f"colbench: {len(bw)} ordered pairs x {passes} pass(es) in {run_dir / results.FILE_NAME}",
         file=sys.stderr,
@@ -94,18 +91,23 @@ def report(run_dir: Path, cfg: P2PConfig) -> int:
         path = write_heatmap(run_dir / "p2p.png", bw, lat, nodes, frame)
         print(f"colbench: heatmap: {path}", file=sys.stderr)
     sys.stderr.flush()
-    size = int(frame["size_bytes"].iloc[0]) if len(frame) else 0
-    small = int(frame["latency_bytes"].iloc[0]) if len(frame) else 0
+    size, small = (int(frame[name].iloc[0]) for name in ("size_bytes", "latency_bytes"))
     of = f", median of {passes} passes" if passes > 1 else ""
     print(matrix_text(bw, nodes, f"bandwidth at {size} B, GB/s{of}"))
     print(matrix_text(lat, nodes, f"latency at {small} B, us{of}"))
-    lines = [*verdict.lines, *cut_lines(_meta(run_dir).get("plan"))]
-    for line in lines:
-        print(line)
-    sys.stdout.flush()
-    if verdict.per_link is not None:
-        results.record_verdicts(run_dir, verdict.per_link)
-    _record(run_dir, verdict, lines)
+    meta = RunDir(run_dir).meta_or_none() or {}
+    lines = [*verdict.lines, *cut_lines(meta.get("plan"))]
+    print("\n".join(lines), flush=True)
+    results.record_verdicts(run_dir, verdict.per_link)
+    if meta:
+        meta["verdict"] = {
+            "judged": verdict.judged,
+            "lines": lines,
+            "slow_nodes": list(verdict.slow_nodes),
+            "slow_links": [list(pair) for pair in verdict.slow_links],
+            "failing_links": [[link.low, link.high] for link in verdict.failing],
+        }
+        RunDir(run_dir).write_meta(meta)
     return FAIL_BELOW_EXIT if verdict.failing else int(ExitCode.OK)
 
 
@@ -121,48 +123,12 @@ def cut_lines(plan: Any) -> list[str]:
     ]
 
 
-def _meta(run_dir: Path) -> dict[str, Any]:
-    try:
-        return RunDir(run_dir).read_meta()
-    except (OSError, ValueError):  # missing, or not JSON
-        return {}
-
-
-def _record(run_dir: Path, verdict: Verdict, lines: list[str]) -> None:
-    try:
-        meta = RunDir(run_dir).read_meta()
-    except (OSError, ValueError):  # missing, or not JSON
-        return
-    meta["verdict"] = {
-        "judged": verdict.judged,
-        "lines": lines,
-        "slow_nodes": list(verdict.slow_nodes),
-        "slow_links": [list(pair) for pair in verdict.slow_links],
-        "failing_links": [[link.low, link.high] for link in verdict.failing],
-    }
-    RunDir(run_dir).write_meta(meta)
-
-
 Matrix = dict[tuple[int, int], float]
 
 #: The colour scale spans at least the median / this to the median x this: noise of a
 #: few percent stays near the middle colour, and a link the verdict would call slow
 #: (25% below in bandwidth) is already off it.
 MIN_SPAN_FACTOR = 2.0
-
-
-def short(value: float) -> str:
-    """Three significant digits, without an exponent for latencies in the thousands."""
-    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-
-
-def grid(values: Matrix, ranks: list[int]) -> list[list[float]]:
-    return [[values.get((s, d), math.nan) for d in ranks] for s in ranks]
-
-
-def boundaries(ranks: list[int], nodes: dict[int, str]) -> list[float]:
-    """Cell edges between consecutive ranks of different nodes."""
-    return [i + 0.5 for i in range(len(ranks) - 1) if nodes[ranks[i]] != nodes[ranks[i + 1]]]
 
 
 def centred_norm(values: Matrix) -> Any:
@@ -229,13 +195,16 @@ def matrix_panel(
     map, unit), a red line between nodes."""
     title, cmap, unit = look
     norm = centred_norm(values)
-    image = panel(ax, grid(values, ranks), ranks, title, cmap, norm)
+    cells = [[values.get((s, d), math.nan) for d in ranks] for s in ranks]
+    image = panel(ax, cells, ranks, title, cmap, norm)
     bar = ax.figure.colorbar(image, ax=ax, shrink=0.8)
     if norm is not None:
         median_ticks(bar, norm, unit)
-    for edge in boundaries(ranks, nodes):
-        ax.axhline(edge, color="red", linewidth=1.5)
-        ax.axvline(edge, color="red", linewidth=1.5)
+    # Cell edges between consecutive ranks of different nodes.
+    for i in range(len(ranks) - 1):
+        if nodes[ranks[i]] != nodes[ranks[i + 1]]:
+            ax.axhline(i + 0.5, color="red", linewidth=1.5)
+            ax.axvline(i + 0.5, color="red", linewidth=1.5)
 
 
 def write_heatmap(
@@ -249,22 +218,29 @@ def write_heatmap(
     small = int(frame["latency_bytes"].iloc[0])
     side = max(4.0, 0.45 * len(ranks) + 2)
     fig, axes = plt.subplots(1, 2, figsize=(2 * side + 1, side))
+    # Red is trouble in both: low bandwidth, high latency.
+    panels = (
+        (bw_gbps, f"bandwidth at {size} B (GB/s)", "RdYlGn", "GB/s"),
+        (latency_us, f"latency at {small} B (us)", "RdYlGn_r", "us"),
+    )
+    for ax, (values, title, cmap, unit) in zip(axes, panels, strict=True):
+        matrix_panel(ax, values, ranks, nodes, (title, cmap, unit))
+    labels = ", ".join(
+        f"{label}: {','.join(str(r) for r in ranks if nodes[r] == label)}"
+        for label in dict.fromkeys(nodes[r] for r in ranks)
+    )
+    return save_figure(fig, path, f"colbench p2p ({frame['backend'].iloc[0]}); nodes {labels}")
+
+
+def save_figure(fig: Any, path: Path, title: str) -> Path:
+    """A heatmap (p2p's, health's) titled and written; the figure closed either way."""
+    from colbench.results.reporters.figures import pyplot
+
     try:
-        # Red is trouble in both: low bandwidth, high latency.
-        panels = (
-            (bw_gbps, f"bandwidth at {size} B (GB/s)", "RdYlGn", "GB/s"),
-            (latency_us, f"latency at {small} B (us)", "RdYlGn_r", "us"),
-        )
-        for ax, (values, title, cmap, unit) in zip(axes, panels, strict=True):
-            matrix_panel(ax, values, ranks, nodes, (title, cmap, unit))
-        labels = ", ".join(
-            f"{label}: {','.join(str(r) for r in ranks if nodes[r] == label)}"
-            for label in dict.fromkeys(nodes[r] for r in ranks)
-        )
-        fig.suptitle(f"colbench p2p ({frame['backend'].iloc[0]}); nodes {labels}", fontsize=9)
+        fig.suptitle(title, fontsize=9)
         fig.tight_layout()
         with tables.checked(path):
             fig.savefig(path, dpi=110)
     finally:
-        plt.close(fig)
+        pyplot().close(fig)
     return path

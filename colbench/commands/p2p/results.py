@@ -76,8 +76,6 @@ register(P2P)
 FILE_NAME = P2P.file_name
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = P2P.columns
-TEXT_COLUMNS = P2P.text_columns
-FLOAT_COLUMNS = P2P.float_columns
 
 
 def load(path: str | os.PathLike[str]) -> Any:
@@ -123,11 +121,11 @@ def _typed(file: Path, raw: Any) -> Any:
 
     frame = raw[list(COLUMNS)].copy()
     for name in COLUMNS:
-        if name in TEXT_COLUMNS:
+        if name in P2P.text_columns:
             frame[name] = raw[name].astype("string")
             continue
         try:
-            if name in FLOAT_COLUMNS:
+            if name in P2P.float_columns:
                 # An empty cell is a missing number (link_p_value of an unjudged link).
                 numbers = pd.to_numeric(raw[name].replace("", float("nan")))
                 frame[name] = numbers.astype("float64")

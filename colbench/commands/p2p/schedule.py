@@ -44,9 +44,8 @@ def local_indices(nodes: Sequence[str]) -> list[int]:
 
 
 def select(nodes: Sequence[str], per_node: bool = False, rail: bool = False) -> Selection:
-    """The ranks to pair, from each rank's node (one entry per rank, in rank order)."""
-    if per_node and rail:
-        raise UsageError("--per-node and --rail pick ranks differently: choose one")
+    """The ranks to pair, from each rank's node (one entry per rank, in rank order); a
+    config asks for one of ``per_node`` and ``rail`` at most (P2PConfig refuses both)."""
     world = len(nodes)
     node_count = len(set(nodes))
     if per_node or rail:

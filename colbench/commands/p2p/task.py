@@ -11,7 +11,7 @@ import hashlib
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,10 @@ from colbench.bench.groups import SideGroup
 from colbench.bench.rowmaker import combine_times
 from colbench.bench.timing import make_timer
 from colbench.commands.gate.checks import DEFAULT_ALPHA
-from colbench.commands.p2p.budget import Plan, passes_floor
+from colbench.commands.p2p.budget import Matrix, Plan, measure, passes_floor
 from colbench.commands.p2p.config import RUN_LABEL, P2PConfig
 from colbench.commands.p2p.links import MIN_RANKS, passes_needed
-from colbench.commands.p2p.measure import Stepper, Times, Transport
-from colbench.commands.p2p.passes import Matrix, measure
+from colbench.commands.p2p.measure import Pass, Stepper, Times, Transport
 from colbench.commands.p2p.results import P2P, P2PRow
 from colbench.commands.p2p.schedule import Selection, pair_steps, select
 from colbench.errors import UsageError
@@ -125,16 +124,9 @@ class P2PTask(ConfiguredTask):
             RunDir(run_dir).write_meta(self._meta(job, world))
         started = time.time()
         in_flight.op, in_flight.dtype = "p2p", "uint8"
-        pace = in_flight.pace
-        stepper = Stepper(
-            rank,
-            side,
-            make_timer(device.type, False, side.barrier),
-            cfg.iters,
-            max(1, cfg.warmup),
-            in_flight.step,
-            pace.step if pace is not None else lambda _: None,
-        )
+        timer, pace = make_timer(device.type, False, side.barrier), in_flight.pace
+        on_weight = pace.step if pace is not None else lambda _: None
+        stepper = Stepper(rank, side, timer, cfg.iters, cfg.warmup, in_flight.step, on_weight)
         link = Transport(job.backend, window=cfg.window_for(job.backend))
         matrix = Matrix(
             cfg, stepper, link, side, world.selection, device, in_flight,
@@ -145,20 +137,20 @@ class P2PTask(ConfiguredTask):
         writer = RunDir(run_dir).writer(P2P) if run_dir is not None else None
         written = 0
 
-        def keep(index: int, plan: Plan, one: tuple[Times, Times]) -> None:
+        def keep(index: int, plan: Plan, one: Pass) -> None:
             # One gather a pass: a run stopped part way keeps every pass it finished.
             nonlocal written
             in_flight.step(f"gathering pass {index + 1}")
-            gathered: list[tuple[Times, Times]] = side.gather_objects(one)
+            gathered: list[Pass] = side.gather_objects(one)
             if writer is not None:
-                rows = self._rows(job, world, gathered, device_name(device), plan, index)
+                rows = self._rows(job, world, gathered, plan, index)
                 writer.write_all(rows)
                 written += len(rows)
 
         try:
             # Every pass measures the whole matrix once (sweep --repeat's interleaving): a
             # pair that was slow only while the host was busy is slow in one pass, not all.
-            _, planned = measure(matrix, floor, run_dir is not None, keep)
+            planned = measure(matrix, floor, run_dir is not None, keep)
         finally:
             if writer is not None:
                 writer.close()
@@ -171,14 +163,8 @@ class P2PTask(ConfiguredTask):
             )
 
     def _meet(self, side: SideGroup, rank: int, device_name: str) -> World:
-        me = Member(
-            digest=plan_digest(self.cfg),
-            rank=rank,
-            pid=os.getpid(),
-            node=launch.node_id(),
-            label=os.environ.get(NODE_LABEL_ENV, "").strip(),
-            device_name=device_name,
-        )
+        label = os.environ.get(NODE_LABEL_ENV, "").strip()
+        me = Member(plan_digest(self.cfg), rank, os.getpid(), launch.node_id(), label, device_name)
         members = meet_peers(side, me, P2P_DISAGREES)
         readable = launch.node_labels([m.node for m in members])
         labels = [m.label or name for m, name in zip(members, readable, strict=True)]
@@ -207,7 +193,7 @@ class P2PTask(ConfiguredTask):
             )
 
     def _meta(self, job: Any, world: World) -> dict[str, Any]:
-        meta = job.first_meta(self.cfg.to_dict(), world.labels, world.members)
+        meta = job.first_meta(asdict(self.cfg), world.labels, world.members)
         meta.update(
             kind="p2p",
             bandwidth_window=self.cfg.window_for(job.backend),
@@ -217,21 +203,15 @@ class P2PTask(ConfiguredTask):
         return meta
 
     def _rows(
-        self,
-        job: Any,
-        world: World,
-        gathered: list[tuple[Times, Times]],
-        device: str,
-        ran: Plan,
-        repeat: int,
+        self, job: Any, world: World, gathered: list[Pass], ran: Plan, repeat: int
     ) -> list[P2PRow]:
         """Pass ``repeat``'s rows (``gathered``: every rank's times of it), as ``ran``
-        measured them (the plan after any cut)."""
+        measured them (the plan after any cut); the device is rank 0's, which writes them."""
         cfg = self.cfg
         common = {
             "run_id": job.run_id,
             "backend": job.backend,
-            "device": device,
+            "device": world.members[0].device_name,
             "world_size": job.world_size,
             "nnodes": len(set(world.labels)),
             "mode": "bi" if cfg.bidirectional else "uni",
