@@ -9,7 +9,6 @@ column (compare's Ring run against its Tree run) leaves it out of the join by na
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
-from colbench.results.rows import KEY_COLUMNS, STATUS_INVALID, STATUS_OK, csv_path, load
+from colbench.results.rows import KEY_COLUMNS, STATUS_INVALID, STATUS_OK, csv_path, load, plain
 from colbench.results.rundir import RunDir
 
 #: One row of a run as plain Python values (None for an empty cell).
@@ -37,15 +36,6 @@ def key_columns(*frames: Any, across: Iterable[str] = ()) -> tuple[str, ...]:
         for c in KEY_COLUMNS
         if c not in across and all(c in f.columns and f[c].notna().any() for f in frames)
     )
-
-
-def plain(value: Any) -> Any:
-    """pandas scalars -> plain Python (None for a missing value), so keys hash alike."""
-    import pandas as pd
-
-    if value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value.item() if hasattr(value, "item") else value
 
 
 def pool(frame: Any, keys: Sequence[str]) -> dict[tuple[Any, ...], list[Sample]]:

@@ -33,14 +33,23 @@ def allowed_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     }
 
 
-def cpu_model() -> str:
+def _proc(name: str) -> dict[str, str]:
+    """The first block of /proc/NAME's ``key: value`` lines (cpuinfo's first processor,
+    meminfo whole); empty where unreadable."""
+    first: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        for line in Path("/proc", name).read_text().splitlines():
+            if not line.strip() and first:
+                break
+            key, _, value = line.partition(":")
+            first[key.strip()] = value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return first
+
+
+def cpu_model() -> str:
+    return _proc("cpuinfo").get("model name") or platform.processor() or platform.machine()
 
 
 #: /proc/cpuinfo's fields that name a CPU's generation: x86's, then Arm's.
@@ -57,15 +66,7 @@ def cpu_id() -> str | None:
     A hypervisor may give every host the same generic model name ("AMD EPYC", "Intel(R)
     Xeon(R) Processor"), so that two machines of different speed look alike by name;
     these fields still tell them apart (issue 33)."""
-    first: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if not line.strip() and first:
-                break  # the first processor's block is enough
-            key, _, value = line.partition(":")
-            first[key.strip()] = value.strip()
-    except OSError:
-        return None
+    first = _proc("cpuinfo")
     for names in _CPU_ID_FIELDS:
         if all(first.get(name) for name in names):
             return ", ".join(f"{name} {first[name]}" for name in names)
@@ -119,13 +120,8 @@ def gpus() -> list[str]:
 
 
 def memory_bytes() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    total = _proc("meminfo").get("MemTotal", "").split()
+    return int(total[0]) * 1024 if total and total[0].isdigit() else None
 
 
 def machine() -> dict[str, Any]:

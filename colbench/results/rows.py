@@ -254,7 +254,7 @@ class Row(TableRow):
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
         """A Row from a loaded frame's record (pandas' missing values become None)."""
-        return cls(**{name: _plain(record[name]) for name in COLUMNS})
+        return cls(**{name: plain(record[name]) for name in COLUMNS})
 
 
 RESULTS = Table(
@@ -307,16 +307,15 @@ def frame_text(frame: Any) -> str:
     writer = csv.writer(out)
     writer.writerow(COLUMNS)
     for record in frame[list(COLUMNS)].itertuples(index=False):
-        writer.writerow([format_cell(_plain(v)) for v in record])
+        writer.writerow([format_cell(plain(v)) for v in record])
     return out.getvalue()
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """pandas scalars -> plain Python (None for a missing value), so keys hash alike."""
     import pandas as pd
 
-    if value is pd.NA:
-        return None
-    if isinstance(value, float) and math.isnan(value):
+    if value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return None
     return value.item() if hasattr(value, "item") else value
 

@@ -64,8 +64,6 @@ class RunDir:
         """The run's id, as its rows and meta.json carry it."""
         return self.path.name
 
-    # -- creating ----------------------------------------------------------------------
-
     @classmethod
     def create(cls, out: str | os.PathLike[str] | None, default: Path) -> RunDir:
         """A new, empty run directory: ``out`` (an explicit --out, which must be new or
@@ -111,8 +109,6 @@ class RunDir:
         """The run a path names: the directory itself, or the one holding a results CSV."""
         return cls(csv_path(path).parent)
 
-    # -- tables ------------------------------------------------------------------------
-
     def table_path(self, table: Table = RESULTS) -> Path:
         return self.path / table.file_name
 
@@ -137,8 +133,6 @@ class RunDir:
         except OSError:
             return 0
 
-    # -- meta.json ---------------------------------------------------------------------
-
     @property
     def meta_path(self) -> Path:
         return self.path / META_FILE
@@ -161,8 +155,6 @@ class RunDir:
         meta = self.read_meta()
         meta.update(fields)
         self.write_meta(meta)
-
-    # -- rank logs and figures ---------------------------------------------------------
 
     def rank_log(self, rank: int) -> Path:
         return self.path / RANK_LOG.format(rank)

@@ -60,6 +60,7 @@ class TableRow(Mapping[str, Any]):
 
 
 def _fields(row_type: type) -> tuple[dataclasses.Field[Any], ...]:
+    # Typed for any class: TableRow itself is no dataclass, its subclasses are.
     return dataclasses.fields(row_type)
 
 
@@ -174,10 +175,10 @@ class TableWriter:
             if not new:
                 self._check_header()
             self._file: IO[str] = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
-        self._writer = csv.writer(self._file)
-        if new:
-            with checked(path):
+            self._writer = csv.writer(self._file)
+            if new:
                 self._writer.writerow(self._columns)
+        if new:
             self._flush()
 
     def write(self, row: Mapping[str, Any]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_REAL
+from colbench.results.metafile import check_version
 from colbench.results.validity import STATUS_OK
 
 SCHEMA_VERSION = 9
@@ -135,11 +136,7 @@ def file_version(file: Path, cells: Any) -> int:
                 "not a colbench results CSV"
             ) from None
     newest = max(versions, default=1)
-    if newest > SCHEMA_VERSION:
-        raise UsageError(
-            f"{file} has schema version {newest}, newer than this colbench reads "
-            f"(1 to {SCHEMA_VERSION}): upgrade colbench to read it"
-        )
+    check_version(file, newest, SCHEMA_VERSION)
     if min(versions, default=1) < 1:
         raise UsageError(f"{file} has schema version {min(versions)}: no colbench wrote it")
     return newest

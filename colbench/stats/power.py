@@ -36,7 +36,6 @@ import numpy as np
 from colbench.stats import rank_tests
 from colbench.stats.levels import DEFAULT_POWER
 
-#: The power every detectable-change figure is stated at.
 #: Mann-Whitney against the t-test on normal data: asymptotic relative efficiency 3/pi.
 _RANK_TEST_INFLATION = math.sqrt(math.pi / 3)
 

@@ -96,18 +96,13 @@ def mann_whitney_u(
     ranks = midranks(pooled)
     rank_sum_x = sum(ranks[:n])
     u = rank_sum_x - n * (n + 1) / 2
-    if n + m <= EXACT_MAX_N:
+    exact = n + m <= EXACT_MAX_N
+    if exact:
         p_greater, p_less = _exact_tails(ranks, n, rank_sum_x)
-        exact = True
     else:
         p_greater, p_less = _normal_tails(ranks, n, m, u)
-        exact = False
-    if alternative == "greater":
-        p = p_greater
-    elif alternative == "less":
-        p = p_less
-    else:
-        p = min(1.0, 2 * min(p_greater, p_less))
+    two_sided = min(1.0, 2 * min(p_greater, p_less))
+    p = {"greater": p_greater, "less": p_less}.get(alternative, two_sided)
     return RankTest(u=u, p_value=p, exact=exact)
 
 
@@ -141,8 +136,6 @@ def u_variance(ranks: Sequence[float], n: int, m: int) -> float:
     """The null variance of U for n against m samples with these mid-ranks (ties
     corrected); its mean is n m / 2."""
     big_n = n + m
-    # Counted in one pass: list.count per distinct value made this quadratic, seconds
-    # for health's rank-by-rank links at 16 nodes of 8 ranks.
     tie_term = float(sum(t**3 - t for t in Counter(ranks).values()))
     return n * m / 12 * ((big_n + 1) - tie_term / (big_n * (big_n - 1)))
 

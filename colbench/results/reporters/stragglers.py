@@ -23,10 +23,12 @@ them (:func:`straggler`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from colbench.results.tables import Table, TableRow, column, register
+from colbench.results.validity import STATUS_OK
 from colbench.stats.holm import holm
 
 #: Significance level of the straggler test, kept over the ranks by Holm's procedure: the
@@ -187,6 +189,17 @@ class SlowestCounter:
         if root >= 0 or not skew_us >= STRAGGLER_MIN_SKEW * time_us:
             return
         self.counts[slowest_rank] += 1
+
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        """A results row's straggler, when the row holds a measurement."""
+        if row.get("status", STATUS_OK) == STATUS_OK:
+            self.add(
+                row.get("slowest_rank"),
+                int(row.get("world_size") or 0),
+                row.get("skew_us"),
+                float(row.get("time_ranks_avg_us") or 0.0),
+                int(row.get("root", -1)),
+            )
 
     @property
     def rows(self) -> int:

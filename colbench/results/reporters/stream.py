@@ -22,9 +22,9 @@ from colbench.bench import ops
 from colbench.hardware.node import CeilingCounter
 from colbench.results.reporters.console import TableSink
 from colbench.results.reporters.stragglers import PER_RANK, RankRow, RankTimes, SlowestCounter
-from colbench.results.rows import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
+from colbench.results.rows import RESULTS, STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
 from colbench.results.rundir import RunDir
-from colbench.results.tables import TableWriter
+from colbench.results.tables import Table, TableWriter
 
 
 @dataclass(frozen=True)
@@ -101,38 +101,39 @@ class RowStream:
         self.close()
 
 
-class CsvReporter(Reporter):
-    """results.csv: each row on disk (flushed) before anyone else sees it."""
+class TableReporter(Reporter):
+    """One of the run's tables: each row on disk (flushed) before anyone else sees it."""
 
-    def __init__(self, run_dir: RunDir) -> None:
+    def __init__(self, run_dir: RunDir, table: Table = RESULTS) -> None:
         self.run_dir = run_dir
+        self._table = table
         self._writer: TableWriter | None = None
+        self._nodes: list[str] = []
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
         # Opened at the start, so a run that measures nothing still leaves its header.
-        self._writer = self.run_dir.writer()
-
-    def on_rows(self, rows: Sequence[Row]) -> None:
-        assert self._writer is not None, "on_start opens the file"
-        for row in rows:
-            self._writer.write(row)
+        self._nodes = list(meta.get("rank_hosts") or [])
+        self._writer = self.run_dir.writer(self._table)
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
 
 
-class PerRankReporter(Reporter):
+class CsvReporter(TableReporter):
+    """results.csv."""
+
+    def on_rows(self, rows: Sequence[Row]) -> None:
+        assert self._writer is not None, "on_start opens the file"
+        for row in rows:
+            self._writer.write(row)
+
+
+class PerRankReporter(TableReporter):
     """per_rank.csv (--per-rank): one line per rank per measured row."""
 
     def __init__(self, run_dir: RunDir) -> None:
-        self.run_dir = run_dir
-        self._writer: TableWriter | None = None
-        self._nodes: list[str] = []
-
-    def on_start(self, meta: Mapping[str, Any]) -> None:
-        self._nodes = list(meta.get("rank_hosts") or [])
-        self._writer = self.run_dir.writer(PER_RANK)
+        super().__init__(run_dir, PER_RANK)
 
     def on_rank_times(self, row: Row, ranks: RankTimes) -> None:
         assert self._writer is not None, "on_start opens the file"
@@ -160,10 +161,6 @@ class PerRankReporter(Reporter):
                 )
             )
 
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-
 
 class MetaReporter(Reporter):
     """meta.json: written at the start, completed with the counts at the end."""
@@ -188,16 +185,9 @@ class MetaReporter(Reporter):
             self.wrong_total += int(row.wrong or 0)
             self.status_counts[row.status] = self.status_counts.get(row.status, 0) + 1
             self.ceiling.add(row)
+            self.slowest.add_row(row)
             if row.status == STATUS_OK and row.busbw_gbps is not None:
                 self.busbw_gbps.append(row.busbw_gbps)
-            if row.status == STATUS_OK:
-                self.slowest.add(
-                    row.slowest_rank,
-                    row.world_size,
-                    row.skew_us,
-                    row.time_ranks_avg_us or 0.0,
-                    row.root,
-                )
 
     def on_end(self, summary: Summary) -> None:
         self.meta.update(
@@ -256,12 +246,11 @@ class ConsoleReporter(Reporter):
         self,
         header: Sequence[str],
         echo: Callable[[str], None],
-        warn: Callable[[str], None],
         repeats: int = 1,
     ) -> None:
         self._header = list(header)
         self._echo = echo
-        self._table = TableSink(echo=echo, warn=warn, repeats=repeats)
+        self._table = TableSink(echo=echo, repeats=repeats)
         self._ceiling = CeilingCounter()
         self._ceiling_source = ""
 
