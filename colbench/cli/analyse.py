@@ -14,7 +14,7 @@ from colbench.cli.app import JUDGE, _param, _with_options, app
 if TYPE_CHECKING:
     from colbench.config.option_table import Option
 
-#: Every command names a metric by its column or its short alias (colbench.results.metrics).
+#: Every command names a metric by its column or its short alias (results.reporters.figures).
 METRIC_HELP = "busbw, algbw or time (or their columns busbw_gbps, algbw_gbps, time_us)."
 
 

@@ -23,7 +23,6 @@ from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.reading import warn
 from colbench.results import metafile, validity
-from colbench.results.cells import typed
 from colbench.results.tables import (
     Table,
     TableRow,
@@ -269,12 +268,7 @@ register(RESULTS)
 
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = RESULTS.columns
-#: Column name -> unit (empty: none).
-UNITS: dict[str, str] = RESULTS.units
-
-#: Columns read back as text, and as floating point (every time and bandwidth, the
-#: imbalance ratios); the rest are integers.
-TEXT_COLUMNS = RESULTS.text_columns
+#: Columns read back as floating point (every time and bandwidth, the imbalance ratios).
 FLOAT_COLUMNS = RESULTS.float_columns
 #: The time columns bench's combine_times produces, in schema order.
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
@@ -358,7 +352,7 @@ def load(path: str | os.PathLike[str]) -> Any:
     extra = [c for c in raw.columns if c not in COLUMNS and c != validity.REASON_COLUMN]
     meta = _meta_beside(file)
     _check_count(file, raw["run_id"], meta)
-    frame, non_finite = typed(file, raw[[*COLUMNS, *extra]], RESULTS)
+    frame, non_finite = validity.typed(file, raw[[*COLUMNS, *extra]], RESULTS)
     world = meta.get("world_size") if meta else None
     run_world = (str(meta["run_id"]), world) if isinstance(world, int) and meta else None
     repeats_known = "repeat" not in missing

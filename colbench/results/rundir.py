@@ -32,9 +32,6 @@ from colbench.results.rows import RESULTS, SCHEMA_VERSION, csv_path, load
 from colbench.results.tables import TABLES as TABLES
 from colbench.results.tables import Table, TableWriter
 
-# TABLES: every table a run directory may hold (docs/schema.md lists them). Each adds
-# itself from the module that declares it (colbench.results.tables.register), so this module
-# imports none of theirs; colbench.results.tables.every_table imports them all.
 #: A rank's log file in the run directory; a spawned rank names its own before it
 #: diverts its stderr there (colbench.host.child), without a RunDir of its own.
 RANK_LOG = "rank{}.log"

@@ -96,16 +96,9 @@ def overall_current(
     )
 
 
-def t_tail(t: float, dof: int, ncp: float = 0.0) -> float:
-    """P(T > t) for the drift test's (noncentral) t; it needs 3 runs, 2 degrees of freedom."""
-    if dof < 2:
-        raise ValueError("the drift test needs at least 2 degrees of freedom (3 runs)")
-    return student_t.t_tail(t, dof, ncp)
-
-
-@functools.lru_cache(maxsize=256)
 def t_critical(level: float, dof: int) -> float:
-    """The t with P(T > t) = level."""
+    """The t with P(T > t) = level; the test needs 3 runs, 2 degrees of freedom (the
+    spreads :func:`judge` is given have them: :func:`spread_of`, :func:`overall_spread`)."""
     if dof < 2:
         raise ValueError("the drift test needs at least 2 degrees of freedom (3 runs)")
     return student_t.t_upper(level, dof)
@@ -117,7 +110,7 @@ def margin_in_scales(level: float, power: float, dof: int) -> float:
     at ``level`` finds with probability ``power``: the noncentrality of that power."""
     critical = t_critical(level, dof)
     return student_t.solve_monotone(
-        lambda ncp: t_tail(critical, dof, ncp), power, 0.0, 200.0, falling=False
+        lambda ncp: student_t.t_tail(critical, dof, ncp), power, 0.0, 200.0, falling=False
     )
 
 
@@ -150,7 +143,7 @@ def judge(spread: RunSpread, current_log: float, worse_when: int, limit: float) 
     direction = 1 if d * worse_when > 0 else -1
     if spread.scale == 0:
         return DriftJudgement(change, direction, 0.0)
-    return DriftJudgement(change, direction, t_tail(beyond / spread.scale, spread.dof))
+    return DriftJudgement(change, direction, student_t.t_tail(beyond / spread.scale, spread.dof))
 
 
 def detectable_margin(spread: RunSpread, level: float, power: float) -> float:
