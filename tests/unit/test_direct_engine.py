@@ -24,8 +24,8 @@ from colbench.config.variants import expand
 from colbench.direct.engine import DirectEngine
 from colbench.direct.nccl4py import DirectComm, Nccl, missing
 from colbench.errors import UsageError
-from colbench.results.metadata import torch_per_call
 from colbench.results.rows import load
+from colbench.results.rundir import torch_per_call
 from colbench.results.torch_tax import nccl_dominates_from, summary_lines, taxes, without_engine
 from tests.conftest import run_main
 from tests.unit.rows import row, write_run

@@ -11,7 +11,7 @@ from typing import Any
 from colbench import reading
 from colbench.commands.gate.checks import DEFAULT_KEEP
 from colbench.errors import UsageError
-from colbench.results import metadata, tables
+from colbench.results import metafile, tables
 from colbench.results.join import RunFrames, load_pooled, read_meta
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text
 from colbench.results.rundir import RunDir
@@ -29,7 +29,7 @@ def update_baseline(
     runs, their rows in one results.csv and the first current run's meta.json.
 
     The current runs always stay; the baseline's own runs fill the rest of the window,
-    newest first, unless they were measured on another machine (metadata.MUST_MATCH),
+    newest first, unless they were measured on another machine (metafile.MUST_MATCH),
     which the window then drops. A run with wrong elements, rows without a measurement,
     or a status other than complete is refused: a broken baseline would let the next
     broken run pass. ``frames_of``: the command's reads of the runs (all made before the
@@ -81,8 +81,8 @@ def _runs_to_keep(
         return []
     old_meta = read_meta(target)
     if old_meta is not None and new_meta is not None:
-        differ = metadata.machine_differences(
-            metadata.fingerprint(old_meta), metadata.fingerprint(new_meta)
+        differ = metafile.machine_differences(
+            metafile.fingerprint(old_meta), metafile.fingerprint(new_meta)
         )
         if differ:
             return []

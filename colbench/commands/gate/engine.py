@@ -20,7 +20,7 @@ from colbench.commands.gate.result import FloorResult, GateResult, GateRules
 from colbench.commands.gate.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
-from colbench.results import metadata, metafile
+from colbench.results import metafile
 from colbench.results.join import (
     Pair,
     RunFrames,
@@ -206,7 +206,7 @@ def run_gate(
 
     With ``rules.missing_ok`` a baseline directory that does not exist (a fresh runner)
     judges the current run alone: correctness and presence, performance "not judged".
-    Against a baseline from another machine (metadata.MUST_MATCH) performance is "not
+    Against a baseline from another machine (metafile.MUST_MATCH) performance is "not
     comparable" and only correctness and presence are judged, unless ``rules.any_machine``.
     ``frames_of``: the command's reads of the runs, when it reads them for more than this.
     """
@@ -280,8 +280,8 @@ def _other_machine(base_meta: Any, cur_meta: Any) -> str:
     """Why performance is not comparable between the runs' machines; "" when it is."""
     if base_meta is None or cur_meta is None:
         return ""
-    differ = metadata.machine_differences(
-        metadata.fingerprint(base_meta), metadata.fingerprint(cur_meta)
+    differ = metafile.machine_differences(
+        metafile.fingerprint(base_meta), metafile.fingerprint(cur_meta)
     )
     if not differ:
         return ""
@@ -309,8 +309,8 @@ def _machines(base_meta: Any, cur_meta: Any) -> tuple[list[tuple[str, str, str]]
     """What changed between the runs' machines and software, and a warning when their CPUs
     differ."""
     changes = _what_changed(base_meta, cur_meta)
-    base_print, cur_print = metadata.fingerprint(base_meta), metadata.fingerprint(cur_meta)
-    changes += metadata.machine_differences(base_print, cur_print, metadata.SHOWN)
+    base_print, cur_print = metafile.fingerprint(base_meta), metafile.fingerprint(cur_meta)
+    changes += metafile.machine_differences(base_print, cur_print, metafile.SHOWN)
     cpus = [(m.get("cpu") or {}).get("model") for m in (base_meta, cur_meta)]
     warnings = []
     if None not in cpus and cpus[0] != cpus[1]:

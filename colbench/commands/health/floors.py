@@ -36,7 +36,7 @@ from typing import Any
 from colbench import reading, text
 from colbench.commands.gate.checks import DEFAULT_POWER
 from colbench.errors import UsageError
-from colbench.results import metadata, tables
+from colbench.results import metafile, tables
 from colbench.results.metafile import read_or_none
 from colbench.results.rows import SCHEMA_VERSION as RESULTS_VERSION
 from colbench.stats import drift
@@ -51,7 +51,7 @@ SCHEMA_VERSION = 2
 KIND = "colbench health floors"
 MIN_RUNS = 10
 #: What floors and the runs they judge must share, beyond the NICs.
-LEARNED_ON = (*metadata.MUST_MATCH, "health_version")
+LEARNED_ON = (*metafile.MUST_MATCH, "health_version")
 WARN_RATE = 0.01
 CRITICAL_RATE = 0.001
 FLOORS = reading.Kind("floors file", 16 * 1024**2)
@@ -94,7 +94,7 @@ def read_figures(run: Path) -> list[dict[str, Any]]:
 def fingerprint(meta: Mapping[str, Any]) -> dict[str, Any]:
     """The gate's machine fingerprint and the nodes' NICs (kind and rate) toward the
     coordinator: what makes floors of one fleet apply to another."""
-    found = metadata.fingerprint(meta)
+    found = metafile.fingerprint(meta)
     nics = set()
     for facts in (meta.get("hardware") or {}).values():
         iface = facts.get("interface")
@@ -160,7 +160,7 @@ def learn(runs: Sequence[str], out: str) -> int:
             per_check[key].append(values)
     first_run, first = prints[0]
     for run, other in prints[1:]:
-        differ = metadata.machine_differences(first, other, (*LEARNED_ON, "nics"))
+        differ = metafile.machine_differences(first, other, (*LEARNED_ON, "nics"))
         if differ:
             name, a, b = differ[0]
             what = "by another colbench health" if name == "health_version" else "on other hardware"
