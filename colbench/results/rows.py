@@ -26,7 +26,6 @@ from colbench.results import metafile, validity
 from colbench.results.tables import (
     Table,
     TableRow,
-    TableWriter,
     format_cell,
     read_cells,
     register,
@@ -283,13 +282,6 @@ _VALID = validity.Rules(
     ),
     key=KEY_COLUMNS,
 )
-
-
-class RowWriter(TableWriter):
-    """Appends rows to a ``results.csv``; each row is flushed at once so a crash keeps it."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, RESULTS)
 
 
 def frame_text(frame: Any) -> str:

@@ -58,18 +58,12 @@ def pooled_sd(groups: Sequence[Sequence[float]]) -> float | None:
 
 def midranks(values: Sequence[float]) -> list[float]:
     """1-based ranks, ties sharing the mean of the ranks they span."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        shared = (start + end) / 2 + 1
-        for i in range(start, end + 1):
-            ranks[order[i]] = shared
-        start = end + 1
-    return ranks
+    _, group, counts = np.unique(
+        np.asarray(values, dtype=np.float64), return_inverse=True, return_counts=True
+    )
+    # A group of c ties ending at rank e spans e - c + 1 .. e: its mean is e - (c - 1) / 2.
+    shared = np.cumsum(counts) - (counts - 1) / 2
+    return [float(r) for r in shared[group.reshape(-1)]]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ on stderr so that it never garbles the table on stdout (:func:`progress_bar`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -219,13 +220,11 @@ def _straggler_meta(counter: SlowestCounter, nodes: Sequence[str]) -> dict[str, 
     found = counter.verdict()
     if found is None:
         return None
+    shown = dataclasses.asdict(found)
     return {
-        "rank": found.rank,
+        "rank": shown.pop("rank"),
         "node": nodes[found.rank] if found.rank < len(nodes) else "",
-        "rows": found.rows,
-        "of_rows": found.of_rows,
-        "p_value": found.p_value,
-        "threshold": found.threshold,
+        **shown,
     }
 
 
