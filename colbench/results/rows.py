@@ -5,7 +5,7 @@ Row is declared once: COLUMNS, the CSV header, the writer's checks and docs/sche
 version changed; bump SCHEMA_VERSION on any change of columns or of their meaning.
 
 load() reads every version: columns a file's version lacks get the value a row of that
-version meant by their absence (:data:`colbench.results.versions.FILL`), so every reader
+version meant by their absence (:data:`colbench.results.validity.FILL`), so every reader
 sees this version's columns.
 """
 
@@ -23,20 +23,17 @@ from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.reading import warn
 from colbench.results import metafile, validity
-from colbench.results.tables import (
-    Table,
-    TableRow,
-    format_cell,
-    read_cells,
-    register,
-)
+from colbench.results.tables import Table, TableRow, format_cell, read_cells, register
 from colbench.results.tables import column as _column
-from colbench.results.validity import STATUS_INVALID, STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED
-from colbench.results.versions import (
+from colbench.results.validity import (
     ADDED_IN,
     FILL,
     SCHEMA_HISTORY,
     SCHEMA_VERSION,
+    STATUS_INVALID,
+    STATUS_OK,
+    STATUS_OOM,
+    STATUS_UNSUPPORTED,
     file_version,
     may_lack,
 )
@@ -316,7 +313,7 @@ def load(path: str | os.PathLike[str]) -> Any:
     """Read a run's rows as a pandas DataFrame with this version's columns.
 
     Files of every earlier version are read: the columns their version lacks are filled
-    (see versions.FILL); schema_version keeps what each row was written as. A file of a newer
+    (see validity.FILL); schema_version keeps what each row was written as. A file of a newer
     version is refused. The version and columns are checked on the raw text first, so
     a file of another version is named as such rather than failing on some cell's type.
     """

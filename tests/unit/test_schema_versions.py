@@ -24,7 +24,7 @@ from colbench.commands.gate.baseline import update_baseline
 from colbench.errors import UsageError
 from colbench.results.rows import COLUMNS, HOST_BOUND_RATIO, RESULTS, load
 from colbench.results.tables import TableWriter
-from colbench.results.versions import LOAD_COLUMNS, SCHEMA_VERSION, may_lack
+from colbench.results.validity import LOAD_COLUMNS, SCHEMA_VERSION, may_lack
 from tests.conftest import run_main
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"

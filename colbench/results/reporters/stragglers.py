@@ -107,7 +107,7 @@ def _log_pmf(k: int, trials: int, p: float) -> float:
 
 
 def binomial_tail(successes: int, trials: int, p: float) -> float:
-    """P(X >= successes) for X ~ Binomial(trials, p): the one-sided p-value.
+    """P(X >= successes) for X ~ Binomial(trials, p), 0 < p < 1: the one-sided p-value.
 
     Summed in log space (log-sum-exp): the terms' binomial coefficients alone pass any
     float at about a thousand trials (C(1100, 550) > 1e308), and a long sweep with
@@ -117,8 +117,6 @@ def binomial_tail(successes: int, trials: int, p: float) -> float:
         return 1.0
     if successes > trials:
         return 0.0
-    if p <= 0.0 or p >= 1.0:
-        return 1.0 if p >= 1.0 else 0.0
     logs = [_log_pmf(k, trials, p) for k in range(successes, trials + 1)]
     top = max(logs)
     return min(1.0, math.exp(top) * math.fsum(math.exp(v - top) for v in logs))
