@@ -21,7 +21,7 @@ import numpy as np
 from colbench import text
 from colbench.bench import ops
 from colbench.results.series import Line, labels
-from colbench.stats import noise, robust, student_t
+from colbench.stats import noise, robust
 from colbench.text import Column
 
 
@@ -84,7 +84,7 @@ class Uncertainty:
     def differs(self, other: Uncertainty) -> bool:
         """True when the two fits differ beyond noise: in latency or in slope, by more
         than the 95% half-width of the difference."""
-        t = student_t.t_two_sided(noise.LEVEL, min(self.dof, other.dof))
+        t = noise.t_two_sided(noise.LEVEL, min(self.dof, other.dof))
         return abs(self.alpha_us - other.alpha_us) > t * math.hypot(
             self.alpha_se_us, other.alpha_se_us
         ) or abs(self.slope_us_per_byte - other.slope_us_per_byte) > t * math.hypot(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from colbench.commands.predict.models import PARAMETERS, Parameters, Terms
-from colbench.stats import robust, student_t
+from colbench.stats import noise, robust
 
 #: A point is never dropped for being within this relative distance of the model.
 OUTLIER_FLOOR = 0.05
@@ -97,7 +97,7 @@ class Fit:
 
 def t_quantile(dof: int, level: float = _LEVEL) -> float:
     """Two-sided Student-t quantile of the prediction intervals."""
-    return student_t.t_two_sided(level, dof)
+    return noise.t_two_sided(level, dof)
 
 
 def _design(points: Sequence[Point]) -> tuple[np.ndarray, np.ndarray]:
