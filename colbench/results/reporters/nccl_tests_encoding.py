@@ -11,8 +11,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# --- nccl-tests' arithmetic -------------------------------------------------------------
-
 
 def percentile_index(n: int, percentile: int) -> int:
     """nccl-tests' ``percentileIndex``: the nearest-rank index of a percentile of n
@@ -66,9 +64,6 @@ def as_written(value_us: float) -> float:
     """A time as the report holds it (six decimals): summaries are computed from these,
     so a reader recomputing them from ``times_us`` finds the same figures."""
     return float(f"{value_us:f}")
-
-
-# --- nccl-tests' text -------------------------------------------------------------------
 
 
 def text(value: str) -> str:

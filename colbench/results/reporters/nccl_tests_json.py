@@ -57,9 +57,6 @@ _SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVAT
 REDACTED = "<redacted>"
 
 
-# --- the report -------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Device:
     """One rank's line of ``config.devices``."""

@@ -202,8 +202,6 @@ class MetaReporter(Reporter):
             # NCCL_TESTS_MIN_BW is checked against); None when no row was measured.
             busbw_avg_gbps=sum(self.busbw_gbps) / len(self.busbw_gbps) if self.busbw_gbps else None,
             duration_s=summary.duration_s,
-            # Rows in which each rank arrived last, and the rank named
-            # (results/reporters/stragglers.py).
             slowest_rank_rows=self.slowest.counts,
             straggler=_straggler_meta(self.slowest, self.meta.get("rank_hosts") or []),
         )
