@@ -3,10 +3,7 @@
 Row is declared once: COLUMNS, the CSV header, the writer's checks and docs/schema.md
 (``python -m colbench.results.tables --markdown``) come from it. SCHEMA_HISTORY says what each
 version changed; bump SCHEMA_VERSION on any change of columns or of their meaning.
-
-load() reads every version: columns a file's version lacks get the value a row of that
-version meant by their absence (:data:`colbench.results.validity.FILL`), so every reader
-sees this version's columns.
+load() reads every version (:func:`load`).
 """
 
 from __future__ import annotations

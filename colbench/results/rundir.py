@@ -22,6 +22,7 @@ the whole environment, which may hold secrets.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -168,21 +169,15 @@ class RunDir:
 
     def rank_logs(self) -> dict[int, Path]:
         """Rank -> its log file, for the logs that exist, in rank order."""
-        found = {}
-        for path in self.path.glob("rank*.log"):
-            match = _RANK_LOG.match(path.name)
-            if match:
-                found[int(match.group(1))] = path
-        return dict(sorted(found.items()))
+        logs = [(_RANK_LOG.match(path.name), path) for path in self.path.glob("rank*.log")]
+        return dict(sorted((int(match.group(1)), path) for match, path in logs if match))
 
     def tidy_logs(self) -> None:
         """Empty rank logs say nothing, whether the run ended well or not: remove them."""
         for log in self.rank_logs().values():
-            try:
+            with contextlib.suppress(OSError):  # gone already
                 if log.stat().st_size == 0:
                     log.unlink()
-            except OSError:  # gone already
-                continue
 
     def nccl_log(self, rank: int) -> Path:
         """Where rank ``rank``'s NCCL writes its INFO log (NCCL_DEBUG_FILE)."""

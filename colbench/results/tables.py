@@ -5,14 +5,11 @@ each with a meaning and a unit (:func:`column`); :class:`Table` names the file i
 written to and the history of its version. The column list, the CSV header, the
 writer's checks and docs/schema.md all come from that declaration.
 
-Writing a run's files: every failure is one line naming the file and the cause.
-
-A full disk, a run directory removed or renamed while the run measures, a file that
-cannot be replaced: the OSError becomes :class:`~colbench.errors.WriteFailed` (exit 6),
-whose message says which file and why, instead of a traceback or a rank blamed for an
-op it measured well. What was already on disk stays: rows are appended and flushed one by
-one (a torn last row is dropped by the reader, and said), and meta.json is replaced whole
-or not at all.
+Writing a run's files, every failure (a full disk, a run directory removed or renamed while
+the run measures, a file that cannot be replaced) is one line naming the file and the cause
+(:class:`~colbench.errors.WriteFailed`, exit 6), not a traceback or a rank blamed for an op
+it measured well. What was on disk stays: rows are appended and flushed one by one (the
+reader drops a torn last row, and says so); meta.json is replaced whole or not at all.
 """
 
 from __future__ import annotations
