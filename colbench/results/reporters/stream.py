@@ -14,6 +14,7 @@ import dataclasses
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -169,9 +170,8 @@ class MetaReporter(Reporter):
     def __init__(self, run_dir: RunDir) -> None:
         self.run_dir = run_dir
         self.meta: dict[str, Any] = {}
-        self.rows = 0
         self.wrong_total = 0
-        self.status_counts: dict[str, int] = {}
+        self.status_counts: Counter[str] = Counter()
         self.slowest = SlowestCounter()
         self.ceiling = CeilingCounter()
         self.busbw_gbps: list[float] = []
@@ -182,9 +182,8 @@ class MetaReporter(Reporter):
 
     def on_rows(self, rows: Sequence[Row]) -> None:
         for row in rows:
-            self.rows += 1
             self.wrong_total += int(row.wrong or 0)
-            self.status_counts[row.status] = self.status_counts.get(row.status, 0) + 1
+            self.status_counts[row.status] += 1
             self.ceiling.add(row)
             self.slowest.add_row(row)
             if row.status == STATUS_OK and row.busbw_gbps is not None:
@@ -193,10 +192,10 @@ class MetaReporter(Reporter):
     def on_end(self, summary: Summary) -> None:
         self.meta.update(
             status="complete",
-            rows=self.rows,
-            rows_oom=self.status_counts.get(STATUS_OOM, 0),
+            rows=self.status_counts.total(),
+            rows_oom=self.status_counts[STATUS_OOM],
             # Expected under a variant such as NCCL_ALGO=Tree: counted, not an error.
-            rows_unsupported=self.status_counts.get(STATUS_UNSUPPORTED, 0),
+            rows_unsupported=self.status_counts[STATUS_UNSUPPORTED],
             wrong_total=self.wrong_total,
             # nccl-tests' "Avg bus bandwidth": the mean over every measured row (what
             # NCCL_TESTS_MIN_BW is checked against); None when no row was measured.
