@@ -20,7 +20,6 @@ from colbench.errors import WriteFailed
 from colbench.results.reporters import nccl_tests_encoding as encoding
 from colbench.results.reporters import nccl_tests_json as report
 from colbench.results.reporters.stragglers import RankTimes
-from colbench.results.reporters.stream import Summary
 from colbench.results.rows import Row
 from tests.conftest import run_main
 from tests.unit.rows import row
@@ -76,7 +75,7 @@ def written_report(tmp_path: Path, per_iter: bool = True) -> dict[str, Any]:
         for r in rows:
             rep.on_rank_times(r, RankTimes((10.0, 11.0), (0.0, 0.0), (), RANK_TIMES))
         rep.on_rows(rows)
-    rep.on_end(Summary(1.0))
+    rep.on_end(1.0)
     rep.close()
     return json.loads(path.read_text())
 

@@ -17,7 +17,6 @@ from colbench.results.reporters.stream import (
     ProgressReporter,
     Reporter,
     RowStream,
-    Summary,
 )
 from colbench.results.rows import Row, load
 from colbench.results.rundir import RunDir
@@ -138,7 +137,7 @@ def test_an_end_that_fails_still_ends_the_other_reporters(tmp_path: Path) -> Non
     # Every row is measured when the end comes: one reporter's failure there (the
     # straggler test once overflowed in meta.json's) must not silence the table's summary.
     class Broken(Reporter):
-        def on_end(self, summary: Summary) -> None:
+        def on_end(self, duration_s: float) -> None:
             raise OverflowError("int too large to convert to float")
 
     run = RunDir.create(tmp_path / "run", tmp_path)

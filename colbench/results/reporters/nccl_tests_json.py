@@ -44,7 +44,7 @@ from colbench.results.reporters.nccl_tests_encoding import (
     text,
 )
 from colbench.results.reporters.stragglers import RankTimes
-from colbench.results.reporters.stream import Reporter, Summary
+from colbench.results.reporters.stream import Reporter
 from colbench.results.rows import STATUS_OK, Row
 
 #: The report's ``version`` (nccl-tests' JSON_FILE_VERSION in 2.19.6).
@@ -309,7 +309,7 @@ class NcclTestsJsonReporter(Reporter):
             self._records += 1
             self._write_footer([INCOMPLETE])
 
-    def on_end(self, summary: Summary) -> None:
+    def on_end(self, duration_s: float) -> None:
         with tables.checked(self.path):
             # nccl-tests' errors hold NCCL's last error: "" after a clean run.
             self._write_footer([""])

@@ -29,13 +29,6 @@ from colbench.results.rundir import RunDir
 from colbench.results.tables import Table, TableWriter
 
 
-@dataclass(frozen=True)
-class Summary:
-    """How the measuring went, for the reporters that say so at the end."""
-
-    duration_s: float
-
-
 class Reporter:
     """One consumer of the row stream; every hook does nothing unless overridden."""
 
@@ -48,8 +41,8 @@ class Reporter:
     def on_rank_times(self, row: Row, ranks: RankTimes) -> None:
         """Every rank's share of a measured row (only with --per-rank)."""
 
-    def on_end(self, summary: Summary) -> None:
-        """Every row has been measured."""
+    def on_end(self, duration_s: float) -> None:
+        """Every row has been measured, ``duration_s`` after the start."""
 
     def close(self) -> None:
         """Release what the reporter holds; runs after on_end, or after a failure."""
@@ -82,11 +75,11 @@ class RowStream:
     def end(self) -> None:
         """Every reporter's end, each even when one before it failed (the table's summary
         still prints when meta.json could not be finished); then the first failure."""
-        summary = Summary(duration_s=round(time.monotonic() - self._started, 3))
+        duration_s = round(time.monotonic() - self._started, 3)
         failed: BaseException | None = None
         for reporter in self.reporters:
             try:
-                reporter.on_end(summary)
+                reporter.on_end(duration_s)
             except Exception as exc:
                 failed = failed or exc
         if failed is not None:
@@ -189,7 +182,7 @@ class MetaReporter(Reporter):
             if row.status == STATUS_OK and row.busbw_gbps is not None:
                 self.busbw_gbps.append(row.busbw_gbps)
 
-    def on_end(self, summary: Summary) -> None:
+    def on_end(self, duration_s: float) -> None:
         self.meta.update(
             status="complete",
             rows=self.status_counts.total(),
@@ -200,7 +193,7 @@ class MetaReporter(Reporter):
             # nccl-tests' "Avg bus bandwidth": the mean over every measured row (what
             # NCCL_TESTS_MIN_BW is checked against); None when no row was measured.
             busbw_avg_gbps=sum(self.busbw_gbps) / len(self.busbw_gbps) if self.busbw_gbps else None,
-            duration_s=summary.duration_s,
+            duration_s=duration_s,
             slowest_rank_rows=self.slowest.counts,
             straggler=_straggler_meta(self.slowest, self.meta.get("rank_hosts") or []),
         )
@@ -260,7 +253,7 @@ class ConsoleReporter(Reporter):
             self._ceiling.add(row)
         self._table.rows(ops.get(rows[0].op), rows)
 
-    def on_end(self, summary: Summary) -> None:
+    def on_end(self, duration_s: float) -> None:
         self._table.close()
         if self._ceiling.best:
             self._echo(
