@@ -262,11 +262,7 @@ class NcclTestsJsonReporter(Reporter):
     """
 
     def __init__(
-        self,
-        path: Path,
-        header: Header,
-        floor: BusbwFloor | None,
-        say: Callable[[str], None],
+        self, path: Path, header: Header, floor: BusbwFloor | None, say: Callable[[str], None]
     ) -> None:
         self.path = path
         self._header = header

@@ -232,10 +232,7 @@ class ConsoleReporter(Reporter):
     """The nccl-tests style table on stdout (colbench.results.reporters.console), header first."""
 
     def __init__(
-        self,
-        header: Sequence[str],
-        echo: Callable[[str], None],
-        repeats: int = 1,
+        self, header: Sequence[str], echo: Callable[[str], None], repeats: int = 1
     ) -> None:
         self._header = list(header)
         self._echo = echo
