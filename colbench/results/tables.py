@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from colbench import reading
 from colbench.errors import UsageError, WriteFailed
+from colbench.text import escape
 from colbench.text import markdown as markdown_rows
 
 
@@ -279,13 +280,10 @@ def markdown(tables: list[Table]) -> str:
             out += [table.title, ""]
         out += [f"Schema version {table.version}.", ""]
         rows = [
-            (f"`{name}`", table.units[name] or "-", table.added_in.get(name, 1), meaning)
+            (f"`{name}`", table.units[name] or "-", table.added_in.get(name, 1), escape(meaning))
             for name, meaning in table.columns.items()
         ]
-        out += markdown_rows(
-            ["column", "unit", "since", "meaning"],
-            [(*row[:3], row[3].replace("|", "\\|")) for row in rows],
-        )
+        out += markdown_rows(["column", "unit", "since", "meaning"], rows)
         out += ["", f"### {table.file_name} schema versions", ""]
         out += [f"- **{v}**: {text}" for v, text in sorted(table.history.items())]
     return "\n".join(out) + "\n"

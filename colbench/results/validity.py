@@ -1,9 +1,6 @@
-"""Where results enter (``colbench.results.rows.load``): results.csv's versions, a table's
-text cells typed, and the rows no measurement can have found.
-
-The versions: what each changed, the version that added each column, and what a row of an
-older file means in a column its file lacks (:data:`FILL`), so every reader sees this
-version's columns.
+"""Where results enter (``colbench.results.rows.load``): results.csv's versions (what each
+changed, and what a row of an older file means in a column its file lacks, :data:`FILL`), a
+table's text cells typed, and the rows no measurement can have found.
 
 Loading a run is most of what gate, compare, fit and predict spend, and typing its cells was
 most of a load: each number column parses in one pandas call, each distinct cell once, and

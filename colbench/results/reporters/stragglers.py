@@ -14,10 +14,8 @@ are not synchronised. Everyone leaves a barrier when the last rank has entered i
 Arrival, not finish time: ranks of a ring finish a collective together whoever was late,
 and a rooted op's root finishes early by design (see docs/semantics.md).
 
-A rank that waits least in one row means nothing: some rank always arrives last. A rank
-is named the run's straggler only when it is the slowest in significantly more rows
-than chance (1 in N) would make it, a one-sided binomial test, and in a large share of
-them (:func:`straggler`).
+Some rank always arrives last: one is named the run's straggler only on the evidence of
+many rows (:func:`straggler`).
 """
 
 from __future__ import annotations

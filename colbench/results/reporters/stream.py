@@ -1,11 +1,8 @@
 """Reporters: everything rank 0 writes or shows is fed one stream of typed rows.
 
-The bench loop hands its rows to one :class:`RowStream` (the bench's row sink); the
-stream passes them, in order, to each :class:`Reporter`: the CSV file, meta.json, the
-progress bar, the console table. A reporter sees the run start (its meta.json as it
-stands before the first row), each size's rows as soon as they are measured, and the
-end; ``close`` runs whether the run ended or failed. The progress bar itself is drawn
-on stderr so that it never garbles the table on stdout (:func:`progress_bar`).
+The bench loop hands its rows to one :class:`RowStream`, which passes them, in order, to
+each :class:`Reporter`: the CSV files, meta.json, the progress bar, the console table. The
+progress bar is drawn on stderr so that it never garbles the table on stdout.
 """
 
 from __future__ import annotations
