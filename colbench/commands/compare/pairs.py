@@ -131,12 +131,12 @@ def _torch_tax(frame_a: Any, frame_b: Any) -> list[str]:
     """The torch tax of each row pair, when one side is torch's rows and the other NCCL's."""
     import pandas as pd
 
-    from colbench.results.torch_tax import summary_lines
+    from colbench.results.join import torch_tax_lines
 
     both = pd.concat([frame_a, frame_b], ignore_index=True)
     # Each side's variant is one engine's: the pairs are the same rows but the engine.
     both["variant"] = ""
-    return [line.removeprefix("# ") for line in summary_lines(both)[:-1]]
+    return [line.removeprefix("# ") for line in torch_tax_lines(both)[:-1]]
 
 
 _SIDE_COLUMNS = [
