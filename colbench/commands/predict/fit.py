@@ -3,7 +3,7 @@
 The fit minimises relative residuals (measured - model) / measured, as ``colbench fit``
 does and for the same reason: sizes span many orders of magnitude, and an absolute fit
 would let the largest size decide everything. Points that do not fit are found by
-the one robust fit (:mod:`colbench.stats.robust`: Huber weights, then Tukey's bisquare)
+the one robust fit (:mod:`colbench.stats.noise`: Huber weights, then Tukey's bisquare)
 and dropped when their residual is beyond the bisquare's cut-off
 and above ``OUTLIER_FLOOR``; the final parameters are the plain relative least squares
 over the points kept, so their covariance has its textbook form.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from colbench.commands.predict.models import PARAMETERS, Parameters, Terms
-from colbench.stats import noise, robust
+from colbench.stats import noise
 
 #: A point is never dropped for being within this relative distance of the model.
 OUTLIER_FLOOR = 0.05
@@ -127,7 +127,7 @@ def _identifiable(design: np.ndarray, time: np.ndarray) -> tuple[list[int], list
 def _outliers(relative: np.ndarray, free: Sequence[int]) -> np.ndarray:
     """A mask of the points the robust fit gives no weight and that miss by more than
     OUTLIER_FLOOR."""
-    params, weights = robust.reweighted(relative, free)
+    params, weights = noise.reweighted(relative, free)
     residuals = 1.0 - relative @ params
     return (weights == 0) & (np.abs(residuals) > OUTLIER_FLOOR)
 
@@ -149,7 +149,7 @@ def fit(op: str, algo: str, points: Sequence[Point]) -> Fit:
     relative = design / time[:, None]
     out = _outliers(relative, free)
     keep = ~out
-    params = robust.solve(relative[keep], np.ones(int(keep.sum())), free)
+    params = noise.solve(relative[keep], np.ones(int(keep.sum())), free)
     held = [c for c in free if params[c] == 0]
     if held:
         notes.append(
@@ -161,7 +161,7 @@ def fit(op: str, algo: str, points: Sequence[Point]) -> Fit:
     dof = int(keep.sum()) - len(active)
     if dof < 1:
         raise Unidentifiable("points")
-    variance, covariance = robust.covariance(relative[keep][:, list(active)], kept_res, dof)
+    variance, covariance = noise.covariance(relative[keep][:, list(active)], kept_res, dof)
     return Fit(
         op=op,
         algo=algo,
