@@ -34,7 +34,6 @@ from colbench import text
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
 from colbench.results.rows import KEY_COLUMNS, STATUS_INVALID, STATUS_OK, csv_path, load, plain
-from colbench.results.rundir import RunDir
 from colbench.text import Column
 
 #: One row of a run as plain Python values (None for an empty cell).
@@ -157,11 +156,6 @@ def _refuse_samples_twice(paths: Sequence[str | os.PathLike[str]], frames: Seque
                 "twice, or a copy): they would count twice"
             )
         seen.update(dict.fromkeys(mine, path))
-
-
-def read_meta(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """A run's meta.json (beside its results.csv), or None when absent or unreadable."""
-    return RunDir.of(path).meta_or_none()
 
 
 def fabric_warnings(frames: Mapping[str, Any], allow_emulated: bool) -> list[str]:

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.commands.compare.nccl_ran import ran_lines
-from colbench.results.join import Pair, Sample, fabric_warnings, is_ok, join, key_columns, read_meta
+from colbench.results.join import Pair, Sample, fabric_warnings, is_ok, join, key_columns
 from colbench.results.reporters.figures import metric, metric_key
+from colbench.results.rundir import RunDir
 from colbench.results.series import Run, load_runs, select_variant
 from colbench.stats import noise, rank_tests
 
@@ -47,7 +48,7 @@ def _describe(run: Run) -> str:
     backend = "/".join(sorted(set(frame["backend"].astype(str))))
     worlds = "/".join(str(w) for w in sorted(set(frame["world_size"].astype(int))))
     text = f"{run.label}: {backend}, {worlds} ranks"
-    meta = read_meta(run.path) or {}
+    meta = RunDir.of(run.path).meta_or_none() or {}
     versions = meta.get("versions") or {}
     shown = [f"{k} {v}" for k, v in versions.items() if v and k in ("torch", "nccl", "nccl-tests")]
     if meta.get("status") == "imported":

@@ -12,7 +12,7 @@ from colbench import reading
 from colbench.commands.gate.checks import DEFAULT_KEEP
 from colbench.errors import UsageError
 from colbench.results import metafile, tables
-from colbench.results.join import RunFrames, load_pooled, read_meta
+from colbench.results.join import RunFrames, load_pooled
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text
 from colbench.results.rundir import RunDir
 
@@ -40,7 +40,7 @@ def update_baseline(
     metas = []
     for path in currents:
         _refuse_as_baseline(path, load_run)
-        metas.append(read_meta(path))
+        metas.append(RunDir.of(path).meta_or_none())
     target = Path(baseline)
     if target.suffix == ".csv":
         raise UsageError(f"--update-baseline needs a baseline directory, not the file {target}")
@@ -79,7 +79,7 @@ def _runs_to_keep(
     the same id as a new one is that run accepted again, and goes."""
     if room <= 0 or not csv_path(target).is_file():
         return []
-    old_meta = read_meta(target)
+    old_meta = RunDir.of(target).meta_or_none()
     if old_meta is not None and new_meta is not None:
         differ = metafile.machine_differences(
             metafile.fingerprint(old_meta), metafile.fingerprint(new_meta)
@@ -131,7 +131,7 @@ def _refuse_as_baseline(path: str | os.PathLike[str], load_run: RunFrames) -> No
             f"refusing to accept {where} as the baseline: {not_ok} row(s) have no "
             "measurement (status other than ok or unsupported)"
         )
-    meta = read_meta(path)
+    meta = RunDir.of(path).meta_or_none()
     if meta is not None and meta.get("status") != "complete":
         raise UsageError(
             f"refusing to accept {where} as the baseline: its status is "

@@ -29,11 +29,11 @@ from colbench.results.join import (
     load_pooled,
     ok_values,
     pool,
-    read_meta,
     side_status,
     wrong_counts,
 )
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
+from colbench.results.rundir import RunDir
 from colbench.stats import rank_tests
 
 #: A row of the baseline that found no exact partner is looked for again by these alone:
@@ -218,10 +218,10 @@ def run_gate(
         raise UsageError(
             f"baseline {csv_path(baseline)} holds no rows, only its header: nothing to judge by"
         )
-    base_meta = None if no_baseline else read_meta(baseline)
+    base_meta = None if no_baseline else RunDir.of(baseline).meta_or_none()
     if base_meta is not None and not rules.accept_incomplete_baseline:
         _refuse_incomplete_baseline(baseline, base_meta, base_frame)
-    first_meta = read_meta(currents[0])
+    first_meta = RunDir.of(currents[0]).meta_or_none()
     not_judged = f"performance not judged: no baseline at {baseline}" if no_baseline else ""
     if not no_baseline and not rules.any_machine:
         not_judged = _other_machine(base_meta, first_meta)
@@ -254,7 +254,7 @@ def _incomplete(
     that did not end well but kept every planned row (judged on them, said first)."""
     incomplete, warnings = [], []
     for path in currents:
-        cur_meta = read_meta(path)
+        cur_meta = RunDir.of(path).meta_or_none()
         if cur_meta is None:
             continue
         why = metafile.incomplete(cur_meta, _held(cur_frame, cur_meta))
