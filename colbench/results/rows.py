@@ -332,7 +332,6 @@ def load(path: str | os.PathLike[str]) -> Any:
             f"{file} lacks {len(unfillable)} column(s) of schema version {version} "
             f"({shown}): truncated or edited by hand?"
         )
-    raw = raw.copy()
     for column in missing:
         raw[column] = FILL[column](raw)
     extra = [c for c in raw.columns if c not in COLUMNS and c != validity.REASON_COLUMN]
@@ -341,8 +340,7 @@ def load(path: str | os.PathLike[str]) -> Any:
     frame, non_finite = validity.typed(file, raw[[*COLUMNS, *extra]], RESULTS)
     world = meta.get("world_size") if meta else None
     run_world = (str(meta["run_id"]), world) if isinstance(world, int) and meta else None
-    repeats_known = "repeat" not in missing
-    frame, invalid = validity.mark(frame, non_finite, _VALID, run_world, repeats_known)
+    frame, invalid = validity.mark(frame, non_finite, _VALID, run_world, "repeat" not in missing)
     if invalid:
         warn(f"{file}: {validity.summary(invalid)}")
     return frame
