@@ -101,11 +101,6 @@ def select_variant(run: Run, variant: str | None) -> Run:
     return Run(f"{run.label} [{variant}]" if variant else run.label, run.path, kept)
 
 
-def measured(frame: Any) -> Any:
-    """Rows that hold a measurement (status ``ok``), as a boolean mask."""
-    return (frame["status"] == STATUS_OK) & frame["time_us"].notna()
-
-
 def _optional_int(value: Any) -> int | None:
     try:
         number = float(value)
@@ -124,7 +119,10 @@ def _requested(frame: Any) -> Any:
 def lines(run: Run) -> list[Line]:
     """The run's curves over size; size-0 rows (barrier, empty imports) cannot be on a log axis,
     and rows without a measurement (status oom, unsupported) have nothing to draw."""
-    frame = run.frame[(run.frame["size_bytes"] > 0) & measured(run.frame)]
+    frame = run.frame
+    frame = frame[
+        (frame["size_bytes"] > 0) & (frame["status"] == STATUS_OK) & frame["time_us"].notna()
+    ]
     out: list[Line] = []
     keys = ["op", "variant", "dtype", "redop", "world_size"]
     for key, group in frame.groupby(keys, sort=False, dropna=False):
