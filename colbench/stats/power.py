@@ -30,8 +30,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from colbench.stats import rank_tests
-from colbench.stats.levels import DEFAULT_POWER
+from colbench.stats import DEFAULT_POWER, rank_tests
 
 #: Mann-Whitney against the t-test on normal data: asymptotic relative efficiency 3/pi.
 _RANK_TEST_INFLATION = math.sqrt(math.pi / 3)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from colbench.config.sizes import parse_size
 from colbench.errors import UsageError
 from colbench.results.reporters import figures
-from colbench.stats.levels import DEFAULT_ALPHA as DEFAULT_ALPHA
-from colbench.stats.levels import DEFAULT_MAX_CV as DEFAULT_MAX_CV
-from colbench.stats.levels import DEFAULT_POWER as DEFAULT_POWER
+from colbench.stats import DEFAULT_ALPHA as DEFAULT_ALPHA
+from colbench.stats import DEFAULT_MAX_CV as DEFAULT_MAX_CV
+from colbench.stats import DEFAULT_POWER as DEFAULT_POWER
 
 #: Metric -> +1 when a rise is a regression (times, wrong elements), -1 when a drop is.
 METRIC_WORSE_WHEN: dict[str, int] = {
