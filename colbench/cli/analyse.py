@@ -11,7 +11,7 @@ from typer.core import TyperCommand
 
 from colbench.cli.app import JUDGE, _param, _with_options, app
 
-#: Every command names a metric by its column or its short alias (colbench.results.metrics).
+#: Every command names a metric by its column or its short alias (results.reporters.figures).
 METRIC_HELP = "busbw, algbw or time (or their columns busbw_gbps, algbw_gbps, time_us)."
 #: Every command that judges runs against each other refuses to mix fabrics without it.
 ALLOW_EMULATED_HELP = (

@@ -10,7 +10,7 @@ bootstrap over the gloo side group. A direct world's torch process group is gloo
 (colbench.host.child): no torch NCCL communicator exists in it.
 
 Comparing the two engines' rows gives what torch adds to every call (the torch tax,
-colbench.results.torch_tax).
+colbench.results.join).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def read_node(
     each NIC names the GPU nearest it on the PCI tree, and a rate tc holds it to
     replaces sysfs's. ``interface``: the one toward ``towards`` (the coordinator).
     ``shaped``: interface -> tc's rate, in place of asking tc (tests)."""
-    from colbench.results.metadata import cpu_model
+    from colbench.results.rundir import cpu_model
 
     found_gpus = links.nvml_gpus(nvml)
     nics = links.nics(root)

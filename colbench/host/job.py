@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from colbench.config.model import LaunchConfig, OutputConfig
 from colbench.host.turns import TurnSpec
-from colbench.results import metadata
+from colbench.results import rundir
 
 if TYPE_CHECKING:
     from colbench.host.protocol import Failure
@@ -135,7 +135,7 @@ class RankJob:
     ) -> dict[str, Any]:
         """meta.json as the job starts: ``config`` (the task's), one node label per rank
         and what each rank introduced itself with (its ``device_name`` and ``pid``)."""
-        return metadata.collect(
+        return rundir.collect(
             run_id=self.run_id,
             config=config,
             launcher=self.launcher,

@@ -33,7 +33,7 @@ from colbench.host.launchers import gpus as gpus_module
 from colbench.host.outcome import end_meta, record_nccl_log
 from colbench.host.spawn import spawn_and_wait
 from colbench.host.supervise import guard
-from colbench.results import metadata
+from colbench.results import rundir
 from colbench.results.rundir import RunDir, stamped_name
 
 
@@ -273,8 +273,8 @@ def _report(task: RankTask, run_dir: Path, in_flight: InFlight, started_at: floa
 def describe() -> str:
     import torch.distributed as dist
 
-    vers = metadata.versions()
-    gpus = metadata.gpus()
+    vers = rundir.versions()
+    gpus = rundir.gpus()
     backends = [
         name
         for name, ok in (
@@ -302,12 +302,12 @@ def describe() -> str:
         f"backends      {', '.join(backends) or 'none'}",
         f"gpus          {len(gpus)}"
         + "".join(f"\n  cuda:{i}      {name}" for i, name in enumerate(gpus)),
-        f"cpu           {metadata.cpu_model()} ({os.cpu_count()} cores)",
+        f"cpu           {rundir.cpu_model()} ({os.cpu_count()} cores)",
         f"launcher      {launcher}",
         f"default run   --backend {backend}"
         + (f" --nprocs {default_nprocs(backend, len(gpus))}" if spawning else ""),
     ]
-    env = metadata.allowed_env()
+    env = rundir.allowed_env()
     if env:
         lines.append("environment   " + " ".join(f"{k}={v}" for k, v in env.items()))
     return "\n".join(lines)

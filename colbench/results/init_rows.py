@@ -99,8 +99,7 @@ def load_init(path: str | os.PathLike[str]) -> Any:
     missing = [c for c in INIT.columns if c not in header]
     if missing:
         raise UsageError(f"{file} is not an {INIT.file_name}: it lacks {', '.join(missing)}")
-    text = {"run_id", "variant", "backend", "engine", "device"}
     for name in INIT.columns:
-        if name not in text:
+        if name not in INIT.text_columns:
             frame[name] = pd.to_numeric(frame[name])
     return frame

@@ -1,4 +1,5 @@
-"""Reading one run's meta.json: parsed, bounded, and refused when a newer colbench wrote it.
+"""Reading one run's meta.json: parsed, bounded, and refused when a newer colbench wrote it;
+and the machine fingerprint it records, which a baseline is tied to.
 
 Apart from :mod:`colbench.results.rundir` so that results.csv's loader can check its row count
 against meta.json without importing the run directory that imports it.
@@ -7,6 +8,7 @@ against meta.json without importing the run directory that imports it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,6 +182,47 @@ def check_version(source: Path, version: Any, newest: int) -> None:
             f"{source} has schema version {number}, newer than this colbench reads "
             f"(1 to {newest}): upgrade colbench to read it"
         )
+
+
+#: Fingerprint entries that must agree for performance to be comparable; the others
+#: (memory, kernel) are shown when they differ, not required to match.
+MUST_MATCH = ("cpu_model", "cpu_id", "cpu_cores", "gpus", "torch", "cuda", "nccl")
+SHOWN = ("memory_bytes", "kernel")
+
+
+def fingerprint(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's fingerprint from its meta.json; runs recorded before fingerprints existed
+    give what they have (CPU model and cores, versions), the rest is left unknown."""
+    recorded = meta.get("machine")
+    if isinstance(recorded, Mapping):
+        return dict(recorded)
+    cpu, vers = meta.get("cpu") or {}, meta.get("versions") or {}
+    known = {
+        "cpu_model": cpu.get("model"),
+        "cpu_cores": cpu.get("cores"),
+        "torch": vers.get("torch"),
+        "cuda": vers.get("cuda"),
+        "nccl": vers.get("nccl"),
+    }
+    return {k: v for k, v in known.items() if v is not None}
+
+
+def machine_differences(
+    base: Mapping[str, Any], cur: Mapping[str, Any], names: tuple[str, ...] = MUST_MATCH
+) -> list[tuple[str, str, str]]:
+    """(entry, baseline, current) for each of ``names`` both fingerprints record and
+    that differs; an entry one side lacks is unknown, not a difference."""
+    out = []
+    for name in names:
+        if name in base and name in cur and base[name] != cur[name]:
+            out.append((name, _shown(base[name]), _shown(cur[name])))
+    return out
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "none"
+    return "-" if value in (None, "") else str(value)
 
 
 #: meta.json's status while a run measures: a run killed from outside (SIGKILL, a lost

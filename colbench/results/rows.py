@@ -3,10 +3,7 @@
 Row is declared once: COLUMNS, the CSV header, the writer's checks and docs/schema.md
 (``python -m colbench.results.tables --markdown``) come from it. SCHEMA_HISTORY says what each
 version changed; bump SCHEMA_VERSION on any change of columns or of their meaning.
-
-load() reads every version: columns a file's version lacks get the value a row of that
-version meant by their absence (:data:`colbench.results.versions.FILL`), so every reader
-sees this version's columns.
+load() reads every version (:func:`load`).
 """
 
 from __future__ import annotations
@@ -23,22 +20,17 @@ from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.reading import warn
 from colbench.results import metafile, validity
-from colbench.results.cells import typed
-from colbench.results.tables import (
-    Table,
-    TableRow,
-    TableWriter,
-    format_cell,
-    read_cells,
-    register,
-)
+from colbench.results.tables import Table, TableRow, format_cell, read_cells, register
 from colbench.results.tables import column as _column
-from colbench.results.validity import STATUS_INVALID, STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED
-from colbench.results.versions import (
+from colbench.results.validity import (
     ADDED_IN,
     FILL,
     SCHEMA_HISTORY,
     SCHEMA_VERSION,
+    STATUS_INVALID,
+    STATUS_OK,
+    STATUS_OOM,
+    STATUS_UNSUPPORTED,
     file_version,
     may_lack,
 )
@@ -254,7 +246,7 @@ class Row(TableRow):
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
         """A Row from a loaded frame's record (pandas' missing values become None)."""
-        return cls(**{name: _plain(record[name]) for name in COLUMNS})
+        return cls(**{name: plain(record[name]) for name in COLUMNS})
 
 
 RESULTS = Table(
@@ -269,12 +261,7 @@ register(RESULTS)
 
 #: Column name -> meaning. The CSV always has exactly these columns, in this order.
 COLUMNS: dict[str, str] = RESULTS.columns
-#: Column name -> unit (empty: none).
-UNITS: dict[str, str] = RESULTS.units
-
-#: Columns read back as text, and as floating point (every time and bandwidth, the
-#: imbalance ratios); the rest are integers.
-TEXT_COLUMNS = RESULTS.text_columns
+#: Columns read back as floating point (every time and bandwidth, the imbalance ratios).
 FLOAT_COLUMNS = RESULTS.float_columns
 #: The time columns bench's combine_times produces, in schema order.
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
@@ -291,13 +278,6 @@ _VALID = validity.Rules(
 )
 
 
-class RowWriter(TableWriter):
-    """Appends rows to a ``results.csv``; each row is flushed at once so a crash keeps it."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, RESULTS)
-
-
 def frame_text(frame: Any) -> str:
     """A loaded frame as results.csv text in this version's layout; each row keeps its
     schema_version (what its numbers meant when measured)."""
@@ -307,16 +287,15 @@ def frame_text(frame: Any) -> str:
     writer = csv.writer(out)
     writer.writerow(COLUMNS)
     for record in frame[list(COLUMNS)].itertuples(index=False):
-        writer.writerow([format_cell(_plain(v)) for v in record])
+        writer.writerow([format_cell(plain(v)) for v in record])
     return out.getvalue()
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """pandas scalars -> plain Python (None for a missing value), so keys hash alike."""
     import pandas as pd
 
-    if value is pd.NA:
-        return None
-    if isinstance(value, float) and math.isnan(value):
+    if value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return None
     return value.item() if hasattr(value, "item") else value
 
@@ -331,7 +310,7 @@ def load(path: str | os.PathLike[str]) -> Any:
     """Read a run's rows as a pandas DataFrame with this version's columns.
 
     Files of every earlier version are read: the columns their version lacks are filled
-    (see versions.FILL); schema_version keeps what each row was written as. A file of a newer
+    (see validity.FILL); schema_version keeps what each row was written as. A file of a newer
     version is refused. The version and columns are checked on the raw text first, so
     a file of another version is named as such rather than failing on some cell's type.
     """
@@ -353,17 +332,15 @@ def load(path: str | os.PathLike[str]) -> Any:
             f"{file} lacks {len(unfillable)} column(s) of schema version {version} "
             f"({shown}): truncated or edited by hand?"
         )
-    raw = raw.copy()
     for column in missing:
         raw[column] = FILL[column](raw)
     extra = [c for c in raw.columns if c not in COLUMNS and c != validity.REASON_COLUMN]
     meta = _meta_beside(file)
     _check_count(file, raw["run_id"], meta)
-    frame, non_finite = typed(file, raw[[*COLUMNS, *extra]], RESULTS)
+    frame, non_finite = validity.typed(file, raw[[*COLUMNS, *extra]], RESULTS)
     world = meta.get("world_size") if meta else None
     run_world = (str(meta["run_id"]), world) if isinstance(world, int) and meta else None
-    repeats_known = "repeat" not in missing
-    frame, invalid = validity.mark(frame, non_finite, _VALID, run_world, repeats_known)
+    frame, invalid = validity.mark(frame, non_finite, _VALID, run_world, "repeat" not in missing)
     if invalid:
         warn(f"{file}: {validity.summary(invalid)}")
     return frame

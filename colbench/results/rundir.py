@@ -13,18 +13,29 @@ A run directory holds what one run (a sweep, an import) left::
 
 Every module that makes a run directory or reads or writes one of these files goes
 through this class, so the layout is written down once.
+
+What a run records about itself in ``meta.json`` (versions, hardware, launcher, env) is
+gathered here too (:func:`collect`). Only allow-listed environment variables are recorded:
+the ones that change what collectives do (NCCL_*, TORCH_*, CUDA_*, GLOO_*, OMP_*), never
+the whole environment, which may hold secrets.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
+import platform
 import re
+import socket
+import sys
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from colbench import __version__
 from colbench.errors import UsageError
 from colbench.results import metafile, tables
 from colbench.results.metafile import META_FILE
@@ -32,9 +43,6 @@ from colbench.results.rows import RESULTS, SCHEMA_VERSION, csv_path, load
 from colbench.results.tables import TABLES as TABLES
 from colbench.results.tables import Table, TableWriter
 
-# TABLES: every table a run directory may hold (docs/schema.md lists them). Each adds
-# itself from the module that declares it (colbench.results.tables.register), so this module
-# imports none of theirs; colbench.results.tables.every_table imports them all.
 #: A rank's log file in the run directory; a spawned rank names its own before it
 #: diverts its stderr there (colbench.host.child), without a RunDir of its own.
 RANK_LOG = "rank{}.log"
@@ -63,8 +71,6 @@ class RunDir:
     def name(self) -> str:
         """The run's id, as its rows and meta.json carry it."""
         return self.path.name
-
-    # -- creating ----------------------------------------------------------------------
 
     @classmethod
     def create(cls, out: str | os.PathLike[str] | None, default: Path) -> RunDir:
@@ -111,8 +117,6 @@ class RunDir:
         """The run a path names: the directory itself, or the one holding a results CSV."""
         return cls(csv_path(path).parent)
 
-    # -- tables ------------------------------------------------------------------------
-
     def table_path(self, table: Table = RESULTS) -> Path:
         return self.path / table.file_name
 
@@ -137,8 +141,6 @@ class RunDir:
         except OSError:
             return 0
 
-    # -- meta.json ---------------------------------------------------------------------
-
     @property
     def meta_path(self) -> Path:
         return self.path / META_FILE
@@ -162,28 +164,20 @@ class RunDir:
         meta.update(fields)
         self.write_meta(meta)
 
-    # -- rank logs and figures ---------------------------------------------------------
-
     def rank_log(self, rank: int) -> Path:
         return self.path / RANK_LOG.format(rank)
 
     def rank_logs(self) -> dict[int, Path]:
         """Rank -> its log file, for the logs that exist, in rank order."""
-        found = {}
-        for path in self.path.glob("rank*.log"):
-            match = _RANK_LOG.match(path.name)
-            if match:
-                found[int(match.group(1))] = path
-        return dict(sorted(found.items()))
+        logs = [(_RANK_LOG.match(path.name), path) for path in self.path.glob("rank*.log")]
+        return dict(sorted((int(match.group(1)), path) for match, path in logs if match))
 
     def tidy_logs(self) -> None:
         """Empty rank logs say nothing, whether the run ended well or not: remove them."""
         for log in self.rank_logs().values():
-            try:
+            with contextlib.suppress(OSError):  # gone already
                 if log.stat().st_size == 0:
                     log.unlink()
-            except OSError:  # gone already
-                continue
 
     def nccl_log(self, rank: int) -> Path:
         """Where rank ``rank``'s NCCL writes its INFO log (NCCL_DEBUG_FILE)."""
@@ -201,3 +195,172 @@ class RunDir:
 
     def figure_path(self, metric: str) -> Path:
         return self.path / f"{metric}.png"
+
+
+ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "GLOO_", "OMP_")
+#: Exceptions inside allowed prefixes: these can carry credentials or tokens.
+_ENV_DENY_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY")
+
+
+def allowed_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    return {
+        k: v
+        for k, v in sorted(env.items())
+        if k.startswith(ENV_PREFIXES) and not any(word in k for word in _ENV_DENY_WORDS)
+    }
+
+
+def _proc(name: str) -> dict[str, str]:
+    """The first block of /proc/NAME's ``key: value`` lines (cpuinfo's first processor,
+    meminfo whole); empty where unreadable."""
+    first: dict[str, str] = {}
+    try:
+        for line in Path("/proc", name).read_text().splitlines():
+            if not line.strip() and first:
+                break
+            key, _, value = line.partition(":")
+            first[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return first
+
+
+def cpu_model() -> str:
+    return _proc("cpuinfo").get("model name") or platform.processor() or platform.machine()
+
+
+#: /proc/cpuinfo's fields that name a CPU's generation: x86's, then Arm's.
+_CPU_ID_FIELDS = (
+    ("vendor_id", "cpu family", "model", "stepping"),
+    ("CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision"),
+)
+
+
+def cpu_id() -> str | None:
+    """The CPU's generation as the processor itself reports it (x86's vendor, family,
+    model and stepping; Arm's implementer and part), or None where unknown.
+
+    A hypervisor may give every host the same generic model name ("AMD EPYC", "Intel(R)
+    Xeon(R) Processor"), so that two machines of different speed look alike by name;
+    these fields still tell them apart (issue 33)."""
+    first = _proc("cpuinfo")
+    for names in _CPU_ID_FIELDS:
+        if all(first.get(name) for name in names):
+            return ", ".join(f"{name} {first[name]}" for name in names)
+    return None
+
+
+def versions() -> dict[str, str | None]:
+    import torch
+
+    nccl: str | None = None
+    if torch.cuda.is_available():
+        try:
+            raw = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, raw)) if isinstance(raw, tuple) else str(raw)
+        except (RuntimeError, AttributeError):
+            nccl = None
+    return {
+        "colbench": __version__,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "nccl": nccl,
+        "python": platform.python_version(),
+    }
+
+
+#: torch's settings that change its cost per NCCL call (the torch tax, colbench.direct):
+#: the flight recorder's ring of entries, CUDA timing events on every work, the watchdog's
+#: async error handling, desync debugging, and a host-side poll in every wait().
+TORCH_PER_CALL = (
+    "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    "TORCH_NCCL_ENABLE_TIMING",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_DESYNC_DEBUG",
+    "TORCH_NCCL_BLOCKING_WAIT",
+    "TORCH_DISTRIBUTED_DEBUG",
+)
+
+
+def torch_per_call(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """Each of :data:`TORCH_PER_CALL` as the rank saw it; None: unset (torch's default)."""
+    env = os.environ if env is None else env
+    return {name: env.get(name) for name in TORCH_PER_CALL}
+
+
+def gpus() -> list[str]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+def memory_bytes() -> int | None:
+    total = _proc("meminfo").get("MemTotal", "").split()
+    return int(total[0]) * 1024 if total and total[0].isdigit() else None
+
+
+def machine() -> dict[str, Any]:
+    """The machine fingerprint a baseline is tied to (see :data:`metafile.MUST_MATCH`).
+
+    gloo is compiled into torch and reports no version of its own: the torch version
+    stands for it.
+    """
+    vers = versions()
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_id": cpu_id(),
+        "cpu_cores": os.cpu_count(),
+        "memory_bytes": memory_bytes(),
+        "kernel": platform.release(),
+        "gpus": sorted(set(gpus())),
+        "torch": vers["torch"],
+        "gloo": f"bundled with torch {vers['torch']}",
+        "cuda": vers["cuda"],
+        "nccl": vers["nccl"],
+    }
+
+
+def collect(
+    *,
+    run_id: str,
+    config: dict[str, Any],
+    launcher: str,
+    backend: str,
+    world_size: int,
+    hosts: list[str],
+    devices: list[str],
+    pids: list[int] | None = None,
+    group_size: int | None = None,
+) -> dict[str, Any]:
+    """``hosts`` holds one node label per rank, in rank order."""
+    per_node = Counter(hosts)
+    sizes = set(per_node.values())
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "status": "running",
+        "command_line": list(config.get("command_line") or sys.argv),
+        "versions": versions(),
+        "backend": backend,
+        "launcher": launcher,
+        "world_size": world_size,
+        "hosts": sorted(set(hosts)),
+        "rank_hosts": hosts,
+        "rank_pids": pids or [],
+        "nnodes": len(set(hosts)),
+        # One number when every node runs as many ranks, else ranks per node label.
+        "local_world_size": sizes.pop() if len(sizes) == 1 else dict(sorted(per_node.items())),
+        "group_size": group_size or world_size,
+        "groups": world_size // (group_size or world_size),
+        "devices": devices,
+        "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
+        "machine": machine(),
+        "platform": platform.platform(),
+        "coordinator_host": socket.gethostname(),
+        "env": allowed_env(),
+        "torch_per_call": torch_per_call(),
+        "config": config,
+    }

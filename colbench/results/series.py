@@ -20,6 +20,8 @@ from colbench.errors import UsageError
 from colbench.results.rows import STATUS_OK, csv_path, load
 
 PLACEMENT_NAMES = {0: "out-of-place", 1: "in-place"}
+#: The columns a line carries per size (the median of its repeats).
+MEASURED = ("time_us", "algbw_gbps", "busbw_gbps")
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,10 @@ class Line:
     requested_bytes: np.ndarray
 
     def values(self, column: str) -> np.ndarray:
-        return {
-            "time_us": self.time_us,
-            "algbw_gbps": self.algbw_gbps,
-            "busbw_gbps": self.busbw_gbps,
-        }[column]
+        """The points of one of :data:`MEASURED`."""
+        if column not in MEASURED:
+            raise KeyError(column)
+        return getattr(self, column)
 
 
 def load_runs(paths: Sequence[str | os.PathLike[str]]) -> list[Run]:
@@ -100,11 +101,6 @@ def select_variant(run: Run, variant: str | None) -> Run:
     return Run(f"{run.label} [{variant}]" if variant else run.label, run.path, kept)
 
 
-def measured(frame: Any) -> Any:
-    """Rows that hold a measurement (status ``ok``), as a boolean mask."""
-    return (frame["status"] == STATUS_OK) & frame["time_us"].notna()
-
-
 def _optional_int(value: Any) -> int | None:
     try:
         number = float(value)
@@ -123,18 +119,17 @@ def _requested(frame: Any) -> Any:
 def lines(run: Run) -> list[Line]:
     """The run's curves over size; size-0 rows (barrier, empty imports) cannot be on a log axis,
     and rows without a measurement (status oom, unsupported) have nothing to draw."""
-    frame = run.frame[(run.frame["size_bytes"] > 0) & measured(run.frame)]
+    frame = run.frame
+    frame = frame[
+        (frame["size_bytes"] > 0) & (frame["status"] == STATUS_OK) & frame["time_us"].notna()
+    ]
     out: list[Line] = []
     keys = ["op", "variant", "dtype", "redop", "world_size"]
     for key, group in frame.groupby(keys, sort=False, dropna=False):
         op, variant, dtype, redop, world_size = key
         in_place = 0 if (group["in_place"] == 0).any() else 1
         chosen = group[group["in_place"] == in_place]
-        per_size = (
-            chosen.groupby("size_bytes")[["time_us", "algbw_gbps", "busbw_gbps"]]
-            .median()
-            .sort_index()
-        )
+        per_size = chosen.groupby("size_bytes")[list(MEASURED)].median().sort_index()
         requested = _requested(chosen).groupby(chosen["size_bytes"]).max().sort_index()
         first = chosen.iloc[0]
         out.append(
@@ -149,10 +144,8 @@ def lines(run: Run) -> list[Line]:
                 world_size=int(world_size),
                 nnodes=_optional_int(first["nnodes"]),
                 size_bytes=per_size.index.to_numpy(dtype=float),
-                time_us=per_size["time_us"].to_numpy(dtype=float),
-                algbw_gbps=per_size["algbw_gbps"].to_numpy(dtype=float),
-                busbw_gbps=per_size["busbw_gbps"].to_numpy(dtype=float),
                 requested_bytes=requested.to_numpy(dtype=float),
+                **{c: per_size[c].to_numpy(dtype=float) for c in MEASURED},
             )
         )
     return out

@@ -5,14 +5,11 @@ each with a meaning and a unit (:func:`column`); :class:`Table` names the file i
 written to and the history of its version. The column list, the CSV header, the
 writer's checks and docs/schema.md all come from that declaration.
 
-Writing a run's files: every failure is one line naming the file and the cause.
-
-A full disk, a run directory removed or renamed while the run measures, a file that
-cannot be replaced: the OSError becomes :class:`~colbench.errors.WriteFailed` (exit 6),
-whose message says which file and why, instead of a traceback or a rank blamed for an
-op it measured well. What was already on disk stays: rows are appended and flushed one by
-one (a torn last row is dropped by the reader, and said), and meta.json is replaced whole
-or not at all.
+Writing a run's files, every failure (a full disk, a run directory removed or renamed while
+the run measures, a file that cannot be replaced) is one line naming the file and the cause
+(:class:`~colbench.errors.WriteFailed`, exit 6), not a traceback or a rank blamed for an op
+it measured well. What was on disk stays: rows are appended and flushed one by one (the
+reader drops a torn last row, and says so); meta.json is replaced whole or not at all.
 """
 
 from __future__ import annotations
@@ -31,6 +28,7 @@ from typing import IO, Any
 
 from colbench import reading
 from colbench.errors import UsageError, WriteFailed
+from colbench.text import escape
 from colbench.text import markdown as markdown_rows
 
 
@@ -60,6 +58,7 @@ class TableRow(Mapping[str, Any]):
 
 
 def _fields(row_type: type) -> tuple[dataclasses.Field[Any], ...]:
+    # Typed for any class: TableRow itself is no dataclass, its subclasses are.
     return dataclasses.fields(row_type)
 
 
@@ -174,10 +173,10 @@ class TableWriter:
             if not new:
                 self._check_header()
             self._file: IO[str] = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
-        self._writer = csv.writer(self._file)
-        if new:
-            with checked(path):
+            self._writer = csv.writer(self._file)
+            if new:
                 self._writer.writerow(self._columns)
+        if new:
             self._flush()
 
     def write(self, row: Mapping[str, Any]) -> None:
@@ -281,13 +280,10 @@ def markdown(tables: list[Table]) -> str:
             out += [table.title, ""]
         out += [f"Schema version {table.version}.", ""]
         rows = [
-            (f"`{name}`", table.units[name] or "-", table.added_in.get(name, 1), meaning)
+            (f"`{name}`", table.units[name] or "-", table.added_in.get(name, 1), escape(meaning))
             for name, meaning in table.columns.items()
         ]
-        out += markdown_rows(
-            ["column", "unit", "since", "meaning"],
-            [(*row[:3], row[3].replace("|", "\\|")) for row in rows],
-        )
+        out += markdown_rows(["column", "unit", "since", "meaning"], rows)
         out += ["", f"### {table.file_name} schema versions", ""]
         out += [f"- **{v}**: {text}" for v, text in sorted(table.history.items())]
     return "\n".join(out) + "\n"

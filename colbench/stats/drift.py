@@ -18,7 +18,7 @@ one-sided p-value of t = (|c - m| - l) / (s * sqrt(1 + 1/K)), l the limit in log
 gives t a noncentral t distribution with K - 1 degrees of freedom and noncentrality
 delta / (s * sqrt(1 + 1/K)); the detectable margin is the delta at which the test rejects
 with the stated power. It is computed by numerical integration over the chi distribution
-of the sample SD (:func:`colbench.stats.student_t.t_tail`), not simulated and not read
+of the sample SD (:func:`colbench.stats.noise.t_tail`), not simulated and not read
 off a normal approximation, which at K = 5..10 promises power the t test lacks.
 
 **The overall statistic.** Drift is common mode: a slow spell of the runner moves every
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colbench.stats import rank_tests, student_t
+from colbench.stats import noise, rank_tests
 
 
 @dataclass(frozen=True)
@@ -96,19 +96,12 @@ def overall_current(
     )
 
 
-def t_tail(t: float, dof: int, ncp: float = 0.0) -> float:
-    """P(T > t) for the drift test's (noncentral) t; it needs 3 runs, 2 degrees of freedom."""
-    if dof < 2:
-        raise ValueError("the drift test needs at least 2 degrees of freedom (3 runs)")
-    return student_t.t_tail(t, dof, ncp)
-
-
-@functools.lru_cache(maxsize=256)
 def t_critical(level: float, dof: int) -> float:
-    """The t with P(T > t) = level."""
+    """The t with P(T > t) = level; the test needs 3 runs, 2 degrees of freedom (the
+    spreads :func:`judge` is given have them: :func:`spread_of`, :func:`overall_spread`)."""
     if dof < 2:
         raise ValueError("the drift test needs at least 2 degrees of freedom (3 runs)")
-    return student_t.t_upper(level, dof)
+    return noise.t_upper(level, dof)
 
 
 @functools.lru_cache(maxsize=256)
@@ -116,8 +109,8 @@ def margin_in_scales(level: float, power: float, dof: int) -> float:
     """The shift beyond the limit, in units of the prediction SD, that the one-sided test
     at ``level`` finds with probability ``power``: the noncentrality of that power."""
     critical = t_critical(level, dof)
-    return student_t.solve_monotone(
-        lambda ncp: t_tail(critical, dof, ncp), power, 0.0, 200.0, falling=False
+    return noise.solve_monotone(
+        lambda ncp: noise.t_tail(critical, dof, ncp), power, 0.0, 200.0, falling=False
     )
 
 
@@ -150,7 +143,7 @@ def judge(spread: RunSpread, current_log: float, worse_when: int, limit: float) 
     direction = 1 if d * worse_when > 0 else -1
     if spread.scale == 0:
         return DriftJudgement(change, direction, 0.0)
-    return DriftJudgement(change, direction, t_tail(beyond / spread.scale, spread.dof))
+    return DriftJudgement(change, direction, noise.t_tail(beyond / spread.scale, spread.dof))
 
 
 def detectable_margin(spread: RunSpread, level: float, power: float) -> float:

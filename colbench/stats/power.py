@@ -19,9 +19,6 @@ whose smallest attainable p-value is above ``level`` can detect nothing: None.
 **Slowdown.** All figures are stated as a slowdown: the fraction of bandwidth lost,
 1 - before/after of the time (a time rise r is a slowdown of r / (1 + r); "25% slower"
 is bandwidth x 0.75, time x 1.33), so that busbw and time checks speak one language.
-
-**Family-wise control.** A gate judges many rows; :mod:`colbench.stats.holm` keeps the
-chance that any row of an unchanged run fails at ``alpha``.
 """
 
 from __future__ import annotations
@@ -33,10 +30,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from colbench.stats import rank_tests
-from colbench.stats.levels import DEFAULT_POWER
+from colbench.stats import DEFAULT_POWER, rank_tests
 
-#: The power every detectable-change figure is stated at.
 #: Mann-Whitney against the t-test on normal data: asymptotic relative efficiency 3/pi.
 _RANK_TEST_INFLATION = math.sqrt(math.pi / 3)
 

@@ -28,7 +28,8 @@ from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.host.launchers import free_port
-from colbench.results.rows import RowWriter, load
+from colbench.results.rows import RESULTS, load
+from colbench.results.tables import TableWriter
 from tests.fakegpu import FAKE_GPU, REPO, gpu, run_on_fake_gpus
 from tests.fakenccl import FAKE_NCCL, records
 
@@ -64,7 +65,7 @@ def _rank(rank: int, port: int, out: str, nccl_version: int) -> None:
         info = RunInfo("direct", "gloo", "cpu", 2, 1, engine="nccl")
         context = BenchContext.on_cpu(cfg, info, rank, Groups(side))
         context = dataclasses.replace(context, engine=engine)
-        writer = RowWriter(Path(out) / "results.csv") if rank == 0 else None
+        writer = TableWriter(Path(out) / "results.csv", RESULTS) if rank == 0 else None
 
         class Sink:
             def rows(self, coll: Any, rows: Any) -> None:

@@ -31,7 +31,8 @@ from colbench.bench.plan import RunInfo, plan
 from colbench.config.contend import parse_contend
 from colbench.config.model import SweepConfig
 from colbench.host.launchers import free_port
-from colbench.results.rows import RowWriter, load
+from colbench.results.rows import RESULTS, load
+from colbench.results.tables import TableWriter
 from tests.fakenccl import FAKE_NCCL, records
 
 pytestmark = pytest.mark.dist
@@ -88,7 +89,7 @@ def _rank(rank: int, world: World, port: int, out: str) -> None:
             else None
         )
         context = dataclasses.replace(context, engine=engine, load=load_run)
-        writer = RowWriter(Path(out) / "results.csv") if rank == 0 else None
+        writer = TableWriter(Path(out) / "results.csv", RESULTS) if rank == 0 else None
         notes: list[str] = []
 
         class Sink:

@@ -37,7 +37,8 @@ from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_sizes
 from colbench.host.child import exit_now
 from colbench.host.launchers import free_port
-from colbench.results.rows import RowWriter, load
+from colbench.results.rows import RESULTS, load
+from colbench.results.tables import TableWriter
 from tests import netns
 from tests.conftest import run_colbench
 from tests.corrupting import Corrupting
@@ -159,7 +160,7 @@ def _one_row(coll: Collective, bufs: Buffers, ctx: Context) -> bool:
 
 
 class _CsvSink:
-    def __init__(self, writer: RowWriter) -> None:
+    def __init__(self, writer: TableWriter) -> None:
         self.writer = writer
 
     def rows(self, coll: Collective, rows: Any) -> None:
@@ -188,7 +189,7 @@ def _corrupted_rank(rank: int, port: int, csv_path: str) -> None:
             dataclasses.replace(w, coll=Corrupting(w.coll, _one_row)) for w in plan(cfg, 2, "gloo")
         ]
         info = RunInfo("corrupted", "gloo", "cpu", 2, 1)
-        writer = RowWriter(Path(csv_path)) if rank == 0 else None
+        writer = TableWriter(Path(csv_path), RESULTS) if rank == 0 else None
         sink = _CsvSink(writer) if writer is not None else None
         RankBench(BenchContext.on_cpu(cfg, info, rank), sink).run(work)
         if writer is not None:

@@ -17,7 +17,8 @@ from colbench.bench.ops.base import Buffers, Collective, Context
 from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.host.launchers import free_port
-from colbench.results.rows import RowWriter, load
+from colbench.results.rows import RESULTS, load
+from colbench.results.tables import TableWriter
 from tests.corrupting import Corrupting
 
 CORRUPT_RANK = 1
@@ -41,7 +42,7 @@ def _rank(rank: int, op_names: tuple[str, ...], port: int, csv_path: str) -> Non
         ]
         info = RunInfo("inject", "gloo", "cpu", 2, 1)
         sink = None
-        writer = RowWriter(Path(csv_path)) if rank == 0 else None
+        writer = TableWriter(Path(csv_path), RESULTS) if rank == 0 else None
         if writer is not None:
 
             class Sink:

@@ -1,6 +1,6 @@
 """Runs for the gate's tests, written the way a sweep writes them.
 
-Rows go through the real row builder (bench.make_row) and RowWriter and are read back
+Rows go through the real row builder (bench.make_row) and TableWriter and are read back
 with results.load, so the gate sees exactly what a sweep would leave; only the timings
 are chosen, to put the judgement in a known situation.
 """
@@ -17,7 +17,8 @@ from colbench.bench.rowmaker import make_row, unmeasured_row
 from colbench.commands.gate import engine as gate
 from colbench.commands.gate.checks import parse_checks
 from colbench.config.model import SweepConfig
-from colbench.results.rows import STATUS_OOM, RowWriter
+from colbench.results.rows import RESULTS, STATUS_OOM
+from colbench.results.tables import TableWriter
 
 KiB = 1024
 
@@ -39,7 +40,7 @@ def write_run(
 ) -> Path:
     """A run directory: {(op, requested bytes, "in"/"out"): per-repeat batch times}."""
     run_dir.mkdir(parents=True)
-    writer = RowWriter(run_dir / "results.csv")
+    writer = TableWriter(run_dir / "results.csv", RESULTS)
     info = RunInfo(run_dir.name, backend, device, world_size, 1, variant)
     for (op_name, requested, placement), samples in times_us.items():
         coll = ops.get(op_name)

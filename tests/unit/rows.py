@@ -9,7 +9,8 @@ from typing import Any
 
 from colbench.bench import ops
 from colbench.bench.rowmaker import host_bound
-from colbench.results.rows import KEY_COLUMNS, SCHEMA_VERSION, RowWriter
+from colbench.results.rows import KEY_COLUMNS, RESULTS, SCHEMA_VERSION
+from colbench.results.tables import TableWriter
 
 
 def row(
@@ -81,7 +82,7 @@ SIZES = [1 << e for e in range(10, 27, 2)]  # 1K .. 64M
 
 def write_run(directory: Path, rows: Iterable[dict[str, Any]]) -> Path:
     directory.mkdir(parents=True)
-    writer = RowWriter(directory / "results.csv")
+    writer = TableWriter(directory / "results.csv", RESULTS)
     # Samples of one key are repeats, as a sweep's --repeat writes them: a key repeated
     # with the same repeat index is an invalid row.
     samples: Counter[tuple[Any, ...]] = Counter()

@@ -24,9 +24,9 @@ from colbench.config.variants import expand
 from colbench.direct.engine import DirectEngine
 from colbench.direct.nccl4py import DirectComm, Nccl, missing
 from colbench.errors import UsageError
-from colbench.results.metadata import torch_per_call
+from colbench.results.join import nccl_dominates_from, taxes, torch_tax_lines, without_engine
 from colbench.results.rows import load
-from colbench.results.torch_tax import nccl_dominates_from, summary_lines, taxes, without_engine
+from colbench.results.rundir import torch_per_call
 from tests.conftest import run_main
 from tests.unit.rows import row, write_run
 
@@ -182,7 +182,7 @@ def test_the_torch_tax_per_row_pair_and_where_torch_dominates(tmp_path: Path) ->
     found = {t.size_bytes: round(t.tax_us, 3) for t in taxes(frame)}
     assert found == {1024: 45.0, 65536: 35.0, 1 << 20: 30.0, 1 << 24: 10.0}
     assert nccl_dominates_from(taxes(frame)) == 1 << 20
-    lines = summary_lines(frame, "RUN")
+    lines = torch_tax_lines(frame, "RUN")
     assert "torch adds +32.50 us per call (median over 4 size(s))" in lines[-2]
     assert lines[-2].endswith("torch's cost dominates below 1M")
     assert (

@@ -74,7 +74,7 @@ def test_no_reweighting_once_the_weighted_points_are_no_more_than_the_parameters
 
 
 def test_fit_states_the_intervals_predict_would_and_none_where_its_points_cannot() -> None:
-    # fit and predict compute a relative fit's covariance in one place (stats.robust).
+    # fit and predict compute a relative fit's covariance in one place (stats.noise).
     # Where their copies differed: a design whose columns are proportional (one size)
     # cannot tell latency from bandwidth; fit states no intervals for it rather than a
     # pseudo-inverse's. Elsewhere the standard errors are the textbook s^2 (A'A)^-1.

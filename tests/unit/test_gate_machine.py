@@ -10,7 +10,7 @@ import pytest
 from colbench.commands.gate import report as gate_report
 from colbench.commands.gate.baseline import update_baseline
 from colbench.commands.gate.verdict import Verdict
-from colbench.results import metadata
+from colbench.results import metafile, rundir
 from colbench.results.rows import load
 from tests.conftest import run_main
 from tests.unit.gate_runs import BIG, STEADY, run_gate, scaled, write_run
@@ -33,13 +33,13 @@ def _machine(**changes: object) -> dict[str, object]:
 
 
 def test_meta_records_the_fingerprint() -> None:
-    here = metadata.machine()
-    assert set(metadata.MUST_MATCH) <= set(here) and set(metadata.SHOWN) <= set(here)
+    here = rundir.machine()
+    assert set(metafile.MUST_MATCH) <= set(here) and set(metafile.SHOWN) <= set(here)
     assert here["cpu_cores"] and here["memory_bytes"] and here["kernel"]
     # Read from the processor, as its vendor's fields: x86's or Arm's (None elsewhere).
     assert here["cpu_id"] is None or here["cpu_id"].startswith(("vendor_id ", "CPU implementer "))
     old = {"cpu": {"model": "Xeon A", "cores": 2}, "versions": {"torch": "2.13.0+cpu"}}
-    assert metadata.fingerprint(old) == {
+    assert metafile.fingerprint(old) == {
         "cpu_model": "Xeon A",
         "cpu_cores": 2,
         "torch": "2.13.0+cpu",

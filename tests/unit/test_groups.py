@@ -13,7 +13,8 @@ from colbench.bench.rowmaker import make_row
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate, validate_for_world
 from colbench.errors import UsageError
-from colbench.results.rows import COLUMNS, SCHEMA_VERSION, RowWriter, load
+from colbench.results.rows import COLUMNS, RESULTS, SCHEMA_VERSION, load
+from colbench.results.tables import TableWriter
 
 
 def test_contiguous_groups() -> None:
@@ -74,7 +75,7 @@ def test_group_columns_in_the_schema(tmp_path: Path) -> None:
     assert SCHEMA_VERSION >= 2
     assert {"group_size", "groups", "aggbw_gbps"} <= set(COLUMNS)
     new = tmp_path / "new.csv"
-    writer = RowWriter(new)
+    writer = TableWriter(new, RESULTS)
     writer.close()
     assert list(load(new).columns) == list(COLUMNS)
 

@@ -17,10 +17,8 @@ import pytest
 from colbench.bench.rowmaker import percentile
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import WriteFailed
-from colbench.results.reporters import nccl_tests_encoding as encoding
 from colbench.results.reporters import nccl_tests_json as report
 from colbench.results.reporters.stragglers import RankTimes
-from colbench.results.reporters.stream import Summary
 from colbench.results.rows import Row
 from tests.conftest import run_main
 from tests.unit.rows import row
@@ -76,7 +74,7 @@ def written_report(tmp_path: Path, per_iter: bool = True) -> dict[str, Any]:
         for r in rows:
             rep.on_rank_times(r, RankTimes((10.0, 11.0), (0.0, 0.0), (), RANK_TIMES))
         rep.on_rows(rows)
-    rep.on_end(Summary(1.0))
+    rep.on_end(1.0)
     rep.close()
     return json.loads(path.read_text())
 
@@ -121,10 +119,10 @@ def test_summary_figures_are_nccl_tests_own_on_the_real_report() -> None:
     wrote beside them (formatted as it formats them)."""
     for placement in ("out_of_place_per_iter", "in_place_per_iter"):
         block = t4()["results"][0][placement]
-        stats = encoding.iter_stats(block["times_us"])
+        stats = report.iter_stats(block["times_us"])
         for key in ("min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us"):
-            assert encoding.double(getattr(stats, key)) == f"{block[key]:f}", key
-        assert encoding.double(stats.cv_pct) == f"{block['cv_pct']:f}"
+            assert report.double(getattr(stats, key)) == f"{block[key]:f}", key
+        assert report.double(stats.cv_pct) == f"{block['cv_pct']:f}"
 
 
 def test_per_iteration_block_from_each_ranks_times(tmp_path: Path) -> None:
@@ -144,9 +142,9 @@ def test_per_iteration_block_from_each_ranks_times(tmp_path: Path) -> None:
 
 
 def test_percentile_index_is_nearest_rank() -> None:
-    assert [encoding.percentile_index(50, p) for p in (95, 99)] == [47, 49]
-    assert [encoding.percentile_index(10, p) for p in (50, 95, 99)] == [4, 9, 9]
-    assert encoding.percentile_index(1, 99) == 0
+    assert [report.percentile_index(50, p) for p in (95, 99)] == [47, 49]
+    assert [report.percentile_index(10, p) for p in (50, 95, 99)] == [4, 9, 9]
+    assert report.percentile_index(1, 99) == 0
 
 
 def test_without_per_iter_timing_no_blocks(tmp_path: Path) -> None:
@@ -209,9 +207,9 @@ def test_report_okay_is_nccl_tests_rule() -> None:
 
 
 def test_strings_escaped_and_cut_as_util_cu() -> None:
-    assert encoding.text('a/b"c\\d\te\nf') == '"a\\/b\\"c\\\\d\\te\\nf"'
-    assert encoding.text("caf\u00e9 au lait") == '"caf"'
-    assert encoding.double(float("nan")) == '"nan"'
+    assert report.text('a/b"c\\d\te\nf') == '"a\\/b\\"c\\\\d\\te\\nf"'
+    assert report.text("caf\u00e9 au lait") == '"caf"'
+    assert report.double(float("nan")) == '"nan"'
 
 
 def test_credentials_left_out_of_env() -> None:

@@ -17,7 +17,6 @@ from colbench.results.reporters.stream import (
     ProgressReporter,
     Reporter,
     RowStream,
-    Summary,
 )
 from colbench.results.rows import Row, load
 from colbench.results.rundir import RunDir
@@ -51,7 +50,7 @@ def stream_for(tmp_path: Path) -> tuple[RunDir, RowStream, list[str], list[int]]
         CsvReporter(run),
         MetaReporter(run),
         ProgressReporter(advanced.append),
-        ConsoleReporter(HEADER, echoed.append, echoed.append),
+        ConsoleReporter(HEADER, echoed.append),
     ]
     return run, RowStream(reporters, echoed.append), echoed, advanced
 
@@ -78,7 +77,7 @@ def test_one_stream_feeds_every_reporter(tmp_path: Path) -> None:
     assert advanced == [2, 2, 1, 1]
     # The console reporter prints what the table always printed for these rows.
     alone: list[str] = []
-    table = TableSink(echo=alone.append, warn=alone.append)
+    table = TableSink(echo=alone.append)
     table.header(HEADER)
     for rows in sizes():
         table.rows(ops.get(rows[0].op), rows)
@@ -100,7 +99,7 @@ def test_each_size_is_on_disk_and_counted_before_the_table_prints_it(tmp_path: P
         CsvReporter(run),
         MetaReporter(run),
         ProgressReporter(advanced.append),
-        ConsoleReporter(HEADER, echo, echo),
+        ConsoleReporter(HEADER, echo),
     ]
     fed = 0
     with RowStream(reporters, echo) as stream:
@@ -138,12 +137,12 @@ def test_an_end_that_fails_still_ends_the_other_reporters(tmp_path: Path) -> Non
     # Every row is measured when the end comes: one reporter's failure there (the
     # straggler test once overflowed in meta.json's) must not silence the table's summary.
     class Broken(Reporter):
-        def on_end(self, summary: Summary) -> None:
+        def on_end(self, duration_s: float) -> None:
             raise OverflowError("int too large to convert to float")
 
     run = RunDir.create(tmp_path / "run", tmp_path)
     echoed: list[str] = []
-    reporters = [CsvReporter(run), Broken(), ConsoleReporter(HEADER, echoed.append, echoed.append)]
+    reporters = [CsvReporter(run), Broken(), ConsoleReporter(HEADER, echoed.append)]
     with pytest.raises(OverflowError), RowStream(reporters, echoed.append) as stream:
         stream.start({"run_id": run.name})
         for rows in sizes():

@@ -14,7 +14,8 @@ from colbench.bench.plan import RunInfo, Work
 from colbench.bench.rowmaker import combine_times, make_row
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.results.rows import COLUMNS, SCHEMA_VERSION, RowWriter, csv_path, load
+from colbench.results.rows import COLUMNS, RESULTS, SCHEMA_VERSION, csv_path, load
+from colbench.results.tables import TableWriter
 
 TIME_COLUMNS = ("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us")
 
@@ -62,7 +63,7 @@ def test_make_row_stays_inside_the_schema() -> None:
 
 def test_writer_writes_the_header_once_then_rows(tmp_path: Path) -> None:
     path = tmp_path / "results.csv"
-    writer = RowWriter(path)
+    writer = TableWriter(path, RESULTS)
     writer.write(a_row())
     writer.write(a_row(in_place=1, wrong=None))
     writer.close()
@@ -71,7 +72,7 @@ def test_writer_writes_the_header_once_then_rows(tmp_path: Path) -> None:
     assert len(rows) == 3
     assert all(len(r) == len(COLUMNS) for r in rows)
     # Appending to the same file (a resumed writer) adds no second header.
-    again = RowWriter(path)
+    again = TableWriter(path, RESULTS)
     again.write(a_row())
     again.close()
     rows = read_rows(path)
@@ -81,7 +82,7 @@ def test_writer_writes_the_header_once_then_rows(tmp_path: Path) -> None:
 
 def test_each_row_is_on_disk_while_the_writer_is_open(tmp_path: Path) -> None:
     path = tmp_path / "results.csv"
-    writer = RowWriter(path)
+    writer = TableWriter(path, RESULTS)
     try:
         assert read_rows(path) == [list(COLUMNS)]
         writer.write(a_row())
@@ -96,7 +97,7 @@ def test_each_row_is_on_disk_while_the_writer_is_open(tmp_path: Path) -> None:
 
 def test_rows_with_unknown_columns_are_rejected(tmp_path: Path) -> None:
     path = tmp_path / "results.csv"
-    writer = RowWriter(path)
+    writer = TableWriter(path, RESULTS)
     try:
         with pytest.raises(ValueError, match="outside the schema"):
             writer.write({**a_row(), "size": 1024})
@@ -107,7 +108,7 @@ def test_rows_with_unknown_columns_are_rejected(tmp_path: Path) -> None:
 
 def test_load_round_trips_and_types(tmp_path: Path) -> None:
     path = tmp_path / "results.csv"
-    writer = RowWriter(path)
+    writer = TableWriter(path, RESULTS)
     writer.write(a_row(wrong=0, variant=""))
     writer.write(a_row(in_place=1, wrong=None, variant="NCCL_ALGO=Ring"))
     writer.write(a_row(wrong=3, variant="NCCL_PROTO=LL"))
@@ -135,7 +136,7 @@ def test_load_keeps_numeric_columns_numeric_when_a_row_has_no_measurement(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "results.csv"
-    writer = RowWriter(path)
+    writer = TableWriter(path, RESULTS)
     writer.write(a_row())
     empty = dict.fromkeys((*TIME_COLUMNS, "algbw_gbps", "busbw_gbps"))
     writer.write(a_row(in_place=1, wrong=None, **empty))
@@ -148,7 +149,7 @@ def test_load_keeps_numeric_columns_numeric_when_a_row_has_no_measurement(
 
 def test_load_of_a_header_only_file_is_empty(tmp_path: Path) -> None:
     path = tmp_path / "results.csv"
-    RowWriter(path).close()
+    TableWriter(path, RESULTS).close()
     frame = load(path)
     assert frame.empty
     assert list(frame.columns) == list(COLUMNS)

@@ -22,8 +22,9 @@ import pytest
 from colbench.bench.rowmaker import host_bound
 from colbench.commands.gate.baseline import update_baseline
 from colbench.errors import UsageError
-from colbench.results.rows import COLUMNS, HOST_BOUND_RATIO, RowWriter, load
-from colbench.results.versions import LOAD_COLUMNS, SCHEMA_VERSION, may_lack
+from colbench.results.rows import COLUMNS, HOST_BOUND_RATIO, RESULTS, load
+from colbench.results.tables import TableWriter
+from colbench.results.validity import LOAD_COLUMNS, SCHEMA_VERSION, may_lack
 from tests.conftest import run_main
 
 SMOKE = Path(__file__).resolve().parents[2] / "results" / "baselines" / "gloo-smoke"
@@ -70,7 +71,7 @@ def smoke_rows() -> list[dict[str, str]]:
 def current_run(run_dir: Path, rows: Sequence[dict[str, str]]) -> Path:
     """A run of this colbench's schema with the given rows' numbers, and a complete meta."""
     run_dir.mkdir(parents=True)
-    writer = RowWriter(run_dir / "results.csv")
+    writer = TableWriter(run_dir / "results.csv", RESULTS)
     try:
         for row in rows:
             # This version writes every row's engine (a v2 row has none to copy).
@@ -228,7 +229,7 @@ def test_the_writer_never_appends_to_a_file_of_another_layout(tmp_path: Path) ->
     path = write_old(tmp_path / "results.csv", V2_COLUMNS, 2, smoke_rows()[:2])
     before = path.read_bytes()
     with pytest.raises(UsageError, match="another schema"):
-        RowWriter(path)
+        TableWriter(path, RESULTS)
     assert path.read_bytes() == before
 
 
@@ -251,7 +252,7 @@ def test_host_bound_rule(enqueue_us: float | None, time_us: float | None, expect
 
 
 def test_new_columns_round_trip(tmp_path: Path) -> None:
-    writer = RowWriter(tmp_path / "results.csv")
+    writer = TableWriter(tmp_path / "results.csv", RESULTS)
     base = {c: smoke_rows()[0].get(c) for c in COLUMNS} | {"schema_version": SCHEMA_VERSION}
     writer.write(base | {"enqueue_us": 44.25, "host_bound": host_bound(44.25, 45.88)})
     writer.write(base | {"enqueue_us": None, "host_bound": None})

@@ -165,7 +165,7 @@ def _row(size: int, slowest: int, skew_us: float, batch: tuple[float, float]) ->
 
 def test_the_table_marks_rank_skew_and_names_the_straggler() -> None:
     echoed: list[str] = []
-    sink = TableSink(echo=echoed.append, warn=echoed.append)
+    sink = TableSink(echo=echoed.append)
     sink.nodes = ["nodeA", "nodeB"]
     rows = [_row(1024 << i, 1, 40.0, (100.0, 100.0)) for i in range(12)]
     rows[0] = _row(1024, 1, 40.0, (100.0, 120.0))
@@ -207,7 +207,7 @@ def test_the_table_ends_with_its_summary_after_a_hundred_thousand_late_arrivals(
     # longer than it (10^5 late-arrival rows at 2 ranks, 4 at 8).
     for counts in ([60_000, 40_000], [12_500] * 8):
         echoed: list[str] = []
-        sink = TableSink(echo=echoed.append, warn=echoed.append)
+        sink = TableSink(echo=echoed.append)
         sink.slowest.counts = list(counts)
         sink.close()
         assert echoed[-1].startswith("# Straggler            : none: no rank arrived last")

@@ -1,4 +1,4 @@
-"""cells.typed, which parses most numeric columns in one pandas call, types a run exactly as
+"""validity.typed, which parses most numeric columns in one pandas call, types a run exactly as
 the text pass per column did before (main 08a7fa3): the same frame (dtypes, values, NaN
 against <NA>), the same non_finite masks and the same errors, on real runs (the golden
 smoke runs, the checked-in baseline, nccl-tests reports imported) and on a copy of a run
@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from colbench.errors import UsageError
-from colbench.results import cells, rows, tables
+from colbench.results import tables, validity
 from colbench.results.rows import load
 from colbench.results.tables import Table, TableRow
 from colbench.results.tables import column as _column
@@ -83,7 +83,7 @@ def _typed_per_column(file: Path, raw: Any, table: tables.Table) -> tuple[Any, d
                 non_finite[column] = bad
             continue
         try:
-            # Since cells.py: a count that is not a whole int64 is refused, not cast (the
+            # Since the one-call parse: a count that is not a whole int64 is refused, not cast (the
             # cast cut 1.5 to 1 and wrapped 1e30 in a column with no missing cell).
             if not all(_whole_int64(value) for value in numbers.dropna()):
                 raise ValueError(column)
@@ -127,15 +127,16 @@ def both_ways(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     """Every typed call a load makes is checked against the oracle on the same cells;
     the outcomes (typed, or the error's name) are kept for the test to look at."""
     seen: list[tuple[str, Any]] = []
+    typed = validity.typed
 
     def both(file: Path, raw: Any, table: tables.Table) -> tuple[Any, dict[str, Any]]:
         want = _outcome(_typed_per_column, file, raw.copy(), table)
-        got = _outcome(cells.typed, file, raw, table)
+        got = _outcome(typed, file, raw, table)
         _assert_same(got, want)
         seen.append(got)
-        return cells.typed(file, raw, table)
+        return typed(file, raw, table)
 
-    monkeypatch.setattr(rows, "typed", both)
+    monkeypatch.setattr(validity, "typed", both)
     return seen
 
 
@@ -212,7 +213,7 @@ def test_each_edge_case_types_as_before(edited: str) -> None:
         raw = raw.copy()
         raw.loc[3, edited] = cell
         want = _outcome(_typed_per_column, Path("r.csv"), raw.copy(), CASES)
-        outcomes.append(_outcome(cells.typed, Path("r.csv"), raw, CASES))
+        outcomes.append(_outcome(validity.typed, Path("r.csv"), raw, CASES))
         _assert_same(outcomes[-1], want)
     # The cases reach every outcome: typed, a non-number, and (counts) a non-whole number.
     assert {kind for kind, _ in outcomes} == {"typed", "UsageError"}

@@ -19,8 +19,9 @@ from typing import Any
 from colbench.config.variants import variant_env
 from colbench.nccl.algo import asked
 from colbench.output import plural
-from colbench.results.join import Pair, Sample, fabric_warnings, is_ok, join, key_columns, read_meta
+from colbench.results.join import Pair, Sample, fabric_warnings, is_ok, join, key_columns
 from colbench.results.reporters.figures import metric, metric_key
+from colbench.results.rundir import RunDir
 from colbench.results.series import Run, load_runs, select_variant
 from colbench.stats import noise, rank_tests
 
@@ -48,7 +49,7 @@ def _describe(run: Run) -> str:
     backend = "/".join(sorted(set(frame["backend"].astype(str))))
     worlds = "/".join(str(w) for w in sorted(set(frame["world_size"].astype(int))))
     text = f"{run.label}: {backend}, {worlds} ranks"
-    meta = read_meta(run.path) or {}
+    meta = RunDir.of(run.path).meta_or_none() or {}
     versions = meta.get("versions") or {}
     shown = [f"{k} {v}" for k, v in versions.items() if v and k in ("torch", "nccl", "nccl-tests")]
     if meta.get("status") == "imported":
@@ -130,12 +131,12 @@ def _torch_tax(frame_a: Any, frame_b: Any) -> list[str]:
     """The torch tax of each row pair, when one side is torch's rows and the other NCCL's."""
     import pandas as pd
 
-    from colbench.results.torch_tax import summary_lines
+    from colbench.results.join import torch_tax_lines
 
     both = pd.concat([frame_a, frame_b], ignore_index=True)
     # Each side's variant is one engine's: the pairs are the same rows but the engine.
     both["variant"] = ""
-    return [line.removeprefix("# ") for line in summary_lines(both)[:-1]]
+    return [line.removeprefix("# ") for line in torch_tax_lines(both)[:-1]]
 
 
 _SIDE_COLUMNS = [

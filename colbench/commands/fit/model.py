@@ -1,7 +1,7 @@
 """``colbench fit``: the latency-bandwidth (alpha-beta) model per measured line, time_us =
 alpha_us + size_bytes / (beta_gbps * 1e3), and where two lines' models cross.
 
-The fit is the one robust fit (:mod:`colbench.stats.robust`): relative residuals,
+The fit is the one robust fit (:mod:`colbench.stats.noise`): relative residuals,
 because message sizes span six or more orders of magnitude and an absolute fit would
 leave alpha as noise; Huber-then-bisquare reweighting, because small sizes on a shared
 machine are noisy (gloo calls wander between 0.3 and 3 ms here).
@@ -21,7 +21,7 @@ from colbench.bench import ops
 from colbench.errors import ExitCode, UsageError
 from colbench.results import series
 from colbench.results.series import Line, labels
-from colbench.stats import noise, robust, student_t
+from colbench.stats import noise
 from colbench.text import Column
 
 
@@ -50,7 +50,7 @@ def fit_time(
     size, time = size[keep], time[keep]
     if len(np.unique(size)) < 2:
         raise ValueError("a latency-bandwidth fit needs at least two distinct sizes")
-    (alpha, slope), _ = robust.reweighted(np.column_stack([1.0 / time, size / time]), (0, 1))
+    (alpha, slope), _ = noise.reweighted(np.column_stack([1.0 / time, size / time]), (0, 1))
     beta = math.inf if slope == 0 else 1.0 / slope / 1e3
     return Model(alpha_us=float(alpha), beta_gbps=beta)
 
@@ -83,7 +83,7 @@ class Uncertainty:
     def differs(self, other: Uncertainty) -> bool:
         """True when the two fits differ beyond noise: in latency or in slope, by more
         than the 95% half-width of the difference."""
-        t = student_t.t_two_sided(noise.LEVEL, min(self.dof, other.dof))
+        t = noise.t_two_sided(noise.LEVEL, min(self.dof, other.dof))
         return abs(self.alpha_us - other.alpha_us) > t * math.hypot(
             self.alpha_se_us, other.alpha_se_us
         ) or abs(self.slope_us_per_byte - other.slope_us_per_byte) > t * math.hypot(
@@ -105,7 +105,7 @@ def uncertainty(size_bytes: np.ndarray, time_us: np.ndarray, model: Model) -> Un
     if np.linalg.matrix_rank(design) < 2:
         return None  # one size: latency and bandwidth cannot be told apart
     residuals = 1.0 - design @ np.array([model.alpha_us, slope])
-    _, covariance = robust.covariance(design, residuals, dof)
+    _, covariance = noise.covariance(design, residuals, dof)
     errors = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     return Uncertainty(model.alpha_us, float(errors[0]), slope, float(errors[1]), dof)
 

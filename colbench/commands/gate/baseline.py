@@ -11,8 +11,8 @@ from typing import Any
 from colbench import reading
 from colbench.commands.gate.checks import DEFAULT_KEEP
 from colbench.errors import UsageError
-from colbench.results import metadata, tables
-from colbench.results.join import RunFrames, load_pooled, read_meta
+from colbench.results import metafile, tables
+from colbench.results.join import RunFrames, load_pooled
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text
 from colbench.results.rundir import RunDir
 
@@ -29,7 +29,7 @@ def update_baseline(
     runs, their rows in one results.csv and the first current run's meta.json.
 
     The current runs always stay; the baseline's own runs fill the rest of the window,
-    newest first, unless they were measured on another machine (metadata.MUST_MATCH),
+    newest first, unless they were measured on another machine (metafile.MUST_MATCH),
     which the window then drops. A run with wrong elements, rows without a measurement,
     or a status other than complete is refused: a broken baseline would let the next
     broken run pass. ``frames_of``: the command's reads of the runs (all made before the
@@ -40,7 +40,7 @@ def update_baseline(
     metas = []
     for path in currents:
         _refuse_as_baseline(path, load_run)
-        metas.append(read_meta(path))
+        metas.append(RunDir.of(path).meta_or_none())
     target = Path(baseline)
     if target.suffix == ".csv":
         raise UsageError(f"--update-baseline needs a baseline directory, not the file {target}")
@@ -79,10 +79,10 @@ def _runs_to_keep(
     the same id as a new one is that run accepted again, and goes."""
     if room <= 0 or not csv_path(target).is_file():
         return []
-    old_meta = read_meta(target)
+    old_meta = RunDir.of(target).meta_or_none()
     if old_meta is not None and new_meta is not None:
-        differ = metadata.machine_differences(
-            metadata.fingerprint(old_meta), metadata.fingerprint(new_meta)
+        differ = metafile.machine_differences(
+            metafile.fingerprint(old_meta), metafile.fingerprint(new_meta)
         )
         if differ:
             return []
@@ -131,7 +131,7 @@ def _refuse_as_baseline(path: str | os.PathLike[str], load_run: RunFrames) -> No
             f"refusing to accept {where} as the baseline: {not_ok} row(s) have no "
             "measurement (status other than ok or unsupported)"
         )
-    meta = read_meta(path)
+    meta = RunDir.of(path).meta_or_none()
     if meta is not None and meta.get("status") != "complete":
         raise UsageError(
             f"refusing to accept {where} as the baseline: its status is "

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from colbench.config.sizes import parse_size
 from colbench.errors import UsageError
-from colbench.results import metrics
-from colbench.stats.levels import DEFAULT_ALPHA as DEFAULT_ALPHA
-from colbench.stats.levels import DEFAULT_MAX_CV as DEFAULT_MAX_CV
-from colbench.stats.levels import DEFAULT_POWER as DEFAULT_POWER
+from colbench.results.reporters import figures
+from colbench.stats import DEFAULT_ALPHA as DEFAULT_ALPHA
+from colbench.stats import DEFAULT_MAX_CV as DEFAULT_MAX_CV
+from colbench.stats import DEFAULT_POWER as DEFAULT_POWER
 
 #: Metric -> +1 when a rise is a regression (times, wrong elements), -1 when a drop is.
 METRIC_WORSE_WHEN: dict[str, int] = {
@@ -61,7 +61,7 @@ class Check:
         """``metric:+X%``, ``metric:-X%``, ``metric:X%`` (the bad direction) or ``metric:V``."""
         metric, sep, spec = text.strip().partition(":")
         # A metric by its column (busbw_gbps) or its short alias (busbw), as everywhere.
-        metric, spec = metrics.column(metric), spec.strip().replace(" ", "")
+        metric, spec = figures.column(metric), spec.strip().replace(" ", "")
         if not sep or not metric or not spec:
             raise UsageError(
                 f"bad --check {text!r}: write METRIC:+X%, METRIC:-X% or METRIC:VALUE, "

@@ -20,7 +20,7 @@ from colbench.commands.gate.result import FloorResult, GateResult, GateRules
 from colbench.commands.gate.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError
-from colbench.results import metadata, metafile
+from colbench.results import metafile
 from colbench.results.join import (
     Pair,
     RunFrames,
@@ -29,11 +29,11 @@ from colbench.results.join import (
     load_pooled,
     ok_values,
     pool,
-    read_meta,
     side_status,
     wrong_counts,
 )
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
+from colbench.results.rundir import RunDir
 from colbench.stats import rank_tests
 
 #: A row of the baseline that found no exact partner is looked for again by these alone:
@@ -206,7 +206,7 @@ def run_gate(
 
     With ``rules.missing_ok`` a baseline directory that does not exist (a fresh runner)
     judges the current run alone: correctness and presence, performance "not judged".
-    Against a baseline from another machine (metadata.MUST_MATCH) performance is "not
+    Against a baseline from another machine (metafile.MUST_MATCH) performance is "not
     comparable" and only correctness and presence are judged, unless ``rules.any_machine``.
     ``frames_of``: the command's reads of the runs, when it reads them for more than this.
     """
@@ -218,10 +218,10 @@ def run_gate(
         raise UsageError(
             f"baseline {csv_path(baseline)} holds no rows, only its header: nothing to judge by"
         )
-    base_meta = None if no_baseline else read_meta(baseline)
+    base_meta = None if no_baseline else RunDir.of(baseline).meta_or_none()
     if base_meta is not None and not rules.accept_incomplete_baseline:
         _refuse_incomplete_baseline(baseline, base_meta, base_frame)
-    first_meta = read_meta(currents[0])
+    first_meta = RunDir.of(currents[0]).meta_or_none()
     not_judged = f"performance not judged: no baseline at {baseline}" if no_baseline else ""
     if not no_baseline and not rules.any_machine:
         not_judged = _other_machine(base_meta, first_meta)
@@ -254,7 +254,7 @@ def _incomplete(
     that did not end well but kept every planned row (judged on them, said first)."""
     incomplete, warnings = [], []
     for path in currents:
-        cur_meta = read_meta(path)
+        cur_meta = RunDir.of(path).meta_or_none()
         if cur_meta is None:
             continue
         why = metafile.incomplete(cur_meta, _held(cur_frame, cur_meta))
@@ -280,8 +280,8 @@ def _other_machine(base_meta: Any, cur_meta: Any) -> str:
     """Why performance is not comparable between the runs' machines; "" when it is."""
     if base_meta is None or cur_meta is None:
         return ""
-    differ = metadata.machine_differences(
-        metadata.fingerprint(base_meta), metadata.fingerprint(cur_meta)
+    differ = metafile.machine_differences(
+        metafile.fingerprint(base_meta), metafile.fingerprint(cur_meta)
     )
     if not differ:
         return ""
@@ -309,8 +309,8 @@ def _machines(base_meta: Any, cur_meta: Any) -> tuple[list[tuple[str, str, str]]
     """What changed between the runs' machines and software, and a warning when their CPUs
     differ."""
     changes = _what_changed(base_meta, cur_meta)
-    base_print, cur_print = metadata.fingerprint(base_meta), metadata.fingerprint(cur_meta)
-    changes += metadata.machine_differences(base_print, cur_print, metadata.SHOWN)
+    base_print, cur_print = metafile.fingerprint(base_meta), metafile.fingerprint(cur_meta)
+    changes += metafile.machine_differences(base_print, cur_print, metafile.SHOWN)
     cpus = [(m.get("cpu") or {}).get("model") for m in (base_meta, cur_meta)]
     warnings = []
     if None not in cpus and cpus[0] != cpus[1]:

@@ -36,7 +36,7 @@ from colbench.stats.rank_tests import median
 
 #: Columns that name a row of the paired table: every key but the variant, and but the
 #: engine, which an ``--engine torch,nccl`` run's variants differ by (engine=torch vs
-#: engine=nccl: the torch tax, colbench.results.torch_tax).
+#: engine=nccl: the torch tax, colbench.results.join).
 ROW_KEYS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "engine"))
 
 

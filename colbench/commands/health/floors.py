@@ -36,7 +36,7 @@ from typing import Any
 from colbench import reading, text
 from colbench.commands.gate.checks import DEFAULT_POWER
 from colbench.errors import UsageError
-from colbench.results import metadata, tables
+from colbench.results import metafile, tables
 from colbench.results.rundir import RunDir
 from colbench.stats import drift
 from colbench.text import Column
@@ -50,7 +50,7 @@ SCHEMA_VERSION = 2
 KIND = "colbench health floors"
 MIN_RUNS = 10
 #: What floors and the runs they judge must share, beyond the NICs.
-LEARNED_ON = (*metadata.MUST_MATCH, "health_version")
+LEARNED_ON = (*metafile.MUST_MATCH, "health_version")
 WARN_RATE = 0.01
 CRITICAL_RATE = 0.001
 FLOORS = reading.Kind("floors file", 16 * 1024**2)
@@ -93,7 +93,7 @@ def read_figures(run: Path) -> list[dict[str, Any]]:
 def fingerprint(meta: Mapping[str, Any]) -> dict[str, Any]:
     """The gate's machine fingerprint and the nodes' NICs (kind and rate) toward the
     coordinator: what makes floors of one fleet apply to another."""
-    found = metadata.fingerprint(meta)
+    found = metafile.fingerprint(meta)
     nics = set()
     for facts in (meta.get("hardware") or {}).values():
         iface = facts.get("interface")
@@ -159,7 +159,7 @@ def learn(runs: Sequence[str], out: str) -> int:
             per_check[key].append(values)
     first_run, first = prints[0]
     for run, other in prints[1:]:
-        differ = metadata.machine_differences(first, other, (*LEARNED_ON, "nics"))
+        differ = metafile.machine_differences(first, other, (*LEARNED_ON, "nics"))
         if differ:
             name, a, b = differ[0]
             what = "by another colbench health" if name == "health_version" else "on other hardware"

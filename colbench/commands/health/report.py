@@ -35,7 +35,7 @@ from colbench.commands.p2p.report import matrix_text
 from colbench.errors import ExitCode
 from colbench.host.launchers.gpus import normal_bus_id
 from colbench.host.protocol import Failure
-from colbench.results import metadata, tables
+from colbench.results import metafile, tables
 from colbench.results.rundir import RunDir
 from colbench.text import Column
 
@@ -135,7 +135,7 @@ def report(run_dir: Path, cfg: HealthConfig) -> int:
 
 
 def _warn_fingerprint(learned: Mapping[str, Any], now: Mapping[str, Any], path: str) -> None:
-    differ = metadata.machine_differences(learned, now, (*floor_files.LEARNED_ON, "nics", "nodes"))
+    differ = metafile.machine_differences(learned, now, (*floor_files.LEARNED_ON, "nics", "nodes"))
     for name, then, current in differ:
         print(
             f"colbench: warning: --floors {path} was learned on {name} {then}, this run has "

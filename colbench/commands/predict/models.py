@@ -13,7 +13,7 @@ terms (ring, tree, double_tree), and why, are docs/predict.md's "The models".
 The fit, per (op, algorithm) over every measured (N, size) point, minimises relative
 residuals (measured - model) / measured, as ``colbench fit`` does: sizes span many orders
 of magnitude, and an absolute fit would let the largest size decide everything. Points
-that do not fit are found by the one robust fit (:mod:`colbench.stats.robust`) and
+that do not fit are found by the one robust fit (:mod:`colbench.stats.noise`) and
 dropped when beyond the bisquare's cut-off and above ``OUTLIER_FLOOR``; the final
 parameters are the plain relative least squares over the points kept, so their covariance
 has its textbook form, which gives each prediction its 95% interval (the formula and its
@@ -32,7 +32,7 @@ from colbench.bench import ops
 from colbench.bench.ops.base import RingCost
 from colbench.nccl.names import NEWEST_KNOWN
 from colbench.nccl.rules import function_algorithms
-from colbench.stats import robust, student_t
+from colbench.stats import noise
 
 RING = "ring"
 TREE = "tree"
@@ -254,7 +254,7 @@ class Fit:
 
 def t_quantile(dof: int, level: float = _LEVEL) -> float:
     """Two-sided Student-t quantile of the prediction intervals."""
-    return student_t.t_two_sided(level, dof)
+    return noise.t_two_sided(level, dof)
 
 
 def _identifiable(design: np.ndarray, time: np.ndarray) -> tuple[list[int], list[int]]:
@@ -278,7 +278,7 @@ def _identifiable(design: np.ndarray, time: np.ndarray) -> tuple[list[int], list
 def _outliers(relative: np.ndarray, free: Sequence[int]) -> np.ndarray:
     """A mask of the points the robust fit gives no weight and that miss by more than
     OUTLIER_FLOOR."""
-    params, weights = robust.reweighted(relative, free)
+    params, weights = noise.reweighted(relative, free)
     residuals = 1.0 - relative @ params
     return (weights == 0) & (np.abs(residuals) > OUTLIER_FLOOR)
 
@@ -301,7 +301,7 @@ def fit(op: str, algo: str, points: Sequence[Point]) -> Fit:
     relative = design / time[:, None]
     out = _outliers(relative, free)
     keep = ~out
-    params = robust.solve(relative[keep], np.ones(int(keep.sum())), free)
+    params = noise.solve(relative[keep], np.ones(int(keep.sum())), free)
     held = [c for c in free if params[c] == 0]
     if held:
         notes.append(
@@ -313,7 +313,7 @@ def fit(op: str, algo: str, points: Sequence[Point]) -> Fit:
     dof = int(keep.sum()) - len(active)
     if dof < 1:
         raise Unidentifiable("points")
-    variance, covariance = robust.covariance(relative[keep][:, list(active)], kept_res, dof)
+    variance, covariance = noise.covariance(relative[keep][:, list(active)], kept_res, dof)
     return Fit(
         op=op,
         algo=algo,

@@ -224,11 +224,11 @@ def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: s
 
 
 def _print_torch_tax(run_dir: Path) -> None:
-    """Both engines' rows, pair by pair, after the tables (colbench.results.torch_tax)."""
+    """Both engines' rows, pair by pair, after the tables (colbench.results.join)."""
+    from colbench.results.join import torch_tax_lines
     from colbench.results.rows import load
-    from colbench.results.torch_tax import summary_lines
 
-    for line in summary_lines(load(run_dir), str(run_dir)):
+    for line in torch_tax_lines(load(run_dir), str(run_dir)):
         print(line)
     sys.stdout.flush()
 

@@ -133,7 +133,7 @@ def _reporters(
     if cfg.output.table:
         header = _table_header(job, context, met, warnings)
         header += [node.header_line(label, facts) for label, facts in met.hardware.items()]
-        reporters.append(ConsoleReporter(header, echo, hooks.warn, cfg.measure.repeat))
+        reporters.append(ConsoleReporter(header, echo, cfg.measure.repeat))
     return reporters
 
 

@@ -8,7 +8,6 @@ nccl-tests output read this without thinking.
 from __future__ import annotations
 
 import statistics
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -210,14 +209,8 @@ class TableSink:
     same rows (colbench.results.reporters.stream), which also order them.
     """
 
-    def __init__(
-        self,
-        echo: Callable[[str], None] | None = None,
-        warn: Callable[[str], None] | None = None,
-        repeats: int = 1,
-    ) -> None:
-        self._echo = echo or (lambda line: print(line, file=sys.stdout, flush=True))
-        self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+    def __init__(self, echo: Callable[[str], None], repeats: int = 1) -> None:
+        self._echo = echo
         self._op: str | None = None
         self._repeat = 0
         #: sweep --repeat R: each repeat is a section of its own, and the summary gives
@@ -232,7 +225,6 @@ class TableSink:
         self.slowest = SlowestCounter()
         #: Node label of each rank, to name a straggler by.
         self.nodes: list[str] = []
-        self.status_counts: dict[str, int] = {}
 
     def header(self, lines: Sequence[str]) -> None:
         for line in lines:
@@ -243,9 +235,11 @@ class TableSink:
             self.rows_shown += 1
             self.wrong_total += int(row.get("wrong") or 0)
             self.host_bound_rows += int(bool(row.get("host_bound")))
-            self._count_skew(row)
-            status = str(row.get("status", "ok"))
-            self.status_counts[status] = self.status_counts.get(status, 0) + 1
+            self.slowest.add_row(row)
+            if row.get("status", STATUS_OK) == STATUS_OK:
+                self.rank_skewed_rows += rank_skewed(
+                    row.get("time_ranks_avg_us"), row.get("time_ranks_max_us")
+                )
         # Each repeat of --repeat gets its own sections, so an op's average is per sample.
         repeat = int(rows[0].get("repeat") or 0)
         if coll.name != self._op or repeat != self._repeat:
@@ -258,20 +252,6 @@ class TableSink:
                 self._echo(line)
         self._busbw.extend(float(r["busbw_gbps"]) for r in rows if r.get("busbw_gbps") is not None)
         self._echo(format_line(rows))
-
-    def _count_skew(self, row: Mapping[str, Any]) -> None:
-        if row.get("status", STATUS_OK) != STATUS_OK:
-            return
-        self.rank_skewed_rows += rank_skewed(
-            row.get("time_ranks_avg_us"), row.get("time_ranks_max_us")
-        )
-        self.slowest.add(
-            row.get("slowest_rank"),
-            int(row.get("world_size") or 0),
-            row.get("skew_us"),
-            float(row.get("time_ranks_avg_us") or 0.0),
-            int(row.get("root", -1)),
-        )
 
     def _repeat_label(self, repeat: int) -> str:
         """Which sample of --repeat a section shows (its ``repeat`` in results.csv)."""

@@ -3,6 +3,11 @@ log2 size axis labelled as sizes are typed (1K, 1M, 1G), and saving.
 
 A leaf: it knows matplotlib and sizes, nothing of runs or analyses, so the analyses that draw
 (compare, plot, predict, p2p's heatmap, crosscheck) import it and it imports none of them.
+
+A metric is spelled as its column (``busbw_gbps``, ``time_p50_us``) everywhere: plot's
+and compare's ``--metric``, gate's ``--check``. Its name without the unit (``busbw``,
+``time_p50``) is accepted everywhere too, so a user need not remember which command
+wanted which.
 """
 
 from __future__ import annotations
@@ -17,7 +22,24 @@ from typing import Any
 
 from colbench.config.sizes import format_size
 from colbench.errors import UsageError
-from colbench.results import metrics, tables
+from colbench.results import tables
+
+#: Short alias -> column.
+ALIASES: dict[str, str] = {
+    "busbw": "busbw_gbps",
+    "algbw": "algbw_gbps",
+    "time": "time_us",
+    "time_min": "time_min_us",
+    "time_p50": "time_p50_us",
+    "time_p99": "time_p99_us",
+    "time_max": "time_max_us",
+}
+
+
+def column(name: str) -> str:
+    """The column a metric's name means: itself, or the column its short alias stands for."""
+    key = name.strip()
+    return ALIASES.get(key, key)
 
 
 @dataclass(frozen=True)
@@ -42,9 +64,9 @@ _MAX_SIZE_TICKS = 11
 def metric_key(name: str) -> str:
     """The key of :data:`METRICS` a ``--metric`` names, by its short alias (``busbw``) or
     its column (``busbw_gbps``), as every command accepts metrics."""
-    column = metrics.column(name)
+    wanted = column(name)
     for key, known in METRICS.items():
-        if known.column == column:
+        if known.column == wanted:
             return key
     choices = ", ".join(f"{key} ({m.column})" for key, m in METRICS.items())
     raise UsageError(f"bad --metric {name!r}: choose {choices}")

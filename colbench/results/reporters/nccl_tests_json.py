@@ -7,10 +7,9 @@ nccl-tests' own ``tools/analyze_perf_json.py`` read: booleans are the strings "t
 (``%lf``) and NaN as the string "nan"; strings are cut at the first character it cannot
 escape; the document is one line. The writer here keeps all of that (docs/nccl-tests.md
 lists the keys and what colbench puts in each), and computes the per-iteration summary as
-nccl-tests' ``computeIterStats`` does, from the very times the file holds: p50 is
-sorted[n // 2], p95 and p99 are nearest-rank, stdev is the population one
-(:mod:`colbench.results.reporters.nccl_tests_encoding`). colbench's own time_p50_us and
-time_p99_us interpolate (numpy's default), so the two differ by up to one iteration's gap.
+nccl-tests' ``computeIterStats`` does, from the very times the file holds
+(:func:`iter_stats`); colbench's own time_p50_us and time_p99_us interpolate (numpy's
+default), so the two differ by up to one iteration's gap.
 
 The reporter keeps the file a complete report of the rows measured so far after every
 size: it rewrites only the tail (the last record's end, the footer), so a run that fails
@@ -33,18 +32,8 @@ from typing import Any
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.config.min_bw import BusbwFloor
 from colbench.results import tables
-from colbench.results.reporters.nccl_tests_encoding import (
-    array,
-    as_written,
-    boolean,
-    double,
-    iter_stats,
-    obj,
-    root_text,
-    text,
-)
 from colbench.results.reporters.stragglers import RankTimes
-from colbench.results.reporters.stream import Reporter, Summary
+from colbench.results.reporters.stream import Reporter
 from colbench.results.rows import STATUS_OK, Row
 
 #: The report's ``version`` (nccl-tests' JSON_FILE_VERSION in 2.19.6).
@@ -57,7 +46,92 @@ _SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVAT
 REDACTED = "<redacted>"
 
 
-# --- the report -------------------------------------------------------------------------
+def percentile_index(n: int, percentile: int) -> int:
+    """nccl-tests' ``percentileIndex``: the nearest-rank index of a percentile of n
+    sorted values (ceil(n * p / 100) - 1, at most n - 1)."""
+    return min(n - 1, (n * percentile + 99) // 100 - 1)
+
+
+@dataclass(frozen=True)
+class IterStats:
+    """One placement's per-iteration summary, as nccl-tests' ``computeIterStats``."""
+
+    min_us: float
+    max_us: float
+    avg_us: float
+    p50_us: float
+    p95_us: float
+    p99_us: float
+    stdev_us: float
+    cv_pct: float
+
+
+def iter_stats(times_us: Sequence[float]) -> IterStats:
+    """The summary of ``times_us``: p50 = sorted[n // 2] (the upper median of an even
+    count), p95/p99 by :func:`percentile_index`, the population stdev, cv = stdev / avg
+    in percent (0 when avg is 0); sums taken over the sorted values, as nccl-tests does."""
+    if not times_us:
+        raise ValueError("no iteration times to summarise")
+    ordered = sorted(times_us)
+    n = len(ordered)
+    total = 0.0
+    for value in ordered:
+        total += value
+    avg = total / n
+    var = 0.0
+    for value in ordered:
+        var += (value - avg) ** 2
+    stdev = math.sqrt(var / n)
+    return IterStats(
+        min_us=ordered[0],
+        max_us=ordered[-1],
+        avg_us=avg,
+        p50_us=ordered[n // 2],
+        p95_us=ordered[percentile_index(n, 95)],
+        p99_us=ordered[percentile_index(n, 99)],
+        stdev_us=stdev,
+        cv_pct=stdev / avg * 100.0 if avg > 0 else 0.0,
+    )
+
+
+def as_written(value_us: float) -> float:
+    """A time as the report holds it (six decimals): summaries are computed from these,
+    so a reader recomputing them from ``times_us`` finds the same figures."""
+    return float(f"{value_us:f}")
+
+
+def text(value: str) -> str:
+    """A JSON string as util.cu's ``sanitizeJson`` writes it: ", \\, /, tab and newline
+    escaped; cut at the first other control or non-ASCII character."""
+    escaped = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\t": "\\t", "\n": "\\n"}
+    out = []
+    for char in value:
+        if char not in escaped and not 0x1F < ord(char) < 0x7F:
+            break
+        out.append(escaped.get(char, char))
+    return '"' + "".join(out) + '"'
+
+
+def double(value: float | None) -> str:
+    """``jsonDouble``: six decimals (%lf), NaN as the string "nan"; None as null."""
+    if value is None:
+        return "null"
+    if value != value:
+        return '"nan"'
+    return f"{value:f}"
+
+
+def boolean(value: bool) -> str:
+    """``jsonBool``: the strings "true" and "false"."""
+    return text("true" if value else "false")
+
+
+def obj(pairs: Sequence[tuple[str, str]]) -> str:
+    return "{" + ",".join(f"{text(key)}:{value}" for key, value in pairs) + "}"
+
+
+def array(items: Sequence[str]) -> str:
+    return "[" + ",".join(items) + "]"
 
 
 @dataclass(frozen=True)
@@ -108,38 +182,34 @@ class Header:
         """The report up to its open ``results`` list."""
         low, high = min(self.sizes_bytes), max(self.sizes_bytes)
         step_key, step = _step(self.sizes_bytes)
-        config = obj(
-            [
-                # One process per rank, one device per process: nccl-tests' -t 1 -g 1.
-                ("nthreads", "1"),
-                ("ngpus", "1"),
-                ("minimum_bytes", str(low)),
-                ("maximum_bytes", str(high)),
-                (step_key, str(step)),
-                ("warmup_iters", str(self.warmup_iters)),
-                ("iterations", str(self.iterations)),
-                ("aggregated_iterations", "1"),
-                ("validation", str(self.validation)),
-                ("graph", str(self.graph)),
-                # colbench times back-to-back calls, as nccl-tests without -z.
-                ("blocking_collectives", boolean(False)),
-                ("per_iter_timing", boolean(self.per_iter_timing)),
-                ("per_iter_skip", "0"),
-                ("parallel_init", boolean(False)),
-                ("devices", array([d.json() for d in self.devices])),
-            ]
-        )
-        head = obj(
-            [
-                ("version", str(JSON_FILE_VERSION)),
-                ("start_time", text(start_time)),
-                ("args", array([text(a) for a in self.args])),
-                ("env", array([text(e) for e in self.env])),
-                ("nccl_version", str(self.nccl_version)),
-                ("config", config),
-            ]
-        )
-        return head[:-1] + ',"results":['
+        config = [
+            # One process per rank, one device per process: nccl-tests' -t 1 -g 1.
+            ("nthreads", "1"),
+            ("ngpus", "1"),
+            ("minimum_bytes", str(low)),
+            ("maximum_bytes", str(high)),
+            (step_key, str(step)),
+            ("warmup_iters", str(self.warmup_iters)),
+            ("iterations", str(self.iterations)),
+            ("aggregated_iterations", "1"),
+            ("validation", str(self.validation)),
+            ("graph", str(self.graph)),
+            # colbench times back-to-back calls, as nccl-tests without -z.
+            ("blocking_collectives", boolean(False)),
+            ("per_iter_timing", boolean(self.per_iter_timing)),
+            ("per_iter_skip", "0"),
+            ("parallel_init", boolean(False)),
+            ("devices", array([d.json() for d in self.devices])),
+        ]
+        head = [
+            ("version", str(JSON_FILE_VERSION)),
+            ("start_time", text(start_time)),
+            ("args", array([text(a) for a in self.args])),
+            ("env", array([text(e) for e in self.env])),
+            ("nccl_version", str(self.nccl_version)),
+            ("config", obj(config)),
+        ]
+        return obj(head)[:-1] + ',"results":['
 
 
 def _step(sizes: Sequence[int]) -> tuple[str, int]:
@@ -188,7 +258,8 @@ def record(rows: Sequence[Row], iters_us: Mapping[int, Sequence[Sequence[float]]
         ("count", str(first.count)),
         ("type", text(DTYPES[first.dtype].nccl_name)),
         ("redop", text(first.redop)),
-        ("root", root_text(first.root)),
+        # The table's text, nccl-tests' %6i.
+        ("root", text(f"{first.root:6d}")),
     ]
     for in_place, name in ((0, "out_of_place"), (1, "in_place")):
         row = next((r for r in rows if r.in_place == in_place and r.status == STATUS_OK), None)
@@ -265,11 +336,7 @@ class NcclTestsJsonReporter(Reporter):
     """
 
     def __init__(
-        self,
-        path: Path,
-        header: Header,
-        floor: BusbwFloor | None,
-        say: Callable[[str], None],
+        self, path: Path, header: Header, floor: BusbwFloor | None, say: Callable[[str], None]
     ) -> None:
         self.path = path
         self._header = header
@@ -312,7 +379,7 @@ class NcclTestsJsonReporter(Reporter):
             self._records += 1
             self._write_footer([INCOMPLETE])
 
-    def on_end(self, summary: Summary) -> None:
+    def on_end(self, duration_s: float) -> None:
         with tables.checked(self.path):
             # nccl-tests' errors hold NCCL's last error: "" after a clean run.
             self._write_footer([""])

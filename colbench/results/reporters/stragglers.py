@@ -14,19 +14,19 @@ are not synchronised. Everyone leaves a barrier when the last rank has entered i
 Arrival, not finish time: ranks of a ring finish a collective together whoever was late,
 and a rooted op's root finishes early by design (see docs/semantics.md).
 
-A rank that waits least in one row means nothing: some rank always arrives last. A rank
-is named the run's straggler only when it is the slowest in significantly more rows
-than chance (1 in N) would make it, a one-sided binomial test, and in a large share of
-them (:func:`straggler`).
+Some rank always arrives last: one is named the run's straggler only on the evidence of
+many rows (:func:`straggler`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from colbench.results.tables import Table, TableRow, column, register
+from colbench.results.validity import STATUS_OK
 from colbench.stats.holm import holm
 
 #: Significance level of the straggler test, kept over the ranks by Holm's procedure: the
@@ -105,7 +105,7 @@ def _log_pmf(k: int, trials: int, p: float) -> float:
 
 
 def binomial_tail(successes: int, trials: int, p: float) -> float:
-    """P(X >= successes) for X ~ Binomial(trials, p): the one-sided p-value.
+    """P(X >= successes) for X ~ Binomial(trials, p), 0 < p < 1: the one-sided p-value.
 
     Summed in log space (log-sum-exp): the terms' binomial coefficients alone pass any
     float at about a thousand trials (C(1100, 550) > 1e308), and a long sweep with
@@ -115,8 +115,6 @@ def binomial_tail(successes: int, trials: int, p: float) -> float:
         return 1.0
     if successes > trials:
         return 0.0
-    if p <= 0.0 or p >= 1.0:
-        return 1.0 if p >= 1.0 else 0.0
     logs = [_log_pmf(k, trials, p) for k in range(successes, trials + 1)]
     top = max(logs)
     return min(1.0, math.exp(top) * math.fsum(math.exp(v - top) for v in logs))
@@ -187,6 +185,17 @@ class SlowestCounter:
         if root >= 0 or not skew_us >= STRAGGLER_MIN_SKEW * time_us:
             return
         self.counts[slowest_rank] += 1
+
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        """A results row's straggler, when the row holds a measurement."""
+        if row.get("status", STATUS_OK) == STATUS_OK:
+            self.add(
+                row.get("slowest_rank"),
+                int(row.get("world_size") or 0),
+                row.get("skew_us"),
+                float(row.get("time_ranks_avg_us") or 0.0),
+                int(row.get("root", -1)),
+            )
 
     @property
     def rows(self) -> int:

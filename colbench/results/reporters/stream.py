@@ -1,18 +1,17 @@
 """Reporters: everything rank 0 writes or shows is fed one stream of typed rows.
 
-The bench loop hands its rows to one :class:`RowStream` (the bench's row sink); the
-stream passes them, in order, to each :class:`Reporter`: the CSV file, meta.json, the
-progress bar, the console table. A reporter sees the run start (its meta.json as it
-stands before the first row), each size's rows as soon as they are measured, and the
-end; ``close`` runs whether the run ended or failed. The progress bar itself is drawn
-on stderr so that it never garbles the table on stdout (:func:`progress_bar`).
+The bench loop hands its rows to one :class:`RowStream`, which passes them, in order, to
+each :class:`Reporter`: the CSV files, meta.json, the progress bar, the console table. The
+progress bar is drawn on stderr so that it never garbles the table on stdout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,16 +21,9 @@ from colbench.bench import ops
 from colbench.hardware.node import CeilingCounter
 from colbench.results.reporters.console import TableSink
 from colbench.results.reporters.stragglers import PER_RANK, RankRow, RankTimes, SlowestCounter
-from colbench.results.rows import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
+from colbench.results.rows import RESULTS, STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED, Row
 from colbench.results.rundir import RunDir
-from colbench.results.tables import TableWriter
-
-
-@dataclass(frozen=True)
-class Summary:
-    """How the measuring went, for the reporters that say so at the end."""
-
-    duration_s: float
+from colbench.results.tables import Table, TableWriter
 
 
 class Reporter:
@@ -46,8 +38,8 @@ class Reporter:
     def on_rank_times(self, row: Row, ranks: RankTimes) -> None:
         """Every rank's share of a measured row (only with --per-rank)."""
 
-    def on_end(self, summary: Summary) -> None:
-        """Every row has been measured."""
+    def on_end(self, duration_s: float) -> None:
+        """Every row has been measured, ``duration_s`` after the start."""
 
     def close(self) -> None:
         """Release what the reporter holds; runs after on_end, or after a failure."""
@@ -80,11 +72,11 @@ class RowStream:
     def end(self) -> None:
         """Every reporter's end, each even when one before it failed (the table's summary
         still prints when meta.json could not be finished); then the first failure."""
-        summary = Summary(duration_s=round(time.monotonic() - self._started, 3))
+        duration_s = round(time.monotonic() - self._started, 3)
         failed: BaseException | None = None
         for reporter in self.reporters:
             try:
-                reporter.on_end(summary)
+                reporter.on_end(duration_s)
             except Exception as exc:
                 failed = failed or exc
         if failed is not None:
@@ -101,38 +93,39 @@ class RowStream:
         self.close()
 
 
-class CsvReporter(Reporter):
-    """results.csv: each row on disk (flushed) before anyone else sees it."""
+class TableReporter(Reporter):
+    """One of the run's tables: each row on disk (flushed) before anyone else sees it."""
 
-    def __init__(self, run_dir: RunDir) -> None:
+    def __init__(self, run_dir: RunDir, table: Table = RESULTS) -> None:
         self.run_dir = run_dir
+        self._table = table
         self._writer: TableWriter | None = None
+        self._nodes: list[str] = []
 
     def on_start(self, meta: Mapping[str, Any]) -> None:
         # Opened at the start, so a run that measures nothing still leaves its header.
-        self._writer = self.run_dir.writer()
-
-    def on_rows(self, rows: Sequence[Row]) -> None:
-        assert self._writer is not None, "on_start opens the file"
-        for row in rows:
-            self._writer.write(row)
+        self._nodes = list(meta.get("rank_hosts") or [])
+        self._writer = self.run_dir.writer(self._table)
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
 
 
-class PerRankReporter(Reporter):
+class CsvReporter(TableReporter):
+    """results.csv."""
+
+    def on_rows(self, rows: Sequence[Row]) -> None:
+        assert self._writer is not None, "on_start opens the file"
+        for row in rows:
+            self._writer.write(row)
+
+
+class PerRankReporter(TableReporter):
     """per_rank.csv (--per-rank): one line per rank per measured row."""
 
     def __init__(self, run_dir: RunDir) -> None:
-        self.run_dir = run_dir
-        self._writer: TableWriter | None = None
-        self._nodes: list[str] = []
-
-    def on_start(self, meta: Mapping[str, Any]) -> None:
-        self._nodes = list(meta.get("rank_hosts") or [])
-        self._writer = self.run_dir.writer(PER_RANK)
+        super().__init__(run_dir, PER_RANK)
 
     def on_rank_times(self, row: Row, ranks: RankTimes) -> None:
         assert self._writer is not None, "on_start opens the file"
@@ -160,10 +153,6 @@ class PerRankReporter(Reporter):
                 )
             )
 
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-
 
 class MetaReporter(Reporter):
     """meta.json: written at the start, completed with the counts at the end."""
@@ -171,9 +160,8 @@ class MetaReporter(Reporter):
     def __init__(self, run_dir: RunDir) -> None:
         self.run_dir = run_dir
         self.meta: dict[str, Any] = {}
-        self.rows = 0
         self.wrong_total = 0
-        self.status_counts: dict[str, int] = {}
+        self.status_counts: Counter[str] = Counter()
         self.slowest = SlowestCounter()
         self.ceiling = CeilingCounter()
         self.busbw_gbps: list[float] = []
@@ -184,35 +172,25 @@ class MetaReporter(Reporter):
 
     def on_rows(self, rows: Sequence[Row]) -> None:
         for row in rows:
-            self.rows += 1
             self.wrong_total += int(row.wrong or 0)
-            self.status_counts[row.status] = self.status_counts.get(row.status, 0) + 1
+            self.status_counts[row.status] += 1
             self.ceiling.add(row)
+            self.slowest.add_row(row)
             if row.status == STATUS_OK and row.busbw_gbps is not None:
                 self.busbw_gbps.append(row.busbw_gbps)
-            if row.status == STATUS_OK:
-                self.slowest.add(
-                    row.slowest_rank,
-                    row.world_size,
-                    row.skew_us,
-                    row.time_ranks_avg_us or 0.0,
-                    row.root,
-                )
 
-    def on_end(self, summary: Summary) -> None:
+    def on_end(self, duration_s: float) -> None:
         self.meta.update(
             status="complete",
-            rows=self.rows,
-            rows_oom=self.status_counts.get(STATUS_OOM, 0),
+            rows=self.status_counts.total(),
+            rows_oom=self.status_counts[STATUS_OOM],
             # Expected under a variant such as NCCL_ALGO=Tree: counted, not an error.
-            rows_unsupported=self.status_counts.get(STATUS_UNSUPPORTED, 0),
+            rows_unsupported=self.status_counts[STATUS_UNSUPPORTED],
             wrong_total=self.wrong_total,
             # nccl-tests' "Avg bus bandwidth": the mean over every measured row (what
             # NCCL_TESTS_MIN_BW is checked against); None when no row was measured.
             busbw_avg_gbps=sum(self.busbw_gbps) / len(self.busbw_gbps) if self.busbw_gbps else None,
-            duration_s=summary.duration_s,
-            # Rows in which each rank arrived last, and the rank named
-            # (results/reporters/stragglers.py).
+            duration_s=duration_s,
             slowest_rank_rows=self.slowest.counts,
             straggler=_straggler_meta(self.slowest, self.meta.get("rank_hosts") or []),
         )
@@ -229,13 +207,11 @@ def _straggler_meta(counter: SlowestCounter, nodes: Sequence[str]) -> dict[str, 
     found = counter.verdict()
     if found is None:
         return None
+    shown = dataclasses.asdict(found)
     return {
-        "rank": found.rank,
+        "rank": shown.pop("rank"),
         "node": nodes[found.rank] if found.rank < len(nodes) else "",
-        "rows": found.rows,
-        "of_rows": found.of_rows,
-        "p_value": found.p_value,
-        "threshold": found.threshold,
+        **shown,
     }
 
 
@@ -253,15 +229,11 @@ class ConsoleReporter(Reporter):
     """The nccl-tests style table on stdout (colbench.results.reporters.console), header first."""
 
     def __init__(
-        self,
-        header: Sequence[str],
-        echo: Callable[[str], None],
-        warn: Callable[[str], None],
-        repeats: int = 1,
+        self, header: Sequence[str], echo: Callable[[str], None], repeats: int = 1
     ) -> None:
         self._header = list(header)
         self._echo = echo
-        self._table = TableSink(echo=echo, warn=warn, repeats=repeats)
+        self._table = TableSink(echo=echo, repeats=repeats)
         self._ceiling = CeilingCounter()
         self._ceiling_source = ""
 
@@ -275,7 +247,7 @@ class ConsoleReporter(Reporter):
             self._ceiling.add(row)
         self._table.rows(ops.get(rows[0].op), rows)
 
-    def on_end(self, summary: Summary) -> None:
+    def on_end(self, duration_s: float) -> None:
         self._table.close()
         if self._ceiling.best:
             self._echo(
