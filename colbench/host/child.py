@@ -212,33 +212,24 @@ def keep_pace(job: RankJob, rank: int, in_flight: InFlight) -> Callable[[], None
     parent's progress lines; a launched rank 0 prints them itself, from a thread. Returns
     what stops that thread."""
     if rank != 0:
-        return _nothing
+        return lambda: None
     started_at = job.started_at or time.time()
     store = in_flight.store
     spawned = job.store_host is not None and store is not None
-    in_flight.pace = pace = Pace(
-        started_at, say=say, publish=_publisher(store) if spawned else None
-    )
-    if spawned or not lines_wanted(job.output.progress, job.task.live_bar):
-        return _nothing
 
-    def source() -> tuple[Any, str]:
-        return pace.forecast, in_flight.describe() if in_flight.seq else ""
-
-    return in_thread(ProgressLines(source, started_at))
-
-
-def _nothing() -> None:
-    pass
-
-
-def _publisher(store: Any) -> Callable[[str], None]:
     def publish(text: str) -> None:
         # Failing, the parent's lines go without numbers; the run goes on.
         with contextlib.suppress(RuntimeError, OSError):
             store.set(KEY, text)
 
-    return publish
+    in_flight.pace = pace = Pace(started_at, say=say, publish=publish if spawned else None)
+    if spawned or not lines_wanted(job.output.progress, job.task.live_bar):
+        return lambda: None
+
+    def source() -> tuple[Any, str]:
+        return pace.forecast, in_flight.describe() if in_flight.seq else ""
+
+    return in_thread(ProgressLines(source, started_at))
 
 
 def gpu_record(device: Any, ranks_per_gpu: int) -> dict[str, Any]:
@@ -381,10 +372,7 @@ def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
     def on_verdict(failure: protocol.Failure) -> None:
         if run_dir is not None:
             end_meta(run_dir, "failed", failure.meta())
-            print(
-                f"colbench: {kept_line(run_dir)}",
-                file=sys.stderr,
-            )
+            print(f"colbench: {kept_line(run_dir)}", file=sys.stderr)
             job.task.failed(run_dir, failure)
 
     return hang_watchdog.Watchdog(

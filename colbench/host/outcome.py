@@ -18,15 +18,6 @@ from colbench.results.rundir import RunDir
 JOB_FILE = ".rank-job.pickle"
 
 
-def rows_kept(run_dir: Path) -> int:
-    return RunDir(run_dir).rows_kept()
-
-
-def tidy_logs(run_dir: Path) -> None:
-    """Empty rank logs say nothing: remove them."""
-    RunDir(run_dir).tidy_logs()
-
-
 def record_nccl_log(run_dir: Path) -> None:
     """meta.json's ``nccl``: what NCCL's own start-up logs (nccl-rank*.log) say about the
     run (version, ranks, nodes, channels, each transport, the network, verdicts). The
@@ -76,9 +67,11 @@ def report_done(run_dir: Path) -> int:
     return int(ExitCode.OK)
 
 
-def finish_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
+def end_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
     """meta.json of a run that did not complete: its status, why, and the rows it kept
-    (a reader of results.csv checks the file against that count)."""
+    (a reader of results.csv checks the file against that count). The run ends with its own
+    exit code (a signal, a failed rank): a write that fails now (a full disk) is said in
+    one line, and the exit code stays the run's, so a SIGTERM still reads as 143 to its job."""
     files = RunDir(run_dir)
     try:
         meta = files.read_meta()
@@ -87,20 +80,16 @@ def finish_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
     if files.has_table():
         # An interleaved variant's world keeps its rows in the run's one results.csv.
         kept, planned = files.rows_kept(), meta.get("rows_planned")
-        complete = isinstance(planned, int) and kept >= planned > 0
-        meta.update(rows=kept, rows_complete=complete)
+        meta.update(rows=kept, rows_complete=_complete(kept, planned))
     meta.update(status=status, **fields)
-    files.write_meta(meta)
-
-
-def end_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
-    """:func:`finish_meta` for a run that already ends with its own exit code (a signal, a
-    failed rank): a write that fails now (a full disk) is said in one line, and the exit
-    code stays the run's, so a SIGTERM still reads as 143 to its job."""
     try:
-        finish_meta(run_dir, status, fields)
+        files.write_meta(meta)
     except WriteFailed as exc:
         print(f"colbench: {exc}: the run's end is not recorded in meta.json", file=sys.stderr)
+
+
+def _complete(kept: int, planned: object) -> bool:
+    return isinstance(planned, int) and kept >= planned > 0
 
 
 def kept_line(run_dir: Path) -> str:
@@ -112,7 +101,7 @@ def kept_line(run_dir: Path) -> str:
         planned = files.read_meta().get("rows_planned")
     except (OSError, ValueError):
         planned = None
-    if isinstance(planned, int) and kept >= planned > 0:
+    if _complete(kept, planned):
         return (
             f"every row was measured before the failure: all {kept} are in "
             f"{files.table_path()}, which is complete"

@@ -26,17 +26,10 @@ from colbench.host import launchers as launch
 from colbench.host import pace, protocol, supervise
 from colbench.host.child import spawned_rank
 from colbench.host.job import RankJob, RankTask, command_started_at
-from colbench.host.outcome import (
-    end_meta,
-    forget_job,
-    kept_line,
-    record_nccl_log,
-    rows_kept,
-    tidy_logs,
-)
+from colbench.host.outcome import end_meta, forget_job, kept_line, record_nccl_log
 from colbench.output import plural
+from colbench.results.rundir import RunDir
 
-#: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 LOCAL_HOST = "127.0.0.1"
 
@@ -161,9 +154,21 @@ def fork_world(
     are all started before any store thread exists (see :func:`_start_ranks`).
     ``fields`` replace the job's (turns, results_dir, run_id)."""
     listener = _listen_loopback()
-    job = dataclasses.replace(
-        _spawn_job(task, backend, world_size, run_dir, listener, variant), **fields
+    job = RankJob(
+        task=task,
+        backend=backend,
+        world_size=world_size,
+        launcher="colbench-spawn",
+        run_dir=str(run_dir.resolve()),
+        run_id=run_dir.name,
+        store_host=LOCAL_HOST,
+        store_port=int(listener.getsockname()[1]),
+        env=rank_environment(task.launch, backend, run_dir, spawning=True),
+        variant=variant.name if variant else "",
+        variant_keys=variant.keys if variant else (),
+        started_at=command_started_at(),
     )
+    job = dataclasses.replace(job, **fields)
     started = time.monotonic()
     context = _start_ranks(job, variant.python if variant else None)
     return World(job, context, listener, started, run_dir)
@@ -174,7 +179,7 @@ def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
     run_dir, task = world.run_dir, world.job.task
     forget_job(run_dir)
     if exit_codes is None:
-        tidy_logs(run_dir)
+        RunDir(run_dir).tidy_logs()
         record_nccl_log(run_dir)
         world.listener.close()
         code = task.report(run_dir)
@@ -197,7 +202,7 @@ def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.
             world.run_dir, protocol.store_reports(world.store, world.job.world_size)
         ),
         protocol.read_progress(world.store, world.job.world_size),
-        protocol.hostname(),
+        socket.gethostname(),
         pids,
         launch_cfg.timeout_s,
     )
@@ -207,31 +212,6 @@ def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.
         )
     world.listener.close()
     return failure
-
-
-def _spawn_job(
-    task: RankTask,
-    backend: str,
-    world_size: int,
-    run_dir: Path,
-    listener: socket.socket,
-    variant: Variant | None,
-) -> RankJob:
-    """The job every spawned rank gets: the parent's store on ``listener``, the run dir."""
-    return RankJob(
-        task=task,
-        backend=backend,
-        world_size=world_size,
-        launcher="colbench-spawn",
-        run_dir=str(run_dir.resolve()),
-        run_id=run_dir.name,
-        store_host=LOCAL_HOST,
-        store_port=int(listener.getsockname()[1]),
-        env=rank_environment(task.launch, backend, run_dir, spawning=True),
-        variant=variant.name if variant else "",
-        variant_keys=variant.keys if variant else (),
-        started_at=command_started_at(),
-    )
 
 
 def _start_ranks(job: RankJob, python: str | None = None) -> Any:
@@ -260,13 +240,14 @@ def _start_ranks(job: RankJob, python: str | None = None) -> Any:
 
 
 def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
-    tidy_logs(run_dir)
+    files = RunDir(run_dir)
+    files.tidy_logs()
     name = protocol.signal_name(stop.received or signal.SIGINT)
     end_meta(
         run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
     )
     print(
-        f"colbench: interrupted by {name}; {plural(rows_kept(run_dir), 'row')} kept in {run_dir}",
+        f"colbench: interrupted by {name}; {plural(files.rows_kept(), 'row')} kept in {run_dir}",
         file=sys.stderr,
     )
     return stop.exit_code
@@ -275,7 +256,7 @@ def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
 def _report_failure(run_dir: Path, failure: protocol.Failure) -> int:
     # A start-up that failed at 1000 ranks left 1000 empty logs: only those that say
     # something stay.
-    tidy_logs(run_dir)
+    RunDir(run_dir).tidy_logs()
     if failure.exit_code == ExitCode.USAGE:
         end_meta(run_dir, "refused", failure.meta())
         raise UsageError(failure.message)

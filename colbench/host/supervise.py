@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO, cast
 
 from colbench.errors import ExitCode
-from colbench.host.protocol import Failure, hostname, startup_failure
+from colbench.host.protocol import Failure, startup_failure
 
 #: After the first rank fails, how long the others get to fail on their own (they see a
 #: closed connection and write their reports) before they are killed.
@@ -196,9 +196,7 @@ class StartupWatch:
         )
         if not missing:
             return failure
-        return startup_failure(
-            missing, self.world_size, hostname(), pids, init_timeout_s, elapsed_s
-        )
+        return startup_failure(missing, self.world_size, pids, init_timeout_s, elapsed_s)
 
     def expired(self) -> bool:
         """True (once) when the deadline has passed and some rank never checked in."""
@@ -223,40 +221,31 @@ def wait_for_ranks(
     at every poll (the progress lines, colbench.host.pace).
     """
     try:
-        return _wait(processes, stop, startup, tick)
+        while True:
+            if stop.received is not None:
+                return None
+            codes = [p.exitcode for p in processes]
+            if all(code == 0 for code in codes):
+                return None
+            if any(code not in (None, 0) for code in codes):
+                break
+            if startup is not None and startup.expired():
+                stopped = {rank: p.exitcode for rank, p in enumerate(processes)}
+                stop_processes(processes, grace_s=0.5)
+                return stopped
+            if startup is not None:
+                startup.show_progress()
+            if tick is not None:
+                tick()
+            # Woken by the first rank to exit rather than the next poll: a short run ends
+            # up to POLL_S sooner.
+            multiprocessing.connection.wait(
+                [p.sentinel for p, code in zip(processes, codes, strict=True) if code is None],
+                POLL_S,
+            )
     finally:
         if startup is not None and startup.counter is not None:
             startup.counter.finish()
-
-
-def _wait(
-    processes: Sequence[Any],
-    stop: StopSignals,
-    startup: StartupWatch | None,
-    tick: Callable[[], None] | None = None,
-) -> dict[int, int | None] | None:
-    while True:
-        if stop.received is not None:
-            return None
-        codes = [p.exitcode for p in processes]
-        if all(code == 0 for code in codes):
-            return None
-        if any(code not in (None, 0) for code in codes):
-            break
-        if startup is not None and startup.expired():
-            stopped = {rank: p.exitcode for rank, p in enumerate(processes)}
-            stop_processes(processes, grace_s=0.5)
-            return stopped
-        if startup is not None:
-            startup.show_progress()
-        if tick is not None:
-            tick()
-        # Woken by the first rank to exit rather than the next poll: a short run ends
-        # up to POLL_S sooner.
-        multiprocessing.connection.wait(
-            [p.sentinel for p, code in zip(processes, codes, strict=True) if code is None],
-            POLL_S,
-        )
     grace_s = GRACE_S
     if startup is not None and not startup.done and startup.never_arrived():
         # A rank that never checked in cannot fail on its own: waiting for it is no use.
