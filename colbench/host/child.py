@@ -27,8 +27,7 @@ from colbench.errors import ExitCode, UsageError
 from colbench.host import launchers as launch
 from colbench.host import protocol
 from colbench.host import watchdog as hang_watchdog
-from colbench.host.inflight import Fault, InFlight
-from colbench.host.job import RankJob
+from colbench.host.job import Fault, InFlight, RankJob
 from colbench.host.launchers import devices, gpus
 from colbench.host.launchers.env import declared_local_world_size, local_world_size_from_env
 from colbench.host.nccl_start import prepare_nccl

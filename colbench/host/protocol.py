@@ -1,7 +1,7 @@
 """The parent<->rank protocol: what ranks report, and the verdict read from it.
 
 Every rank publishes its step in the rendezvous store (``progress/<rank>``, see
-:class:`colbench.host.inflight.InFlight`), so when a rank dies without a word (SIGKILL, the
+:class:`colbench.host.job.InFlight`), so when a rank dies without a word (SIGKILL, the
 OOM killer) or hangs, whoever reads the store still knows what it was doing. Ranks
 write ``rankN.error.json`` when they fail with an exception. :func:`diagnose` turns
 exit codes, reports and progress into one line and an exit code; the hang watchdog
@@ -16,14 +16,13 @@ import os
 import signal
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from colbench import reading
 from colbench.errors import ExitCode
 from colbench.host import launchers as launch
-from colbench.host.inflight import InFlight
+from colbench.host.job import Failure, InFlight
 from colbench.results.rundir import RunDir
 
 #: Error kinds a rank reports (``kind`` in rankN.error.json).
@@ -59,25 +58,6 @@ PEER_LOST_TEXTS = (
 )
 #: How much of a rank log's end is searched for torch's watchdog message.
 LOG_TAIL_BYTES = 1 << 20
-
-
-@dataclass(frozen=True)
-class Failure:
-    message: str
-    exit_code: int
-    rank: int | None = None
-    op: str | None = None
-    size_bytes: int | None = None
-    error: str | None = None
-
-    def meta(self) -> dict[str, Any]:
-        return {
-            "failed_rank": self.rank,
-            "failed_op": self.op,
-            "failed_size_bytes": self.size_bytes,
-            "error": self.error or self.message,
-            "exit_code": self.exit_code,
-        }
 
 
 def signal_name(signum: int) -> str:

@@ -3,7 +3,7 @@
 Why inside the rank: on NCCL, torch's own watchdog aborts a hung rank (SIGABRT) before
 Python sees an exception, so the run would be reported as a crash; under torchrun or
 srun no colbench parent watches at all. A daemon thread in every rank reads the rank's
-:class:`~colbench.host.inflight.InFlight`; when its step has not moved for ``--timeout``
+:class:`~colbench.host.job.InFlight`; when its step has not moved for ``--timeout``
 (``--init-timeout`` while the communicator starts), the thread writes the rank's failure
 report (kind timeout, as :mod:`colbench.host.protocol` reads it) and ends the process with
 :data:`~colbench.errors.ExitCode.TIMEOUT`. torch's process groups get a longer timeout
@@ -33,7 +33,7 @@ from typing import Any
 
 from colbench.errors import ExitCode
 from colbench.host import protocol
-from colbench.host.inflight import InFlight
+from colbench.host.job import InFlight
 from colbench.host.turns import WAITING_PHASE
 
 #: The phase between rendezvous and a working communicator (NCCL connects its peers).

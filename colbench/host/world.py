@@ -26,8 +26,7 @@ from colbench.host import launchers as launch
 from colbench.host import pace, protocol
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import exit_now, rank_main
-from colbench.host.inflight import InFlight
-from colbench.host.job import RankJob, RankTask, command_started_at
+from colbench.host.job import InFlight, RankJob, RankTask, command_started_at
 from colbench.host.launchers import LaunchEnv, detect, join_or_spawn, limits, preflight
 from colbench.host.launchers import gpus as gpus_module
 from colbench.host.outcome import end_meta, record_nccl_log

@@ -87,7 +87,7 @@ class Walker:
     budget_s: float
     on_step: Callable[[str], None]
     samples: list[Sample] = field(default_factory=list)
-    #: COLBENCH_FAULT's hook (colbench.host.inflight): its WHEN counts steps here.
+    #: COLBENCH_FAULT's hook (colbench.host.job): its WHEN counts steps here.
     fault: Any = None
 
     def _begin(self, what: str) -> None:

@@ -40,8 +40,7 @@ from colbench.hardware import node as node_hardware
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import device_name, meet_peers
-from colbench.host.inflight import Fault
-from colbench.host.job import ConfiguredTask
+from colbench.host.job import ConfiguredTask, Fault
 from colbench.host.launchers import devices
 from colbench.host.launchers.env import node_name
 from colbench.host.pace import Pace, counting

@@ -46,8 +46,7 @@ from colbench.hardware.node import group_ceiling
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import device_name, gpu_record, meet_peers
-from colbench.host.inflight import InFlight
-from colbench.host.job import ConfiguredTask, Peer, RankJob
+from colbench.host.job import ConfiguredTask, InFlight, Peer, RankJob
 from colbench.host.launchers import devices
 from colbench.host.outcome import report_done
 from colbench.host.turns import Turns
