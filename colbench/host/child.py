@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol, TextIO, TypeVar
 
 from colbench.errors import ExitCode, UsageError
-from colbench.host import launchers as launch
 from colbench.host import protocol
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.job import Fault, InFlight, RankJob
 from colbench.host.launchers import devices, gpus
 from colbench.host.launchers.env import declared_local_world_size, local_world_size_from_env
+from colbench.host.launchers.rendezvous import rendezvous
 from colbench.host.nccl_start import prepare_nccl
 from colbench.host.outcome import end_meta, kept_line
 from colbench.host.pace import KEY, Pace, ProgressLines, in_thread, lines_wanted, say
@@ -330,7 +330,7 @@ def init_process_group(
         # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
         kwargs["device_id"] = device
     # store_host None: env:// (an external launcher's MASTER_ADDR, or torchrun's store).
-    store = launch.rendezvous(
+    store = rendezvous(
         job.store_host,
         job.store_port,
         rank,

@@ -290,44 +290,34 @@ class Fault:
     """
 
     def __init__(self, rank: int, spec: str | None) -> None:
-        self.at_step: int | None = None
-        self.at_start = False
-        self.at_side = False
-        self.at_finish = False
-        self.action = "raise"
+        parts = (spec or "").split(":")
+        # RANK:start:... is the spawned rank's own hook (host/child.py), read before this exists.
+        mine = bool(spec) and int(parts[0]) == rank and parts[1] != "start"
+        #: A timed batch's number, ``init``, ``side`` or ``end``; "" for no fault here.
+        self.when = parts[1] if mine else ""
+        self.action = parts[2] if mine and len(parts) > 2 else "raise"
         self.count = 0
-        if not spec:
-            return
-        parts = spec.split(":")
-        # RANK:start:... is the spawned rank's own hook (host/spawn.py), read before this exists.
-        if int(parts[0]) == rank and parts[1] != "start":
-            self.at_start = parts[1] == "init"
-            self.at_side = parts[1] == "side"
-            self.at_finish = parts[1] == "end"
-            named = self.at_start or self.at_side or self.at_finish
-            self.at_step = None if named else int(parts[1])
-            self.action = parts[2] if len(parts) > 2 else "raise"
 
     def tick(self) -> None:
-        if self.at_step is None:
+        if not self.when.isdigit():
             return
         self.count += 1
-        if self.count == self.at_step:
+        if self.count == int(self.when):
             self._fail(f"timed batch {self.count}")
 
     def at_init(self) -> None:
         """Called as the rank's communicator starts, before ``init_process_group``."""
-        if self.at_start:
+        if self.when == "init":
             self._fail("communicator start-up")
 
     def at_side_group(self) -> None:
         """Called as the rank's side group starts, before its ``new_group``."""
-        if self.at_side:
+        if self.when == "side":
             self._fail("side group start-up")
 
     def at_end(self) -> None:
         """Called once every row is measured, before the end-of-run summary."""
-        if self.at_finish:
+        if self.when == "end":
             self._fail("the end of the run")
 
     def _fail(self, where: str) -> None:

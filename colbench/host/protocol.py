@@ -21,8 +21,8 @@ from typing import Any
 
 from colbench import reading
 from colbench.errors import ExitCode
-from colbench.host import launchers as launch
 from colbench.host.job import Failure, InFlight
+from colbench.host.launchers.rendezvous import shown_ranks
 from colbench.results.rundir import RunDir
 
 #: Error kinds a rank reports (``kind`` in rankN.error.json).
@@ -292,7 +292,7 @@ def startup_failure(
     """The verdict when ranks never checked in at the rendezvous: start-up, not a collective."""
     named = [f"{rank} (pid {pids.get(rank, '?')})" for rank in missing]
     message = (
-        f"start-up failed on {socket.gethostname()}: rank(s) {launch.shown_ranks(named)} never "
+        f"start-up failed on {socket.gethostname()}: rank(s) {shown_ranks(named)} never "
         f"joined the rendezvous within --init-timeout {init_timeout_s:g} s "
         f"({world_size - len(missing)} of {world_size} ranks joined; stopped after "
         f"{elapsed_s:.1f} s, before any collective)"

@@ -22,10 +22,10 @@ from typing import Any
 from colbench.config.model import LaunchConfig
 from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
-from colbench.host import launchers as launch
 from colbench.host import pace, protocol, supervise
 from colbench.host.child import spawned_rank
 from colbench.host.job import RankJob, RankTask, command_started_at
+from colbench.host.launchers.rendezvous import arrived_ranks
 from colbench.host.outcome import end_meta, forget_job, kept_line, record_nccl_log
 from colbench.output import plural
 from colbench.results.rundir import RunDir
@@ -128,7 +128,7 @@ class World:
         store, world_size = self.store, self.job.world_size
         self.watch = supervise.StartupWatch(
             deadline=self.started + self.job.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
-            arrived=lambda: launch.arrived_ranks(store, world_size),
+            arrived=lambda: arrived_ranks(store, world_size),
             world_size=world_size,
             counter=supervise.join_counter(self.job.output.progress) if show_joins else None,
         )

@@ -22,13 +22,14 @@ from pathlib import Path
 
 from colbench.config.model import LaunchConfig, OutputConfig
 from colbench.errors import ExitCode, RankFailure, UsageError
-from colbench.host import launchers as launch
 from colbench.host import pace, protocol
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import exit_now, rank_main
 from colbench.host.job import InFlight, RankJob, RankTask, command_started_at
-from colbench.host.launchers import LaunchEnv, detect, join_or_spawn, limits, preflight
 from colbench.host.launchers import gpus as gpus_module
+from colbench.host.launchers import limits, preflight
+from colbench.host.launchers.detect import detect, join_or_spawn
+from colbench.host.launchers.env import LaunchEnv, export
 from colbench.host.outcome import end_meta, record_nccl_log
 from colbench.host.spawn import spawn_and_wait
 from colbench.host.supervise import guard
@@ -36,7 +37,7 @@ from colbench.results import metadata
 from colbench.results.rundir import RunDir, stamped_name
 
 
-def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_available: bool) -> str:
+def resolve_backend(requested: str, gpu_count: int, nccl_available: bool) -> str:
     """``auto`` -> nccl when there is a GPU for it, else gloo; explicit nccl is checked.
 
     One GPU is enough, spawned or launched: a world of one rank is what nccl-tests
@@ -61,7 +62,7 @@ def default_nprocs(backend: str, gpu_count: int, ranks_per_gpu: int = 1) -> int:
     return max(1, gpu_count) * ranks_per_gpu if backend == "nccl" else 2
 
 
-def choose_backend(launch: LaunchConfig, spawning: bool) -> str:
+def choose_backend(launch: LaunchConfig) -> str:
     """The backend a run uses; --ranks-per-gpu without a GPU is refused first, by name."""
     import torch.distributed as dist
 
@@ -73,7 +74,7 @@ def choose_backend(launch: LaunchConfig, spawning: bool) -> str:
             f"--ranks-per-gpu {launch.ranks_per_gpu} shares GPUs among NCCL ranks, and no "
             "GPU is visible; without GPUs, --backend gloo runs CPU ranks (--nprocs)"
         )
-    return resolve_backend(launch.backend, spawning, gpus, dist.is_nccl_available())
+    return resolve_backend(launch.backend, gpus, dist.is_nccl_available())
 
 
 def spawned_world_size(launch: LaunchConfig, backend: str) -> int:
@@ -159,7 +160,7 @@ def join_or_place(task: RankTask) -> Spawning | int:
     # A long run outlives its terminal or its log's reader: what it prints must not end it.
     guard()
     launch_env, set_aside = join_or_spawn(task.launch.nprocs)
-    backend = choose_backend(task.launch, spawning=launch_env is None)
+    backend = choose_backend(task.launch)
     if launch_env is not None:
         return run_launched(task, launch_env, backend)
     world_size = spawned_world_size(task.launch, backend)
@@ -197,7 +198,7 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
     address_space = limits.check_address_space(f"rank {env.rank}")
     notes += [address_space] if address_space else []
     # torch's env:// reads these; Slurm and MPI jobs get them from detect().
-    launch.export(env)
+    export(env)
     if env.local_world_size is not None:
         # What the GPU pick and the memory budget read (Slurm's count is computed).
         os.environ.setdefault("LOCAL_WORLD_SIZE", str(env.local_world_size))
@@ -274,16 +275,7 @@ def describe() -> str:
 
     vers = metadata.versions()
     gpus = metadata.gpus()
-    backends = [
-        name
-        for name, ok in (
-            ("gloo", dist.is_gloo_available()),
-            ("nccl", dist.is_nccl_available()),
-            ("mpi", dist.is_mpi_available()),
-            ("ucc", dist.is_ucc_available()),
-        )
-        if ok
-    ]
+    backends = [b for b in ("gloo", "nccl", "mpi", "ucc") if getattr(dist, f"is_{b}_available")()]
     try:
         launch = detect()
         launcher = launch_lines(launch) if launch else "none: colbench spawns its own ranks"
@@ -291,7 +283,7 @@ def describe() -> str:
         launcher = f"misconfigured: {exc}"
         launch = None
     spawning = launch is None
-    backend = resolve_backend("auto", spawning, len(gpus), dist.is_nccl_available())
+    backend = resolve_backend("auto", len(gpus), dist.is_nccl_available())
     lines = [
         f"colbench      {vers['colbench']}",
         f"torch         {vers['torch']}",

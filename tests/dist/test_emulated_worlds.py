@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 from tests.fakegpu import (
     EMULATION_FIXED,
     REPO,

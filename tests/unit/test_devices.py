@@ -15,8 +15,9 @@ import torch
 
 from colbench.errors import UsageError
 from colbench.host import child as rank_life
-from colbench.host.launchers import LaunchEnv, devices, gpus, preflight
+from colbench.host.launchers import devices, gpus, preflight
 from colbench.host.launchers.devices import check_distinct_gpus, gpu_uuid, pick_cuda_index
+from colbench.host.launchers.env import LaunchEnv
 
 LOCAL_VARS = ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE",
               "MPI_LOCALNRANKS")  # fmt: skip

@@ -37,12 +37,11 @@ from colbench.commands.health.config import (
 from colbench.commands.p2p.task import Member
 from colbench.errors import UsageError
 from colbench.hardware import node as node_hardware
-from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import device_name, meet_peers
 from colbench.host.job import ConfiguredTask, Fault
 from colbench.host.launchers import devices
-from colbench.host.launchers.env import node_name
+from colbench.host.launchers.env import node_id, node_name
 from colbench.host.pace import Pace, counting
 from colbench.host.protocol import Failure
 from colbench.results import tables
@@ -105,7 +104,7 @@ class HealthTask(ConfiguredTask):
             job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s), in_flight
         )
         me = Member(
-            plan_digest(cfg), rank, os.getpid(), launch.node_id(), node_name(), device_name(device)
+            plan_digest(cfg), rank, os.getpid(), node_id(), node_name(), device_name(device)
         )
         members = meet_peers(side, me, HEALTH_DISAGREES)
         names = names_of(members)

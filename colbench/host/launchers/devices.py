@@ -130,8 +130,9 @@ def exchange_identities(
 _IDENTITY_KEY = "colbench/gpu-identity"
 
 
-def gpu_bus_id(device: Any, properties: Callable[[Any], Any] | None = None) -> str:
-    """The PCI address of a CUDA device as NCCL writes it (``0000:17:00.0``), or ""."""
+def _pci(device: Any, properties: Callable[[Any], Any] | None) -> tuple[Any, str]:
+    """The device's properties (``properties`` defaults to
+    ``torch.cuda.get_device_properties``) and its PCI address, ``0000:17:00`` ("" unknown)."""
     if properties is None:
         import torch
 
@@ -139,9 +140,15 @@ def gpu_bus_id(device: Any, properties: Callable[[Any], Any] | None = None) -> s
     props = properties(device)
     pci = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
     if not all(isinstance(part, int) for part in pci):
-        return ""
+        return props, ""
     domain, bus, dev = pci
-    return f"{domain:04x}:{bus:02x}:{dev:02x}.0"
+    return props, f"{domain:04x}:{bus:02x}:{dev:02x}"
+
+
+def gpu_bus_id(device: Any, properties: Callable[[Any], Any] | None = None) -> str:
+    """The PCI address of a CUDA device as NCCL writes it (``0000:17:00.0``), or ""."""
+    address = _pci(device, properties)[1]
+    return f"{address}.0" if address else ""
 
 
 def gpu_uuid(device: Any, properties: Callable[[Any], Any] | None = None) -> str:
@@ -149,19 +156,10 @@ def gpu_uuid(device: Any, properties: Callable[[Any], Any] | None = None) -> str
 
     torch exposes ``uuid`` on the device properties in the versions colbench supports,
     but not every build fills it (ROCm); the PCI address identifies a GPU within one
-    node, which is all :func:`check_distinct_gpus` compares. ``properties`` defaults to
-    ``torch.cuda.get_device_properties``.
+    node, which is all :func:`check_distinct_gpus` compares.
     """
-    if properties is None:
-        import torch
-
-        properties = torch.cuda.get_device_properties
-    props = properties(device)
+    props, address = _pci(device, properties)
     uuid = str(getattr(props, "uuid", "") or "").strip()
     if uuid:
         return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-    pci = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
-    if all(isinstance(part, int) for part in pci):
-        domain, bus, dev = pci
-        return f"pci-{domain:04x}:{bus:02x}:{dev:02x}"
-    return ""
+    return f"pci-{address}" if address else ""

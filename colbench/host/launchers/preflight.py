@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from colbench.errors import UsageError
-from colbench.host.launchers import LaunchEnv
 from colbench.host.launchers.devices import pick_cuda_index
+from colbench.host.launchers.env import LaunchEnv
 
 _IFF_LOOPBACK = 0x8
 

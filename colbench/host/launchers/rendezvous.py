@@ -67,11 +67,6 @@ def _missing_ranks(store: Any, world_size: int) -> str:
     return f"; {len(arrived)} of {world_size} ranks arrived, missing rank(s) {shown_ranks(missing)}"
 
 
-def _agent_store() -> bool:
-    # torchrun's agent hosts the store and every worker is a client (torch's own test).
-    return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
-
-
 #: How long past ``--init-timeout`` a rank stuck inside torch's store client is given
 #: before it ends itself: torch's own timeouts normally end the wait well within it.
 STUCK_GRACE_S = 5.0
@@ -131,7 +126,8 @@ def _open_store(
         return _dt.timedelta(seconds=max(0.5, deadline - time.monotonic()))
 
     env_host, env_port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
-    if host is None and _agent_store():
+    # torchrun's agent hosts the store and every worker is a client (torch's own test).
+    if host is None and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):
         if env_port.isdigit():
             _probe(env_host, int(env_port), rank, deadline, init_timeout_s)
         return next(dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=left()))[0]
@@ -364,8 +360,6 @@ def who_answers(host: str, port: int, wait_s: float) -> str:
     """One phrase saying what answers at ``host:port`` now, waiting at most ``wait_s``."""
     try:
         probe(host, port, time.monotonic() + wait_s, wait_s)
-    except (NothingAnswered, NotAStore) as exc:
-        return str(exc)
-    except OSError as exc:
+    except (NotAStore, OSError) as exc:  # NothingAnswered is a TimeoutError
         return str(exc)
     return f"a torch store answers at {host}:{port}"
