@@ -31,9 +31,8 @@ from colbench.host.launchers import devices, gpus
 from colbench.host.launchers.env import declared_local_world_size, local_world_size_from_env
 from colbench.host.launchers.rendezvous import rendezvous
 from colbench.host.nccl_start import prepare_nccl
-from colbench.host.outcome import end_meta, kept_line
 from colbench.host.pace import KEY, Pace, ProgressLines, in_thread, lines_wanted, say
-from colbench.host.supervise import guard
+from colbench.host.supervise import end_meta, guard, kept_line
 from colbench.results.rundir import RANK_LOG, RunDir
 
 

@@ -20,7 +20,7 @@ from colbench import __version__
 from colbench.errors import ExitCode
 from colbench.host.child import spawned_rank
 from colbench.host.job import RankJob
-from colbench.host.outcome import JOB_FILE
+from colbench.host.supervise import JOB_FILE
 
 #: Format of the job file; the rank refuses another before unpickling the job itself.
 #: 2: the job carries a task (colbench.host.job.RankTask), the sweep's among them.

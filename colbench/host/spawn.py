@@ -26,7 +26,7 @@ from colbench.host import pace, protocol, supervise
 from colbench.host.child import spawned_rank
 from colbench.host.job import RankJob, RankTask, command_started_at
 from colbench.host.launchers.rendezvous import arrived_ranks
-from colbench.host.outcome import end_meta, forget_job, kept_line, record_nccl_log
+from colbench.host.supervise import end_meta, forget_job, kept_line, record_nccl_log
 from colbench.output import plural
 from colbench.results.rundir import RunDir
 
@@ -130,7 +130,7 @@ class World:
             deadline=self.started + self.job.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
             arrived=lambda: arrived_ranks(store, world_size),
             world_size=world_size,
-            counter=supervise.join_counter(self.job.output.progress) if show_joins else None,
+            counter=_join_counter(self.job.output.progress) if show_joins else None,
         )
 
     def progress_lines(self) -> Callable[[], None] | None:
@@ -140,6 +140,15 @@ class World:
         if self.store is None or not pace.lines_wanted(job.output.progress, job.task.live_bar):
             return None
         return pace.ProgressLines(pace.store_source(self.store), job.started_at).tick
+
+
+def _join_counter(progress: bool | None) -> supervise.JoinCounter | None:
+    """The start-up's count of ranks joined: redrawn on a terminal (as the progress bar is;
+    ``progress`` None: when stderr is one), a line now and then in a log; none with
+    --no-progress."""
+    if progress is False:
+        return None
+    return supervise.JoinCounter(terminal=sys.stderr.isatty() if progress is None else True)
 
 
 def fork_world(

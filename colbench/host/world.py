@@ -30,9 +30,8 @@ from colbench.host.launchers import gpus as gpus_module
 from colbench.host.launchers import limits, preflight
 from colbench.host.launchers.detect import detect, join_or_spawn
 from colbench.host.launchers.env import LaunchEnv, export
-from colbench.host.outcome import end_meta, record_nccl_log
 from colbench.host.spawn import spawn_and_wait
-from colbench.host.supervise import guard
+from colbench.host.supervise import end_meta, guard, record_nccl_log
 from colbench.results import metadata
 from colbench.results.rundir import RunDir, stamped_name
 

@@ -261,7 +261,7 @@ def test_a_broken_meta_json_is_said_and_read_without(
 
 def test_a_row_count_in_meta_json_of_a_failed_run(tmp_path: Path) -> None:
     # A run that stopped says how many rows it kept, for the check above to use.
-    from colbench.host.outcome import end_meta, kept_line
+    from colbench.host.supervise import end_meta, kept_line
 
     run = Path(_run(tmp_path / "a"))
     (run / "meta.json").write_text('{"run_id": "a", "rows_planned": 30}\n')

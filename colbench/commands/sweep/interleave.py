@@ -30,7 +30,7 @@ from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
 from colbench.host import pace, protocol, spawn, supervise, turns
 from colbench.host.launchers import gpus
-from colbench.host.outcome import end_meta, forget_job, kept_line, record_nccl_log
+from colbench.host.supervise import end_meta, forget_job, kept_line, record_nccl_log
 from colbench.output import plural
 from colbench.results.rundir import RunDir
 

@@ -48,7 +48,7 @@ from colbench.host.child import device_name, gpu_record, meet_peers
 from colbench.host.job import ConfiguredTask, InFlight, Peer, RankJob
 from colbench.host.launchers import devices
 from colbench.host.launchers.env import node_id, node_labels
-from colbench.host.outcome import report_done
+from colbench.host.supervise import report_done
 from colbench.host.turns import Turns
 from colbench.output import plural
 from colbench.results.init_rows import INIT
