@@ -27,7 +27,7 @@ from colbench.errors import ExitCode, RankFailure, UsageError, WriteFailed
 
 # Imported now: the handler of torch failing to load under ``ulimit -v`` has no address
 # space left to import it then.
-from colbench.host.launchers.limits import guard_torch_import, torch_load_failure
+from colbench.host.launchers.env import guard_torch_import, torch_load_failure
 
 if TYPE_CHECKING:
     from colbench.config.option_table import Option

@@ -27,9 +27,15 @@ from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import exit_now, rank_main
 from colbench.host.job import InFlight, RankJob, RankTask, command_started_at
 from colbench.host.launchers import gpus as gpus_module
-from colbench.host.launchers import limits, preflight
+from colbench.host.launchers import preflight
 from colbench.host.launchers.detect import detect, join_or_spawn
-from colbench.host.launchers.env import LaunchEnv, export
+from colbench.host.launchers.env import (
+    LaunchEnv,
+    check_address_space,
+    check_spawn,
+    crowded_note,
+    export,
+)
 from colbench.host.spawn import spawn_and_wait
 from colbench.host.supervise import end_meta, guard, record_nccl_log
 from colbench.results import metadata
@@ -121,10 +127,10 @@ def one_gpu_note(requested: str, backend: str, world_size: int) -> str | None:
 
 def spawn_notes(world_size: int, worlds: int = 1) -> list[str]:
     """Refuse spawning ``worlds`` worlds of ``world_size`` ranks at once where this host's
-    limits cannot hold them (colbench.host.launchers.limits); else what to say before they start."""
+    limits cannot hold them (colbench.host.launchers.env); else what to say before they start."""
     ranks = world_size * worlds
-    limits.check_spawn(ranks, world_size, f"--nprocs {world_size}")
-    notes = [limits.check_address_space(f"--nprocs {world_size}"), limits.crowded_note(ranks)]
+    check_spawn(ranks, world_size, f"--nprocs {world_size}")
+    notes = [check_address_space(f"--nprocs {world_size}"), crowded_note(ranks)]
     return [note for note in notes if note]
 
 
@@ -194,7 +200,7 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
     # Every rank checks its own node's GPUs (compute mode); rank 0 says the notes.
     notes += nccl_notes(task.launch, backend)
     preflight.check(env, backend, gpus_module.gpu_count())
-    address_space = limits.check_address_space(f"rank {env.rank}")
+    address_space = check_address_space(f"rank {env.rank}")
     notes += [address_space] if address_space else []
     # torch's env:// reads these; Slurm and MPI jobs get them from detect().
     export(env)
