@@ -14,6 +14,7 @@ import os
 import pickle
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from colbench import __version__
@@ -60,13 +61,12 @@ class _RankProcess:
     def is_alive(self) -> bool:
         return self._popen.poll() is None
 
+    # Popen's own signals go to a process not yet reaped only (it polls first).
     def terminate(self) -> None:
-        if self.is_alive():
-            self._popen.terminate()
+        self._popen.terminate()
 
     def kill(self) -> None:
-        if self.is_alive():
-            self._popen.kill()
+        self._popen.kill()
 
     def join(self, timeout: float | None = None) -> None:
         try:
@@ -75,11 +75,11 @@ class _RankProcess:
             return
 
 
+@dataclass
 class InterpreterRanks:
     """The ranks of one world started in another interpreter (like mp's context)."""
 
-    def __init__(self, processes: list[_RankProcess]) -> None:
-        self.processes = processes
+    processes: list[_RankProcess]
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -90,37 +91,30 @@ def main_thread_place(frame: FrameType | None) -> tuple[bool, str]:
     return module.startswith(_WAITING_MODULES), where
 
 
+@dataclass
 class Watchdog:
-    """Watches one rank's progress from a daemon thread (see the module's docstring)."""
+    """Watches one rank's progress from a daemon thread (see the module's docstring).
 
-    def __init__(
-        self,
-        in_flight: InFlight,
-        *,
-        world_size: int,
-        timeout_s: float,
-        init_timeout_s: float,
-        run_dir: Path | None,
-        launched: bool = False,
-        connect: Callable[[], Any] | None = None,
-        on_verdict: Callable[[protocol.Failure], None] | None = None,
-        exit_process: Callable[[int], Any] = os._exit,
-    ) -> None:
-        """``launched``: no colbench parent reads the reports, so the rank prints the
-        verdict itself. ``connect``: a fresh client of the rendezvous store for the
-        exchange of reports (the rank's own client may be held by the blocked call);
-        None for a world of one. ``on_verdict``: what a launched rank does with the
-        verdict besides printing it (rank 0: meta.json)."""
-        self.in_flight = in_flight
-        self.world_size = world_size
-        self.timeout_s = timeout_s
-        self.init_timeout_s = init_timeout_s
-        self.run_dir = run_dir
-        self.launched = launched
-        self.connect = connect
-        self.on_verdict = on_verdict
-        self.exit_process = exit_process
-        self.poll_s = min(1.0, max(0.05, min(timeout_s, init_timeout_s) / 20))
+    ``launched``: no colbench parent reads the reports, so the rank prints the verdict
+    itself. ``connect``: a fresh client of the rendezvous store for the exchange of reports
+    (the rank's own client may be held by the blocked call); None for a world of one.
+    ``on_verdict``: what a launched rank does with the verdict besides printing it (rank 0:
+    meta.json).
+    """
+
+    in_flight: InFlight
+    _: KW_ONLY
+    world_size: int
+    timeout_s: float
+    init_timeout_s: float
+    run_dir: Path | None
+    launched: bool = False
+    connect: Callable[[], Any] | None = None
+    on_verdict: Callable[[protocol.Failure], None] | None = None
+    exit_process: Callable[[int], Any] = os._exit
+
+    def __post_init__(self) -> None:
+        self.poll_s = min(1.0, max(0.05, min(self.timeout_s, self.init_timeout_s) / 20))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="colbench-watchdog", daemon=True)
         self._main_id = threading.main_thread().ident
