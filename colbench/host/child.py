@@ -1,7 +1,8 @@
 """A rank's life in its own process, whatever its task: spawned by colbench's parent (forked,
 or in another interpreter) or launched by torchrun, mpirun or srun, it finds its device,
 joins the world (the process group, the hang watchdog armed; on NCCL,
-colbench.host.nccl_start first), runs its task, and leaves with an exit code.
+colbench.host.launchers.devices.prepare_nccl first), runs its task, and leaves with an exit
+code.
 
 Apart from :mod:`colbench.host.spawn` (the parent's side), so that both the parent and
 :mod:`colbench.host.interpreter` import it and neither imports the other.
@@ -16,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -30,7 +32,6 @@ from colbench.host.job import Fault, InFlight, RankJob
 from colbench.host.launchers import devices, gpus
 from colbench.host.launchers.env import declared_local_world_size, local_world_size_from_env
 from colbench.host.launchers.rendezvous import rendezvous
-from colbench.host.nccl_start import prepare_nccl
 from colbench.host.pace import KEY, Pace, ProgressLines, in_thread, lines_wanted, say
 from colbench.host.supervise import end_meta, guard, kept_line
 from colbench.results.rundir import RANK_LOG, RunDir
@@ -74,9 +75,7 @@ def die_with_parent() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         return
     # The parent may have died before prctl took effect.
@@ -242,13 +241,10 @@ def gpu_record(device: Any, ranks_per_gpu: int) -> dict[str, Any]:
 
 
 def exit_now(code: int) -> NoReturn:
-    """End a rank that has finished cleanly, skipping the interpreter's teardown.
-
-    Everything is on disk and the process group is gone by now, but torch's C++
-    teardown at interpreter exit sometimes aborts a clean rank ("terminate called without
-    an active exception", no Python frame left; about 1 run in 20 on a busy 2-core
-    machine), and a SIGABRT would turn a complete run into a failed one.
-    """
+    """End a rank that has finished cleanly, skipping the interpreter's teardown: everything
+    is on disk and the process group is gone by now, but torch's C++ teardown at exit
+    sometimes aborts a clean rank ("terminate called without an active exception"), and a
+    SIGABRT would turn a complete run into a failed one."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -261,13 +257,10 @@ def device_name(device: Any) -> str:
 
 
 def meet_peers(side: _Gathers, me: PeerT, disagreement: str) -> list[PeerT]:
-    """Gather every rank's introduction (a :class:`Peer`, or another task's with a
-    ``digest`` and a ``rank``); stop with ``disagreement`` (naming the ``{ranks}``) if
-    their digests differ from rank 0's.
-
-    This is the first collective after the side group exists, so ranks started with
-    different plans are told so before any of them waits in a collective the others
-    will never call.
+    """Gather every rank's introduction (a :class:`Peer`, or another task's with a ``digest``
+    and a ``rank``); stop with ``disagreement`` (naming the ``{ranks}``) if their digests
+    differ from rank 0's: the first collective after the side group exists, so ranks started
+    with different plans are told so before any waits in a collective the others never call.
     """
     peers: list[PeerT] = side.gather_objects(me)
     differing = [p.rank for p in peers if p.digest != peers[0].digest]
@@ -343,9 +336,28 @@ def init_process_group(
         _arm_watchdog(job, in_flight)
         Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
     if job.backend == "nccl":
-        prepare_nccl(job, rank, device, store)
+        log = _nccl_log_path(job, rank, store)
+        per_gpu, world_size = job.launch.ranks_per_gpu, job.world_size
+        devices.prepare_nccl(rank, world_size, device, store, log, per_gpu, job.single_host)
     dist.init_process_group(torch_backend, store=store, **kwargs)
     return store
+
+
+_RUN_DIR_KEY = "colbench/run-dir"
+
+
+def _nccl_log_path(job: RankJob, rank: int, store: Any) -> Path:
+    """Where this rank's NCCL log goes: the run directory (launched ranks learn rank 0's
+    through the store, and use it where their host shares the file system), else a file
+    of their own in the temporary directory."""
+    launched = job.store_host is None
+    if launched and rank == 0:
+        store.set(_RUN_DIR_KEY, job.run_dir or "")
+    shared = store.get(_RUN_DIR_KEY).decode() if launched and rank != 0 else None
+    run_dir = job.run_dir or shared or ""
+    if run_dir and os.access(run_dir, os.W_OK):
+        return RunDir(run_dir).nccl_log(rank)
+    return Path(tempfile.gettempdir()) / f"colbench-{job.run_id or 'run'}-nccl-rank{rank}.log"
 
 
 def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:

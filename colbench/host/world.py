@@ -109,7 +109,7 @@ def nccl_notes(launch: LaunchConfig, backend: str) -> list[str]:
     notes = []
     if launch.ranks_per_gpu > 1:
         notes += gpus_module.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
-    from colbench.host.nccl_start import blocking_wait_note
+    from colbench.host.launchers.devices import blocking_wait_note
 
     blocked = blocking_wait_note(os.environ)
     return notes + ([blocked] if blocked else [])

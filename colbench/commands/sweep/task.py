@@ -242,7 +242,7 @@ def _agree(
     work = plan(cfg, cfg.measure.ranks_per_group(job.world_size), job.backend, facts=facts)
     me = _introduce(cfg, job, rank, device, work)
     # Ranks NCCL would refuse on one GPU were refused before the communicator started
-    # (colbench.host.nccl_start.prepare_nccl).
+    # (colbench.host.launchers.devices.prepare_nccl).
     peers = meet_peers(side, me, SWEEP_DISAGREES)
     # Node labels, not bare host names: namespaces and containers share a host name.
     nodes = [p.node for p in peers]
