@@ -91,16 +91,11 @@ def start_in_interpreter(python: str, job: RankJob) -> InterpreterRanks:
     job_file = run_dir / JOB_FILE
     payload = {"version": JOB_FILE_VERSION, "colbench": __version__, "job": pickle.dumps(job)}
     job_file.write_bytes(pickle.dumps(payload))
-    processes = [
-        _RankProcess(
-            subprocess.Popen(
-                [python, "-c", _BOOT, str(job_file), str(rank)],
-                stdin=subprocess.DEVNULL,
-            )
-        )
-        for rank in range(job.world_size)
-    ]
-    return InterpreterRanks(processes)
+    argv = [python, "-c", _BOOT, str(job_file)]
+    ranks = range(job.world_size)
+    return InterpreterRanks(
+        [_RankProcess(subprocess.Popen([*argv, str(r)], stdin=subprocess.DEVNULL)) for r in ranks]
+    )
 
 
 def _load_job(path: str) -> RankJob:

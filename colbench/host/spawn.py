@@ -37,18 +37,15 @@ LOCAL_HOST = "127.0.0.1"
 def loopback_interface() -> str:
     """Name of the loopback interface (lo on Linux, lo0 on macOS)."""
     try:
-        names = [name for _, name in socket.if_nameindex()]
+        return next((n for _, n in socket.if_nameindex() if n.startswith("lo")), "lo")
     except OSError:
-        names = []
-    return next((n for n in names if n.startswith("lo")), "lo")
+        return "lo"
 
 
-def rank_environment(
-    launch_cfg: LaunchConfig, backend: str, run_dir: Path, spawning: bool
-) -> dict[str, str]:
-    """Variables every rank sets before its process group exists."""
+def rank_environment(launch_cfg: LaunchConfig, backend: str, run_dir: Path) -> dict[str, str]:
+    """Variables every spawned rank sets before its process group exists."""
     env: dict[str, str] = {}
-    if spawning and "GLOO_SOCKET_IFNAME" not in os.environ:
+    if "GLOO_SOCKET_IFNAME" not in os.environ:
         # A single-node run must not listen on the machine's public interfaces.
         env["GLOO_SOCKET_IFNAME"] = loopback_interface()
     if launch_cfg.debug and backend == "nccl":
@@ -172,7 +169,7 @@ def fork_world(
         run_id=run_dir.name,
         store_host=LOCAL_HOST,
         store_port=int(listener.getsockname()[1]),
-        env=rank_environment(task.launch, backend, run_dir, spawning=True),
+        env=rank_environment(task.launch, backend, run_dir),
         variant=variant.name if variant else "",
         variant_keys=variant.keys if variant else (),
         started_at=command_started_at(),
@@ -187,8 +184,10 @@ def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
     """Report a world's end: done (``exit_codes`` None) or the diagnosed failure."""
     run_dir, task = world.run_dir, world.job.task
     forget_job(run_dir)
+    # A start-up that failed at 1000 ranks left 1000 empty logs: only those that say
+    # something stay.
+    RunDir(run_dir).tidy_logs()
     if exit_codes is None:
-        RunDir(run_dir).tidy_logs()
         record_nccl_log(run_dir)
         world.listener.close()
         code = task.report(run_dir)
@@ -255,26 +254,18 @@ def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
     end_meta(
         run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
     )
-    print(
-        f"colbench: interrupted by {name}; {plural(files.rows_kept(), 'row')} kept in {run_dir}",
-        file=sys.stderr,
-    )
+    rows = plural(files.rows_kept(), "row")
+    print(f"colbench: interrupted by {name}; {rows} kept in {run_dir}", file=sys.stderr)
     return stop.exit_code
 
 
 def _report_failure(run_dir: Path, failure: protocol.Failure) -> int:
-    # A start-up that failed at 1000 ranks left 1000 empty logs: only those that say
-    # something stay.
-    RunDir(run_dir).tidy_logs()
     if failure.exit_code == ExitCode.USAGE:
         end_meta(run_dir, "refused", failure.meta())
         raise UsageError(failure.message)
     end_meta(run_dir, "failed", failure.meta())
     print(f"colbench: {failure.message}", file=sys.stderr)
-    print(
-        f"colbench: {kept_line(run_dir)}; rank logs: rank*.log there",
-        file=sys.stderr,
-    )
+    print(f"colbench: {kept_line(run_dir)}; rank logs: rank*.log there", file=sys.stderr)
     return failure.exit_code
 
 
