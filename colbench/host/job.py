@@ -39,9 +39,9 @@ class Failure:
 
 class RankTask(Protocol):
     """What the ranks run: the sweep (colbench.commands.sweep.task), p2p
-    (colbench.commands.p2p.task), and
-    the tasks to come. The host (this package) starts, supervises and ends the ranks the
-    same way for every task; the task says how they start, what they do and what is left.
+    (colbench.commands.p2p.task), and the tasks to come. The host (this package) starts,
+    supervises and ends the ranks the same way for every task; the task says how they
+    start, what they do and what is left.
 
     Picklable (spawned ranks receive it). ``run_rank`` runs in every rank once its process
     group exists; ``report`` runs once the ranks are done (in the parent, or in a launched
@@ -51,33 +51,27 @@ class RankTask(Protocol):
     @property
     def launch(self) -> LaunchConfig:
         """How its ranks start and how long they may take."""
-        ...
 
     @property
     def output(self) -> OutputConfig:
         """Where its run directory goes and what is shown."""
-        ...
 
     @property
     def label(self) -> str:
         """Names default run directories: ``<stamp>-<label>-<backend>``."""
-        ...
 
     @property
     def worlds(self) -> int:
         """Worlds of its ranks alive at once (interleaved variants), for the host's limits."""
-        ...
 
     @property
     def live_bar(self) -> bool:
         """Whether its rank 0 draws a live progress bar on a terminal (the host's plain
         progress lines then stay off that terminal, colbench.host.pace)."""
-        ...
 
     def check(self, world_size: int, backend: str) -> list[str]:
         """Refuse (UsageError) what cannot run at this world size and backend, before any
         rank starts; else the notes to say."""
-        ...
 
     def run_rank(self, job: RankJob, rank: int, device: Any, in_flight: Any) -> None: ...
 
@@ -86,7 +80,6 @@ class RankTask(Protocol):
     def failed(self, run_dir: Path, failure: Failure) -> None:
         """The run ended in ``failure`` (a dead or hung rank, exit 3/4); called where the
         verdict is made (the parent, or a launched job's rank 0), after meta.json says so."""
-        ...
 
 
 class ConfiguredTask:

@@ -20,6 +20,7 @@ time-slice the GPU (no MPS), so times measure the emulation, not a fabric: every
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -100,18 +101,14 @@ def query(nvml: Any = None, run: Callable[[list[str]], str] | None = None) -> li
     """
     module = nvml if nvml is not None else pynvml_module()
     if module is not None:
-        try:
+        with contextlib.suppress(Exception):
             return _from_nvml(module)
-        except Exception:
-            pass
     return _from_smi(run or _run)
 
 
-def visible_gpus(
-    nvml: Any = None, run: Callable[[list[str]], str] | None = None
-) -> list[Gpu] | None:
+def visible_gpus() -> list[Gpu] | None:
     """:func:`query` narrowed to this process's ``CUDA_VISIBLE_DEVICES``."""
-    every = query(nvml, run)
+    every = query()
     return None if every is None else visible(every, os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 

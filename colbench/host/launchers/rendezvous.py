@@ -22,12 +22,9 @@ class RendezvousTimeout(RankFailure):
     exit_code = ExitCode.TIMEOUT
 
 
-def _arrival_key(rank: int) -> str:
-    return f"colbench/arrived/{rank}"
-
-
-#: Ranks checked in so far, counted by the store (one round trip to poll, at any size).
-_ARRIVED_COUNT = "colbench/arrived-count"
+#: Each rank's key when it has checked in; their count, kept by the store (one round trip
+#: to poll, at any size).
+_ARRIVED, _ARRIVED_COUNT = "colbench/arrived/{}", "colbench/arrived-count"
 
 
 def _wait_for_all(store: Any, world_size: int, deadline: float) -> None:
@@ -48,7 +45,7 @@ def _wait_for_all(store: Any, world_size: int, deadline: float) -> None:
 
 def arrived_ranks(store: Any, world_size: int) -> list[int]:
     """Ranks that have checked in at the rendezvous on ``store`` (raises if it is gone)."""
-    return [r for r in range(world_size) if store.check([_arrival_key(r)])]
+    return [r for r in range(world_size) if store.check([_ARRIVED.format(r)])]
 
 
 def shown_ranks(ranks: Sequence[object], limit: int = 8) -> str:
@@ -73,8 +70,8 @@ STUCK_GRACE_S = 5.0
 
 
 def _probe(host: str, port: int, rank: int, deadline: float, init_timeout_s: float) -> None:
-    """Wait, within the deadline, until a torch store answers at host:port (see
-    :mod:`colbench.host.launchers.rendezvous`), so that torch's client never meets anything else."""
+    """Wait, within the deadline, until a torch store answers at host:port (:func:`probe`),
+    so that torch's client never meets anything else."""
     try:
         probe(host, port, deadline, init_timeout_s)
     except NotAStore as exc:
@@ -205,7 +202,7 @@ def rendezvous(
     over = _watch_stuck(deadline, stuck)
     try:
         store = _open_store(host, port, rank, world_size, deadline, init_timeout_s)
-        store.set(_arrival_key(rank), socket.gethostname())
+        store.set(_ARRIVED.format(rank), socket.gethostname())
         store.add(_ARRIVED_COUNT, 1)
         _wait_for_all(store, world_size, deadline)
     except UsageError:
