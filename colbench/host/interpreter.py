@@ -3,9 +3,8 @@
 A CPU CI job compares a pull request's stack with main's by giving each its own virtual
 environment (another torch build, another gloo); the parent starts each variant's ranks
 with that variant's interpreter running ``colbench.host.interpreter JOB RANK`` (as ``-m``
-would, but never from the working directory: see ``_BOOT``). The
-job travels pickled in a file of the run directory; the rank then lives exactly as a
-forked one does (:func:`colbench.host.child.spawned_rank`).
+would, but never from the working directory: see ``_BOOT``). The job travels pickled in a
+file of the run directory; the rank then lives as a forked one does (:func:`spawned_rank`).
 """
 
 from __future__ import annotations

@@ -271,16 +271,12 @@ class InFlight:
 
 
 class Fault:
-    """``COLBENCH_FAULT=RANK:WHEN[:raise|exit|hang|device-hang]``: make RANK fail at its
-    WHEN-th timed batch, with WHEN ``init`` as its communicator starts (see
-    :meth:`at_init`), ``side`` as its side group starts (:meth:`at_side_group`), or
-    ``end`` after its last row (:meth:`at_end`).
-
-    ``hang`` blocks the rank's main thread for ever, as a rank stuck outside any
-    collective would; ``device-hang`` stalls its GPU instead (``hang`` on CPU).
-    A testing aid for the failure-handling tests (like torch's own
-    debug variables); unset in normal use.
-    """
+    """``COLBENCH_FAULT=RANK:WHEN[:raise|exit|hang|device-hang]``, a testing aid for the
+    failure-handling tests (unset in normal use): make RANK fail at its WHEN-th timed batch,
+    or with WHEN ``init``, ``side`` or ``end`` as its communicator starts, as its side group
+    starts, or after its last row. ``hang`` blocks the rank's main thread for ever, as a
+    rank stuck outside any collective would; ``device-hang`` stalls its GPU instead
+    (``hang`` on CPU)."""
 
     def __init__(self, rank: int, spec: str | None) -> None:
         parts = (spec or "").split(":")

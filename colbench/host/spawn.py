@@ -58,13 +58,9 @@ def rank_environment(launch_cfg: LaunchConfig, backend: str, run_dir: Path) -> d
 
 
 def start_method(backend: str) -> str:
-    """How ranks are started: forked on CPU, spawned with CUDA.
-
-    A forked rank inherits the parent's imported torch, so it is ready in milliseconds
-    instead of re-importing torch (seconds on a small machine). CUDA cannot be used
-    in a forked child, so GPU ranks are spawned; so is every rank where fork is not
-    the platform's safe default.
-    """
+    """How ranks are started: forked on CPU (a forked rank inherits the parent's imported
+    torch: ready in milliseconds, not seconds), spawned with CUDA (unusable in a forked
+    child) and wherever fork is not the platform's safe default."""
     return "fork" if backend == "gloo" and sys.platform.startswith("linux") else "spawn"
 
 
@@ -287,11 +283,8 @@ def _serve_store(listener: socket.socket, world_size: int, timeout_s: float) -> 
 
 
 def hand_over(listener: socket.socket) -> None:
-    """Leave a listening socket to the store now serving on it.
-
-    The store's server thread closes the descriptor when the store goes. Closed from
-    Python as well, the second close lands on whatever reused the number in between: a
-    font file matplotlib holds, a subprocess's error pipe (EBADF in a later
-    ``subprocess.run``). After this, ``listener.close()`` closes nothing.
-    """
+    """Leave a listening socket to the store now serving on it: its server thread closes
+    the descriptor when the store goes, and a second close from Python would land on
+    whatever reused the number in between (a font file matplotlib holds, a subprocess's
+    error pipe). After this, ``listener.close()`` closes nothing."""
     listener.detach()

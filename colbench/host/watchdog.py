@@ -52,14 +52,11 @@ _LEFT_KEY = "colbench/hang-left/"
 
 
 def process_group_timeout_s(timeout_s: float) -> float:
-    """The timeout to give torch's process groups (the world group and every subgroup).
-
-    Later than colbench's own deadline, so the watchdog here reports a hang (exit 4,
-    naming the stuck ranks) before torch's NCCL watchdog aborts the process with
-    SIGABRT, or one gloo rank raises alone; the margin covers the poll interval and the
-    exchange of reports. torch's timeout stays as the backstop should this thread
-    never get to run.
-    """
+    """The timeout to give torch's process groups (the world group and every subgroup):
+    later than colbench's own deadline by the poll and the exchange of reports, so the
+    watchdog here reports a hang (exit 4, naming the stuck ranks) before torch's NCCL
+    watchdog aborts the process (SIGABRT) or one gloo rank raises alone. torch's timeout
+    stays as the backstop should this thread never get to run."""
     return timeout_s + max(30.0, timeout_s / 4)
 
 

@@ -1,13 +1,9 @@
 """A task's world, settled before any rank starts: this process joins an external
 launcher's job (torchrun, Slurm, MPI) as one of its ranks, or the host spawns the ranks
-here; on which backend, with how many ranks, writing into which run directory.
-
-One path for every task: :func:`start` runs a task of one world (p2p, health); a command
-that runs several worlds (the sweep's variants) asks :func:`join_or_place` and starts the
-spawned ones itself. Spawned and launched runs share the choices: a launched rank 0 makes
-the run directory too.
-
-`colbench env` shows what this machine offers and what a sweep here would settle.
+here; on which backend, with how many ranks, writing into which run directory (a launched
+rank 0 makes it too). :func:`start` runs a task of one world (p2p, health); the sweep's
+variants ask :func:`join_or_place` and start the spawned worlds themselves. `colbench env`
+shows what this machine offers and what a sweep here would settle.
 """
 
 from __future__ import annotations

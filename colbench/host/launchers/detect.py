@@ -1,12 +1,9 @@
-"""Which launcher started this process, from its environment variables.
-
-Launchers are detected from their environment variables (torchrun / env://, Open MPI,
-MPICH/PMI, SLURM srun). A partial or contradictory set is an error naming what is
-wrong, since guessing the rest is how multi-node jobs hang. When a launcher nests
-another (torchrun started by srun, mpirun inside an allocation), the innermost one
-describes this process, so the order of checks is torchrun, Open MPI, MPICH, SLURM.
-
-Slurm's own compact host and task lists (``node[01-02,07]``, ``2(x3),1``) are expanded here.
+"""Which launcher (torchrun / env://, Open MPI, MPICH/PMI, Slurm's srun) started this
+process, from its environment variables. A partial or contradictory set is an error naming
+what is wrong: guessing the rest is how multi-node jobs hang. When a launcher nests another
+(torchrun started by srun, mpirun inside an allocation), the innermost one describes this
+process, so the checks go torchrun, Open MPI, MPICH, Slurm. Slurm's compact host and task
+lists (``node[01-02,07]``, ``2(x3),1``) are expanded here.
 """
 
 from __future__ import annotations

@@ -211,7 +211,8 @@ def diagnose_gloo(
 
 
 def check_gloo(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> None:
-    """Raise UsageError when gloo would hang this launched job; a no-op on one node."""
+    """Raise UsageError when gloo would hang this launched job; a no-op on one node (the
+    caller, :func:`check`, names the rank)."""
     env = os.environ if env is None else env
     if launch.world_size < 2 or launch.master_addr is None:
         return
@@ -228,7 +229,7 @@ def check_gloo(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> None:
         ifaces=interfaces(),
     )
     if problem is not None:
-        raise UsageError(f"rank {launch.rank}: {problem}")
+        raise UsageError(problem)
 
 
 def socket_ifname_problem(value: str, ifaces: Mapping[str, Interface]) -> str | None:
@@ -274,12 +275,8 @@ def check(launch: LaunchEnv, backend: str, gpu_count: int) -> None:
     """
     try:
         check_socket_ifname()
-    except UsageError as exc:
-        raise UsageError(f"rank {launch.rank}: {exc}") from None
-    check_gloo(launch)
-    if backend == "gloo":
-        return
-    try:
-        pick_cuda_index(launch.local_rank, launch.local_world_size, gpu_count)
+        check_gloo(launch)
+        if backend != "gloo":
+            pick_cuda_index(launch.local_rank, launch.local_world_size, gpu_count)
     except UsageError as exc:
         raise UsageError(f"rank {launch.rank}: {exc}") from None
