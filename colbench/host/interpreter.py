@@ -97,19 +97,14 @@ def start_in_interpreter(python: str, job: RankJob) -> InterpreterRanks:
     )
 
 
-def _load_job(path: str) -> RankJob:
-    payload = pickle.loads(Path(path).read_bytes())
-    if payload.get("version") != JOB_FILE_VERSION:
-        raise ValueError(f"job file version {payload.get('version')}, not {JOB_FILE_VERSION}")
-    job: RankJob = pickle.loads(payload["job"])
-    return job
-
-
 def main(argv: list[str]) -> None:
     """``python -m colbench.host.interpreter JOB RANK``: one rank's life."""
     job_path, rank = argv[0], int(argv[1])
     try:
-        job = _load_job(job_path)
+        payload = pickle.loads(Path(job_path).read_bytes())
+        if payload.get("version") != JOB_FILE_VERSION:
+            raise ValueError(f"job file version {payload.get('version')}, not {JOB_FILE_VERSION}")
+        job: RankJob = pickle.loads(payload["job"])
     except Exception as exc:
         # Another colbench in this interpreter cannot read this one's job.
         print(

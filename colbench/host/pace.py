@@ -198,20 +198,15 @@ class Pace:
         if not f.stated_s and total is not None and total >= threshold_s:
             self.forecast = f = replace(f, stated_s=total, stated_at=self.clock())
             if self.say is not None:
-                self.say(stated_line(f))
+                after = duration(f.stated_at - f.started_at)
+                self.say(
+                    f"colbench: this run takes about {duration(f.stated_s)} in all "
+                    f"({f.units_total} {f.unit}; forecast {after} in)"
+                )
         # One store write per step, as every rank's InFlight makes: the parent's next
         # line must not show a count a 34-second step old.
         if self.publish is not None:
             self.publish(f.encode())
-
-
-def stated_line(forecast: Forecast) -> str:
-    """The line that states the run's time, once."""
-    after = forecast.stated_at - forecast.started_at
-    return (
-        f"colbench: this run takes about {duration(forecast.stated_s)} in all "
-        f"({forecast.units_total} {forecast.unit}; forecast {duration(after)} in)"
-    )
 
 
 def counting(on_step: Callable[[str], None], pace: Pace | None) -> Callable[[str], None]:
@@ -243,19 +238,15 @@ def say(line: str) -> None:
         sys.stderr.flush()
 
 
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream is not None and stream.isatty())
-    except (OSError, ValueError):
-        return False
-
-
 def lines_wanted(progress: bool | None, live_bar: bool) -> bool:
     """Whether to print progress lines: not with --no-progress; where a task draws a live
     bar (a sweep), only when stderr is no terminal (the bar shows nothing there)."""
     if progress is False:
         return False
-    return not (live_bar and _isatty(sys.stderr))
+    try:
+        return not (live_bar and sys.stderr.isatty())
+    except (OSError, ValueError, AttributeError):  # closed, or None: no terminal
+        return True
 
 
 def progress_line(forecast: Forecast | None, elapsed_s: float, now: float, doing: str) -> str:

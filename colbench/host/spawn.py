@@ -118,12 +118,16 @@ class World:
         except BaseException:
             supervise.stop_processes(self.processes)
             raise
-        store, world_size = self.store, self.job.world_size
+        store, world_size, progress = self.store, self.job.world_size, self.job.output.progress
+        # The ranks joined, counted while the start-up is slow: redrawn on a terminal (as
+        # the progress bar is; --progress: always), a line now and then in a log.
+        counting = show_joins and progress is not False
+        terminal = sys.stderr.isatty() if progress is None else True
         self.watch = supervise.StartupWatch(
             deadline=self.started + self.job.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
             arrived=lambda: arrived_ranks(store, world_size),
             world_size=world_size,
-            counter=_join_counter(self.job.output.progress) if show_joins else None,
+            counter=supervise.JoinCounter(terminal) if counting else None,
         )
 
     def progress_lines(self) -> Callable[[], None] | None:
@@ -133,15 +137,6 @@ class World:
         if self.store is None or not pace.lines_wanted(job.output.progress, job.task.live_bar):
             return None
         return pace.ProgressLines(pace.store_source(self.store), job.started_at).tick
-
-
-def _join_counter(progress: bool | None) -> supervise.JoinCounter | None:
-    """The start-up's count of ranks joined: redrawn on a terminal (as the progress bar is;
-    ``progress`` None: when stderr is one), a line now and then in a log; none with
-    --no-progress."""
-    if progress is False:
-        return None
-    return supervise.JoinCounter(terminal=sys.stderr.isatty() if progress is None else True)
 
 
 def fork_world(

@@ -121,15 +121,6 @@ def one_gpu_note(requested: str, backend: str, world_size: int) -> str | None:
     )
 
 
-def spawn_notes(world_size: int, worlds: int = 1) -> list[str]:
-    """Refuse spawning ``worlds`` worlds of ``world_size`` ranks at once where this host's
-    limits cannot hold them (colbench.host.launchers.env); else what to say before they start."""
-    ranks = world_size * worlds
-    check_spawn(ranks, world_size, f"--nprocs {world_size}")
-    notes = [check_address_space(f"--nprocs {world_size}"), crowded_note(ranks)]
-    return [note for note in notes if note]
-
-
 def make_run_dir(output: OutputConfig, label: str, backend: str) -> Path:
     """Create the run directory: --out (new or empty), else a new
     ``<results>/<stamp>-<label>-<backend>``."""
@@ -169,9 +160,11 @@ def join_or_place(task: RankTask) -> Spawning | int:
         preflight.check_socket_ifname()
     notes = [_set_aside(set_aside, world_size)] if set_aside else []
     notes += task.check(world_size, backend) + nccl_notes(task.launch, backend)
-    notes += spawn_notes(world_size, task.worlds)
+    ranks, flag = world_size * task.worlds, f"--nprocs {world_size}"
+    # Refused where this host's limits cannot hold the worlds of ranks alive at once.
+    check_spawn(ranks, world_size, flag)
     chosen = one_gpu_note(task.launch.backend, backend, world_size)
-    notes += [chosen] if chosen else []
+    notes += [n for n in (check_address_space(flag), crowded_note(ranks), chosen) if n]
     run_dir = make_run_dir(task.output, task.label, backend)
     for note in notes:
         print(f"colbench: note: {note}", file=sys.stderr)

@@ -278,12 +278,6 @@ _BY = {
 }
 
 
-def placing_variables(found: LaunchEnv, env: Mapping[str, str]) -> tuple[str, ...]:
-    """The variables of ``env`` that made ``found`` (``NAME=value``, in a fixed order)."""
-    names = (*_PLACING[found.launcher], "MASTER_ADDR", "MASTER_PORT")
-    return tuple(f"{name}={env[name]}" for name in names if name in env)
-
-
 def join_or_spawn(
     nprocs: int | None, env: Mapping[str, str] | None = None
 ) -> tuple[LaunchEnv | None, tuple[str, ...]]:
@@ -298,7 +292,9 @@ def join_or_spawn(
     found = detect(env)
     if found is None or nprocs is None:
         return found, ()
-    placing = placing_variables(found, env)
+    # The variables of ``env`` that made ``found`` (``NAME=value``, in a fixed order).
+    names = (*_PLACING[found.launcher], "MASTER_ADDR", "MASTER_PORT")
+    placing = tuple(f"{name}={env[name]}" for name in names if name in env)
     if found.world_size > 1:
         raise UsageError(
             f"--nprocs {nprocs} asks colbench to start the ranks, but {_BY[found.launcher]} "
