@@ -134,13 +134,8 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
     kind = protocol.classify(exc)
     if kind in (protocol.KIND_USAGE, protocol.KIND_WRITE):
         error = text
-    report = protocol.make_report(
-        rank,
-        in_flight.failed_during or in_flight.describe(),
-        kind,
-        error,
-        in_flight.failed_at or time.time(),
-    )
+    doing = in_flight.failed_during or in_flight.describe()
+    report = protocol.make_report(rank, doing, kind, error, in_flight.failed_at or time.time())
     # The store first: on a full disk the report's file is lost, and the parent would
     # blame the rank for whatever it was doing.
     protocol.publish_report(in_flight.store, report)
@@ -179,12 +174,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     """One rank's whole life: join the group, run its task, leave."""
     import torch.distributed as dist
 
-    device = _device_for(
-        job.backend,
-        local_rank,
-        local_world_size_from_env(job.world_size),
-        job.launch.ranks_per_gpu,
-    )
+    device = _device_for(job, local_rank)
     in_flight.phase = "rendezvous"
     in_flight.store = init_process_group(job, rank, device, in_flight)
     stop_lines = keep_pace(job, rank, in_flight)
@@ -269,22 +259,20 @@ def meet_peers(side: _Gathers, me: PeerT, disagreement: str) -> list[PeerT]:
     return peers
 
 
-def _device_for(
-    backend: str, local_rank: int, local_world_size: int, ranks_per_gpu: int = 1
-) -> Any:
+def _device_for(job: RankJob, local_rank: int) -> Any:
     import torch
 
-    if backend == "nccl":
+    if job.backend == "nccl":
         # The launcher's own count, not ``local_world_size``: that falls back to the world
         # size, which on several nodes over-counts the ranks sharing this node's GPUs.
         # Spawned ranks have none: local rank = rank, one GPU each (run_sweep checked).
         index = devices.pick_cuda_index(
-            local_rank, declared_local_world_size(), gpus.gpu_count(), ranks_per_gpu
+            local_rank, declared_local_world_size(), gpus.gpu_count(), job.launch.ranks_per_gpu
         )
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
         return device
-    share_cpu_threads(local_world_size)
+    share_cpu_threads(local_world_size_from_env(job.world_size))
     return torch.device("cpu")
 
 
