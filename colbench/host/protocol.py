@@ -186,15 +186,12 @@ def diagnose(
     over a hang (see :func:`read_reports`); a timeout names the stuck ranks (see
     :func:`diagnose_timeout`); otherwise the earliest exception wins.
     """
-    usage = [r for r in reports if r.get("kind") == KIND_USAGE]
-    if usage:
-        first = usage[0]
-        return Failure(str(first["error"]), int(ExitCode.USAGE), error=str(first["error"]))
-    # A rank that could not write the run's files measured well: the file is the culprit.
-    unwritten = [r for r in reports if r.get("kind") == KIND_WRITE]
-    if unwritten:
-        first = unwritten[0]
-        return Failure(str(first["error"]), int(ExitCode.WRITE_FAILED), error=str(first["error"]))
+    # Refused input, then a file of the run that could not be written (the rank measured
+    # well: the file is the culprit), each in the rank's own words.
+    for kind, code in ((KIND_USAGE, ExitCode.USAGE), (KIND_WRITE, ExitCode.WRITE_FAILED)):
+        first = next((r for r in reports if r.get("kind") == kind), None)
+        if first is not None:
+            return Failure(str(first["error"]), int(code), error=str(first["error"]))
     timed_out = {int(r["rank"]) for r in reports if r.get("kind") == KIND_TIMEOUT}
     lost = {int(r["rank"]) for r in reports if lost_a_peer(str(r.get("error", "")))}
     # A rank aborted after it lost a peer (its log says so) is a survivor, not a culprit.

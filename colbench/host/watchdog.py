@@ -4,11 +4,9 @@ Why inside the rank: on NCCL, torch's own watchdog aborts a hung rank (SIGABRT) 
 Python sees an exception, so the run would be reported as a crash; under torchrun or
 srun no colbench parent watches at all. A daemon thread in every rank reads the rank's
 :class:`~colbench.host.job.InFlight`; when its step has not moved for ``--timeout``
-(``--init-timeout`` while the communicator starts), the thread writes the rank's failure
-report (kind timeout, as :mod:`colbench.host.protocol` reads it) and ends the process with
-:data:`~colbench.errors.ExitCode.TIMEOUT`. torch's process groups get a longer timeout
-(:func:`process_group_timeout_s`), so this fires first, on NCCL as on gloo. A hung CUDA
-graph replay is covered alike: its host blocks in a synchronize inside the step.
+(``--init-timeout`` while the communicator starts), it writes the rank's failure report
+(kind timeout) and ends the process with exit code 4, before torch's longer timeout
+(:func:`process_group_timeout_s`). A hung CUDA graph replay is covered alike.
 
 A timeout alone does not say who is stuck: the rank that hangs and the ranks waiting for
 it stop alike. Where the main thread stands does: inside ``torch.distributed`` or a CUDA
