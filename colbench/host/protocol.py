@@ -1,11 +1,10 @@
 """The parent<->rank protocol: what ranks report, and the verdict read from it.
 
-Every rank publishes its step in the rendezvous store (``progress/<rank>``, see
-:class:`colbench.host.job.InFlight`), so when a rank dies without a word (SIGKILL, the
-OOM killer) or hangs, whoever reads the store still knows what it was doing. Ranks
-write ``rankN.error.json`` when they fail with an exception. :func:`diagnose` turns
-exit codes, reports and progress into one line and an exit code; the hang watchdog
-(:mod:`colbench.host.watchdog`) reads the same reports when no parent watches.
+Every rank publishes its step in the rendezvous store (:class:`colbench.host.job.InFlight`),
+so when a rank dies without a word (SIGKILL, the OOM killer) or hangs, whoever reads the
+store still knows what it was doing; a rank that fails with an exception writes
+``rankN.error.json``. :func:`diagnose` turns exit codes, reports and progress into one line
+and an exit code; the hang watchdog reads the same reports when no parent watches.
 """
 
 from __future__ import annotations

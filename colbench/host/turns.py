@@ -207,12 +207,9 @@ class Turns:
 def read_log(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The turn log of an interleaved run, in the order written ([] when none or not a
     turn log); a line that is not a record is skipped."""
-    path = Path(run_dir) / TURNS_FILE
-    if not path.is_file():
-        return []
     try:
-        text = reading.read_text(path, reading.TURNS, strict=False)
-    except UsageError:
+        text = reading.read_text(Path(run_dir) / TURNS_FILE, reading.TURNS, strict=False)
+    except UsageError:  # none, or not a file colbench reads
         return []
     records = []
     for line in text.splitlines():

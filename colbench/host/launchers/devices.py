@@ -3,13 +3,12 @@ a rank's NCCL communicator exists: torch's blocking wait unset, NCCL's start-up 
 an emulated node's variables set (--ranks-per-gpu). NCCL reads its environment once, when
 it starts; a gloo rank never comes here.
 
-Launchers hand out GPUs in two ways, both right: every process of a node sees all of
-its GPUs (torchrun, ``srun --gpus-per-node``) and takes the one at its local rank, or
-each process sees exactly one (``srun --gpus-per-task=1``, ``CUDA_VISIBLE_DEVICES`` set
-per rank), which is then device 0 whatever the local rank. Anything else is refused
-rather than guessed. The second way cannot be told from two ranks handed the same
-single GPU, so every rank's GPU (PCI bus id) and NCCL host identity are compared, over
-the rendezvous store, before NCCL starts: the pair NCCL's own check refuses.
+Launchers hand out GPUs in two ways, both right: every process of a node sees all of its
+GPUs (torchrun, ``srun --gpus-per-node``) and takes the one at its local rank, or each sees
+exactly one (``srun --gpus-per-task=1``), device 0 whatever the local rank; anything else
+is refused. The second cannot be told from two ranks handed the same GPU, so every rank's
+GPU (PCI bus id) and NCCL host identity, the pair NCCL's own check refuses, are compared
+over the rendezvous store before NCCL starts.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Network checks that run before rendezvous, so a misconfigured job fails in
 milliseconds instead of hanging until a timeout.
 
-The classic multi-node gloo hang: gloo binds the address its host name resolves to
-(or the interface in ``GLOO_SOCKET_IFNAME``). Many distributions map the host name to
-127.0.0.1 or 127.0.1.1 in /etc/hosts, so gloo binds loopback, advertises that address
-to the other nodes through the store, and they wait forever to connect to their own
-loopback. We reproduce gloo's choice (torch's ``ProcessGroupGloo::createDefaultDevice``:
-the first address of the host name that binds, else loopback) and compare it with
-the route to MASTER_ADDR.
+The classic multi-node gloo hang: gloo binds the address its host name resolves to (or
+the interface in ``GLOO_SOCKET_IFNAME``); many distributions map the host name to a
+loopback address in /etc/hosts, which gloo then advertises to the other nodes, who wait
+forever to connect to their own loopback. We reproduce gloo's choice (torch's
+``ProcessGroupGloo::createDefaultDevice``) and compare it with the route to MASTER_ADDR.
 """
 
 from __future__ import annotations
