@@ -102,13 +102,10 @@ def _divert_stderr(log_path: Path, keep_python: bool) -> None:
 
 
 def _library_warnings_to(log: TextIO) -> None:
-    """Send rank 0's Python warnings and unhandled library log records to its log file.
-
-    Both would otherwise print on ``sys.stderr``, which rank 0 keeps on the terminal: torch
-    turns its C++ ``TORCH_WARN`` into Python warnings when called from Python, and its
-    ``logging`` records with no handler fall to ``logging.lastResort``. colbench's own notes
-    are plain prints to ``sys.stderr`` and stay on the terminal.
-    """
+    """Send rank 0's Python warnings and unhandled library log records to its log file:
+    both would print on ``sys.stderr``, which rank 0 keeps on the terminal for colbench's
+    own notes (torch turns its C++ ``TORCH_WARN`` into Python warnings, and ``logging``
+    records with no handler fall to ``logging.lastResort``)."""
 
     def show(
         message: Warning | str,
@@ -277,13 +274,10 @@ def _device_for(job: RankJob, local_rank: int) -> Any:
 
 
 def share_cpu_threads(local_world_size: int) -> None:
-    """Give each CPU rank its share of the host's cores for torch's intra-op threads.
-
-    More threads than cores make every parallel region (data fill, verification) wait
-    for a descheduled thread, milliseconds per tensor op, and idle OpenMP threads spin
-    for a while after each region, stealing the core a collective is timed on.
-    OMP_NUM_THREADS, when set, wins.
-    """
+    """Give each CPU rank its share of the host's cores for torch's intra-op threads (an
+    OMP_NUM_THREADS set wins): with more threads than cores, every parallel region (data
+    fill, verification) waits for a descheduled thread, and idle OpenMP threads spin after
+    each region, stealing the core a collective is timed on."""
     import torch
 
     if "OMP_NUM_THREADS" not in os.environ:
@@ -293,12 +287,9 @@ def share_cpu_threads(local_world_size: int) -> None:
 def init_process_group(
     job: RankJob, rank: int, device: Any, in_flight: InFlight | None = None
 ) -> Any:
-    """Join the process group; returns the rendezvous store (for progress).
-
-    With ``in_flight``, the hang watchdog is armed as the communicator starts: from then
-    on a step that stops moving ends the rank with exit code 4 (--init-timeout for the
-    start-up itself, which torch leaves unbounded on NCCL; --timeout after it).
-    """
+    """Join the process group; returns the rendezvous store (for progress). With
+    ``in_flight``, the hang watchdog is armed as the communicator starts (--init-timeout
+    for the start-up itself, which torch leaves unbounded on NCCL; --timeout after it)."""
     import torch.distributed as dist
 
     timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.launch.timeout_s))

@@ -180,11 +180,9 @@ class Peer:
 
 def command_started_at() -> float:
     """When this colbench command began (time.time()'s clock): a run's time counts from
-    the command, as its user's does, not from when the host got going after Python and
-    torch were imported (seconds on a small machine). That is the process's start where
-    the process is the command (``python -m colbench``, the ``colbench`` script); now
-    where a test or a notebook calls a command in a process of its own, or where the
-    system cannot say."""
+    the command, as its user's does, not from after Python and torch were imported. That
+    is the process's start where the process is the command (``python -m colbench``, the
+    ``colbench`` script); else (a test, a notebook) or where the system cannot say, now."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     command = (spec is not None and spec.name.startswith("colbench")) or (
@@ -213,12 +211,9 @@ def _process_started_at() -> float | None:
 
 @dataclass
 class InFlight:
-    """What this rank is doing now, so a failure can name it.
-
-    With a store (the parent's TCPStore), every step is published under
-    ``progress/<rank>`` so the parent can name the op and size a rank died in, and tell
-    which ranks never reached a collective the others are stuck in.
-    """
+    """What this rank is doing now, so a failure can name it: with a store, every step is
+    published under ``progress/<rank>``, so the parent can name the op and size a rank died
+    in, and tell which ranks never reached a collective the others are stuck in."""
 
     op: str = ""
     dtype: str = ""

@@ -107,13 +107,10 @@ def local_world_size_from_env(world_size: int) -> int:
 
 def node_id() -> str:
     """What makes two ranks share a node: one kernel (boot id) and one network stack
-    (network-namespace inode), plus the hostname for people to read.
-
-    The hostname alone is not enough: containers and network namespaces share it with
-    their host, and cloned machines share it with each other. Ranks on one kernel in one
-    network namespace talk over loopback and shared memory, which is what "same node"
-    means for communication; anything else crosses a network device.
-    """
+    (network-namespace inode), plus the hostname for people to read. The hostname alone is
+    not enough (containers share it with their host, cloned machines with each other);
+    ranks on one kernel in one network namespace talk over loopback and shared memory,
+    which is what "same node" means for communication."""
     host, boot = socket.gethostname(), _read("/proc/sys/kernel/random/boot_id").strip()
     try:
         netns = os.stat("/proc/self/ns/net").st_ino

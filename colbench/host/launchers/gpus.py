@@ -58,10 +58,8 @@ class Gpu:
 
 
 def gpu_count() -> int:
-    """CUDA GPUs this process can use (0 without CUDA). The one count every module asks.
-
-    torch asks the CUDA driver, which counts devices without creating a context.
-    """
+    """CUDA GPUs this process can use (0 without CUDA), the one count every module asks:
+    torch asks the CUDA driver, which counts devices without creating a context."""
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
