@@ -90,13 +90,11 @@ class ConfiguredTask:
 
     @property
     def launch(self) -> LaunchConfig:
-        launch: LaunchConfig = self.cfg.launch
-        return launch
+        return self.cfg.launch
 
     @property
     def output(self) -> OutputConfig:
-        output: OutputConfig = self.cfg.output
-        return output
+        return self.cfg.output
 
     def failed(self, run_dir: Path, failure: Failure) -> None:
         """Nothing beyond meta.json, for most tasks."""

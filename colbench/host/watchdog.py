@@ -62,12 +62,10 @@ def deadline(
     phase: str, seq: int, timeout_s: float, init_timeout_s: float
 ) -> tuple[float, str] | None:
     """Seconds a step may last and the option that set it; None for an unwatched one.
-
-    Nothing is watched before the first step (seq 0): the rendezvous bounds itself.
-    ``--init-timeout`` bounds the start-up of the communicator and of the side group.
-    ``--timeout`` bounds every step after them, a timed batch as a
-    whole included, as NCCL's own watchdog times each call from when it was enqueued.
-    """
+    Nothing is watched before the first step (seq 0: the rendezvous bounds itself);
+    ``--init-timeout`` bounds the start-up of the communicator and of the side group,
+    ``--timeout`` every step after them, a timed batch as a whole, as NCCL's own watchdog
+    times each call from when it was enqueued."""
     if seq == 0 or phase == WAITING_PHASE:
         # An interleaved world waiting for the other's turn is not stuck.
         return None
@@ -178,11 +176,8 @@ class Watchdog:
         reported = {int(r["rank"]) for r in reports}
         silent = [r for r in range(self.world_size) if r not in reported]
         failure = protocol.diagnose_timeout(reports, silent, progress, self.timeout_s)
-        print(
-            f"colbench: error: rank {mine['rank']} on {socket.gethostname()} "
-            f"(pid {os.getpid()}): {failure.message}",
-            file=sys.stderr,
-        )
+        who = f"rank {mine['rank']} on {socket.gethostname()} (pid {os.getpid()})"
+        print(f"colbench: error: {who}: {failure.message}", file=sys.stderr)
         if self.on_verdict is not None:
             self.on_verdict(failure)
         _leave_after_rank0(store, int(mine["rank"]), self.world_size)

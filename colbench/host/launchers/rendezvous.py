@@ -28,12 +28,9 @@ _ARRIVED, _ARRIVED_COUNT = "colbench/arrived/{}", "colbench/arrived-count"
 
 
 def _wait_for_all(store: Any, world_size: int, deadline: float) -> None:
-    """Poll the arrival count until every rank is in, or raise TimeoutError at ``deadline``.
-
-    Not ``store.wait``: torch's socket layer prints its own warnings when a wait times
-    out (``[c10d] waitForInput ... timed out``), ahead of colbench's one line that names
-    the missing ranks; polling leaves colbench's line the only one.
-    """
+    """Poll the arrival count until every rank is in, or raise TimeoutError at ``deadline``:
+    not ``store.wait``, whose timeout makes torch's socket layer print its own warnings
+    (``[c10d] waitForInput ... timed out``) ahead of colbench's one line naming the missing."""
     delay = 0.01
     while store.add(_ARRIVED_COUNT, 0) < world_size:
         left = deadline - time.monotonic()
@@ -168,12 +165,9 @@ def rendezvous(
     init_timeout_s: float,
     timeout_s: float,
 ) -> Any:
-    """Meet every rank through a TCPStore within ``init_timeout_s``; returns the store.
-
-    ``host`` None means env:// (MASTER_ADDR/MASTER_PORT; torchrun's agent store when it
-    offers one). After every rank has checked in, the store's timeout becomes
-    ``timeout_s``, the run's process-group timeout.
-    """
+    """Meet every rank through a TCPStore within ``init_timeout_s``; returns the store, its
+    timeout now ``timeout_s``. ``host`` None means env:// (MASTER_ADDR and MASTER_PORT;
+    torchrun's agent store when it offers one)."""
     started = time.monotonic()
     deadline = started + init_timeout_s
     if host is None:
