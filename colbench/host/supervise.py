@@ -201,12 +201,9 @@ def wait_for_ranks(
     tick: Callable[[], None] | None = None,
 ) -> dict[int, int | None] | None:
     """Block until every rank exits 0 (returns None), one fails, or a stop signal arrives.
-
     On failure, the others get :data:`GRACE_S` to fail on their own, then are killed;
-    returns rank -> exit code, None for ranks that had to be killed. When ``startup``
-    expires (a rank never checked in), every rank is killed at once. ``tick`` is called
-    at every poll (the progress lines, colbench.host.pace).
-    """
+    returns rank -> exit code (None: killed). An expired ``startup`` (a rank never checked
+    in) kills every rank at once; ``tick`` is called at every poll (the progress lines)."""
     try:
         while True:
             if stop.received is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from colbench.errors import UsageError
 from colbench.host.launchers.env import LaunchEnv
@@ -239,12 +239,7 @@ def _refuse_sbatch_without_srun(env: Mapping[str, str]) -> None:
         )
 
 
-_SCHEMES: tuple[Callable[[Mapping[str, str]], LaunchEnv | None], ...] = (
-    _torchrun,
-    _openmpi,
-    _mpich,
-    _slurm,
-)
+_SCHEMES = (_torchrun, _openmpi, _mpich, _slurm)
 
 
 def detect(env: Mapping[str, str] | None = None) -> LaunchEnv | None:
