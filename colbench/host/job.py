@@ -275,16 +275,17 @@ class Fault:
         parts = (spec or "").split(":")
         # RANK:start:... is the spawned rank's own hook (host/child.py), read before this exists.
         mine = bool(spec) and int(parts[0]) == rank and parts[1] != "start"
-        #: A timed batch's number, ``init``, ``side`` or ``end``; "" for no fault here.
+        #: ``init``, ``side``, ``end``, or a timed batch's number (:attr:`step`); "": no fault.
         self.when = parts[1] if mine else ""
+        self.step = None if self.when in ("", "init", "side", "end") else int(self.when)
         self.action = parts[2] if mine and len(parts) > 2 else "raise"
         self.count = 0
 
     def tick(self) -> None:
-        if not self.when.isdigit():
+        if self.step is None:
             return
         self.count += 1
-        if self.count == int(self.when):
+        if self.count == self.step:
             self._fail(f"timed batch {self.count}")
 
     def at_init(self) -> None:
