@@ -25,6 +25,7 @@ from colbench.host.job import InFlight, RankJob, RankTask, command_started_at
 from colbench.host.launchers import gpus as gpus_module
 from colbench.host.launchers import preflight
 from colbench.host.launchers.detect import detect, join_or_spawn
+from colbench.host.launchers.devices import blocking_wait_note
 from colbench.host.launchers.env import (
     LaunchEnv,
     check_address_space,
@@ -105,8 +106,6 @@ def nccl_notes(launch: LaunchConfig, backend: str) -> list[str]:
     notes = []
     if launch.ranks_per_gpu > 1:
         notes += gpus_module.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
-    from colbench.host.launchers.devices import blocking_wait_note
-
     blocked = blocking_wait_note(os.environ)
     return notes + ([blocked] if blocked else [])
 

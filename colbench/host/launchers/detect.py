@@ -277,12 +277,10 @@ def join_or_spawn(
     nprocs: int | None, env: Mapping[str, str] | None = None
 ) -> tuple[LaunchEnv | None, tuple[str, ...]]:
     """(the launcher's job to join, or None to spawn; the launcher variables set aside).
-
-    An explicit ``--nprocs`` (or a suite's ``nprocs``) asks colbench to start the ranks.
-    Beside a launcher's world of one (a single-task allocation, or a shell left with
-    torchrun's variables) it wins, and the variables it sets aside are returned to be
-    named; beside a larger world it contradicts the launcher, and is refused.
-    """
+    An explicit ``--nprocs`` (or a suite's ``nprocs``) asks colbench to start the ranks:
+    beside a launcher's world of one (a single-task allocation, a shell left with torchrun's
+    variables) it wins, the variables it sets aside returned to be named; beside a larger
+    world it contradicts the launcher, and is refused."""
     env = os.environ if env is None else env
     found = detect(env)
     if found is None or nprocs is None:

@@ -59,11 +59,9 @@ class LaunchEnv:
 
 def quiet_other_ranks(env: dict[str, str] | None = None) -> None:
     """Ranks other than 0 print nothing but errors: lower torch's C++ log level to ERROR.
-
     torch reads TORCH_CPP_LOG_LEVEL once, when it loads, so this runs on the import of
-    colbench, before detection; it only peeks at the rank and never raises. Warnings of
-    theirs that matter (gloo's peer-name lookups failing, say) show on rank 0 as well.
-    """
+    colbench, before detection: it only peeks at the rank and never raises. Warnings that
+    matter (gloo's peer-name lookups failing, say) show on rank 0 as well."""
     target = os.environ if env is None else env
     for name in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
         value = target.get(name, "").strip()
