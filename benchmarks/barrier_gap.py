@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from colbench.bench.groups import SideGroup
 from colbench.bench.timing import BarrierThreads, thread_run_delays_ns, wait_in
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 
 
 def _figures(samples_us: list[float]) -> str:

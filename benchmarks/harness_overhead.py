@@ -31,7 +31,7 @@ from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.host.child import share_cpu_threads
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 
 #: (world size, bytes, target ratio, iterations or None for -n)
 CASES = ((1, 4, 1.02, None), (2, 1 << 20, 1.03, 200), (2, 4 << 20, 1.03, 200))

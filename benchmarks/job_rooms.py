@@ -14,8 +14,10 @@ sweep command one module, bench/timing.py, nothing called that a gloo sweep does
 need): 30 (69), 37, 21; with the other ranks doing no hardware work (only a node's first
 rank reads its facts, only rank 0 works out the ceiling its rows carry) and the GPUs' NVML
 links read in hardware/links.py: 30 (69), 36, 20; with --ranks-per-gpu's emulation in
-host/launchers/gpus.py and the file writing in results/tables.py: 30 (69), 34, 20
-(tests/dist/test_job_rooms.py holds those). The issue's own hook read 86 / 43 / 33 at c2fc7e0.
+host/launchers/gpus.py and the file writing in results/tables.py: 30 (69), 34, 20; with
+host/job.py holding a rank's in-flight record, host/supervise.py a run's end, and
+host/launchers/env.py the host's limits: 29 (67), 32, 18; with meta.json's gathering in
+results/rundir.py: 29 (66), 31, 18 (tests/dist/test_job_rooms.py holds those). The issue's own hook read 86 / 43 / 33 at c2fc7e0.
 
     python benchmarks/job_rooms.py [--list]
 """

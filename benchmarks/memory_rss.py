@@ -27,7 +27,7 @@ from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_size
 from colbench.host.child import share_cpu_threads
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 
 TARGET = 1.15
 

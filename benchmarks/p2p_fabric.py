@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO))
 
 from colbench.commands.p2p import load  # noqa: E402
 from colbench.commands.p2p.report import samples_of  # noqa: E402
-from colbench.host.launchers import free_port  # noqa: E402
+from colbench.host.launchers.rendezvous import free_port  # noqa: E402
 from tests import netns  # noqa: E402
 
 SLOW_NODE = 2

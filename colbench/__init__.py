@@ -1,6 +1,6 @@
 """colbench: collective-communication benchmarks on torch.distributed."""
 
-from colbench.host.launchers import quiet_other_ranks as _quiet_other_ranks
+from colbench.host.launchers.env import quiet_other_ranks as _quiet_other_ranks
 
 __version__ = "0.1.0"
 

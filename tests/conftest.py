@@ -74,7 +74,7 @@ def start_ranks(
 ) -> list[subprocess.Popen[str]]:
     """The ranks of one job started by hand, as torchrun's workers are (env://, rank 0
     hosts the store): ``python -m colbench *args(rank)`` with ``env(rank)`` on top."""
-    from colbench.host.launchers import free_port
+    from colbench.host.launchers.rendezvous import free_port
 
     port = str(free_port())
     procs = []

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 _IP_TIMEOUT_S = 30

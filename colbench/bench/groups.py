@@ -124,7 +124,7 @@ class SideGroup:
             return cls(dist.new_group(backend="gloo", timeout=timeout), world_size)
         import os
 
-        from colbench.host.inflight import Fault
+        from colbench.host.job import Fault
         from colbench.host.watchdog import SIDE_GROUP_STARTUP
 
         setup = in_flight.phase

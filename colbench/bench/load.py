@@ -27,7 +27,7 @@ from colbench.bench.ops.base import Collective, Context
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.config.contend import LoadSpec, load_collective
 from colbench.config.model import SweepConfig
-from colbench.host.inflight import InFlight
+from colbench.host.job import InFlight
 
 #: Seconds the load runs alone, without the collective, in every size's turn: long
 #: enough for several products or calls, short beside a turn's timed batches.

@@ -26,7 +26,7 @@ from colbench.bench.plan import RunInfo, Work, plan_notes, warmup_calls
 from colbench.bench.rowmaker import combine_times, make_row, unmeasured_row
 from colbench.bench.timing import Batch, HostTimer, Rotation, Timer, timed_batch
 from colbench.config.model import SweepConfig
-from colbench.host.inflight import Fault, InFlight
+from colbench.host.job import Fault, InFlight
 from colbench.results.reporters.stragglers import RankTimes
 from colbench.results.rows import STATUS_OOM, STATUS_UNSUPPORTED, Row
 

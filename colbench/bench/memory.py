@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from colbench.bench.ops.base import Collective, Layout
-from colbench.host.launchers import limits
+from colbench.host.launchers import env
 
 #: Scratch the verification uses beyond the buffers (chunked temporaries, see ops.data).
 VERIFY_SCRATCH_BYTES = 64 * 1024**2
@@ -111,10 +111,10 @@ def address_space_room_bytes(threads_to_come: int) -> int | None:
     """Address space this process may still map for buffers under ``ulimit -v``, or None
     without a limit. ``threads_to_come``: threads not started yet (torch's intra-op pool
     starts at the first parallel fill), each taking a stack."""
-    limit, used = limits.address_space_limit_bytes(), limits.address_space_used_bytes()
+    limit, used = env.address_space_limit_bytes(), env.address_space_used_bytes()
     if limit is None or used is None:
         return None
-    later = threads_to_come * limits.thread_stack_bytes() + limits.MALLOC_ARENA_BYTES
+    later = threads_to_come * env.thread_stack_bytes() + env.MALLOC_ARENA_BYTES
     return max(0, limit - used - later)
 
 

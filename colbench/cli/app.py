@@ -28,7 +28,7 @@ from colbench.errors import ExitCode, RankFailure, UsageError, WriteFailed
 
 # Imported now: the handler of torch failing to load under ``ulimit -v`` has no address
 # space left to import it then.
-from colbench.host.launchers.limits import guard_torch_import, torch_load_failure
+from colbench.host.launchers.env import guard_torch_import, torch_load_failure
 
 #: ``colbench --help`` lists the commands under these headings, by what a user wants to do
 #: (each command's ``rich_help_panel``), in this order.

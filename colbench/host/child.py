@@ -1,7 +1,8 @@
 """A rank's life in its own process, whatever its task: spawned by colbench's parent (forked,
 or in another interpreter) or launched by torchrun, mpirun or srun, it finds its device,
 joins the world (the process group, the hang watchdog armed; on NCCL,
-colbench.host.nccl_start first), runs its task, and leaves with an exit code.
+colbench.host.launchers.devices.prepare_nccl first), runs its task, and leaves with an exit
+code.
 
 Apart from :mod:`colbench.host.spawn` (the parent's side), so that both the parent and
 :mod:`colbench.host.interpreter` import it and neither imports the other.
@@ -16,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -24,17 +26,14 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol, TextIO, TypeVar
 
 from colbench.errors import ExitCode, UsageError
-from colbench.host import launchers as launch
 from colbench.host import protocol
 from colbench.host import watchdog as hang_watchdog
-from colbench.host.inflight import Fault, InFlight
-from colbench.host.job import RankJob
+from colbench.host.job import Fault, InFlight, RankJob
 from colbench.host.launchers import devices, gpus
 from colbench.host.launchers.env import declared_local_world_size, local_world_size_from_env
-from colbench.host.nccl_start import prepare_nccl
-from colbench.host.outcome import end_meta, kept_line
+from colbench.host.launchers.rendezvous import rendezvous
 from colbench.host.pace import KEY, Pace, ProgressLines, in_thread, lines_wanted, say
-from colbench.host.supervise import guard
+from colbench.host.supervise import end_meta, guard, kept_line
 from colbench.results.rundir import RANK_LOG, RunDir
 
 
@@ -76,9 +75,7 @@ def die_with_parent() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         return
     # The parent may have died before prctl took effect.
@@ -105,13 +102,10 @@ def _divert_stderr(log_path: Path, keep_python: bool) -> None:
 
 
 def _library_warnings_to(log: TextIO) -> None:
-    """Send rank 0's Python warnings and unhandled library log records to its log file.
-
-    Both would otherwise print on ``sys.stderr``, which rank 0 keeps on the terminal: torch
-    turns its C++ ``TORCH_WARN`` into Python warnings when called from Python, and its
-    ``logging`` records with no handler fall to ``logging.lastResort``. colbench's own notes
-    are plain prints to ``sys.stderr`` and stay on the terminal.
-    """
+    """Send rank 0's Python warnings and unhandled library log records to its log file:
+    both would print on ``sys.stderr``, which rank 0 keeps on the terminal for colbench's
+    own notes (torch turns its C++ ``TORCH_WARN`` into Python warnings, and ``logging``
+    records with no handler fall to ``logging.lastResort``)."""
 
     def show(
         message: Warning | str,
@@ -137,13 +131,8 @@ def _record_failure(job: RankJob, rank: int, in_flight: InFlight, exc: BaseExcep
     kind = protocol.classify(exc)
     if kind in (protocol.KIND_USAGE, protocol.KIND_WRITE):
         error = text
-    report = protocol.make_report(
-        rank,
-        in_flight.failed_during or in_flight.describe(),
-        kind,
-        error,
-        in_flight.failed_at or time.time(),
-    )
+    doing = in_flight.failed_during or in_flight.describe()
+    report = protocol.make_report(rank, doing, kind, error, in_flight.failed_at or time.time())
     # The store first: on a full disk the report's file is lost, and the parent would
     # blame the rank for whatever it was doing.
     protocol.publish_report(in_flight.store, report)
@@ -182,12 +171,7 @@ def rank_main(job: RankJob, rank: int, local_rank: int, in_flight: InFlight) -> 
     """One rank's whole life: join the group, run its task, leave."""
     import torch.distributed as dist
 
-    device = _device_for(
-        job.backend,
-        local_rank,
-        local_world_size_from_env(job.world_size),
-        job.launch.ranks_per_gpu,
-    )
+    device = _device_for(job, local_rank)
     in_flight.phase = "rendezvous"
     in_flight.store = init_process_group(job, rank, device, in_flight)
     stop_lines = keep_pace(job, rank, in_flight)
@@ -212,33 +196,24 @@ def keep_pace(job: RankJob, rank: int, in_flight: InFlight) -> Callable[[], None
     parent's progress lines; a launched rank 0 prints them itself, from a thread. Returns
     what stops that thread."""
     if rank != 0:
-        return _nothing
+        return lambda: None
     started_at = job.started_at or time.time()
     store = in_flight.store
     spawned = job.store_host is not None and store is not None
-    in_flight.pace = pace = Pace(
-        started_at, say=say, publish=_publisher(store) if spawned else None
-    )
-    if spawned or not lines_wanted(job.output.progress, job.task.live_bar):
-        return _nothing
 
-    def source() -> tuple[Any, str]:
-        return pace.forecast, in_flight.describe() if in_flight.seq else ""
-
-    return in_thread(ProgressLines(source, started_at))
-
-
-def _nothing() -> None:
-    pass
-
-
-def _publisher(store: Any) -> Callable[[str], None]:
     def publish(text: str) -> None:
         # Failing, the parent's lines go without numbers; the run goes on.
         with contextlib.suppress(RuntimeError, OSError):
             store.set(KEY, text)
 
-    return publish
+    in_flight.pace = pace = Pace(started_at, say=say, publish=publish if spawned else None)
+    if spawned or not lines_wanted(job.output.progress, job.task.live_bar):
+        return lambda: None
+
+    def source() -> tuple[Any, str]:
+        return pace.forecast, in_flight.describe() if in_flight.seq else ""
+
+    return in_thread(ProgressLines(source, started_at))
 
 
 def gpu_record(device: Any, ranks_per_gpu: int) -> dict[str, Any]:
@@ -253,13 +228,10 @@ def gpu_record(device: Any, ranks_per_gpu: int) -> dict[str, Any]:
 
 
 def exit_now(code: int) -> NoReturn:
-    """End a rank that has finished cleanly, skipping the interpreter's teardown.
-
-    Everything is on disk and the process group is gone by now, but torch's C++
-    teardown at interpreter exit sometimes aborts a clean rank ("terminate called without
-    an active exception", no Python frame left; about 1 run in 20 on a busy 2-core
-    machine), and a SIGABRT would turn a complete run into a failed one.
-    """
+    """End a rank that has finished cleanly, skipping the interpreter's teardown: everything
+    is on disk and the process group is gone by now, but torch's C++ teardown at exit
+    sometimes aborts a clean rank ("terminate called without an active exception"), and a
+    SIGABRT would turn a complete run into a failed one."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -272,13 +244,10 @@ def device_name(device: Any) -> str:
 
 
 def meet_peers(side: _Gathers, me: PeerT, disagreement: str) -> list[PeerT]:
-    """Gather every rank's introduction (a :class:`Peer`, or another task's with a
-    ``digest`` and a ``rank``); stop with ``disagreement`` (naming the ``{ranks}``) if
-    their digests differ from rank 0's.
-
-    This is the first collective after the side group exists, so ranks started with
-    different plans are told so before any of them waits in a collective the others
-    will never call.
+    """Gather every rank's introduction (a :class:`Peer`, or another task's with a ``digest``
+    and a ``rank``); stop with ``disagreement`` (naming the ``{ranks}``) if their digests
+    differ from rank 0's: the first collective after the side group exists, so ranks started
+    with different plans are told so before any waits in a collective the others never call.
     """
     peers: list[PeerT] = side.gather_objects(me)
     differing = [p.rank for p in peers if p.digest != peers[0].digest]
@@ -287,33 +256,28 @@ def meet_peers(side: _Gathers, me: PeerT, disagreement: str) -> list[PeerT]:
     return peers
 
 
-def _device_for(
-    backend: str, local_rank: int, local_world_size: int, ranks_per_gpu: int = 1
-) -> Any:
+def _device_for(job: RankJob, local_rank: int) -> Any:
     import torch
 
-    if backend == "nccl":
+    if job.backend == "nccl":
         # The launcher's own count, not ``local_world_size``: that falls back to the world
         # size, which on several nodes over-counts the ranks sharing this node's GPUs.
         # Spawned ranks have none: local rank = rank, one GPU each (run_sweep checked).
         index = devices.pick_cuda_index(
-            local_rank, declared_local_world_size(), gpus.gpu_count(), ranks_per_gpu
+            local_rank, declared_local_world_size(), gpus.gpu_count(), job.launch.ranks_per_gpu
         )
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
         return device
-    share_cpu_threads(local_world_size)
+    share_cpu_threads(local_world_size_from_env(job.world_size))
     return torch.device("cpu")
 
 
 def share_cpu_threads(local_world_size: int) -> None:
-    """Give each CPU rank its share of the host's cores for torch's intra-op threads.
-
-    More threads than cores make every parallel region (data fill, verification) wait
-    for a descheduled thread, milliseconds per tensor op, and idle OpenMP threads spin
-    for a while after each region, stealing the core a collective is timed on.
-    OMP_NUM_THREADS, when set, wins.
-    """
+    """Give each CPU rank its share of the host's cores for torch's intra-op threads (an
+    OMP_NUM_THREADS set wins): with more threads than cores, every parallel region (data
+    fill, verification) waits for a descheduled thread, and idle OpenMP threads spin after
+    each region, stealing the core a collective is timed on."""
     import torch
 
     if "OMP_NUM_THREADS" not in os.environ:
@@ -323,12 +287,9 @@ def share_cpu_threads(local_world_size: int) -> None:
 def init_process_group(
     job: RankJob, rank: int, device: Any, in_flight: InFlight | None = None
 ) -> Any:
-    """Join the process group; returns the rendezvous store (for progress).
-
-    With ``in_flight``, the hang watchdog is armed as the communicator starts: from then
-    on a step that stops moving ends the rank with exit code 4 (--init-timeout for the
-    start-up itself, which torch leaves unbounded on NCCL; --timeout after it).
-    """
+    """Join the process group; returns the rendezvous store (for progress). With
+    ``in_flight``, the hang watchdog is armed as the communicator starts (--init-timeout
+    for the start-up itself, which torch leaves unbounded on NCCL; --timeout after it)."""
     import torch.distributed as dist
 
     timeout = _dt.timedelta(seconds=hang_watchdog.process_group_timeout_s(job.launch.timeout_s))
@@ -340,7 +301,7 @@ def init_process_group(
         # Eager NCCL init: the communicator exists (and fails) here, not on the first call.
         kwargs["device_id"] = device
     # store_host None: env:// (an external launcher's MASTER_ADDR, or torchrun's store).
-    store = launch.rendezvous(
+    store = rendezvous(
         job.store_host,
         job.store_port,
         rank,
@@ -354,9 +315,28 @@ def init_process_group(
         _arm_watchdog(job, in_flight)
         Fault(rank, os.environ.get("COLBENCH_FAULT")).at_init()
     if job.backend == "nccl":
-        prepare_nccl(job, rank, device, store)
+        log = _nccl_log_path(job, rank, store)
+        per_gpu, world_size = job.launch.ranks_per_gpu, job.world_size
+        devices.prepare_nccl(rank, world_size, device, store, log, per_gpu, job.single_host)
     dist.init_process_group(torch_backend, store=store, **kwargs)
     return store
+
+
+_RUN_DIR_KEY = "colbench/run-dir"
+
+
+def _nccl_log_path(job: RankJob, rank: int, store: Any) -> Path:
+    """Where this rank's NCCL log goes: the run directory (launched ranks learn rank 0's
+    through the store, and use it where their host shares the file system), else a file
+    of their own in the temporary directory."""
+    launched = job.store_host is None
+    if launched and rank == 0:
+        store.set(_RUN_DIR_KEY, job.run_dir or "")
+    shared = store.get(_RUN_DIR_KEY).decode() if launched and rank != 0 else None
+    run_dir = job.run_dir or shared or ""
+    if run_dir and os.access(run_dir, os.W_OK):
+        return RunDir(run_dir).nccl_log(rank)
+    return Path(tempfile.gettempdir()) / f"colbench-{job.run_id or 'run'}-nccl-rank{rank}.log"
 
 
 def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
@@ -381,10 +361,7 @@ def _arm_watchdog(job: RankJob, in_flight: InFlight) -> hang_watchdog.Watchdog:
     def on_verdict(failure: protocol.Failure) -> None:
         if run_dir is not None:
             end_meta(run_dir, "failed", failure.meta())
-            print(
-                f"colbench: {kept_line(run_dir)}",
-                file=sys.stderr,
-            )
+            print(f"colbench: {kept_line(run_dir)}", file=sys.stderr)
             job.task.failed(run_dir, failure)
 
     return hang_watchdog.Watchdog(

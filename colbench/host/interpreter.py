@@ -3,9 +3,8 @@
 A CPU CI job compares a pull request's stack with main's by giving each its own virtual
 environment (another torch build, another gloo); the parent starts each variant's ranks
 with that variant's interpreter running ``colbench.host.interpreter JOB RANK`` (as ``-m``
-would, but never from the working directory: see ``_BOOT``). The
-job travels pickled in a file of the run directory; the rank then lives exactly as a
-forked one does (:func:`colbench.host.child.spawned_rank`).
+would, but never from the working directory: see ``_BOOT``). The job travels pickled in a
+file of the run directory; the rank then lives as a forked one does (:func:`spawned_rank`).
 """
 
 from __future__ import annotations
@@ -14,13 +13,14 @@ import os
 import pickle
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from colbench import __version__
 from colbench.errors import ExitCode
 from colbench.host.child import spawned_rank
 from colbench.host.job import RankJob
-from colbench.host.outcome import JOB_FILE
+from colbench.host.supervise import JOB_FILE
 
 #: Format of the job file; the rank refuses another before unpickling the job itself.
 #: 2: the job carries a task (colbench.host.job.RankTask), the sweep's among them.
@@ -60,13 +60,12 @@ class _RankProcess:
     def is_alive(self) -> bool:
         return self._popen.poll() is None
 
+    # Popen's own signals go to a process not yet reaped only (it polls first).
     def terminate(self) -> None:
-        if self.is_alive():
-            self._popen.terminate()
+        self._popen.terminate()
 
     def kill(self) -> None:
-        if self.is_alive():
-            self._popen.kill()
+        self._popen.kill()
 
     def join(self, timeout: float | None = None) -> None:
         try:
@@ -75,11 +74,11 @@ class _RankProcess:
             return
 
 
+@dataclass
 class InterpreterRanks:
     """The ranks of one world started in another interpreter (like mp's context)."""
 
-    def __init__(self, processes: list[_RankProcess]) -> None:
-        self.processes = processes
+    processes: list[_RankProcess]
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
@@ -91,31 +90,21 @@ def start_in_interpreter(python: str, job: RankJob) -> InterpreterRanks:
     job_file = run_dir / JOB_FILE
     payload = {"version": JOB_FILE_VERSION, "colbench": __version__, "job": pickle.dumps(job)}
     job_file.write_bytes(pickle.dumps(payload))
-    processes = [
-        _RankProcess(
-            subprocess.Popen(
-                [python, "-c", _BOOT, str(job_file), str(rank)],
-                stdin=subprocess.DEVNULL,
-            )
-        )
-        for rank in range(job.world_size)
-    ]
-    return InterpreterRanks(processes)
-
-
-def _load_job(path: str) -> RankJob:
-    payload = pickle.loads(Path(path).read_bytes())
-    if payload.get("version") != JOB_FILE_VERSION:
-        raise ValueError(f"job file version {payload.get('version')}, not {JOB_FILE_VERSION}")
-    job: RankJob = pickle.loads(payload["job"])
-    return job
+    argv = [python, "-c", _BOOT, str(job_file)]
+    ranks = range(job.world_size)
+    return InterpreterRanks(
+        [_RankProcess(subprocess.Popen([*argv, str(r)], stdin=subprocess.DEVNULL)) for r in ranks]
+    )
 
 
 def main(argv: list[str]) -> None:
     """``python -m colbench.host.interpreter JOB RANK``: one rank's life."""
     job_path, rank = argv[0], int(argv[1])
     try:
-        job = _load_job(job_path)
+        payload = pickle.loads(Path(job_path).read_bytes())
+        if payload.get("version") != JOB_FILE_VERSION:
+            raise ValueError(f"job file version {payload.get('version')}, not {JOB_FILE_VERSION}")
+        job: RankJob = pickle.loads(payload["job"])
     except Exception as exc:
         # Another colbench in this interpreter cannot read this one's job.
         print(

@@ -1,25 +1,18 @@
 """How long a run takes, said while it runs: rank 0's forecast, and what it says.
 
-A benchmark over a slow link can take many minutes; a user must be able to tell a long
-run from a hung one. Rank 0 of every task keeps a :class:`Pace`: its plan in steps, each
-step weighed by the task's model of its cost (seconds where the task can measure them
-first, as p2p's probe and health's budget do; bytes where it cannot, as a sweep), and the
-steps done so far. Once a rate is known (a model's, or the first step's) it forecasts
-the whole run, from the host's start to the report, and says it once when the run is
-long enough to wait on: at least :func:`every_s` (the gap between two progress lines).
+A user must be able to tell a long run from a hung one. Rank 0 of every task keeps a
+:class:`Pace`: its plan in steps, each weighed by the task's model of its cost (seconds
+where the task can measure them first, as p2p's probe and health's budget do; bytes where
+it cannot, as a sweep), and the steps done. Once a rate is known (a model's, or the first
+step's) it forecasts the whole run, from the host's start to the report, and says it once
+when the run is long enough to wait on (:func:`every_s`); at the end the host compares the
+time taken with the time stated (:func:`check_overrun`).
 
-The forecast travels as one record (:class:`Forecast`): spawned ranks publish it in the
-rendezvous store under :data:`KEY` for the parent's progress lines; a launched rank 0
-prints its lines itself (:class:`ProgressLines` draws both). At the end the host
-compares the time taken with the time stated (:func:`check_overrun`).
-
-Where stderr is no terminal (a batch job's log, a pipe) a sweep's live bar draws nothing,
-and p2p and health have none: a plain progress line at least every :func:`every_s` says
-how far the run is and how long it has left. Spawned, the parent draws them on a
-timer from the forecast rank 0 publishes in the store (rank 0 may be inside a 34-second
-step); launched (torchrun, srun), rank 0 draws them from a thread of its own. A line
-that cannot be written (stderr closed, its reader gone) is dropped: progress never stops
-a run.
+Where stderr is no terminal (a batch job's log, a pipe), a sweep's live bar draws nothing
+and p2p and health have none: a plain progress line at least every :func:`every_s` says how
+far the run is and how long it has left. Spawned, the parent draws them from the forecast
+rank 0 publishes in the store (:data:`KEY`; rank 0 may be inside a 34-second step);
+launched, rank 0 draws them from a thread. A line that cannot be written is dropped.
 """
 
 from __future__ import annotations
@@ -32,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +116,10 @@ class Forecast:
     @classmethod
     def decode(cls, text: str) -> Forecast:
         """A published record; ValueError (or TypeError) when it is not one."""
-        fields = json.loads(text)
-        return cls(**fields)
+        return cls(**json.loads(text))
 
 
+@dataclass
 class Pace:
     """Rank 0's forecast of its run (see the module's docstring).
 
@@ -134,21 +127,14 @@ class Pace:
     forecast to whoever draws the progress lines (the parent's store; None: nobody).
     """
 
-    def __init__(
-        self,
-        started_at: float,
-        say: Callable[[str], None] | None = None,
-        publish: Callable[[str], None] | None = None,
-        threshold_s: float | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.started_at = started_at
-        self.forecast: Forecast | None = None
-        self._say = say
-        self._publish = publish
-        self._threshold_s = every_s() if threshold_s is None else threshold_s
-        self._clock = clock
-        self._current: float | None = None
+    started_at: float
+    say: Callable[[str], None] | None = None
+    publish: Callable[[str], None] | None = None
+    #: A run forecast to take this long says so; None: :func:`every_s`.
+    threshold_s: float | None = None
+    clock: Callable[[], float] = time.time
+    forecast: Forecast | None = field(default=None, init=False)
+    _current: float | None = field(default=None, init=False)
 
     def plan(
         self,
@@ -162,7 +148,7 @@ class Pace:
         """The steps ahead, from now. ``model_s``: seconds per unit of weight, when the
         task knows them before a step is done; ``stated_s``: the task said its time
         itself (health), so nothing more is said."""
-        now = self._clock()
+        now = self.clock()
         self.forecast = Forecast(
             self.started_at, now, now, 0, units_total, unit, 0.0, weight_total,
             model_s, tail_s, stated_s, now if stated_s else 0.0,
@@ -199,7 +185,7 @@ class Pace:
             f,
             units_done=f.units_done + units,
             weight_done=f.weight_done + weight,
-            updated_at=self._clock(),
+            updated_at=self.clock(),
         )
         self._changed()
 
@@ -208,23 +194,19 @@ class Pace:
         if f is None:
             return
         total = f.total_s()
-        if not f.stated_s and total is not None and total >= self._threshold_s:
-            self.forecast = f = replace(f, stated_s=total, stated_at=self._clock())
-            if self._say is not None:
-                self._say(stated_line(f))
+        threshold_s = every_s() if self.threshold_s is None else self.threshold_s
+        if not f.stated_s and total is not None and total >= threshold_s:
+            self.forecast = f = replace(f, stated_s=total, stated_at=self.clock())
+            if self.say is not None:
+                after = duration(f.stated_at - f.started_at)
+                self.say(
+                    f"colbench: this run takes about {duration(f.stated_s)} in all "
+                    f"({f.units_total} {f.unit}; forecast {after} in)"
+                )
         # One store write per step, as every rank's InFlight makes: the parent's next
         # line must not show a count a 34-second step old.
-        if self._publish is not None:
-            self._publish(f.encode())
-
-
-def stated_line(forecast: Forecast) -> str:
-    """The line that states the run's time, once."""
-    after = forecast.stated_at - forecast.started_at
-    return (
-        f"colbench: this run takes about {duration(forecast.stated_s)} in all "
-        f"({forecast.units_total} {forecast.unit}; forecast {duration(after)} in)"
-    )
+        if self.publish is not None:
+            self.publish(f.encode())
 
 
 def counting(on_step: Callable[[str], None], pace: Pace | None) -> Callable[[str], None]:
@@ -249,22 +231,11 @@ Source = Callable[[], tuple[Forecast | None, str]]
 
 
 def say(line: str) -> None:
-    """Print ``line`` on stderr, or nothing when stderr is closed or its reader gone."""
-    try:
-        stream = sys.stderr
-        if stream is None:
-            return
-        stream.write(line + "\n")
-        stream.flush()
-    except (OSError, ValueError):
-        pass
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream is not None and stream.isatty())
-    except (OSError, ValueError):
-        return False
+    """Print ``line`` on stderr, or nothing when stderr is closed (None: AttributeError) or
+    its reader gone."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 def lines_wanted(progress: bool | None, live_bar: bool) -> bool:
@@ -272,7 +243,10 @@ def lines_wanted(progress: bool | None, live_bar: bool) -> bool:
     bar (a sweep), only when stderr is no terminal (the bar shows nothing there)."""
     if progress is False:
         return False
-    return not (live_bar and _isatty(sys.stderr))
+    try:
+        return not (live_bar and sys.stderr.isatty())
+    except (OSError, ValueError, AttributeError):  # closed, or None: no terminal
+        return True
 
 
 def progress_line(forecast: Forecast | None, elapsed_s: float, now: float, doing: str) -> str:
@@ -290,20 +264,16 @@ def progress_line(forecast: Forecast | None, elapsed_s: float, now: float, doing
     return f"{text} ({doing})" if doing else text
 
 
+@dataclass
 class ProgressLines:
     """Prints a progress line from ``source`` every ``interval_s`` (:func:`every_s`)."""
 
-    def __init__(
-        self,
-        source: Source,
-        started_at: float,
-        interval_s: float | None = None,
-        write: Callable[[str], None] = say,
-    ) -> None:
-        self.source = source
-        self.started_at = started_at
-        self.interval_s = every_s() if interval_s is None else interval_s
-        self.write = write
+    source: Source
+    started_at: float
+    interval_s: float = field(default_factory=every_s)
+    write: Callable[[str], None] = say
+
+    def __post_init__(self) -> None:
         self._next = time.monotonic() + self.interval_s
 
     def tick(self) -> None:
@@ -356,7 +326,7 @@ def in_thread(lines: ProgressLines) -> Callable[[], None]:
     return stop.set
 
 
-def check_overrun(run_dir: Path | None, forecast: Forecast | None, taken_s: float) -> None:
+def check_overrun(run_dir: Path, forecast: Forecast | None, taken_s: float) -> None:
     """At a run's clean end: record in meta.json's ``timing`` the time stated and taken,
     and say so when the run took more than :data:`OVERRUN_FRACTION` longer than stated."""
     if forecast is None or not forecast.stated_s:
@@ -368,8 +338,6 @@ def check_overrun(run_dir: Path | None, forecast: Forecast | None, taken_s: floa
             f"colbench: note: this run took {duration(taken_s)}, {over:.0%} more than the "
             f"about {duration(forecast.stated_s)} it stated"
         )
-    if run_dir is None:
-        return
     timing = {
         "stated_s": round(forecast.stated_s, 1),
         "stated_after_s": round(forecast.stated_at - forecast.started_at, 1),

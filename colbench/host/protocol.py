@@ -1,11 +1,10 @@
 """The parent<->rank protocol: what ranks report, and the verdict read from it.
 
-Every rank publishes its step in the rendezvous store (``progress/<rank>``, see
-:class:`colbench.host.inflight.InFlight`), so when a rank dies without a word (SIGKILL, the
-OOM killer) or hangs, whoever reads the store still knows what it was doing. Ranks
-write ``rankN.error.json`` when they fail with an exception. :func:`diagnose` turns
-exit codes, reports and progress into one line and an exit code; the hang watchdog
-(:mod:`colbench.host.watchdog`) reads the same reports when no parent watches.
+Every rank publishes its step in the rendezvous store (:class:`colbench.host.job.InFlight`),
+so when a rank dies without a word (SIGKILL, the OOM killer) or hangs, whoever reads the
+store still knows what it was doing; a rank that fails with an exception writes
+``rankN.error.json``. :func:`diagnose` turns exit codes, reports and progress into one line
+and an exit code; the hang watchdog reads the same reports when no parent watches.
 """
 
 from __future__ import annotations
@@ -16,14 +15,13 @@ import os
 import signal
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from colbench import reading
 from colbench.errors import ExitCode
-from colbench.host import launchers as launch
-from colbench.host.inflight import InFlight
+from colbench.host.job import Failure, InFlight
+from colbench.host.launchers.rendezvous import shown_ranks
 from colbench.results.rundir import RunDir
 
 #: Error kinds a rank reports (``kind`` in rankN.error.json).
@@ -59,25 +57,6 @@ PEER_LOST_TEXTS = (
 )
 #: How much of a rank log's end is searched for torch's watchdog message.
 LOG_TAIL_BYTES = 1 << 20
-
-
-@dataclass(frozen=True)
-class Failure:
-    message: str
-    exit_code: int
-    rank: int | None = None
-    op: str | None = None
-    size_bytes: int | None = None
-    error: str | None = None
-
-    def meta(self) -> dict[str, Any]:
-        return {
-            "failed_rank": self.rank,
-            "failed_op": self.op,
-            "failed_size_bytes": self.size_bytes,
-            "error": self.error or self.message,
-            "exit_code": self.exit_code,
-        }
 
 
 def signal_name(signum: int) -> str:
@@ -206,33 +185,30 @@ def diagnose(
     over a hang (see :func:`read_reports`); a timeout names the stuck ranks (see
     :func:`diagnose_timeout`); otherwise the earliest exception wins.
     """
-    usage = [r for r in reports if r.get("kind") == KIND_USAGE]
-    if usage:
-        first = usage[0]
-        return Failure(str(first["error"]), int(ExitCode.USAGE), error=str(first["error"]))
-    # A rank that could not write the run's files measured well: the file is the culprit.
-    unwritten = [r for r in reports if r.get("kind") == KIND_WRITE]
-    if unwritten:
-        first = unwritten[0]
-        return Failure(str(first["error"]), int(ExitCode.WRITE_FAILED), error=str(first["error"]))
+    # Refused input, then a file of the run that could not be written (the rank measured
+    # well: the file is the culprit), each in the rank's own words.
+    for kind, code in ((KIND_USAGE, ExitCode.USAGE), (KIND_WRITE, ExitCode.WRITE_FAILED)):
+        first = next((r for r in reports if r.get("kind") == kind), None)
+        if first is not None:
+            return Failure(str(first["error"]), int(code), error=str(first["error"]))
     timed_out = {int(r["rank"]) for r in reports if r.get("kind") == KIND_TIMEOUT}
+    lost = {int(r["rank"]) for r in reports if lost_a_peer(str(r.get("error", "")))}
     # A rank aborted after it lost a peer (its log says so) is a survivor, not a culprit.
-    survivors = timed_out | {int(r["rank"]) for r in reports if _lost_a_peer(r)}
+    survivors = timed_out | lost
     killed = sorted(
         r for r, code in exit_codes.items() if code is not None and code < 0 and r not in survivors
     )
     if killed:
         return _ended(killed[0], exit_codes, progress, host, pids)
+    reported = {int(r["rank"]) for r in reports}
     if timed_out:
-        reported = {int(r["rank"]) for r in reports}
         # A rank that left no report and did not finish is one the others waited for.
         silent = [r for r, code in exit_codes.items() if r not in reported and code != 0]
         return diagnose_timeout(reports, silent, progress, timeout_s)
-    reported = {int(r["rank"]) for r in reports}
     vanished = sorted(
         r for r, code in exit_codes.items() if code not in (0, None) and r not in reported
     )
-    if vanished and all(_lost_a_peer(r) for r in reports):
+    if vanished and lost == reported:
         # A rank that exited without a word while the others only lost it is the culprit.
         return _ended(vanished[0], exit_codes, progress, host, pids)
     if reports:
@@ -248,10 +224,6 @@ def diagnose(
     if bad:
         return _ended(bad[0], exit_codes, progress, host, pids)
     return Failure("ranks stopped for an unknown reason", int(ExitCode.RANK_FAILURE))
-
-
-def _lost_a_peer(report: Mapping[str, Any]) -> bool:
-    return lost_a_peer(str(report.get("error", "")))
 
 
 def lost_a_peer(error: str) -> bool:
@@ -309,7 +281,6 @@ def diagnose_timeout(
 def startup_failure(
     missing: Sequence[int],
     world_size: int,
-    host: str,
     pids: Mapping[int, int],
     init_timeout_s: float,
     elapsed_s: float,
@@ -317,9 +288,10 @@ def startup_failure(
     """The verdict when ranks never checked in at the rendezvous: start-up, not a collective."""
     named = [f"{rank} (pid {pids.get(rank, '?')})" for rank in missing]
     message = (
-        f"start-up failed on {host}: rank(s) {launch.shown_ranks(named)} never joined the "
-        f"rendezvous within --init-timeout {init_timeout_s:g} s ({world_size - len(missing)} "
-        f"of {world_size} ranks joined; stopped after {elapsed_s:.1f} s, before any collective)"
+        f"start-up failed on {socket.gethostname()}: rank(s) {shown_ranks(named)} never "
+        f"joined the rendezvous within --init-timeout {init_timeout_s:g} s "
+        f"({world_size - len(missing)} of {world_size} ranks joined; stopped after "
+        f"{elapsed_s:.1f} s, before any collective)"
     )
     return Failure(message, int(ExitCode.TIMEOUT), missing[0], None, None, message)
 
@@ -359,25 +331,22 @@ def read_reports(
         line = torch_watchdog_line(tail)
         # torch aborts an NCCL rank whose peer died (ncclRemoteError) before Python
         # reports anything: its log says it lost a peer, and it is no culprit.
-        lost = None if line is not None else _peer_lost_line(tail)
-        if line is not None or lost is not None:
+        lost = (x.strip() for x in tail.splitlines() if lost_a_peer(x))
+        error = line if line is not None else next(lost, None)
+        if error is not None:
             reports.append(
                 {
                     "rank": rank,
-                    "host": hostname(),
+                    "host": socket.gethostname(),
                     "pid": "?",
                     "kind": KIND_TIMEOUT if line is not None else KIND_ERROR,
-                    "error": (line or lost or "")[:500],
+                    "error": error[:500],
                     "time": log.stat().st_mtime,
                     "waiting": True,
                     "source": log.name,
                 }
             )
     return reports
-
-
-def _peer_lost_line(log_text: str) -> str | None:
-    return next((x.strip() for x in log_text.splitlines() if lost_a_peer(x)), None)
 
 
 def read_progress(store: Any, world_size: int) -> dict[int, InFlight]:
@@ -390,7 +359,3 @@ def read_progress(store: Any, world_size: int) -> dict[int, InFlight]:
         except (RuntimeError, ValueError):
             continue
     return progress
-
-
-def hostname() -> str:
-    return socket.gethostname()

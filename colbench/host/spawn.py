@@ -22,21 +22,14 @@ from typing import Any
 from colbench.config.model import LaunchConfig
 from colbench.config.variants import Variant
 from colbench.errors import ExitCode, UsageError
-from colbench.host import launchers as launch
 from colbench.host import pace, protocol, supervise
 from colbench.host.child import spawned_rank
 from colbench.host.job import RankJob, RankTask, command_started_at
-from colbench.host.outcome import (
-    end_meta,
-    forget_job,
-    kept_line,
-    record_nccl_log,
-    rows_kept,
-    tidy_logs,
-)
+from colbench.host.launchers.rendezvous import arrived_ranks
+from colbench.host.supervise import end_meta, forget_job, kept_line, record_nccl_log
 from colbench.output import plural
+from colbench.results.rundir import RunDir
 
-#: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 #: Spawned ranks connect to the parent's store here; single-node runs stay on loopback.
 LOCAL_HOST = "127.0.0.1"
 
@@ -44,18 +37,15 @@ LOCAL_HOST = "127.0.0.1"
 def loopback_interface() -> str:
     """Name of the loopback interface (lo on Linux, lo0 on macOS)."""
     try:
-        names = [name for _, name in socket.if_nameindex()]
+        return next((n for _, n in socket.if_nameindex() if n.startswith("lo")), "lo")
     except OSError:
-        names = []
-    return next((n for n in names if n.startswith("lo")), "lo")
+        return "lo"
 
 
-def rank_environment(
-    launch_cfg: LaunchConfig, backend: str, run_dir: Path, spawning: bool
-) -> dict[str, str]:
-    """Variables every rank sets before its process group exists."""
+def rank_environment(launch_cfg: LaunchConfig, backend: str, run_dir: Path) -> dict[str, str]:
+    """Variables every spawned rank sets before its process group exists."""
     env: dict[str, str] = {}
-    if spawning and "GLOO_SOCKET_IFNAME" not in os.environ:
+    if "GLOO_SOCKET_IFNAME" not in os.environ:
         # A single-node run must not listen on the machine's public interfaces.
         env["GLOO_SOCKET_IFNAME"] = loopback_interface()
     if launch_cfg.debug and backend == "nccl":
@@ -68,13 +58,9 @@ def rank_environment(
 
 
 def start_method(backend: str) -> str:
-    """How ranks are started: forked on CPU, spawned with CUDA.
-
-    A forked rank inherits the parent's imported torch, so it is ready in milliseconds
-    instead of re-importing torch (seconds on a small machine). CUDA cannot be used
-    in a forked child, so GPU ranks are spawned; so is every rank where fork is not
-    the platform's safe default.
-    """
+    """How ranks are started: forked on CPU (a forked rank inherits the parent's imported
+    torch: ready in milliseconds, not seconds), spawned with CUDA (unusable in a forked
+    child) and wherever fork is not the platform's safe default."""
     return "fork" if backend == "gloo" and sys.platform.startswith("linux") else "spawn"
 
 
@@ -132,12 +118,16 @@ class World:
         except BaseException:
             supervise.stop_processes(self.processes)
             raise
-        store, world_size = self.store, self.job.world_size
+        store, world_size, progress = self.store, self.job.world_size, self.job.output.progress
+        # The ranks joined, counted while the start-up is slow: redrawn on a terminal (as
+        # the progress bar is; --progress: always), a line now and then in a log.
+        counting = show_joins and progress is not False
+        terminal = sys.stderr.isatty() if progress is None else True
         self.watch = supervise.StartupWatch(
             deadline=self.started + self.job.launch.init_timeout_s + supervise.STARTUP_GRACE_S,
-            arrived=lambda: launch.arrived_ranks(store, world_size),
+            arrived=lambda: arrived_ranks(store, world_size),
             world_size=world_size,
-            counter=supervise.join_counter(self.job.output.progress) if show_joins else None,
+            counter=supervise.JoinCounter(terminal) if counting else None,
         )
 
     def progress_lines(self) -> Callable[[], None] | None:
@@ -161,9 +151,21 @@ def fork_world(
     are all started before any store thread exists (see :func:`_start_ranks`).
     ``fields`` replace the job's (turns, results_dir, run_id)."""
     listener = _listen_loopback()
-    job = dataclasses.replace(
-        _spawn_job(task, backend, world_size, run_dir, listener, variant), **fields
+    job = RankJob(
+        task=task,
+        backend=backend,
+        world_size=world_size,
+        launcher="colbench-spawn",
+        run_dir=str(run_dir.resolve()),
+        run_id=run_dir.name,
+        store_host=LOCAL_HOST,
+        store_port=int(listener.getsockname()[1]),
+        env=rank_environment(task.launch, backend, run_dir),
+        variant=variant.name if variant else "",
+        variant_keys=variant.keys if variant else (),
+        started_at=command_started_at(),
     )
+    job = dataclasses.replace(job, **fields)
     started = time.monotonic()
     context = _start_ranks(job, variant.python if variant else None)
     return World(job, context, listener, started, run_dir)
@@ -173,8 +175,10 @@ def finish_world(world: World, exit_codes: dict[int, int | None] | None) -> int:
     """Report a world's end: done (``exit_codes`` None) or the diagnosed failure."""
     run_dir, task = world.run_dir, world.job.task
     forget_job(run_dir)
+    # A start-up that failed at 1000 ranks left 1000 empty logs: only those that say
+    # something stay.
+    RunDir(run_dir).tidy_logs()
     if exit_codes is None:
-        tidy_logs(run_dir)
         record_nccl_log(run_dir)
         world.listener.close()
         code = task.report(run_dir)
@@ -197,7 +201,7 @@ def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.
             world.run_dir, protocol.store_reports(world.store, world.job.world_size)
         ),
         protocol.read_progress(world.store, world.job.world_size),
-        protocol.hostname(),
+        socket.gethostname(),
         pids,
         launch_cfg.timeout_s,
     )
@@ -207,31 +211,6 @@ def diagnose_world(world: World, exit_codes: dict[int, int | None]) -> protocol.
         )
     world.listener.close()
     return failure
-
-
-def _spawn_job(
-    task: RankTask,
-    backend: str,
-    world_size: int,
-    run_dir: Path,
-    listener: socket.socket,
-    variant: Variant | None,
-) -> RankJob:
-    """The job every spawned rank gets: the parent's store on ``listener``, the run dir."""
-    return RankJob(
-        task=task,
-        backend=backend,
-        world_size=world_size,
-        launcher="colbench-spawn",
-        run_dir=str(run_dir.resolve()),
-        run_id=run_dir.name,
-        store_host=LOCAL_HOST,
-        store_port=int(listener.getsockname()[1]),
-        env=rank_environment(task.launch, backend, run_dir, spawning=True),
-        variant=variant.name if variant else "",
-        variant_keys=variant.keys if variant else (),
-        started_at=command_started_at(),
-    )
 
 
 def _start_ranks(job: RankJob, python: str | None = None) -> Any:
@@ -260,31 +239,24 @@ def _start_ranks(job: RankJob, python: str | None = None) -> Any:
 
 
 def _report_interrupted(run_dir: Path, stop: supervise.StopSignals) -> int:
-    tidy_logs(run_dir)
+    files = RunDir(run_dir)
+    files.tidy_logs()
     name = protocol.signal_name(stop.received or signal.SIGINT)
     end_meta(
         run_dir, "interrupted", {"error": f"interrupted by {name}", "exit_code": stop.exit_code}
     )
-    print(
-        f"colbench: interrupted by {name}; {plural(rows_kept(run_dir), 'row')} kept in {run_dir}",
-        file=sys.stderr,
-    )
+    rows = plural(files.rows_kept(), "row")
+    print(f"colbench: interrupted by {name}; {rows} kept in {run_dir}", file=sys.stderr)
     return stop.exit_code
 
 
 def _report_failure(run_dir: Path, failure: protocol.Failure) -> int:
-    # A start-up that failed at 1000 ranks left 1000 empty logs: only those that say
-    # something stay.
-    tidy_logs(run_dir)
     if failure.exit_code == ExitCode.USAGE:
         end_meta(run_dir, "refused", failure.meta())
         raise UsageError(failure.message)
     end_meta(run_dir, "failed", failure.meta())
     print(f"colbench: {failure.message}", file=sys.stderr)
-    print(
-        f"colbench: {kept_line(run_dir)}; rank logs: rank*.log there",
-        file=sys.stderr,
-    )
+    print(f"colbench: {kept_line(run_dir)}; rank logs: rank*.log there", file=sys.stderr)
     return failure.exit_code
 
 
@@ -306,11 +278,8 @@ def _serve_store(listener: socket.socket, world_size: int, timeout_s: float) -> 
 
 
 def hand_over(listener: socket.socket) -> None:
-    """Leave a listening socket to the store now serving on it.
-
-    The store's server thread closes the descriptor when the store goes. Closed from
-    Python as well, the second close lands on whatever reused the number in between: a
-    font file matplotlib holds, a subprocess's error pipe (EBADF in a later
-    ``subprocess.run``). After this, ``listener.close()`` closes nothing.
-    """
+    """Leave a listening socket to the store now serving on it: its server thread closes
+    the descriptor when the store goes, and a second close from Python would land on
+    whatever reused the number in between (a font file matplotlib holds, a subprocess's
+    error pipe). After this, ``listener.close()`` closes nothing."""
     listener.detach()

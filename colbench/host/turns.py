@@ -1,20 +1,16 @@
 """Turn-taking between the worlds of an interleaved variant run.
 
 With ``--interleave`` every variant's world is alive at once, and the worlds take turns
-per (size, repeat): world 0 measures a size, then world 1 the same size, then world 0
-the next size... (the order rotates each repeat), so the variants share the machine's
+per (size, repeat), the order rotating each repeat, so the variants share the machine's
 drift instead of one variant's whole sweep meeting another hour's load than the other's.
 
-The parent serves a TCPStore for the turns (:func:`serve`); every rank of every world
-connects to it. Turn ``k`` of world ``v`` is the key ``go/v/k``: the world's ranks block
-in the store's ``wait`` on it (a socket read, no CPU spent), and rank 0 of the world
-that measured before sets it once its rows are on disk. Its value is ``go``, or
-``stop`` when the parent ends the run (another world failed, or a signal).
-
-The protocol is versioned: the parent writes :data:`PROTOCOL_VERSION` before starting
-any rank and every rank compares its own at its first handshake, so a rank started by
-another colbench (``--python`` runs another interpreter's install) is refused in one
-line instead of waiting for keys it does not know.
+The parent serves a TCPStore for the turns (:func:`serve`). Turn ``k`` of world ``v`` is
+the key ``go/v/k``: the world's ranks block in the store's ``wait`` on it (no CPU spent),
+and rank 0 of the world that measured before sets it once its rows are on disk, to ``go``
+(``stop`` when the parent ends the run). The protocol is versioned
+(:data:`PROTOCOL_VERSION`, compared at every rank's handshake), so a rank of another
+colbench (``--python`` runs another interpreter's install) is refused in one line instead
+of waiting for keys it does not know.
 """
 
 from __future__ import annotations
@@ -211,12 +207,9 @@ class Turns:
 def read_log(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The turn log of an interleaved run, in the order written ([] when none or not a
     turn log); a line that is not a record is skipped."""
-    path = Path(run_dir) / TURNS_FILE
-    if not path.is_file():
-        return []
     try:
-        text = reading.read_text(path, reading.TURNS, strict=False)
-    except UsageError:
+        text = reading.read_text(Path(run_dir) / TURNS_FILE, reading.TURNS, strict=False)
+    except UsageError:  # none, or not a file colbench reads
         return []
     records = []
     for line in text.splitlines():

@@ -3,12 +3,10 @@
 Why inside the rank: on NCCL, torch's own watchdog aborts a hung rank (SIGABRT) before
 Python sees an exception, so the run would be reported as a crash; under torchrun or
 srun no colbench parent watches at all. A daemon thread in every rank reads the rank's
-:class:`~colbench.host.inflight.InFlight`; when its step has not moved for ``--timeout``
-(``--init-timeout`` while the communicator starts), the thread writes the rank's failure
-report (kind timeout, as :mod:`colbench.host.protocol` reads it) and ends the process with
-:data:`~colbench.errors.ExitCode.TIMEOUT`. torch's process groups get a longer timeout
-(:func:`process_group_timeout_s`), so this fires first, on NCCL as on gloo. A hung CUDA
-graph replay is covered alike: its host blocks in a synchronize inside the step.
+:class:`~colbench.host.job.InFlight`; when its step has not moved for ``--timeout``
+(``--init-timeout`` while the communicator starts), it writes the rank's failure report
+(kind timeout) and ends the process with exit code 4, before torch's longer timeout
+(:func:`process_group_timeout_s`). A hung CUDA graph replay is covered alike.
 
 A timeout alone does not say who is stuck: the rank that hangs and the ranks waiting for
 it stop alike. Where the main thread stands does: inside ``torch.distributed`` or a CUDA
@@ -27,13 +25,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from colbench.errors import ExitCode
 from colbench.host import protocol
-from colbench.host.inflight import InFlight
+from colbench.host.job import InFlight
 from colbench.host.turns import WAITING_PHASE
 
 #: The phase between rendezvous and a working communicator (NCCL connects its peers).
@@ -51,14 +50,11 @@ _LEFT_KEY = "colbench/hang-left/"
 
 
 def process_group_timeout_s(timeout_s: float) -> float:
-    """The timeout to give torch's process groups (the world group and every subgroup).
-
-    Later than colbench's own deadline, so the watchdog here reports a hang (exit 4,
-    naming the stuck ranks) before torch's NCCL watchdog aborts the process with
-    SIGABRT, or one gloo rank raises alone; the margin covers the poll interval and the
-    exchange of reports. torch's timeout stays as the backstop should this thread
-    never get to run.
-    """
+    """The timeout to give torch's process groups (the world group and every subgroup):
+    later than colbench's own deadline by the poll and the exchange of reports, so the
+    watchdog here reports a hang (exit 4, naming the stuck ranks) before torch's NCCL
+    watchdog aborts the process (SIGABRT) or one gloo rank raises alone. torch's timeout
+    stays as the backstop should this thread never get to run."""
     return timeout_s + max(30.0, timeout_s / 4)
 
 
@@ -66,12 +62,10 @@ def deadline(
     phase: str, seq: int, timeout_s: float, init_timeout_s: float
 ) -> tuple[float, str] | None:
     """Seconds a step may last and the option that set it; None for an unwatched one.
-
-    Nothing is watched before the first step (seq 0): the rendezvous bounds itself.
-    ``--init-timeout`` bounds the start-up of the communicator and of the side group.
-    ``--timeout`` bounds every step after them, a timed batch as a
-    whole included, as NCCL's own watchdog times each call from when it was enqueued.
-    """
+    Nothing is watched before the first step (seq 0: the rendezvous bounds itself);
+    ``--init-timeout`` bounds the start-up of the communicator and of the side group,
+    ``--timeout`` every step after them, a timed batch as a whole, as NCCL's own watchdog
+    times each call from when it was enqueued."""
     if seq == 0 or phase == WAITING_PHASE:
         # An interleaved world waiting for the other's turn is not stuck.
         return None
@@ -90,37 +84,30 @@ def main_thread_place(frame: FrameType | None) -> tuple[bool, str]:
     return module.startswith(_WAITING_MODULES), where
 
 
+@dataclass
 class Watchdog:
-    """Watches one rank's progress from a daemon thread (see the module's docstring)."""
+    """Watches one rank's progress from a daemon thread (see the module's docstring).
 
-    def __init__(
-        self,
-        in_flight: InFlight,
-        *,
-        world_size: int,
-        timeout_s: float,
-        init_timeout_s: float,
-        run_dir: Path | None,
-        launched: bool = False,
-        connect: Callable[[], Any] | None = None,
-        on_verdict: Callable[[protocol.Failure], None] | None = None,
-        exit_process: Callable[[int], Any] = os._exit,
-    ) -> None:
-        """``launched``: no colbench parent reads the reports, so the rank prints the
-        verdict itself. ``connect``: a fresh client of the rendezvous store for the
-        exchange of reports (the rank's own client may be held by the blocked call);
-        None for a world of one. ``on_verdict``: what a launched rank does with the
-        verdict besides printing it (rank 0: meta.json)."""
-        self.in_flight = in_flight
-        self.world_size = world_size
-        self.timeout_s = timeout_s
-        self.init_timeout_s = init_timeout_s
-        self.run_dir = run_dir
-        self.launched = launched
-        self.connect = connect
-        self.on_verdict = on_verdict
-        self.exit_process = exit_process
-        self.poll_s = min(1.0, max(0.05, min(timeout_s, init_timeout_s) / 20))
+    ``launched``: no colbench parent reads the reports, so the rank prints the verdict
+    itself. ``connect``: a fresh client of the rendezvous store for the exchange of reports
+    (the rank's own client may be held by the blocked call); None for a world of one.
+    ``on_verdict``: what a launched rank does with the verdict besides printing it (rank 0:
+    meta.json).
+    """
+
+    in_flight: InFlight
+    _: KW_ONLY
+    world_size: int
+    timeout_s: float
+    init_timeout_s: float
+    run_dir: Path | None
+    launched: bool = False
+    connect: Callable[[], Any] | None = None
+    on_verdict: Callable[[protocol.Failure], None] | None = None
+    exit_process: Callable[[int], Any] = os._exit
+
+    def __post_init__(self) -> None:
+        self.poll_s = min(1.0, max(0.05, min(self.timeout_s, self.init_timeout_s) / 20))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="colbench-watchdog", daemon=True)
         self._main_id = threading.main_thread().ident
@@ -189,11 +176,8 @@ class Watchdog:
         reported = {int(r["rank"]) for r in reports}
         silent = [r for r in range(self.world_size) if r not in reported]
         failure = protocol.diagnose_timeout(reports, silent, progress, self.timeout_s)
-        print(
-            f"colbench: error: rank {mine['rank']} on {socket.gethostname()} "
-            f"(pid {os.getpid()}): {failure.message}",
-            file=sys.stderr,
-        )
+        who = f"rank {mine['rank']} on {socket.gethostname()} (pid {os.getpid()})"
+        print(f"colbench: error: {who}: {failure.message}", file=sys.stderr)
         if self.on_verdict is not None:
             self.on_verdict(failure)
         _leave_after_rank0(store, int(mine["rank"]), self.world_size)

@@ -1,13 +1,9 @@
 """A task's world, settled before any rank starts: this process joins an external
 launcher's job (torchrun, Slurm, MPI) as one of its ranks, or the host spawns the ranks
-here; on which backend, with how many ranks, writing into which run directory.
-
-One path for every task: :func:`start` runs a task of one world (p2p, health); a command
-that runs several worlds (the sweep's variants) asks :func:`join_or_place` and starts the
-spawned ones itself. Spawned and launched runs share the choices: a launched rank 0 makes
-the run directory too.
-
-`colbench env` shows what this machine offers and what a sweep here would settle.
+here; on which backend, with how many ranks, writing into which run directory (a launched
+rank 0 makes it too). :func:`start` runs a task of one world (p2p, health); the sweep's
+variants ask :func:`join_or_place` and start the spawned worlds themselves. `colbench env`
+shows what this machine offers and what a sweep here would settle.
 """
 
 from __future__ import annotations
@@ -22,22 +18,28 @@ from pathlib import Path
 
 from colbench.config.model import LaunchConfig, OutputConfig
 from colbench.errors import ExitCode, RankFailure, UsageError
-from colbench.host import launchers as launch
 from colbench.host import pace, protocol
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import exit_now, rank_main
-from colbench.host.inflight import InFlight
-from colbench.host.job import RankJob, RankTask, command_started_at
-from colbench.host.launchers import LaunchEnv, detect, join_or_spawn, limits, preflight
+from colbench.host.job import InFlight, RankJob, RankTask, command_started_at
 from colbench.host.launchers import gpus as gpus_module
-from colbench.host.outcome import end_meta, record_nccl_log
+from colbench.host.launchers import preflight
+from colbench.host.launchers.detect import detect, join_or_spawn
+from colbench.host.launchers.devices import blocking_wait_note
+from colbench.host.launchers.env import (
+    LaunchEnv,
+    check_address_space,
+    check_spawn,
+    crowded_note,
+    export,
+)
 from colbench.host.spawn import spawn_and_wait
-from colbench.host.supervise import guard
+from colbench.host.supervise import end_meta, guard, record_nccl_log
 from colbench.results import rundir
 from colbench.results.rundir import RunDir, stamped_name
 
 
-def resolve_backend(requested: str, spawning: bool, gpu_count: int, nccl_available: bool) -> str:
+def resolve_backend(requested: str, gpu_count: int, nccl_available: bool) -> str:
     """``auto`` -> nccl when there is a GPU for it, else gloo; explicit nccl is checked.
 
     One GPU is enough, spawned or launched: a world of one rank is what nccl-tests
@@ -62,7 +64,7 @@ def default_nprocs(backend: str, gpu_count: int, ranks_per_gpu: int = 1) -> int:
     return max(1, gpu_count) * ranks_per_gpu if backend == "nccl" else 2
 
 
-def choose_backend(launch: LaunchConfig, spawning: bool) -> str:
+def choose_backend(launch: LaunchConfig) -> str:
     """The backend a run uses; --ranks-per-gpu without a GPU is refused first, by name."""
     import torch.distributed as dist
 
@@ -74,7 +76,7 @@ def choose_backend(launch: LaunchConfig, spawning: bool) -> str:
             f"--ranks-per-gpu {launch.ranks_per_gpu} shares GPUs among NCCL ranks, and no "
             "GPU is visible; without GPUs, --backend gloo runs CPU ranks (--nprocs)"
         )
-    return resolve_backend(launch.backend, spawning, gpus, dist.is_nccl_available())
+    return resolve_backend(launch.backend, gpus, dist.is_nccl_available())
 
 
 def spawned_world_size(launch: LaunchConfig, backend: str) -> int:
@@ -104,8 +106,6 @@ def nccl_notes(launch: LaunchConfig, backend: str) -> list[str]:
     notes = []
     if launch.ranks_per_gpu > 1:
         notes += gpus_module.check_parent(launch.ranks_per_gpu, backend, gpus_module.visible_gpus())
-    from colbench.host.nccl_start import blocking_wait_note
-
     blocked = blocking_wait_note(os.environ)
     return notes + ([blocked] if blocked else [])
 
@@ -118,15 +118,6 @@ def one_gpu_note(requested: str, backend: str, world_size: int) -> str | None:
         "one GPU: measuring NCCL with 1 rank, as nccl-tests -g 1 does (bus bandwidth is 0 "
         "for collectives that move data between ranks); --backend gloo runs 2 CPU ranks"
     )
-
-
-def spawn_notes(world_size: int, worlds: int = 1) -> list[str]:
-    """Refuse spawning ``worlds`` worlds of ``world_size`` ranks at once where this host's
-    limits cannot hold them (colbench.host.launchers.limits); else what to say before they start."""
-    ranks = world_size * worlds
-    limits.check_spawn(ranks, world_size, f"--nprocs {world_size}")
-    notes = [limits.check_address_space(f"--nprocs {world_size}"), limits.crowded_note(ranks)]
-    return [note for note in notes if note]
 
 
 def make_run_dir(output: OutputConfig, label: str, backend: str) -> Path:
@@ -160,7 +151,7 @@ def join_or_place(task: RankTask) -> Spawning | int:
     # A long run outlives its terminal or its log's reader: what it prints must not end it.
     guard()
     launch_env, set_aside = join_or_spawn(task.launch.nprocs)
-    backend = choose_backend(task.launch, spawning=launch_env is None)
+    backend = choose_backend(task.launch)
     if launch_env is not None:
         return run_launched(task, launch_env, backend)
     world_size = spawned_world_size(task.launch, backend)
@@ -168,9 +159,11 @@ def join_or_place(task: RankTask) -> Spawning | int:
         preflight.check_socket_ifname()
     notes = [_set_aside(set_aside, world_size)] if set_aside else []
     notes += task.check(world_size, backend) + nccl_notes(task.launch, backend)
-    notes += spawn_notes(world_size, task.worlds)
+    ranks, flag = world_size * task.worlds, f"--nprocs {world_size}"
+    # Refused where this host's limits cannot hold the worlds of ranks alive at once.
+    check_spawn(ranks, world_size, flag)
     chosen = one_gpu_note(task.launch.backend, backend, world_size)
-    notes += [chosen] if chosen else []
+    notes += [n for n in (check_address_space(flag), crowded_note(ranks), chosen) if n]
     run_dir = make_run_dir(task.output, task.label, backend)
     for note in notes:
         print(f"colbench: note: {note}", file=sys.stderr)
@@ -195,10 +188,10 @@ def run_launched(task: RankTask, env: LaunchEnv, backend: str) -> int:
     # Every rank checks its own node's GPUs (compute mode); rank 0 says the notes.
     notes += nccl_notes(task.launch, backend)
     preflight.check(env, backend, gpus_module.gpu_count())
-    address_space = limits.check_address_space(f"rank {env.rank}")
+    address_space = check_address_space(f"rank {env.rank}")
     notes += [address_space] if address_space else []
     # torch's env:// reads these; Slurm and MPI jobs get them from detect().
-    launch.export(env)
+    export(env)
     if env.local_world_size is not None:
         # What the GPU pick and the memory budget read (Slurm's count is computed).
         os.environ.setdefault("LOCAL_WORLD_SIZE", str(env.local_world_size))
@@ -275,16 +268,7 @@ def describe() -> str:
 
     vers = rundir.versions()
     gpus = rundir.gpus()
-    backends = [
-        name
-        for name, ok in (
-            ("gloo", dist.is_gloo_available()),
-            ("nccl", dist.is_nccl_available()),
-            ("mpi", dist.is_mpi_available()),
-            ("ucc", dist.is_ucc_available()),
-        )
-        if ok
-    ]
+    backends = [b for b in ("gloo", "nccl", "mpi", "ucc") if getattr(dist, f"is_{b}_available")()]
     try:
         launch = detect()
         launcher = launch_lines(launch) if launch else "none: colbench spawns its own ranks"
@@ -292,7 +276,7 @@ def describe() -> str:
         launcher = f"misconfigured: {exc}"
         launch = None
     spawning = launch is None
-    backend = resolve_backend("auto", spawning, len(gpus), dist.is_nccl_available())
+    backend = resolve_backend("auto", len(gpus), dist.is_nccl_available())
     lines = [
         f"colbench      {vers['colbench']}",
         f"torch         {vers['torch']}",

@@ -27,7 +27,7 @@ from colbench.bench.groups import Groups, SideGroup
 from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 from colbench.results.rows import RESULTS, load
 from colbench.results.tables import TableWriter
 from tests.fakegpu import FAKE_GPU, REPO, gpu, run_on_fake_gpus

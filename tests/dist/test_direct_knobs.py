@@ -30,7 +30,7 @@ from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.plan import RunInfo, plan
 from colbench.config.contend import parse_contend
 from colbench.config.model import SweepConfig
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 from colbench.results.rows import RESULTS, load
 from colbench.results.tables import TableWriter
 from tests.fakenccl import FAKE_NCCL, records

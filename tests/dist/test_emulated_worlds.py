@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 from tests.fakegpu import (
     EMULATION_FIXED,
     REPO,
@@ -131,7 +131,7 @@ def test_torch_blocking_wait_is_unset_in_the_ranks_with_a_note(
 @pytest.fixture(scope="module")
 def interleaved_users_debug(tmp_path_factory: pytest.TempPathFactory) -> FakeRun:
     """Two interleaved variants on two fake GPUs, with a user's own NCCL_DEBUG: every
-    rank of every world sets NCCL's log up alike (colbench.host.nccl_start), so the test
+    rank of every world sets NCCL's log up alike (colbench.host.launchers.devices), so the test
     of the parent and the test of the user's NCCL_DEBUG share one run of five processes."""
     tmp = tmp_path_factory.mktemp("interleaved")
     return run_on_fake_gpus(tmp, [gpu(0), gpu(1)], *SWEEP, "--env", "NCCL_ALGO=Ring,Tree",

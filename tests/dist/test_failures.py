@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 from colbench.host.supervise import GRACE_S
 from colbench.host.watchdog import EXCHANGE_S
 from colbench.results.rows import load

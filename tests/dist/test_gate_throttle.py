@@ -36,7 +36,7 @@ from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_sizes
 from colbench.host.child import exit_now
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 from colbench.results.rows import RESULTS, load
 from colbench.results.tables import TableWriter
 from tests import netns

@@ -24,7 +24,7 @@ from tests.conftest import REPO, finish_ranks, process_alive, run_colbench, star
 
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K-64K", "-n", "5", "-w", "1", "--no-table"]
 TIMED = r"timed batch of all_reduce float32 size (\d+) B"
-STUCK = r"rank\(s\) 1 \(busy outside communication at inflight\.py:\d+ in _fail\)"
+STUCK = r"rank\(s\) 1 \(busy outside communication at job\.py:\d+ in _fail\)"
 
 
 def test_spawned_hang_in_a_timed_batch_is_exit_4_naming_the_rank(tmp_path: Path) -> None:

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.host.launchers import free_port
-from colbench.host.launchers.rendezvous import QUESTION, STORE_ANSWER, who_answers
+from colbench.host.launchers.rendezvous import QUESTION, STORE_ANSWER, free_port, who_answers
 from tests.conftest import run_colbench
 
 #: Most waits below run out in full: short, as its length changes none of the verdicts.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from colbench.config import suite
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 from tests.conftest import REPO, call_colbench
 
 #: (op, size_bytes, dtype, group_size, calls) of the job's two steps, in colbench's sizes:

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 from colbench.results.rows import COLUMNS, load
 from tests.conftest import REPO
 

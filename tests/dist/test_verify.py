@@ -16,7 +16,7 @@ from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Buffers, Collective, Context
 from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
-from colbench.host.launchers import free_port
+from colbench.host.launchers.rendezvous import free_port
 from colbench.results.rows import RESULTS, load
 from colbench.results.tables import TableWriter
 from tests.corrupting import Corrupting

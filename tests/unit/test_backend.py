@@ -18,40 +18,34 @@ from colbench.results import rundir
 
 
 @pytest.mark.parametrize(
-    ("gpus", "nccl", "spawning", "expected"),
+    ("gpus", "nccl", "expected"),
     [
-        (0, True, True, "gloo"),
-        (0, True, False, "gloo"),
-        (0, False, True, "gloo"),
-        # One GPU is a world of one, as nccl-tests -g 1 measures it.
-        (1, True, True, "nccl"),
-        # Under a launcher, one GPU per process is enough.
-        (1, True, False, "nccl"),
-        (2, True, True, "nccl"),
-        (2, True, False, "nccl"),
-        (2, False, True, "gloo"),
-        (2, False, False, "gloo"),
+        (0, True, "gloo"),
+        (0, False, "gloo"),
+        # One GPU is a world of one, as nccl-tests -g 1 measures it; under a launcher, one
+        # GPU per process is enough.
+        (1, True, "nccl"),
+        (2, True, "nccl"),
+        (2, False, "gloo"),
     ],
 )
-def test_auto_backend(gpus: int, nccl: bool, spawning: bool, expected: str) -> None:
-    assert resolve_backend("auto", spawning, gpus, nccl) == expected
+def test_auto_backend(gpus: int, nccl: bool, expected: str) -> None:
+    assert resolve_backend("auto", gpus, nccl) == expected
 
 
 @pytest.mark.parametrize("gpus", [0, 1, 2])
-@pytest.mark.parametrize("spawning", [True, False])
-def test_gloo_is_always_gloo(gpus: int, spawning: bool) -> None:
-    assert resolve_backend("gloo", spawning, gpus, True) == "gloo"
-    assert resolve_backend("gloo", spawning, gpus, False) == "gloo"
+def test_gloo_is_always_gloo(gpus: int) -> None:
+    assert resolve_backend("gloo", gpus, True) == "gloo"
+    assert resolve_backend("gloo", gpus, False) == "gloo"
 
 
-@pytest.mark.parametrize("spawning", [True, False])
-def test_explicit_nccl(spawning: bool) -> None:
-    assert resolve_backend("nccl", spawning, 1, True) == "nccl"
-    assert resolve_backend("nccl", spawning, 2, True) == "nccl"
+def test_explicit_nccl() -> None:
+    assert resolve_backend("nccl", 1, True) == "nccl"
+    assert resolve_backend("nccl", 2, True) == "nccl"
     with pytest.raises(UsageError, match="needs CUDA GPUs"):
-        resolve_backend("nccl", spawning, 0, True)
+        resolve_backend("nccl", 0, True)
     with pytest.raises(UsageError, match="no NCCL"):
-        resolve_backend("nccl", spawning, 2, False)
+        resolve_backend("nccl", 2, False)
 
 
 def test_default_nprocs() -> None:

@@ -261,11 +261,11 @@ def test_a_broken_meta_json_is_said_and_read_without(
 
 def test_a_row_count_in_meta_json_of_a_failed_run(tmp_path: Path) -> None:
     # A run that stopped says how many rows it kept, for the check above to use.
-    from colbench.host.outcome import finish_meta, kept_line
+    from colbench.host.supervise import end_meta, kept_line
 
     run = Path(_run(tmp_path / "a"))
     (run / "meta.json").write_text('{"run_id": "a", "rows_planned": 30}\n')
-    finish_meta(run, "failed", {"error": "boom"})
+    end_meta(run, "failed", {"error": "boom"})
     meta = json.loads((run / "meta.json").read_text())
     assert (meta["rows"], meta["rows_complete"], meta["status"]) == (24, False, "failed")
     assert kept_line(run) == f"24 rows measured before the failure (of 30 planned) are in {run}"

@@ -21,7 +21,7 @@ from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, whole_buffer
 from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
-from colbench.host.inflight import InFlight
+from colbench.host.job import InFlight
 
 
 class Log(list[str]):

@@ -24,7 +24,7 @@ from colbench.bench.plan import RunInfo, plan
 from colbench.config.contend import LoadSpec, parse_contend
 from colbench.config.model import SweepConfig
 from colbench.config.variants import expand
-from colbench.host.inflight import InFlight
+from colbench.host.job import InFlight
 from tests.unit.test_bench_order import FakeSide, FakeStore, FakeTimer, Log, Recorded, Rows
 
 

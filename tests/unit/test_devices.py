@@ -15,8 +15,9 @@ import torch
 
 from colbench.errors import UsageError
 from colbench.host import child as rank_life
-from colbench.host.launchers import LaunchEnv, devices, gpus, preflight
+from colbench.host.launchers import devices, gpus, preflight
 from colbench.host.launchers.devices import check_distinct_gpus, gpu_uuid, pick_cuda_index
+from colbench.host.launchers.env import LaunchEnv
 
 LOCAL_VARS = ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE",
               "MPI_LOCALNRANKS")  # fmt: skip
@@ -73,6 +74,14 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "set_device", self.set_devices.append)
 
 
+def device_for(backend: str, local_rank: int, world_size: int) -> Any:
+    """The device rank_main picks for a rank of a world of ``world_size`` (its job is plain
+    data: only these fields are read)."""
+    launch = types.SimpleNamespace(ranks_per_gpu=1)
+    job = types.SimpleNamespace(backend=backend, world_size=world_size, launch=launch)
+    return rank_life._device_for(job, local_rank)  # type: ignore[arg-type]
+
+
 @pytest.fixture
 def no_local_vars(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     for var in LOCAL_VARS:
@@ -84,7 +93,7 @@ def test_rank_with_one_visible_gpu_uses_it(no_local_vars: pytest.MonkeyPatch) ->
     """Local rank 5 of 8, one GPU visible: cuda:0, not cuda:5 (which does not exist)."""
     no_local_vars.setenv("LOCAL_WORLD_SIZE", "8")
     cuda = FakeCuda(no_local_vars, count=1)
-    device = rank_life._device_for("nccl", 5, 8)
+    device = device_for("nccl", 5, 8)
     assert device == torch.device("cuda", 0)
     assert cuda.set_devices == [torch.device("cuda", 0)]
 
@@ -92,7 +101,7 @@ def test_rank_with_one_visible_gpu_uses_it(no_local_vars: pytest.MonkeyPatch) ->
 def test_rank_seeing_the_node_uses_its_local_rank(no_local_vars: pytest.MonkeyPatch) -> None:
     no_local_vars.setenv("LOCAL_WORLD_SIZE", "8")
     cuda = FakeCuda(no_local_vars, count=8)
-    assert rank_life._device_for("nccl", 5, 8) == torch.device("cuda", 5)
+    assert device_for("nccl", 5, 8) == torch.device("cuda", 5)
     assert cuda.set_devices == [torch.device("cuda", 5)]
 
 
@@ -100,14 +109,14 @@ def test_rank_refused_before_touching_a_device(no_local_vars: pytest.MonkeyPatch
     no_local_vars.setenv("SLURM_NTASKS_PER_NODE", "4")
     cuda = FakeCuda(no_local_vars, count=2)
     with pytest.raises(UsageError, match=r"4 ranks on this node but 2 GPU\(s\)"):
-        rank_life._device_for("nccl", 3, 4)
+        device_for("nccl", 3, 4)
     assert cuda.set_devices == []
 
 
 def test_spawned_ranks_take_one_gpu_each(no_local_vars: pytest.MonkeyPatch) -> None:
     """Spawned: no launcher variables, local rank = rank, as many GPUs as ranks or more."""
     cuda = FakeCuda(no_local_vars, count=4)
-    picked = [rank_life._device_for("nccl", rank, 2) for rank in range(2)]
+    picked = [device_for("nccl", rank, 2) for rank in range(2)]
     assert picked == [torch.device("cuda", 0), torch.device("cuda", 1)]
     assert cuda.set_devices == picked
 
@@ -118,13 +127,13 @@ def test_multi_node_world_without_local_count_is_not_over_counted(
     """16 ranks on 2 nodes started by hand (no local count): rank 3 of this node, 8 GPUs.
     rank_main passes the world size as local world size when none is declared."""
     FakeCuda(no_local_vars, count=8)
-    assert rank_life._device_for("nccl", 3, 16) == torch.device("cuda", 3)
+    assert device_for("nccl", 3, 16) == torch.device("cuda", 3)
 
 
 def test_cpu_ranks_never_touch_cuda(no_local_vars: pytest.MonkeyPatch) -> None:
     cuda = FakeCuda(no_local_vars, count=0)
     no_local_vars.setenv("OMP_NUM_THREADS", "1")
-    assert rank_life._device_for("gloo", 1, 2) == torch.device("cpu")
+    assert device_for("gloo", 1, 2) == torch.device("cpu")
     assert cuda.set_devices == []
 
 

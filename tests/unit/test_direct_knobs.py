@@ -193,7 +193,7 @@ def one_rank(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A one-process gloo world, which the fake communicator moves its data over."""
     import torch.distributed as dist
 
-    from colbench.host.launchers import free_port
+    from colbench.host.launchers.rendezvous import free_port
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(free_port()))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from colbench.errors import ExitCode
 from colbench.host import protocol
-from colbench.host.inflight import InFlight
+from colbench.host.job import InFlight
 
 NCCL_WATCHDOG_LOG = """\
 [rank1]:[E1123 10:20:01.482326987 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught \

@@ -8,19 +8,16 @@ import socket
 import pytest
 
 from colbench.errors import UsageError
-from colbench.host.launchers import (
+from colbench.host.launchers.detect import (
     SLURM_PORT_BASE,
     SLURM_PORT_SPAN,
-    LaunchEnv,
     detect,
     expand_hostlist,
     expand_tasks_per_node,
-    export,
     join_or_spawn,
-    node_id,
-    node_labels,
     slurm_default_port,
 )
+from colbench.host.launchers.env import LaunchEnv, export, node_id, node_labels
 from colbench.host.world import launch_lines
 
 # What torchrun 2.x gives local rank 1 of node 1 in a 2 x 2 job.

@@ -10,7 +10,7 @@ import pytest
 
 from colbench.errors import UsageError
 from colbench.host import supervise
-from colbench.host.launchers import limits
+from colbench.host.launchers import env as limits
 
 
 def test_each_rank_needs_a_few_files_per_peer() -> None:

@@ -447,7 +447,7 @@ def test_nccl_hostid_is_named_as_the_cause_and_an_emulated_run_is_silent() -> No
 def test_a_runs_verdicts_follow_its_fabric(
     tmp_path: Path, meta: dict[str, Any], emulated: bool
 ) -> None:
-    from colbench.host.outcome import record_nccl_log
+    from colbench.host.supervise import record_nccl_log
 
     (tmp_path / "meta.json").write_text(json.dumps(meta))
     (tmp_path / "nccl-rank0.log").write_text(

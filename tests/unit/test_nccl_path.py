@@ -18,7 +18,7 @@ from colbench.commands.sweep.lead import measurement_warnings
 from colbench.config.model import SweepConfig
 from colbench.config.validate import build, validate_for_world
 from colbench.errors import UsageError
-from colbench.host.inflight import InFlight
+from colbench.host.job import InFlight
 from colbench.nccl.algo import CommFacts
 from tests.unit.test_bench_order import FakeSide, FakeTimer, Log, Recorded, Rows
 

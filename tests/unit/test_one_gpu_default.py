@@ -17,7 +17,8 @@ from colbench.bench.ops import REGISTRY
 from colbench.commands.sweep import command
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
-from colbench.host import launchers, world
+from colbench.host import world
+from colbench.host.launchers import detect
 from colbench.host.launchers import gpus as gpus_module
 
 
@@ -27,7 +28,7 @@ class Machine:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, gpus: int) -> None:
         self.spawned: list[tuple[str, int]] = []
         monkeypatch.setattr(gpus_module, "gpu_count", lambda: gpus)
-        monkeypatch.setattr(launchers, "join_or_spawn", lambda nprocs: (None, ()))
+        monkeypatch.setattr(detect, "join_or_spawn", lambda nprocs: (None, ()))
         monkeypatch.setattr(world, "join_or_spawn", lambda nprocs: (None, ()))
         monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
         monkeypatch.setattr(command, "_run_variants", self._spawn)

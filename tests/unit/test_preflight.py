@@ -7,7 +7,8 @@ import socket
 import pytest
 
 from colbench.errors import UsageError
-from colbench.host.launchers import LaunchEnv, preflight
+from colbench.host.launchers import preflight
+from colbench.host.launchers.env import LaunchEnv
 from colbench.host.launchers.preflight import Interface, diagnose_gloo
 
 IFACES = {

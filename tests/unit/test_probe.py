@@ -104,7 +104,7 @@ def test_a_runs_nccl_logs_are_summed_up_in_meta(tmp_path: Path) -> None:
     run's nccl-rank*.log: meta.json says what NCCL chose."""
     import json
 
-    from colbench.host.outcome import record_nccl_log
+    from colbench.host.supervise import record_nccl_log
     from colbench.results.rundir import RunDir
 
     run = RunDir.create(str(tmp_path / "run"), tmp_path)

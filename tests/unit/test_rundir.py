@@ -147,7 +147,7 @@ def test_out_naming_a_file_says_it_is_a_file(
 
 
 def test_one_row_is_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from colbench.host.outcome import report_done
+    from colbench.host.supervise import report_done
     from colbench.output import plural
 
     assert [plural(n, "row") for n in (0, 1, 2)] == ["0 rows", "1 row", "2 rows"]

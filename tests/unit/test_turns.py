@@ -15,7 +15,7 @@ from colbench.commands.sweep.interleave import memory_note
 from colbench.config.model import SweepConfig
 from colbench.errors import UsageError
 from colbench.host import turns
-from colbench.host.inflight import InFlight
+from colbench.host.job import InFlight
 
 
 @pytest.fixture

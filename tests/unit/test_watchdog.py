@@ -19,8 +19,8 @@ from torch.distributed.elastic.utils.store import get_all
 
 from colbench.errors import ExitCode
 from colbench.host import protocol, watchdog
-from colbench.host.inflight import InFlight
-from colbench.host.launchers import free_port
+from colbench.host.job import InFlight
+from colbench.host.launchers.rendezvous import free_port
 from colbench.host.watchdog import COMM_STARTUP, Watchdog, deadline, main_thread_place
 
 

@@ -30,8 +30,8 @@ from colbench.direct.engine import DIRECT, TORCH
 from colbench.direct.knobs import REGISTER_MODES, parse_cta_policies, parse_register
 from colbench.direct.nccl4py import missing
 from colbench.errors import UsageError
-from colbench.host import launchers as launch
 from colbench.host.launchers import gpus
+from colbench.host.launchers.detect import detect
 from colbench.results.rundir import RunDir, stamped_name
 
 BUILD_HINT = (
@@ -195,7 +195,7 @@ def make_plan(
     if refused:
         flag = "--" + refused[0].replace("_", "-")
         raise UsageError(f"crosscheck cannot use {flag}: " + _REFUSED_WHY.get(refused[0], _UNLIKE))
-    found = launch.detect()
+    found = detect()
     if found is not None:
         raise UsageError(
             f"crosscheck starts nccl-tests and colbench itself on one node, not under a "

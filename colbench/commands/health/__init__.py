@@ -23,10 +23,10 @@ def run(values: Mapping[str, Any], command_line: tuple[str, ...] = ()) -> int:
     # Imported after the options are checked: the host imports torch.
     from colbench.commands.health.report import start_drain_list
     from colbench.commands.health.task import HealthTask
-    from colbench.host import launchers as launch
+    from colbench.host.launchers.detect import join_or_spawn
     from colbench.host.world import start
 
-    found, _ = launch.join_or_spawn(cfg.launch.nprocs)
+    found, _ = join_or_spawn(cfg.launch.nprocs)
     if found is None or found.rank == 0:
         start_drain_list(cfg)  # one writer: the parent, or a launched job's rank 0
     return start(HealthTask(cfg))

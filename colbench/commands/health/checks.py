@@ -85,7 +85,7 @@ class Walker:
     on_step: Callable[[str], None]
     pass_index: int = 0
     samples: list[Sample] = field(default_factory=list)
-    #: COLBENCH_FAULT's hook (colbench.host.inflight): its WHEN counts steps here.
+    #: COLBENCH_FAULT's hook (colbench.host.job): its WHEN counts steps here.
     fault: Any = None
 
     def _begin(self, what: str) -> None:

@@ -33,15 +33,12 @@ from colbench.commands.health.config import (
 from colbench.commands.p2p.task import Member
 from colbench.errors import UsageError
 from colbench.hardware import node as node_hardware
-from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import device_name, meet_peers
-from colbench.host.inflight import Fault
-from colbench.host.job import ConfiguredTask
+from colbench.host.job import ConfiguredTask, Failure, Fault
 from colbench.host.launchers import devices
-from colbench.host.launchers.env import node_name
+from colbench.host.launchers.env import node_id, node_labels, node_name
 from colbench.host.pace import Pace, counting
-from colbench.host.protocol import Failure
 from colbench.results import tables
 from colbench.results.rundir import RunDir
 
@@ -58,7 +55,7 @@ def names_of(members: list[Member]) -> list[str]:
     ``name#k`` for the k-th of several nodes that give one name (containers that share
     a host name), as launchers.node_labels labels node ids, whose readable part (before
     the first ``|``) is here the member's name."""
-    return launch.node_labels([f"{m.label}|{m.node}" for m in members])
+    return node_labels([f"{m.label}|{m.node}" for m in members])
 
 
 def placement(members: list[Member]) -> checks.Placement:
@@ -86,7 +83,7 @@ class HealthTask(ConfiguredTask):
             job.world_size, hang_watchdog.process_group_timeout_s(cfg.timeout_s), in_flight
         )
         me = Member(
-            plan_digest(cfg), rank, os.getpid(), launch.node_id(), node_name(), device_name(device)
+            plan_digest(cfg), rank, os.getpid(), node_id(), node_name(), device_name(device)
         )
         members = meet_peers(side, me, HEALTH_DISAGREES)
         names = names_of(members)

@@ -27,10 +27,10 @@ from colbench.commands.p2p.measure import Pass, Stepper, Times, Transport
 from colbench.commands.p2p.results import P2P, P2PRow
 from colbench.commands.p2p.schedule import Selection, pair_steps, select
 from colbench.errors import UsageError
-from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import device_name, meet_peers
 from colbench.host.job import ConfiguredTask
+from colbench.host.launchers.env import node_id, node_labels
 from colbench.results.rundir import RunDir
 
 #: Tests (and clusters whose host names say little) name each rank's node with this.
@@ -163,10 +163,16 @@ class P2PTask(ConfiguredTask):
             )
 
     def _meet(self, side: SideGroup, rank: int, device_name: str) -> World:
-        label = os.environ.get(NODE_LABEL_ENV, "").strip()
-        me = Member(plan_digest(self.cfg), rank, os.getpid(), launch.node_id(), label, device_name)
+        me = Member(
+            digest=plan_digest(self.cfg),
+            rank=rank,
+            pid=os.getpid(),
+            node=node_id(),
+            label=os.environ.get(NODE_LABEL_ENV, "").strip(),
+            device_name=device_name,
+        )
         members = meet_peers(side, me, P2P_DISAGREES)
-        readable = launch.node_labels([m.node for m in members])
+        readable = node_labels([m.node for m in members])
         labels = [m.label or name for m, name in zip(members, readable, strict=True)]
         # An explicit label is the node: it also decides --per-node and --rail.
         keys = [m.label or m.node for m in members]

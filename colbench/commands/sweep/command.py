@@ -46,7 +46,7 @@ def run(opts: SweepOptions, command_line: tuple[str, ...] = ()) -> int:
 def run_sweep(cfg: SweepConfig) -> int:
     """Run a sweep to completion; returns the process exit code."""
     from colbench.commands.sweep.task import SweepTask
-    from colbench.host.launchers import join_or_spawn
+    from colbench.host.launchers.detect import join_or_spawn
     from colbench.host.world import Spawning, join_or_place
 
     variants = variants_of(cfg)

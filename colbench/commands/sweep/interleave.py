@@ -30,14 +30,7 @@ from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
 from colbench.host import pace, protocol, spawn, supervise, turns
 from colbench.host.launchers import gpus
-from colbench.host.outcome import (
-    end_meta,
-    forget_job,
-    kept_line,
-    record_nccl_log,
-    rows_kept,
-    tidy_logs,
-)
+from colbench.host.supervise import end_meta, forget_job, kept_line, record_nccl_log
 from colbench.output import plural
 from colbench.results.rundir import RunDir
 
@@ -150,10 +143,8 @@ def _interrupted(run_dir: Path, worlds: list[spawn.World], stop: supervise.StopS
         supervise.stop_processes(world.processes)
     name = protocol.signal_name(stop.received or signal.SIGINT)
     end_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
-    print(
-        f"colbench: interrupted by {name}; {plural(rows_kept(run_dir), 'row')} kept in {run_dir}",
-        file=sys.stderr,
-    )
+    rows = plural(RunDir(run_dir).rows_kept(), "row")
+    print(f"colbench: interrupted by {name}; {rows} kept in {run_dir}", file=sys.stderr)
     return stop.exit_code
 
 
@@ -245,7 +236,7 @@ def _report(
     kept = _rows_per_variant(run_dir)
     for variant, world, failure in zip(variants, worlds, failures, strict=True):
         forget_job(world.run_dir)
-        tidy_logs(world.run_dir)
+        RunDir(world.run_dir).tidy_logs()
         if failure is not None:
             end_meta(world.run_dir, "failed", failure.meta())
         else:

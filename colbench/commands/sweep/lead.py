@@ -15,8 +15,7 @@ from colbench.bench.loop import BenchContext
 from colbench.bench.plan import Work, count_units, row_weight, weight_total
 from colbench.config.model import SweepConfig
 from colbench.hardware import node
-from colbench.host.inflight import Fault
-from colbench.host.job import Peer, RankJob
+from colbench.host.job import Fault, Peer, RankJob
 from colbench.host.launchers import gpus
 from colbench.host.pace import Pace
 from colbench.results.reporters.console import run_header

@@ -43,13 +43,12 @@ from colbench.direct.engine import DIRECT, DirectEngine, group_ranks
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
 from colbench.hardware.node import group_ceiling
-from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import device_name, gpu_record, meet_peers
-from colbench.host.inflight import InFlight
-from colbench.host.job import ConfiguredTask, Peer, RankJob
+from colbench.host.job import ConfiguredTask, InFlight, Peer, RankJob
 from colbench.host.launchers import devices
-from colbench.host.outcome import report_done
+from colbench.host.launchers.env import node_id, node_labels
+from colbench.host.supervise import report_done
 from colbench.host.turns import Turns
 from colbench.output import plural
 from colbench.results.init_rows import INIT
@@ -243,11 +242,11 @@ def _agree(
     work = plan(cfg, cfg.measure.ranks_per_group(job.world_size), job.backend, facts=facts)
     me = _introduce(cfg, job, rank, device, work)
     # Ranks NCCL would refuse on one GPU were refused before the communicator started
-    # (colbench.host.nccl_start.prepare_nccl).
+    # (colbench.host.launchers.devices.prepare_nccl).
     peers = meet_peers(side, me, SWEEP_DISAGREES)
     # Node labels, not bare host names: namespaces and containers share a host name.
     nodes = [p.node for p in peers]
-    hosts = launch.node_labels(nodes)
+    hosts = node_labels(nodes)
     # Each node's first rank reads its hardware; the others take part in the gather only.
     towards = job.store_host or os.environ.get("MASTER_ADDR")
     mine = node_hardware.read_node(towards=towards) if nodes.index(me.node) == rank else None
@@ -391,7 +390,7 @@ def _introduce(cfg: SweepConfig, job: RankJob, rank: int, device: Any, work: lis
         host=socket.gethostname(),
         pid=os.getpid(),
         device_name=device_name(device),
-        node=launch.node_id(),
+        node=node_id(),
         # Proof, kept in meta.json, that every rank started with its variant's values.
         env_seen={k: os.environ.get(k) for k in job.variant_keys},
         gpu_uuid=devices.gpu_uuid(device) if device.type == "cuda" else "",

@@ -1,12 +1,9 @@
-"""Which launcher started this process, from its environment variables.
-
-Launchers are detected from their environment variables (torchrun / env://, Open MPI,
-MPICH/PMI, SLURM srun). A partial or contradictory set is an error naming what is
-wrong, since guessing the rest is how multi-node jobs hang. When a launcher nests
-another (torchrun started by srun, mpirun inside an allocation), the innermost one
-describes this process, so the order of checks is torchrun, Open MPI, MPICH, SLURM.
-
-Slurm's own compact host and task lists (``node[01-02,07]``, ``2(x3),1``) are expanded here.
+"""Which launcher (torchrun / env://, Open MPI, MPICH/PMI, Slurm's srun) started this
+process, from its environment variables. A partial or contradictory set is an error naming
+what is wrong: guessing the rest is how multi-node jobs hang. When a launcher nests another
+(torchrun started by srun, mpirun inside an allocation), the innermost one describes this
+process, so the checks go torchrun, Open MPI, MPICH, Slurm. Slurm's compact host and task
+lists (``node[01-02,07]``, ``2(x3),1``) are expanded here.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from colbench.errors import UsageError
 from colbench.host.launchers.env import LaunchEnv
@@ -242,12 +239,7 @@ def _refuse_sbatch_without_srun(env: Mapping[str, str]) -> None:
         )
 
 
-_SCHEMES: tuple[Callable[[Mapping[str, str]], LaunchEnv | None], ...] = (
-    _torchrun,
-    _openmpi,
-    _mpich,
-    _slurm,
-)
+_SCHEMES = (_torchrun, _openmpi, _mpich, _slurm)
 
 
 def detect(env: Mapping[str, str] | None = None) -> LaunchEnv | None:
@@ -281,27 +273,21 @@ _BY = {
 }
 
 
-def placing_variables(found: LaunchEnv, env: Mapping[str, str]) -> tuple[str, ...]:
-    """The variables of ``env`` that made ``found`` (``NAME=value``, in a fixed order)."""
-    names = (*_PLACING[found.launcher], "MASTER_ADDR", "MASTER_PORT")
-    return tuple(f"{name}={env[name]}" for name in names if name in env)
-
-
 def join_or_spawn(
     nprocs: int | None, env: Mapping[str, str] | None = None
 ) -> tuple[LaunchEnv | None, tuple[str, ...]]:
     """(the launcher's job to join, or None to spawn; the launcher variables set aside).
-
-    An explicit ``--nprocs`` (or a suite's ``nprocs``) asks colbench to start the ranks.
-    Beside a launcher's world of one (a single-task allocation, or a shell left with
-    torchrun's variables) it wins, and the variables it sets aside are returned to be
-    named; beside a larger world it contradicts the launcher, and is refused.
-    """
+    An explicit ``--nprocs`` (or a suite's ``nprocs``) asks colbench to start the ranks:
+    beside a launcher's world of one (a single-task allocation, a shell left with torchrun's
+    variables) it wins, the variables it sets aside returned to be named; beside a larger
+    world it contradicts the launcher, and is refused."""
     env = os.environ if env is None else env
     found = detect(env)
     if found is None or nprocs is None:
         return found, ()
-    placing = placing_variables(found, env)
+    # The variables of ``env`` that made ``found`` (``NAME=value``, in a fixed order).
+    names = (*_PLACING[found.launcher], "MASTER_ADDR", "MASTER_PORT")
+    placing = tuple(f"{name}={env[name]}" for name in names if name in env)
     if found.world_size > 1:
         raise UsageError(
             f"--nprocs {nprocs} asks colbench to start the ranks, but {_BY[found.launcher]} "

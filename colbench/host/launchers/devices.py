@@ -1,12 +1,14 @@
-"""Which GPU a rank uses, and proof that no two ranks share one.
+"""Which GPU a rank uses, proof that no two ranks share one, and what else must hold before
+a rank's NCCL communicator exists: torch's blocking wait unset, NCCL's start-up log placed,
+an emulated node's variables set (--ranks-per-gpu). NCCL reads its environment once, when
+it starts; a gloo rank never comes here.
 
-Launchers hand out GPUs in two ways, both right: every process of a node sees all of
-its GPUs (torchrun, ``srun --gpus-per-node``) and takes the one at its local rank, or
-each process sees exactly one (``srun --gpus-per-task=1``, ``CUDA_VISIBLE_DEVICES`` set
-per rank), which is then device 0 whatever the local rank. Anything else is refused
-rather than guessed. The second way cannot be told from two ranks handed the same
-single GPU, so every rank's GPU (PCI bus id) and NCCL host identity are compared, over
-the rendezvous store, before NCCL starts: the pair NCCL's own check refuses.
+Launchers hand out GPUs in two ways, both right: every process of a node sees all of its
+GPUs (torchrun, ``srun --gpus-per-node``) and takes the one at its local rank, or each sees
+exactly one (``srun --gpus-per-task=1``), device 0 whatever the local rank; anything else
+is refused. The second cannot be told from two ranks handed the same GPU, so every rank's
+GPU (PCI bus id) and NCCL host identity, the pair NCCL's own check refuses, are compared
+over the rendezvous store before NCCL starts.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from colbench.errors import UsageError
+from colbench.host.launchers import gpus
 
 #: Where NCCL reads a host's boot id for its host hash when NCCL_HOSTID is not set.
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
@@ -130,8 +134,9 @@ def exchange_identities(
 _IDENTITY_KEY = "colbench/gpu-identity"
 
 
-def gpu_bus_id(device: Any, properties: Callable[[Any], Any] | None = None) -> str:
-    """The PCI address of a CUDA device as NCCL writes it (``0000:17:00.0``), or ""."""
+def _pci(device: Any, properties: Callable[[Any], Any] | None) -> tuple[Any, str]:
+    """The device's properties (``properties`` defaults to
+    ``torch.cuda.get_device_properties``) and its PCI address, ``0000:17:00`` ("" unknown)."""
     if properties is None:
         import torch
 
@@ -139,9 +144,15 @@ def gpu_bus_id(device: Any, properties: Callable[[Any], Any] | None = None) -> s
     props = properties(device)
     pci = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
     if not all(isinstance(part, int) for part in pci):
-        return ""
+        return props, ""
     domain, bus, dev = pci
-    return f"{domain:04x}:{bus:02x}:{dev:02x}.0"
+    return props, f"{domain:04x}:{bus:02x}:{dev:02x}"
+
+
+def gpu_bus_id(device: Any, properties: Callable[[Any], Any] | None = None) -> str:
+    """The PCI address of a CUDA device as NCCL writes it (``0000:17:00.0``), or ""."""
+    address = _pci(device, properties)[1]
+    return f"{address}.0" if address else ""
 
 
 def gpu_uuid(device: Any, properties: Callable[[Any], Any] | None = None) -> str:
@@ -149,19 +160,81 @@ def gpu_uuid(device: Any, properties: Callable[[Any], Any] | None = None) -> str
 
     torch exposes ``uuid`` on the device properties in the versions colbench supports,
     but not every build fills it (ROCm); the PCI address identifies a GPU within one
-    node, which is all :func:`check_distinct_gpus` compares. ``properties`` defaults to
-    ``torch.cuda.get_device_properties``.
+    node, which is all :func:`check_distinct_gpus` compares.
     """
-    if properties is None:
-        import torch
-
-        properties = torch.cuda.get_device_properties
-    props = properties(device)
+    props, address = _pci(device, properties)
     uuid = str(getattr(props, "uuid", "") or "").strip()
     if uuid:
         return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-    pci = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
-    if all(isinstance(part, int) for part in pci):
-        domain, bus, dev = pci
-        return f"pci-{domain:04x}:{bus:02x}:{dev:02x}"
-    return ""
+    return f"pci-{address}" if address else ""
+
+
+#: torch's variables that make every work's wait() poll on the host (the old name too).
+BLOCKING_WAIT_VARS = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
+
+
+def blocking_wait_note(environ: Mapping[str, str]) -> str | None:
+    """The note for a blocking-wait variable colbench unsets in its NCCL ranks."""
+    found = [name for name in BLOCKING_WAIT_VARS if environ.get(name, "") not in ("", "0")]
+    if not found:
+        return None
+    return (
+        f"{found[0]}={environ[found[0]]} is unset in colbench's ranks: it makes every "
+        "collective's wait() poll on the host, which breaks CUDA graph capture and changes "
+        "what CUDA events time (hangs are still caught: --timeout)"
+    )
+
+
+#: NCCL's start-up subsystems: ranks, nodes, channels, each peer connection's transport,
+#: the network chosen, the environment it read. None of them logs per call (TUNING does:
+#: see colbench.commands.sweep.probe), so the timed loop pays nothing for the log.
+NCCL_LOG_SUBSYS = "INIT,ENV,NET,GRAPH"
+
+
+def nccl_log_environment(environ: Mapping[str, str], path: Path) -> dict[str, str]:
+    """Variables that send NCCL's INFO log of start-up to ``path`` (never the terminal).
+
+    A user's own NCCL_DEBUG, NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE wins: their log is
+    theirs to place (then colbench reads what it finds at ``path``, if anything).
+    """
+    if "NCCL_DEBUG" in environ:
+        return {}
+    return {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": environ.get("NCCL_DEBUG_SUBSYS", NCCL_LOG_SUBSYS),
+        "NCCL_DEBUG_FILE": environ.get("NCCL_DEBUG_FILE", str(path)),
+    }
+
+
+def prepare_nccl(
+    rank: int,
+    world_size: int,
+    device: Any,
+    store: Any,
+    log: Path,
+    ranks_per_gpu: int,
+    single_host: bool,
+) -> None:
+    """What must hold before this rank's NCCL communicator exists (``log``: where its
+    start-up log goes, :func:`nccl_log_environment`).
+
+    NCCL reads its environment once, when it starts: the emulated node's variables
+    (--ranks-per-gpu) and the removal of torch's blocking wait happen here. Then every
+    rank's GPU and host identity are compared over the store, so ranks NCCL would
+    refuse ("Duplicate GPU detected") are refused first, in one line naming them.
+    """
+    for name in BLOCKING_WAIT_VARS:
+        os.environ.pop(name, None)
+    os.environ.update(nccl_log_environment(os.environ, log))
+    host = socket.gethostname()
+    if ranks_per_gpu > 1:
+        to_set, _ = gpus.rank_environment(rank, host, single_host, os.environ)
+        os.environ.update(to_set)
+    mine = GpuIdentity(
+        rank=rank,
+        host=host,
+        nccl_host=nccl_host_identity(),
+        bus_id=gpu_bus_id(device),
+        uuid=gpu_uuid(device),
+    )
+    check_distinct_gpus(exchange_identities(store, rank, world_size, mine))

@@ -1,34 +1,26 @@
-"""What the parent knows about the GPUs, without touching CUDA: NVML, or nvidia-smi.
+"""What the parent knows about the GPUs, without touching CUDA: NVML, or nvidia-smi; and
+emulated nodes, several NCCL ranks on one GPU (--ranks-per-gpu).
 
 The parent process must never create a CUDA context: it would hold memory on every GPU
-for the whole run, outside any rank's budget, and a GPU in Exclusive-Process compute
-mode would then refuse the ranks themselves. NVML reads the same facts from the driver
-without a context. It is read through nvidia-ml-py (``pynvml``) where installed, else
-through ``nvidia-smi``, which ships with every driver (GPU nodes often have no package
-registry to install nvidia-ml-py from).
-
-NVML numbers GPUs by PCI order and ignores ``CUDA_VISIBLE_DEVICES``; :func:`visible`
-applies that variable the way CUDA does (indices, or UUID prefixes), so the facts are
-about the GPUs the ranks will see.
-
-Emulated nodes: several NCCL ranks on one GPU, each a node of its own (--ranks-per-gpu).
+for the whole run, outside any rank's budget, and a GPU in Exclusive-Process compute mode
+would then refuse the ranks themselves. NVML reads the same facts from the driver without
+a context, through nvidia-ml-py (``pynvml``) where installed, else ``nvidia-smi``, which
+ships with every driver. NVML numbers GPUs by PCI order and ignores
+``CUDA_VISIBLE_DEVICES``; :func:`visible` applies that variable the way CUDA does.
 
 NCCL refuses two ranks on one GPU only when they also share a host identity: its
 duplicate-GPU check compares (host hash, PCI bus id), and the host hash is built from
-``NCCL_HOSTID`` when that is set (src/misc/utils.cc ``getHostHash``, src/init.cc in NCCL
-2.28). Giving every rank its own ``NCCL_HOSTID`` makes every rank a one-GPU node: NCCL
-then connects ranks with its network transport (P2P and SHM are for ranks of one node),
-and chooses among Ring, Tree and PAT as it would across real nodes. The variables below
-pin that transport to plain sockets over loopback, so no network plugin, InfiniBand
-device or NVLink path is tried.
-
-Every step of such a world is real NCCL code, but kernels of different processes
-time-slice the GPU (no MPS), so times measure the emulation, not a fabric: every row
-says ``fabric=emulated`` and comparisons refuse to mix it with real rows.
+``NCCL_HOSTID`` when that is set (src/misc/utils.cc ``getHostHash``, NCCL 2.28). Giving
+every rank its own ``NCCL_HOSTID`` makes every rank a one-GPU node, connected by NCCL's
+network transport and its Ring, Tree and PAT choices as across real nodes; the variables
+below pin that transport to plain sockets over loopback. Kernels of different processes
+time-slice the GPU (no MPS), so times measure the emulation, not a fabric: every row says
+``fabric=emulated`` and comparisons refuse to mix it with real rows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -66,10 +58,8 @@ class Gpu:
 
 
 def gpu_count() -> int:
-    """CUDA GPUs this process can use (0 without CUDA). The one count every module asks.
-
-    torch asks the CUDA driver, which counts devices without creating a context.
-    """
+    """CUDA GPUs this process can use (0 without CUDA), the one count every module asks:
+    torch asks the CUDA driver, which counts devices without creating a context."""
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -109,18 +99,14 @@ def query(nvml: Any = None, run: Callable[[list[str]], str] | None = None) -> li
     """
     module = nvml if nvml is not None else pynvml_module()
     if module is not None:
-        try:
+        with contextlib.suppress(Exception):
             return _from_nvml(module)
-        except Exception:
-            pass
     return _from_smi(run or _run)
 
 
-def visible_gpus(
-    nvml: Any = None, run: Callable[[list[str]], str] | None = None
-) -> list[Gpu] | None:
+def visible_gpus() -> list[Gpu] | None:
     """:func:`query` narrowed to this process's ``CUDA_VISIBLE_DEVICES``."""
-    every = query(nvml, run)
+    every = query()
     return None if every is None else visible(every, os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 

@@ -1,13 +1,11 @@
 """Network checks that run before rendezvous, so a misconfigured job fails in
 milliseconds instead of hanging until a timeout.
 
-The classic multi-node gloo hang: gloo binds the address its host name resolves to
-(or the interface in ``GLOO_SOCKET_IFNAME``). Many distributions map the host name to
-127.0.0.1 or 127.0.1.1 in /etc/hosts, so gloo binds loopback, advertises that address
-to the other nodes through the store, and they wait forever to connect to their own
-loopback. We reproduce gloo's choice (torch's ``ProcessGroupGloo::createDefaultDevice``:
-the first address of the host name that binds, else loopback) and compare it with
-the route to MASTER_ADDR.
+The classic multi-node gloo hang: gloo binds the address its host name resolves to (or
+the interface in ``GLOO_SOCKET_IFNAME``); many distributions map the host name to a
+loopback address in /etc/hosts, which gloo then advertises to the other nodes, who wait
+forever to connect to their own loopback. We reproduce gloo's choice (torch's
+``ProcessGroupGloo::createDefaultDevice``) and compare it with the route to MASTER_ADDR.
 """
 
 from __future__ import annotations
@@ -21,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from colbench.errors import UsageError
-from colbench.host.launchers import LaunchEnv
 from colbench.host.launchers.devices import pick_cuda_index
+from colbench.host.launchers.env import LaunchEnv
 
 _IFF_LOOPBACK = 0x8
 
@@ -211,7 +209,8 @@ def diagnose_gloo(
 
 
 def check_gloo(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> None:
-    """Raise UsageError when gloo would hang this launched job; a no-op on one node."""
+    """Raise UsageError when gloo would hang this launched job; a no-op on one node (the
+    caller, :func:`check`, names the rank)."""
     env = os.environ if env is None else env
     if launch.world_size < 2 or launch.master_addr is None:
         return
@@ -228,7 +227,7 @@ def check_gloo(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> None:
         ifaces=interfaces(),
     )
     if problem is not None:
-        raise UsageError(f"rank {launch.rank}: {problem}")
+        raise UsageError(problem)
 
 
 def socket_ifname_problem(value: str, ifaces: Mapping[str, Interface]) -> str | None:
@@ -274,12 +273,8 @@ def check(launch: LaunchEnv, backend: str, gpu_count: int) -> None:
     """
     try:
         check_socket_ifname()
-    except UsageError as exc:
-        raise UsageError(f"rank {launch.rank}: {exc}") from None
-    check_gloo(launch)
-    if backend == "gloo":
-        return
-    try:
-        pick_cuda_index(launch.local_rank, launch.local_world_size, gpu_count)
+        check_gloo(launch)
+        if backend != "gloo":
+            pick_cuda_index(launch.local_rank, launch.local_world_size, gpu_count)
     except UsageError as exc:
         raise UsageError(f"rank {launch.rank}: {exc}") from None

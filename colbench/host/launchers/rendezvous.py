@@ -22,21 +22,15 @@ class RendezvousTimeout(RankFailure):
     exit_code = ExitCode.TIMEOUT
 
 
-def _arrival_key(rank: int) -> str:
-    return f"colbench/arrived/{rank}"
-
-
-#: Ranks checked in so far, counted by the store (one round trip to poll, at any size).
-_ARRIVED_COUNT = "colbench/arrived-count"
+#: Each rank's key when it has checked in; their count, kept by the store (one round trip
+#: to poll, at any size).
+_ARRIVED, _ARRIVED_COUNT = "colbench/arrived/{}", "colbench/arrived-count"
 
 
 def _wait_for_all(store: Any, world_size: int, deadline: float) -> None:
-    """Poll the arrival count until every rank is in, or raise TimeoutError at ``deadline``.
-
-    Not ``store.wait``: torch's socket layer prints its own warnings when a wait times
-    out (``[c10d] waitForInput ... timed out``), ahead of colbench's one line that names
-    the missing ranks; polling leaves colbench's line the only one.
-    """
+    """Poll the arrival count until every rank is in, or raise TimeoutError at ``deadline``:
+    not ``store.wait``, whose timeout makes torch's socket layer print its own warnings
+    (``[c10d] waitForInput ... timed out``) ahead of colbench's one line naming the missing."""
     delay = 0.01
     while store.add(_ARRIVED_COUNT, 0) < world_size:
         left = deadline - time.monotonic()
@@ -48,7 +42,7 @@ def _wait_for_all(store: Any, world_size: int, deadline: float) -> None:
 
 def arrived_ranks(store: Any, world_size: int) -> list[int]:
     """Ranks that have checked in at the rendezvous on ``store`` (raises if it is gone)."""
-    return [r for r in range(world_size) if store.check([_arrival_key(r)])]
+    return [r for r in range(world_size) if store.check([_ARRIVED.format(r)])]
 
 
 def shown_ranks(ranks: Sequence[object], limit: int = 8) -> str:
@@ -67,19 +61,14 @@ def _missing_ranks(store: Any, world_size: int) -> str:
     return f"; {len(arrived)} of {world_size} ranks arrived, missing rank(s) {shown_ranks(missing)}"
 
 
-def _agent_store() -> bool:
-    # torchrun's agent hosts the store and every worker is a client (torch's own test).
-    return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
-
-
 #: How long past ``--init-timeout`` a rank stuck inside torch's store client is given
 #: before it ends itself: torch's own timeouts normally end the wait well within it.
 STUCK_GRACE_S = 5.0
 
 
 def _probe(host: str, port: int, rank: int, deadline: float, init_timeout_s: float) -> None:
-    """Wait, within the deadline, until a torch store answers at host:port (see
-    :mod:`colbench.host.launchers.rendezvous`), so that torch's client never meets anything else."""
+    """Wait, within the deadline, until a torch store answers at host:port (:func:`probe`),
+    so that torch's client never meets anything else."""
     try:
         probe(host, port, deadline, init_timeout_s)
     except NotAStore as exc:
@@ -131,7 +120,8 @@ def _open_store(
         return _dt.timedelta(seconds=max(0.5, deadline - time.monotonic()))
 
     env_host, env_port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
-    if host is None and _agent_store():
+    # torchrun's agent hosts the store and every worker is a client (torch's own test).
+    if host is None and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):
         if env_port.isdigit():
             _probe(env_host, int(env_port), rank, deadline, init_timeout_s)
         return next(dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=left()))[0]
@@ -175,12 +165,9 @@ def rendezvous(
     init_timeout_s: float,
     timeout_s: float,
 ) -> Any:
-    """Meet every rank through a TCPStore within ``init_timeout_s``; returns the store.
-
-    ``host`` None means env:// (MASTER_ADDR/MASTER_PORT; torchrun's agent store when it
-    offers one). After every rank has checked in, the store's timeout becomes
-    ``timeout_s``, the run's process-group timeout.
-    """
+    """Meet every rank through a TCPStore within ``init_timeout_s``; returns the store, its
+    timeout now ``timeout_s``. ``host`` None means env:// (MASTER_ADDR and MASTER_PORT;
+    torchrun's agent store when it offers one)."""
     started = time.monotonic()
     deadline = started + init_timeout_s
     if host is None:
@@ -209,7 +196,7 @@ def rendezvous(
     over = _watch_stuck(deadline, stuck)
     try:
         store = _open_store(host, port, rank, world_size, deadline, init_timeout_s)
-        store.set(_arrival_key(rank), socket.gethostname())
+        store.set(_ARRIVED.format(rank), socket.gethostname())
         store.add(_ARRIVED_COUNT, 1)
         _wait_for_all(store, world_size, deadline)
     except UsageError:
@@ -364,8 +351,6 @@ def who_answers(host: str, port: int, wait_s: float) -> str:
     """One phrase saying what answers at ``host:port`` now, waiting at most ``wait_s``."""
     try:
         probe(host, port, time.monotonic() + wait_s, wait_s)
-    except (NothingAnswered, NotAStore) as exc:
-        return str(exc)
-    except OSError as exc:
+    except (NotAStore, OSError) as exc:  # NothingAnswered is a TimeoutError
         return str(exc)
     return f"a torch store answers at {host}:{port}"
