@@ -250,3 +250,10 @@ def test_bad_min_bw_exits_2_before_measuring(
     code, _, err = run_main(capsys, "sweep", "--backend", "gloo", "--out", str(tmp_path / "r"))
     assert code == 2 and "NCCL_TESTS_MIN_BW" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_step_of_sizes_from_zero_is_in_bytes() -> None:
+    # 0 B then 1 KiB grows by no factor: the ratio is infinite, once an OverflowError.
+    assert report._step([0, 1024]) == ("step_bytes", 1024)
+    assert report._step([0, 1024, 4096]) == ("step_bytes", 0)
+    assert report._step([1024, 2048, 4096]) == ("step_factor", 2)

@@ -127,3 +127,15 @@ def test_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert info.value.code == 0
     assert "Example" in out and "colbench p2p --nprocs 8" in out
+
+
+@pytest.mark.parametrize("cell", ["1.5", "1" + "0" * 30, "x"])
+def test_a_count_that_is_not_a_whole_int64_is_refused(tmp_path: Path, cell: str) -> None:
+    # Once 1.5 read as 1 and a 31-digit count ended in an OverflowError traceback.
+    _write(tmp_path, _row(0, 1, 5.0))
+    lines = (tmp_path / FILE_NAME).read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[list(COLUMNS).index("iters")] = cell
+    (tmp_path / FILE_NAME).write_text(f"{lines[0]}\n{','.join(cells)}\n")
+    with pytest.raises(UsageError, match="column iters holds a value that is not a number"):
+        load(tmp_path)

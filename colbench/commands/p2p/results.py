@@ -130,8 +130,13 @@ def _typed(file: Path, raw: Any) -> Any:
                 numbers = pd.to_numeric(raw[name].replace("", float("nan")))
                 frame[name] = numbers.astype("float64")
             else:
-                frame[name] = pd.to_numeric(raw[name]).astype("int64")
-        except (ValueError, TypeError):
+                numbers = pd.to_numeric(raw[name])
+                # astype truncates 1.5 to 1 without a word: a count must be whole.
+                whole = numbers.astype("int64")
+                if (whole != numbers).any():
+                    raise ValueError(name)
+                frame[name] = whole
+        except (ValueError, TypeError, OverflowError):
             raise UsageError(f"{file}: column {name} holds a value that is not a number") from None
     return frame
 

@@ -222,7 +222,7 @@ def _step(sizes: Sequence[int]) -> tuple[str, int]:
     ratios = {b / a if a else math.inf for a, b in itertools.pairwise(ordered)}
     if len(ratios) == 1:
         ratio = ratios.pop()
-        if ratio == int(ratio) and ratio > 1:
+        if math.isfinite(ratio) and ratio == int(ratio) and ratio > 1:
             return "step_factor", int(ratio)
     steps = {b - a for a, b in itertools.pairwise(ordered)}
     return "step_bytes", steps.pop() if len(steps) == 1 else 0
