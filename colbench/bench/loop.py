@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Generator, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
 from colbench.bench.groups import Engine, Groups, SideGroup, TorchEngine
-from colbench.bench.load import NO_LOAD_CELLS, NOTHING_BESIDE, Beside, row_cells, running
+from colbench.bench.load import row_cells, running
 from colbench.bench.memory import is_out_of_memory
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
 from colbench.bench.ops.dtypes import DTYPES
@@ -106,11 +105,6 @@ class RankBench:
     @property
     def side(self) -> SideGroup:
         return self.context.groups.side
-
-    @property
-    def warmup_calls(self) -> int:
-        """Untimed calls before each batch (see :func:`colbench.bench.plan.warmup_calls`)."""
-        return warmup_calls(self.context.info, self.context.cfg)
 
     def run(self, work: Sequence[Work]) -> None:
         # Repeats go around the whole plan rather than back to back per size, so a slow
@@ -247,7 +241,7 @@ class RankBench:
         coll, measure, flight = item.coll, self.context.cfg.measure, self.context.in_flight
         requested, layout = size
         sets = [coll.views(storage, layout, ctx, in_place) for storage in storages]
-        with self._load_beside() as beside:
+        with running(self.context.load, flight) as beside:
             flight.step("fill")
             for bufs in sets:
                 coll.fill(bufs, ctx)
@@ -257,7 +251,8 @@ class RankBench:
             # the times, as three more columns.
             every = timed_batch(
                 self.side, self.host_timer if coll.blocks_host else self.context.timer,
-                call, measure.iters, warmup=self.warmup_calls, longer=self._budget_iters,
+                call, measure.iters, warmup=warmup_calls(self.context.info, self.context.cfg),
+                longer=self._budget_iters,
                 synchronize=self.context.timer.synchronize, say=flight.step,
                 tick=self._fault.tick,
             )  # fmt: skip
@@ -283,19 +278,10 @@ class RankBench:
         self.context.in_flight.step("the load alone")
         return self.context.load.alone()
 
-    def _load_beside(self) -> AbstractContextManager[Beside]:
-        """The --contend load running through the block, its rate kept in what the block
-        gets; without a load nothing runs and the rate stays None."""
-        if self.context.load is None:
-            return nullcontext(NOTHING_BESIDE)
-        return running(self.context.load, self.context.in_flight)
-
     def _load_cells(self, alone: float | None, beside: float | None) -> dict[str, Any]:
         """The rows' load columns: every rank's rates gathered over the side group."""
         load = self.context.load
-        if load is None:
-            return dict(NO_LOAD_CELLS)
-        if alone is None or beside is None:
+        if load is None or alone is None or beside is None:
             return row_cells(None, None)
         return row_cells(load.spec, self.side.gather_floats([alone, beside]))
 

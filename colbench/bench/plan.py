@@ -85,41 +85,33 @@ def plan(
             continue
         if cfg.measure.cuda_graph and not coll.graph_capturable:
             continue
-        if not coll.sized:
-            layout = coll.layout(0, 1, world_size)
-            dtype_name = cfg.measure.dtypes[0]
-            refused = refused_by_backend(coll, dtype_name, NO_REDOP, backend, env, facts)
-            out.append(Work(coll, dtype_name, NO_REDOP, (0,), (layout,), placements, (), refused))
-            continue
+        # A size-less op (barrier) runs once, at size 0, in the first dtype.
+        sizes = cfg.measure.sizes_bytes if coll.sized else (0,)
         redops = cfg.measure.redops if coll.uses_redop else (NO_REDOP,)
-        for dtype_name in cfg.measure.dtypes:
+        for dtype_name in cfg.measure.dtypes if coll.sized else cfg.measure.dtypes[:1]:
             dtype = DTYPES[dtype_name]
             for redop in redops:
                 if redop != NO_REDOP and redop_supported(redop, dtype):
                     continue
                 refused = refused_by_backend(coll, dtype_name, redop, backend, env, facts)
-                pairs = [
-                    (s, coll.layout(s, dtype.elem_bytes, world_size))
-                    for s in cfg.measure.sizes_bytes
-                ]
-                kept = [(s, lay) for s, lay in pairs if lay.count > 0]
-                skipped = tuple(s for s, lay in pairs if lay.count == 0)
+                pairs = [(s, coll.layout(s, dtype.elem_bytes, world_size)) for s in sizes]
+                kept = [(s, lay) for s, lay in pairs if lay.count > 0 or not coll.sized]
+                skipped = tuple(s for s, lay in pairs if lay.count == 0 and coll.sized)
                 # Kept even with no size left, so the skipped sizes are still reported.
-                if kept or skipped:
-                    out.extend(
-                        Work(
-                            coll,
-                            dtype_name,
-                            redop,
-                            tuple(s for s, _ in kept),
-                            tuple(lay for _, lay in kept),
-                            placements,
-                            skipped,
-                            refused,
-                            root,
-                        )
-                        for root in roots(coll, cfg, world_size)
+                out.extend(
+                    Work(
+                        coll,
+                        dtype_name,
+                        redop,
+                        tuple(s for s, _ in kept),
+                        tuple(lay for _, lay in kept),
+                        placements,
+                        skipped,
+                        refused,
+                        root,
                     )
+                    for root in roots(coll, cfg, world_size)
+                )
     return out
 
 
@@ -202,18 +194,13 @@ def fit_to_memory(
             kept.append(item)
             continue
         elem = DTYPES[item.dtype].elem_bytes
-        fits = [
-            buffer_bytes(item.coll, lay, elem, item.placements, sets) <= budget_bytes
-            for lay in item.layouts
-        ]
-        n_fit = sum(fits)
-        if n_fit < len(fits):
-            first_bad = item.layouts[n_fit]
-            need = buffer_bytes(item.coll, first_bad, elem, item.placements, sets)
+        needs = [buffer_bytes(item.coll, lay, elem, item.placements, sets) for lay in item.layouts]
+        n_fit = sum(need <= budget_bytes for need in needs)
+        if n_fit < len(needs):
             notes.append(
                 f"{item.coll.name} {item.dtype}: sizes from {item.requested[n_fit]} B need "
-                f"{need / 2**20:.0f} MiB per rank, more than the {budget_bytes / 2**20:.0f} MiB "
-                "available"
+                f"{needs[n_fit] / 2**20:.0f} MiB per rank, more than the "
+                f"{budget_bytes / 2**20:.0f} MiB available"
             )
         if n_fit:
             kept.append(

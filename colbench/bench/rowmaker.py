@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from colbench.bench.ops.dtypes import DTYPES
@@ -161,6 +161,15 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+#: How ranks' batch means combine into ``time_us`` (nccl-tests' -a).
+AVERAGES: dict[str, Callable[[Sequence[float]], float]] = {
+    "avg": lambda means: sum(means) / len(means),
+    "min": min,
+    "max": max,
+    "rank0": lambda means: means[0],
+}
+
+
 def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) -> dict[str, float]:
     """Combine every rank's per-iteration times into one row's time columns.
 
@@ -169,16 +178,9 @@ def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) ->
     iteration, the slowest rank's time, since a collective is done only when all are.
     """
     batch_means = [sum(times) / len(times) for times in per_rank_iters_us]
-    if average == "avg":
-        time_us = sum(batch_means) / len(batch_means)
-    elif average == "min":
-        time_us = min(batch_means)
-    elif average == "max":
-        time_us = max(batch_means)
-    elif average == "rank0":
-        time_us = batch_means[0]
-    else:
+    if average not in AVERAGES:
         raise ValueError(f"unknown average {average!r}")
+    time_us = AVERAGES[average](batch_means)
     slowest = sorted(max(column) for column in zip(*per_rank_iters_us, strict=True))
     return {
         "time_us": time_us,

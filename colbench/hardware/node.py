@@ -178,10 +178,13 @@ def ceiling(
         found = [_gpu_ceiling(hardware[label], used_bus_ids) for label in per_node]
     else:
         found = [_network_ceiling(hardware[lb], n, backend) for lb, n in per_node.items()]
+    return _slowest(found)
+
+
+def _slowest(found: list[Ceiling]) -> Ceiling:
+    """The lowest rate, or where any is unknown, why the first of those is."""
     unknown = [why for rate, why in found if rate is None]
-    if unknown:
-        return None, unknown[0]
-    return min(found, key=lambda c: c[0] or 0.0)
+    return (None, unknown[0]) if unknown else min(found, key=lambda c: c[0] or 0.0)
 
 
 def group_ceiling(
@@ -207,9 +210,7 @@ def _gpu_ceiling(facts: dict[str, Any], used: set[str] | None) -> Ceiling:
     found = [g for g in facts.get("gpus") or [] if not used or g.get("bus_id") in used]
     if not found:
         return None, "NVML reports no GPU on this node"
-    rates = [_gpu_rate(gpu) for gpu in found]
-    unknown = [why for rate, why in rates if rate is None]
-    return (None, unknown[0]) if unknown else min(rates, key=lambda c: c[0] or 0.0)
+    return _slowest([_gpu_rate(gpu) for gpu in found])
 
 
 def _gpu_rate(gpu: dict[str, Any]) -> Ceiling:
@@ -223,11 +224,8 @@ def _gpu_rate(gpu: dict[str, Any]) -> Ceiling:
     gen, width = pcie.get("max_gen") or pcie.get("gen"), pcie.get("width")
     if gen not in PCIE_LANE_GBPS or not width:
         return None, f"neither NVML nor sysfs says GPU {gpu['index']}'s PCIe link"
-    return gen_rate(gen, width), f"PCIe gen{gen} x{width} (GPU {gpu['index']})"
-
-
-def gen_rate(gen: int, width: int) -> float:
-    return round(PCIE_LANE_GBPS[gen] * width, 3)
+    rate = round(PCIE_LANE_GBPS[gen] * width, 3)
+    return rate, f"PCIe gen{gen} x{width} (GPU {gpu['index']})"
 
 
 def _network_ceiling(facts: dict[str, Any], ranks: int, backend: str) -> Ceiling:
@@ -340,14 +338,13 @@ def hardware_verdicts(hardware: dict[str, Any]) -> list[str]:
     for label, facts in hardware.items():
         for gpu in facts.get("gpus") or []:
             link = gpu.get("pcie") or {}
-            if _narrow(link):
+            if _below_max(link, "width"):
                 out.append(
                     f"GPU {gpu['index']} on {label}: PCIe x{link['width']} of x{link['max_width']}"
                 )
         for nic in facts.get("nics") or []:
             link = nic.get("pcie") or {}
-            slow = _slow(link)
-            if _narrow(link) or slow:
+            if _below_max(link, "width") or _below_max(link, "gen"):
                 out.append(
                     f"NIC {nic['name']} on {label}: PCIe gen{link.get('gen')} "
                     f"x{link.get('width')} of gen{link.get('max_gen')} x{link.get('max_width')}"
@@ -355,14 +352,10 @@ def hardware_verdicts(hardware: dict[str, Any]) -> list[str]:
     return out
 
 
-def _narrow(link: dict[str, Any]) -> bool:
-    width, most = link.get("width"), link.get("max_width")
-    return bool(width and most and width < most)
-
-
-def _slow(link: dict[str, Any]) -> bool:
-    gen, most = link.get("gen"), link.get("max_gen")
-    return bool(gen and most and gen < most)
+def _below_max(link: dict[str, Any], key: str) -> bool:
+    """The link's ``width`` or ``gen`` is known and below its ``max_`` one."""
+    now, most = link.get(key), link.get(f"max_{key}")
+    return bool(now and most and now < most)
 
 
 def network_verdicts(hardware: dict[str, Any], nccl: dict[str, Any]) -> list[str]:

@@ -180,9 +180,10 @@ class Collective:
     name: ClassVar[str]
     #: One line for ``colbench explain``.
     summary: ClassVar[str]
-    #: How size, count and algbw are defined, for ``colbench explain``.
-    size_rule: ClassVar[str]
-    count_rule: ClassVar[str]
+    #: How size, count and algbw are defined, for ``colbench explain``; by default those of
+    #: an op whose reported size is the whole buffer (all_reduce, broadcast, reduce, sendrecv).
+    size_rule: ClassVar[str] = "size_bytes = the whole buffer (count * element size)"
+    count_rule: ClassVar[str] = "count = elements in the buffer"
     busbw_rule: ClassVar[str]
     #: The torch.distributed call that is timed.
     torch_call: ClassVar[str]
@@ -238,7 +239,7 @@ class Collective:
     splits_label: str = ""
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        raise NotImplementedError
+        return whole_buffer(requested_bytes, elem_bytes)
 
     def busbw_factor(self, world_size: int) -> float:
         raise NotImplementedError
@@ -273,17 +274,11 @@ class Collective:
         raise NotImplementedError
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        """The timed call with every argument resolved once, outside the timed region.
-
-        Ops that are one torch call return it through :func:`bound_call`, so the timed
-        loop calls straight into torch, as a hand-written loop would. Override this or
-        :meth:`run`.
-        """
-        return functools.partial(self.run, bufs, ctx)
-
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        """Exactly one blocking call of the collective: the only thing inside a timed region."""
-        self.bind(bufs, ctx)()
+        """Exactly one blocking call of the collective, the only thing inside a timed
+        region, with every argument resolved once, outside it. Ops that are one torch call
+        return it through :func:`bound_call`, so the timed loop calls straight into torch,
+        as a hand-written loop would."""
+        raise NotImplementedError
 
     def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
         """The timed call through NCCL itself (``--engine nccl``, colbench.direct): the same

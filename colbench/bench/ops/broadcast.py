@@ -13,11 +13,9 @@ from colbench.bench.ops.base import (
     Collective,
     Context,
     DirectComm,
-    Layout,
     RingCost,
     bound_call,
     ptr,
-    whole_buffer,
 )
 
 
@@ -25,8 +23,6 @@ class Broadcast(Collective):
     name = "broadcast"
     nccl_tests_binary = "broadcast_perf"
     summary = "every rank ends with a copy of the root's buffer"
-    size_rule = "size_bytes = the whole buffer (count * element size)"
-    count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 1"
     torch_call = "dist.broadcast(tensor, src=root)"
     nccl_function = "Broadcast"
@@ -35,9 +31,6 @@ class Broadcast(Collective):
     # torch's broadcast has one tensor: the root's input is every rank's output.
     placements = ("in",)
     notes = "in-place only (torch has no out-of-place broadcast)"
-
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        return whole_buffer(requested_bytes, elem_bytes)
 
     def busbw_factor(self, world_size: int) -> float:
         """A pipelined broadcast moves the whole buffer over every link once, so the bus

@@ -15,9 +15,7 @@ from colbench.bench.ops.base import (
     Collective,
     Context,
     DirectComm,
-    Layout,
     ptr,
-    whole_buffer,
 )
 
 if TYPE_CHECKING:
@@ -28,16 +26,11 @@ class SendRecv(Collective):
     name = "sendrecv"
     nccl_tests_binary = "sendrecv_perf"
     summary = "each rank sends its buffer to rank+1 and receives from rank-1 (a ring shift)"
-    size_rule = "size_bytes = the whole buffer (count * element size)"
-    count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 1"
     torch_call = "dist.batch_isend_irecv([isend to rank+1, irecv from rank-1]) then wait"
     # Sending from and receiving into one buffer at once races, so no in-place form.
     placements = ("out",)
     notes = "out-of-place only (sending and receiving one buffer at once races)"
-
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        return whole_buffer(requested_bytes, elem_bytes)
 
     def busbw_factor(self, world_size: int) -> float:
         """Every rank sends and receives the whole buffer once over its own link."""

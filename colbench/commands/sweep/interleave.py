@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import signal
-import socket
 import sys
 import threading
 import time
@@ -108,7 +107,7 @@ def run_interleaved(
     )
     # The header first: two worlds' rank 0 opening a new file at once would both write one.
     RunDir(run_dir).writer().close()
-    listener = _listen()
+    listener = spawn._listen_loopback()
     port = int(listener.getsockname()[1])
     worlds: list[spawn.World] = []
     with supervise.StopSignals() as stop:
@@ -168,13 +167,6 @@ def _print_tables(worlds: list[spawn.World]) -> None:
             sys.stdout.write(table.read_text(encoding="utf-8"))
             table.unlink()
     sys.stdout.flush()
-
-
-def _listen() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((spawn.LOCAL_HOST, 0))
-    sock.listen(1024)
-    return sock
 
 
 def _turns_per_world(cfg: SweepConfig, world_size: int, backend: str) -> int:

@@ -87,13 +87,10 @@ def lead_sink(
             hooks.warn(f"colbench: warning: {line}")
         for line in memory_notes:
             hooks.warn(f"colbench: note: {line}")
-        echo = (
-            _tagged(job.variant)
-            if streamed
-            else hooks.echo
-            if table_file is None
-            else _writer(table_file)
-        )
+        if streamed:
+            echo = _writer(sys.stdout, f"[{job.variant}] ")
+        else:
+            echo = hooks.echo if table_file is None else _writer(table_file)
         reporters = _reporters(job, context, met, (work, rows_planned), hooks, echo, warnings)
         with RowStream(reporters, hooks.warn) as stream:
             stream.start(meta)
@@ -232,23 +229,15 @@ class PaceReporter(Reporter):
 TABLE_FILE = "table.txt"
 
 
-def _writer(file: TextIO) -> Callable[[str], None]:
-    def echo(line: str) -> None:
-        file.write(line + "\n")
-        file.flush()
-
-    return echo
-
-
-def _tagged(variant: str) -> Callable[[str], None]:
-    """Echo a table line to stdout as it is measured, tagged with its variant: the
-    worlds take turns, so their lines alternate, and the tag says whose each is."""
+def _writer(file: TextIO, tag: str = "") -> Callable[[str], None]:
+    """Echo a table line to ``file`` as it is measured. Streamed to stdout, each line is
+    tagged with its variant: the worlds take turns, so their lines alternate."""
 
     def echo(line: str) -> None:
         # One write per line: the worlds' ranks share stdout, and a line written in two
         # pieces could be split by another world's.
-        sys.stdout.write(f"[{variant}] {line}\n")
-        sys.stdout.flush()
+        file.write(f"{tag}{line}\n")
+        file.flush()
 
     return echo
 

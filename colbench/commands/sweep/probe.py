@@ -16,7 +16,6 @@ so the probe's answer is the measured world's.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections import Counter
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from colbench.commands.sweep.task import Choices, SweepTask
 from colbench.config.model import SweepConfig
-from colbench.config.variants import CONTEND_NONE, Variant, environment
+from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode
 from colbench.nccl import log as nccl_log
 from colbench.nccl.algo import CommFacts, check_table
@@ -155,23 +154,13 @@ def probe_variants(
         return {}
     found: dict[str, Probed] = {}
     for index, variant in enumerate(variants):
-        # NCCL's choice for a call does not depend on what else runs: a --contend world
-        # takes its unloaded twin's.
-        twin = dataclasses.replace(variant, contend=CONTEND_NONE).name
-        if variant.loaded and twin in found:
+        # NCCL's choice for a call depends neither on what else runs (a --contend world
+        # takes its unloaded twin's) nor on the engine that makes it (the same libnccl:
+        # --engine torch,nccl probes once): one probe per environment and interpreter.
+        same = (variant.env, variant.interpreter)
+        twin = next((v.name for v in variants[:index] if (v.env, v.interpreter) == same), None)
+        if twin is not None:
             found[variant.name] = found[twin]
-            continue
-        # Nor on the engine that makes it (the same libnccl): --engine torch,nccl probes once.
-        first = next(
-            (
-                v.name
-                for v in variants
-                if v.engine and (v.env, v.interpreter) == (variant.env, variant.interpreter)
-            ),
-            None,
-        )
-        if variant.engine and first in found:
-            found[variant.name] = found[first]
             continue
         probed = run_probe(cfg, world_size, run_dir, variant if variant.env else None, index)
         found[variant.name] = probed

@@ -65,10 +65,6 @@ SWEEP_DISAGREES = (
 #: per rank) -> (algorithm, protocol).
 Choices = dict[tuple[str, int], tuple[str, str]]
 
-#: Every rank's :class:`Peer`, its node's label, and each node's hardware by label: rank 0's
-#: :class:`Met` (the other ranks need no more than the run's facts drawn from them).
-Introductions = tuple[list[Peer], list[str], dict[str, Any]]
-
 
 @dataclass(frozen=True)
 class SweepTask(ConfiguredTask):
@@ -164,13 +160,9 @@ def min_bw_verdict(run_dir: Path) -> int:
     mean over its rows, is below 0.9x the value; nothing when it is unset."""
     from colbench.config.min_bw import MIN_BW_VARIABLE, from_environment
 
-    if MIN_BW_VARIABLE not in os.environ:
-        return int(ExitCode.OK)
-    floor = from_environment()
-    if floor is None:
-        return int(ExitCode.OK)
-    average = RunDir(run_dir).read_meta().get("busbw_avg_gbps")
-    if average is None:
+    floor = from_environment() if MIN_BW_VARIABLE in os.environ else None
+    average = None if floor is None else RunDir(run_dir).read_meta().get("busbw_avg_gbps")
+    if floor is None or average is None:
         return int(ExitCode.OK)
     okay = floor.okay(average)
     print(
@@ -235,7 +227,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
 
 def _agree(
     task: SweepTask, job: RankJob, rank: int, device: Any, side: SideGroup, first: tuple[int, ...]
-) -> tuple[list[Work], Peer, Introductions]:
+) -> tuple[list[Work], Peer, Met]:
     """This rank's plan, agreed with its peers by digest, and who they are: (the plan,
     this rank's introduction, every rank's with its node's hardware)."""
     cfg = task.cfg
@@ -252,14 +244,14 @@ def _agree(
     towards = job.store_host or os.environ.get("MASTER_ADDR")
     mine = node_hardware.read_node(towards=towards) if nodes.index(me.node) == rank else None
     hardware = {hosts[r]: f for r, f in enumerate(side.gather_objects(mine)) if f is not None}
-    return work, me, (peers, hosts, hardware)
+    return work, me, Met(peers, hosts, hardware)
 
 
 def _run_info(
     task: SweepTask,
     job: RankJob,
     me: Peer,
-    met: Introductions,
+    met: Met,
     subgroup: Any,
     first: tuple[int, ...],
 ) -> RunInfo:
@@ -267,12 +259,12 @@ def _run_info(
     them (rank 0's alone: only its rows are kept)."""
     cfg = task.cfg
     emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
-    peers, hosts, hardware = met
+    peers = met.peers
     bus_ids = [p.gpu.get("bus_id") for p in peers]
     ceiling_gbps, ceiling_source, sharing = None, "", 1
     if me.rank == 0:
         ceiling_gbps, ceiling_source, sharing = group_ceiling(
-            hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
+            met.hardware, job.backend, met.hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
         )
     return RunInfo(
         run_id=job.run_id,
@@ -336,7 +328,7 @@ def _sink(
     job: RankJob,
     rank: int,
     context: BenchContext,
-    met: Introductions,
+    met: Met,
     work: list[Work],
     memory_notes: list[str],
     setups: Any,
@@ -349,7 +341,7 @@ def _sink(
         with RunDir(job.run_dir).writer(INIT) as writer:
             writer.write_all(setup_rows(setups, context.info))
     warned = (measurement_warnings(context.cfg, job.backend), memory_notes)
-    return lead_sink(job, context, Met(*met), work, warned)
+    return lead_sink(job, context, met, work, warned)
 
 
 def _engine(
