@@ -231,10 +231,12 @@ class TorchEngine:
         pass
 
 
-class Refused:
+class Refused(TorchEngine):
     """An engine whose every row is ``unsupported``, with the reason: a knob asked of it
     that it, or the NCCL under it, cannot honour (colbench.direct.knobs). Measuring anyway
-    would put rows under a variant's name that ran without what the name says."""
+    would put rows under a variant's name that ran without what the name says. The loop
+    neither allocates nor binds for an unsupported row, so only closing is the wrapped
+    engine's."""
 
     def __init__(self, engine: Engine, reason: str) -> None:
         self.engine = engine
@@ -243,12 +245,6 @@ class Refused:
 
     def unsupported(self, coll: Collective) -> str | None:
         return self.reason
-
-    def allocate(self, coll: Collective, layout: Layout, ctx: Context, in_place: bool) -> Storage:
-        return self.engine.allocate(coll, layout, ctx, in_place)
-
-    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        return self.engine.bind(coll, bufs, ctx)
 
     def close(self, abort: bool = False) -> None:
         self.engine.close(abort)

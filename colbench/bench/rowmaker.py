@@ -98,23 +98,17 @@ def make_row(
     )
 
 
+#: The run's facts (RunInfo) that every row repeats as they are.
+RUN_KEYS = (
+    "run_id", "variant", "backend", "world_size", "nnodes", "group_size", "groups",
+    "ranks_per_gpu", "split", "load", "engine",
+)  # fmt: skip
+
+
 def _run_cells(info: RunInfo) -> dict[str, Any]:
     """What every row of the run repeats."""
-    return {
-        "run_id": info.run_id,
-        "variant": info.variant,
-        "backend": info.backend,
-        "device": info.device_name,
-        "world_size": info.world_size,
-        "nnodes": info.nnodes,
-        "group_size": info.group_size,
-        "groups": info.groups,
-        "fabric": fabric(info.ranks_per_gpu),
-        "ranks_per_gpu": info.ranks_per_gpu,
-        "split": info.split,
-        "load": info.load,
-        "engine": info.engine,
-    }
+    cells = {key: getattr(info, key) for key in RUN_KEYS}
+    return {**cells, "device": info.device_name, "fabric": fabric(info.ranks_per_gpu)}
 
 
 def _ceiling_cells(info: RunInfo, coll: Any, busbw: float | None) -> dict[str, Any]:

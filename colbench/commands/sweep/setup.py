@@ -101,6 +101,10 @@ def _synchronize(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
+#: The run's facts (colbench.bench.plan.RunInfo) that init.csv's rows repeat as they are.
+RUN_KEYS = ("run_id", "variant", "backend", "engine", "world_size", "nnodes", "ranks_per_gpu")
+
+
 def setup_rows(samples: Sequence[Sequence[SetupSample]], info: Any) -> list[InitRow]:
     """init.csv's rows of the gathered samples; ``info``: the run's RunInfo."""
     rows = []
@@ -111,14 +115,8 @@ def setup_rows(samples: Sequence[Sequence[SetupSample]], info: Any) -> list[Init
         memory = [s.device_mem_bytes for s in per_rank if s.device_mem_bytes is not None]
         rows.append(
             InitRow(
-                run_id=info.run_id,
-                variant=info.variant,
-                backend=info.backend,
-                engine=info.engine,
+                **{key: getattr(info, key) for key in RUN_KEYS},
                 device=info.device_name,
-                world_size=info.world_size,
-                nnodes=info.nnodes,
-                ranks_per_gpu=info.ranks_per_gpu,
                 repeat=repeat,
                 init_us=totals[slowest],
                 init_ranks_avg_us=sum(totals) / len(totals),

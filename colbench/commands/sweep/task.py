@@ -42,7 +42,6 @@ from colbench.config.variants import Variant
 from colbench.direct.engine import DIRECT, DirectEngine, group_ranks
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
-from colbench.hardware.node import group_ceiling
 from colbench.host import launchers as launch
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import device_name, gpu_record, meet_peers
@@ -240,10 +239,8 @@ def _agree(
     # Node labels, not bare host names: namespaces and containers share a host name.
     nodes = [p.node for p in peers]
     hosts = launch.node_labels(nodes)
-    # Each node's first rank reads its hardware; the others take part in the gather only.
     towards = job.store_host or os.environ.get("MASTER_ADDR")
-    mine = node_hardware.read_node(towards=towards) if nodes.index(me.node) == rank else None
-    hardware = {hosts[r]: f for r, f in enumerate(side.gather_objects(mine)) if f is not None}
+    hardware = node_hardware.gather(side, nodes, hosts, rank, towards)
     return work, me, Met(peers, hosts, hardware)
 
 
@@ -263,7 +260,7 @@ def _run_info(
     bus_ids = [p.gpu.get("bus_id") for p in peers]
     ceiling_gbps, ceiling_source, sharing = None, "", 1
     if me.rank == 0:
-        ceiling_gbps, ceiling_source, sharing = group_ceiling(
+        ceiling_gbps, ceiling_source, sharing = node_hardware.group_ceiling(
             met.hardware, job.backend, met.hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
         )
     return RunInfo(
