@@ -170,10 +170,6 @@ class Batch:
         return cls(list(values[:-3]), None if math.isnan(enqueue_us) else enqueue_us, *values[-2:])
 
 
-def _quiet(_what: str) -> None:
-    pass
-
-
 def timed_batch(
     side: BatchSide,
     timer: Timer,
@@ -185,7 +181,7 @@ def timed_batch(
     gather: bool = True,
     barrier_first: bool = False,
     synchronize: Callable[[], None] | None = None,
-    say: Callable[[str], None] = _quiet,
+    say: Callable[[str], None] = lambda _what: None,
     tick: Callable[[], None] = lambda: None,
 ) -> list[Batch]:
     """The heart of every timed measurement (sweep, p2p, health), every rank alike: warm

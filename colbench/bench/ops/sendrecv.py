@@ -10,13 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from colbench.bench.ops import data
-from colbench.bench.ops.base import (
-    Buffers,
-    Collective,
-    Context,
-    DirectComm,
-    ptr,
-)
+from colbench.bench.ops.base import Buffers, Collective, Context, DirectComm, ptr
 
 if TYPE_CHECKING:
     import torch.distributed as dist

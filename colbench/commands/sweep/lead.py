@@ -152,8 +152,7 @@ def measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
 def _json_report(
     job: RankJob, context: BenchContext, met: Met, say: Callable[[str], None]
 ) -> Reporter:
-    """-J: nccl-tests' JSON report (colbench.results.reporters.nccl_tests_json), one device per"""
-    """rank."""
+    """-J: nccl-tests' JSON report (colbench.results.reporters.nccl_tests_json), a device a rank."""
     from colbench.config import min_bw
     from colbench.results.reporters import nccl_tests_json as report
 
@@ -267,15 +266,14 @@ def _table_header(job: RankJob, context: BenchContext, met: Met, warnings: list[
     """The ``#`` lines above the table: variant, warnings, the run and its ranks."""
     cfg, info, peers, hosts = context.cfg, context.info, met.peers, met.hosts
     fabric = gpus.header_line(info.ranks_per_gpu)
+    # --init-only runs none of the ops: what it times is named instead.
+    ops = ("communicator set-up (--init-only)",) if cfg.measure.init_only else cfg.measure.ops
     return (
         ([f"# variant {job.variant}"] if job.variant else [])
         + ([fabric] if fabric else [])
         + [f"# warning: {line}" for line in warnings]
         + run_header(
-            # --init-only runs none of the ops: what it times is named instead.
-            ops=("communicator set-up (--init-only)",)
-            if cfg.measure.init_only
-            else cfg.measure.ops,
+            ops=ops,
             backend=job.backend,
             world_size=job.world_size,
             nnodes=info.nnodes,

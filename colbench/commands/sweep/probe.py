@@ -1,17 +1,14 @@
 """What NCCL ran: a short-lived probe world that logs NCCL's choice for every call.
 
-A ring-vs-tree comparison is true only if NCCL ran what was asked. NCCL says which
-algorithm and protocol it chose for each call in its TUNING log (rank 0 only, one line
-per call; src/enqueue.cc), and it reads its debug settings once per process. Keeping
-TUNING on in the measured world would put a formatted write to a file into every timed
-call of rank 0 alone, which slows that rank and skews the ranks against each other;
-so before each variant's measured world, a probe world with the same ranks, environment
-and plan runs every (op, dtype, redop, size, placement) once, untimed and unchecked,
-with TUNING on. Its rank 0 log gives a choice per (op, bytes), which the measured
-world's rows carry in ``nccl_algo`` and ``nccl_proto``. Cost: one more start of the
-world and one call per row, paid once per variant. NCCL's choice for a size is a pure
-function of the communicator and the size (no tuner plugin: see colbench.nccl.algo),
-so the probe's answer is the measured world's.
+A ring-vs-tree comparison is true only if NCCL ran what was asked. NCCL logs its choice
+of algorithm and protocol for each call under TUNING (rank 0 only), and reads its debug
+settings once per process; TUNING on in the measured world would put a file write into
+every timed call of rank 0 alone, skewing the ranks. So before each variant's measured
+world, a probe world with the same ranks, environment and plan runs every row once,
+untimed and unchecked, with TUNING on; the measured rows carry its choice per (op,
+bytes) in ``nccl_algo`` and ``nccl_proto``. NCCL's choice for a size is a pure function
+of the communicator and the size (no tuner plugin: colbench.nccl.algo), so the probe's
+answer is the measured world's.
 """
 
 from __future__ import annotations

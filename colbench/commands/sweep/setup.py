@@ -11,10 +11,9 @@ engine makes the one it measures through:
   0's unique id carried over the side group and ``ncclCommInitRank``, which returns with
   the communicator ready (NCCL's set-up is eager): there is no first call to time.
 
-Every rank starts together (a barrier of the side group, which is not the group being
-made) and times its own part; the device memory taken is the free memory before minus
-after (cudaMemGetInfo: NCCL's own memory statistics exist only from 2.30). The probe
-buffer is allocated before the first reading, so it is not counted.
+Every rank starts together (a barrier of the side group) and times its own part; the
+device memory taken is the free memory before minus after (cudaMemGetInfo: NCCL's own
+memory statistics exist only from 2.30), the probe buffer allocated before.
 """
 
 from __future__ import annotations

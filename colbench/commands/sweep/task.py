@@ -23,11 +23,12 @@ from colbench.bench.groups import (
     Refused,
     SideGroup,
     TorchEngine,
+    knobbed,
     members,
     split_label,
     split_world,
+    torch_nccl_version,
 )
-from colbench.bench.knobbed import knobbed, torch_nccl_version
 from colbench.bench.load import make_load
 from colbench.bench.loop import BenchContext, RankBench, RowSink
 from colbench.bench.ops import REGISTRY
