@@ -27,13 +27,10 @@ def buffer_bytes(
     """Bytes one rank allocates for ``layout`` in every placement at once (bench keeps
     one storage per placement alive, ``sets`` of them with --rotate), plus verification
     scratch."""
-    total = 0
-    for placement in placements:
-        if placement == "in":
-            total += max(layout.send_numel, layout.recv_numel) * elem_bytes
-        else:
-            total += (layout.send_numel + layout.recv_numel) * elem_bytes
-    return total * sets + VERIFY_SCRATCH_BYTES
+    # In place, one buffer holds both; out of place, each has its own.
+    shared = max(layout.send_numel, layout.recv_numel)
+    total = sum(shared if p == "in" else layout.send_numel + layout.recv_numel for p in placements)
+    return total * elem_bytes * sets + VERIFY_SCRATCH_BYTES
 
 
 def _read_int(path: Path) -> int | None:
@@ -151,11 +148,8 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
     """
     import torch
 
-    classes: list[type[BaseException]] = [MemoryError, torch.cuda.OutOfMemoryError]
-    everywhere = getattr(torch, "OutOfMemoryError", None)
-    if everywhere is not None:
-        classes.append(everywhere)
-    return tuple(classes)
+    everywhere = getattr(torch, "OutOfMemoryError", MemoryError)
+    return (MemoryError, torch.cuda.OutOfMemoryError, everywhere)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

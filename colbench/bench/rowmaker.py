@@ -29,9 +29,7 @@ if TYPE_CHECKING:
 def host_bound(enqueue_us: float | None, time_us: float | None) -> int | None:
     """The ``host_bound`` cell: 1 when enqueue_us >= HOST_BOUND_RATIO * time_us, else 0;
     None when either time is missing (not measured, or no measurement)."""
-    if enqueue_us is None or time_us is None:
-        return None
-    if math.isnan(enqueue_us) or math.isnan(time_us):
+    if enqueue_us is None or time_us is None or math.isnan(enqueue_us) or math.isnan(time_us):
         return None
     return int(enqueue_us >= HOST_BOUND_RATIO * time_us)
 

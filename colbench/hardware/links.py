@@ -10,11 +10,9 @@ the kernel routes toward an address, and the GPUs' own links through NVML.
   driver ``efa`` is AWS's Elastic Fabric Adapter; ``device/net/`` names its netdev.
 - ``/sys/bus/pci/devices/<bus id>``: ``current_link_speed`` (``16.0 GT/s PCIe``),
   ``current_link_width``, ``max_link_speed``, ``max_link_width``, ``numa_node``.
-- NVML (nvidia-ml-py): each GPU's model, PCIe link, NVLink and NVSwitch. NVML answers
-  without a CUDA context. A fact NVML does not give (a VM's GPU without NVLink or PCIe link
-  reports, an old driver without the call) is None, never guessed:
-  ``NVMLError_NotSupported`` on NVLink link 0 means the GPU has no NVLink (0 links); any
-  other failure leaves the fact unknown.
+- NVML (nvidia-ml-py), without a CUDA context: each GPU's model, PCIe link, NVLink and
+  NVSwitch. ``NVMLError_NotSupported`` on NVLink link 0 means no NVLink (0 links); any
+  other failure leaves a fact unknown (None).
 """
 
 from __future__ import annotations

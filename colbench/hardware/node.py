@@ -1,8 +1,6 @@
 """One node's hardware facts (meta.json's ``hardware``), its header line, and their
-gathering: the first rank of each node reads them, every rank takes part in one gather
-over the side group. From them, the ceiling of a row: the rate of the link that bounds its
-bus bandwidth, in GB/s (10^9 bytes/s, one direction, per GPU or rank), with where the
-rate comes from.
+gathering. From them, the ceiling of a row: the rate of the link that bounds its bus
+bandwidth, in GB/s (10^9 bytes/s, one direction, per GPU or rank), and its source.
 
 - One node, NCCL: the GPU's NVLink (active links x the per-link rate of its version,
   NVML) where it has any, else its PCIe link (current width x the per-lane rate of the
@@ -20,10 +18,9 @@ rate comes from.
 Where no rate can be known the ceiling is None and ``source`` says why. The slowest
 node bounds the run.
 
-And the verdicts on those facts, alone and beside what NCCL's log says: each names its
-evidence; none where all is as expected. A GPU's PCIe generation is not
-judged: GPUs lower it when idle to save power, and NVML reads it between calls. Its
-width does not change with load, so a narrower link than the slot's is a fault.
+And the verdicts on those facts, alone and beside NCCL's log, each naming its evidence.
+A GPU's PCIe generation is not judged (GPUs lower it when idle); its width does not
+change with load, so a narrower link than the slot's is a fault.
 """
 
 from __future__ import annotations
@@ -108,8 +105,7 @@ def header_line(label: str, facts: dict[str, Any]) -> str:
     nics = [n for n in facts.get("nics", []) if n["kind"] not in ("loopback", "virtual")]
     parts.append("NICs " + (", ".join(_nic_text(n) for n in nics) if nics else "none"))
     numa = facts.get("numa_nodes")
-    cpu = f"CPU {facts.get('cpu_model')}" + (f", {numa} NUMA node(s)" if numa else "")
-    parts.append(cpu)
+    parts.append(f"CPU {facts.get('cpu_model')}" + (f", {numa} NUMA node(s)" if numa else ""))
     return f"# node {label}: " + " | ".join(parts)
 
 
@@ -129,11 +125,9 @@ def _pcie_text(link: dict[str, Any] | None) -> str:
         return "?"
     text = f"gen{link['gen']} x{link.get('width')}"
     full = (link.get("max_gen"), link.get("max_width"))
-    return (
-        text
-        if full in ((link["gen"], link.get("width")), (None, None))
-        else (f"{text} of gen{full[0]} x{full[1]}")
-    )
+    if full in ((link["gen"], link.get("width")), (None, None)):
+        return text
+    return f"{text} of gen{full[0]} x{full[1]}"
 
 
 def _nic_text(nic: dict[str, Any]) -> str:
@@ -145,8 +139,8 @@ def _nic_text(nic: dict[str, Any]) -> str:
 def gather(
     side: Any, node_ids: list[str], labels: list[str], rank: int, towards: str | None
 ) -> dict[str, Any]:
-    """Every node's facts by label: the first rank of each node reads its own, every rank
-    takes part in the gather (a collective), so all ranks return the same."""
+    """Every node's facts by label, read by each node's first rank and gathered (a
+    collective) over the side group, so all ranks return the same."""
     first = node_ids.index(node_ids[rank]) == rank
     every = side.gather_objects(read_node(towards=towards) if first else None)
     return {labels[r]: facts for r, facts in enumerate(every) if facts is not None}
