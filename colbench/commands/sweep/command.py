@@ -151,7 +151,7 @@ def _sweep_variants(
     choices: Mapping[str, Choices],
     refusals: Mapping[str, str] | None = None,
 ) -> int:
-    from colbench.commands.sweep.task import SweepTask, variant_load
+    from colbench.commands.sweep.task import SweepTask
     from colbench.host.spawn import spawn_and_wait
 
     records: list[dict[str, Any]] = []
@@ -163,7 +163,8 @@ def _sweep_variants(
             task = SweepTask(
                 cfg,
                 choices.get(variant.name, {}),
-                load=variant_load(cfg, variant),
+                # --contend's load runs in its ``contend=LOAD`` world.
+                load=cfg.measure.contend if variant.loaded else None,
                 engine=variant.engine,
                 refused=(refusals or {}).get(variant.name),
             )

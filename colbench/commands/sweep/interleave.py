@@ -23,7 +23,7 @@ from typing import Any
 from colbench.bench import memory
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import plan
-from colbench.commands.sweep.task import Choices, SweepTask, variant_load
+from colbench.commands.sweep.task import Choices, SweepTask
 from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
@@ -190,8 +190,8 @@ def _start(
     # Started one after the other, so each inherits only its own variant's variables.
     with environment(dict(variant.env)):
         return spawn.fork_world(
-            SweepTask(cfg, nccl_choices, load=variant_load(cfg, variant), engine=variant.engine,
-                      refused=refused),
+            SweepTask(cfg, nccl_choices, load=cfg.measure.contend if variant.loaded else None,
+                      engine=variant.engine, refused=refused),
             backend, world_size,
             sub, variant,
             turns=spec, results_dir=str(run_dir.resolve()), run_id=run_dir.name,

@@ -94,25 +94,19 @@ def run_probe(
     if not choices:
         return Probed({}, "the NCCL probe's log holds no TUNING line")
     note = f"NCCL's choice recorded for {len(choices)} (op, size) calls by a probe world"
-    said, refused = knobs_seen(found, dict(variant.env if variant else ()), cfg.measure.register)
+    # What NCCL's log says it did with the knobs asked of it (colbench.nccl.knobs).
+    messages = [line.message for line in found.lines if line.level]
+    symmetric = sum(1 for call in found.calls if call.algo == SYMMETRIC)
+    asked = dict(variant.env if variant else ())
+    said, refused = evidence(messages, asked, cfg.measure.register, symmetric, found.nvls_channels)
     if said:
         note += "; NCCL's log: " + ", ".join(said)
     if refused is not None:
         note += f"; NOT as asked, so its rows are unsupported: {refused}"
-    differ = rules_against_table(found, dict(variant.env if variant else ()))
+    differ = rules_against_table(found, asked)
     if differ:
         note += "; NCCL's own tuning table disagrees with colbench's rules: " + "; ".join(differ)
     return Probed(choices, note, refused=refused)
-
-
-def knobs_seen(
-    found: nccl_log.NcclLog, env: dict[str, str], register: str
-) -> tuple[list[str], str | None]:
-    """What NCCL's log says it did with the knobs asked of it (colbench.nccl.knobs), a
-    phrase each, and NCCL's own line where it did not do what was asked."""
-    messages = [line.message for line in found.lines if line.level]
-    symmetric = sum(1 for call in found.calls if call.algo == SYMMETRIC)
-    return evidence(messages, env, register, symmetric, found.nvls_channels)
 
 
 def rules_against_table(found: nccl_log.NcclLog, env: dict[str, str]) -> list[str]:

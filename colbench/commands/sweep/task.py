@@ -39,7 +39,6 @@ from colbench.commands.sweep.setup import measure_setups, setup_rows
 from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
-from colbench.config.variants import Variant
 from colbench.direct.engine import DIRECT, DirectEngine, group_ranks
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
@@ -171,11 +170,6 @@ def min_bw_verdict(run_dir: Path) -> int:
         file=sys.stderr,
     )
     return int(ExitCode.OK if okay else ExitCode.DATA_ERROR)
-
-
-def variant_load(cfg: SweepConfig, variant: Variant) -> LoadSpec | None:
-    """The load a variant's world runs: --contend's in its ``contend=LOAD`` world."""
-    return cfg.measure.contend if variant.loaded else None
 
 
 def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
