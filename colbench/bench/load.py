@@ -54,9 +54,7 @@ class SideStream:
     def active(self) -> contextlib.AbstractContextManager[Any]:
         import torch
 
-        if self.stream is None:
-            return contextlib.nullcontext()
-        return torch.cuda.stream(self.stream)
+        return torch.cuda.stream(self.stream)  # a stream of None: nothing to switch to
 
     def synchronize(self) -> None:
         if self.stream is not None:

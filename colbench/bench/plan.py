@@ -264,13 +264,19 @@ DIGEST_EXEMPT = frozenset(
 )
 
 
-def agreed_budget(
-    cfg: SweepConfig, device: Any, world_size: int, side: SideGroup, worlds: int = 1
-) -> int:
-    """Per-rank buffer budget, the minimum over all ranks so every plan is the same.
-
-    ``worlds``: the interleaved worlds alive at once, whose buffers share the memory.
-    """
+def fit_plan(
+    cfg: SweepConfig,
+    work: list[Work],
+    device: Any,
+    world_size: int,
+    side: SideGroup,
+    worlds: int = 1,
+) -> tuple[list[Work], list[str]]:
+    """The plan trimmed to the per-rank buffer budget, the minimum over all ranks so every
+    plan is the same, and its notes. ``worlds``: the interleaved worlds alive at once,
+    whose buffers share the memory."""
+    if cfg.measure.memory_check == "off":
+        return work, []
     import torch
 
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
@@ -280,20 +286,7 @@ def agreed_budget(
     local = memory.rank_budget_bytes(
         local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
     )
-    return side.min_int(local // worlds)
-
-
-def fit_plan(
-    cfg: SweepConfig,
-    work: list[Work],
-    device: Any,
-    world_size: int,
-    side: SideGroup,
-    worlds: int = 1,
-) -> tuple[list[Work], list[str]]:
-    if cfg.measure.memory_check == "off":
-        return work, []
-    budget = agreed_budget(cfg, device, world_size, side, worlds)
+    budget = side.min_int(local // worlds)
     fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
     if notes and cfg.measure.memory_check == "refuse":
         raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")

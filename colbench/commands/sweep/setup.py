@@ -133,16 +133,11 @@ def table_lines(frame: Any) -> list[str]:
     from colbench import text
 
     columns = [
-        text.Column("engine", 7, "<"),
-        text.Column("backend", 7, "<"),
-        text.Column("ranks", 6),
-        text.Column("nodes", 6),
-        text.Column("repeat", 6),
-        text.Column("init_us", 11),
-        text.Column("create_us", 11),
-        text.Column("first_call_us", 13),
+        text.Column("engine", 7, "<"), text.Column("backend", 7, "<"), text.Column("ranks", 6),
+        text.Column("nodes", 6), text.Column("repeat", 6), text.Column("init_us", 11),
+        text.Column("create_us", 11), text.Column("first_call_us", 13),
         text.Column("device_MiB", 10),
-    ]
+    ]  # fmt: skip
     lines = [text.header(columns, lead="# ")]
     for row in frame.to_dict("records"):
         mem = row["device_mem_bytes"]
