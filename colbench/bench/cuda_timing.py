@@ -92,12 +92,10 @@ class CudaGraphTimer(_EventTimer):
     """GPU (NCCL), ``--cuda-graph``: the batch captured in one CUDA graph and replayed
     (nccl-tests' -G).
 
-    A replay launches every captured call at once, which removes torch's per-call
-    launch cost from small-message latency. In the order nccl-tests uses: capture,
-    let every rank finish capturing (capture takes each rank a different time),
-    replay once untimed (a graph's first launch uploads it to the device and is
-    slower), align the ranks again, then time ``replays`` launches (-G N). Each
-    replay yields one mean per call, reported for each of its calls.
+    A replay launches every captured call at once, which removes torch's per-call launch
+    cost from small-message latency. As nccl-tests: capture, align the ranks (capture
+    takes each a different time), replay once untimed (the first launch uploads the
+    graph), align again, time ``replays`` launches (-G N), each one mean per call.
     """
 
     def __init__(

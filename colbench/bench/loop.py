@@ -74,13 +74,9 @@ class BenchContext:
         benchmarks, which start the default process group themselves (``groups``: else a
         side group over the whole world is made here)."""
         if groups is None:
-            groups = Groups(SideGroup.create(info.world_size, SIDE_GROUP_TIMEOUT_S))
+            # A minute (colbench's own ranks take the side group's timeout from --timeout).
+            groups = Groups(SideGroup.create(info.world_size, timeout_s=60.0))
         return cls(cfg, info, rank, torch.device("cpu"), HostTimer(), groups)
-
-
-#: The side group's timeout in the in-process harnesses (colbench's own ranks take it from
-#: --timeout, colbench.host.watchdog).
-SIDE_GROUP_TIMEOUT_S = 60.0
 
 
 @dataclass

@@ -39,7 +39,7 @@ class Broadcast(Collective):
 
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         if ctx.rank == ctx.root:
-            data.fill(bufs.recv, lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx))
+            data.fill(bufs.recv, data.copy_of(ctx.root, ctx))
         else:
             data.poison(bufs.recv)
 
@@ -57,9 +57,7 @@ class Broadcast(Collective):
         )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
-        return data.count_wrong(
-            bufs.recv, lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx), ctx
-        )
+        return data.count_wrong(bufs.recv, data.copy_of(ctx.root, ctx), ctx)
 
 
 OP = Broadcast()

@@ -133,11 +133,17 @@ def poison(tensor: torch.Tensor) -> None:
     tensor.fill_(255 if tensor.dtype == torch.uint8 else -1)
 
 
+def copy_of(src_rank: int, ctx: Context) -> Callable[[int, int], torch.Tensor]:
+    """``make``/``expect`` of rank ``src_rank``'s "copy" values, for :func:`fill` and
+    :func:`count_wrong`."""
+    return functools.partial(values, "copy", src_rank, ctx=ctx)
+
+
 def fill_own_copy(send: torch.Tensor, recv: torch.Tensor, ctx: Context) -> None:
     """For ops that move data without reducing it: the output poisoned, the input this
     rank's "copy" values, so every element received shows which rank it came from."""
     poison(recv)
-    fill(send, lambda lo, hi: values("copy", ctx.rank, lo, hi, ctx))
+    fill(send, copy_of(ctx.rank, ctx))
 
 
 def count_wrong(
@@ -172,8 +178,7 @@ def count_wrong(
 def count_wrong_blocks(actual: torch.Tensor, block: int, ctx: Context, offset: int = 0) -> int:
     """Wrong elements of an output made of one ``block`` per rank, in rank order, where
     block j must equal rank j's ``copy`` data from element ``offset`` on."""
-    wrong = 0
-    for src in range(ctx.world_size):
-        expect = functools.partial(values, "copy", src, ctx=ctx)
-        wrong += count_wrong(actual[src * block : (src + 1) * block], expect, ctx, offset)
-    return wrong
+    return sum(
+        count_wrong(actual[src * block : (src + 1) * block], copy_of(src, ctx), ctx, offset)
+        for src in range(ctx.world_size)
+    )

@@ -38,7 +38,7 @@ class SendRecv(Collective):
 
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         data.poison(bufs.recv)
-        data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
+        data.fill(bufs.send, data.copy_of(ctx.rank, ctx))
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist
@@ -65,9 +65,7 @@ class SendRecv(Collective):
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         src = (ctx.rank - 1) % ctx.world_size
-        return data.count_wrong(
-            bufs.recv, lambda lo, hi: data.values("copy", src, lo, hi, ctx), ctx
-        )
+        return data.count_wrong(bufs.recv, data.copy_of(src, ctx), ctx)
 
 
 def _exchange(

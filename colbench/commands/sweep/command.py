@@ -3,10 +3,9 @@ each run in a world of fresh ranks (interleaved or one after the other), after N
 probe worlds; then the figures.
 
 The host (:func:`colbench.host.world.join_or_place`) picks the backend and the world
-size, makes the run directory, and joins an external launcher's job; the spawned worlds
-are the sweep's to start. What starts ranks needs torch, whose import (1 s on CPU, 5 s
-with a CUDA build) a usage error should not wait for: what they need is imported inside
-the functions that run once the options are checked.
+size, makes the run directory, and joins an external launcher's job. What starts ranks
+needs torch, whose import (1 s on CPU, 5 s with CUDA) a usage error should not wait for:
+it is imported inside the functions that run once the options are checked.
 """
 
 from __future__ import annotations

@@ -3,13 +3,11 @@
 Each repeat makes a fresh communicator of every rank and throws it away, the way each
 engine makes the one it measures through:
 
-- torch: ``dist.new_group`` of every rank on the world's backend, then one call on it (a
-  one-element all_reduce, waited for). torch starts NCCL's communicator lazily, in the
-  first call on a group, so set-up is both parts; on gloo the group's connections are
-  made in ``new_group`` itself, and the first call is one small collective.
-- nccl (the direct engine): what :meth:`DirectEngine.create` does before a sweep, rank
-  0's unique id carried over the side group and ``ncclCommInitRank``, which returns with
-  the communicator ready (NCCL's set-up is eager): there is no first call to time.
+- torch: ``dist.new_group``, then one call on it (a one-element all_reduce, waited for):
+  torch starts NCCL's communicator lazily, in the first call (gloo's connects in
+  ``new_group``), so set-up is both parts.
+- nccl (the direct engine): :meth:`DirectEngine.create`, whose ``ncclCommInitRank``
+  returns with the communicator ready: there is no first call to time.
 
 Every rank starts together (a barrier of the side group) and times its own part; the
 device memory taken is the free memory before minus after (cudaMemGetInfo: NCCL's own
