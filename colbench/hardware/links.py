@@ -120,7 +120,7 @@ def _netdev(root: Path, name: str) -> dict[str, Any]:
 
 def _ib_device(root: Path, name: str) -> dict[str, Any]:
     path = root / "sys/class/infiniband" / name
-    ports = sorted((path / "ports").glob("*")) if (path / "ports").is_dir() else []
+    ports = sorted((path / "ports").glob("*"))
     port = ports[0] if ports else path / "ports/1"
     layer = _read(port / "link_layer")
     driver = os.path.basename(os.path.realpath(path / "device/driver"))
@@ -142,11 +142,10 @@ def _ib_device(root: Path, name: str) -> dict[str, Any]:
 def nics(root: Path = Path("/")) -> list[dict[str, Any]]:
     """Every network device: RDMA devices first (with the netdevs they own), then the
     network interfaces that belong to none."""
-    ib_root = root / "sys/class/infiniband"
-    rdma = [_ib_device(root, p.name) for p in sorted(ib_root.glob("*"))] if ib_root.is_dir() else []
+    # A missing directory globs to nothing: no RDMA devices, no interfaces.
+    rdma = [_ib_device(root, p.name) for p in sorted((root / "sys/class/infiniband").glob("*"))]
     owned = {n for dev in rdma for n in dev["netdevs"]}
-    net_root = root / "sys/class/net"
-    names = sorted(p.name for p in net_root.glob("*")) if net_root.is_dir() else []
+    names = sorted(p.name for p in (root / "sys/class/net").glob("*"))
     out = rdma + [_netdev(root, n) for n in names if n not in owned]
     for nic in out:
         nic["numa_node"] = numa_node(root, nic["bus_id"])
@@ -157,8 +156,6 @@ def nics(root: Path = Path("/")) -> list[dict[str, Any]]:
 def numa_nodes(root: Path = Path("/")) -> int | None:
     """NUMA nodes with CPUs."""
     nodes = root / "sys/devices/system/node"
-    if not nodes.is_dir():
-        return None
     found = [p for p in nodes.glob("node[0-9]*") if _read(p / "cpulist")]
     return len(found) or None
 

@@ -2,21 +2,10 @@
 gathering. From them, the ceiling of a row: the rate of the link that bounds its bus
 bandwidth, in GB/s (10^9 bytes/s, one direction, per GPU or rank), and its source.
 
-- One node, NCCL: the GPU's NVLink (active links x the per-link rate of its version,
-  NVML) where it has any, else its PCIe link (current width x the per-lane rate of the
-  slot's generation: GPUs lower the generation when idle).
-- Several nodes: the RDMA NICs (InfiniBand, RoCE, EFA) that are up, summed; without
-  any, or for gloo, the interface toward the coordinator. That is the node's whole rate,
-  not a share per rank: a ring or tree crosses each node boundary once per channel, and
-  NCCL spreads its channels over the NICs, so a collective's busbw can reach the node's
-  total (nccl-tests logs of 8-GPU nodes read busbw near their nodes' NIC total, far above
-  a per-GPU share). Exchanges are the exception: in all_to_all(v) every rank sends its
-  own bytes off the node, so their rows take the node's rate shared by its ranks
-  (:func:`for_op`).
-- One node, gloo: loopback, which has no rate: no ceiling.
-- A rate tc imposes on an interface replaces the one sysfs reports (colbench.hardware.links).
-Where no rate can be known the ceiling is None and ``source`` says why. The slowest
-node bounds the run.
+The rules, and why a multi-node row's ceiling is the node's whole rate (a ring or tree
+crosses each node boundary once per channel) but an exchange's a share per rank, are
+docs/explain.md's "The ceiling of a row". Where no rate can be known the ceiling is None
+and ``source`` says why; the slowest node bounds the run.
 
 And the verdicts on those facts, alone and beside NCCL's log, each naming its evidence.
 A GPU's PCIe generation is not judged (GPUs lower it when idle); its width does not
@@ -90,9 +79,7 @@ def _closest_gpu(root: Path, bus_id: str | None, found: list[dict[str, Any]]) ->
                 (i for i, (a, b) in enumerate(zip(nic_path, path, strict=False)) if a != b),
                 min(len(nic_path), len(path)),
             )
-    if not shared:
-        return None
-    best = max(shared.values())
+    best = max(shared.values(), default=0)
     winners = [i for i, n in shared.items() if n == best]
     return winners[0] if best > 0 and len(winners) == 1 else None
 
