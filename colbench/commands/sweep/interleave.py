@@ -234,7 +234,9 @@ def _report(
         for world, code in zip(worlds, codes, strict=True)
     ]
     records = []
-    kept = _rows_per_variant(run_dir)
+    # A failed world never wrote its counts: results.csv has its rows.
+    with open(RunDir(run_dir).table_path(), newline="", encoding="utf-8") as f:
+        kept = Counter(row["variant"] for row in csv.DictReader(f))
     for variant, world, failure in zip(variants, worlds, failures, strict=True):
         forget_job(world.run_dir)
         tidy_logs(world.run_dir)
@@ -243,13 +245,11 @@ def _report(
         else:
             record_nccl_log(world.run_dir)
         record = _record(variant, world.run_dir, failure, any(failures))
-        # A failed world never wrote its counts: results.csv has its rows.
         record["rows"] = kept.get(variant.name, 0)
         records.append(record)
     meta = _base_meta(run_dir, worlds[0].run_dir)
-    status = "failed" if any(failures) else "complete"
     meta.update(
-        status=status,
+        status="failed" if any(failures) else "complete",
         interleaved=True,
         turns=len(turns.read_log(run_dir)),
         variants=records,
@@ -281,12 +281,6 @@ def _report(
         )
         return int(ExitCode.DATA_ERROR)
     return int(ExitCode.DATA_ERROR) if meta["rows_oom"] else int(ExitCode.OK)
-
-
-def _rows_per_variant(run_dir: Path) -> Counter[str]:
-    """Rows in the run's results.csv by variant."""
-    with open(RunDir(run_dir).table_path(), newline="", encoding="utf-8") as f:
-        return Counter(row["variant"] for row in csv.DictReader(f))
 
 
 def _record(

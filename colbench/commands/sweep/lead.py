@@ -69,11 +69,9 @@ def lead_sink(
     rows_planned = count_units(work) * cfg.measure.repeat
     # What a failure's verdict and a reader of results.csv check the rows kept against.
     meta["rows_planned"] = rows_planned
-    # Interleaved worlds share the terminal: one progress bar (world 0's), and each
-    # world's table goes to its directory for the parent to print whole at the end.
-    # Into a file or a pipe there is no bar, and a log that stays empty for the whole
-    # run says nothing of it: there each world prints its lines as it measures them,
-    # each tagged with its variant.
+    # Interleaved worlds share the terminal: one progress bar (world 0's), each world's
+    # table printed whole by the parent at the end; into a file or a pipe, each table line
+    # as it is measured, tagged (docs/comparing.md).
     interleaved = job.turns is not None
     streamed = interleaved and not sys.stdout.isatty()
     progress = cfg.output.progress and (job.turns is None or job.turns.world == 0)
