@@ -23,7 +23,7 @@ from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storag
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import RunInfo, Work, plan_notes, warmup_calls
 from colbench.bench.rowmaker import combine_times, make_row, unmeasured_row
-from colbench.bench.timing import Batch, HostTimer, Rotation, Timer, timed_batch
+from colbench.bench.timing import Batch, HostTimer, Timer, rotation, timed_batch
 from colbench.config.model import SweepConfig
 from colbench.host.inflight import Fault, InFlight
 from colbench.results.reporters.stragglers import RankTimes
@@ -242,7 +242,7 @@ class RankBench:
             for bufs in sets:
                 coll.fill(bufs, ctx)
             calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
-            call = calls[0] if len(calls) == 1 else Rotation(calls)
+            call = calls[0] if len(calls) == 1 else rotation(calls)
             # The enqueue time and the barrier's wait and starvation are gathered with
             # the times, as three more columns.
             every = timed_batch(

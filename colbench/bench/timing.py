@@ -20,18 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 
-class Rotation:
-    """Calls each buffer set's collective in turn (``--rotate``)."""
-
-    __slots__ = ("_calls", "_next")
-
-    def __init__(self, calls: Sequence[Any]) -> None:
-        self._calls = tuple(calls)
-        self._next = 0
-
-    def __call__(self) -> None:
-        self._calls[self._next % len(self._calls)]()
-        self._next += 1
+def rotation(calls: Sequence[Callable[[], object]]) -> Callable[[], object]:
+    """A call that calls each buffer set's collective in turn (``--rotate``)."""
+    turn = itertools.cycle(calls)
+    return lambda: next(turn)()
 
 
 class Timer(Protocol):

@@ -1,6 +1,6 @@
 """A node's links as the OS and NVML report them: NICs and PCIe links from sysfs (under a
-root that tests point at a recorded tree), the rates tc shapes on interfaces, the interface
-the kernel routes toward an address, and the GPUs' own links through NVML.
+root tests point at a recorded tree), tc's rates, the interface routed toward an address,
+and the GPUs' own links:
 
 - ``/sys/class/net/<if>``: ``speed`` (Mb/s; the kernel refuses it for loopback and
   returns -1 when the link is down or the driver does not know), ``operstate``, and the

@@ -218,9 +218,7 @@ def _network_ceiling(facts: dict[str, Any], ranks: int, backend: str) -> Ceiling
         return total / 8, f"{names}: {total:g} Gb/s (sysfs), the node's total"
     name = facts.get("interface")
     # An RDMA device's own netdev (IPoIB, RoCE) is listed under the device, not alone.
-    nic = next((n for n in nics if n["name"] == name), None) or next(
-        (n for n in nics if name in (n.get("netdevs") or [])), None
-    )
+    nic = next((n for n in nics if name == n["name"] or name in n.get("netdevs", [])), None)
     if nic is None:
         return None, "the interface toward the coordinator is unknown"
     if not nic.get("rate_gbit_s"):

@@ -2,14 +2,12 @@
 
 The driver never branches on a collective's name: it asks the op for its layout,
 bus-bandwidth factor, buffers, data, one call, and a wrong-element count. Every op is
-timed by one function, :meth:`colbench.bench.loop.RankBench.bench_time` (fill, warm up,
-barrier, timed batch, verify, row, in that order). Each ``colbench/bench/ops/<name>.py``
-subclasses :class:`Collective` once.
+timed by one function, :meth:`colbench.bench.loop.RankBench.bench_time`; each
+``colbench/bench/ops/<name>.py`` subclasses :class:`Collective` once.
 
-Op modules import torch inside the methods that use it: the registry's names, layouts
-and ``explain`` texts then load without torch, so ``colbench --help`` and usage errors
-do not pay for its import (tests/unit/test_cli_imports.py). :meth:`Collective.bind`
-resolves ``torch.distributed`` once, so the timed call never looks anything up.
+Op modules import torch inside the methods that use it, so the registry's names, layouts
+and ``explain`` texts load without it (``colbench --help`` and usage errors do not pay
+for its import); :meth:`Collective.bind` resolves it once, outside the timed call.
 """
 
 from __future__ import annotations

@@ -132,8 +132,8 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
         from colbench.commands.references.place import record_after_run
 
         record_after_run(run_dir)
-    if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
-        _write_plots(run_dir)
+        if cfg.output.plot:
+            _write_plots(run_dir)
     if cfg.measure.contend is not None and cfg.output.table and code == ExitCode.OK:
         _print_contend_summary(run_dir, variants, cfg.measure.contend.unit)
     if len(cfg.measure.engines) > 1 and cfg.output.table and code == ExitCode.OK:

@@ -1,11 +1,9 @@
 """Variants measured interleaved: every variant's world alive at once, taking turns.
 
-The parent starts one world of ranks per variant (each with its variant's environment,
-or its ``--python`` interpreter), serves the turn store (:mod:`colbench.host.turns`) and
-waits for all of them. Each world keeps its meta.json and rank logs in
-``variants/<index>/`` of the run directory; the rows of all of them go, turn by turn,
-into the run's one results.csv. A world that fails stops the others at their next turn:
-what was measured stays, and they end cleanly.
+The parent starts one world of ranks per variant, serves the turn store
+(:mod:`colbench.host.turns`) and waits for all of them; each world keeps its meta.json and
+rank logs in ``variants/<index>/``, its rows going turn by turn into the run's one
+results.csv. A world that fails stops the others at their next turn, cleanly.
 """
 
 from __future__ import annotations
