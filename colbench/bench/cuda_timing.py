@@ -1,9 +1,8 @@
 """GPU timers: CUDA events around and between calls, or around the replays of a captured
 CUDA graph (--cuda-graph), so that one host sync after the batch keeps the host out of it.
 
-GPU timers also measure the host's side: ``enqueue_us`` is the host time per call
-spent handing the batch to the GPU. When it is close to the GPU time per call, the GPU
-was waiting for the host, and the row measures torch's launch cost, not the network.
+``enqueue_us`` is the host's time per call to hand the batch to the GPU: near the GPU's
+time per call, the GPU waited for the host, and the row measures torch's launch cost.
 """
 
 from __future__ import annotations

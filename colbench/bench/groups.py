@@ -2,14 +2,11 @@
 
 Two kinds, kept apart on every backend:
 
-- the **measured** group carries the measured collective and its warm-up, nothing
-  else: the default (world) group, or with ``--group-size``/``--split`` this rank's
-  subgroup, all groups running each collective at the same time (nccl-tests'
-  NCCL_TESTS_SPLIT): contiguous ranks (``div:K``) or the ranks of equal rank mod K
-  (``mod:K``, one rail of K-GPU nodes per group);
-- the **side** group, a gloo group of the whole world made once at start-up, carries
-  all bookkeeping: barriers, agreement on plans and budgets, gathering times and
-  wrong-element counts.
+- the **measured** group carries the measured collective and its warm-up, nothing else:
+  the world, or with ``--group-size``/``--split`` this rank's subgroup (:func:`members`),
+  all groups running each collective at once (nccl-tests' NCCL_TESTS_SPLIT);
+- the **side** group, a gloo group of the whole world, carries all bookkeeping: barriers,
+  agreement on plans and budgets, gathering times and wrong-element counts.
 
 Bookkeeping on the measured group would be measured too, and on NCCL would run under
 the variant's settings (with ``NCCL_ALGO=Tree`` NCCL has no all_gather). What calls the

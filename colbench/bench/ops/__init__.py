@@ -19,6 +19,7 @@ from colbench.bench.ops import (
     sendrecv,
 )
 from colbench.bench.ops.base import Collective
+from colbench.bench.ops.dtypes import names_of
 from colbench.errors import UsageError
 
 #: Every collective, in the order sweeps and tables use.
@@ -58,11 +59,7 @@ def get(name: str) -> Collective:
 
 def parse_ops(spec: str) -> tuple[Collective, ...]:
     """``"all_reduce,all_gather"`` or ``"all"`` -> ops in registry order as given."""
-    if spec.strip() == "all":
-        return REGISTRY
-    names = [part for part in spec.split(",") if part.strip()]
-    if not names:
-        raise UsageError("empty --op: give e.g. all_reduce or all_reduce,all_gather or all")
+    names = names_of(spec, list(BY_NAME), "op", "all_reduce or all_reduce,all_gather")
     return tuple(dict.fromkeys(get(name) for name in names))
 
 

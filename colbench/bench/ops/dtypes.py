@@ -67,7 +67,7 @@ REDOPS: dict[str, str] = {"sum": "SUM", "prod": "PRODUCT", "min": "MIN", "max": 
 NO_REDOP = "none"
 
 
-def _names(spec: str, every: list[str], flag: str, example: str) -> list[str]:
+def names_of(spec: str, every: list[str], flag: str, example: str) -> list[str]:
     """A comma-separated list of names, or ``all`` of them; a one-line error when empty."""
     names = every if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
     if not names:
@@ -78,7 +78,7 @@ def _names(spec: str, every: list[str], flag: str, example: str) -> list[str]:
 def parse_dtypes(spec: str) -> tuple[DType, ...]:
     """``"float32,bfloat16"`` or ``"all"`` -> DType tuple (order kept, duplicates dropped)."""
     out: list[DType] = []
-    for name in _names(spec, list(DTYPES), "dtype", "float32 or float32,bfloat16"):
+    for name in names_of(spec, list(DTYPES), "dtype", "float32 or float32,bfloat16"):
         key = _DTYPE_ALIASES.get(name.lower(), name.lower())
         if key not in DTYPES:
             raise UsageError(f"unknown dtype {name!r}: choose from {', '.join(DTYPES)} or all")
@@ -89,7 +89,7 @@ def parse_dtypes(spec: str) -> tuple[DType, ...]:
 
 def parse_redops(spec: str) -> tuple[str, ...]:
     """``"sum,max"`` or ``"all"`` -> tuple of reduction names."""
-    names = [name.lower() for name in _names(spec, list(REDOPS), "redop", "sum or sum,max")]
+    names = [name.lower() for name in names_of(spec, list(REDOPS), "redop", "sum or sum,max")]
     for name in names:
         if name not in REDOPS:
             raise UsageError(
