@@ -226,6 +226,10 @@ class Beside:
     rate: float | None = None
 
 
+#: What runs beside a collective without a load: nothing, at no rate (never written).
+NOTHING_BESIDE = Beside()
+
+
 @contextlib.contextmanager
 def running(load: Load | None, flight: InFlight) -> Iterator[Beside]:
     """The load running through the block (nothing without a load)."""

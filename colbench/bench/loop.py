@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Generator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
 from colbench.bench.groups import Engine, Groups, SideGroup, TorchEngine
-from colbench.bench.load import row_cells, running
+from colbench.bench.load import NO_LOAD_CELLS, NOTHING_BESIDE, Beside, row_cells, running
 from colbench.bench.memory import is_out_of_memory
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
 from colbench.bench.ops.dtypes import DTYPES
@@ -237,7 +238,7 @@ class RankBench:
         coll, measure, flight = item.coll, self.context.cfg.measure, self.context.in_flight
         requested, layout = size
         sets = [coll.views(storage, layout, ctx, in_place) for storage in storages]
-        with running(self.context.load, flight) as beside:
+        with self._load_beside() as beside:
             flight.step("fill")
             for bufs in sets:
                 coll.fill(bufs, ctx)
@@ -274,10 +275,19 @@ class RankBench:
         self.context.in_flight.step("the load alone")
         return self.context.load.alone()
 
+    def _load_beside(self) -> AbstractContextManager[Beside]:
+        """The --contend load running through the block, its rate kept in what the block
+        gets; without a load nothing runs (nothing of colbench.bench.load is entered)."""
+        if self.context.load is None:
+            return nullcontext(NOTHING_BESIDE)
+        return running(self.context.load, self.context.in_flight)
+
     def _load_cells(self, alone: float | None, beside: float | None) -> dict[str, Any]:
         """The rows' load columns: every rank's rates gathered over the side group."""
         load = self.context.load
-        if load is None or alone is None or beside is None:
+        if load is None:
+            return dict(NO_LOAD_CELLS)
+        if alone is None or beside is None:
             return row_cells(None, None)
         return row_cells(load.spec, self.side.gather_floats([alone, beside]))
 

@@ -64,6 +64,11 @@ SWEEP_DISAGREES = (
 #: per rank) -> (algorithm, protocol).
 Choices = dict[tuple[str, int], tuple[str, str]]
 
+#: Every rank's :class:`Peer`, its node's label, and each node's hardware by label: rank 0's
+#: :class:`Met` (the other ranks need no more than the run's facts drawn from them, and
+#: make nothing of colbench.commands.sweep.lead's).
+Introductions = tuple[list[Peer], list[str], dict[str, Any]]
+
 
 @dataclass(frozen=True)
 class SweepTask(ConfiguredTask):
@@ -221,7 +226,7 @@ def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: 
 
 def _agree(
     task: SweepTask, job: RankJob, rank: int, device: Any, side: SideGroup, first: tuple[int, ...]
-) -> tuple[list[Work], Peer, Met]:
+) -> tuple[list[Work], Peer, Introductions]:
     """This rank's plan, agreed with its peers by digest, and who they are: (the plan,
     this rank's introduction, every rank's with its node's hardware)."""
     cfg = task.cfg
@@ -235,15 +240,18 @@ def _agree(
     nodes = [p.node for p in peers]
     hosts = launch.node_labels(nodes)
     towards = job.store_host or os.environ.get("MASTER_ADDR")
-    hardware = node_hardware.gather(side, nodes, hosts, rank, towards)
-    return work, me, Met(peers, hosts, hardware)
+    # Each node's first rank reads its hardware; the others take part in the gather only
+    # (nothing of colbench.hardware.node's runs in them).
+    mine = node_hardware.read_node(towards=towards) if nodes.index(me.node) == rank else None
+    hardware = {hosts[r]: f for r, f in enumerate(side.gather_objects(mine)) if f is not None}
+    return work, me, (peers, hosts, hardware)
 
 
 def _run_info(
     task: SweepTask,
     job: RankJob,
     me: Peer,
-    met: Met,
+    met: Introductions,
     subgroup: Any,
     first: tuple[int, ...],
 ) -> RunInfo:
@@ -251,12 +259,12 @@ def _run_info(
     them (rank 0's alone: only its rows are kept)."""
     cfg = task.cfg
     emulated = job.backend == "nccl" and cfg.launch.ranks_per_gpu > 1
-    peers = met.peers
+    peers, hosts, hardware = met
     bus_ids = [p.gpu.get("bus_id") for p in peers]
     ceiling_gbps, ceiling_source, sharing = None, "", 1
     if me.rank == 0:
         ceiling_gbps, ceiling_source, sharing = node_hardware.group_ceiling(
-            met.hardware, job.backend, met.hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
+            hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
         )
     return RunInfo(
         run_id=job.run_id,
@@ -320,7 +328,7 @@ def _sink(
     job: RankJob,
     rank: int,
     context: BenchContext,
-    met: Met,
+    met: Introductions,
     work: list[Work],
     memory_notes: list[str],
     setups: Any,
@@ -333,7 +341,7 @@ def _sink(
         with RunDir(job.run_dir).writer(INIT) as writer:
             writer.write_all(setup_rows(setups, context.info))
     warned = (measurement_warnings(context.cfg, job.backend), memory_notes)
-    return lead_sink(job, context, met, work, warned)
+    return lead_sink(job, context, Met(*met), work, warned)
 
 
 def _engine(
