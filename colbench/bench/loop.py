@@ -179,7 +179,6 @@ class RankBench:
             except Exception as exc:
                 if not is_out_of_memory(exc):
                     raise
-                storages.clear()
                 ok = 0
             if self.side.min_int(ok) == 1:
                 return usable, storages
@@ -218,7 +217,6 @@ class RankBench:
             yield [row for row in rows if row is not None]
         flight.op, flight.dtype, flight.size_bytes = "", "", None
         flight.phase = f"the pause after {coll.name}"
-        del storages
 
     def bench_time(
         self,

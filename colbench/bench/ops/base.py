@@ -247,12 +247,10 @@ class Collective:
         return None
 
     def allocate(
-        self, layout: Layout, ctx: Context, in_place: bool, empty: Allocator | None = None
+        self, layout: Layout, ctx: Context, in_place: bool, empty: Allocator = _torch_empty
     ) -> Storage:
         """``empty(numel, dtype, device)`` makes each flat tensor (the direct engine's
         comes from ncclMemAlloc); torch.empty without it."""
-        if empty is None:
-            empty = _torch_empty
         dtype, device = ctx.dtype.torch, ctx.device
         if in_place:
             flat = empty(max(layout.send_numel, layout.recv_numel), dtype, device)

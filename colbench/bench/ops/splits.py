@@ -229,8 +229,7 @@ def _weights(splits: Splits, n: int) -> tuple[np.ndarray, float]:
     else:
         assert splits.matrix is not None
         weights = np.array([row[:n] for row in splits.matrix[:n]], dtype=np.float64)
-    total = float(weights.sum())
-    return weights, total / n
+    return weights, float(weights.sum()) / n
 
 
 def _hash(x: np.ndarray) -> np.ndarray:
