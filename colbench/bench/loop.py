@@ -285,8 +285,7 @@ class RankBench:
         load = self.context.load
         if load is None:
             return dict(NO_LOAD_CELLS)
-        if alone is None or beside is None:
-            return row_cells(None, None)
+        assert alone is not None and beside is not None  # both measured where a load runs
         return row_cells(load.spec, self.side.gather_floats([alone, beside]))
 
     def _budget_iters(self, calibration_us: list[float]) -> int:
@@ -302,9 +301,8 @@ class RankBench:
     def _check(self, coll: Collective, bufs: Buffers, ctx: Context) -> int | None:
         """nccl-tests' -c N: N passes of fill, run, verify, ending at the first pass that
         finds wrong elements (their count is the row's); None when --check is 0."""
-        passes = self.context.cfg.measure.check
         wrong = None
-        for _ in range(passes):
+        for _ in range(self.context.cfg.measure.check):
             wrong = self._verify(coll, bufs, ctx)
             if wrong:
                 break

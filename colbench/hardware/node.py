@@ -276,9 +276,8 @@ class CeilingCounter:
         self.of_op[row.op] = row.ceiling_gbps
         if row.op not in self.best or pct > self.best[row.op][0]:
             self.best[row.op] = (pct, row.size_bytes)
-        size, top = self.largest.get(row.op, (-1, 0.0))
-        if row.size_bytes > size or (row.size_bytes == size and pct > top):
-            self.largest[row.op] = (row.size_bytes, pct)
+        # The largest size's row, its best share where that size repeats.
+        self.largest[row.op] = max(self.largest.get(row.op, (-1, 0.0)), (row.size_bytes, pct))
 
     def best_meta(self) -> dict[str, dict[str, Any]]:
         return {

@@ -1,14 +1,10 @@
 """What NCCL ran: a short-lived probe world that logs NCCL's choice for every call.
 
-A ring-vs-tree comparison is true only if NCCL ran what was asked. NCCL logs its choice
-of algorithm and protocol for each call under TUNING (rank 0 only), and reads its debug
-settings once per process; TUNING on in the measured world would put a file write into
-every timed call of rank 0 alone, skewing the ranks. So before each variant's measured
-world, a probe world with the same ranks, environment and plan runs every row once,
-untimed and unchecked, with TUNING on; the measured rows carry its choice per (op,
-bytes) in ``nccl_algo`` and ``nccl_proto``. NCCL's choice for a size is a pure function
-of the communicator and the size (no tuner plugin: colbench.nccl.algo), so the probe's
-answer is the measured world's.
+A ring-vs-tree comparison is true only if NCCL ran what was asked, which NCCL logs only
+under TUNING, a file write that would skew rank 0's timed calls: so a probe world with
+the same ranks, environment and plan runs every row once, untimed, with TUNING on, and
+the measured rows carry its choice per (op, bytes). Why its choice is the measured
+world's: docs/gpu.md ("Per call").
 """
 
 from __future__ import annotations
