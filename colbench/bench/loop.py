@@ -82,12 +82,8 @@ class BenchContext:
 
 @dataclass
 class RankBench:
-    """The loop of one rank over the whole plan.
-
-    The measured collective (and its warm-up) runs on the measured group; everything
-    else that talks to other ranks (barriers, agreements, gathering times and
-    wrong-element counts) goes over ``groups.side``.
-    """
+    """The loop of one rank over the whole plan: the measured collective (and its warm-up)
+    on the measured group, everything else that talks to other ranks over ``groups.side``."""
 
     context: BenchContext
     #: Rank 0's; None in the other ranks, which measure but report nothing.
@@ -124,11 +120,9 @@ class RankBench:
             self.sink.rows(item.coll, rows)
 
     def _take_turns(self, item: Work, repeat: int) -> bool:
-        """Measure ``item`` one size per turn of an interleaved run; False: stopped.
-
-        The size's rows are on disk before the turn passes, so the other world never
-        measures while this one writes, and a failure loses no row already measured.
-        """
+        """Measure ``item`` one size per turn of an interleaved run; False: stopped. The
+        size's rows are on disk before the turn passes, so the other world never measures
+        while this one writes, and a failure loses no row already measured."""
         measured = self._measure_work(item, repeat)
         try:
             for _ in item.layouts:
@@ -156,11 +150,8 @@ class RankBench:
 
     def _allocate(self, item: Work, ctx: Context) -> tuple[int, dict[str, list[Storage]]]:
         """Storage for the largest size every rank could allocate: (sizes usable, storages).
-
-        All ranks agree on the outcome (a failed allocation on one rank must not send
-        the others into a collective alone), so a size that fails anywhere fails
-        everywhere, and smaller sizes are tried next.
-        """
+        A size that fails anywhere fails everywhere (a rank must not send the others into a
+        collective alone), and smaller sizes are tried next."""
         flight = self.context.in_flight
         for usable in range(len(item.layouts), 0, -1):
             layout = item.layouts[usable - 1]

@@ -54,10 +54,8 @@ def refused_by_backend(
     facts: CommFacts | None,
 ) -> str:
     """Why NCCL would refuse this call under this environment ("" if it would run).
-
     ``facts``: the measured communicator as the ranks found it at start-up (its ranks,
-    NCCL's nodes, version...); None (the parent, before any rank exists) judges nothing.
-    """
+    NCCL's nodes, version...); None (the parent, before any rank exists) judges nothing."""
     if backend != "nccl" or facts is None or not coll.nccl_function:
         return ""
     call_dtype, call_redop = coll.nccl_call_type or (dtype, redop)
@@ -72,11 +70,8 @@ def plan(
     env: Mapping[str, str] | None = None,
     facts: CommFacts | None = None,
 ) -> list[Work]:
-    """Expand the config into the work this world runs, in table order.
-
-    ``env`` (default: this process's environment) is where NCCL's settings are read;
-    ``facts`` what NCCL's rules depend on (see :func:`refused_by_backend`).
-    """
+    """Expand the config into the work this world runs, in table order. ``env`` (default:
+    this process's) holds NCCL's settings, ``facts`` what NCCL's rules depend on."""
     env = os.environ if env is None else env
     out: list[Work] = []
     for coll in cfg.collectives():
@@ -182,11 +177,8 @@ def weight_total(work: Sequence[Work], budgeted: bool) -> float:
 def fit_to_memory(
     work: Sequence[Work], budget_bytes: int, sets: int = 1
 ) -> tuple[list[Work], list[str]]:
-    """Drop the sizes whose buffers would not fit in ``budget_bytes`` per rank.
-
-    Every rank must call this with the same budget (the minimum over ranks) so that
-    the plans stay identical.
-    """
+    """Drop the sizes whose buffers would not fit in ``budget_bytes`` per rank: the same
+    budget in every rank (the minimum over ranks), so that the plans stay identical."""
     kept: list[Work] = []
     notes: list[str] = []
     for item in work:
@@ -212,11 +204,9 @@ def fit_to_memory(
 
 
 def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
-    """A hash of everything that decides which collectives a rank will call, in order.
-
-    Ranks that disagree would call different collectives and hang or abort in the
-    transport; comparing this first turns that into one clear message.
-    """
+    """A hash of everything that decides which collectives a rank will call, in order:
+    ranks that disagree would hang or abort in the transport, and comparing this first
+    turns that into one clear message."""
     # splits_label: a traffic matrix file's hash, so ranks that read two different
     # copies of it disagree here rather than in the exchange.
     items = [
