@@ -67,7 +67,7 @@ def cgroup_available_bytes(
         lines = proc_cgroup.read_text().splitlines()
     except OSError:
         return None
-    best: int | None = None
+    rooms: list[int] = []
     for line in lines:
         parts = line.split(":", 2)
         if len(parts) != 3:
@@ -90,12 +90,11 @@ def cgroup_available_bytes(
             limit = _read_int(node / limit_name)
             usage = _read_int(node / usage_name)
             if limit is not None and usage is not None and limit < _UNLIMITED // 2:
-                room = max(0, limit - usage)
-                best = room if best is None else min(best, room)
+                rooms.append(max(0, limit - usage))
             if node == base or base not in node.parents:
                 break
             node = node.parent
-    return best
+    return min(rooms, default=None)
 
 
 def host_available_bytes() -> int:

@@ -232,7 +232,6 @@ def _report(
         for world, code in zip(worlds, codes, strict=True)
     ]
     records = []
-    # A failed world never wrote its counts: results.csv has its rows.
     with open(RunDir(run_dir).table_path(), newline="", encoding="utf-8") as f:
         kept = Counter(row["variant"] for row in csv.DictReader(f))
     for variant, world, failure in zip(variants, worlds, failures, strict=True):
@@ -242,9 +241,8 @@ def _report(
             end_meta(world.run_dir, "failed", failure.meta())
         else:
             record_nccl_log(world.run_dir)
-        record = _record(variant, world.run_dir, failure, any(failures))
-        record["rows"] = kept.get(variant.name, 0)
-        records.append(record)
+        rows = kept.get(variant.name, 0)
+        records.append(_record(variant, world.run_dir, failure, any(failures), rows))
     meta = _base_meta(run_dir, worlds[0].run_dir)
     meta.update(
         status="failed" if any(failures) else "complete",
@@ -282,12 +280,13 @@ def _report(
 
 
 def _record(
-    variant: Variant, world_dir: Path, failure: protocol.Failure | None, stopped: bool
+    variant: Variant, world_dir: Path, failure: protocol.Failure | None, stopped: bool, rows: int
 ) -> dict[str, Any]:
+    """A world's record in the run's meta.json; ``rows``: its rows in results.csv (a failed
+    world never wrote its counts)."""
     meta = RunDir(world_dir).meta_or_none() or {}
-    status = meta.get("status")
-    if failure is None and stopped:
-        status = "stopped"  # ended cleanly at its next turn after another world failed
+    # Stopped: ended cleanly at its next turn after another world failed.
+    status = "stopped" if failure is None and stopped else meta.get("status")
     return {
         "variant": variant.name,
         "env": dict(variant.env),
@@ -295,7 +294,7 @@ def _record(
         "env_seen_by_rank": meta.get("env_seen_by_rank"),
         "python_executable": meta.get("python_executable"),
         "status": status,
-        "rows": meta.get("rows", 0),
+        "rows": rows,
         "rows_planned": meta.get("rows_planned", 0),
         "wrong_total": meta.get("wrong_total", 0),
         "rows_oom": meta.get("rows_oom", 0),
