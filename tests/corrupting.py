@@ -36,11 +36,16 @@ class Corrupting(Collective):
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         self.inner.fill(bufs, ctx)
 
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        self.inner.run(bufs, ctx)
-        if self.where(self.inner, bufs, ctx):
-            out = bufs.recv.view(-1)
-            out[out.numel() // 2] += 1
+    def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
+        call = self.inner.bind(bufs, ctx)
+
+        def run() -> None:
+            call()
+            if self.where(self.inner, bufs, ctx):
+                out = bufs.recv.view(-1)
+                out[out.numel() // 2] += 1
+
+        return run
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         return self.inner.count_wrong(bufs, ctx)

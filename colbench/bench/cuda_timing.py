@@ -1,9 +1,8 @@
 """GPU timers: CUDA events around and between calls, or around the replays of a captured
 CUDA graph (--cuda-graph), so that one host sync after the batch keeps the host out of it.
 
-GPU timers also measure the host's side: ``enqueue_us`` is the host time per call
-spent handing the batch to the GPU. When it is close to the GPU time per call, the GPU
-was waiting for the host, and the row measures torch's launch cost, not the network.
+``enqueue_us`` is the host's time per call to hand the batch to the GPU: near the GPU's
+time per call, the GPU waited for the host, and the row measures torch's launch cost.
 """
 
 from __future__ import annotations
@@ -92,12 +91,10 @@ class CudaGraphTimer(_EventTimer):
     """GPU (NCCL), ``--cuda-graph``: the batch captured in one CUDA graph and replayed
     (nccl-tests' -G).
 
-    A replay launches every captured call at once, which removes torch's per-call
-    launch cost from small-message latency. In the order nccl-tests uses: capture,
-    let every rank finish capturing (capture takes each rank a different time),
-    replay once untimed (a graph's first launch uploads it to the device and is
-    slower), align the ranks again, then time ``replays`` launches (-G N). Each
-    replay yields one mean per call, reported for each of its calls.
+    A replay launches every captured call at once, which removes torch's per-call launch
+    cost from small-message latency. As nccl-tests: capture, align the ranks (capture
+    takes each a different time), replay once untimed (the first launch uploads the
+    graph), align again, time ``replays`` launches (-G N), each one mean per call.
     """
 
     def __init__(

@@ -2,22 +2,16 @@
 
 Two kinds, kept apart on every backend:
 
-- the **measured** group carries the measured collective and its warm-up, nothing
-  else: the default (world) group, or with ``--group-size``/``--split`` this rank's
-  subgroup, all groups running each collective at the same time (nccl-tests'
-  NCCL_TESTS_SPLIT): contiguous ranks (``div:K``) or the ranks of equal rank mod K
-  (``mod:K``, one rail of K-GPU nodes per group);
-- the **side** group, a gloo group of the whole world made once at start-up, carries
-  all bookkeeping: barriers, agreement on plans and budgets, gathering times and
-  wrong-element counts.
+- the **measured** group carries the measured collective and its warm-up, nothing else:
+  the world, or with ``--group-size``/``--split`` this rank's subgroup (:func:`members`),
+  all groups running each collective at once (nccl-tests' NCCL_TESTS_SPLIT);
+- the **side** group, a gloo group of the whole world, carries all bookkeeping: barriers,
+  agreement on plans and budgets, gathering times and wrong-element counts.
 
-Bookkeeping on the measured group would be measured too, and on NCCL it would run
-under the variant's settings: with ``NCCL_ALGO=Tree`` NCCL has no algorithm for an
-all_gather, so gathering times there would fail before the first row.
-
-What calls the op on the measured group is an :class:`Engine`: torch.distributed's own
-calls (:class:`TorchEngine`, the default), or NCCL called directly on a communicator of
-its own (colbench.direct.engine).
+Bookkeeping on the measured group would be measured too, and on NCCL would run under
+the variant's settings (with ``NCCL_ALGO=Tree`` NCCL has no all_gather). What calls the
+op on the measured group is an :class:`Engine`: torch.distributed's own calls
+(:class:`TorchEngine`), or NCCL called directly (colbench.direct.engine).
 """
 
 from __future__ import annotations
@@ -25,9 +19,12 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from colbench.bench.ops.base import TORCH, Buffers, Collective, Context, Layout, Storage
+
+if TYPE_CHECKING:
+    from colbench.direct.knobs import Version
 
 
 @dataclass(frozen=True)
@@ -231,10 +228,12 @@ class TorchEngine:
         pass
 
 
-class Refused:
+class Refused(TorchEngine):
     """An engine whose every row is ``unsupported``, with the reason: a knob asked of it
     that it, or the NCCL under it, cannot honour (colbench.direct.knobs). Measuring anyway
-    would put rows under a variant's name that ran without what the name says."""
+    would put rows under a variant's name that ran without what the name says. The loop
+    neither allocates nor binds for an unsupported row, so only closing is the wrapped
+    engine's."""
 
     def __init__(self, engine: Engine, reason: str) -> None:
         self.engine = engine
@@ -244,11 +243,33 @@ class Refused:
     def unsupported(self, coll: Collective) -> str | None:
         return self.reason
 
-    def allocate(self, coll: Collective, layout: Layout, ctx: Context, in_place: bool) -> Storage:
-        return self.engine.allocate(coll, layout, ctx, in_place)
-
-    def bind(self, coll: Collective, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        return self.engine.bind(coll, bufs, ctx)
-
     def close(self, abort: bool = False) -> None:
         self.engine.close(abort)
+
+
+def knobbed(engine: Engine, register: str, version: Version | None) -> Engine:
+    """``engine``, or a refused one where NCCL's newer knobs cannot hold: a variant's
+    NCCL_CTA_POLICY, which a release older than the policy ignores without a word, or
+    ``--register``, the direct engine's alone (colbench.direct.knobs.refusal).
+    ``register``: what this engine is asked to register that it has not already answered
+    for itself (the direct engine answers in its own start-up: pass ``none``);
+    ``version``: the libnccl its calls go to."""
+    import os
+
+    from colbench.direct.engine import DIRECT, TORCH_CANNOT_REGISTER
+    from colbench.direct.knobs import refusal
+
+    if register != "none" and engine.name != DIRECT:
+        return Refused(engine, TORCH_CANNOT_REGISTER)
+    why = refusal("none", os.environ, version)
+    return engine if why is None else Refused(engine, why)
+
+
+def torch_nccl_version(device: Any) -> Version | None:
+    """The NCCL torch loaded, on a GPU (None on a CPU: no NCCL, no knob to refuse)."""
+    if device.type != "cuda":
+        return None
+    import torch
+
+    raw = torch.cuda.nccl.version()
+    return (int(raw[0]), int(raw[1]), int(raw[2])) if isinstance(raw, tuple) else None

@@ -1,15 +1,8 @@
 """The ``--contend`` load in a rank: a GEMM loop or a second collective in a thread of its
-own, running beside the measured collective, and its throughput.
-
-The loaded world's ranks measure every size (once per turn) like this: the load alone
-for :data:`LOAD_ALONE_S` (no collective), then, for each placement, the load started
-before the warm-up and stopped after the timed batch, so it runs through every timed
-call and not while the other world has its turn. What the load did in each window is
-its rate: TFLOP/s for a GEMM (2 N^3 per product), busbw for a collective.
-
-On a GPU the load queues its work on a CUDA stream of its own (:class:`SideStream`),
-as a training step's compute overlaps its communication; on the CPU the load's thread
-competes for the cores the collective's (gloo's) threads need.
+own, running beside the measured collective, and its rate alone and beside it, per size:
+how and why is docs/contend.md's "How it is measured". On a GPU the load queues its work
+on a CUDA stream of its own (:class:`SideStream`), as a training step's compute overlaps
+its communication; on the CPU its thread competes for the cores gloo's threads need.
 """
 
 from __future__ import annotations
@@ -54,9 +47,7 @@ class SideStream:
     def active(self) -> contextlib.AbstractContextManager[Any]:
         import torch
 
-        if self.stream is None:
-            return contextlib.nullcontext()
-        return torch.cuda.stream(self.stream)
+        return torch.cuda.stream(self.stream)  # a stream of None: nothing to switch to
 
     def synchronize(self) -> None:
         if self.stream is not None:

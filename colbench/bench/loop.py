@@ -24,7 +24,7 @@ from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storag
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import RunInfo, Work, plan_notes, warmup_calls
 from colbench.bench.rowmaker import combine_times, make_row, unmeasured_row
-from colbench.bench.timing import Batch, HostTimer, Rotation, Timer, timed_batch
+from colbench.bench.timing import Batch, HostTimer, Timer, rotation, timed_batch
 from colbench.config.model import SweepConfig
 from colbench.host.job import Fault, InFlight
 from colbench.results.reporters.stragglers import RankTimes
@@ -75,23 +75,15 @@ class BenchContext:
         benchmarks, which start the default process group themselves (``groups``: else a
         side group over the whole world is made here)."""
         if groups is None:
-            groups = Groups(SideGroup.create(info.world_size, SIDE_GROUP_TIMEOUT_S))
+            # A minute (colbench's own ranks take the side group's timeout from --timeout).
+            groups = Groups(SideGroup.create(info.world_size, timeout_s=60.0))
         return cls(cfg, info, rank, torch.device("cpu"), HostTimer(), groups)
-
-
-#: The side group's timeout in the in-process harnesses (colbench's own ranks take it from
-#: --timeout, colbench.host.watchdog).
-SIDE_GROUP_TIMEOUT_S = 60.0
 
 
 @dataclass
 class RankBench:
-    """The loop of one rank over the whole plan.
-
-    The measured collective (and its warm-up) runs on the measured group; everything
-    else that talks to other ranks (barriers, agreements, gathering times and
-    wrong-element counts) goes over ``groups.side``.
-    """
+    """The loop of one rank over the whole plan: the measured collective (and its warm-up)
+    on the measured group, everything else that talks to other ranks over ``groups.side``."""
 
     context: BenchContext
     #: Rank 0's; None in the other ranks, which measure but report nothing.
@@ -106,11 +98,6 @@ class RankBench:
     @property
     def side(self) -> SideGroup:
         return self.context.groups.side
-
-    @property
-    def warmup_calls(self) -> int:
-        """Untimed calls before each batch (see :func:`colbench.bench.plan.warmup_calls`)."""
-        return warmup_calls(self.context.info, self.context.cfg)
 
     def run(self, work: Sequence[Work]) -> None:
         # Repeats go around the whole plan rather than back to back per size, so a slow
@@ -133,11 +120,9 @@ class RankBench:
             self.sink.rows(item.coll, rows)
 
     def _take_turns(self, item: Work, repeat: int) -> bool:
-        """Measure ``item`` one size per turn of an interleaved run; False: stopped.
-
-        The size's rows are on disk before the turn passes, so the other world never
-        measures while this one writes, and a failure loses no row already measured.
-        """
+        """Measure ``item`` one size per turn of an interleaved run; False: stopped. The
+        size's rows are on disk before the turn passes, so the other world never measures
+        while this one writes, and a failure loses no row already measured."""
         measured = self._measure_work(item, repeat)
         try:
             for _ in item.layouts:
@@ -165,11 +150,8 @@ class RankBench:
 
     def _allocate(self, item: Work, ctx: Context) -> tuple[int, dict[str, list[Storage]]]:
         """Storage for the largest size every rank could allocate: (sizes usable, storages).
-
-        All ranks agree on the outcome (a failed allocation on one rank must not send
-        the others into a collective alone), so a size that fails anywhere fails
-        everywhere, and smaller sizes are tried next.
-        """
+        A size that fails anywhere fails everywhere (a rank must not send the others into a
+        collective alone), and smaller sizes are tried next."""
         flight = self.context.in_flight
         for usable in range(len(item.layouts), 0, -1):
             layout = item.layouts[usable - 1]
@@ -188,7 +170,6 @@ class RankBench:
             except Exception as exc:
                 if not is_out_of_memory(exc):
                     raise
-                storages.clear()
                 ok = 0
             if self.side.min_int(ok) == 1:
                 return usable, storages
@@ -227,7 +208,6 @@ class RankBench:
             yield [row for row in rows if row is not None]
         flight.op, flight.dtype, flight.size_bytes = "", "", None
         flight.phase = f"the pause after {coll.name}"
-        del storages
 
     def bench_time(
         self,
@@ -252,12 +232,13 @@ class RankBench:
             for bufs in sets:
                 coll.fill(bufs, ctx)
             calls = [self.context.engine.bind(coll, bufs, ctx) for bufs in sets]
-            call = calls[0] if len(calls) == 1 else Rotation(calls)
+            call = calls[0] if len(calls) == 1 else rotation(calls)
             # The enqueue time and the barrier's wait and starvation are gathered with
             # the times, as three more columns.
             every = timed_batch(
                 self.side, self.host_timer if coll.blocks_host else self.context.timer,
-                call, measure.iters, warmup=self.warmup_calls, longer=self._budget_iters,
+                call, measure.iters, warmup=warmup_calls(self.context.info, self.context.cfg),
+                longer=self._budget_iters,
                 synchronize=self.context.timer.synchronize, say=flight.step,
                 tick=self._fault.tick,
             )  # fmt: skip
@@ -285,7 +266,7 @@ class RankBench:
 
     def _load_beside(self) -> AbstractContextManager[Beside]:
         """The --contend load running through the block, its rate kept in what the block
-        gets; without a load nothing runs and the rate stays None."""
+        gets; without a load nothing runs (nothing of colbench.bench.load is entered)."""
         if self.context.load is None:
             return nullcontext(NOTHING_BESIDE)
         return running(self.context.load, self.context.in_flight)
@@ -295,8 +276,7 @@ class RankBench:
         load = self.context.load
         if load is None:
             return dict(NO_LOAD_CELLS)
-        if alone is None or beside is None:
-            return row_cells(None, None)
+        assert alone is not None and beside is not None  # both measured where a load runs
         return row_cells(load.spec, self.side.gather_floats([alone, beside]))
 
     def _budget_iters(self, calibration_us: list[float]) -> int:
@@ -312,9 +292,8 @@ class RankBench:
     def _check(self, coll: Collective, bufs: Buffers, ctx: Context) -> int | None:
         """nccl-tests' -c N: N passes of fill, run, verify, ending at the first pass that
         finds wrong elements (their count is the row's); None when --check is 0."""
-        passes = self.context.cfg.measure.check
         wrong = None
-        for _ in range(passes):
+        for _ in range(self.context.cfg.measure.check):
             wrong = self._verify(coll, bufs, ctx)
             if wrong:
                 break

@@ -27,13 +27,10 @@ def buffer_bytes(
     """Bytes one rank allocates for ``layout`` in every placement at once (bench keeps
     one storage per placement alive, ``sets`` of them with --rotate), plus verification
     scratch."""
-    total = 0
-    for placement in placements:
-        if placement == "in":
-            total += max(layout.send_numel, layout.recv_numel) * elem_bytes
-        else:
-            total += (layout.send_numel + layout.recv_numel) * elem_bytes
-    return total * sets + VERIFY_SCRATCH_BYTES
+    # In place, one buffer holds both; out of place, each has its own.
+    shared = max(layout.send_numel, layout.recv_numel)
+    total = sum(shared if p == "in" else layout.send_numel + layout.recv_numel for p in placements)
+    return total * elem_bytes * sets + VERIFY_SCRATCH_BYTES
 
 
 def _read_int(path: Path) -> int | None:
@@ -70,7 +67,7 @@ def cgroup_available_bytes(
         lines = proc_cgroup.read_text().splitlines()
     except OSError:
         return None
-    best: int | None = None
+    rooms: list[int] = []
     for line in lines:
         parts = line.split(":", 2)
         if len(parts) != 3:
@@ -93,12 +90,11 @@ def cgroup_available_bytes(
             limit = _read_int(node / limit_name)
             usage = _read_int(node / usage_name)
             if limit is not None and usage is not None and limit < _UNLIMITED // 2:
-                room = max(0, limit - usage)
-                best = room if best is None else min(best, room)
+                rooms.append(max(0, limit - usage))
             if node == base or base not in node.parents:
                 break
             node = node.parent
-    return best
+    return min(rooms, default=None)
 
 
 def host_available_bytes() -> int:
@@ -151,11 +147,8 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
     """
     import torch
 
-    classes: list[type[BaseException]] = [MemoryError, torch.cuda.OutOfMemoryError]
-    everywhere = getattr(torch, "OutOfMemoryError", None)
-    if everywhere is not None:
-        classes.append(everywhere)
-    return tuple(classes)
+    everywhere = getattr(torch, "OutOfMemoryError", MemoryError)
+    return (MemoryError, torch.cuda.OutOfMemoryError, everywhere)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -54,10 +54,8 @@ def refused_by_backend(
     facts: CommFacts | None,
 ) -> str:
     """Why NCCL would refuse this call under this environment ("" if it would run).
-
     ``facts``: the measured communicator as the ranks found it at start-up (its ranks,
-    NCCL's nodes, version...); None (the parent, before any rank exists) judges nothing.
-    """
+    NCCL's nodes, version...); None (the parent, before any rank exists) judges nothing."""
     if backend != "nccl" or facts is None or not coll.nccl_function:
         return ""
     call_dtype, call_redop = coll.nccl_call_type or (dtype, redop)
@@ -72,11 +70,8 @@ def plan(
     env: Mapping[str, str] | None = None,
     facts: CommFacts | None = None,
 ) -> list[Work]:
-    """Expand the config into the work this world runs, in table order.
-
-    ``env`` (default: this process's environment) is where NCCL's settings are read;
-    ``facts`` what NCCL's rules depend on (see :func:`refused_by_backend`).
-    """
+    """Expand the config into the work this world runs, in table order. ``env`` (default:
+    this process's) holds NCCL's settings, ``facts`` what NCCL's rules depend on."""
     env = os.environ if env is None else env
     out: list[Work] = []
     for coll in cfg.collectives():
@@ -85,41 +80,33 @@ def plan(
             continue
         if cfg.measure.cuda_graph and not coll.graph_capturable:
             continue
-        if not coll.sized:
-            layout = coll.layout(0, 1, world_size)
-            dtype_name = cfg.measure.dtypes[0]
-            refused = refused_by_backend(coll, dtype_name, NO_REDOP, backend, env, facts)
-            out.append(Work(coll, dtype_name, NO_REDOP, (0,), (layout,), placements, (), refused))
-            continue
+        # A size-less op (barrier) runs once, at size 0, in the first dtype.
+        sizes = cfg.measure.sizes_bytes if coll.sized else (0,)
         redops = cfg.measure.redops if coll.uses_redop else (NO_REDOP,)
-        for dtype_name in cfg.measure.dtypes:
+        for dtype_name in cfg.measure.dtypes if coll.sized else cfg.measure.dtypes[:1]:
             dtype = DTYPES[dtype_name]
             for redop in redops:
                 if redop != NO_REDOP and redop_supported(redop, dtype):
                     continue
                 refused = refused_by_backend(coll, dtype_name, redop, backend, env, facts)
-                pairs = [
-                    (s, coll.layout(s, dtype.elem_bytes, world_size))
-                    for s in cfg.measure.sizes_bytes
-                ]
-                kept = [(s, lay) for s, lay in pairs if lay.count > 0]
-                skipped = tuple(s for s, lay in pairs if lay.count == 0)
+                pairs = [(s, coll.layout(s, dtype.elem_bytes, world_size)) for s in sizes]
+                kept = [(s, lay) for s, lay in pairs if lay.count > 0 or not coll.sized]
+                skipped = tuple(s for s, lay in pairs if lay.count == 0 and coll.sized)
                 # Kept even with no size left, so the skipped sizes are still reported.
-                if kept or skipped:
-                    out.extend(
-                        Work(
-                            coll,
-                            dtype_name,
-                            redop,
-                            tuple(s for s, _ in kept),
-                            tuple(lay for _, lay in kept),
-                            placements,
-                            skipped,
-                            refused,
-                            root,
-                        )
-                        for root in roots(coll, cfg, world_size)
+                out.extend(
+                    Work(
+                        coll,
+                        dtype_name,
+                        redop,
+                        tuple(s for s, _ in kept),
+                        tuple(lay for _, lay in kept),
+                        placements,
+                        skipped,
+                        refused,
+                        root,
                     )
+                    for root in roots(coll, cfg, world_size)
+                )
     return out
 
 
@@ -190,11 +177,8 @@ def weight_total(work: Sequence[Work], budgeted: bool) -> float:
 def fit_to_memory(
     work: Sequence[Work], budget_bytes: int, sets: int = 1
 ) -> tuple[list[Work], list[str]]:
-    """Drop the sizes whose buffers would not fit in ``budget_bytes`` per rank.
-
-    Every rank must call this with the same budget (the minimum over ranks) so that
-    the plans stay identical.
-    """
+    """Drop the sizes whose buffers would not fit in ``budget_bytes`` per rank: the same
+    budget in every rank (the minimum over ranks), so that the plans stay identical."""
     kept: list[Work] = []
     notes: list[str] = []
     for item in work:
@@ -202,18 +186,13 @@ def fit_to_memory(
             kept.append(item)
             continue
         elem = DTYPES[item.dtype].elem_bytes
-        fits = [
-            buffer_bytes(item.coll, lay, elem, item.placements, sets) <= budget_bytes
-            for lay in item.layouts
-        ]
-        n_fit = sum(fits)
-        if n_fit < len(fits):
-            first_bad = item.layouts[n_fit]
-            need = buffer_bytes(item.coll, first_bad, elem, item.placements, sets)
+        needs = [buffer_bytes(item.coll, lay, elem, item.placements, sets) for lay in item.layouts]
+        n_fit = sum(need <= budget_bytes for need in needs)
+        if n_fit < len(needs):
             notes.append(
                 f"{item.coll.name} {item.dtype}: sizes from {item.requested[n_fit]} B need "
-                f"{need / 2**20:.0f} MiB per rank, more than the {budget_bytes / 2**20:.0f} MiB "
-                "available"
+                f"{needs[n_fit] / 2**20:.0f} MiB per rank, more than the "
+                f"{budget_bytes / 2**20:.0f} MiB available"
             )
         if n_fit:
             kept.append(
@@ -225,11 +204,9 @@ def fit_to_memory(
 
 
 def plan_digest(cfg: SweepConfig, work: Sequence[Work]) -> str:
-    """A hash of everything that decides which collectives a rank will call, in order.
-
-    Ranks that disagree would call different collectives and hang or abort in the
-    transport; comparing this first turns that into one clear message.
-    """
+    """A hash of everything that decides which collectives a rank will call, in order:
+    ranks that disagree would hang or abort in the transport, and comparing this first
+    turns that into one clear message."""
     # splits_label: a traffic matrix file's hash, so ranks that read two different
     # copies of it disagree here rather than in the exchange.
     items = [
@@ -277,13 +254,19 @@ DIGEST_EXEMPT = frozenset(
 )
 
 
-def agreed_budget(
-    cfg: SweepConfig, device: Any, world_size: int, side: SideGroup, worlds: int = 1
-) -> int:
-    """Per-rank buffer budget, the minimum over all ranks so every plan is the same.
-
-    ``worlds``: the interleaved worlds alive at once, whose buffers share the memory.
-    """
+def fit_plan(
+    cfg: SweepConfig,
+    work: list[Work],
+    device: Any,
+    world_size: int,
+    side: SideGroup,
+    worlds: int = 1,
+) -> tuple[list[Work], list[str]]:
+    """The plan trimmed to the per-rank buffer budget, the minimum over all ranks so every
+    plan is the same, and its notes. ``worlds``: the interleaved worlds alive at once,
+    whose buffers share the memory."""
+    if cfg.measure.memory_check == "off":
+        return work, []
     import torch
 
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
@@ -293,20 +276,7 @@ def agreed_budget(
     local = memory.rank_budget_bytes(
         local_world_size_from_env(world_size), cfg.measure.memory_limit_bytes, free
     )
-    return side.min_int(local // worlds)
-
-
-def fit_plan(
-    cfg: SweepConfig,
-    work: list[Work],
-    device: Any,
-    world_size: int,
-    side: SideGroup,
-    worlds: int = 1,
-) -> tuple[list[Work], list[str]]:
-    if cfg.measure.memory_check == "off":
-        return work, []
-    budget = agreed_budget(cfg, device, world_size, side, worlds)
+    budget = side.min_int(local // worlds)
     fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
     if notes and cfg.measure.memory_check == "refuse":
         raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")

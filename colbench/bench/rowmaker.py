@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from colbench.bench.ops.dtypes import DTYPES
@@ -29,9 +29,7 @@ if TYPE_CHECKING:
 def host_bound(enqueue_us: float | None, time_us: float | None) -> int | None:
     """The ``host_bound`` cell: 1 when enqueue_us >= HOST_BOUND_RATIO * time_us, else 0;
     None when either time is missing (not measured, or no measurement)."""
-    if enqueue_us is None or time_us is None:
-        return None
-    if math.isnan(enqueue_us) or math.isnan(time_us):
+    if enqueue_us is None or time_us is None or math.isnan(enqueue_us) or math.isnan(time_us):
         return None
     return int(enqueue_us >= HOST_BOUND_RATIO * time_us)
 
@@ -98,23 +96,17 @@ def make_row(
     )
 
 
+#: The run's facts (RunInfo) that every row repeats as they are.
+RUN_KEYS = (
+    "run_id", "variant", "backend", "world_size", "nnodes", "group_size", "groups",
+    "ranks_per_gpu", "split", "load", "engine",
+)  # fmt: skip
+
+
 def _run_cells(info: RunInfo) -> dict[str, Any]:
     """What every row of the run repeats."""
-    return {
-        "run_id": info.run_id,
-        "variant": info.variant,
-        "backend": info.backend,
-        "device": info.device_name,
-        "world_size": info.world_size,
-        "nnodes": info.nnodes,
-        "group_size": info.group_size,
-        "groups": info.groups,
-        "fabric": fabric(info.ranks_per_gpu),
-        "ranks_per_gpu": info.ranks_per_gpu,
-        "split": info.split,
-        "load": info.load,
-        "engine": info.engine,
-    }
+    cells = {key: getattr(info, key) for key in RUN_KEYS}
+    return {**cells, "device": info.device_name, "fabric": fabric(info.ranks_per_gpu)}
 
 
 def _ceiling_cells(info: RunInfo, coll: Any, busbw: float | None) -> dict[str, Any]:
@@ -161,6 +153,15 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+#: How ranks' batch means combine into ``time_us`` (nccl-tests' -a).
+AVERAGES: dict[str, Callable[[Sequence[float]], float]] = {
+    "avg": lambda means: sum(means) / len(means),
+    "min": min,
+    "max": max,
+    "rank0": lambda means: means[0],
+}
+
+
 def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) -> dict[str, float]:
     """Combine every rank's per-iteration times into one row's time columns.
 
@@ -169,16 +170,9 @@ def combine_times(per_rank_iters_us: Sequence[Sequence[float]], average: str) ->
     iteration, the slowest rank's time, since a collective is done only when all are.
     """
     batch_means = [sum(times) / len(times) for times in per_rank_iters_us]
-    if average == "avg":
-        time_us = sum(batch_means) / len(batch_means)
-    elif average == "min":
-        time_us = min(batch_means)
-    elif average == "max":
-        time_us = max(batch_means)
-    elif average == "rank0":
-        time_us = batch_means[0]
-    else:
+    if average not in AVERAGES:
         raise ValueError(f"unknown average {average!r}")
+    time_us = AVERAGES[average](batch_means)
     slowest = sorted(max(column) for column in zip(*per_rank_iters_us, strict=True))
     return {
         "time_us": time_us,

@@ -1,19 +1,11 @@
 """Timers: how one batch of calls is timed on each device, and how long each rank waited
-for the others in the side group's barrier just before it (rank skew).
+for the others in the side group's barrier just before it (rank skew), less the time it
+was itself starved of CPU in there (Linux schedstat's run delay).
 
-Every timer takes a callable that issues exactly one collective and returns the
-duration of each timed iteration in microseconds; the batch mean is their sum over
-their count, so per-iteration stamps cost nothing extra. Nothing but the calls sits
-between stamps.
-
-The GPU timers are :mod:`colbench.bench.cuda_timing`, loaded only where a rank has a GPU.
-
-The barrier's wait is less the time the rank was itself starved of CPU in there: Linux
-schedstat's run delay, the time a thread has spent ready to run but without a CPU
-(throttled by a CPU quota, or preempted), a running total the kernel keeps per thread in
-``/proc/self/task/<tid>/schedstat``; the difference of two snapshots, one on each side
-of the barrier. What the waits mean (the straggler of a row, the skew, the run's
-straggler test) and per_rank.csv are :mod:`colbench.results.reporters.stragglers`.
+Every timer returns each timed call's duration in microseconds: the batch mean is their
+sum over their count, so per-call stamps cost nothing extra, and nothing but the calls
+sits between stamps. The GPU timers are :mod:`colbench.bench.cuda_timing`, loaded only
+where a rank has a GPU; what the waits mean is :mod:`colbench.results.reporters.stragglers`.
 """
 
 from __future__ import annotations
@@ -28,18 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 
-class Rotation:
-    """Calls each buffer set's collective in turn (``--rotate``)."""
-
-    __slots__ = ("_calls", "_next")
-
-    def __init__(self, calls: Sequence[Any]) -> None:
-        self._calls = tuple(calls)
-        self._next = 0
-
-    def __call__(self) -> None:
-        self._calls[self._next % len(self._calls)]()
-        self._next += 1
+def rotation(calls: Sequence[Callable[[], object]]) -> Callable[[], object]:
+    """A call that calls each buffer set's collective in turn (``--rotate``)."""
+    turn = itertools.cycle(calls)
+    return lambda: next(turn)()
 
 
 class Timer(Protocol):
@@ -97,14 +81,10 @@ def make_timer(
     device_type: str, cuda_graph: int, barrier: Callable[[], None], stream: Any = None
 ) -> Timer:
     """Host clock on CPU; CUDA events on GPU, around a replayed graph with --cuda-graph
-    (``cuda_graph``: the timed replays; 0: none).
-
-    ``barrier`` aligns the ranks between graph capture and the timed replays (a side
-    group's barrier: the measured group carries nothing but the measured op).
-    ``stream``: the direct engine's (colbench.direct.engine), current for the whole run,
-    so the events are recorded on it already; a graph must be captured on it too, since
-    its calls name that stream (torch captures on a side stream of its own otherwise).
-    """
+    (``cuda_graph``: the timed replays; 0: none). ``barrier`` aligns the ranks between
+    graph capture and the timed replays. ``stream``: the direct engine's, current for the
+    whole run; a graph must be captured on it, since its calls name that stream (torch
+    captures on a side stream of its own otherwise)."""
     if device_type != "cuda":
         return HostTimer()
     from colbench.bench.cuda_timing import CudaEventTimer, CudaGraphTimer
@@ -132,16 +112,14 @@ def wait_in(
     """Pass ``barrier``, then run ``then`` at once: (what ``then`` returned, (time
     waiting for the others, time starved of CPU) in us).
 
-    The wall time inside the barrier counts this rank's own stalls too: a rank throttled
-    after it arrived leaves late although nobody waited for it, and would look early.
-    Its CPU starvation inside the barrier (:func:`starved_ns`) is its own delay, not a
-    wait for the others, so it is taken out (0 where the kernel does not say).
+    A rank throttled after it arrived leaves late although nobody waited for it: its
+    CPU starvation inside the barrier (:func:`starved_ns`) is its own delay, so it is
+    taken out of the wait (0 where the kernel does not say).
 
     ``then`` is the timed batch: between the barrier's return and ``then`` run only a
-    clock read and one pread per barrier thread, of files opened before the barrier;
-    the snapshots are parsed after ``then``. The snapshot at the barrier's exit cannot
-    move after ``then``: run delay is a running total, and the batch's own starvation
-    could not be told apart from the barrier's, nor measured without that snapshot.
+    clock read and one pread per barrier thread (files opened before the barrier); the
+    snapshots are parsed after ``then``. The exit snapshot cannot move after ``then``:
+    run delay is a running total, which would then hold the batch's starvation too.
     """
     threads = THREADS if threads is None else threads
     before = thread_run_delays_ns(threads)
@@ -184,10 +162,6 @@ class Batch:
         return cls(list(values[:-3]), None if math.isnan(enqueue_us) else enqueue_us, *values[-2:])
 
 
-def _quiet(_what: str) -> None:
-    pass
-
-
 def timed_batch(
     side: BatchSide,
     timer: Timer,
@@ -199,7 +173,7 @@ def timed_batch(
     gather: bool = True,
     barrier_first: bool = False,
     synchronize: Callable[[], None] | None = None,
-    say: Callable[[str], None] = _quiet,
+    say: Callable[[str], None] = lambda _what: None,
     tick: Callable[[], None] = lambda: None,
 ) -> list[Batch]:
     """The heart of every timed measurement (sweep, p2p, health), every rank alike: warm
@@ -259,12 +233,9 @@ _SCHEDSTAT_BYTES = 128
 
 
 class BarrierThreads:
-    """The schedstat files of the threads on a barrier's path, held open.
-
-    Listing the threads and opening their files costs tens of microseconds; reading
-    files already open costs one ``os.pread`` each. colbench.bench.timing.wait_in lists and opens
-    before the barrier (:meth:`refresh`) and, between the barrier and the timed batch,
-    only reads (:meth:`read`).
+    """The schedstat files of the threads on a barrier's path, held open: listing and
+    opening them costs tens of microseconds, so :func:`wait_in` does that before the
+    barrier (:meth:`refresh`) and after it only reads, one ``os.pread`` each (:meth:`read`).
     """
 
     def __init__(self, tasks_dir: str = _TASKS) -> None:
@@ -327,9 +298,9 @@ class BarrierThreads:
 
 
 def run_delays_ns(texts: list[tuple[int, bytes]] | None) -> dict[int, int] | None:
-    """Per thread, from :meth:`BarrierThreads.read`'s texts, the time it has spent
-    ready to run but without a CPU (throttled by a CPU quota, or preempted): Linux
-    schedstat's run delay, its second field. None where the kernel does not say."""
+    """Per thread, from :meth:`BarrierThreads.read`'s texts, the time it has spent ready
+    to run but without a CPU (throttled by a CPU quota, or preempted): schedstat's second
+    field, a running total. None where the kernel does not say."""
     if texts is None:
         return None
     try:

@@ -17,9 +17,8 @@ def explain(op: Annotated[str, typer.Argument(help="A collective, e.g. all_gathe
     Example: colbench explain all_gather
     """
     from colbench.bench import ops
-    from colbench.bench.ops.explain import explain_text
 
-    typer.echo(explain_text(ops.get(op)))
+    typer.echo(ops.explain_text(ops.get(op)))
 
 
 @app.command(rich_help_panel=EXPLAIN)

@@ -1,6 +1,6 @@
 """A node's links as the OS and NVML report them: NICs and PCIe links from sysfs (under a
-root that tests point at a recorded tree), the rates tc shapes on interfaces, the interface
-the kernel routes toward an address, and the GPUs' own links through NVML.
+root tests point at a recorded tree), tc's rates, the interface routed toward an address,
+and the GPUs' own links:
 
 - ``/sys/class/net/<if>``: ``speed`` (Mb/s; the kernel refuses it for loopback and
   returns -1 when the link is down or the driver does not know), ``operstate``, and the
@@ -10,11 +10,9 @@ the kernel routes toward an address, and the GPUs' own links through NVML.
   driver ``efa`` is AWS's Elastic Fabric Adapter; ``device/net/`` names its netdev.
 - ``/sys/bus/pci/devices/<bus id>``: ``current_link_speed`` (``16.0 GT/s PCIe``),
   ``current_link_width``, ``max_link_speed``, ``max_link_width``, ``numa_node``.
-- NVML (nvidia-ml-py): each GPU's model, PCIe link, NVLink and NVSwitch. NVML answers
-  without a CUDA context. A fact NVML does not give (a VM's GPU without NVLink or PCIe link
-  reports, an old driver without the call) is None, never guessed:
-  ``NVMLError_NotSupported`` on NVLink link 0 means the GPU has no NVLink (0 links); any
-  other failure leaves the fact unknown.
+- NVML (nvidia-ml-py), without a CUDA context: each GPU's model, PCIe link, NVLink and
+  NVSwitch. ``NVMLError_NotSupported`` on NVLink link 0 means no NVLink (0 links); any
+  other failure leaves a fact unknown (None).
 """
 
 from __future__ import annotations
@@ -122,7 +120,7 @@ def _netdev(root: Path, name: str) -> dict[str, Any]:
 
 def _ib_device(root: Path, name: str) -> dict[str, Any]:
     path = root / "sys/class/infiniband" / name
-    ports = sorted((path / "ports").glob("*")) if (path / "ports").is_dir() else []
+    ports = sorted((path / "ports").glob("*"))
     port = ports[0] if ports else path / "ports/1"
     layer = _read(port / "link_layer")
     driver = os.path.basename(os.path.realpath(path / "device/driver"))
@@ -144,11 +142,10 @@ def _ib_device(root: Path, name: str) -> dict[str, Any]:
 def nics(root: Path = Path("/")) -> list[dict[str, Any]]:
     """Every network device: RDMA devices first (with the netdevs they own), then the
     network interfaces that belong to none."""
-    ib_root = root / "sys/class/infiniband"
-    rdma = [_ib_device(root, p.name) for p in sorted(ib_root.glob("*"))] if ib_root.is_dir() else []
+    # A missing directory globs to nothing: no RDMA devices, no interfaces.
+    rdma = [_ib_device(root, p.name) for p in sorted((root / "sys/class/infiniband").glob("*"))]
     owned = {n for dev in rdma for n in dev["netdevs"]}
-    net_root = root / "sys/class/net"
-    names = sorted(p.name for p in net_root.glob("*")) if net_root.is_dir() else []
+    names = sorted(p.name for p in (root / "sys/class/net").glob("*"))
     out = rdma + [_netdev(root, n) for n in names if n not in owned]
     for nic in out:
         nic["numa_node"] = numa_node(root, nic["bus_id"])
@@ -159,8 +156,6 @@ def nics(root: Path = Path("/")) -> list[dict[str, Any]]:
 def numa_nodes(root: Path = Path("/")) -> int | None:
     """NUMA nodes with CPUs."""
     nodes = root / "sys/devices/system/node"
-    if not nodes.is_dir():
-        return None
     found = [p for p in nodes.glob("node[0-9]*") if _read(p / "cpulist")]
     return len(found) or None
 

@@ -1,29 +1,15 @@
 """One node's hardware facts (meta.json's ``hardware``), its header line, and their
-gathering: the first rank of each node reads them, every rank takes part in one gather
-over the side group. From them, the ceiling of a row: the rate of the link that bounds its
-bus bandwidth, in GB/s (10^9 bytes/s, one direction, per GPU or rank), with where the
-rate comes from.
+gathering. From them, the ceiling of a row: the rate of the link that bounds its bus
+bandwidth, in GB/s (10^9 bytes/s, one direction, per GPU or rank), and its source.
 
-- One node, NCCL: the GPU's NVLink (active links x the per-link rate of its version,
-  NVML) where it has any, else its PCIe link (current width x the per-lane rate of the
-  slot's generation: GPUs lower the generation when idle).
-- Several nodes: the RDMA NICs (InfiniBand, RoCE, EFA) that are up, summed; without
-  any, or for gloo, the interface toward the coordinator. That is the node's whole rate,
-  not a share per rank: a ring or tree crosses each node boundary once per channel, and
-  NCCL spreads its channels over the NICs, so a collective's busbw can reach the node's
-  total (nccl-tests logs of 8-GPU nodes read busbw near their nodes' NIC total, far above
-  a per-GPU share). Exchanges are the exception: in all_to_all(v) every rank sends its
-  own bytes off the node, so their rows take the node's rate shared by its ranks
-  (:func:`for_op`).
-- One node, gloo: loopback, which has no rate: no ceiling.
-- A rate tc imposes on an interface replaces the one sysfs reports (colbench.hardware.links).
-Where no rate can be known the ceiling is None and ``source`` says why. The slowest
-node bounds the run.
+The rules, and why a multi-node row's ceiling is the node's whole rate (a ring or tree
+crosses each node boundary once per channel) but an exchange's a share per rank, are
+docs/explain.md's "The ceiling of a row". Where no rate can be known the ceiling is None
+and ``source`` says why; the slowest node bounds the run.
 
-And the verdicts on those facts, alone and beside what NCCL's log says: each names its
-evidence; none where all is as expected. A GPU's PCIe generation is not
-judged: GPUs lower it when idle to save power, and NVML reads it between calls. Its
-width does not change with load, so a narrower link than the slot's is a fault.
+And the verdicts on those facts, alone and beside NCCL's log, each naming its evidence.
+A GPU's PCIe generation is not judged (GPUs lower it when idle); its width does not
+change with load, so a narrower link than the slot's is a fault.
 """
 
 from __future__ import annotations
@@ -93,9 +79,7 @@ def _closest_gpu(root: Path, bus_id: str | None, found: list[dict[str, Any]]) ->
                 (i for i, (a, b) in enumerate(zip(nic_path, path, strict=False)) if a != b),
                 min(len(nic_path), len(path)),
             )
-    if not shared:
-        return None
-    best = max(shared.values())
+    best = max(shared.values(), default=0)
     winners = [i for i, n in shared.items() if n == best]
     return winners[0] if best > 0 and len(winners) == 1 else None
 
@@ -108,8 +92,7 @@ def header_line(label: str, facts: dict[str, Any]) -> str:
     nics = [n for n in facts.get("nics", []) if n["kind"] not in ("loopback", "virtual")]
     parts.append("NICs " + (", ".join(_nic_text(n) for n in nics) if nics else "none"))
     numa = facts.get("numa_nodes")
-    cpu = f"CPU {facts.get('cpu_model')}" + (f", {numa} NUMA node(s)" if numa else "")
-    parts.append(cpu)
+    parts.append(f"CPU {facts.get('cpu_model')}" + (f", {numa} NUMA node(s)" if numa else ""))
     return f"# node {label}: " + " | ".join(parts)
 
 
@@ -129,11 +112,9 @@ def _pcie_text(link: dict[str, Any] | None) -> str:
         return "?"
     text = f"gen{link['gen']} x{link.get('width')}"
     full = (link.get("max_gen"), link.get("max_width"))
-    return (
-        text
-        if full in ((link["gen"], link.get("width")), (None, None))
-        else (f"{text} of gen{full[0]} x{full[1]}")
-    )
+    if full in ((link["gen"], link.get("width")), (None, None)):
+        return text
+    return f"{text} of gen{full[0]} x{full[1]}"
 
 
 def _nic_text(nic: dict[str, Any]) -> str:
@@ -145,8 +126,8 @@ def _nic_text(nic: dict[str, Any]) -> str:
 def gather(
     side: Any, node_ids: list[str], labels: list[str], rank: int, towards: str | None
 ) -> dict[str, Any]:
-    """Every node's facts by label: the first rank of each node reads its own, every rank
-    takes part in the gather (a collective), so all ranks return the same."""
+    """Every node's facts by label, read by each node's first rank and gathered (a
+    collective) over the side group, so all ranks return the same."""
     first = node_ids.index(node_ids[rank]) == rank
     every = side.gather_objects(read_node(towards=towards) if first else None)
     return {labels[r]: facts for r, facts in enumerate(every) if facts is not None}
@@ -178,10 +159,13 @@ def ceiling(
         found = [_gpu_ceiling(hardware[label], used_bus_ids) for label in per_node]
     else:
         found = [_network_ceiling(hardware[lb], n, backend) for lb, n in per_node.items()]
+    return _slowest(found)
+
+
+def _slowest(found: list[Ceiling]) -> Ceiling:
+    """The lowest rate, or where any is unknown, why the first of those is."""
     unknown = [why for rate, why in found if rate is None]
-    if unknown:
-        return None, unknown[0]
-    return min(found, key=lambda c: c[0] or 0.0)
+    return (None, unknown[0]) if unknown else min(found, key=lambda c: c[0] or 0.0)
 
 
 def group_ceiling(
@@ -207,9 +191,7 @@ def _gpu_ceiling(facts: dict[str, Any], used: set[str] | None) -> Ceiling:
     found = [g for g in facts.get("gpus") or [] if not used or g.get("bus_id") in used]
     if not found:
         return None, "NVML reports no GPU on this node"
-    rates = [_gpu_rate(gpu) for gpu in found]
-    unknown = [why for rate, why in rates if rate is None]
-    return (None, unknown[0]) if unknown else min(rates, key=lambda c: c[0] or 0.0)
+    return _slowest([_gpu_rate(gpu) for gpu in found])
 
 
 def _gpu_rate(gpu: dict[str, Any]) -> Ceiling:
@@ -223,11 +205,8 @@ def _gpu_rate(gpu: dict[str, Any]) -> Ceiling:
     gen, width = pcie.get("max_gen") or pcie.get("gen"), pcie.get("width")
     if gen not in PCIE_LANE_GBPS or not width:
         return None, f"neither NVML nor sysfs says GPU {gpu['index']}'s PCIe link"
-    return gen_rate(gen, width), f"PCIe gen{gen} x{width} (GPU {gpu['index']})"
-
-
-def gen_rate(gen: int, width: int) -> float:
-    return round(PCIE_LANE_GBPS[gen] * width, 3)
+    rate = round(PCIE_LANE_GBPS[gen] * width, 3)
+    return rate, f"PCIe gen{gen} x{width} (GPU {gpu['index']})"
 
 
 def _network_ceiling(facts: dict[str, Any], ranks: int, backend: str) -> Ceiling:
@@ -239,9 +218,7 @@ def _network_ceiling(facts: dict[str, Any], ranks: int, backend: str) -> Ceiling
         return total / 8, f"{names}: {total:g} Gb/s (sysfs), the node's total"
     name = facts.get("interface")
     # An RDMA device's own netdev (IPoIB, RoCE) is listed under the device, not alone.
-    nic = next((n for n in nics if n["name"] == name), None) or next(
-        (n for n in nics if name in (n.get("netdevs") or [])), None
-    )
+    nic = next((n for n in nics if name == n["name"] or name in n.get("netdevs", [])), None)
     if nic is None:
         return None, "the interface toward the coordinator is unknown"
     if not nic.get("rate_gbit_s"):
@@ -299,9 +276,8 @@ class CeilingCounter:
         self.of_op[row.op] = row.ceiling_gbps
         if row.op not in self.best or pct > self.best[row.op][0]:
             self.best[row.op] = (pct, row.size_bytes)
-        size, top = self.largest.get(row.op, (-1, 0.0))
-        if row.size_bytes > size or (row.size_bytes == size and pct > top):
-            self.largest[row.op] = (row.size_bytes, pct)
+        # The largest size's row, its best share where that size repeats.
+        self.largest[row.op] = max(self.largest.get(row.op, (-1, 0.0)), (row.size_bytes, pct))
 
     def best_meta(self) -> dict[str, dict[str, Any]]:
         return {
@@ -340,14 +316,13 @@ def hardware_verdicts(hardware: dict[str, Any]) -> list[str]:
     for label, facts in hardware.items():
         for gpu in facts.get("gpus") or []:
             link = gpu.get("pcie") or {}
-            if _narrow(link):
+            if _below_max(link, "width"):
                 out.append(
                     f"GPU {gpu['index']} on {label}: PCIe x{link['width']} of x{link['max_width']}"
                 )
         for nic in facts.get("nics") or []:
             link = nic.get("pcie") or {}
-            slow = _slow(link)
-            if _narrow(link) or slow:
+            if _below_max(link, "width") or _below_max(link, "gen"):
                 out.append(
                     f"NIC {nic['name']} on {label}: PCIe gen{link.get('gen')} "
                     f"x{link.get('width')} of gen{link.get('max_gen')} x{link.get('max_width')}"
@@ -355,14 +330,10 @@ def hardware_verdicts(hardware: dict[str, Any]) -> list[str]:
     return out
 
 
-def _narrow(link: dict[str, Any]) -> bool:
-    width, most = link.get("width"), link.get("max_width")
-    return bool(width and most and width < most)
-
-
-def _slow(link: dict[str, Any]) -> bool:
-    gen, most = link.get("gen"), link.get("max_gen")
-    return bool(gen and most and gen < most)
+def _below_max(link: dict[str, Any], key: str) -> bool:
+    """The link's ``width`` or ``gen`` is known and below its ``max_`` one."""
+    now, most = link.get(key), link.get(f"max_{key}")
+    return bool(now and most and now < most)
 
 
 def network_verdicts(hardware: dict[str, Any], nccl: dict[str, Any]) -> list[str]:

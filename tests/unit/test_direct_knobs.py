@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from colbench.bench.groups import Refused, TorchEngine
-from colbench.bench.knobbed import knobbed
+from colbench.bench.groups import Refused, TorchEngine, knobbed
 from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Context
 from colbench.bench.ops.dtypes import DTYPES

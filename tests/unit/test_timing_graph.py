@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from colbench.bench.cuda_timing import CudaGraphTimer
-from colbench.bench.timing import Rotation
+from colbench.bench.timing import rotation
 
 
 class Device:
@@ -129,7 +129,7 @@ def test_verification_runs_a_replayed_graph_of_one_call() -> None:
 
 def test_rotation_cycles_through_buffer_sets() -> None:
     seen: list[int] = []
-    rotation = Rotation([lambda i=i: seen.append(i) for i in range(3)])
+    rotate = rotation([lambda i=i: seen.append(i) for i in range(3)])
     for _ in range(7):
-        rotation()
+        rotate()
     assert seen == [0, 1, 2, 0, 1, 2, 0]

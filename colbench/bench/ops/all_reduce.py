@@ -13,11 +13,9 @@ from colbench.bench.ops.base import (
     Collective,
     Context,
     DirectComm,
-    Layout,
     RingCost,
     bound_call,
     ptr,
-    whole_buffer,
 )
 
 
@@ -25,8 +23,6 @@ class AllReduce(Collective):
     name = "all_reduce"
     nccl_tests_binary = "all_reduce_perf"
     summary = "every rank ends with the element-wise reduction of all ranks' buffers"
-    size_rule = "size_bytes = the whole buffer (count * element size)"
-    count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 2(n-1)/n"
     torch_call = "dist.all_reduce(tensor, op)"
     nccl_function = "AllReduce"
@@ -35,9 +31,6 @@ class AllReduce(Collective):
     # torch.distributed.all_reduce only exists in place; there is no separate output buffer.
     placements = ("in",)
     notes = "in-place only (torch has no out-of-place all_reduce)"
-
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        return whole_buffer(requested_bytes, elem_bytes)
 
     def busbw_factor(self, world_size: int) -> float:
         """A ring all_reduce is a reduce_scatter then an all_gather: each rank sends and

@@ -207,7 +207,7 @@ class AllToAllv(Collective):
         seg = self.segments(bufs.layout, ctx.rank)
         wrong, at = 0, 0
         for src, (length, offset) in enumerate(zip(seg.recv, seg.src_offsets, strict=True)):
-            expect = functools.partial(data._copy_values, src, ctx)
+            expect = data.copy_of(src, ctx)
             wrong += data.count_wrong(bufs.recv[at : at + length], expect, ctx, offset)
             at += length
         return wrong

@@ -8,15 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from colbench.bench.ops.all_reduce import AllReduce
-from colbench.bench.ops.base import (
-    Allocator,
-    Buffers,
-    Collective,
-    Context,
-    Layout,
-    Storage,
-    bound_call,
-)
+from colbench.bench.ops.base import Buffers, Collective, Context, Layout, bound_call
 
 
 class Barrier(Collective):
@@ -43,14 +35,6 @@ class Barrier(Collective):
     def busbw_factor(self, world_size: int) -> float:
         """No payload, so no bandwidth."""
         return 0.0
-
-    def allocate(
-        self, layout: Layout, ctx: Context, in_place: bool, empty: Allocator | None = None
-    ) -> Storage:
-        import torch
-
-        nothing = torch.empty(0, device=ctx.device)
-        return Storage(nothing, nothing)
 
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         pass

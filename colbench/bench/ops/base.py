@@ -2,14 +2,12 @@
 
 The driver never branches on a collective's name: it asks the op for its layout,
 bus-bandwidth factor, buffers, data, one call, and a wrong-element count. Every op is
-timed by one function, :meth:`colbench.bench.loop.RankBench.bench_time` (fill, warm up,
-barrier, timed batch, verify, row, in that order). Each ``colbench/bench/ops/<name>.py``
-subclasses :class:`Collective` once.
+timed by one function, :meth:`colbench.bench.loop.RankBench.bench_time`; each
+``colbench/bench/ops/<name>.py`` subclasses :class:`Collective` once.
 
-Op modules import torch inside the methods that use it: the registry's names, layouts
-and ``explain`` texts then load without torch, so ``colbench --help`` and usage errors
-do not pay for its import (tests/unit/test_cli_imports.py). :meth:`Collective.bind`
-resolves ``torch.distributed`` once, so the timed call never looks anything up.
+Op modules import torch inside the methods that use it, so the registry's names, layouts
+and ``explain`` texts load without it (``colbench --help`` and usage errors do not pay
+for its import); :meth:`Collective.bind` resolves it once, outside the timed call.
 """
 
 from __future__ import annotations
@@ -180,9 +178,10 @@ class Collective:
     name: ClassVar[str]
     #: One line for ``colbench explain``.
     summary: ClassVar[str]
-    #: How size, count and algbw are defined, for ``colbench explain``.
-    size_rule: ClassVar[str]
-    count_rule: ClassVar[str]
+    #: How size, count and algbw are defined, for ``colbench explain``; by default those of
+    #: an op whose reported size is the whole buffer (all_reduce, broadcast, reduce, sendrecv).
+    size_rule: ClassVar[str] = "size_bytes = the whole buffer (count * element size)"
+    count_rule: ClassVar[str] = "count = elements in the buffer"
     busbw_rule: ClassVar[str]
     #: The torch.distributed call that is timed.
     torch_call: ClassVar[str]
@@ -238,7 +237,7 @@ class Collective:
     splits_label: str = ""
 
     def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        raise NotImplementedError
+        return whole_buffer(requested_bytes, elem_bytes)
 
     def busbw_factor(self, world_size: int) -> float:
         raise NotImplementedError
@@ -248,12 +247,10 @@ class Collective:
         return None
 
     def allocate(
-        self, layout: Layout, ctx: Context, in_place: bool, empty: Allocator | None = None
+        self, layout: Layout, ctx: Context, in_place: bool, empty: Allocator = _torch_empty
     ) -> Storage:
         """``empty(numel, dtype, device)`` makes each flat tensor (the direct engine's
         comes from ncclMemAlloc); torch.empty without it."""
-        if empty is None:
-            empty = _torch_empty
         dtype, device = ctx.dtype.torch, ctx.device
         if in_place:
             flat = empty(max(layout.send_numel, layout.recv_numel), dtype, device)
@@ -273,17 +270,11 @@ class Collective:
         raise NotImplementedError
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
-        """The timed call with every argument resolved once, outside the timed region.
-
-        Ops that are one torch call return it through :func:`bound_call`, so the timed
-        loop calls straight into torch, as a hand-written loop would. Override this or
-        :meth:`run`.
-        """
-        return functools.partial(self.run, bufs, ctx)
-
-    def run(self, bufs: Buffers, ctx: Context) -> None:
-        """Exactly one blocking call of the collective: the only thing inside a timed region."""
-        self.bind(bufs, ctx)()
+        """Exactly one blocking call of the collective, the only thing inside a timed
+        region, with every argument resolved once, outside it. Ops that are one torch call
+        return it through :func:`bound_call`, so the timed loop calls straight into torch,
+        as a hand-written loop would."""
+        raise NotImplementedError
 
     def direct(self, bufs: Buffers, ctx: Context, comm: DirectComm) -> Callable[[], object]:
         """The timed call through NCCL itself (``--engine nccl``, colbench.direct): the same

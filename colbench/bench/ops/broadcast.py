@@ -13,11 +13,9 @@ from colbench.bench.ops.base import (
     Collective,
     Context,
     DirectComm,
-    Layout,
     RingCost,
     bound_call,
     ptr,
-    whole_buffer,
 )
 
 
@@ -25,8 +23,6 @@ class Broadcast(Collective):
     name = "broadcast"
     nccl_tests_binary = "broadcast_perf"
     summary = "every rank ends with a copy of the root's buffer"
-    size_rule = "size_bytes = the whole buffer (count * element size)"
-    count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 1"
     torch_call = "dist.broadcast(tensor, src=root)"
     nccl_function = "Broadcast"
@@ -36,9 +32,6 @@ class Broadcast(Collective):
     placements = ("in",)
     notes = "in-place only (torch has no out-of-place broadcast)"
 
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        return whole_buffer(requested_bytes, elem_bytes)
-
     def busbw_factor(self, world_size: int) -> float:
         """A pipelined broadcast moves the whole buffer over every link once, so the bus
         bandwidth equals the algorithm bandwidth whatever n is."""
@@ -46,7 +39,7 @@ class Broadcast(Collective):
 
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         if ctx.rank == ctx.root:
-            data.fill(bufs.recv, lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx))
+            data.fill(bufs.recv, data.copy_of(ctx.root, ctx))
         else:
             data.poison(bufs.recv)
 
@@ -64,9 +57,7 @@ class Broadcast(Collective):
         )  # fmt: skip
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
-        return data.count_wrong(
-            bufs.recv, lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx), ctx
-        )
+        return data.count_wrong(bufs.recv, data.copy_of(ctx.root, ctx), ctx)
 
 
 OP = Broadcast()

@@ -1,18 +1,13 @@
 """Deterministic test data and exact verification, shared by every collective.
 
 Every rank can compute every other rank's input from (rank, element index, seed), so
-the expected output of any collective is known without communication. Values are
-small non-negative integers, chosen per reduction so that the exact result is
-representable in every supported dtype at any world size: then a bitwise comparison
-is a fair test (nccl-tests does the same with its own generators). Only ``avg`` on
-floats, where the backend's rounding of the division may differ, uses a tolerance.
-
-Work is done in chunks so that verifying a 1 GiB buffer needs a bounded extra amount
-of memory.
-
-torch is imported inside the functions: the op modules import this one, and the op
-registry (names, layouts, ``explain`` texts) must load without torch so that
-``colbench --help`` and usage errors do not pay for torch's import.
+the expected output of any collective is known without communication. Values are small
+non-negative integers, chosen per reduction so that the exact result is representable in
+every supported dtype at any world size: then a bitwise comparison is a fair test
+(nccl-tests does the same). Only ``avg`` on floats, where the backend's rounding of the
+division may differ, uses a tolerance. Work is done in chunks, so verifying a 1 GiB
+buffer needs a bounded extra amount of memory. torch is imported inside the functions,
+as in the op modules (colbench.bench.ops.base).
 """
 
 from __future__ import annotations
@@ -114,17 +109,10 @@ def reduced_values(start: int, stop: int, ctx: Context) -> torch.Tensor:
     import torch
 
     kind = ctx.redop
+    combine = {"prod": torch.mul, "min": torch.minimum, "max": torch.maximum}.get(kind, torch.add)
     acc = raw_values(kind, 0, start, stop, ctx)
     for rank in range(1, ctx.world_size):
-        nxt = raw_values(kind, rank, start, stop, ctx)
-        if kind in ("sum", "avg"):
-            acc += nxt
-        elif kind == "prod":
-            acc *= nxt
-        elif kind == "min":
-            acc = torch.minimum(acc, nxt)
-        else:
-            acc = torch.maximum(acc, nxt)
+        acc = combine(acc, raw_values(kind, rank, start, stop, ctx), out=acc)
     if kind == "avg":
         return (acc.to(torch.float64) / ctx.world_size).to(ctx.dtype.torch)
     return acc.to(ctx.dtype.torch)
@@ -145,11 +133,17 @@ def poison(tensor: torch.Tensor) -> None:
     tensor.fill_(255 if tensor.dtype == torch.uint8 else -1)
 
 
+def copy_of(src_rank: int, ctx: Context) -> Callable[[int, int], torch.Tensor]:
+    """``make``/``expect`` of rank ``src_rank``'s "copy" values, for :func:`fill` and
+    :func:`count_wrong`."""
+    return functools.partial(values, "copy", src_rank, ctx=ctx)
+
+
 def fill_own_copy(send: torch.Tensor, recv: torch.Tensor, ctx: Context) -> None:
     """For ops that move data without reducing it: the output poisoned, the input this
     rank's "copy" values, so every element received shows which rank it came from."""
     poison(recv)
-    fill(send, lambda lo, hi: values("copy", ctx.rank, lo, hi, ctx))
+    fill(send, copy_of(ctx.rank, ctx))
 
 
 def count_wrong(
@@ -181,15 +175,10 @@ def count_wrong(
     return wrong
 
 
-def _copy_values(src_rank: int, ctx: Context, start: int, stop: int) -> torch.Tensor:
-    return values("copy", src_rank, start, stop, ctx)
-
-
 def count_wrong_blocks(actual: torch.Tensor, block: int, ctx: Context, offset: int = 0) -> int:
     """Wrong elements of an output made of one ``block`` per rank, in rank order, where
     block j must equal rank j's ``copy`` data from element ``offset`` on."""
-    wrong = 0
-    for src in range(ctx.world_size):
-        expect = functools.partial(_copy_values, src, ctx)
-        wrong += count_wrong(actual[src * block : (src + 1) * block], expect, ctx, offset)
-    return wrong
+    return sum(
+        count_wrong(actual[src * block : (src + 1) * block], copy_of(src, ctx), ctx, offset)
+        for src in range(ctx.world_size)
+    )

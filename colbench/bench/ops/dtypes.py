@@ -67,15 +67,18 @@ REDOPS: dict[str, str] = {"sum": "SUM", "prod": "PRODUCT", "min": "MIN", "max": 
 NO_REDOP = "none"
 
 
+def names_of(spec: str, every: list[str], flag: str, example: str) -> list[str]:
+    """A comma-separated list of names, or ``all`` of them; a one-line error when empty."""
+    names = every if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
+    if not names:
+        raise UsageError(f"empty --{flag}: give e.g. {example} or all")
+    return names
+
+
 def parse_dtypes(spec: str) -> tuple[DType, ...]:
     """``"float32,bfloat16"`` or ``"all"`` -> DType tuple (order kept, duplicates dropped)."""
-    names = (
-        list(DTYPES) if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
-    )
-    if not names:
-        raise UsageError("empty --dtype: give e.g. float32 or float32,bfloat16 or all")
     out: list[DType] = []
-    for name in names:
+    for name in names_of(spec, list(DTYPES), "dtype", "float32 or float32,bfloat16"):
         key = _DTYPE_ALIASES.get(name.lower(), name.lower())
         if key not in DTYPES:
             raise UsageError(f"unknown dtype {name!r}: choose from {', '.join(DTYPES)} or all")
@@ -86,13 +89,7 @@ def parse_dtypes(spec: str) -> tuple[DType, ...]:
 
 def parse_redops(spec: str) -> tuple[str, ...]:
     """``"sum,max"`` or ``"all"`` -> tuple of reduction names."""
-    names = (
-        list(REDOPS)
-        if spec.strip() == "all"
-        else [p.strip().lower() for p in spec.split(",") if p.strip()]
-    )
-    if not names:
-        raise UsageError("empty --redop: give e.g. sum or sum,max or all")
+    names = [name.lower() for name in names_of(spec, list(REDOPS), "redop", "sum or sum,max")]
     for name in names:
         if name not in REDOPS:
             raise UsageError(

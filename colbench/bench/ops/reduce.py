@@ -13,11 +13,9 @@ from colbench.bench.ops.base import (
     Collective,
     Context,
     DirectComm,
-    Layout,
     RingCost,
     bound_call,
     ptr,
-    whole_buffer,
 )
 
 
@@ -25,8 +23,6 @@ class Reduce(Collective):
     name = "reduce"
     nccl_tests_binary = "reduce_perf"
     summary = "the root ends with the element-wise reduction of all ranks' buffers"
-    size_rule = "size_bytes = the whole buffer (count * element size)"
-    count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 1"
     torch_call = "dist.reduce(tensor, dst=root, op)"
     nccl_function = "Reduce"
@@ -36,9 +32,6 @@ class Reduce(Collective):
     # torch's reduce has one tensor, reduced in place on the root.
     placements = ("in",)
     notes = "in-place only (torch has no out-of-place reduce)"
-
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        return whole_buffer(requested_bytes, elem_bytes)
 
     def busbw_factor(self, world_size: int) -> float:
         """A pipelined reduce moves the whole buffer over every link once (the mirror of

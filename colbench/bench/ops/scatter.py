@@ -30,7 +30,7 @@ class Scatter(ChunkedCollective):
         if not (bufs.in_place and ctx.rank == ctx.root):
             data.poison(bufs.recv)
         if ctx.rank == ctx.root:
-            data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx))
+            data.fill(bufs.send, data.copy_of(ctx.root, ctx))
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist
@@ -53,13 +53,8 @@ class Scatter(ChunkedCollective):
         return comm.grouped(calls)
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
-        b = bufs.layout.count
-        return data.count_wrong(
-            bufs.recv,
-            lambda lo, hi: data.values("copy", ctx.root, lo, hi, ctx),
-            ctx,
-            offset=ctx.rank * b,
-        )
+        offset = ctx.rank * bufs.layout.count
+        return data.count_wrong(bufs.recv, data.copy_of(ctx.root, ctx), ctx, offset)
 
 
 OP = Scatter()

@@ -10,15 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from colbench.bench.ops import data
-from colbench.bench.ops.base import (
-    Buffers,
-    Collective,
-    Context,
-    DirectComm,
-    Layout,
-    ptr,
-    whole_buffer,
-)
+from colbench.bench.ops.base import Buffers, Collective, Context, DirectComm, ptr
 
 if TYPE_CHECKING:
     import torch.distributed as dist
@@ -28,16 +20,11 @@ class SendRecv(Collective):
     name = "sendrecv"
     nccl_tests_binary = "sendrecv_perf"
     summary = "each rank sends its buffer to rank+1 and receives from rank-1 (a ring shift)"
-    size_rule = "size_bytes = the whole buffer (count * element size)"
-    count_rule = "count = elements in the buffer"
     busbw_rule = "busbw = algbw * 1"
     torch_call = "dist.batch_isend_irecv([isend to rank+1, irecv from rank-1]) then wait"
     # Sending from and receiving into one buffer at once races, so no in-place form.
     placements = ("out",)
     notes = "out-of-place only (sending and receiving one buffer at once races)"
-
-    def layout(self, requested_bytes: int, elem_bytes: int, world_size: int) -> Layout:
-        return whole_buffer(requested_bytes, elem_bytes)
 
     def busbw_factor(self, world_size: int) -> float:
         """Every rank sends and receives the whole buffer once over its own link."""
@@ -51,7 +38,7 @@ class SendRecv(Collective):
 
     def fill(self, bufs: Buffers, ctx: Context) -> None:
         data.poison(bufs.recv)
-        data.fill(bufs.send, lambda lo, hi: data.values("copy", ctx.rank, lo, hi, ctx))
+        data.fill(bufs.send, data.copy_of(ctx.rank, ctx))
 
     def bind(self, bufs: Buffers, ctx: Context) -> Callable[[], object]:
         import torch.distributed as dist
@@ -78,9 +65,7 @@ class SendRecv(Collective):
 
     def count_wrong(self, bufs: Buffers, ctx: Context) -> int:
         src = (ctx.rank - 1) % ctx.world_size
-        return data.count_wrong(
-            bufs.recv, lambda lo, hi: data.values("copy", src, lo, hi, ctx), ctx
-        )
+        return data.count_wrong(bufs.recv, data.copy_of(src, ctx), ctx)
 
 
 def _exchange(

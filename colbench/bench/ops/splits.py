@@ -1,18 +1,12 @@
 """Who sends how many bytes to whom in an ``all_to_allv``: ``--splits``.
 
-A split spec names a matrix of weights, row i for sender i, column j for receiver j,
-normalised so that the mean row sums to 1: ``uniform``, ``spread:S`` (nccl-tests'
-generated pattern), ``zipf:ALPHA``, ``topk:TOKENS,HIDDEN,EXPERTS,K`` (top-k expert
-routing), or a traffic matrix file as nccl-tests' alltoallv reads it (``file:PATH``).
-
-A size sweep scales the whole matrix: at requested size S every cell is w_ij * S bytes,
-rounded down to a whole 16-byte chunk (nccl-tests aligns every peer's bytes so), so S is
-what the mean rank sends. Generators are deterministic in (spec, ranks, --seed): every
-rank computes the same matrix, with integer hashing rather than a library's random
-stream, so it is the same on every machine and numpy version.
-
-numpy is imported inside the functions that use it: the registry and ``--help`` load
-without it (tests/unit/test_cli_imports.py).
+A split spec names a matrix of weights (row i the sender, column j the receiver)
+normalised so that the mean row sums to 1 (``GENERATORS``). At requested size S every cell
+is w_ij * S bytes, rounded down to a whole 16-byte chunk (as nccl-tests aligns a peer's
+bytes), so S is what the mean rank sends. Generators are deterministic in (spec, ranks,
+--seed), by integer hashing rather than a library's random stream, so every rank and
+machine computes the same matrix. numpy is imported inside the functions that use it:
+the registry and ``--help`` load without it.
 """
 
 from __future__ import annotations
@@ -235,8 +229,7 @@ def _weights(splits: Splits, n: int) -> tuple[np.ndarray, float]:
     else:
         assert splits.matrix is not None
         weights = np.array([row[:n] for row in splits.matrix[:n]], dtype=np.float64)
-    total = float(weights.sum())
-    return weights, total / n
+    return weights, float(weights.sum()) / n
 
 
 def _hash(x: np.ndarray) -> np.ndarray:

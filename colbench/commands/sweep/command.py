@@ -3,10 +3,9 @@ each run in a world of fresh ranks (interleaved or one after the other), after N
 probe worlds; then the figures.
 
 The host (:func:`colbench.host.world.join_or_place`) picks the backend and the world
-size, makes the run directory, and joins an external launcher's job; the spawned worlds
-are the sweep's to start. What starts ranks needs torch, whose import (1 s on CPU, 5 s
-with a CUDA build) a usage error should not wait for: what they need is imported inside
-the functions that run once the options are checked.
+size, makes the run directory, and joins an external launcher's job. What starts ranks
+needs torch, whose import (1 s on CPU, 5 s with CUDA) a usage error should not wait for:
+it is imported inside the functions that run once the options are checked.
 """
 
 from __future__ import annotations
@@ -133,8 +132,8 @@ def _run_variants(cfg: SweepConfig, backend: str, world_size: int, run_dir: Path
         from colbench.commands.references.place import record_after_run
 
         record_after_run(run_dir)
-    if cfg.output.plot and code in (ExitCode.OK, ExitCode.DATA_ERROR):
-        _write_plots(run_dir)
+        if cfg.output.plot:
+            _write_plots(run_dir)
     if cfg.measure.contend is not None and cfg.output.table and code == ExitCode.OK:
         _print_contend_summary(run_dir, variants, cfg.measure.contend.unit)
     if len(cfg.measure.engines) > 1 and cfg.output.table and code == ExitCode.OK:
@@ -151,7 +150,7 @@ def _sweep_variants(
     choices: Mapping[str, Choices],
     refusals: Mapping[str, str] | None = None,
 ) -> int:
-    from colbench.commands.sweep.task import SweepTask, variant_load
+    from colbench.commands.sweep.task import SweepTask
     from colbench.host.spawn import spawn_and_wait
 
     records: list[dict[str, Any]] = []
@@ -163,7 +162,8 @@ def _sweep_variants(
             task = SweepTask(
                 cfg,
                 choices.get(variant.name, {}),
-                load=variant_load(cfg, variant),
+                # --contend's load runs in its ``contend=LOAD`` world.
+                load=cfg.measure.contend if variant.loaded else None,
                 engine=variant.engine,
                 refused=(refusals or {}).get(variant.name),
             )
@@ -212,15 +212,71 @@ def _record_variant(run_dir: Path, variant: Variant, records: list[dict[str, Any
 
 
 def _print_contend_summary(run_dir: Path, variants: tuple[Variant, ...], unit: str) -> None:
-    """Each row alone and under load, after the tables (colbench.commands.sweep.contend)."""
-    from colbench.commands.sweep.contend import summary_lines
+    """Each row alone and under load, after the tables: for every (A without the load, B
+    with it) pair of variants, the medians over the run's repeats of the row's time and the
+    load's rate (``unit``) alone and beside it ([contend.md](../docs/contend.md)). Whether a
+    difference is real is the paired gate's to say, and the summary ends by naming it."""
+    from colbench import text
+    from colbench.commands.gate.paired import ROW_KEYS
     from colbench.results.rows import load
 
+    frame, run = load(run_dir), str(run_dir)
     unloaded = {(v.env, v.interpreter): v.name for v in variants if not v.loaded}
     pairs = [(unloaded[(v.env, v.interpreter)], v.name) for v in variants if v.loaded]
-    for line in summary_lines(load(run_dir), pairs, unit, str(run_dir)):
-        print(line)
+    columns = (
+        text.Column("op", 14), text.Column("dtype", 9), text.Column("size_bytes", 12),
+        text.Column("place", 5), text.Column("alone_us", 10), text.Column("loaded_us", 10),
+        text.Column("change", 8), text.Column("load_alone", 11), text.Column("load_beside", 11),
+    )  # fmt: skip
+    for name_a, name_b in pairs:
+        a, b = _medians(frame, name_a, ROW_KEYS), _medians(frame, name_b, ROW_KEYS)
+        if not a or not b:
+            continue
+        repeats = int(frame["repeat"].max()) + 1
+        print(
+            f"# under load: {name_b} (B) against {name_a} (A), medians of {repeats} "
+            f"repeat(s); the load's rate in {unit}"
+        )
+        print(text.header(columns, lead=""))
+        for key, (time_a, _, _) in a.items():
+            if key not in b:
+                continue
+            time_b, alone, beside = b[key]
+            change = f"{time_b / time_a - 1:+.1%}" if time_a > 0 else "n/a"
+            row = dict(zip(ROW_KEYS, key, strict=True))
+            place = "in" if row["in_place"] else "out"
+            cells = (
+                row["op"], row["dtype"], row["size_bytes"], place, f"{time_a:.1f}",
+                f"{time_b:.1f}", change, text.number(alone), text.number(beside),
+            )  # fmt: skip
+            print(text.line(cells, columns, lead=""))
+        print(
+            f"# is it real? colbench gate {run} --variant-a {name_a} --variant-b {name_b} "
+            "--check time_us:+10%"
+        )
     sys.stdout.flush()
+
+
+def _medians(
+    frame: Any, variant: str, row_keys: tuple[str, ...]
+) -> dict[tuple[Any, ...], tuple[float, Any, Any]]:
+    """Per row key: the median time_us and the load's median rates (alone, beside)."""
+    from colbench.results.rows import STATUS_OK
+
+    rows = frame[(frame["variant"] == variant) & (frame["status"] == STATUS_OK)]
+    found: dict[tuple[Any, ...], tuple[float, Any, Any]] = {}
+    for key, group in rows.groupby(list(row_keys), sort=False, dropna=False):
+        kind = "busbw_gbps" if group["load_alone_busbw_gbps"].notna().any() else "tflops"
+        alone, beside = (_median(group[f"load_{when}_{kind}"]) for when in ("alone", "beside"))
+        found[tuple(key)] = (float(group["time_us"].median()), alone, beside)
+    return found
+
+
+def _median(values: Any) -> float | None:
+    import statistics
+
+    known = [float(v) for v in values.dropna()]
+    return statistics.median(known) if known else None
 
 
 def _print_torch_tax(run_dir: Path) -> None:

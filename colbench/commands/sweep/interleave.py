@@ -1,18 +1,15 @@
 """Variants measured interleaved: every variant's world alive at once, taking turns.
 
-The parent starts one world of ranks per variant (each with its variant's environment,
-or its ``--python`` interpreter), serves the turn store (:mod:`colbench.host.turns`) and
-waits for all of them. Each world keeps its meta.json and rank logs in
-``variants/<index>/`` of the run directory; the rows of all of them go, turn by turn,
-into the run's one results.csv. A world that fails stops the others at their next turn:
-what was measured stays, and they end cleanly.
+The parent starts one world of ranks per variant, serves the turn store
+(:mod:`colbench.host.turns`) and waits for all of them; each world keeps its meta.json and
+rank logs in ``variants/<index>/``, its rows going turn by turn into the run's one
+results.csv. A world that fails stops the others at their next turn, cleanly.
 """
 
 from __future__ import annotations
 
 import csv
 import signal
-import socket
 import sys
 import threading
 import time
@@ -24,7 +21,7 @@ from typing import Any
 from colbench.bench import memory
 from colbench.bench.ops.dtypes import DTYPES
 from colbench.bench.plan import plan
-from colbench.commands.sweep.task import Choices, SweepTask, variant_load
+from colbench.commands.sweep.task import Choices, SweepTask
 from colbench.config.model import SweepConfig
 from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode, UsageError
@@ -101,7 +98,7 @@ def run_interleaved(
     )
     # The header first: two worlds' rank 0 opening a new file at once would both write one.
     RunDir(run_dir).writer().close()
-    listener = _listen()
+    listener = spawn._listen_loopback()
     port = int(listener.getsockname()[1])
     worlds: list[spawn.World] = []
     with supervise.StopSignals() as stop:
@@ -161,13 +158,6 @@ def _print_tables(worlds: list[spawn.World]) -> None:
     sys.stdout.flush()
 
 
-def _listen() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((spawn.LOCAL_HOST, 0))
-    sock.listen(1024)
-    return sock
-
-
 def _turns_per_world(cfg: SweepConfig, world_size: int, backend: str) -> int:
     """An upper bound on any world's turns (the plan before memory fitting)."""
     work = plan(cfg, cfg.measure.ranks_per_group(world_size), backend)
@@ -189,8 +179,8 @@ def _start(
     # Started one after the other, so each inherits only its own variant's variables.
     with environment(dict(variant.env)):
         return spawn.fork_world(
-            SweepTask(cfg, nccl_choices, load=variant_load(cfg, variant), engine=variant.engine,
-                      refused=refused),
+            SweepTask(cfg, nccl_choices, load=cfg.measure.contend if variant.loaded else None,
+                      engine=variant.engine, refused=refused),
             backend, world_size,
             sub, variant,
             turns=spec, results_dir=str(run_dir.resolve()), run_id=run_dir.name,
@@ -233,7 +223,8 @@ def _report(
         for world, code in zip(worlds, codes, strict=True)
     ]
     records = []
-    kept = _rows_per_variant(run_dir)
+    with open(RunDir(run_dir).table_path(), newline="", encoding="utf-8") as f:
+        kept = Counter(row["variant"] for row in csv.DictReader(f))
     for variant, world, failure in zip(variants, worlds, failures, strict=True):
         forget_job(world.run_dir)
         RunDir(world.run_dir).tidy_logs()
@@ -241,14 +232,11 @@ def _report(
             end_meta(world.run_dir, "failed", failure.meta())
         else:
             record_nccl_log(world.run_dir)
-        record = _record(variant, world.run_dir, failure, any(failures))
-        # A failed world never wrote its counts: results.csv has its rows.
-        record["rows"] = kept.get(variant.name, 0)
-        records.append(record)
+        rows = kept.get(variant.name, 0)
+        records.append(_record(variant, world.run_dir, failure, any(failures), rows))
     meta = _base_meta(run_dir, worlds[0].run_dir)
-    status = "failed" if any(failures) else "complete"
     meta.update(
-        status=status,
+        status="failed" if any(failures) else "complete",
         interleaved=True,
         turns=len(turns.read_log(run_dir)),
         variants=records,
@@ -282,19 +270,14 @@ def _report(
     return int(ExitCode.DATA_ERROR) if meta["rows_oom"] else int(ExitCode.OK)
 
 
-def _rows_per_variant(run_dir: Path) -> Counter[str]:
-    """Rows in the run's results.csv by variant."""
-    with open(RunDir(run_dir).table_path(), newline="", encoding="utf-8") as f:
-        return Counter(row["variant"] for row in csv.DictReader(f))
-
-
 def _record(
-    variant: Variant, world_dir: Path, failure: protocol.Failure | None, stopped: bool
+    variant: Variant, world_dir: Path, failure: protocol.Failure | None, stopped: bool, rows: int
 ) -> dict[str, Any]:
+    """A world's record in the run's meta.json; ``rows``: its rows in results.csv (a failed
+    world never wrote its counts)."""
     meta = RunDir(world_dir).meta_or_none() or {}
-    status = meta.get("status")
-    if failure is None and stopped:
-        status = "stopped"  # ended cleanly at its next turn after another world failed
+    # Stopped: ended cleanly at its next turn after another world failed.
+    status = "stopped" if failure is None and stopped else meta.get("status")
     return {
         "variant": variant.name,
         "env": dict(variant.env),
@@ -302,7 +285,7 @@ def _record(
         "env_seen_by_rank": meta.get("env_seen_by_rank"),
         "python_executable": meta.get("python_executable"),
         "status": status,
-        "rows": meta.get("rows", 0),
+        "rows": rows,
         "rows_planned": meta.get("rows_planned", 0),
         "wrong_total": meta.get("wrong_total", 0),
         "rows_oom": meta.get("rows_oom", 0),

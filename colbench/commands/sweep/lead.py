@@ -68,11 +68,9 @@ def lead_sink(
     rows_planned = count_units(work) * cfg.measure.repeat
     # What a failure's verdict and a reader of results.csv check the rows kept against.
     meta["rows_planned"] = rows_planned
-    # Interleaved worlds share the terminal: one progress bar (world 0's), and each
-    # world's table goes to its directory for the parent to print whole at the end.
-    # Into a file or a pipe there is no bar, and a log that stays empty for the whole
-    # run says nothing of it: there each world prints its lines as it measures them,
-    # each tagged with its variant.
+    # Interleaved worlds share the terminal: one progress bar (world 0's), each world's
+    # table printed whole by the parent at the end; into a file or a pipe, each table line
+    # as it is measured, tagged (docs/comparing.md).
     interleaved = job.turns is not None
     streamed = interleaved and not sys.stdout.isatty()
     progress = cfg.output.progress and (job.turns is None or job.turns.world == 0)
@@ -86,13 +84,10 @@ def lead_sink(
             hooks.warn(f"colbench: warning: {line}")
         for line in memory_notes:
             hooks.warn(f"colbench: note: {line}")
-        echo = (
-            _tagged(job.variant)
-            if streamed
-            else hooks.echo
-            if table_file is None
-            else _writer(table_file)
-        )
+        if streamed:
+            echo = _writer(sys.stdout, f"[{job.variant}] ")
+        else:
+            echo = hooks.echo if table_file is None else _writer(table_file)
         reporters = _reporters(job, context, met, (work, rows_planned), hooks, echo, warnings)
         with RowStream(reporters, hooks.warn) as stream:
             stream.start(meta)
@@ -154,8 +149,7 @@ def measurement_warnings(cfg: SweepConfig, backend: str) -> list[str]:
 def _json_report(
     job: RankJob, context: BenchContext, met: Met, say: Callable[[str], None]
 ) -> Reporter:
-    """-J: nccl-tests' JSON report (colbench.results.reporters.nccl_tests_json), one device per"""
-    """rank."""
+    """-J: nccl-tests' JSON report (colbench.results.reporters.nccl_tests_json), a device a rank."""
     from colbench.config import min_bw
     from colbench.results.reporters import nccl_tests_json as report
 
@@ -231,23 +225,15 @@ class PaceReporter(Reporter):
 TABLE_FILE = "table.txt"
 
 
-def _writer(file: TextIO) -> Callable[[str], None]:
-    def echo(line: str) -> None:
-        file.write(line + "\n")
-        file.flush()
-
-    return echo
-
-
-def _tagged(variant: str) -> Callable[[str], None]:
-    """Echo a table line to stdout as it is measured, tagged with its variant: the
-    worlds take turns, so their lines alternate, and the tag says whose each is."""
+def _writer(file: TextIO, tag: str = "") -> Callable[[str], None]:
+    """Echo a table line to ``file`` as it is measured. Streamed to stdout, each line is
+    tagged with its variant: the worlds take turns, so their lines alternate."""
 
     def echo(line: str) -> None:
         # One write per line: the worlds' ranks share stdout, and a line written in two
         # pieces could be split by another world's.
-        sys.stdout.write(f"[{variant}] {line}\n")
-        sys.stdout.flush()
+        file.write(f"{tag}{line}\n")
+        file.flush()
 
     return echo
 
@@ -277,15 +263,14 @@ def _table_header(job: RankJob, context: BenchContext, met: Met, warnings: list[
     """The ``#`` lines above the table: variant, warnings, the run and its ranks."""
     cfg, info, peers, hosts = context.cfg, context.info, met.peers, met.hosts
     fabric = gpus.header_line(info.ranks_per_gpu)
+    # --init-only runs none of the ops: what it times is named instead.
+    ops = ("communicator set-up (--init-only)",) if cfg.measure.init_only else cfg.measure.ops
     return (
         ([f"# variant {job.variant}"] if job.variant else [])
         + ([fabric] if fabric else [])
         + [f"# warning: {line}" for line in warnings]
         + run_header(
-            # --init-only runs none of the ops: what it times is named instead.
-            ops=("communicator set-up (--init-only)",)
-            if cfg.measure.init_only
-            else cfg.measure.ops,
+            ops=ops,
             backend=job.backend,
             world_size=job.world_size,
             nnodes=info.nnodes,

@@ -1,22 +1,14 @@
 """What NCCL ran: a short-lived probe world that logs NCCL's choice for every call.
 
-A ring-vs-tree comparison is true only if NCCL ran what was asked. NCCL says which
-algorithm and protocol it chose for each call in its TUNING log (rank 0 only, one line
-per call; src/enqueue.cc), and it reads its debug settings once per process. Keeping
-TUNING on in the measured world would put a formatted write to a file into every timed
-call of rank 0 alone, which slows that rank and skews the ranks against each other;
-so before each variant's measured world, a probe world with the same ranks, environment
-and plan runs every (op, dtype, redop, size, placement) once, untimed and unchecked,
-with TUNING on. Its rank 0 log gives a choice per (op, bytes), which the measured
-world's rows carry in ``nccl_algo`` and ``nccl_proto``. Cost: one more start of the
-world and one call per row, paid once per variant. NCCL's choice for a size is a pure
-function of the communicator and the size (no tuner plugin: see colbench.nccl.algo),
-so the probe's answer is the measured world's.
+A ring-vs-tree comparison is true only if NCCL ran what was asked, which NCCL logs only
+under TUNING, a file write that would skew rank 0's timed calls: so a probe world with
+the same ranks, environment and plan runs every row once, untimed, with TUNING on, and
+the measured rows carry its choice per (op, bytes). Why its choice is the measured
+world's: docs/gpu.md ("Per call").
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections import Counter
@@ -25,7 +17,7 @@ from pathlib import Path
 
 from colbench.commands.sweep.task import Choices, SweepTask
 from colbench.config.model import SweepConfig
-from colbench.config.variants import CONTEND_NONE, Variant, environment
+from colbench.config.variants import Variant, environment
 from colbench.errors import ExitCode
 from colbench.nccl import log as nccl_log
 from colbench.nccl.algo import CommFacts, check_table
@@ -98,12 +90,13 @@ def run_probe(
     if not choices:
         return Probed({}, "the NCCL probe's log holds no TUNING line")
     note = f"NCCL's choice recorded for {len(choices)} (op, size) calls by a probe world"
-    said, refused = evidence(found, dict(variant.env if variant else ()), cfg.measure.register)
+    asked = dict(variant.env if variant else ())
+    said, refused = evidence(found, asked, cfg.measure.register)
     if said:
         note += "; NCCL's log: " + ", ".join(said)
     if refused is not None:
         note += f"; NOT as asked, so its rows are unsupported: {refused}"
-    differ = rules_against_table(found, dict(variant.env if variant else ()))
+    differ = rules_against_table(found, asked)
     if differ:
         note += "; NCCL's own tuning table disagrees with colbench's rules: " + "; ".join(differ)
     return Probed(choices, note, refused=refused)
@@ -145,23 +138,13 @@ def probe_variants(
         return {}
     found: dict[str, Probed] = {}
     for index, variant in enumerate(variants):
-        # NCCL's choice for a call does not depend on what else runs: a --contend world
-        # takes its unloaded twin's.
-        twin = dataclasses.replace(variant, contend=CONTEND_NONE).name
-        if variant.loaded and twin in found:
+        # NCCL's choice for a call depends neither on what else runs (a --contend world
+        # takes its unloaded twin's) nor on the engine that makes it (the same libnccl:
+        # --engine torch,nccl probes once): one probe per environment and interpreter.
+        same = (variant.env, variant.interpreter)
+        twin = next((v.name for v in variants[:index] if (v.env, v.interpreter) == same), None)
+        if twin is not None:
             found[variant.name] = found[twin]
-            continue
-        # Nor on the engine that makes it (the same libnccl): --engine torch,nccl probes once.
-        first = next(
-            (
-                v.name
-                for v in variants
-                if v.engine and (v.env, v.interpreter) == (variant.env, variant.interpreter)
-            ),
-            None,
-        )
-        if variant.engine and first in found:
-            found[variant.name] = found[first]
             continue
         probed = run_probe(cfg, world_size, run_dir, variant if variant.env else None, index)
         found[variant.name] = probed

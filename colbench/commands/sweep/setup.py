@@ -3,18 +3,15 @@
 Each repeat makes a fresh communicator of every rank and throws it away, the way each
 engine makes the one it measures through:
 
-- torch: ``dist.new_group`` of every rank on the world's backend, then one call on it (a
-  one-element all_reduce, waited for). torch starts NCCL's communicator lazily, in the
-  first call on a group, so set-up is both parts; on gloo the group's connections are
-  made in ``new_group`` itself, and the first call is one small collective.
-- nccl (the direct engine): what :meth:`DirectEngine.create` does before a sweep, rank
-  0's unique id carried over the side group and ``ncclCommInitRank``, which returns with
-  the communicator ready (NCCL's set-up is eager): there is no first call to time.
+- torch: ``dist.new_group``, then one call on it (a one-element all_reduce, waited for):
+  torch starts NCCL's communicator lazily, in the first call (gloo's connects in
+  ``new_group``), so set-up is both parts.
+- nccl (the direct engine): :meth:`DirectEngine.create`, whose ``ncclCommInitRank``
+  returns with the communicator ready: there is no first call to time.
 
-Every rank starts together (a barrier of the side group, which is not the group being
-made) and times its own part; the device memory taken is the free memory before minus
-after (cudaMemGetInfo: NCCL's own memory statistics exist only from 2.30). The probe
-buffer is allocated before the first reading, so it is not counted.
+Every rank starts together (a barrier of the side group) and times its own part; the
+device memory taken is the free memory before minus after (cudaMemGetInfo: NCCL's own
+memory statistics exist only from 2.30), the probe buffer allocated before.
 """
 
 from __future__ import annotations
@@ -101,6 +98,10 @@ def _synchronize(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
+#: The run's facts (colbench.bench.plan.RunInfo) that init.csv's rows repeat as they are.
+RUN_KEYS = ("run_id", "variant", "backend", "engine", "world_size", "nnodes", "ranks_per_gpu")
+
+
 def setup_rows(samples: Sequence[Sequence[SetupSample]], info: Any) -> list[InitRow]:
     """init.csv's rows of the gathered samples; ``info``: the run's RunInfo."""
     rows = []
@@ -111,14 +112,8 @@ def setup_rows(samples: Sequence[Sequence[SetupSample]], info: Any) -> list[Init
         memory = [s.device_mem_bytes for s in per_rank if s.device_mem_bytes is not None]
         rows.append(
             InitRow(
-                run_id=info.run_id,
-                variant=info.variant,
-                backend=info.backend,
-                engine=info.engine,
+                **{key: getattr(info, key) for key in RUN_KEYS},
                 device=info.device_name,
-                world_size=info.world_size,
-                nnodes=info.nnodes,
-                ranks_per_gpu=info.ranks_per_gpu,
                 repeat=repeat,
                 init_us=totals[slowest],
                 init_ranks_avg_us=sum(totals) / len(totals),
@@ -136,16 +131,11 @@ def table_lines(frame: Any) -> list[str]:
     from colbench import text
 
     columns = [
-        text.Column("engine", 7, "<"),
-        text.Column("backend", 7, "<"),
-        text.Column("ranks", 6),
-        text.Column("nodes", 6),
-        text.Column("repeat", 6),
-        text.Column("init_us", 11),
-        text.Column("create_us", 11),
-        text.Column("first_call_us", 13),
+        text.Column("engine", 7, "<"), text.Column("backend", 7, "<"), text.Column("ranks", 6),
+        text.Column("nodes", 6), text.Column("repeat", 6), text.Column("init_us", 11),
+        text.Column("create_us", 11), text.Column("first_call_us", 13),
         text.Column("device_MiB", 10),
-    ]
+    ]  # fmt: skip
     lines = [text.header(columns, lead="# ")]
     for row in frame.to_dict("records"):
         mem = row["device_mem_bytes"]

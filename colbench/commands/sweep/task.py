@@ -23,11 +23,12 @@ from colbench.bench.groups import (
     Refused,
     SideGroup,
     TorchEngine,
+    knobbed,
     members,
     split_label,
     split_world,
+    torch_nccl_version,
 )
-from colbench.bench.knobbed import knobbed, torch_nccl_version
 from colbench.bench.load import make_load
 from colbench.bench.loop import BenchContext, RankBench, RowSink
 from colbench.bench.ops import REGISTRY
@@ -38,11 +39,9 @@ from colbench.commands.sweep.setup import measure_setups, setup_rows
 from colbench.config.contend import LoadSpec
 from colbench.config.model import SweepConfig
 from colbench.config.validate import validate_for_world
-from colbench.config.variants import Variant
 from colbench.direct.engine import DIRECT, DirectEngine, group_ranks
 from colbench.errors import ExitCode, UsageError
 from colbench.hardware import node as node_hardware
-from colbench.hardware.node import group_ceiling
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import device_name, gpu_record, meet_peers
 from colbench.host.job import ConfiguredTask, InFlight, Peer, RankJob
@@ -65,7 +64,8 @@ SWEEP_DISAGREES = (
 Choices = dict[tuple[str, int], tuple[str, str]]
 
 #: Every rank's :class:`Peer`, its node's label, and each node's hardware by label: rank 0's
-#: :class:`Met` (the other ranks need no more than the run's facts drawn from them).
+#: :class:`Met` (the other ranks need no more than the run's facts drawn from them, and
+#: make nothing of colbench.commands.sweep.lead's).
 Introductions = tuple[list[Peer], list[str], dict[str, Any]]
 
 
@@ -163,13 +163,9 @@ def min_bw_verdict(run_dir: Path) -> int:
     mean over its rows, is below 0.9x the value; nothing when it is unset."""
     from colbench.config.min_bw import MIN_BW_VARIABLE, from_environment
 
-    if MIN_BW_VARIABLE not in os.environ:
-        return int(ExitCode.OK)
-    floor = from_environment()
-    if floor is None:
-        return int(ExitCode.OK)
-    average = RunDir(run_dir).read_meta().get("busbw_avg_gbps")
-    if average is None:
+    floor = from_environment() if MIN_BW_VARIABLE in os.environ else None
+    average = None if floor is None else RunDir(run_dir).read_meta().get("busbw_avg_gbps")
+    if floor is None or average is None:
         return int(ExitCode.OK)
     okay = floor.okay(average)
     print(
@@ -178,11 +174,6 @@ def min_bw_verdict(run_dir: Path) -> int:
         file=sys.stderr,
     )
     return int(ExitCode.OK if okay else ExitCode.DATA_ERROR)
-
-
-def variant_load(cfg: SweepConfig, variant: Variant) -> LoadSpec | None:
-    """The load a variant's world runs: --contend's in its ``contend=LOAD`` world."""
-    return cfg.measure.contend if variant.loaded else None
 
 
 def _run_plan(task: SweepTask, job: RankJob, rank: int, device: Any, in_flight: InFlight) -> None:
@@ -249,6 +240,8 @@ def _agree(
     hosts = node_labels(nodes)
     # Each node's first rank reads its hardware; the others take part in the gather only.
     towards = job.store_host or os.environ.get("MASTER_ADDR")
+    # Each node's first rank reads its hardware; the others take part in the gather only
+    # (nothing of colbench.hardware.node's runs in them).
     mine = node_hardware.read_node(towards=towards) if nodes.index(me.node) == rank else None
     hardware = {hosts[r]: f for r, f in enumerate(side.gather_objects(mine)) if f is not None}
     return work, me, (peers, hosts, hardware)
@@ -270,7 +263,7 @@ def _run_info(
     bus_ids = [p.gpu.get("bus_id") for p in peers]
     ceiling_gbps, ceiling_source, sharing = None, "", 1
     if me.rank == 0:
-        ceiling_gbps, ceiling_source, sharing = group_ceiling(
+        ceiling_gbps, ceiling_source, sharing = node_hardware.group_ceiling(
             hardware, job.backend, hosts, bus_ids, first, cfg.output.ceiling_gbps, emulated
         )
     return RunInfo(
