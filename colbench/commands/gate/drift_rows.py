@@ -23,7 +23,7 @@ from colbench.commands.gate import sensitivity
 from colbench.commands.gate.sensitivity import OverallResult
 from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict, gravest
 from colbench.results.join import Pair, Sample, is_ok
-from colbench.stats import drift, power, rank_tests
+from colbench.stats import drift, rank_tests
 
 
 @dataclass
@@ -71,27 +71,24 @@ def judge_rows(
 ) -> DriftSummary:
     """Re-judge every relative check of the rows on the drift test; Holm; the figures."""
     summary = DriftSummary(runs=len(runs))
-    cases: list[_Judged] = []
-    for pair, row in judged:
-        for c in row.checks:
-            if c.change is None:
-                continue
-            case = _judge_check(pair, row, c, min_runs, alpha)
-            if case is not None:
-                cases.append(case)
+    found = (
+        _judge_check(pair, row, c, min_runs, alpha) for pair, row in judged for c in row.relative
+    )
+    cases = [case for case in found if case is not None]
     rows = list({id(case.row): case.row for case in cases}.values())
     summary.overall = _overall(cases, runs, alpha) if len(rows) >= 2 else []
     sensitivity.control_family(summary, rows, alpha, fwer, "overall statistic")
     for case in cases:
-        _state(case, summary.row_level, target_power)
+        margin = drift.detectable_margin(case.spread, summary.row_level, target_power)
+        sensitivity.state_margin(case.result, margin)
     for o in summary.overall:
-        if o.spread is None:
-            continue
-        margin = drift.detectable_margin(o.spread, summary.overall_level, target_power)
-        o.detectable = power.detectable_slowdown(o.check.limit, o.check.worse_when, margin)
-        o.insensitive = power.insensitive(o.check.limit, o.check.worse_when, margin)
+        if o.spread is not None:
+            margin = drift.detectable_margin(o.spread, summary.overall_level, target_power)
+            sensitivity.state_margin(o, margin)
     for _, row in judged:
-        _settle(row, target_power)
+        if row.relative:
+            row.verdict = gravest({c.verdict for c in row.checks})
+            sensitivity.settle_power(row, target_power, "no figure", " (between-run drift)")
     return summary
 
 
@@ -122,8 +119,7 @@ def _verdict(j: drift.DriftJudgement, level: float) -> Verdict:
     """At the unadjusted level: Holm (_control) then demotes the worse it does not back."""
     if j.direction == 0:
         return Verdict.SAME
-    real = j.p_value is not None and j.p_value <= level
-    if not real:
+    if j.p_value is None or j.p_value > level:
         return Verdict.NOISY
     return Verdict.WORSE if j.direction > 0 else Verdict.BETTER
 
@@ -146,27 +142,3 @@ def _overall(cases: Sequence[_Judged], runs: Sequence[str], alpha: float) -> lis
             OverallResult(check, len(mine), j.change, j.p_value, _verdict(j, alpha), spread=spread)
         )
     return out
-
-
-def _state(case: _Judged, level: float, target_power: float) -> None:
-    c = case.result
-    margin = drift.detectable_margin(case.spread, level, target_power)
-    c.detectable = power.detectable_slowdown(c.check.limit, c.check.worse_when, margin)
-    c.insensitive = power.insensitive(c.check.limit, c.check.worse_when, margin)
-
-
-def _settle(row: RowResult, target_power: float) -> None:
-    """The row's verdict from its checks, its figure, and insensitive when it has none."""
-    relative = [c for c in row.checks if c.change is not None]
-    if not relative:
-        return
-    row.verdict = gravest({c.verdict for c in row.checks})
-    figures = [c.detectable for c in relative if not c.insensitive and c.detectable is not None]
-    row.detectable = min(figures, default=None)
-    if not figures and row.verdict is Verdict.SAME:
-        row.verdict = Verdict.INSENSITIVE
-        shown = [c.detectable for c in relative if c.detectable is not None]
-        seen = f"it would see only slowdowns >= {min(shown):.0%}" if shown else "no figure"
-        row.notes.append(
-            f"too noisy to judge: {seen} at {target_power:.0%} power (between-run drift)"
-        )

@@ -43,7 +43,7 @@ import numpy as np
 from colbench.commands.gate import sensitivity
 from colbench.commands.gate.checks import Check
 from colbench.commands.gate.sensitivity import FamilySummary, OverallResult
-from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict
+from colbench.commands.gate.verdict import RowResult, Verdict
 from colbench.results.join import Pair, ok_values
 from colbench.stats import drift, power, rank_tests
 
@@ -128,7 +128,7 @@ def judge_rows(
     summary = FamilySummary()
     rows = [row for _, row in judged if row.judged]
     if len(rows) >= 2:
-        checks = dict.fromkeys(c.check for row in rows for c in row.checks if c.change is not None)
+        checks = dict.fromkeys(c.check for row in rows for c in row.relative)
         found = (_pooled(check, judged, alpha) for check in checks)
         summary.overall = [o for o in found if o is not None]
     floors = [_floor(row) for row in rows]
@@ -138,30 +138,22 @@ def judge_rows(
     for row, floor in zip(rows, floors, strict=True):
         # A row left out of the family states what it could not reach: its own level.
         level = summary.row_level if floor <= cut else summary.nominal_row_level
-        sensitivity.state_power([row], level, target_power)
-    for o, sigmas in zip(summary.overall, _spreads(summary.overall, rows), strict=True):
-        margin = None if sigmas is None else uniform_margin(sigmas, summary.overall_level,
-                                                            target_power)  # fmt: skip
-        o.insensitive = power.insensitive(o.check.limit, o.check.worse_when, margin)
-        if margin is not None:
-            o.detectable = power.detectable_slowdown(o.check.limit, o.check.worse_when, margin)
+        sensitivity.state_power(row, level, target_power)
+    for o in summary.overall:
+        sensitivity.state_margin(o, _margin(o, rows, summary.overall_level, target_power))
     return summary
 
 
-def _spreads(
-    overall: Sequence[OverallResult], rows: Sequence[RowResult]
-) -> list[list[tuple[float, int, int]] | None]:
-    """Each overall result's rows as (log SD, samples a side); None when a row has no SD."""
-    out: list[list[tuple[float, int, int]] | None] = []
-    for o in overall:
-        mine = [
-            c for row in rows for c in row.checks if c.check == o.check and c.change is not None
-        ]
-        if any(c.log_sd is None for c in mine):
-            out.append(None)
-        else:
-            out.append([(c.log_sd or 0.0, c.n_baseline, c.n_current) for c in mine])
-    return out
+def _margin(
+    o: OverallResult, rows: Sequence[RowResult], level: float, target_power: float
+) -> float | None:
+    """The pooled test's margin from its rows' log SDs and sample counts; None when a row
+    has no SD."""
+    mine = [c for row in rows for c in row.relative if c.check == o.check]
+    if any(c.log_sd is None for c in mine):
+        return None
+    sigmas = [(c.log_sd or 0.0, c.n_baseline, c.n_current) for c in mine]
+    return uniform_margin(sigmas, level, target_power)
 
 
 def _pooled(
@@ -171,7 +163,7 @@ def _pooled(
     sides: list[tuple[list[float], list[float]]] = []
     logs: list[float] = []
     for pair, row in judged:
-        c = _result(row, check)
+        c = next((c for c in row.relative if c.check == check), None)
         if c is None or c.baseline_median is None or c.current_median is None:
             continue
         base, cur = ok_values(pair.a, check.metric), ok_values(pair.b, check.metric)
@@ -181,15 +173,15 @@ def _pooled(
         logs.append(math.log(c.current_median / c.baseline_median))
     if len(sides) < 2:
         return None
-    change = math.expm1(rank_tests.median(logs))
-    w = check.worse_when
+    median_log, w = rank_tests.median(logs), check.worse_when
+    change = math.expm1(median_log)
     p_worse = pooled_p([Stratum.of(b, c, w, check.limit) for b, c in sides])
-    beyond = abs(rank_tests.median(logs)) - drift.limit_log(
-        check.limit, rank_tests.median(logs) > 0
-    )
-    direction = 0 if beyond <= 0 else (1 if rank_tests.median(logs) * w > 0 else -1)
+    beyond = abs(median_log) - drift.limit_log(check.limit, median_log > 0)
+    direction = 0 if beyond <= 0 else (1 if median_log * w > 0 else -1)
     if p_worse <= alpha or direction >= 0:
-        verdict = Verdict.WORSE if p_worse <= alpha else _within(direction)
+        verdict = (
+            Verdict.WORSE if p_worse <= alpha else (Verdict.NOISY if direction else Verdict.SAME)
+        )
         return OverallResult(check, len(sides), change, p_worse, verdict)
     p_better = pooled_p([Stratum.of(b, c, -w, check.limit) for b, c in sides])
     verdict = Verdict.BETTER if p_better <= alpha else Verdict.NOISY
@@ -198,16 +190,5 @@ def _pooled(
 
 def _floor(row: RowResult) -> float:
     """The smallest p any of the row's rank tests can give, from its sample counts."""
-    return min(
-        (rank_tests.smallest_one_sided_p(c.n_baseline, c.n_current) for c in row.checks
-         if c.change is not None and c.n_baseline and c.n_current),
-        default=1.0,
-    )  # fmt: skip
-
-
-def _within(direction: int) -> Verdict:
-    return Verdict.NOISY if direction > 0 else Verdict.SAME
-
-
-def _result(row: RowResult, check: Check) -> CheckResult | None:
-    return next((c for c in row.checks if c.check == check and c.change is not None), None)
+    counts = [(c.n_baseline, c.n_current) for c in row.relative if c.n_baseline and c.n_current]
+    return min((rank_tests.smallest_one_sided_p(b, n) for b, n in counts), default=1.0)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from colbench.commands.gate.checks import Check
-from colbench.commands.gate.verdict import RowResult, Verdict, gravest
+from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict, gravest
 from colbench.output import plural
 from colbench.stats import drift, power
 from colbench.stats.holm import holm as holm_procedure
@@ -73,10 +73,6 @@ class FamilySummary:
     alone: int = 0
     nominal_row_level: float = 0.0
     overall: list[OverallResult] = field(default_factory=list)
-
-    @property
-    def fails(self) -> bool:
-        return any(o.fails for o in self.overall)
 
     @property
     def sensitive_overall(self) -> OverallResult | None:
@@ -166,28 +162,34 @@ def _testable(floors: Sequence[float], weight: float, share: float, alpha: float
     return 0
 
 
-def state_power(rows: Sequence[RowResult], level: float, target_power: float) -> None:
-    """Each relative check's detectable slowdown at ``level``; insensitive rows marked."""
-    for row in rows:
-        figures = []
-        relative = [c for c in row.checks if c.change is not None]
-        for c in relative:
-            margin = None
-            if c.log_sd is not None:
-                margin = power.shift_margin(
-                    c.log_sd, c.n_baseline, c.n_current, level, target_power
-                )
-            c.insensitive = power.insensitive(c.check.limit, c.check.worse_when, margin)
-            if margin is not None:
-                c.detectable = power.detectable_slowdown(c.check.limit, c.check.worse_when, margin)
-            if not c.insensitive and c.detectable is not None:
-                figures.append(c.detectable)
-        row.detectable = min(figures, default=None)
-        if relative and not figures and row.verdict is Verdict.SAME:
-            row.verdict = Verdict.INSENSITIVE
-            shown = [c.detectable for c in relative if c.detectable is not None]
-            if shown:
-                seen = f"it would see only slowdowns >= {min(shown):.0%}"
-            else:
-                seen = f"{row.n_baseline}/{row.n_current} samples cannot reach p <= {level:.2g}"
-            row.notes.append(f"too noisy to judge: {seen} at {target_power:.0%} power")
+def state_margin(target: CheckResult | OverallResult, margin: float | None) -> None:
+    """The slowdown a log ``margin`` beyond the limit lets ``target`` detect, and whether
+    that makes it insensitive (colbench.stats.power); no figure without a margin."""
+    check = target.check
+    target.insensitive = power.insensitive(check.limit, check.worse_when, margin)
+    if margin is not None:
+        target.detectable = power.detectable_slowdown(check.limit, check.worse_when, margin)
+
+
+def state_power(row: RowResult, level: float, target_power: float) -> None:
+    """Each relative check's detectable slowdown at ``level``, from the samples' spread."""
+    for c in row.relative:
+        margin = None
+        if c.log_sd is not None:
+            margin = power.shift_margin(c.log_sd, c.n_baseline, c.n_current, level, target_power)
+        state_margin(c, margin)
+    cannot = f"{row.n_baseline}/{row.n_current} samples cannot reach p <= {level:.2g}"
+    settle_power(row, target_power, cannot)
+
+
+def settle_power(row: RowResult, target_power: float, no_figure: str, basis: str = "") -> None:
+    """The row's figure, the smallest its sensitive checks state; a row within its limits
+    without one is insensitive, its note saying what it could see (``no_figure`` when no
+    check states a figure; ``basis``: what the figures come from)."""
+    figures = [c.detectable for c in row.relative if not c.insensitive and c.detectable is not None]
+    row.detectable = min(figures, default=None)
+    if row.relative and not figures and row.verdict is Verdict.SAME:
+        row.verdict = Verdict.INSENSITIVE
+        shown = [c.detectable for c in row.relative if c.detectable is not None]
+        seen = f"it would see only slowdowns >= {min(shown):.0%}" if shown else no_figure
+        row.notes.append(f"too noisy to judge: {seen} at {target_power:.0%} power{basis}")

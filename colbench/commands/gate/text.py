@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from colbench.commands.gate.result import GateResult
 from colbench.commands.gate.sensitivity import OverallResult
-from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict
+from colbench.commands.gate.verdict import Verdict
 from colbench.output import plural
 from colbench.stats import rank_tests
 
@@ -78,14 +78,10 @@ def _alone(result: GateResult) -> str:
     summary = result.pooled
     if summary is None or not summary.overall or summary.alone < summary.family:
         return ""
-    counts = {(c.n_baseline, c.n_current) for r in result.rows for c in _relative(r)}
+    counts = {(c.n_baseline, c.n_current) for r in result.rows for c in r.relative}
     best = min(rank_tests.smallest_one_sided_p(b, c) for b, c in counts)
     shown = ", ".join(f"{b}/{c}" for b, c in sorted(counts))
     return f"{shown} samples: p >= {best:.2g} > {summary.nominal_row_level:.2g}"
-
-
-def _relative(row: RowResult) -> list[CheckResult]:
-    return [c for c in row.checks if c.change is not None]
 
 
 def _overall_stated(result: GateResult) -> bool:

@@ -163,9 +163,13 @@ class RowResult:
     detectable: float | None = None
 
     @property
+    def relative(self) -> list[CheckResult]:
+        """The relative checks that compared the row's samples (performance judged)."""
+        return [c for c in self.checks if c.change is not None]
+
+    @property
     def judged(self) -> bool:
-        """True when a relative check compared the row's samples (performance judged)."""
-        return any(c.change is not None for c in self.checks)
+        return bool(self.relative)
 
     @property
     def fails(self) -> bool:
