@@ -16,8 +16,6 @@ from colbench.results.join import RunFrames, load_pooled, read_meta
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text
 from colbench.results.rundir import RunDir
 
-#: Runs a baseline keeps by default: the accepted run(s) alone replace it.
-
 
 def update_baseline(
     current: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
@@ -54,15 +52,21 @@ def update_baseline(
         lines = texts[0][:1] + [line for t in texts for line in t[1:]]
     else:
         # Runs of different schema versions: one file in this version's layout.
-        old = [_only_runs(load_run(target), kept)] if kept else []
-        lines = [frame_text(pd_concat([*old, load_pooled(currents, load_run)]))]
+        import pandas as pd
+
+        frames = [load_pooled(currents, load_run)]
+        if kept:
+            old = load_run(target)
+            frames.insert(0, old[old["run_id"].astype(str).isin(kept)])
+        lines = [frame_text(pd.concat(frames, ignore_index=True))]
     meta = metas[0]
     if meta is not None and len(currents) + len(kept) > 1:
         runs = kept + [m.get("run_id") if m else None for m in metas]
         meta = {**meta, "pooled_runs": runs}
     try:
         target.mkdir(parents=True, exist_ok=True)
-        _replace(RunDir(target).table_path(), "".join(lines))
+        # Written next to the target, then renamed: a reader never sees half a baseline.
+        tables.replace_text(RunDir(target).table_path(), "".join(lines))
         if meta is not None:
             RunDir(target).write_meta(meta)
         else:
@@ -98,21 +102,6 @@ def _lines(path: str | os.PathLike[str], runs: Sequence[str] | None = None) -> l
     column = next(csv.reader(text[:1])).index("run_id")
     wanted = set(runs)
     return text[:1] + [line for line in text[1:] if next(csv.reader([line]))[column] in wanted]
-
-
-def _only_runs(frame: Any, runs: Sequence[str]) -> Any:
-    return frame[frame["run_id"].astype(str).isin(list(runs))]
-
-
-def pd_concat(frames: Sequence[Any]) -> Any:
-    import pandas as pd
-
-    return pd.concat(list(frames), ignore_index=True)
-
-
-def _replace(path: Path, text: str) -> None:
-    # Write next to the target, then rename: a reader never sees half a baseline file.
-    tables.replace_text(path, text)
 
 
 def _refuse_as_baseline(path: str | os.PathLike[str], load_run: RunFrames) -> None:

@@ -155,10 +155,6 @@ class SizeWindow:
     closed: str = ""
 
     @classmethod
-    def closed_because(cls, reason: str) -> SizeWindow:
-        return cls(closed=reason)
-
-    @classmethod
     def parse(cls, min_size: str | None, max_size: str | None) -> SizeWindow:
         low = parse_size(min_size) if min_size is not None else None
         high = parse_size(max_size) if max_size is not None else None

@@ -6,13 +6,12 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from colbench.commands.gate.baseline import update_baseline
 from colbench.commands.gate.checks import SizeWindow, parse_checks
 from colbench.commands.gate.engine import run_gate
 from colbench.commands.gate.options import GateOptions
-from colbench.commands.gate.result import GateRules
+from colbench.commands.gate.result import GateRules, check_levels
 from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
 from colbench.results import tables
@@ -26,7 +25,6 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     itself), else $NCCL_TESTS_MIN_BW read as nccl-tests reads it (0.9x the value)."""
     from colbench.commands.gate import report as gate_report
 
-    check_texts = flags.check or ()
     if flags.variant_a is not None or flags.variant_b is not None:
         return _paired(baseline, current, flags)
     # One read of each run serves every step below: the fabric check, the judging, the
@@ -35,7 +33,7 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     for warning in fabric_warnings_of([baseline, *current], flags.allow_emulated, frames_of):
         print(f"colbench: warning: {warning}", file=sys.stderr)
     _check_arguments(baseline, current, flags)
-    checks = parse_checks(check_texts)
+    checks = parse_checks(flags.check or ())
     window = SizeWindow.parse(flags.min_size, flags.max_size)
     # The explicit flag wins; both are checked, so a bad variable is refused either way.
     from_environment = min_bw.from_environment()
@@ -72,7 +70,7 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     print("\n".join(gate_report.console_lines(result)), flush=True)
     _write_reports(flags.report, gate_report.markdown(result))
     if flags.junit:
-        _write_text(Path(flags.junit), gate_report.junit_xml(result))
+        tables.write_text(flags.junit, gate_report.junit_xml(result))
     if not result.passed:
         return int(ExitCode.DATA_ERROR)
     if flags.fail_inconclusive and result.passed_on_presence_only:
@@ -136,7 +134,7 @@ def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
             "the paired gate takes one relative check, e.g. --check busbw_gbps:-10% "
             "(B may be at most 10% worse than A)"
         )
-    _check_levels(flags)
+    check_levels(flags.alpha, flags.power)
     window = SizeWindow.parse(flags.min_size, flags.max_size)
     frame = RunDir.of(run).results()
     result = paired_gate(frame, a, b, relative[0], window, flags.alpha, run, flags.power)
@@ -154,21 +152,10 @@ def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
     return int(ExitCode.OK)
 
 
-def _check_levels(flags: GateOptions) -> None:
-    if not 0 < flags.alpha < 1:
-        raise UsageError(f"--alpha must be between 0 and 1, got {flags.alpha:g}")
-    if not 0 < flags.power < 1:
-        raise UsageError(f"--power must be between 0 and 1, got {flags.power:g}")
-
-
 def _write_reports(report: str | None, text: str) -> None:
     """The Markdown report where asked, and into the job summary on GitHub Actions."""
     if report:
-        _write_text(Path(report), text)
+        tables.write_text(report, text)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        _write_text(Path(summary), text + "\n", append=True)
-
-
-def _write_text(path: Path, text: str, append: bool = False) -> None:
-    tables.write_text(path, text, append)
+        tables.write_text(summary, text + "\n", append=True)

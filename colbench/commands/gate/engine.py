@@ -55,7 +55,7 @@ def gate_frames(
     the baseline runs' drift when the baseline holds at least ``rules.min_runs`` runs.
     ``not_judged``: why performance is not judged at all (the size window is then shut)."""
     if not_judged:
-        rules = replace(rules, window=SizeWindow.closed_because(not_judged))
+        rules = replace(rules, window=SizeWindow(closed=not_judged))
     # An empty side (no baseline) has no say in which key columns the runs record.
     recorded = [f for f in (baseline_frame, current_frame) if len(f)] or [current_frame]
     pairs = join(baseline_frame, current_frame, key_columns(*recorded))
@@ -69,10 +69,8 @@ def gate_frames(
         drift = drift_rows.judge_rows(
             judged, runs, rules.min_runs, rules.alpha, rules.power, rules.fwer
         )
-        family = drift.family
     else:
         pooled_summary = pooled.judge_rows(judged, rules.alpha, rules.power, rules.fwer)
-        family = pooled_summary.family
     rows = sorted((row for _, row in judged), key=_sort_key)
     floors = average_busbw_floors(current_frame, rules.floor) if rules.floor is not None else []
     return GateResult(
@@ -82,7 +80,6 @@ def gate_frames(
         rows,
         floors=floors,
         warnings=_sample_warnings(rules, rows, pairs, drift is not None),
-        family=family,
         not_judged=not_judged,
         baseline_runs=len(runs),
         drift=drift,
@@ -174,26 +171,21 @@ def average_busbw_floors(current_frame: Any, floor: BusbwFloor) -> list[FloorRes
 
 def _what_changed(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """Versions, CPU and recorded environment that differ: the usual suspects."""
-    changes: list[tuple[str, str, str]] = []
+    base_v, cur_v = (m.get("versions") or {} for m in (base, cur))
+    base_env, cur_env = (m.get("env") or {} for m in (base, cur))
+    named = [(name, base_v.get(name), cur_v.get(name)) for name in sorted({*base_v, *cur_v})]
+    cpus = [(m.get("cpu") or {}).get("model") for m in (base, cur)]
+    devices = [",".join(sorted(set(m.get("devices") or []))) for m in (base, cur)]
+    named += [("cpu", cpus[0], cpus[1]), ("devices", devices[0], devices[1])]
+    named += [
+        (f"${name}", base_env.get(name), cur_env.get(name))
+        for name in sorted({*base_env, *cur_env})
+    ]
+    return [(what, _dash(a), _dash(b)) for what, a, b in named if a != b]
 
-    def note(what: str, a: Any, b: Any) -> None:
-        if a != b:
-            changes.append(
-                (what, "-" if a in (None, "") else str(a), "-" if b in (None, "") else str(b))
-            )
 
-    for name in sorted(set(base.get("versions") or {}) | set(cur.get("versions") or {})):
-        note(name, (base.get("versions") or {}).get(name), (cur.get("versions") or {}).get(name))
-    note("cpu", (base.get("cpu") or {}).get("model"), (cur.get("cpu") or {}).get("model"))
-    note(
-        "devices",
-        ",".join(sorted(set(base.get("devices") or []))),
-        ",".join(sorted(set(cur.get("devices") or []))),
-    )
-    base_env, cur_env = base.get("env") or {}, cur.get("env") or {}
-    for name in sorted(set(base_env) | set(cur_env)):
-        note(f"${name}", base_env.get(name), cur_env.get(name))
-    return changes
+def _dash(value: Any) -> str:
+    return "-" if value in (None, "") else str(value)
 
 
 def run_gate(

@@ -70,14 +70,18 @@ class GateRules:
     accept_incomplete_baseline: bool = False
 
     def __post_init__(self) -> None:
-        if not 0 < self.alpha < 1:
-            raise UsageError(f"--alpha must be between 0 and 1, got {self.alpha:g}")
-        if not 0 < self.power < 1:
-            raise UsageError(f"--power must be between 0 and 1, got {self.power:g}")
+        check_levels(self.alpha, self.power)
         if self.fwer not in sensitivity.FWER_CHOICES:
             raise UsageError(f"--fwer must be one of {', '.join(sensitivity.FWER_CHOICES)}")
         if self.min_runs < 3:
             raise UsageError(f"--min-baseline-runs must be >= 3, got {self.min_runs}")
+
+
+def check_levels(alpha: float, power_level: float) -> None:
+    """--alpha and --power are probabilities: refused outside (0, 1)."""
+    for flag, value in (("--alpha", alpha), ("--power", power_level)):
+        if not 0 < value < 1:
+            raise UsageError(f"{flag} must be between 0 and 1, got {value:g}")
 
 
 @dataclass
@@ -92,8 +96,6 @@ class GateResult:
     warnings: list[str] = field(default_factory=list)
     #: (what, baseline value, current value) for versions, CPU and environment.
     changes: list[tuple[str, str, str]] = field(default_factory=list)
-    #: Rows judged on performance (Holm's m).
-    family: int = 0
     #: Why performance was not judged at all (no baseline, another machine); "" if it was.
     not_judged: str = ""
     #: Runs in the baseline's window; ``drift`` is set when the drift test judged the rows.
@@ -108,6 +110,11 @@ class GateResult:
     @property
     def summary(self) -> sensitivity.FamilySummary | None:
         return self.drift or self.pooled
+
+    @property
+    def family(self) -> int:
+        """Rows judged on performance (Holm's m)."""
+        return self.summary.family if self.summary else 0
 
     @property
     def overall(self) -> list[sensitivity.OverallResult]:
