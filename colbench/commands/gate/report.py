@@ -135,21 +135,11 @@ def console_lines(result: GateResult) -> list[str]:
         text.header(columns),
     ]
     for row in result.rows:
-        k = row.key
-        mark = "!" if row.fails else " "
-        cells = (
-            row.verdict.value, k["op"], k["dtype"], k["redop"], _place(row), k["size_bytes"],
-            f"{row.n_baseline}/{row.n_current}", _detect(row),
-            *(_cell(_by_metric(row, m)) for m in metrics), "; ".join(row.notes),
-        )  # fmt: skip
-        lines.append(text.line(cells, columns, lead=f"{mark} "))
-    for floor in result.floors:
-        state = "below" if floor.fails else "meets"
-        lines.append(
-            f"# {floor.op}{' [' + floor.variant + ']' if floor.variant else ''}: average busbw "
-            f"{floor.avg_busbw_gbps:.4g} GB/s {state} the floor {floor.floor_gbps:.4g} GB/s "
-            f"({floor.floor.describe()})"
-        )
+        lines.append(text.line(_cells(row, metrics), columns, lead="! " if row.fails else "  "))
+    for f in result.floors:
+        state = "below" if f.fails else "meets"
+        average = f"average busbw {f.avg_busbw_gbps:.4g} GB/s"
+        lines.append(f"# {f.label}: {average} {state} the floor {f.limit_text()}")
     lines.extend(f"# {line}" for line in overall_lines(result))
     lines.extend(f"# changed: {what}: {a} -> {b}" for what, a, b in result.changes)
     lines.extend(f"# warning: {w}" for w in result.warnings)
@@ -165,9 +155,7 @@ def _detect(row: RowResult) -> str:
 
 
 def _md_cell(c: CheckResult | None) -> str:
-    if c is None:
-        return ""
-    if c.current_median is None:
+    if c is None or c.current_median is None:
         return ""
     if c.change is None or c.baseline_median is None:
         return _absolute(c)
@@ -177,29 +165,27 @@ def _md_cell(c: CheckResult | None) -> str:
     return f"{c.baseline_median:.4g} → {c.current_median:.4g} ({change})"
 
 
+def _cells(row: RowResult, metrics: Sequence[str], markdown: bool = False) -> list[object]:
+    """One row of the console table, or of the Markdown one (failures bold, notes escaped)."""
+    k, notes = row.key, "; ".join(row.notes)
+    verdict = f"**{row.verdict.value}**" if markdown and row.fails else row.verdict.value
+    figures = [(_md_cell if markdown else _cell)(_by_metric(row, m)) for m in metrics]
+    return [
+        verdict,
+        *(k[c] for c in ("op", "dtype", "redop")),
+        _place(row),
+        k["size_bytes"],
+        f"{row.n_baseline}/{row.n_current}",
+        _detect(row),
+        *figures,
+        text.escape(notes) if markdown else notes,
+    ]
+
+
 def _md_table(result: GateResult, rows: Sequence[RowResult]) -> list[str]:
     metrics = _perf_metrics(result)
-    head = [
-        "verdict", "op", "dtype", "redop", "place", "size (B)", "samples", "detect",
-        *metrics, "note",
-    ]  # fmt: skip
-    cells = []
-    for row in rows:
-        k = row.key
-        verdict = f"**{row.verdict.value}**" if row.fails else row.verdict.value
-        cells.append([
-            verdict,
-            str(k["op"]),
-            str(k["dtype"]),
-            str(k["redop"]),
-            _place(row),
-            str(k["size_bytes"]),
-            f"{row.n_baseline}/{row.n_current}",
-            _detect(row),
-            *(_md_cell(_by_metric(row, m)) for m in metrics),
-            text.escape("; ".join(row.notes)),
-        ])  # fmt: skip
-    return text.markdown(head, cells)
+    head = ["verdict", "op", "dtype", "redop", "place", "size (B)", "samples", "detect"]
+    return text.markdown([*head, *metrics, "note"], [_cells(r, metrics, True) for r in rows])
 
 
 def markdown(result: GateResult) -> str:
@@ -262,9 +248,9 @@ def _md_floors(result: GateResult) -> list[str]:
             ["op", "average busbw (GB/s)", "floor (GB/s)", ""],
             [
                 (
-                    f.op + (f" [{f.variant}]" if f.variant else ""),
+                    f.label,
                     f"{f.avg_busbw_gbps:.4g}",
-                    f"{f.floor_gbps:.4g}",
+                    f"{f.floor.floor_gbps:.4g}",
                     "**below**" if f.fails else "ok",
                 )
                 for f in result.floors
@@ -339,19 +325,11 @@ def _junit_row(suite: ET.Element, row: RowResult) -> None:
 
 
 def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
-    case = _test_case(
-        suite,
-        "colbench.gate.floor",
-        f"{floor.op} average busbw >= {floor.floor_gbps:.4g} GB/s ({floor.floor.describe()})",
-    )
+    name = f"{floor.op} average busbw >= {floor.limit_text()}"
+    case = _test_case(suite, "colbench.gate.floor", name)
     if floor.fails:
-        ET.SubElement(
-            case,
-            "failure",
-            message=f"average busbw {floor.avg_busbw_gbps:.4g} GB/s below "
-            f"{floor.floor_gbps:.4g} GB/s ({floor.floor.describe()})",
-            type="floor",
-        )
+        message = f"average busbw {floor.avg_busbw_gbps:.4g} GB/s below {floor.limit_text()}"
+        ET.SubElement(case, "failure", message=message, type="floor")
 
 
 def _junit_overall(suite: ET.Element, o: OverallResult, name: str) -> None:

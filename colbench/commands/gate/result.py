@@ -34,12 +34,16 @@ class FloorResult:
     floor: BusbwFloor
 
     @property
-    def floor_gbps(self) -> float:
-        return self.floor.floor_gbps
-
-    @property
     def fails(self) -> bool:
         return not self.floor.okay(self.avg_busbw_gbps)
+
+    @property
+    def label(self) -> str:
+        return self.op + (f" [{self.variant}]" if self.variant else "")
+
+    def limit_text(self) -> str:
+        """The floor as the reports state it: its value, and where it comes from."""
+        return f"{self.floor.floor_gbps:.4g} GB/s ({self.floor.describe()})"
 
 
 @dataclass(frozen=True)
