@@ -118,8 +118,7 @@ def _warn_if_self(baseline: str, current: Sequence[str], frames_of: RunFrames) -
 
 def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
     """One interleaved run, variant B against A pair by pair (colbench.commands.gate.paired)."""
-    from colbench.commands.gate import paired_report as gate_paired
-    from colbench.commands.gate.paired import paired_gate
+    from colbench.commands.gate import paired
     from colbench.results.rundir import RunDir
 
     if current:
@@ -137,14 +136,14 @@ def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
     check_levels(flags.alpha, flags.power)
     window = SizeWindow.parse(flags.min_size, flags.max_size)
     frame = RunDir.of(run).results()
-    result = paired_gate(frame, a, b, relative[0], window, flags.alpha, run, flags.power)
+    result = paired.paired_gate(frame, a, b, relative[0], window, flags.alpha, run, flags.power)
     if not result.rows:
         raise UsageError(
             f"no pairs of {a} and {b} rows to judge in {run} "
             "(an interleaved run, within --min-size/--max-size?)"
         )
-    print("\n".join(gate_paired.console_lines(result)), flush=True)
-    _write_reports(flags.report, gate_paired.markdown(result))
+    print("\n".join(paired.console_lines(result)), flush=True)
+    _write_reports(flags.report, paired.markdown(result))
     if result.failures:
         return int(ExitCode.DATA_ERROR)
     if flags.fail_inconclusive and result.inconclusive:

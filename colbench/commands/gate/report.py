@@ -56,8 +56,7 @@ LEGEND = (
 
 
 def summary_line(result: GateResult) -> str:
-    counts = result.counts()
-    parts = ", ".join(f"{n} {v.value}" for v, n in counts.items())
+    parts = ", ".join(f"{n} {v.value}" for v, n in result.counts().items())
     floors = sum(f.fails for f in result.floors)
     floor_text = f", {floors} average-busbw floor(s) not met" if floors else ""
     if result.incomplete:
@@ -98,10 +97,6 @@ def _by_metric(row: RowResult, metric: str) -> CheckResult | None:
 
 def _perf_metrics(result: GateResult) -> list[str]:
     return [c.metric for c in result.rules.checks if c.metric != "wrong"]
-
-
-def _place(row: RowResult) -> str:
-    return "in" if int(row.key["in_place"]) else "out"
 
 
 def _window_text(result: GateResult) -> str:
@@ -173,7 +168,7 @@ def _cells(row: RowResult, metrics: Sequence[str], markdown: bool = False) -> li
     return [
         verdict,
         *(k[c] for c in ("op", "dtype", "redop")),
-        _place(row),
+        "in" if int(k["in_place"]) else "out",
         k["size_bytes"],
         f"{row.n_baseline}/{row.n_current}",
         _detect(row),
