@@ -106,23 +106,17 @@ def _lines(path: str | os.PathLike[str], runs: Sequence[str] | None = None) -> l
 
 def _refuse_as_baseline(path: str | os.PathLike[str], load_run: RunFrames) -> None:
     frame = load_run(path)
-    where = csv_path(path).parent
     bad_wrong = int((frame["wrong"].fillna(0) > 0).sum())
-    if bad_wrong:
-        raise UsageError(
-            f"refusing to accept {where} as the baseline: {bad_wrong} row(s) have wrong elements"
-        )
     # An unsupported row is a fact of the variant (NCCL has no tree all_gather), the
     # same in every run; an oom row is an accident of that run.
     not_ok = int((~frame["status"].isin([STATUS_OK, STATUS_UNSUPPORTED])).sum())
-    if not_ok:
-        raise UsageError(
-            f"refusing to accept {where} as the baseline: {not_ok} row(s) have no "
-            "measurement (status other than ok or unsupported)"
-        )
-    meta = read_meta(path)
-    if meta is not None and meta.get("status") != "complete":
-        raise UsageError(
-            f"refusing to accept {where} as the baseline: its status is "
-            f"{meta.get('status')!r}, not complete"
-        )
+    if bad_wrong:
+        why = f"{bad_wrong} row(s) have wrong elements"
+    elif not_ok:
+        why = f"{not_ok} row(s) have no measurement (status other than ok or unsupported)"
+    else:
+        meta = read_meta(path)
+        if meta is None or meta.get("status") == "complete":
+            return
+        why = f"its status is {meta.get('status')!r}, not complete"
+    raise UsageError(f"refusing to accept {csv_path(path).parent} as the baseline: {why}")

@@ -23,11 +23,7 @@ from colbench.stats.levels import DEFAULT_POWER as DEFAULT_POWER
 
 #: Metric -> +1 when a rise is a regression (times, wrong elements), -1 when a drop is.
 METRIC_WORSE_WHEN: dict[str, int] = {
-    "time_us": +1,
-    "time_min_us": +1,
-    "time_p50_us": +1,
-    "time_p99_us": +1,
-    "time_max_us": +1,
+    **dict.fromkeys(("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us"), +1),
     "algbw_gbps": -1,
     "busbw_gbps": -1,
     "wrong": +1,

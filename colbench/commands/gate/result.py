@@ -7,6 +7,7 @@ Apart from :mod:`colbench.commands.gate.engine`, which joins runs and judges row
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from colbench.commands.gate import drift_rows, sensitivity
@@ -165,7 +166,5 @@ class GateResult:
         return self.passed and bool(self.not_judged or self.inconclusive)
 
     def counts(self) -> dict[Verdict, int]:
-        out = {v: 0 for v in Verdict}
-        for row in self.rows:
-            out[row.verdict] += 1
-        return {v: n for v, n in out.items() if n}
+        found = Counter(row.verdict for row in self.rows)
+        return {v: found[v] for v in Verdict if found[v]}

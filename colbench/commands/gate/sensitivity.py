@@ -113,11 +113,12 @@ def control_family(
     weight = OVERALL_WEIGHT if summary.overall else 0.0
     share = (1 - weight) / max(m, 1)
     holm = fwer != "none"
-    testable = _testable(floors or [0.0] * m, weight, share, alpha) if holm else m
-    summary.alone = m - testable if holm else 0
+    floors = list(floors or [0.0] * m)
+    testable = _testable(floors, weight, share, alpha) if holm else m
+    summary.alone = m - testable
     summary.nominal_row_level = alpha * share if holm else alpha
     # Rows by floor, lowest first: the first ``testable`` keep their share.
-    order = sorted(range(m), key=lambda i: (floors or [0.0] * m)[i])
+    order = sorted(range(m), key=floors.__getitem__)
     weights = [0.0] * m
     for i in order[:testable]:
         weights[i] = share
@@ -131,11 +132,9 @@ def control_family(
         if holm
         else [p <= alpha for p in p_values]
     )
-    family = (
-        f"weighted Holm over {plural(m, 'row')} and the {overall}"
-        if weight
-        else f"Holm over {plural(m, 'row')}"
-    )
+    family = f"Holm over {plural(m, 'row')}"
+    if weight:
+        family = f"weighted {family} and the {overall}"
     for row, p, backed in zip(rows, p_values, kept, strict=False):
         if backed or p >= 1.0:
             continue
