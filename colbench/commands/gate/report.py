@@ -11,15 +11,16 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from colbench import text
-from colbench.commands.gate.result import FloorResult, GateResult
-from colbench.commands.gate.sensitivity import OverallResult
-from colbench.commands.gate.text import (
+from colbench.commands.gate.result import (
+    FloorResult,
+    GateResult,
     overall_change,
     overall_lines,
     power_rule,
     power_text,
     rule_text,
 )
+from colbench.commands.gate.sensitivity import OverallResult
 from colbench.commands.gate.verdict import FAILING, CheckResult, RowResult, Verdict
 from colbench.output import plural
 from colbench.text import Column
