@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from colbench.commands.gate import drift_rows, pooled
+from colbench.commands.gate import pooled, sensitivity
 from colbench.commands.gate.checks import SizeWindow
 from colbench.commands.gate.result import FloorResult, GateResult, GateRules
 from colbench.commands.gate.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
@@ -63,10 +63,10 @@ def gate_frames(
         (p, verdict(p, rules.checks, rules.window, rules.alpha, rules.max_cv))
         for p in _pair_loosely(pairs)
     ]
-    runs = drift_rows.baseline_runs(baseline_frame)
+    runs = sensitivity.baseline_runs(baseline_frame)
     drift, pooled_summary = None, None
     if len(runs) >= rules.min_runs:
-        drift = drift_rows.judge_rows(
+        drift = sensitivity.judge_drift(
             judged, runs, rules.min_runs, rules.alpha, rules.power, rules.fwer
         )
     else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from colbench.commands.gate import drift_rows, sensitivity
+from colbench.commands.gate import sensitivity
 from colbench.commands.gate.checks import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_CV,
@@ -67,7 +67,7 @@ class GateRules:
     power: float = power.DEFAULT_POWER
     #: Rows that must be sensitive for performance to count as judged.
     min_judged: int = 1
-    #: Runs in the baseline's window the drift test needs (colbench.commands.gate.drift_rows).
+    #: Runs in the baseline's window the drift test needs (colbench.commands.gate.sensitivity).
     min_runs: int = DEFAULT_MIN_BASELINE_RUNS
     #: Every op's average bus bandwidth must reach it: NCCL_TESTS_MIN_BW's (0.9x the
     #: value, as nccl-tests) or --min-avg-busbw-gbps's (the value itself).
@@ -110,7 +110,7 @@ class GateResult:
     not_judged: str = ""
     #: Runs in the baseline's window; ``drift`` is set when the drift test judged the rows.
     baseline_runs: int = 0
-    drift: drift_rows.DriftSummary | None = None
+    drift: sensitivity.DriftSummary | None = None
     #: Otherwise the rows' rank tests and the pooled test (colbench.commands.gate.pooled).
     pooled: sensitivity.FamilySummary | None = None
     #: Why each current run that is not whole is not: each one fails the gate, whatever

@@ -1,4 +1,5 @@
-"""The gate's judgement of many rows at once: one family, and what each member could see.
+"""The gate's judgement of many rows at once: one family, what each member could see, and
+the rows judged on the baseline window's between-run drift.
 
 Two passes over the verdicts of :mod:`colbench.commands.gate.verdict`, after every row is
 judged (both need the number of rows judged, m):
@@ -9,7 +10,7 @@ judged (both need the number of rows judged, m):
    asked twice). Beside the rows stands one *overall* hypothesis over all of them: the
    pooled rank test of a run against a baseline of few runs
    (:mod:`colbench.commands.gate.pooled`), or the drift test of the run's median change
-   against a window of runs (:mod:`colbench.commands.gate.drift_rows`). They form one family
+   against a window of runs (:func:`judge_drift`). They form one family
    under weighted Holm: the overall hypothesis weighs :data:`OVERALL_WEIGHT`, each row
    (1 - that) / m, so the chance that an unchanged run fails anything stays at alpha.
    A row the test alone would call worse but Holm does not back is ``noisy``.
@@ -17,17 +18,26 @@ judged (both need the number of rows judged, m):
    would have caught with the gate's power at its strictest level (alpha (1 - w) / m for
    a row), from the samples' spread (:mod:`colbench.stats.power`); a row whose checks
    all need a margin beyond their limit larger than the limit is ``insensitive``.
+
+**The drift test** (:func:`judge_drift`). When the baseline holds at least
+``--min-baseline-runs`` runs (told apart by ``run_id``), every relative check of a judged
+row is decided by the drift test (colbench.stats.drift) instead of the within-run rank
+test, and the overall hypothesis is each relative check's run-level statistic: the
+median over the rows of log(current / baseline).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from colbench.commands.gate.checks import Check
 from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict, gravest
 from colbench.output import plural
-from colbench.stats import drift, power
+from colbench.results.join import Pair, Sample, is_ok
+from colbench.stats import drift, power, rank_tests
 from colbench.stats.holm import holm as holm_procedure
 
 #: Family-wise control: weighted Holm over the rows and the overall hypothesis, or none
@@ -192,3 +202,121 @@ def settle_power(row: RowResult, target_power: float, no_figure: str, basis: str
         shown = [c.detectable for c in row.relative if c.detectable is not None]
         seen = f"it would see only slowdowns >= {min(shown):.0%}" if shown else no_figure
         row.notes.append(f"too noisy to judge: {seen} at {target_power:.0%} power{basis}")
+
+
+@dataclass
+class DriftSummary(FamilySummary):
+    """What the drift pass did: the family, the overall results, and the baseline's runs."""
+
+    runs: int = 0
+
+
+def baseline_runs(frame: Any) -> list[str]:
+    """The run ids of a baseline's rows, oldest first."""
+    if not len(frame) or "run_id" not in frame.columns:
+        return []
+    return list(dict.fromkeys(str(r) for r in frame["run_id"]))
+
+
+def _run_medians(samples: Sequence[Sample], metric: str) -> dict[str, float]:
+    """Each run's median of the metric over its samples with a positive measurement."""
+    by_run: dict[str, list[float]] = {}
+    for s in samples:
+        value = s.get(metric)
+        if is_ok(s) and value is not None and float(value) > 0:
+            by_run.setdefault(str(s.get("run_id")), []).append(float(value))
+    return {run: rank_tests.median(values) for run, values in by_run.items()}
+
+
+@dataclass
+class _Judged:
+    """One relative check of one row under the drift test, with what the overall needs."""
+
+    row: RowResult
+    result: CheckResult
+    base_medians: dict[str, float]
+    current_log: float
+    spread: drift.RunSpread
+
+
+def judge_drift(
+    judged: Sequence[tuple[Pair, RowResult]],
+    runs: Sequence[str],
+    min_runs: int,
+    alpha: float,
+    target_power: float,
+    fwer: str = "holm",
+) -> DriftSummary:
+    """Re-judge every relative check of the rows on the drift test; Holm; the figures."""
+    summary = DriftSummary(runs=len(runs))
+    found = (
+        _judge_check(pair, row, c, min_runs, alpha) for pair, row in judged for c in row.relative
+    )
+    cases = [case for case in found if case is not None]
+    rows = list({id(case.row): case.row for case in cases}.values())
+    summary.overall = _overall(cases, runs, alpha) if len(rows) >= 2 else []
+    control_family(summary, rows, alpha, fwer, "overall statistic")
+    for case in cases:
+        margin = drift.detectable_margin(case.spread, summary.row_level, target_power)
+        state_margin(case.result, margin)
+    for o in summary.overall:
+        if o.spread is not None:
+            margin = drift.detectable_margin(o.spread, summary.overall_level, target_power)
+            state_margin(o, margin)
+    for _, row in judged:
+        if row.relative:
+            row.verdict = gravest({c.verdict for c in row.checks})
+            settle_power(row, target_power, "no figure", " (between-run drift)")
+    return summary
+
+
+def _judge_check(
+    pair: Pair, row: RowResult, c: CheckResult, min_runs: int, alpha: float
+) -> _Judged | None:
+    """The drift test of one check; None (and the check left without a figure) when the
+    baseline holds the row in fewer than ``min_runs`` runs."""
+    medians = _run_medians(pair.a, c.check.metric)
+    current = [float(s[c.check.metric]) for s in pair.b if is_ok(s) and s.get(c.check.metric)]
+    spread = drift.spread_of([math.log(v) for v in medians.values()])
+    if spread is None or len(medians) < min_runs or not current:
+        c.p_value, c.log_sd, c.detectable, c.insensitive = None, None, None, True
+        c.verdict = Verdict.SAME if c.verdict is Verdict.SAME else Verdict.NOISY
+        c.rule = f"the baseline holds this row in {len(medians)} of {min_runs} runs"
+        row.notes.append(f"{c.check.metric}: {c.rule}")
+        return None
+    current_log = math.log(rank_tests.median(current))
+    j = drift.judge(spread, current_log, c.check.worse_when, c.check.limit)
+    c.baseline_median, c.change = math.exp(spread.center_log), j.change
+    c.current_median, c.p_value, c.log_sd = math.exp(current_log), j.p_value, spread.sd_log
+    c.rule = "drift test"
+    c.verdict = _verdict(j, alpha)
+    return _Judged(row, c, medians, current_log, spread)
+
+
+def _verdict(j: drift.DriftJudgement, level: float) -> Verdict:
+    """At the unadjusted level: Holm (control_family) then demotes the worse it does not back."""
+    if j.direction == 0:
+        return Verdict.SAME
+    if j.p_value is None or j.p_value > level:
+        return Verdict.NOISY
+    return Verdict.WORSE if j.direction > 0 else Verdict.BETTER
+
+
+def _overall(cases: Sequence[_Judged], runs: Sequence[str], alpha: float) -> list[OverallResult]:
+    """One run-level statistic per relative check, over the rows present in every run."""
+    out = []
+    checks = list(dict.fromkeys(case.result.check for case in cases))
+    for check in checks:
+        mine = [c for c in cases if c.result.check == check and set(runs) <= set(c.base_medians)]
+        if len(mine) < 2:
+            continue
+        base = [[math.log(c.base_medians[r]) for r in runs] for c in mine]
+        spread = drift.overall_spread(base)
+        if spread is None:
+            continue
+        current = drift.overall_current(base, [c.current_log for c in mine])
+        j = drift.judge(spread, current, check.worse_when, check.limit)
+        out.append(
+            OverallResult(check, len(mine), j.change, j.p_value, _verdict(j, alpha), spread=spread)
+        )
+    return out
