@@ -24,7 +24,6 @@ what the gate could see), so that a terminal and a job summary never disagree.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ from colbench.text import Column
 ROW_KEYS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "engine"))
 
 
-@dataclass(frozen=True)
+@dataclass
 class PairedRow:
     """One row of the paired table: B's change against A and the verdict."""
 
@@ -164,22 +163,15 @@ def _family(
     family = holm([r.p_value for r in judged], alpha)
     # Holm's strictest step: the level every row's figure holds at.
     level = alpha / max(len(judged), 1)
-    rows = []
     for r, q, rejected in zip(judged, family.adjusted, family.rejected, strict=True):
-        margin = None if r.log_sd is None else detectable_margin(r.log_sd, r.pairs, level,
-                                                                 target_power)  # fmt: skip
-        rows.append(
-            dataclasses.replace(
-                r,
-                p_holm=q,
-                verdict="fail" if rejected else "pass",
-                detectable=None
-                if margin is None
-                else power.detectable_slowdown(check.limit, check.worse_when, margin),
-                insensitive=power.insensitive(check.limit, check.worse_when, margin),
-            )
-        )
-    return rows
+        r.p_holm, r.verdict = q, "fail" if rejected else "pass"
+        margin = None
+        if r.log_sd is not None:
+            margin = detectable_margin(r.log_sd, r.pairs, level, target_power)
+        r.insensitive = power.insensitive(check.limit, check.worse_when, margin)
+        if margin is not None:
+            r.detectable = power.detectable_slowdown(check.limit, check.worse_when, margin)
+    return judged
 
 
 def _row(
