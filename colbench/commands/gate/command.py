@@ -60,27 +60,18 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     )
     if flags.update:
         if csv_path(baseline).is_file():
-            unfloored = replace(rules, floor=None)
-            print(
-                "\n".join(
-                    gate_report.console_lines(run_gate(baseline, current, unfloored, frames_of))
-                ),
-                flush=True,
-            )
+            shown = run_gate(baseline, current, replace(rules, floor=None), frames_of)
+            print("\n".join(gate_report.console_lines(shown)), flush=True)
         target = update_baseline(current, baseline, flags.keep, frames_of)
         print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
         return int(ExitCode.OK)
     result = run_gate(baseline, current, rules, frames_of)
     _warn_if_self(baseline, current, frames_of)
-    print("\n".join(gate_report.console_lines(result)), flush=True)
-    _write_reports(flags.report, gate_report.markdown(result))
+    lines, markdown = gate_report.console_lines(result), gate_report.markdown(result)
+    code = _report(lines, markdown, flags, not result.passed, result.passed_on_presence_only)
     if flags.junit:
         tables.write_text(flags.junit, gate_report.junit_xml(result))
-    if not result.passed:
-        return int(ExitCode.DATA_ERROR)
-    if flags.fail_inconclusive and result.passed_on_presence_only:
-        return int(ExitCode.INCONCLUSIVE)
-    return int(ExitCode.OK)
+    return code
 
 
 def _check_arguments(baseline: str, current: Sequence[str], flags: GateOptions) -> None:
@@ -124,7 +115,6 @@ def _warn_if_self(baseline: str, current: Sequence[str], frames_of: RunFrames) -
 def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
     """One interleaved run, variant B against A pair by pair (colbench.commands.gate.paired)."""
     from colbench.commands.gate import paired
-    from colbench.results.rundir import RunDir
 
     if current:
         raise UsageError("--variant-a/--variant-b judge variants of ONE run: give one run")
@@ -147,22 +137,26 @@ def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
             f"no pairs of {a} and {b} rows to judge in {run} "
             "(an interleaved run, within --min-size/--max-size?)"
         )
-    print("\n".join(paired.console_lines(result)), flush=True)
-    _write_reports(flags.report, paired.markdown(result))
-    if result.failures:
-        return int(ExitCode.DATA_ERROR)
-    if flags.fail_inconclusive and result.inconclusive:
-        return int(ExitCode.INCONCLUSIVE)
-    return int(ExitCode.OK)
+    lines, markdown = paired.console_lines(result), paired.markdown(result)
+    return _report(lines, markdown, flags, bool(result.failures), result.inconclusive)
 
 
-def _write_reports(report: str | None, text: str) -> None:
-    """The Markdown report where asked, and into the job summary on GitHub Actions."""
-    if report:
-        tables.write_text(report, text)
+def _report(
+    lines: list[str], markdown: str, flags: GateOptions, failed: bool, inconclusive: bool
+) -> int:
+    """The table on stdout, the Markdown report where asked and into the job summary on
+    GitHub Actions; the exit code of a gate that failed, or passed inconclusive."""
+    print("\n".join(lines), flush=True)
+    if flags.report:
+        tables.write_text(flags.report, markdown)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        tables.write_text(summary, text + "\n", append=True)
+        tables.write_text(summary, markdown + "\n", append=True)
+    if failed:
+        return int(ExitCode.DATA_ERROR)
+    if flags.fail_inconclusive and inconclusive:
+        return int(ExitCode.INCONCLUSIVE)
+    return int(ExitCode.OK)
 
 
 def update_baseline(

@@ -109,6 +109,8 @@ def _window_text(result: GateResult) -> str:
 def console_lines(result: GateResult) -> list[str]:
     """The table on stdout: one line per row, failures marked, then warnings and the verdict."""
     metrics = _perf_metrics(result)
+    p_test = "rank test (the pooled test's over the rows)" if result.overall else "rank test"
+    p_test = "drift t test" if result.drift else p_test
     columns = (
         *_KEYS,
         *(Column(m, 23, "<", " " if i else "  ") for i, m in enumerate(metrics)),
@@ -118,14 +120,7 @@ def console_lines(result: GateResult) -> list[str]:
         f"# colbench gate: {result.current} against baseline {result.baseline}",
         "# checks: " + ", ".join(c.text for c in result.rules.checks) + f"; {_window_text(result)}",
         f"# {rule_text(result)}",
-        "# change: (current - baseline) / baseline of the medians; p: one-sided "
-        + (
-            "drift t test"
-            if result.drift
-            else "rank test (the pooled test's over the rows)"
-            if result.overall
-            else "rank test"
-        ),
+        "# change: (current - baseline) / baseline of the medians; p: one-sided " + p_test,
         f"# {power_rule(result)}",
         "#",
         text.header(columns),

@@ -270,6 +270,8 @@ def overall_change(o: OverallResult) -> str:
 
 def power_rule(result: GateResult) -> str:
     summary = result.summary
+    judged = f"the {plural(result.family, 'row')} judged"
+    rate = f"family-wise false-alarm rate <= {result.rules.alpha:g}"
     if summary is not None and summary.overall and result.rules.fwer == "holm":
         name = "overall statistic" if result.drift is not None else "pooled test"
         short = name.split()[0]
@@ -284,17 +286,10 @@ def power_rule(result: GateResult) -> str:
                 f" ({plural(summary.alone, 'row')} whose samples cannot reach it left to the "
                 f"{short} test)"
             )
-        family = (
-            f"weighted Holm over the {plural(result.family, 'row')} judged and the {name} "
-            "(family-wise "
-            f"false-alarm rate <= {result.rules.alpha:g}; {rows}, {short} at >= "
-            f"{summary.overall_level:.2g})"
-        )
+        levels = f"{rows}, {short} at >= {summary.overall_level:.2g}"
+        family = f"weighted Holm over {judged} and the {name} ({rate}; {levels})"
     elif result.rules.fwer == "holm":
-        family = (
-            f"Holm over the {plural(result.family, 'row')} judged (family-wise false-alarm rate "
-            f"<= {result.rules.alpha:g})"
-        )
+        family = f"Holm over {judged} ({rate})"
     else:
         family = f"no family-wise control (each row at {result.rules.alpha:g})"
     if result.drift is not None:
