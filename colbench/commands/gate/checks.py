@@ -84,8 +84,8 @@ class Check:
         if match is None:
             raise UsageError(f"bad --check {text!r}: {spec!r} is not a percentage like -15%")
         sign, number = match.groups()
+        good = f"{metric}:{'+' if worse_when > 0 else '-'}{number}%"
         if sign and (1 if sign == "+" else -1) != worse_when:
-            good = f"{metric}:{'+' if worse_when > 0 else '-'}{number}%"
             raise UsageError(
                 f"bad --check {text!r}: for {metric} a regression is a {bad_word}, "
                 f"so its limit is written {good}"
@@ -96,7 +96,7 @@ class Check:
                 f"bad --check {text!r}: {metric} cannot drop by {number}% or more, "
                 "so the check could never fail"
             )
-        return cls(metric, fraction, True, f"{metric}:{'+' if worse_when > 0 else '-'}{number}%")
+        return cls(metric, fraction, True, good)
 
     @classmethod
     def _absolute(cls, text: str, metric: str, spec: str) -> Check:

@@ -165,9 +165,7 @@ def _family(
     level = alpha / max(len(judged), 1)
     for r, q, rejected in zip(judged, family.adjusted, family.rejected, strict=True):
         r.p_holm, r.verdict = q, "fail" if rejected else "pass"
-        margin = None
-        if r.log_sd is not None:
-            margin = detectable_margin(r.log_sd, r.pairs, level, target_power)
+        margin = detectable_margin(r.log_sd, r.pairs, level, target_power)
         r.insensitive = power.insensitive(check.limit, check.worse_when, margin)
         if margin is not None:
             r.detectable = power.detectable_slowdown(check.limit, check.worse_when, margin)
@@ -188,12 +186,12 @@ def _row(
 
 
 def detectable_margin(
-    sigma: float, pairs: int, level: float, target_power: float = DEFAULT_POWER
+    sigma: float | None, pairs: int, level: float, target_power: float = DEFAULT_POWER
 ) -> float | None:
     """The log shift of B beyond the limit that the one-sided signed-rank test of
     ``pairs`` log-ratios of SD ``sigma`` finds at ``level`` with ``target_power``; None
-    when ``pairs`` can never reach ``level`` (the smallest p is 2^-pairs)."""
-    if pairs < 1 or not 0 < level < 1 or 2.0**-pairs > level:
+    without an SD, or when ``pairs`` can never reach ``level`` (the smallest p is 2^-pairs)."""
+    if sigma is None or pairs < 1 or not 0 < level < 1 or 2.0**-pairs > level:
         return None
     return sigma * power.signed_rank_margin(pairs, round(level, 12), round(target_power, 12))
 

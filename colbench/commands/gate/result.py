@@ -54,29 +54,22 @@ class FloorResult:
 
 @dataclass(frozen=True)
 class GateRules:
-    """How the gate judges, built once from its options (and checked then): the checks,
-    the size window, the tests' levels, and what a missing or foreign baseline means."""
+    """How the gate judges, built once from its options (and checked then). Each field is
+    the option of its name (colbench.commands.gate.options); ``min_runs`` is
+    --min-baseline-runs, ``missing_ok`` --missing-baseline-ok, and ``floor`` every op's
+    average busbw must reach: --min-avg-busbw-gbps itself, or NCCL_TESTS_MIN_BW's 0.9x."""
 
     checks: tuple[Check, ...]
     window: SizeWindow = field(default_factory=SizeWindow)
     alpha: float = DEFAULT_ALPHA
     max_cv: float = DEFAULT_MAX_CV
-    #: The family-wise control over the rows, and the power detectable slowdowns are
-    #: stated at.
     fwer: str = "holm"
     power: float = power.DEFAULT_POWER
-    #: Rows that must be sensitive for performance to count as judged.
     min_judged: int = 1
-    #: Runs in the baseline's window the drift test needs (colbench.commands.gate.sensitivity).
     min_runs: int = DEFAULT_MIN_BASELINE_RUNS
-    #: Every op's average bus bandwidth must reach it: NCCL_TESTS_MIN_BW's (0.9x the
-    #: value, as nccl-tests) or --min-avg-busbw-gbps's (the value itself).
     floor: BusbwFloor | None = None
-    #: Judge performance against a baseline from another machine too.
     any_machine: bool = False
-    #: A baseline that does not exist yet (a fresh runner) judges the current run alone.
     missing_ok: bool = False
-    #: Judge by a baseline whose run is incomplete instead of refusing it.
     accept_incomplete_baseline: bool = False
 
     def __post_init__(self) -> None:
