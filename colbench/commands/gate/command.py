@@ -13,12 +13,12 @@ from typing import Any
 
 from colbench import reading
 from colbench.commands.gate.checks import DEFAULT_KEEP, SizeWindow, parse_checks
-from colbench.commands.gate.engine import run_gate
+from colbench.commands.gate.engine import other_machine, run_gate
 from colbench.commands.gate.options import GateOptions
 from colbench.commands.gate.result import GateRules, check_levels
 from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
-from colbench.results import metadata, tables
+from colbench.results import tables
 from colbench.results.join import RunFrames, fabric_warnings_of, load_pooled, read_meta
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text
 from colbench.results.rundir import RunDir
@@ -223,15 +223,8 @@ def _runs_to_keep(
 ) -> list[str]:
     """The run ids of the baseline's newest ``room`` runs, when they may stay; a run of
     the same id as a new one is that run accepted again, and goes."""
-    if room <= 0 or not csv_path(target).is_file():
+    if room <= 0 or not csv_path(target).is_file() or other_machine(read_meta(target), new_meta):
         return []
-    old_meta = read_meta(target)
-    if old_meta is not None and new_meta is not None:
-        differ = metadata.machine_differences(
-            metadata.fingerprint(old_meta), metadata.fingerprint(new_meta)
-        )
-        if differ:
-            return []
     order = list(dict.fromkeys(str(r) for r in load_run(target)["run_id"]))
     return [r for r in order if r not in new_ids][-room:]
 

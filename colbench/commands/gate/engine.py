@@ -216,7 +216,7 @@ def run_gate(
     first_meta = read_meta(currents[0])
     not_judged = f"performance not judged: no baseline at {baseline}" if no_baseline else ""
     if not no_baseline and not rules.any_machine:
-        not_judged = _other_machine(base_meta, first_meta)
+        not_judged = other_machine(base_meta, first_meta)
     result = gate_frames(
         base_frame, cur_frame, rules, str(baseline), " + ".join(map(str, currents)), not_judged
     )
@@ -268,7 +268,7 @@ def _refuse_incomplete_baseline(baseline: Any, meta: Mapping[str, Any], frame: A
         )
 
 
-def _other_machine(base_meta: Any, cur_meta: Any) -> str:
+def other_machine(base_meta: Any, cur_meta: Any) -> str:
     """Why performance is not comparable between the runs' machines; "" when it is."""
     if base_meta is None or cur_meta is None:
         return ""

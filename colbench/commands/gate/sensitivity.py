@@ -305,8 +305,7 @@ def _verdict(j: drift.DriftJudgement, level: float) -> Verdict:
 def _overall(cases: Sequence[_Judged], runs: Sequence[str], alpha: float) -> list[OverallResult]:
     """One run-level statistic per relative check, over the rows present in every run."""
     out = []
-    checks = list(dict.fromkeys(case.result.check for case in cases))
-    for check in checks:
+    for check in dict.fromkeys(case.result.check for case in cases):
         mine = [c for c in cases if c.result.check == check and set(runs) <= set(c.base_medians)]
         if len(mine) < 2:
             continue
