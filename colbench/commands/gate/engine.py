@@ -72,13 +72,12 @@ def gate_frames(
     else:
         pooled_summary = pooled.judge_rows(judged, rules.alpha, rules.power, rules.fwer)
     rows = sorted((row for _, row in judged), key=_sort_key)
-    floors = average_busbw_floors(current_frame, rules.floor) if rules.floor is not None else []
     return GateResult(
         baseline,
         current,
         rules,
         rows,
-        floors=floors,
+        floors=average_busbw_floors(current_frame, rules.floor) if rules.floor is not None else [],
         warnings=_sample_warnings(rules, rows, pairs, drift is not None),
         not_judged=not_judged,
         baseline_runs=len(runs),

@@ -21,7 +21,7 @@ from colbench.commands.gate.result import (
     rule_text,
 )
 from colbench.commands.gate.sensitivity import OverallResult
-from colbench.commands.gate.verdict import FAILING, CheckResult, RowResult, Verdict
+from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict
 from colbench.output import plural
 from colbench.text import Column
 
@@ -207,15 +207,9 @@ def markdown(result: GateResult) -> str:
     if result.warnings:
         lines += ["### Warnings", "", *(f"- {text.escape(w)}" for w in result.warnings), ""]
     if result.changes:
-        lines += [
-            "### What changed between the runs",
-            "",
-            *text.markdown(
-                ["what", "baseline", "current"],
-                [[text.escape(cell) for cell in change] for change in result.changes],
-            ),
-            "",
-        ]
+        escaped = [[text.escape(cell) for cell in change] for change in result.changes]
+        table = text.markdown(["what", "baseline", "current"], escaped)
+        lines += ["### What changed between the runs", "", *table, ""]
     lines += [
         f"<details><summary>All {plural(len(result.rows), 'row')}</summary>",
         "",
@@ -232,23 +226,13 @@ def markdown(result: GateResult) -> str:
 def _md_floors(result: GateResult) -> list[str]:
     if not result.floors:
         return []
-    return [
-        f"### Average bus bandwidth floor (`{result.floors[0].floor.describe()}`)",
-        "",
-        *text.markdown(
-            ["op", "average busbw (GB/s)", "floor (GB/s)", ""],
-            [
-                (
-                    f.label,
-                    f"{f.avg_busbw_gbps:.4g}",
-                    f"{f.floor.floor_gbps:.4g}",
-                    "**below**" if f.fails else "ok",
-                )
-                for f in result.floors
-            ],
-        ),
-        "",
-    ]
+    cells = []
+    for f in result.floors:
+        state = "**below**" if f.fails else "ok"
+        cells.append((f.label, f"{f.avg_busbw_gbps:.4g}", f"{f.floor.floor_gbps:.4g}", state))
+    head = ["op", "average busbw (GB/s)", "floor (GB/s)", ""]
+    title = f"### Average bus bandwidth floor (`{result.floors[0].floor.describe()}`)"
+    return [title, "", *text.markdown(head, cells), ""]
 
 
 def junit_xml(result: GateResult) -> str:
@@ -301,18 +285,15 @@ def _test_case(suite: ET.Element, classname: str, name: str) -> ET.Element:
 
 def _junit_row(suite: ET.Element, row: RowResult) -> None:
     case = _test_case(suite, f"colbench.gate.{row.key['op']}", row.label())
-    detail = "; ".join(
-        [f"{c.check.metric}: {_cell(c)} ({c.verdict.value})" for c in row.checks] + row.notes
-    )
-    if row.verdict in FAILING:
-        failure = ET.SubElement(
-            case, "failure", message=f"{row.verdict.value}: {detail}", type=row.verdict.value
-        )
-        failure.text = detail
+    checks = [f"{c.check.metric}: {_cell(c)} ({c.verdict.value})" for c in row.checks]
+    detail = "; ".join(checks + row.notes)
+    said = f"{row.verdict.value}: {detail}"
+    if row.fails:
+        ET.SubElement(case, "failure", message=said, type=row.verdict.value).text = detail
     elif row.verdict is Verdict.SKIPPED:
         ET.SubElement(case, "skipped", message=detail)
     else:
-        ET.SubElement(case, "system-out").text = f"{row.verdict.value}: {detail}".strip()
+        ET.SubElement(case, "system-out").text = said.strip()
 
 
 def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
@@ -324,11 +305,8 @@ def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
 
 
 def _junit_overall(suite: ET.Element, o: OverallResult, name: str) -> None:
-    case = _test_case(
-        suite,
-        f"colbench.gate.{name}",
-        f"{o.check.metric}: median change over {plural(o.rows, 'row')}",
-    )
+    title = f"{o.check.metric}: median change over {plural(o.rows, 'row')}"
+    case = _test_case(suite, f"colbench.gate.{name}", title)
     detail = f"{o.verdict.value}: {overall_change(o)}"
     if o.fails:
         ET.SubElement(case, "failure", message=detail, type="worse").text = detail
