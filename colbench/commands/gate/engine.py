@@ -1,11 +1,5 @@
-"""Checks over the engine: a verdict per joined row, the floors, and the gate's exit code.
-
-Rows are joined on the schema's key columns (:mod:`colbench.results.join`); a
-baseline row without an exact partner is looked for again among the current run's
-unmatched rows by :data:`LOOSE_KEY_COLUMNS`, so that a row measured at another world
-size, backend, dtype or variant is "not comparable" rather than missing. Every pair gets
-:func:`colbench.commands.gate.verdict.verdict`.
-"""
+"""The gate's judging: two runs' rows joined on the key columns, a verdict per pair
+(:func:`colbench.commands.gate.verdict.verdict`), the family, the floors and warnings."""
 
 from __future__ import annotations
 
@@ -36,9 +30,8 @@ from colbench.results.join import (
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 from colbench.stats import rank_tests
 
-#: A row of the baseline that found no exact partner is looked for again by these alone:
-#: a partner found so is "not comparable" (other world size, backend, dtype or variant)
-#: rather than missing.
+#: A baseline row without an exact partner is looked for again by these alone: a partner
+#: found so is "not comparable" (other world size, backend, dtype or variant), not missing.
 LOOSE_KEY_COLUMNS = ("op", "redop", "root", "in_place", "requested_bytes")
 
 

@@ -1,4 +1,5 @@
-"""Evidence pooled across rows: a stratified rank test beside each row's own.
+"""Evidence pooled across rows: a stratified rank test beside each row's own (docs/gate.md,
+"The pooled test", measures it and says what it assumes).
 
 Against a baseline of fewer runs than the drift test needs, each row is judged by its own
 exact rank test (:func:`colbench.commands.gate.verdict.judge`), and with R samples a side that
@@ -7,29 +8,18 @@ are judged at alpha / (2 m) each, so with 3 samples a side no row can ever be ju
 alone, however clearly every row moved. The evidence is in the rows together.
 
 **The test.** For each relative check every judged row is one stratum. On the log scale,
-oriented so that larger is worse (log time, -log bandwidth), the baseline's samples are
-moved toward worse by the limit, as the row test moves them, and U_i counts the pairs
-(current sample, moved baseline sample) in which the current one is worse, ties one
-half. The statistic is S = sum of the U_i. If no row is beyond its limit, each row's
-samples are exchangeable, so S's exact null distribution is the convolution of the
-rows' exact U distributions (ties counted exactly, as in
-:func:`colbench.stats.rank_tests.mann_whitney_u`), and p = P(S >= observed). This is van
-Elteren's stratified Wilcoxon test when every row has the same sample counts, the usual
-case (his weights 1/(N_i + 1) are then equal); with unequal counts the plain sum leans
-toward the rows with more samples and stays exact.
+oriented so that larger is worse, the baseline's samples are moved toward worse by the
+limit, as the row test moves them, and U_i counts the pairs (current, moved baseline) in
+which the current one is worse, ties one half. If no row is beyond its limit, each row's
+samples are exchangeable, so the exact null of S = sum of the U_i is the convolution of
+the rows' exact U distributions, and p = P(S >= observed): van Elteren's stratified
+Wilcoxon test when every row has the same sample counts (with unequal counts the plain
+sum leans toward the rows with more samples and stays exact).
 
 **What it could see.** The smallest slowdown, the same in every row, that the test finds
-at its level with the gate's power: each row's samples simulated as normal on the log
-scale with that row's own log SD, the shift found by bisection over fixed random numbers
-(as :mod:`colbench.stats.power` does for one row), the critical S from the exact null.
-
-**What it assumes.** Each sample is an independent draw about its row's centre. Within a
-run the interleaved repeats make that about as true as it is for one row's test. Between
-two runs it is not: a busier machine slows every row of a run alike, one event rather
-than m pieces of evidence, and the pooled test (sharper than any row) reads it as a
-slowdown. Only a baseline of several runs (the drift test) or variants measured
-interleaved in one run (the paired gate) can tell a slowdown from a busy machine; the
-gate's last line says so (docs/gate.md, "The pooled test").
+at its level with the gate's power, simulated from each row's own log SD (as
+:mod:`colbench.stats.power` does for one row). Only a baseline of several runs (the drift
+test) or an interleaved run (the paired gate) can tell a slowdown from a busy machine.
 """
 
 from __future__ import annotations

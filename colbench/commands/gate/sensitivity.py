@@ -10,9 +10,9 @@ judged (both need the number of rows judged, m):
    asked twice). Beside the rows stands one *overall* hypothesis over all of them: the
    pooled rank test of a run against a baseline of few runs
    (:mod:`colbench.commands.gate.pooled`), or the drift test of the run's median change
-   against a window of runs (:func:`judge_drift`). They form one family
-   under weighted Holm: the overall hypothesis weighs :data:`OVERALL_WEIGHT`, each row
-   (1 - that) / m, so the chance that an unchanged run fails anything stays at alpha.
+   against a window of runs (:func:`judge_drift`). They form one family under weighted
+   Holm: the overall hypothesis weighs :data:`OVERALL_WEIGHT`, each row (1 - that) / m,
+   so the chance that an unchanged run fails anything stays at alpha.
    A row the test alone would call worse but Holm does not back is ``noisy``.
 2. **Power** (:func:`state_power`). Each relative check states the smallest slowdown it
    would have caught with the gate's power at its strictest level (alpha (1 - w) / m for
@@ -40,8 +40,6 @@ from colbench.results.join import Pair, Sample, is_ok
 from colbench.stats import drift, power, rank_tests
 from colbench.stats.holm import holm as holm_procedure
 
-#: Family-wise control: weighted Holm over the rows and the overall hypothesis, or none
-#: (each at alpha on its own).
 FWER_CHOICES = ("holm", "none")
 #: The overall hypothesis's share of alpha; the rows share the rest equally. Once the
 #: overall hypothesis is rejected its share passes to the rows (Holm's step-down), so a

@@ -203,12 +203,8 @@ def verdict(
     """
     base, cur = pair.a, pair.b
     if not cur:
-        return RowResult(
-            key=row_key(base[0]),
-            verdict=Verdict.MISSING,
-            notes=["in the baseline, not in the current run"],
-            n_baseline=len(base),
-        )
+        missing = ["in the baseline, not in the current run"]
+        return RowResult(row_key(base[0]), Verdict.MISSING, notes=missing, n_baseline=len(base))
     if not base:
         new = RowResult(
             row_key(cur[0]), Verdict.NEW, notes=["not in the baseline"], n_current=len(cur)
@@ -216,12 +212,8 @@ def verdict(
         return _fail_on_wrong(new, cur)
     # A loosely matched pair (another world size, say) goes by the baseline's key.
     exact = all(base[0][c] == cur[0][c] for c in KEY_COLUMNS)
-    row = RowResult(
-        row_key(cur[0] if exact else base[0]),
-        Verdict.SAME,
-        n_baseline=len(base),
-        n_current=len(cur),
-    )
+    key = row_key(cur[0] if exact else base[0])
+    row = RowResult(key, Verdict.SAME, n_baseline=len(base), n_current=len(cur))
     differing = differences(base[0], cur[0], (*KEY_COLUMNS, *COMPARABLE_COLUMNS))
     if differing:
         row.verdict, row.notes = Verdict.NOT_COMPARABLE, [differing]
