@@ -26,8 +26,7 @@ from colbench.results.rundir import RunDir
 
 def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     """``colbench gate``: judge (or accept) the current run(s), print the table, write the
-    reports; the exit code. The average-busbw floor is --min-avg-busbw-gbps (the value
-    itself), else $NCCL_TESTS_MIN_BW read as nccl-tests reads it (0.9x the value)."""
+    reports; the exit code."""
     from colbench.commands.gate import report as gate_report
 
     if flags.variant_a is not None or flags.variant_b is not None:
@@ -168,19 +167,16 @@ def update_baseline(
     """Make the current run(s) the baseline: a rolling window of the last ``keep`` accepted
     runs, their rows in one results.csv and the first current run's meta.json.
 
-    The current runs always stay; the baseline's own runs fill the rest of the window,
-    newest first, unless they were measured on another machine (metadata.MUST_MATCH),
-    which the window then drops. A run with wrong elements, rows without a measurement,
-    or a status other than complete is refused: a broken baseline would let the next
-    broken run pass. ``frames_of``: the command's reads of the runs (all made before the
-    baseline is written).
+    The baseline's own runs fill the rest of the window, newest first, unless measured
+    on another machine. A run with wrong elements, rows without a measurement, or a
+    status other than complete is refused: a broken baseline would let the next broken
+    run pass. ``frames_of``: the command's reads of the runs (all made before the write).
     """
     currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)
     load_run = frames_of or RunFrames()
-    metas = []
     for path in currents:
         _refuse_as_baseline(path, load_run)
-        metas.append(read_meta(path))
+    metas = [read_meta(path) for path in currents]
     target = Path(baseline)
     if target.suffix == ".csv":
         raise UsageError(f"--update-baseline needs a baseline directory, not the file {target}")

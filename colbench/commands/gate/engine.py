@@ -43,10 +43,8 @@ def gate_frames(
     current: str = "current",
     not_judged: str = "",
 ) -> GateResult:
-    """Join two runs' rows and judge every one (frames as :func:`colbench.results.load` gives):
-    each row's verdict, then Holm across the rows and what each row could have seen; on
-    the baseline runs' drift when the baseline holds at least ``rules.min_runs`` runs.
-    ``not_judged``: why performance is not judged at all (the size window is then shut)."""
+    """Join two runs' rows (frames as :func:`colbench.results.load` gives) and judge every
+    one; ``not_judged``: why performance is not judged at all (the size window is shut)."""
     if not_judged:
         rules = replace(rules, window=SizeWindow(closed=not_judged))
     # An empty side (no baseline) has no say in which key columns the runs record.
@@ -143,13 +141,9 @@ def _sample_warnings(
 
 
 def average_busbw_floors(current_frame: Any, floor: BusbwFloor) -> list[FloorResult]:
-    """Each op's mean bus bandwidth over all its rows, against the floor (nccl-tests'
-    average: one binary runs one op, so here each op, and each variant, is one average).
-
-    As in nccl-tests, the average runs over every size and both placements (no size
-    window); each (row key) counts once, with the median of its samples. Ops without
-    bandwidth (barrier) are left out.
-    """
+    """Each op's (and variant's) mean bus bandwidth against the floor, as nccl-tests
+    averages one binary's op: over every size and both placements (no size window), each
+    row key once with the median of its samples; barrier, without bandwidth, left out."""
     frame = current_frame[current_frame["status"] == STATUS_OK]
     per_op: dict[tuple[str, str], list[float]] = {}
     for samples in pool(frame, key_columns(frame)).values():
@@ -186,12 +180,9 @@ def run_gate(
     rules: GateRules,
     frames_of: RunFrames | None = None,
 ) -> GateResult:
-    """Load the baseline and the current run(s) (directories or CSV files) and judge.
-
-    With ``rules.missing_ok`` a baseline directory that does not exist (a fresh runner)
-    judges the current run alone: correctness and presence, performance "not judged".
-    Against a baseline from another machine (metadata.MUST_MATCH) performance is "not
-    comparable" and only correctness and presence are judged, unless ``rules.any_machine``.
+    """Load the baseline and the current run(s) (directories or CSV files) and judge;
+    without a baseline (``rules.missing_ok``) or against another machine's (metadata.
+    MUST_MATCH; unless ``rules.any_machine``), correctness and presence only.
     ``frames_of``: the command's reads of the runs, when it reads them for more than this.
     """
     currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)

@@ -1,11 +1,7 @@
-"""What the gate judges by and what it finds: its rules (checked once, when built from the
-options), a floor's result, and the whole verdict with the figures the reports read.
-
-Apart from :mod:`colbench.commands.gate.engine`, which joins runs and judges rows into a
-:class:`GateResult`, so that the reports depend on the result alone. What the reports
-say about its statistics (the rule, the power, the family) is worded here once, so that
-the console table, Markdown and JUnit (colbench.commands.gate.report) never disagree
-about what was tested.
+"""What the gate judges by and what it finds: its rules, a floor's result, the whole
+verdict (apart from the engine that builds it, so that the reports depend on the result
+alone), and what the reports say about its statistics, worded here once so that the
+console table, Markdown and JUnit never disagree about what was tested.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""The one verdict: what a set of checks says about one pair of pooled rows.
+"""The one verdict: what a set of checks says about one pair of pooled rows (:func:`verdict`:
+missing, new, not comparable, unmeasured, then each check; the row takes the gravest).
 
-Every key has R samples per run (``sweep --repeat R``); a relative check compares the
-medians and asks an exact Mann-Whitney U test whether the samples agree that the change
-is real, the way asv marks big-but-insignificant changes instead of failing on them
-(see :func:`judge`). :func:`verdict` is the whole rule for one row: missing, new, not
-comparable, unmeasured, then each check in turn; the row takes the gravest result.
+A relative check asks an exact rank test whether the R samples a side (``sweep --repeat
+R``) show the change is real (:func:`judge`), the way asv marks big-but-insignificant
+changes instead of failing on them.
 """
 
 from __future__ import annotations
@@ -35,20 +34,18 @@ SMALL_SAMPLE_MARGIN = 2.0
 
 
 class Verdict(str, Enum):
+    """A row's verdict; the reports' legend (colbench.commands.gate.report.LEGEND) says
+    what each means."""
+
     WORSE = "worse"
     BETTER = "better"
     SAME = "same"
     NOISY = "noisy"
     NOT_COMPARABLE = "not comparable"
     MISSING = "missing"
-    #: Only in the current run: reported, never a failure.
     NEW = "new"
-    #: Present and correct, but outside --min-size/--max-size: performance not judged.
     OK = "ok"
-    #: Neither side has a measurement (unsupported or oom on both): nothing to judge.
     SKIPPED = "skipped"
-    #: Within the limits, but the samples are too noisy to have seen a slowdown of about
-    #: twice the limit (colbench.stats.power): not a pass on performance.
     INSENSITIVE = "insensitive"
 
 
@@ -86,18 +83,12 @@ def judge(
 ) -> Judgement:
     """The verdict of a relative check on one row's samples.
 
-    - The medians give the change. Within ``threshold`` either way: ``same``.
-    - Beyond it, the samples must show that the change beyond the threshold is real:
-      the baseline's samples are moved by the threshold (times by ``1 + t``, a drop
-      check's bandwidths by ``1 - t``) and an exact one-sided Mann-Whitney U test asks
-      whether the current samples lie beyond them; p <= alpha makes the row ``worse``
-      (or ``better`` the other way). Asking "did it change?" instead would flag every
-      run-to-run wobble of a noisy machine that happens to cross the threshold.
-    - With too few samples for the test ever to reach alpha (R = 1 or 2 a side at
-      0.05), the change is real only when every current sample lies beyond every moved
-      baseline sample and the medians moved more than :data:`SMALL_SAMPLE_MARGIN` times
-      the threshold.
-    - Beyond the threshold but not shown real: ``noisy``.
+    The medians give the change; within ``threshold`` it is ``same``. Beyond it, an exact
+    one-sided Mann-Whitney U test must find the current samples beyond the baseline's
+    moved by the threshold (``worse``, or ``better`` the other way), else ``noisy``:
+    asking "did it change?" instead would flag every run-to-run wobble of a noisy machine
+    that happens to cross the threshold. With too few samples for the test ever to reach
+    alpha, :data:`SMALL_SAMPLE_MARGIN` and the samples' ranges decide (see the constant).
     """
     base_med, cur_med = rank_tests.median(baseline), rank_tests.median(current)
     if base_med == 0:
