@@ -77,7 +77,6 @@ class Check:
     @classmethod
     def _relative(cls, text: str, metric: str, spec: str) -> Check:
         worse_when = METRIC_WORSE_WHEN[metric]
-        bad_word = "rise" if worse_when > 0 else "drop"
         if metric == "wrong":
             raise UsageError(f"bad --check {text!r}: wrong takes an absolute count: wrong:0")
         match = re.fullmatch(r"([+-]?)(\d+(?:\.\d*)?|\.\d+)%", spec)
@@ -87,8 +86,8 @@ class Check:
         good = f"{metric}:{'+' if worse_when > 0 else '-'}{number}%"
         if sign and (1 if sign == "+" else -1) != worse_when:
             raise UsageError(
-                f"bad --check {text!r}: for {metric} a regression is a {bad_word}, "
-                f"so its limit is written {good}"
+                f"bad --check {text!r}: for {metric} a regression is a "
+                f"{'rise' if worse_when > 0 else 'drop'}, so its limit is written {good}"
             )
         fraction = float(number) / 100
         if worse_when < 0 and fraction >= 1:

@@ -6,20 +6,15 @@ log-ratio cancels the drift that makes two separate runs incomparable. For each 
 (op, dtype, size, placement...) the gate takes the R pairs' log-ratios, oriented so that
 positive means B is worse, and asks with a one-sided Wilcoxon signed-rank test whether B
 is worse *by more than the check's limit* (the test runs on log-ratio minus the limit's
-log). A vs an identical A therefore fails far less often than alpha, and a B really worse
-than the limit fails once the pairs show it. The rows' p-values are adjusted by Holm's
-step-down method, so the chance that any row of an A-vs-A run fails stays at most alpha
-(family-wise), however many rows are judged.
+log), so A against an identical A fails far less often than alpha. Holm's step-down
+method over the rows keeps the chance that any row of an A-vs-A run fails at most alpha.
 
 **What it could see.** Each row states the smallest slowdown of B its test would have
 caught with the gate's power at Holm's strictest level (alpha / rows), from the SD of its
-pairs' log-ratios (:func:`detectable_margin`, simulated like the stored-baseline gate's
-figures in :mod:`colbench.stats.power`). A gate none of whose rows could see a
-slowdown of about twice its limit (too few pairs: R pairs cannot go below p = 2^-R) is
-*inconclusive*: it passes, says so, and exits 5 under ``--fail-inconclusive``.
-
-Its two reports, the console table and Markdown, share one wording (the verdict line,
-what the gate could see), so that a terminal and a job summary never disagree.
+pairs' log-ratios (:func:`detectable_margin`). A gate none of whose rows could see a
+slowdown of about twice its limit (R pairs cannot go below p = 2^-R) is *inconclusive*:
+it passes, says so, and exits 5 under ``--fail-inconclusive``. Its console table and
+Markdown share one wording, so that a terminal and a job summary never disagree.
 """
 
 from __future__ import annotations
@@ -122,18 +117,16 @@ def paired_gate(
         va, vb = a[k][check.metric], b[k][check.metric]
         if va and vb and va > 0 and vb > 0:
             groups.setdefault(k[:-1], []).append((float(va), float(vb)))
-    limit = math.log(1 + check.limit) if check.worse_when > 0 else -math.log(1 - check.limit)
     ratios = {k: [math.log(vb / va) for va, vb in pairs] for k, pairs in groups.items()}
     judged = [
-        _row(dict(zip(ROW_KEYS, k, strict=True)), logs, check.worse_when, limit, [logs])
-        for k, logs in ratios.items()
+        _row(dict(zip(ROW_KEYS, k, strict=True)), logs, check, [logs]) for k, logs in ratios.items()
     ]
     if len(judged) > 1:
         # Every pair of every row in one more test of the family: a slowdown spread over
         # all sizes shows there with many more pairs than any one row has.
         every = [x for logs in ratios.values() for x in logs]
         all_rows = dict.fromkeys(ROW_KEYS, "all")
-        judged.append(_row(all_rows, every, check.worse_when, limit, list(ratios.values())))
+        judged.append(_row(all_rows, every, check, list(ratios.values())))
     result.rows = _family(judged, check, alpha, target_power)
     return result
 
@@ -173,14 +166,12 @@ def _family(
 
 
 def _row(
-    key: dict[str, Any],
-    logs: Sequence[float],
-    worse_when: int,
-    limit: float,
-    groups: Sequence[Sequence[float]],
+    key: dict[str, Any], logs: Sequence[float], check: Check, groups: Sequence[Sequence[float]]
 ) -> PairedRow:
     """One row's test (of ``logs``, the pairs' log(B/A)); its spread from ``groups``."""
-    p = rank_tests.signed_rank_p_greater([worse_when * x - limit for x in logs])
+    w = check.worse_when
+    limit = math.log(1 + check.limit) if w > 0 else -math.log(1 - check.limit)
+    p = rank_tests.signed_rank_p_greater([w * x - limit for x in logs])
     sd = rank_tests.pooled_sd(groups)
     return PairedRow(key, len(logs), math.expm1(median(logs)), p, log_sd=sd)
 

@@ -305,9 +305,8 @@ def overall_lines(result: GateResult) -> list[str]:
             if o.spread is not None
         ]
     return [
-        f"pooled {o.check.metric}: {o.verdict.value}, {overall_change(o)} "
-        f"over {plural(o.rows, 'row')} "
-        "(stratified rank test of every row's samples against its baseline's moved by the "
-        "limit)"
+        f"pooled {o.check.metric}: {o.verdict.value}, {overall_change(o)} over "
+        f"{plural(o.rows, 'row')} (stratified rank test of every row's samples against its "
+        "baseline's moved by the limit)"
         for o in result.overall
     ]
