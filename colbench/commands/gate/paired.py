@@ -53,9 +53,8 @@ class PairedRow:
     verdict: str = "pass"
     #: SD of the pairs' log-ratios (row 'all': each row's about its own mean, pooled).
     log_sd: float | None = None
-    #: The smallest slowdown of B its test would have caught at the gate's power, at
-    #: Holm's strictest level (None: its pairs cannot reach it); and whether that is
-    #: more than twice the limit (insensitive, as in colbench.stats.power).
+    #: The smallest slowdown of B its test would have caught at the gate's power (None:
+    #: its pairs cannot reach Holm's strictest level), and whether that is insensitive.
     detectable: float | None = None
     insensitive: bool = True
 

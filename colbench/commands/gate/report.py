@@ -1,9 +1,6 @@
-"""The gate's three readers of one GateResult: a console table, Markdown, JUnit XML.
-
-The console table is for the person at the terminal, the Markdown for a pull request
-or ``$GITHUB_STEP_SUMMARY``, the JUnit XML for CI systems that list failed tests. They
-never judge anything themselves: every verdict comes from :mod:`colbench.commands.gate.verdict`.
-"""
+"""The gate's three readers of one GateResult: a console table for the terminal, Markdown
+for a pull request or ``$GITHUB_STEP_SUMMARY``, JUnit XML for CI systems that list failed
+tests. They never judge anything themselves."""
 
 from __future__ import annotations
 

@@ -19,11 +19,9 @@ judged (both need the number of rows judged, m):
    a row), from the samples' spread (:mod:`colbench.stats.power`); a row whose checks
    all need a margin beyond their limit larger than the limit is ``insensitive``.
 
-**The drift test** (:func:`judge_drift`). When the baseline holds at least
-``--min-baseline-runs`` runs (told apart by ``run_id``), every relative check of a judged
-row is decided by the drift test (colbench.stats.drift) instead of the within-run rank
-test, and the overall hypothesis is each relative check's run-level statistic: the
-median over the rows of log(current / baseline).
+**The drift test** (:func:`judge_drift`), once the baseline holds ``--min-baseline-runs``
+runs, decides every relative check instead of the within-run rank test; its overall
+hypothesis is each check's median over the rows of log(current / baseline).
 """
 
 from __future__ import annotations
@@ -112,9 +110,7 @@ def control_family(
     ``floors`` are the rows' smallest attainable p-values (an exact rank test's depend on
     its sample counts only). A row whose floor lies above its level can never be
     rejected: it leaves the family and its weight passes to the others (Tarone's rule for
-    discrete tests). The choice depends on the counts alone, not on the data, so the
-    family-wise rate stays at alpha; 3 samples a side, whose floor 0.05 no row level of a
-    family with an overall hypothesis reaches, leave all of alpha to the overall one.
+    discrete tests), which depends on the counts alone, so the family-wise rate holds.
     """
     m = len(rows)
     summary.family = m

@@ -126,13 +126,11 @@ class CheckResult:
     p_value: float | None = None
     rule: str = ""
     detail: str = ""
-    #: Pooled standard deviation of the samples' logs (power.log_spread), and the sample
-    #: counts it came from: what the detectable change is computed from.
+    #: The samples' pooled log SD and counts, which the detectable change comes from.
     log_sd: float | None = None
     n_baseline: int = 0
     n_current: int = 0
-    #: The smallest slowdown this check would have caught at the gate's power (None:
-    #: none it could state), and whether that makes it insensitive (power.insensitive).
+    #: The smallest slowdown it would have caught at the gate's power (None: none stated).
     detectable: float | None = None
     insensitive: bool = False
 
