@@ -92,10 +92,9 @@ def _run_ids(path: str, frames_of: RunFrames) -> set[str]:
 
 
 def _warn_if_self(baseline: str, current: Sequence[str], frames_of: RunFrames) -> None:
-    # Still useful for correctness and the --min-avg-busbw-gbps floor, so not refused;
-    # but every performance row then reads "same", which must not pass unremarked. The
-    # same run may come as another path too: a copy pooled into the baseline by
-    # --update-baseline keeps its run_id.
+    # Still useful for correctness and the floor, so not refused; but every performance
+    # row then reads "same", which must not pass unremarked. A copy pooled into the
+    # baseline by --update-baseline is the same run under another path: same run_id.
     in_baseline = _run_ids(baseline, frames_of)
     for run in current:
         if csv_path(run).resolve() == csv_path(baseline).resolve():

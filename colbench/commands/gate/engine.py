@@ -205,10 +205,7 @@ def run_gate(
     )
     if no_baseline:
         _judge_alone(result.rows, cur_frame)
-    changes: list[tuple[str, str, str]] = []
-    machine_warnings: list[str] = []
-    if base_meta is not None and first_meta is not None:
-        changes, machine_warnings = _machines(base_meta, first_meta)
+    changes, machine_warnings = _machines(base_meta, first_meta)
     incomplete, unfinished = _incomplete(currents, cur_frame)
     return replace(
         result,
@@ -282,7 +279,9 @@ def _judge_alone(rows: Sequence[RowResult], cur_frame: Any) -> None:
 
 def _machines(base_meta: Any, cur_meta: Any) -> tuple[list[tuple[str, str, str]], list[str]]:
     """What changed between the runs' machines and software, and a warning when their CPUs
-    differ."""
+    differ; nothing when a run has no meta.json."""
+    if base_meta is None or cur_meta is None:
+        return [], []
     changes = _what_changed(base_meta, cur_meta)
     base_print, cur_print = metadata.fingerprint(base_meta), metadata.fingerprint(cur_meta)
     changes += metadata.machine_differences(base_print, cur_print, metadata.SHOWN)

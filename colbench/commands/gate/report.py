@@ -89,10 +89,6 @@ def _p_text(c: CheckResult) -> str:
     return "small-R" if c.rule == "small-sample rule" else ""
 
 
-def _by_metric(row: RowResult, metric: str) -> CheckResult | None:
-    return next((c for c in row.checks if c.check.metric == metric), None)
-
-
 def _perf_metrics(result: GateResult) -> list[str]:
     return [c.metric for c in result.rules.checks if c.metric != "wrong"]
 
@@ -157,7 +153,9 @@ def _cells(row: RowResult, metrics: Sequence[str], markdown: bool = False) -> li
     """One row of the console table, or of the Markdown one (failures bold, notes escaped)."""
     k, notes = row.key, "; ".join(row.notes)
     verdict = f"**{row.verdict.value}**" if markdown and row.fails else row.verdict.value
-    figures = [(_md_cell if markdown else _cell)(_by_metric(row, m)) for m in metrics]
+    # One check per metric (parse_checks refuses two).
+    found = {c.check.metric: c for c in row.checks}
+    figures = [(_md_cell if markdown else _cell)(found.get(m)) for m in metrics]
     return [
         verdict,
         *(k[c] for c in ("op", "dtype", "redop")),

@@ -189,9 +189,8 @@ def rule_text(result: GateResult) -> str:
 
 
 def power_text(result: GateResult) -> str:
-    """What the gate could see: the worst detectable slowdown over the rows that could
-    see one, the overall figure, the rows too noisy to judge, and what the figures
-    assume; or why performance was not judged."""
+    """What the gate could see: the worst figure over the sensitive rows, the overall one,
+    the rows too noisy, what the figures assume; or why performance was not judged."""
     if result.not_judged:
         return result.not_judged
     if not result.performance_checked:

@@ -187,8 +187,7 @@ def state_power(row: RowResult, level: float, target_power: float) -> None:
 
 def settle_power(row: RowResult, target_power: float, no_figure: str, basis: str = "") -> None:
     """The row's figure, the smallest its sensitive checks state; a row within its limits
-    without one is insensitive, its note saying what it could see (``no_figure`` when no
-    check states a figure; ``basis``: what the figures come from)."""
+    without one is insensitive, noted with what it could see (else ``no_figure``)."""
     figures = [c.detectable for c in row.relative if not c.insensitive and c.detectable is not None]
     row.detectable = min(figures, default=None)
     if row.relative and not figures and row.verdict is Verdict.SAME:

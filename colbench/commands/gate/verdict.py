@@ -185,11 +185,9 @@ def verdict(
     alpha: float = DEFAULT_ALPHA,
     max_cv: float = DEFAULT_MAX_CV,
 ) -> RowResult:
-    """Everything the checks say about one pair: A is the baseline, B the current run.
-
-    A pair whose sides differ in a key column (matched loosely) or in a column of
-    :data:`COMPARABLE_COLUMNS` is not comparable; a wrong element fails wherever it is.
-    """
+    """Everything the checks say about one pair (A the baseline, B the current run); one
+    whose sides differ in a key column (matched loosely) or in :data:`COMPARABLE_COLUMNS`
+    is not comparable, and a wrong element fails wherever it is."""
     base, cur = pair.a, pair.b
     if not cur:
         missing = ["in the baseline, not in the current run"]
