@@ -9,7 +9,7 @@ changes instead of failing on them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -325,17 +325,10 @@ def _check_one(
     if any(cv is not None and cv > max_cv for cv in cvs):
         shown = "/".join("-" if cv is None else f"{cv:.0%}" for cv in cvs)
         spreads.append(f"{check.metric} {shown}")
+    # Every field of a Judgement is a field of CheckResult: the check's result is the
+    # judgement, with the spread and counts its figure comes from.
+    log_sd = power.log_spread(base_values, cur_values)
+    n_baseline, n_current = len(base_values), len(cur_values)
     return [
-        CheckResult(
-            check,
-            j.verdict,
-            j.baseline_median,
-            j.current_median,
-            j.change,
-            j.p_value,
-            j.rule,
-            log_sd=power.log_spread(base_values, cur_values),
-            n_baseline=len(base_values),
-            n_current=len(cur_values),
-        )
+        CheckResult(check, **asdict(j), log_sd=log_sd, n_baseline=n_baseline, n_current=n_current)
     ]
