@@ -99,17 +99,9 @@ def _pair_loosely(pairs: Sequence[Pair]) -> list[Pair]:
 
 def _sort_key(row: RowResult) -> tuple[Any, ...]:
     k = row.key
-    return (
-        str(k["variant"]),
-        str(k["op"]),
-        str(k["dtype"]),
-        str(k["redop"]),
-        int(k["root"]),
-        int(k["size_bytes"]),
-        int(k["in_place"]),
-        str(k["backend"]),
-        int(k["world_size"]),
-    )
+    names = tuple(str(k[c]) for c in ("variant", "op", "dtype", "redop"))
+    numbers = tuple(int(k[c]) for c in ("root", "size_bytes", "in_place"))
+    return (*names, *numbers, str(k["backend"]), int(k["world_size"]))
 
 
 def _sample_warnings(

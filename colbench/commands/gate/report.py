@@ -30,14 +30,8 @@ _KEYS = (
 )  # fmt: skip
 
 #: Rows with these verdicts are listed first in the Markdown report.
-_NEEDS_A_LOOK = (
-    Verdict.WORSE,
-    Verdict.MISSING,
-    Verdict.NOT_COMPARABLE,
-    Verdict.NOISY,
-    Verdict.INSENSITIVE,
-    Verdict.BETTER,
-    Verdict.NEW,
+_NEEDS_A_LOOK = tuple(
+    map(Verdict, ("worse", "missing", "not comparable", "noisy", "insensitive", "better", "new"))
 )
 
 LEGEND = (
