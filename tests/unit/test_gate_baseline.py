@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from colbench.bench import ops
-from colbench.commands.gate.baseline import update_baseline
+from colbench.commands.gate.command import update_baseline
 from colbench.errors import UsageError
 from colbench.results.rows import load
 from tests.unit.gate_runs import (

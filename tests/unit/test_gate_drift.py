@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from colbench.commands.gate import report as gate_report
-from colbench.commands.gate.baseline import update_baseline
 from colbench.commands.gate.checks import DEFAULT_MIN_BASELINE_RUNS
 from colbench.commands.gate.command import run as gate_run
+from colbench.commands.gate.command import update_baseline
 from colbench.commands.gate.options import GateOptions
 from colbench.commands.gate.verdict import Verdict
 from colbench.stats import drift, power

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from colbench.commands.gate import report as gate_report
-from colbench.commands.gate.baseline import update_baseline
+from colbench.commands.gate.command import update_baseline
 from colbench.commands.gate.verdict import Verdict
 from colbench.results import metafile, rundir
 from colbench.results.rows import load

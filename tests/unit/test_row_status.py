@@ -20,8 +20,8 @@ from colbench.commands.compare.comparison import format_table
 from colbench.commands.compare.pairs import compare_runs
 from colbench.commands.gate import engine as gate
 from colbench.commands.gate import report as gate_report
-from colbench.commands.gate.baseline import update_baseline
 from colbench.commands.gate.checks import parse_checks
+from colbench.commands.gate.command import update_baseline
 from colbench.commands.gate.verdict import RowResult, Verdict
 from colbench.config.min_bw import BusbwFloor
 from colbench.errors import UsageError

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from colbench.bench.rowmaker import host_bound
-from colbench.commands.gate.baseline import update_baseline
+from colbench.commands.gate.command import update_baseline
 from colbench.errors import UsageError
 from colbench.results.rows import COLUMNS, HOST_BOUND_RATIO, RESULTS, load
 from colbench.results.tables import TableWriter

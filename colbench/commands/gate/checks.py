@@ -23,11 +23,7 @@ from colbench.stats import DEFAULT_POWER as DEFAULT_POWER
 
 #: Metric -> +1 when a rise is a regression (times, wrong elements), -1 when a drop is.
 METRIC_WORSE_WHEN: dict[str, int] = {
-    "time_us": +1,
-    "time_min_us": +1,
-    "time_p50_us": +1,
-    "time_p99_us": +1,
-    "time_max_us": +1,
+    **dict.fromkeys(("time_us", "time_min_us", "time_p50_us", "time_p99_us", "time_max_us"), +1),
     "algbw_gbps": -1,
     "busbw_gbps": -1,
     "wrong": +1,
@@ -81,18 +77,17 @@ class Check:
     @classmethod
     def _relative(cls, text: str, metric: str, spec: str) -> Check:
         worse_when = METRIC_WORSE_WHEN[metric]
-        bad_word = "rise" if worse_when > 0 else "drop"
         if metric == "wrong":
             raise UsageError(f"bad --check {text!r}: wrong takes an absolute count: wrong:0")
         match = re.fullmatch(r"([+-]?)(\d+(?:\.\d*)?|\.\d+)%", spec)
         if match is None:
             raise UsageError(f"bad --check {text!r}: {spec!r} is not a percentage like -15%")
         sign, number = match.groups()
+        good = f"{metric}:{'+' if worse_when > 0 else '-'}{number}%"
         if sign and (1 if sign == "+" else -1) != worse_when:
-            good = f"{metric}:{'+' if worse_when > 0 else '-'}{number}%"
             raise UsageError(
-                f"bad --check {text!r}: for {metric} a regression is a {bad_word}, "
-                f"so its limit is written {good}"
+                f"bad --check {text!r}: for {metric} a regression is a "
+                f"{'rise' if worse_when > 0 else 'drop'}, so its limit is written {good}"
             )
         fraction = float(number) / 100
         if worse_when < 0 and fraction >= 1:
@@ -100,7 +95,7 @@ class Check:
                 f"bad --check {text!r}: {metric} cannot drop by {number}% or more, "
                 "so the check could never fail"
             )
-        return cls(metric, fraction, True, f"{metric}:{'+' if worse_when > 0 else '-'}{number}%")
+        return cls(metric, fraction, True, good)
 
     @classmethod
     def _absolute(cls, text: str, metric: str, spec: str) -> Check:
@@ -153,10 +148,6 @@ class SizeWindow:
     #: Set when no size's performance may be judged (the baseline's machine differs, or
     #: there is no baseline): the reason, which describe() gives.
     closed: str = ""
-
-    @classmethod
-    def closed_because(cls, reason: str) -> SizeWindow:
-        return cls(closed=reason)
 
     @classmethod
     def parse(cls, min_size: str | None, max_size: str | None) -> SizeWindow:

@@ -1,11 +1,5 @@
-"""Checks over the engine: a verdict per joined row, the floors, and the gate's exit code.
-
-Rows are joined on the schema's key columns (:mod:`colbench.results.join`); a
-baseline row without an exact partner is looked for again among the current run's
-unmatched rows by :data:`LOOSE_KEY_COLUMNS`, so that a row measured at another world
-size, backend, dtype or variant is "not comparable" rather than missing. Every pair gets
-:func:`colbench.commands.gate.verdict.verdict`.
-"""
+"""The gate's judging: two runs' rows joined on the key columns, a verdict per pair
+(:func:`colbench.commands.gate.verdict.verdict`), the family, the floors and warnings."""
 
 from __future__ import annotations
 
@@ -14,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from colbench.commands.gate import drift_rows, pooled
+from colbench.commands.gate import pooled, sensitivity
 from colbench.commands.gate.checks import SizeWindow
 from colbench.commands.gate.result import FloorResult, GateResult, GateRules
 from colbench.commands.gate.verdict import SMALL_SAMPLE_MARGIN, RowResult, Verdict, row_key, verdict
@@ -36,9 +30,8 @@ from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, load
 from colbench.results.rundir import RunDir
 from colbench.stats import rank_tests
 
-#: A row of the baseline that found no exact partner is looked for again by these alone:
-#: a partner found so is "not comparable" (other world size, backend, dtype or variant)
-#: rather than missing.
+#: A baseline row without an exact partner is looked for again by these alone: a partner
+#: found so is "not comparable" (other world size, backend, dtype or variant), not missing.
 LOOSE_KEY_COLUMNS = ("op", "redop", "root", "in_place", "requested_bytes")
 
 
@@ -50,12 +43,10 @@ def gate_frames(
     current: str = "current",
     not_judged: str = "",
 ) -> GateResult:
-    """Join two runs' rows and judge every one (frames as :func:`colbench.results.load` gives):
-    each row's verdict, then Holm across the rows and what each row could have seen; on
-    the baseline runs' drift when the baseline holds at least ``rules.min_runs`` runs.
-    ``not_judged``: why performance is not judged at all (the size window is then shut)."""
+    """Join two runs' rows (frames as :func:`colbench.results.load` gives) and judge every
+    one; ``not_judged``: why performance is not judged at all (the size window is shut)."""
     if not_judged:
-        rules = replace(rules, window=SizeWindow.closed_because(not_judged))
+        rules = replace(rules, window=SizeWindow(closed=not_judged))
     # An empty side (no baseline) has no say in which key columns the runs record.
     recorded = [f for f in (baseline_frame, current_frame) if len(f)] or [current_frame]
     pairs = join(baseline_frame, current_frame, key_columns(*recorded))
@@ -63,26 +54,22 @@ def gate_frames(
         (p, verdict(p, rules.checks, rules.window, rules.alpha, rules.max_cv))
         for p in _pair_loosely(pairs)
     ]
-    runs = drift_rows.baseline_runs(baseline_frame)
+    runs = sensitivity.baseline_runs(baseline_frame)
     drift, pooled_summary = None, None
     if len(runs) >= rules.min_runs:
-        drift = drift_rows.judge_rows(
+        drift = sensitivity.judge_drift(
             judged, runs, rules.min_runs, rules.alpha, rules.power, rules.fwer
         )
-        family = drift.family
     else:
         pooled_summary = pooled.judge_rows(judged, rules.alpha, rules.power, rules.fwer)
-        family = pooled_summary.family
     rows = sorted((row for _, row in judged), key=_sort_key)
-    floors = average_busbw_floors(current_frame, rules.floor) if rules.floor is not None else []
     return GateResult(
         baseline,
         current,
         rules,
         rows,
-        floors=floors,
+        floors=average_busbw_floors(current_frame, rules.floor) if rules.floor is not None else [],
         warnings=_sample_warnings(rules, rows, pairs, drift is not None),
-        family=family,
         not_judged=not_judged,
         baseline_runs=len(runs),
         drift=drift,
@@ -112,17 +99,9 @@ def _pair_loosely(pairs: Sequence[Pair]) -> list[Pair]:
 
 def _sort_key(row: RowResult) -> tuple[Any, ...]:
     k = row.key
-    return (
-        str(k["variant"]),
-        str(k["op"]),
-        str(k["dtype"]),
-        str(k["redop"]),
-        int(k["root"]),
-        int(k["size_bytes"]),
-        int(k["in_place"]),
-        str(k["backend"]),
-        int(k["world_size"]),
-    )
+    names = tuple(str(k[c]) for c in ("variant", "op", "dtype", "redop"))
+    numbers = tuple(int(k[c]) for c in ("root", "size_bytes", "in_place"))
+    return (*names, *numbers, str(k["backend"]), int(k["world_size"]))
 
 
 def _sample_warnings(
@@ -154,13 +133,9 @@ def _sample_warnings(
 
 
 def average_busbw_floors(current_frame: Any, floor: BusbwFloor) -> list[FloorResult]:
-    """Each op's mean bus bandwidth over all its rows, against the floor (nccl-tests'
-    average: one binary runs one op, so here each op, and each variant, is one average).
-
-    As in nccl-tests, the average runs over every size and both placements (no size
-    window); each (row key) counts once, with the median of its samples. Ops without
-    bandwidth (barrier) are left out.
-    """
+    """Each op's (and variant's) mean bus bandwidth against the floor, as nccl-tests
+    averages one binary's op: over every size and both placements (no size window), each
+    row key once with the median of its samples; barrier, without bandwidth, left out."""
     frame = current_frame[current_frame["status"] == STATUS_OK]
     per_op: dict[tuple[str, str], list[float]] = {}
     for samples in pool(frame, key_columns(frame)).values():
@@ -174,26 +149,21 @@ def average_busbw_floors(current_frame: Any, floor: BusbwFloor) -> list[FloorRes
 
 def _what_changed(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """Versions, CPU and recorded environment that differ: the usual suspects."""
-    changes: list[tuple[str, str, str]] = []
+    base_v, cur_v = (m.get("versions") or {} for m in (base, cur))
+    base_env, cur_env = (m.get("env") or {} for m in (base, cur))
+    named = [(name, base_v.get(name), cur_v.get(name)) for name in sorted({*base_v, *cur_v})]
+    cpus = [(m.get("cpu") or {}).get("model") for m in (base, cur)]
+    devices = [",".join(sorted(set(m.get("devices") or []))) for m in (base, cur)]
+    named += [("cpu", cpus[0], cpus[1]), ("devices", devices[0], devices[1])]
+    named += [
+        (f"${name}", base_env.get(name), cur_env.get(name))
+        for name in sorted({*base_env, *cur_env})
+    ]
+    return [(what, _dash(a), _dash(b)) for what, a, b in named if a != b]
 
-    def note(what: str, a: Any, b: Any) -> None:
-        if a != b:
-            changes.append(
-                (what, "-" if a in (None, "") else str(a), "-" if b in (None, "") else str(b))
-            )
 
-    for name in sorted(set(base.get("versions") or {}) | set(cur.get("versions") or {})):
-        note(name, (base.get("versions") or {}).get(name), (cur.get("versions") or {}).get(name))
-    note("cpu", (base.get("cpu") or {}).get("model"), (cur.get("cpu") or {}).get("model"))
-    note(
-        "devices",
-        ",".join(sorted(set(base.get("devices") or []))),
-        ",".join(sorted(set(cur.get("devices") or []))),
-    )
-    base_env, cur_env = base.get("env") or {}, cur.get("env") or {}
-    for name in sorted(set(base_env) | set(cur_env)):
-        note(f"${name}", base_env.get(name), cur_env.get(name))
-    return changes
+def _dash(value: Any) -> str:
+    return "-" if value in (None, "") else str(value)
 
 
 def run_gate(
@@ -202,12 +172,9 @@ def run_gate(
     rules: GateRules,
     frames_of: RunFrames | None = None,
 ) -> GateResult:
-    """Load the baseline and the current run(s) (directories or CSV files) and judge.
-
-    With ``rules.missing_ok`` a baseline directory that does not exist (a fresh runner)
-    judges the current run alone: correctness and presence, performance "not judged".
-    Against a baseline from another machine (metafile.MUST_MATCH) performance is "not
-    comparable" and only correctness and presence are judged, unless ``rules.any_machine``.
+    """Load the baseline and the current run(s) (directories or CSV files) and judge;
+    without a baseline (``rules.missing_ok``) or against another machine's (metafile.
+    MUST_MATCH; unless ``rules.any_machine``), correctness and presence only.
     ``frames_of``: the command's reads of the runs, when it reads them for more than this.
     """
     currents = [current] if isinstance(current, (str, os.PathLike)) else list(current)
@@ -224,16 +191,13 @@ def run_gate(
     first_meta = RunDir.of(currents[0]).meta_or_none()
     not_judged = f"performance not judged: no baseline at {baseline}" if no_baseline else ""
     if not no_baseline and not rules.any_machine:
-        not_judged = _other_machine(base_meta, first_meta)
+        not_judged = other_machine(base_meta, first_meta)
     result = gate_frames(
         base_frame, cur_frame, rules, str(baseline), " + ".join(map(str, currents)), not_judged
     )
     if no_baseline:
         _judge_alone(result.rows, cur_frame)
-    changes: list[tuple[str, str, str]] = []
-    machine_warnings: list[str] = []
-    if base_meta is not None and first_meta is not None:
-        changes, machine_warnings = _machines(base_meta, first_meta)
+    changes, machine_warnings = _machines(base_meta, first_meta)
     incomplete, unfinished = _incomplete(currents, cur_frame)
     return replace(
         result,
@@ -276,7 +240,7 @@ def _refuse_incomplete_baseline(baseline: Any, meta: Mapping[str, Any], frame: A
         )
 
 
-def _other_machine(base_meta: Any, cur_meta: Any) -> str:
+def other_machine(base_meta: Any, cur_meta: Any) -> str:
     """Why performance is not comparable between the runs' machines; "" when it is."""
     if base_meta is None or cur_meta is None:
         return ""
@@ -307,7 +271,9 @@ def _judge_alone(rows: Sequence[RowResult], cur_frame: Any) -> None:
 
 def _machines(base_meta: Any, cur_meta: Any) -> tuple[list[tuple[str, str, str]], list[str]]:
     """What changed between the runs' machines and software, and a warning when their CPUs
-    differ."""
+    differ; nothing when a run has no meta.json."""
+    if base_meta is None or cur_meta is None:
+        return [], []
     changes = _what_changed(base_meta, cur_meta)
     base_print, cur_print = metafile.fingerprint(base_meta), metafile.fingerprint(cur_meta)
     changes += metafile.machine_differences(base_print, cur_print, metafile.SHOWN)

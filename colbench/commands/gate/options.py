@@ -1,6 +1,5 @@
-"""``colbench gate``'s options, declared once with the options-table machinery
-(colbench.config.options): the Typer parameters of ``gate`` and its section of docs/options.md
-come from :class:`GateOptions`. Kept free of pandas and numpy so ``--help`` stays quick.
+"""``colbench gate``'s options, declared once: its Typer parameters and its section of
+docs/options.md come from :class:`GateOptions`. Free of pandas and numpy: --help is quick.
 """
 
 from __future__ import annotations

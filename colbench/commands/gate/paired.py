@@ -6,33 +6,33 @@ log-ratio cancels the drift that makes two separate runs incomparable. For each 
 (op, dtype, size, placement...) the gate takes the R pairs' log-ratios, oriented so that
 positive means B is worse, and asks with a one-sided Wilcoxon signed-rank test whether B
 is worse *by more than the check's limit* (the test runs on log-ratio minus the limit's
-log). A vs an identical A therefore fails far less often than alpha, and a B really worse
-than the limit fails once the pairs show it. The rows' p-values are adjusted by Holm's
-step-down method, so the chance that any row of an A-vs-A run fails stays at most alpha
-(family-wise), however many rows are judged.
+log), so A against an identical A fails far less often than alpha. Holm's step-down
+method over the rows keeps the chance that any row of an A-vs-A run fails at most alpha.
 
 **What it could see.** Each row states the smallest slowdown of B its test would have
 caught with the gate's power at Holm's strictest level (alpha / rows), from the SD of its
-pairs' log-ratios (:func:`detectable_margin`, simulated like the stored-baseline gate's
-figures in :mod:`colbench.stats.power`). A gate none of whose rows could see a
-slowdown of about twice its limit (too few pairs: R pairs cannot go below p = 2^-R) is
-*inconclusive*: it passes, says so, and exits 5 under ``--fail-inconclusive``.
+pairs' log-ratios (:func:`detectable_margin`). A gate none of whose rows could see a
+slowdown of about twice its limit (R pairs cannot go below p = 2^-R) is *inconclusive*:
+it passes, says so, and exits 5 under ``--fail-inconclusive``. Its console table and
+Markdown share one wording, so that a terminal and a job summary never disagree.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from colbench import text
 from colbench.commands.gate.checks import DEFAULT_POWER, Check, SizeWindow
 from colbench.errors import UsageError
+from colbench.output import plural
 from colbench.results.rows import KEY_COLUMNS, STATUS_OK
 from colbench.stats import power, rank_tests
 from colbench.stats.holm import holm
 from colbench.stats.rank_tests import median
+from colbench.text import Column
 
 #: Columns that name a row of the paired table: every key but the variant, and but the
 #: engine, which an ``--engine torch,nccl`` run's variants differ by (engine=torch vs
@@ -40,7 +40,7 @@ from colbench.stats.rank_tests import median
 ROW_KEYS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "engine"))
 
 
-@dataclass(frozen=True)
+@dataclass
 class PairedRow:
     """One row of the paired table: B's change against A and the verdict."""
 
@@ -53,9 +53,8 @@ class PairedRow:
     verdict: str = "pass"
     #: SD of the pairs' log-ratios (row 'all': each row's about its own mean, pooled).
     log_sd: float | None = None
-    #: The smallest slowdown of B its test would have caught at the gate's power, at
-    #: Holm's strictest level (None: its pairs cannot reach it); and whether that is
-    #: more than twice the limit (insensitive, as in colbench.stats.power).
+    #: The smallest slowdown of B its test would have caught at the gate's power (None:
+    #: its pairs cannot reach Holm's strictest level), and whether that is insensitive.
     detectable: float | None = None
     insensitive: bool = True
 
@@ -91,10 +90,9 @@ class PairedResult:
     @property
     def pooled_change(self) -> float | None:
         """B's median change over every pair of every row."""
-        pooled = [r for r in self.rows if r.key["op"] == "all"]
-        if pooled:
-            return pooled[0].change
-        return self.rows[0].change if self.rows else None
+        first = self.rows[0] if self.rows else None
+        pooled = next((r for r in self.rows if r.key["op"] == "all"), first)
+        return pooled.change if pooled else None
 
 
 def paired_gate(
@@ -118,18 +116,16 @@ def paired_gate(
         va, vb = a[k][check.metric], b[k][check.metric]
         if va and vb and va > 0 and vb > 0:
             groups.setdefault(k[:-1], []).append((float(va), float(vb)))
-    limit = math.log(1 + check.limit) if check.worse_when > 0 else -math.log(1 - check.limit)
     ratios = {k: [math.log(vb / va) for va, vb in pairs] for k, pairs in groups.items()}
     judged = [
-        _row(dict(zip(ROW_KEYS, k, strict=True)), logs, check.worse_when, limit, [logs])
-        for k, logs in ratios.items()
+        _row(dict(zip(ROW_KEYS, k, strict=True)), logs, check, [logs]) for k, logs in ratios.items()
     ]
     if len(judged) > 1:
         # Every pair of every row in one more test of the family: a slowdown spread over
         # all sizes shows there with many more pairs than any one row has.
         every = [x for logs in ratios.values() for x in logs]
         all_rows = dict.fromkeys(ROW_KEYS, "all")
-        judged.append(_row(all_rows, every, check.worse_when, limit, list(ratios.values())))
+        judged.append(_row(all_rows, every, check, list(ratios.values())))
     result.rows = _family(judged, check, alpha, target_power)
     return result
 
@@ -159,44 +155,33 @@ def _family(
     family = holm([r.p_value for r in judged], alpha)
     # Holm's strictest step: the level every row's figure holds at.
     level = alpha / max(len(judged), 1)
-    rows = []
     for r, q, rejected in zip(judged, family.adjusted, family.rejected, strict=True):
-        margin = None if r.log_sd is None else detectable_margin(r.log_sd, r.pairs, level,
-                                                                 target_power)  # fmt: skip
-        rows.append(
-            dataclasses.replace(
-                r,
-                p_holm=q,
-                verdict="fail" if rejected else "pass",
-                detectable=None
-                if margin is None
-                else power.detectable_slowdown(check.limit, check.worse_when, margin),
-                insensitive=power.insensitive(check.limit, check.worse_when, margin),
-            )
-        )
-    return rows
+        r.p_holm, r.verdict = q, "fail" if rejected else "pass"
+        margin = detectable_margin(r.log_sd, r.pairs, level, target_power)
+        r.insensitive = power.insensitive(check.limit, check.worse_when, margin)
+        if margin is not None:
+            r.detectable = power.detectable_slowdown(check.limit, check.worse_when, margin)
+    return judged
 
 
 def _row(
-    key: dict[str, Any],
-    logs: Sequence[float],
-    worse_when: int,
-    limit: float,
-    groups: Sequence[Sequence[float]],
+    key: dict[str, Any], logs: Sequence[float], check: Check, groups: Sequence[Sequence[float]]
 ) -> PairedRow:
     """One row's test (of ``logs``, the pairs' log(B/A)); its spread from ``groups``."""
-    p = rank_tests.signed_rank_p_greater([worse_when * x - limit for x in logs])
+    w = check.worse_when
+    limit = math.log(1 + check.limit) if w > 0 else -math.log(1 - check.limit)
+    p = rank_tests.signed_rank_p_greater([w * x - limit for x in logs])
     sd = rank_tests.pooled_sd(groups)
     return PairedRow(key, len(logs), math.expm1(median(logs)), p, log_sd=sd)
 
 
 def detectable_margin(
-    sigma: float, pairs: int, level: float, target_power: float = DEFAULT_POWER
+    sigma: float | None, pairs: int, level: float, target_power: float = DEFAULT_POWER
 ) -> float | None:
     """The log shift of B beyond the limit that the one-sided signed-rank test of
     ``pairs`` log-ratios of SD ``sigma`` finds at ``level`` with ``target_power``; None
-    when ``pairs`` can never reach ``level`` (the smallest p is 2^-pairs)."""
-    if pairs < 1 or not 0 < level < 1 or 2.0**-pairs > level:
+    without an SD, or when ``pairs`` can never reach ``level`` (the smallest p is 2^-pairs)."""
+    if sigma is None or pairs < 1 or not 0 < level < 1 or 2.0**-pairs > level:
         return None
     return sigma * power.signed_rank_margin(pairs, round(level, 12), round(target_power, 12))
 
@@ -204,3 +189,108 @@ def detectable_margin(
 def _label(row: Any) -> str:
     place = "in" if int(row["in_place"]) else "out"
     return f"{row['op']} {row['dtype']} {int(row['size_bytes'])} B {place}-of-place"
+
+
+_COLUMNS = (
+    Column("op", 16), Column("dtype", 9), Column("size_bytes", 12), Column("place", 5),
+    Column("pairs", 5), Column("B vs A", 8), Column("p_holm", 8), Column("detect", 7),
+    Column("verdict", gap="  "),
+)  # fmt: skip
+
+
+def _is_all(row: PairedRow) -> bool:
+    return row.key["op"] == "all"
+
+
+def sensitivity_text(result: PairedResult) -> str:
+    """What the gate could see: the pooled row's figure and the rows' alone; or why not."""
+    if result.inconclusive:
+        smallest = min(r.pairs for r in result.rows)
+        reach = 2.0 ** -max(r.pairs for r in result.rows) * len(result.rows)
+        why = (
+            f"{smallest} pairs per row cannot reach alpha {result.alpha:g} over "
+            f"{plural(len(result.rows), 'row')} (more --repeat, or fewer rows)"
+            if reach >= result.alpha
+            else f"too noisy to see a slowdown of twice the limit at {result.power:.0%} power"
+        )
+        return f"performance inconclusive: {why}"
+    parts = []
+    pooled = next((r for r in result.sensitive if _is_all(r) or len(result.rows) == 1), None)
+    if pooled is not None and pooled.detectable is not None:
+        parts.append(
+            f"sensitive to slowdowns >= {pooled.detectable:.0%} over all {pooled.pairs} pairs"
+        )
+    alone = [r.detectable for r in result.sensitive if r is not pooled and r.detectable]
+    if alone:
+        parts.append(f">= {max(alone):.0%} on {plural(len(alone), 'row')} alone")
+    return ", ".join(parts) + f" ({result.power:.0%} power)"
+
+
+def verdict_line(result: PairedResult) -> str:
+    if result.failures:
+        verdict = "FAILED"
+    elif result.inconclusive:
+        verdict = "passed on correctness and presence only"
+    else:
+        verdict = "passed"
+    pooled = result.pooled_change
+    pooled_text = f"; B's median change {pooled:+.1%}" if pooled is not None else ""
+    return (
+        f"paired gate {verdict}: {result.failures} failure(s) of {plural(len(result.rows), 'row')}"
+        f"{pooled_text}; {sensitivity_text(result)}"
+    )
+
+
+def _rule(result: PairedResult) -> str:
+    return (
+        f"{result.check.describe()}: a row fails when B is worse than that (one-sided "
+        "Wilcoxon signed-rank on log(B/A) of same-size same-repeat pairs; row 'all' pools "
+        f"every pair; Holm over {plural(len(result.rows), 'row')}, alpha {result.alpha:g}); "
+        "detect: "
+        f"the smallest slowdown of B a row would have shown at {result.power:.0%} power "
+        f"(at alpha/{len(result.rows)}, from its pairs' spread)"
+    )
+
+
+def _cells(row: PairedRow) -> tuple[str, ...]:
+    k = row.key
+    place = k["in_place"] if _is_all(row) else ("in" if int(k["in_place"]) else "out")
+    detect = "none" if row.detectable is None else f"{row.detectable:.0%}"
+    return (
+        str(k["op"]), str(k["dtype"]), str(k["size_bytes"]), str(place), str(row.pairs),
+        f"{row.change:+.1%}", f"{row.p_holm:.3g}", detect, row.verdict,
+    )  # fmt: skip
+
+
+def console_lines(result: PairedResult) -> list[str]:
+    """The paired table and its verdict line."""
+    lines = [
+        f"# paired gate: {result.variant_b} (B) against {result.variant_a} (A) in {result.run}",
+        f"# {_rule(result)}",
+        text.header(_COLUMNS, lead=""),
+    ]
+    lines += [text.line(_cells(row), _COLUMNS, lead="") for row in result.rows]
+    lines += [f"missing: {m}" for m in result.missing]
+    lines += [f"wrong elements: {w}" for w in result.wrong]
+    lines.append(verdict_line(result))
+    return lines
+
+
+def markdown(result: PairedResult) -> str:
+    """A report for a job summary: the verdict, the rule, the table."""
+    icon = "❌" if result.failures else "✅"
+    head = ("op", "dtype", "size (B)", "place", "pairs", "B vs A", "p (Holm)", "detect", "verdict")
+    lines = [
+        f"## {icon} {verdict_line(result)}",
+        "",
+        f"Interleaved run `{result.run}`: `{result.variant_b}` (B) against "
+        f"`{result.variant_a}` (A).",
+        "",
+        f"Rule: {_rule(result)}.",
+        "",
+        *text.markdown(head, [_cells(r) for r in result.rows]),
+        "",
+        *(f"- missing: {m}" for m in result.missing),
+        *(f"- wrong elements: {w}" for w in result.wrong),
+    ]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,4 +1,5 @@
-"""Evidence pooled across rows: a stratified rank test beside each row's own.
+"""Evidence pooled across rows: a stratified rank test beside each row's own (docs/gate.md,
+"The pooled test", measures it and says what it assumes).
 
 Against a baseline of fewer runs than the drift test needs, each row is judged by its own
 exact rank test (:func:`colbench.commands.gate.verdict.judge`), and with R samples a side that
@@ -7,29 +8,18 @@ are judged at alpha / (2 m) each, so with 3 samples a side no row can ever be ju
 alone, however clearly every row moved. The evidence is in the rows together.
 
 **The test.** For each relative check every judged row is one stratum. On the log scale,
-oriented so that larger is worse (log time, -log bandwidth), the baseline's samples are
-moved toward worse by the limit, as the row test moves them, and U_i counts the pairs
-(current sample, moved baseline sample) in which the current one is worse, ties one
-half. The statistic is S = sum of the U_i. If no row is beyond its limit, each row's
-samples are exchangeable, so S's exact null distribution is the convolution of the
-rows' exact U distributions (ties counted exactly, as in
-:func:`colbench.stats.rank_tests.mann_whitney_u`), and p = P(S >= observed). This is van
-Elteren's stratified Wilcoxon test when every row has the same sample counts, the usual
-case (his weights 1/(N_i + 1) are then equal); with unequal counts the plain sum leans
-toward the rows with more samples and stays exact.
+oriented so that larger is worse, the baseline's samples are moved toward worse by the
+limit, as the row test moves them, and U_i counts the pairs (current, moved baseline) in
+which the current one is worse, ties one half. If no row is beyond its limit, each row's
+samples are exchangeable, so the exact null of S = sum of the U_i is the convolution of
+the rows' exact U distributions, and p = P(S >= observed): van Elteren's stratified
+Wilcoxon test when every row has the same sample counts (with unequal counts the plain
+sum leans toward the rows with more samples and stays exact).
 
 **What it could see.** The smallest slowdown, the same in every row, that the test finds
-at its level with the gate's power: each row's samples simulated as normal on the log
-scale with that row's own log SD, the shift found by bisection over fixed random numbers
-(as :mod:`colbench.stats.power` does for one row), the critical S from the exact null.
-
-**What it assumes.** Each sample is an independent draw about its row's centre. Within a
-run the interleaved repeats make that about as true as it is for one row's test. Between
-two runs it is not: a busier machine slows every row of a run alike, one event rather
-than m pieces of evidence, and the pooled test (sharper than any row) reads it as a
-slowdown. Only a baseline of several runs (the drift test) or variants measured
-interleaved in one run (the paired gate) can tell a slowdown from a busy machine; the
-gate's last line says so (docs/gate.md, "The pooled test").
+at its level with the gate's power, simulated from each row's own log SD (as
+:mod:`colbench.stats.power` does for one row). Only a baseline of several runs (the drift
+test) or an interleaved run (the paired gate) can tell a slowdown from a busy machine.
 """
 
 from __future__ import annotations
@@ -43,7 +33,7 @@ import numpy as np
 from colbench.commands.gate import sensitivity
 from colbench.commands.gate.checks import Check
 from colbench.commands.gate.sensitivity import FamilySummary, OverallResult
-from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict
+from colbench.commands.gate.verdict import RowResult, Verdict
 from colbench.results.join import Pair, ok_values
 from colbench.stats import drift, power, rank_tests
 
@@ -128,7 +118,7 @@ def judge_rows(
     summary = FamilySummary()
     rows = [row for _, row in judged if row.judged]
     if len(rows) >= 2:
-        checks = dict.fromkeys(c.check for row in rows for c in row.checks if c.change is not None)
+        checks = dict.fromkeys(c.check for row in rows for c in row.relative)
         found = (_pooled(check, judged, alpha) for check in checks)
         summary.overall = [o for o in found if o is not None]
     floors = [_floor(row) for row in rows]
@@ -138,30 +128,22 @@ def judge_rows(
     for row, floor in zip(rows, floors, strict=True):
         # A row left out of the family states what it could not reach: its own level.
         level = summary.row_level if floor <= cut else summary.nominal_row_level
-        sensitivity.state_power([row], level, target_power)
-    for o, sigmas in zip(summary.overall, _spreads(summary.overall, rows), strict=True):
-        margin = None if sigmas is None else uniform_margin(sigmas, summary.overall_level,
-                                                            target_power)  # fmt: skip
-        o.insensitive = power.insensitive(o.check.limit, o.check.worse_when, margin)
-        if margin is not None:
-            o.detectable = power.detectable_slowdown(o.check.limit, o.check.worse_when, margin)
+        sensitivity.state_power(row, level, target_power)
+    for o in summary.overall:
+        sensitivity.state_margin(o, _margin(o, rows, summary.overall_level, target_power))
     return summary
 
 
-def _spreads(
-    overall: Sequence[OverallResult], rows: Sequence[RowResult]
-) -> list[list[tuple[float, int, int]] | None]:
-    """Each overall result's rows as (log SD, samples a side); None when a row has no SD."""
-    out: list[list[tuple[float, int, int]] | None] = []
-    for o in overall:
-        mine = [
-            c for row in rows for c in row.checks if c.check == o.check and c.change is not None
-        ]
-        if any(c.log_sd is None for c in mine):
-            out.append(None)
-        else:
-            out.append([(c.log_sd or 0.0, c.n_baseline, c.n_current) for c in mine])
-    return out
+def _margin(
+    o: OverallResult, rows: Sequence[RowResult], level: float, target_power: float
+) -> float | None:
+    """The pooled test's margin from its rows' log SDs and sample counts; None when a row
+    has no SD."""
+    mine = [c for row in rows for c in row.relative if c.check == o.check]
+    if any(c.log_sd is None for c in mine):
+        return None
+    sigmas = [(c.log_sd or 0.0, c.n_baseline, c.n_current) for c in mine]
+    return uniform_margin(sigmas, level, target_power)
 
 
 def _pooled(
@@ -171,7 +153,7 @@ def _pooled(
     sides: list[tuple[list[float], list[float]]] = []
     logs: list[float] = []
     for pair, row in judged:
-        c = _result(row, check)
+        c = next((c for c in row.relative if c.check == check), None)
         if c is None or c.baseline_median is None or c.current_median is None:
             continue
         base, cur = ok_values(pair.a, check.metric), ok_values(pair.b, check.metric)
@@ -181,15 +163,15 @@ def _pooled(
         logs.append(math.log(c.current_median / c.baseline_median))
     if len(sides) < 2:
         return None
-    change = math.expm1(rank_tests.median(logs))
-    w = check.worse_when
+    median_log, w = rank_tests.median(logs), check.worse_when
+    change = math.expm1(median_log)
     p_worse = pooled_p([Stratum.of(b, c, w, check.limit) for b, c in sides])
-    beyond = abs(rank_tests.median(logs)) - drift.limit_log(
-        check.limit, rank_tests.median(logs) > 0
-    )
-    direction = 0 if beyond <= 0 else (1 if rank_tests.median(logs) * w > 0 else -1)
+    beyond = abs(median_log) - drift.limit_log(check.limit, median_log > 0)
+    direction = 0 if beyond <= 0 else (1 if median_log * w > 0 else -1)
     if p_worse <= alpha or direction >= 0:
-        verdict = Verdict.WORSE if p_worse <= alpha else _within(direction)
+        verdict = (
+            Verdict.WORSE if p_worse <= alpha else (Verdict.NOISY if direction else Verdict.SAME)
+        )
         return OverallResult(check, len(sides), change, p_worse, verdict)
     p_better = pooled_p([Stratum.of(b, c, -w, check.limit) for b, c in sides])
     verdict = Verdict.BETTER if p_better <= alpha else Verdict.NOISY
@@ -198,16 +180,5 @@ def _pooled(
 
 def _floor(row: RowResult) -> float:
     """The smallest p any of the row's rank tests can give, from its sample counts."""
-    return min(
-        (rank_tests.smallest_one_sided_p(c.n_baseline, c.n_current) for c in row.checks
-         if c.change is not None and c.n_baseline and c.n_current),
-        default=1.0,
-    )  # fmt: skip
-
-
-def _within(direction: int) -> Verdict:
-    return Verdict.NOISY if direction > 0 else Verdict.SAME
-
-
-def _result(row: RowResult, check: Check) -> CheckResult | None:
-    return next((c for c in row.checks if c.check == check and c.change is not None), None)
+    counts = [(c.n_baseline, c.n_current) for c in row.relative if c.n_baseline and c.n_current]
+    return min((rank_tests.smallest_one_sided_p(b, n) for b, n in counts), default=1.0)

@@ -1,9 +1,6 @@
-"""The gate's three readers of one GateResult: a console table, Markdown, JUnit XML.
-
-The console table is for the person at the terminal, the Markdown for a pull request
-or ``$GITHUB_STEP_SUMMARY``, the JUnit XML for CI systems that list failed tests. They
-never judge anything themselves: every verdict comes from :mod:`colbench.commands.gate.verdict`.
-"""
+"""The gate's three readers of one GateResult: a console table for the terminal, Markdown
+for a pull request or ``$GITHUB_STEP_SUMMARY``, JUnit XML for CI systems that list failed
+tests. They never judge anything themselves."""
 
 from __future__ import annotations
 
@@ -11,16 +8,17 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from colbench import text
-from colbench.commands.gate.result import FloorResult, GateResult
-from colbench.commands.gate.sensitivity import OverallResult
-from colbench.commands.gate.text import (
+from colbench.commands.gate.result import (
+    FloorResult,
+    GateResult,
     overall_change,
     overall_lines,
     power_rule,
     power_text,
     rule_text,
 )
-from colbench.commands.gate.verdict import FAILING, CheckResult, RowResult, Verdict
+from colbench.commands.gate.sensitivity import OverallResult
+from colbench.commands.gate.verdict import CheckResult, RowResult, Verdict
 from colbench.output import plural
 from colbench.text import Column
 
@@ -32,14 +30,8 @@ _KEYS = (
 )  # fmt: skip
 
 #: Rows with these verdicts are listed first in the Markdown report.
-_NEEDS_A_LOOK = (
-    Verdict.WORSE,
-    Verdict.MISSING,
-    Verdict.NOT_COMPARABLE,
-    Verdict.NOISY,
-    Verdict.INSENSITIVE,
-    Verdict.BETTER,
-    Verdict.NEW,
+_NEEDS_A_LOOK = tuple(
+    map(Verdict, ("worse", "missing", "not comparable", "noisy", "insensitive", "better", "new"))
 )
 
 LEGEND = (
@@ -56,8 +48,7 @@ LEGEND = (
 
 
 def summary_line(result: GateResult) -> str:
-    counts = result.counts()
-    parts = ", ".join(f"{n} {v.value}" for v, n in counts.items())
+    parts = ", ".join(f"{n} {v.value}" for v, n in result.counts().items())
     floors = sum(f.fails for f in result.floors)
     floor_text = f", {floors} average-busbw floor(s) not met" if floors else ""
     if result.incomplete:
@@ -92,16 +83,8 @@ def _p_text(c: CheckResult) -> str:
     return "small-R" if c.rule == "small-sample rule" else ""
 
 
-def _by_metric(row: RowResult, metric: str) -> CheckResult | None:
-    return next((c for c in row.checks if c.check.metric == metric), None)
-
-
 def _perf_metrics(result: GateResult) -> list[str]:
     return [c.metric for c in result.rules.checks if c.metric != "wrong"]
-
-
-def _place(row: RowResult) -> str:
-    return "in" if int(row.key["in_place"]) else "out"
 
 
 def _window_text(result: GateResult) -> str:
@@ -113,6 +96,8 @@ def _window_text(result: GateResult) -> str:
 def console_lines(result: GateResult) -> list[str]:
     """The table on stdout: one line per row, failures marked, then warnings and the verdict."""
     metrics = _perf_metrics(result)
+    p_test = "rank test (the pooled test's over the rows)" if result.overall else "rank test"
+    p_test = "drift t test" if result.drift else p_test
     columns = (
         *_KEYS,
         *(Column(m, 23, "<", " " if i else "  ") for i, m in enumerate(metrics)),
@@ -122,34 +107,17 @@ def console_lines(result: GateResult) -> list[str]:
         f"# colbench gate: {result.current} against baseline {result.baseline}",
         "# checks: " + ", ".join(c.text for c in result.rules.checks) + f"; {_window_text(result)}",
         f"# {rule_text(result)}",
-        "# change: (current - baseline) / baseline of the medians; p: one-sided "
-        + (
-            "drift t test"
-            if result.drift
-            else "rank test (the pooled test's over the rows)"
-            if result.overall
-            else "rank test"
-        ),
+        "# change: (current - baseline) / baseline of the medians; p: one-sided " + p_test,
         f"# {power_rule(result)}",
         "#",
         text.header(columns),
     ]
     for row in result.rows:
-        k = row.key
-        mark = "!" if row.fails else " "
-        cells = (
-            row.verdict.value, k["op"], k["dtype"], k["redop"], _place(row), k["size_bytes"],
-            f"{row.n_baseline}/{row.n_current}", _detect(row),
-            *(_cell(_by_metric(row, m)) for m in metrics), "; ".join(row.notes),
-        )  # fmt: skip
-        lines.append(text.line(cells, columns, lead=f"{mark} "))
-    for floor in result.floors:
-        state = "below" if floor.fails else "meets"
-        lines.append(
-            f"# {floor.op}{' [' + floor.variant + ']' if floor.variant else ''}: average busbw "
-            f"{floor.avg_busbw_gbps:.4g} GB/s {state} the floor {floor.floor_gbps:.4g} GB/s "
-            f"({floor.floor.describe()})"
-        )
+        lines.append(text.line(_cells(row, metrics), columns, lead="! " if row.fails else "  "))
+    for f in result.floors:
+        state = "below" if f.fails else "meets"
+        average = f"average busbw {f.avg_busbw_gbps:.4g} GB/s"
+        lines.append(f"# {f.label}: {average} {state} the floor {f.limit_text()}")
     lines.extend(f"# {line}" for line in overall_lines(result))
     lines.extend(f"# changed: {what}: {a} -> {b}" for what, a, b in result.changes)
     lines.extend(f"# warning: {w}" for w in result.warnings)
@@ -165,9 +133,7 @@ def _detect(row: RowResult) -> str:
 
 
 def _md_cell(c: CheckResult | None) -> str:
-    if c is None:
-        return ""
-    if c.current_median is None:
+    if c is None or c.current_median is None:
         return ""
     if c.change is None or c.baseline_median is None:
         return _absolute(c)
@@ -177,29 +143,29 @@ def _md_cell(c: CheckResult | None) -> str:
     return f"{c.baseline_median:.4g} → {c.current_median:.4g} ({change})"
 
 
+def _cells(row: RowResult, metrics: Sequence[str], markdown: bool = False) -> list[object]:
+    """One row of the console table, or of the Markdown one (failures bold, notes escaped)."""
+    k, notes = row.key, "; ".join(row.notes)
+    verdict = f"**{row.verdict.value}**" if markdown and row.fails else row.verdict.value
+    # One check per metric (parse_checks refuses two).
+    found = {c.check.metric: c for c in row.checks}
+    figures = [(_md_cell if markdown else _cell)(found.get(m)) for m in metrics]
+    return [
+        verdict,
+        *(k[c] for c in ("op", "dtype", "redop")),
+        "in" if int(k["in_place"]) else "out",
+        k["size_bytes"],
+        f"{row.n_baseline}/{row.n_current}",
+        _detect(row),
+        *figures,
+        text.escape(notes) if markdown else notes,
+    ]
+
+
 def _md_table(result: GateResult, rows: Sequence[RowResult]) -> list[str]:
     metrics = _perf_metrics(result)
-    head = [
-        "verdict", "op", "dtype", "redop", "place", "size (B)", "samples", "detect",
-        *metrics, "note",
-    ]  # fmt: skip
-    cells = []
-    for row in rows:
-        k = row.key
-        verdict = f"**{row.verdict.value}**" if row.fails else row.verdict.value
-        cells.append([
-            verdict,
-            str(k["op"]),
-            str(k["dtype"]),
-            str(k["redop"]),
-            _place(row),
-            str(k["size_bytes"]),
-            f"{row.n_baseline}/{row.n_current}",
-            _detect(row),
-            *(_md_cell(_by_metric(row, m)) for m in metrics),
-            text.escape("; ".join(row.notes)),
-        ])  # fmt: skip
-    return text.markdown(head, cells)
+    head = ["verdict", "op", "dtype", "redop", "place", "size (B)", "samples", "detect"]
+    return text.markdown([*head, *metrics, "note"], [_cells(r, metrics, True) for r in rows])
 
 
 def markdown(result: GateResult) -> str:
@@ -230,15 +196,9 @@ def markdown(result: GateResult) -> str:
     if result.warnings:
         lines += ["### Warnings", "", *(f"- {text.escape(w)}" for w in result.warnings), ""]
     if result.changes:
-        lines += [
-            "### What changed between the runs",
-            "",
-            *text.markdown(
-                ["what", "baseline", "current"],
-                [[text.escape(cell) for cell in change] for change in result.changes],
-            ),
-            "",
-        ]
+        escaped = [[text.escape(cell) for cell in change] for change in result.changes]
+        table = text.markdown(["what", "baseline", "current"], escaped)
+        lines += ["### What changed between the runs", "", *table, ""]
     lines += [
         f"<details><summary>All {plural(len(result.rows), 'row')}</summary>",
         "",
@@ -255,23 +215,13 @@ def markdown(result: GateResult) -> str:
 def _md_floors(result: GateResult) -> list[str]:
     if not result.floors:
         return []
-    return [
-        f"### Average bus bandwidth floor (`{result.floors[0].floor.describe()}`)",
-        "",
-        *text.markdown(
-            ["op", "average busbw (GB/s)", "floor (GB/s)", ""],
-            [
-                (
-                    f.op + (f" [{f.variant}]" if f.variant else ""),
-                    f"{f.avg_busbw_gbps:.4g}",
-                    f"{f.floor_gbps:.4g}",
-                    "**below**" if f.fails else "ok",
-                )
-                for f in result.floors
-            ],
-        ),
-        "",
-    ]
+    cells = []
+    for f in result.floors:
+        state = "**below**" if f.fails else "ok"
+        cells.append((f.label, f"{f.avg_busbw_gbps:.4g}", f"{f.floor.floor_gbps:.4g}", state))
+    head = ["op", "average busbw (GB/s)", "floor (GB/s)", ""]
+    title = f"### Average bus bandwidth floor (`{result.floors[0].floor.describe()}`)"
+    return [title, "", *text.markdown(head, cells), ""]
 
 
 def junit_xml(result: GateResult) -> str:
@@ -324,42 +274,28 @@ def _test_case(suite: ET.Element, classname: str, name: str) -> ET.Element:
 
 def _junit_row(suite: ET.Element, row: RowResult) -> None:
     case = _test_case(suite, f"colbench.gate.{row.key['op']}", row.label())
-    detail = "; ".join(
-        [f"{c.check.metric}: {_cell(c)} ({c.verdict.value})" for c in row.checks] + row.notes
-    )
-    if row.verdict in FAILING:
-        failure = ET.SubElement(
-            case, "failure", message=f"{row.verdict.value}: {detail}", type=row.verdict.value
-        )
-        failure.text = detail
+    checks = [f"{c.check.metric}: {_cell(c)} ({c.verdict.value})" for c in row.checks]
+    detail = "; ".join(checks + row.notes)
+    said = f"{row.verdict.value}: {detail}"
+    if row.fails:
+        ET.SubElement(case, "failure", message=said, type=row.verdict.value).text = detail
     elif row.verdict is Verdict.SKIPPED:
         ET.SubElement(case, "skipped", message=detail)
     else:
-        ET.SubElement(case, "system-out").text = f"{row.verdict.value}: {detail}".strip()
+        ET.SubElement(case, "system-out").text = said.strip()
 
 
 def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
-    case = _test_case(
-        suite,
-        "colbench.gate.floor",
-        f"{floor.op} average busbw >= {floor.floor_gbps:.4g} GB/s ({floor.floor.describe()})",
-    )
+    name = f"{floor.op} average busbw >= {floor.limit_text()}"
+    case = _test_case(suite, "colbench.gate.floor", name)
     if floor.fails:
-        ET.SubElement(
-            case,
-            "failure",
-            message=f"average busbw {floor.avg_busbw_gbps:.4g} GB/s below "
-            f"{floor.floor_gbps:.4g} GB/s ({floor.floor.describe()})",
-            type="floor",
-        )
+        message = f"average busbw {floor.avg_busbw_gbps:.4g} GB/s below {floor.limit_text()}"
+        ET.SubElement(case, "failure", message=message, type="floor")
 
 
 def _junit_overall(suite: ET.Element, o: OverallResult, name: str) -> None:
-    case = _test_case(
-        suite,
-        f"colbench.gate.{name}",
-        f"{o.check.metric}: median change over {plural(o.rows, 'row')}",
-    )
+    title = f"{o.check.metric}: median change over {plural(o.rows, 'row')}"
+    case = _test_case(suite, f"colbench.gate.{name}", title)
     detail = f"{o.verdict.value}: {overall_change(o)}"
     if o.fails:
         ET.SubElement(case, "failure", message=detail, type="worse").text = detail

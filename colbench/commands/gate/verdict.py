@@ -1,16 +1,15 @@
-"""The one verdict: what a set of checks says about one pair of pooled rows.
+"""The one verdict: what a set of checks says about one pair of pooled rows (:func:`verdict`:
+missing, new, not comparable, unmeasured, then each check; the row takes the gravest).
 
-Every key has R samples per run (``sweep --repeat R``); a relative check compares the
-medians and asks an exact Mann-Whitney U test whether the samples agree that the change
-is real, the way asv marks big-but-insignificant changes instead of failing on them
-(see :func:`judge`). :func:`verdict` is the whole rule for one row: missing, new, not
-comparable, unmeasured, then each check in turn; the row takes the gravest result.
+A relative check asks an exact rank test whether the R samples a side (``sweep --repeat
+R``) show the change is real (:func:`judge`), the way asv marks big-but-insignificant
+changes instead of failing on them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -35,20 +34,18 @@ SMALL_SAMPLE_MARGIN = 2.0
 
 
 class Verdict(str, Enum):
+    """A row's verdict; the reports' legend (colbench.commands.gate.report.LEGEND) says
+    what each means."""
+
     WORSE = "worse"
     BETTER = "better"
     SAME = "same"
     NOISY = "noisy"
     NOT_COMPARABLE = "not comparable"
     MISSING = "missing"
-    #: Only in the current run: reported, never a failure.
     NEW = "new"
-    #: Present and correct, but outside --min-size/--max-size: performance not judged.
     OK = "ok"
-    #: Neither side has a measurement (unsupported or oom on both): nothing to judge.
     SKIPPED = "skipped"
-    #: Within the limits, but the samples are too noisy to have seen a slowdown of about
-    #: twice the limit (colbench.stats.power): not a pass on performance.
     INSENSITIVE = "insensitive"
 
 
@@ -86,18 +83,12 @@ def judge(
 ) -> Judgement:
     """The verdict of a relative check on one row's samples.
 
-    - The medians give the change. Within ``threshold`` either way: ``same``.
-    - Beyond it, the samples must show that the change beyond the threshold is real:
-      the baseline's samples are moved by the threshold (times by ``1 + t``, a drop
-      check's bandwidths by ``1 - t``) and an exact one-sided Mann-Whitney U test asks
-      whether the current samples lie beyond them; p <= alpha makes the row ``worse``
-      (or ``better`` the other way). Asking "did it change?" instead would flag every
-      run-to-run wobble of a noisy machine that happens to cross the threshold.
-    - With too few samples for the test ever to reach alpha (R = 1 or 2 a side at
-      0.05), the change is real only when every current sample lies beyond every moved
-      baseline sample and the medians moved more than :data:`SMALL_SAMPLE_MARGIN` times
-      the threshold.
-    - Beyond the threshold but not shown real: ``noisy``.
+    The medians give the change; within ``threshold`` it is ``same``. Beyond it, an exact
+    one-sided Mann-Whitney U test must find the current samples beyond the baseline's
+    moved by the threshold (``worse``, or ``better`` the other way), else ``noisy``:
+    asking "did it change?" instead would flag every run-to-run wobble of a noisy machine
+    that happens to cross the threshold. With too few samples for the test ever to reach
+    alpha, :data:`SMALL_SAMPLE_MARGIN` and the samples' ranges decide (see the constant).
     """
     base_med, cur_med = rank_tests.median(baseline), rank_tests.median(current)
     if base_med == 0:
@@ -135,13 +126,11 @@ class CheckResult:
     p_value: float | None = None
     rule: str = ""
     detail: str = ""
-    #: Pooled standard deviation of the samples' logs (power.log_spread), and the sample
-    #: counts it came from: what the detectable change is computed from.
+    #: The samples' pooled log SD and counts, which the detectable change comes from.
     log_sd: float | None = None
     n_baseline: int = 0
     n_current: int = 0
-    #: The smallest slowdown this check would have caught at the gate's power (None:
-    #: none it could state), and whether that makes it insensitive (power.insensitive).
+    #: The smallest slowdown it would have caught at the gate's power (None: none stated).
     detectable: float | None = None
     insensitive: bool = False
 
@@ -163,9 +152,13 @@ class RowResult:
     detectable: float | None = None
 
     @property
+    def relative(self) -> list[CheckResult]:
+        """The relative checks that compared the row's samples (performance judged)."""
+        return [c for c in self.checks if c.change is not None]
+
+    @property
     def judged(self) -> bool:
-        """True when a relative check compared the row's samples (performance judged)."""
-        return any(c.change is not None for c in self.checks)
+        return bool(self.relative)
 
     @property
     def fails(self) -> bool:
@@ -192,19 +185,13 @@ def verdict(
     alpha: float = DEFAULT_ALPHA,
     max_cv: float = DEFAULT_MAX_CV,
 ) -> RowResult:
-    """Everything the checks say about one pair: A is the baseline, B the current run.
-
-    A pair whose sides differ in a key column (matched loosely) or in a column of
-    :data:`COMPARABLE_COLUMNS` is not comparable; a wrong element fails wherever it is.
-    """
+    """Everything the checks say about one pair (A the baseline, B the current run); one
+    whose sides differ in a key column (matched loosely) or in :data:`COMPARABLE_COLUMNS`
+    is not comparable, and a wrong element fails wherever it is."""
     base, cur = pair.a, pair.b
     if not cur:
-        return RowResult(
-            key=row_key(base[0]),
-            verdict=Verdict.MISSING,
-            notes=["in the baseline, not in the current run"],
-            n_baseline=len(base),
-        )
+        missing = ["in the baseline, not in the current run"]
+        return RowResult(row_key(base[0]), Verdict.MISSING, notes=missing, n_baseline=len(base))
     if not base:
         new = RowResult(
             row_key(cur[0]), Verdict.NEW, notes=["not in the baseline"], n_current=len(cur)
@@ -212,12 +199,8 @@ def verdict(
         return _fail_on_wrong(new, cur)
     # A loosely matched pair (another world size, say) goes by the baseline's key.
     exact = all(base[0][c] == cur[0][c] for c in KEY_COLUMNS)
-    row = RowResult(
-        row_key(cur[0] if exact else base[0]),
-        Verdict.SAME,
-        n_baseline=len(base),
-        n_current=len(cur),
-    )
+    key = row_key(cur[0] if exact else base[0])
+    row = RowResult(key, Verdict.SAME, n_baseline=len(base), n_current=len(cur))
     differing = differences(base[0], cur[0], (*KEY_COLUMNS, *COMPARABLE_COLUMNS))
     if differing:
         row.verdict, row.notes = Verdict.NOT_COMPARABLE, [differing]
@@ -342,17 +325,10 @@ def _check_one(
     if any(cv is not None and cv > max_cv for cv in cvs):
         shown = "/".join("-" if cv is None else f"{cv:.0%}" for cv in cvs)
         spreads.append(f"{check.metric} {shown}")
+    # Every field of a Judgement is a field of CheckResult: the check's result is the
+    # judgement, with the spread and counts its figure comes from.
+    log_sd = power.log_spread(base_values, cur_values)
+    n_baseline, n_current = len(base_values), len(cur_values)
     return [
-        CheckResult(
-            check,
-            j.verdict,
-            j.baseline_median,
-            j.current_median,
-            j.change,
-            j.p_value,
-            j.rule,
-            log_sd=power.log_spread(base_values, cur_values),
-            n_baseline=len(base_values),
-            n_current=len(cur_values),
-        )
+        CheckResult(check, **asdict(j), log_sd=log_sd, n_baseline=n_baseline, n_current=n_current)
     ]
