@@ -36,7 +36,7 @@ _STAND_INS = {TREE: (models.DOUBLE_TREE, RING), models.DOUBLE_TREE: (TREE, RING)
 
 @dataclass(frozen=True)
 class Predicted(TableRow):
-    """One prediction, a row of predict.csv (files.py)."""
+    """One prediction, a row of predict.csv (report.py)."""
 
     op: str = _column("collective")
     algo: str = _column("ring, tree or double_tree")

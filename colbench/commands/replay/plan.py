@@ -44,7 +44,7 @@ class Entry:
     recorded_us: float | None = None
     """The job's mean time per call, over the ranks whose trace times it."""
     measured_us: float | None = None
-    """colbench's time per call here (measure.py)."""
+    """colbench's time per call here (command.py)."""
 
     @property
     def requested_bytes(self) -> int | None:
