@@ -238,7 +238,6 @@ def _agree(
     # Node labels, not bare host names: namespaces and containers share a host name.
     nodes = [p.node for p in peers]
     hosts = node_labels(nodes)
-    # Each node's first rank reads its hardware; the others take part in the gather only.
     towards = job.store_host or os.environ.get("MASTER_ADDR")
     # Each node's first rank reads its hardware; the others take part in the gather only
     # (nothing of colbench.hardware.node's runs in them).
