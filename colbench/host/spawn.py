@@ -64,7 +64,7 @@ def start_method(backend: str) -> str:
     return "fork" if backend == "gloo" and sys.platform.startswith("linux") else "spawn"
 
 
-def _listen_loopback() -> socket.socket:
+def listen_loopback() -> socket.socket:
     """A listening socket on 127.0.0.1 for the store: TCPStore alone binds every interface."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind((LOCAL_HOST, 0))
@@ -150,7 +150,7 @@ def fork_world(
     """Start one world's ranks, not yet its store (:meth:`World.serve`): several worlds
     are all started before any store thread exists (see :func:`_start_ranks`).
     ``fields`` replace the job's (turns, results_dir, run_id)."""
-    listener = _listen_loopback()
+    listener = listen_loopback()
     job = RankJob(
         task=task,
         backend=backend,

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from colbench.commands.sweep import interleave
 from colbench.host import spawn, turns
 from tests.conftest import REPO
 
@@ -36,7 +35,7 @@ def _turn_store(listener: socket.socket) -> Any:
 def test_a_file_opened_while_the_store_serves_keeps_its_descriptor(
     serve: Callable[[socket.socket], Any],
 ) -> None:
-    listener = interleave._listen()
+    listener = spawn.listen_loopback()
     number = listener.fileno()
     store = serve(listener)
     listener.close()  # what the parent does when the world has ended

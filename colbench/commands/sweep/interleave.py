@@ -98,7 +98,7 @@ def run_interleaved(
     )
     # The header first: two worlds' rank 0 opening a new file at once would both write one.
     RunDir(run_dir).writer().close()
-    listener = spawn._listen_loopback()
+    listener = spawn.listen_loopback()
     port = int(listener.getsockname()[1])
     worlds: list[spawn.World] = []
     with supervise.StopSignals() as stop:
