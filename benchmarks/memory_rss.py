@@ -22,7 +22,7 @@ import torch.multiprocessing as mp
 
 from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
 from colbench.config.sizes import parse_size

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.bench.ops.base import Collective, Context
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.config.contend import LoadSpec, load_collective
 from colbench.config.model import SweepConfig
 from colbench.host.job import InFlight

@@ -21,7 +21,7 @@ from colbench.bench.groups import Engine, Groups, SideGroup, TorchEngine
 from colbench.bench.load import NO_LOAD_CELLS, NOTHING_BESIDE, Beside, row_cells, running
 from colbench.bench.memory import is_out_of_memory
 from colbench.bench.ops.base import Buffers, Collective, Context, Layout, Storage
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.bench.plan import RunInfo, Work, plan_notes, warmup_calls
 from colbench.bench.rowmaker import combine_times, make_row, unmeasured_row
 from colbench.bench.timing import Batch, HostTimer, Timer, rotation, timed_batch

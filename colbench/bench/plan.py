@@ -19,7 +19,7 @@ from colbench.bench import memory
 from colbench.bench.groups import SideGroup
 from colbench.bench.memory import buffer_bytes
 from colbench.bench.ops.base import Collective, Layout
-from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, redop_supported
+from colbench.bench.ops.data import DTYPES, NO_REDOP, redop_supported
 from colbench.config.model import EVERY_ROOT, SweepConfig
 from colbench.errors import UsageError
 from colbench.host.launchers import devices

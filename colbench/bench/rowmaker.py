@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.bench.plan import RunInfo, warmup_calls
 from colbench.hardware.node import for_op, percent
 from colbench.host.launchers.gpus import fabric

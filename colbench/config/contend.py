@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from colbench.bench import ops
-from colbench.bench.ops.dtypes import DTYPES, parse_dtypes
+from colbench.bench.ops.data import DTYPES, parse_dtypes
 from colbench.config.sizes import format_size, parse_size
 from colbench.errors import UsageError
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from colbench.bench import ops
-from colbench.bench.ops.dtypes import parse_dtypes, parse_redops
+from colbench.bench.ops.data import parse_dtypes, parse_redops
 from colbench.config.model import check_passes, parse_average, parse_collectives, parse_placements
 from colbench.config.option_table import measure
 from colbench.config.sizes import parse_sizes

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 
 from colbench.bench import ops as ops_registry
 from colbench.bench.ops.base import Collective
-from colbench.bench.ops.dtypes import REDOPS
+from colbench.bench.ops.data import REDOPS
 from colbench.config.contend import LoadSpec
 from colbench.direct.engine import ENGINES
 from colbench.errors import UsageError

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, cast
 
-from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops, redop_supported
+from colbench.bench.ops.data import DTYPES, parse_dtypes, parse_redops, redop_supported
 from colbench.config.contend import check_load
 from colbench.config.model import (
     LaunchConfig,

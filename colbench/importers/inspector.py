@@ -48,7 +48,7 @@ from typing import Any
 from colbench import reading
 from colbench.bench import ops
 from colbench.bench.ops.base import Collective
-from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, DType
+from colbench.bench.ops.data import DTYPES, NO_REDOP, DType
 from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.results.rows import SCHEMA_VERSION, Row

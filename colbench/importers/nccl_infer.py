@@ -12,7 +12,7 @@ from pathlib import Path
 
 from colbench.bench import ops
 from colbench.bench.ops.base import Collective
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.errors import UsageError
 from colbench.importers.nccl_scan import RawTable
 

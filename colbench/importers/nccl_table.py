@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from colbench.bench.ops.base import Collective
-from colbench.bench.ops.dtypes import NO_REDOP, REDOPS
+from colbench.bench.ops.data import NO_REDOP, REDOPS
 from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_EMULATED, FABRIC_REAL
 from colbench.importers import nccl_infer as infer

@@ -30,7 +30,7 @@ from typing import Any
 
 from colbench.bench import ops
 from colbench.bench.ops.base import Collective
-from colbench.bench.ops.dtypes import NO_REDOP, REDOPS
+from colbench.bench.ops.data import NO_REDOP, REDOPS
 from colbench.errors import UsageError
 from colbench.host.launchers.gpus import FABRIC_REAL
 from colbench.importers.nccl_infer import dtype_of

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from colbench.bench import ops as collectives
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.commands.predict import models
 from colbench.commands.predict.models import Parameters
 from tests.unit.rows import row, write_run

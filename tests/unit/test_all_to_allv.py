@@ -18,7 +18,7 @@ import torch.distributed as dist
 from colbench.bench import groups
 from colbench.bench.ops.all_to_allv import AllToAllv
 from colbench.bench.ops.base import Context
-from colbench.bench.ops.dtypes import DTYPES, NO_REDOP
+from colbench.bench.ops.data import DTYPES, NO_REDOP
 from colbench.bench.plan import plan
 from colbench.config.model import SweepConfig
 from tests.unit.test_simulated_collectives import Ranks, sim_all_to_all_single

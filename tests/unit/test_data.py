@@ -7,7 +7,7 @@ import torch
 
 from colbench.bench.ops import data
 from colbench.bench.ops.base import Context
-from colbench.bench.ops.dtypes import DTYPES, REDOPS, DType, redop_supported
+from colbench.bench.ops.data import DTYPES, REDOPS, DType, redop_supported
 
 CPU = torch.device("cpu")
 WORLD_SIZES = (1, 2, 3, 8, 300)

@@ -15,7 +15,7 @@ import torch
 from colbench.bench.cuda_timing import CudaGraphTimer
 from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Context
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.bench.timing import make_timer
 from colbench.commands.compare.pairs import compare_runs
 from colbench.config.model import parse_engines

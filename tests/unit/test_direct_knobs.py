@@ -17,7 +17,7 @@ import torch
 from colbench.bench.groups import Refused, TorchEngine, knobbed
 from colbench.bench.ops import BY_NAME
 from colbench.bench.ops.base import Context
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.config.options import merge
 from colbench.config.validate import from_options
 from colbench.direct.engine import TORCH_CANNOT_REGISTER, DirectEngine

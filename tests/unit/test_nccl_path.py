@@ -12,7 +12,7 @@ from colbench.bench import ops
 from colbench.bench.groups import Groups
 from colbench.bench.loop import BenchContext, RankBench
 from colbench.bench.ops.base import Collective, Context
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.bench.plan import RunInfo, plan, plan_digest
 from colbench.commands.sweep.lead import measurement_warnings
 from colbench.config.model import SweepConfig

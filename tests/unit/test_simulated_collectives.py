@@ -17,7 +17,7 @@ import torch
 
 from colbench.bench import ops
 from colbench.bench.ops.base import Buffers, Collective, Context
-from colbench.bench.ops.dtypes import DTYPES, NO_REDOP, REDOPS, redop_supported
+from colbench.bench.ops.data import DTYPES, NO_REDOP, REDOPS, redop_supported
 
 CPU = torch.device("cpu")
 N = 3

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from colbench.bench import memory
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.bench.plan import plan
 from colbench.commands.sweep.interleave import memory_note
 from colbench.config.model import SweepConfig

@@ -19,7 +19,7 @@ from colbench.bench.ops import (
     sendrecv,
 )
 from colbench.bench.ops.base import Collective
-from colbench.bench.ops.dtypes import names_of
+from colbench.bench.ops.data import names_of
 from colbench.errors import UsageError
 
 #: Every collective, in the order sweeps and tables use.

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from colbench.bench.ops.dtypes import DType, torch_redop
+from colbench.bench.ops.data import DType, torch_redop
 
 if TYPE_CHECKING:
     import torch

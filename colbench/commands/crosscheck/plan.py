@@ -21,7 +21,7 @@ from typing import Any
 
 from colbench.bench import ops
 from colbench.bench.ops.base import Collective
-from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
+from colbench.bench.ops.data import DTYPES, parse_dtypes, parse_redops
 from colbench.commands.crosscheck import FORWARDED, MAPPED
 from colbench.config import model as config
 from colbench.config import validate

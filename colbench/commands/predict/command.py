@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from colbench.bench import ops
-from colbench.bench.ops.dtypes import DTYPES, parse_dtypes, parse_redops
+from colbench.bench.ops.data import DTYPES, parse_dtypes, parse_redops
 from colbench.commands.predict import data, engine, report
 from colbench.commands.predict.models import ALGORITHMS
 from colbench.commands.predict.options import PredictOptions

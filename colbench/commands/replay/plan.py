@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench.bench import ops
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.commands.replay.calls import Trace, TracedCall
 from colbench.commands.replay.traces import found_ranks, missing
 from colbench.config.sizes import MAX_SIZE_BYTES, format_size

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench.bench import memory
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.bench.plan import plan
 from colbench.commands.sweep.task import Choices, SweepTask
 from colbench.config.model import SweepConfig

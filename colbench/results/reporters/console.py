@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from colbench import __version__, text
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.results.reporters.stragglers import (
     RANK_SKEW_RATIO,
     SlowestCounter,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from colbench.bench.ops.dtypes import DTYPES
+from colbench.bench.ops.data import DTYPES
 from colbench.config.min_bw import BusbwFloor
 from colbench.results import tables
 from colbench.results.reporters.stragglers import RankTimes
