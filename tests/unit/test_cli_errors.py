@@ -53,6 +53,10 @@ BAD = [
     ("min > max nccl-tests", ["sweep", "-b", "1M", "-e", "1K"], "larger than maximum"),
     ("unknown dtype", ["sweep", "--dtype", "float128"], "unknown dtype"),
     ("unknown redop", ["sweep", "--redop", "median"], "unknown reduction"),
+    # nccl-tests' names colbench does not measure are refused with the reason, not unknown.
+    ("nccl-tests uint32", ["sweep", "-d", "uint32"], "nccl-tests' type, not measured here"),
+    ("nccl-tests fp8", ["sweep", "-d", "f8e4m3"], "nccl-tests' 8-bit float, not measured"),
+    ("nccl-tests mulsum", ["sweep", "-o", "mulsum"], "no public reduction op"),
     ("avg on int8", ["sweep", "--redop", "avg", "--dtype", "int8"], "avg"),
     ("nprocs 0", ["sweep", "--nprocs", "0"], "--nprocs"),
     ("check 200", ["sweep", "--check", "200"], "--check"),
