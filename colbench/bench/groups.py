@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from colbench.bench.ops.base import TORCH, Buffers, Collective, Context, Layout, Storage
+from colbench.nccl.names import torch_version
 
 if TYPE_CHECKING:
     from colbench.direct.knobs import Version
@@ -269,7 +270,4 @@ def torch_nccl_version(device: Any) -> Version | None:
     """The NCCL torch loaded, on a GPU (None on a CPU: no NCCL, no knob to refuse)."""
     if device.type != "cuda":
         return None
-    import torch
-
-    raw = torch.cuda.nccl.version()
-    return (int(raw[0]), int(raw[1]), int(raw[2])) if isinstance(raw, tuple) else None
+    return torch_version()

@@ -25,6 +25,7 @@ from colbench.errors import UsageError
 from colbench.host.launchers import devices
 from colbench.host.launchers.env import local_world_size_from_env
 from colbench.nccl.algo import CommFacts, predict
+from colbench.nccl.names import torch_version
 
 
 @dataclass(frozen=True)
@@ -293,8 +294,7 @@ def nccl_facts(side: SideGroup, device: Any, first_group: tuple[int, ...]) -> Co
     import torch
 
     major, minor = torch.cuda.get_device_capability(device)
-    raw = torch.cuda.nccl.version()
-    version = tuple(raw) if isinstance(raw, tuple) else None
+    version = torch_version()
     mine = (devices.nccl_host_identity(), 10 * major + minor, version)
     everyone = side.gather_objects(mine)
     every = [everyone[r] for r in first_group]

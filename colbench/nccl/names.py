@@ -86,6 +86,27 @@ def from_code(code: int) -> Version:
     return (code // 1000, code % 1000 // 100, code % 100)
 
 
+def to_code(version: Version) -> int:
+    """NCCL's version code, as nccl-tests records it: (2, 29, 3) -> 22903 (before 2.9:
+    (2, 8, 3) -> 2803); :func:`from_code` reads it back."""
+    major, minor, patch = version
+    return major * (10000 if version >= (2, 9, 0) else 1000) + minor * 100 + patch
+
+
+def torch_version() -> Version | None:
+    """The NCCL torch loaded (None where it has none: a CPU build). Older torch gives the
+    version code, newer a tuple."""
+    import torch
+
+    try:
+        raw = torch.cuda.nccl.version()
+    except (RuntimeError, AttributeError):
+        return None
+    if isinstance(raw, tuple):
+        return (int(raw[0]), int(raw[1]), int(raw[2]))
+    return from_code(int(raw))
+
+
 def function_of(op: str) -> str | None:
     """NCCL function for a colbench op name (or an NCCL function name in any case)."""
     if op in OP_FUNCTION:

@@ -254,13 +254,10 @@ def cpu_id() -> str | None:
 def versions() -> dict[str, str | None]:
     import torch
 
-    nccl: str | None = None
-    if torch.cuda.is_available():
-        try:
-            raw = torch.cuda.nccl.version()
-            nccl = ".".join(map(str, raw)) if isinstance(raw, tuple) else str(raw)
-        except (RuntimeError, AttributeError):
-            nccl = None
+    from colbench.nccl.names import torch_version
+
+    version = torch_version() if torch.cuda.is_available() else None
+    nccl = None if version is None else ".".join(map(str, version))
     return {
         "colbench": __version__,
         "torch": torch.__version__,

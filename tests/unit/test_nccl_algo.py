@@ -433,3 +433,31 @@ def test_the_grammar_agrees_with_nccls_own_matrix(name: str) -> None:
         assert check_matrix(log.version, log.env, matrix) == []
         other = {"NCCL_PROTO": "LL"}
         assert len(check_matrix(log.version, other, matrix)) == 5
+
+
+@pytest.mark.parametrize(
+    ("version", "code"), [((2, 29, 3), 22903), ((2, 9, 6), 20906), ((2, 8, 3), 2803)]
+)
+def test_nccl_version_codes_read_back_as_written(version: tuple[int, int, int], code: int) -> None:
+    from colbench.nccl.names import from_code, to_code
+
+    assert to_code(version) == code
+    assert from_code(code) == version
+
+
+def test_torch_nccl_version_takes_a_tuple_or_a_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from colbench.nccl.names import torch_version
+
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 27, 7), raising=False)
+    assert torch_version() == (2, 27, 7)
+    # Older torch returned NCCL's version code.
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: 2803, raising=False)
+    assert torch_version() == (2, 8, 3)
+
+    def cpu_build() -> None:
+        raise AttributeError("module 'torch._C' has no attribute '_nccl_version'")
+
+    monkeypatch.setattr(torch.cuda.nccl, "version", cpu_build, raising=False)
+    assert torch_version() is None

@@ -18,6 +18,7 @@ from colbench.hardware import node
 from colbench.host.job import Fault, Peer, RankJob
 from colbench.host.launchers import gpus
 from colbench.host.pace import Pace
+from colbench.nccl.names import to_code, torch_version
 from colbench.results.reporters.console import run_header
 from colbench.results.reporters.stream import (
     ConsoleReporter,
@@ -187,15 +188,8 @@ def _json_report(
 
 def _nccl_version_code(backend: str) -> int:
     """NCCL's version as nccl-tests records it (2.29.3 -> 22903); 0 on gloo (no NCCL)."""
-    if backend != "nccl":
-        return 0
-    import torch
-
-    version = torch.cuda.nccl.version()
-    if not isinstance(version, tuple):
-        return int(version)
-    major, minor, patch = ([*list(version), 0, 0, 0])[:3]
-    return int(major) * 10000 + int(minor) * 100 + int(patch)
+    version = torch_version() if backend == "nccl" else None
+    return 0 if version is None else to_code(version)
 
 
 def _forecast(context: BenchContext, work: list[Work], rows_planned: int) -> list[Reporter]:
