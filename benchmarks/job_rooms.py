@@ -17,7 +17,8 @@ links read in hardware/links.py: 30 (69), 36, 20; with --ranks-per-gpu's emulati
 host/launchers/gpus.py and the file writing in results/tables.py: 30 (69), 34, 20; with
 host/job.py holding a rank's in-flight record, host/supervise.py a run's end, and
 host/launchers/env.py the host's limits: 29 (67), 32, 18; with meta.json's gathering in
-results/rundir.py: 29 (66), 31, 18 (tests/dist/test_job_rooms.py holds those).
+results/rundir.py: 29 (66), 31, 18; with the element types in bench/ops/data.py: 28
+(65), 30, 17 (tests/dist/test_job_rooms.py holds those).
 The issue's own hook read 86 / 43 / 33 at c2fc7e0.
 
     python benchmarks/job_rooms.py [--list]
