@@ -45,8 +45,8 @@ class CoreOptions:
         None,
         "--minbytes",
         "-b",
-        help="Smallest size (binary units), as nccl-tests' -b: with -e and no -f, sizes step "
-        "by -i (1M), as there.",
+        help="Smallest size (binary units), as nccl-tests' -b: with no -f, sizes step by -i "
+        "(1M), as there; without -e, up to nccl-tests' 32M.",
         nccl_tests="-b",
         yaml="size",
         to=None,
@@ -55,7 +55,7 @@ class CoreOptions:
         None,
         "--maxbytes",
         "-e",
-        help="Largest size (binary units), as nccl-tests' -e.",
+        help="Largest size (binary units), as nccl-tests' -e; without -b, from nccl-tests' 32M.",
         nccl_tests="-e",
         yaml="size",
         to=None,
@@ -75,7 +75,8 @@ class CoreOptions:
         "--step",
         "--stepbytes",
         "-i",
-        help="Add this many bytes per step instead (default 1M where -f is 1, as nccl-tests).",
+        help="Add this many bytes per step instead (default 1M where -f is 1; with -f above 1 "
+        "the factor wins, as in nccl-tests).",
         nccl_tests="-i",
         yaml="size",
         to=None,
@@ -144,7 +145,8 @@ class CoreOptions:
         "--warmup",
         "--warmup_iters",
         "-w",
-        help="Untimed calls per size before timing. Default 5; nccl-tests' is 1.",
+        help="Untimed calls at each size, just before it is timed (nccl-tests makes its -w "
+        "calls in one doubling pass over the sizes first). Default 5; nccl-tests' is 1.",
         nccl_tests="-w",
     )
     check: int = measure(

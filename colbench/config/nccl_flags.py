@@ -38,7 +38,12 @@ FLAGS: tuple[NcclTestsFlag, ...] = tuple(
         ("-f", "--stepfactor", "whole factor per step; 1 steps by -i instead", "1 (off: use -i)"),
         ("-n", "--iters", "timed iterations per size", "20"),
         ("-m", "--agg_iters", "operations aggregated in one NCCL group per iteration", "1"),
-        ("-w", "--warmup_iters", "untimed iterations, run per size before timing", "1"),
+        (
+            "-w",
+            "--warmup_iters",
+            "untimed calls at each size of one doubling pass, before any timing",
+            "1",
+        ),
         ("-N", "--run_cycles", "run the whole size loop this many times; 0 forever", "1"),
         ("-p", "--parallel_init", "0/1: each thread initialises NCCL itself", "0"),
         ("-c", "--check", "passes of fill, run once, check the result; 0 none", "1"),

@@ -41,7 +41,8 @@ def size_range(
     min_bytes: int, max_bytes: int, factor: float | None = None, step_bytes: int | None = None
 ) -> list[int]:
     """Sizes from ``min_bytes`` to ``max_bytes`` inclusive, like nccl-tests' -b/-e/-f/-i: by
-    a multiplicative ``factor`` (default 2) or an additive ``step_bytes``, not both."""
+    a multiplicative ``factor`` (default 2) or an additive ``step_bytes``; given both, the
+    factor, as nccl-tests steps by -f when it is above 1 and by -i only otherwise."""
     if min_bytes < 1:
         raise UsageError(f"minimum size must be at least 1 byte, got {min_bytes}")
     if min_bytes > max_bytes:
@@ -49,12 +50,8 @@ def size_range(
             f"minimum size {format_size(min_bytes)} is larger than maximum size "
             f"{format_size(max_bytes)}"
         )
-    if factor is not None and step_bytes is not None:
-        raise UsageError(
-            "give either a step factor (-f/--factor) or a step in bytes (-i/--step), not both"
-        )
     sizes: list[int] = []
-    if step_bytes is not None:
+    if step_bytes is not None and factor is None:
         if step_bytes < 1:
             raise UsageError(f"step must be at least 1 byte, got {step_bytes}")
         sizes = list(range(min_bytes, max_bytes + 1, step_bytes))

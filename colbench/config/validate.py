@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, cast
+from typing import Any
 
 from colbench.bench.ops.data import DTYPES, parse_dtypes, parse_redops, redop_supported
 from colbench.config.contend import check_load
@@ -22,7 +22,7 @@ from colbench.config.model import (
 from colbench.config.option_table import config_values
 from colbench.config.options import SweepOptions
 from colbench.config.options import table as options_table
-from colbench.config.sizes import parse_size, parse_sizes, size_range
+from colbench.config.sizes import format_size, parse_size, parse_sizes, size_range
 from colbench.config.variants import cta_policy_axis
 from colbench.direct.engine import DIRECT
 from colbench.errors import UsageError
@@ -276,9 +276,16 @@ def resolve_sizes(
         return tuple(parse_sizes(sizes, factor, step_bytes))
     if minbytes is None and maxbytes is None:
         return tuple(parse_sizes(DEFAULT_SIZES, factor, step_bytes))
-    # nccl-tests defaults both ends to 32M; one given end alone means a single size.
-    low = parse_size(minbytes if minbytes is not None else cast(str, maxbytes))
-    high = parse_size(maxbytes) if maxbytes is not None else low
+    # nccl-tests defaults both ends to 32M: -b alone runs up to 32M, -e alone from 32M (and
+    # is refused below it, as there).
+    low = parse_size(minbytes) if minbytes is not None else NCCL_TESTS_BYTES
+    high = parse_size(maxbytes) if maxbytes is not None else NCCL_TESTS_BYTES
+    if low > high and None in (minbytes, maxbytes):
+        given, default = ("-e", "-b") if minbytes is None else ("-b", "-e")
+        raise UsageError(
+            f"minimum size {format_size(low)} is larger than maximum size {format_size(high)} "
+            f"(nccl-tests' default {default} is 32M): give {default} with {given}"
+        )
     if factor is None and step_bytes is None:
         step_bytes = NCCL_TESTS_STEP_BYTES
     return tuple(size_range(low, high, factor, step_bytes))
@@ -286,6 +293,8 @@ def resolve_sizes(
 
 #: colbench's sizes when none are given (nccl-tests' are 32M only: -b 32M -e 32M).
 DEFAULT_SIZES = "1K-16M"
+#: nccl-tests' -b and -e default: the end of the range not given.
+NCCL_TESTS_BYTES = 32 * 1024**2
 #: nccl-tests' -i default: the step when -b/-e come without -f.
 NCCL_TESTS_STEP_BYTES = 1024**2
 

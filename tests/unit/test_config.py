@@ -107,9 +107,17 @@ def test_resolve_sizes_refuses_sizes_with_b_or_e(
         config.resolve_sizes("1K-1M", minbytes, maxbytes, None, None)
 
 
-def test_resolve_sizes_b_or_e_alone_is_one_size() -> None:
-    assert config.resolve_sizes(None, "8K", None, None, None) == (8 * K,)
-    assert config.resolve_sizes(None, None, "2M", None, None) == (2 * M,)
+def test_resolve_sizes_b_or_e_alone_takes_nccl_tests_other_end() -> None:
+    # nccl-tests' -b and -e both default to 32M, and -i to 1M.
+    alone = config.resolve_sizes(None, "4K", None, None, None)
+    assert alone == tuple(range(4 * K, 32 * M + 1, M)) and len(alone) == 32
+    assert config.resolve_sizes(None, "4K", None, 2, None)[-1] == 32 * M
+    assert config.resolve_sizes(None, None, "64M", None, None) == tuple(range(32 * M, 65 * M, M))
+    assert config.resolve_sizes(None, "32M", None, None, None) == (32 * M,)
+    with pytest.raises(UsageError, match="nccl-tests' default -b is 32M"):
+        config.resolve_sizes(None, None, "4K", None, None)
+    with pytest.raises(UsageError, match="nccl-tests' default -e is 32M"):
+        config.resolve_sizes(None, "64M", None, None, None)
 
 
 def test_resolve_sizes_b_e_f_i_like_nccl_tests() -> None:
@@ -120,6 +128,8 @@ def test_resolve_sizes_b_e_f_i_like_nccl_tests() -> None:
     assert config.resolve_sizes(None, "8", "128", 2, None) == (8, 16, 32, 64, 128)
     assert config.resolve_sizes(None, "1K", "1M", 32, None) == (K, 32 * K, M)
     assert config.resolve_sizes(None, "100", "400", None, "100") == (100, 200, 300, 400)
+    # Both -f and -i: nccl-tests steps by the factor when it is above 1.
+    assert config.resolve_sizes(None, "1K", "4K", 2, "1K") == (K, 2 * K, 4 * K)
     # -f 1 is nccl-tests' "step by -i", whichever way the range is given.
     assert config.resolve_sizes(None, "100", "300", 1, "100") == (100, 200, 300)
     assert config.resolve_sizes("1M-2M", None, None, 1, None) == (M, 2 * M)
@@ -132,7 +142,6 @@ def test_resolve_sizes_b_e_f_i_like_nccl_tests() -> None:
     [
         ("1M", "1K", None, None, "larger than maximum"),
         ("1K", "1M", 0, None, "1 or more"),
-        ("1K", "1M", 2.0, "1K", "not both"),
         ("1K", "1M", None, "zero", "bad size"),
         ("lots", None, None, None, "bad size"),
     ],
