@@ -281,6 +281,9 @@ def fit_plan(
     fitted, notes = fit_to_memory(work, budget, cfg.measure.rotate)
     if notes and cfg.measure.memory_check == "refuse":
         raise UsageError(f"not enough memory: {notes[0]} (--memory-check skip runs what fits)")
+    if notes and count_units(work) and not count_units(fitted):
+        # Skipping what does not fit leaves nothing: a run of no rows is no result.
+        raise UsageError(f"nothing fits in memory: {notes[0]}")
     return fitted, [f"{note}; skipped" for note in notes]
 
 
