@@ -60,6 +60,17 @@ def test_each_variant_ran_in_ranks_that_saw_its_value(variant_run: tuple[Path, s
         ]
     assert stderr.count("NCCL_ALGO has no effect on gloo") == 1
     assert "variant 2/2: COLBENCH_PROBE=b,NCCL_ALGO=Ring" in stderr
+    assert f"6 rows of 2 variants in {out}/results.csv" in stderr
+
+
+def test_one_variant_says_its_rows_once(tmp_path: Path) -> None:
+    proc = call_colbench(
+        "sweep", "--backend", "gloo", "--nprocs", "1", "--sizes", "1K", "-n", "1", "-w", "0",
+        "--env", "NCCL_ALGO=Ring", "--no-table", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "results.csv" in line]
+    assert said == [f"colbench: 1 row in {tmp_path / 'run'}/results.csv"], proc.stderr
 
 
 def test_plots_written_and_variants_compare_and_fit(

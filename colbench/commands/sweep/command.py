@@ -173,10 +173,13 @@ def _sweep_variants(
             return code
         worst = max(worst, ExitCode(code))
     total = sum(int(r["rows"] or 0) for r in records)
-    print(
-        f"colbench: {plural(total, 'row')} of {len(variants)} variants in {run_dir}/results.csv",
-        file=sys.stderr,
-    )
+    if len(variants) > 1:
+        # One variant's own line already said it.
+        print(
+            f"colbench: {plural(total, 'row')} of {len(variants)} variants in "
+            f"{run_dir}/results.csv",
+            file=sys.stderr,
+        )
     return int(worst)
 
 
