@@ -140,8 +140,42 @@ def parse_interpreters(spec: str | None) -> tuple[tuple[str, str], ...]:
             raise UsageError(f"bad --python {spec!r}: name {name!r} is given twice")
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise UsageError(f"bad --python {spec!r}: {path} is not an executable file")
+        if any(path == seen for _, seen in found):
+            found.append((name, path))
+            continue
+        why = _cannot_run_ranks(path)
+        if why is not None:
+            raise UsageError(f"bad --python {spec!r}: {path} {why}")
         found.append((name, path))
     return tuple(found)
+
+
+#: Whether an interpreter holds the module its ranks run (colbench.host.interpreter), found
+#: as a rank finds it: without the working directory on sys.path.
+_FINDS_RANKS = (
+    "import importlib.util, sys\n"
+    "sys.path[:1] = [] if sys.path[:1] == [''] else sys.path[:1]\n"
+    "sys.exit(0 if importlib.util.find_spec('colbench.host.interpreter') else 3)\n"
+)
+
+
+def _cannot_run_ranks(path: str) -> str | None:
+    """Why ``path`` cannot run a --python variant's ranks (None: it can), asked before any
+    rank starts: else the first variant's ranks run and the next one's fail as ranks."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [path, "-c", _FINDS_RANKS], capture_output=True, timeout=60, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot be started ({exc})"
+    if done.returncode != 0:
+        return (
+            "has no colbench that runs ranks: install the same colbench in every --python "
+            "interpreter"
+        )
+    return None
 
 
 def expand(

@@ -120,3 +120,12 @@ def test_python_variants_parse_and_multiply_the_env_axes() -> None:
 def test_bad_python_variants_are_one_line_errors(spec: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         parse_interpreters(spec)
+
+
+def test_a_python_without_colbench_is_refused_before_any_rank(tmp_path: Path) -> None:
+    # The same interpreter without its site-packages: no colbench there.
+    bare = tmp_path / "python"
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    bare.chmod(0o755)
+    with pytest.raises(UsageError, match=f"{bare} has no colbench that runs ranks"):
+        parse_interpreters(f"main={sys.executable},pr={bare}")
