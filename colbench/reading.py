@@ -112,6 +112,19 @@ def read_bytes(path: str | os.PathLike[str], kind: Kind) -> bytes:
     return data
 
 
+def read_stdin(kind: Kind) -> bytes:
+    """Standard input whole (``-`` given as the file), within ``kind``'s limit: a log piped
+    straight from the tool."""
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError(f"- reads standard input, and nothing is piped in: give {kind.one} file")
+    data = _read_at_most(sys.stdin.buffer, kind.limit_bytes + 1)
+    if len(data) > kind.limit_bytes:
+        raise UsageError(
+            f"standard input holds more than the {kind.limit} any {kind.what} colbench reads"
+        )
+    return data
+
+
 def tail_text(path: str | os.PathLike[str], max_bytes: int) -> str:
     """The last ``max_bytes`` of a log ('' when it cannot be read): what a rank or a
     child process printed last, however much it printed before."""

@@ -45,7 +45,8 @@ def version() -> None:
 ImportedLog = Annotated[
     str,
     typer.Argument(
-        help="The tool's stdout saved to a file, nccl-tests' -J report, or Inspector's dir."
+        help="The tool's stdout saved to a file (- reads it from a pipe), nccl-tests' -J "
+        "report, or Inspector's dir."
     ),
 ]
 ImportOut = Annotated[
@@ -102,6 +103,7 @@ def import_(
       colbench import nccl-tests all_reduce_perf.log
       colbench import inspector nccl-inspector-1234/ --dtype bfloat16
       colbench import nccl-tests ar.log --out results/imported-ar/ --variant NCCL_ALGO=Tree
+      mpirun -np 8 ./all_reduce_perf -b 8 -e 8G -f 2 | colbench import nccl-tests -
       colbench import nccl-tests trimmed.log --world-size 16
       colbench import nccl-tests all_reduce.json --out results/imported-ar-json
     """

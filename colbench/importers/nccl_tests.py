@@ -98,10 +98,11 @@ def import_log(
     variant: str = "",
 ) -> tuple[Path, Imported]:
     """``colbench import nccl-tests``: write results.csv and meta.json for one log."""
-    source = Path(path)
-    if not source.exists():
+    piped = str(path) == "-"
+    source = Path("stdin" if piped else path)
+    if not piped and not source.exists():
         raise UsageError(f"cannot read {source}: no such file")
-    data = reading.read_bytes(source, reading.LOG)
+    data = reading.read_stdin(reading.LOG) if piped else reading.read_bytes(source, reading.LOG)
     if reading.is_binary(data):
         raise UsageError(f"{source} holds binary data (NUL bytes), not {reading.LOG.one}")
     default = Path(results_root) / f"imported-{source.stem}"
@@ -114,7 +115,7 @@ def import_log(
     run_dir = RunDir.create(out_dir, target)
     if run_dir.name != target.name:
         imported.rows = [dataclasses.replace(r, run_id=run_dir.name) for r in imported.rows]
-    meta = _meta(run_dir, source, data, imported, variant)
+    meta = _meta(run_dir, "-" if piped else str(source.resolve()), data, imported, variant)
     report = "nccl_tests" in imported.facts
     if report:
         # The report itself too: its per-process times and environment are in no row.
@@ -141,7 +142,7 @@ def write_run(
 
 
 def _meta(
-    run_dir: RunDir, source: Path, data: bytes, imported: Imported, variant: str
+    run_dir: RunDir, source: str, data: bytes, imported: Imported, variant: str
 ) -> dict[str, Any]:
     """meta.json of an imported run: where it came from and what was read from it."""
     tables = imported.facts["tables"]
@@ -153,7 +154,7 @@ def _meta(
         "status": "imported",
         "source": {
             "format": "nccl-tests",
-            "file": str(source.resolve()),
+            "file": source,
             "sha256": hashlib.sha256(data).hexdigest(),
         },
         "imported_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +170,23 @@ def test_cli_import_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     log.write_text(nccl_logs.new_all_reduce_log())
     code, _, err = run_cli(["import", "nccl-tests", str(log), "--variant", "Tree"], capsys)
     assert code == 2 and "bad --variant" in err
+
+
+def test_cli_import_reads_a_piped_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = nccl_logs.new_all_reduce_log()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    code, _, err = run_cli(["import", "nccl-tests", "-", "--results-dir", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert "imported 12 rows (all_reduce at 4 ranks)" in err
+    meta = json.loads((tmp_path / "imported-stdin" / "meta.json").read_text())
+    assert meta["source"]["file"] == "-"
+    assert meta["source"]["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    # Nothing piped in (a terminal): one line, not a wait for ever.
+    monkeypatch.setattr(sys, "stdin", None)
+    code, _, err = run_cli(["import", "nccl-tests", "-", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "nothing is piped in" in err
 
 
 def test_cli_import_then_reimport_is_refused(
