@@ -220,7 +220,9 @@ With --variant-a/--variant-b, BASELINE is one interleaved run (sweep --env or --
 variants) and B is judged against A pair by pair (same size, same repeat): see
 docs/comparing.md.
 
-Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage error.
+Exit codes: 0 pass, 1 the gate failed (the count is in the last line), 2 usage error, 5 a
+pass on correctness and presence only under --fail-inconclusive, 6 --update-baseline,
+--report or --junit could not write its file.
 """
 
 

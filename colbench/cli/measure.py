@@ -44,8 +44,10 @@ Examples:
   torchrun --nproc-per-node 2 -m colbench sweep --op all_reduce --sizes 1K-1M
   colbench sweep --op all --sizes 1K-256K --repeat 5 --out results/ci
 
-Exit codes: 0 ok, 1 wrong results (or rows without memory), 2 usage error, 3 rank failure,
-4 timeout, 130/143 interrupted (SIGINT/SIGTERM).
+Exit codes: 0 ok, 1 wrong results (or rows without memory, or an average busbw below 0.9x
+NCCL_TESTS_MIN_BW), 2 usage error, 3 rank failure, 4 timeout, 6 a file of the run could not
+be written (disk full, directory gone), 129/130/131/143 interrupted
+(SIGHUP/SIGINT/SIGQUIT/SIGTERM), 141 the reader of its output closed it (| head).
 """
 CONFIG_HELP = (
     "A YAML suite (see configs/); flags given here override it. Same as `colbench run FILE`."
