@@ -11,9 +11,11 @@ from colbench.bench import ops
 from colbench.commands.gate.command import update_baseline
 from colbench.errors import UsageError
 from colbench.results.rows import load
+from tests.conftest import run_main
 from tests.unit.gate_runs import (
     BIG,
     STEADY,
+    scaled,
     write_run,
 )
 
@@ -68,3 +70,20 @@ def test_committed_baseline_is_clean_and_pooled() -> None:
     assert meta["status"] == "complete" and meta["world_size"] == 2
     # That it was measured from configs/smoke-cpu.yaml and nothing else:
     # tests/unit/test_smoke_definition.py.
+
+
+def test_a_run_the_gate_fails_joins_no_window_and_replaces_only_when_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "base"
+    first = write_run(tmp_path / "first", {BIG: STEADY})
+    assert run_main(capsys, "gate", str(base), str(first), "--update-baseline")[0] == 0
+    slow = write_run(tmp_path / "slow", {BIG: scaled(STEADY, 4.0)})
+    argv = ["gate", str(base), str(slow), "--check", "busbw_gbps:-10%", "--update-baseline"]
+    code, out, err = run_main(capsys, *argv, "--keep", "5")
+    assert code == 1 and "FAIL" in out and "not accepted: it fails the gate" in err, out + err
+    assert json.loads((base / "meta.json").read_text())["run_id"] == "first"
+    # --keep 1: a deliberate re-baselining, said as such.
+    code, out, err = run_main(capsys, *argv)
+    assert code == 0 and "is the new baseline" in err and "although it fails the gate" in err
+    assert json.loads((base / "meta.json").read_text())["run_id"] == "slow"

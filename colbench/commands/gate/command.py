@@ -58,12 +58,7 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
         accept_incomplete_baseline=flags.accept_incomplete_baseline,
     )
     if flags.update:
-        if csv_path(baseline).is_file():
-            shown = run_gate(baseline, current, replace(rules, floor=None), frames_of)
-            print("\n".join(gate_report.console_lines(shown)), flush=True)
-        target = update_baseline(current, baseline, flags.keep, frames_of)
-        print(f"colbench: {' + '.join(current)} is the new baseline in {target}", file=sys.stderr)
-        return int(ExitCode.OK)
+        return _accept(baseline, current, flags.keep, replace(rules, floor=None), frames_of)
     result = run_gate(baseline, current, rules, frames_of)
     _warn_if_self(baseline, current, frames_of)
     lines, markdown = gate_report.console_lines(result), gate_report.markdown(result)
@@ -71,6 +66,32 @@ def run(baseline: str, current: Sequence[str], flags: GateOptions) -> int:
     if flags.junit:
         tables.write_text(flags.junit, gate_report.junit_xml(result))
     return code
+
+
+def _accept(
+    baseline: str, current: Sequence[str], keep: int, rules: GateRules, frames_of: RunFrames
+) -> int:
+    """--update-baseline: the gate shown, then the run accepted. A run the gate fails joins
+    no window of accepted runs (its drift would hide the next regression); alone
+    (``--keep 1``) it replaces the baseline, a deliberate re-baselining, and says so."""
+    from colbench.commands.gate import report as gate_report
+
+    failed = False
+    if csv_path(baseline).is_file():
+        shown = run_gate(baseline, current, rules, frames_of)
+        print("\n".join(gate_report.console_lines(shown)), flush=True)
+        failed = not shown.passed
+    if failed and keep > 1:
+        print(
+            f"colbench: {' + '.join(current)} not accepted: it fails the gate, and a window of "
+            f"--keep {keep} pools only runs that pass (--keep 1 replaces the baseline with it)",
+            file=sys.stderr,
+        )
+        return int(ExitCode.DATA_ERROR)
+    target = update_baseline(current, baseline, keep, frames_of)
+    said = " although it fails the gate" if failed else ""
+    print(f"colbench: {' + '.join(current)} is the new baseline in {target}{said}", file=sys.stderr)
+    return int(ExitCode.OK)
 
 
 def _check_arguments(baseline: str, current: Sequence[str], flags: GateOptions) -> None:
