@@ -243,6 +243,10 @@ def incomplete(meta: dict[str, Any], rows_held: int) -> str:
     if isinstance(planned, int) and not isinstance(planned, bool) and rows_held < planned:
         ended = f", status {status!r}" if status not in (None, "complete") else ""
         return f"{rows_held} of its {planned} planned row(s){ended}"
+    if meta.get("rows_complete") is False:
+        # Written at a failed or interrupted end (colbench.host.supervise.end_meta) where
+        # the plan's count was unknown there, as at an interleaved run's top.
+        return f"{rows_held} row(s) kept, status {status!r}, and not every planned row"
     if isinstance(written, int) and not isinstance(written, bool) and rows_held < written:
         return (
             f"it holds {rows_held} of the {written} row(s) its meta.json says were written "

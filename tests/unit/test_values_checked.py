@@ -145,7 +145,13 @@ def _cut(path: Path) -> Path:
     return run
 
 
-@pytest.mark.parametrize("make", [_killed, _cut])
+def _interrupted_interleaved(path: Path) -> Path:
+    """An interleaved run stopped by SIGTERM: its top meta.json knows no plan, only that
+    the rows kept are not all (colbench.host.supervise.end_meta)."""
+    return _run(path, status="interrupted", meta={"rows_complete": False})
+
+
+@pytest.mark.parametrize("make", [_killed, _cut, _interrupted_interleaved])
 @pytest.mark.parametrize("flags", [[], ["--fail-inconclusive"]])
 def test_the_gate_fails_an_incomplete_current_run(
     tmp_path: Path,
@@ -198,6 +204,8 @@ def test_incomplete_reasons() -> None:
     assert "3 of its 4 planned" in metafile.incomplete({"status": "complete", "rows_planned": 4}, 3)
     assert "3 of the 4 row(s)" in metafile.incomplete({"status": "complete", "rows": 4}, 3)
     assert "still says 'running'" in metafile.incomplete({"status": "running"}, 9)
+    said = metafile.incomplete({"status": "interrupted", "rows_complete": False}, 9)
+    assert said == "9 row(s) kept, status 'interrupted', and not every planned row"
     # A count of true is no count.
     assert metafile.incomplete({"status": "complete", "rows_planned": True}, 0) == ""
 

@@ -18,7 +18,8 @@ from colbench.commands.gate.options import GateOptions
 from colbench.commands.gate.result import GateRules, check_levels
 from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
-from colbench.results import tables
+from colbench.host.turns import TURNS_FILE
+from colbench.results import metafile, tables
 from colbench.results.join import RunFrames, fabric_warnings_of, load_pooled
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text
 from colbench.results.rundir import RunDir
@@ -140,6 +141,10 @@ def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
     a, b = flags.variant_a, flags.variant_b
     if not a or not b:
         raise UsageError("the paired gate needs both --variant-a and --variant-b")
+    if a == b:
+        raise UsageError(
+            f"--variant-a and --variant-b both name {a}: B is judged against another A"
+        )
     texts = flags.check or ()
     relative = [c for c in parse_checks(texts) if c.relative]
     if len(relative) != 1 or len(relative) != len(texts):
@@ -149,15 +154,29 @@ def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
         )
     check_levels(flags.alpha, flags.power)
     window = SizeWindow.parse(flags.min_size, flags.max_size)
-    frame = RunDir.of(run).results()
+    frame = load_pooled([run])
     result = paired.paired_gate(frame, a, b, relative[0], window, flags.alpha, run, flags.power)
     if not result.rows:
         raise UsageError(
             f"no pairs of {a} and {b} rows to judge in {run} "
             "(an interleaved run, within --min-size/--max-size?)"
         )
+    files = RunDir.of(run)
+    meta = files.meta_or_none() or {}
+    result.incomplete = metafile.incomplete(meta, len(frame)) if meta else ""
+    # Interleaved worlds log their turns; variants run one after another log none.
+    if not (files.path / TURNS_FILE).exists():
+        print(
+            f"colbench: warning: {run}'s variants ran one after another (--no-interleave), so "
+            "a pair's two rows were not measured side by side: drift between the variants "
+            "reads as a difference",
+            file=sys.stderr,
+        )
     lines, markdown = paired.console_lines(result), paired.markdown(result)
-    return _report(lines, markdown, flags, bool(result.failures), result.inconclusive)
+    code = _report(lines, markdown, flags, bool(result.failures), result.inconclusive)
+    if flags.junit:
+        tables.write_text(flags.junit, paired.junit_xml(result))
+    return code
 
 
 def _report(

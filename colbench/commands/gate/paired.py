@@ -72,10 +72,13 @@ class PairedResult:
     wrong: list[str] = field(default_factory=list)
     #: The power the rows' detectable slowdowns are stated at.
     power: float = DEFAULT_POWER
+    #: Why the run is not whole ("" when it is): a failure whatever its pairs say.
+    incomplete: str = ""
 
     @property
     def failures(self) -> int:
-        return sum(r.verdict == "fail" for r in self.rows) + len(self.missing) + len(self.wrong)
+        judged = sum(r.verdict == "fail" for r in self.rows) + len(self.missing) + len(self.wrong)
+        return judged + bool(self.incomplete)
 
     @property
     def sensitive(self) -> list[PairedRow]:
@@ -223,11 +226,16 @@ def sensitivity_text(result: PairedResult) -> str:
     alone = [r.detectable for r in result.sensitive if r is not pooled and r.detectable]
     if alone:
         parts.append(f">= {max(alone):.0%} on {plural(len(alone), 'row')} alone")
+    if not parts:
+        # A failing gate whose rows were too noisy to promise a figure.
+        parts.append("sensitive on no row to twice the limit")
     return ", ".join(parts) + f" ({result.power:.0%} power)"
 
 
 def verdict_line(result: PairedResult) -> str:
-    if result.failures:
+    if result.incomplete:
+        verdict = "FAILED (incomplete run)"
+    elif result.failures:
         verdict = "FAILED"
     elif result.inconclusive:
         verdict = "passed on correctness and presence only"
@@ -272,6 +280,7 @@ def console_lines(result: PairedResult) -> list[str]:
     lines += [text.line(_cells(row), _COLUMNS, lead="") for row in result.rows]
     lines += [f"missing: {m}" for m in result.missing]
     lines += [f"wrong elements: {w}" for w in result.wrong]
+    lines += [f"incomplete run {result.run}: {result.incomplete}"] if result.incomplete else []
     lines.append(verdict_line(result))
     return lines
 
@@ -292,5 +301,34 @@ def markdown(result: PairedResult) -> str:
         "",
         *(f"- missing: {m}" for m in result.missing),
         *(f"- wrong elements: {w}" for w in result.wrong),
+        *([f"- incomplete run: {result.incomplete}"] if result.incomplete else []),
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def junit_xml(result: PairedResult) -> str:
+    """--junit: one test case per row, and one each for the pairs missing, the wrong
+    elements and an incomplete run."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name="colbench paired gate", errors="0")
+    props = ET.SubElement(suite, "properties")
+    for name, value in (("run", result.run), ("a", result.variant_a), ("b", result.variant_b),
+                        ("check", result.check.describe()), ("alpha", f"{result.alpha:g}"),
+                        ("sensitivity", sensitivity_text(result))):  # fmt: skip
+        ET.SubElement(props, "property", name=name, value=value)
+    cases = [(" ".join(_cells(r)[:4]), r.verdict == "fail", f"B vs A {r.change:+.1%}")
+             for r in result.rows]  # fmt: skip
+    cases += [(f"missing: {m}", True, m) for m in result.missing]
+    cases += [(f"wrong elements: {w}", True, w) for w in result.wrong]
+    cases += [("the run is complete", True, result.incomplete)] if result.incomplete else []
+    for name, failed, why in cases:
+        case = ET.SubElement(suite, "testcase", classname="colbench.gate.paired", name=name)
+        if failed:
+            ET.SubElement(case, "failure", message=why)
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(sum(failed for _, failed, _ in cases)))
+    root = ET.Element("testsuites", name="colbench paired gate")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
