@@ -42,6 +42,9 @@ class Measured:
     dtype: str = ""
     #: "none" for ops that reduce nothing.
     redop: str = "none"
+    #: The devices the curve's rows name, comma-joined; "" when the rows name none (an
+    #: imported log without its device lines).
+    device: str = ""
 
     @property
     def kind(self) -> str:
@@ -71,6 +74,14 @@ def algo_of(line: Line, meta_env: dict[str, str], assumed: str | None) -> str:
     return algo
 
 
+def _devices(run: Run, line: Line) -> str:
+    frame = run.frame
+    if "device" not in frame.columns:
+        return ""
+    rows = frame[(frame["op"] == line.op) & (frame["world_size"] == line.world_size)]
+    return ",".join(sorted({str(d) for d in rows["device"].dropna()} - {""}))
+
+
 def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
     nnodes = line.nnodes if line.nnodes and line.nnodes > 0 else 1
     per_node = -(-line.world_size // nnodes)
@@ -92,6 +103,7 @@ def _measured(run: Run, line: Line, assumed: str | None) -> Measured:
         requested_bytes=line.requested_bytes,
         dtype=line.dtype,
         redop=line.redop,
+        device=_devices(run, line),
     )
 
 

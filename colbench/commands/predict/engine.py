@@ -4,7 +4,7 @@ measured runs. Every refusal is a UsageError whose message says what to measure.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from colbench.bench import ops
 from colbench.commands.fit.model import approx_size
@@ -113,12 +113,58 @@ def _fit_group(op: str, algo: str, curves: Sequence[Measured]) -> Fit:
             f"{MIN_SIZES} (e.g. --sizes 4K-4M)"
         )
     try:
-        return fit(op, algo, _points(curves))
+        fitted = fit(op, algo, _points(curves))
     except Unidentifiable as exc:
         raise UsageError(
             f"{name}: the runs cannot identify the model ({exc}); measure more world "
             "sizes and sizes (e.g. 2, 3 and 4 ranks, --sizes 4K-4M)"
         ) from None
+    _check_kept_worlds(name, fitted)
+    return _with_hardware_note(fitted, curves)
+
+
+def _check_kept_worlds(name: str, f: Fit) -> None:
+    """Refuse a fit whose outliers took every point of all but one world size: the
+    points kept cannot tell alpha from the overhead, as with one world size measured,
+    and the interval, from those points' scatter alone, would look tight."""
+    if len(f.world_sizes) >= 2:
+        return
+    kept = f.world_sizes[0]
+    lost: dict[int, list[models.Dropped]] = {}
+    for d in f.dropped:
+        lost.setdefault(d.point.world_size, []).append(d)
+    shown = " and ".join(_lost_text(n, lost[n]) for n in sorted(lost) if n != kept)
+    raise UsageError(
+        f"{name}: the points at {shown} were all rejected as outliers, which leaves one "
+        f"world size ({kept} ranks): one N cannot tell the latency term from the fixed "
+        "overhead; the runs disagree (other hardware or settings?): fit runs of one "
+        "machine and setting at two world sizes or more"
+    )
+
+
+def _lost_text(world_size: int, dropped: Sequence[models.Dropped]) -> str:
+    """16 ranks (azure: 9 points, residual +86.4% to +86.8%)."""
+    runs = ", ".join(sorted({d.point.run for d in dropped}))
+    low, high = (100 * f(d.residual for d in dropped) for f in (min, max))
+    residual = f"{low:+.1f}%" if f"{low:+.1f}" == f"{high:+.1f}" else f"{low:+.1f}% to {high:+.1f}%"
+    return f"{world_size} ranks ({runs}: {len(dropped)} points, residual {residual})"
+
+
+def _with_hardware_note(f: Fit, curves: Sequence[Measured]) -> Fit:
+    """Say so when the fit mixes devices: one set of link parameters then averages
+    machines, and its interval does not cover the difference between them."""
+    devices: dict[str, set[str]] = {}
+    for c in curves:
+        if c.device:
+            devices.setdefault(c.device, set()).add(c.run)
+    if len(devices) < 2:
+        return f
+    shown = "; ".join(f"{d} in {', '.join(sorted(runs))}" for d, runs in sorted(devices.items()))
+    note = (
+        f"fitted on runs of different hardware ({shown}): the parameters average the "
+        "machines, and predictions describe neither"
+    )
+    return replace(f, notes=(*f.notes, note))
 
 
 def source(fits: dict[tuple[str, str], Fit], op: str, algo: str) -> tuple[Fit, str] | None:
