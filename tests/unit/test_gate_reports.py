@@ -191,3 +191,33 @@ def test_cli_missing_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     run = write_run(tmp_path / "a", {BIG: STEADY})
     code, _, err = run_main(capsys, "gate", str(tmp_path / "nope"), str(run))
     assert code == 2 and "no results file at" in err
+
+
+def test_a_run_of_several_variants_names_each_rows_variant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.unit.rows import row, write_run
+
+    def run(name: str, slower_b: float) -> Path:
+        rows = [
+            {**row("all_reduce", 1 << 20, t * (slower_b if v == "X=b" else 1.0), variant=v,
+                   run_id=name), "repeat": repeat}
+            for repeat, t in enumerate((100.0, 101.0, 99.0, 100.5, 99.5))
+            for v in ("X=a", "X=b")
+        ]  # fmt: skip
+        return write_run(tmp_path / name, rows)
+
+    base, cur = run("base", 1.0), run("cur", 3.0)
+    report = tmp_path / "gate.md"
+    code, out, err = run_main(
+        capsys, "gate", str(base), str(cur), "--check", "busbw_gbps:-10%", "--report", str(report)
+    )
+    assert code == 1, out + err
+    table = [line for line in out.splitlines() if "all_reduce" in line]
+    # Two rows of one size: the variant tells which got worse.
+    assert len(table) == 2 and "variant" in out
+    assert [("X=b" in line, line.startswith("!")) for line in table] == [
+        (False, False),
+        (True, True),
+    ]
+    assert "| verdict | op | variant |" in report.read_text()

@@ -98,8 +98,10 @@ def console_lines(result: GateResult) -> list[str]:
     metrics = _perf_metrics(result)
     p_test = "rank test (the pooled test's over the rows)" if result.overall else "rank test"
     p_test = "drift t test" if result.drift else p_test
+    variant = _variant_width(result)
+    shown = (*_KEYS[:2], Column("variant", variant, "<", ""), *_KEYS[2:]) if variant else _KEYS
     columns = (
-        *_KEYS,
+        *shown,
         *(Column(m, 23, "<", " " if i else "  ") for i, m in enumerate(metrics)),
         Column("note", gap=" " if metrics else "  "),
     )
@@ -113,7 +115,8 @@ def console_lines(result: GateResult) -> list[str]:
         text.header(columns),
     ]
     for row in result.rows:
-        lines.append(text.line(_cells(row, metrics), columns, lead="! " if row.fails else "  "))
+        cells = _cells(row, metrics, variant=bool(variant))
+        lines.append(text.line(cells, columns, lead="! " if row.fails else "  "))
     for f in result.floors:
         state = "below" if f.fails else "meets"
         average = f"average busbw {f.avg_busbw_gbps:.4g} GB/s"
@@ -143,8 +146,18 @@ def _md_cell(c: CheckResult | None) -> str:
     return f"{c.baseline_median:.4g} → {c.current_median:.4g} ({change})"
 
 
-def _cells(row: RowResult, metrics: Sequence[str], markdown: bool = False) -> list[object]:
-    """One row of the console table, or of the Markdown one (failures bold, notes escaped)."""
+def _variant_width(result: GateResult) -> int:
+    """The variant column's width; 0 when no row names a variant (the column is left out):
+    a run of several variants has a row per variant at each size."""
+    names = [str(r.key.get("variant") or "") for r in result.rows]
+    return max(len(n) for n in names) + 1 if any(names) else 0
+
+
+def _cells(
+    row: RowResult, metrics: Sequence[str], markdown: bool = False, variant: bool = False
+) -> list[object]:
+    """One row of the console table, or of the Markdown one (failures bold, notes escaped);
+    ``variant``: with the row's variant after its op."""
     k, notes = row.key, "; ".join(row.notes)
     verdict = f"**{row.verdict.value}**" if markdown and row.fails else row.verdict.value
     # One check per metric (parse_checks refuses two).
@@ -152,7 +165,9 @@ def _cells(row: RowResult, metrics: Sequence[str], markdown: bool = False) -> li
     figures = [(_md_cell if markdown else _cell)(found.get(m)) for m in metrics]
     return [
         verdict,
-        *(k[c] for c in ("op", "dtype", "redop")),
+        k["op"],
+        *([k.get("variant") or ""] if variant else []),
+        *(k[c] for c in ("dtype", "redop")),
         "in" if int(k["in_place"]) else "out",
         k["size_bytes"],
         f"{row.n_baseline}/{row.n_current}",
@@ -164,8 +179,11 @@ def _cells(row: RowResult, metrics: Sequence[str], markdown: bool = False) -> li
 
 def _md_table(result: GateResult, rows: Sequence[RowResult]) -> list[str]:
     metrics = _perf_metrics(result)
-    head = ["verdict", "op", "dtype", "redop", "place", "size (B)", "samples", "detect"]
-    return text.markdown([*head, *metrics, "note"], [_cells(r, metrics, True) for r in rows])
+    variant = bool(_variant_width(result))
+    head = ["verdict", "op", *(["variant"] if variant else []), "dtype", "redop", "place"]
+    head += ["size (B)", "samples", "detect"]
+    cells = [_cells(r, metrics, True, variant) for r in rows]
+    return text.markdown([*head, *metrics, "note"], cells)
 
 
 def markdown(result: GateResult) -> str:
