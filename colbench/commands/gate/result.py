@@ -242,7 +242,11 @@ def _overall_text(result: GateResult) -> str:
     for o in result.overall:
         if o.detectable is None:
             continue
-        state = ", too noisy to judge" if o.insensitive else ""
+        # A test too noisy to promise a figure can still find a change beyond the limit:
+        # that is a finding, not a failure to judge.
+        state = ""
+        if o.insensitive:
+            state = ", too noisy to judge" if o.verdict is Verdict.SAME else ", noisy"
         metric = f" {o.check.metric}" if len(result.overall) > 1 else ""
         text += f"; {name}{metric} >= {o.detectable:.0%} over {plural(o.rows, 'row')}{state}"
         if o.verdict is not Verdict.SAME:
