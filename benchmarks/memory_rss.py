@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from colbench.bench.loop import BenchContext, RankBench
-from colbench.bench.memory import VERIFY_SCRATCH_BYTES, buffer_bytes
+from colbench.bench.memory import buffer_bytes
 from colbench.bench.ops.data import DTYPES
 from colbench.bench.plan import RunInfo, plan
 from colbench.config.model import SweepConfig
@@ -61,8 +61,10 @@ def _rank(rank: int, port: int, op: str, size_bytes: int, out: Any) -> None:
     info = RunInfo("bench", "gloo", "cpu", 2, 1)
     RankBench(BenchContext.on_cpu(cfg, info, rank), _Quiet()).run(work)
     item = work[0]
+    # The buffers alone: the plan's figure less its verification scratch (the figure
+    # for elements of no bytes).
     need = buffer_bytes(item.coll, item.layouts[-1], DTYPES["float32"].elem_bytes, item.placements)
-    need -= VERIFY_SCRATCH_BYTES
+    need -= buffer_bytes(item.coll, item.layouts[-1], 0, item.placements)
     if rank == 0:
         out.put((baseline, vm_hwm_bytes(), need))
     dist.destroy_process_group()

@@ -14,6 +14,9 @@ from colbench.host.launchers import env
 
 #: Scratch the verification uses beyond the buffers (chunked temporaries, see ops.data).
 VERIFY_SCRATCH_BYTES = 64 * 1024**2
+#: The same per element of a buffer smaller than one chunk: a few int64 temporaries of its
+#: length (about 40 bytes an element), with room to spare.
+VERIFY_SCRATCH_BYTES_PER_ELEM = 64
 #: Share of the available memory a sweep may plan to use; the rest is headroom for
 #: torch, the transport's own buffers and everything else on the machine.
 USABLE_FRACTION = 0.8
@@ -30,7 +33,10 @@ def buffer_bytes(
     # In place, one buffer holds both; out of place, each has its own.
     shared = max(layout.send_numel, layout.recv_numel)
     total = sum(shared if p == "in" else layout.send_numel + layout.recv_numel for p in placements)
-    return total * elem_bytes * sets + VERIFY_SCRATCH_BYTES
+    # Verification works chunk by chunk: a buffer smaller than a chunk (a barrier's none)
+    # needs scratch of its own length only.
+    scratch = min(VERIFY_SCRATCH_BYTES, VERIFY_SCRATCH_BYTES_PER_ELEM * shared)
+    return total * elem_bytes * sets + scratch
 
 
 def _read_int(path: Path) -> int | None:

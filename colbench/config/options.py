@@ -139,7 +139,8 @@ class SweepOptions(CoreOptions):
     memory_check: str = measure(
         "skip",
         "--memory-check",
-        help="Before allocating: skip sizes that do not fit in memory, refuse the sweep, or off.",
+        help="Before allocating: skip sizes that do not fit in memory (refused when none fits), "
+        "refuse the sweep, or off.",
         choices=MEMORY_CHECKS,
         convert=one_of("--memory-check", MEMORY_CHECKS),
     )

@@ -155,7 +155,8 @@ def parse_interpreters(spec: str | None) -> tuple[tuple[str, str], ...]:
 _FINDS_RANKS = (
     "import importlib.util, sys\n"
     "sys.path[:1] = [] if sys.path[:1] == [''] else sys.path[:1]\n"
-    "sys.exit(0 if importlib.util.find_spec('colbench.host.interpreter') else 3)\n"
+    "found = importlib.util.find_spec('colbench.host.interpreter')\n"
+    "print('colbench ranks' if found else 'none')\n"
 )
 
 
@@ -170,7 +171,8 @@ def _cannot_run_ranks(path: str) -> str | None:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"cannot be started ({exc})"
-    if done.returncode != 0:
+    # The answer, not the exit status: any program that exits 0 would pass on that.
+    if done.returncode != 0 or done.stdout.strip() != b"colbench ranks":
         return (
             "has no colbench that runs ranks: install the same colbench in every --python "
             "interpreter"

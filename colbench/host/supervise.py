@@ -352,17 +352,18 @@ def report_done(run_dir: Path) -> int:
 def end_meta(run_dir: Path, status: str, fields: dict[str, Any]) -> None:
     """meta.json of a run that did not complete: its status, why, and the rows it kept (a
     reader of results.csv checks the file against that count). A write that fails now (a
-    full disk) is said in one line: the exit code stays the run's (SIGTERM's 143, say)."""
+    full disk) is said in one line: the exit code stays the run's (SIGTERM's 143, say).
+    ``fields`` may name the rows planned where meta.json does not (interleaved worlds')."""
     files = RunDir(run_dir)
     try:
         meta = files.read_meta()
     except (OSError, ValueError):  # missing or broken: start afresh
         meta = {"run_id": files.name, "schema_version": SCHEMA_VERSION}
+    meta.update(status=status, **fields)
     if files.has_table():
         # An interleaved variant's world keeps its rows in the run's one results.csv.
-        kept, planned = files.rows_kept(), meta.get("rows_planned")
-        meta.update(rows=kept, rows_complete=_complete(kept, planned))
-    meta.update(status=status, **fields)
+        kept = files.rows_kept()
+        meta.update(rows=kept, rows_complete=_complete(kept, meta.get("rows_planned")))
     try:
         files.write_meta(meta)
     except WriteFailed as exc:

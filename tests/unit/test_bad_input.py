@@ -271,3 +271,16 @@ def test_a_row_count_in_meta_json_of_a_failed_run(tmp_path: Path) -> None:
     assert kept_line(run) == f"24 rows measured before the failure (of 30 planned) are in {run}"
     (run / "meta.json").write_text('{"run_id": "a", "rows_planned": 24}\n')
     assert kept_line(run).startswith("every row was measured before the failure: all 24 are in")
+
+
+def test_an_interrupted_run_whose_plan_is_given_with_its_end(tmp_path: Path) -> None:
+    # An interleaved run's top meta.json holds no plan until its end: the worlds' plans,
+    # given there, tell a run stopped after its last row (whole) from one stopped sooner.
+    from colbench.host.supervise import end_meta
+
+    run = Path(_run(tmp_path / "a"))
+    (run / "meta.json").unlink(missing_ok=True)
+    for planned, whole in ((24, True), (30, False)):
+        end_meta(run, "interrupted", {"rows_planned": planned, "interleaved": True})
+        meta = json.loads((run / "meta.json").read_text())
+        assert (meta["rows"], meta["rows_complete"], meta["interleaved"]) == (24, whole, True)

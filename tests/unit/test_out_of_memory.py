@@ -41,3 +41,18 @@ def test_newer_torch_uses_the_device_agnostic_class() -> None:
     assert torch.OutOfMemoryError in memory.out_of_memory_errors()
     assert memory.is_out_of_memory(torch.OutOfMemoryError("out of memory on device"))
     assert memory.is_out_of_memory(cuda_oom())
+
+
+def test_small_buffers_and_the_barrier_fit_a_small_budget() -> None:
+    # Verification scratch is chunked: a buffer smaller than a chunk needs scratch of its
+    # own length, a barrier none; charging each the whole chunk's 64 MiB skipped them all
+    # under a 32M --memory-limit (and the sweep then refused as nothing fitting).
+    from colbench.bench.plan import fit_to_memory, plan
+    from colbench.config.model import SweepConfig
+
+    cfg = SweepConfig.of(ops=("barrier", "all_reduce"), sizes_bytes=(1024, 1 << 26))
+    work = plan(cfg, 2, "gloo")
+    kept, notes = fit_to_memory(work, 32 * 2**20)
+    sizes = {item.coll.name: list(item.requested) for item in kept}
+    assert sizes["all_reduce"] == [1024] and "barrier" in sizes
+    assert len(notes) == 1 and "all_reduce float32: sizes from 67108864 B" in notes[0]

@@ -139,6 +139,8 @@ def test_gate_command_runs_the_paired_gate(
 ) -> None:
     rng = random.Random(4)
     run = write_run(tmp_path / "ab", _run(0.25, 0.05, rng).to_dict("records"))
+    # A whole run that does not say its variants took turns ran them one after another.
+    (run / "meta.json").write_text(json.dumps({"run_id": "ab", "status": "complete"}))
     junit = tmp_path / "gate.xml"
     options = GateOptions(check=["busbw_gbps:-10%"], variant_a="A", variant_b="B", junit=str(junit))
     code = gate_run(str(run), [], options)
@@ -149,8 +151,12 @@ def test_gate_command_runs_the_paired_gate(
     assert ";  (" not in out.splitlines()[-1] and "power)" in out.splitlines()[-1]
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None and suite.get("tests") == "4" and suite.get("failures") != "0"
-    # Rows written without turns.jsonl: variants run one after another, which it says.
     assert "ran one after another (--no-interleave)" in err
+    (run / "meta.json").write_text(
+        json.dumps({"run_id": "ab", "status": "complete", "interleaved": True})
+    )
+    assert gate_run(str(run), [], options) == 1
+    assert "one after another" not in capsys.readouterr().err
 
 
 def test_the_paired_gate_fails_an_incomplete_run(

@@ -129,3 +129,9 @@ def test_a_python_without_colbench_is_refused_before_any_rank(tmp_path: Path) ->
     bare.chmod(0o755)
     with pytest.raises(UsageError, match=f"{bare} has no colbench that runs ranks"):
         parse_interpreters(f"main={sys.executable},pr={bare}")
+    # A program that is no Python at all, and exits 0.
+    true = tmp_path / "true"
+    true.write_text("#!/bin/sh\nexit 0\n")
+    true.chmod(0o755)
+    with pytest.raises(UsageError, match=f"{true} has no colbench that runs ranks"):
+        parse_interpreters(f"main={sys.executable},pr={true}")

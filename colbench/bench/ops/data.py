@@ -78,13 +78,16 @@ _NO_FP8 = (
     "nccl-tests' 8-bit float, not measured here: torch implements no arithmetic on it "
     "(colbench could neither fill nor check a buffer) and gloo cannot reduce it"
 )
-#: Names nccl-tests' -d and -o take that colbench refuses, and why: speaking nccl-tests, a
-#: name it knows is refused with its reason, never as unknown.
-NOT_MEASURED = {
+#: Names nccl-tests' -d takes that colbench refuses, and why: speaking nccl-tests, a name
+#: it knows is refused with its reason, never as unknown.
+NOT_MEASURED_DTYPES = {
     "uint32": _NO_UNSIGNED,
     "uint64": _NO_UNSIGNED,
     "f8e4m3": _NO_FP8,
     "f8e5m2": _NO_FP8,
+}
+#: The same for -o.
+NOT_MEASURED_REDOPS = {
     "mulsum": (
         "nccl-tests' pre-multiplied sum (ncclRedOpCreatePreMulSum), not measured here: "
         "torch.distributed has no public reduction op for it"
@@ -111,10 +114,9 @@ def parse_dtypes(spec: str) -> tuple[DType, ...]:
     out: list[DType] = []
     for name in names_of(spec, list(DTYPES), "dtype", "float32 or float32,bfloat16"):
         key = _DTYPE_ALIASES.get(name.lower(), name.lower())
-        if key in NOT_MEASURED:
-            raise UsageError(
-                f"dtype {name!r}: {NOT_MEASURED[key]}; choose from {', '.join(DTYPES)}"
-            )
+        if key in NOT_MEASURED_DTYPES:
+            why = NOT_MEASURED_DTYPES[key]
+            raise UsageError(f"dtype {name!r}: {why}; choose from {', '.join(DTYPES)}")
         if key not in DTYPES:
             raise UsageError(f"unknown dtype {name!r}: choose from {', '.join(DTYPES)} or all")
         if DTYPES[key] not in out:
@@ -126,10 +128,9 @@ def parse_redops(spec: str) -> tuple[str, ...]:
     """``"sum,max"`` or ``"all"`` -> tuple of reduction names."""
     names = [name.lower() for name in names_of(spec, list(REDOPS), "redop", "sum or sum,max")]
     for name in names:
-        if name in NOT_MEASURED:
-            raise UsageError(
-                f"reduction op {name!r}: {NOT_MEASURED[name]}; choose from {', '.join(REDOPS)}"
-            )
+        if name in NOT_MEASURED_REDOPS:
+            why = NOT_MEASURED_REDOPS[name]
+            raise UsageError(f"reduction op {name!r}: {why}; choose from {', '.join(REDOPS)}")
         if name not in REDOPS:
             raise UsageError(
                 f"unknown reduction op {name!r}: choose from {', '.join(REDOPS)} or all"

@@ -18,7 +18,6 @@ from colbench.commands.gate.options import GateOptions
 from colbench.commands.gate.result import GateRules, check_levels
 from colbench.config import min_bw
 from colbench.errors import ExitCode, UsageError
-from colbench.host.turns import TURNS_FILE
 from colbench.results import metafile, tables
 from colbench.results.join import RunFrames, fabric_warnings_of, load_pooled
 from colbench.results.rows import STATUS_OK, STATUS_UNSUPPORTED, csv_path, frame_text
@@ -77,6 +76,9 @@ def _accept(
     (``--keep 1``) it replaces the baseline, a deliberate re-baselining, and says so."""
     from colbench.commands.gate import report as gate_report
 
+    # A broken run is refused for what it is (exit 2) before any gate is shown.
+    for path in current:
+        _refuse_as_baseline(path, frames_of)
     failed = False
     if csv_path(baseline).is_file():
         shown = run_gate(baseline, current, rules, frames_of)
@@ -164,8 +166,8 @@ def _paired(run: str, current: Sequence[str], flags: GateOptions) -> int:
     files = RunDir.of(run)
     meta = files.meta_or_none() or {}
     result.incomplete = metafile.incomplete(meta, len(frame)) if meta else ""
-    # Interleaved worlds log their turns; variants run one after another log none.
-    if not (files.path / TURNS_FILE).exists():
+    # A whole run says whether its variants took turns (meta.json's ``interleaved``).
+    if meta.get("status") == "complete" and not meta.get("interleaved"):
         print(
             f"colbench: warning: {run}'s variants ran one after another (--no-interleave), so "
             "a pair's two rows were not measured side by side: drift between the variants "

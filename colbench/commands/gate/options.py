@@ -113,7 +113,8 @@ class GateOptions:
         False,
         "--update-baseline",
         help="Accept CURRENT as the new baseline (copied into BASELINE); refused when it "
-        "has wrong elements or oom rows.",
+        "has wrong elements or oom rows, and (exit 1) from a window of --keep above 1 when "
+        "it fails the gate.",
     )
     keep: int = output(
         DEFAULT_KEEP,

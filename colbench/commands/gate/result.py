@@ -246,7 +246,8 @@ def _overall_text(result: GateResult) -> str:
         # that is a finding, not a failure to judge.
         state = ""
         if o.insensitive:
-            state = ", too noisy to judge" if o.verdict is Verdict.SAME else ", noisy"
+            found = o.verdict in (Verdict.WORSE, Verdict.BETTER)
+            state = ", noisy" if found else ", too noisy to judge"
         metric = f" {o.check.metric}" if len(result.overall) > 1 else ""
         text += f"; {name}{metric} >= {o.detectable:.0%} over {plural(o.rows, 'row')}{state}"
         if o.verdict is not Verdict.SAME:

@@ -139,7 +139,13 @@ def _interrupted(run_dir: Path, worlds: list[spawn.World], stop: supervise.StopS
     for world in worlds:
         supervise.stop_processes(world.processes)
     name = protocol.signal_name(stop.received or signal.SIGINT)
-    end_meta(run_dir, "interrupted", {"error": f"interrupted by {name}"})
+    # The run's plan is its worlds' together: stopped after their last rows, it is whole.
+    counts = [(RunDir(w.run_dir).meta_or_none() or {}).get("rows_planned") for w in worlds]
+    whole = [c for c in counts if isinstance(c, int)]
+    fields: dict[str, object] = {"error": f"interrupted by {name}", "interleaved": True}
+    if len(whole) == len(counts):
+        fields["rows_planned"] = sum(whole)
+    end_meta(run_dir, "interrupted", fields)
     rows = plural(RunDir(run_dir).rows_kept(), "row")
     print(f"colbench: interrupted by {name}; {rows} kept in {run_dir}", file=sys.stderr)
     return stop.exit_code
