@@ -277,6 +277,17 @@ def describe() -> str:
         launch = None
     spawning = launch is None
     backend = resolve_backend("auto", len(gpus), dist.is_nccl_available())
+    default = f"--backend {backend}" + (
+        f" --nprocs {default_nprocs(backend, len(gpus))}" if spawning else ""
+    )
+    from colbench.host.launchers import preflight
+
+    # What a run would be refused for, said here rather than by the run.
+    refused = "the launcher's environment above" if launcher.startswith("misconfigured") else None
+    ifname = os.environ.get("GLOO_SOCKET_IFNAME", "")
+    refused = refused or (
+        preflight.socket_ifname_problem(ifname, preflight.interfaces()) if ifname else None
+    )
     lines = [
         f"colbench      {vers['colbench']}",
         f"torch         {vers['torch']}",
@@ -288,8 +299,7 @@ def describe() -> str:
         + "".join(f"\n  cuda:{i}      {name}" for i, name in enumerate(gpus)),
         f"cpu           {rundir.cpu_model()} ({os.cpu_count()} cores)",
         f"launcher      {launcher}",
-        f"default run   --backend {backend}"
-        + (f" --nprocs {default_nprocs(backend, len(gpus))}" if spawning else ""),
+        f"default run   {default}" if refused is None else f"default run   refused: {refused}",
     ]
     env = rundir.allowed_env()
     if env:

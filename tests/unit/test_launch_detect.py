@@ -394,3 +394,26 @@ def test_env_command_names_launcher_hosts_and_sizes() -> None:
     env_only = detect({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
     assert env_only is not None
     assert "nodes       not given (counted when the ranks meet)" in launch_lines(env_only)
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({}, "default run   --backend "),
+        ({"RANK": "x"}, "default run   refused: the launcher's environment above"),
+        (
+            {"GLOO_SOCKET_IFNAME": "nosuch0"},
+            "default run   refused: GLOO_SOCKET_IFNAME=nosuch0: no interface nosuch0 on this host",
+        ),
+    ],
+)
+def test_env_says_what_a_run_would_be_refused_for(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], said: str
+) -> None:
+    from colbench.host.world import describe
+
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GLOO_SOCKET_IFNAME", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert said in describe()
