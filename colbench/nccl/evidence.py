@@ -46,8 +46,16 @@ _NO_IB = (
     (re.compile(r"Failed to open libibverbs"), "libibverbs failed to load"),
     (re.compile(r"Failed to initialize NET plugin IB\b"), "NET plugin IB failed"),
 )
-#: InfiniBand (or RoCE) devices NCCL found: ``NET/IB : Using [0]mlx5_0:1/IB ...``.
-_IB_FOUND = ((re.compile(r"NET/IB\s*:\s*Using (\[\d+\]\S+)"), "InfiniBand devices found ({0})"),)
+#: InfiniBand (or RoCE) devices NCCL found: ``NET/IB : Using [0]mlx5_0:1/IB ...``; and
+#: sockets over a high-speed fabric's interfaces (HPE Slingshot's hsnN, IPoIB's ibN),
+#: which an RDMA transport or a network plugin drives when one is there.
+_IB_FOUND = (
+    (re.compile(r"NET/IB\s*:\s*Using (\[\d+\]\S+)"), "InfiniBand devices found ({0})"),
+    (
+        re.compile(r"NET/Socket\s*:\s*Using .*?\[\d+\]((?:hsn|ib)\d+):"),
+        "sockets over {0}, a fabric interface that a network plugin would drive",
+    ),
+)
 _GDR_CAPABLE = re.compile(r"GPU Direct RDMA Enabled for (?:HCA|GPU)")
 _GDR_DISTANCE = re.compile(r"GPU Direct RDMA Disabled for GPU \S+ / HCA \S+ \(distance \d+ > \d+\)")
 _NVSWITCH = re.compile(r"\bNVS/")
@@ -78,9 +86,9 @@ def transport(message: str) -> tuple[str, NetLink | None] | None:
 
 
 def gdr(transports: list[str]) -> bool | None:
-    """True when a NET transport uses GDRDMA, False when NET transports run without it.
-    NET/Socket is not counted: GPUDirect RDMA is a matter of IB and plugins only."""
-    net = [t for t in transports if t.startswith("NET/") and not t.startswith("NET/Socket")]
+    """True when a NET transport uses GDRDMA, False when NET transports run without it
+    (sockets always do: the text then says nothing of GDR)."""
+    net = [t for t in transports if t.startswith("NET/")]
     return any("/GDRDMA" in t for t in net) if net else None
 
 

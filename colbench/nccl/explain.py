@@ -86,7 +86,7 @@ def _net_transports(facts: dict[str, Any]) -> list[str]:
 def _sockets_only(facts: dict[str, Any]) -> bool:
     """The network is TCP sockets, where GPUDirect RDMA has no meaning (it is IB's and
     network plugins'): the GDR line would only say "off"."""
-    if facts["gdr"] is not None:
+    if facts["gdr"]:
         return False
     nets = _net_transports(facts)
     if nets:

@@ -54,9 +54,10 @@ def test_the_text_names_the_fallbacks_and_is_quiet_elsewhere(
         assert verdicts == (TRUTH[name]["verdicts"] or ["none: all the log shows is as expected"])
     socket = SOCKET_FALLBACK.format("network plugin NET/OFI failed to initialize")
     assert "network     Socket (a fallback)" in out and socket in out
-    # rccl1026's hosts have no InfiniBand (NET/IB : No device found): Socket is no fallback.
+    # rccl1026's sockets run over Slingshot (hsn0) with no plugin found: a fallback, as
+    # INDEX.md says; its text names no GDR, which sockets do not have.
     rccl = blocks[sorted(TRUTH).index("rccl1026-mi250x-2node-socket-abort-rccl2.16.log")]
-    assert "  network     Socket\n" in rccl + "\n" and "GDR" not in rccl
+    assert "  network     Socket (a fallback)\n" in rccl + "\n" and "  GDR " not in rccl
 
 
 def test_the_text_says_the_network_of_the_transport_lines_and_no_gdr_for_sockets(

@@ -52,7 +52,7 @@ TRUTH: dict[str, dict[str, Any]] = {
     },
     "nccl1781-k8s-pods-nohostid-socket.log": {
         "nccl_version": None, "nranks": 2, "nnodes": 2, "ranks_per_node": 1, "channels": 2,
-        "network": None, "gdr": None, "nvls": False, "transports": ["NET/Socket"],
+        "network": None, "gdr": False, "nvls": False, "transports": ["NET/Socket"],
         "algorithms": [], "verdicts": [], "fallback": False,
         "communicators": comms((2, 2, 2)),
     },
@@ -88,13 +88,17 @@ TRUTH: dict[str, dict[str, Any]] = {
         + calls("broadcast", "Ring", "Simple", *(32768 << k for k in range(13))),
         "verdicts": [], "fallback": False, "communicators": [],
     },
-    # INDEX.md calls this Socket "a silent fallback"; its lines show only hosts without
-    # InfiniBand (No device found) and without a plugin (No plugin found): not one.
+    # INDEX.md: "a silent Socket fallback": sockets over Slingshot's hsn interfaces, with
+    # no plugin found to drive them (No device found alone would be an Ethernet host's).
     "rccl1026-mi250x-2node-socket-abort-rccl2.16.log": {
         "nccl_version": "RCCL 2.16.5", "nranks": 8, "nnodes": 2, "ranks_per_node": None,
-        "channels": 4, "network": "Socket", "gdr": None, "nvls": None,
+        "channels": 4, "network": "Socket", "gdr": False, "nvls": None,
         "transports": ["P2P/IPC", "NET/Socket"], "algorithms": [],
-        "verdicts": [], "fallback": False,
+        "verdicts": [SOCKET_FALLBACK.format(
+            "sockets over hsn0, a fabric interface that a network plugin would drive; "
+            "NET/IB: No device found"
+        )],
+        "fallback": True,
         "communicators": comms((8, None, 4)),
     },
     "nccl1453-h100-excerpts-tuning-oldformat.log": {
@@ -495,9 +499,10 @@ def test_an_ethernet_host_is_no_fallback(lines: list[str]) -> None:
     assert (data["network"], data["verdicts"], data["fallback"]) == ("Socket", [], False)
 
 
-def test_gdr_is_not_judged_for_sockets() -> None:
-    """GPUDirect RDMA is IB's and plugins': NET/Socket beside them does not count."""
-    assert _log("Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0")["gdr"] is None
+def test_sockets_run_without_gdr() -> None:
+    """Sockets never use GPUDirect RDMA (false, as INDEX.md's "no GDRDMA" says); one IB
+    transport with GDRDMA beside them makes it true."""
+    assert _log("Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0")["gdr"] is False
     both = _log(
         "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0",
         "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",
