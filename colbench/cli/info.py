@@ -138,7 +138,10 @@ def explain_log(
         list[str], typer.Argument(help="NCCL_DEBUG=INFO logs, each explained on its own.")
     ],
     as_json: Annotated[
-        bool, typer.Option("--json", help="One JSON object per log (a list for several).")
+        bool,
+        typer.Option(
+            "--json", help="One JSON object per log, its path first (a list for several)."
+        ),
     ] = False,
 ) -> None:
     """Say what NCCL chose in a job, from its own INFO log, and what looks wrong.
@@ -152,15 +155,18 @@ def explain_log(
     Examples:
       colbench explain-log nccl.log
       colbench explain-log rank0.log rank1.log --json
+
+    Exit codes: 0 explained (verdicts do not change it), 2 a log unreadable or without an
+    NCCL line (nothing printed), 130 interrupted, 141 the reader of its output closed it
+    (| head).
     """
     import json
 
-    from colbench.nccl.explain import explain_logs, explain_text
+    from colbench.nccl.explain import explain_json, explain_logs, explain_text
 
     found = explain_logs(logs)
     if as_json:
-        data = [facts for _, facts in found]
-        typer.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
+        typer.echo(json.dumps(explain_json(found), indent=2))
         return
     typer.echo("\n\n".join(explain_text(name, facts) for name, facts in found))
 

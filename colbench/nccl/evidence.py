@@ -21,17 +21,40 @@ _COLLNET = re.compile(
 _NET = re.compile(r"^(?P<kind>NET|COLLNET)/(?P<name>.+?)/\d+(?:\(\d+\))?(?P<rest>(?:/.*)?)$")
 _INDIRECT = re.compile(r"/\d+\[[0-9a-f]+\]")
 
-#: Lines that show NCCL tried InfiniBand or a network plugin and failed.
-_FAILED_ATTEMPTS = (
-    (re.compile(r"NET/IB\s*:\s*No device found"), "NET/IB: No device found"),
-    (re.compile(r"Failed to open libibverbs"), "libibverbs failed to load"),
-    (re.compile(r"Failed to initialize NET plugin (?!Socket)(\S+)"), "NET plugin {0} failed"),
+#: Lines of a network plugin that failed to load or to start. The built-in IB "plugin"
+#: failing (2.19+ says ``Failed to initialize NET plugin IB``) is a host without
+#: InfiniBand, and ``No plugin found`` / ``Could not find: libnccl-net.so`` is a host
+#: without a plugin: neither is here.
+_PLUGIN_FAILED = (
+    (
+        re.compile(r"Failed to initialize NET plugin (?!(?:Socket|IB)\b)(\S+)"),
+        "NET plugin {0} failed",
+    ),
     (
         re.compile(r"NET/(\w+) .*(?:initialization failed|Initializing plugin failed)"),
         "network plugin NET/{0} failed to initialize",
     ),
     (re.compile(r"NET/Plugin\s*:\s*Plugin load returned"), "the network plugin failed to load"),
+    (re.compile(r"External network plugin (\S+) is unsupported"), "network plugin {0} unsupported"),
     (re.compile(r"Failed to initialize any NET plugin"), "no NET plugin initialized"),
+)
+#: What NCCL prints on every host without InfiniBand (src/transport/net_ib.cc,
+#: src/misc/ibvwrap.cc): on Ethernet that is all there is, so these lines only explain a
+#: fallback that other lines prove.
+_NO_IB = (
+    (re.compile(r"NET/IB\s*:\s*No device found"), "NET/IB: No device found"),
+    (re.compile(r"Failed to open libibverbs"), "libibverbs failed to load"),
+    (re.compile(r"Failed to initialize NET plugin IB\b"), "NET plugin IB failed"),
+)
+#: InfiniBand (or RoCE) devices NCCL found: ``NET/IB : Using [0]mlx5_0:1/IB ...``; and
+#: sockets over a high-speed fabric's interfaces (HPE Slingshot's hsnN, IPoIB's ibN),
+#: which an RDMA transport or a network plugin drives when one is there.
+_IB_FOUND = (
+    (re.compile(r"NET/IB\s*:\s*Using (\[\d+\]\S+)"), "InfiniBand devices found ({0})"),
+    (
+        re.compile(r"NET/Socket\s*:\s*Using .*?\[\d+\]((?:hsn|ib)\d+):"),
+        "sockets over {0}, a fabric interface that a network plugin would drive",
+    ),
 )
 _GDR_CAPABLE = re.compile(r"GPU Direct RDMA Enabled for (?:HCA|GPU)")
 _GDR_DISTANCE = re.compile(r"GPU Direct RDMA Disabled for GPU \S+ / HCA \S+ \(distance \d+ > \d+\)")
@@ -63,20 +86,49 @@ def transport(message: str) -> tuple[str, NetLink | None] | None:
 
 
 def gdr(transports: list[str]) -> bool | None:
-    """True when a NET transport uses GDRDMA, False when NET transports run without it."""
+    """True when a NET transport uses GDRDMA, False when NET transports run without it
+    (sockets always do: the text then says nothing of GDR)."""
     net = [t for t in transports if t.startswith("NET/")]
     return any("/GDRDMA" in t for t in net) if net else None
 
 
-def failed_attempts(messages: list[str]) -> list[str]:
-    """Each distinct failed attempt at InfiniBand or a network plugin the log shows."""
+def _found(messages: list[str], patterns: tuple[tuple[re.Pattern[str], str], ...]) -> list[str]:
     found: dict[str, None] = {}
     for message in messages:
-        for pattern, text in _FAILED_ATTEMPTS:
+        for pattern, text in patterns:
             m = pattern.search(message)
             if m:
                 found.setdefault(text.format(*m.groups()))
     return list(found)
+
+
+def plugin_failures(messages: list[str]) -> list[str]:
+    """Each distinct failure of a network plugin the log shows."""
+    return _found(messages, _PLUGIN_FAILED)
+
+
+def _asked(env: dict[str, str]) -> list[str]:
+    """The variables that asked NCCL for InfiniBand or a plugin (NCCL_NET_PLUGIN=none
+    asks for none; NCCL_IB_DISABLE=1 overrides NCCL_IB_HCA)."""
+    out = []
+    if env.get("NCCL_IB_HCA") and env.get("NCCL_IB_DISABLE") != "1":
+        out.append(f"NCCL_IB_HCA={env['NCCL_IB_HCA']}")
+    if env.get("NCCL_NET") and env["NCCL_NET"].lower() != "socket":
+        out.append(f"NCCL_NET={env['NCCL_NET']}")
+    if env.get("NCCL_NET_PLUGIN") and env["NCCL_NET_PLUGIN"].lower() != "none":
+        out.append(f"NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']}")
+    return out
+
+
+def failed_attempts(messages: list[str], env: dict[str, str]) -> list[str]:
+    """Why NCCL's Socket network would be a fallback: InfiniBand devices it found, a
+    variable asking for InfiniBand or a plugin, a plugin that failed (with the lines of
+    a host without InfiniBand as context). Empty where the log shows a host that only
+    has Ethernet: Socket is then what there is, not a fallback."""
+    if env.get("NCCL_NET", "").lower() == "socket":
+        return []
+    proof = _asked(env) + _found(messages, _IB_FOUND) + plugin_failures(messages)
+    return proof + _found(messages, _NO_IB) if proof else []
 
 
 @dataclass(frozen=True)
@@ -86,11 +138,14 @@ class Facts:
     network: str | None
     gdr: bool | None
     nvls: bool | None
+    #: failed_attempts: empty where Socket is all the host has.
     attempts: list[str]
     messages: list[str]
     env: dict[str, str]
     same_host_links: list[tuple[NetLink, str]]
     transports: list[str] = field(default_factory=list)
+    #: plugin_failures: a plugin that failed beside NCCL's built-in IB.
+    plugin_failed: list[str] = field(default_factory=list)
     #: colbench's own --ranks-per-gpu run: ranks of one host are NCCL nodes of their own
     #: by design, so their network traffic is what was asked for, not a finding.
     emulated_nodes: bool = False
@@ -107,7 +162,7 @@ def verdicts(facts: Facts) -> list[str]:
             + "; ".join(facts.attempts)
             + ")"
         )
-    elif facts.network == "IB" and any("plugin" in a.lower() for a in facts.attempts):
+    elif facts.network == "IB" and facts.plugin_failed:
         out.append(f"the network plugin failed; NCCL used its built-in {facts.network}")
     out += _gdr_verdicts(facts)
     if facts.nvls is False and any(_NVSWITCH.search(m) for m in facts.messages):

@@ -1,7 +1,7 @@
 """``colbench explain-log``: any job's NCCL INFO logs, read and explained.
 
-The JSON form is ``log.summary`` itself; the text is the same facts, one per line, with
-what the log does not say written as such rather than left blank.
+The JSON form is ``log.summary`` after the log's ``path``; the text is the same facts, one
+per line, with what the log does not say written as such rather than left blank.
 """
 
 from __future__ import annotations
@@ -34,6 +34,13 @@ def explain_logs(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def explain_json(found: list[tuple[str, dict[str, Any]]]) -> Any:
+    """``--json``'s value: each summary after its log's ``path`` (several logs are matched
+    to their files by it, not by their order); one log's object, or a list."""
+    data = [{"path": path, **facts} for path, facts in found]
+    return data[0] if len(data) == 1 else data
+
+
 def explain_text(name: str, facts: dict[str, Any]) -> str:
     """``facts`` (a ``summary``) of the log ``name``, as the lines the command prints."""
     rows = [
@@ -41,9 +48,10 @@ def explain_text(name: str, facts: dict[str, Any]) -> str:
         ("ranks", _world(facts)),
         ("network", _network(facts)),
         ("transports", ", ".join(facts["transports"]) or _UNSAID),
-        ("GDR", _flag(facts["gdr"])),
-        ("NVLS", _flag(facts["nvls"])),
     ]
+    if not _sockets_only(facts):
+        rows.append(("GDR", _flag(facts["gdr"])))
+    rows.append(("NVLS", _flag(facts["nvls"])))
     rows += [("algorithms", line) for line in algorithm_lines(facts["algorithms"])]
     verdicts = facts["verdicts"] or ["none: all the log shows is as expected"]
     rows += [("verdict", line) for line in verdicts]
@@ -63,9 +71,27 @@ def _world(facts: dict[str, Any]) -> str:
 
 
 def _network(facts: dict[str, Any]) -> str:
-    if facts["network"] is None:
-        return "(no 'Using network' line)"
-    return facts["network"] + (" (a fallback)" if facts["fallback"] else "")
+    if facts["network"] is not None:
+        return facts["network"] + (" (a fallback)" if facts["fallback"] else "")
+    nets = list(dict.fromkeys(t.split("/")[1] for t in _net_transports(facts)))
+    if nets:
+        return f"{', '.join(nets)} (from the transport lines; no 'Using network' line)"
+    return "(no 'Using network' line)"
+
+
+def _net_transports(facts: dict[str, Any]) -> list[str]:
+    return [t for t in facts["transports"] if t.startswith("NET/")]
+
+
+def _sockets_only(facts: dict[str, Any]) -> bool:
+    """The network is TCP sockets, where GPUDirect RDMA has no meaning (it is IB's and
+    network plugins'): the GDR line would only say "off"."""
+    if facts["gdr"]:
+        return False
+    nets = _net_transports(facts)
+    if nets:
+        return all(t.startswith("NET/Socket") for t in nets)
+    return facts["network"] == "Socket"
 
 
 def _flag(value: bool | None) -> str:

@@ -23,7 +23,8 @@ from colbench.nccl import evidence, tuning
 from colbench.nccl.lines import Line, read_lines
 from colbench.nccl.names import Version, from_code, parse_version, version_text
 
-_VERSION = re.compile(r"^(?P<lib>NCCL|RCCL) version (?P<v>\S+)")
+# RCCL's own version block (NCCL_DEBUG=VERSION) spells it ``RCCL version : 2.27.7-HEAD:96a25b5``.
+_VERSION = re.compile(r"^(?P<lib>NCCL|RCCL) version\s*(?::\s*)?(?P<v>\S+)")
 _LIBRARY = re.compile(r"nccl-library=(\d{4,})")
 _INIT = re.compile(
     r"\bcomm (?P<ptr>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<n>\d+)\b.*?"
@@ -38,6 +39,10 @@ _COLL_CHANNELS = re.compile(r"^(\d+) coll channels,(?:.* (\d+) nvls channels,)?"
 _RING = re.compile(r"^Channel \d+/(\d+) :((?:\s+\d+)+)\s*$")
 _NETWORK = re.compile(r"^Using network (.+?)\s*$")
 _ENV = re.compile(r"^(\w+) set by environment to ?(.*?)$")
+# A variable NCCL echoes in its own words: ``NCCL_IB_HCA set to mlx5_0`` (net_ib.cc).
+# (``NET/Plugin: Plugin name set by env to libnccl-net.so`` is not one: 2.2x prints it
+# for the default library too.)
+_ENV_SAID = re.compile(r"^(NCCL_\w+) set to (.*?)$")
 _MULTICAST = re.compile(r"^NVLS multicast support is (not )?available")
 _TEST_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device")
 
@@ -251,7 +256,7 @@ class _Reader:
         if m:
             self.log.networks[m[1]] += 1
             return True
-        m = _ENV.match(msg)
+        m = _ENV.match(msg) or _ENV_SAID.match(msg)
         if m:
             value = m[2][:-1] if re.fullmatch(r"-?\d+\.", m[2]) else m[2]
             self.log.env[m[1]] = value
@@ -282,16 +287,17 @@ def summary(log: NcclLog, *, emulated_nodes: bool = False) -> dict[str, Any]:
     main = log.main
     network = log.networks.most_common(1)[0][0] if log.networks else None
     transports = list(log.transports)
-    attempts = evidence.failed_attempts([line.message for line in log.lines if line.level])
+    messages = [line.message for line in log.lines if line.level]
     facts = evidence.Facts(
         network,
         evidence.gdr(transports),
         nvls(log),
-        attempts,
-        [line.message for line in log.lines if line.level],
+        evidence.failed_attempts(messages, log.env),
+        messages,
         log.env,
         _same_host_links(log),
         transports,
+        evidence.plugin_failures(messages),
         emulated_nodes,
         _nodes_split(main),
     )
@@ -307,7 +313,7 @@ def summary(log: NcclLog, *, emulated_nodes: bool = False) -> dict[str, Any]:
         "transports": transports,
         "algorithms": _algorithms(log),
         "verdicts": evidence.verdicts(facts),
-        "fallback": bool(attempts) and network == "Socket",
+        "fallback": bool(facts.attempts) and network == "Socket",
         "communicators": [
             {"nranks": c.nranks, "nnodes": c.nnodes, "channels": channels(log, c)}
             for c in log.communicators

@@ -13,7 +13,9 @@ from tests.conftest import run_main
 from tests.unit.test_nccl_log import LOGS, SOCKET_FALLBACK, TRUTH
 
 
-def _same(got: dict[str, object], truth: dict[str, object]) -> None:
+def _same(got: dict[str, object], truth: dict[str, object], name: str) -> None:
+    assert next(iter(got)) == "path" and got["path"] == str(LOGS / name)
+    got = {k: v for k, v in got.items() if k != "path"}
     assert sorted(got["transports"]) == sorted(truth["transports"])  # type: ignore[arg-type]
     assert {k: v for k, v in got.items() if k != "transports"} == {
         k: v for k, v in truth.items() if k != "transports"
@@ -24,16 +26,18 @@ def _same(got: dict[str, object], truth: dict[str, object]) -> None:
 def test_json_of_one_log_is_its_truth_table(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_main(capsys, "explain-log", str(LOGS / name), "--json")
     assert (code, err) == (0, "")
-    _same(json.loads(out), TRUTH[name])
+    _same(json.loads(out), TRUTH[name], name)
 
 
-def test_json_of_several_logs_is_a_list_in_their_order(capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_of_several_logs_is_a_list_each_with_its_path(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     names = sorted(TRUTH, reverse=True)
     code, out, _ = run_main(capsys, "explain-log", *(str(LOGS / n) for n in names), "--json")
     data = json.loads(out)
     assert code == 0 and isinstance(data, list) and len(data) == len(names)
     for got, name in zip(data, names, strict=True):
-        _same(got, TRUTH[name])
+        _same(got, TRUTH[name], name)
 
 
 def test_the_text_names_the_fallbacks_and_is_quiet_elsewhere(
@@ -48,8 +52,40 @@ def test_the_text_names_the_fallbacks_and_is_quiet_elsewhere(
         assert lines[0] == str(LOGS / name)
         verdicts = [line.split("verdict", 1)[1].strip() for line in lines if "  verdict " in line]
         assert verdicts == (TRUTH[name]["verdicts"] or ["none: all the log shows is as expected"])
-    socket = SOCKET_FALLBACK.format("NET/IB: No device found")
+    socket = SOCKET_FALLBACK.format("network plugin NET/OFI failed to initialize")
     assert "network     Socket (a fallback)" in out and socket in out
+    # rccl1026's sockets run over Slingshot (hsn0) with no plugin found: a fallback, as
+    # INDEX.md says; its text names no GDR, which sockets do not have.
+    rccl = blocks[sorted(TRUTH).index("rccl1026-mi250x-2node-socket-abort-rccl2.16.log")]
+    assert "  network     Socket (a fallback)\n" in rccl + "\n" and "  GDR " not in rccl
+
+
+def test_the_text_says_the_network_of_the_transport_lines_and_no_gdr_for_sockets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """nccl1781 prints no 'Using network' line but NET/Socket transports: the text says
+    Socket from them, and leaves out GDR, which sockets do not have."""
+    _, out, _ = run_main(capsys, "explain-log", str(LOGS / "nccl1781-k8s-pods-nohostid-socket.log"))
+    assert "  network     Socket (from the transport lines; no 'Using network' line)\n" in out
+    assert "  transports  NET/Socket\n" in out and "GDR" not in out
+    name = "awsefaeks-p4d-efa-2.9.log"
+    _, out, _ = run_main(capsys, "explain-log", str(LOGS / name))
+    assert "  GDR         on\n" in out
+
+
+def test_the_text_of_an_rccl_version_block(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.datadir import NCCL_TESTS_LOGS
+
+    log = NCCL_TESTS_LOGS / "alltoall__rccl-mi355x-2node-alibaba.log"
+    code, out, _ = run_main(capsys, "explain-log", str(log))
+    assert code == 0 and "  NCCL        RCCL 2.27.7\n" in out
+    _, out, _ = run_main(capsys, "explain-log", str(log), "--json")
+    assert json.loads(out)["nccl_version"] == "RCCL 2.27.7"
+
+
+def test_the_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(capsys, "explain-log", "--help")
+    assert code == 0 and "Exit codes: 0 explained" in out and "2 a log unreadable" in out
 
 
 def test_the_text_of_a_tuning_log_groups_sizes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -88,11 +88,17 @@ TRUTH: dict[str, dict[str, Any]] = {
         + calls("broadcast", "Ring", "Simple", *(32768 << k for k in range(13))),
         "verdicts": [], "fallback": False, "communicators": [],
     },
+    # INDEX.md: "a silent Socket fallback": sockets over Slingshot's hsn interfaces, with
+    # no plugin found to drive them (No device found alone would be an Ethernet host's).
     "rccl1026-mi250x-2node-socket-abort-rccl2.16.log": {
         "nccl_version": "RCCL 2.16.5", "nranks": 8, "nnodes": 2, "ranks_per_node": None,
         "channels": 4, "network": "Socket", "gdr": False, "nvls": None,
         "transports": ["P2P/IPC", "NET/Socket"], "algorithms": [],
-        "verdicts": [SOCKET_FALLBACK.format("NET/IB: No device found")], "fallback": True,
+        "verdicts": [SOCKET_FALLBACK.format(
+            "sockets over hsn0, a fabric interface that a network plugin would drive; "
+            "NET/IB: No device found"
+        )],
+        "fallback": True,
         "communicators": comms((8, None, 4)),
     },
     "nccl1453-h100-excerpts-tuning-oldformat.log": {
@@ -354,8 +360,16 @@ def shape(ptr: str, nranks: int, nodes: int, local: int) -> str:
 @pytest.mark.parametrize(
     ("lines", "verdict"),
     [
-        (["Failed to open libibverbs.so[.1]", "Using network Socket"],
-         SOCKET_FALLBACK.format("libibverbs failed to load")),
+        (["NCCL_IB_HCA set to mlx5_0", "NET/IB : No device found.", "Using network Socket"],
+         SOCKET_FALLBACK.format("NCCL_IB_HCA=mlx5_0; NET/IB: No device found")),
+        (["NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>",
+          "Using network Socket"],
+         SOCKET_FALLBACK.format("InfiniBand devices found ([0]mlx5_0:1/IB)")),
+        (["NCCL_NET_PLUGIN set by environment to ofi", "Failed to open libibverbs.so[.1]",
+          "Using network Socket"],
+         SOCKET_FALLBACK.format("NCCL_NET_PLUGIN=ofi; libibverbs failed to load")),
+        (["Failed to initialize NET plugin Libfabric", "Using network Socket"],
+         SOCKET_FALLBACK.format("NET plugin Libfabric failed")),
         (["NET/Plugin : Plugin load returned 2 : libnccl-net.so: undefined symbol",
           "Using network IB"],
          "the network plugin failed; NCCL used its built-in IB"),
@@ -459,6 +473,51 @@ def test_a_runs_verdicts_follow_its_fabric(
     record_nccl_log(tmp_path)
     verdicts = json.loads((tmp_path / "meta.json").read_text())["verdicts"]
     assert len(verdicts) == (0 if emulated else 1), verdicts
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # What NCCL prints on any host without InfiniBand (2.18 and 2.19+ forms).
+        ["NET/Plugin: Could not find: libnccl-net.so.", "Failed to open libibverbs.so[.1]",
+         "NET/IB : No device found.", "Using network Socket"],
+        ["NET/Plugin : No plugin found (librccl-net.so), using internal implementation",
+         "NET/IB : No device found.", "Using network Socket"],
+        ["Failed to open libibverbs.so[.1]", "Failed to initialize NET plugin IB",
+         "Initialized NET plugin Socket", "Using network Socket"],
+        # IB devices there, but Socket asked for; IB turned off beside its HCA list.
+        ["NET/IB : Using [0]mlx5_0:1/IB", "NCCL_NET set by environment to Socket",
+         "Using network Socket"],
+        ["NCCL_IB_DISABLE set by environment to 1.", "NCCL_IB_HCA set to mlx5_0",
+         "Using network Socket"],
+    ],
+    ids=["no-ibverbs", "rccl-no-device", "2.19-no-ib", "socket-asked", "ib-disabled"],
+)  # fmt: skip
+def test_an_ethernet_host_is_no_fallback(lines: list[str]) -> None:
+    """Absent InfiniBand is not a fallback: on Ethernet, Socket is what there is."""
+    data = _log(*lines)
+    assert (data["network"], data["verdicts"], data["fallback"]) == ("Socket", [], False)
+
+
+def test_sockets_run_without_gdr() -> None:
+    """Sockets never use GPUDirect RDMA (false, as INDEX.md's "no GDRDMA" says); one IB
+    transport with GDRDMA beside them makes it true."""
+    assert _log("Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0")["gdr"] is False
+    both = _log(
+        "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0",
+        "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",
+    )
+    assert both["gdr"] is True
+
+
+def test_rccls_version_block_gives_its_version() -> None:
+    """rccl-tests with NCCL_DEBUG=VERSION print ``RCCL version : 2.27.7-HEAD:...``."""
+    from tests.datadir import NCCL_TESTS_LOGS
+
+    log = parse_log((NCCL_TESTS_LOGS / "alltoall__rccl-mi355x-2node-alibaba.log").read_text())
+    assert (log.rccl, log.version, summary(log)["nccl_version"]) == (
+        True, (2, 27, 7), "RCCL 2.27.7",
+    )  # fmt: skip
 
 
 def test_silence_where_all_is_as_expected() -> None:
