@@ -517,3 +517,110 @@ def test_two_nodes_of_several_ranks_are_figured_not_judged() -> None:
     findings = against_fleet(samples)
     assert {(f.node, f.check) for f in findings} >= {("nodeA", "pair"), ("nodeB", "pair")}
     assert {f.verdict for f in findings if f.check != "world_straggler"} == {"not judged"}
+
+
+def _stamp(run: Path, run_id: str, report_time: float) -> Path:
+    """meta.json's run_id and report time, as a real run writes them."""
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(
+        json.dumps({**meta, "run_id": run_id, "report_time": report_time})
+    )
+    return run
+
+
+def test_learn_refuses_a_run_given_twice_or_a_copy(tmp_path: Path, capsys: Any) -> None:
+    import shutil
+
+    from tests.conftest import run_main
+
+    runs = [
+        str(_stamp(_run(tmp_path, i, 1 + 0.03 * (i % 3)), f"run{i}", 1e9 + i)) for i in range(10)
+    ]
+    out = str(tmp_path / "floors")
+    # Ten times one run: floors of no spread, which name a healthy rerun CRITICAL.
+    code, _, err = run_main(capsys, "health", "learn", *[runs[0]] * 10, "--out", out)
+    assert code == 2 and err.count("\n") == 1
+    assert f"{runs[0]} is given twice" in err and "count twice" in err
+    code, _, err = run_main(capsys, "health", "learn", *runs[:2] * 5, "--out", out)
+    assert code == 2 and f"{runs[0]} is given twice" in err
+    code, _, err = run_main(
+        capsys, "health", "learn", *runs[1:], f"{runs[1]}/health.jsonl", "--out", out
+    )
+    assert code == 2 and f"given twice (as {runs[1]})" in err
+    copy = shutil.copytree(runs[3], tmp_path / "copy")
+    code, _, err = run_main(capsys, "health", "learn", *runs[1:], str(copy), "--out", out)
+    assert code == 2 and f"{copy} is a copy of {runs[3]} (run_id run3)" in err
+    assert not (tmp_path / "floors").exists()
+    # Another run in a directory of the same name is no copy: it was judged at another time.
+    (tmp_path / "other").mkdir()
+    other = _stamp(_run(tmp_path / "other", 0, 1.0), "run0", 2e9)
+    code, _, err = run_main(capsys, "health", "learn", *runs[1:], str(other), "--out", out)
+    assert code == 0, err
+
+
+def test_learn_refuses_runs_that_share_no_check(tmp_path: Path, capsys: Any) -> None:
+    from tests.conftest import run_main
+
+    runs = []
+    for i in range(10):
+        run = _stamp(_run(tmp_path, i, 1.0), f"run{i}", 1e9 + i)
+        meta = json.loads((run / "meta.json").read_text())
+        level = "quick" if i % 2 else "standard"
+        (run / "meta.json").write_text(json.dumps({**meta, "level": level}))
+        if level == "standard":  # another level measures the pair check at another size
+            rows = (
+                (run / "health.jsonl")
+                .read_text()
+                .replace('"size_bytes": 1048576', '"size_bytes": 16777216')
+            )
+            (run / "health.jsonl").write_text(rows)
+        runs.append(str(run))
+    code, _, err = run_main(capsys, "health", "learn", *runs, "--out", str(tmp_path / "floors"))
+    assert code == 2 and err.count("\n") == 1, err
+    assert "no check is in 10 of the 10 runs" in err
+    assert "pair 1048576 B in 5, pair 16777216 B in 5" in err and "quick 5, standard 5" in err
+    assert not (tmp_path / "floors").exists()
+
+
+def test_learn_names_a_path_that_is_no_health_run_before_counting(
+    tmp_path: Path, capsys: Any
+) -> None:
+    from tests.conftest import run_main
+
+    code, _, err = run_main(capsys, "health", "learn", str(tmp_path / "nonexistent"), "--out", "x")
+    assert (
+        code == 2 and f"{tmp_path / 'nonexistent'} does not exist" in err and "at least" not in err
+    )
+    code, _, err = run_main(capsys, "health", "learn", str(tmp_path), "--out", "x")
+    assert code == 2 and "no health.jsonl" in err and "at least" not in err
+
+
+def test_verdict_lines_say_a_floor_and_nothing_judged(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from colbench.commands.health.judge import NOT_JUDGED
+    from colbench.commands.health.report import verdict_lines
+
+    runs = [str(_run(tmp_path, i, 1 + 0.03 * (i % 3))) for i in range(10)]
+    floor_files.learn(runs, str(tmp_path / "floors.json"))
+    floors, _ = floor_files.load(str(tmp_path / "floors.json"))
+    pair = [f for f in against_floors(samples_of(_doc({2: 1 / 3})), floors) if f.check == "pair"]
+    first = verdict_lines(pair, "floors f.json")[0]
+    assert first.startswith("health: CRITICAL nodeC: 1 of 1 checks; pair ") and " - " not in first
+    assert (
+        "GB/s, below the CRITICAL floor " in first
+        and "(false alarms 0.001); the fleet's 0.0" in first
+    )
+    # One node against floors: no fleet's figure to name beside the floor.
+    (slow,) = [replace(f, fleet_gbps=None) for f in pair if f.node == "nodeC"]
+    first = verdict_lines([slow], "floors f.json")[0]
+    assert "fleet" not in first and first.endswith("(false alarms 0.001); rank 2")
+    # One node alone has no fleet to judge against: its checks are not judged.
+    alone = [
+        replace(f, verdict=NOT_JUDGED, fleet_gbps=None, p_value=None)
+        for f in against_fleet(samples_of(_doc({})))
+        if f.node == "nodeA"
+    ]
+    lines = verdict_lines(alone, "the fleet's median")
+    assert lines[0] == "health: no node named among 1 node (0 checks judged: fewer than 3 nodes)"
+    assert lines[1].startswith("health: nothing to judge against: no --floors given")

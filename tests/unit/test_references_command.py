@@ -91,3 +91,11 @@ def test_healths_floors_export_to_the_format(capsys, tmp_path):
 def test_floors_learned_without_a_gpu_are_refused(capsys, tmp_path):
     code, _, err = run_main(capsys, "references", "--from-floors", str(_floors(tmp_path, [])))
     assert code == 2 and "learned on no GPU" in err
+
+
+def test_a_bad_floors_file_is_named_by_its_option(capsys, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{not json")
+    code, _, err = run_main(capsys, "references", "--from-floors", str(path))
+    assert code == 2 and err.count("\n") == 1
+    assert f"--from-floors {path} is not JSON" in err and "--floors " not in err

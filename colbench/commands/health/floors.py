@@ -144,12 +144,13 @@ def floor_of(check: str, size: int, per_run: Sequence[Sequence[float]]) -> Floor
 def learn(runs: Sequence[str], out: str) -> int:
     """``colbench health learn``: floors from at least MIN_RUNS healthy runs of one
     fingerprint into ``out``; the exit code."""
+    metas = [_health_run(Path(run)) for run in runs]
+    _refuse_runs_twice([Path(run) for run in runs], metas)
     if len(runs) < MIN_RUNS:
         raise UsageError(f"health learn needs at least {MIN_RUNS} healthy runs, got {len(runs)}")
     per_check: dict[tuple[str, int], list[list[float]]] = defaultdict(list)
     prints = []
-    for run in map(Path, runs):
-        meta = (RunDir(run).meta_or_none() if run.is_dir() else None) or {}
+    for run, meta in zip(map(Path, runs), metas, strict=True):
         prints.append((run, fingerprint(meta)))
         by_check: dict[tuple[str, int], list[float]] = defaultdict(list)
         for f in read_figures(run):
@@ -165,6 +166,8 @@ def learn(runs: Sequence[str], out: str) -> int:
             what = "by another colbench health" if name == "health_version" else "on other hardware"
             raise UsageError(f"{run} was measured {what} than {first_run}: {name} {b} vs {a}")
     floors = [floor_of(c, s, v) for (c, s), v in sorted(per_check.items()) if len(v) >= MIN_RUNS]
+    if not floors:
+        _refuse_no_shared_check(per_check, metas)
     doc = {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
@@ -183,6 +186,60 @@ def learn(runs: Sequence[str], out: str) -> int:
     return 0
 
 
+def _health_run(run: Path) -> dict[str, Any]:
+    """A run's meta.json ({} without one), once it is known to be a health run: a path
+    that is not one is named before the runs are counted."""
+    if not run.exists():
+        raise UsageError(
+            f"health learn: {run} does not exist (give `colbench health` run directories)"
+        )
+    read_figures(run)
+    return (RunDir(run).meta_or_none() if run.is_dir() else None) or {}
+
+
+def _refuse_runs_twice(runs: Sequence[Path], metas: Sequence[Mapping[str, Any]]) -> None:
+    """One run given twice (the same path, or a copy) would count its figures twice:
+    the runs would look closer than they are and the floors sit too close to the typical
+    figure, so a healthy node falls below them. A copy keeps meta.json's run_id (the
+    directory's name) and the time it was judged; two runs in directories of one name
+    differ in that time."""
+    seen: dict[Any, Path] = {}
+    for run, meta in zip(runs, metas, strict=True):
+        figures = run / "health.jsonl" if run.is_dir() else run
+        keys: list[Any] = [figures.resolve()]
+        if meta.get("run_id"):
+            keys.append((str(meta["run_id"]), meta.get("report_time")))
+        for key in keys:
+            if key in seen:
+                if isinstance(key, Path):
+                    again = "" if str(run) == str(seen[key]) else f" (as {seen[key]})"
+                    what = f"{run} is given twice{again}"
+                else:
+                    what = f"{run} is a copy of {seen[key]} (run_id {key[0]})"
+                raise UsageError(
+                    f"health learn: {what}: its figures would count twice, and floors "
+                    "learned from too little spread name healthy nodes"
+                )
+        seen.update(dict.fromkeys(keys, run))
+
+
+def _refuse_no_shared_check(
+    per_check: Mapping[tuple[str, int], Sequence[Any]], metas: Sequence[Mapping[str, Any]]
+) -> None:
+    """No floor at all: the runs measured different checks or sizes (health levels), none
+    in MIN_RUNS of them."""
+    held = ", ".join(f"{c} {s} B in {len(v)}" for (c, s), v in sorted(per_check.items()))
+    levels: dict[str, int] = defaultdict(int)
+    for meta in metas:
+        levels[str(meta.get("level") or "unknown")] += 1
+    of_level = ", ".join(f"{level} {n}" for level, n in sorted(levels.items()))
+    raise UsageError(
+        f"health learn: no check is in {MIN_RUNS} of the {len(metas)} runs, as a floor "
+        f"needs (runs of one --level measure the same checks): {held or 'no figures'}; "
+        f"runs by --level: {of_level}"
+    )
+
+
 def floor_line(f: Floor) -> str:
     """One check's floors, as ``health learn`` prints them."""
     said = (
@@ -193,19 +250,21 @@ def floor_line(f: Floor) -> str:
     return text.line((f.check, f.size_bytes, said), _FLOOR_COLUMNS, lead="")
 
 
-def load(path: str) -> tuple[dict[tuple[str, int], Floor], dict[str, Any]]:
+def load(
+    path: str, option: str = "--floors"
+) -> tuple[dict[tuple[str, int], Floor], dict[str, Any]]:
     """floors.json: the floors by (check, size) and the fingerprint; refused when it is
-    not one, or of a newer schema."""
+    not one, or of a newer schema (the error names ``option``, the one that gave it)."""
     try:
         doc = json.loads(reading.read_text(path, FLOORS))
     except json.JSONDecodeError as exc:
-        raise UsageError(f"--floors {path} is not JSON: {exc}") from None
+        raise UsageError(f"{option} {path} is not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
-        raise UsageError(f"--floors {path} is not a floors file of `colbench health learn`")
+        raise UsageError(f"{option} {path} is not a floors file of `colbench health learn`")
     version = doc.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise UsageError(
-            f"--floors {path} has schema_version {version!r}; this colbench reads up to "
+            f"{option} {path} has schema_version {version!r}; this colbench reads up to "
             f"{SCHEMA_VERSION}"
         )
     floors = {(f["check"], int(f["size_bytes"])): Floor(**f) for f in doc["floors"]}
@@ -231,7 +290,7 @@ def as_references(path: str, gpus_per_node: int | None = None) -> list[Any]:
 
     from colbench.commands.references.table import Reference, gpu_model
 
-    floors, learned_on = load(path)
+    floors, learned_on = load(path, "--from-floors")
     gpus = learned_on.get("gpus") or []
     model = next((gpu_model(g) for g in gpus if gpu_model(str(g))), None)
     if model is None:

@@ -223,21 +223,35 @@ def verdict_lines(findings: Sequence[Finding], judged_by: str) -> list[str]:
             where = where_text(worst)
             lines.append(
                 f"health: {tier} {node}: {len(bad)} of {len(mine)} checks; {worst.check} "
-                f"{text.number(worst.busbw_gbps or None)} GB/s against the fleet's "
-                f"{text.number(worst.fleet_gbps)} ({worst.evidence})"
+                f"{text.number(worst.busbw_gbps or None)} GB/s{_against(worst)}"
                 + (f"; {where}" if where else "")
             )
+    few = len(nodes) < MIN_NODES and not judged
     if not lines:
-        few = f": fewer than {MIN_NODES} nodes" if len(nodes) < MIN_NODES and not judged else ""
         lines.append(
             f"health: no node named among {len(nodes)} node{'' if len(nodes) == 1 else 's'} "
-            f"({len(judged)} checks judged{few})"
+            f"({len(judged)} checks judged{f': fewer than {MIN_NODES} nodes' if few else ''})"
         )
-    lines.append(
-        f"health: judged against {judged_by}"
-        + ("" if judged_by.startswith("floors") else " (no --floors given)")
-    )
+    if judged_by.startswith("floors"):
+        lines.append(f"health: judged against {judged_by}")
+    elif few:
+        # Nothing was judged: saying "judged against the fleet's median" would read as a verdict.
+        lines.append(
+            f"health: nothing to judge against: no --floors given, and the fleet's median "
+            f"needs {MIN_NODES} nodes"
+        )
+    else:
+        lines.append(f"health: judged against {judged_by} (no --floors given)")
     return lines
+
+
+def _against(f: Finding) -> str:
+    """What a named finding fell below: its floor (the evidence says which), or the
+    fleet's median; the fleet's figure beside a floor where there is one."""
+    if f.floor_gbps is None:
+        return f" against the fleet's {text.number(f.fleet_gbps)} ({f.evidence})"
+    fleet = "" if f.fleet_gbps is None else f"; the fleet's {text.number(f.fleet_gbps)}"
+    return f", {f.evidence}{fleet}"
 
 
 #: More ranks than this in the rail-by-rail matrix: it is printed node by node.
