@@ -66,7 +66,7 @@ def test_stdout_that_cannot_be_written_is_one_line(plan_file: str, stdout: str) 
 def test_trace_names_print_on_an_ascii_stdout(plan_file: str) -> None:
     proc = _colbench("replay", plan_file, "--dry-run", env={"PYTHONIOENCODING": "ascii"})
     assert proc.returncode == 0, proc.stderr
-    assert "  frob\\xe9\\n\\x1b[31m 16 float32 x2 ranks: 1 calls:" in proc.stdout
+    assert "  frob\\xe9\\n\\x1b[31m 16 float32 x2 ranks: 1 call:" in proc.stdout
 
 
 def test_a_suite_names_traces_whose_names_are_not_utf8() -> None:

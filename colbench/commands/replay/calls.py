@@ -49,7 +49,23 @@ DTYPES: dict[str, str] = {
     **dict.fromkeys(("unsigned char", "byte", "uint8", "torch.uint8"), "uint8"),
     **dict.fromkeys(("short", "short int", "int16", "torch.int16"), "int16"),
     **dict.fromkeys(("bool", "torch.bool"), "bool"),
+    **dict.fromkeys(("complex64", "complexfloat", "cfloat", "c10::complex<float>"), "complex64"),
+    **dict.fromkeys(
+        ("complex128", "complexdouble", "cdouble", "c10::complex<double>"), "complex128"
+    ),
+    **dict.fromkeys(("complex32", "complexhalf", "chalf", "c10::complex<c10::half>"), "complex32"),
+    **dict.fromkeys(("uint16", "unsigned short", "uint16_t", "torch.uint16"), "uint16"),
+    **dict.fromkeys(("uint32", "unsigned int", "uint32_t", "torch.uint32"), "uint32"),
+    **dict.fromkeys(("uint64", "unsigned long", "uint64_t", "torch.uint64"), "uint64"),
+    **{f: f for f in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")},
 }
+#: Bytes per element of the dtypes above that colbench does not measure: a call of one is
+#: listed with its size, as one colbench measures is.
+OTHER_ELEM_BYTES = {
+    "int16": 2, "bool": 1, "complex64": 8, "complex128": 16, "complex32": 4, "uint16": 2,
+    "uint32": 4, "uint64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+}  # fmt: skip
 _PREFIX = re.compile(r"^(c10d::|gloo:|nccl:|ucc:|mpi:|xccl:)")
 
 
@@ -60,7 +76,13 @@ def fold(name: str) -> str:
 
 def torch_dtype(name: str | None) -> str | None:
     """A source's dtype name -> torch's (``float32``), None when unknown."""
-    return DTYPES.get(name.strip().lower()) if name else None
+    return DTYPES.get(name.strip().lower().removeprefix("torch.")) if name else None
+
+
+def recorded_dtype(name: str | None) -> str | None:
+    """A field that holds only a dtype: torch's name, or the trace's own spelling where it
+    is none replay knows (the dtype is recorded, colbench just does not measure it)."""
+    return (torch_dtype(name) or name.strip()) if name and name.strip() else None
 
 
 @dataclass(frozen=True)
@@ -137,3 +159,7 @@ class Trace:
     world_size: int | None = None
     steps: int = 1
     """Training steps the trace covers (the profiler's ProfilerStep#N marks), else 1."""
+    named_rank: bool = False
+    """``rank`` was read from the file's name (the trace does not say it)."""
+    backend: str | None = None
+    """``nccl`` where the trace says the job ran NCCL, else None (not said, or another)."""

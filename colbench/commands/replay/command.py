@@ -52,13 +52,38 @@ def _say(line: str) -> None:
     print(f"colbench: {line}", file=sys.stderr, flush=True)
 
 
+def write(text: str) -> None:
+    """``text`` and a newline on stdout, every byte or :class:`output.OutputLost`.
+
+    A plan runs to megabytes. Under ``python -u`` (PYTHONUNBUFFERED) stdout's text layer
+    writes straight to the file, takes a partial write (a pipe whose reader left midway)
+    as done and drops the rest: the command would end 0 with its output cut. So the bytes
+    go out here until all are written, and the next write after a reader left fails."""
+    stream = sys.stdout
+    binary = getattr(stream, "buffer", None)
+    if binary is None:  # closed at start (None), or a stream with no bytes under it
+        output.write(text)
+        return
+    output.flush()  # what was printed before goes first
+    data = (text + "\n").encode(stream.encoding, stream.errors or "strict")
+    try:
+        while data:
+            written = binary.write(data)
+            if written is None:  # a non-blocking stdout that is full: nothing was taken
+                raise output.OutputLost("standard output would block")
+            data = data[written:]
+        binary.flush()
+    except OSError as exc:
+        raise output.lost(exc) from None
+
+
 def run(paths: Sequence[str], opts: ReplayOptions) -> int:
     """Read, plan, and (unless a dry run) measure and report; the exit code."""
     if opts.json and not opts.dry_run:
         raise UsageError("--json prints the plan: give it with --dry-run")
     plan = planning.build(traces.read(list(paths)))
     if opts.dry_run:
-        output.write(plan_json(plan) if opts.json else "\n".join(plan_text(plan)))
+        write(plan_json(plan) if opts.json else "\n".join(plan_text(plan)))
         return ExitCode.OK
     if not plan.measurable:
         raise UsageError(
@@ -82,6 +107,8 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
     planned = sweeps(plan, suites, settings)
     for sweep in planned:  # every config checked before anything runs
         sweep.config(sweeps_dir / sweep.name)
+    if planned:
+        _warn_backend(plan, planned[0].config(sweeps_dir / planned[0].name))
     for sweep in planned:
         tables.write_text(suites / f"{sweep.name}.yaml", suite_yaml(sweep, sources))
         _say(f"replay: measuring {sweep.name}")
@@ -92,9 +119,23 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
             break
     write_csv(plan, run_dir / "replay.csv")
     tables.write_text(run_dir / "plan.json", plan_json(plan) + "\n")  # now with measured_us
-    print("\n".join(result_text(plan)), flush=True)
+    write("\n".join(result_text(plan)))
     _say(f"replay: plan.json, replay.csv, sweeps/ and suites/ (one suite per kind) in {run_dir}")
     return worst
+
+
+def _warn_backend(plan: Plan, config: model.SweepConfig) -> None:
+    """One line when the job ran NCCL (on GPUs) and this replay runs gloo: the times are
+    of another transport, and the job's column is not what they predict."""
+    if "nccl" not in plan.backends:
+        return
+    from colbench.host.world import choose_backend
+
+    if choose_backend(config.launch) == "gloo":
+        _say(
+            "replay: warning: the traces are of an NCCL job (GPUs) and this replay runs "
+            "gloo (CPU): its times are not the job's transport's"
+        )
 
 
 @dataclass(frozen=True)
@@ -189,7 +230,7 @@ def _label(entry: Entry) -> str:
     size = "-" if key.size_bytes is None else format_size(key.size_bytes)
     # op is the trace's own name where colbench cannot measure the call: whatever it holds
     # (a newline, a terminal escape, what an ASCII stdout cannot print), one printable line.
-    return f"{shown(key.op)} {size} {key.dtype or '?'} x{key.group_size or '?'} ranks"
+    return f"{shown(key.op)} {size} {shown(key.dtype or '?')} x{key.group_size or '?'} ranks"
 
 
 def _us(value: float | None) -> str:
@@ -218,8 +259,10 @@ def _unmeasurable(plan: Plan) -> list[str]:
     left = [e for e in plan.entries if e.key.reason]
     if not left:
         return []
-    lines = [f"not measured ({sum(e.calls for e in left)} calls):"]
-    return lines + [f"  {_label(e)}: {e.calls} calls: {e.key.reason}" for e in left]
+    lines = [f"not measured ({output.plural(sum(e.calls for e in left), 'call')}):"]
+    return lines + [
+        f"  {_label(e)}: {output.plural(e.calls, 'call')}: {e.key.reason}" for e in left
+    ]
 
 
 def predicted(entry: Entry) -> float | None:
@@ -246,14 +289,31 @@ def result_text(plan: Plan) -> list[str]:
             ratio,
         )  # fmt: skip
         lines.append(text.line(cells, _RESULT))
-    job = [recorded(e) for e in rows]
-    job_total = sum(r for r in job if r is not None) if any(r is not None for r in job) else None
-    lines.append(text.line(("total", "", "", _us(total), "", _us(job_total)), _RESULT))
+    lines += _totals(rows, total)
     lines.append("per op, us/step predicted (job's): " + _per_op(rows))
     top = [f"{_label(e)} {100 * (predicted(e) or 0) / total:.0f}%" for e in rows[:TOP] if total]
     if top:
         lines.append("top contributors: " + "; ".join(top))
     return lines + _unmeasurable(plan)
+
+
+def _totals(rows: list[Entry], total: float) -> list[str]:
+    """The total row; the job's time beside it only over the same kinds: where the job
+    timed some kinds only, a second row sums those, predicted and recorded alike."""
+    both = [
+        (p, r) for p, r in map(lambda e: (predicted(e), recorded(e)), rows) if p and r is not None
+    ]
+    if not both:
+        return [text.line(("total", "", "", _us(total)), _RESULT)]
+    pred, job = sum(p for p, _ in both), sum(r for _, r in both)
+    ratio = f"{job / pred:.2f}"
+    if len(both) == len(rows):
+        return [text.line(("total", "", "", _us(total), "", _us(job), ratio), _RESULT)]
+    timed = f"total of the {output.plural(len(both), 'kind')} the job timed"
+    return [
+        text.line(("total", "", "", _us(total)), _RESULT),
+        text.line((timed, "", "", _us(pred), "", _us(job), ratio), _RESULT),
+    ]
 
 
 def _per_op(rows: list[Entry]) -> str:

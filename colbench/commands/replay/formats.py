@@ -22,7 +22,15 @@ import re
 from typing import Any, NoReturn
 
 from colbench.commands.replay import schema
-from colbench.commands.replay.calls import IGNORED, BadTrace, Trace, TracedCall, fold, torch_dtype
+from colbench.commands.replay.calls import (
+    IGNORED,
+    BadTrace,
+    Trace,
+    TracedCall,
+    fold,
+    recorded_dtype,
+    torch_dtype,
+)
 from colbench.commands.replay.schema import numel, splits
 
 RPC = "record_param_comms"
@@ -69,9 +77,11 @@ def profiler_trace(doc: dict[str, Any], path: str) -> Trace:
             "event): was the profiler on while the job communicated?"
         )
     steps = len({e["name"] for e in events if e["name"].startswith("ProfilerStep#")})
+    backend = info.get("backend")
     return Trace(
-        path, "torch profiler", calls, info.get("rank"), info.get("world_size"), max(steps, 1)
-    )
+        path, "torch profiler", calls, info.get("rank"), info.get("world_size"), max(steps, 1),
+        backend="nccl" if isinstance(backend, str) and "nccl" in backend.lower() else None,
+    )  # fmt: skip
 
 
 def _distributed_info(given: Any) -> dict[str, Any]:
@@ -147,7 +157,7 @@ def _param_comms(events: list[dict[str, Any]], place: dict[int, int]) -> list[Tr
                 name,
                 args["In msg nelems"],
                 args["Out msg nelems"],
-                torch_dtype(args.get("dtype")),
+                recorded_dtype(args.get("dtype")),
                 args.get("Group size"),
                 splits(args.get("In split size")),
                 splits(args.get("Out split size")),
@@ -200,7 +210,7 @@ def _c10d_call(
     work = _started(event, in_numel, backend, taken)
     work_args = (work or {}).get("args") or {}
     dtype = torch_dtype(at(types, in_at)) or torch_dtype(at(types, out_at))
-    dtype = dtype or torch_dtype(at(work_args.get("Input type") or [], 0))
+    dtype = dtype or recorded_dtype(at(work_args.get("Input type") or [], 0))
     a2a = fold(event["name"]).startswith("alltoall")
     if a2a:
         given = {f"Concrete Inputs[{i}]": at(concrete, i) for i in _A2A_SPLITS}
@@ -323,7 +333,7 @@ def flight_recorder(dump: dict[str, Any], path: str) -> Trace:
                 entry["profiling_name"],
                 numel(entry.get("input_sizes")),
                 numel(entry.get("output_sizes")),
-                torch_dtype(dtypes[0]) if dtypes else None,
+                recorded_dtype(dtypes[0]) if dtypes else None,
                 size,
                 duration_us=None if duration_ms is None else float(duration_ms) * 1e3,
                 index=index,
@@ -331,7 +341,16 @@ def flight_recorder(dump: dict[str, Any], path: str) -> Trace:
         )
     if not calls:
         raise BadTrace(f"a flight-recorder dump with {len(entries)} entries, no collective")
-    return Trace(path, "flight recorder", calls, file_rank(path))
+    # The default group is the job's world: what a rank read from the name is checked by.
+    config = dump.get("pg_config") or {}
+    world = next(
+        (sizes.get(str(k)) for k, g in config.items() if g.get("desc") == "default_pg"), None
+    )
+    nccl = any(c.name.lower().startswith("nccl:") for c in calls)
+    return Trace(
+        path, "flight recorder", calls, file_rank(path), world, named_rank=True,
+        backend="nccl" if nccl else None,
+    )  # fmt: skip
 
 
 def param_basic(items: list[Any], path: str) -> Trace:
@@ -358,7 +377,7 @@ def param_basic(items: list[Any], path: str) -> Trace:
                 name,
                 in_numel or 0,
                 out_numel or 0,
-                torch_dtype(item.get("dtype")),
+                recorded_dtype(item.get("dtype")),
                 world,
                 splits(item.get("in_split")),
                 splits(item.get("out_split")),
@@ -368,4 +387,4 @@ def param_basic(items: list[Any], path: str) -> Trace:
     if not calls:
         raise BadTrace(f"a PARAM trace with {len(items)} entries, no collective")
     world = max(worlds) if worlds else None
-    return Trace(path, "PARAM basic trace", calls, file_rank(path), world)
+    return Trace(path, "PARAM basic trace", calls, file_rank(path), world, named_rank=True)

@@ -14,7 +14,8 @@ from typing import Any
 
 from colbench.bench import ops
 from colbench.bench.ops.data import DTYPES
-from colbench.commands.replay.calls import Trace, TracedCall
+from colbench.commands.replay.calls import OTHER_ELEM_BYTES, Trace, TracedCall
+from colbench.commands.replay.schema import shown
 from colbench.commands.replay.traces import found_ranks, missing
 from colbench.config.sizes import MAX_SIZE_BYTES, format_size
 from colbench.errors import UsageError
@@ -80,6 +81,8 @@ class Plan:
     steps: int
     ranks: list[int] = field(default_factory=list)
     formats: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+    """The job's backends where its traces say them (``nccl``)."""
 
     @property
     def measurable(self) -> list[Entry]:
@@ -92,12 +95,19 @@ UNKNOWN_GROUP = "group size unknown: the trace does not say which of its process
 TOO_LARGE = f"larger than the {format_size(MAX_SIZE_BYTES)} colbench measures"
 
 
+def _elem_bytes(dtype: str | None) -> int | None:
+    if dtype in DTYPES:
+        return DTYPES[dtype].elem_bytes
+    return OTHER_ELEM_BYTES.get(dtype or "")
+
+
 def _bytes(call: TracedCall, op: str | None, n: int | None) -> int | None:
     """The call's size in colbench's terms where the trace tells it, else None."""
-    if call.dtype not in DTYPES:
+    elem_bytes = _elem_bytes(call.dtype)
+    if elem_bytes is None:
         return None
     numel = call.size_numel(op, n or 0) if op else max(call.in_numel, call.out_numel)
-    return numel * DTYPES[call.dtype].elem_bytes if numel else None
+    return numel * elem_bytes if numel else None
 
 
 def _key(call: TracedCall) -> Key:
@@ -109,15 +119,23 @@ def _key(call: TracedCall) -> Key:
         return Key(op, 0, "float32", n) if n else Key(op, 0, "float32", n, UNKNOWN_GROUP)
     if n is None:
         return Key(call.name, _bytes(call, op, n), dtype, n, UNKNOWN_GROUP)
-    if dtype is None or dtype not in DTYPES:
-        why = "dtype not recorded" if dtype is None else f"colbench does not measure {dtype}"
-        return Key(call.name, None, dtype, n, why)
+    if dtype is None:
+        return Key(call.name, None, dtype, n, "dtype not recorded")
+    if dtype not in DTYPES:
+        why = f"a dtype colbench does not measure ({shown(dtype)})"
+        return Key(call.name, _bytes(call, op, n), dtype, n, why)
     size = call.size_numel(op, n) * DTYPES[dtype].elem_bytes
     if size > MAX_SIZE_BYTES:
         return Key(call.name, size, dtype, n, TOO_LARGE)
     if ops.BY_NAME[op].uneven_splits:
         return Key(op, size, dtype, n)
     laid = ops.BY_NAME[op].layout(size, DTYPES[dtype].elem_bytes, n).size_bytes
+    if laid == 0 and size:
+        return Key(
+            call.name, size, dtype, n,
+            f"{size} B over {n} ranks is less than one 16-byte chunk per rank, the least "
+            f"colbench (like nccl-tests) lays {op} out",
+        )  # fmt: skip
     if laid != size:
         return Key(
             call.name, size, dtype, n,
@@ -160,7 +178,9 @@ def build(traces: list[Trace]) -> Plan:
     entries.sort(
         key=lambda e: (bool(e.key.reason), e.key.op, e.key.dtype or "", e.key.size_bytes or 0)
     )
-    return Plan(entries, steps, found_ranks(traces), tuple(sorted({t.format for t in traces})))
+    formats = tuple(sorted({t.format for t in traces}))
+    backends = tuple(sorted({t.backend for t in traces if t.backend}))
+    return Plan(entries, steps, found_ranks(traces), formats, backends)
 
 
 def _matrices(

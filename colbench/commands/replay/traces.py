@@ -98,12 +98,27 @@ def read(paths: Sequence[str]) -> list[Trace]:
             traces.append(read_one(path))
         except BadTrace as exc:
             raise UsageError(schema.refusal(path, exc)) from None
-    _one_job(traces)
+    unranked = _unname_ranks(traces)
+    _one_job(traces, unranked)
     schema.check_job(traces)
     return traces
 
 
-def _one_job(traces: list[Trace]) -> None:
+def _unname_ranks(traces: list[Trace]) -> dict[str, str]:
+    """Digits in a file's name that are no rank of the job's world are not read as one
+    (``param_step10.json`` of a 4-rank job is a step's number); path -> why not."""
+    world = next((t.world_size for t in traces if t.world_size), None)
+    unranked = {}
+    for trace in traces:
+        if trace.named_rank and trace.rank is not None and world and trace.rank >= world:
+            unranked[trace.path] = (
+                f"the {trace.rank} in its name is not a rank of the job's world of {world}"
+            )
+            trace.rank = None
+    return unranked
+
+
+def _one_job(traces: list[Trace], unranked: dict[str, str]) -> None:
     by_rank: dict[int, str] = {}
     for trace in traces:
         if trace.rank is None:
@@ -120,9 +135,9 @@ def _one_job(traces: list[Trace]) -> None:
         raise UsageError(f"the traces are of different jobs (world sizes {shown})")
     if len(traces) > 1 and len(by_rank) < len(traces):
         unnamed = next(t.path for t in traces if t.rank is None)
+        why = unranked.get(unnamed, "no distributedInfo, no rank digits in its name")
         raise UsageError(
-            f"{unnamed}: several traces given but this one does not say its rank "
-            "(no distributedInfo, no rank digits in its name)"
+            f"{unnamed}: several traces given but this one does not say its rank ({why})"
         )
 
 
