@@ -14,6 +14,7 @@ from colbench.commands.references import place as placing
 from colbench.commands.references.table import Reference, dump, load, select
 from colbench.config.sizes import format_size
 from colbench.errors import ExitCode, UsageError
+from colbench.output import plural
 from colbench.text import Column
 
 
@@ -82,5 +83,6 @@ def run(
     else:
         print(table_text(chosen))
         sources = {r.cite() for r in chosen}
-        print(f"\n{len(chosen)} entries from {len(sources)} sources", file=sys.stderr)
+        said = f"{plural(len(chosen), 'entry', 'entries')} from {plural(len(sources), 'source')}"
+        print(f"\n{said}", file=sys.stderr)
     return int(ExitCode.OK)
