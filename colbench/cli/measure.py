@@ -98,16 +98,21 @@ def sweep(ctx: typer.Context, config_file: str | None = None, **values: Any) -> 
 
 P2P_HELP = """Measure bandwidth and latency between every pair of ranks; name slow links and nodes.
 
-Every ordered pair is measured: bandwidth at --size (osu_bw: one message, timed to the
-receiver's acknowledgement) and latency at --latency-size (osu_latency: half a
-ping-pong round trip). Pairs run in rounds of disjoint pairs (a round-robin
-tournament), each round once per direction; --serial runs one pair at a time. Writes
-p2p.csv, meta.json and the heatmap p2p.png into the run directory and prints the
-matrices, then the verdict: a link (judged by its worse direction) or node whose
-bandwidth is more than --threshold below the median of all links, or whose latency is
-more than --latency-threshold above it (needs at least 4 ranks; nodes with --per-node).
--n/-w count the messages of each ordered pair; --repeat R measures the whole matrix R
-times and the verdict takes each pair's median.
+Every ordered pair is measured: bandwidth at --size (osu_bw: a window of messages sent
+back to back, 8 on NCCL and 1 on gloo (--window), timed to the receiver's
+acknowledgement) and latency at --latency-size (osu_latency: half a ping-pong round
+trip). Pairs run in rounds of disjoint pairs (a round-robin tournament), each round once
+per direction; --serial runs one pair at a time. -n/-w count the messages of each
+ordered pair; --repeat R (default 5) measures the whole matrix R times. Writes p2p.csv,
+meta.json and the heatmap p2p.png into the run directory and prints the matrices (each
+pair's median over the passes), then the verdict, which judges the passes themselves: a
+node, then a link (its worse direction), is named slow when the median of its passes is
+more than --threshold below the median of the other links' bandwidth (or
+--latency-threshold above their latency) and a rank test finds its passes beyond the
+others' spread, with Holm's correction over every question asked (needs at least 4
+ranks, nodes with --per-node, and enough passes: 3 on 4 ranks). --fail-below PCT exits
+1 when a link's bandwidth holds more than PCT below the others' by the same test, and
+says in one line that the check passed when none does. --max-time caps the whole run.
 
 \b
 Examples:

@@ -88,8 +88,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         ),
         (["--size", "12Q"], "12Q"),
         (["--per-node", "--rail"], "choose one"),
-        # Found in the ranks, once they know where they run: still one line, exit 2.
+        # Ranks spawned here share one node: refused before the run directory is made.
         (["--nprocs", "2", "--per-node"], "all 2 ranks run on one node"),
+        (["--nprocs", "4", "--rail"], "all 4 ranks run on one node"),
     ]
     for index, (args, message) in enumerate(cases):
         out = tmp_path / f"run{index}"
@@ -98,6 +99,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert proc.stderr.startswith("colbench: error: "), proc.stderr
         assert message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+        # Every case is refused before measuring: no run directory, no rank logs.
+        assert not out.exists(), (args, sorted(out.iterdir()))
 
 
 @pytest.mark.parametrize(

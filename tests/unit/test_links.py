@@ -204,6 +204,25 @@ def test_fail_below_lists_the_links_that_hold_past_it() -> None:
     assert verdict.slow_links == ((2, 3),)
 
 
+def test_fail_below_with_no_failing_link_says_in_one_line_that_it_passed() -> None:
+    # A health check that passes said nothing of --fail-below before: only FAIL was said.
+    verdict = judge(*_passes(4), _labels(4), fail_below_pct=30)
+    assert verdict.failing == () and len(verdict.lines) == 3
+    assert re.fullmatch(
+        r"verdict: PASS: no link more than 30% below the others' bandwidth beyond their "
+        r"spread \(--fail-below 30; lowest p = \S+ after Holm over 6 links\)",
+        verdict.lines[-1],
+    ), verdict.lines[-1]
+    # Without --fail-below, no such line; with too few passes for any link to fail, the
+    # line says it was not checked rather than passed.
+    assert not any("PASS" in line for line in judge(*_passes(4), _labels(4)).lines)
+    cut = judge(*_passes(4, passes=2), _labels(4), fail_below_pct=30)
+    assert cut.lines[-1] == (
+        "verdict: --fail-below 30: not checked: too few passes for any link to fail "
+        "(Holm over 6 links)"
+    )
+
+
 def test_link_samples_take_the_worse_direction_of_each_pass() -> None:
     bw_metric, lat_metric = metrics(25, 100)
     assert link_samples({(0, 1): [5.0, 9.0], (1, 0): [7.0, 3.0]}, bw_metric) == {(0, 1): [5.0, 3.0]}

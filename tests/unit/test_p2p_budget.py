@@ -75,3 +75,26 @@ def test_the_verdict_says_the_cut_and_old_runs_say_nothing() -> None:
         "plan)"
     ]
     assert cut_lines({**plan, "cut": []}) == [] and cut_lines(None) == []
+
+
+def test_the_cut_line_compares_the_runs_end_with_the_cap_not_the_passes_alone() -> None:
+    # The review's runs: 1.3 s in at the probe, 4 gloo ranks. Passes of 5 s with a cap of
+    # 6 s were said to be "past" it: the end they are compared with is stated now.
+    said = budget.why_cut(asked_s=5.0, elapsed_s=1.3, max_time_s=6)
+    assert "would take about 5 s, ending about 9.3 s after the start" in said
+    assert "(1.3 s so far, 3 s allowed for the report), past --max-time 6 s" in said
+    # Within the cap, but past what passes may fill of it: not said to be past it.
+    close = budget.why_cut(asked_s=1.5, elapsed_s=1.3, max_time_s=6)
+    assert "past --max-time" not in close and "within --max-time 6 s" in close
+
+
+def test_a_cut_plan_priced_past_the_cap_says_by_how_much_and_never_0_s() -> None:
+    # The review's --max-time 4: a 0.2 s plan read "even this takes about 0 s: it cannot
+    # keep to the cap", and the run ended at 2.1 s.
+    still = budget.still_over(planned_s=0.2, elapsed_s=1.33, max_time_s=4)
+    assert "takes about 0.2 s and ends about 4.6 s after the start, past --max-time 4 s" in still
+    assert "it may overrun the cap" in still and "cannot" not in still
+    assert budget.still_over(planned_s=0.2, elapsed_s=0.5, max_time_s=4) == ""
+    # Rounded up: an end just past the cap never reads as the cap itself.
+    assert budget.about(4.01) == "4.1 s" and budget.about(0.3) == "0.3 s"
+    assert budget.about(600.2) == "10 min 01 s"

@@ -4,6 +4,7 @@ docs/options.md and the config all follow the table."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,32 @@ def test_bad_values_are_one_line_and_exit_2(
     assert code == 2, err
     assert err.startswith("colbench: error: ") and err.count("\n") == 1, err
     assert message in err
+
+
+def test_help_says_what_the_measurement_and_the_verdict_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # It said osu_bw sent "one message" and the verdict "takes each pair's median" against
+    # "the median of all links": the code sends a window (8 on NCCL) and judges the passes.
+    code, out, _ = run_main(capsys, "p2p", "--help")
+    text = " ".join(out.split())
+    assert code == 0
+    assert "osu_bw: one message" not in text and "takes each pair's median" not in text
+    assert "8 on NCCL and 1 on gloo" in text and "judges the passes themselves" in text
+    assert "median of the other links' bandwidth" in text
+    assert "says in one line that the check passed" in text
+
+
+@pytest.mark.parametrize("flag", ["--per-node", "--rail"])
+def test_per_node_and_rail_on_spawned_ranks_are_refused_before_the_run_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ranks spawned here all run on this node: the ranks refused it once they met, after
+    # the run directory, meta.json and their logs were written into --out.
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "run"
+    code, _, err = run_main(capsys, "p2p", "--nprocs", "4", "--backend", "gloo", flag,
+                            "--out", str(out))  # fmt: skip
+    assert code == 2 and f"{flag} pairs ranks of different nodes" in err, err
+    assert "all 4 ranks run on one node" in err and not out.exists()

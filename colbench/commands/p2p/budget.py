@@ -24,6 +24,7 @@ the ranks never disagree on which messages come next.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -55,8 +56,9 @@ MIN_SIZE_BYTES = 1024**2
 #: Share of the time left that a cut plan may fill; the rest absorbs the probe's error
 #: (one message, on a fabric whose other pairs may differ).
 FILL = 0.85
-#: After the last pass: gathering the times, p2p.csv, the verdict, the heatmap (measured
-#: at 1.5-3 s on a busy 2-core machine).
+#: Allowed after the last pass: gathering the times, p2p.csv, the verdict, the heatmap and
+#: the ranks' exit (measured at 0.6-1.5 s on a 2-core machine, up to 5 s while it was
+#: busy): an allowance, so a plan priced past the cap by it may still end within it.
 REPORT_S = 3.0
 #: Round trips the probe times (the fastest is kept: one may meet a busy host).
 PROBE_TRIPS = 3
@@ -333,16 +335,48 @@ def sum_weights(shape: Shape, weights: tuple[float, float]) -> float:
 
 def say_cut(asked: Plan, planned: Plan, found: Probe, shape: Shape, max_time_s: float) -> None:
     """The line that says the plan was cut, and why."""
-    asked_s = cost_s(asked, found, shape)
-    planned_s = cost_s(planned, found, shape)
-    still = ""
-    if found.elapsed_s + planned_s + REPORT_S > max_time_s:
-        still = f"; even this takes about {duration(planned_s)}: it cannot keep to the cap"
     print(
         f"colbench: p2p: a {format_size(found.size_bytes)} message takes {found.message_s:.3g} s "
-        f"on the first step's pairs, so {asked.text()} would take about {duration(asked_s)}, past "
-        f"--max-time {max_time_s:g} s: measuring {planned.text()} instead "
-        f"({', '.join(cuts(asked, planned))}){still}",
+        f"on the first step's pairs, so {asked.text()} "
+        f"{why_cut(cost_s(asked, found, shape), found.elapsed_s, max_time_s)}: measuring "
+        f"{planned.text()} instead ({', '.join(cuts(asked, planned))})"
+        f"{still_over(cost_s(planned, found, shape), found.elapsed_s, max_time_s)}",
         file=sys.stderr,
         flush=True,
+    )
+
+
+def about(seconds: float) -> str:
+    """An estimate, rounded up (to 0.1 s below a minute): an end past the cap never reads
+    as at or within it, nor a short plan as taking 0 s."""
+    if seconds < 60:
+        return f"{math.ceil(round(seconds * 10, 6)) / 10:g} s"
+    return duration(math.ceil(seconds))
+
+
+def why_cut(asked_s: float, elapsed_s: float, max_time_s: float) -> str:
+    """Why a plan whose passes take ``asked_s`` was cut: the cap counts the whole run, so the
+    end it is compared with adds the time spent so far and the report's allowance."""
+    end_s = elapsed_s + asked_s + REPORT_S
+    said = (
+        f"would take about {about(asked_s)}, ending about {about(end_s)} after the start "
+        f"({about(elapsed_s)} so far, {REPORT_S:g} s allowed for the report)"
+    )
+    if end_s > max_time_s:
+        return f"{said}, past --max-time {max_time_s:g} s"
+    return (
+        f"{said}, within --max-time {max_time_s:g} s but past the {FILL:.0%} of the time left "
+        "that passes may fill"
+    )
+
+
+def still_over(planned_s: float, elapsed_s: float, max_time_s: float) -> str:
+    """The cut line's ending when even the cut plan is priced past the cap (else empty)."""
+    end_s = elapsed_s + planned_s + REPORT_S
+    if end_s <= max_time_s:
+        return ""
+    return (
+        f"; even this takes about {about(planned_s)} and ends about {about(end_s)} after the "
+        f"start, past --max-time {max_time_s:g} s if the report takes all of its "
+        f"{REPORT_S:g} s: it may overrun the cap"
     )

@@ -105,7 +105,8 @@ def judge(
     nodes_out = {n for n, ts in node_tests.items() if min(t.p_value for t in ts) <= alpha / m}
     links = ask_links(matrix, nodes_out, alpha / m, fail_below_pct, alpha)
     failing = tuple(link for link in links if link.fail is not None and link.fail.slow)
-    fail_lines = _fail_lines(failing, len(links), fail_below_pct)
+    checkable = passes >= passes_needed(len(links), len(links), alpha)
+    fail_lines = _fail_lines(failing, links, fail_below_pct, checkable)
     need = passes_needed(len(matrix.keys), m, alpha)
     if passes < need:
         best = rank_tests.smallest_one_sided_p((len(matrix.keys) - 1) * passes, passes)
@@ -164,15 +165,31 @@ def _link_line(link: Link, nodes: Mapping[int, str]) -> str:
     return f"slow link {link.low} <-> {link.high} ({where}): {shown}"
 
 
-def _fail_lines(failing: Sequence[Link], n_links: int, fail_below_pct: float | None) -> list[str]:
-    if fail_below_pct is None or not failing:
+def _fail_lines(
+    failing: Sequence[Link], links: Sequence[Link], fail_below_pct: float | None, checkable: bool
+) -> list[str]:
+    """--fail-below's one line: FAIL and the worst link, or that the check passed (or,
+    where a cut left too few passes for any link to fail, that it could not be made)."""
+    if fail_below_pct is None:
         return []
+    holm = f"Holm over {len(links)} links"
+    if not failing:
+        if not checkable:
+            return [
+                f"verdict: --fail-below {fail_below_pct:g}: not checked: too few passes for "
+                f"any link to fail ({holm})"
+            ]
+        lowest = min((x.fail.adjusted for x in links if x.fail is not None), default=1.0)
+        return [
+            f"verdict: PASS: no link more than {fail_below_pct:g}% below the others' bandwidth "
+            f"beyond their spread (--fail-below {fail_below_pct:g}; lowest p = {lowest:.2g} "
+            f"after {holm})"
+        ]
     worst = max(failing, key=lambda x: x.bw_below_pct)
     return [
         f"verdict: FAIL: {len(failing)} link(s) more than {fail_below_pct:g}% below the "
         f"others' bandwidth (worst {worst.low} <-> {worst.high}, {worst.bw_below_pct:.0f}% "
-        f"below; p = {worst.fail.adjusted if worst.fail else 1.0:.2g} after Holm over "
-        f"{n_links} links)"
+        f"below; p = {worst.fail.adjusted if worst.fail else 1.0:.2g} after {holm})"
     ]
 
 

@@ -174,6 +174,12 @@ class Stepper:
         return batch.times_us
 
 
+def _timed_barrier(side: BatchSide) -> float:
+    begun = time.perf_counter()
+    side.barrier()
+    return time.perf_counter() - begun
+
+
 def time_probe(
     stepper: Stepper,
     step: Step,
@@ -186,9 +192,9 @@ def time_probe(
     (colbench.commands.p2p.budget prices the plan from the slowest rank's)."""
     stepper.on_step("probe: one message per pair of the first step")
     stepper.side.barrier()
-    begun = time.perf_counter()
-    stepper.side.barrier()
-    barrier_s = time.perf_counter() - begun
+    # The fastest of a few, as for round trips: one barrier may meet a busy host, and a
+    # pass has a barrier per step, so one slow sample priced every step (3x a pass's time).
+    barrier_s = min(_timed_barrier(stepper.side) for _ in range(max(1, trips)))
     where = role(step, stepper.rank)
     message = None if where is None else bandwidth(*where)
     ping = None if where is None else latency(*where)

@@ -30,6 +30,7 @@ from colbench.errors import UsageError
 from colbench.host import watchdog as hang_watchdog
 from colbench.host.child import device_name, meet_peers
 from colbench.host.job import ConfiguredTask
+from colbench.host.launchers.detect import detect
 from colbench.host.launchers.env import node_id, node_labels
 from colbench.results.rundir import RunDir
 
@@ -100,7 +101,9 @@ class P2PTask(ConfiguredTask):
     label = RUN_LABEL
 
     def check(self, world_size: int, backend: str) -> list[str]:
-        """Pairs need two ranks; naming a slow link needs more."""
+        """Pairs need two ranks; naming a slow link needs more; --per-node and --rail need
+        nodes, which ranks spawned here never have. (Launched ranks learn their nodes only
+        when they meet: their refusal comes then, in the run directory rank 0 made.)"""
         if world_size < 2:
             raise UsageError(
                 f"p2p measures pairs of ranks: it needs at least 2, this job has {world_size}"
@@ -110,6 +113,12 @@ class P2PTask(ConfiguredTask):
                 f"--fail-below needs at least {MIN_RANKS} ranks to tell a slow link from the "
                 f"others; this job has {world_size}"
             )
+        if detect() is None:
+            # Ranks spawned here share this node (and its COLBENCH_NODE_LABEL), so what the
+            # ranks would refuse once they meet is refused now, before a run directory.
+            selection = select(["here"] * world_size, self.cfg.per_node, self.cfg.rail)
+            if self.cfg.fail_below_pct is not None:
+                self._check_fail_below(selection)
         return []
 
     def run_rank(self, job: Any, rank: int, device: Any, in_flight: Any) -> None:
