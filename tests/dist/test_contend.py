@@ -21,6 +21,11 @@ import pytest
 from colbench.results.rows import load
 from tests.conftest import call_colbench
 
+#: Alone: the load's effect is the CPU it takes, and beside `make test`'s other workers and
+#: its lint, which slow A's turns and B's alike, the GEMM's share shrinks (a run there read
+#: +14% pooled, 1M at -5%, against 67-148% alone).
+pytestmark = pytest.mark.serial
+
 #: What the test calls slower: far below the slowdown the load causes, far above the
 #: noise of one pair's ratio's median over the run's repeats.
 LIMIT_PCT = 10
