@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, call_colbench
 
 MiB = 2**20
 QUICK = ["sweep", "--backend", "gloo", "--op", "all_reduce", "-n", "1", "-w", "0",
@@ -110,10 +110,9 @@ def test_a_limit_below_a_ranks_need_is_refused_and_one_above_skips_what_does_not
 def test_a_sweep_of_which_nothing_fits_is_refused_not_an_empty_run(tmp_path: Path) -> None:
     # --memory-check skip leaves out what does not fit; when that is every size, a run of
     # no rows would read as a success (it exited 0 with "0 rows").
-    proc = subprocess.run(
-        [sys.executable, "-m", "colbench", *QUICK, "--nprocs", "1", "--sizes", "64M",
-         "--memory-limit", "1M", "--out", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
+    proc = call_colbench(
+        *QUICK, "--nprocs", "1", "--sizes", "64M", "--memory-limit", "1M",
+        "--out", str(tmp_path / "r"),
     )  # fmt: skip
     line = one_error(proc)
     assert "nothing fits in memory: all_reduce float32: sizes from" in line, line
