@@ -311,24 +311,21 @@ def junit_xml(result: PairedResult) -> str:
     elements and an incomplete run."""
     import xml.etree.ElementTree as ET
 
-    suite = ET.Element("testsuite", name="colbench paired gate", errors="0")
-    props = ET.SubElement(suite, "properties")
-    for name, value in (("run", result.run), ("a", result.variant_a), ("b", result.variant_b),
-                        ("check", result.check.describe()), ("alpha", f"{result.alpha:g}"),
-                        ("sensitivity", sensitivity_text(result))):  # fmt: skip
-        ET.SubElement(props, "property", name=name, value=value)
+    from colbench.commands.gate.report import junit_document, junit_suite, test_case
+
+    suite = junit_suite(
+        "colbench paired gate",
+        [("run", result.run), ("a", result.variant_a), ("b", result.variant_b),
+         ("check", result.check.describe()), ("alpha", f"{result.alpha:g}"),
+         ("sensitivity", sensitivity_text(result))],
+    )  # fmt: skip
     cases = [(" ".join(_cells(r)[:4]), r.verdict == "fail", f"B vs A {r.change:+.1%}")
              for r in result.rows]  # fmt: skip
     cases += [(f"missing: {m}", True, m) for m in result.missing]
     cases += [(f"wrong elements: {w}", True, w) for w in result.wrong]
     cases += [("the run is complete", True, result.incomplete)] if result.incomplete else []
     for name, failed, why in cases:
-        case = ET.SubElement(suite, "testcase", classname="colbench.gate.paired", name=name)
+        case = test_case(suite, "colbench.gate.paired", name)
         if failed:
             ET.SubElement(case, "failure", message=why)
-    suite.set("tests", str(len(cases)))
-    suite.set("failures", str(sum(failed for _, failed, _ in cases)))
-    root = ET.Element("testsuites", name="colbench paired gate")
-    root.append(suite)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return junit_document(suite)

@@ -245,16 +245,7 @@ def _md_floors(result: GateResult) -> list[str]:
 def junit_xml(result: GateResult) -> str:
     """One test case per row (and per average-busbw floor); failing verdicts are failures."""
     overall = result.overall
-    suite = ET.Element(
-        "testsuite",
-        name="colbench gate",
-        tests=str(len(result.rows) + len(result.floors) + len(overall) + len(result.incomplete)),
-        failures=str(result.failures),
-        errors="0",
-        skipped=str(sum(r.verdict is Verdict.SKIPPED for r in result.rows)),
-    )
-    props = ET.SubElement(suite, "properties")
-    for name, value in (
+    properties = (
         ("baseline", result.baseline),
         ("current", result.current),
         ("checks", " ".join(c.text for c in result.rules.checks)),
@@ -263,8 +254,9 @@ def junit_xml(result: GateResult) -> str:
         ("power", f"{result.rules.power:g}"),
         ("fwer", result.rules.fwer),
         ("sensitivity", power_text(result)),
-    ):
-        ET.SubElement(props, "property", name=name, value=value)
+    )
+    suite = junit_suite("colbench gate", properties)
+    suite.set("skipped", str(sum(r.verdict is Verdict.SKIPPED for r in result.rows)))
     for row in result.rows:
         _junit_row(suite, row)
     for floor in result.floors:
@@ -272,26 +264,43 @@ def junit_xml(result: GateResult) -> str:
     for o in overall:
         _junit_overall(suite, o, "overall" if result.drift else "pooled")
     for why in result.incomplete:
-        case = _test_case(suite, "colbench.gate.run", "the current run is complete")
+        case = test_case(suite, "colbench.gate.run", "the current run is complete")
         ET.SubElement(case, "failure", message=why, type="incomplete")
+    return junit_document(suite)
+
+
+def junit_suite(name: str, properties: Sequence[tuple[str, str]]) -> ET.Element:
+    """A JUnit test suite with its properties, for :func:`test_case` and
+    :func:`junit_document` (the stored gate's and the paired gate's)."""
+    # The counts' places kept in the order the files have always had (junit_document fills them).
+    suite = ET.Element("testsuite", name=name, tests="0", failures="0", errors="0")
+    props = ET.SubElement(suite, "properties")
+    for key, value in properties:
+        ET.SubElement(props, "property", name=key, value=value)
+    return suite
+
+
+def test_case(suite: ET.Element, classname: str, name: str) -> ET.Element:
+    """One JUnit test case; the gate times nothing per case, so its time is 0."""
+    return ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+
+
+def junit_document(suite: ET.Element) -> str:
+    """The XML file of ``suite``, its cases and failures counted from what it holds."""
+    cases = suite.findall("testcase")
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(sum(c.find("failure") is not None for c in cases)))
     root = ET.Element(
-        "testsuites",
-        name="colbench gate",
-        tests=suite.get("tests", "0"),
+        "testsuites", name=suite.get("name", ""), tests=suite.get("tests", "0"),
         failures=suite.get("failures", "0"),
-    )
+    )  # fmt: skip
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _test_case(suite: ET.Element, classname: str, name: str) -> ET.Element:
-    """One JUnit test case; the gate times nothing per case, so its time is 0."""
-    return ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
-
-
 def _junit_row(suite: ET.Element, row: RowResult) -> None:
-    case = _test_case(suite, f"colbench.gate.{row.key['op']}", row.label())
+    case = test_case(suite, f"colbench.gate.{row.key['op']}", row.label())
     checks = [f"{c.check.metric}: {_cell(c)} ({c.verdict.value})" for c in row.checks]
     detail = "; ".join(checks + row.notes)
     said = f"{row.verdict.value}: {detail}"
@@ -305,7 +314,7 @@ def _junit_row(suite: ET.Element, row: RowResult) -> None:
 
 def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
     name = f"{floor.op} average busbw >= {floor.limit_text()}"
-    case = _test_case(suite, "colbench.gate.floor", name)
+    case = test_case(suite, "colbench.gate.floor", name)
     if floor.fails:
         message = f"average busbw {floor.avg_busbw_gbps:.4g} GB/s below {floor.limit_text()}"
         ET.SubElement(case, "failure", message=message, type="floor")
@@ -313,7 +322,7 @@ def _junit_floor(suite: ET.Element, floor: FloorResult) -> None:
 
 def _junit_overall(suite: ET.Element, o: OverallResult, name: str) -> None:
     title = f"{o.check.metric}: median change over {plural(o.rows, 'row')}"
-    case = _test_case(suite, f"colbench.gate.{name}", title)
+    case = test_case(suite, f"colbench.gate.{name}", title)
     detail = f"{o.verdict.value}: {overall_change(o)}"
     if o.fails:
         ET.SubElement(case, "failure", message=detail, type="worse").text = detail
