@@ -30,12 +30,28 @@ def lost(exc: OSError) -> OutputLost:
 
 
 def write(text: str) -> None:
-    """``text`` and a newline on stdout, flushed: a failure shows here, not at exit."""
-    if sys.stdout is None:  # Python's stdout when the process started with fd 1 closed
+    """``text`` and a newline on stdout, every byte, flushed: a failure shows here, not at
+    exit. Under ``python -u`` (PYTHONUNBUFFERED) stdout's text layer writes straight to the
+    file, takes a partial write (a pipe whose reader left midway) as done and drops the
+    rest: a long output would end 0, cut. So the bytes go out here until all are written,
+    and the next write after a reader left fails."""
+    stream = sys.stdout
+    if stream is None:  # Python's stdout when the process started with fd 1 closed
         raise OutputLost("standard output is closed")
+    binary = getattr(stream, "buffer", None)
     try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        if binary is None:  # a text stream with no bytes under it
+            stream.write(text + "\n")
+            stream.flush()
+            return
+        stream.flush()  # what was printed before goes first
+        data = (text + "\n").encode(stream.encoding, stream.errors or "strict")
+        while data:
+            written = binary.write(data)
+            if written is None:  # a non-blocking stdout that is full: nothing was taken
+                raise OutputLost("standard output would block")
+            data = data[written:]
+        binary.flush()
     except OSError as exc:
         raise lost(exc) from None
 

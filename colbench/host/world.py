@@ -280,13 +280,12 @@ def describe() -> str:
     default = f"--backend {backend}" + (
         f" --nprocs {default_nprocs(backend, len(gpus))}" if spawning else ""
     )
-    from colbench.host.launchers import preflight
-
     # What a run would be refused for, said here rather than by the run.
-    refused = "the launcher's environment above" if launcher.startswith("misconfigured") else None
     ifname = os.environ.get("GLOO_SOCKET_IFNAME", "")
-    refused = refused or (
-        preflight.socket_ifname_problem(ifname, preflight.interfaces()) if ifname else None
+    refused = (
+        "the launcher's environment above"
+        if launcher.startswith("misconfigured")
+        else ifname and preflight.socket_ifname_problem(ifname, preflight.interfaces())
     )
     lines = [
         f"colbench      {vers['colbench']}",
@@ -299,7 +298,7 @@ def describe() -> str:
         + "".join(f"\n  cuda:{i}      {name}" for i, name in enumerate(gpus)),
         f"cpu           {rundir.cpu_model()} ({os.cpu_count()} cores)",
         f"launcher      {launcher}",
-        f"default run   {default}" if refused is None else f"default run   refused: {refused}",
+        f"default run   refused: {refused}" if refused else f"default run   {default}",
     ]
     env = rundir.allowed_env()
     if env:

@@ -52,38 +52,13 @@ def _say(line: str) -> None:
     print(f"colbench: {line}", file=sys.stderr, flush=True)
 
 
-def write(text: str) -> None:
-    """``text`` and a newline on stdout, every byte or :class:`output.OutputLost`.
-
-    A plan runs to megabytes. Under ``python -u`` (PYTHONUNBUFFERED) stdout's text layer
-    writes straight to the file, takes a partial write (a pipe whose reader left midway)
-    as done and drops the rest: the command would end 0 with its output cut. So the bytes
-    go out here until all are written, and the next write after a reader left fails."""
-    stream = sys.stdout
-    binary = getattr(stream, "buffer", None)
-    if binary is None:  # closed at start (None), or a stream with no bytes under it
-        output.write(text)
-        return
-    output.flush()  # what was printed before goes first
-    data = (text + "\n").encode(stream.encoding, stream.errors or "strict")
-    try:
-        while data:
-            written = binary.write(data)
-            if written is None:  # a non-blocking stdout that is full: nothing was taken
-                raise output.OutputLost("standard output would block")
-            data = data[written:]
-        binary.flush()
-    except OSError as exc:
-        raise output.lost(exc) from None
-
-
 def run(paths: Sequence[str], opts: ReplayOptions) -> int:
     """Read, plan, and (unless a dry run) measure and report; the exit code."""
     if opts.json and not opts.dry_run:
         raise UsageError("--json prints the plan: give it with --dry-run")
     plan = planning.build(traces.read(list(paths)))
     if opts.dry_run:
-        write(plan_json(plan) if opts.json else "\n".join(plan_text(plan)))
+        output.write(plan_json(plan) if opts.json else "\n".join(plan_text(plan)))
         return ExitCode.OK
     if not plan.measurable:
         raise UsageError(
@@ -119,7 +94,7 @@ def _measure(plan: planning.Plan, paths: Sequence[str], opts: ReplayOptions) -> 
             break
     write_csv(plan, run_dir / "replay.csv")
     tables.write_text(run_dir / "plan.json", plan_json(plan) + "\n")  # now with measured_us
-    write("\n".join(result_text(plan)))
+    output.write("\n".join(result_text(plan)))
     _say(f"replay: plan.json, replay.csv, sweeps/ and suites/ (one suite per kind) in {run_dir}")
     return worst
 
