@@ -144,16 +144,18 @@ def floor_of(check: str, size: int, per_run: Sequence[Sequence[float]]) -> Floor
 def learn(runs: Sequence[str], out: str) -> int:
     """``colbench health learn``: floors from at least MIN_RUNS healthy runs of one
     fingerprint into ``out``; the exit code."""
-    metas = [_health_run(Path(run)) for run in runs]
+    # Each run read once: its figures and meta.json serve the checks and the floors.
+    read = [_health_run(Path(run)) for run in runs]
+    metas = [meta for meta, _ in read]
     _refuse_runs_twice([Path(run) for run in runs], metas)
     if len(runs) < MIN_RUNS:
         raise UsageError(f"health learn needs at least {MIN_RUNS} healthy runs, got {len(runs)}")
     per_check: dict[tuple[str, int], list[list[float]]] = defaultdict(list)
     prints = []
-    for run, meta in zip(map(Path, runs), metas, strict=True):
+    for run, (meta, figures) in zip(map(Path, runs), read, strict=True):
         prints.append((run, fingerprint(meta)))
         by_check: dict[tuple[str, int], list[float]] = defaultdict(list)
-        for f in read_figures(run):
+        for f in figures:
             if f.get("busbw_gbps") and f["check"] != "world_straggler":
                 by_check[(f["check"], int(f["size_bytes"]))].append(float(f["busbw_gbps"]))
         for key, values in by_check.items():
@@ -186,15 +188,15 @@ def learn(runs: Sequence[str], out: str) -> int:
     return 0
 
 
-def _health_run(run: Path) -> dict[str, Any]:
-    """A run's meta.json ({} without one), once it is known to be a health run: a path
-    that is not one is named before the runs are counted."""
+def _health_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run's meta.json ({} without one) and its figures: a path that is not a health run
+    is named before the runs are counted."""
     if not run.exists():
         raise UsageError(
             f"health learn: {run} does not exist (give `colbench health` run directories)"
         )
-    read_figures(run)
-    return (RunDir(run).meta_or_none() if run.is_dir() else None) or {}
+    figures = read_figures(run)
+    return (RunDir(run).meta_or_none() if run.is_dir() else None) or {}, figures
 
 
 def _refuse_runs_twice(runs: Sequence[Path], metas: Sequence[Mapping[str, Any]]) -> None:
